@@ -1,0 +1,233 @@
+/*
+ * hilock — Redis distributed locks (reentrant, fair, multi-lock, Redlock,
+ * watchdog renewal) in Redisson's data layout.
+ *
+ * Conventions
+ *   - Every function that can fail returns 0 or a negative HILOCK_E* code;
+ *     out-parameters come first.
+ *   - Handles are opaque. Every *_new/*_open has a NULL-safe *_free/*_close.
+ *   - Times are int64_t milliseconds. For acquire: wait 0 = one try,
+ *     -1 = wait forever, >0 = wait at most that long; lease <= 0 = watchdog
+ *     (renewed while held), > 0 = fixed lease. Other negative values are
+ *     HILOCK_EINVAL, and so are values above HILOCK_MAX_TIME_MS.
+ *   - The "_tid" variants take an explicit thread id (the second half of the
+ *     owner string "<client-uuid>:<thread-id>"); the plain ones use the
+ *     calling OS thread's id.
+ *   - A detail message for the last failure is kept on the handle that
+ *     failed (hilock_client_errmsg, hilock_lock_errmsg, ...).
+ */
+#ifndef HILOCK_H
+#define HILOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(HILOCK_BUILDING) && (defined(__GNUC__) || defined(__clang__))
+#define HILOCK_API __attribute__((visibility("default")))
+#else
+#define HILOCK_API
+#endif
+
+#define HILOCK_VERSION_MAJOR 0
+#define HILOCK_VERSION_MINOR 1
+#define HILOCK_VERSION_PATCH 0
+#define HILOCK_VERSION_NUMBER \
+    (HILOCK_VERSION_MAJOR * 10000 + HILOCK_VERSION_MINOR * 100 + HILOCK_VERSION_PATCH)
+#define HILOCK_VERSION_STRING "0.1.0"
+
+/* Runtime version: the number as HILOCK_VERSION_NUMBER, and the string. */
+HILOCK_API int hilock_version(void);
+HILOCK_API const char *hilock_version_string(void);
+
+/* Error codes. */
+enum {
+    HILOCK_OK = 0,
+    HILOCK_EINVAL = -1,     /* invalid argument (NULL, empty, bad time, bad URL) */
+    HILOCK_ETIMEDOUT = -2,  /* the wait elapsed without acquiring */
+    HILOCK_ENOTOWNER = -3,  /* unlock/renew by a caller that does not hold it */
+    HILOCK_ELOST = -4,      /* the lock was lost while held (watchdog found it gone) */
+    HILOCK_ECONN = -5,      /* cannot reach the server, I/O error or command timeout */
+    HILOCK_EPROTO = -6,     /* unexpected reply or server error */
+    HILOCK_EAUTH = -7,      /* authentication or database selection refused */
+    HILOCK_EWRONGTYPE = -8, /* the lock's key holds a value that is not a lock */
+    HILOCK_ENOMEM = -9,     /* out of memory */
+    HILOCK_ECLOSED = -10    /* handle closed, or client inherited across fork() */
+};
+
+/* Static description of a code ("not owner", ...); never NULL. */
+HILOCK_API const char *hilock_strerror(int code);
+
+/* Longest time accepted, in ms (about 292 years would overflow; we cap at
+ * 100 years so that deadlines computed from now never overflow). */
+#define HILOCK_MAX_TIME_MS ((int64_t)3153600000000)
+#define HILOCK_WAIT_FOREVER ((int64_t)-1)
+#define HILOCK_LEASE_WATCHDOG ((int64_t)0)
+
+/* ------------------------------------------------------------------ */
+/* Client                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct hilock_client hilock_client;
+
+#define HILOCK_OPTIONS_VERSION 1
+
+/* Zero-initialisable: a field left at 0 takes its default. */
+typedef struct hilock_options {
+    unsigned int version;        /* HILOCK_OPTIONS_VERSION (0 is taken as 1) */
+    int64_t connect_timeout_ms;  /* default 1000 */
+    int64_t command_timeout_ms;  /* default 1000 */
+    int64_t watchdog_lease_ms;   /* default 30000; renewed every lease/3 */
+    int64_t fair_wait_window_ms; /* default 300000 (fair lock waiter deadline window) */
+    int pool_size;               /* connections in the pool, default 8 */
+} hilock_options;
+
+#define HILOCK_OPTIONS_INIT {HILOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0}
+
+/* Fill *opts with defaults. */
+HILOCK_API int hilock_options_init(hilock_options *opts, unsigned int version);
+
+/*
+ * Open a client. url:
+ *   redis://[user[:password]@]host[:port][/db]     (user may be empty: redis://:pw@h)
+ *   unix:///path/to/socket[?db=N&password=P&user=U]
+ * opts may be NULL (defaults). Connects once to verify the server, the
+ * credentials and the database; on failure returns the code and, when errbuf
+ * is not NULL, writes a detail message into it (errlen bytes at most).
+ * *out is NULL on failure.
+ */
+HILOCK_API int hilock_client_open(hilock_client **out, const char *url,
+                                  const hilock_options *opts, char *errbuf,
+                                  size_t errlen);
+
+/* Close: stops the watchdog and listener threads, frees every connection.
+ * Locks still held are NOT released; they stop being renewed and expire
+ * after their lease. Lock handles of this client must be freed (before or
+ * after); any other call on them returns HILOCK_ECLOSED. NULL-safe.
+ * In a child process after fork(), only frees memory. */
+HILOCK_API void hilock_client_close(hilock_client *c);
+
+/* The client's 36-character UUID (owner prefix). */
+HILOCK_API const char *hilock_client_id(const hilock_client *c);
+
+/* Detail message of the last client-level failure (listener or watchdog
+ * connection trouble, use after fork). Never NULL. */
+HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
+
+/* Id of the calling OS thread, as used in owner strings. */
+HILOCK_API uint64_t hilock_thread_id(void);
+
+/* Write "<client-uuid>:<tid>" into buf (at least 58 bytes). */
+HILOCK_API int hilock_client_owner(const hilock_client *c, uint64_t tid, char *buf,
+                                   size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Locks (reentrant and fair)                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct hilock_lock hilock_lock;
+
+typedef enum hilock_kind {
+    HILOCK_KIND_REENTRANT = 1,
+    HILOCK_KIND_FAIR = 2
+} hilock_kind;
+
+/* Called from the watchdog thread when it finds a held lock gone. */
+typedef void (*hilock_lost_cb)(hilock_lock *lock, uint64_t thread_id, void *payload);
+
+/* A handle for the lock named `name` (non-empty, at most 4096 bytes) on
+ * client c. Creating a handle sends nothing. A handle may be used by
+ * several threads; each thread (thread id) has its own hold. */
+HILOCK_API int hilock_lock_new(hilock_lock **out, hilock_client *c, const char *name);
+HILOCK_API int hilock_fair_lock_new(hilock_lock **out, hilock_client *c, const char *name);
+
+/* Free the handle. Holds it still has stop being renewed (they expire after
+ * their lease); nothing is unlocked. NULL-safe. */
+HILOCK_API void hilock_lock_free(hilock_lock *l);
+
+HILOCK_API const char *hilock_lock_name(const hilock_lock *l);
+HILOCK_API hilock_kind hilock_lock_kind(const hilock_lock *l);
+HILOCK_API hilock_client *hilock_lock_client(const hilock_lock *l);
+
+/* Acquire. 0 = acquired (or re-entered: hold count + 1, lease re-applied);
+ * HILOCK_ETIMEDOUT = not acquired within wait. */
+HILOCK_API int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t lease_ms);
+HILOCK_API int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms,
+                                       int64_t lease_ms);
+
+/* Release one hold. HILOCK_ENOTOWNER when the caller does not hold it (never
+ * held, expired, lost or forced); nothing changes then. */
+HILOCK_API int hilock_lock_release(hilock_lock *l);
+HILOCK_API int hilock_lock_release_tid(hilock_lock *l, uint64_t tid);
+
+/* Delete the lock whoever holds it and wake waiters. *deleted (may be NULL)
+ * tells whether there was a lock to delete. */
+HILOCK_API int hilock_lock_force_unlock(int *deleted, hilock_lock *l);
+
+/* Queries. */
+HILOCK_API int hilock_lock_is_locked(int *out, hilock_lock *l);
+HILOCK_API int hilock_lock_is_held(int *out, hilock_lock *l);
+HILOCK_API int hilock_lock_is_held_tid(int *out, hilock_lock *l, uint64_t tid);
+HILOCK_API int hilock_lock_hold_count(int64_t *out, hilock_lock *l);
+HILOCK_API int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t tid);
+/* Remaining lease in ms: -2 no such lock, -1 no expiry. */
+HILOCK_API int hilock_lock_remaining_ms(int64_t *out, hilock_lock *l);
+
+/* 1 once the watchdog found one of this handle's holds gone; reset by the
+ * next successful acquire. */
+HILOCK_API int hilock_lock_is_lost(const hilock_lock *l);
+HILOCK_API int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid);
+HILOCK_API void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb,
+                                              void *payload);
+
+/* Detail message of the last failure on this handle. Never NULL. */
+HILOCK_API const char *hilock_lock_errmsg(const hilock_lock *l);
+
+/* ------------------------------------------------------------------ */
+/* Multi-lock and Redlock                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct hilock_multilock hilock_multilock;
+
+typedef void (*hilock_multilock_lost_cb)(hilock_multilock *m, uint64_t thread_id,
+                                         void *payload);
+
+/* All-or-nothing over n lock handles (any kinds, any clients). The handles
+ * must outlive the multi-lock; they are not freed with it. */
+HILOCK_API int hilock_multilock_new(hilock_multilock **out, hilock_lock *const *locks,
+                                    size_t n);
+/* Redlock: a majority (n/2+1) of n locks, each on an independent server. */
+HILOCK_API int hilock_redlock_new(hilock_multilock **out, hilock_lock *const *locks,
+                                  size_t n);
+HILOCK_API void hilock_multilock_free(hilock_multilock *m);
+
+/* Per-member request timeout (Redlock default 50 ms; multi-lock default: the
+ * clients' command timeout). */
+HILOCK_API int hilock_multilock_set_member_timeout(hilock_multilock *m, int64_t ms);
+
+HILOCK_API int hilock_multilock_acquire(hilock_multilock *m, int64_t wait_ms,
+                                        int64_t lease_ms);
+HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
+                                            int64_t wait_ms, int64_t lease_ms);
+/* Release every member; HILOCK_ENOTOWNER if any member was not held (the
+ * others are still released). */
+HILOCK_API int hilock_multilock_release(hilock_multilock *m);
+HILOCK_API int hilock_multilock_release_tid(hilock_multilock *m, uint64_t tid);
+HILOCK_API int hilock_multilock_is_held(int *out, hilock_multilock *m);
+HILOCK_API int hilock_multilock_is_held_tid(int *out, hilock_multilock *m, uint64_t tid);
+/* Validity left in ms of the last successful acquire (Redlock: lease -
+ * elapsed - drift, counting down on the monotonic clock; watchdog: -1). */
+HILOCK_API int hilock_multilock_validity_ms(int64_t *out, hilock_multilock *m);
+HILOCK_API int hilock_multilock_is_lost(const hilock_multilock *m);
+HILOCK_API void hilock_multilock_set_lost_callback(hilock_multilock *m,
+                                                   hilock_multilock_lost_cb cb,
+                                                   void *payload);
+HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HILOCK_H */

@@ -1,0 +1,64 @@
+-- Fair (FIFO) acquire.
+-- KEYS[1] lock hash, KEYS[2] waiter queue (LIST), KEYS[3] waiter deadlines (ZSET)
+-- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] wait window ms, ARGV[4] "1" to queue
+-- up when the lock cannot be taken now, "0" for a single try that leaves no trace.
+-- Deadlines are epoch ms of the server clock.
+-- Returns {1, hold count} when taken or re-entered; {0, ms} otherwise, where
+-- ms is how long this waiter can expect to wait before its next try.
+local clock = redis.call('time')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local window = tonumber(ARGV[3])
+
+-- Waiters whose deadline passed are dropped from the head of the line.
+while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local due = tonumber(redis.call('zscore', KEYS[3], head))
+    if due and due > now then
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+end
+
+if redis.call('exists', KEYS[1]) == 0 then
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head or head == ARGV[2] then
+        if head then
+            redis.call('lpop', KEYS[2])
+            redis.call('zrem', KEYS[3], ARGV[2])
+            -- everyone behind moved up one place
+            local behind = redis.call('zrange', KEYS[3], 0, -1)
+            for i = 1, #behind do
+                redis.call('zincrby', KEYS[3], -window, behind[i])
+            end
+        end
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return {1, 1}
+    end
+elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, holds}
+end
+
+local pttl = redis.call('pttl', KEYS[1])
+local mine = redis.call('zscore', KEYS[3], ARGV[2])
+if mine then
+    -- already in line: the one ahead is due at (my deadline - window)
+    return {0, tonumber(mine) - window - now}
+end
+if ARGV[4] ~= '1' then
+    return {0, pttl}
+end
+local last = redis.call('lindex', KEYS[2], -1)
+local base = now + math.max(pttl, 0)
+if last then
+    base = tonumber(redis.call('zscore', KEYS[3], last)) or base
+end
+redis.call('zadd', KEYS[3], base + window, ARGV[2])
+redis.call('rpush', KEYS[2], ARGV[2])
+return {0, base - now}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run every hilock test suite: install what is missing, build, then run
+# tests/c (plain, ASan+UBSan, valgrind) and every other tests/<suite>/run.sh.
+# Usage: scripts/test.sh [suite...]     (default: all suites)
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+bash scripts/deps.sh || { echo "deps failed"; exit 1; }
+
+export HILOCK_ROOT="$here"
+export HILOCK_BUILD="$here/build/release"
+jobs=$(nproc)
+
+build() { # dir, extra cmake args...
+  local dir="$1"; shift
+  cmake -S "$here" -B "$dir" -DHILOCK_WERROR=ON "$@" >"$dir.log" 2>&1 &&
+  cmake --build "$dir" -j "$jobs" >>"$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
+}
+
+mkdir -p build
+if ! build "$HILOCK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+  echo "build failed"; echo "0 passed, 1 failed"; exit 1
+fi
+
+suites=("$@")
+if [ "${#suites[@]}" -eq 0 ]; then
+  suites=(c c-asan c-valgrind)
+  for d in tests/*/; do
+    d="${d%/}"; s="${d#tests/}"
+    [ "$s" != c ] && [ -x "$d/run.sh" ] && suites+=("$s")
+  done
+fi
+
+passed=0; failed=0; failed_names=()
+for s in "${suites[@]}"; do
+  echo "=== suite: $s"
+  start=$(date +%s)
+  case "$s" in
+    c) ctest --test-dir "$HILOCK_BUILD" --output-on-failure ;;
+    c-asan)
+      build "$here/build/asan" -DCMAKE_BUILD_TYPE=Debug -DHILOCK_SANITIZE=ON &&
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        ctest --test-dir "$here/build/asan" --output-on-failure ;;
+    c-valgrind) HILOCK_VALGRIND=1 ctest --test-dir "$HILOCK_BUILD" --output-on-failure -L unit ;;
+    *) bash "tests/$s/run.sh" ;;
+  esac
+  rc=$?
+  echo "=== suite $s: $([ $rc -eq 0 ] && echo ok || echo FAILED) ($(( $(date +%s) - start ))s)"
+  if [ $rc -eq 0 ]; then passed=$((passed+1)); else failed=$((failed+1)); failed_names+=("$s"); fi
+done
+echo
+[ $failed -gt 0 ] && echo "failed suites: ${failed_names[*]}"
+echo "suites: $passed passed, $failed failed"
+[ $failed -eq 0 ]
