@@ -127,6 +127,69 @@ typedef struct hl_ps_event {
 } hl_ps_event;
 HL_HIDDEN void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev);
 
+/*
+ * The acquire loop as a state machine without I/O. The blocking C transport
+ * and the OpenResty driver both run it; they only move bytes and sleep.
+ *
+ *   hl_acquire_init(&a, ...);
+ *   for (;;) switch (hl_acquire_next(&a, now_ms())) {
+ *     case HL_ACT_SEND:        send a.cmd; feed the reply with
+ *                              hl_acquire_on_reply (or hl_acquire_on_error)
+ *     case HL_ACT_SUBSCRIBE:   subscribe to a.channel; then
+ *                              hl_acquire_on_subscribed(&a, ok)
+ *     case HL_ACT_WAIT:        sleep up to a.sleep_ms or until a message on
+ *                              a.channel (payload 0 or 1); then hl_acquire_on_wake
+ *     case HL_ACT_UNSUBSCRIBE: drop the subscription to a.channel; the
+ *                              machine moves on by itself
+ *     case HL_ACT_DONE:        a.result is 0 (acquired, a.hold_count set),
+ *                              HILOCK_ETIMEDOUT, or the error that stopped it
+ *   }
+ * Times are milliseconds of a monotonic clock chosen by the driver.
+ */
+typedef enum hl_action {
+    HL_ACT_SEND = 1,
+    HL_ACT_SUBSCRIBE,
+    HL_ACT_WAIT,
+    HL_ACT_UNSUBSCRIBE,
+    HL_ACT_DONE
+} hl_action;
+
+typedef struct hl_acquire {
+    /* inputs (borrowed; must outlive the machine) */
+    hilock_kind kind;
+    const hl_names *names;
+    const char *owner;
+    int64_t lease_ms;
+    int64_t wait_ms;   /* 0 one try, -1 forever */
+    int64_t window_ms; /* fair: this waiter's window */
+    /* state */
+    int state;
+    int subscribed;    /* 1 while the driver holds a subscription for us */
+    int sub_failed;    /* subscribing failed: fall back to timed retries */
+    int queued;        /* fair: we may have an entry in the line */
+    int64_t deadline;  /* monotonic ms; -1 none */
+    int64_t last_ttl;
+    /* outputs */
+    hl_cmd cmd;        /* for HL_ACT_SEND */
+    char *channel;     /* for (UN)SUBSCRIBE/WAIT; owned by the machine */
+    int64_t sleep_ms;  /* for HL_ACT_WAIT; -1 = until a message */
+    int result;
+    int64_t hold_count;
+    int64_t attempts;
+} hl_acquire;
+
+/* 0, HILOCK_ENOMEM. wait_window_ms: the client's fair window (used when
+ * wait_ms is not > 0). */
+HL_HIDDEN int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n,
+                              const char *owner, int64_t wait_ms, int64_t lease_ms,
+                              int64_t wait_window_ms, int64_t now_ms);
+HL_HIDDEN hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms);
+HL_HIDDEN void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms);
+HL_HIDDEN void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms);
+HL_HIDDEN void hl_acquire_on_subscribed(hl_acquire *a, int ok, int64_t now_ms);
+HL_HIDDEN void hl_acquire_on_wake(hl_acquire *a, int64_t now_ms);
+HL_HIDDEN void hl_acquire_free(hl_acquire *a);
+
 /* Time validation shared by the API: 0 or HILOCK_EINVAL. */
 HL_HIDDEN int hl_check_wait(int64_t wait_ms);
 HL_HIDDEN int hl_check_lease(int64_t lease_ms);

@@ -1,0 +1,186 @@
+/*
+ * Internal structures and the transport layer of libcore.
+ * Layers: proto.{h,c} (no I/O) <- conn.c, pubsub.c, watchdog.c (transport)
+ *         <- client.c, lock.c, multilock.c (API).
+ */
+#ifndef HILOCK_INTERNAL_H
+#define HILOCK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <hiredis/hiredis.h>
+
+#include "hilock.h"
+#include "proto.h"
+
+#define HL_ERRMSG_MAX 256
+
+/* ---- util.c ---- */
+HL_HIDDEN int64_t hl_now_mono_ms(void);
+HL_HIDDEN void hl_abs_timespec(struct timespec *ts, int64_t ms_from_now); /* CLOCK_MONOTONIC */
+HL_HIDDEN void hl_cond_init_mono(pthread_cond_t *cv);
+HL_HIDDEN void hl_set_err(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+HL_HIDDEN char *hl_strdup(const char *s);
+
+/* ---- conn.c: endpoint, connection pool, script execution ---- */
+typedef struct hl_endpoint {
+    char *host;       /* TCP host, or NULL for unix */
+    int port;
+    char *path;       /* unix socket path */
+    char *user;       /* ACL user or NULL */
+    char *password;   /* or NULL */
+    int db;
+} hl_endpoint;
+
+HL_HIDDEN int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err);
+HL_HIDDEN void hl_endpoint_free(hl_endpoint *ep);
+
+/* Connect, AUTH, SELECT within timeout_ms (each step). Returns a context or
+ * NULL with *code and err set. */
+HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
+                                   int64_t command_timeout_ms, int *code, char *err);
+
+typedef struct hl_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    redisContext **idle;
+    int nidle;
+    int size;     /* max connections */
+    int inuse;    /* checked out */
+} hl_pool;
+
+/* Run one command on a pooled connection, with EVALSHA->EVAL fallback on
+ * NOSCRIPT, one reconnect+retry when a pooled connection turns out broken
+ * before anything was sent. timeout_ms <= 0: the client's command timeout.
+ * On success *reply is set (caller frees). Errors: HILOCK_ECONN, EAUTH,
+ * ECLOSED; a Redis error reply is returned as a reply, not as an error. */
+struct hilock_client;
+HL_HIDDEN int hl_exec(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
+                      int64_t timeout_ms, char *err);
+/* Run several commands pipelined on one connection (watchdog batches).
+ * replies[i] NULL where that command got no reply. */
+HL_HIDDEN int hl_exec_pipeline(struct hilock_client *c, hl_cmd *cmds, int n,
+                               redisReply **replies, char *err);
+
+/* ---- pubsub.c: one listener connection + thread per client ---- */
+typedef struct hl_waiter {
+    struct hl_waiter *next;
+    struct hl_channel *chan;
+    int signaled;
+    pthread_cond_t cv;   /* signalled with the pubsub mutex */
+} hl_waiter;
+
+typedef struct hl_channel {
+    struct hl_channel *next;
+    char *name;
+    int refs;           /* waiters registered */
+    int state;          /* 0 pending subscribe, 1 subscribed, 2 unsubscribing */
+    hl_waiter *waiters; /* FIFO */
+} hl_channel;
+
+typedef struct hl_pubsub {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* subscription state changes */
+    pthread_t thread;
+    int running;
+    int stop;
+    int wake_fd[2];     /* pipe to wake the listener */
+    hl_channel *channels;
+    int connected;
+    int64_t generation; /* bumps on every (re)connect */
+} hl_pubsub;
+
+/* Register w on a channel; subscribes if it is the first waiter. Waits up
+ * to timeout_ms for the subscription; returns 0 subscribed, or HILOCK_ECONN /
+ * ETIMEDOUT (still registered: waits then fall back to timed retries). */
+HL_HIDDEN int hl_sub_register(struct hilock_client *c, hl_waiter *w, const char *channel,
+                              int64_t timeout_ms);
+/* Sleep until a message wakes w or ms pass (ms < 0: until a message). */
+HL_HIDDEN void hl_sub_wait(struct hilock_client *c, hl_waiter *w, int64_t ms);
+HL_HIDDEN void hl_sub_unregister(struct hilock_client *c, hl_waiter *w);
+HL_HIDDEN void hl_pubsub_shutdown(struct hilock_client *c);
+
+/* ---- watchdog.c: one renewal thread per client ---- */
+typedef struct hl_wd_entry {
+    struct hl_wd_entry *next;
+    struct hilock_lock *lock;
+    uint64_t tid;
+    char owner[HL_OWNER_MAX];
+    int holds;         /* watchdog acquisitions not yet released */
+    int inflight;      /* in the batch being renewed right now */
+    int removed;
+} hl_wd_entry;
+
+typedef struct hl_watchdog {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* wakes the thread (stop) and waiters of inflight */
+    pthread_t thread;
+    int running;
+    int stop;
+    hl_wd_entry *entries;
+} hl_watchdog;
+
+/* A watchdog acquisition of (lock, tid): starts renewing or counts a hold. */
+HL_HIDDEN int hl_wd_add(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
+/* Before a release: if this is the last watchdog hold of (lock, tid), stop
+ * renewing it and wait for any renewal in flight; returns 1 when it stopped
+ * (so hl_wd_readd can undo it if the release left holds), 0 otherwise. */
+HL_HIDDEN int hl_wd_release(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
+HL_HIDDEN void hl_wd_forget(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
+HL_HIDDEN void hl_wd_forget_lock(struct hilock_client *c, struct hilock_lock *l);
+HL_HIDDEN void hl_wd_shutdown(struct hilock_client *c);
+
+/* ---- client ---- */
+struct hilock_client {
+    hl_endpoint ep;
+    hilock_options opts;
+    char id[37];
+    pid_t pid;            /* fork detection */
+    int closed;
+    hl_pool pool;
+    hl_pubsub ps;
+    hl_watchdog wd;
+    pthread_mutex_t err_mu;
+    char errmsg[HL_ERRMSG_MAX];
+    uint64_t request_seq;  /* unlock request ids (atomic) */
+};
+
+/* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
+HL_HIDDEN int hl_client_check(struct hilock_client *c, char *err);
+HL_HIDDEN void hl_client_set_err(struct hilock_client *c, const char *msg);
+
+/* ---- lock ---- */
+typedef struct hl_lost_state {
+    struct hl_lost_state *next;
+    uint64_t tid;
+} hl_lost_state;
+
+struct hilock_lock {
+    struct hilock_client *client;
+    hilock_kind kind;
+    hl_names names;
+    pthread_mutex_t mu;        /* guards the fields below */
+    hl_lost_state *lost;       /* thread ids whose hold was found lost */
+    hilock_lost_cb lost_cb;
+    void *lost_payload;
+    /* second hook for multi-locks built over this handle */
+    void (*ml_hook)(struct hilock_lock *l, uint64_t tid, void *payload);
+    void *ml_payload;
+    char errmsg[HL_ERRMSG_MAX];
+};
+
+/* Called by the watchdog when (l, tid) was found gone. */
+HL_HIDDEN void hl_lock_mark_lost(struct hilock_lock *l, uint64_t tid);
+
+/* For multi-locks: one attempt (no waiting), with a time limit on the
+ * round trip (connect + command), timeout_ms <= 0 = client defaults.
+ * lease <= 0 = watchdog. Returns 0 acquired, HILOCK_ETIMEDOUT held by someone
+ * else (*ttl_ms = holder's PTTL, may be NULL), or an error. */
+HL_HIDDEN int hl_lock_try_once(struct hilock_lock *l, uint64_t tid, int64_t lease_ms,
+                               int64_t timeout_ms, int64_t *ttl_ms);
+/* Release one hold with a time limit; as hilock_lock_release_tid. */
+HL_HIDDEN int hl_lock_release_timeout(struct hilock_lock *l, uint64_t tid,
+                                      int64_t timeout_ms);
+
+#endif

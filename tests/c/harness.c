@@ -1,0 +1,290 @@
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TH_MAX_SERVERS 64
+static th_redis *th_started[TH_MAX_SERVERS];
+static int th_atexit_set;
+
+int64_t th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void th_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+int th_wait_for(int (*cond)(void *), void *arg, int64_t timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        if (cond(arg))
+            return 1;
+        if (th_now_ms() >= end)
+            return 0;
+        th_sleep_ms(5);
+    }
+}
+
+int th_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static void th_stop_all(void)
+{
+    for (int i = 0; i < TH_MAX_SERVERS; i++)
+        if (th_started[i])
+            th_redis_stop(th_started[i]);
+}
+
+static void th_track(th_redis *r, int add)
+{
+    for (int i = 0; i < TH_MAX_SERVERS; i++) {
+        if (add && !th_started[i]) {
+            th_started[i] = r;
+            return;
+        }
+        if (!add && th_started[i] == r) {
+            th_started[i] = NULL;
+            return;
+        }
+    }
+}
+
+static const char *th_password(const th_redis *r, char *buf, size_t len)
+{
+    const char *p = strstr(r->extra, "--requirepass ");
+    if (!p)
+        return NULL;
+    p += strlen("--requirepass ");
+    size_t n = strcspn(p, " ");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return buf;
+}
+
+redisContext *th_redis_connect(const th_redis *r)
+{
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+    if (!ctx || ctx->err) {
+        if (ctx)
+            redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    char pw[128];
+    if (th_password(r, pw, sizeof pw)) {
+        redisReply *rep = redisCommand(ctx, "AUTH %s", pw);
+        if (rep)
+            freeReplyObject(rep);
+    }
+    return ctx;
+}
+
+long long th_redis_int(const th_redis *r, const char *fmt, ...)
+{
+    redisContext *ctx = th_redis_connect(r);
+    if (!ctx)
+        return -1000;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    long long v = -1000;
+    if (rep) {
+        if (rep->type == REDIS_REPLY_INTEGER)
+            v = rep->integer;
+        else if (rep->type == REDIS_REPLY_STRING)
+            v = strtoll(rep->str, NULL, 10);
+        else if (rep->type == REDIS_REPLY_NIL)
+            v = -1001;
+        freeReplyObject(rep);
+    }
+    redisFree(ctx);
+    return v;
+}
+
+static int th_spawn(th_redis *r)
+{
+    char portbuf[16];
+    snprintf(portbuf, sizeof portbuf, "%d", r->port);
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s", r->extra);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "redis-server";
+    argv[argc++] = "--port";
+    argv[argc++] = portbuf;
+    argv[argc++] = "--bind";
+    argv[argc++] = "127.0.0.1";
+    argv[argc++] = "--save";
+    argv[argc++] = "";
+    argv[argc++] = "--appendonly";
+    argv[argc++] = "no";
+    argv[argc++] = "--dir";
+    argv[argc++] = r->dir;
+    argv[argc++] = "--logfile";
+    argv[argc++] = "redis.log";
+    for (char *tok = strtok(extra, " "); tok && argc < 62; tok = strtok(NULL, " "))
+        argv[argc++] = tok;
+    argv[argc] = NULL;
+
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int devnull = open("/dev/null", 0);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        execvp("redis-server", argv);
+        _exit(127);
+    }
+    r->pid = pid;
+    /* wait for PING */
+    int64_t end = th_now_ms() + 5000;
+    while (th_now_ms() < end) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            r->pid = 0;
+            return -1; /* died: port taken or bad args */
+        }
+        redisContext *ctx = th_redis_connect(r);
+        if (ctx) {
+            redisReply *rep = redisCommand(ctx, "PING");
+            int ok = rep && rep->type == REDIS_REPLY_STATUS;
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(ctx);
+            if (ok)
+                return 0;
+        }
+        th_sleep_ms(10);
+    }
+    return -1;
+}
+
+int th_redis_start(th_redis *r, const char *extra)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->extra, sizeof r->extra, "%s", extra ? extra : "");
+    snprintf(r->dir, sizeof r->dir, "/tmp/hilock-test-XXXXXX");
+    if (!mkdtemp(r->dir))
+        return -1;
+    if (!th_atexit_set) {
+        atexit(th_stop_all);
+        th_atexit_set = 1;
+    }
+    for (int attempt = 0; attempt < 5; attempt++) {
+        r->port = th_free_port();
+        snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+        if (th_spawn(r) == 0) {
+            th_track(r, 1);
+            return 0;
+        }
+        if (r->pid > 0) {
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, NULL, 0);
+            r->pid = 0;
+        }
+    }
+    return -1;
+}
+
+static void th_kill(th_redis *r, int sig)
+{
+    if (r->pid <= 0)
+        return;
+    kill(r->pid, SIGCONT);
+    kill(r->pid, sig);
+    int64_t end = th_now_ms() + 3000;
+    while (th_now_ms() < end) {
+        if (waitpid(r->pid, NULL, WNOHANG) == r->pid) {
+            r->pid = 0;
+            return;
+        }
+        th_sleep_ms(2);
+    }
+    kill(r->pid, SIGKILL);
+    waitpid(r->pid, NULL, 0);
+    r->pid = 0;
+}
+
+void th_redis_stop(th_redis *r)
+{
+    if (!r || r->pid <= 0)
+        return;
+    th_kill(r, SIGTERM);
+    th_track(r, 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/redis.log", r->dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/dump.rdb", r->dir);
+    unlink(path);
+    rmdir(r->dir);
+}
+
+int th_redis_restart(th_redis *r)
+{
+    th_kill(r, SIGKILL);
+    for (int attempt = 0; attempt < 50; attempt++) {
+        if (th_spawn(r) == 0)
+            return 0;
+        th_sleep_ms(20); /* port may linger briefly */
+    }
+    return -1;
+}
+
+void th_redis_pause(th_redis *r)
+{
+    if (r->pid > 0)
+        kill(r->pid, SIGSTOP);
+}
+
+void th_redis_resume(th_redis *r)
+{
+    if (r->pid > 0)
+        kill(r->pid, SIGCONT);
+}

@@ -1,0 +1,47 @@
+/*
+ * Test harness: throwaway redis-server processes on free loopback ports.
+ * Every server started is killed at process exit (atexit + PR_SET_PDEATHSIG),
+ * also when a test fails or crashes.
+ */
+#ifndef HILOCK_TEST_HARNESS_H
+#define HILOCK_TEST_HARNESS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <hiredis/hiredis.h>
+
+typedef struct th_redis {
+    pid_t pid;
+    int port;
+    char url[128];      /* redis://127.0.0.1:<port> */
+    char extra[512];    /* extra arguments given at start */
+    char dir[128];      /* working directory (removed at stop) */
+} th_redis;
+
+/* Start a server on a free port. extra: more redis-server arguments split on
+ * spaces (e.g. "--requirepass secret"), or NULL. Returns 0 or -1. Waits until
+ * the server answers PING (authenticating if --requirepass is given). */
+int th_redis_start(th_redis *r, const char *extra);
+/* SIGKILL-free stop: SIGTERM, wait, then SIGKILL if needed. NULL/idempotent. */
+void th_redis_stop(th_redis *r);
+/* Stop (SIGKILL: no save) and start again on the same port, empty. */
+int th_redis_restart(th_redis *r);
+/* Pause/resume the server process (SIGSTOP/SIGCONT) to simulate a hang. */
+void th_redis_pause(th_redis *r);
+void th_redis_resume(th_redis *r);
+/* A plain hiredis connection to inspect keys (caller frees with redisFree). */
+redisContext *th_redis_connect(const th_redis *r);
+/* Run a command on a fresh connection and return the integer reply (or
+ * -1000 on error); for quick checks like EXISTS, PTTL, HGET. */
+long long th_redis_int(const th_redis *r, const char *fmt, ...);
+/* A free loopback TCP port (nothing listening at the moment of the call). */
+int th_free_port(void);
+/* Monotonic milliseconds. */
+int64_t th_now_ms(void);
+/* Sleep ms milliseconds. */
+void th_sleep_ms(int64_t ms);
+/* Wait until cond(arg) returns non-zero or timeout_ms passes; polls every
+ * 5 ms. Returns 1 when the condition held, 0 on timeout. */
+int th_wait_for(int (*cond)(void *), void *arg, int64_t timeout_ms);
+
+#endif
