@@ -5,7 +5,7 @@
  * Conventions
  *   - Every function that can fail returns 0 or a negative HILOCK_E* code;
  *     out-parameters come first.
- *   - Handles are opaque. Every *_new/*_open has a NULL-safe *_free/*_close.
+ *   - Handles are opaque. Every _new/_open function has a NULL-safe _free/_close.
  *   - Times are int64_t milliseconds. For acquire: wait 0 = one try,
  *     -1 = wait forever, >0 = wait at most that long; lease <= 0 = watchdog
  *     (renewed while held), > 0 = fixed lease. Other negative values are

@@ -48,8 +48,9 @@ end
 local pttl = redis.call('pttl', KEYS[1])
 local mine = redis.call('zscore', KEYS[3], ARGV[2])
 if mine then
-    -- already in line: the one ahead is due at (my deadline - window)
-    return {0, tonumber(mine) - window - now}
+    -- already in line: nothing can change before the one ahead is due
+    -- (my deadline - window) and before the holder's lease ends
+    return {0, math.max(tonumber(mine) - window - now, pttl)}
 end
 if ARGV[4] ~= '1' then
     return {0, pttl}
@@ -61,4 +62,4 @@ if last then
 end
 redis.call('zadd', KEYS[3], base + window, ARGV[2])
 redis.call('rpush', KEYS[2], ARGV[2])
-return {0, base - now}
+return {0, math.max(base - now, pttl)}

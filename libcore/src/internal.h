@@ -71,11 +71,14 @@ typedef struct hl_waiter {
     pthread_cond_t cv;   /* signalled with the pubsub mutex */
 } hl_waiter;
 
+enum { HL_CH_PENDING = 0, HL_CH_SUBSCRIBED = 1, HL_CH_UNSUBSCRIBING = 2 };
+
 typedef struct hl_channel {
     struct hl_channel *next;
     char *name;
     int refs;           /* waiters registered */
-    int state;          /* 0 pending subscribe, 1 subscribed, 2 unsubscribing */
+    int state;          /* HL_CH_PENDING / HL_CH_SUBSCRIBED / HL_CH_UNSUBSCRIBING */
+    int sent;           /* SUBSCRIBE written on the current connection */
     hl_waiter *waiters; /* FIFO */
 } hl_channel;
 
@@ -88,7 +91,10 @@ typedef struct hl_pubsub {
     int wake_fd[2];     /* pipe to wake the listener */
     hl_channel *channels;
     int connected;
+    int conn_failed;    /* the last connection attempt failed */
+    redisContext *ctx;  /* owned by the listener thread */
     int64_t generation; /* bumps on every (re)connect */
+    char errmsg[HL_ERRMSG_MAX];
 } hl_pubsub;
 
 /* Register w on a channel; subscribes if it is the first waiter. Waits up
@@ -108,8 +114,9 @@ typedef struct hl_wd_entry {
     uint64_t tid;
     char owner[HL_OWNER_MAX];
     int holds;         /* watchdog acquisitions not yet released */
-    int inflight;      /* in the batch being renewed right now */
-    int removed;
+    int inflight;      /* in the batch being renewed (or its loss being reported) */
+    int removed;       /* claimed by a remover, who frees it once !inflight */
+    int lost;          /* found gone; the watchdog thread frees it */
 } hl_wd_entry;
 
 typedef struct hl_watchdog {
@@ -144,7 +151,11 @@ struct hilock_client {
     pthread_mutex_t err_mu;
     char errmsg[HL_ERRMSG_MAX];
     uint64_t request_seq;  /* unlock request ids (atomic) */
+    int refs;              /* the user's handle + one per lock handle (atomic) */
 };
+
+HL_HIDDEN void hl_client_ref(struct hilock_client *c);
+HL_HIDDEN void hl_client_unref(struct hilock_client *c);
 
 /* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
 HL_HIDDEN int hl_client_check(struct hilock_client *c, char *err);

@@ -1,0 +1,265 @@
+/* Client handle: options, identity, lifecycle. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <uuid/uuid.h>
+
+#include "internal.h"
+
+int hilock_version(void)
+{
+    return HILOCK_VERSION_NUMBER;
+}
+
+const char *hilock_version_string(void)
+{
+    return HILOCK_VERSION_STRING;
+}
+
+const char *hilock_strerror(int code)
+{
+    switch (code) {
+    case HILOCK_OK: return "ok";
+    case HILOCK_EINVAL: return "invalid argument";
+    case HILOCK_ETIMEDOUT: return "timed out waiting for the lock";
+    case HILOCK_ENOTOWNER: return "not owner: the lock is not held by this owner";
+    case HILOCK_ELOST: return "lock lost while held";
+    case HILOCK_ECONN: return "connection error";
+    case HILOCK_EPROTO: return "protocol error or unexpected server reply";
+    case HILOCK_EAUTH: return "authentication or database selection refused";
+    case HILOCK_EWRONGTYPE: return "the key holds a value that is not a lock";
+    case HILOCK_ENOMEM: return "out of memory";
+    case HILOCK_ECLOSED: return "client closed or used after fork";
+    default: return "unknown error";
+    }
+}
+
+int hilock_options_init(hilock_options *opts, unsigned int version)
+{
+    if (!opts || version > HILOCK_OPTIONS_VERSION)
+        return HILOCK_EINVAL;
+    memset(opts, 0, sizeof *opts);
+    opts->version = version ? version : HILOCK_OPTIONS_VERSION;
+    opts->connect_timeout_ms = 1000;
+    opts->command_timeout_ms = 1000;
+    opts->watchdog_lease_ms = 30000;
+    opts->fair_wait_window_ms = 300000;
+    opts->pool_size = 8;
+    return 0;
+}
+
+uint64_t hilock_thread_id(void)
+{
+    return (uint64_t)syscall(SYS_gettid);
+}
+
+static int fill_options(hilock_options *out, const hilock_options *in, char *err)
+{
+    hilock_options_init(out, HILOCK_OPTIONS_VERSION);
+    if (!in)
+        return 0;
+    if (in->version > HILOCK_OPTIONS_VERSION) {
+        hl_set_err(err, "options version %u is newer than this library (%u)", in->version,
+                   HILOCK_OPTIONS_VERSION);
+        return HILOCK_EINVAL;
+    }
+    struct {
+        const char *name;
+        int64_t value;
+        int64_t *dst;
+    } times[] = {
+        {"connect_timeout_ms", in->connect_timeout_ms, &out->connect_timeout_ms},
+        {"command_timeout_ms", in->command_timeout_ms, &out->command_timeout_ms},
+        {"watchdog_lease_ms", in->watchdog_lease_ms, &out->watchdog_lease_ms},
+        {"fair_wait_window_ms", in->fair_wait_window_ms, &out->fair_wait_window_ms},
+    };
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+        if (times[i].value < 0 || times[i].value > HILOCK_MAX_TIME_MS) {
+            hl_set_err(err, "option %s out of range: %lld", times[i].name,
+                       (long long)times[i].value);
+            return HILOCK_EINVAL;
+        }
+        if (times[i].value)
+            *times[i].dst = times[i].value;
+    }
+    if (in->pool_size < 0 || in->pool_size > 1024) {
+        hl_set_err(err, "option pool_size out of range: %d", in->pool_size);
+        return HILOCK_EINVAL;
+    }
+    if (in->pool_size)
+        out->pool_size = in->pool_size;
+    return 0;
+}
+
+static void client_destroy(hilock_client *c)
+{
+    hl_endpoint_free(&c->ep);
+    pthread_mutex_destroy(&c->pool.mu);
+    pthread_cond_destroy(&c->pool.cv);
+    pthread_mutex_destroy(&c->ps.mu);
+    pthread_cond_destroy(&c->ps.cv);
+    pthread_mutex_destroy(&c->wd.mu);
+    pthread_cond_destroy(&c->wd.cv);
+    pthread_mutex_destroy(&c->err_mu);
+    free(c->pool.idle);
+    free(c);
+}
+
+void hl_client_ref(hilock_client *c)
+{
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
+
+void hl_client_unref(hilock_client *c)
+{
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        client_destroy(c);
+}
+
+int hilock_client_open(hilock_client **out, const char *url, const hilock_options *opts,
+                       char *errbuf, size_t errlen)
+{
+    char err[HL_ERRMSG_MAX] = "";
+    int rc = 0;
+    hilock_client *c = NULL;
+    if (!out) {
+        hl_set_err(err, "out is NULL");
+        rc = HILOCK_EINVAL;
+        goto done;
+    }
+    *out = NULL;
+    c = calloc(1, sizeof *c);
+    if (!c) {
+        hl_set_err(err, "out of memory");
+        rc = HILOCK_ENOMEM;
+        goto done;
+    }
+    c->refs = 1;
+    c->pid = getpid();
+    c->ps.wake_fd[0] = c->ps.wake_fd[1] = -1;
+    pthread_mutex_init(&c->pool.mu, NULL);
+    hl_cond_init_mono(&c->pool.cv);
+    pthread_mutex_init(&c->ps.mu, NULL);
+    hl_cond_init_mono(&c->ps.cv);
+    pthread_mutex_init(&c->wd.mu, NULL);
+    hl_cond_init_mono(&c->wd.cv);
+    pthread_mutex_init(&c->err_mu, NULL);
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, c->id);
+
+    if ((rc = fill_options(&c->opts, opts, err)) != 0)
+        goto done;
+    if ((rc = hl_endpoint_parse(&c->ep, url, err)) != 0)
+        goto done;
+    c->pool.size = c->opts.pool_size;
+    c->pool.idle = calloc((size_t)c->pool.size, sizeof *c->pool.idle);
+    if (!c->pool.idle) {
+        hl_set_err(err, "out of memory");
+        rc = HILOCK_ENOMEM;
+        goto done;
+    }
+    /* Verify server, credentials and database once; keep the connection. */
+    int code = 0;
+    redisContext *ctx = hl_connect(&c->ep, c->opts.connect_timeout_ms,
+                                   c->opts.command_timeout_ms, &code, err);
+    if (!ctx) {
+        rc = code;
+        goto done;
+    }
+    redisReply *r = redisCommand(ctx, "PING");
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        int noauth = r && r->str && (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
+        rc = !r ? HILOCK_ECONN : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
+        hl_set_err(err, "server check failed: %s", r ? r->str : ctx->errstr);
+        if (r)
+            freeReplyObject(r);
+        redisFree(ctx);
+        goto done;
+    }
+    freeReplyObject(r);
+    c->pool.idle[c->pool.nidle++] = ctx;
+done:
+    if (rc) {
+        if (errbuf && errlen)
+            snprintf(errbuf, errlen, "%s", err[0] ? err : hilock_strerror(rc));
+        if (c)
+            hl_client_unref(c);
+        return rc;
+    }
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    *out = c;
+    return 0;
+}
+
+void hilock_client_close(hilock_client *c)
+{
+    if (!c)
+        return;
+    if (c->pid != getpid()) {
+        /* Child after fork(): the threads are not ours and mutexes may be held
+         * by threads that do not exist here. Only let go of the memory and the
+         * descriptors (closing a descriptor does not disturb the parent). */
+        for (int i = 0; i < c->pool.nidle; i++)
+            redisFree(c->pool.idle[i]);
+        c->pool.nidle = 0;
+        c->closed = 1;
+        hl_client_unref(c);
+        return;
+    }
+    __atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
+    hl_pubsub_shutdown(c);
+    hl_wd_shutdown(c);
+    if (c->ps.wake_fd[0] >= 0) {
+        close(c->ps.wake_fd[0]);
+        close(c->ps.wake_fd[1]);
+        c->ps.wake_fd[0] = c->ps.wake_fd[1] = -1;
+    }
+    pthread_mutex_lock(&c->pool.mu);
+    for (int i = 0; i < c->pool.nidle; i++)
+        redisFree(c->pool.idle[i]);
+    c->pool.nidle = 0;
+    pthread_mutex_unlock(&c->pool.mu);
+    hl_client_unref(c);
+}
+
+const char *hilock_client_id(const hilock_client *c)
+{
+    return c ? c->id : "";
+}
+
+const char *hilock_client_errmsg(const hilock_client *c)
+{
+    return c ? c->errmsg : "client is NULL";
+}
+
+void hl_client_set_err(hilock_client *c, const char *msg)
+{
+    pthread_mutex_lock(&c->err_mu);
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", msg);
+    pthread_mutex_unlock(&c->err_mu);
+}
+
+int hilock_client_owner(const hilock_client *c, uint64_t tid, char *buf, size_t len)
+{
+    if (!c || !buf || len < HL_OWNER_MAX)
+        return HILOCK_EINVAL;
+    hl_owner(buf, c->id, tid);
+    return 0;
+}
+
+int hl_client_check(hilock_client *c, char *err)
+{
+    if (c->pid != getpid()) {
+        hl_set_err(err, "client used in a child process after fork(); open a new client");
+        return HILOCK_ECLOSED;
+    }
+    if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE)) {
+        hl_set_err(err, "client is closed");
+        return HILOCK_ECLOSED;
+    }
+    return 0;
+}

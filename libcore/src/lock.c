@@ -1,0 +1,495 @@
+/* Reentrant and fair lock handles: the API over the acquire machine, the
+ * pool, the pub/sub listener and the watchdog. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define HL_NAME_MAX 4096
+
+static void lock_set_err(hilock_lock *l, const char *msg)
+{
+    pthread_mutex_lock(&l->mu);
+    snprintf(l->errmsg, sizeof l->errmsg, "%s", msg);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Record rc with its detail on the handle; returns rc. */
+static int lock_fail(hilock_lock *l, int rc, const char *detail)
+{
+    if (rc && l)
+        lock_set_err(l, detail && *detail ? detail : hilock_strerror(rc));
+    return rc;
+}
+
+static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hilock_kind kind)
+{
+    if (!out)
+        return HILOCK_EINVAL;
+    *out = NULL;
+    if (!c || !name || !*name || strlen(name) > HL_NAME_MAX)
+        return HILOCK_EINVAL;
+    char err[HL_ERRMSG_MAX];
+    int rc = hl_client_check(c, err);
+    if (rc)
+        return rc;
+    hilock_lock *l = calloc(1, sizeof *l);
+    if (!l)
+        return HILOCK_ENOMEM;
+    if ((rc = hl_names_init(&l->names, name)) != 0) {
+        free(l);
+        return rc;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    l->client = c;
+    l->kind = kind;
+    hl_client_ref(c);
+    *out = l;
+    return 0;
+}
+
+int hilock_lock_new(hilock_lock **out, hilock_client *c, const char *name)
+{
+    return lock_new(out, c, name, HILOCK_KIND_REENTRANT);
+}
+
+int hilock_fair_lock_new(hilock_lock **out, hilock_client *c, const char *name)
+{
+    return lock_new(out, c, name, HILOCK_KIND_FAIR);
+}
+
+void hilock_lock_free(hilock_lock *l)
+{
+    if (!l)
+        return;
+    hilock_client *c = l->client;
+    if (c->pid == getpid() && !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+        hl_wd_forget_lock(c, l);
+    while (l->lost) {
+        hl_lost_state *s = l->lost;
+        l->lost = s->next;
+        free(s);
+    }
+    hl_names_free(&l->names);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+    hl_client_unref(c);
+}
+
+const char *hilock_lock_name(const hilock_lock *l)
+{
+    return l ? l->names.name : NULL;
+}
+
+hilock_kind hilock_lock_kind(const hilock_lock *l)
+{
+    return l ? l->kind : (hilock_kind)0;
+}
+
+hilock_client *hilock_lock_client(const hilock_lock *l)
+{
+    return l ? l->client : NULL;
+}
+
+const char *hilock_lock_errmsg(const hilock_lock *l)
+{
+    return l ? l->errmsg : "lock is NULL";
+}
+
+/* ---- lost state ---- */
+
+static void clear_lost(hilock_lock *l, uint64_t tid)
+{
+    pthread_mutex_lock(&l->mu);
+    for (hl_lost_state **pp = &l->lost; *pp; pp = &(*pp)->next) {
+        if ((*pp)->tid == tid) {
+            hl_lost_state *s = *pp;
+            *pp = s->next;
+            free(s);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+void hl_lock_mark_lost(hilock_lock *l, uint64_t tid)
+{
+    pthread_mutex_lock(&l->mu);
+    int known = 0;
+    for (hl_lost_state *s = l->lost; s; s = s->next)
+        known |= s->tid == tid;
+    if (!known) {
+        hl_lost_state *s = calloc(1, sizeof *s);
+        if (s) {
+            s->tid = tid;
+            s->next = l->lost;
+            l->lost = s;
+        }
+    }
+    snprintf(l->errmsg, sizeof l->errmsg,
+             "lock '%s' lost: the watchdog found it no longer held by thread %" PRIu64,
+             l->names.name, tid);
+    hilock_lost_cb cb = l->lost_cb;
+    void *payload = l->lost_payload;
+    void (*hook)(hilock_lock *, uint64_t, void *) = l->ml_hook;
+    void *hook_payload = l->ml_payload;
+    pthread_mutex_unlock(&l->mu);
+    if (cb)
+        cb(l, tid, payload);
+    if (hook)
+        hook(l, tid, hook_payload);
+}
+
+int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid)
+{
+    if (!l)
+        return 0;
+    hilock_lock *m = (hilock_lock *)l;
+    pthread_mutex_lock(&m->mu);
+    int found = 0;
+    for (hl_lost_state *s = m->lost; s; s = s->next)
+        found |= s->tid == tid;
+    pthread_mutex_unlock(&m->mu);
+    return found;
+}
+
+int hilock_lock_is_lost(const hilock_lock *l)
+{
+    if (!l)
+        return 0;
+    hilock_lock *m = (hilock_lock *)l;
+    pthread_mutex_lock(&m->mu);
+    int any = m->lost != NULL;
+    pthread_mutex_unlock(&m->mu);
+    return any;
+}
+
+void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb, void *payload)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->lost_cb = cb;
+    l->lost_payload = payload;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- acquire ---- */
+
+static int check_lock(hilock_lock *l)
+{
+    if (!l)
+        return HILOCK_EINVAL;
+    char err[HL_ERRMSG_MAX];
+    int rc = hl_client_check(l->client, err);
+    return lock_fail(l, rc, err);
+}
+
+static int64_t remaining_of(int64_t deadline)
+{
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - hl_now_mono_ms();
+    return left > 0 ? left : 0;
+}
+
+static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (hl_check_wait(wait_ms) || hl_check_lease(lease_ms))
+        return lock_fail(l, HILOCK_EINVAL,
+                         "wait must be -1, 0 or a positive ms count and lease -1, 0 or "
+                         "positive, both at most HILOCK_MAX_TIME_MS");
+    hilock_client *c = l->client;
+    char owner[HL_OWNER_MAX];
+    hl_owner(owner, c->id, tid);
+    int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
+    hl_acquire a;
+    if (hl_acquire_init(&a, l->kind, &l->names, owner, wait_ms, lease,
+                        c->opts.fair_wait_window_ms, hl_now_mono_ms()) != 0)
+        return lock_fail(l, HILOCK_ENOMEM, NULL);
+    hl_waiter w;
+    memset(&w, 0, sizeof w);
+    char err[HL_ERRMSG_MAX] = "";
+    for (int done = 0; !done;) {
+        switch (hl_acquire_next(&a, hl_now_mono_ms())) {
+        case HL_ACT_SEND: {
+            redisReply *reply = NULL;
+            int erc = hl_exec(c, &a.cmd, &reply, 0, err);
+            if (erc)
+                hl_acquire_on_error(&a, erc, hl_now_mono_ms());
+            else {
+                if (reply->type == REDIS_REPLY_ERROR)
+                    snprintf(err, sizeof err, "server error: %s", reply->str);
+                hl_acquire_on_reply(&a, reply, hl_now_mono_ms());
+                freeReplyObject(reply);
+            }
+            break;
+        }
+        case HL_ACT_SUBSCRIBE: {
+            int64_t limit = c->opts.command_timeout_ms;
+            int64_t left = remaining_of(a.deadline);
+            if (left >= 0 && left < limit)
+                limit = left;
+            int src = hl_sub_register(c, &w, a.channel, limit);
+            hl_acquire_on_subscribed(&a, src == 0, hl_now_mono_ms());
+            break;
+        }
+        case HL_ACT_WAIT:
+            hl_sub_wait(c, &w, a.sleep_ms);
+            hl_acquire_on_wake(&a, hl_now_mono_ms());
+            break;
+        case HL_ACT_UNSUBSCRIBE:
+            hl_sub_unregister(c, &w);
+            break;
+        case HL_ACT_DONE:
+            done = 1;
+            break;
+        }
+    }
+    rc = a.result;
+    hl_acquire_free(&a);
+    if (rc == 0) {
+        clear_lost(l, tid);
+        pthread_mutex_lock(&l->mu);
+        l->errmsg[0] = 0;
+        pthread_mutex_unlock(&l->mu);
+        if (lease_ms <= 0 && (rc = hl_wd_add(c, l, tid)) != 0)
+            return lock_fail(l, rc, "cannot start the watchdog");
+        return 0;
+    }
+    if (rc == HILOCK_ETIMEDOUT)
+        snprintf(err, sizeof err, "lock '%s' not acquired within %" PRId64 " ms", l->names.name,
+                 wait_ms);
+    else if (rc == HILOCK_EWRONGTYPE)
+        snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
+    return lock_fail(l, rc, err);
+}
+
+int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(l, hilock_thread_id(), wait_ms, lease_ms);
+}
+
+int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(l, tid, wait_ms, lease_ms);
+}
+
+int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t timeout_ms,
+                     int64_t *ttl_ms)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (hl_check_lease(lease_ms))
+        return lock_fail(l, HILOCK_EINVAL, "bad lease");
+    hilock_client *c = l->client;
+    char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "";
+    hl_owner(owner, c->id, tid);
+    int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
+    hl_cmd cmd;
+    hl_cmd_acquire(&cmd, l->kind, &l->names, owner, lease, -1);
+    redisReply *reply = NULL;
+    rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
+    if (rc)
+        return lock_fail(l, rc, err);
+    hl_acquire_result res;
+    rc = hl_decode_acquire(reply, &res);
+    if (rc && reply->type == REDIS_REPLY_ERROR)
+        snprintf(err, sizeof err, "server error: %s", reply->str);
+    freeReplyObject(reply);
+    if (rc)
+        return lock_fail(l, rc, err);
+    if (!res.acquired) {
+        if (ttl_ms)
+            *ttl_ms = res.ttl_ms;
+        return HILOCK_ETIMEDOUT;
+    }
+    clear_lost(l, tid);
+    if (lease_ms <= 0 && (rc = hl_wd_add(c, l, tid)) != 0)
+        return lock_fail(l, rc, "cannot start the watchdog");
+    return 0;
+}
+
+/* ---- release ---- */
+
+static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    hilock_client *c = l->client;
+    char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "";
+    hl_owner(owner, c->id, tid);
+    /* Stop renewing first (and wait out a renewal in flight), so that no
+     * renewal can follow the final unlock. */
+    int stopped = hl_wd_release(c, l, tid);
+    uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
+    size_t klen = strlen(l->names.latch_prefix) + 64;
+    char *latch = malloc(klen);
+    if (!latch) {
+        if (stopped)
+            hl_wd_add(c, l, tid);
+        return lock_fail(l, HILOCK_ENOMEM, NULL);
+    }
+    snprintf(latch, klen, "%s:%s:%" PRIu64, l->names.latch_prefix, c->id, seq);
+    int64_t latch_ttl = 2 * c->opts.command_timeout_ms + 1000;
+    hl_cmd cmd;
+    hl_cmd_release(&cmd, l->kind, &l->names, owner, c->opts.watchdog_lease_ms, latch,
+                   latch_ttl);
+    redisReply *reply = NULL;
+    /* A lost reply is retried once: the latch makes the retry return the
+     * first answer instead of "not owner". */
+    rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
+    if (rc == HILOCK_ECONN)
+        rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
+    free(latch);
+    if (rc) {
+        if (stopped)
+            hl_wd_add(c, l, tid); /* we may still hold it: keep it alive */
+        return lock_fail(l, rc, err);
+    }
+    hl_release_result res;
+    rc = hl_decode_release(reply, &res);
+    if (rc && reply->type == REDIS_REPLY_ERROR)
+        snprintf(err, sizeof err, "server error: %s", reply->str);
+    freeReplyObject(reply);
+    if (rc) {
+        if (stopped)
+            hl_wd_add(c, l, tid);
+        if (rc == HILOCK_EWRONGTYPE)
+            snprintf(err, sizeof err, "key '%s' holds a value that is not a lock",
+                     l->names.name);
+        return lock_fail(l, rc, err);
+    }
+    if (res.not_owner) {
+        snprintf(err, sizeof err, "lock '%s' is not held by %s", l->names.name, owner);
+        return lock_fail(l, HILOCK_ENOTOWNER, err);
+    }
+    if (res.remaining > 0 && stopped)
+        hl_wd_add(c, l, tid); /* holds remain: keep renewing */
+    return 0;
+}
+
+int hilock_lock_release(hilock_lock *l)
+{
+    return release(l, hilock_thread_id(), 0);
+}
+
+int hilock_lock_release_tid(hilock_lock *l, uint64_t tid)
+{
+    return release(l, tid, 0);
+}
+
+int hl_lock_release_timeout(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
+{
+    return release(l, tid, timeout_ms);
+}
+
+/* ---- force unlock and queries ---- */
+
+static int run_int(hilock_lock *l, hl_cmd *cmd, int64_t *out, int hold_count)
+{
+    char err[HL_ERRMSG_MAX] = "";
+    redisReply *reply = NULL;
+    int rc = hl_exec(l->client, cmd, &reply, 0, err);
+    if (rc)
+        return lock_fail(l, rc, err);
+    rc = hold_count ? hl_decode_hold_count(reply, out) : hl_decode_int(reply, out);
+    if (rc == HILOCK_EWRONGTYPE)
+        snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
+    else if (rc && reply->type == REDIS_REPLY_ERROR)
+        snprintf(err, sizeof err, "server error: %s", reply->str);
+    freeReplyObject(reply);
+    return lock_fail(l, rc, err);
+}
+
+int hilock_lock_force_unlock(int *deleted, hilock_lock *l)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    hl_cmd cmd;
+    hl_cmd_force(&cmd, l->kind, &l->names);
+    int64_t v = 0;
+    rc = run_int(l, &cmd, &v, 0);
+    if (rc == 0 && deleted)
+        *deleted = v != 0;
+    return rc;
+}
+
+int hilock_lock_is_locked(int *out, hilock_lock *l)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (!out)
+        return lock_fail(l, HILOCK_EINVAL, "out is NULL");
+    hl_cmd cmd;
+    hl_cmd_exists(&cmd, &l->names);
+    int64_t v = 0;
+    rc = run_int(l, &cmd, &v, 0);
+    if (rc == 0)
+        *out = v != 0;
+    return rc;
+}
+
+int hilock_lock_is_held_tid(int *out, hilock_lock *l, uint64_t tid)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (!out)
+        return lock_fail(l, HILOCK_EINVAL, "out is NULL");
+    char owner[HL_OWNER_MAX];
+    hl_owner(owner, l->client->id, tid);
+    hl_cmd cmd;
+    hl_cmd_hexists(&cmd, &l->names, owner);
+    int64_t v = 0;
+    rc = run_int(l, &cmd, &v, 0);
+    if (rc == 0)
+        *out = v != 0;
+    return rc;
+}
+
+int hilock_lock_is_held(int *out, hilock_lock *l)
+{
+    return hilock_lock_is_held_tid(out, l, hilock_thread_id());
+}
+
+int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t tid)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (!out)
+        return lock_fail(l, HILOCK_EINVAL, "out is NULL");
+    char owner[HL_OWNER_MAX];
+    hl_owner(owner, l->client->id, tid);
+    hl_cmd cmd;
+    hl_cmd_hget(&cmd, &l->names, owner);
+    return run_int(l, &cmd, out, 1);
+}
+
+int hilock_lock_hold_count(int64_t *out, hilock_lock *l)
+{
+    return hilock_lock_hold_count_tid(out, l, hilock_thread_id());
+}
+
+int hilock_lock_remaining_ms(int64_t *out, hilock_lock *l)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (!out)
+        return lock_fail(l, HILOCK_EINVAL, "out is NULL");
+    hl_cmd cmd;
+    hl_cmd_pttl(&cmd, &l->names);
+    return run_int(l, &cmd, out, 0);
+}

@@ -1,0 +1,533 @@
+/* Protocol layer: names, owners, commands and replies. No I/O. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* From the generated scripts.c, in hl_script order. */
+extern const size_t hl_embedded_count;
+extern const char *const hl_embedded_source[];
+extern const char *const hl_embedded_sha1[];
+extern const char *const hl_embedded_name[];
+
+#define HL_MSG_UNLOCKED "0"
+#define HL_PUBLISH "publish"
+
+const char *hl_script_source(hl_script s)
+{
+    return (size_t)s < hl_embedded_count ? hl_embedded_source[s] : NULL;
+}
+
+const char *hl_script_sha1(hl_script s)
+{
+    return (size_t)s < hl_embedded_count ? hl_embedded_sha1[s] : NULL;
+}
+
+const char *hl_script_name(hl_script s)
+{
+    return (size_t)s < hl_embedded_count ? hl_embedded_name[s] : NULL;
+}
+
+char *hl_companion(const char *prefix, const char *name)
+{
+    int braced = strchr(name, '{') != NULL;
+    size_t len = strlen(prefix) + strlen(name) + 4;
+    char *out = malloc(len);
+    if (!out)
+        return NULL;
+    snprintf(out, len, braced ? "%s:%s" : "%s:{%s}", prefix, name);
+    return out;
+}
+
+int hl_names_init(hl_names *n, const char *name)
+{
+    memset(n, 0, sizeof *n);
+    if (!name || !*name)
+        return HILOCK_EINVAL;
+    n->name = strdup(name);
+    n->channel = hl_companion("redisson_lock__channel", name);
+    n->queue = hl_companion("redisson_lock_queue", name);
+    n->timeout = hl_companion("redisson_lock_timeout", name);
+    n->latch_prefix = hl_companion("redisson_unlock_latch", name);
+    if (!n->name || !n->channel || !n->queue || !n->timeout || !n->latch_prefix) {
+        hl_names_free(n);
+        return HILOCK_ENOMEM;
+    }
+    return 0;
+}
+
+void hl_names_free(hl_names *n)
+{
+    if (!n)
+        return;
+    free(n->name);
+    free(n->channel);
+    free(n->queue);
+    free(n->timeout);
+    free(n->latch_prefix);
+    memset(n, 0, sizeof *n);
+}
+
+void hl_owner(char *buf, const char *client_id, uint64_t tid)
+{
+    snprintf(buf, HL_OWNER_MAX, "%s:%" PRIu64, client_id, tid);
+}
+
+char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char *owner)
+{
+    if (kind != HILOCK_KIND_FAIR)
+        return strdup(n->channel);
+    size_t len = strlen(n->channel) + strlen(owner) + 2;
+    char *out = malloc(len);
+    if (out)
+        snprintf(out, len, "%s:%s", n->channel, owner);
+    return out;
+}
+
+/* ---- command building ---- */
+
+static void cmd_start(hl_cmd *c, int script)
+{
+    c->argc = 0;
+    c->script = script;
+}
+
+static void cmd_str(hl_cmd *c, const char *s)
+{
+    c->argv[c->argc] = s;
+    c->argvlen[c->argc] = strlen(s);
+    c->argc++;
+}
+
+static void cmd_num(hl_cmd *c, int64_t v)
+{
+    int len = snprintf(c->num[c->argc], sizeof c->num[0], "%" PRId64, v);
+    c->argv[c->argc] = c->num[c->argc];
+    c->argvlen[c->argc] = (size_t)len;
+    c->argc++;
+}
+
+static void cmd_script(hl_cmd *c, hl_script s, int nkeys)
+{
+    cmd_start(c, (int)s);
+    cmd_str(c, "EVALSHA");
+    cmd_str(c, hl_script_sha1(s));
+    cmd_num(c, nkeys);
+}
+
+void hl_cmd_to_eval(hl_cmd *cmd)
+{
+    if (cmd->script < 0 || cmd->argc < 2)
+        return;
+    cmd->argv[0] = "EVAL";
+    cmd->argvlen[0] = 4;
+    cmd->argv[1] = hl_script_source((hl_script)cmd->script);
+    cmd->argvlen[1] = strlen(cmd->argv[1]);
+}
+
+void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
+                    int64_t lease_ms, int64_t wait_window_ms)
+{
+    if (kind == HILOCK_KIND_FAIR) {
+        /* wait_window_ms < 0 means: one try, do not queue up */
+        cmd_script(cmd, HL_SCRIPT_FAIR_LOCK, 3);
+        cmd_str(cmd, n->name);
+        cmd_str(cmd, n->queue);
+        cmd_str(cmd, n->timeout);
+        cmd_num(cmd, lease_ms);
+        cmd_str(cmd, owner);
+        cmd_num(cmd, wait_window_ms < 0 ? 0 : wait_window_ms);
+        cmd_str(cmd, wait_window_ms < 0 ? "0" : "1");
+        return;
+    }
+    cmd_script(cmd, HL_SCRIPT_LOCK, 1);
+    cmd_str(cmd, n->name);
+    cmd_num(cmd, lease_ms);
+    cmd_str(cmd, owner);
+}
+
+void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
+                    int64_t lease_ms, const char *latch_key, int64_t latch_ttl_ms)
+{
+    if (kind == HILOCK_KIND_FAIR) {
+        cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 4);
+        cmd_str(cmd, n->name);
+        cmd_str(cmd, n->queue);
+        cmd_str(cmd, n->timeout);
+        cmd_str(cmd, n->channel);
+        cmd_str(cmd, HL_MSG_UNLOCKED);
+        cmd_num(cmd, lease_ms);
+        cmd_str(cmd, owner);
+        cmd_str(cmd, HL_PUBLISH);
+        return;
+    }
+    cmd_script(cmd, HL_SCRIPT_UNLOCK, 3);
+    cmd_str(cmd, n->name);
+    cmd_str(cmd, n->channel);
+    cmd_str(cmd, latch_key);
+    cmd_str(cmd, HL_MSG_UNLOCKED);
+    cmd_num(cmd, lease_ms);
+    cmd_str(cmd, owner);
+    cmd_num(cmd, latch_ttl_ms);
+    cmd_str(cmd, HL_PUBLISH);
+}
+
+void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n)
+{
+    if (kind == HILOCK_KIND_FAIR) {
+        cmd_script(cmd, HL_SCRIPT_FAIR_FORCE, 4);
+        cmd_str(cmd, n->name);
+        cmd_str(cmd, n->queue);
+        cmd_str(cmd, n->timeout);
+        cmd_str(cmd, n->channel);
+        cmd_str(cmd, HL_MSG_UNLOCKED);
+        cmd_str(cmd, HL_PUBLISH);
+        return;
+    }
+    cmd_script(cmd, HL_SCRIPT_FORCE, 2);
+    cmd_str(cmd, n->name);
+    cmd_str(cmd, n->channel);
+    cmd_str(cmd, HL_MSG_UNLOCKED);
+    cmd_str(cmd, HL_PUBLISH);
+}
+
+void hl_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *owner, int64_t lease_ms)
+{
+    cmd_script(cmd, HL_SCRIPT_RENEW, 1);
+    cmd_str(cmd, n->name);
+    cmd_num(cmd, lease_ms);
+    cmd_str(cmd, owner);
+}
+
+void hl_cmd_fair_cancel(hl_cmd *cmd, const hl_names *n, const char *owner,
+                        int64_t wait_window_ms)
+{
+    cmd_script(cmd, HL_SCRIPT_FAIR_CANCEL, 4);
+    cmd_str(cmd, n->name);
+    cmd_str(cmd, n->queue);
+    cmd_str(cmd, n->timeout);
+    cmd_str(cmd, n->channel);
+    cmd_str(cmd, owner);
+    cmd_num(cmd, wait_window_ms);
+    cmd_str(cmd, HL_MSG_UNLOCKED);
+    cmd_str(cmd, HL_PUBLISH);
+}
+
+void hl_cmd_exists(hl_cmd *cmd, const hl_names *n)
+{
+    cmd_start(cmd, -1);
+    cmd_str(cmd, "EXISTS");
+    cmd_str(cmd, n->name);
+}
+
+void hl_cmd_hexists(hl_cmd *cmd, const hl_names *n, const char *owner)
+{
+    cmd_start(cmd, -1);
+    cmd_str(cmd, "HEXISTS");
+    cmd_str(cmd, n->name);
+    cmd_str(cmd, owner);
+}
+
+void hl_cmd_hget(hl_cmd *cmd, const hl_names *n, const char *owner)
+{
+    cmd_start(cmd, -1);
+    cmd_str(cmd, "HGET");
+    cmd_str(cmd, n->name);
+    cmd_str(cmd, owner);
+}
+
+void hl_cmd_pttl(hl_cmd *cmd, const hl_names *n)
+{
+    cmd_start(cmd, -1);
+    cmd_str(cmd, "PTTL");
+    cmd_str(cmd, n->name);
+}
+
+/* ---- replies ---- */
+
+int hl_reply_is_noscript(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+static int reply_error(const redisReply *r)
+{
+    if (!r)
+        return HILOCK_EPROTO;
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    /* Script errors embed the command's error: look for WRONGTYPE anywhere. */
+    if (r->str && strstr(r->str, "WRONGTYPE"))
+        return HILOCK_EWRONGTYPE;
+    return HILOCK_EPROTO;
+}
+
+static int parse_i64(const char *s, size_t len, int64_t *out)
+{
+    if (!s || len == 0 || len > 20)
+        return -1;
+    char buf[24];
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end || end == buf)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int hl_decode_int(const redisReply *r, int64_t *out)
+{
+    int rc = reply_error(r);
+    if (rc)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return HILOCK_EPROTO;
+    *out = r->integer;
+    return 0;
+}
+
+int hl_decode_acquire(const redisReply *r, hl_acquire_result *out)
+{
+    int rc = reply_error(r);
+    if (rc)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER)
+        return HILOCK_EPROTO;
+    memset(out, 0, sizeof *out);
+    out->acquired = r->element[0]->integer == 1;
+    if (out->acquired)
+        out->hold_count = r->element[1]->integer;
+    else
+        out->ttl_ms = r->element[1]->integer;
+    return 0;
+}
+
+int hl_decode_release(const redisReply *r, hl_release_result *out)
+{
+    int64_t v;
+    int rc = hl_decode_int(r, &v);
+    if (rc)
+        return rc;
+    out->not_owner = v < 0;
+    out->remaining = v < 0 ? 0 : v;
+    return 0;
+}
+
+int hl_decode_hold_count(const redisReply *r, int64_t *out)
+{
+    int rc = reply_error(r);
+    if (rc)
+        return rc;
+    if (r->type == REDIS_REPLY_NIL) {
+        *out = 0;
+        return 0;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+        return 0;
+    }
+    if (r->type == REDIS_REPLY_STRING && parse_i64(r->str, r->len, out) == 0)
+        return 0;
+    return HILOCK_EPROTO;
+}
+
+static int elem_is(const redisReply *e, const char *s)
+{
+    size_t n = strlen(s);
+    return e && (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) &&
+           e->len == n && memcmp(e->str, s, n) == 0;
+}
+
+void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->payload = -1;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+        return;
+    const redisReply *kind = r->element[0], *chan = r->element[1], *data = r->element[2];
+    if (!chan || chan->type != REDIS_REPLY_STRING)
+        return;
+    if (elem_is(kind, "message") || elem_is(kind, "smessage")) {
+        ev->type = HL_PS_MESSAGE;
+        int64_t v;
+        if (data && data->type == REDIS_REPLY_STRING &&
+            parse_i64(data->str, data->len, &v) == 0 && (v == 0 || v == 1) &&
+            data->len == 1)
+            ev->payload = (int)v;
+    } else if (elem_is(kind, "subscribe") || elem_is(kind, "ssubscribe")) {
+        ev->type = HL_PS_SUBSCRIBE;
+    } else if (elem_is(kind, "unsubscribe") || elem_is(kind, "sunsubscribe")) {
+        ev->type = HL_PS_UNSUBSCRIBE;
+    } else {
+        return;
+    }
+    ev->channel = chan->str;
+    ev->channel_len = chan->len;
+}
+
+int hl_check_wait(int64_t wait_ms)
+{
+    return (wait_ms == -1 || (wait_ms >= 0 && wait_ms <= HILOCK_MAX_TIME_MS)) ? 0
+                                                                              : HILOCK_EINVAL;
+}
+
+int hl_check_lease(int64_t lease_ms)
+{
+    return (lease_ms == -1 || (lease_ms >= 0 && lease_ms <= HILOCK_MAX_TIME_MS)) ? 0
+                                                                                : HILOCK_EINVAL;
+}
+
+/* ---- the acquire state machine ---- */
+
+enum { ST_TRY = 1, ST_SUBSCRIBE, ST_WAIT, ST_CANCEL, ST_UNSUB, ST_DONE };
+
+/* Shortest pause when the server's hint says "now" but we could not take it. */
+#define HL_MIN_PAUSE_MS 10
+/* Pause between retries when no subscription could be made. */
+#define HL_POLL_MS 50
+
+int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n, const char *owner,
+                    int64_t wait_ms, int64_t lease_ms, int64_t wait_window_ms, int64_t now_ms)
+{
+    memset(a, 0, sizeof *a);
+    a->kind = kind;
+    a->names = n;
+    a->owner = owner;
+    a->lease_ms = lease_ms;
+    a->wait_ms = wait_ms;
+    a->window_ms = wait_ms > 0 ? wait_ms : wait_window_ms;
+    a->deadline = wait_ms < 0 ? -1 : now_ms + wait_ms;
+    a->state = ST_TRY;
+    a->result = HILOCK_ETIMEDOUT;
+    a->channel = hl_wait_channel(kind, n, owner);
+    return a->channel ? 0 : HILOCK_ENOMEM;
+}
+
+void hl_acquire_free(hl_acquire *a)
+{
+    if (!a)
+        return;
+    free(a->channel);
+    a->channel = NULL;
+}
+
+static void finish(hl_acquire *a, int result)
+{
+    a->result = result;
+    a->state = (a->kind == HILOCK_KIND_FAIR && a->queued) ? ST_CANCEL : ST_UNSUB;
+}
+
+hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
+{
+    for (;;) {
+        switch (a->state) {
+        case ST_TRY:
+            a->attempts++;
+            if (a->kind == HILOCK_KIND_FAIR && a->wait_ms != 0)
+                a->queued = 1; /* the script may put us in line */
+            hl_cmd_acquire(&a->cmd, a->kind, a->names, a->owner, a->lease_ms,
+                           a->wait_ms == 0 ? -1 : a->window_ms);
+            return HL_ACT_SEND;
+        case ST_SUBSCRIBE:
+            return HL_ACT_SUBSCRIBE;
+        case ST_WAIT: {
+            int64_t left = a->deadline < 0 ? -1 : a->deadline - now_ms;
+            if (a->deadline >= 0 && left <= 0) {
+                finish(a, HILOCK_ETIMEDOUT);
+                continue;
+            }
+            int64_t ttl = a->last_ttl, s;
+            if (ttl > 0)
+                s = ttl;
+            else if (ttl == -1)
+                s = -1; /* held without expiry: only a message can help */
+            else
+                s = HL_MIN_PAUSE_MS;
+            if (a->sub_failed && (s < 0 || s > HL_POLL_MS))
+                s = HL_POLL_MS;
+            if (left >= 0 && (s < 0 || s > left))
+                s = left;
+            a->sleep_ms = s;
+            return HL_ACT_WAIT;
+        }
+        case ST_CANCEL:
+            hl_cmd_fair_cancel(&a->cmd, a->names, a->owner, a->window_ms);
+            return HL_ACT_SEND;
+        case ST_UNSUB:
+            a->state = ST_DONE;
+            if (a->subscribed) {
+                a->subscribed = 0;
+                return HL_ACT_UNSUBSCRIBE;
+            }
+            continue;
+        default:
+            return HL_ACT_DONE;
+        }
+    }
+}
+
+void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms)
+{
+    if (a->state == ST_CANCEL) {
+        a->queued = 0;
+        a->state = ST_UNSUB;
+        return;
+    }
+    if (a->state != ST_TRY)
+        return;
+    hl_acquire_result res;
+    int rc = hl_decode_acquire(r, &res);
+    if (rc) {
+        finish(a, rc);
+        return;
+    }
+    if (res.acquired) {
+        a->queued = 0; /* the script took us out of line */
+        a->hold_count = res.hold_count;
+        finish(a, 0);
+        return;
+    }
+    a->last_ttl = res.ttl_ms;
+    if (a->wait_ms == 0 || (a->deadline >= 0 && now_ms >= a->deadline)) {
+        finish(a, HILOCK_ETIMEDOUT);
+        return;
+    }
+    a->state = (a->subscribed || a->sub_failed) ? ST_WAIT : ST_SUBSCRIBE;
+}
+
+void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms)
+{
+    (void)now_ms;
+    if (a->state == ST_CANCEL) {
+        a->queued = 0; /* best effort: the entry expires at its deadline */
+        a->state = ST_UNSUB;
+        return;
+    }
+    if (a->state == ST_TRY)
+        finish(a, code);
+}
+
+void hl_acquire_on_subscribed(hl_acquire *a, int ok, int64_t now_ms)
+{
+    (void)now_ms;
+    if (a->state != ST_SUBSCRIBE)
+        return;
+    a->subscribed = 1;
+    a->sub_failed = !ok;
+    a->state = ST_TRY; /* retry at once: the unlock may have come before we listened */
+}
+
+void hl_acquire_on_wake(hl_acquire *a, int64_t now_ms)
+{
+    (void)now_ms;
+    if (a->state == ST_WAIT)
+        a->state = ST_TRY;
+}

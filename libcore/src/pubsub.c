@@ -1,0 +1,385 @@
+/*
+ * Pub/sub listener: one connection and one thread per client, started on the
+ * first wait. Waiters register on a channel (reference-counted); the first
+ * registration subscribes, the last one leaving unsubscribes. A message "0"
+ * wakes the longest-waiting waiter of that channel that is not already woken,
+ * "1" wakes them all, anything else is ignored. After a reconnect every
+ * channel is subscribed again and every waiter is woken to retry (a message
+ * may have been missed while disconnected).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define RECONNECT_MIN_MS 50
+#define RECONNECT_MAX_MS 1000
+
+static hl_channel *find_channel(hl_pubsub *ps, const char *name, size_t len)
+{
+    for (hl_channel *ch = ps->channels; ch; ch = ch->next)
+        if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+static void remove_channel(hl_pubsub *ps, hl_channel *target)
+{
+    for (hl_channel **pp = &ps->channels; *pp; pp = &(*pp)->next) {
+        if (*pp == target) {
+            *pp = target->next;
+            free(target->name);
+            free(target);
+            return;
+        }
+    }
+}
+
+static void wake_all_waiters(hl_pubsub *ps)
+{
+    for (hl_channel *ch = ps->channels; ch; ch = ch->next)
+        for (hl_waiter *w = ch->waiters; w; w = w->next) {
+            w->signaled = 1;
+            pthread_cond_signal(&w->cv);
+        }
+}
+
+static void poke(hl_pubsub *ps)
+{
+    char b = 1;
+    ssize_t n = write(ps->wake_fd[1], &b, 1);
+    (void)n; /* a full pipe already means "wake up" */
+}
+
+static void drop_connection(hilock_client *c)
+{
+    hl_pubsub *ps = &c->ps;
+    if (ps->ctx) {
+        redisFree(ps->ctx);
+        ps->ctx = NULL;
+    }
+    ps->connected = 0;
+    hl_channel *ch = ps->channels, *next;
+    for (; ch; ch = next) {
+        next = ch->next;
+        if (ch->refs == 0)
+            remove_channel(ps, ch);
+        else {
+            ch->state = HL_CH_PENDING;
+            ch->sent = 0;
+        }
+    }
+    wake_all_waiters(ps);
+    pthread_cond_broadcast(&ps->cv);
+}
+
+static void handle_frame(hl_pubsub *ps, redisReply *r)
+{
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    if (ev.type == HL_PS_OTHER)
+        return;
+    hl_channel *ch = find_channel(ps, ev.channel, ev.channel_len);
+    if (!ch)
+        return;
+    switch (ev.type) {
+    case HL_PS_SUBSCRIBE:
+        ch->state = HL_CH_SUBSCRIBED;
+        pthread_cond_broadcast(&ps->cv);
+        break;
+    case HL_PS_UNSUBSCRIBE:
+        if (ch->refs == 0)
+            remove_channel(ps, ch);
+        else {
+            ch->state = HL_CH_PENDING; /* a waiter came back meanwhile */
+            ch->sent = 0;
+        }
+        break;
+    case HL_PS_MESSAGE:
+        for (hl_waiter *w = ch->waiters; w; w = w->next) {
+            if (ev.payload == 1 || (ev.payload == 0 && !w->signaled)) {
+                w->signaled = 1;
+                pthread_cond_signal(&w->cv);
+                if (ev.payload == 0)
+                    break;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Queue SUBSCRIBE/UNSUBSCRIBE for channels that need it; mu held. */
+static int send_changes(hl_pubsub *ps)
+{
+    int queued = 0;
+    for (hl_channel *ch = ps->channels; ch; ch = ch->next) {
+        const char *argv[2];
+        size_t lens[2];
+        argv[1] = ch->name;
+        lens[1] = strlen(ch->name);
+        if (ch->refs > 0 && ch->state == HL_CH_PENDING && !ch->sent) {
+            argv[0] = "SUBSCRIBE";
+            lens[0] = 9;
+            redisAppendCommandArgv(ps->ctx, 2, argv, lens);
+            ch->sent = 1;
+            queued = 1;
+        } else if (ch->refs == 0 && ch->state == HL_CH_SUBSCRIBED) {
+            argv[0] = "UNSUBSCRIBE";
+            lens[0] = 11;
+            redisAppendCommandArgv(ps->ctx, 2, argv, lens);
+            ch->state = HL_CH_UNSUBSCRIBING;
+            queued = 1;
+        }
+    }
+    if (!queued)
+        return 0;
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(ps->ctx, &done) != REDIS_OK)
+            return -1;
+    return 0;
+}
+
+static void *listener_main(void *arg)
+{
+    hilock_client *c = arg;
+    hl_pubsub *ps = &c->ps;
+    int64_t backoff = RECONNECT_MIN_MS;
+    pthread_mutex_lock(&ps->mu);
+    while (!ps->stop) {
+        if (!ps->connected) {
+            if (!ps->channels) {
+                /* nothing to listen to: sleep until someone registers */
+                pthread_mutex_unlock(&ps->mu);
+                struct pollfd pf = {ps->wake_fd[0], POLLIN, 0};
+                poll(&pf, 1, -1);
+                char buf[64];
+                while (read(ps->wake_fd[0], buf, sizeof buf) > 0) {
+                }
+                pthread_mutex_lock(&ps->mu);
+                continue;
+            }
+            pthread_mutex_unlock(&ps->mu);
+            int code = 0;
+            char err[HL_ERRMSG_MAX];
+            redisContext *ctx = hl_connect(&c->ep, c->opts.connect_timeout_ms,
+                                           c->opts.command_timeout_ms, &code, err);
+            pthread_mutex_lock(&ps->mu);
+            if (!ctx) {
+                ps->conn_failed = 1;
+                memcpy(ps->errmsg, "pub/sub: ", 9);
+                snprintf(ps->errmsg + 9, sizeof ps->errmsg - 9, "%.*s",
+                         (int)(sizeof ps->errmsg - 10), err);
+                hl_client_set_err(c, ps->errmsg);
+                pthread_cond_broadcast(&ps->cv);
+                pthread_mutex_unlock(&ps->mu);
+                struct pollfd pf = {ps->wake_fd[0], POLLIN, 0};
+                poll(&pf, 1, (int)backoff);
+                backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
+                pthread_mutex_lock(&ps->mu);
+                continue;
+            }
+            backoff = RECONNECT_MIN_MS;
+            ps->ctx = ctx;
+            ps->connected = 1;
+            ps->conn_failed = 0;
+            ps->generation++;
+            if (ps->generation > 1)
+                wake_all_waiters(ps); /* messages may have been missed */
+        }
+        if (send_changes(ps) != 0) {
+            drop_connection(c);
+            continue;
+        }
+        int fd = ps->ctx->fd;
+        pthread_mutex_unlock(&ps->mu);
+        struct pollfd pf[2] = {{ps->wake_fd[0], POLLIN, 0}, {fd, POLLIN, 0}};
+        int n = poll(pf, 2, -1);
+        pthread_mutex_lock(&ps->mu);
+        if (n < 0)
+            continue;
+        if (pf[0].revents) {
+            char buf[64];
+            while (read(ps->wake_fd[0], buf, sizeof buf) > 0) {
+            }
+        }
+        if (pf[1].revents && ps->ctx) {
+            if (redisBufferRead(ps->ctx) != REDIS_OK) {
+                drop_connection(c);
+                continue;
+            }
+            for (;;) {
+                void *r = NULL;
+                if (redisGetReplyFromReader(ps->ctx, &r) != REDIS_OK) {
+                    drop_connection(c);
+                    break;
+                }
+                if (!r)
+                    break;
+                handle_frame(ps, r);
+                freeReplyObject(r);
+            }
+        }
+    }
+    if (ps->ctx) {
+        redisFree(ps->ctx);
+        ps->ctx = NULL;
+    }
+    ps->connected = 0;
+    pthread_mutex_unlock(&ps->mu);
+    return NULL;
+}
+
+/* Start the listener thread if needed; mu held. */
+static int ensure_listener(hilock_client *c, char *err)
+{
+    hl_pubsub *ps = &c->ps;
+    if (ps->running)
+        return 0;
+    if (ps->wake_fd[0] < 0) {
+        if (pipe(ps->wake_fd) != 0) {
+            ps->wake_fd[0] = ps->wake_fd[1] = -1;
+            hl_set_err(err, "pipe: %s", strerror(errno));
+            return HILOCK_ECONN;
+        }
+        for (int i = 0; i < 2; i++) {
+            fcntl(ps->wake_fd[i], F_SETFL, fcntl(ps->wake_fd[i], F_GETFL) | O_NONBLOCK);
+            fcntl(ps->wake_fd[i], F_SETFD, FD_CLOEXEC);
+        }
+    }
+    ps->stop = 0;
+    if (pthread_create(&ps->thread, NULL, listener_main, c) != 0) {
+        hl_set_err(err, "cannot start the pub/sub listener thread");
+        return HILOCK_ENOMEM;
+    }
+    ps->running = 1;
+    return 0;
+}
+
+int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t timeout_ms)
+{
+    hl_pubsub *ps = &c->ps;
+    memset(w, 0, sizeof *w);
+    hl_cond_init_mono(&w->cv);
+    pthread_mutex_lock(&ps->mu);
+    size_t len = strlen(channel);
+    hl_channel *ch = find_channel(ps, channel, len);
+    if (!ch) {
+        ch = calloc(1, sizeof *ch);
+        if (!ch || !(ch->name = hl_strdup(channel))) {
+            free(ch);
+            pthread_mutex_unlock(&ps->mu);
+            pthread_cond_destroy(&w->cv);
+            w->chan = NULL;
+            return HILOCK_ENOMEM;
+        }
+        ch->state = HL_CH_PENDING;
+        ch->next = ps->channels;
+        ps->channels = ch;
+    }
+    ch->refs++;
+    w->chan = ch;
+    hl_waiter **tail = &ch->waiters;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = w;
+    char err[HL_ERRMSG_MAX];
+    int rc = ensure_listener(c, err);
+    if (rc == 0) {
+        poke(ps);
+        struct timespec ts;
+        hl_abs_timespec(&ts, timeout_ms);
+        int64_t gen = ps->generation;
+        ps->conn_failed = 0;
+        while (ch->state != HL_CH_SUBSCRIBED) {
+            if (ps->conn_failed && ps->generation == gen) {
+                rc = HILOCK_ECONN;
+                break;
+            }
+            if (pthread_cond_timedwait(&ps->cv, &ps->mu, &ts) == ETIMEDOUT) {
+                rc = ch->state == HL_CH_SUBSCRIBED ? 0 : HILOCK_ETIMEDOUT;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
+}
+
+void hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)
+{
+    hl_pubsub *ps = &c->ps;
+    pthread_mutex_lock(&ps->mu);
+    struct timespec ts;
+    if (ms >= 0)
+        hl_abs_timespec(&ts, ms);
+    while (!w->signaled && !ps->stop) {
+        if (ms < 0)
+            pthread_cond_wait(&w->cv, &ps->mu);
+        else if (pthread_cond_timedwait(&w->cv, &ps->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    w->signaled = 0;
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void hl_sub_unregister(hilock_client *c, hl_waiter *w)
+{
+    hl_pubsub *ps = &c->ps;
+    hl_channel *ch = w->chan;
+    if (!ch)
+        return;
+    pthread_mutex_lock(&ps->mu);
+    for (hl_waiter **pp = &ch->waiters; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    /* A wake-one message this waiter took without using is passed on. */
+    if (w->signaled)
+        for (hl_waiter *o = ch->waiters; o; o = o->next)
+            if (!o->signaled) {
+                o->signaled = 1;
+                pthread_cond_signal(&o->cv);
+                break;
+            }
+    ch->refs--;
+    if (ch->refs == 0) {
+        if (ch->state == HL_CH_PENDING && !ch->sent)
+            remove_channel(ps, ch);
+        else if (ps->running)
+            poke(ps);
+    }
+    w->chan = NULL;
+    pthread_mutex_unlock(&ps->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+void hl_pubsub_shutdown(hilock_client *c)
+{
+    hl_pubsub *ps = &c->ps;
+    pthread_mutex_lock(&ps->mu);
+    int running = ps->running;
+    ps->stop = 1;
+    wake_all_waiters(ps);
+    pthread_cond_broadcast(&ps->cv);
+    if (running)
+        poke(ps);
+    pthread_mutex_unlock(&ps->mu);
+    if (running)
+        pthread_join(ps->thread, NULL);
+    ps->running = 0;
+    while (ps->channels) {
+        hl_channel *ch = ps->channels;
+        ps->channels = ch->next;
+        free(ch->name);
+        free(ch);
+    }
+}

@@ -1,0 +1,230 @@
+/*
+ * Watchdog: one thread per client renews every lock taken without a lease,
+ * every lease/3, all of them pipelined on one connection (one round trip per
+ * tick). The renewal is guarded by the owner's field: "gone" means the lock
+ * was lost, which is reported once and ends its renewal. Transport errors
+ * are retried at the next tick.
+ *
+ * Race freedom: a release that ends the last watchdog hold first takes the
+ * entry out of the schedule and waits for any renewal of it in flight, and
+ * only then sends the unlock; so no renewal can follow the final unlock.
+ * Entry ownership: whoever sets `removed` frees the entry once it is no longer
+ * `inflight`; entries found `lost` are freed by the watchdog thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static hl_wd_entry *find_live(hl_watchdog *wd, hilock_lock *l, uint64_t tid)
+{
+    for (hl_wd_entry *e = wd->entries; e; e = e->next)
+        if (e->lock == l && e->tid == tid && !e->removed && !e->lost)
+            return e;
+    return NULL;
+}
+
+static void unlink_entry(hl_watchdog *wd, hl_wd_entry *e)
+{
+    for (hl_wd_entry **pp = &wd->entries; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            return;
+        }
+}
+
+/* Claim e, wait until no renewal or report uses it, then free it; mu held. */
+static void claim_and_free(hl_watchdog *wd, hl_wd_entry *e)
+{
+    e->removed = 1;
+    while (e->inflight)
+        pthread_cond_wait(&wd->cv, &wd->mu);
+    unlink_entry(wd, e);
+    free(e);
+}
+
+static void renew_batch(hilock_client *c)
+{
+    hl_watchdog *wd = &c->wd;
+    int n = 0;
+    for (hl_wd_entry *e = wd->entries; e; e = e->next)
+        if (!e->removed && !e->lost)
+            n++;
+    if (n == 0)
+        return;
+    hl_wd_entry **batch = malloc(sizeof *batch * (size_t)n);
+    hl_cmd *cmds = malloc(sizeof *cmds * (size_t)n);
+    redisReply **replies = calloc((size_t)n, sizeof *replies);
+    if (!batch || !cmds || !replies) {
+        free(batch);
+        free(cmds);
+        free(replies);
+        return; /* try again next tick */
+    }
+    int i = 0;
+    for (hl_wd_entry *e = wd->entries; e && i < n; e = e->next) {
+        if (e->removed || e->lost)
+            continue;
+        e->inflight = 1;
+        batch[i] = e;
+        hl_cmd_renew(&cmds[i], &e->lock->names, e->owner, c->opts.watchdog_lease_ms);
+        i++;
+    }
+    pthread_mutex_unlock(&wd->mu);
+
+    char err[HL_ERRMSG_MAX];
+    int rc = hl_exec_pipeline(c, cmds, n, replies, err);
+    if (rc)
+        hl_client_set_err(c, err);
+
+    pthread_mutex_lock(&wd->mu);
+    int nlost = 0;
+    for (i = 0; i < n; i++) {
+        hl_wd_entry *e = batch[i];
+        int64_t alive = 1;
+        int drc = rc ? rc : hl_decode_int(replies[i], &alive);
+        if (!e->removed && drc == 0 && alive == 0) {
+            e->lost = 1; /* stays inflight until reported */
+            batch[nlost++] = e;
+        } else {
+            e->inflight = 0;
+        }
+    }
+    pthread_cond_broadcast(&wd->cv);
+    for (i = 0; i < nlost; i++) {
+        hl_wd_entry *e = batch[i];
+        pthread_mutex_unlock(&wd->mu);
+        hl_lock_mark_lost(e->lock, e->tid);
+        pthread_mutex_lock(&wd->mu);
+        e->inflight = 0;
+        pthread_cond_broadcast(&wd->cv);
+        if (!e->removed) {
+            unlink_entry(wd, e);
+            free(e);
+        }
+    }
+    for (i = 0; i < n; i++)
+        if (replies[i])
+            freeReplyObject(replies[i]);
+    free(replies);
+    free(cmds);
+    free(batch);
+}
+
+static void *watchdog_main(void *arg)
+{
+    hilock_client *c = arg;
+    hl_watchdog *wd = &c->wd;
+    int64_t period = c->opts.watchdog_lease_ms / 3;
+    if (period < 1)
+        period = 1;
+    pthread_mutex_lock(&wd->mu);
+    int64_t next = hl_now_mono_ms() + period;
+    while (!wd->stop) {
+        int64_t now = hl_now_mono_ms();
+        if (now < next) {
+            struct timespec ts;
+            hl_abs_timespec(&ts, next - now);
+            pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
+            continue;
+        }
+        next = now + period;
+        renew_batch(c);
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return NULL;
+}
+
+int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    hl_wd_entry *e = find_live(wd, l, tid);
+    if (e) {
+        e->holds++;
+        pthread_mutex_unlock(&wd->mu);
+        return 0;
+    }
+    e = calloc(1, sizeof *e);
+    if (!e) {
+        pthread_mutex_unlock(&wd->mu);
+        return HILOCK_ENOMEM;
+    }
+    e->lock = l;
+    e->tid = tid;
+    e->holds = 1;
+    hl_owner(e->owner, c->id, tid);
+    if (!wd->running && !wd->stop) {
+        if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+            pthread_mutex_unlock(&wd->mu);
+            free(e);
+            return HILOCK_ENOMEM;
+        }
+        wd->running = 1;
+    }
+    e->next = wd->entries;
+    wd->entries = e;
+    pthread_mutex_unlock(&wd->mu);
+    return 0;
+}
+
+int hl_wd_release(hilock_client *c, hilock_lock *l, uint64_t tid)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    hl_wd_entry *e = find_live(wd, l, tid);
+    int stopped = 0;
+    if (e && e->holds > 1) {
+        e->holds--;
+    } else if (e) {
+        claim_and_free(wd, e);
+        stopped = 1;
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return stopped;
+}
+
+void hl_wd_forget(hilock_client *c, hilock_lock *l, uint64_t tid)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    hl_wd_entry *e = find_live(wd, l, tid);
+    if (e)
+        claim_and_free(wd, e);
+    pthread_mutex_unlock(&wd->mu);
+}
+
+void hl_wd_forget_lock(hilock_client *c, hilock_lock *l)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    for (;;) {
+        hl_wd_entry *e = wd->entries;
+        while (e && (e->lock != l || e->removed))
+            e = e->next;
+        if (!e)
+            break;
+        /* also waits for a loss report about l still running */
+        claim_and_free(wd, e);
+    }
+    pthread_mutex_unlock(&wd->mu);
+}
+
+void hl_wd_shutdown(hilock_client *c)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    int running = wd->running;
+    wd->stop = 1;
+    pthread_cond_broadcast(&wd->cv);
+    pthread_mutex_unlock(&wd->mu);
+    if (running)
+        pthread_join(wd->thread, NULL);
+    wd->running = 0;
+    while (wd->entries) {
+        hl_wd_entry *e = wd->entries;
+        wd->entries = e->next;
+        free(e);
+    }
+}
