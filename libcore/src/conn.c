@@ -332,7 +332,8 @@ static void pool_put(hilock_client *c, redisContext *ctx, int broken)
     hl_pool *p = &c->pool;
     pthread_mutex_lock(&p->mu);
     p->inuse--;
-    if (broken || ctx->err || p->nidle >= p->size) {
+    if (broken || ctx->err || p->nidle >= p->size ||
+        __atomic_load_n(&c->closed, __ATOMIC_ACQUIRE)) {
         pthread_cond_signal(&p->cv);
         pthread_mutex_unlock(&p->mu);
         redisFree(ctx);

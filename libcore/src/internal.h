@@ -173,6 +173,7 @@ struct hilock_lock {
     hl_names names;
     pthread_mutex_t mu;        /* guards the fields below */
     hl_lost_state *lost;       /* thread ids whose hold was found lost */
+    int64_t last_lease_ms;     /* lease of the last acquire, re-applied by partial unlocks */
     hilock_lost_cb lost_cb;
     void *lost_payload;
     /* second hook for multi-locks built over this handle */

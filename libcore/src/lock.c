@@ -258,6 +258,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         clear_lost(l, tid);
         pthread_mutex_lock(&l->mu);
         l->errmsg[0] = 0;
+        l->last_lease_ms = lease;
         pthread_mutex_unlock(&l->mu);
         if (lease_ms <= 0 && (rc = hl_wd_add(c, l, tid)) != 0)
             return lock_fail(l, rc, "cannot start the watchdog");
@@ -312,6 +313,9 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
         return HILOCK_ETIMEDOUT;
     }
     clear_lost(l, tid);
+    pthread_mutex_lock(&l->mu);
+    l->last_lease_ms = lease;
+    pthread_mutex_unlock(&l->mu);
     if (lease_ms <= 0 && (rc = hl_wd_add(c, l, tid)) != 0)
         return lock_fail(l, rc, "cannot start the watchdog");
     return 0;
@@ -340,9 +344,13 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
     }
     snprintf(latch, klen, "%s:%s:%" PRIu64, l->names.latch_prefix, c->id, seq);
     int64_t latch_ttl = 2 * c->opts.command_timeout_ms + 1000;
+    pthread_mutex_lock(&l->mu);
+    int64_t lease = l->last_lease_ms > 0 ? l->last_lease_ms : c->opts.watchdog_lease_ms;
+    pthread_mutex_unlock(&l->mu);
+    if (stopped)
+        lease = c->opts.watchdog_lease_ms;
     hl_cmd cmd;
-    hl_cmd_release(&cmd, l->kind, &l->names, owner, c->opts.watchdog_lease_ms, latch,
-                   latch_ttl);
+    hl_cmd_release(&cmd, l->kind, &l->names, owner, lease, latch, latch_ttl);
     redisReply *reply = NULL;
     /* A lost reply is retried once: the latch makes the retry return the
      * first answer instead of "not owner". */

@@ -268,6 +268,11 @@ int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t
     memset(w, 0, sizeof *w);
     hl_cond_init_mono(&w->cv);
     pthread_mutex_lock(&ps->mu);
+    if (ps->stop) { /* client closing */
+        pthread_mutex_unlock(&ps->mu);
+        pthread_cond_destroy(&w->cv);
+        return HILOCK_ECLOSED;
+    }
     size_t len = strlen(channel);
     hl_channel *ch = find_channel(ps, channel, len);
     if (!ch) {
@@ -352,7 +357,7 @@ void hl_sub_unregister(hilock_client *c, hl_waiter *w)
             }
     ch->refs--;
     if (ch->refs == 0) {
-        if (ch->state == HL_CH_PENDING && !ch->sent)
+        if (ps->stop || (ch->state == HL_CH_PENDING && !ch->sent))
             remove_channel(ps, ch);
         else if (ps->running)
             poke(ps);
@@ -376,10 +381,14 @@ void hl_pubsub_shutdown(hilock_client *c)
     if (running)
         pthread_join(ps->thread, NULL);
     ps->running = 0;
-    while (ps->channels) {
-        hl_channel *ch = ps->channels;
-        ps->channels = ch->next;
-        free(ch->name);
-        free(ch);
+    /* Channels still used by a waiter of another thread (closing a client
+     * in use) are freed by that waiter's hl_sub_unregister. */
+    pthread_mutex_lock(&ps->mu);
+    hl_channel *ch = ps->channels, *next;
+    for (; ch; ch = next) {
+        next = ch->next;
+        if (ch->refs == 0)
+            remove_channel(ps, ch);
     }
+    pthread_mutex_unlock(&ps->mu);
 }
