@@ -1,0 +1,1019 @@
+/*
+ * Multi-lock and Redlock: several ordinary locks (reentrant or fair, on one
+ * or several clients) taken as one.
+ *
+ *   multi-lock  all members or none;
+ *   Redlock     a majority (n/2+1) of n locks on independent servers, within
+ *               the validity window  lease - elapsed - (lease/100 + 2 ms).
+ *
+ * Each attempt sends one request per member at the same time: the calling
+ * thread runs one member itself and a small per-handle pool of worker threads
+ * (started at the first attempt, stopped by hilock_multilock_free) runs the
+ * others; the caller also runs any of its own requests no worker has picked
+ * up yet, so concurrent callers never wait for each other's members. An
+ * attempt that fails releases what it may have taken (Redlock: on every
+ * node) and the next one starts after a short random pause.
+ *
+ * Member loss (watchdog): every member handle gets the ml_hook of
+ * struct hilock_lock set to ml_member_lost, one function for all multi-locks;
+ * it looks the lock up in a registry of live multi-locks, so no pointer to a
+ * multi-lock is ever handed to the watchdog and a multi-lock can be freed at
+ * any time (it waits for callbacks it is running).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define ML_REDLOCK_TIMEOUT_MS 50
+#define ML_MAX_WORKERS 16
+#define ML_WATCHDOG_LEASE_DEFAULT 30000
+#define ML_BACKOFF_MIN_MS 1
+#define ML_BACKOFF_MAX_MS 50
+
+enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD };
+
+typedef struct ml_batch {
+    size_t total;
+    size_t done;
+} ml_batch;
+
+typedef struct ml_job {
+    struct ml_job *next; /* queue link */
+    ml_batch *batch;
+    int op;
+    size_t index; /* member index */
+    hilock_lock *lock;
+    uint64_t tid;
+    int64_t lease_ms;
+    int64_t timeout_ms;
+    int rc;
+    int64_t value; /* acquire: holder's ttl; held: 1/0 */
+    char err[HL_ERRMSG_MAX];
+} ml_job;
+
+/* The hold of one thread id. */
+typedef struct ml_hold {
+    struct ml_hold *next;
+    uint64_t tid;
+    int64_t count;          /* acquisitions not yet released */
+    int lost;               /* reported lost */
+    size_t nacquired;       /* members taken (union over the holds) */
+    size_t nlost;           /* of those, found lost by the watchdog */
+    unsigned char *acquired;
+    unsigned char *lostm;
+} ml_hold;
+
+struct hilock_multilock {
+    struct hilock_multilock *reg_next; /* registry link (g_mu) */
+    hilock_lock **locks;
+    size_t n;
+    int redlock;
+    size_t quorum;
+
+    pthread_mutex_t mu; /* guards the fields below up to the pool */
+    pthread_cond_t cv;  /* cb_refs reaching 0 */
+    int64_t member_timeout_ms; /* 0 = default */
+    ml_hold *holds;
+    int lost; /* atomic reads */
+    int valid_set;
+    int valid_watchdog;
+    int64_t valid_until; /* monotonic ms */
+    hilock_multilock_lost_cb lost_cb;
+    void *lost_payload;
+    int cb_refs; /* lost callbacks running */
+
+    pthread_mutex_t pmu; /* worker pool */
+    pthread_cond_t pcv;  /* work queued / stop */
+    pthread_cond_t dcv;  /* a job finished */
+    ml_job *qhead, *qtail;
+    pthread_t workers[ML_MAX_WORKERS];
+    size_t nworkers;
+    int pool_started;
+    int stop;
+
+    char errmsg[HL_ERRMSG_MAX];
+};
+
+/* Registry of live multi-locks, for the member-loss hook. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static hilock_multilock *g_list;
+
+/* ------------------------------------------------------------------ */
+/* small helpers                                                        */
+/* ------------------------------------------------------------------ */
+
+static void ml_set_err(hilock_multilock *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void ml_set_err(hilock_multilock *m, const char *fmt, ...)
+{
+    char buf[HL_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&m->mu);
+    memcpy(m->errmsg, buf, sizeof buf);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* A message for a constructor failure goes to the offending member handle
+ * (the multi-lock does not exist). */
+static void ml_lock_err(hilock_lock *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void ml_lock_err(hilock_lock *l, const char *fmt, ...)
+{
+    char buf[HL_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&l->mu);
+    memcpy(l->errmsg, buf, sizeof buf);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void ml_copy_lock_err(ml_job *j)
+{
+    pthread_mutex_lock(&j->lock->mu);
+    snprintf(j->err, sizeof j->err, "%s", j->lock->errmsg);
+    pthread_mutex_unlock(&j->lock->mu);
+    if (!j->err[0])
+        snprintf(j->err, sizeof j->err, "%s", hilock_strerror(j->rc));
+}
+
+static void ml_sleep_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+static uint64_t ml_rand(uint64_t *s)
+{
+    /* xorshift64* */
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static int64_t ml_drift(int64_t lease_ms)
+{
+    return lease_ms / 100 + 2;
+}
+
+static int ml_same_server(const hilock_client *a, const hilock_client *b)
+{
+    if (a == b)
+        return 1;
+    if (a->ep.db != b->ep.db)
+        return 0;
+    if (a->ep.host && b->ep.host)
+        return a->ep.port == b->ep.port && strcmp(a->ep.host, b->ep.host) == 0;
+    if (a->ep.path && b->ep.path)
+        return strcmp(a->ep.path, b->ep.path) == 0;
+    return 0;
+}
+
+static const char *ml_kind(const hilock_multilock *m)
+{
+    return m->redlock ? "redlock" : "multi-lock";
+}
+
+/* ------------------------------------------------------------------ */
+/* parallel requests                                                    */
+/* ------------------------------------------------------------------ */
+
+static int ml_member_held(ml_job *j)
+{
+    hilock_lock *l = j->lock;
+    hilock_client *c = l->client;
+    char err[HL_ERRMSG_MAX] = "";
+    int rc = hl_client_check(c, err);
+    if (rc == 0) {
+        char owner[HL_OWNER_MAX];
+        hl_owner(owner, c->id, j->tid);
+        hl_cmd cmd;
+        hl_cmd_hexists(&cmd, &l->names, owner);
+        redisReply *r = NULL;
+        rc = hl_exec(c, &cmd, &r, j->timeout_ms, err);
+        if (rc == 0) {
+            int64_t v = 0;
+            rc = hl_decode_int(r, &v);
+            if (rc == 0)
+                j->value = v == 1;
+            else
+                snprintf(err, sizeof err, "unexpected reply to HEXISTS");
+            freeReplyObject(r);
+        }
+    }
+    if (rc != 0)
+        snprintf(j->err, sizeof j->err, "%s", err[0] ? err : hilock_strerror(rc));
+    return rc;
+}
+
+static void ml_run_job(ml_job *j)
+{
+    j->err[0] = 0;
+    j->value = 0;
+    switch (j->op) {
+    case ML_OP_ACQUIRE: {
+        int64_t ttl = -1;
+        j->rc = hl_lock_try_once(j->lock, j->tid, j->lease_ms, j->timeout_ms, &ttl);
+        j->value = ttl;
+        if (j->rc != 0 && j->rc != HILOCK_ETIMEDOUT)
+            ml_copy_lock_err(j);
+        break;
+    }
+    case ML_OP_RELEASE:
+        j->rc = hl_lock_release_timeout(j->lock, j->tid, j->timeout_ms);
+        if (j->rc != 0)
+            ml_copy_lock_err(j);
+        break;
+    case ML_OP_HELD:
+        j->rc = ml_member_held(j);
+        break;
+    default:
+        j->rc = HILOCK_EINVAL;
+    }
+}
+
+static void *ml_worker(void *arg)
+{
+    hilock_multilock *m = arg;
+    pthread_mutex_lock(&m->pmu);
+    for (;;) {
+        while (!m->stop && !m->qhead)
+            pthread_cond_wait(&m->pcv, &m->pmu);
+        if (!m->qhead)
+            break; /* stop, queue drained */
+        ml_job *j = m->qhead;
+        m->qhead = j->next;
+        if (!m->qhead)
+            m->qtail = NULL;
+        pthread_mutex_unlock(&m->pmu);
+        ml_run_job(j);
+        pthread_mutex_lock(&m->pmu);
+        j->batch->done++; /* the caller may return as soon as we unlock */
+        pthread_cond_broadcast(&m->dcv);
+    }
+    pthread_mutex_unlock(&m->pmu);
+    return NULL;
+}
+
+/* Under pmu. A pool that cannot start fully just has fewer workers: the
+ * callers run whatever no worker picks up. */
+static void ml_pool_start_locked(hilock_multilock *m)
+{
+    if (m->pool_started)
+        return;
+    m->pool_started = 1;
+    size_t want = m->n - 1;
+    if (want > ML_MAX_WORKERS)
+        want = ML_MAX_WORKERS;
+    pthread_attr_t attr;
+    int have_attr = pthread_attr_init(&attr) == 0;
+    if (have_attr)
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (size_t i = 0; i < want; i++) {
+        if (pthread_create(&m->workers[m->nworkers], have_attr ? &attr : NULL, ml_worker,
+                           m) != 0)
+            break;
+        m->nworkers++;
+    }
+    if (have_attr)
+        pthread_attr_destroy(&attr);
+}
+
+/* Run the jobs at the same time and return when all are done. */
+static void ml_run_batch(hilock_multilock *m, ml_job *jobs, size_t n)
+{
+    ml_batch b = {n, 0};
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].batch = &b;
+        jobs[i].next = NULL;
+    }
+    if (n == 0)
+        return;
+    pthread_mutex_lock(&m->pmu);
+    if (n > 1)
+        ml_pool_start_locked(m);
+    if (n == 1 || m->nworkers == 0) {
+        pthread_mutex_unlock(&m->pmu);
+        for (size_t i = 0; i < n; i++)
+            ml_run_job(&jobs[i]);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if (m->qtail)
+            m->qtail->next = &jobs[i];
+        else
+            m->qhead = &jobs[i];
+        m->qtail = &jobs[i];
+    }
+    if (n == 2)
+        pthread_cond_signal(&m->pcv);
+    else
+        pthread_cond_broadcast(&m->pcv);
+    pthread_mutex_unlock(&m->pmu);
+    ml_run_job(&jobs[0]);
+    pthread_mutex_lock(&m->pmu);
+    b.done++;
+    while (b.done < b.total) {
+        /* one of ours still queued (workers busy with other callers)? run it here */
+        ml_job *prev = NULL, *j = m->qhead;
+        while (j && j->batch != &b) {
+            prev = j;
+            j = j->next;
+        }
+        if (!j) {
+            pthread_cond_wait(&m->dcv, &m->pmu);
+            continue;
+        }
+        if (prev)
+            prev->next = j->next;
+        else
+            m->qhead = j->next;
+        if (m->qtail == j)
+            m->qtail = prev;
+        j->next = NULL;
+        pthread_mutex_unlock(&m->pmu);
+        ml_run_job(j);
+        pthread_mutex_lock(&m->pmu);
+        b.done++;
+    }
+    pthread_mutex_unlock(&m->pmu);
+}
+
+static void ml_pool_stop(hilock_multilock *m)
+{
+    pthread_mutex_lock(&m->pmu);
+    m->stop = 1;
+    pthread_cond_broadcast(&m->pcv);
+    pthread_mutex_unlock(&m->pmu);
+    for (size_t i = 0; i < m->nworkers; i++)
+        pthread_join(m->workers[i], NULL);
+    m->nworkers = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* holds and member loss                                                */
+/* ------------------------------------------------------------------ */
+
+static ml_hold *ml_hold_find(hilock_multilock *m, uint64_t tid)
+{
+    for (ml_hold *h = m->holds; h; h = h->next)
+        if (h->tid == tid)
+            return h;
+    return NULL;
+}
+
+static ml_hold *ml_hold_alloc(size_t n, uint64_t tid)
+{
+    ml_hold *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->acquired = calloc(n, 1);
+    h->lostm = calloc(n, 1);
+    if (!h->acquired || !h->lostm) {
+        free(h->acquired);
+        free(h->lostm);
+        free(h);
+        return NULL;
+    }
+    h->tid = tid;
+    return h;
+}
+
+static void ml_hold_free(ml_hold *h)
+{
+    if (!h)
+        return;
+    free(h->acquired);
+    free(h->lostm);
+    free(h);
+}
+
+static int ml_hold_lost(const hilock_multilock *m, const ml_hold *h)
+{
+    if (!m->redlock)
+        return h->nlost > 0;
+    return h->nacquired - h->nlost < m->quorum;
+}
+
+typedef struct ml_notify {
+    hilock_multilock *m;
+    hilock_multilock_lost_cb cb;
+    void *payload;
+} ml_notify;
+
+#define ML_NOTIFY_BATCH 16
+
+/* The watchdog of l's client found (l, tid) gone. Called with no lock of
+ * ours held; may run in several watchdog threads at once. */
+static void ml_member_lost(struct hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)payload;
+    for (;;) {
+        ml_notify nt[ML_NOTIFY_BATCH];
+        size_t k = 0;
+        int full = 0;
+        pthread_mutex_lock(&g_mu);
+        for (hilock_multilock *m = g_list; m; m = m->reg_next) {
+            size_t i;
+            for (i = 0; i < m->n; i++)
+                if (m->locks[i] == l)
+                    break;
+            if (i == m->n)
+                continue;
+            if (k == ML_NOTIFY_BATCH) {
+                full = 1; /* leave this one for the next pass, unmarked */
+                break;
+            }
+            pthread_mutex_lock(&m->mu);
+            ml_hold *h = ml_hold_find(m, tid);
+            if (h && h->acquired[i] && !h->lostm[i]) {
+                h->lostm[i] = 1;
+                h->nlost++;
+                if (!h->lost && ml_hold_lost(m, h)) {
+                    h->lost = 1;
+                    __atomic_store_n(&m->lost, 1, __ATOMIC_RELEASE);
+                    hl_set_err(m->errmsg,
+                               "%s lost: member '%s' gone (%zu of %zu members still held)",
+                               ml_kind(m), l->names.name, h->nacquired - h->nlost, m->n);
+                    if (m->lost_cb) {
+                        m->cb_refs++;
+                        nt[k].m = m;
+                        nt[k].cb = m->lost_cb;
+                        nt[k].payload = m->lost_payload;
+                        k++;
+                    }
+                }
+            }
+            pthread_mutex_unlock(&m->mu);
+        }
+        pthread_mutex_unlock(&g_mu);
+        for (size_t j = 0; j < k; j++) {
+            nt[j].cb(nt[j].m, tid, nt[j].payload);
+            pthread_mutex_lock(&nt[j].m->mu);
+            if (--nt[j].m->cb_refs == 0)
+                pthread_cond_broadcast(&nt[j].m->cv);
+            pthread_mutex_unlock(&nt[j].m->mu);
+        }
+        if (!full)
+            break;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* construction                                                         */
+/* ------------------------------------------------------------------ */
+
+static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, int redlock)
+{
+    if (!out)
+        return HILOCK_EINVAL;
+    *out = NULL;
+    if (!locks || n == 0)
+        return HILOCK_EINVAL; /* empty list: no handle to carry a message */
+    for (size_t i = 0; i < n; i++)
+        if (!locks[i]) {
+            /* report on any non-NULL member */
+            for (size_t k = 0; k < n; k++)
+                if (locks[k]) {
+                    ml_lock_err(locks[k], "%s: member %zu of %zu is NULL",
+                                redlock ? "redlock" : "multi-lock", i, n);
+                    break;
+                }
+            return HILOCK_EINVAL;
+        }
+    if (redlock && (n < 3 || n % 2 == 0)) {
+        ml_lock_err(locks[0],
+                    "redlock needs an odd number of locks >= 3 (got %zu): with an even "
+                    "count a majority is no safer than with one lock fewer",
+                    n);
+        return HILOCK_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char err[HL_ERRMSG_MAX] = "";
+        int rc = hl_client_check(locks[i]->client, err);
+        if (rc != 0) {
+            ml_lock_err(locks[i], "%s: member %zu ('%s'): %s",
+                        redlock ? "redlock" : "multi-lock", i, locks[i]->names.name,
+                        err[0] ? err : hilock_strerror(rc));
+            return rc;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (locks[k] == locks[i]) {
+                ml_lock_err(locks[i], "%s: member %zu is the same handle as member %zu",
+                            redlock ? "redlock" : "multi-lock", i, k);
+                return HILOCK_EINVAL;
+            }
+            if (strcmp(locks[k]->names.name, locks[i]->names.name) == 0 &&
+                ml_same_server(locks[k]->client, locks[i]->client)) {
+                ml_lock_err(locks[i],
+                            "%s: members %zu and %zu are the same lock '%s' on the same "
+                            "server",
+                            redlock ? "redlock" : "multi-lock", k, i, locks[i]->names.name);
+                return HILOCK_EINVAL;
+            }
+        }
+    }
+
+    hilock_multilock *m = calloc(1, sizeof *m);
+    if (!m)
+        return HILOCK_ENOMEM;
+    m->locks = malloc(n * sizeof *m->locks);
+    if (!m->locks) {
+        free(m);
+        return HILOCK_ENOMEM;
+    }
+    memcpy(m->locks, locks, n * sizeof *m->locks);
+    m->n = n;
+    m->redlock = redlock;
+    m->quorum = redlock ? n / 2 + 1 : n;
+    m->member_timeout_ms = 0;
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    pthread_mutex_init(&m->pmu, NULL);
+    pthread_cond_init(&m->pcv, NULL);
+    pthread_cond_init(&m->dcv, NULL);
+    m->errmsg[0] = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&locks[i]->mu);
+        locks[i]->ml_hook = ml_member_lost;
+        locks[i]->ml_payload = NULL;
+        pthread_mutex_unlock(&locks[i]->mu);
+    }
+    pthread_mutex_lock(&g_mu);
+    m->reg_next = g_list;
+    g_list = m;
+    pthread_mutex_unlock(&g_mu);
+    *out = m;
+    return 0;
+}
+
+HILOCK_API int hilock_multilock_new(hilock_multilock **out, hilock_lock *const *locks,
+                                    size_t n)
+{
+    return ml_new(out, locks, n, 0);
+}
+
+HILOCK_API int hilock_redlock_new(hilock_multilock **out, hilock_lock *const *locks,
+                                  size_t n)
+{
+    return ml_new(out, locks, n, 1);
+}
+
+HILOCK_API void hilock_multilock_free(hilock_multilock *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&g_mu);
+    for (hilock_multilock **p = &g_list; *p; p = &(*p)->reg_next)
+        if (*p == m) {
+            *p = m->reg_next;
+            break;
+        }
+    pthread_mutex_unlock(&g_mu);
+    /* no new loss notification can start now; wait for running ones */
+    pthread_mutex_lock(&m->mu);
+    while (m->cb_refs > 0)
+        pthread_cond_wait(&m->cv, &m->mu);
+    pthread_mutex_unlock(&m->mu);
+    ml_pool_stop(m);
+    while (m->holds) {
+        ml_hold *h = m->holds;
+        m->holds = h->next;
+        ml_hold_free(h);
+    }
+    pthread_cond_destroy(&m->dcv);
+    pthread_cond_destroy(&m->pcv);
+    pthread_mutex_destroy(&m->pmu);
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m->locks);
+    free(m);
+}
+
+HILOCK_API int hilock_multilock_set_member_timeout(hilock_multilock *m, int64_t ms)
+{
+    if (!m)
+        return HILOCK_EINVAL;
+    if (ms < 0 || ms > HILOCK_MAX_TIME_MS) {
+        ml_set_err(m, "member timeout must be 0 (default) or a positive number of ms");
+        return HILOCK_EINVAL;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->member_timeout_ms = ms;
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static int64_t ml_member_timeout(hilock_multilock *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int64_t t = m->member_timeout_ms;
+    pthread_mutex_unlock(&m->mu);
+    if (t == 0 && m->redlock)
+        t = ML_REDLOCK_TIMEOUT_MS;
+    return t; /* 0 for a multi-lock: each client's own timeouts */
+}
+
+/* The lease the watchdog gives the members: the shortest of their clients'. */
+static int64_t ml_watchdog_lease(const hilock_multilock *m)
+{
+    int64_t best = -1;
+    for (size_t i = 0; i < m->n; i++) {
+        int64_t w = m->locks[i]->client->opts.watchdog_lease_ms;
+        if (w <= 0)
+            w = ML_WATCHDOG_LEASE_DEFAULT;
+        if (best < 0 || w < best)
+            best = w;
+    }
+    return best;
+}
+
+/* ------------------------------------------------------------------ */
+/* acquire                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Errors after which trying again cannot help. A Redlock only gives up on
+ * local ones; a node answering badly is just a node that failed. */
+static int ml_fatal(const hilock_multilock *m, int rc)
+{
+    if (rc == 0 || rc == HILOCK_ETIMEDOUT || rc == HILOCK_ECONN)
+        return 0;
+    if (m->redlock)
+        return rc == HILOCK_ECLOSED || rc == HILOCK_EINVAL || rc == HILOCK_ENOMEM;
+    return 1;
+}
+
+/* "member 2 ('x'): message; member 4 ('y'): message" of the failed jobs. */
+static void ml_describe_failures(const hilock_multilock *m, const ml_job *jobs, char *buf,
+                                 size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < m->n && used + 1 < len; i++) {
+        const ml_job *j = &jobs[i];
+        if (j->rc == 0)
+            continue;
+        const char *why = j->rc == HILOCK_ETIMEDOUT
+                              ? (j->op == ML_OP_ACQUIRE ? "held by another owner" : "")
+                              : (j->err[0] ? j->err : hilock_strerror(j->rc));
+        if (j->op == ML_OP_RELEASE && j->rc == HILOCK_ENOTOWNER)
+            why = "not held";
+        int w = snprintf(buf + used, len - used, "%s#%zu '%s': %s", used ? "; " : "", i,
+                         m->locks[i]->names.name, why);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (used >= len && len > 4)
+        memcpy(buf + len - 4, "...", 4);
+}
+
+HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
+                                            int64_t wait_ms, int64_t lease_ms)
+{
+    if (!m)
+        return HILOCK_EINVAL;
+    int rc = hl_check_wait(wait_ms);
+    if (rc == 0)
+        rc = hl_check_lease(lease_ms);
+    if (rc != 0) {
+        ml_set_err(m, "invalid wait (%lld) or lease (%lld)", (long long)wait_ms,
+                   (long long)lease_ms);
+        return rc;
+    }
+    const size_t n = m->n;
+    const int64_t t_start = hl_now_mono_ms();
+    const int64_t deadline = wait_ms < 0 ? -1 : t_start + wait_ms;
+    const int64_t vlease = lease_ms > 0 ? lease_ms : ml_watchdog_lease(m);
+    const int64_t drift = ml_drift(vlease);
+    const int64_t timeout = ml_member_timeout(m);
+
+    pthread_mutex_lock(&m->mu);
+    ml_hold *existing = ml_hold_find(m, tid);
+    int reentry = existing != NULL;
+    pthread_mutex_unlock(&m->mu);
+
+    ml_job *jobs = calloc(n, sizeof *jobs);
+    ml_job *undo = calloc(n, sizeof *undo);
+    ml_hold *fresh = reentry ? NULL : ml_hold_alloc(n, tid);
+    if (!jobs || !undo || (!reentry && !fresh)) {
+        free(jobs);
+        free(undo);
+        ml_hold_free(fresh);
+        ml_set_err(m, "out of memory");
+        return HILOCK_ENOMEM;
+    }
+    uint64_t rng = (uint64_t)hl_now_mono_ms() * 0x9E3779B97F4A7C15ULL ^ tid ^
+                   (uint64_t)(uintptr_t)&rng ^ (uint64_t)(uintptr_t)m;
+    if (!rng)
+        rng = 0x1234567;
+
+    int result = HILOCK_ETIMEDOUT;
+    for (unsigned attempt = 0;; attempt++) {
+        char err[HL_ERRMSG_MAX] = "";
+        for (size_t i = 0; i < n; i++) {
+            rc = hl_client_check(m->locks[i]->client, err);
+            if (rc != 0) {
+                ml_set_err(m, "%s: member #%zu '%s': %s", ml_kind(m), i,
+                           m->locks[i]->names.name, err[0] ? err : hilock_strerror(rc));
+                result = rc;
+                goto out;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            memset(&jobs[i], 0, sizeof jobs[i]);
+            jobs[i].op = ML_OP_ACQUIRE;
+            jobs[i].index = i;
+            jobs[i].lock = m->locks[i];
+            jobs[i].tid = tid;
+            jobs[i].lease_ms = lease_ms > 0 ? lease_ms : 0;
+            jobs[i].timeout_ms = timeout;
+        }
+        const int64_t t0 = hl_now_mono_ms();
+        ml_run_batch(m, jobs, n);
+        const int64_t t1 = hl_now_mono_ms();
+
+        size_t ok = 0, busy = 0;
+        int first_err = 0, fatal = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (jobs[i].rc == 0)
+                ok++;
+            else if (jobs[i].rc == HILOCK_ETIMEDOUT)
+                busy++;
+            else {
+                if (!first_err)
+                    first_err = jobs[i].rc;
+                if (ml_fatal(m, jobs[i].rc) && !fatal)
+                    fatal = jobs[i].rc;
+            }
+        }
+        const int64_t validity = vlease - (t1 - t0) - drift;
+        const int success = !fatal && (m->redlock ? ok >= m->quorum && validity > 0 : ok == n);
+
+        if (success) {
+            pthread_mutex_lock(&m->mu);
+            ml_hold *h = ml_hold_find(m, tid);
+            if (!h) {
+                h = fresh;
+                fresh = NULL;
+                h->next = m->holds;
+                m->holds = h;
+            }
+            h->count++;
+            for (size_t i = 0; i < n; i++)
+                if (jobs[i].rc == 0) {
+                    h->acquired[i] = 1;
+                    h->lostm[i] = 0;
+                }
+            h->nacquired = h->nlost = 0;
+            for (size_t i = 0; i < n; i++) {
+                h->nacquired += h->acquired[i];
+                h->nlost += h->lostm[i];
+            }
+            h->lost = 0;
+            __atomic_store_n(&m->lost, 0, __ATOMIC_RELEASE);
+            m->valid_set = 1;
+            m->valid_watchdog = lease_ms <= 0;
+            m->valid_until = t0 + vlease - drift;
+            m->errmsg[0] = 0;
+            pthread_mutex_unlock(&m->mu);
+            result = 0;
+            goto out;
+        }
+
+        /* Failed: release what this attempt may have taken. A Redlock asks
+         * every node; a multi-lock the members taken or in doubt. On a
+         * re-entry only members that answered "taken": an unanswered one
+         * may still carry the outer hold, which must survive. */
+        char why[HL_ERRMSG_MAX];
+        ml_describe_failures(m, jobs, why, sizeof why);
+        size_t nu = 0;
+        for (size_t i = 0; i < n; i++) {
+            int rci = jobs[i].rc;
+            int doubt = rci != 0 && rci != HILOCK_ETIMEDOUT && rci != HILOCK_ECLOSED &&
+                        rci != HILOCK_EINVAL && rci != HILOCK_ENOMEM;
+            int take_back = rci == 0 || (!reentry && (m->redlock ? rci != HILOCK_ECLOSED
+                                                                 : doubt));
+            if (!take_back)
+                continue;
+            memset(&undo[nu], 0, sizeof undo[nu]);
+            undo[nu].op = ML_OP_RELEASE;
+            undo[nu].index = i;
+            undo[nu].lock = m->locks[i];
+            undo[nu].tid = tid;
+            undo[nu].timeout_ms = timeout;
+            nu++;
+        }
+        ml_run_batch(m, undo, nu);
+
+        if (fatal) {
+            ml_set_err(m, "%s: %zu of %zu taken: %s", ml_kind(m), ok, n, why);
+            result = fatal;
+            goto out;
+        }
+        int64_t now = hl_now_mono_ms();
+        if (wait_ms == 0 || (deadline >= 0 && now >= deadline)) {
+            if (m->redlock && ok >= m->quorum)
+                ml_set_err(m, "redlock: %zu of %zu taken but validity %lld ms <= 0 "
+                              "(lease %lld, took %lld ms)",
+                           ok, n, (long long)validity, (long long)vlease,
+                           (long long)(t1 - t0));
+            else
+                ml_set_err(m, "%s: %zu of %zu taken (need %zu): %s", ml_kind(m), ok, n,
+                           m->quorum, why);
+            /* only errors, nobody else holding: report the error */
+            result = (busy == 0 && first_err && !(m->redlock && ok >= m->quorum))
+                         ? first_err
+                         : HILOCK_ETIMEDOUT;
+            goto out;
+        }
+        int64_t cap = ML_BACKOFF_MIN_MS + 5 + 5 * (int64_t)(attempt < 9 ? attempt : 9);
+        if (cap > ML_BACKOFF_MAX_MS)
+            cap = ML_BACKOFF_MAX_MS;
+        int64_t pause = ML_BACKOFF_MIN_MS + (int64_t)(ml_rand(&rng) % (uint64_t)cap);
+        if (deadline >= 0 && pause > deadline - now)
+            pause = deadline - now;
+        ml_sleep_ms(pause);
+    }
+out:
+    free(jobs);
+    free(undo);
+    ml_hold_free(fresh);
+    return result;
+}
+
+HILOCK_API int hilock_multilock_acquire(hilock_multilock *m, int64_t wait_ms,
+                                        int64_t lease_ms)
+{
+    return hilock_multilock_acquire_tid(m, hilock_thread_id(), wait_ms, lease_ms);
+}
+
+/* ------------------------------------------------------------------ */
+/* release and queries                                                  */
+/* ------------------------------------------------------------------ */
+
+HILOCK_API int hilock_multilock_release_tid(hilock_multilock *m, uint64_t tid)
+{
+    if (!m)
+        return HILOCK_EINVAL;
+    const size_t n = m->n;
+    ml_job *jobs = calloc(n, sizeof *jobs);
+    if (!jobs) {
+        ml_set_err(m, "out of memory");
+        return HILOCK_ENOMEM;
+    }
+    const int64_t timeout = ml_member_timeout(m);
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].op = ML_OP_RELEASE;
+        jobs[i].index = i;
+        jobs[i].lock = m->locks[i];
+        jobs[i].tid = tid;
+        jobs[i].timeout_ms = timeout;
+    }
+    ml_run_batch(m, jobs, n);
+
+    size_t ok = 0, notowner = 0;
+    int first_err = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].rc == 0)
+            ok++;
+        else if (jobs[i].rc == HILOCK_ENOTOWNER)
+            notowner++;
+        else if (!first_err)
+            first_err = jobs[i].rc;
+    }
+    char why[HL_ERRMSG_MAX];
+    ml_describe_failures(m, jobs, why, sizeof why);
+    free(jobs);
+
+    pthread_mutex_lock(&m->mu);
+    ml_hold *h = ml_hold_find(m, tid);
+    if (h && --h->count <= 0) {
+        for (ml_hold **p = &m->holds; *p; p = &(*p)->next)
+            if (*p == h) {
+                *p = h->next;
+                break;
+            }
+        ml_hold_free(h);
+    }
+    pthread_mutex_unlock(&m->mu);
+
+    if (ok >= m->quorum)
+        return 0; /* multi-lock: quorum == n */
+    int result = notowner ? HILOCK_ENOTOWNER : first_err ? first_err : HILOCK_ENOTOWNER;
+    ml_set_err(m, "%s release: %zu of %zu released (need %zu): %s", ml_kind(m), ok, n,
+               m->quorum, why);
+    return result;
+}
+
+HILOCK_API int hilock_multilock_release(hilock_multilock *m)
+{
+    return hilock_multilock_release_tid(m, hilock_thread_id());
+}
+
+HILOCK_API int hilock_multilock_is_held_tid(int *out, hilock_multilock *m, uint64_t tid)
+{
+    if (!out || !m)
+        return HILOCK_EINVAL;
+    *out = 0;
+    const size_t n = m->n;
+    ml_job *jobs = calloc(n, sizeof *jobs);
+    if (!jobs) {
+        ml_set_err(m, "out of memory");
+        return HILOCK_ENOMEM;
+    }
+    const int64_t timeout = ml_member_timeout(m);
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].op = ML_OP_HELD;
+        jobs[i].index = i;
+        jobs[i].lock = m->locks[i];
+        jobs[i].tid = tid;
+        jobs[i].timeout_ms = timeout;
+    }
+    ml_run_batch(m, jobs, n);
+    size_t held = 0, unknown = 0;
+    int first_err = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].rc != 0) {
+            unknown++;
+            if (!first_err)
+                first_err = jobs[i].rc;
+        } else if (jobs[i].value) {
+            held++;
+        }
+    }
+    int rc = 0;
+    if (held >= m->quorum)
+        *out = 1;
+    else if (held + unknown >= m->quorum) {
+        /* the unanswered members decide: we cannot tell */
+        char why[HL_ERRMSG_MAX];
+        ml_describe_failures(m, jobs, why, sizeof why);
+        ml_set_err(m, "%s: cannot tell whether held: %s", ml_kind(m), why);
+        rc = first_err;
+    }
+    free(jobs);
+    return rc;
+}
+
+HILOCK_API int hilock_multilock_is_held(int *out, hilock_multilock *m)
+{
+    return hilock_multilock_is_held_tid(out, m, hilock_thread_id());
+}
+
+HILOCK_API int hilock_multilock_validity_ms(int64_t *out, hilock_multilock *m)
+{
+    if (!out || !m)
+        return HILOCK_EINVAL;
+    pthread_mutex_lock(&m->mu);
+    if (!m->valid_set)
+        *out = 0;
+    else if (m->valid_watchdog)
+        *out = -1;
+    else {
+        int64_t left = m->valid_until - hl_now_mono_ms();
+        *out = left > 0 ? left : 0;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+HILOCK_API int hilock_multilock_is_lost(const hilock_multilock *m)
+{
+    return m ? __atomic_load_n(&m->lost, __ATOMIC_ACQUIRE) : 0;
+}
+
+HILOCK_API void hilock_multilock_set_lost_callback(hilock_multilock *m,
+                                                   hilock_multilock_lost_cb cb,
+                                                   void *payload)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->lost_cb = cb;
+    m->lost_payload = payload;
+    pthread_mutex_unlock(&m->mu);
+}
+
+HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m)
+{
+    if (!m)
+        return "NULL multi-lock";
+    return m->errmsg;
+}
