@@ -1,4 +1,5 @@
 /* Client handle: options, identity, lifecycle. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,9 +246,10 @@ void hl_client_set_err(hilock_client *c, const char *msg)
 
 int hilock_client_owner(const hilock_client *c, uint64_t tid, char *buf, size_t len)
 {
-    if (!c || !buf || len < HL_OWNER_MAX)
+    /* 36 (uuid) + 1 (':') + 20 (largest uint64) + 1 (NUL) = 58 */
+    if (!c || !buf || len < 58)
         return HILOCK_EINVAL;
-    hl_owner(buf, c->id, tid);
+    snprintf(buf, len, "%s:%" PRIu64, c->id, tid);
     return 0;
 }
 
