@@ -1,0 +1,97 @@
+/*
+ * hilock command-line tool: shared declarations.
+ */
+#ifndef HILOCK_CLI_H
+#define HILOCK_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <hiredis/hiredis.h>
+
+/* Exit statuses (documented in docs/cli.md and hilock.1). */
+#define EXIT_CONFLICT_DEFAULT 1 /* run: not acquired within --wait */
+#define EXIT_USAGE 2            /* bad command line */
+#define EXIT_UNAVAILABLE 69     /* server unreachable, refused, protocol error */
+#define EXIT_LOST 75            /* run: the lock was lost while the command ran */
+#define EXIT_NOEXEC 126         /* run: command found but not executable */
+#define EXIT_NOTFOUND 127       /* run: command not found */
+
+#define DEFAULT_URL "redis://127.0.0.1:6379"
+
+extern const char *progname; /* "hilock" */
+
+/* Print "hilock: <msg>\n" to stderr. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The server URL: the option's value, else $HILOCK_URL, else DEFAULT_URL. */
+const char *cli_url(const char *opt);
+
+/* Parse a duration in seconds ("10", "0.5", "1e-3") into ms (rounded up to
+ * whole ms when positive and below 1 ms). 0 on success, -1 on a bad value. */
+int cli_parse_seconds(const char *s, int64_t *ms);
+/* Parse a non-negative decimal integer no larger than max. */
+int cli_parse_uint(const char *s, long max, long *out);
+
+/* Write s (len bytes) as a JSON string literal, quotes included. Control
+ * characters are escaped; bytes that are not valid UTF-8 are written as
+ * \u00XX (their Latin-1 reading) so the output is always valid JSON. */
+void json_string(FILE *f, const char *s, size_t len);
+/* Write s for a human: printable ASCII and valid UTF-8 as is, anything
+ * else as \xNN. */
+void human_string(FILE *f, const char *s, size_t len);
+
+/* Monotonic clock in ms. */
+int64_t cli_now_ms(void);
+
+/* Raw connection for inspection (status, unlock). NULL with a message
+ * printed on failure; *code gets the hilock error code. */
+redisContext *cli_connect_raw(const char *url, int *code);
+
+/* ---- inspection (status.c) ---- */
+typedef enum lock_kind_view {
+    KIND_NONE = 0,   /* no lock data at all */
+    KIND_REENTRANT,
+    KIND_FAIR,
+    KIND_READWRITE,
+    KIND_UNKNOWN
+} lock_kind_view;
+
+typedef struct holder_view {
+    char *owner;
+    int64_t holds; /* -1 when the value is not an integer */
+} holder_view;
+
+typedef struct waiter_view {
+    char *owner;
+    int64_t deadline_ms; /* epoch ms, -1 when missing from the ZSET */
+} waiter_view;
+
+typedef struct lock_view {
+    const char *name;
+    lock_kind_view kind;
+    char key_type[32];   /* TYPE of the lock key: "none", "hash", ... */
+    int locked;          /* the lock key exists */
+    int64_t pttl_ms;     /* -2 no key, -1 no expiry */
+    char mode[16];       /* read-write: "read"/"write"; else empty */
+    holder_view *holders;
+    size_t nholders;
+    waiter_view *queue;
+    size_t nqueue;
+    int64_t server_time_ms; /* server clock (epoch ms) at inspection */
+    char note[160];         /* human remark (e.g. wrong type), may be empty */
+} lock_view;
+
+/* Inspect one lock. 0, or a negative hilock code with a message printed. */
+int inspect_lock(redisContext *rc, const char *name, lock_view *out);
+void lock_view_free(lock_view *v);
+const char *kind_name(lock_kind_view k);
+void print_lock_human(FILE *f, const lock_view *v);
+void print_lock_json(FILE *f, const lock_view *v);
+
+/* Subcommands: return the process exit status. */
+int cmd_run(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_unlock(int argc, char **argv);
+
+#endif

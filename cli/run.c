@@ -1,0 +1,538 @@
+/*
+ * hilock run: run a command while holding a lock (flock(1) across machines).
+ *
+ * Threads and signals: INT, TERM, HUP, QUIT, USR1, USR2 and CHLD are blocked
+ * in every thread (the mask is set before the library starts its threads)
+ * and read from a signalfd by the main thread. The wait for the lock runs on
+ * a helper thread so that a signal can end a long wait: for a fair lock the
+ * waiter then leaves the queue instead of blocking it until its deadline.
+ * The library's lost callback runs on its watchdog thread; it only sets a
+ * flag and writes to an eventfd that wakes the main loop.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "hilock.h"
+#include "internal.h"
+
+enum { ON_LOST_KILL = 0, ON_LOST_WARN = 1 };
+
+typedef struct run_opts {
+    const char *url;
+    int64_t wait_ms;  /* -1 forever */
+    int64_t lease_ms; /* 0 watchdog */
+    int64_t grace_ms;
+    int64_t watchdog_lease_ms; /* 0 = library default */
+    int fair;
+    int conflict_code;
+    int on_lost;
+    int quiet;
+    const char *name;
+    char **cmd;
+} run_opts;
+
+static void run_usage(FILE *f)
+{
+    fputs("Usage: hilock run [OPTIONS] NAME -- COMMAND [ARGS...]\n"
+          "\n"
+          "Acquire the lock NAME, run COMMAND, release the lock, and exit with\n"
+          "COMMAND's status (128+N when it was killed by signal N).\n"
+          "\n"
+          "  --url URL                 server (default: $HILOCK_URL, else " DEFAULT_URL ")\n"
+          "  -w, --wait S              give up after S seconds (0 = one try;\n"
+          "                            default: wait forever)\n"
+          "  --lease S                 fixed lease of S seconds instead of the watchdog\n"
+          "                            (the lock is lost when the lease runs out)\n"
+          "  --fair                    fair (FIFO) lock: waiters get it in arrival order\n"
+          "  -E, --conflict-exit-code N  exit status when not acquired in time (default 1)\n"
+          "  --on-lost=kill|warn       when the lock is lost while COMMAND runs: kill\n"
+          "                            (default: SIGTERM, SIGKILL after --grace, exit 75)\n"
+          "                            or warn (print a warning, keep running)\n"
+          "  --grace S                 seconds between SIGTERM and SIGKILL (default 10)\n"
+          "  --watchdog-lease S        watchdog lease (default 30; renewed every third)\n"
+          "  -q, --quiet               no message when the lock is not acquired in time\n"
+          "  -h, --help                this help\n"
+          "\n"
+          "Signals INT, TERM, HUP, QUIT, USR1, USR2 sent to hilock are forwarded to\n"
+          "COMMAND; the lock is released after COMMAND exits.\n"
+          "\n"
+          "Exit status: COMMAND's status; 1 (or -E N) not acquired in time; 2 usage\n"
+          "error; 69 server unreachable or error; 75 lock lost while COMMAND ran;\n"
+          "126 COMMAND not executable; 127 COMMAND not found; 128+N killed by signal N.\n",
+          f);
+}
+
+/* ---- shared state ------------------------------------------------------- */
+
+static int wake_fd = -1;            /* eventfd: lost callback, acquire done */
+static atomic_int lost_flag;        /* the watchdog found our hold gone */
+static atomic_int acquire_done;
+
+typedef struct acq_ctx {
+    hilock_lock *lock;
+    uint64_t tid;
+    int64_t wait_ms, lease_ms;
+    int rc;
+} acq_ctx;
+
+static void wake_main(void)
+{
+    uint64_t one = 1;
+    ssize_t n = write(wake_fd, &one, sizeof one);
+    (void)n; /* EAGAIN: the counter is already non-zero, the loop wakes anyway */
+}
+
+static void on_lost(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)l;
+    uint64_t mine = *(const uint64_t *)payload;
+    if (tid != mine)
+        return;
+    atomic_store(&lost_flag, 1);
+    wake_main();
+}
+
+static void *acquire_thread(void *arg)
+{
+    acq_ctx *a = arg;
+    a->rc = hilock_lock_acquire_tid(a->lock, a->tid, a->wait_ms, a->lease_ms);
+    atomic_store(&acquire_done, 1);
+    wake_main();
+    return NULL;
+}
+
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t n = read(fd, &v, sizeof v);
+    (void)n;
+}
+
+/* Mark every descriptor opened since start-up close-on-exec, so that the
+ * command does not inherit the library's sockets and our signalfd/eventfd.
+ * Descriptors the caller handed us (fd 3 and up at start-up) stay. */
+static unsigned char *startup_fds;
+static int startup_nfds;
+
+static void record_startup_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int maxfd = 1024;
+    startup_fds = calloc((size_t)maxfd, 1);
+    if (!startup_fds) {
+        closedir(d);
+        return;
+    }
+    startup_nfds = maxfd;
+    struct dirent *e;
+    int self = dirfd(d);
+    while ((e = readdir(d)) != NULL) {
+        long fd = strtol(e->d_name, NULL, 10);
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == self)
+            continue;
+        if (fd < maxfd)
+            startup_fds[fd] = 1;
+    }
+    closedir(d);
+}
+
+static void cloexec_new_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        long fd = strtol(e->d_name, NULL, 10);
+        if (fd <= 2 || fd == self)
+            continue;
+        if (startup_fds && fd < startup_nfds && startup_fds[fd])
+            continue;
+        int fl = fcntl((int)fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+    closedir(d);
+}
+
+/* ---- option parsing ------------------------------------------------------ */
+
+static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
+{
+    enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE };
+    static const struct option lopts[] = {{"url", required_argument, 0, O_URL},
+                                          {"wait", required_argument, 0, 'w'},
+                                          {"lease", required_argument, 0, O_LEASE},
+                                          {"fair", no_argument, 0, O_FAIR},
+                                          {"conflict-exit-code", required_argument, 0, 'E'},
+                                          {"on-lost", required_argument, 0, O_ONLOST},
+                                          {"grace", required_argument, 0, O_GRACE},
+                                          {"watchdog-lease", required_argument, 0, O_WDLEASE},
+                                          {"quiet", no_argument, 0, 'q'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->wait_ms = -1;
+    o->grace_ms = 10000;
+    o->conflict_code = EXIT_CONFLICT_DEFAULT;
+    *exit_now = -1;
+    opterr = 0;
+    optind = 1;
+    int c;
+    long n;
+    while ((c = getopt_long(argc, argv, "+w:E:qh", lopts, NULL)) != -1) {
+        switch (c) {
+        case O_URL: o->url = optarg; break;
+        case 'w':
+            if (cli_parse_seconds(optarg, &o->wait_ms) != 0) {
+                cli_err("run: --wait wants seconds >= 0, got '%s'", optarg);
+                return -1;
+            }
+            break;
+        case O_LEASE:
+            if (cli_parse_seconds(optarg, &o->lease_ms) != 0 || o->lease_ms <= 0) {
+                cli_err("run: --lease wants seconds > 0, got '%s'", optarg);
+                return -1;
+            }
+            break;
+        case O_FAIR: o->fair = 1; break;
+        case 'E':
+            if (cli_parse_uint(optarg, 255, &n) != 0) {
+                cli_err("run: --conflict-exit-code wants 0..255, got '%s'", optarg);
+                return -1;
+            }
+            o->conflict_code = (int)n;
+            break;
+        case O_ONLOST:
+            if (!strcmp(optarg, "kill")) {
+                o->on_lost = ON_LOST_KILL;
+            } else if (!strcmp(optarg, "warn")) {
+                o->on_lost = ON_LOST_WARN;
+            } else {
+                cli_err("run: --on-lost wants kill or warn, got '%s'", optarg);
+                return -1;
+            }
+            break;
+        case O_GRACE:
+            if (cli_parse_seconds(optarg, &o->grace_ms) != 0) {
+                cli_err("run: --grace wants seconds >= 0, got '%s'", optarg);
+                return -1;
+            }
+            break;
+        case O_WDLEASE:
+            if (cli_parse_seconds(optarg, &o->watchdog_lease_ms) != 0 ||
+                o->watchdog_lease_ms < 30) {
+                cli_err("run: --watchdog-lease wants seconds >= 0.03, got '%s'", optarg);
+                return -1;
+            }
+            break;
+        case 'q': o->quiet = 1; break;
+        case 'h':
+            run_usage(stdout);
+            *exit_now = 0;
+            return 0;
+        case ':':
+            cli_err("run: option '%s' needs a value", argv[optind - 1]);
+            return -1;
+        default:
+            cli_err("run: bad option '%s' (try: hilock run --help)", argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind < argc && !strcmp(argv[optind], "--"))
+        optind++; /* "hilock run -- NAME -- CMD" */
+    if (optind >= argc) {
+        cli_err("run: missing lock NAME (try: hilock run --help)");
+        return -1;
+    }
+    o->name = argv[optind++];
+    if (!o->name[0]) {
+        cli_err("run: lock name must not be empty");
+        return -1;
+    }
+    if (optind < argc && !strcmp(argv[optind], "--"))
+        optind++;
+    if (optind >= argc) {
+        cli_err("run: missing COMMAND after NAME (hilock run NAME -- COMMAND...)");
+        return -1;
+    }
+    o->cmd = argv + optind;
+    return 0;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+static pid_t spawn(char **cmd, const sigset_t *oldmask)
+{
+    cloexec_new_fds();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    /* child: only async-signal-safe calls until exec */
+    sigprocmask(SIG_SETMASK, oldmask, NULL);
+    execvp(cmd[0], cmd);
+    int e = errno;
+    static const char pre[] = "hilock: cannot run '";
+    ssize_t w = write(STDERR_FILENO, pre, sizeof pre - 1);
+    w = write(STDERR_FILENO, cmd[0], strlen(cmd[0]));
+    const char *why = e == ENOENT ? "': command not found\n" : "': not executable\n";
+    w = write(STDERR_FILENO, why, strlen(why));
+    (void)w;
+    _exit(e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
+}
+
+/* Leave the fair queue (and give the lock back if the helper thread got it
+ * meanwhile) after a signal ended the wait. */
+static void abandon_wait(hilock_lock *l, hilock_client *c, uint64_t tid, int64_t wait_ms)
+{
+    char owner[HL_OWNER_MAX];
+    hl_owner(owner, hilock_client_id(c), tid);
+    if (hilock_lock_kind(l) == HILOCK_KIND_FAIR) {
+        hl_cmd cmd;
+        int64_t window = wait_ms > 0 ? wait_ms : c->opts.fair_wait_window_ms;
+        hl_cmd_fair_cancel(&cmd, &l->names, owner, window);
+        redisReply *r = NULL;
+        char err[HL_ERRMSG_MAX] = "";
+        if (hl_exec(c, &cmd, &r, 0, err) == 0 && r)
+            freeReplyObject(r);
+    }
+    int held = 0;
+    if (hilock_lock_is_held_tid(&held, l, tid) == 0 && held)
+        hilock_lock_release_tid(l, tid);
+}
+
+static int exit_status_of(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return 1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int exit_now;
+    if (parse_run_opts(argc, argv, &o, &exit_now) != 0)
+        return EXIT_USAGE;
+    if (exit_now >= 0)
+        return exit_now;
+    const char *url = cli_url(o.url);
+
+    record_startup_fds();
+
+    /* Block the signals we handle in every thread, before the library
+     * starts any. */
+    sigset_t set, oldmask;
+    sigemptyset(&set);
+    int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+        sigaddset(&set, fwd[i]);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, &oldmask);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (sfd < 0 || wake_fd < 0) {
+        cli_err("cannot set up signal handling: %s", strerror(errno));
+        return EXIT_UNAVAILABLE;
+    }
+
+    hilock_options hopts;
+    hilock_options_init(&hopts, HILOCK_OPTIONS_VERSION);
+    if (o.watchdog_lease_ms > 0)
+        hopts.watchdog_lease_ms = o.watchdog_lease_ms;
+    hilock_client *client = NULL;
+    hilock_lock *lock = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&client, url, &hopts, err, sizeof err);
+    if (rc != 0) {
+        cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
+        return EXIT_UNAVAILABLE;
+    }
+    rc = o.fair ? hilock_fair_lock_new(&lock, client, o.name)
+                : hilock_lock_new(&lock, client, o.name);
+    if (rc != 0) {
+        cli_err("bad lock name: %s", hilock_strerror(rc));
+        hilock_client_close(client);
+        return EXIT_USAGE;
+    }
+    /* The owner is "<client-uuid>:<pid>": status shows which process holds it. */
+    static uint64_t tid;
+    tid = (uint64_t)getpid();
+    hilock_lock_set_lost_callback(lock, on_lost, &tid);
+
+    /* ---- acquire, interruptible by signals ---- */
+    acq_ctx a = {lock, tid, o.wait_ms, o.lease_ms, 0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, acquire_thread, &a) != 0) {
+        cli_err("cannot start a thread");
+        return EXIT_UNAVAILABLE;
+    }
+    int interrupted = 0;
+    while (!atomic_load(&acquire_done) && !interrupted) {
+        struct pollfd p[2] = {{sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents & POLLIN)
+            drain(wake_fd);
+        if (p[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo != SIGCHLD)
+                    interrupted = (int)si.ssi_signo;
+            }
+        }
+    }
+    if (interrupted && !atomic_load(&acquire_done)) {
+        /* The helper thread is still inside the library: leave the queue
+         * and exit without tearing the client down under it. */
+        abandon_wait(lock, client, tid, o.wait_ms);
+        if (!o.quiet)
+            cli_err("interrupted while waiting for lock %s", o.name);
+        fflush(stderr);
+        _exit(128 + interrupted);
+    }
+    pthread_join(th, NULL);
+    rc = a.rc;
+    if (rc == HILOCK_ETIMEDOUT) {
+        if (!o.quiet)
+            cli_err("lock %s is held by another owner; not acquired%s", o.name,
+                    o.wait_ms == 0 ? "" : " within --wait");
+        hilock_lock_free(lock);
+        hilock_client_close(client);
+        return o.conflict_code;
+    }
+    if (rc != 0) {
+        cli_err("cannot acquire lock %s: %s (%s)", o.name, hilock_strerror(rc),
+                hilock_lock_errmsg(lock));
+        hilock_lock_free(lock);
+        hilock_client_close(client);
+        return rc == HILOCK_EWRONGTYPE ? 1 : EXIT_UNAVAILABLE;
+    }
+    if (interrupted) {
+        /* acquired at the moment the signal came: give it back */
+        hilock_lock_release_tid(lock, tid);
+        hilock_lock_free(lock);
+        hilock_client_close(client);
+        return 128 + interrupted;
+    }
+
+    /* With a fixed lease there is no watchdog: check when the lease is due. */
+    int64_t lease_check_at = -1;
+    if (o.lease_ms > 0) {
+        int64_t left = 0;
+        if (hilock_lock_remaining_ms(&left, lock) == 0 && left >= 0)
+            lease_check_at = cli_now_ms() + left + 5;
+        else
+            lease_check_at = cli_now_ms() + o.lease_ms;
+    }
+
+    /* ---- run the command ---- */
+    pid_t pid = spawn(o.cmd, &oldmask);
+    if (pid < 0) {
+        cli_err("cannot start the command: %s", strerror(errno));
+        hilock_lock_release_tid(lock, tid);
+        hilock_lock_free(lock);
+        hilock_client_close(client);
+        return EXIT_UNAVAILABLE;
+    }
+    int child_status = 0, child_done = 0, lost = 0;
+    int64_t kill_at = -1;
+    while (!child_done) {
+        int64_t now = cli_now_ms(), next = -1;
+        if (kill_at >= 0)
+            next = kill_at;
+        if (lease_check_at >= 0 && !lost && (next < 0 || lease_check_at < next))
+            next = lease_check_at;
+        int timeout = -1;
+        if (next >= 0)
+            timeout = next <= now ? 0 : (int)((next - now) > 60000 ? 60000 : next - now);
+        struct pollfd p[2] = {{sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+        if (poll(p, 2, timeout) < 0 && errno != EINTR)
+            break;
+        if (p[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGCHLD)
+                    continue;
+                /* Signals from the terminal (Ctrl-C, hangup) already reach
+                 * the command, which shares our process group; forward the
+                 * ones a process sent to us (kill, systemd, timeout). */
+                if (si.ssi_code != SI_KERNEL)
+                    kill(pid, (int)si.ssi_signo);
+            }
+        }
+        if (p[1].revents & POLLIN)
+            drain(wake_fd);
+        now = cli_now_ms();
+        if (!lost && lease_check_at >= 0 && now >= lease_check_at) {
+            int held = 1;
+            int q = hilock_lock_is_held_tid(&held, lock, tid);
+            if (q == 0 && !held) {
+                atomic_store(&lost_flag, 1);
+            } else {
+                int64_t left = 0;
+                if (q == 0 && hilock_lock_remaining_ms(&left, lock) == 0 && left > 0)
+                    lease_check_at = now + left + 5;
+                else
+                    lease_check_at = now + 1000; /* server trouble: look again soon */
+            }
+        }
+        if (!lost && atomic_load(&lost_flag)) {
+            lost = 1;
+            if (o.on_lost == ON_LOST_KILL) {
+                cli_err("lock %s was lost while the command was running; stopping it", o.name);
+                kill(pid, SIGTERM);
+                kill_at = now + o.grace_ms;
+            } else {
+                cli_err("warning: lock %s was lost while the command is running", o.name);
+            }
+        }
+        if (kill_at >= 0 && now >= kill_at) {
+            kill(pid, SIGKILL);
+            kill_at = -1;
+        }
+        pid_t w = waitpid(pid, &child_status, WNOHANG);
+        if (w == pid)
+            child_done = 1;
+        else if (w < 0 && errno != EINTR)
+            break;
+    }
+
+    /* ---- release ---- */
+    rc = hilock_lock_release_tid(lock, tid);
+    if (rc == HILOCK_ENOTOWNER && !lost) {
+        lost = 1;
+        cli_err("%slock %s was no longer held when the command finished (lease ran out "
+                "or it was force-unlocked)",
+                o.on_lost == ON_LOST_WARN ? "warning: " : "", o.name);
+    } else if (rc != 0 && rc != HILOCK_ENOTOWNER) {
+        cli_err("could not release lock %s: %s (%s); it expires after its lease", o.name,
+                hilock_strerror(rc), hilock_lock_errmsg(lock));
+    }
+    hilock_lock_free(lock);
+    hilock_client_close(client);
+    if (lost && o.on_lost == ON_LOST_KILL)
+        return EXIT_LOST;
+    return exit_status_of(child_status);
+}

@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# Tests of the hilock command-line tool against a real redis-server.
+# Env: HILOCK_ROOT (repo root), HILOCK_BUILD (build dir with cli/hilock).
+set -uo pipefail
+ROOT="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+BUILD="${HILOCK_BUILD:-$ROOT/build/release}"
+HL="$BUILD/cli/hilock"
+if [ ! -x "$HL" ]; then
+  cmake --build "$BUILD" --target hilock_cli -j2 >/dev/null || { echo "cannot build $HL"; exit 1; }
+fi
+
+T="$(mktemp -d /tmp/hilock-cli-test.XXXXXX)"
+REDIS_PID=""
+BG_PIDS=()
+started=$(date +%s)
+
+cleanup() {
+  for p in "${BG_PIDS[@]+"${BG_PIDS[@]}"}"; do kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  if [ -n "$REDIS_PID" ]; then
+    kill -TERM "$REDIS_PID" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$REDIS_PID" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$REDIS_PID" 2>/dev/null
+  fi
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# wait_for TIMEOUT_S DESCRIPTION COMMAND... : poll until COMMAND succeeds.
+wait_for() {
+  local timeout="$1" what="$2"; shift 2
+  local end=$(( $(now_ms) + timeout * 1000 ))
+  while ! "$@" >/dev/null 2>&1; do
+    if [ "$(now_ms)" -ge "$end" ]; then echo "    timed out waiting for: $what"; return 1; fi
+    sleep 0.02
+  done
+}
+# wait_exit PID TIMEOUT_S : wait for a background job, set $WAIT_RC.
+wait_exit() {
+  local pid="$1" timeout="$2"
+  local end=$(( $(now_ms) + timeout * 1000 ))
+  while kill -0 "$pid" 2>/dev/null; do
+    # a zombie still answers kill -0 until reaped; check its state
+    [ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" = Z ] && break
+    if [ "$(now_ms)" -ge "$end" ]; then echo "    pid $pid did not exit in ${timeout}s"; WAIT_RC=999; return 1; fi
+    sleep 0.02
+  done
+  wait "$pid"; WAIT_RC=$?
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+start_redis() {
+  for _ in 1 2 3 4 5; do
+    PORT=$(free_port)
+    redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
+      --dir "$T" --logfile "$T/redis.log" --daemonize no &
+    REDIS_PID=$!
+    if wait_for 5 "redis-server on $PORT" redis-cli -p "$PORT" ping; then
+      [ "$(redis-cli -p "$PORT" ping)" = PONG ] && return 0
+    fi
+    kill -KILL "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; REDIS_PID=""
+  done
+  echo "cannot start redis-server"; exit 1
+}
+
+start_redis
+export HILOCK_URL="redis://127.0.0.1:$PORT"
+R() { redis-cli -p "$PORT" "$@"; }
+
+passed=0; failed=0; failed_names=()
+run_test() {
+  local name="$1"
+  echo "--- $name"
+  if "$name"; then passed=$((passed+1)); echo "    ok"
+  else failed=$((failed+1)); failed_names+=("$name"); echo "    FAILED"; fi
+}
+check() { # check DESCRIPTION COMMAND...
+  local what="$1"; shift
+  if ! "$@"; then echo "    check failed: $what"; return 1; fi
+}
+jcheck() { # jcheck JSONFILE PYTHON-EXPR (d = parsed document)
+  python3 - "$1" "$2" <<'PY' || { echo "    json check failed: $2"; echo "    document: $(cat "$1")"; return 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = eval(sys.argv[2])
+sys.exit(0 if ok else 1)
+PY
+}
+
+# A command that signals it started, then waits for a go file.
+holder_cmd() { # holder_cmd TAG -> shell snippet
+  echo "touch $T/$1.started; while [ ! -e $T/$1.go ]; do sleep 0.02; done; touch $T/$1.done"
+}
+bg() { "$@" & BG_PIDS+=($!); LAST=$!; }
+
+# ---------------------------------------------------------------------------
+test_second_waits_then_runs() {
+  bg "$HL" run cont -- sh -c "$(holder_cmd a)"; local a=$LAST
+  wait_for 5 "first command started" test -e "$T/a.started" || return 1
+  bg "$HL" run cont -- sh -c "test -e $T/a.done && touch $T/b.ran"; local b=$LAST
+  # the second one is waiting when it listens on the lock's channel
+  wait_for 5 "second waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{cont}' | tail -1)\" = 1 ]" || return 1
+  check "second did not run while the first held the lock" test ! -e "$T/b.ran" || return 1
+  touch "$T/a.go"
+  wait_exit "$a" 5; check "first exit 0 (got $WAIT_RC)" [ "$WAIT_RC" = 0 ] || return 1
+  wait_exit "$b" 5; check "second exit 0 (got $WAIT_RC)" [ "$WAIT_RC" = 0 ] || return 1
+  check "second ran after the first finished" test -e "$T/b.ran" || return 1
+  check "lock released" [ "$(R EXISTS cont)" = 0 ]
+}
+
+test_wait_zero_conflict() {
+  bg "$HL" run conf -- sh -c "$(holder_cmd c)"; local h=$LAST
+  wait_for 5 "holder started" test -e "$T/c.started" || return 1
+  local t0; t0=$(now_ms)
+  "$HL" run --wait 0 conf -- touch "$T/c.bad" 2>"$T/c.err"; local rc=$?
+  local dt=$(( $(now_ms) - t0 ))
+  check "--wait 0 exits 1 (got $rc)" [ "$rc" = 1 ] || return 1
+  check "--wait 0 returns at once (${dt} ms)" [ "$dt" -lt 1500 ] || return 1
+  check "command not run" test ! -e "$T/c.bad" || return 1
+  check "message on stderr" grep -q "not acquired" "$T/c.err" || return 1
+  "$HL" run -w 0 -E 7 -q conf -- true 2>"$T/c.err2"; rc=$?
+  check "--conflict-exit-code 7 (got $rc)" [ "$rc" = 7 ] || return 1
+  check "--quiet prints nothing" [ ! -s "$T/c.err2" ] || return 1
+  t0=$(now_ms)
+  "$HL" run --wait 0.4 conf -- true 2>/dev/null; rc=$?
+  dt=$(( $(now_ms) - t0 ))
+  check "--wait 0.4 exits 1 (got $rc)" [ "$rc" = 1 ] || return 1
+  check "--wait 0.4 waited ~0.4 s (${dt} ms)" [ "$dt" -ge 380 ] && [ "$dt" -lt 3000 ] || return 1
+  touch "$T/c.go"
+  wait_exit "$h" 5; check "holder exit 0" [ "$WAIT_RC" = 0 ]
+}
+
+test_exit_status_passthrough() {
+  "$HL" run st -- sh -c 'exit 42'; local rc=$?
+  check "exit 42 passed through (got $rc)" [ "$rc" = 42 ] || return 1
+  check "lock released after exit 42" [ "$(R EXISTS st)" = 0 ] || return 1
+  "$HL" run st -- true; rc=$?
+  check "exit 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  "$HL" run st -- sh -c 'kill -KILL $$'; rc=$?
+  check "killed by SIGKILL -> 137 (got $rc)" [ "$rc" = 137 ] || return 1
+  "$HL" run st -- /nonexistent/cmd 2>"$T/st.err"; rc=$?
+  check "command not found -> 127 (got $rc)" [ "$rc" = 127 ] || return 1
+  check "lock released after all" [ "$(R EXISTS st)" = 0 ] || return 1
+  "$HL" run st -- sh -c "$(holder_cmd st)" &  # passes fds and stdio through
+  local p=$!; BG_PIDS+=($p)
+  wait_for 5 "started" test -e "$T/st.started" || return 1
+  local json; json="$("$HL" status --json st)"
+  echo "$json" >"$T/st.json"
+  jcheck "$T/st.json" "d['locks'][0]['holders'][0]['owner'].endswith(':$p')" || return 1
+  touch "$T/st.go"; wait_exit "$p" 5
+  check "holder exit 0" [ "$WAIT_RC" = 0 ]
+}
+
+test_sigterm_forwarded() {
+  bg "$HL" run sig -- sh -c "trap 'touch $T/sig.term; exit 3' TERM; touch $T/sig.started; while :; do sleep 0.02; done"
+  local p=$LAST
+  wait_for 5 "started" test -e "$T/sig.started" || return 1
+  check "lock held while running" [ "$(R EXISTS sig)" = 1 ] || return 1
+  kill -TERM "$p"
+  wait_exit "$p" 5
+  check "exit status is the command's (3, got $WAIT_RC)" [ "$WAIT_RC" = 3 ] || return 1
+  check "command got SIGTERM" test -e "$T/sig.term" || return 1
+  check "lock released" [ "$(R EXISTS sig)" = 0 ] || return 1
+  # a command that dies of the forwarded signal -> 128+15
+  # (a non-interactive shell starts background jobs with SIGINT ignored, and
+  # an ignored signal stays ignored: restore the default for this one)
+  bg env --default-signal=INT "$HL" run sig -- sh -c "touch $T/sig2.started; exec sleep 30"; p=$LAST
+  wait_for 5 "started" test -e "$T/sig2.started" || return 1
+  wait_for 5 "sleep exec'd" sh -c "[ \"\$(ps -o comm= --ppid $p)\" = sleep ]" || return 1
+  kill -INT "$p"
+  wait_exit "$p" 5
+  check "SIGINT forwarded -> 130 (got $WAIT_RC)" [ "$WAIT_RC" = 130 ] || return 1
+  check "lock released" [ "$(R EXISTS sig)" = 0 ]
+}
+
+test_lost_lock_kills_command() {
+  bg "$HL" run --watchdog-lease 0.3 --grace 3 lost -- sh -c "trap 'touch $T/lost.term; exit 0' TERM; touch $T/lost.started; while :; do sleep 0.02; done" 2>"$T/lost.err"
+  local p=$LAST
+  wait_for 5 "started" test -e "$T/lost.started" || return 1
+  "$HL" unlock --force --yes lost >/dev/null || return 1
+  wait_exit "$p" 5
+  check "exit status 75 after loss (got $WAIT_RC)" [ "$WAIT_RC" = 75 ] || return 1
+  check "command got SIGTERM" test -e "$T/lost.term" || return 1
+  check "loss reported on stderr" grep -q "lock lost was lost while the command was running" "$T/lost.err" || return 1
+  # a command that ignores SIGTERM is killed after --grace
+  bg "$HL" run --watchdog-lease 0.3 --grace 0.3 lost -- sh -c "trap '' TERM; touch $T/lost2.started; while :; do sleep 0.02; done" 2>/dev/null
+  p=$LAST
+  wait_for 5 "started" test -e "$T/lost2.started" || return 1
+  "$HL" unlock --force --yes lost >/dev/null || return 1
+  wait_exit "$p" 5
+  check "SIGKILL after grace, exit 75 (got $WAIT_RC)" [ "$WAIT_RC" = 75 ]
+}
+
+test_lost_lock_warn() {
+  bg "$HL" run --watchdog-lease 0.3 --on-lost=warn warn -- sh -c "$(holder_cmd w)" 2>"$T/w.err"
+  local p=$LAST
+  wait_for 5 "started" test -e "$T/w.started" || return 1
+  "$HL" unlock --force --yes warn >/dev/null || return 1
+  wait_for 5 "warning printed" grep -q "warning: lock warn was lost" "$T/w.err" || return 1
+  check "command still running" kill -0 "$p" || return 1
+  touch "$T/w.go"
+  wait_exit "$p" 5
+  check "warn mode keeps the command's status (0, got $WAIT_RC)" [ "$WAIT_RC" = 0 ]
+}
+
+test_fixed_lease_expiry() {
+  bg "$HL" run --lease 0.4 --grace 3 lease -- sh -c "trap 'touch $T/l.term; exit 0' TERM; touch $T/l.started; while :; do sleep 0.02; done" 2>/dev/null
+  local p=$LAST
+  wait_for 5 "started" test -e "$T/l.started" || return 1
+  check "no watchdog: key has the fixed lease" [ "$(R PTTL lease)" -le 400 ] || return 1
+  wait_exit "$p" 5
+  check "exit 75 when the lease ran out (got $WAIT_RC)" [ "$WAIT_RC" = 75 ] || return 1
+  check "command got SIGTERM" test -e "$T/l.term"
+}
+
+test_status_unlocked() {
+  "$HL" status --json nothing-here >"$T/s0.json" || return 1
+  jcheck "$T/s0.json" "d['version']==1 and len(d['locks'])==1" || return 1
+  jcheck "$T/s0.json" "d['locks'][0]=={**d['locks'][0], 'name':'nothing-here','kind':'none','locked':False,'lease_ms':None,'holders':[],'queue':[],'mode':None}" || return 1
+  "$HL" status nothing-here | grep -q "lock nothing-here: not locked" || { echo "    human output wrong"; return 1; }
+}
+
+test_status_reentrant() {
+  bg "$HL" run re -- sh -c "$(holder_cmd re)"; local p=$LAST
+  wait_for 5 "started" test -e "$T/re.started" || return 1
+  "$HL" status --json re >"$T/s1.json" || return 1
+  jcheck "$T/s1.json" "(lambda l: l['kind']=='reentrant' and l['locked'] and len(l['holders'])==1 and l['holders'][0]['holds']==1 and l['holders'][0]['owner'].endswith(':$p') and 0 < l['lease_ms'] <= 30000 and l['queue']==[])(d['locks'][0])" || return 1
+  touch "$T/re.go"; wait_exit "$p" 5
+  # a hold count of 2, written the way Redisson stores it
+  R HSET re2 "01234567-89ab-cdef-0123-456789abcdef:7" 2 >/dev/null
+  R PEXPIRE re2 20000 >/dev/null
+  "$HL" status --json re2 nothing-here >"$T/s2.json" || return 1
+  jcheck "$T/s2.json" "d['locks'][0]['holders']==[{'owner':'01234567-89ab-cdef-0123-456789abcdef:7','holds':2,'role':'exclusive'}] and d['locks'][1]['kind']=='none'" || return 1
+  "$HL" status re2 >"$T/s2.txt" || return 1
+  grep -q "reentrant, locked, lease" "$T/s2.txt" && grep -q "holds 2" "$T/s2.txt" || { echo "    human output: $(cat "$T/s2.txt")"; return 1; }
+  R DEL re2 >/dev/null
+}
+
+test_status_fair_queue() {
+  bg "$HL" run --fair fq -- sh -c "$(holder_cmd fq)"; local h=$LAST
+  wait_for 5 "holder started" test -e "$T/fq.started" || return 1
+  bg "$HL" run --fair fq -- sh -c "echo 1 >>$T/fq.order"; local w1=$LAST
+  wait_for 5 "first waiter queued" sh -c "[ \"\$(redis-cli -p $PORT LLEN 'redisson_lock_queue:{fq}')\" = 1 ]" || return 1
+  bg "$HL" run --fair fq -- sh -c "echo 2 >>$T/fq.order"; local w2=$LAST
+  wait_for 5 "second waiter queued" sh -c "[ \"\$(redis-cli -p $PORT LLEN 'redisson_lock_queue:{fq}')\" = 2 ]" || return 1
+  "$HL" status --json fq >"$T/s3.json" || return 1
+  jcheck "$T/s3.json" "(lambda l: l['kind']=='fair' and l['locked'] and l['holders'][0]['owner'].endswith(':$h') and [w['position'] for w in l['queue']]==[1,2] and l['queue'][0]['owner'].endswith(':$w1') and l['queue'][1]['owner'].endswith(':$w2') and 0 < l['queue'][0]['deadline_in_ms'] < l['queue'][1]['deadline_in_ms'] and l['queue'][0]['deadline_ms'] - d['locks'][0]['server_time_ms'] == l['queue'][0]['deadline_in_ms'])(d['locks'][0])" || return 1
+  "$HL" status fq >"$T/s3.txt" || return 1
+  grep -q "fair, locked" "$T/s3.txt" && grep -q "queue   1\." "$T/s3.txt" && grep -q "deadline in" "$T/s3.txt" || { echo "    human output: $(cat "$T/s3.txt")"; return 1; }
+  touch "$T/fq.go"
+  wait_exit "$h" 5; check "holder exit 0" [ "$WAIT_RC" = 0 ] || return 1
+  wait_exit "$w1" 5; check "waiter 1 exit 0" [ "$WAIT_RC" = 0 ] || return 1
+  wait_exit "$w2" 5; check "waiter 2 exit 0" [ "$WAIT_RC" = 0 ] || return 1
+  check "FIFO order" [ "$(tr -d '\n' <"$T/fq.order")" = 12 ] || return 1
+  check "queue empty" [ "$(R LLEN 'redisson_lock_queue:{fq}')" = 0 ]
+}
+
+test_interrupted_fair_waiter_leaves_queue() {
+  bg "$HL" run --fair fi -- sh -c "$(holder_cmd fi)"; local h=$LAST
+  wait_for 5 "holder started" test -e "$T/fi.started" || return 1
+  bg "$HL" run --fair fi -- touch "$T/fi.bad" 2>/dev/null; local w=$LAST
+  wait_for 5 "waiter queued" sh -c "[ \"\$(redis-cli -p $PORT LLEN 'redisson_lock_queue:{fi}')\" = 1 ]" || return 1
+  kill -TERM "$w"
+  wait_exit "$w" 5
+  check "interrupted waiter exits 143 (got $WAIT_RC)" [ "$WAIT_RC" = 143 ] || return 1
+  check "waiter left the queue" [ "$(R LLEN 'redisson_lock_queue:{fi}')" = 0 ] || return 1
+  check "waiter left the deadlines" [ "$(R ZCARD 'redisson_lock_timeout:{fi}')" = 0 ] || return 1
+  touch "$T/fi.go"; wait_exit "$h" 5
+  check "command of the interrupted waiter never ran" test ! -e "$T/fi.bad"
+}
+
+test_status_readwrite_and_unknown() {
+  R HSET rw mode read "01234567-89ab-cdef-0123-456789abcdef:1" 1 >/dev/null
+  R PEXPIRE rw 20000 >/dev/null
+  R SET notalock hello >/dev/null
+  "$HL" status --json rw notalock >"$T/s4.json" || return 1
+  jcheck "$T/s4.json" "d['locks'][0]['kind']=='read-write' and d['locks'][0]['mode']=='read' and d['locks'][0]['holders'][0]['role']=='read' and d['locks'][1]['kind']=='unknown' and d['locks'][1]['key_type']=='string'" || return 1
+  "$HL" unlock --force --yes notalock 2>/dev/null; local rc=$?
+  check "unlock of a non-lock key refused (1, got $rc)" [ "$rc" = 1 ] || return 1
+  check "non-lock key untouched" [ "$(R GET notalock)" = hello ] || return 1
+  "$HL" unlock --force --yes rw >/dev/null || return 1
+  check "read-write lock deleted" [ "$(R EXISTS rw)" = 0 ]
+}
+
+test_unlock_cli() {
+  "$HL" unlock nothing-here 2>/dev/null; local rc=$?
+  check "unlock without --force is a usage error (2, got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" unlock --force --yes nothing-here >"$T/u.out"; rc=$?
+  check "unlock of a free lock exits 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  grep -q "was not locked" "$T/u.out" || return 1
+  # a waiter is woken by the force unlock (long holder lease: only the
+  # published message can wake it quickly)
+  R HSET fu "01234567-89ab-cdef-0123-456789abcdef:9" 1 >/dev/null
+  R PEXPIRE fu 60000 >/dev/null
+  bg "$HL" run fu -- true; local w=$LAST
+  wait_for 5 "waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{fu}' | tail -1)\" = 1 ]" || return 1
+  "$HL" unlock --force fu </dev/null >"$T/u2.out"; rc=$?   # stdin not a tty: no question
+  check "force unlock exit 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  grep -q "force-unlocked" "$T/u2.out" || return 1
+  wait_exit "$w" 5
+  check "woken waiter ran (got $WAIT_RC)" [ "$WAIT_RC" = 0 ]
+}
+
+test_usage_and_errors() {
+  local rc
+  "$HL" >/dev/null 2>&1; rc=$?; check "no command -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" run >/dev/null 2>&1; rc=$?; check "run without NAME -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" run x >/dev/null 2>&1; rc=$?; check "run without COMMAND -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" run --wait abc x -- true >/dev/null 2>&1; rc=$?; check "bad --wait -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" run --on-lost=maybe x -- true >/dev/null 2>&1; rc=$?; check "bad --on-lost -> 2" [ "$rc" = 2 ] || return 1
+  "$HL" frobnicate >/dev/null 2>&1; rc=$?; check "unknown command -> 2" [ "$rc" = 2 ] || return 1
+  for sub in run status unlock; do
+    "$HL" "$sub" --help >"$T/help.txt" || { echo "    $sub --help failed"; return 1; }
+    grep -q "Usage: hilock $sub" "$T/help.txt" || { echo "    $sub --help text"; return 1; }
+  done
+  "$HL" --help | grep -q "Usage: hilock" || return 1
+  local dead; dead=$(free_port)
+  "$HL" status --url "redis://127.0.0.1:$dead" x >/dev/null 2>"$T/e.err"; rc=$?
+  check "unreachable server -> 69 (got $rc)" [ "$rc" = 69 ] || return 1
+  check "one-line error on stderr" [ "$(wc -l <"$T/e.err")" = 1 ] && grep -q "^hilock: cannot connect" "$T/e.err" || { cat "$T/e.err"; return 1; }
+  HILOCK_URL="redis://127.0.0.1:$dead" "$HL" run x -- true 2>/dev/null; rc=$?
+  check "run against unreachable \$HILOCK_URL -> 69 (got $rc)" [ "$rc" = 69 ] || return 1
+  "$HL" run --url "$HILOCK_URL" urlopt -- true; rc=$?
+  check "--url works (got $rc)" [ "$rc" = 0 ]
+}
+
+for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_passthrough \
+         test_sigterm_forwarded test_lost_lock_kills_command test_lost_lock_warn \
+         test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
+         test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
+         test_status_readwrite_and_unknown test_unlock_cli test_usage_and_errors; do
+  if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
+  run_test "$t"
+done
+
+echo
+echo "cli tests: $passed passed, $failed failed ($(( $(date +%s) - started ))s)"
+[ "$failed" -gt 0 ] && echo "failed: ${failed_names[*]}"
+[ "$failed" -eq 0 ]
