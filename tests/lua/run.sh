@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Plain-Lua suite: the hilock module under Lua 5.1, Lua 5.4 and LuaJIT
+# against a throwaway redis-server. Exit 0 = every check passed.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/lib.sh"
+trap hl_cleanup EXIT
+trap 'exit 130' INT TERM
+
+start=$(date +%s)
+hl_build || { echo "lua: build failed"; exit 1; }
+fails=0; passes=0
+
+# Only luaopen_hilock may leave each module.
+for spec in "${HL_INTERPS[@]}"; do
+  IFS=: read -r label bin dir <<<"$spec"
+  so="$HL_BUILD/lua/$dir/hilock.so"
+  exported="$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sort | tr '\n' ' ')"
+  if [ "$exported" = "luaopen_hilock " ]; then
+    echo "  ok    $label: exports only luaopen_hilock"; passes=$((passes+1))
+  else
+    echo "  FAIL  $label: exports: $exported"; fails=$((fails+1))
+  fi
+done
+
+hl_start_redis || { echo "lua: redis failed"; exit 1; }
+hl_tmpdir
+for spec in "${HL_INTERPS[@]}"; do
+  IFS=: read -r label bin dir <<<"$spec"
+  echo "== $label ($bin)"
+  if LUA_CPATH="$HL_BUILD/lua/$dir/?.so" LUA_PATH="$HL_ROOT/lua/?.lua;;" \
+     REDIS_URL="$REDIS_URL" HL_TMP="$HL_TMP" HL_WORKER="$here/worker.lua" \
+     timeout 60 "$bin" "$here/test_hilock.lua"; then
+    passes=$((passes+1))
+  else
+    echo "  FAIL  $label suite"; fails=$((fails+1))
+  fi
+done
+echo "lua suite: $passes passed, $fails failed ($(( $(date +%s) - start ))s)"
+[ "$fails" -eq 0 ]

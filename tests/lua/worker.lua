@@ -1,0 +1,46 @@
+-- Helper process for tests/lua/test_hilock.lua and tests/openresty (run by
+-- the same interpreter). Modes:
+--   count <url> <name> <counter-file> <iterations>
+--       lock, read the number in the file, write it + 1, unlock; repeat.
+--   hold <url> <name> <lease-seconds> <hold-ms>
+--       acquire with that lease, print "held", keep it hold-ms, release,
+--       print "released".
+local hilock = require "hilock"
+local now_ms = hilock.proto.now_ms
+local mode, url, name = arg[1], arg[2], arg[3]
+
+local function sleep_ms(ms)
+  local t0 = now_ms()
+  os.execute(string.format("sleep %.3f", ms / 1000))
+  while now_ms() - t0 < ms do end
+end
+
+local c = assert(hilock.connect(url))
+local lk = assert(c:lock(name))
+
+if mode == "count" then
+  local path, n = arg[4], tonumber(arg[5])
+  for _ = 1, n do
+    assert(lk:acquire(30, 10))
+    local f = assert(io.open(path, "r"))
+    local v = tonumber(f:read("*a")) or 0
+    f:close()
+    for _ = 1, 2000 do end -- widen the read-modify-write window a little
+    f = assert(io.open(path, "w"))
+    f:write(tostring(v + 1))
+    f:close()
+    assert(lk:release())
+  end
+  print("done")
+elseif mode == "hold" then
+  assert(lk:acquire(10, tonumber(arg[4])))
+  io.write("held\n")
+  io.stdout:flush()
+  sleep_ms(tonumber(arg[5]))
+  assert(lk:release())
+  io.write("released\n")
+  io.stdout:flush()
+else
+  error("unknown mode " .. tostring(mode))
+end
+c:close()
