@@ -335,14 +335,8 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
      * renewal can follow the final unlock. */
     int stopped = hl_wd_release(c, l, tid);
     uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
-    size_t klen = strlen(l->names.latch_prefix) + 64;
-    char *latch = malloc(klen);
-    if (!latch) {
-        if (stopped)
-            hl_wd_add(c, l, tid);
-        return lock_fail(l, HILOCK_ENOMEM, NULL);
-    }
-    snprintf(latch, klen, "%s:%s:%" PRIu64, l->names.latch_prefix, c->id, seq);
+    char latch[HL_NAME_MAX + 128]; /* latch prefix is the name + 26 bytes */
+    snprintf(latch, sizeof latch, "%s:%s:%" PRIu64, l->names.latch_prefix, c->id, seq);
     int64_t latch_ttl = 2 * c->opts.command_timeout_ms + 1000;
     pthread_mutex_lock(&l->mu);
     int64_t lease = l->last_lease_ms > 0 ? l->last_lease_ms : c->opts.watchdog_lease_ms;
@@ -357,7 +351,6 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
     rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
     if (rc == HILOCK_ECONN)
         rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
-    free(latch);
     if (rc) {
         if (stopped)
             hl_wd_add(c, l, tid); /* we may still hold it: keep it alive */

@@ -407,8 +407,8 @@ int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n, const ch
     a->deadline = wait_ms < 0 ? -1 : now_ms + wait_ms;
     a->state = ST_TRY;
     a->result = HILOCK_ETIMEDOUT;
-    a->channel = hl_wait_channel(kind, n, owner);
-    return a->channel ? 0 : HILOCK_ENOMEM;
+    a->channel = NULL; /* built when a wait first needs it */
+    return 0;
 }
 
 void hl_acquire_free(hl_acquire *a)
@@ -437,6 +437,10 @@ hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
                            a->wait_ms == 0 ? -1 : a->window_ms);
             return HL_ACT_SEND;
         case ST_SUBSCRIBE:
+            if (!a->channel && !(a->channel = hl_wait_channel(a->kind, a->names, a->owner))) {
+                finish(a, HILOCK_ENOMEM);
+                continue;
+            }
             return HL_ACT_SUBSCRIBE;
         case ST_WAIT: {
             int64_t left = a->deadline < 0 ? -1 : a->deadline - now_ms;

@@ -171,7 +171,8 @@ typedef struct hl_acquire {
     int64_t last_ttl;
     /* outputs */
     hl_cmd cmd;        /* for HL_ACT_SEND */
-    char *channel;     /* for (UN)SUBSCRIBE/WAIT; owned by the machine */
+    char *channel;     /* for (UN)SUBSCRIBE/WAIT (NULL before the first
+                          SUBSCRIBE); owned by the machine */
     int64_t sleep_ms;  /* for HL_ACT_WAIT; -1 = until a message */
     int result;
     int64_t hold_count;
