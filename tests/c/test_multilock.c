@@ -304,12 +304,15 @@ static void t_redlock_paused_node(void)
     th_redis_pause(&srv[4]);
     int64_t t0 = th_now_ms();
     CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
-    int64_t took = th_now_ms() - t0;
-    CU_ASSERT(took < mt + 1000);
+    int64_t took_acq = th_now_ms() - t0;
+    CU_ASSERT(took_acq < mt + 1000);
     t0 = th_now_ms();
     CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
-    took = th_now_ms() - t0;
-    CU_ASSERT(took < mt + 1000);
+    int64_t took_rel = th_now_ms() - t0;
+    /* the core retries a release once on a connection error (unlock latch):
+     * up to two member timeouts, see /work/helpers/requests-multilock.md */
+    CU_ASSERT(took_rel < 2 * mt + 1000);
+    printf("[acquire %lld ms, release %lld ms] ", (long long)took_acq, (long long)took_rel);
     th_redis_resume(&srv[4]);
     for (int i = 0; i < 4; i++)
         CU_ASSERT_EQUAL(key_exists(i, "rl:paused"), 0);
@@ -346,7 +349,7 @@ static void *counter_thread(void *arg)
 
 static void t_redlock_counter(void)
 {
-    int nthreads = th_valgrind() ? 4 : 10, iters = th_valgrind() ? 5 : 50;
+    int nthreads = 10, iters = th_valgrind() ? 10 : 50;
     hilock_lock *l[NS] = {0};
     CU_ASSERT_EQUAL_FATAL(make_locks(l, A, "rl:counter", NS), 0);
     counter_ctx c = {redlock5(l), iters, 0, 0};
@@ -579,7 +582,7 @@ static void close_sets(void)
 
 static int suite_init(void)
 {
-    member_timeout = th_valgrind() ? 1000 : 0;
+    member_timeout = th_valgrind() ? 300 : 0;
     for (int i = 0; i < NS; i++)
         if (th_redis_start(&srv[i], NULL) != 0)
             return -1;
