@@ -364,13 +364,22 @@ int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_m
     int rc = hl_client_check(c, err);
     if (rc)
         return rc;
+    /* timeout_ms > 0 bounds the whole call: connecting and the command. */
+    int64_t deadline = timeout_ms > 0 ? hl_now_mono_ms() + timeout_ms : 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0, code = 0;
-        redisContext *ctx = pool_get(c, timeout_ms, &reused, &code, err);
+        int64_t left = timeout_ms > 0 ? deadline - hl_now_mono_ms() : 0;
+        if (timeout_ms > 0 && left <= 0) {
+            hl_set_err(err, "no reply within %lld ms", (long long)timeout_ms);
+            return HILOCK_ECONN;
+        }
+        redisContext *ctx = pool_get(c, left, &reused, &code, err);
         if (!ctx)
             return code;
-        if (timeout_ms > 0)
-            set_timeout(ctx, timeout_ms);
+        if (timeout_ms > 0) {
+            left = deadline - hl_now_mono_ms();
+            set_timeout(ctx, left > 0 ? left : 1);
+        }
         redisReply *r = redisCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen);
         if (r && hl_reply_is_noscript(r)) {
             freeReplyObject(r);

@@ -176,11 +176,30 @@ struct hilock_lock {
     int64_t last_lease_ms;     /* lease of the last acquire, re-applied by partial unlocks */
     hilock_lost_cb lost_cb;
     void *lost_payload;
-    /* second hook for multi-locks built over this handle */
+    /* loss hooks of the multi-locks built over this handle; called by the
+     * watchdog thread with hook_mu held, so removing a hook waits for a
+     * call of it in progress */
+    pthread_mutex_t hook_mu;
+    struct hl_lost_hook *hooks;
+    /* TRANSITIONAL (removed once multilock.c uses hl_lock_add_lost_hook) */
     void (*ml_hook)(struct hilock_lock *l, uint64_t tid, void *payload);
     void *ml_payload;
     char errmsg[HL_ERRMSG_MAX];
 };
+
+typedef void (*hl_lost_hook_fn)(struct hilock_lock *l, uint64_t tid, void *payload);
+typedef struct hl_lost_hook {
+    struct hl_lost_hook *next;
+    hl_lost_hook_fn fn;
+    void *payload;
+} hl_lost_hook;
+
+/* Add/remove a loss hook (multi-locks). Removal returns once no call of
+ * that hook is running. A hook must not add or remove hooks of the same
+ * lock. add: 0 or HILOCK_ENOMEM. */
+HL_HIDDEN int hl_lock_add_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn, void *payload);
+HL_HIDDEN void hl_lock_remove_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn,
+                                        void *payload);
 
 /* Called by the watchdog when (l, tid) was found gone. */
 HL_HIDDEN void hl_lock_mark_lost(struct hilock_lock *l, uint64_t tid);

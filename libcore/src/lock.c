@@ -44,6 +44,7 @@ static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hiloc
         return rc;
     }
     pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->hook_mu, NULL);
     l->client = c;
     l->kind = kind;
     hl_client_ref(c);
@@ -73,8 +74,14 @@ void hilock_lock_free(hilock_lock *l)
         l->lost = s->next;
         free(s);
     }
+    while (l->hooks) { /* multi-locks still built over this handle */
+        hl_lost_hook *h = l->hooks;
+        l->hooks = h->next;
+        free(h);
+    }
     hl_names_free(&l->names);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->hook_mu);
     free(l);
     hl_client_unref(c);
 }
@@ -134,13 +141,43 @@ void hl_lock_mark_lost(hilock_lock *l, uint64_t tid)
              l->names.name, tid);
     hilock_lost_cb cb = l->lost_cb;
     void *payload = l->lost_payload;
-    void (*hook)(hilock_lock *, uint64_t, void *) = l->ml_hook;
-    void *hook_payload = l->ml_payload;
     pthread_mutex_unlock(&l->mu);
     if (cb)
         cb(l, tid, payload);
-    if (hook)
-        hook(l, tid, hook_payload);
+    pthread_mutex_lock(&l->hook_mu);
+    for (hl_lost_hook *h = l->hooks; h; h = h->next)
+        h->fn(l, tid, h->payload);
+    if (l->ml_hook) /* TRANSITIONAL */
+        l->ml_hook(l, tid, l->ml_payload);
+    pthread_mutex_unlock(&l->hook_mu);
+}
+
+int hl_lock_add_lost_hook(hilock_lock *l, hl_lost_hook_fn fn, void *payload)
+{
+    hl_lost_hook *h = calloc(1, sizeof *h);
+    if (!h)
+        return HILOCK_ENOMEM;
+    h->fn = fn;
+    h->payload = payload;
+    pthread_mutex_lock(&l->hook_mu);
+    h->next = l->hooks;
+    l->hooks = h;
+    pthread_mutex_unlock(&l->hook_mu);
+    return 0;
+}
+
+void hl_lock_remove_lost_hook(hilock_lock *l, hl_lost_hook_fn fn, void *payload)
+{
+    pthread_mutex_lock(&l->hook_mu);
+    for (hl_lost_hook **pp = &l->hooks; *pp; pp = &(*pp)->next) {
+        if ((*pp)->fn == fn && (*pp)->payload == payload) {
+            hl_lost_hook *h = *pp;
+            *pp = h->next;
+            free(h);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&l->hook_mu);
 }
 
 int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid)
@@ -348,9 +385,12 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
     redisReply *reply = NULL;
     /* A lost reply is retried once: the latch makes the retry return the
      * first answer instead of "not owner". */
+    int64_t deadline = timeout_ms > 0 ? hl_now_mono_ms() + timeout_ms : 0;
     rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
-    if (rc == HILOCK_ECONN)
-        rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
+    if (rc == HILOCK_ECONN && timeout_ms <= 0)
+        rc = hl_exec(c, &cmd, &reply, 0, err);
+    else if (rc == HILOCK_ECONN && deadline - hl_now_mono_ms() > 0)
+        rc = hl_exec(c, &cmd, &reply, deadline - hl_now_mono_ms(), err);
     if (rc) {
         if (stopped)
             hl_wd_add(c, l, tid); /* we may still hold it: keep it alive */
