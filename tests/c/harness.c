@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -287,4 +288,63 @@ void th_redis_resume(th_redis *r)
 {
     if (r->pid > 0)
         kill(r->pid, SIGCONT);
+}
+
+/* ---- additions ---- */
+#include <dirent.h>
+#include <CUnit/Basic.h>
+
+int th_valgrind(void)
+{
+    const char *v = getenv("HILOCK_VALGRIND");
+    return v && strcmp(v, "1") == 0;
+}
+
+int th_thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+int th_redis_str(const th_redis *r, char *buf, size_t len, const char *fmt, ...)
+{
+    redisContext *ctx = th_redis_connect(r);
+    if (!ctx)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    int rc = -1;
+    if (rep) {
+        if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS) {
+            snprintf(buf, len, "%.*s", (int)rep->len, rep->str);
+            rc = 0;
+        } else if (rep->type == REDIS_REPLY_NIL) {
+            rc = 1;
+        }
+        freeReplyObject(rep);
+    }
+    redisFree(ctx);
+    return rc;
+}
+
+int th_cu_run(void)
+{
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned int failed = CU_get_number_of_failures();
+    unsigned int suites_failed = CU_get_number_of_suites_failed();
+    unsigned int errors = CU_get_error();
+    CU_cleanup_registry();
+    printf("\n%s\n", failed || suites_failed || errors ? "FAILED" : "ALL PASSED");
+    return failed || suites_failed || errors ? 1 : 0;
 }

@@ -6,6 +6,7 @@
 #ifndef HILOCK_TEST_HARNESS_H
 #define HILOCK_TEST_HARNESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <hiredis/hiredis.h>
@@ -43,5 +44,20 @@ void th_sleep_ms(int64_t ms);
 /* Wait until cond(arg) returns non-zero or timeout_ms passes; polls every
  * 5 ms. Returns 1 when the condition held, 0 on timeout. */
 int th_wait_for(int (*cond)(void *), void *arg, int64_t timeout_ms);
+
+/* ---- additions (keep the API above stable; only add below) ---- */
+/* 1 when the tests run under valgrind (env HILOCK_VALGRIND=1): scale down
+ * thread and iteration counts, never the assertions. */
+int th_valgrind(void);
+/* Threads of this process now (entries in /proc/self/task), or -1. */
+int th_thread_count(void);
+/* Run a command on a fresh connection; copy a string/status reply into buf.
+ * Returns 0 string, 1 nil, -1 error/other. */
+int th_redis_str(const th_redis *r, char *buf, size_t len, const char *fmt, ...);
+/* Run the CUnit registry already filled by the caller (basic interface,
+ * verbose), print the summary, clean up. Returns the process exit code:
+ * 0 when every assertion passed, 1 otherwise. Call after CU_initialize_registry
+ * and adding suites. */
+int th_cu_run(void);
 
 #endif

@@ -1,0 +1,767 @@
+/*
+ * Protocol layer (proto.h): names, owner strings, command builders, reply
+ * decoders fed with replies parsed from raw RESP bytes, pub/sub decoding of
+ * garbage, time validation, and the sans-I/O acquire state machine driven by
+ * a simulated clock. One real redis-server checks the embedded scripts' SHA1.
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "proto.h"
+
+static th_redis srv;
+
+/* Parse one RESP reply from bytes with hiredis's reader (no socket). */
+static redisReply *resp(const char *bytes, size_t len)
+{
+    redisReader *rd = redisReaderCreate();
+    void *out = NULL;
+    if (redisReaderFeed(rd, bytes, len) != REDIS_OK || redisReaderGetReply(rd, &out) != REDIS_OK)
+        out = NULL;
+    redisReaderFree(rd);
+    return out;
+}
+#define RESP(s) resp(s, sizeof(s) - 1)
+
+static int arg_is(const hl_cmd *c, int i, const char *s)
+{
+    if (i >= c->argc)
+        return 0;
+    return c->argvlen[i] == strlen(s) && memcmp(c->argv[i], s, c->argvlen[i]) == 0;
+}
+static int arg_is_ci(const hl_cmd *c, int i, const char *s)
+{
+    if (i >= c->argc)
+        return 0;
+    return c->argvlen[i] == strlen(s) && strncasecmp(c->argv[i], s, c->argvlen[i]) == 0;
+}
+
+/* ---------------------------------------------------------------- names */
+
+static void t_companion(void)
+{
+    char *s = hl_companion("redisson_lock__channel", "orders");
+    CU_ASSERT_STRING_EQUAL(s, "redisson_lock__channel:{orders}");
+    free(s);
+    s = hl_companion("redisson_lock__channel", "orders{eu}");
+    CU_ASSERT_STRING_EQUAL(s, "redisson_lock__channel:orders{eu}");
+    free(s);
+    s = hl_companion("p", "{x}y");
+    CU_ASSERT_STRING_EQUAL(s, "p:{x}y");
+    free(s);
+    s = hl_companion("p", "a}b");
+    CU_ASSERT_STRING_EQUAL(s, "p:{a}b}");
+    free(s);
+}
+
+static void t_names(void)
+{
+    hl_names n;
+    memset(&n, 0, sizeof n);
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "res:1"), 0);
+    CU_ASSERT_STRING_EQUAL(n.name, "res:1");
+    CU_ASSERT_STRING_EQUAL(n.channel, "redisson_lock__channel:{res:1}");
+    CU_ASSERT_STRING_EQUAL(n.queue, "redisson_lock_queue:{res:1}");
+    CU_ASSERT_STRING_EQUAL(n.timeout, "redisson_lock_timeout:{res:1}");
+    CU_ASSERT_STRING_EQUAL(n.latch_prefix, "redisson_unlock_latch:{res:1}");
+    hl_names_free(&n);
+
+    memset(&n, 0, sizeof n);
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "{tag}res"), 0);
+    CU_ASSERT_STRING_EQUAL(n.channel, "redisson_lock__channel:{tag}res");
+    CU_ASSERT_STRING_EQUAL(n.queue, "redisson_lock_queue:{tag}res");
+    CU_ASSERT_STRING_EQUAL(n.timeout, "redisson_lock_timeout:{tag}res");
+    hl_names_free(&n);
+
+    memset(&n, 0, sizeof n);
+    CU_ASSERT_EQUAL(hl_names_init(&n, ""), HILOCK_EINVAL);
+    hl_names_free(&n); /* must be harmless after a failed init */
+    memset(&n, 0, sizeof n);
+    CU_ASSERT_EQUAL(hl_names_init(&n, NULL), HILOCK_EINVAL);
+    hl_names_free(&n);
+}
+
+static void t_owner(void)
+{
+    char buf[HL_OWNER_MAX];
+    const char *id = "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab";
+    hl_owner(buf, id, 1);
+    CU_ASSERT_STRING_EQUAL(buf, "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:1");
+    hl_owner(buf, id, UINT64_MAX);
+    CU_ASSERT_STRING_EQUAL(buf, "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:18446744073709551615");
+    hl_owner(buf, id, 0);
+    CU_ASSERT_STRING_EQUAL(buf, "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:0");
+}
+
+static void t_wait_channel(void)
+{
+    hl_names n;
+    memset(&n, 0, sizeof n);
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "L"), 0);
+    char *ch = hl_wait_channel(HILOCK_KIND_REENTRANT, &n, "u:7");
+    CU_ASSERT_STRING_EQUAL(ch, "redisson_lock__channel:{L}");
+    free(ch);
+    ch = hl_wait_channel(HILOCK_KIND_FAIR, &n, "u:7");
+    CU_ASSERT_STRING_EQUAL(ch, "redisson_lock__channel:{L}:u:7");
+    free(ch);
+    hl_names_free(&n);
+}
+
+/* ---------------------------------------------------------------- scripts */
+
+static void t_scripts_sha(void)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    for (int s = 0; s < HL_SCRIPT_COUNT; s++) {
+        const char *src = hl_script_source((hl_script)s);
+        const char *sha = hl_script_sha1((hl_script)s);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(sha);
+        CU_ASSERT_PTR_NOT_NULL(hl_script_name((hl_script)s));
+        CU_ASSERT_EQUAL(strlen(sha), 40);
+        for (const char *p = sha; *p; p++)
+            CU_ASSERT(strchr("0123456789abcdef", *p) != NULL);
+        /* The server computes the SHA1 of the body it is given. */
+        redisReply *r = redisCommand(ctx, "SCRIPT LOAD %s", src);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_EQUAL(r->type, REDIS_REPLY_STRING);
+        if (r->type == REDIS_REPLY_STRING)
+            CU_ASSERT_STRING_EQUAL(r->str, sha);
+        freeReplyObject(r);
+    }
+    redisFree(ctx);
+}
+
+/* ---------------------------------------------------------------- builders */
+
+static hl_names N;
+static const char *OWNER = "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:42";
+
+static void t_cmd_acquire(void)
+{
+    hl_cmd c;
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 30000, 300000);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_LOCK);
+    CU_ASSERT_EQUAL(c.argc, 6);
+    CU_ASSERT(arg_is_ci(&c, 0, "EVALSHA"));
+    CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_LOCK)));
+    CU_ASSERT(arg_is(&c, 2, "1"));
+    CU_ASSERT(arg_is(&c, 3, "res:1"));
+    CU_ASSERT(arg_is(&c, 4, "30000"));
+    CU_ASSERT(arg_is(&c, 5, OWNER));
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire(&c, HILOCK_KIND_FAIR, &N, OWNER, 1500, 5000);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_FAIR_LOCK);
+    CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_FAIR_LOCK)));
+    CU_ASSERT(arg_is(&c, 2, "3"));
+    CU_ASSERT(arg_is(&c, 3, "res:1"));
+    CU_ASSERT(arg_is(&c, 4, "redisson_lock_queue:{res:1}"));
+    CU_ASSERT(arg_is(&c, 5, "redisson_lock_timeout:{res:1}"));
+    CU_ASSERT(arg_is(&c, 6, "1500"));
+    CU_ASSERT(arg_is(&c, 7, OWNER));
+    CU_ASSERT(arg_is(&c, 8, "5000"));
+}
+
+static void t_cmd_release(void)
+{
+    hl_cmd c;
+    memset(&c, 0, sizeof c);
+    const char *latch = "redisson_unlock_latch:{res:1}:req-1";
+    hl_cmd_release(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 30000, latch, 5000);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_UNLOCK);
+    CU_ASSERT_EQUAL(c.argc, 11);
+    CU_ASSERT(arg_is_ci(&c, 0, "EVALSHA"));
+    CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_UNLOCK)));
+    CU_ASSERT(arg_is(&c, 2, "3"));
+    CU_ASSERT(arg_is(&c, 3, "res:1"));
+    CU_ASSERT(arg_is(&c, 4, "redisson_lock__channel:{res:1}"));
+    CU_ASSERT(arg_is(&c, 5, latch));
+    CU_ASSERT(arg_is(&c, 6, "0"));
+    CU_ASSERT(arg_is(&c, 7, "30000"));
+    CU_ASSERT(arg_is(&c, 8, OWNER));
+    CU_ASSERT(arg_is(&c, 9, "5000"));
+    CU_ASSERT(arg_is_ci(&c, 10, "publish"));
+}
+
+static void t_cmd_force_renew_queries(void)
+{
+    hl_cmd c;
+    memset(&c, 0, sizeof c);
+    hl_cmd_force(&c, HILOCK_KIND_REENTRANT, &N);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_FORCE);
+    CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_FORCE)));
+    CU_ASSERT(arg_is(&c, 2, "2"));
+    CU_ASSERT(arg_is(&c, 3, "res:1"));
+    CU_ASSERT(arg_is(&c, 4, "redisson_lock__channel:{res:1}"));
+    CU_ASSERT(arg_is(&c, 5, "0"));
+    CU_ASSERT(arg_is_ci(&c, 6, "publish"));
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_renew(&c, &N, OWNER, 30000);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_RENEW);
+    CU_ASSERT_EQUAL(c.argc, 6);
+    CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_RENEW)));
+    CU_ASSERT(arg_is(&c, 2, "1"));
+    CU_ASSERT(arg_is(&c, 3, "res:1"));
+    CU_ASSERT(arg_is(&c, 4, "30000"));
+    CU_ASSERT(arg_is(&c, 5, OWNER));
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_exists(&c, &N);
+    CU_ASSERT_EQUAL(c.script, -1);
+    CU_ASSERT_EQUAL(c.argc, 2);
+    CU_ASSERT(arg_is_ci(&c, 0, "EXISTS"));
+    CU_ASSERT(arg_is(&c, 1, "res:1"));
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_hexists(&c, &N, OWNER);
+    CU_ASSERT_EQUAL(c.argc, 3);
+    CU_ASSERT(arg_is_ci(&c, 0, "HEXISTS"));
+    CU_ASSERT(arg_is(&c, 1, "res:1"));
+    CU_ASSERT(arg_is(&c, 2, OWNER));
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_hget(&c, &N, OWNER);
+    CU_ASSERT_EQUAL(c.argc, 3);
+    CU_ASSERT(arg_is_ci(&c, 0, "HGET"));
+    CU_ASSERT(arg_is(&c, 2, OWNER));
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_pttl(&c, &N);
+    CU_ASSERT_EQUAL(c.argc, 2);
+    CU_ASSERT(arg_is_ci(&c, 0, "PTTL"));
+    CU_ASSERT(arg_is(&c, 1, "res:1"));
+}
+
+static void t_cmd_to_eval(void)
+{
+    hl_cmd c;
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 1234, 300000);
+    hl_cmd_to_eval(&c);
+    CU_ASSERT(arg_is_ci(&c, 0, "EVAL"));
+    CU_ASSERT(arg_is(&c, 1, hl_script_source(HL_SCRIPT_LOCK)));
+    CU_ASSERT(arg_is(&c, 2, "1"));
+    CU_ASSERT(arg_is(&c, 3, "res:1"));
+    CU_ASSERT(arg_is(&c, 4, "1234"));
+    CU_ASSERT(arg_is(&c, 5, OWNER));
+}
+
+/* Built commands really work against Redis (EVAL path) and give the data. */
+static redisReply *run_cmd(redisContext *ctx, hl_cmd *c)
+{
+    redisReply *r = redisCommandArgv(ctx, c->argc, c->argv, c->argvlen);
+    if (r && hl_reply_is_noscript(r)) {
+        freeReplyObject(r);
+        hl_cmd_to_eval(c);
+        r = redisCommandArgv(ctx, c->argc, c->argv, c->argvlen);
+    }
+    return r;
+}
+
+static void t_cmd_roundtrip(void)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    redisReply *r = redisCommand(ctx, "SCRIPT FLUSH");
+    freeReplyObject(r);
+    hl_cmd c;
+    hl_acquire_result ar;
+    hl_release_result rr;
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 20000, 300000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &ar), 0);
+    CU_ASSERT_EQUAL(ar.acquired, 1);
+    CU_ASSERT_EQUAL(ar.hold_count, 1);
+    freeReplyObject(r);
+    CU_ASSERT(th_redis_int(&srv, "PTTL res:1") > 19000);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:1 %s", OWNER), 1);
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire(&c, HILOCK_KIND_REENTRANT, &N, "someone-else:1", 20000, 300000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &ar), 0);
+    CU_ASSERT_EQUAL(ar.acquired, 0);
+    CU_ASSERT(ar.ttl_ms > 19000 && ar.ttl_ms <= 20000);
+    freeReplyObject(r);
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_release(&c, HILOCK_KIND_REENTRANT, &N, "someone-else:1", 20000,
+                   "redisson_unlock_latch:{res:1}:a", 1000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_release(r, &rr), 0);
+    CU_ASSERT_EQUAL(rr.not_owner, 1);
+    freeReplyObject(r);
+
+    memset(&c, 0, sizeof c);
+    hl_cmd_release(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 20000,
+                   "redisson_unlock_latch:{res:1}:b", 1000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_release(r, &rr), 0);
+    CU_ASSERT_EQUAL(rr.not_owner, 0);
+    CU_ASSERT_EQUAL(rr.remaining, 0);
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS res:1"), 0);
+    redisFree(ctx);
+}
+
+/* ---------------------------------------------------------------- decoders */
+
+static void t_decode_acquire(void)
+{
+    hl_acquire_result a;
+    redisReply *r;
+
+    r = RESP("*2\r\n:1\r\n:1\r\n");
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
+    CU_ASSERT_EQUAL(a.acquired, 1);
+    CU_ASSERT_EQUAL(a.hold_count, 1);
+    freeReplyObject(r);
+
+    r = RESP("*2\r\n:1\r\n:7\r\n");
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
+    CU_ASSERT_EQUAL(a.acquired, 1);
+    CU_ASSERT_EQUAL(a.hold_count, 7);
+    freeReplyObject(r);
+
+    r = RESP("*2\r\n:0\r\n:2500\r\n");
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
+    CU_ASSERT_EQUAL(a.acquired, 0);
+    CU_ASSERT_EQUAL(a.ttl_ms, 2500);
+    freeReplyObject(r);
+
+    r = RESP("*2\r\n:0\r\n:-1\r\n");
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
+    CU_ASSERT_EQUAL(a.acquired, 0);
+    CU_ASSERT_EQUAL(a.ttl_ms, -1);
+    freeReplyObject(r);
+
+    r = RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), HILOCK_EWRONGTYPE);
+    freeReplyObject(r);
+    r = RESP("-WRONGTYPE key is not a lock\r\n");
+    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), HILOCK_EWRONGTYPE);
+    freeReplyObject(r);
+
+    const char *bad[] = {
+        "-ERR unknown command\r\n", "$3\r\nfoo\r\n", "$-1\r\n", ":1\r\n", "+OK\r\n",
+        "*0\r\n", "*1\r\n:1\r\n", "*2\r\n$3\r\nabc\r\n:1\r\n", "*-1\r\n",
+        "*2\r\n*1\r\n:1\r\n:1\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = resp(bad[i], strlen(bad[i]));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        int rc = hl_decode_acquire(r, &a);
+        if (rc != HILOCK_EPROTO)
+            printf("\n  acquire decoder accepted bad reply #%zu (rc=%d)\n", i, rc);
+        CU_ASSERT_EQUAL(rc, HILOCK_EPROTO);
+        freeReplyObject(r);
+    }
+}
+
+static void t_decode_release(void)
+{
+    hl_release_result x;
+    redisReply *r = RESP(":-1\r\n");
+    CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
+    CU_ASSERT_EQUAL(x.not_owner, 1);
+    freeReplyObject(r);
+
+    r = RESP(":0\r\n");
+    CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
+    CU_ASSERT_EQUAL(x.not_owner, 0);
+    CU_ASSERT_EQUAL(x.remaining, 0);
+    freeReplyObject(r);
+
+    r = RESP(":3\r\n");
+    CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
+    CU_ASSERT_EQUAL(x.not_owner, 0);
+    CU_ASSERT_EQUAL(x.remaining, 3);
+    freeReplyObject(r);
+
+    r = RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EWRONGTYPE);
+    freeReplyObject(r);
+    r = RESP("-ERR boom\r\n");
+    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
+    freeReplyObject(r);
+    r = RESP("*1\r\n:1\r\n");
+    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
+    freeReplyObject(r);
+    r = RESP("$-1\r\n");
+    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
+    freeReplyObject(r);
+}
+
+static void t_decode_int_holdcount_noscript(void)
+{
+    int64_t v = 99;
+    redisReply *r = RESP(":1\r\n");
+    CU_ASSERT_EQUAL(hl_decode_int(r, &v), 0);
+    CU_ASSERT_EQUAL(v, 1);
+    freeReplyObject(r);
+    r = RESP(":-2\r\n");
+    CU_ASSERT_EQUAL(hl_decode_int(r, &v), 0);
+    CU_ASSERT_EQUAL(v, -2);
+    freeReplyObject(r);
+    r = RESP("-ERR x\r\n");
+    CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EPROTO);
+    freeReplyObject(r);
+    r = RESP("-WRONGTYPE x\r\n");
+    CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EWRONGTYPE);
+    freeReplyObject(r);
+    r = RESP("*0\r\n");
+    CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EPROTO);
+    freeReplyObject(r);
+
+    r = RESP("$-1\r\n");
+    v = 99;
+    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
+    CU_ASSERT_EQUAL(v, 0);
+    freeReplyObject(r);
+    r = RESP("$1\r\n3\r\n");
+    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
+    CU_ASSERT_EQUAL(v, 3);
+    freeReplyObject(r);
+    r = RESP("$2\r\n12\r\n");
+    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
+    CU_ASSERT_EQUAL(v, 12);
+    freeReplyObject(r);
+    r = RESP("$3\r\nabc\r\n");
+    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), HILOCK_EPROTO);
+    freeReplyObject(r);
+    r = RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), HILOCK_EWRONGTYPE);
+    freeReplyObject(r);
+
+    r = RESP("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+    CU_ASSERT_TRUE(hl_reply_is_noscript(r));
+    freeReplyObject(r);
+    r = RESP("-ERR NOSCRIPT-ish but not\r\n");
+    CU_ASSERT_FALSE(hl_reply_is_noscript(r));
+    freeReplyObject(r);
+    r = RESP("$8\r\nNOSCRIPT\r\n"); /* a string, not an error */
+    CU_ASSERT_FALSE(hl_reply_is_noscript(r));
+    freeReplyObject(r);
+}
+
+static void ps_check(const char *bytes, size_t len, hl_ps_type type, int payload,
+                     const char *channel)
+{
+    redisReply *r = resp(bytes, len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    hl_ps_event ev;
+    memset(&ev, 0x5a, sizeof ev);
+    hl_decode_pubsub(r, &ev);
+    CU_ASSERT_EQUAL(ev.type, type);
+    if (type == HL_PS_MESSAGE)
+        CU_ASSERT_EQUAL(ev.payload, payload);
+    if (channel) {
+        CU_ASSERT_EQUAL(ev.channel_len, strlen(channel));
+        if (ev.channel && ev.channel_len == strlen(channel))
+            CU_ASSERT_EQUAL(memcmp(ev.channel, channel, ev.channel_len), 0);
+    }
+    freeReplyObject(r);
+}
+#define PS(s, t, p, ch) ps_check(s, sizeof(s) - 1, t, p, ch)
+
+static void t_decode_pubsub(void)
+{
+    PS("*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$1\r\n0\r\n", HL_PS_MESSAGE, 0, "chan");
+    PS("*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$1\r\n1\r\n", HL_PS_MESSAGE, 1, "chan");
+    PS("*3\r\n$8\r\nsmessage\r\n$4\r\nchan\r\n$1\r\n0\r\n", HL_PS_MESSAGE, 0, "chan");
+    PS("*3\r\n$9\r\nsubscribe\r\n$4\r\nchan\r\n:1\r\n", HL_PS_SUBSCRIBE, 0, "chan");
+    PS("*3\r\n$10\r\nssubscribe\r\n$4\r\nchan\r\n:1\r\n", HL_PS_SUBSCRIBE, 0, "chan");
+    PS("*3\r\n$11\r\nunsubscribe\r\n$4\r\nchan\r\n:0\r\n", HL_PS_UNSUBSCRIBE, 0, "chan");
+    PS("*3\r\n$12\r\nsunsubscribe\r\n$4\r\nchan\r\n:0\r\n", HL_PS_UNSUBSCRIBE, 0, "chan");
+
+    /* Garbage payloads on a real message: ignored (payload -1). */
+    const char *garbage[] = {"", "abc", "2", "-1", "10", "0x", "1.5", "hello world",
+                             "00000000000000000000000000000000001", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+        char buf[256];
+        int n = snprintf(buf, sizeof buf, "*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$%zu\r\n%s\r\n",
+                         strlen(garbage[i]), garbage[i]);
+        redisReply *r = resp(buf, (size_t)n);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        hl_ps_event ev;
+        memset(&ev, 0, sizeof ev);
+        hl_decode_pubsub(r, &ev);
+        if (ev.type == HL_PS_MESSAGE && ev.payload != -1)
+            printf("\n  payload \"%s\" decoded as %d\n", garbage[i], ev.payload);
+        CU_ASSERT(ev.type != HL_PS_MESSAGE || ev.payload == -1);
+        freeReplyObject(r);
+    }
+    /* Binary payload with a NUL after a valid-looking digit. */
+    PS("*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$2\r\n0\0\r\n", HL_PS_MESSAGE, -1, NULL);
+    PS("*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$2\r\n\0000\r\n", HL_PS_MESSAGE, -1, NULL);
+
+    /* Malformed frames: never a wake-up, never a crash. */
+    const char *frames[] = {
+        "*0\r\n", "*1\r\n$7\r\nmessage\r\n", "*2\r\n$7\r\nmessage\r\n$4\r\nchan\r\n",
+        "*3\r\n:1\r\n:2\r\n:3\r\n", "*3\r\n$7\r\nmessage\r\n:5\r\n$1\r\n0\r\n",
+        "*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n:0\r\n", "*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$-1\r\n",
+        "*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n*1\r\n$1\r\n0\r\n", "$7\r\nmessage\r\n", ":0\r\n",
+        "-ERR x\r\n", "+OK\r\n", "$-1\r\n", "*-1\r\n", "*3\r\n$4\r\npong\r\n$0\r\n\r\n$1\r\n0\r\n",
+        "*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$4\r\nchan\r\n$3\r\nxyz\r\n",
+    };
+    for (size_t i = 0; i < sizeof frames / sizeof frames[0]; i++) {
+        redisReply *r = resp(frames[i], strlen(frames[i]));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        hl_ps_event ev;
+        memset(&ev, 0, sizeof ev);
+        hl_decode_pubsub(r, &ev);
+        int wakes = ev.type == HL_PS_MESSAGE && (ev.payload == 0 || ev.payload == 1);
+        if (wakes)
+            printf("\n  malformed frame #%zu decoded as a wake-up\n", i);
+        CU_ASSERT_FALSE(wakes);
+        freeReplyObject(r);
+    }
+}
+
+/* ---------------------------------------------------------------- times */
+
+static void t_check_times(void)
+{
+    CU_ASSERT_EQUAL(hl_check_wait(0), 0);
+    CU_ASSERT_EQUAL(hl_check_wait(-1), 0);
+    CU_ASSERT_EQUAL(hl_check_wait(1), 0);
+    CU_ASSERT_EQUAL(hl_check_wait(HILOCK_MAX_TIME_MS), 0);
+    CU_ASSERT_EQUAL(hl_check_wait(HILOCK_MAX_TIME_MS + 1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_check_wait(INT64_MAX), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_check_wait(-2), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_check_wait(INT64_MIN), HILOCK_EINVAL);
+
+    CU_ASSERT_EQUAL(hl_check_lease(0), 0);
+    CU_ASSERT_EQUAL(hl_check_lease(-1), 0);
+    CU_ASSERT_EQUAL(hl_check_lease(1), 0);
+    CU_ASSERT_EQUAL(hl_check_lease(HILOCK_MAX_TIME_MS), 0);
+    CU_ASSERT_EQUAL(hl_check_lease(HILOCK_MAX_TIME_MS + 1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_check_lease(INT64_MAX), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_check_lease(-2), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_check_lease(INT64_MIN), HILOCK_EINVAL);
+}
+
+/* ---------------------------------------------------------------- state machine */
+
+/* A simulated driver: replies come from a script of RESP strings (the last
+ * one repeats); WAIT advances the clock by sleep_ms (a timeout, no message).
+ * Records what the machine asked for. */
+typedef struct sim {
+    const char **replies;
+    int nreplies;
+    int sub_ok;
+    int64_t now, start;
+    int sends, subs, unsubs, waits, steps;
+    int first_after_sub; /* action right after the first SUBSCRIBE */
+    int waited_too_long; /* a WAIT beyond the deadline or the holder's ttl */
+    int64_t holder_ttl;
+    int64_t wait_ms;
+    int unmatched_unsub;
+    int open_subs;
+} sim;
+
+static int sim_run(sim *s, hl_acquire *a)
+{
+    int last_sub_step = -1;
+    for (s->steps = 0; s->steps < 200; s->steps++) {
+        hl_action act = hl_acquire_next(a, s->now);
+        if (last_sub_step >= 0 && s->first_after_sub == 0)
+            s->first_after_sub = (int)act;
+        last_sub_step = -1;
+        switch (act) {
+        case HL_ACT_SEND: {
+            const char *b = s->replies[s->sends < s->nreplies ? s->sends : s->nreplies - 1];
+            s->sends++;
+            redisReply *r = resp(b, strlen(b));
+            s->now += 1;
+            hl_acquire_on_reply(a, r, s->now);
+            freeReplyObject(r);
+            break;
+        }
+        case HL_ACT_SUBSCRIBE:
+            CU_ASSERT_PTR_NOT_NULL(a->channel);
+            s->subs++;
+            s->open_subs++;
+            if (s->subs == 1)
+                last_sub_step = s->steps;
+            hl_acquire_on_subscribed(a, s->sub_ok, s->now);
+            break;
+        case HL_ACT_WAIT:
+            s->waits++;
+            if (a->sleep_ms < 0 || (s->wait_ms > 0 && s->now + a->sleep_ms > s->start + s->wait_ms + 5) ||
+                (s->holder_ttl > 0 && a->sleep_ms > s->holder_ttl + 5))
+                s->waited_too_long++;
+            s->now += a->sleep_ms < 0 ? 100000 : a->sleep_ms;
+            hl_acquire_on_wake(a, s->now);
+            break;
+        case HL_ACT_UNSUBSCRIBE:
+            s->unsubs++;
+            if (s->open_subs == 0)
+                s->unmatched_unsub++;
+            else
+                s->open_subs--;
+            break;
+        case HL_ACT_DONE:
+            return a->result;
+        default:
+            CU_FAIL("unknown action");
+            return 12345;
+        }
+    }
+    CU_FAIL("state machine did not finish within 200 steps");
+    return 12345;
+}
+
+static void t_sm_free_lock(void)
+{
+    const char *rep[] = {"*2\r\n:1\r\n:1\r\n"};
+    sim s = {.replies = rep, .nreplies = 1, .sub_ok = 1, .now = 1000000, .start = 1000000, .holder_ttl = 0, .wait_ms = 0};
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
+                                          300000, s.now), 0);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, s.now), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_LOCK);
+    CU_ASSERT(arg_is(&a.cmd, 4, "5000"));
+    CU_ASSERT(arg_is(&a.cmd, 5, OWNER));
+    redisReply *r = RESP("*2\r\n:1\r\n:1\r\n");
+    hl_acquire_on_reply(&a, r, s.now);
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, s.now), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.result, 0);
+    CU_ASSERT_EQUAL(a.hold_count, 1);
+    hl_acquire_free(&a);
+}
+
+static void t_sm_one_try_busy(void)
+{
+    const char *rep[] = {"*2\r\n:0\r\n:5000\r\n"};
+    sim s = {.replies = rep, .nreplies = 1, .sub_ok = 1, .now = 1000000, .start = 1000000, .holder_ttl = 5000, .wait_ms = 0};
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
+                                          300000, s.now), 0);
+    CU_ASSERT_EQUAL(sim_run(&s, &a), HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(s.sends, 1);
+    CU_ASSERT_EQUAL(s.subs, 0);
+    CU_ASSERT_EQUAL(s.waits, 0);
+    hl_acquire_free(&a);
+}
+
+static void t_sm_wait_times_out(void)
+{
+    /* Holder's PTTL 300 ms, wait 1000 ms: sleeps never exceed either. */
+    const char *rep[] = {"*2\r\n:0\r\n:300\r\n"};
+    sim s = {.replies = rep, .nreplies = 1, .sub_ok = 1, .now = 1000000, .start = 1000000, .holder_ttl = 300, .wait_ms = 1000};
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 1000, 5000,
+                                          300000, s.now), 0);
+    CU_ASSERT_EQUAL(sim_run(&s, &a), HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(s.subs, 1);
+    CU_ASSERT_EQUAL(s.first_after_sub, HL_ACT_SEND); /* retry right after subscribing */
+    CU_ASSERT_EQUAL(s.unsubs, 1);
+    CU_ASSERT_EQUAL(s.unmatched_unsub, 0);
+    CU_ASSERT(s.waits >= 3); /* woke at least at each holder ttl */
+    CU_ASSERT_EQUAL(s.waited_too_long, 0);
+    CU_ASSERT(s.now >= s.start + 1000);
+    CU_ASSERT(s.now <= s.start + 1000 + 50);
+    hl_acquire_free(&a);
+}
+
+static void t_sm_acquire_after_wait(void)
+{
+    const char *rep[] = {"*2\r\n:0\r\n:800\r\n", "*2\r\n:0\r\n:700\r\n", "*2\r\n:1\r\n:1\r\n"};
+    sim s = {.replies = rep, .nreplies = 3, .sub_ok = 1, .now = 1000000, .start = 1000000, .holder_ttl = 800, .wait_ms = 10000};
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 10000, 5000,
+                                          300000, s.now), 0);
+    CU_ASSERT_EQUAL(sim_run(&s, &a), 0);
+    CU_ASSERT_EQUAL(a.hold_count, 1);
+    CU_ASSERT_EQUAL(s.sends, 3);
+    CU_ASSERT_EQUAL(s.subs, s.unsubs);
+    CU_ASSERT_EQUAL(s.waited_too_long, 0);
+    CU_ASSERT(s.now - s.start <= 800 + 50); /* one wait of at most the holder's ttl */
+    hl_acquire_free(&a);
+}
+
+static void t_sm_wrongtype_stops(void)
+{
+    const char *rep[] = {"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"};
+    sim s = {.replies = rep, .nreplies = 1, .sub_ok = 1, .now = 1000000, .start = 1000000, .holder_ttl = 0, .wait_ms = 5000};
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 5000,
+                                          300000, s.now), 0);
+    CU_ASSERT_EQUAL(sim_run(&s, &a), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(s.sends, 1);
+    CU_ASSERT_EQUAL(s.subs, s.unsubs);
+    hl_acquire_free(&a);
+}
+
+static void t_sm_subscribe_fails(void)
+{
+    /* Without a subscription the machine still retries on its own timer
+     * and honours the deadline. */
+    const char *rep[] = {"*2\r\n:0\r\n:200\r\n"};
+    sim s = {.replies = rep, .nreplies = 1, .sub_ok = 0, .now = 1000000, .start = 1000000, .holder_ttl = 200, .wait_ms = 700};
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 700, 5000,
+                                          300000, s.now), 0);
+    CU_ASSERT_EQUAL(sim_run(&s, &a), HILOCK_ETIMEDOUT);
+    CU_ASSERT(s.sends >= 3);
+    CU_ASSERT_EQUAL(s.waited_too_long, 0);
+    CU_ASSERT(s.now >= s.start + 700 && s.now <= s.start + 700 + 50);
+    hl_acquire_free(&a);
+}
+
+static int init_names(void)
+{
+    memset(&N, 0, sizeof N);
+    if (hl_names_init(&N, "res:1") != 0)
+        return -1;
+    return th_redis_start(&srv, NULL);
+}
+static int clean_names(void)
+{
+    hl_names_free(&N);
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("proto", init_names, clean_names);
+    CU_add_test(s, "companion names", t_companion);
+    CU_add_test(s, "lock names", t_names);
+    CU_add_test(s, "owner string", t_owner);
+    CU_add_test(s, "wait channel", t_wait_channel);
+    CU_add_test(s, "embedded scripts and their sha1", t_scripts_sha);
+    CU_add_test(s, "acquire command", t_cmd_acquire);
+    CU_add_test(s, "release command", t_cmd_release);
+    CU_add_test(s, "force/renew/query commands", t_cmd_force_renew_queries);
+    CU_add_test(s, "EVALSHA to EVAL", t_cmd_to_eval);
+    CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
+    CU_add_test(s, "decode acquire", t_decode_acquire);
+    CU_add_test(s, "decode release", t_decode_release);
+    CU_add_test(s, "decode int/hold count/noscript", t_decode_int_holdcount_noscript);
+    CU_add_test(s, "decode pubsub incl. garbage", t_decode_pubsub);
+    CU_add_test(s, "time validation", t_check_times);
+    CU_pSuite m = CU_add_suite("acquire state machine", init_names, clean_names);
+    CU_add_test(m, "free lock: one send", t_sm_free_lock);
+    CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
+    CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
+    CU_add_test(m, "acquired after a wait", t_sm_acquire_after_wait);
+    CU_add_test(m, "WRONGTYPE stops at once", t_sm_wrongtype_stops);
+    CU_add_test(m, "subscribe failure: timed retries", t_sm_subscribe_fails);
+    return th_cu_run();
+}

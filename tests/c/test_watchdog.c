@@ -1,0 +1,395 @@
+/*
+ * Watchdog: keeps a lock alive well past its lease, reports a lock found
+ * gone (server restarted) through the callback and hilock_lock_is_lost, never
+ * renews after the final unlock (stale renewal race), treats transport
+ * errors as retryable (not loss), stops renewing on handle free and client
+ * close, renews many locks at once, keeps re-entered holds alive.
+ * The client watchdog lease is short (600 ms: renewal every 200 ms).
+ */
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+
+#define WD_LEASE 600
+
+static th_redis srv;
+static hilock_client *cw; /* watchdog lease WD_LEASE */
+
+static hilock_client *open_client(const th_redis *r, int64_t wd_lease, int64_t cmd_timeout)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = wd_lease;
+    o.command_timeout_ms = cmd_timeout;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, r->url, &o, err, sizeof err);
+    if (rc != 0)
+        printf("\n  open %s: %s (%s)\n", r->url, hilock_strerror(rc), err);
+    return c;
+}
+
+static hilock_lock *new_lock(hilock_client *c, const char *name)
+{
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL(hilock_lock_new(&l, c, name), 0);
+    return l;
+}
+
+typedef struct lost_rec {
+    pthread_mutex_t mu;
+    int calls;
+    hilock_lock *lock;
+    uint64_t tid;
+    void *payload_seen;
+} lost_rec;
+
+static void on_lost(hilock_lock *l, uint64_t tid, void *payload)
+{
+    lost_rec *r = payload;
+    pthread_mutex_lock(&r->mu);
+    r->calls++;
+    r->lock = l;
+    r->tid = tid;
+    r->payload_seen = payload;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int lost_called(void *p)
+{
+    lost_rec *r = p;
+    pthread_mutex_lock(&r->mu);
+    int n = r->calls;
+    pthread_mutex_unlock(&r->mu);
+    return n > 0;
+}
+
+/* Poll a key for duration_ms: returns how many polls found it missing. */
+static int missing_during(const th_redis *r, const char *key, int64_t duration_ms)
+{
+    int missing = 0;
+    int64_t end = th_now_ms() + duration_ms;
+    while (th_now_ms() < end) {
+        if (th_redis_int(r, "EXISTS %s", key) != 1)
+            missing++;
+        th_sleep_ms(20);
+    }
+    return missing;
+}
+
+static int key_gone(void *name) { return th_redis_int(&srv, "EXISTS %s", (char *)name) == 0; }
+
+/* ---------------------------------------------------------------- keep alive */
+
+static void t_keeps_alive(void)
+{
+    hilock_lock *l = new_lock(cw, "kept");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, HILOCK_LEASE_WATCHDOG), 0);
+    long long pttl = th_redis_int(&srv, "PTTL kept");
+    CU_ASSERT(pttl > 0 && pttl <= WD_LEASE);
+    CU_ASSERT_EQUAL(missing_during(&srv, "kept", 3 * WD_LEASE), 0);
+    int64_t rem = 0;
+    CU_ASSERT_EQUAL(hilock_lock_remaining_ms(&rem, l), 0);
+    CU_ASSERT(rem > 0 && rem <= WD_LEASE);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS kept"), 0);
+    hilock_lock_free(l);
+}
+
+static void t_reentered_watchdog(void)
+{
+    hilock_lock *l = new_lock(cw, "kept2");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0); /* one hold left: still renewed */
+    CU_ASSERT_EQUAL(missing_during(&srv, "kept2", 2 * WD_LEASE), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS kept2"), 0);
+    hilock_lock_free(l);
+}
+
+static void t_many_locks(void)
+{
+    enum { NL = 40 };
+    hilock_lock *ls[NL];
+    char name[32];
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof name, "many-%d", i);
+        ls[i] = new_lock(cw, name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ls[i]);
+        CU_ASSERT_EQUAL(hilock_lock_acquire(ls[i], 0, 0), 0);
+    }
+    th_sleep_ms(2 * WD_LEASE);
+    int alive = 0;
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof name, "many-%d", i);
+        alive += th_redis_int(&srv, "EXISTS %s", name) == 1;
+        CU_ASSERT_EQUAL(hilock_lock_is_lost(ls[i]), 0);
+    }
+    CU_ASSERT_EQUAL(alive, NL);
+    for (int i = 0; i < NL; i++) {
+        CU_ASSERT_EQUAL(hilock_lock_release(ls[i]), 0);
+        hilock_lock_free(ls[i]);
+    }
+}
+
+/* ---------------------------------------------------------------- loss */
+
+static void t_lost_on_restart(void)
+{
+    th_redis h;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
+    hilock_client *c = open_client(&h, WD_LEASE, 300);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "doomed");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    lost_rec rec = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, NULL};
+    hilock_lock_set_lost_callback(l, on_lost, &rec);
+    uint64_t tid = hilock_thread_id();
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 0);
+
+    CU_ASSERT_EQUAL_FATAL(th_redis_restart(&h), 0); /* empty again */
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_FATAL(th_wait_for(lost_called, &rec, 3000));
+    printf("\n  loss reported %lld ms after the restart\n", (long long)(th_now_ms() - t0));
+    pthread_mutex_lock(&rec.mu);
+    CU_ASSERT_EQUAL(rec.calls, 1);
+    CU_ASSERT_PTR_EQUAL(rec.lock, l);
+    CU_ASSERT_EQUAL(rec.tid, tid);
+    CU_ASSERT_PTR_EQUAL(rec.payload_seen, &rec);
+    pthread_mutex_unlock(&rec.mu);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 1);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost_tid(l, tid), 1);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost_tid(l, tid + 1), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_ENOTOWNER);
+
+    /* Reported once, not at every tick. */
+    th_sleep_ms(WD_LEASE);
+    pthread_mutex_lock(&rec.mu);
+    CU_ASSERT_EQUAL(rec.calls, 1);
+    pthread_mutex_unlock(&rec.mu);
+    CU_ASSERT_EQUAL(th_redis_int(&h, "EXISTS doomed"), 0);
+
+    /* The next successful acquire resets the state. */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_redis_stop(&h);
+}
+
+static void t_lost_on_force(void)
+{
+    hilock_client *other = open_client(&srv, WD_LEASE, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(other);
+    hilock_lock *l = new_lock(cw, "forced-away");
+    hilock_lock *o = new_lock(other, "forced-away");
+    lost_rec rec = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, NULL};
+    hilock_lock_set_lost_callback(l, on_lost, &rec);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    int deleted = 0;
+    CU_ASSERT_EQUAL(hilock_lock_force_unlock(&deleted, o), 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    CU_ASSERT(th_wait_for(lost_called, &rec, 2000));
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 1);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_ENOTOWNER);
+    hilock_lock_free(l);
+    hilock_lock_free(o);
+    hilock_client_close(other);
+}
+
+/* ---------------------------------------------------------------- stale renewal */
+
+static void t_no_renewal_after_unlock(void)
+{
+    /* Release a watchdog lock at varied offsets from the renewal tick, then
+     * re-acquire it at once as the same owner with a fixed 150 ms lease. A
+     * renewal left over from the first hold would push the PTTL back up to
+     * WD_LEASE and keep the key beyond 150 ms. */
+    hilock_lock *l = new_lock(cw, "stale");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    int rounds = th_valgrind() ? 6 : 15;
+    int too_long = 0, raised = 0;
+    for (int i = 0; i < rounds; i++) {
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+        th_sleep_ms((i * 37) % (WD_LEASE / 3) + 1);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+        int64_t t0 = th_now_ms();
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 150), 0);
+        for (;;) {
+            long long pttl = th_redis_int(&srv, "PTTL stale");
+            if (pttl == -2)
+                break;
+            if (pttl > 150)
+                raised++;
+            if (th_now_ms() - t0 > 150 + 250) {
+                too_long++;
+                break;
+            }
+            th_sleep_ms(10);
+        }
+        redisContext *ctx = th_redis_connect(&srv);
+        freeReplyObject(redisCommand(ctx, "DEL stale"));
+        redisFree(ctx);
+    }
+    CU_ASSERT_EQUAL(raised, 0);
+    CU_ASSERT_EQUAL(too_long, 0);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 0);
+    hilock_lock_free(l);
+}
+
+/* Many threads acquiring and releasing watchdog holds on one lock name with
+ * explicit tids while the watchdog ticks: afterwards nothing is left. */
+typedef struct churn {
+    hilock_lock *l;
+    uint64_t tid;
+    int iters;
+    int errors;
+} churn;
+
+static void *churn_thread(void *p)
+{
+    churn *c = p;
+    for (int i = 0; i < c->iters; i++) {
+        if (hilock_lock_acquire_tid(c->l, c->tid, -1, 0) != 0) {
+            c->errors++;
+            continue;
+        }
+        if (hilock_lock_release_tid(c->l, c->tid) != 0)
+            c->errors++;
+    }
+    return NULL;
+}
+
+static void t_churn_leaves_nothing(void)
+{
+    hilock_client *c = open_client(&srv, 300, 0); /* renew every 100 ms */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "churn");
+    enum { NT = 4 };
+    churn a[NT];
+    pthread_t th[NT];
+    for (int i = 0; i < NT; i++) {
+        a[i] = (churn){l, 100 + (uint64_t)i, th_valgrind() ? 30 : 150, 0};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, churn_thread, &a[i]), 0);
+    }
+    int errors = 0;
+    for (int i = 0; i < NT; i++) {
+        pthread_join(th[i], NULL);
+        errors += a[i].errors;
+    }
+    CU_ASSERT_EQUAL(errors, 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS churn"), 0);
+    /* and nothing shows up later from a late renewal */
+    int appeared = 0;
+    for (int64_t end = th_now_ms() + 400; th_now_ms() < end; th_sleep_ms(20))
+        appeared += th_redis_int(&srv, "EXISTS churn") != 0;
+    CU_ASSERT_EQUAL(appeared, 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+/* ---------------------------------------------------------------- transport errors */
+
+static void t_pause_is_not_loss(void)
+{
+    th_redis h;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
+    /* lease 1500, tick 500; commands time out after 100 ms */
+    hilock_client *c = open_client(&h, 1500, 100);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "paused");
+    lost_rec rec = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, NULL};
+    hilock_lock_set_lost_callback(l, on_lost, &rec);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    th_sleep_ms(100);
+    th_redis_pause(&h);
+    th_sleep_ms(500);
+    th_redis_resume(&h);
+    CU_ASSERT_EQUAL(missing_during(&h, "paused", 2000), 0);
+    CU_ASSERT_FALSE(lost_called(&rec));
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_redis_stop(&h);
+}
+
+/* ---------------------------------------------------------------- stop renewing */
+
+static void t_free_stops_renewal(void)
+{
+    hilock_client *c = open_client(&srv, WD_LEASE, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "freed");
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    th_sleep_ms(WD_LEASE / 2);
+    hilock_lock_free(l); /* nothing unlocked, renewals stop */
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS freed"), 1);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(th_wait_for(key_gone, "freed", 2 * WD_LEASE));
+    CU_ASSERT(th_now_ms() - t0 <= WD_LEASE + 100);
+    hilock_client_close(c);
+}
+
+static void t_close_stops_renewal(void)
+{
+    hilock_client *c = open_client(&srv, WD_LEASE, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "closed");
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    th_sleep_ms(WD_LEASE / 2);
+    hilock_client_close(c); /* not released, not renewed any more */
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS closed"), 1);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(th_wait_for(key_gone, "closed", 2 * WD_LEASE));
+    CU_ASSERT(th_now_ms() - t0 <= WD_LEASE + 100);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_ECLOSED);
+    hilock_lock_free(l);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int init(void)
+{
+    if (th_redis_start(&srv, NULL) != 0)
+        return -1;
+    cw = open_client(&srv, WD_LEASE, 0);
+    return cw ? 0 : -1;
+}
+
+static int cleanup(void)
+{
+    hilock_client_close(cw);
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("watchdog", init, cleanup);
+    CU_add_test(s, "keeps a lock 3x past its lease", t_keeps_alive);
+    CU_add_test(s, "re-entered watchdog hold", t_reentered_watchdog);
+    CU_add_test(s, "many locks renewed", t_many_locks);
+    CU_add_test(s, "server restart -> lost, NOT_OWNER", t_lost_on_restart);
+    CU_add_test(s, "forced away -> lost", t_lost_on_force);
+    CU_add_test(s, "no renewal after the final unlock", t_no_renewal_after_unlock);
+    CU_add_test(s, "acquire/release churn leaves nothing", t_churn_leaves_nothing);
+    CU_add_test(s, "server pause is not loss", t_pause_is_not_loss);
+    CU_add_test(s, "free stops renewal", t_free_stops_renewal);
+    CU_add_test(s, "close stops renewal", t_close_stops_renewal);
+    return th_cu_run();
+}
