@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The hilock Python side of the interoperability suite.
+
+Same line protocol as Agent.java and driver.c: every actor is a Python
+thread (so a distinct owner "<client-id>:<os-thread-id>"), created on first
+use, running its commands in order through the hilock package's public API.
+
+Usage: driver.py REDIS_URL WATCHDOG_LEASE_MS
+"""
+import os
+import queue
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interop import Resp  # noqa: E402  (the suite's tiny RESP client)
+
+import hilock  # noqa: E402
+
+_out = threading.Lock()
+
+
+def say(who, text):
+    with _out:
+        sys.stdout.write("%s %s\n" % (who, text))
+        sys.stdout.flush()
+
+
+def epoch_us():
+    return time.time_ns() // 1000
+
+
+class Driver:
+    def __init__(self, url, watchdog_ms):
+        self.client = hilock.Client(url, watchdog_lease=watchdog_ms / 1000.0)
+        self.port = int(url.rsplit(":", 1)[1].split("/")[0])
+        self.actors = {}
+        self.locks = {}
+        self.locks_mu = threading.Lock()
+
+    def lock(self, kind, name):
+        # One Lock object per (kind, name), kept alive so its on_lost stays
+        # registered; it acts for the calling thread, so actors share it.
+        with self.locks_mu:
+            lk = self.locks.get((kind, name))
+            if lk is None:
+                if kind == "r":
+                    lk = self.client.lock(name)
+                elif kind == "f":
+                    lk = self.client.fair_lock(name)
+                else:
+                    raise ValueError("kind must be r or f")
+                lk.on_lost = lambda l, tid: say("!", "lost %s %d" % (l.name, tid))
+                self.locks[(kind, name)] = lk
+            return lk
+
+    @staticmethod
+    def acquire(lk, wait_ms, lease_ms):
+        wait = None if wait_ms < 0 else wait_ms / 1000.0
+        lease = None if lease_ms <= 0 else lease_ms / 1000.0
+        return lk.acquire(wait=wait, lease=lease)
+
+    def run(self, w, state):
+        cmd = w[1]
+        if cmd == "id":
+            return "ok " + self.client.id
+        if cmd == "tid":
+            return "ok %d" % hilock.thread_id()
+        if cmd == "owner":
+            return "ok " + self.client.owner()
+        lk = self.lock(w[2], w[3])
+        if cmd == "lock":
+            got = self.acquire(lk, int(w[4]), int(w[5]))
+            return "ok %d %d" % (1 if got else 0, epoch_us())
+        if cmd == "unlock":
+            before = epoch_us()
+            try:
+                lk.release()
+            except hilock.NotOwnerError:
+                return "err notowner"
+            return "ok %d" % before
+        if cmd == "force":
+            before = epoch_us()
+            return "ok %d %d" % (1 if lk.force_unlock() else 0, before)
+        if cmd == "islocked":
+            return "ok %d" % (1 if lk.locked() else 0)
+        if cmd == "held":
+            return "ok %d" % (1 if lk.owned() else 0)
+        if cmd == "holds":
+            return "ok %d" % lk.hold_count
+        if cmd == "ttl":
+            t = lk.ttl
+            return "ok %d" % (-2 if t is None else -1 if t == float("inf") else round(t * 1000))
+        if cmd == "counter":
+            if "redis" not in state:
+                state["redis"] = Resp(self.port)
+            r, key, n, lease = state["redis"], w[4], int(w[5]), int(w[6])
+            for _ in range(n):
+                self.acquire(lk, -1, lease)
+                try:
+                    v = r("GET", key)  # deliberately non-atomic
+                    r("SET", key, int(v or 0) + 1)
+                finally:
+                    lk.release()
+            return "ok %d" % n
+        return "err unknown command " + cmd
+
+    def actor_loop(self, name, q):
+        state = {}
+        while True:
+            w = q.get()
+            try:
+                reply = self.run(w, state)
+            except Exception as e:  # noqa: BLE001 - reported to the harness
+                reply = "err %s: %s" % (type(e).__name__, str(e).replace("\n", " "))
+            say(name, reply)
+
+    def serve(self):
+        say("agent", "ok ready " + self.client.id)
+        for line in sys.stdin:
+            w = line.split()
+            if not w:
+                continue
+            if w[0] == "quit":
+                break
+            if len(w) < 2:
+                say(w[0], "err missing command")
+                continue
+            q = self.actors.get(w[0])
+            if q is None:
+                q = self.actors[w[0]] = queue.Queue()
+                threading.Thread(target=self.actor_loop, args=(w[0], q), daemon=True).start()
+            q.put(w)
+        sys.stdout.flush()
+        # actors may be blocked in acquire: leave without joining them
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.stderr.write("usage: driver.py REDIS_URL WATCHDOG_LEASE_MS\n")
+        sys.exit(2)
+    Driver(sys.argv[1], int(sys.argv[2])).serve()

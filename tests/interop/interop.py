@@ -1,0 +1,707 @@
+#!/usr/bin/env python3
+"""hilock <-> Redisson interoperability suite (orchestrator, stdlib only).
+
+Starts a throwaway redis-server on a free loopback port, one Redisson agent
+(a JVM), hilock C driver processes and, when the Python package is importable,
+hilock Python driver processes; then runs every scenario in both directions
+and checks the raw data in Redis as well as what each side's API reports.
+
+All agents speak the same line protocol (see Agent.java / driver.c):
+    request  ACTOR COMMAND ARGS...       answer  ACTOR ok|err VALUES...
+
+Usage: interop.py --agent-cmd "java ..." --driver-cmd "path/to/driver" \
+                  [--py-driver-cmd "python3 driver.py"] [-k SUBSTRING]
+Prints one line per check and a closing "N passed, N failed"; exit 1 on any
+failure.
+"""
+import argparse
+import atexit
+import os
+import queue
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+WATCHDOG_MS = 1500      # both sides: Redisson lockWatchdogTimeout, hilock watchdog_lease_ms
+WAKE_LIMIT_MS = 50.0    # a woken waiter must hold the lock within this after the unlock
+LONG_LEASE = 30000      # so a wake can only come from the pub/sub message
+FAIR_WAIT = 20000       # fair waiters' wait (= their queue window on both sides)
+
+_cleanup = []
+
+
+def _run_cleanup():
+    while _cleanup:
+        fn = _cleanup.pop()
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def _on_signal(signum, _frame):
+    _run_cleanup()
+    sys.exit(128 + signum)
+
+
+def _install_cleanup():
+    atexit.register(_run_cleanup)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _on_signal)
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def wait_until(fn, timeout, what, interval=0.005):
+    """Poll fn() until it returns a true value; fail after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise Failure("timed out waiting for " + what)
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- Redis --
+
+class Resp:
+    """A minimal RESP2 client for raw checks (one socket, not thread-safe)."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            raise Failure("redis error: " + rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n).decode()
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise Failure("bad RESP reply %r" % line)
+
+    def __call__(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            b = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        self.sock.sendall(b"".join(out))
+        return self._reply()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="hilock-interop-")
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        exe = shutil.which("redis-server")
+        check(exe, "redis-server not found")
+        for _ in range(5):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
+                 "--loglevel", "warning"],
+                stdout=open(os.path.join(self.dir, "redis.log"), "wb"),
+                stderr=subprocess.STDOUT)
+            _cleanup.append(self.stop)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    r = Resp(self.port)
+                    if r("PING") == "PONG":
+                        r.close()
+                        return
+                except OSError:
+                    time.sleep(0.02)
+            self.stop()
+        raise Failure("could not start redis-server")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------- agents --
+
+class Side:
+    """One agent process (Redisson JVM, hilock C driver, hilock Python driver)."""
+
+    def __init__(self, label, argv):
+        self.label = label
+        self.argv = argv
+        self.replies = {}
+        self.events = []
+        self.lock = threading.Lock()
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True, bufsize=1,
+                                     encoding="utf-8", env=dict(os.environ, PYTHONIOENCODING="utf-8"))
+        _cleanup.append(self.stop)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        status, vals = self.recv("agent", 60)
+        check(status == "ok" and vals[0] == "ready", "%s did not start: %s %s"
+              % (label, status, vals))
+        self.client_id = vals[1]
+
+    def _q(self, actor):
+        with self.lock:
+            return self.replies.setdefault(actor, queue.Queue())
+
+    def _read(self):
+        for line in self.proc.stdout:
+            words = line.split()
+            if not words:
+                continue
+            if words[0] == "!":
+                self.events.append(words[1:])
+                continue
+            self._q(words[0]).put(words[1:])
+        self._q("agent").put(["err", "exited"])
+
+    def send(self, actor, *cmd):
+        self.proc.stdin.write(" ".join([actor] + [str(c) for c in cmd]) + "\n")
+        self.proc.stdin.flush()
+
+    def recv(self, actor, timeout=10):
+        try:
+            words = self._q(actor).get(timeout=timeout)
+        except queue.Empty:
+            raise Failure("%s actor %s: no answer within %ss" % (self.label, actor, timeout))
+        return words[0], words[1:]
+
+    def pending(self, actor):
+        return not self._q(actor).empty()
+
+    def call(self, actor, *cmd, timeout=10):
+        self.send(actor, *cmd)
+        status, vals = self.recv(actor, timeout)
+        check(status == "ok", "%s %s %s: %s %s" % (self.label, actor, " ".join(map(str, cmd)),
+                                                   status, " ".join(vals)))
+        return vals
+
+    def value(self, actor, *cmd):
+        return int(self.call(actor, *cmd)[0])
+
+    def stderr_tail(self):
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-2000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+            except (BrokenPipeError, ValueError):
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ------------------------------------------------------------ scenarios --
+
+class Ctx:
+    def __init__(self, redis, sides):
+        self.r = redis
+        self.sides = sides
+        self.n = 0
+
+    def actor(self, tag):
+        self.n += 1
+        return "%s%d" % (tag, self.n)
+
+
+def companion(prefix, name):
+    """Redisson's rule: "prefix:{name}", or "prefix:name" if name has a '{'."""
+    return "%s:%s" % (prefix, name if "{" in name else "{%s}" % name)
+
+
+def names(name):
+    return {"channel": companion("redisson_lock__channel", name),
+            "queue": companion("redisson_lock_queue", name),
+            "timeout": companion("redisson_lock_timeout", name)}
+
+
+def server_ms(r):
+    sec, usec = r("TIME")
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def hash_of(r, name):
+    flat = r("HGETALL", name) or []
+    return dict(zip(flat[0::2], flat[1::2]))
+
+
+def numsub(r, channel):
+    return int(r("PUBSUB", "NUMSUB", channel)[1])
+
+
+def lock(side, actor, kind, name, wait, lease, timeout=10):
+    v = side.call(actor, "lock", kind, name, wait, lease, timeout=timeout)
+    return int(v[0]), int(v[1])
+
+
+def wait_for_waiter(c, kind, name, owner, position):
+    """Condition: the waiter is listening (and, fair, queued at position)."""
+    n = names(name)
+    if kind == "r":
+        wait_until(lambda: numsub(c.r, n["channel"]) >= 1, 5, "waiter subscribed on " + n["channel"])
+    else:
+        wait_until(lambda: c.r("LINDEX", n["queue"], position) == owner, 5,
+                   "%s queued at %d" % (owner, position))
+        own = n["channel"] + ":" + owner
+        wait_until(lambda: numsub(c.r, own) >= 1, 5, "waiter subscribed on " + own)
+
+
+def scn_hold(c, A, B, kind, lease, name=None):
+    """A holds; B's try fails and B's queries read A's lock right."""
+    name = name or "it:hold:%s:%s:%s>%s" % (kind, lease, A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    owner = A.call(a, "owner")[0]
+    got, _ = lock(A, a, kind, name, 0, lease)
+    check(got == 1, "holder could not take a free lock")
+    h = hash_of(c.r, name)
+    check(h == {owner: "1"}, "hash after acquire is %r, want {%s: 1}" % (h, owner))
+    expect_max = lease if lease > 0 else WATCHDOG_MS
+    pttl = c.r("PTTL", name)
+    check(0 < pttl <= expect_max, "PTTL %d not in (0, %d]" % (pttl, expect_max))
+
+    got, _ = lock(B, b, kind, name, 0, 5000)
+    check(got == 0, "%s took a lock %s holds" % (B.label, A.label))
+    if kind == "f":
+        n = names(name)
+        check(c.r("LLEN", n["queue"]) == 0 and c.r("ZCARD", n["timeout"]) == 0,
+              "a failed single try left a trace in the fair queue")
+    check(B.value(b, "islocked", kind, name) == 1, "%s isLocked = false" % B.label)
+    check(B.value(b, "held", kind, name) == 0, "%s thinks it holds A's lock" % B.label)
+    check(B.value(b, "holds", kind, name) == 0, "%s hold count != 0" % B.label)
+    ttl = B.value(b, "ttl", kind, name)
+    check(0 < ttl <= expect_max, "%s remaining TTL %d not in (0, %d]" % (B.label, ttl, expect_max))
+    check(A.value(a, "holds", kind, name) == 1, "holder's own hold count != 1")
+    check(A.value(a, "held", kind, name) == 1, "holder's own held != 1")
+    B.send(b, "unlock", kind, name)
+    st, vals = B.recv(b)
+    check(st == "err" and vals[0] == "notowner",
+          "%s unlock of A's lock answered %s %s, want err notowner" % (B.label, st, vals))
+    check(hash_of(c.r, name) == {owner: "1"}, "non-owner unlock changed the hash")
+    A.call(a, "unlock", kind, name)
+    check(c.r("EXISTS", name) == 0, "lock still exists after the holder's unlock")
+    check(B.value(b, "islocked", kind, name) == 0, "%s still sees it locked" % B.label)
+
+
+def scn_wake(c, A, B, kind, name=None):
+    """A unlocks; B's blocked waiter holds the lock within WAKE_LIMIT_MS."""
+    name = name or "it:wake:%s:%s>%s" % (kind, A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    owner_b = B.call(b, "owner")[0]
+    check(lock(A, a, kind, name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
+    B.send(b, "lock", kind, name, 10000, LONG_LEASE)
+    wait_for_waiter(c, kind, name, owner_b, 0)
+    check(not B.pending(b), "waiter answered while the lock was held")
+    t0 = int(A.call(a, "unlock", kind, name)[0])
+    st, vals = B.recv(b, 15)
+    check(st == "ok" and vals[0] == "1", "waiter did not acquire: %s %s" % (st, vals))
+    ms = (int(vals[1]) - t0) / 1000.0
+    check(hash_of(c.r, name) == {owner_b: "1"}, "hash after hand-off is not the waiter's")
+    B.call(b, "unlock", kind, name)
+    check(ms < WAKE_LIMIT_MS, "hand-off took %.1f ms (limit %.0f)" % (ms, WAKE_LIMIT_MS))
+    return "hand-off %.1f ms" % ms
+
+
+def scn_reentrant(c, A, B, kind):
+    """3 holds on A: the field reads 3; B cannot take it until the 3rd unlock."""
+    name = "it:reent:%s:%s>%s" % (kind, A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    owner = A.call(a, "owner")[0]
+    for i in (1, 2, 3):
+        check(lock(A, a, kind, name, 0, 10000)[0] == 1, "re-entry %d refused" % i)
+        check(c.r("HGET", name, owner) == str(i), "hold field after %d locks = %r"
+              % (i, c.r("HGET", name, owner)))
+        check(A.value(a, "holds", kind, name) == i, "holder's hold count != %d" % i)
+    check(c.r("HLEN", name) == 1, "hash has more than one field")
+    notes = []
+    for left in (2, 1, 0):
+        check(lock(B, b, kind, name, 0, 10000)[0] == 0,
+              "%s took it while %d holds remained" % (B.label, left + 1))
+        check(B.value(b, "islocked", kind, name) == 1, "%s isLocked false" % B.label)
+        check(B.value(b, "holds", kind, name) == 0, "%s hold count != 0" % B.label)
+        A.call(a, "unlock", kind, name)
+        if left:
+            check(c.r("HGET", name, owner) == str(left), "after unlock, field != %d" % left)
+            check(A.value(a, "holds", kind, name) == left, "holder count != %d" % left)
+            pttl = c.r("PTTL", name)
+            check(pttl > 0, "lease not re-applied after partial unlock (PTTL %d)" % pttl)
+            if left == 2:
+                notes.append("PTTL after partial unlock %d ms" % pttl)
+    check(c.r("EXISTS", name) == 0, "lock not deleted after the last unlock")
+    check(lock(B, b, kind, name, 0, 10000)[0] == 1, "%s cannot take the freed lock" % B.label)
+    B.call(b, "unlock", kind, name)
+    return "; ".join(notes)
+
+
+def scn_watchdog(c, A, B):
+    """A's watchdog lock stays alive over > 3 leases while B watches and tries."""
+    name = "it:watchdog:%s>%s" % (A.label, B.label)
+    a, b1, b2 = c.actor("a"), c.actor("b"), c.actor("b")
+    owner = A.call(a, "owner")[0]
+    events_before = len(A.events)
+    check(lock(A, a, "r", name, 0, 0)[0] == 1, "holder could not lock")
+    span = 3.2 * WATCHDOG_MS
+    B.send(b1, "lock", "r", name, int(span), LONG_LEASE)  # must time out
+    ttls = []
+    end = time.monotonic() + span / 1000.0
+    while time.monotonic() < end:
+        ttls.append(B.value(b2, "ttl", "r", name))
+        check(ttls[-1] > 0, "lock expired under the watchdog (TTL %d after %d polls)"
+              % (ttls[-1], len(ttls)))
+        check(ttls[-1] <= WATCHDOG_MS, "TTL %d above the watchdog lease" % ttls[-1])
+        check(c.r("HGET", name, owner) == "1", "holder's field gone")
+        time.sleep(0.05)
+    st, vals = B.recv(b1, 10)
+    check(st == "ok" and vals[0] == "0", "%s took over a watchdog lock: %s %s"
+          % (B.label, st, vals))
+    check(A.value(a, "held", "r", name) == 1, "holder lost its lock")
+    A.call(a, "unlock", "r", name)
+    check(c.r("EXISTS", name) == 0, "lock survived its unlock")
+    check(len(A.events) == events_before, "holder reported lost locks: %r"
+          % A.events[events_before:])
+    return "%d TTL reads over %.1f s, min %d ms" % (len(ttls), span / 1000, min(ttls))
+
+
+def scn_fair(c, A, B):
+    """Waiters from both sides queue on one fair lock; grants follow arrival."""
+    name = "it:fair:%s>%s" % (A.label, B.label)
+    n = names(name)
+    h = c.actor("h")
+    check(lock(A, h, "f", name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
+    waiters = []  # (side, actor, owner) in arrival order: B, A, B, A
+    for i, side in enumerate((B, A, B, A)):
+        w = c.actor("w")
+        owner = side.call(w, "owner")[0]
+        side.send(w, "lock", "f", name, FAIR_WAIT, LONG_LEASE)
+        wait_for_waiter(c, "f", name, owner, i)
+        waiters.append((side, w, owner))
+    line = c.r("LRANGE", n["queue"], 0, -1)
+    check(line == [o for _, _, o in waiters], "queue %r not in arrival order" % line)
+
+    def deadlines_step(label):
+        scores = [float(c.r("ZSCORE", n["timeout"], o)) for o in c.r("LRANGE", n["queue"], 0, -1)]
+        steps = [scores[i + 1] - scores[i] for i in range(len(scores) - 1)]
+        check(all(s == FAIR_WAIT for s in steps), "%s: deadline steps %r, want %d each"
+              % (label, steps, FAIR_WAIT))
+
+    deadlines_step("after queueing")
+    prev_side, prev_actor = A, h
+    grants = []
+    for i, (side, w, owner) in enumerate(waiters):
+        t0 = int(prev_side.call(prev_actor, "unlock", "f", name)[0])
+        st, vals = side.recv(w, 10)
+        check(st == "ok" and vals[0] == "1", "waiter %d did not acquire: %s %s" % (i, st, vals))
+        grants.append((int(vals[1]) - t0) / 1000.0)
+        check(hash_of(c.r, name) == {owner: "1"}, "grant %d went to %r, want %s"
+              % (i, hash_of(c.r, name), owner))
+        for s2, w2, _ in waiters[i + 1:]:
+            check(not s2.pending(w2), "a later waiter answered before its turn")
+        check(c.r("LRANGE", n["queue"], 0, -1) == [o for _, _, o in waiters[i + 1:]],
+              "queue after grant %d is wrong" % i)
+        if len(waiters) - i > 2:
+            deadlines_step("after grant %d" % i)
+        prev_side, prev_actor = side, w
+    prev_side.call(prev_actor, "unlock", "f", name)
+    check(c.r("EXISTS", name, n["queue"], n["timeout"]) == 0, "fair lock left keys behind")
+    return "hand-offs " + ", ".join("%.1f" % g for g in grants) + " ms"
+
+
+def scn_force(c, A, B, kind):
+    """A force-unlocks a lock B holds; B's blocked waiter acquires at once."""
+    name = "it:force:%s:%s>%s" % (kind, A.label, B.label)
+    a, b0, b1 = c.actor("a"), c.actor("b"), c.actor("b")
+    owner_b1 = B.call(b1, "owner")[0]
+    check(lock(B, b0, kind, name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
+    B.send(b1, "lock", kind, name, 10000, LONG_LEASE)
+    wait_for_waiter(c, kind, name, owner_b1, 0)
+    v = A.call(a, "force", kind, name)
+    check(v[0] == "1", "force unlock reported nothing deleted")
+    st, vals = B.recv(b1, 15)
+    check(st == "ok" and vals[0] == "1", "waiter did not acquire: %s %s" % (st, vals))
+    ms = (int(vals[1]) - int(v[1])) / 1000.0
+    check(hash_of(c.r, name) == {owner_b1: "1"}, "waiter does not hold it after the wake")
+    B.send(b0, "unlock", kind, name)
+    st, vals = B.recv(b0)
+    check(st == "err" and vals[0] == "notowner", "old holder's unlock answered %s %s" % (st, vals))
+    B.call(b1, "unlock", kind, name)
+    check(A.value(a, "force", kind, name) == 0, "force of a free lock reported a delete")
+    check(ms < WAKE_LIMIT_MS, "wake after force took %.1f ms (limit %.0f)" % (ms, WAKE_LIMIT_MS))
+    return "wake %.1f ms" % ms
+
+
+def scn_contention(c, parties, per=200):
+    """Every party runs `per` locked non-atomic increments; the total is exact."""
+    key, name = "it:counter:%d" % c.n, "it:contended:%d" % c.n
+    c.r("SET", key, 0)
+    actors = []
+    for side in parties:
+        actor = c.actor("k")
+        side.send(actor, "counter", "r", name, key, per, LONG_LEASE)
+        actors.append((side, actor))
+    t = time.monotonic()
+    for side, actor in actors:
+        st, vals = side.recv(actor, 150)
+        check(st == "ok", "%s counter failed: %s" % (side.label, " ".join(vals)))
+    total = int(c.r("GET", key))
+    want = per * len(parties)
+    check(total == want, "counter %d, want %d: mutual exclusion broken" % (total, want))
+    check(c.r("EXISTS", name) == 0, "lock left held after the loops")
+    return "%d sections in %.2f s" % (want, time.monotonic() - t)
+
+
+def scn_lost(c, A, B):
+    """B force-unlocks A's watchdog lock: A finds it lost, and A's unlock is refused."""
+    name = "it:lost:%s>%s" % (A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    check(lock(A, a, "r", name, 0, 0)[0] == 1, "holder could not lock")
+    tid = A.call(a, "tid")[0]
+    before = len(A.events)
+    check(B.call(b, "force", "r", name)[0] == "1", "force reported nothing deleted")
+    note = ""
+    if A.label != "redisson":  # hilock tells the holder through its lost callback
+        ev = wait_until(lambda: [e for e in A.events[before:] if e[:3] == ["lost", name, tid]],
+                        3 * WATCHDOG_MS / 1000.0, "hilock's lost callback")
+        check(ev, "no lost event")
+        note = "lost reported"
+    check(A.value(a, "held", "r", name) == 0, "holder still thinks it holds it")
+    A.send(a, "unlock", "r", name)
+    st, vals = A.recv(a)
+    check(st == "err" and vals[0] == "notowner", "unlock after loss answered %s %s" % (st, vals))
+    check(c.r("EXISTS", name) == 0, "the watchdog re-created the forced lock")
+    return note
+
+
+def scn_fair_cancel(c, A, B):
+    """A waiter that gives up leaves the line; those behind move up by its window."""
+    name = "it:fcancel:%s>%s" % (A.label, B.label)
+    n = names(name)
+    h, w1, w2, w3 = c.actor("h"), c.actor("w"), c.actor("w"), c.actor("w")
+    short = 400
+    check(lock(A, h, "f", name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
+    plan = [(B, w1, short), (A, w2, FAIR_WAIT), (B, w3, FAIR_WAIT)]
+    owners = []
+    for i, (side, w, wait) in enumerate(plan):
+        owners.append(side.call(w, "owner")[0])
+        side.send(w, "lock", "f", name, wait, LONG_LEASE)
+        wait_for_waiter(c, "f", name, owners[-1], i)
+    d = [float(c.r("ZSCORE", n["timeout"], o)) for o in owners]
+    check(d[1] - d[0] == FAIR_WAIT and d[2] - d[1] == FAIR_WAIT,
+          "deadlines %r do not step by the waiters' windows" % d)
+    st, vals = B.recv(w1, 5)  # gives up after `short` ms
+    check(st == "ok" and vals[0] == "0", "short waiter answered %s %s" % (st, vals))
+    check(c.r("LRANGE", n["queue"], 0, -1) == owners[1:], "queue after cancel is %r"
+          % c.r("LRANGE", n["queue"], 0, -1))
+    check(c.r("ZSCORE", n["timeout"], owners[0]) is None, "cancelled waiter kept a deadline")
+    e = [float(c.r("ZSCORE", n["timeout"], o)) for o in owners[1:]]
+    check(e[0] == d[1] - short and e[1] == d[2] - short,
+          "deadlines after cancel %r, want %r" % (e, [d[1] - short, d[2] - short]))
+    A.call(h, "unlock", "f", name)
+    for side, w in ((A, w2), (B, w3)):
+        st, vals = side.recv(w, 5)
+        check(st == "ok" and vals[0] == "1", "waiter did not acquire: %s %s" % (st, vals))
+        side.call(w, "unlock", "f", name)
+    check(c.r("EXISTS", name, n["queue"], n["timeout"]) == 0, "fair lock left keys behind")
+
+
+def scn_fair_stale(c, S):
+    """S evicts a waiter whose deadline passed and respects one that is live."""
+    name = "it:fstale:%s" % S.label
+    n = names(name)
+    s = c.actor("s")
+    now = server_ms(c.r)
+    dead, live = "00000000-0000-0000-0000-000000000000:1", "00000000-0000-0000-0000-000000000000:2"
+    c.r("RPUSH", n["queue"], dead, live)
+    c.r("ZADD", n["timeout"], now - 1000, dead, now + 60000, live)
+    check(lock(S, s, "f", name, 0, 10000)[0] == 0, "took a free fair lock past a live waiter")
+    check(c.r("LRANGE", n["queue"], 0, -1) == [live], "queue after the try is %r, want [live]"
+          % c.r("LRANGE", n["queue"], 0, -1))
+    check(c.r("ZRANGE", n["timeout"], 0, -1) == [live], "deadlines after the try are wrong")
+    c.r("ZADD", n["timeout"], server_ms(c.r) - 1, live)
+    check(lock(S, s, "f", name, 0, 10000)[0] == 1, "did not evict the expired head")
+    check(c.r("EXISTS", n["queue"], n["timeout"]) == 0, "queue not empty after eviction")
+    S.call(s, "unlock", "f", name)
+
+
+# ----------------------------------------------------------------- main --
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent-cmd", required=True)
+    ap.add_argument("--driver-cmd", required=True)
+    ap.add_argument("--py-driver-cmd")
+    ap.add_argument("-k", default="")
+    args = ap.parse_args()
+    _install_cleanup()
+
+    passed, failed, failures = 0, 0, []
+    redis = RedisServer()
+    redis.start()
+    port = str(redis.port)
+    print("interop: redis-server on 127.0.0.1:%s" % port, flush=True)
+    url = "redis://127.0.0.1:" + port
+
+    def start(label, cmd, *extra):
+        return Side(label, shlex.split(cmd) + list(extra))
+
+    try:
+        jvm = start("redisson", args.agent_cmd, url, str(WATCHDOG_MS))
+        c1 = start("hilock-c", args.driver_cmd, "127.0.0.1", port, str(WATCHDOG_MS))
+        c2 = start("hilock-c#2", args.driver_cmd, "127.0.0.1", port, str(WATCHDOG_MS))
+        hilocks = [c1]
+        py = []
+        if args.py_driver_cmd:
+            py = [start("hilock-py", args.py_driver_cmd, url, str(WATCHDOG_MS)),
+                  start("hilock-py#2", args.py_driver_cmd, url, str(WATCHDOG_MS))]
+            hilocks.append(py[0])
+        print("interop: redisson client %s, hilock-c client %s%s" % (
+            jvm.client_id, c1.client_id,
+            ", hilock-py client %s" % py[0].client_id if py else " (no Python side)"),
+            flush=True)
+    except Failure as e:
+        print("FAIL setup: %s" % e)
+        for s in (locals().get(k) for k in ("jvm", "c1", "c2")):
+            if s:
+                print("--- %s stderr:\n%s" % (s.label, s.stderr_tail()))
+        print("0 passed, 1 failed")
+        return 1
+
+    ctx = Ctx(Resp(redis.port), [jvm] + hilocks)
+    plan = []
+    for hl in hilocks:
+        for A, B in ((jvm, hl), (hl, jvm)):
+            d = "%s->%s" % (A.label, B.label)
+            for kind in ("r", "f"):
+                for lease in (10000, 0):
+                    if kind == "f" and lease == 0:
+                        continue
+                    plan.append(("hold[%s,%s] %s" % (kind, "watchdog" if lease == 0 else
+                                                     "lease", d), scn_hold, (A, B, kind, lease)))
+            plan.append(("hold[r,utf-8 name] %s" % d, scn_hold,
+                         (A, B, "r", 10000, "it:hold:ünïcødé:ключ:%s>%s" % (A.label, B.label))))
+            for kind in ("r", "f"):
+                plan.append(("wake[%s,{tag}] %s" % (kind, d), scn_wake,
+                             (A, B, kind, "{it:tag:%s}:wake:%s>%s" % (kind, A.label, B.label))))
+                plan.append(("wake[%s] %s" % (kind, d), scn_wake, (A, B, kind)))
+                plan.append(("reentrant[%s] %s" % (kind, d), scn_reentrant, (A, B, kind)))
+                plan.append(("force[%s] %s" % (kind, d), scn_force, (A, B, kind)))
+            plan.append(("watchdog %s" % d, scn_watchdog, (A, B)))
+            plan.append(("lost %s" % d, scn_lost, (A, B)))
+            plan.append(("fair-order %s" % d, scn_fair, (A, B)))
+            plan.append(("fair-cancel %s" % d, scn_fair_cancel, (A, B)))
+    for S in [jvm] + hilocks:
+        plan.append(("fair-stale %s" % S.label, scn_fair_stale, (S,)))
+    plan.append(("contention redisson x2 + hilock-c x2", scn_contention, ([jvm, jvm, c1, c2],)))
+    if py:
+        plan.append(("contention redisson x2 + hilock-py x2", scn_contention,
+                     ([jvm, jvm] + py,)))
+        plan.append(("contention redisson + hilock-c + hilock-py", scn_contention,
+                     ([jvm, c1, py[0]],)))
+
+    start_all = time.monotonic()
+    for title, fn, fargs in plan:
+        if args.k and args.k not in title:
+            continue
+        t = time.monotonic()
+        try:
+            note = fn(ctx, *fargs)
+            passed += 1
+            print("PASS %-48s %5.2fs %s" % (title, time.monotonic() - t, note or ""), flush=True)
+        except Failure as e:
+            failed += 1
+            failures.append(title)
+            print("FAIL %-48s %5.2fs %s" % (title, time.monotonic() - t, e), flush=True)
+        except Exception:  # noqa: BLE001 - any crash is a failure, keep going
+            failed += 1
+            failures.append(title)
+            print("FAIL %s (crash)\n%s" % (title, traceback.format_exc()), flush=True)
+    for side in [jvm, c1, c2] + py:
+        if side.proc.poll() is not None:
+            failed += 1
+            failures.append(side.label + " exited")
+            print("FAIL %s exited early (rc %s):\n%s"
+                  % (side.label, side.proc.returncode, side.stderr_tail()))
+    print("interop: %.1f s; redisson 3.x agent, sides %s" % (
+        time.monotonic() - start_all, ", ".join(s.label for s in [jvm, c1, c2] + py)))
+    if failures:
+        print("failed: " + "; ".join(failures))
+    if failed:
+        for side in [jvm, c1, c2] + py:
+            tail = side.stderr_tail().strip()
+            if tail:
+                print("--- %s stderr (tail):\n%s" % (side.label, tail))
+    _run_cleanup()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
