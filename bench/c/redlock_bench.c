@@ -1,0 +1,444 @@
+/*
+ * Redlock latency bench: acquire+release of a Redlock over 5 independent
+ * redis-servers against acquire+release of one lock on one of them, in the
+ * same run, interleaved in rounds so that machine noise hits both alike.
+ *
+ * Physical limit measured in the same run: one lock script + one unlock
+ * script by EVALSHA on a raw hiredis connection (two round trips, nothing
+ * else), and, when redis-benchmark is in PATH, its p50 for EVALSHA of the
+ * same lock script over one connection (x2 for the pair).
+ *
+ *   redlock_bench [-n pairs-per-round] [-r rounds] [url1 url2 url3 url4 url5]
+ *
+ * Without URLs it starts five throwaway redis-servers on free loopback
+ * ports and stops them at exit.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "hilock.h"
+
+#define NODES 5
+
+static pid_t servers[NODES];
+static int ports[NODES];
+static char dirs[NODES][64];
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static void stop_servers(void)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (servers[i] > 0) {
+            kill(servers[i], SIGKILL);
+            waitpid(servers[i], NULL, 0);
+            servers[i] = 0;
+            char p[400];
+            snprintf(p, sizeof p, "%s/redis.log", dirs[i]);
+            unlink(p);
+            rmdir(dirs[i]);
+        }
+    }
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_servers();
+    _exit(130);
+}
+
+static int ping(int port)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    int ok = 0;
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r)
+            freeReplyObject(r);
+    }
+    if (c)
+        redisFree(c);
+    return ok;
+}
+
+static int start_server(int i)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        ports[i] = free_port();
+        snprintf(dirs[i], sizeof dirs[i], "/tmp/hilock-bench-XXXXXX");
+        if (!mkdtemp(dirs[i]))
+            return -1;
+        char port[16];
+        snprintf(port, sizeof port, "%d", ports[i]);
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)
+                _exit(127);
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "no", "--dir", dirs[i], "--logfile",
+                   "redis.log", (char *)NULL);
+            _exit(127);
+        }
+        servers[i] = pid;
+        for (int k = 0; k < 500; k++) {
+            if (waitpid(pid, NULL, WNOHANG) == pid) {
+                servers[i] = 0;
+                break;
+            }
+            if (ping(ports[i]))
+                return 0;
+            sleep_ms(10);
+        }
+        if (servers[i] > 0) {
+            kill(servers[i], SIGKILL);
+            waitpid(servers[i], NULL, 0);
+            servers[i] = 0;
+        }
+        rmdir(dirs[i]);
+    }
+    return -1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct series {
+    const char *name;
+    int64_t *v;
+    size_t n, cap;
+    long failures;
+} series;
+
+static void add(series *s, int64_t ns)
+{
+    if (s->n < s->cap)
+        s->v[s->n++] = ns;
+}
+
+static double pct(series *s, double p)
+{
+    if (s->n == 0)
+        return 0;
+    size_t i = (size_t)(p * (double)(s->n - 1) + 0.5);
+    return (double)s->v[i] / 1000.0; /* us */
+}
+
+/* A lock script and an unlock script of the same shape as the library's
+ * (hash field + pexpire; hdel + del), for the raw round-trip baseline. */
+static const char *RAW_LOCK =
+    "if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 "
+    "then redis.call('hincrby', KEYS[1], ARGV[2], 1) redis.call('pexpire', KEYS[1], ARGV[1]) "
+    "return nil end return redis.call('pttl', KEYS[1])";
+static const char *RAW_UNLOCK =
+    "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return nil end "
+    "local n = redis.call('hincrby', KEYS[1], ARGV[1], -1) if n > 0 then return 0 end "
+    "redis.call('del', KEYS[1]) redis.call('publish', KEYS[2], '0') return 1";
+
+static char sha_lock[41], sha_unlock[41];
+
+static int load(redisContext *c, const char *src, char *sha)
+{
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", src);
+    int ok = r && r->type == REDIS_REPLY_STRING && r->len == 40;
+    if (ok)
+        memcpy(sha, r->str, 41);
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* redis-benchmark p50 (ms) of EVALSHA of the lock script, one connection. */
+static double redis_benchmark_p50(const char *host, int port, int requests)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "redis-benchmark -h %s -p %d -c 1 -n %d --csv EVALSHA %s 1 "
+             "rb:__rand_int__ 30000 owner 2>/dev/null",
+             host, port, requests, sha_lock);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    char line[512];
+    double p50 = -1;
+    int header = 1;
+    while (fgets(line, sizeof line, f)) {
+        if (header) { /* "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",... */
+            header = 0;
+            continue;
+        }
+        char *p = line;
+        for (int field = 0; field < 4 && p; field++) {
+            p = strchr(p, ',');
+            if (p)
+                p++;
+        }
+        if (p)
+            p50 = strtod(p + (*p == '"'), NULL);
+    }
+    pclose(f);
+    return p50;
+}
+
+/* One round of five lock requests written together, then five replies;
+ * the same for unlock. */
+static int par_pair(redisContext **cs)
+{
+    int ok = 1;
+    for (int phase = 0; phase < 2; phase++) {
+        for (int i = 0; i < NODES; i++) {
+            if (phase == 0)
+                redisAppendCommand(cs[i], "EVALSHA %s 2 bench:par ch 30000 me", sha_lock);
+            else
+                redisAppendCommand(cs[i], "EVALSHA %s 2 bench:par ch me", sha_unlock);
+            int done = 0;
+            while (!done)
+                if (redisBufferWrite(cs[i], &done) != REDIS_OK)
+                    return 0;
+        }
+        for (int i = 0; i < NODES; i++) {
+            void *r = NULL;
+            if (redisGetReply(cs[i], &r) != REDIS_OK || !r)
+                return 0;
+            ok &= ((redisReply *)r)->type != REDIS_REPLY_ERROR;
+            freeReplyObject(r);
+        }
+    }
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    int per_round = 500, rounds = 10;
+    const char *urls[NODES];
+    char own_urls[NODES][64];
+    int nurls = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-n") == 0 && i + 1 < argc)
+            per_round = atoi(argv[++i]);
+        else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (nurls < NODES)
+            urls[nurls++] = argv[i];
+        else {
+            fprintf(stderr, "usage: %s [-n pairs-per-round] [-r rounds] [5 urls]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (nurls != 0 && nurls != NODES) {
+        fprintf(stderr, "give all %d urls or none\n", NODES);
+        return 2;
+    }
+    if (per_round < 1 || rounds < 1)
+        return 2;
+    if (nurls == 0) {
+        atexit(stop_servers);
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        for (int i = 0; i < NODES; i++) {
+            if (start_server(i) != 0) {
+                fprintf(stderr, "cannot start redis-server\n");
+                return 1;
+            }
+            snprintf(own_urls[i], sizeof own_urls[i], "redis://127.0.0.1:%d", ports[i]);
+            urls[i] = own_urls[i];
+        }
+    }
+
+    hilock_client *c[NODES] = {0};
+    hilock_lock *rl[NODES] = {0}, *single = NULL;
+    hilock_multilock *m = NULL;
+    for (int i = 0; i < NODES; i++) {
+        char err[256];
+        if (hilock_client_open(&c[i], urls[i], NULL, err, sizeof err) != 0) {
+            fprintf(stderr, "open %s: %s\n", urls[i], err);
+            return 1;
+        }
+        if (hilock_lock_new(&rl[i], c[i], "bench:redlock") != 0)
+            return 1;
+    }
+    if (hilock_lock_new(&single, c[0], "bench:single") != 0 ||
+        hilock_redlock_new(&m, rl, NODES) != 0)
+        return 1;
+
+    /* raw connection to node 0 for the physical limit */
+    const char *host = "127.0.0.1";
+    int port0 = 6379;
+    if (sscanf(urls[0], "redis://%*[^:]:%d", &port0) != 1)
+        port0 = 6379;
+    char hostbuf[128];
+    if (sscanf(urls[0], "redis://%127[^:/]", hostbuf) == 1)
+        host = hostbuf;
+    redisContext *raw = redisConnect(host, port0);
+    if (!raw || raw->err || load(raw, RAW_LOCK, sha_lock) || load(raw, RAW_UNLOCK, sha_unlock)) {
+        fprintf(stderr, "raw connection to %s:%d failed\n", host, port0);
+        return 1;
+    }
+
+    size_t cap = (size_t)per_round * (size_t)rounds;
+    series s_raw = {"raw EVALSHA lock+unlock (2 RTT)", calloc(cap, 8), 0, cap, 0};
+    series s_one = {"single-node acquire+release", calloc(cap, 8), 0, cap, 0};
+    series s_red = {"redlock-of-5 acquire+release", calloc(cap, 8), 0, cap, 0};
+    series s_par = {"raw 5-node parallel lock+unlock", calloc(cap, 8), 0, cap, 0};
+    if (!s_raw.v || !s_one.v || !s_red.v || !s_par.v)
+        return 1;
+    /* raw connections to all five, for the parallel limit: one thread writes
+     * the five requests, then collects the five replies (no lock library) */
+    redisContext *raw5[NODES];
+    for (int i = 0; i < NODES; i++) {
+        char h[128];
+        int p = 6379;
+        if (sscanf(urls[i], "redis://%127[^:/]:%d", h, &p) < 1)
+            return 1;
+        raw5[i] = redisConnect(h, p);
+        char sl[41], su[41];
+        if (!raw5[i] || raw5[i]->err || load(raw5[i], RAW_LOCK, sl) ||
+            load(raw5[i], RAW_UNLOCK, su))
+            return 1;
+    }
+
+    /* warm-up: connections, script cache, worker threads */
+    for (int i = 0; i < 200; i++) {
+        if (hilock_lock_acquire(single, 0, 30000) == 0)
+            hilock_lock_release(single);
+        if (hilock_multilock_acquire(m, 0, 30000) == 0)
+            hilock_multilock_release(m);
+    }
+
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < per_round; i++) {
+            int64_t t0 = now_ns();
+            redisReply *a = redisCommand(raw, "EVALSHA %s 2 bench:raw ch 30000 me", sha_lock);
+            redisReply *b =
+                redisCommand(raw, "EVALSHA %s 2 bench:raw ch me", sha_unlock);
+            int64_t t1 = now_ns();
+            if (a && b && a->type != REDIS_REPLY_ERROR && b->type != REDIS_REPLY_ERROR)
+                add(&s_raw, t1 - t0);
+            else
+                s_raw.failures++;
+            if (a)
+                freeReplyObject(a);
+            if (b)
+                freeReplyObject(b);
+        }
+        for (int i = 0; i < per_round; i++) {
+            int64_t t0 = now_ns();
+            int ok = hilock_lock_acquire(single, 0, 30000) == 0 &&
+                     hilock_lock_release(single) == 0;
+            int64_t t1 = now_ns();
+            if (ok)
+                add(&s_one, t1 - t0);
+            else
+                s_one.failures++;
+        }
+        for (int i = 0; i < per_round; i++) {
+            int64_t t0 = now_ns();
+            int ok = par_pair(raw5);
+            int64_t t1 = now_ns();
+            if (ok)
+                add(&s_par, t1 - t0);
+            else
+                s_par.failures++;
+        }
+        for (int i = 0; i < per_round; i++) {
+            int64_t t0 = now_ns();
+            int ok = hilock_multilock_acquire(m, 0, 30000) == 0 &&
+                     hilock_multilock_release(m) == 0;
+            int64_t t1 = now_ns();
+            if (ok)
+                add(&s_red, t1 - t0);
+            else
+                s_red.failures++;
+        }
+    }
+    double rb_p50 = redis_benchmark_p50(host, port0, 20000);
+
+    series *all[4] = {&s_raw, &s_one, &s_par, &s_red};
+    printf("%-34s %9s %9s %9s %8s\n", "latency (us)", "p50", "p90", "p99", "failed");
+    for (int i = 0; i < 4; i++) {
+        qsort(all[i]->v, all[i]->n, 8, cmp_i64);
+        printf("%-34s %9.1f %9.1f %9.1f %8ld\n", all[i]->name, pct(all[i], 0.5),
+               pct(all[i], 0.9), pct(all[i], 0.99), all[i]->failures);
+    }
+    double red = pct(&s_red, 0.5), one = pct(&s_one, 0.5), rawp = pct(&s_raw, 0.5);
+    printf("\n%d rounds x %d pairs each, interleaved; 5 servers on loopback\n", rounds,
+           per_round);
+    if (rb_p50 > 0)
+        printf("redis-benchmark EVALSHA p50 (1 conn): %.1f us  -> 2 RTT limit %.1f us\n",
+               rb_p50 * 1000, 2 * rb_p50 * 1000);
+    printf("RATIO redlock5/single p50      = %.2f   (target <= 1.5; sequential ~5)\n",
+           red / one);
+    printf("RATIO single/raw-2RTT p50      = %.2f\n", one / rawp);
+    printf("RATIO raw-parallel5/raw-2RTT p50 = %.2f   (the machine's own limit for the target)\n",
+           pct(&s_par, 0.5) / rawp);
+    printf("RATIO redlock5/raw-parallel5 p50 = %.2f\n", red / pct(&s_par, 0.5));
+    printf("RATIO redlock5/raw-2RTT p50    = %.2f\n", red / rawp);
+    if (rb_p50 > 0)
+        printf("RATIO redlock5/redis-benchmark-2RTT p50 = %.2f\n", red / (2 * rb_p50 * 1000));
+
+    redisFree(raw);
+    for (int i = 0; i < NODES; i++)
+        redisFree(raw5[i]);
+    free(s_par.v);
+    hilock_multilock_free(m);
+    hilock_lock_free(single);
+    for (int i = 0; i < NODES; i++) {
+        hilock_lock_free(rl[i]);
+        hilock_client_close(c[i]);
+    }
+    free(s_raw.v);
+    free(s_one.v);
+    free(s_red.v);
+    return s_red.failures || s_one.failures ? 1 : 0;
+}
