@@ -1,8 +1,10 @@
 /*
  * hilock-demo-worker: one process of scripts/demo.sh.
  *
- *   hilock-demo-worker URL LOCK COUNTER N ID OUTFILE [nolock]
- *       N times: acquire LOCK, GET COUNTER, SET COUNTER value+1, release.
+ *   hilock-demo-worker URL LOCK COUNTER N ID OUTFILE HOLD_US THINK_US [nolock]
+ *       N times: acquire LOCK, GET COUNTER, work HOLD_US microseconds,
+ *       SET COUNTER value+1, release, then pause 0..THINK_US microseconds
+ *       (random) before the next round.
  *       Writes one line per critical section to OUTFILE:
  *         ID t_call t_acquired t_released      (CLOCK_MONOTONIC ns)
  *       t_call is when acquire was called, t_acquired when it returned,
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hilock.h"
 #include "internal.h"
@@ -27,6 +30,13 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
 }
 
 static redisContext *raw(const char *url)
@@ -79,15 +89,18 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[2], "--rtt"))
         return rtt(argv[1], strtol(argv[3], NULL, 10));
-    if (argc != 7 && argc != 8) {
-        fprintf(stderr, "usage: hilock-demo-worker URL LOCK COUNTER N ID OUTFILE [nolock]\n"
+    if (argc != 9 && argc != 10) {
+        fprintf(stderr, "usage: hilock-demo-worker URL LOCK COUNTER N ID OUTFILE HOLD_US "
+                        "THINK_US [nolock]\n"
                         "       hilock-demo-worker URL --rtt N\n");
         return 2;
     }
     const char *url = argv[1], *lockname = argv[2], *counter = argv[3];
     long n = strtol(argv[4], NULL, 10);
     const char *id = argv[5], *outfile = argv[6];
-    int nolock = argc == 8 && !strcmp(argv[7], "nolock");
+    long hold_us = strtol(argv[7], NULL, 10), think_us = strtol(argv[8], NULL, 10);
+    int nolock = argc == 10 && !strcmp(argv[9], "nolock");
+    unsigned seed = (unsigned)now_ns() ^ (unsigned)getpid();
 
     char err[256] = "";
     hilock_client *cl = NULL;
@@ -117,6 +130,8 @@ int main(int argc, char **argv)
             return 1;
         }
         freeReplyObject(r);
+        if (hold_us > 0)
+            sleep_us(hold_us);
         r = redisCommand(c, "SET %s %lld", counter, v + 1);
         if (!r) {
             fprintf(stderr, "demo-worker: SET failed\n");
@@ -128,6 +143,8 @@ int main(int argc, char **argv)
             return 1;
         }
         rec[i][2] = now_ns();
+        if (think_us > 0)
+            sleep_us(rand_r(&seed) % (think_us + 1));
     }
     FILE *f = fopen(outfile, "w");
     if (!f)

@@ -469,6 +469,13 @@ static int force_readwrite(redisContext *rc, const char *name, int *deleted)
     return code;
 }
 
+static void say_lock(const char *name, const char *what)
+{
+    fputs("lock ", stdout);
+    human_string(stdout, name, strlen(name));
+    fputs(what, stdout);
+}
+
 static int confirm(const lock_view *v)
 {
     fputs("Force-unlock ", stderr);
@@ -534,10 +541,10 @@ int cmd_unlock(int argc, char **argv)
     }
     int status = 0;
     if (v.kind == KIND_NONE) {
-        printf("lock %s was not locked\n", name);
+        say_lock(name, " was not locked\n");
         goto done;
     }
-    if (v.kind == KIND_UNKNOWN && strcmp(v.key_type, "hash") != 0) {
+    if (v.kind == KIND_UNKNOWN) {
         cli_err("%s: %s; not touching it", name, v.note);
         status = 1;
         goto done;
@@ -576,9 +583,9 @@ int cmd_unlock(int argc, char **argv)
         }
     }
     if (deleted)
-        printf("lock %s force-unlocked\n", name);
+        say_lock(name, " force-unlocked\n");
     else
-        printf("lock %s was not locked%s\n", name, v.nqueue ? " (woke the next waiter)" : "");
+        say_lock(name, v.nqueue ? " was not locked (woke the next waiter)\n" : " was not locked\n");
 done:
     lock_view_free(&v);
     redisFree(rc);

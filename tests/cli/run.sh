@@ -283,8 +283,20 @@ test_status_readwrite_and_unknown() {
   "$HL" unlock --force --yes notalock 2>/dev/null; local rc=$?
   check "unlock of a non-lock key refused (1, got $rc)" [ "$rc" = 1 ] || return 1
   check "non-lock key untouched" [ "$(R GET notalock)" = hello ] || return 1
+  R HSET oddhash field notanumber >/dev/null
+  "$HL" status --json oddhash >"$T/s5.json" || return 1
+  jcheck "$T/s5.json" "d['locks'][0]['kind']=='unknown' and d['locks'][0]['holders'][0]['holds'] is None and d['locks'][0]['note']" || return 1
+  "$HL" unlock --force --yes oddhash 2>/dev/null; rc=$?
+  check "unlock of a hash that is not a lock refused (1, got $rc)" [ "$rc" = 1 ] || return 1
+  check "odd hash untouched" [ "$(R EXISTS oddhash)" = 1 ] || return 1
+  # a read-write waiter listens on redisson_rwlock:{rw}: the force unlock must reach it
+  redis-cli -p "$PORT" SUBSCRIBE 'redisson_rwlock:{rw}' >"$T/rw.sub" & BG_PIDS+=($!)
+  local sub=$!
+  wait_for 5 "subscriber ready" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_rwlock:{rw}' | tail -1)\" = 1 ]" || return 1
   "$HL" unlock --force --yes rw >/dev/null || return 1
-  check "read-write lock deleted" [ "$(R EXISTS rw)" = 0 ]
+  check "read-write lock deleted" [ "$(R EXISTS rw)" = 0 ] || return 1
+  wait_for 5 "wake-all message published" sh -c "tail -3 $T/rw.sub | grep -qx 1" || return 1
+  kill "$sub" 2>/dev/null
 }
 
 test_unlock_cli() {
@@ -304,6 +316,24 @@ test_unlock_cli() {
   grep -q "force-unlocked" "$T/u2.out" || return 1
   wait_exit "$w" 5
   check "woken waiter ran (got $WAIT_RC)" [ "$WAIT_RC" = 0 ]
+}
+
+test_unlock_confirmation_on_tty() {
+  # script(1) gives hilock a terminal on stdin; the answer comes from our pipe
+  R HSET tty "01234567-89ab-cdef-0123-456789abcdef:3" 1 >/dev/null
+  R PEXPIRE tty 60000 >/dev/null
+  echo n | script -qec "$HL unlock --force tty" /dev/null >"$T/tty1.out" 2>&1; local rc=$?
+  check "declined -> exit 1 (got $rc)" [ "$rc" = 1 ] || { cat "$T/tty1.out"; return 1; }
+  grep -q "Force-unlock tty held by 01234567-89ab-cdef-0123-456789abcdef:3" "$T/tty1.out" ||
+    { echo "    no question asked: $(cat "$T/tty1.out")"; return 1; }
+  check "lock kept after 'n'" [ "$(R EXISTS tty)" = 1 ] || return 1
+  echo y | script -qec "$HL unlock --force tty" /dev/null >"$T/tty2.out" 2>&1; rc=$?
+  check "accepted -> exit 0 (got $rc)" [ "$rc" = 0 ] || { cat "$T/tty2.out"; return 1; }
+  check "lock gone after 'y'" [ "$(R EXISTS tty)" = 0 ] || return 1
+  R HSET tty "01234567-89ab-cdef-0123-456789abcdef:3" 1 >/dev/null
+  script -qec "$HL unlock --force --yes tty" /dev/null </dev/null >"$T/tty3.out" 2>&1; rc=$?
+  check "--yes on a tty does not ask (got $rc)" [ "$rc" = 0 ] && ! grep -q "Force-unlock" "$T/tty3.out" || return 1
+  check "lock gone with --yes" [ "$(R EXISTS tty)" = 0 ]
 }
 
 test_usage_and_errors() {
@@ -333,7 +363,8 @@ for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_pa
          test_sigterm_forwarded test_lost_lock_kills_command test_lost_lock_warn \
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
-         test_status_readwrite_and_unknown test_unlock_cli test_usage_and_errors; do
+         test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
+         test_usage_and_errors; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
