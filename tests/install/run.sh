@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install hilock into a temporary prefix, then build and run a consumer with
+# find_package(hilock) and with pkg-config against that installation.
+set -euo pipefail
+root="${HILOCK_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
+build="${HILOCK_BUILD:-$root/build/release}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir="$prefix/lib"; [ -d "$libdir" ] || libdir="$(dirname "$(find "$prefix" -name 'libhilock.so' | head -1)")"
+failed=0; passed=0
+check() { if "$@"; then passed=$((passed+1)); else echo "FAILED: $*"; failed=$((failed+1)); fi; }
+
+# SOVERSION = major: libhilock.so.0 -> libhilock.so.0.1.0
+check test -L "$libdir/libhilock.so.0"
+check test -e "$libdir/libhilock.a"
+check test -e "$prefix/include/hilock.h"
+
+cmake_consumer() {
+  cmake -S "$root/tests/install" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null &&
+  cmake --build "$tmp/cm" >/dev/null &&
+  LD_LIBRARY_PATH="$libdir" "$tmp/cm/consumer"
+}
+check cmake_consumer
+
+# the config-version file refuses an incompatible major version
+wrong_major() {
+  mkdir -p "$tmp/wm" && printf 'cmake_minimum_required(VERSION 3.21)\nproject(x C)\nfind_package(hilock 9 REQUIRED)\n' > "$tmp/wm/CMakeLists.txt" &&
+  ! cmake -S "$tmp/wm" -B "$tmp/wm/b" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null 2>&1
+}
+check wrong_major
+
+pkgconfig_consumer() {
+  local flags
+  flags="$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs hilock)" &&
+  cc -std=c11 -Wall -Wextra -Werror "$root/tests/install/consumer.c" $flags -o "$tmp/pc" &&
+  LD_LIBRARY_PATH="$libdir" "$tmp/pc"
+}
+check pkgconfig_consumer
+
+# the shared library brings no hiredis symbols and needs no libhiredis at run time
+no_hiredis() { ! readelf -d "$libdir/libhilock.so" | grep -q hiredis; }
+check no_hiredis
+
+echo "install: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
