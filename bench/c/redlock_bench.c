@@ -8,10 +8,13 @@
  * else), and, when redis-benchmark is in PATH, its p50 for EVALSHA of the
  * same lock script over one connection (x2 for the pair).
  *
- *   redlock_bench [-n pairs-per-round] [-r rounds] [url1 url2 url3 url4 url5]
+ *   redlock_bench [-n pairs-per-round] [-r rounds] [-d delay-us] [url1 ... url5]
  *
  * Without URLs it starts five throwaway redis-servers on free loopback
- * ports and stops them at exit.
+ * ports and stops them at exit. -d puts a forwarding proxy in front of each
+ * server that holds every request for delay-us microseconds (a network
+ * round trip longer than loopback's); every series, the raw limits
+ * included, then goes through the proxies.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <hiredis/hiredis.h>
 
 #include "hilock.h"
@@ -148,6 +153,134 @@ static int start_server(int i)
     return -1;
 }
 
+/* ---- delaying proxy ---- */
+
+typedef struct px_conn {
+    int fd[2]; /* client, server */
+    int refs;
+    int64_t delay_us;
+} px_conn;
+
+typedef struct px_dir {
+    px_conn *c;
+    int from, to;
+    int64_t delay_us;
+} px_dir;
+
+static void sleep_us(int64_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+static void *px_pump(void *arg)
+{
+    px_dir *d = arg;
+    char buf[16384];
+    for (;;) {
+        ssize_t n = read(d->from, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        if (d->delay_us > 0)
+            sleep_us(d->delay_us);
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(d->to, buf + off, (size_t)(n - off));
+            if (w <= 0)
+                goto done;
+            off += w;
+        }
+    }
+done:
+    shutdown(d->from, SHUT_RDWR);
+    shutdown(d->to, SHUT_RDWR);
+    px_conn *c = d->c;
+    free(d);
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        close(c->fd[0]);
+        close(c->fd[1]);
+        free(c);
+    }
+    return NULL;
+}
+
+typedef struct px_listener {
+    int fd;
+    int upstream;
+    int64_t delay_us;
+} px_listener;
+
+static void *px_accept(void *arg)
+{
+    px_listener *px = arg;
+    for (;;) {
+        int cfd = accept(px->fd, NULL, NULL);
+        if (cfd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return NULL;
+        }
+        int sfd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {0};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)px->upstream);
+        if (sfd < 0 || connect(sfd, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(cfd);
+            if (sfd >= 0)
+                close(sfd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        px_conn *c = calloc(1, sizeof *c);
+        px_dir *up = calloc(1, sizeof *up), *down = calloc(1, sizeof *down);
+        if (!c || !up || !down) {
+            free(c);
+            free(up);
+            free(down);
+            close(cfd);
+            close(sfd);
+            continue;
+        }
+        c->fd[0] = cfd;
+        c->fd[1] = sfd;
+        c->refs = 2;
+        *up = (px_dir){c, cfd, sfd, px->delay_us};
+        *down = (px_dir){c, sfd, cfd, 0};
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        pthread_t t;
+        if (pthread_create(&t, &at, px_pump, up) != 0)
+            abort();
+        if (pthread_create(&t, &at, px_pump, down) != 0)
+            abort();
+        pthread_attr_destroy(&at);
+    }
+}
+
+/* Listen on a free loopback port forwarding to upstream; returns the port. */
+static int px_start(px_listener *px, int upstream, int64_t delay_us)
+{
+    px->fd = socket(AF_INET, SOCK_STREAM, 0);
+    px->upstream = upstream;
+    px->delay_us = delay_us;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (px->fd < 0 || bind(px->fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(px->fd, 64) != 0 || getsockname(px->fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    pthread_t t;
+    if (pthread_create(&t, NULL, px_accept, px) != 0)
+        return -1;
+    pthread_detach(t);
+    return ntohs(a.sin_port);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -258,9 +391,28 @@ static int par_pair(redisContext **cs)
     return ok;
 }
 
+/* The same, one node after another (what a sequential Redlock costs). */
+static int seq_pair(redisContext **cs)
+{
+    int ok = 1;
+    for (int phase = 0; phase < 2; phase++)
+        for (int i = 0; i < NODES; i++) {
+            redisReply *r = phase == 0
+                                ? redisCommand(cs[i], "EVALSHA %s 2 bench:seq ch 30000 me", sha_lock)
+                                : redisCommand(cs[i], "EVALSHA %s 2 bench:seq ch me", sha_unlock);
+            if (!r)
+                return 0;
+            ok &= r->type != REDIS_REPLY_ERROR;
+            freeReplyObject(r);
+        }
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
-    int per_round = 500, rounds = 10;
+    int per_round = 0, rounds = 0;
+    int64_t delay_us = 0;
+    static px_listener pxs[NODES];
     const char *urls[NODES];
     char own_urls[NODES][64];
     int nurls = 0;
@@ -269,6 +421,8 @@ int main(int argc, char **argv)
             per_round = atoi(argv[++i]);
         else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
+            delay_us = atoll(argv[++i]);
         else if (nurls < NODES)
             urls[nurls++] = argv[i];
         else {
@@ -280,7 +434,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "give all %d urls or none\n", NODES);
         return 2;
     }
-    if (per_round < 1 || rounds < 1)
+    if (per_round == 0)
+        per_round = delay_us > 0 ? 100 : 500;
+    if (rounds == 0)
+        rounds = delay_us > 0 ? 5 : 10;
+    if (per_round < 1 || rounds < 1 || delay_us < 0)
         return 2;
     if (nurls == 0) {
         atexit(stop_servers);
@@ -293,6 +451,23 @@ int main(int argc, char **argv)
             }
             snprintf(own_urls[i], sizeof own_urls[i], "redis://127.0.0.1:%d", ports[i]);
             urls[i] = own_urls[i];
+        }
+    }
+    if (delay_us > 0) {
+        static char px_urls[NODES][64];
+        for (int i = 0; i < NODES; i++) {
+            int up = 0;
+            if (sscanf(urls[i], "redis://%*[^:]:%d", &up) != 1) {
+                fprintf(stderr, "-d needs redis://host:port urls\n");
+                return 2;
+            }
+            int p = px_start(&pxs[i], up, delay_us);
+            if (p < 0) {
+                fprintf(stderr, "cannot start the delaying proxy\n");
+                return 1;
+            }
+            snprintf(px_urls[i], sizeof px_urls[i], "redis://127.0.0.1:%d", p);
+            urls[i] = px_urls[i];
         }
     }
 
@@ -331,7 +506,8 @@ int main(int argc, char **argv)
     series s_one = {"single-node acquire+release", calloc(cap, 8), 0, cap, 0};
     series s_red = {"redlock-of-5 acquire+release", calloc(cap, 8), 0, cap, 0};
     series s_par = {"raw 5-node parallel lock+unlock", calloc(cap, 8), 0, cap, 0};
-    if (!s_raw.v || !s_one.v || !s_red.v || !s_par.v)
+    series s_seq = {"raw 5-node sequential lock+unlock", calloc(cap, 8), 0, cap, 0};
+    if (!s_raw.v || !s_one.v || !s_red.v || !s_par.v || !s_seq.v)
         return 1;
     /* raw connections to all five, for the parallel limit: one thread writes
      * the five requests, then collects the five replies (no lock library) */
@@ -349,7 +525,7 @@ int main(int argc, char **argv)
     }
 
     /* warm-up: connections, script cache, worker threads */
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < (delay_us > 0 ? 20 : 200); i++) {
         if (hilock_lock_acquire(single, 0, 30000) == 0)
             hilock_lock_release(single);
         if (hilock_multilock_acquire(m, 0, 30000) == 0)
@@ -393,6 +569,15 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < per_round; i++) {
             int64_t t0 = now_ns();
+            int ok = seq_pair(raw5);
+            int64_t t1 = now_ns();
+            if (ok)
+                add(&s_seq, t1 - t0);
+            else
+                s_seq.failures++;
+        }
+        for (int i = 0; i < per_round; i++) {
+            int64_t t0 = now_ns();
             int ok = hilock_multilock_acquire(m, 0, 30000) == 0 &&
                      hilock_multilock_release(m) == 0;
             int64_t t1 = now_ns();
@@ -402,23 +587,27 @@ int main(int argc, char **argv)
                 s_red.failures++;
         }
     }
-    double rb_p50 = redis_benchmark_p50(host, port0, 20000);
+    double rb_p50 = redis_benchmark_p50(host, port0, delay_us > 0 ? 1000 : 20000);
 
-    series *all[4] = {&s_raw, &s_one, &s_par, &s_red};
+    series *all[5] = {&s_raw, &s_one, &s_seq, &s_par, &s_red};
     printf("%-34s %9s %9s %9s %8s\n", "latency (us)", "p50", "p90", "p99", "failed");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         qsort(all[i]->v, all[i]->n, 8, cmp_i64);
         printf("%-34s %9.1f %9.1f %9.1f %8ld\n", all[i]->name, pct(all[i], 0.5),
                pct(all[i], 0.9), pct(all[i], 0.99), all[i]->failures);
     }
     double red = pct(&s_red, 0.5), one = pct(&s_one, 0.5), rawp = pct(&s_raw, 0.5);
-    printf("\n%d rounds x %d pairs each, interleaved; 5 servers on loopback\n", rounds,
+    printf("\n%d rounds x %d pairs each, interleaved; 5 servers on loopback", rounds,
            per_round);
+    if (delay_us > 0)
+        printf(", requests delayed %lld us by a proxy", (long long)delay_us);
+    printf("\n");
     if (rb_p50 > 0)
         printf("redis-benchmark EVALSHA p50 (1 conn): %.1f us  -> 2 RTT limit %.1f us\n",
                rb_p50 * 1000, 2 * rb_p50 * 1000);
-    printf("RATIO redlock5/single p50      = %.2f   (target <= 1.5; sequential ~5)\n",
-           red / one);
+    printf("RATIO redlock5/single p50      = %.2f   (target <= 1.5)\n", red / one);
+    printf("RATIO raw-sequential5/raw-2RTT p50 = %.2f   (one node after another)\n",
+           pct(&s_seq, 0.5) / rawp);
     printf("RATIO single/raw-2RTT p50      = %.2f\n", one / rawp);
     printf("RATIO raw-parallel5/raw-2RTT p50 = %.2f   (the machine's own limit for the target)\n",
            pct(&s_par, 0.5) / rawp);
@@ -431,6 +620,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < NODES; i++)
         redisFree(raw5[i]);
     free(s_par.v);
+    free(s_seq.v);
     hilock_multilock_free(m);
     hilock_lock_free(single);
     for (int i = 0; i < NODES; i++) {

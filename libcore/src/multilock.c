@@ -263,8 +263,10 @@ static void *ml_worker(void *arg)
         pthread_mutex_unlock(&m->pmu);
         ml_run_job(j);
         pthread_mutex_lock(&m->pmu);
-        j->batch->done++; /* the caller may return as soon as we unlock */
-        pthread_cond_broadcast(&m->dcv);
+        /* the caller may return as soon as we unlock; it waits only once
+         * none of its jobs is queued, for the last one to finish */
+        if (++j->batch->done == j->batch->total)
+            pthread_cond_broadcast(&m->dcv);
     }
     pthread_mutex_unlock(&m->pmu);
     return NULL;
@@ -328,17 +330,16 @@ static void ml_run_batch(hilock_multilock *m, ml_job *jobs, size_t n)
     ml_run_job(&jobs[0]);
     pthread_mutex_lock(&m->pmu);
     b.done++;
-    while (b.done < b.total) {
-        /* one of ours still queued (workers busy with other callers)? run it here */
+    for (;;) {
+        /* ours still queued (workers slow to wake or busy with other
+         * callers)? run them here */
         ml_job *prev = NULL, *j = m->qhead;
         while (j && j->batch != &b) {
             prev = j;
             j = j->next;
         }
-        if (!j) {
-            pthread_cond_wait(&m->dcv, &m->pmu);
-            continue;
-        }
+        if (!j)
+            break;
         if (prev)
             prev->next = j->next;
         else
@@ -351,6 +352,8 @@ static void ml_run_batch(hilock_multilock *m, ml_job *jobs, size_t n)
         pthread_mutex_lock(&m->pmu);
         b.done++;
     }
+    while (b.done < b.total)
+        pthread_cond_wait(&m->dcv, &m->pmu);
     pthread_mutex_unlock(&m->pmu);
 }
 
