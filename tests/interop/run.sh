@@ -4,8 +4,9 @@
 # hilock C driver (against $HILOCK_BUILD's hilock_static), then runs
 # interop.py, which starts and always stops its own redis-server.
 # Env: HILOCK_ROOT (repo root), HILOCK_BUILD (cmake build dir with libhilock),
-#      HILOCK_VENV (Python venv with the hilock package; default
-#      $HILOCK_ROOT/build/venv), INTEROP_K (run only scenarios containing it).
+#      HILOCK_VENV (venv for the Python side, default $HILOCK_ROOT/build/venv,
+#      made by tests/python/deps.sh; run.sh pip-installs the package there),
+#      INTEROP_K (run only the scenarios whose title contains it).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="${HILOCK_ROOT:-$(cd "$here/../.." && pwd)}"
@@ -38,13 +39,30 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" \
   "$build/libcore/libhilock.a" "$hiredis_a" -luuid -lpthread ||
   die "cannot build the C driver"
 
-# 3. The Python side, when the hilock package is installed in the venv.
+# 3. The Python side: the hilock package installed into the shared venv
+#    (re-installed only when its sources changed since our last install).
 venv="${HILOCK_VENV:-$root/build/venv}"
 py_args=()
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import hilock" >/dev/null 2>&1; then
-  py_args=(--py-driver-cmd "$venv/bin/python $here/driver.py")
+src_sum="$(cd "$root" && find libcore bindings python setup.py pyproject.toml CMakeLists.txt cmake \
+             -type f ! -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-40)"
+stamp="$out/python-installed.sha1"
+if [ ! -f "$root/setup.py" ] && [ ! -f "$root/pyproject.toml" ]; then
+  py_args=(--py-missing "no Python package in the tree")
+elif ! bash "$root/tests/python/deps.sh" >"$out/py-deps.log" 2>&1; then
+  py_args=(--py-missing "tests/python/deps.sh failed (see $out/py-deps.log)")
 else
-  echo "interop: no Python side (hilock is not importable from $venv)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$src_sum" ] || ! "$venv/bin/python" -c "import hilock" 2>/dev/null; then
+    rm -f "$stamp"
+    if "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
+         --force-reinstall --no-deps "$root" >"$out/py-install.log" 2>&1; then
+      echo "$src_sum" >"$stamp"
+    fi
+  fi
+  if "$venv/bin/python" -c "import hilock" >/dev/null 2>&1; then
+    py_args=(--py-driver-cmd "$venv/bin/python $here/driver.py")
+  else
+    py_args=(--py-missing "hilock does not install/import in $venv (see $out/py-install.log)")
+  fi
 fi
 
 exec python3 "$here/interop.py" --agent-cmd "$agent_cmd" \
