@@ -12,8 +12,9 @@
  *       lines from several workers can be merged to measure hand-offs.
  *       "nolock" skips the lock (to show lost updates).
  *   hilock-demo-worker URL --rtt N
- *       Prints the median round trip of N PINGs in ns (the physical limit a
- *       hand-off is compared with).
+ *       Prints the median round trip of N PINGs in ns, one PING per ms, so
+ *       that it can run alongside the workers and see the same load (the
+ *       physical limit a hand-off is compared with).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -77,6 +78,7 @@ static int rtt(const char *url, long n)
         if (!r)
             return 1;
         freeReplyObject(r);
+        sleep_us(1000);
     }
     qsort(t, (size_t)n, sizeof *t, cmp64);
     printf("%" PRId64 "\n", t[n / 2]);

@@ -532,6 +532,7 @@ int cmd_run(int argc, char **argv)
     }
     hilock_lock_free(lock);
     hilock_client_close(client);
+    free(startup_fds);
     if (lost && o.on_lost == ON_LOST_KILL)
         return EXIT_LOST;
     return exit_status_of(child_status);
