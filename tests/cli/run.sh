@@ -43,7 +43,7 @@ wait_exit() {
   local end=$(( $(now_ms) + timeout * 1000 ))
   while kill -0 "$pid" 2>/dev/null; do
     # a zombie still answers kill -0 until reaped; check its state
-    [ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" = Z ] && break
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
     if [ "$(now_ms)" -ge "$end" ]; then echo "    pid $pid did not exit in ${timeout}s"; WAIT_RC=999; return 1; fi
     sleep 0.02
   done
@@ -169,9 +169,9 @@ test_sigterm_forwarded() {
   # a command that dies of the forwarded signal -> 128+15
   # (a non-interactive shell starts background jobs with SIGINT ignored, and
   # an ignored signal stays ignored: restore the default for this one)
-  bg env --default-signal=INT "$HL" run sig -- sh -c "touch $T/sig2.started; exec sleep 30"; p=$LAST
-  wait_for 5 "started" test -e "$T/sig2.started" || return 1
-  wait_for 5 "sleep exec'd" sh -c "[ \"\$(ps -o comm= --ppid $p)\" = sleep ]" || return 1
+  bg env --default-signal=INT "$HL" run sig -- sh -c "echo \$\$ >$T/sig2.pid; exec sleep 30"; p=$LAST
+  wait_for 5 "started" test -s "$T/sig2.pid" || return 1
+  wait_for 5 "sleep exec'd" grep -qx sleep "/proc/$(cat "$T/sig2.pid")/comm" || return 1
   kill -INT "$p"
   wait_exit "$p" 5
   check "SIGINT forwarded -> 130 (got $WAIT_RC)" [ "$WAIT_RC" = 130 ] || return 1
