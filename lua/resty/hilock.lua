@@ -27,8 +27,8 @@ local worker_pid = ngx.worker.pid
 local now_ms = proto.now_ms
 local decode_pubsub = proto.decode_pubsub
 local ceil = math.ceil
-local type, tostring, tonumber, setmetatable, error, pairs, next, select, unpack =
-    type, tostring, tonumber, setmetatable, error, pairs, next, select, unpack
+local type, tostring, tonumber, setmetatable, error, pairs, next =
+    type, tostring, tonumber, setmetatable, error, pairs, next
 local str_format = string.format
 
 local _M = { _VERSION = hilock.version }
@@ -578,13 +578,10 @@ function Lock:acquire(wait, lease)
 end
 
 -- Run a script command built by build(eval); resend as EVAL on NOSCRIPT.
-local function call_script(c, build, ...)
-    local r, err = call(c, build(...))
+local function call_script(c, build)
+    local r, err = call(c, build(false))
     if r and r:is_noscript() then
-        local n = select("#", ...)
-        local args = { ... }
-        args[n + 1] = true
-        r, err = call(c, build(unpack(args, 1, n + 1)))
+        r, err = call(c, build(true))
     end
     return r, err
 end
@@ -600,10 +597,10 @@ function Lock:release()
     local build = function(eval)
         return p:release_cmd(owner, c.watchdog_lease_ms, latch, latch_ttl, eval)
     end
-    local r, err = call_script(c, build, false)
+    local r, err = call_script(c, build)
     if not r and err and err:find("^connection") then
         -- the reply may have been lost: the latch makes a retry answer the same
-        r, err = call_script(c, build, false)
+        r, err = call_script(c, build)
     end
     if not r then
         return nil, err
@@ -623,7 +620,7 @@ end
 function Lock:force_unlock()
     local c = self.client
     local p = self.p
-    local r, err = call_script(c, function(eval) return p:force_cmd(eval) end, false)
+    local r, err = call_script(c, function(eval) return p:force_cmd(eval) end)
     if not r then
         return nil, err
     end

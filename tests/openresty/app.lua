@@ -1,0 +1,143 @@
+-- Request handlers for the OpenResty tests (tests/openresty/run.sh) and the
+-- bench (bench/lua). Each worker has one client per configuration.
+local hilock = require "resty.hilock"
+
+local _M = {}
+local clients = {}
+
+local function client(watchdog_lease)
+    local key = watchdog_lease or "default"
+    local c = clients[key]
+    if not c then
+        c = hilock.new { url = os.getenv("REDIS_URL"), pool_size = 256,
+                         watchdog_lease = watchdog_lease }
+        clients[key] = c
+    end
+    return c
+end
+
+local function now_ms()
+    ngx.update_time()
+    return ngx.now() * 1000
+end
+
+local function fail(status, ...)
+    ngx.status = status
+    ngx.say(...)
+    return ngx.exit(status)
+end
+
+-- /count[?fair=1]: lock, non-atomic GET + SET of a Redis counter, unlock.
+function _M.count()
+    local c = client()
+    local fair = ngx.var.arg_fair == "1"
+    local lk = fair and c:fair_lock("or:counter:fair") or c:lock("or:counter")
+    local key = fair and "or:count:fair" or "or:count"
+    local ok, err = lk:acquire(60, 10)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    local v, gerr = c:command("GET", key)
+    if v == nil then
+        lk:release()
+        return fail(500, "get: ", gerr)
+    end
+    ngx.sleep(0.001) -- let every other request run between the read and the write
+    local s, serr = c:command("SET", key, (tonumber(v) or 0) + 1)
+    local r, rerr = lk:release()
+    if not s then
+        return fail(500, "set: ", serr)
+    end
+    if not r then
+        return fail(500, "release: ", rerr)
+    end
+    ngx.say("ok")
+end
+
+-- /wait?name=N&wait=S: acquire (lease 10 s) waiting up to S seconds; says
+-- "acquired <ms>" or "<err> <ms>".
+function _M.wait()
+    local lk = client():lock(ngx.var.arg_name)
+    local t0 = now_ms()
+    local ok, err = lk:acquire(tonumber(ngx.var.arg_wait), 10)
+    local dt = now_ms() - t0
+    if ok then
+        lk:release()
+    end
+    ngx.say(ok and "acquired" or err, " ", string.format("%d", dt))
+end
+
+-- /hold?name=N&ms=M: take N (twice: reentrant), keep it M ms, release both.
+function _M.hold()
+    local lk = client():lock(ngx.var.arg_name)
+    local ok, err = lk:acquire(0, 10)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    assert(lk:acquire(0, 10))
+    local n = lk:hold_count()
+    if n ~= 2 then
+        return fail(500, "hold count ", tostring(n))
+    end
+    ngx.sleep(tonumber(ngx.var.arg_ms) / 1000)
+    assert(lk:release())
+    assert(lk:release())
+    if lk:locked() then
+        return fail(500, "still locked")
+    end
+    ngx.say("released")
+end
+
+-- /try?name=N: one try; says "acquired" (then releases) or the error.
+function _M.try()
+    local lk = client():lock(ngx.var.arg_name)
+    local ok, err = lk:acquire(0, 10)
+    if ok then
+        local held = lk:held()
+        lk:release()
+        return ngx.say("acquired held=", tostring(held))
+    end
+    -- a foreign hold cannot be released by this request
+    local r, rerr = lk:release()
+    ngx.say(err, " release=", tostring(r), ":", tostring(rerr))
+end
+
+-- /watchdog?name=N: watchdog lease 0.6 s; the lock must survive 1.5 s.
+function _M.watchdog()
+    local lk = client(0.6):lock(ngx.var.arg_name)
+    local ok, err = lk:acquire(0)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    local t0 = now_ms()
+    while now_ms() - t0 < 1500 do
+        local ttl = lk:ttl()
+        if not lk:held() or not ttl or ttl <= 0 or ttl > 0.6 then
+            return fail(500, "not held at ", now_ms() - t0, " ms, ttl ", tostring(ttl))
+        end
+        ngx.sleep(0.1)
+    end
+    local lost = lk:lost()
+    assert(lk:release())
+    ngx.say("kept lost=", tostring(lost))
+end
+
+-- /bench?n=N: N uncontended acquire+release pairs; says "<n> <ms>".
+function _M.bench()
+    local n = tonumber(ngx.var.arg_n) or 1000
+    local lk = client():lock("bench:or:" .. ngx.worker.pid())
+    local t0 = now_ms()
+    for _ = 1, n do
+        local ok, err = lk:acquire(0, 10)
+        if not ok then
+            return fail(500, "acquire: ", err)
+        end
+        ok, err = lk:release()
+        if not ok then
+            return fail(500, "release: ", err)
+        end
+    end
+    ngx.say(n, " ", string.format("%.3f", now_ms() - t0))
+end
+
+return _M

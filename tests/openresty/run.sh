@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# OpenResty suite: Debian's nginx + lua module on a loopback port (one worker)
+# running resty.hilock against a throwaway redis-server. Exit 0 = all passed.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$here/../lua/lib.sh"
+. "$here/lib.sh"
+trap hl_cleanup EXIT
+trap 'exit 130' INT TERM
+
+start=$(date +%s)
+passes=0; fails=0
+ok()   { echo "  ok    $*"; passes=$((passes+1)); }
+bad()  { echo "  FAIL  $*"; fails=$((fails+1)); }
+rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
+ms_now() { date +%s%3N; }
+
+command -v curl >/dev/null || { echo "openresty: curl missing (tests/openresty/deps.sh)"; exit 1; }
+hl_build || { echo "openresty: build failed"; exit 1; }
+hl_start_redis || { echo "openresty: redis failed"; exit 1; }
+hl_start_nginx || { echo "openresty: nginx failed"; exit 1; }
+URL="http://127.0.0.1:$NGINX_PORT"
+
+# A lock held by another process through the blocking C core (Lua 5.4
+# module): prints "held" into $1 once it has the lock.
+hold_elsewhere() { # outfile name lease_s hold_ms
+  LUA_CPATH="$HL_BUILD/lua/5.4/?.so" lua5.4 "$here/../lua/worker.lua" hold "$REDIS_URL" \
+    "$2" "$3" "$4" >"$1" 2>&1 &
+  HOLDER_PID=$!
+  HL_PIDS+=("$HOLDER_PID")
+  local deadline=$(( $(ms_now) + 5000 ))
+  while [ "$(ms_now)" -lt "$deadline" ]; do
+    grep -q held "$1" 2>/dev/null && return 0
+    sleep 0.01
+  done
+  return 1
+}
+
+# (a) 200 concurrent requests, each: lock, GET, sleep 1 ms, SET +1, unlock.
+#     SCRIPT FLUSH first, so the driver's NOSCRIPT -> EVAL path runs too.
+concurrent_count() { # fair(0/1) n
+  local fair="$1" n="$2" key="or:count" cfg="$HL_TMP/curl-$1.cfg"
+  [ "$fair" = 1 ] && key="or:count:fair"
+  rcli SCRIPT FLUSH >/dev/null; rcli DEL "$key" >/dev/null
+  : >"$cfg"
+  for i in $(seq 1 "$n"); do
+    printf 'url = "%s/count?fair=%s&i=%d"\noutput = "/dev/null"\n' "$URL" "$fair" "$i" >>"$cfg"
+  done
+  local t0; t0=$(ms_now)
+  local codes; codes=$(curl -sS -Z --parallel-max "$n" --max-time 60 -w '%{http_code}\n' -K "$cfg" 2>"$HL_TMP/curl-$fair.err")
+  local dt=$(( $(ms_now) - t0 ))
+  local good; good=$(grep -c '^200$' <<<"$codes")
+  local got; got=$(rcli GET "$key")
+  local label="(a) $n concurrent locked increments (fair=$fair): $got, $good x HTTP 200, ${dt} ms"
+  if [ "$good" = "$n" ] && [ "$got" = "$n" ]; then ok "$label"; else bad "$label"; fi
+}
+concurrent_count 0 200
+concurrent_count 1 200
+
+# (b) a request waiting 2 s for a lock held elsewhere does not block the
+#     worker: /ping answers in < 50 ms throughout the wait.
+name="or:busy:$RANDOM"
+if hold_elsewhere "$HL_TMP/hold-b.out" "$name" 30 2800; then
+  curl -sS --max-time 10 "$URL/wait?name=$name&wait=2" >"$HL_TMP/wait-b.out" &
+  WAITER=$!
+  sleep 0.2
+  worst=0; slow=0
+  for i in $(seq 1 10); do
+    t=$(curl -sS -o /dev/null -w '%{time_total}' "$URL/ping")
+    us=$(awk -v t="$t" 'BEGIN { printf "%d", t * 1000000 }')
+    [ "$us" -gt "$worst" ] && worst=$us
+    [ "$us" -ge 50000 ] && slow=$((slow+1))
+    sleep 0.15
+  done
+  wait "$WAITER"
+  read -r res waited <"$HL_TMP/wait-b.out"
+  label="(b) /ping during a 2 s lock wait: worst $((worst/1000)).$(( (worst%1000)/100 )) ms over 10; waiter: $res after ${waited} ms"
+  if [ "$slow" = 0 ] && [ "$res" = timeout ] && [ "$waited" -ge 1900 ] && [ "$waited" -lt 2700 ]; then
+    ok "$label"; else bad "$label"; fi
+  wait "$HOLDER_PID" 2>/dev/null
+else
+  bad "(b) could not take the lock from another process: $(cat "$HL_TMP/hold-b.out")"
+fi
+
+# (c) a lock held by a C-core process (30 s lease) blocks the request until
+#     released ~300 ms later; the request wakes on the unlock message.
+name="or:wake:$RANDOM"
+if hold_elsewhere "$HL_TMP/hold-c.out" "$name" 30 300; then
+  read -r res waited < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20")
+  wait "$HOLDER_PID" 2>/dev/null
+  label="(c) request blocked by a C-core holder (lease 30 s, released after 300 ms): $res after ${waited} ms"
+  if [ "$res" = acquired ] && [ "$waited" -ge 100 ] && [ "$waited" -lt 3000 ] &&
+     grep -q released "$HL_TMP/hold-c.out"; then ok "$label"; else bad "$label"; fi
+else
+  bad "(c) could not take the lock from another process: $(cat "$HL_TMP/hold-c.out")"
+fi
+
+# (d) two requests in one worker are different owners; reentrancy within one.
+name="or:ident:$RANDOM"
+curl -sS --max-time 10 "$URL/hold?name=$name&ms=1000" >"$HL_TMP/hold-d.out" &
+HOLDREQ=$!
+deadline=$(( $(ms_now) + 3000 ))
+while [ "$(rcli EXISTS "$name")" != 1 ] && [ "$(ms_now)" -lt "$deadline" ]; do sleep 0.01; done
+other=$(curl -sS --max-time 10 "$URL/try?name=$name")
+wait "$HOLDREQ"
+holder=$(cat "$HL_TMP/hold-d.out")
+label="(d) second request while the first holds: '$other'; first: '$holder'"
+if [ "$other" = "timeout release=nil:not owner" ] && [ "$holder" = released ]; then
+  ok "$label"; else bad "$label"; fi
+
+# (e) the watchdog (ngx.timer) keeps a lock taken without lease alive.
+name="or:wd:$RANDOM"
+res=$(curl -sS --max-time 10 "$URL/watchdog?name=$name")
+label="(e) watchdog lease 0.6 s kept the lock 1.5 s: '$res'"
+if [ "$res" = "kept lost=false" ] && [ "$(rcli EXISTS "$name")" = 0 ]; then
+  ok "$label"; else bad "$label"; fi
+
+# (f) nothing alarming in nginx's error log.
+if grep -E '\[(error|alert|crit|emerg)\]' "$NGINX_TMP/error.log" >/dev/null; then
+  bad "(f) nginx error log:"; grep -E '\[(error|alert|crit|emerg)\]' "$NGINX_TMP/error.log" | head -20
+else
+  ok "(f) nginx error log clean"
+fi
+
+echo "openresty suite: $passes passed, $fails failed ($(( $(date +%s) - start ))s)"
+[ "$fails" -eq 0 ]
