@@ -1,0 +1,343 @@
+/*
+ * SWIG interface for hilock's Python binding (module hilock.capi, extension hilock._capi).
+ *
+ * Thin on purpose: it %includes the real public header and adds only
+ *   - typemaps: out-parameters become return values, handles become owned
+ *     SWIG pointers, a Python sequence of lock handles becomes a C array;
+ *   - one %exception that turns a negative HILOCK_E* code into an exception
+ *     of the hierarchy defined in hilock/_errors.py, with the handle's detail
+ *     message;
+ *   - GIL handling: the module is built with -threads, so every call releases
+ *     the GIL; %nothread keeps it for the few calls that only read memory;
+ *   - a small lost-lock event queue (see "lost events" below).
+ * All lock logic stays in libcore; the Pythonic API lives in hilock/*.py.
+ */
+%module(package="hilock") capi
+
+%include "stdint.i"
+
+%{
+#define SWIG_FILE_WITH_INIT
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "hilock.h"
+
+/* ---- raising ----------------------------------------------------------- */
+
+/* Raise the hilock exception for code with the given detail text. The
+ * classes live in hilock/_errors.py; from_code() builds the instance. */
+#define HL_CDETAIL(c) ((c) ? hilock_client_errmsg(c) : "")
+#define HL_LDETAIL(l) ((l) ? hilock_lock_errmsg(l) : "")
+#define HL_MDETAIL(m) ((m) ? hilock_multilock_errmsg(m) : "")
+
+static void hl_py_raise(int code, const char *detail)
+{
+    static PyObject *from_code = NULL;
+    if (from_code == NULL) {
+        PyObject *mod = PyImport_ImportModule("hilock._errors");
+        if (mod == NULL)
+            return; /* ImportError is set */
+        from_code = PyObject_GetAttrString(mod, "from_code");
+        Py_DECREF(mod);
+        if (from_code == NULL)
+            return;
+    }
+    PyObject *exc = PyObject_CallFunction(from_code, "is", code, detail ? detail : "");
+    if (exc == NULL)
+        return;
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+}
+
+/* ---- lost events ------------------------------------------------------- *
+ * The C library calls a lost-lock callback on the client's watchdog thread.
+ * Running Python there would mean taking the GIL from a thread Python does
+ * not know, which can deadlock against hilock_client_close() (it joins the
+ * watchdog) and crash during interpreter shutdown. Instead the callback only
+ * appends (token, thread id) to this queue; a Python daemon thread blocks in
+ * hl_lost_next() (GIL released) and runs the user's callbacks. The token is
+ * an integer chosen by the Python layer, never a pointer to a Python object,
+ * so a late event for a freed lock is harmless. */
+#define HL_LOST_QCAP 4096
+typedef struct { uint64_t token; uint64_t tid; } hl_lost_event;
+static pthread_mutex_t hl_lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hl_lost_cv = PTHREAD_COND_INITIALIZER;
+static hl_lost_event hl_lost_q[HL_LOST_QCAP];
+static size_t hl_lost_head, hl_lost_len;
+static uint64_t hl_lost_dropped;
+static pthread_once_t hl_lost_once = PTHREAD_ONCE_INIT;
+
+static void hl_lost_atfork_child(void)
+{
+    /* Only the forking thread survives; the queue may have been locked. */
+    pthread_mutex_init(&hl_lost_mu, NULL);
+    pthread_cond_init(&hl_lost_cv, NULL);
+    hl_lost_head = hl_lost_len = 0;
+}
+
+static void hl_lost_init(void)
+{
+    pthread_atfork(NULL, NULL, hl_lost_atfork_child);
+}
+
+static void hl_lost_push(uint64_t token, uint64_t tid)
+{
+    pthread_mutex_lock(&hl_lost_mu);
+    if (hl_lost_len < HL_LOST_QCAP) {
+        hl_lost_q[(hl_lost_head + hl_lost_len) % HL_LOST_QCAP] =
+            (hl_lost_event){token, tid};
+        hl_lost_len++;
+        pthread_cond_signal(&hl_lost_cv);
+    } else {
+        hl_lost_dropped++; /* `lost` still reads true from the C handle */
+    }
+    pthread_mutex_unlock(&hl_lost_mu);
+}
+
+static void hl_lock_lost_cb(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)l;
+    hl_lost_push((uint64_t)(uintptr_t)payload, tid);
+}
+
+static void hl_multilock_lost_cb(hilock_multilock *m, uint64_t tid, void *payload)
+{
+    (void)m;
+    hl_lost_push((uint64_t)(uintptr_t)payload, tid);
+}
+%}
+
+
+/* ---- handles ------------------------------------------------------------ *
+ * Opaque handles become owned SWIG pointers whose destructor calls the C
+ * close/free, so a dropped Python object never leaks; the Python layer calls
+ * close/free explicitly first (%delobject then disowns the pointer). */
+%nodefaultctor hilock_client;
+%nodefaultctor hilock_lock;
+%nodefaultctor hilock_multilock;
+%nodefaultdtor hilock_client;
+%nodefaultdtor hilock_lock;
+%nodefaultdtor hilock_multilock;
+struct hilock_client {};
+struct hilock_lock {};
+struct hilock_multilock {};
+%extend hilock_client { ~hilock_client() { hilock_client_close($self); } }
+%extend hilock_lock { ~hilock_lock() { hilock_lock_free($self); } }
+%extend hilock_multilock { ~hilock_multilock() { hilock_multilock_free($self); } }
+%delobject hilock_client_close;
+%delobject hilock_lock_free;
+%delobject hilock_multilock_free;
+
+%define HL_OUT_HANDLE(TYPE)
+%typemap(in, numinputs=0) TYPE **out (TYPE *tmp = NULL) "$1 = &tmp;";
+%typemap(argout) TYPE **out {
+    $result = SWIG_Python_AppendOutput($result,
+        SWIG_NewPointerObj(SWIG_as_voidptr(tmp$argnum), $*1_descriptor, SWIG_POINTER_OWN));
+}
+%enddef
+HL_OUT_HANDLE(hilock_client)
+HL_OUT_HANDLE(hilock_lock)
+HL_OUT_HANDLE(hilock_multilock)
+
+/* ---- out-parameters ------------------------------------------------------ */
+%apply int *OUTPUT { int *out, int *deleted };
+%apply long long *OUTPUT { int64_t *out };
+%apply unsigned long long *OUTPUT { uint64_t *token, uint64_t *tid };
+
+/* hilock_client_open's error buffer: filled by C, read by the %exception. */
+%typemap(in, numinputs=0) (char *errbuf, size_t errlen) (char buf[512]) {
+    buf[0] = '\0';
+    $1 = buf;
+    $2 = sizeof buf;
+}
+
+/* hilock_client_owner's buffer: returned as str. */
+%typemap(in, numinputs=0) (char *buf, size_t len) (char obuf[128]) {
+    obuf[0] = '\0';
+    $1 = obuf;
+    $2 = sizeof obuf;
+}
+%typemap(argout) (char *buf, size_t len) {
+    $result = SWIG_Python_AppendOutput($result, SWIG_FromCharPtr($1));
+}
+
+/* A Python sequence of lock handles -> (hilock_lock *const *, size_t). */
+%typemap(in) (hilock_lock *const *locks, size_t n) {
+    PyObject *seq = PySequence_Fast($input, "expected a sequence of lock handles");
+    if (seq == NULL)
+        SWIG_fail;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    $1 = (hilock_lock **)calloc(n > 0 ? (size_t)n : 1, sizeof(hilock_lock *));
+    if ($1 == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        SWIG_fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        void *p = NULL;
+        if (!SWIG_IsOK(SWIG_ConvertPtr(PySequence_Fast_GET_ITEM(seq, i), &p,
+                                       $descriptor(hilock_lock *), 0))) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "expected a sequence of lock handles");
+            SWIG_fail;
+        }
+        $1[i] = (hilock_lock *)p;
+    }
+    $2 = (size_t)n;
+    Py_DECREF(seq);
+}
+%typemap(freearg) (hilock_lock *const *locks, size_t n) { free((void *)$1); }
+
+/* ---- status codes ---------------------------------------------------------
+ * The one %exception: every function listed below returns 0 or a negative
+ * HILOCK_E* code. A negative code raises; success returns None (or the
+ * out-parameters). Acquire functions return a bool instead: False for
+ * HILOCK_ETIMEDOUT, which is an expected outcome, not an error. */
+%define HL_CHECKED(FUNC, DETAIL)
+%exception FUNC {
+    $action
+    if (result < 0) {
+        hl_py_raise(result, DETAIL);
+        SWIG_fail;
+    }
+}
+%typemap(out) int FUNC "$result = SWIG_Py_Void();";
+%enddef
+
+%define HL_ACQUIRE(FUNC, DETAIL)
+%exception FUNC {
+    $action
+    if (result < 0 && result != HILOCK_ETIMEDOUT) {
+        hl_py_raise(result, DETAIL);
+        SWIG_fail;
+    }
+}
+%typemap(out) int FUNC "$result = PyBool_FromLong($1 == 0);";
+%enddef
+
+HL_CHECKED(hilock_client_open, arg4)
+HL_CHECKED(hilock_client_owner, HL_CDETAIL(arg1))
+HL_CHECKED(hilock_options_init, "")
+HL_CHECKED(hilock_lock_new, HL_CDETAIL(arg2))
+HL_CHECKED(hilock_fair_lock_new, HL_CDETAIL(arg2))
+HL_ACQUIRE(hilock_lock_acquire, HL_LDETAIL(arg1))
+HL_ACQUIRE(hilock_lock_acquire_tid, HL_LDETAIL(arg1))
+HL_CHECKED(hilock_lock_release, HL_LDETAIL(arg1))
+HL_CHECKED(hilock_lock_release_tid, HL_LDETAIL(arg1))
+HL_CHECKED(hilock_lock_force_unlock, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_lock_is_locked, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_lock_is_held, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_lock_is_held_tid, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_lock_hold_count, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_lock_hold_count_tid, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_lock_remaining_ms, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_multilock_new, "")
+HL_CHECKED(hilock_redlock_new, "")
+HL_CHECKED(hilock_multilock_set_member_timeout, HL_MDETAIL(arg1))
+HL_ACQUIRE(hilock_multilock_acquire, HL_MDETAIL(arg1))
+HL_ACQUIRE(hilock_multilock_acquire_tid, HL_MDETAIL(arg1))
+HL_CHECKED(hilock_multilock_release, HL_MDETAIL(arg1))
+HL_CHECKED(hilock_multilock_release_tid, HL_MDETAIL(arg1))
+HL_CHECKED(hilock_multilock_is_held, HL_MDETAIL(arg2))
+HL_CHECKED(hilock_multilock_is_held_tid, HL_MDETAIL(arg2))
+HL_CHECKED(hilock_multilock_validity_ms, HL_MDETAIL(arg2))
+
+%inline %{
+/* Route lost events of l (or m) to the queue under token (0 = stop). */
+void hl_lock_watch_lost(hilock_lock *l, uint64_t token)
+{
+    pthread_once(&hl_lost_once, hl_lost_init);
+    if (token)
+        hilock_lock_set_lost_callback(l, hl_lock_lost_cb, (void *)(uintptr_t)token);
+    else
+        hilock_lock_set_lost_callback(l, NULL, NULL);
+}
+
+void hl_multilock_watch_lost(hilock_multilock *m, uint64_t token)
+{
+    pthread_once(&hl_lost_once, hl_lost_init);
+    if (token)
+        hilock_multilock_set_lost_callback(m, hl_multilock_lost_cb,
+                                           (void *)(uintptr_t)token);
+    else
+        hilock_multilock_set_lost_callback(m, NULL, NULL);
+}
+
+/* Wait up to timeout_ms (< 0: forever) for a lost event. Returns 1 and fills
+ * the token and thread id, or 0 on timeout. */
+int hl_lost_next(uint64_t *token, uint64_t *tid, int64_t timeout_ms)
+{
+    int got = 0;
+    struct timespec ts;
+    *token = 0;
+    *tid = 0;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(timeout_ms / 1000);
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&hl_lost_mu);
+    while (hl_lost_len == 0) {
+        int rc = timeout_ms >= 0 ? pthread_cond_timedwait(&hl_lost_cv, &hl_lost_mu, &ts)
+                                 : pthread_cond_wait(&hl_lost_cv, &hl_lost_mu);
+        if (rc == ETIMEDOUT)
+            break;
+    }
+    if (hl_lost_len > 0) {
+        *token = hl_lost_q[hl_lost_head].token;
+        *tid = hl_lost_q[hl_lost_head].tid;
+        hl_lost_head = (hl_lost_head + 1) % HL_LOST_QCAP;
+        hl_lost_len--;
+        got = 1;
+    }
+    pthread_mutex_unlock(&hl_lost_mu);
+    return got;
+}
+
+/* Wake one hl_lost_next() waiter with token 0 (used to stop the thread). */
+void hl_lost_wake(void)
+{
+    hl_lost_push(0, 0);
+}
+%}
+
+/* ---- GIL ------------------------------------------------------------------
+ * Built with -threads: every wrapper releases the GIL around the C call.
+ * These only read memory (or take a short internal mutex) and keep it. */
+%nothread hilock_version;
+%nothread hilock_version_string;
+%nothread hilock_strerror;
+%nothread hilock_client_id;
+%nothread hilock_client_errmsg;
+%nothread hilock_thread_id;
+%nothread hilock_client_owner;
+%nothread hilock_options_init;
+%nothread hilock_lock_name;
+%nothread hilock_lock_kind;
+%nothread hilock_lock_client;
+%nothread hilock_lock_is_lost;
+%nothread hilock_lock_is_lost_tid;
+%nothread hilock_lock_errmsg;
+%nothread hilock_multilock_is_lost;
+%nothread hilock_multilock_errmsg;
+%nothread hl_lost_wake;
+
+/* Not needed from Python (the Python layer installs its own callbacks). */
+%ignore hilock_lock_set_lost_callback;
+%ignore hilock_multilock_set_lost_callback;
+%ignore hilock_lock_client;
+
+/* Time macros with casts, which SWIG does not evaluate by itself. */
+%constant long long HILOCK_MAX_TIME_MS = HILOCK_MAX_TIME_MS;
+%constant long long HILOCK_WAIT_FOREVER = HILOCK_WAIT_FOREVER;
+%constant long long HILOCK_LEASE_WATCHDOG = HILOCK_LEASE_WATCHDOG;
+
+%include "hilock.h"

@@ -1,0 +1,730 @@
+"""The Pythonic layer over the SWIG module ``hilock._capi``.
+
+No lock logic lives here: every operation is one call into the C library.
+This module converts float seconds to the C milliseconds, keeps C handles
+alive as long as anything needs them, and runs ``on_lost`` callbacks on a
+Python thread (see :class:`_LostDispatcher`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import weakref
+from types import TracebackType
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
+
+from . import capi as _capi
+from ._errors import (
+    ClosedError,
+    Error,
+    InvalidArgument,
+    LockLostError,
+    LockTimeout,
+    NotOwnerError,
+)
+
+__all__ = ["Client", "Lock", "MultiLock", "RedLock", "thread_id"]
+
+_log = logging.getLogger("hilock")
+
+Seconds = Union[int, float]
+LostCallback = Callable[[Any, int], None]
+
+#: Longest time accepted, in seconds (HILOCK_MAX_TIME_MS).
+MAX_TIME = _capi.HILOCK_MAX_TIME_MS / 1000.0
+
+
+# --------------------------------------------------------------------------
+# time conversion
+# --------------------------------------------------------------------------
+
+
+def _to_ms(value: Seconds, what: str, *, zero_ok: bool) -> int:
+    """Seconds (int or float, finite, >= 0) to whole milliseconds, rounding
+    up so that a tiny positive time never becomes 0 (which means "one try"
+    for a wait)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise InvalidArgument(f"invalid argument: {what} must be finite, got {value!r}")
+    if value < 0 or (value == 0 and not zero_ok):
+        bound = ">= 0" if zero_ok else "> 0"
+        raise InvalidArgument(f"invalid argument: {what} must be {bound}, got {value!r}")
+    if isinstance(value, int):
+        ms = value * 1000
+    else:
+        # round to the microsecond first so 0.3 s is 300 ms, not 301
+        ms = math.ceil(round(value * 1000.0, 3))
+    if ms > _capi.HILOCK_MAX_TIME_MS:
+        raise InvalidArgument(f"invalid argument: {what} too large ({value!r} s)")
+    return int(ms)
+
+
+def _wait_ms(wait: Optional[Seconds]) -> int:
+    """None or math.inf = wait forever (-1), 0 = one try, > 0 = at most."""
+    if wait is None or (isinstance(wait, float) and wait == math.inf):
+        return _capi.HILOCK_WAIT_FOREVER
+    return _to_ms(wait, "wait", zero_ok=True)
+
+
+def _lease_ms(lease: Optional[Seconds]) -> int:
+    """None = watchdog (0 in C), > 0 = fixed lease."""
+    if lease is None:
+        return _capi.HILOCK_LEASE_WATCHDOG
+    return _to_ms(lease, "lease", zero_ok=False)
+
+
+def _check_tid(tid: Optional[int]) -> Optional[int]:
+    if tid is None:
+        return None
+    if isinstance(tid, bool) or not isinstance(tid, int):
+        raise TypeError(f"thread_id must be an int, not {type(tid).__name__}")
+    if not 0 <= tid < 2**64:
+        raise InvalidArgument(f"invalid argument: thread_id out of range: {tid}")
+    return tid
+
+
+def thread_id() -> int:
+    """The calling OS thread's id as used in owner strings (the C default)."""
+    return int(_capi.hilock_thread_id())
+
+
+# --------------------------------------------------------------------------
+# lost events
+# --------------------------------------------------------------------------
+
+
+class _LostDispatcher:
+    """Runs ``on_lost`` callbacks.
+
+    The C watchdog thread never runs Python: the C shim in hilock.i queues
+    (token, thread id) and this daemon thread, blocked in ``hl_lost_next``
+    with the GIL released, looks the token up and calls the callbacks. One
+    thread per process, started on first use (and again in a forked child).
+    """
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._targets: Dict[int, "weakref.ref[Any]"] = {}
+        self._next = 1
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+
+    def register(self, target: Any) -> int:
+        with self._mu:
+            token = self._next
+            self._next += 1
+            self._targets[token] = weakref.ref(target)
+            self._ensure_thread()
+            return token
+
+    def unregister(self, token: int) -> None:
+        with self._mu:
+            self._targets.pop(token, None)
+
+    def _ensure_thread(self) -> None:
+        pid = os.getpid()
+        if self._thread is not None and self._pid == pid and self._thread.is_alive():
+            return
+        self._pid = pid
+        self._thread = threading.Thread(target=self._run, name="hilock-lost", daemon=True)
+        self._thread.start()
+
+    def _after_fork_in_child(self) -> None:
+        self._mu = threading.Lock()
+        self._thread = None
+
+    def _run(self) -> None:
+        while True:
+            got, token, tid = _capi.hl_lost_next(-1)
+            if not got or token == 0:
+                continue
+            with self._mu:
+                ref = self._targets.get(token)
+            target = ref() if ref is not None else None
+            if target is not None:
+                target._fire_lost(int(tid))
+
+
+_dispatcher = _LostDispatcher()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_dispatcher._after_fork_in_child)
+
+
+def _call_listeners(listeners: Iterable[Any], tid: int) -> None:
+    for view in list(listeners):
+        cb = view._on_lost
+        if cb is None:
+            continue
+        try:
+            cb(view, tid)
+        except Exception:  # a callback's failure must not stop the others
+            _log.exception("hilock: on_lost callback for %r raised", view)
+
+
+# --------------------------------------------------------------------------
+# client
+# --------------------------------------------------------------------------
+
+
+class Client:
+    """A connection pool to one Redis server plus the watchdog and pub/sub
+    threads of the C library.
+
+    ``url``: ``redis://[user[:password]@]host[:port][/db]``,
+    ``unix:///path?db=N&password=P`` or
+    ``redis+sentinel://[user[:password]@]s1[:p1][,s2[:p2]...]/mastername[/db]``.
+    ``replica_ack``: WAIT for a replica after acquire/release (None = the C
+    default: on for sentinel URLs, off for one server). Times are seconds. Opening connects once
+    to check the server, credentials and database, and raises
+    :class:`hilock.ConnectionError` / :class:`hilock.AuthenticationError` /
+    :class:`hilock.InvalidArgument` on failure.
+
+    ``close()`` (or leaving a ``with`` block) stops the watchdog: locks still
+    held are NOT released; they expire after their lease. Afterwards every
+    call on this client or its locks raises :class:`hilock.ClosedError`.
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        connect_timeout: Seconds = 1.0,
+        command_timeout: Seconds = 1.0,
+        watchdog_lease: Seconds = 30.0,
+        fair_wait_window: Seconds = 300.0,
+        pool_size: int = 8,
+        replica_ack: Optional[bool] = None,
+        replica_ack_timeout: Seconds = 1.0,
+    ) -> None:
+        if not isinstance(url, str):
+            raise TypeError(f"url must be a str, not {type(url).__name__}")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+            raise TypeError("pool_size must be an int")
+        if not 1 <= pool_size <= 1024:
+            raise InvalidArgument(f"invalid argument: pool_size must be in 1..1024, got {pool_size}")
+        opts = _capi.hilock_options()
+        _capi.hilock_options_init(opts, _capi.HILOCK_OPTIONS_VERSION)
+        opts.connect_timeout_ms = _to_ms(connect_timeout, "connect_timeout", zero_ok=False)
+        opts.command_timeout_ms = _to_ms(command_timeout, "command_timeout", zero_ok=False)
+        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", zero_ok=False)
+        opts.fair_wait_window_ms = _to_ms(fair_wait_window, "fair_wait_window", zero_ok=False)
+        opts.pool_size = pool_size
+        if replica_ack is not None and not isinstance(replica_ack, bool):
+            raise TypeError("replica_ack must be None, True or False")
+        opts.replica_ack = 0 if replica_ack is None else (1 if replica_ack else -1)
+        opts.replica_ack_timeout_ms = _to_ms(replica_ack_timeout, "replica_ack_timeout",
+                                             zero_ok=False)
+        self._mu = threading.Lock()
+        self._url = url
+        self._h: Any = None
+        self._handles: "weakref.WeakValueDictionary[Tuple[int, str], _Handle]" = (
+            weakref.WeakValueDictionary()
+        )
+        self._pinned: Set[_Handle] = set()
+        self._h = _capi.hilock_client_open(url, opts)
+        self._id: str = _capi.hilock_client_id(self._h)
+
+    # -- identity -----------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The client's UUID: the first half of every owner string."""
+        return self._id
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def closed(self) -> bool:
+        return self._h is None
+
+    def owner(self, thread_id: Optional[int] = None) -> str:
+        """The owner string ``"<client-id>:<thread-id>"`` (calling thread by
+        default) that this client writes into lock hashes."""
+        tid = _check_tid(thread_id)
+        return f"{self._id}:{tid if tid is not None else _capi.hilock_thread_id()}"
+
+    @property
+    def errmsg(self) -> str:
+        """Detail of the last client-level failure (listener/watchdog
+        connection trouble)."""
+        with self._mu:
+            if self._h is None:
+                return "client closed"
+            return str(_capi.hilock_client_errmsg(self._h))
+
+    # -- locks --------------------------------------------------------------
+
+    def _handle(self, kind: int, name: str) -> "_Handle":
+        if not isinstance(name, str):
+            raise TypeError(f"lock name must be a str, not {type(name).__name__}")
+        with self._mu:
+            if self._h is None:
+                raise ClosedError("closed: the client is closed", _capi.HILOCK_ECLOSED)
+            key = (kind, name)
+            h = self._handles.get(key)
+            if h is None:
+                new = _capi.hilock_lock_new if kind == _capi.HILOCK_KIND_REENTRANT else _capi.hilock_fair_lock_new
+                h = _Handle(self, new(self._h, name), name, kind)
+                self._handles[key] = h
+            return h
+
+    def lock(
+        self,
+        name: str,
+        *,
+        wait: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        thread_id: Optional[int] = None,
+    ) -> "Lock":
+        """A reentrant lock named ``name`` (Redisson RLock layout).
+
+        ``wait``/``lease`` are the defaults used by ``with lock:``;
+        ``thread_id`` replaces the calling OS thread's id in the owner."""
+        return Lock(self._handle(_capi.HILOCK_KIND_REENTRANT, name), wait, lease, thread_id)
+
+    def fair_lock(
+        self,
+        name: str,
+        *,
+        wait: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        thread_id: Optional[int] = None,
+    ) -> "Lock":
+        """A fair (FIFO) lock named ``name`` (Redisson FairLock layout)."""
+        return Lock(self._handle(_capi.HILOCK_KIND_FAIR, name), wait, lease, thread_id)
+
+    # -- lifetime -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the watchdog and listener, close every connection. Held locks
+        are not released: they stop being renewed and expire after their
+        lease. Idempotent."""
+        with self._mu:
+            h, self._h = self._h, None
+            self._pinned.clear()
+        if h is not None:
+            _capi.hilock_client_close(h)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._h is None else "open"
+        return f"<hilock.Client {self._url!r} id={self._id} {state}>"
+
+
+class _Handle:
+    """One C lock handle (per client, kind and name), shared by the Lock
+    views of that name. Keeps the client alive; the client keeps it alive
+    (pins it) while Python believes something holds it, so that the watchdog
+    keeps renewing a lock whose Lock object was dropped while held."""
+
+    def __init__(self, client: Client, ptr: Any, name: str, kind: int) -> None:
+        self.client = client
+        self.ptr = ptr
+        self.name = name
+        self.kind = kind
+        self.mu = threading.Lock()
+        self.holds = 0
+        self.token = 0
+        self.listeners: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+
+    def pin(self, delta: int) -> None:
+        with self.mu:
+            self.holds = max(0, self.holds + delta)
+            held = self.holds > 0
+        client = self.client
+        with client._mu:
+            if held and client._h is not None:
+                client._pinned.add(self)
+            else:
+                client._pinned.discard(self)
+
+    def listen(self, view: "Lock") -> None:
+        with self.mu:
+            self.listeners.add(view)
+            if self.token == 0:
+                self.token = _dispatcher.register(self)
+                _capi.hl_lock_watch_lost(self.ptr, self.token)
+
+    def _fire_lost(self, tid: int) -> None:
+        self.pin(-1)
+        _call_listeners(self.listeners, tid)
+
+    def __del__(self) -> None:
+        if self.token:
+            _dispatcher.unregister(self.token)
+
+
+_L = TypeVar("_L", bound="Lock")
+
+
+class Lock:
+    """A reentrant or fair lock. Get one with ``client.lock(name)`` or
+    ``client.fair_lock(name)``.
+
+    Ownership is per client and thread: the calling OS thread's id (the C
+    default) or the ``thread_id`` given to ``client.lock()``. Several Lock
+    objects of the same client and name share one C handle.
+    """
+
+    def __init__(
+        self,
+        handle: _Handle,
+        wait: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        thread_id: Optional[int] = None,
+    ) -> None:
+        self._h = handle
+        self._tid = _check_tid(thread_id)
+        # validate now so a bad default fails here, not at `with`
+        _wait_ms(wait)
+        _lease_ms(lease)
+        self._wait = wait
+        self._lease = lease
+        self._on_lost: Optional[LostCallback] = None
+
+    # -- properties ---------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._h.name
+
+    @property
+    def fair(self) -> bool:
+        return self._h.kind == _capi.HILOCK_KIND_FAIR
+
+    @property
+    def client(self) -> Client:
+        return self._h.client
+
+    @property
+    def thread_id(self) -> Optional[int]:
+        """The explicit thread id given at creation, or None (calling thread)."""
+        return self._tid
+
+    # -- operations ---------------------------------------------------------
+
+    def acquire(self, wait: Optional[Seconds] = None, lease: Optional[Seconds] = None) -> bool:
+        """Acquire (or re-enter) the lock.
+
+        ``wait``: None = wait forever, 0 = one try, > 0 = at most that many
+        seconds. ``lease``: None = watchdog (renewed while held), > 0 = the
+        lock expires after that many seconds. Returns False when the wait
+        elapsed. The GIL is released while waiting."""
+        w, l = _wait_ms(wait), _lease_ms(lease)
+        if self._tid is None:
+            ok = _capi.hilock_lock_acquire(self._h.ptr, w, l)
+        else:
+            ok = _capi.hilock_lock_acquire_tid(self._h.ptr, self._tid, w, l)
+        if ok:
+            self._h.pin(+1)
+        return bool(ok)
+
+    def release(self) -> None:
+        """Release one hold. Raises NotOwnerError when this owner does not
+        hold the lock (never held, expired, lost or forced)."""
+        try:
+            if self._tid is None:
+                _capi.hilock_lock_release(self._h.ptr)
+            else:
+                _capi.hilock_lock_release_tid(self._h.ptr, self._tid)
+        except NotOwnerError:
+            self._h.pin(-1)
+            raise
+        self._h.pin(-1)
+
+    def force_unlock(self) -> bool:
+        """Delete the lock whoever holds it and wake a waiter. Returns
+        whether there was a lock to delete."""
+        return bool(_capi.hilock_lock_force_unlock(self._h.ptr))
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock."""
+        return bool(_capi.hilock_lock_is_locked(self._h.ptr))
+
+    def owned(self) -> bool:
+        """Whether this owner (client + thread) holds the lock."""
+        if self._tid is None:
+            return bool(_capi.hilock_lock_is_held(self._h.ptr))
+        return bool(_capi.hilock_lock_is_held_tid(self._h.ptr, self._tid))
+
+    @property
+    def hold_count(self) -> int:
+        """How many times this owner holds the lock (0 = not held)."""
+        if self._tid is None:
+            return int(_capi.hilock_lock_hold_count(self._h.ptr))
+        return int(_capi.hilock_lock_hold_count_tid(self._h.ptr, self._tid))
+
+    @property
+    def ttl(self) -> Optional[float]:
+        """Remaining lease in seconds; None when the lock does not exist;
+        math.inf when the key has no expiry (never set by hilock)."""
+        ms = int(_capi.hilock_lock_remaining_ms(self._h.ptr))
+        if ms == -2:
+            return None
+        if ms == -1:
+            return math.inf
+        return ms / 1000.0
+
+    @property
+    def lost(self) -> bool:
+        """True once the watchdog found a hold of this lock gone (expired,
+        forced, taken over); reset by the next successful acquire."""
+        if self._tid is None:
+            return bool(_capi.hilock_lock_is_lost(self._h.ptr))
+        return bool(_capi.hilock_lock_is_lost_tid(self._h.ptr, self._tid))
+
+    @property
+    def on_lost(self) -> Optional[LostCallback]:
+        """``callback(lock, thread_id)`` run when the watchdog finds a hold
+        of this lock gone. It runs on the ``hilock-lost`` daemon thread,
+        shortly after the C watchdog's detection (``lost`` is already True)."""
+        return self._on_lost
+
+    @on_lost.setter
+    def on_lost(self, cb: Optional[LostCallback]) -> None:
+        if cb is not None and not callable(cb):
+            raise TypeError("on_lost must be callable or None")
+        self._on_lost = cb
+        if cb is not None:
+            self._h.listen(self)
+
+    @property
+    def errmsg(self) -> str:
+        """Detail message of the last failure on the C handle."""
+        return str(_capi.hilock_lock_errmsg(self._h.ptr))
+
+    # -- context manager ----------------------------------------------------
+
+    def __enter__(self: _L) -> _L:
+        if not self.acquire(self._wait, self._lease):
+            raise LockTimeout(
+                f"timed out: lock {self.name!r} not acquired within {self._wait} s",
+                _capi.HILOCK_ETIMEDOUT,
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        _exit_release(self, exc)
+
+    def __repr__(self) -> str:
+        kind = "fair_lock" if self.fair else "lock"
+        tid = "" if self._tid is None else f" thread_id={self._tid}"
+        return f"<hilock.{kind} {self.name!r}{tid} client={self._h.client.id}>"
+
+
+def _exit_release(obj: Any, exc: Optional[BaseException]) -> None:
+    """Release at the end of a ``with`` block. When the block raised, that
+    exception wins and a release failure is attached as a note; otherwise a
+    lock that is no longer ours raises LockLostError (the block ran, but not
+    necessarily under the lock)."""
+    try:
+        obj.release()
+    except NotOwnerError as e:
+        if exc is None:
+            raise LockLostError(
+                f"lock lost: {obj.name!r} was no longer held by this owner when the "
+                f"with block ended ({e})",
+                e.code,
+                e.detail,
+            ) from e
+        _note(exc, f"hilock: release after the exception failed: {e}")
+    except Error as e:
+        if exc is None:
+            raise
+        _note(exc, f"hilock: release after the exception failed: {e}")
+
+
+def _note(exc: BaseException, text: str) -> None:
+    add = getattr(exc, "add_note", None)
+    if add is not None:
+        add(text)
+
+
+# --------------------------------------------------------------------------
+# multi-lock and Redlock
+# --------------------------------------------------------------------------
+
+
+class MultiLock:
+    """All-or-nothing over several locks (any kinds, any clients).
+
+    ``acquire`` takes every member or none. Members are Lock objects; their
+    own thread_id/wait/lease defaults are not used: pass ``thread_id`` here.
+    The MultiLock keeps its members (and their clients) alive."""
+
+    _kind = "multilock"
+
+    def __init__(
+        self,
+        locks: Iterable[Lock],
+        *,
+        wait: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        thread_id: Optional[int] = None,
+        member_timeout: Optional[Seconds] = None,
+    ) -> None:
+        members: List[Lock] = list(locks)
+        for m in members:
+            if not isinstance(m, Lock):
+                raise TypeError(f"{type(self).__name__} members must be hilock.Lock objects")
+        if not members:
+            raise InvalidArgument(f"invalid argument: {type(self).__name__} needs at least one lock")
+        self._members = members
+        self._handles = [m._h for m in members]  # keep the C handles alive
+        self._tid = _check_tid(thread_id)
+        _wait_ms(wait)
+        _lease_ms(lease)
+        self._wait = wait
+        self._lease = lease
+        self._on_lost: Optional[LostCallback] = None
+        self._token = 0
+        self._mu = threading.Lock()
+        self._ptr = self._new([h.ptr for h in self._handles])
+        if member_timeout is not None:
+            _capi.hilock_multilock_set_member_timeout(
+                self._ptr, _to_ms(member_timeout, "member_timeout", zero_ok=False)
+            )
+
+    @staticmethod
+    def _new(ptrs: List[Any]) -> Any:
+        return _capi.hilock_multilock_new(ptrs)
+
+    @property
+    def locks(self) -> List[Lock]:
+        return list(self._members)
+
+    @property
+    def thread_id(self) -> Optional[int]:
+        return self._tid
+
+    @property
+    def name(self) -> str:
+        return "+".join(m.name for m in self._members)
+
+    def acquire(self, wait: Optional[Seconds] = None, lease: Optional[Seconds] = None) -> bool:
+        """Acquire (see Lock.acquire for wait/lease). Returns False when the
+        wait elapsed (or, for RedLock, no majority within validity)."""
+        w, l = _wait_ms(wait), _lease_ms(lease)
+        if self._tid is None:
+            return bool(_capi.hilock_multilock_acquire(self._ptr, w, l))
+        return bool(_capi.hilock_multilock_acquire_tid(self._ptr, self._tid, w, l))
+
+    def release(self) -> None:
+        """Release every member; NotOwnerError if one was not held (the others
+        are still released)."""
+        if self._tid is None:
+            _capi.hilock_multilock_release(self._ptr)
+        else:
+            _capi.hilock_multilock_release_tid(self._ptr, self._tid)
+
+    def owned(self) -> bool:
+        if self._tid is None:
+            return bool(_capi.hilock_multilock_is_held(self._ptr))
+        return bool(_capi.hilock_multilock_is_held_tid(self._ptr, self._tid))
+
+    @property
+    def validity(self) -> Optional[float]:
+        """Seconds of validity left from the last successful acquire (RedLock:
+        lease - elapsed - clock drift); None under the watchdog."""
+        ms = int(_capi.hilock_multilock_validity_ms(self._ptr))
+        if ms < 0:
+            return None
+        return ms / 1000.0
+
+    @property
+    def lost(self) -> bool:
+        return bool(_capi.hilock_multilock_is_lost(self._ptr))
+
+    @property
+    def on_lost(self) -> Optional[LostCallback]:
+        return self._on_lost
+
+    @on_lost.setter
+    def on_lost(self, cb: Optional[LostCallback]) -> None:
+        if cb is not None and not callable(cb):
+            raise TypeError("on_lost must be callable or None")
+        self._on_lost = cb
+        with self._mu:
+            if cb is not None and self._token == 0:
+                self._token = _dispatcher.register(self)
+                _capi.hl_multilock_watch_lost(self._ptr, self._token)
+
+    def _fire_lost(self, tid: int) -> None:
+        _call_listeners([self], tid)
+
+    @property
+    def errmsg(self) -> str:
+        return str(_capi.hilock_multilock_errmsg(self._ptr))
+
+    def __enter__(self) -> "MultiLock":
+        if not self.acquire(self._wait, self._lease):
+            raise LockTimeout(
+                f"timed out: {self._kind} {self.name!r} not acquired within {self._wait} s",
+                _capi.HILOCK_ETIMEDOUT,
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        _exit_release(self, exc)
+
+    def __del__(self) -> None:
+        # free the C multi-lock before its member handles can go
+        ptr = getattr(self, "_ptr", None)
+        if ptr is not None:
+            self._ptr = None
+            _capi.hilock_multilock_free(ptr)
+        if getattr(self, "_token", 0):
+            _dispatcher.unregister(self._token)
+
+    def __repr__(self) -> str:
+        return f"<hilock.{type(self).__name__} {self.name!r}>"
+
+
+class RedLock(MultiLock):
+    """Redlock: a majority (n/2+1) of n locks, each on an independent Redis
+    server, within the validity window (lease - elapsed - drift). On failure
+    every member is unlocked."""
+
+    _kind = "redlock"
+
+    @staticmethod
+    def _new(ptrs: List[Any]) -> Any:
+        return _capi.hilock_redlock_new(ptrs)
