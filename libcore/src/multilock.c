@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -95,6 +96,7 @@ struct hilock_multilock {
     size_t nworkers;
     int pool_started;
     int stop;
+    pid_t pool_pid; /* the workers exist in this process only (fork) */
 
     char errmsg[HL_ERRMSG_MAX];
 };
@@ -279,6 +281,7 @@ static void ml_pool_start_locked(hilock_multilock *m)
     if (m->pool_started)
         return;
     m->pool_started = 1;
+    m->pool_pid = getpid();
     size_t want = m->n - 1;
     if (want > ML_MAX_WORKERS)
         want = ML_MAX_WORKERS;
@@ -309,7 +312,7 @@ static void ml_run_batch(hilock_multilock *m, ml_job *jobs, size_t n)
     pthread_mutex_lock(&m->pmu);
     if (n > 1)
         ml_pool_start_locked(m);
-    if (n == 1 || m->nworkers == 0) {
+    if (n == 1 || m->nworkers == 0 || m->pool_pid != getpid()) {
         pthread_mutex_unlock(&m->pmu);
         for (size_t i = 0; i < n; i++)
             ml_run_job(&jobs[i]);
@@ -363,8 +366,9 @@ static void ml_pool_stop(hilock_multilock *m)
     m->stop = 1;
     pthread_cond_broadcast(&m->pcv);
     pthread_mutex_unlock(&m->pmu);
-    for (size_t i = 0; i < m->nworkers; i++)
-        pthread_join(m->workers[i], NULL);
+    if (m->pool_pid == getpid()) /* after fork() the workers are not ours */
+        for (size_t i = 0; i < m->nworkers; i++)
+            pthread_join(m->workers[i], NULL);
     m->nworkers = 0;
 }
 

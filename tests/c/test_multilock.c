@@ -352,6 +352,7 @@ static void t_redlock_counter(void)
     int nthreads = 10, iters = th_valgrind() ? 10 : 50;
     hilock_lock *l[NS] = {0};
     CU_ASSERT_EQUAL_FATAL(make_locks(l, A, "rl:counter", NS), 0);
+    int threads_before = th_thread_count();
     counter_ctx c = {redlock5(l), iters, 0, 0};
     pthread_t th[10];
     int64_t t0 = th_now_ms();
@@ -366,6 +367,7 @@ static void t_redlock_counter(void)
     for (int i = 0; i < NS; i++)
         CU_ASSERT_EQUAL(key_exists(i, "rl:counter"), 0);
     hilock_multilock_free(c.m);
+    CU_ASSERT_EQUAL(th_thread_count(), threads_before); /* workers joined */
     free_locks(l, NS);
 }
 
