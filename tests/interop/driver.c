@@ -242,6 +242,8 @@ static void run(actor *a, char *line)
             say(a->name, "ok %" PRId64, v);
         else
             fail(a, l, rc);
+    } else if (strcmp(cmd, "lost") == 0) {
+        say(a->name, "ok %d", hilock_lock_is_lost(l));
     } else if (strcmp(cmd, "counter") == 0 && nw >= 7) {
         counter(a, l, w[4], num(w[5]), num(w[6]));
     } else {

@@ -87,6 +87,8 @@ class Driver:
             return "ok %d" % (1 if lk.locked() else 0)
         if cmd == "held":
             return "ok %d" % (1 if lk.owned() else 0)
+        if cmd == "lost":
+            return "ok %d" % (1 if lk.lost else 0)
         if cmd == "holds":
             return "ok %d" % lk.hold_count
         if cmd == "ttl":

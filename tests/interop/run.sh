@@ -65,5 +65,19 @@ else
   fi
 fi
 
+# 4. The Lua side: the Lua 5.4 C module from the same build tree.
+lua_args=()
+lua_so="$build/lua/5.4/hilock.so"
+if [ ! -f "$root/lua/CMakeLists.txt" ]; then
+  lua_args=(--lua-missing "no Lua module in the tree")
+elif ! command -v lua5.4 >/dev/null; then
+  lua_args=(--lua-missing "lua5.4 is not installed")
+elif ! cmake --build "$build" --target hilock_lua_54 -j2 >"$out/lua-build.log" 2>&1 || [ ! -f "$lua_so" ]; then
+  lua_args=(--lua-missing "cannot build the Lua 5.4 module (see $out/lua-build.log)")
+else
+  export LUA_CPATH="$(dirname "$lua_so")/?.so;;"
+  lua_args=(--lua-driver-cmd "lua5.4 $here/driver.lua")
+fi
+
 exec python3 "$here/interop.py" --agent-cmd "$agent_cmd" \
-  --driver-cmd "$out/hilock-interop-driver" "${py_args[@]}" -k "${INTEROP_K:-}"
+  --driver-cmd "$out/hilock-interop-driver" "${py_args[@]}" "${lua_args[@]}" -k "${INTEROP_K:-}"
