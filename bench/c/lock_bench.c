@@ -1,0 +1,175 @@
+/*
+ * Uncontended lock+unlock pairs per second from one thread, through the
+ * library, against a raw hiredis client sending the same two scripts.
+ *
+ *   lock_bench [-n pairs] [-r rounds] [-k reentrant|fair] redis://127.0.0.1:PORT
+ *
+ * Series, interleaved round by round so that machine noise hits all alike:
+ *   lib_fixed     hilock_lock_acquire(l, 0, 30000) + hilock_lock_release(l)
+ *   lib_watchdog  the same with lease 0 (watchdog registration each time)
+ *   raw           EVALSHA lock script + EVALSHA unlock script on one raw
+ *                 hiredis connection (two round trips, no library)
+ * Prints "name=value" lines (the median over rounds of pairs/s); bench/run.sh
+ * divides them by half of redis-benchmark's EVALSHA rate from the same run.
+ * It also prints the SHA of the lock script (loaded on the server) so that
+ * run.sh can point redis-benchmark at exactly the same script.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "hilock.h"
+#include "proto.h"
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double run_lib(hilock_lock *l, int n, int64_t lease)
+{
+    int64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        int rc = hilock_lock_acquire(l, 0, lease);
+        if (rc == 0)
+            rc = hilock_lock_release(l);
+        if (rc != 0) {
+            fprintf(stderr, "lib pair failed: %s (%s)\n", hilock_strerror(rc),
+                    hilock_lock_errmsg(l));
+            exit(1);
+        }
+    }
+    return n / ((now_ns() - t0) / 1e9);
+}
+
+static int script_load(redisContext *ctx, hl_script s)
+{
+    redisReply *r = redisCommand(ctx, "SCRIPT LOAD %s", hl_script_source(s));
+    int ok = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, hl_script_sha1(s)) == 0;
+    if (r)
+        freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static double run_raw(redisContext *ctx, int n, hilock_kind kind, const char *name)
+{
+    hl_names names;
+    if (hl_names_init(&names, name) != 0)
+        exit(1);
+    const char *owner = "00000000-0000-0000-0000-000000000000:1";
+    static uint64_t seq;
+    char latch[512];
+    int64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        hl_cmd cmd;
+        hl_cmd_acquire(&cmd, kind, &names, owner, 30000, 300000);
+        redisReply *r = redisCommandArgv(ctx, cmd.argc, cmd.argv, cmd.argvlen);
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->element[0]->integer != 1) {
+            fprintf(stderr, "raw lock failed\n");
+            exit(1);
+        }
+        freeReplyObject(r);
+        snprintf(latch, sizeof latch, "%s:raw:%ld:%" PRId64 ":%" PRIu64, names.latch_prefix,
+                 (long)getpid(), t0, ++seq);
+        hl_cmd_release(&cmd, kind, &names, owner, 30000, latch, 3000);
+        r = redisCommandArgv(ctx, cmd.argc, cmd.argv, cmd.argvlen);
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 0) {
+            fprintf(stderr, "raw unlock failed\n");
+            exit(1);
+        }
+        freeReplyObject(r);
+    }
+    double rate = n / ((now_ns() - t0) / 1e9);
+    hl_names_free(&names);
+    return rate;
+}
+
+int main(int argc, char **argv)
+{
+    int n = 20000, rounds = 3;
+    hilock_kind kind = HILOCK_KIND_REENTRANT;
+    int opt;
+    while ((opt = getopt(argc, argv, "n:r:k:")) != -1) {
+        if (opt == 'n')
+            n = atoi(optarg);
+        else if (opt == 'r')
+            rounds = atoi(optarg);
+        else if (opt == 'k')
+            kind = strcmp(optarg, "fair") == 0 ? HILOCK_KIND_FAIR : HILOCK_KIND_REENTRANT;
+        else
+            return 2;
+    }
+    if (optind >= argc || n <= 0 || rounds <= 0 || rounds > 64) {
+        fprintf(stderr, "usage: lock_bench [-n pairs] [-r rounds] [-k reentrant|fair] URL\n");
+        return 2;
+    }
+    const char *url = argv[optind];
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, url, NULL, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "open %s: %s (%s)\n", url, hilock_strerror(rc), err);
+        return 1;
+    }
+    hilock_lock *l = NULL;
+    rc = kind == HILOCK_KIND_FAIR ? hilock_fair_lock_new(&l, c, "bench:pairs")
+                                  : hilock_lock_new(&l, c, "bench:pairs");
+    if (rc)
+        return 1;
+    int port = 6379;
+    const char *colon = strrchr(url, ':');
+    if (colon)
+        port = atoi(colon + 1);
+    redisContext *ctx = redisConnect("127.0.0.1", port);
+    if (!ctx || ctx->err)
+        return 1;
+    for (int s = 0; s < HL_SCRIPT_COUNT; s++)
+        if (script_load(ctx, (hl_script)s) != 0)
+            return 1;
+    redisReply *del = redisCommand(ctx, "DEL bench:pairs bench:raw");
+    if (del)
+        freeReplyObject(del);
+
+    /* warm-up: connections, scripts, caches */
+    run_lib(l, n / 10 + 1, 30000);
+    run_raw(ctx, n / 10 + 1, kind, "bench:raw");
+    double fixed[64], wd[64], raw[64];
+    for (int r = 0; r < rounds; r++) {
+        fixed[r] = run_lib(l, n, 30000);
+        wd[r] = run_lib(l, n, HILOCK_LEASE_WATCHDOG);
+        raw[r] = run_raw(ctx, n, kind, "bench:raw");
+    }
+    printf("kind=%s\n", kind == HILOCK_KIND_FAIR ? "fair" : "reentrant");
+    printf("pairs=%d\nrounds=%d\n", n, rounds);
+    printf("lock_sha=%s\n", hl_script_sha1(kind == HILOCK_KIND_FAIR ? HL_SCRIPT_FAIR_LOCK
+                                                                   : HL_SCRIPT_LOCK));
+    printf("unlock_sha=%s\n", hl_script_sha1(kind == HILOCK_KIND_FAIR ? HL_SCRIPT_FAIR_UNLOCK
+                                                                     : HL_SCRIPT_UNLOCK));
+    printf("lib_fixed_pairs_per_s=%.0f\n", median(fixed, rounds));
+    printf("lib_watchdog_pairs_per_s=%.0f\n", median(wd, rounds));
+    printf("raw_pairs_per_s=%.0f\n", median(raw, rounds));
+    redisFree(ctx);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    return 0;
+}
