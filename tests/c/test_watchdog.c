@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "hilock.h"
@@ -248,6 +249,84 @@ static void t_no_renewal_after_unlock(void)
     hilock_lock_free(l);
 }
 
+/* The same race with a fast watchdog (renewal every lease/3 = 33 ms): a
+ * renewal that slipped past the final unlock would cut the next hold's
+ * fixed 400 ms lease down to the watchdog lease. */
+static void t_no_renewal_after_unlock_fast(void)
+{
+    int64_t wd = th_valgrind() ? 300 : 100;
+    hilock_client *c = open_client(&srv, wd, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "stale-fast");
+    int rounds = th_valgrind() ? 10 : 40;
+    int cut = 0, errors = 0;
+    for (int i = 0; i < rounds; i++) {
+        if (hilock_lock_acquire(l, 0, 0) != 0)
+            errors++;
+        th_sleep_ms((i * 7) % (wd / 3 + 1));
+        if (hilock_lock_release(l) != 0)
+            errors++;
+        int64_t t0 = th_now_ms();
+        if (hilock_lock_acquire(l, 0, 400) != 0)
+            errors++;
+        /* watch it for two renewal periods */
+        while (th_now_ms() - t0 < 2 * wd / 3 + 10) {
+            long long pttl = th_redis_int(&srv, "PTTL stale-fast");
+            int64_t expect = 400 - (th_now_ms() - t0) - 50;
+            if (pttl < expect) {
+                cut++;
+                break;
+            }
+            th_sleep_ms(3);
+        }
+        if (hilock_lock_release(l) != 0)
+            errors++;
+    }
+    CU_ASSERT_EQUAL(errors, 0);
+    CU_ASSERT_EQUAL(cut, 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+/* The lost callback runs on the watchdog thread and may call the library,
+ * even release/query the very lock it reports. */
+static atomic_int cb_done;
+static atomic_int cb_rc = 99;
+static void on_lost_release(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)payload;
+    int x = -1;
+    int rc = hilock_lock_release_tid(l, tid);
+    if (hilock_lock_is_held_tid(&x, l, tid) != 0 || x != 0)
+        rc = 1000;
+    atomic_store(&cb_rc, rc);
+    atomic_store(&cb_done, 1);
+}
+static int cb_finished(void *p)
+{
+    (void)p;
+    return atomic_load(&cb_done);
+}
+
+static void t_callback_may_call_library(void)
+{
+    hilock_lock *l = new_lock(cw, "cb-reentrant");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    hilock_lock_set_lost_callback(l, on_lost_release, NULL);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    redisContext *ctx = th_redis_connect(&srv);
+    freeReplyObject(redisCommand(ctx, "DEL cb-reentrant"));
+    redisFree(ctx);
+    if (!th_wait_for(cb_finished, NULL, 3000)) {
+        /* a deadlock inside the watchdog: cleanup would hang too */
+        fprintf(stderr, "\n  lost callback calling release did not return: deadlock\n");
+        th_redis_stop(&srv);
+        _exit(1);
+    }
+    CU_ASSERT_EQUAL(atomic_load(&cb_rc), HILOCK_ENOTOWNER);
+    hilock_lock_free(l);
+}
+
 /* Many threads acquiring and releasing watchdog holds on one lock name with
  * explicit tids while the watchdog ticks: afterwards nothing is left. */
 typedef struct churn {
@@ -301,24 +380,45 @@ static void t_churn_leaves_nothing(void)
 
 /* ---------------------------------------------------------------- transport errors */
 
+/* Returns once the watchdog renewed key (its PTTL went up), or 0 on timeout. */
+static int wait_renewal(const th_redis *r, const char *key, int64_t timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    long long prev = th_redis_int(r, "PTTL %s", key);
+    while (th_now_ms() < end) {
+        th_sleep_ms(3);
+        long long now = th_redis_int(r, "PTTL %s", key);
+        if (now > prev)
+            return 1;
+        prev = now;
+    }
+    return 0;
+}
+
 static void t_pause_is_not_loss(void)
 {
     th_redis h;
     CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
-    /* lease 1500, tick 500; commands time out after 100 ms */
+    /* lease 1500, renewal every 500 ms; commands time out after 100 ms */
     hilock_client *c = open_client(&h, 1500, 100);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = new_lock(c, "paused");
     lost_rec rec = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, NULL};
     hilock_lock_set_lost_callback(l, on_lost, &rec);
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
-    th_sleep_ms(100);
+    /* Hang the server across exactly one renewal tick: from half a period
+     * after a renewal to one period later. That renewal times out (a
+     * transport error); the next one, after the resume, must succeed. */
+    CU_ASSERT_FATAL(wait_renewal(&h, "paused", 2000));
+    th_sleep_ms(250);
     th_redis_pause(&h);
     th_sleep_ms(500);
     th_redis_resume(&h);
-    CU_ASSERT_EQUAL(missing_during(&h, "paused", 2000), 0);
+    CU_ASSERT_EQUAL(missing_during(&h, "paused", 1500), 0);
     CU_ASSERT_FALSE(lost_called(&rec));
     CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 0);
+    /* the failed renewal was noticed (and only reported as client trouble) */
+    CU_ASSERT(strlen(hilock_client_errmsg(c)) > 0);
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
     hilock_lock_free(l);
     hilock_client_close(c);
@@ -387,6 +487,8 @@ int main(void)
     CU_add_test(s, "server restart -> lost, NOT_OWNER", t_lost_on_restart);
     CU_add_test(s, "forced away -> lost", t_lost_on_force);
     CU_add_test(s, "no renewal after the final unlock", t_no_renewal_after_unlock);
+    CU_add_test(s, "no renewal after the final unlock (fast ticks)", t_no_renewal_after_unlock_fast);
+    CU_add_test(s, "lost callback may call the library", t_callback_may_call_library);
     CU_add_test(s, "acquire/release churn leaves nothing", t_churn_leaves_nothing);
     CU_add_test(s, "server pause is not loss", t_pause_is_not_loss);
     CU_add_test(s, "free stops renewal", t_free_stops_renewal);
