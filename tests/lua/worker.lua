@@ -2,9 +2,9 @@
 -- the same interpreter). Modes:
 --   count <url> <name> <counter-file> <iterations>
 --       lock, read the number in the file, write it + 1, unlock; repeat.
---   hold <url> <name> <lease-seconds> <hold-ms>
+--   hold <url> <name> <lease-seconds> <hold-ms> [fair]
 --       acquire with that lease, print "held", keep it hold-ms, release,
---       print "released".
+--       print "released". With "fair", a fair lock.
 local hilock = require "hilock"
 local now_ms = hilock.proto.now_ms
 local mode, url, name = arg[1], arg[2], arg[3]
@@ -16,7 +16,7 @@ local function sleep_ms(ms)
 end
 
 local c = assert(hilock.connect(url))
-local lk = assert(c:lock(name))
+local lk = assert(arg[6] == "fair" and c:fair_lock(name) or c:lock(name))
 
 if mode == "count" then
   local path, n = arg[4], tonumber(arg[5])

@@ -54,10 +54,12 @@ function _M.count()
     ngx.say("ok")
 end
 
--- /wait?name=N&wait=S: acquire (lease 10 s) waiting up to S seconds; says
--- "acquired <ms>" or "<err> <ms>".
+-- /wait?name=N&wait=S[&fair=1]: acquire (lease 10 s) waiting up to S
+-- seconds; says "acquired <ms>" or "<err> <ms>".
 function _M.wait()
-    local lk = client():lock(ngx.var.arg_name)
+    local c = client()
+    local lk = ngx.var.arg_fair == "1" and c:fair_lock(ngx.var.arg_name)
+               or c:lock(ngx.var.arg_name)
     local t0 = now_ms()
     local ok, err = lk:acquire(tonumber(ngx.var.arg_wait), 10)
     local dt = now_ms() - t0
@@ -120,6 +122,19 @@ function _M.watchdog()
     local lost = lk:lost()
     assert(lk:release())
     ngx.say("kept lost=", tostring(lost))
+end
+
+-- /lost?name=N: a watchdog lock deleted behind our back is reported lost.
+function _M.lost()
+    local lk = client(0.6):lock(ngx.var.arg_name)
+    assert(lk:acquire(0))
+    assert(client():lock(ngx.var.arg_name):force_unlock()) -- another client
+    local t0 = now_ms()
+    while not lk:lost() and now_ms() - t0 < 3000 do
+        ngx.sleep(0.02)
+    end
+    local r, err = lk:release()
+    ngx.say("lost=", tostring(lk:lost()), " release=", tostring(r), ":", tostring(err))
 end
 
 -- /bench?n=N: N uncontended acquire+release pairs; says "<n> <ms>".

@@ -23,9 +23,9 @@ URL="http://127.0.0.1:$NGINX_PORT"
 
 # A lock held by another process through the blocking C core (Lua 5.4
 # module): prints "held" into $1 once it has the lock.
-hold_elsewhere() { # outfile name lease_s hold_ms
+hold_elsewhere() { # outfile name lease_s hold_ms [fair]
   LUA_CPATH="$HL_BUILD/lua/5.4/?.so" lua5.4 "$here/../lua/worker.lua" hold "$REDIS_URL" \
-    "$2" "$3" "$4" >"$1" 2>&1 &
+    "$2" "$3" "$4" "${5:-}" >"$1" 2>&1 &
   HOLDER_PID=$!
   HL_PIDS+=("$HOLDER_PID")
   local deadline=$(( $(ms_now) + 5000 ))
@@ -114,6 +114,26 @@ res=$(curl -sS --max-time 10 "$URL/watchdog?name=$name")
 label="(e) watchdog lease 0.6 s kept the lock 1.5 s: '$res'"
 if [ "$res" = "kept lost=false" ] && [ "$(rcli EXISTS "$name")" = 0 ]; then
   ok "$label"; else bad "$label"; fi
+
+# (e2) ... and reports a watchdog lock deleted behind its back as lost.
+res=$(curl -sS --max-time 10 "$URL/lost?name=or:lost:$RANDOM")
+label="(e2) watchdog notices a forced unlock: '$res'"
+if [ "$res" = "lost=true release=nil:not owner" ]; then ok "$label"; else bad "$label"; fi
+
+# (g) fair lock against a C-core holder: a waiter that gives up leaves the
+#     queue; the next one is woken on its own channel by the holder's unlock.
+name="or:fair:$RANDOM"
+if hold_elsewhere "$HL_TMP/hold-g.out" "$name" 30 1200 fair; then
+  read -r res1 waited1 < <(curl -sS --max-time 10 "$URL/wait?name=$name&wait=0.3&fair=1")
+  qlen=$(rcli LLEN "redisson_lock_queue:{$name}"); zlen=$(rcli ZCARD "redisson_lock_timeout:{$name}")
+  read -r res2 waited2 < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20&fair=1")
+  wait "$HOLDER_PID" 2>/dev/null
+  label="(g) fair: gave up '$res1' after ${waited1} ms (queue $qlen/$zlen), next '$res2' after ${waited2} ms"
+  if [ "$res1" = timeout ] && [ "$qlen" = 0 ] && [ "$zlen" = 0 ] && [ "$res2" = acquired ] &&
+     [ "$waited2" -lt 5000 ]; then ok "$label"; else bad "$label"; fi
+else
+  bad "(g) could not take the fair lock from another process: $(cat "$HL_TMP/hold-g.out")"
+fi
 
 # (f) nothing alarming in nginx's error log.
 if grep -E '\[(error|alert|crit|emerg)\]' "$NGINX_TMP/error.log" >/dev/null; then
