@@ -442,6 +442,166 @@ static void t_waiters_chain(void)
     hilock_lock_free(w);
 }
 
+/* Script calls so far (EVALSHA + EVAL) from INFO commandstats. */
+static long long script_calls(void)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    redisReply *r = redisCommand(ctx, "INFO commandstats");
+    long long total = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+        for (int i = 0; i < 2; i++) {
+            const char *p = strstr(r->str, names[i]);
+            if (p)
+                total += atoll(p + strlen(names[i]));
+        }
+    }
+    freeReplyObject(r);
+    redisFree(ctx);
+    return total;
+}
+
+/* Connections with a (s)subscription, and subscribers of one channel. */
+static int subscribed_connections(void)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    redisReply *r = redisCommand(ctx, "CLIENT LIST");
+    int n = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        for (char *line = r->str; line && *line;) {
+            char *end = strchr(line, '\n');
+            const char *sub = strstr(line, " sub="), *ssub = strstr(line, " ssub=");
+            if ((sub && (!end || sub < end) && atoi(sub + 5) > 0) ||
+                (ssub && (!end || ssub < end) && atoi(ssub + 6) > 0))
+                n++;
+            line = end ? end + 1 : NULL;
+        }
+    }
+    freeReplyObject(r);
+    redisFree(ctx);
+    return n;
+}
+
+static long long numsub(const char *channel)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    redisReply *r = redisCommand(ctx, "PUBSUB NUMSUB %s", channel);
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        n = r->element[1]->integer;
+    freeReplyObject(r);
+    redisFree(ctx);
+    return n;
+}
+
+typedef struct sub_arg {
+    hilock_lock *l;
+    atomic_int *waiting;
+    int rc;
+} sub_arg;
+
+static void *sub_waiter(void *p)
+{
+    sub_arg *a = p;
+    atomic_fetch_add(a->waiting, 1);
+    a->rc = hilock_lock_acquire(a->l, 8000, 30000);
+    if (a->rc == 0)
+        a->rc = hilock_lock_release(a->l);
+    return NULL;
+}
+
+static int both_subscribed(void *p)
+{
+    (void)p;
+    return numsub("redisson_lock__channel:{subA}") == 1 &&
+           numsub("redisson_lock__channel:{subB}") == 1;
+}
+static int none_subscribed(void *p)
+{
+    (void)p;
+    return numsub("redisson_lock__channel:{subA}") == 0 &&
+           numsub("redisson_lock__channel:{subB}") == 0;
+}
+
+static void t_shared_subscription(void)
+{
+    /* 5 waiters of one client on two locks: one pub/sub connection, one
+     * subscription per channel, dropped after the last waiter leaves. */
+    hilock_client *w = open_client(&srv, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    int base = subscribed_connections();
+    hilock_lock *ha = new_lock(c1, "subA"), *hb = new_lock(c1, "subB");
+    hilock_lock *wa = new_lock(w, "subA"), *wb = new_lock(w, "subB");
+    CU_ASSERT_EQUAL(hilock_lock_acquire(ha, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(hb, 0, 30000), 0);
+    atomic_int waiting = 0;
+    sub_arg args[5];
+    pthread_t th[5];
+    for (int i = 0; i < 5; i++) {
+        args[i] = (sub_arg){i < 3 ? wa : wb, &waiting, 99};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, sub_waiter, &args[i]), 0);
+    }
+    CU_ASSERT(th_wait_for(both_subscribed, NULL, 2000));
+    th_sleep_ms(50); /* all five are waiting by now; counts must not grow */
+    CU_ASSERT_EQUAL(numsub("redisson_lock__channel:{subA}"), 1);
+    CU_ASSERT_EQUAL(numsub("redisson_lock__channel:{subB}"), 1);
+    CU_ASSERT_EQUAL(subscribed_connections(), base + 1);
+    CU_ASSERT_EQUAL(hilock_lock_release(ha), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(hb), 0);
+    for (int i = 0; i < 5; i++) {
+        pthread_join(th[i], NULL);
+        CU_ASSERT_EQUAL(args[i].rc, 0);
+    }
+    CU_ASSERT(th_wait_for(none_subscribed, NULL, 2000));
+    hilock_lock_free(ha);
+    hilock_lock_free(hb);
+    hilock_lock_free(wa);
+    hilock_lock_free(wb);
+    hilock_client_close(w);
+}
+
+static int all_waiting(void *p)
+{
+    (void)p;
+    return numsub("redisson_lock__channel:{herd}") == 1;
+}
+
+static void t_one_unlock_wakes_one(void)
+{
+    /* NW waiters on one client, each takes the lock once. With one waiter
+     * woken per unlock, each makes about 3 attempts (first try, retry after
+     * subscribing, after its wake-up); waking all of them at every unlock
+     * would add about NW*NW/2 attempts. */
+    int nw = th_valgrind() ? 4 : 8;
+    hilock_client *w = open_client(&srv, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    hilock_lock *h = new_lock(c1, "herd"), *wl = new_lock(w, "herd");
+    CU_ASSERT_EQUAL(hilock_lock_acquire(h, 0, 30000), 0);
+    atomic_int waiting = 0;
+    sub_arg args[8];
+    pthread_t th[8];
+    long long before = script_calls();
+    for (int i = 0; i < nw; i++) {
+        args[i] = (sub_arg){wl, &waiting, 99};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, sub_waiter, &args[i]), 0);
+    }
+    CU_ASSERT(th_wait_for(all_waiting, NULL, 2000));
+    th_sleep_ms(100); /* let every thread reach its wait */
+    CU_ASSERT_EQUAL(hilock_lock_release(h), 0);
+    for (int i = 0; i < nw; i++) {
+        pthread_join(th[i], NULL);
+        CU_ASSERT_EQUAL(args[i].rc, 0);
+    }
+    long long calls = script_calls() - before;
+    long long acquires = calls - (nw + 1); /* minus the unlocks */
+    printf("\n  %d waiters: %lld acquire attempts\n", nw, acquires);
+    CU_ASSERT(acquires >= nw);
+    CU_ASSERT(acquires <= 3 * nw + nw / 2);
+    hilock_lock_free(h);
+    hilock_lock_free(wl);
+    hilock_client_close(w);
+}
+
 /* ---------------------------------------------------------------- counter */
 
 typedef struct counter_arg {
@@ -769,6 +929,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "blocking acquire woken by unlock", t_woken_by_unlock);
     CU_add_test(s, "chain of waiters", t_waiters_chain);
     CU_add_test(s, "one handle, several threads", t_handle_shared_by_threads);
+    CU_add_test(s, "one shared, ref-counted subscription", t_shared_subscription);
+    CU_add_test(s, "one unlock wakes one waiter", t_one_unlock_wakes_one);
     CU_add_test(s, "threads x critical sections: exact counter", t_counter);
     CU_add_test(s, "holder killed by SIGKILL", t_killed_holder);
     CU_add_test(s, "WRONGTYPE key untouched", t_wrongtype);
