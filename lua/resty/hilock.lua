@@ -224,8 +224,10 @@ function _M.new(opts)
         or type(self.pool_size) ~= "number" or self.pool_size < 1 then
         argerr("opts", "bad host, port, db or pool_size")
     end
-    self.pool = str_format("hilock:%s:%d:%d:%s", self.host, self.port, self.db,
-                           self.user or "")
+    -- pooled connections are authenticated: never share them across
+    -- credentials (the password enters the pool name as a digest)
+    self.pool = str_format("hilock:%s:%d:%d:%s:%s", self.host, self.port, self.db,
+                           self.user or "", self.password and ngx.md5(self.password) or "")
     self.pool_opts = { pool = self.pool, pool_size = self.pool_size }
     local hs = {}
     if self.password then

@@ -69,10 +69,10 @@ hl_start_redis() {
     local deadline=$(( $(date +%s) + 10 ))
     while [ "$(date +%s)" -lt "$deadline" ]; do
       if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
-      if [ "$(redis-cli -p "$HL_PORT" ping 2>/dev/null)" = PONG ]; then
+      case "$(redis-cli -p "$HL_PORT" ping 2>/dev/null)" in PONG|NOAUTH*) # answering
         REDIS_PORT="$HL_PORT"; REDIS_URL="redis://127.0.0.1:$HL_PORT"
-        return 0
-      fi
+        return 0 ;;
+      esac
       sleep 0.05
     done
     kill -KILL "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null

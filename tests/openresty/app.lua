@@ -137,6 +137,23 @@ function _M.lost()
     ngx.say("lost=", tostring(lk:lost()), " release=", tostring(r), ":", tostring(err))
 end
 
+-- /auth: password + database from the URL (REDIS_AUTH_URL); a wrong
+-- password is an "auth" failure.
+function _M.auth()
+    local url = os.getenv("REDIS_AUTH_URL")
+    local c = hilock.new { url = url }
+    local lk = c:lock("or:auth")
+    local ok, err = lk:acquire(0, 10)
+    local db = c:command("CLIENT", "INFO")
+    local held = lk:held()
+    local r = lk:release()
+    local bad = hilock.new { url = url:gsub("//:[^@]*@", "//:wrong@") }
+    local ok2, err2 = bad:lock("or:auth"):acquire(0, 10)
+    ngx.say(tostring(ok), ":", tostring(err), " db=", tostring(type(db) == "string" and
+            db:match(" db=(%d+)")), " held=", tostring(held), " release=", tostring(r),
+            " wrong=", tostring(ok2), ":", tostring(err2 and err2:match("^[%a ]+")))
+end
+
 -- /bench?n=N: N uncontended acquire+release pairs; says "<n> <ms>".
 function _M.bench()
     local n = tonumber(ngx.var.arg_n) or 1000

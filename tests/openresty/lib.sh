@@ -11,7 +11,7 @@ hl_start_nginx() {
         -e "s|@CPATH@|$HL_BUILD/lua/luajit|g" \
         "$HL_ROOT/tests/openresty/nginx.conf.in" >"$NGINX_TMP/nginx.conf"
     : >"$NGINX_TMP/error.log"
-    REDIS_URL="$REDIS_URL" nginx -p "$NGINX_TMP" -c "$NGINX_TMP/nginx.conf" \
+    REDIS_URL="$REDIS_URL" REDIS_AUTH_URL="${REDIS_AUTH_URL:-}" nginx -p "$NGINX_TMP" -c "$NGINX_TMP/nginx.conf" \
       -e "$NGINX_TMP/error.log" >"$NGINX_TMP/stdout.log" 2>&1 &
     NGINX_PID=$!
     HL_PIDS+=("$NGINX_PID")

@@ -17,6 +17,8 @@ ms_now() { date +%s%3N; }
 
 command -v curl >/dev/null || { echo "openresty: curl missing (tests/openresty/deps.sh)"; exit 1; }
 hl_build || { echo "openresty: build failed"; exit 1; }
+hl_start_redis --requirepass s3cret || { echo "openresty: redis failed"; exit 1; }
+REDIS_AUTH_URL="redis://:s3cret@127.0.0.1:$REDIS_PORT/3"
 hl_start_redis || { echo "openresty: redis failed"; exit 1; }
 hl_start_nginx || { echo "openresty: nginx failed"; exit 1; }
 URL="http://127.0.0.1:$NGINX_PORT"
@@ -134,6 +136,12 @@ if hold_elsewhere "$HL_TMP/hold-g.out" "$name" 30 1200 fair; then
 else
   bad "(g) could not take the fair lock from another process: $(cat "$HL_TMP/hold-g.out")"
 fi
+
+# (h) AUTH + SELECT from the URL on fresh pooled connections; bad password.
+res=$(curl -sS --max-time 10 "$URL/auth")
+label="(h) password + db 3 from the URL: '$res'"
+if [ "$res" = "true:nil db=3 held=true release=true wrong=nil:auth" ]; then
+  ok "$label"; else bad "$label"; fi
 
 # (f) nothing alarming in nginx's error log.
 if grep -E '\[(error|alert|crit|emerg)\]' "$NGINX_TMP/error.log" >/dev/null; then
