@@ -73,9 +73,10 @@ HILOCK_API const char *hilock_strerror(int code);
 
 typedef struct hilock_client hilock_client;
 
-#define HILOCK_OPTIONS_VERSION 1
+#define HILOCK_OPTIONS_VERSION 2
 
-/* Zero-initialisable: a field left at 0 takes its default. */
+/* Zero-initialisable: a field left at 0 takes its default. Fields after
+ * pool_size are read only when version >= 2. */
 typedef struct hilock_options {
     unsigned int version;        /* HILOCK_OPTIONS_VERSION (0 is taken as 1) */
     int64_t connect_timeout_ms;  /* default 1000 */
@@ -83,9 +84,14 @@ typedef struct hilock_options {
     int64_t watchdog_lease_ms;   /* default 30000; renewed every lease/3 */
     int64_t fair_wait_window_ms; /* default 300000 (fair lock waiter deadline window) */
     int pool_size;               /* connections in the pool, default 8 */
+    /* version 2 */
+    int replica_ack;             /* WAIT for a replica after acquire/release:
+                                    0 = default (on for sentinel, off for one
+                                    server), 1 = on, -1 = off */
+    int64_t replica_ack_timeout_ms; /* default 1000 */
 } hilock_options;
 
-#define HILOCK_OPTIONS_INIT {HILOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0}
+#define HILOCK_OPTIONS_INIT {HILOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0}
 
 /* Fill *opts with defaults. */
 HILOCK_API int hilock_options_init(hilock_options *opts, unsigned int version);
@@ -94,6 +100,9 @@ HILOCK_API int hilock_options_init(hilock_options *opts, unsigned int version);
  * Open a client. url:
  *   redis://[user[:password]@]host[:port][/db]     (user may be empty: redis://:pw@h)
  *   unix:///path/to/socket[?db=N&password=P&user=U]
+ *   redis+sentinel://[user[:password]@]s1[:p1][,s2[:p2]...]/mastername[/db]
+ *       (the sentinels are asked for the current master at every connect;
+ *        user/password are the master's; sentinels are asked without AUTH)
  * opts may be NULL (defaults). Connects once to verify the server, the
  * credentials and the database; on failure returns the code and, when errbuf
  * is not NULL, writes a detail message into it (errlen bytes at most).

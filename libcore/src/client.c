@@ -48,6 +48,8 @@ int hilock_options_init(hilock_options *opts, unsigned int version)
     opts->watchdog_lease_ms = 30000;
     opts->fair_wait_window_ms = 300000;
     opts->pool_size = 8;
+    opts->replica_ack = 0;
+    opts->replica_ack_timeout_ms = 1000;
     return 0;
 }
 
@@ -91,6 +93,19 @@ static int fill_options(hilock_options *out, const hilock_options *in, char *err
     }
     if (in->pool_size)
         out->pool_size = in->pool_size;
+    if (in->version >= 2) {
+        if (in->replica_ack < -1 || in->replica_ack > 1) {
+            hl_set_err(err, "option replica_ack must be -1, 0 or 1");
+            return HILOCK_EINVAL;
+        }
+        if (in->replica_ack_timeout_ms < 0 || in->replica_ack_timeout_ms > HILOCK_MAX_TIME_MS) {
+            hl_set_err(err, "option replica_ack_timeout_ms out of range");
+            return HILOCK_EINVAL;
+        }
+        out->replica_ack = in->replica_ack;
+        if (in->replica_ack_timeout_ms)
+            out->replica_ack_timeout_ms = in->replica_ack_timeout_ms;
+    }
     return 0;
 }
 
@@ -140,6 +155,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     c->refs = 1;
     c->pid = getpid();
     c->ps.wake_fd[0] = c->ps.wake_fd[1] = -1;
+    c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
     pthread_mutex_init(&c->pool.mu, NULL);
     hl_cond_init_mono(&c->pool.cv);
     pthread_mutex_init(&c->ps.mu, NULL);
@@ -155,6 +171,8 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
         goto done;
     if ((rc = hl_endpoint_parse(&c->ep, url, err)) != 0)
         goto done;
+    /* replica acknowledgement: default on where a failover can happen */
+    c->replica_ack = c->opts.replica_ack == 1 || (c->opts.replica_ack == 0 && c->ep.nsentinels > 0);
     c->pool.size = c->opts.pool_size;
     c->pool.idle = calloc((size_t)c->pool.size, sizeof *c->pool.idle);
     if (!c->pool.idle) {
@@ -182,12 +200,18 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     }
     freeReplyObject(r);
     c->pool.idle[c->pool.nidle++] = ctx;
+    rc = hl_sentinel_start(c, err);
 done:
     if (rc) {
         if (errbuf && errlen)
             snprintf(errbuf, errlen, "%s", err[0] ? err : hilock_strerror(rc));
-        if (c)
+        if (c) {
+            hl_sentinel_stop(c);
+            for (int i = 0; i < c->pool.nidle; i++)
+                redisFree(c->pool.idle[i]);
+            c->pool.nidle = 0;
             hl_client_unref(c);
+        }
         return rc;
     }
     if (errbuf && errlen)
@@ -212,6 +236,7 @@ void hilock_client_close(hilock_client *c)
         return;
     }
     __atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
+    hl_sentinel_stop(c);
     hl_pubsub_shutdown(c);
     hl_wd_shutdown(c);
     if (c->ps.wake_fd[0] >= 0) {

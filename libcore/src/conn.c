@@ -64,6 +64,11 @@ void hl_endpoint_free(hl_endpoint *ep)
     free(ep->path);
     free(ep->user);
     free(ep->password);
+    for (int i = 0; i < ep->nsentinels; i++)
+        free(ep->sentinel_hosts[i]);
+    free(ep->sentinel_hosts);
+    free(ep->sentinel_ports);
+    free(ep->master_name);
     memset(ep, 0, sizeof *ep);
 }
 
@@ -189,6 +194,96 @@ static int parse_tcp(hl_endpoint *ep, const char *rest, char *err)
     return 0;
 }
 
+/* rest: "[user[:password]@]h1[:p1][,h2[:p2]...]/mastername[/db]" */
+static int parse_sentinel(hl_endpoint *ep, const char *rest, char *err)
+{
+    const char *slash = strchr(rest, '/');
+    if (!slash || !slash[1]) {
+        hl_set_err(err, "sentinel URL needs /mastername after the sentinel list");
+        return HILOCK_EINVAL;
+    }
+    /* user info: reuse the TCP parser on "<userinfo>@x" */
+    const char *at = NULL;
+    for (const char *p = rest; p < slash; p++)
+        if (*p == '@')
+            at = p;
+    const char *hosts = rest;
+    if (at) {
+        size_t n = (size_t)(at - rest);
+        char *tmp = malloc(n + 3);
+        if (!tmp)
+            return HILOCK_ENOMEM;
+        memcpy(tmp, rest, n);
+        memcpy(tmp + n, "@x", 3);
+        hl_endpoint probe;
+        memset(&probe, 0, sizeof probe);
+        int rc = parse_tcp(&probe, tmp, err);
+        free(tmp);
+        if (rc)
+            return rc;
+        ep->user = probe.user;
+        ep->password = probe.password;
+        probe.user = probe.password = NULL;
+        hl_endpoint_free(&probe);
+        hosts = at + 1;
+    }
+    int count = 1;
+    for (const char *p = hosts; p < slash; p++)
+        count += *p == ',';
+    ep->sentinel_hosts = calloc((size_t)count, sizeof *ep->sentinel_hosts);
+    ep->sentinel_ports = calloc((size_t)count, sizeof *ep->sentinel_ports);
+    if (!ep->sentinel_hosts || !ep->sentinel_ports)
+        return HILOCK_ENOMEM;
+    const char *p = hosts;
+    while (p < slash) {
+        const char *end = memchr(p, ',', (size_t)(slash - p));
+        if (!end)
+            end = slash;
+        size_t n = (size_t)(end - p);
+        char *one = malloc(n + 1);
+        if (!one)
+            return HILOCK_ENOMEM;
+        memcpy(one, p, n);
+        one[n] = 0;
+        hl_endpoint probe;
+        memset(&probe, 0, sizeof probe);
+        int rc = n ? parse_tcp(&probe, one, err) : HILOCK_EINVAL;
+        free(one);
+        if (rc || probe.user || probe.password || probe.db) {
+            hl_endpoint_free(&probe);
+            if (rc != HILOCK_ENOMEM)
+                hl_set_err(err, "bad sentinel address in URL");
+            return rc ? rc : HILOCK_EINVAL;
+        }
+        ep->sentinel_hosts[ep->nsentinels] = probe.host;
+        ep->sentinel_ports[ep->nsentinels] = strchr(p, ':') && strchr(p, ':') < end
+                                                  ? probe.port
+                                                  : 26379;
+        ep->nsentinels++;
+        probe.host = NULL;
+        hl_endpoint_free(&probe);
+        p = end + 1;
+    }
+    const char *name = slash + 1;
+    const char *dbp = strchr(name, '/');
+    size_t nlen = dbp ? (size_t)(dbp - name) : strlen(name);
+    if (nlen == 0) {
+        hl_set_err(err, "sentinel URL has an empty master name");
+        return HILOCK_EINVAL;
+    }
+    if (!(ep->master_name = pct_decode(name, nlen)))
+        return HILOCK_ENOMEM;
+    long v;
+    if (dbp && dbp[1]) {
+        if (parse_int(dbp + 1, strlen(dbp + 1), 0, INT_MAX, &v)) {
+            hl_set_err(err, "bad db number in URL");
+            return HILOCK_EINVAL;
+        }
+        ep->db = (int)v;
+    }
+    return 0;
+}
+
 int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err)
 {
     memset(ep, 0, sizeof *ep);
@@ -201,8 +296,10 @@ int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err)
         rc = parse_tcp(ep, url + 8, err);
     else if (!strncmp(url, "unix://", 7))
         rc = parse_unix(ep, url + 7, err);
+    else if (!strncmp(url, "redis+sentinel://", 17))
+        rc = parse_sentinel(ep, url + 17, err);
     else {
-        hl_set_err(err, "URL must start with redis:// or unix://");
+        hl_set_err(err, "URL must start with redis://, unix:// or redis+sentinel://");
         rc = HILOCK_EINVAL;
     }
     if (rc) {
@@ -223,31 +320,26 @@ static struct timeval tv_ms(int64_t ms)
     return tv;
 }
 
-static const char *ep_where(const hl_endpoint *ep, char *buf, size_t len)
-{
-    if (ep->path)
-        snprintf(buf, len, "unix:%s", ep->path);
-    else
-        snprintf(buf, len, "%s:%d", ep->host, ep->port);
-    return buf;
-}
-
-redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
-                         int64_t command_timeout_ms, int *code, char *err)
+/* Connect to one server (host:port, or the unix path), AUTH, SELECT. */
+static redisContext *connect_node(const hl_endpoint *ep, const char *host, int port,
+                                  int64_t connect_timeout_ms, int64_t command_timeout_ms,
+                                  int *code, char *err)
 {
     char where[300];
+    if (ep->path)
+        snprintf(where, sizeof where, "unix:%s", ep->path);
+    else
+        snprintf(where, sizeof where, "%s:%d", host, port);
     redisContext *ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, tv_ms(connect_timeout_ms))
-                                 : redisConnectWithTimeout(ep->host, ep->port,
-                                                           tv_ms(connect_timeout_ms));
+                                 : redisConnectWithTimeout(host, port, tv_ms(connect_timeout_ms));
     if (!ctx) {
         *code = HILOCK_ENOMEM;
-        hl_set_err(err, "out of memory connecting to %s", ep_where(ep, where, sizeof where));
+        hl_set_err(err, "out of memory connecting to %s", where);
         return NULL;
     }
     if (ctx->err) {
         *code = HILOCK_ECONN;
-        hl_set_err(err, "cannot connect to %s: %s", ep_where(ep, where, sizeof where),
-                   ctx->errstr);
+        hl_set_err(err, "cannot connect to %s: %s", where, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
@@ -262,8 +354,7 @@ redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
             r = redisCommand(ctx, "AUTH %s", ep->password);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
-            hl_set_err(err, "authentication to %s failed: %s",
-                       ep_where(ep, where, sizeof where), r ? r->str : ctx->errstr);
+            hl_set_err(err, "authentication to %s failed: %s", where, r ? r->str : ctx->errstr);
             goto fail;
         }
         freeReplyObject(r);
@@ -272,8 +363,7 @@ redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
         r = redisCommand(ctx, "SELECT %d", ep->db);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
-            hl_set_err(err, "SELECT %d on %s failed: %s", ep->db,
-                       ep_where(ep, where, sizeof where), r ? r->str : ctx->errstr);
+            hl_set_err(err, "SELECT %d on %s failed: %s", ep->db, where, r ? r->str : ctx->errstr);
             goto fail;
         }
         freeReplyObject(r);
@@ -286,10 +376,85 @@ fail:
     return NULL;
 }
 
+/* Ask one sentinel for the master's address. 0 or -1 (err set). */
+static int ask_sentinel(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
+                        size_t hostlen, int *port, char *err)
+{
+    redisContext *s = redisConnectWithTimeout(ep->sentinel_hosts[i], ep->sentinel_ports[i],
+                                              tv_ms(timeout_ms));
+    if (!s || s->err) {
+        hl_set_err(err, "sentinel %s:%d unreachable: %s", ep->sentinel_hosts[i],
+                   ep->sentinel_ports[i], s ? s->errstr : "out of memory");
+        if (s)
+            redisFree(s);
+        return -1;
+    }
+    redisSetTimeout(s, tv_ms(timeout_ms));
+    redisReply *r = redisCommand(s, "SENTINEL get-master-addr-by-name %s", ep->master_name);
+    int rc = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        snprintf(host, hostlen, "%s", r->element[0]->str);
+        *port = atoi(r->element[1]->str);
+        rc = *port > 0 ? 0 : -1;
+    }
+    if (rc)
+        hl_set_err(err, "sentinel %s:%d knows no master named '%s'%s%s", ep->sentinel_hosts[i],
+                   ep->sentinel_ports[i], ep->master_name,
+                   r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+                   r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    if (r)
+        freeReplyObject(r);
+    redisFree(s);
+    return rc;
+}
+
+/* 1 when the server says it is a master. */
+static int is_master(redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "ROLE");
+    int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+              r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "master");
+    if (r)
+        freeReplyObject(r);
+    return yes;
+}
+
+redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
+                         int64_t command_timeout_ms, int *code, char *err)
+{
+    if (!ep->nsentinels)
+        return connect_node(ep, ep->host, ep->port, connect_timeout_ms, command_timeout_ms, code,
+                            err);
+    /* Sentinel: every connect asks for the current master, so reconnecting
+     * after a failover lands on the new one. */
+    *code = HILOCK_ECONN;
+    for (int i = 0; i < ep->nsentinels; i++) {
+        char host[256];
+        int port = 0;
+        if (ask_sentinel(ep, i, connect_timeout_ms, host, sizeof host, &port, err))
+            continue;
+        redisContext *ctx = connect_node(ep, host, port, connect_timeout_ms,
+                                         command_timeout_ms, code, err);
+        if (!ctx) {
+            if (*code == HILOCK_EAUTH || *code == HILOCK_ENOMEM)
+                return NULL;
+            continue;
+        }
+        if (is_master(ctx))
+            return ctx;
+        hl_set_err(err, "%s:%d named by sentinel is not a master (failover in progress?)", host,
+                   port);
+        redisFree(ctx);
+        *code = HILOCK_ECONN;
+    }
+    return NULL;
+}
+
 /* ---- the pool ---- */
 
-static redisContext *pool_get(hilock_client *c, int64_t timeout_ms, int *reused, int *code,
-                              char *err)
+static redisContext *pool_get(hilock_client *c, int64_t timeout_ms, int *reused, int64_t *gen,
+                              int *code, char *err)
 {
     hl_pool *p = &c->pool;
     int64_t connect_ms = c->opts.connect_timeout_ms;
@@ -309,6 +474,7 @@ static redisContext *pool_get(hilock_client *c, int64_t timeout_ms, int *reused,
         }
     }
     p->inuse++;
+    *gen = __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE);
     if (p->nidle > 0) {
         redisContext *ctx = p->idle[--p->nidle];
         pthread_mutex_unlock(&p->mu);
@@ -327,12 +493,13 @@ static redisContext *pool_get(hilock_client *c, int64_t timeout_ms, int *reused,
     return ctx;
 }
 
-static void pool_put(hilock_client *c, redisContext *ctx, int broken)
+static void pool_put(hilock_client *c, redisContext *ctx, int broken, int64_t gen)
 {
     hl_pool *p = &c->pool;
     pthread_mutex_lock(&p->mu);
     p->inuse--;
     if (broken || ctx->err || p->nidle >= p->size ||
+        gen != __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&c->closed, __ATOMIC_ACQUIRE)) {
         pthread_cond_signal(&p->cv);
         pthread_mutex_unlock(&p->mu);
@@ -353,6 +520,35 @@ static int stale_connection_error(const redisContext *ctx)
     return ctx->err == REDIS_ERR_IO && (errno == ECONNRESET || errno == EPIPE);
 }
 
+/* The server is no longer (or not yet) the master: a failover happened.
+ * Errors raised inside a script carry the command's error text. */
+static int not_master_reply(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && r->str &&
+           (strstr(r->str, "READONLY") || strstr(r->str, "MASTERDOWN"));
+}
+
+/* WAIT for one replica after a write on ctx; see hl_exec_acked. Returns 0
+ * or -1 on an I/O error. */
+static int wait_replica(hilock_client *c, redisContext *ctx, int *acked)
+{
+    redisReply *r = redisCommand(ctx, "WAIT 1 %lld", (long long)c->opts.replica_ack_timeout_ms);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
+    freeReplyObject(r);
+    if (!ok) { /* nobody acknowledged: is there any replica at all? */
+        r = redisCommand(ctx, "ROLE");
+        if (!r)
+            return -1;
+        ok = !(r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+               r->element[2]->type == REDIS_REPLY_ARRAY && r->element[2]->elements > 0);
+        freeReplyObject(r);
+    }
+    *acked = ok;
+    return 0;
+}
+
 static void set_timeout(redisContext *ctx, int64_t ms)
 {
     redisSetTimeout(ctx, tv_ms(ms));
@@ -360,6 +556,14 @@ static void set_timeout(redisContext *ctx, int64_t ms)
 
 int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms, char *err)
 {
+    return hl_exec_acked(c, cmd, reply, timeout_ms, err, NULL);
+}
+
+int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
+                  char *err, int *acked)
+{
+    if (acked)
+        *acked = 1;
     *reply = NULL;
     int rc = hl_client_check(c, err);
     if (rc)
@@ -368,12 +572,13 @@ int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_m
     int64_t deadline = timeout_ms > 0 ? hl_now_mono_ms() + timeout_ms : 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0, code = 0;
+        int64_t gen = 0;
         int64_t left = timeout_ms > 0 ? deadline - hl_now_mono_ms() : 0;
         if (timeout_ms > 0 && left <= 0) {
             hl_set_err(err, "no reply within %lld ms", (long long)timeout_ms);
             return HILOCK_ECONN;
         }
-        redisContext *ctx = pool_get(c, left, &reused, &code, err);
+        redisContext *ctx = pool_get(c, left, &reused, &gen, &code, err);
         if (!ctx)
             return code;
         if (timeout_ms > 0) {
@@ -389,14 +594,31 @@ int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_m
         if (!r) {
             int retry = attempt == 0 && reused && stale_connection_error(ctx);
             hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
-            pool_put(c, ctx, 1);
+            pool_put(c, ctx, 1, gen);
             if (retry)
                 continue;
             return HILOCK_ECONN;
         }
+        if (not_master_reply(r)) {
+            /* a failover demoted this server: reconnect (sentinel mode asks
+             * for the new master) and try once more */
+            hl_set_err(err, "server is not the master: %s", r->str);
+            freeReplyObject(r);
+            pool_put(c, ctx, 1, gen);
+            if (attempt == 0)
+                continue;
+            return HILOCK_ECONN;
+        }
+        if (acked && c->replica_ack && r->type != REDIS_REPLY_ERROR &&
+            wait_replica(c, ctx, acked) != 0) {
+            *acked = 0;
+            pool_put(c, ctx, 1, gen);
+            *reply = r;
+            return 0;
+        }
         if (timeout_ms > 0)
             set_timeout(ctx, c->opts.command_timeout_ms);
-        pool_put(c, ctx, 0);
+        pool_put(c, ctx, 0, gen);
         *reply = r;
         return 0;
     }
@@ -412,12 +634,14 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
         return rc;
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0, code = 0;
-        redisContext *ctx = pool_get(c, 0, &reused, &code, err);
+        int64_t gen = 0;
+        redisContext *ctx = pool_get(c, 0, &reused, &gen, &code, err);
         if (!ctx)
             return code;
         for (int i = 0; i < n; i++)
             redisAppendCommandArgv(ctx, cmds[i].argc, cmds[i].argv, cmds[i].argvlen);
         int failed = 0, got = 0;
+        int demoted = 0;
         for (int i = 0; i < n; i++) {
             void *r = NULL;
             if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
@@ -425,7 +649,20 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
                 break;
             }
             replies[i] = r;
+            demoted |= not_master_reply(replies[i]);
             got++;
+        }
+        if (demoted) { /* answers from a demoted master count as no answer */
+            for (int i = 0; i < n; i++) {
+                if (replies[i])
+                    freeReplyObject(replies[i]);
+                replies[i] = NULL;
+            }
+            hl_set_err(err, "server is not the master (failover)");
+            pool_put(c, ctx, 1, gen);
+            if (attempt == 0)
+                continue;
+            return HILOCK_ECONN;
         }
         /* Scripts the server forgot (restart, SCRIPT FLUSH): run those again. */
         for (int i = 0; !failed && i < n; i++) {
@@ -441,13 +678,26 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
         if (failed) {
             int retry = attempt == 0 && reused && got == 0 && stale_connection_error(ctx);
             hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
-            pool_put(c, ctx, 1);
+            pool_put(c, ctx, 1, gen);
             if (retry)
                 continue;
             return HILOCK_ECONN;
         }
-        pool_put(c, ctx, 0);
+        pool_put(c, ctx, 0, gen);
         return 0;
     }
     return HILOCK_ECONN;
+}
+
+void hl_master_switched(hilock_client *c)
+{
+    __atomic_add_fetch(&c->master_gen, 1, __ATOMIC_ACQ_REL);
+    hl_pool *p = &c->pool;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nidle; i++)
+        redisFree(p->idle[i]);
+    p->nidle = 0;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    hl_pubsub_poke(c); /* connections in use are dropped when returned */
 }

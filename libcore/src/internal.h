@@ -31,6 +31,12 @@ typedef struct hl_endpoint {
     char *user;       /* ACL user or NULL */
     char *password;   /* or NULL */
     int db;
+    /* sentinel mode: host/port above are unused; the master is resolved
+     * through the sentinels at every connect */
+    int nsentinels;
+    char **sentinel_hosts;
+    int *sentinel_ports;
+    char *master_name;
 } hl_endpoint;
 
 HL_HIDDEN int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err);
@@ -48,6 +54,7 @@ typedef struct hl_pool {
     int nidle;
     int size;     /* max connections */
     int inuse;    /* checked out */
+    int64_t gen;  /* master generation of the idle connections */
 } hl_pool;
 
 /* Run one command on a pooled connection, with EVALSHA->EVAL fallback on
@@ -58,6 +65,12 @@ typedef struct hl_pool {
 struct hilock_client;
 HL_HIDDEN int hl_exec(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
                       int64_t timeout_ms, char *err);
+/* As hl_exec; when acked is not NULL and the client asks for replica
+ * acknowledgement, the command is followed on the same connection by WAIT:
+ * *acked = 1 when a replica acknowledged (or none is connected), 0 when
+ * replicas exist and none acknowledged within replica_ack_timeout_ms. */
+HL_HIDDEN int hl_exec_acked(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
+                            int64_t timeout_ms, char *err, int *acked);
 /* Run several commands pipelined on one connection (watchdog batches).
  * replies[i] NULL where that command got no reply. */
 HL_HIDDEN int hl_exec_pipeline(struct hilock_client *c, hl_cmd *cmds, int n,
@@ -93,6 +106,7 @@ typedef struct hl_pubsub {
     int connected;
     int conn_failed;    /* the last connection attempt failed */
     redisContext *ctx;  /* owned by the listener thread */
+    int64_t conn_gen;   /* master generation ctx was made in */
     int64_t generation; /* bumps on every (re)connect */
     char errmsg[HL_ERRMSG_MAX];
 } hl_pubsub;
@@ -106,6 +120,23 @@ HL_HIDDEN int hl_sub_register(struct hilock_client *c, hl_waiter *w, const char 
 HL_HIDDEN void hl_sub_wait(struct hilock_client *c, hl_waiter *w, int64_t ms);
 HL_HIDDEN void hl_sub_unregister(struct hilock_client *c, hl_waiter *w);
 HL_HIDDEN void hl_pubsub_shutdown(struct hilock_client *c);
+
+/* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
+typedef struct hl_sentinel_watch {
+    pthread_t thread;
+    int running;
+    int stop;           /* atomic */
+    int wake_fd[2];
+    char master[300];   /* "ip port" last seen */
+} hl_sentinel_watch;
+
+/* Start watching (sentinel clients); 0 or an error code. */
+HL_HIDDEN int hl_sentinel_start(struct hilock_client *c, char *err);
+HL_HIDDEN void hl_sentinel_stop(struct hilock_client *c);
+/* The master changed: drop every connection to the old one. */
+HL_HIDDEN void hl_master_switched(struct hilock_client *c);
+/* Wake the pub/sub listener so it notices a master switch. */
+HL_HIDDEN void hl_pubsub_poke(struct hilock_client *c);
 
 /* ---- watchdog.c: one renewal thread per client ---- */
 typedef struct hl_wd_entry {
@@ -151,6 +182,9 @@ struct hilock_client {
     pthread_mutex_t err_mu;
     char errmsg[HL_ERRMSG_MAX];
     uint64_t request_seq;  /* unlock request ids (atomic) */
+    int replica_ack;       /* resolved: 1 WAIT after acquire/release */
+    int64_t master_gen;    /* bumped on every master switch (atomic) */
+    hl_sentinel_watch sw;
     int refs;              /* the user's handle + one per lock handle (atomic) */
 };
 

@@ -4,11 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
 #define HL_NAME_MAX 4096
+/* Pause before trying again after a grab no replica acknowledged. */
+#define HL_ACK_RETRY_MS 100
 
 static void lock_set_err(hilock_lock *l, const char *msg)
 {
@@ -225,6 +228,8 @@ static int check_lock(hilock_lock *l)
     return lock_fail(l, rc, err);
 }
 
+static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms);
+
 static int64_t remaining_of(int64_t deadline)
 {
     if (deadline < 0)
@@ -233,36 +238,29 @@ static int64_t remaining_of(int64_t deadline)
     return left > 0 ? left : 0;
 }
 
-static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms)
+/* One run of the acquire machine; *acked tells whether the last attempt
+ * was acknowledged by a replica (when the client asks for that). */
+static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int64_t lease,
+                        int *acked, char *err)
 {
-    int rc = check_lock(l);
-    if (rc)
-        return rc;
-    if (hl_check_wait(wait_ms) || hl_check_lease(lease_ms))
-        return lock_fail(l, HILOCK_EINVAL,
-                         "wait must be -1, 0 or a positive ms count and lease -1, 0 or "
-                         "positive, both at most HILOCK_MAX_TIME_MS");
     hilock_client *c = l->client;
-    char owner[HL_OWNER_MAX];
-    hl_owner(owner, c->id, tid);
-    int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
     hl_acquire a;
     if (hl_acquire_init(&a, l->kind, &l->names, owner, wait_ms, lease,
                         c->opts.fair_wait_window_ms, hl_now_mono_ms()) != 0)
-        return lock_fail(l, HILOCK_ENOMEM, NULL);
+        return HILOCK_ENOMEM;
     hl_waiter w;
     memset(&w, 0, sizeof w);
-    char err[HL_ERRMSG_MAX] = "";
     for (int done = 0; !done;) {
         switch (hl_acquire_next(&a, hl_now_mono_ms())) {
         case HL_ACT_SEND: {
             redisReply *reply = NULL;
-            int erc = hl_exec(c, &a.cmd, &reply, 0, err);
+            int attempt = a.cmd.script == HL_SCRIPT_LOCK || a.cmd.script == HL_SCRIPT_FAIR_LOCK;
+            int erc = hl_exec_acked(c, &a.cmd, &reply, 0, err, attempt ? acked : NULL);
             if (erc)
                 hl_acquire_on_error(&a, erc, hl_now_mono_ms());
             else {
                 if (reply->type == REDIS_REPLY_ERROR)
-                    snprintf(err, sizeof err, "server error: %s", reply->str);
+                    snprintf(err, HL_ERRMSG_MAX, "server error: %s", reply->str);
                 hl_acquire_on_reply(&a, reply, hl_now_mono_ms());
                 freeReplyObject(reply);
             }
@@ -289,8 +287,48 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
             break;
         }
     }
-    rc = a.result;
+    int rc = a.result;
     hl_acquire_free(&a);
+    return rc;
+}
+
+static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (hl_check_wait(wait_ms) || hl_check_lease(lease_ms))
+        return lock_fail(l, HILOCK_EINVAL,
+                         "wait must be -1, 0 or a positive ms count and lease -1, 0 or "
+                         "positive, both at most HILOCK_MAX_TIME_MS");
+    hilock_client *c = l->client;
+    char owner[HL_OWNER_MAX];
+    hl_owner(owner, c->id, tid);
+    int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
+    int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
+    char err[HL_ERRMSG_MAX] = "";
+    for (;;) {
+        int acked = 1;
+        rc = acquire_once(l, owner, wait_ms < 0 ? -1 : remaining_of(deadline), lease, &acked,
+                          err);
+        if (rc != 0 || acked)
+            break;
+        /* Nobody replicated it, so a failover now would forget it: give it
+         * back. A caller who may still wait tries again (right after a
+         * failover the replicas need a moment to resynchronise). */
+        pthread_mutex_lock(&l->mu);
+        l->last_lease_ms = lease;
+        pthread_mutex_unlock(&l->mu);
+        release(l, tid, 0);
+        snprintf(err, sizeof err,
+                 "lock '%s' released again: no replica acknowledged it within %lld ms",
+                 l->names.name, (long long)c->opts.replica_ack_timeout_ms);
+        int64_t left = remaining_of(deadline);
+        if (wait_ms == 0 || (deadline >= 0 && left < HL_ACK_RETRY_MS))
+            return lock_fail(l, HILOCK_ECONN, err);
+        struct timespec ts = {0, HL_ACK_RETRY_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (rc == 0) {
         clear_lost(l, tid);
         pthread_mutex_lock(&l->mu);
@@ -386,11 +424,12 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
     /* A lost reply is retried once: the latch makes the retry return the
      * first answer instead of "not owner". */
     int64_t deadline = timeout_ms > 0 ? hl_now_mono_ms() + timeout_ms : 0;
-    rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
+    int acked = 1; /* a release without replica ack is still a release */
+    rc = hl_exec_acked(c, &cmd, &reply, timeout_ms, err, &acked);
     if (rc == HILOCK_ECONN && timeout_ms <= 0)
-        rc = hl_exec(c, &cmd, &reply, 0, err);
+        rc = hl_exec_acked(c, &cmd, &reply, 0, err, &acked);
     else if (rc == HILOCK_ECONN && deadline - hl_now_mono_ms() > 0)
-        rc = hl_exec(c, &cmd, &reply, deadline - hl_now_mono_ms(), err);
+        rc = hl_exec_acked(c, &cmd, &reply, deadline - hl_now_mono_ms(), err, &acked);
     if (rc) {
         if (stopped)
             hl_wd_add(c, l, tid); /* we may still hold it: keep it alive */

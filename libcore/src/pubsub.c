@@ -168,6 +168,7 @@ static void *listener_main(void *arg)
             pthread_mutex_unlock(&ps->mu);
             int code = 0;
             char err[HL_ERRMSG_MAX];
+            int64_t gen_before = __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE);
             redisContext *ctx = hl_connect(&c->ep, c->opts.connect_timeout_ms,
                                            c->opts.command_timeout_ms, &code, err);
             pthread_mutex_lock(&ps->mu);
@@ -187,6 +188,7 @@ static void *listener_main(void *arg)
             }
             backoff = RECONNECT_MIN_MS;
             ps->ctx = ctx;
+            ps->conn_gen = gen_before;
             ps->connected = 1;
             ps->conn_failed = 0;
             ps->generation++;
@@ -208,6 +210,10 @@ static void *listener_main(void *arg)
             char buf[64];
             while (read(ps->wake_fd[0], buf, sizeof buf) > 0) {
             }
+        }
+        if (ps->ctx && ps->conn_gen != __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE)) {
+            drop_connection(c); /* the master moved: listen on the new one */
+            continue;
         }
         if (pf[1].revents && ps->ctx) {
             if (redisBufferRead(ps->ctx) != REDIS_OK) {
@@ -315,6 +321,15 @@ int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t
     }
     pthread_mutex_unlock(&ps->mu);
     return rc;
+}
+
+void hl_pubsub_poke(hilock_client *c)
+{
+    hl_pubsub *ps = &c->ps;
+    pthread_mutex_lock(&ps->mu);
+    if (ps->running)
+        poke(ps);
+    pthread_mutex_unlock(&ps->mu);
 }
 
 void hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)

@@ -1,0 +1,175 @@
+/*
+ * Sentinel watcher: in sentinel mode a client keeps one connection to a
+ * sentinel subscribed to +switch-master. When the sentinels switch our
+ * master, every pooled and pub/sub connection to the old one is dropped, so
+ * the next command connects to the new master (hl_connect asks the
+ * sentinels). Without this, connections to a demoted master that is still
+ * writable for a while (a manual SENTINEL FAILOVER reconfigures it seconds
+ * later) would keep writing where nobody reads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int stopping(hilock_client *c)
+{
+    return __atomic_load_n(&c->sw.stop, __ATOMIC_ACQUIRE);
+}
+
+/* Sleep up to ms, waking early on stop. */
+static void pause_ms(hilock_client *c, int ms)
+{
+    struct pollfd pf = {c->sw.wake_fd[0], POLLIN, 0};
+    poll(&pf, 1, ms);
+}
+
+/* The master as sentinel ctx sees it ("ip port"), into out; 0 or -1. */
+static int current_master(hilock_client *c, redisContext *ctx, char *out, size_t len)
+{
+    redisReply *r = redisCommand(ctx, "SENTINEL get-master-addr-by-name %s", c->ep.master_name);
+    int rc = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        snprintf(out, len, "%s %s", r->element[0]->str, r->element[1]->str);
+        rc = 0;
+    }
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+static void note_master(hilock_client *c, const char *addr)
+{
+    if (c->sw.master[0] && strcmp(c->sw.master, addr) != 0)
+        hl_master_switched(c);
+    snprintf(c->sw.master, sizeof c->sw.master, "%s", addr);
+}
+
+/* "+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>" */
+static void on_message(hilock_client *c, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[2]->type != REDIS_REPLY_STRING)
+        return;
+    char name[256], oip[64], oport[16], nip[64], nport[16];
+    if (sscanf(r->element[2]->str, "%255s %63s %15s %63s %15s", name, oip, oport, nip, nport) != 5)
+        return;
+    if (strcmp(name, c->ep.master_name) != 0)
+        return;
+    char addr[200];
+    snprintf(addr, sizeof addr, "%s %s", nip, nport);
+    note_master(c, addr);
+}
+
+static void *watch_main(void *arg)
+{
+    hilock_client *c = arg;
+    int next = 0;
+    int backoff = 50;
+    while (!stopping(c)) {
+        int i = next++ % c->ep.nsentinels;
+        struct timeval tv = {(time_t)(c->opts.connect_timeout_ms / 1000),
+                             (suseconds_t)(c->opts.connect_timeout_ms % 1000) * 1000};
+        redisContext *ctx =
+            redisConnectWithTimeout(c->ep.sentinel_hosts[i], c->ep.sentinel_ports[i], tv);
+        if (!ctx || ctx->err) {
+            if (ctx)
+                redisFree(ctx);
+            pause_ms(c, backoff);
+            backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+            continue;
+        }
+        redisSetTimeout(ctx, tv);
+        char addr[300];
+        redisReply *sub = redisCommand(ctx, "SUBSCRIBE +switch-master");
+        int ok = sub && sub->type == REDIS_REPLY_ARRAY;
+        if (sub)
+            freeReplyObject(sub);
+        /* a switch may have happened while we were not listening */
+        redisContext *probe = ok ? redisConnectWithTimeout(c->ep.sentinel_hosts[i],
+                                                           c->ep.sentinel_ports[i], tv)
+                                 : NULL;
+        if (probe && !probe->err) {
+            redisSetTimeout(probe, tv);
+            if (current_master(c, probe, addr, sizeof addr) == 0)
+                note_master(c, addr);
+        }
+        if (probe)
+            redisFree(probe);
+        if (!ok) {
+            redisFree(ctx);
+            pause_ms(c, backoff);
+            continue;
+        }
+        backoff = 50;
+        while (!stopping(c)) {
+            struct pollfd pf[2] = {{c->sw.wake_fd[0], POLLIN, 0}, {ctx->fd, POLLIN, 0}};
+            if (poll(pf, 2, -1) < 0 && errno != EINTR)
+                break;
+            if (!pf[1].revents)
+                continue;
+            if (redisBufferRead(ctx) != REDIS_OK)
+                break;
+            void *r = NULL;
+            int bad = 0;
+            while (!bad) {
+                if (redisGetReplyFromReader(ctx, &r) != REDIS_OK) {
+                    bad = 1;
+                    break;
+                }
+                if (!r)
+                    break;
+                on_message(c, r);
+                freeReplyObject(r);
+            }
+            if (bad)
+                break;
+        }
+        redisFree(ctx);
+    }
+    return NULL;
+}
+
+int hl_sentinel_start(hilock_client *c, char *err)
+{
+    c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
+    if (!c->ep.nsentinels)
+        return 0;
+    if (pipe(c->sw.wake_fd) != 0) {
+        hl_set_err(err, "pipe: %s", strerror(errno));
+        c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
+        return HILOCK_ECONN;
+    }
+    for (int i = 0; i < 2; i++)
+        fcntl(c->sw.wake_fd[i], F_SETFD, FD_CLOEXEC);
+    if (pthread_create(&c->sw.thread, NULL, watch_main, c) != 0) {
+        hl_set_err(err, "cannot start the sentinel watcher thread");
+        return HILOCK_ENOMEM;
+    }
+    c->sw.running = 1;
+    return 0;
+}
+
+void hl_sentinel_stop(hilock_client *c)
+{
+    if (c->sw.running) {
+        __atomic_store_n(&c->sw.stop, 1, __ATOMIC_RELEASE);
+        char b = 1;
+        ssize_t n = write(c->sw.wake_fd[1], &b, 1);
+        (void)n;
+        pthread_join(c->sw.thread, NULL);
+        c->sw.running = 0;
+    }
+    if (c->sw.wake_fd[0] >= 0) {
+        close(c->sw.wake_fd[0]);
+        close(c->sw.wake_fd[1]);
+        c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
+    }
+}

@@ -1,0 +1,405 @@
+/*
+ * Sentinel and replica acknowledgement, against real servers: one master,
+ * one replica and three sentinels on loopback ports.
+ */
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hilock.h"
+
+#define NSENT 3
+static th_redis master, replica;
+static struct {
+    pid_t pid;
+    int port;
+    char dir[64];
+} sent[NSENT];
+static char url[512];
+
+static void stop_sentinels(void)
+{
+    for (int i = 0; i < NSENT; i++) {
+        if (sent[i].pid > 0) {
+            kill(sent[i].pid, SIGKILL);
+            waitpid(sent[i].pid, NULL, 0);
+            sent[i].pid = 0;
+            char path[128];
+            snprintf(path, sizeof path, "%s/sentinel.conf", sent[i].dir);
+            unlink(path);
+            rmdir(sent[i].dir);
+        }
+    }
+}
+
+static int start_sentinel(int i)
+{
+    snprintf(sent[i].dir, sizeof sent[i].dir, "/tmp/hilock-sentinel-XXXXXX");
+    if (!mkdtemp(sent[i].dir))
+        return -1;
+    sent[i].port = th_free_port();
+    char conf[128];
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", sent[i].dir);
+    FILE *f = fopen(conf, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "port %d\nbind 127.0.0.1\ndir %s\n"
+            "sentinel monitor hm 127.0.0.1 %d 2\n"
+            "sentinel down-after-milliseconds hm 1000\n"
+            "sentinel failover-timeout hm 5000\n",
+            sent[i].port, sent[i].dir, master.port);
+    fclose(f);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        freopen("/dev/null", "w", stdout);
+        execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+        _exit(127);
+    }
+    sent[i].pid = pid;
+    return pid > 0 ? 0 : -1;
+}
+
+static redisContext *connect_port(int port)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    if (c)
+        redisSetTimeout(c, tv);
+    return c;
+}
+
+/* Port of the master as sentinel i sees it, or -1. */
+static int sentinel_master_port(int i)
+{
+    redisContext *c = connect_port(sent[i].port);
+    if (!c)
+        return -1;
+    redisReply *r = redisCommand(c, "SENTINEL get-master-addr-by-name hm");
+    int port = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        port = atoi(r->element[1]->str);
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return port;
+}
+
+static int sentinels_see_replica(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NSENT; i++) {
+        redisContext *c = connect_port(sent[i].port);
+        if (!c)
+            return 0;
+        redisReply *r = redisCommand(c, "SENTINEL replicas hm");
+        int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+        if (r)
+            freeReplyObject(r);
+        redisFree(c);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static int replica_linked(void *arg)
+{
+    th_redis *r = arg;
+    redisContext *c = th_redis_connect(r);
+    if (!c)
+        return 0;
+    redisReply *rep = redisCommand(c, "INFO replication");
+    int up = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "master_link_status:up");
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(c);
+    return up;
+}
+
+static int init_suite(void)
+{
+    char extra[128];
+    if (th_redis_start(&master, NULL))
+        return -1;
+    snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", master.port);
+    if (th_redis_start(&replica, extra))
+        return -1;
+    if (!th_wait_for(replica_linked, &replica, 10000))
+        return -1;
+    atexit(stop_sentinels);
+    for (int i = 0; i < NSENT; i++)
+        if (start_sentinel(i))
+            return -1;
+    if (!th_wait_for(sentinels_see_replica, NULL, 15000))
+        return -1;
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/hm",
+             sent[0].port, sent[1].port, sent[2].port);
+    return 0;
+}
+
+static int clean_suite(void)
+{
+    stop_sentinels();
+    th_redis_stop(&replica);
+    th_redis_stop(&master);
+    return 0;
+}
+
+static hilock_client *open_client(const char *u, int64_t watchdog_ms)
+{
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    if (watchdog_ms)
+        o.watchdog_lease_ms = watchdog_ms;
+    o.connect_timeout_ms = 500;
+    hilock_client *c = NULL;
+    char err[256];
+    int rc = hilock_client_open(&c, u, &o, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "open %s: %s\n", u, err);
+    return c;
+}
+
+static long long stat_calls(const th_redis *r, const char *cmd)
+{
+    redisContext *c = th_redis_connect(r);
+    redisReply *rep = redisCommand(c, "INFO commandstats");
+    long long calls = 0;
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = rep && rep->str ? strstr(rep->str, key) : NULL;
+    if (p)
+        calls = atoll(p + strlen(key));
+    freeReplyObject(rep);
+    redisFree(c);
+    return calls;
+}
+
+static void t_urls(void)
+{
+    hilock_client *c = NULL;
+    char u[512];
+    /* unknown master name: a clear connection error, no hang */
+    snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d/nosuchmaster", sent[0].port);
+    char err[256];
+    CU_ASSERT_EQUAL(hilock_client_open(&c, u, NULL, err, sizeof err), HILOCK_ECONN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "nosuchmaster"));
+    /* malformed */
+    CU_ASSERT_EQUAL(hilock_client_open(&c, "redis+sentinel://127.0.0.1:1", NULL, NULL, 0),
+                    HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_client_open(&c, "redis+sentinel://127.0.0.1:1/", NULL, NULL, 0),
+                    HILOCK_EINVAL);
+    /* a dead sentinel first in the list is skipped */
+    snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/hm", th_free_port(),
+             sent[1].port);
+    c = open_client(u, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL(hilock_lock_new(&l, c, "sentinel-url"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 5000), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS sentinel-url"), 1);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+/* Replica acknowledgement is on by default with sentinels: once acquire
+ * returns, the replica already has the lock. */
+static void t_replica_ack(void)
+{
+    hilock_client *c = open_client(url, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    hilock_lock_new(&l, c, "acked");
+    long long waits = stat_calls(&master, "wait");
+    for (int i = 0; i < 20; i++) {
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 10000), 0);
+        char owner[64];
+        hilock_client_owner(c, hilock_thread_id(), owner, sizeof owner);
+        /* read at once from the replica, no polling */
+        CU_ASSERT_EQUAL(th_redis_int(&replica, "HGET acked %s", owner), 1);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+        CU_ASSERT_EQUAL(th_redis_int(&replica, "EXISTS acked"), 0);
+    }
+    CU_ASSERT(stat_calls(&master, "wait") >= waits + 40);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+/* With the replica frozen, nobody acknowledges: acquire reports failure and
+ * does not leave the lock behind. */
+static void t_replica_ack_failure(void)
+{
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.replica_ack = 1;
+    o.replica_ack_timeout_ms = 200;
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, master.url, &o, NULL, 0), 0);
+    hilock_lock *l = NULL;
+    hilock_lock_new(&l, c, "unacked");
+    th_redis_pause(&replica);
+    int64_t t0 = th_now_ms();
+    int rc = hilock_lock_acquire(l, 0, 10000);
+    int64_t took = th_now_ms() - t0;
+    th_redis_resume(&replica);
+    CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hilock_lock_errmsg(l), "replica"));
+    CU_ASSERT(took >= 200 && took < 3000);
+    CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS unacked"), 0);
+    /* the replica is back: acquire works */
+    CU_ASSERT(th_wait_for(replica_linked, &replica, 10000));
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    /* explicitly off: no WAIT even with replicas */
+    hilock_client_close(c);
+    o.replica_ack = -1;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, master.url, &o, NULL, 0), 0);
+    hilock_lock_free(l);
+    hilock_lock_new(&l, c, "unacked");
+    long long waits = stat_calls(&master, "wait");
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(stat_calls(&master, "wait"), waits);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+typedef struct {
+    hilock_lock *lock;
+    int rc;
+    int64_t acquired_at;
+    uint64_t tid;
+} waiter_arg;
+
+static void *waiter_main(void *p)
+{
+    waiter_arg *w = p;
+    w->tid = hilock_thread_id();
+    w->rc = hilock_lock_acquire(w->lock, 30000, 5000);
+    w->acquired_at = th_now_ms();
+    return NULL;
+}
+
+static int master_is_replica_port(void *arg)
+{
+    (void)arg;
+    return sentinel_master_port(0) == replica.port;
+}
+
+static int64_t new_master_pttl(void)
+{
+    return th_redis_int(&replica, "PTTL failover");
+}
+
+typedef struct {
+    int64_t floor;
+} pttl_arg;
+
+static int pttl_rose(void *p)
+{
+    return new_master_pttl() > ((pttl_arg *)p)->floor;
+}
+
+/* SENTINEL FAILOVER while a watchdog lock is held and waited on: the client
+ * follows the new master, exclusion holds, renewals continue there, and
+ * the waiter gets the lock once it is released. The watchdog lease must
+ * outlast the failover (sentinels name the new master a second or two after
+ * its promotion; writes in between reach the old one): 6 s here. */
+static void t_failover(void)
+{
+    hilock_client *a = open_client(url, 6000);
+    hilock_client *b = open_client(url, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    hilock_lock *la = NULL, *lb = NULL;
+    hilock_lock_new(&la, a, "failover");
+    hilock_lock_new(&lb, b, "failover");
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(la, 0, 0), 0); /* watchdog */
+    waiter_arg w = {lb, -100, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_main, &w);
+
+    redisContext *s = connect_port(sent[0].port);
+    redisReply *r = redisCommand(s, "SENTINEL FAILOVER hm");
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    if (r)
+        freeReplyObject(r);
+    redisFree(s);
+    CU_ASSERT_FATAL(th_wait_for(master_is_replica_port, NULL, 20000));
+
+    /* the lock survived on the new master, still A's, and A's watchdog
+     * renews it there: its PTTL goes up again within one renewal period */
+    char owner[64];
+    hilock_client_owner(a, hilock_thread_id(), owner, sizeof owner);
+    CU_ASSERT_EQUAL(th_redis_int(&replica, "HGET failover %s", owner), 1);
+    pttl_arg pa = {new_master_pttl()};
+    CU_ASSERT(pa.floor > 0);
+    CU_ASSERT(th_wait_for(pttl_rose, &pa, 6000 / 3 + 1500));
+    CU_ASSERT_EQUAL(w.rc, -100); /* B still waits */
+    int held = 0;
+    CU_ASSERT_EQUAL(hilock_lock_is_held(&held, la), 0);
+    CU_ASSERT_EQUAL(held, 1);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(la), 0);
+
+    int64_t released_at = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release(la), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    if (w.rc)
+        fprintf(stderr, "waiter: %s (%s); holder: %s; holder client: %s\n", hilock_strerror(w.rc),
+                hilock_lock_errmsg(lb), hilock_lock_errmsg(la), hilock_client_errmsg(a));
+    /* exclusion across the failover: B only after A let go (B may need a
+     * few seconds more: until the demoted master has resynchronised, no
+     * replica can acknowledge B's lock, and B keeps trying) */
+    CU_ASSERT(w.acquired_at >= released_at);
+    char owner_b[64];
+    hilock_client_owner(b, w.tid, owner_b, sizeof owner_b);
+    /* B's hold is on the new master */
+    redisContext *nm = th_redis_connect(&replica);
+    redisReply *h = redisCommand(nm, "HGETALL failover");
+    CU_ASSERT(h && h->type == REDIS_REPLY_ARRAY && h->elements == 2);
+    if (h && h->elements == 2)
+        CU_ASSERT_STRING_EQUAL(h->element[0]->str, owner_b);
+    if (h)
+        freeReplyObject(h);
+    redisFree(nm);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(lb, w.tid), 0);
+    hilock_lock_free(la);
+    hilock_lock_free(lb);
+    hilock_client_close(a);
+    hilock_client_close(b);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("sentinel", init_suite, clean_suite);
+    CU_add_test(s, "sentinel URLs and master discovery", t_urls);
+    CU_add_test(s, "replica acknowledgement (WAIT) on acquire", t_replica_ack);
+    CU_add_test(s, "no acknowledgement: acquire fails, nothing left", t_replica_ack_failure);
+    CU_add_test(s, "failover while held and waited on", t_failover);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
