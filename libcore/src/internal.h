@@ -215,9 +215,6 @@ struct hilock_lock {
      * call of it in progress */
     pthread_mutex_t hook_mu;
     struct hl_lost_hook *hooks;
-    /* TRANSITIONAL (removed once multilock.c uses hl_lock_add_lost_hook) */
-    void (*ml_hook)(struct hilock_lock *l, uint64_t tid, void *payload);
-    void *ml_payload;
     char errmsg[HL_ERRMSG_MAX];
 };
 

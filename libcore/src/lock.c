@@ -150,8 +150,6 @@ void hl_lock_mark_lost(hilock_lock *l, uint64_t tid)
     pthread_mutex_lock(&l->hook_mu);
     for (hl_lost_hook *h = l->hooks; h; h = h->next)
         h->fn(l, tid, h->payload);
-    if (l->ml_hook) /* TRANSITIONAL */
-        l->ml_hook(l, tid, l->ml_payload);
     pthread_mutex_unlock(&l->hook_mu);
 }
 

@@ -14,11 +14,11 @@
  * attempt that fails releases what it may have taken (Redlock: on every
  * node) and the next one starts after a short random pause.
  *
- * Member loss (watchdog): every member handle gets the ml_hook of
- * struct hilock_lock set to ml_member_lost, one function for all multi-locks;
- * it looks the lock up in a registry of live multi-locks, so no pointer to a
- * multi-lock is ever handed to the watchdog and a multi-lock can be freed at
- * any time (it waits for callbacks it is running).
+ * Member loss (watchdog): every member handle carries a loss hook
+ * (hl_lock_add_lost_hook) with this multi-lock as payload. Removing the hook
+ * in hilock_multilock_free waits for a call of it in progress, so a
+ * multi-lock can be freed at any time, from any thread but the lost
+ * callback itself.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -70,14 +70,12 @@ typedef struct ml_hold {
 } ml_hold;
 
 struct hilock_multilock {
-    struct hilock_multilock *reg_next; /* registry link (g_mu) */
     hilock_lock **locks;
     size_t n;
     int redlock;
     size_t quorum;
 
     pthread_mutex_t mu; /* guards the fields below up to the pool */
-    pthread_cond_t cv;  /* cb_refs reaching 0 */
     int64_t member_timeout_ms; /* 0 = default */
     ml_hold *holds;
     int lost; /* atomic reads */
@@ -86,7 +84,6 @@ struct hilock_multilock {
     int64_t valid_until; /* monotonic ms */
     hilock_multilock_lost_cb lost_cb;
     void *lost_payload;
-    int cb_refs; /* lost callbacks running */
 
     pthread_mutex_t pmu; /* worker pool */
     pthread_cond_t pcv;  /* work queued / stop */
@@ -101,9 +98,6 @@ struct hilock_multilock {
     char errmsg[HL_ERRMSG_MAX];
 };
 
-/* Registry of live multi-locks, for the member-loss hook. */
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static hilock_multilock *g_list;
 
 /* ------------------------------------------------------------------ */
 /* small helpers                                                        */
@@ -417,68 +411,36 @@ static int ml_hold_lost(const hilock_multilock *m, const ml_hold *h)
     return h->nacquired - h->nlost < m->quorum;
 }
 
-typedef struct ml_notify {
-    hilock_multilock *m;
-    hilock_multilock_lost_cb cb;
-    void *payload;
-} ml_notify;
-
-#define ML_NOTIFY_BATCH 16
-
-/* The watchdog of l's client found (l, tid) gone. Called with no lock of
- * ours held; may run in several watchdog threads at once. */
 static void ml_member_lost(struct hilock_lock *l, uint64_t tid, void *payload)
 {
-    (void)payload;
-    for (;;) {
-        ml_notify nt[ML_NOTIFY_BATCH];
-        size_t k = 0;
-        int full = 0;
-        pthread_mutex_lock(&g_mu);
-        for (hilock_multilock *m = g_list; m; m = m->reg_next) {
-            size_t i;
-            for (i = 0; i < m->n; i++)
-                if (m->locks[i] == l)
-                    break;
-            if (i == m->n)
-                continue;
-            if (k == ML_NOTIFY_BATCH) {
-                full = 1; /* leave this one for the next pass, unmarked */
-                break;
-            }
-            pthread_mutex_lock(&m->mu);
-            ml_hold *h = ml_hold_find(m, tid);
-            if (h && h->acquired[i] && !h->lostm[i]) {
-                h->lostm[i] = 1;
-                h->nlost++;
-                if (!h->lost && ml_hold_lost(m, h)) {
-                    h->lost = 1;
-                    __atomic_store_n(&m->lost, 1, __ATOMIC_RELEASE);
-                    hl_set_err(m->errmsg,
-                               "%s lost: member '%s' gone (%zu of %zu members still held)",
-                               ml_kind(m), l->names.name, h->nacquired - h->nlost, m->n);
-                    if (m->lost_cb) {
-                        m->cb_refs++;
-                        nt[k].m = m;
-                        nt[k].cb = m->lost_cb;
-                        nt[k].payload = m->lost_payload;
-                        k++;
-                    }
-                }
-            }
-            pthread_mutex_unlock(&m->mu);
-        }
-        pthread_mutex_unlock(&g_mu);
-        for (size_t j = 0; j < k; j++) {
-            nt[j].cb(nt[j].m, tid, nt[j].payload);
-            pthread_mutex_lock(&nt[j].m->mu);
-            if (--nt[j].m->cb_refs == 0)
-                pthread_cond_broadcast(&nt[j].m->cv);
-            pthread_mutex_unlock(&nt[j].m->mu);
-        }
-        if (!full)
+    /* Runs on l's watchdog thread with l's hook list locked; the multi-lock
+     * cannot be freed meanwhile (removing the hook waits for us). */
+    hilock_multilock *m = payload;
+    size_t i;
+    for (i = 0; i < m->n; i++)
+        if (m->locks[i] == l)
             break;
+    if (i == m->n)
+        return;
+    hilock_multilock_lost_cb cb = NULL;
+    void *cb_payload = NULL;
+    pthread_mutex_lock(&m->mu);
+    ml_hold *h = ml_hold_find(m, tid);
+    if (h && h->acquired[i] && !h->lostm[i]) {
+        h->lostm[i] = 1;
+        h->nlost++;
+        if (!h->lost && ml_hold_lost(m, h)) {
+            h->lost = 1;
+            __atomic_store_n(&m->lost, 1, __ATOMIC_RELEASE);
+            hl_set_err(m->errmsg, "%s lost: member '%s' gone (%zu of %zu members still held)",
+                       ml_kind(m), l->names.name, h->nacquired - h->nlost, m->n);
+            cb = m->lost_cb;
+            cb_payload = m->lost_payload;
+        }
     }
+    pthread_mutex_unlock(&m->mu);
+    if (cb)
+        cb(m, tid, cb_payload);
 }
 
 /* ------------------------------------------------------------------ */
@@ -550,22 +512,18 @@ static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, i
     m->quorum = redlock ? n / 2 + 1 : n;
     m->member_timeout_ms = 0;
     pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->cv, NULL);
     pthread_mutex_init(&m->pmu, NULL);
     pthread_cond_init(&m->pcv, NULL);
     pthread_cond_init(&m->dcv, NULL);
     m->errmsg[0] = 0;
 
     for (size_t i = 0; i < n; i++) {
-        pthread_mutex_lock(&locks[i]->mu);
-        locks[i]->ml_hook = ml_member_lost;
-        locks[i]->ml_payload = NULL;
-        pthread_mutex_unlock(&locks[i]->mu);
+        if (hl_lock_add_lost_hook(locks[i], ml_member_lost, m) != 0) {
+            m->n = i; /* only the hooks added so far are removed */
+            hilock_multilock_free(m);
+            return HILOCK_ENOMEM;
+        }
     }
-    pthread_mutex_lock(&g_mu);
-    m->reg_next = g_list;
-    g_list = m;
-    pthread_mutex_unlock(&g_mu);
     *out = m;
     return 0;
 }
@@ -586,18 +544,9 @@ HILOCK_API void hilock_multilock_free(hilock_multilock *m)
 {
     if (!m)
         return;
-    pthread_mutex_lock(&g_mu);
-    for (hilock_multilock **p = &g_list; *p; p = &(*p)->reg_next)
-        if (*p == m) {
-            *p = m->reg_next;
-            break;
-        }
-    pthread_mutex_unlock(&g_mu);
-    /* no new loss notification can start now; wait for running ones */
-    pthread_mutex_lock(&m->mu);
-    while (m->cb_refs > 0)
-        pthread_cond_wait(&m->cv, &m->mu);
-    pthread_mutex_unlock(&m->mu);
+    /* after this no loss notification runs or starts for m */
+    for (size_t i = 0; i < m->n; i++)
+        hl_lock_remove_lost_hook(m->locks[i], ml_member_lost, m);
     ml_pool_stop(m);
     while (m->holds) {
         ml_hold *h = m->holds;
@@ -607,7 +556,6 @@ HILOCK_API void hilock_multilock_free(hilock_multilock *m)
     pthread_cond_destroy(&m->dcv);
     pthread_cond_destroy(&m->pcv);
     pthread_mutex_destroy(&m->pmu);
-    pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m->locks);
     free(m);
