@@ -228,8 +228,11 @@ class Side:
 
     def send(self, actor, *cmd):
         self.sent_us[actor] = time.time_ns() // 1000
-        self.proc.stdin.write(" ".join([actor] + [str(c) for c in cmd]) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(" ".join([actor] + [str(c) for c in cmd]) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise Failure("%s has exited (rc %s)" % (self.label, self.proc.poll()))
 
     def recv(self, actor, timeout=10):
         try:
