@@ -27,6 +27,8 @@ local worker_pid = ngx.worker.pid
 local now_ms = proto.now_ms
 local decode_pubsub = proto.decode_pubsub
 local ceil = math.ceil
+local co_running = coroutine.running
+local semaphore = require "ngx.semaphore"
 local type, tostring, tonumber, setmetatable, error, pairs, next =
     type, tostring, tonumber, setmetatable, error, pairs, next
 local str_format = string.format
@@ -36,6 +38,8 @@ local _M = { _VERSION = hilock.version }
 local MAX_SECONDS = 3153600000 -- HILOCK_MAX_TIME_MS / 1000
 local TID_SPAN = 1048576       -- 2^20 request ids per worker pid
 local LONG_WAIT_MS = 60000     -- "until a message": re-check at least this often
+local LISTEN_POLL_MS = 1000    -- a shared listener checks this often if anyone waits
+local WEAK_KEYS = { __mode = "k" }
 
 -- ---------------------------------------------------------------- helpers
 
@@ -322,8 +326,8 @@ local function new_lock(self, name, kind, tid)
     if tid ~= nil and (type(tid) ~= "number" or tid < 0 or tid % 1 ~= 0) then
         argerr("thread_id", "expected a non-negative integer")
     end
-    return setmetatable({ client = self, name = name, p = proto.lock(name, kind), tid = tid },
-                        Lock)
+    return setmetatable({ client = self, name = name, p = proto.lock(name, kind), tid = tid,
+                          kind_name = kind }, Lock)
 end
 
 -- client:lock(name [, thread_id]) / client:fair_lock(...). thread_id
@@ -491,6 +495,109 @@ local function wait_message(ps, ms)
     end
 end
 
+-- Shared listeners (reentrant locks). Every unlock publishes "0" on the
+-- lock's one channel; if each waiting request had its own subscription, every
+-- unlock would wake them all. Instead each worker keeps one subscription per
+-- channel, read by an ngx.timer; waiting requests park on a semaphore and a
+-- "0" wakes one of them ("1" wakes all), as libcore's listener thread does.
+-- Fair-lock waiters have a channel of their own and subscribe directly.
+local listeners = {} -- pool .. "\0" .. channel -> listener
+
+local function listener_count(L)
+    local n = 0
+    for _ in pairs(L.waiting) do
+        n = n + 1
+    end
+    return n
+end
+
+local function listener_loop(premature, c, key, L)
+    local resubscribing = false
+    while not premature and not ngx.worker.exiting() do
+        local ps = subscribe(c, L.channel)
+        if not ps then
+            break
+        end
+        if resubscribing then -- messages may have been missed: all retry
+            L.sem:post(listener_count(L))
+        end
+        L.state = "ready"
+        if L.ready_waiting > 0 then
+            L.ready:post(L.ready_waiting)
+        end
+        while true do
+            if not next(L.waiting) or ngx.worker.exiting() then
+                -- nobody waits any more (waiters of killed requests vanish
+                -- with their coroutine: the set has weak keys)
+                if listeners[key] == L then
+                    listeners[key] = nil
+                end
+                L.state = "closed"
+                unsubscribe(c, ps)
+                return
+            end
+            ps.sock:settimeout(LISTEN_POLL_MS)
+            local r, err = read_reply(ps.sock, ps.rd)
+            if r then
+                local typ, ch, payload = decode_pubsub(r)
+                if typ == "message" and ch == L.channel then
+                    if payload == 0 then
+                        L.sem:post(1)
+                    elseif payload == 1 then
+                        L.sem:post(listener_count(L))
+                    end
+                end
+            elseif err ~= "connection: timeout" then
+                ps.sock:close()
+                break
+            end
+        end
+        L.state = "reconnecting"
+        resubscribing = true
+    end
+    -- could not subscribe: waiters fall back to timed retries
+    if listeners[key] == L then
+        listeners[key] = nil
+    end
+    L.state = "failed"
+    if L.ready_waiting > 0 then
+        L.ready:post(L.ready_waiting)
+    end
+    L.sem:post(listener_count(L))
+end
+
+-- Register the calling request on the worker's listener for channel; returns
+-- the listener once it is subscribed, or nil (then the machine polls).
+local function join_listener(c, channel)
+    local key = c.pool .. "\0" .. channel
+    local L = listeners[key]
+    if not L then
+        L = { channel = channel, state = "starting", ready_waiting = 0,
+              sem = semaphore.new(0), ready = semaphore.new(0),
+              waiting = setmetatable({}, WEAK_KEYS) }
+        if not timer_at(0, listener_loop, c, key, L) then
+            return nil
+        end
+        listeners[key] = L
+    end
+    local co = co_running()
+    L.waiting[co] = true
+    if L.state == "starting" then
+        L.ready_waiting = L.ready_waiting + 1
+        L.ready:wait((c.connect_timeout_ms + 2 * c.command_timeout_ms) / 1000)
+        L.ready_waiting = L.ready_waiting - 1
+    end
+    if L.state == "starting" or L.state == "failed" then
+        L.waiting[co] = nil
+        return nil
+    end
+    return L
+end
+
+local function leave_listener(L)
+    L.waiting[co_running()] = nil
+end
+
 -- lk:acquire([wait [, lease]]) -> true | nil, err
 -- wait: seconds, nil = forever, 0 = one try. lease: seconds, nil = watchdog.
 function Lock:acquire(wait, lease)
@@ -503,7 +610,8 @@ function Lock:acquire(wait, lease)
     end
     local owner = owner_of(self)
     local m = self.p:acquire(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
-    local sock, rd, ps
+    local shared = self.kind_name == "reentrant"
+    local sock, rd, ps, L
     while true do
         local act, a1, a2 = m:next()
         if act == "send" then
@@ -537,10 +645,17 @@ function Lock:acquire(wait, lease)
                 keepalive(c, sock)
                 sock, rd = nil, nil
             end
-            ps = subscribe(c, a1)
-            m:on_subscribed(ps ~= nil)
+            if shared then
+                L = join_listener(c, a1)
+                m:on_subscribed(L ~= nil)
+            else
+                ps = subscribe(c, a1)
+                m:on_subscribed(ps ~= nil)
+            end
         elseif act == "wait" then
-            if ps == false then
+            if L then
+                L.sem:wait((a2 < 0 and LONG_WAIT_MS or a2) / 1000)
+            elseif ps == false then
                 -- the subscription broke: listen again, then retry at once
                 -- (an unlock may have been missed meanwhile)
                 ps = subscribe(c, a1) or false
@@ -552,6 +667,10 @@ function Lock:acquire(wait, lease)
             end
             m:on_wake()
         elseif act == "unsubscribe" then
+            if L then
+                leave_listener(L)
+                L = nil
+            end
             if ps then
                 unsubscribe(c, ps)
                 ps = nil
@@ -563,6 +682,9 @@ function Lock:acquire(wait, lease)
             end
             if ps then -- not reached normally: the machine unsubscribes first
                 ps.sock:close()
+            end
+            if L then
+                leave_listener(L)
             end
             m:free()
             if a1 then
