@@ -9,7 +9,8 @@
  *   lib_watchdog  the same with lease 0 (watchdog registration each time)
  *   raw           EVALSHA lock script + EVALSHA unlock script on one raw
  *                 hiredis connection (two round trips, no library)
- * Prints "name=value" lines (the median over rounds of pairs/s); bench/run.sh
+ * Prints "name=value" lines (the median over rounds of pairs/s, and the
+ * median of the per-round library/raw ratios); bench/run.sh
  * divides them by half of redis-benchmark's EVALSHA rate from the same run.
  * It also prints the SHA of the lock script (loaded on the server) so that
  * run.sh can point redis-benchmark at exactly the same script.
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
         else
             return 2;
     }
-    if (optind >= argc || n <= 0 || rounds <= 0 || rounds > 64) {
+    if (optind >= argc || n <= 0 || rounds <= 0 || rounds > 1000) {
         fprintf(stderr, "usage: lock_bench [-n pairs] [-r rounds] [-k reentrant|fair] URL\n");
         return 2;
     }
@@ -153,11 +154,13 @@ int main(int argc, char **argv)
     /* warm-up: connections, scripts, caches */
     run_lib(l, n / 10 + 1, 30000);
     run_raw(ctx, n / 10 + 1, kind, "bench:raw");
-    double fixed[64], wd[64], raw[64];
+    static double fixed[1000], wd[1000], raw[1000], fr[1000], wr[1000];
     for (int r = 0; r < rounds; r++) {
         fixed[r] = run_lib(l, n, 30000);
         wd[r] = run_lib(l, n, HILOCK_LEASE_WATCHDOG);
         raw[r] = run_raw(ctx, n, kind, "bench:raw");
+        fr[r] = fixed[r] / raw[r];
+        wr[r] = wd[r] / raw[r];
     }
     printf("kind=%s\n", kind == HILOCK_KIND_FAIR ? "fair" : "reentrant");
     printf("pairs=%d\nrounds=%d\n", n, rounds);
@@ -168,6 +171,9 @@ int main(int argc, char **argv)
     printf("lib_fixed_pairs_per_s=%.0f\n", median(fixed, rounds));
     printf("lib_watchdog_pairs_per_s=%.0f\n", median(wd, rounds));
     printf("raw_pairs_per_s=%.0f\n", median(raw, rounds));
+    /* per-round ratios (neighbouring in time, so less exposed to drift) */
+    printf("lib_fixed_over_raw=%.3f\n", median(fr, rounds));
+    printf("lib_watchdog_over_raw=%.3f\n", median(wr, rounds));
     redisFree(ctx);
     hilock_lock_free(l);
     hilock_client_close(c);
