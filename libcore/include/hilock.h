@@ -162,13 +162,19 @@ HILOCK_API hilock_kind hilock_lock_kind(const hilock_lock *l);
 HILOCK_API hilock_client *hilock_lock_client(const hilock_lock *l);
 
 /* Acquire. 0 = acquired (or re-entered: hold count + 1, lease re-applied);
- * HILOCK_ETIMEDOUT = not acquired within wait. */
+ * HILOCK_ETIMEDOUT = not acquired within wait. HILOCK_ECONN when the server
+ * could not be reached or did not answer in time; an attempt whose reply
+ * timed out is settled later on its own connection (a late grant is
+ * released, a fair waiter leaves the line), so no phantom hold remains. */
 HILOCK_API int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t lease_ms);
 HILOCK_API int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms,
                                        int64_t lease_ms);
 
-/* Release one hold. HILOCK_ENOTOWNER when the caller does not hold it (never
- * held, expired, lost or forced); nothing changes then. */
+/* Release one hold. Reentrant lock: HILOCK_ENOTOWNER when the caller does
+ * not hold it (never held, expired, lost or forced); nothing changes then.
+ * Fair lock (as Redisson's): a lock whose key is already gone (expired or
+ * forced) answers 0, "released", and the first waiter is woken; a lock held
+ * by someone else answers HILOCK_ENOTOWNER. */
 HILOCK_API int hilock_lock_release(hilock_lock *l);
 HILOCK_API int hilock_lock_release_tid(hilock_lock *l, uint64_t tid);
 

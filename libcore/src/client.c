@@ -119,6 +119,7 @@ static void client_destroy(hilock_client *c)
     pthread_mutex_destroy(&c->wd.mu);
     pthread_cond_destroy(&c->wd.cv);
     pthread_mutex_destroy(&c->err_mu);
+    pthread_mutex_destroy(&c->drain.mu);
     free(c->pool.idle);
     free(c);
 }
@@ -156,6 +157,8 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     c->pid = getpid();
     c->ps.wake_fd[0] = c->ps.wake_fd[1] = -1;
     c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
+    c->drain.wake_fd[0] = c->drain.wake_fd[1] = -1;
+    pthread_mutex_init(&c->drain.mu, NULL);
     pthread_mutex_init(&c->pool.mu, NULL);
     hl_cond_init_mono(&c->pool.cv);
     pthread_mutex_init(&c->ps.mu, NULL);
@@ -239,6 +242,7 @@ void hilock_client_close(hilock_client *c)
     hl_sentinel_stop(c);
     hl_pubsub_shutdown(c);
     hl_wd_shutdown(c);
+    hl_drain_shutdown(c);
     if (c->ps.wake_fd[0] >= 0) {
         close(c->ps.wake_fd[0]);
         close(c->ps.wake_fd[1]);

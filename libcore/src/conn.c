@@ -511,6 +511,16 @@ static void pool_put(hilock_client *c, redisContext *ctx, int broken, int64_t ge
     pthread_mutex_unlock(&p->mu);
 }
 
+/* A checked-out connection leaves the pool for good (handed elsewhere). */
+static void pool_forget(hilock_client *c)
+{
+    hl_pool *p = &c->pool;
+    pthread_mutex_lock(&p->mu);
+    p->inuse--;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 /* A connection that failed like this never had our command executed by the
  * server we talk to now (it went away while the connection sat idle). */
 static int stale_connection_error(const redisContext *ctx)
@@ -592,8 +602,20 @@ int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t tim
             r = redisCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen);
         }
         if (!r) {
+            int saved = errno;
             int retry = attempt == 0 && reused && stale_connection_error(ctx);
             hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
+            int timed_out = ctx->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK);
+            if (timed_out && (cmd->script == HL_SCRIPT_LOCK || cmd->script == HL_SCRIPT_FAIR_LOCK)) {
+                /* The server may still run the attempt later: keep the
+                 * connection so its outcome is settled in order. */
+                pool_forget(c);
+                if (hl_drain_add(c, ctx, cmd) == 0)
+                    cmd->drained = 1;
+                else
+                    redisFree(ctx);
+                return HILOCK_ECONN;
+            }
             pool_put(c, ctx, 1, gen);
             if (retry)
                 continue;

@@ -121,6 +121,26 @@ HL_HIDDEN void hl_sub_wait(struct hilock_client *c, hl_waiter *w, int64_t ms);
 HL_HIDDEN void hl_sub_unregister(struct hilock_client *c, hl_waiter *w);
 HL_HIDDEN void hl_pubsub_shutdown(struct hilock_client *c);
 
+/* ---- drain.c: settles acquire attempts whose reply timed out ---- */
+typedef struct hl_drain_item hl_drain_item;
+typedef struct hl_drainer {
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int running;
+    int stop;
+    int wake_fd[2];
+    hl_drain_item *items;
+    uint64_t seq;
+} hl_drainer;
+
+/* Take over ctx, on which the acquire attempt cmd was sent and timed out:
+ * wait (up to HL_DRAIN_MAX_MS) for its late reply on that same connection
+ * and undo its effect (release a grant, leave the fair line). Returns 0, or
+ * -1 when it could not (ctx is then freed by the caller). */
+HL_HIDDEN int hl_drain_add(struct hilock_client *c, redisContext *ctx, const hl_cmd *cmd);
+HL_HIDDEN void hl_drain_shutdown(struct hilock_client *c);
+#define HL_DRAIN_MAX_MS 60000
+
 /* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
 typedef struct hl_sentinel_watch {
     pthread_t thread;
@@ -184,6 +204,7 @@ struct hilock_client {
     uint64_t request_seq;  /* unlock request ids (atomic) */
     int replica_ack;       /* resolved: 1 WAIT after acquire/release */
     int64_t master_gen;    /* bumped on every master switch (atomic) */
+    hl_drainer drain;
     hl_sentinel_watch sw;
     int refs;              /* the user's handle + one per lock handle (atomic) */
 };

@@ -254,7 +254,9 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             redisReply *reply = NULL;
             int attempt = a.cmd.script == HL_SCRIPT_LOCK || a.cmd.script == HL_SCRIPT_FAIR_LOCK;
             int erc = hl_exec_acked(c, &a.cmd, &reply, 0, err, attempt ? acked : NULL);
-            if (erc)
+            if (erc && a.cmd.drained)
+                hl_acquire_on_unknown(&a, erc, hl_now_mono_ms());
+            else if (erc)
                 hl_acquire_on_error(&a, erc, hl_now_mono_ms());
             else {
                 if (reply->type == REDIS_REPLY_ERROR)

@@ -93,6 +93,7 @@ static void cmd_start(hl_cmd *c, int script)
 {
     c->argc = 0;
     c->script = script;
+    c->drained = 0;
 }
 
 static void cmd_str(hl_cmd *c, const char *s)
@@ -517,6 +518,18 @@ void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms)
     }
     if (a->state == ST_TRY)
         finish(a, code);
+}
+
+void hl_acquire_on_unknown(hl_acquire *a, int code, int64_t now_ms)
+{
+    (void)now_ms;
+    if (a->state != ST_TRY) {
+        hl_acquire_on_error(a, code, now_ms);
+        return;
+    }
+    a->queued = 0;
+    a->result = code;
+    a->state = ST_UNSUB;
 }
 
 void hl_acquire_on_subscribed(hl_acquire *a, int ok, int64_t now_ms)

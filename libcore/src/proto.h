@@ -65,6 +65,8 @@ HL_HIDDEN char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char 
 typedef struct hl_cmd {
     int argc;
     int script; /* hl_script, or -1 for a plain command */
+    int drained; /* set by the transport: the reply timed out and the
+                    connection was kept to settle the late outcome */
     const char *argv[HL_CMD_MAXARGS];
     size_t argvlen[HL_CMD_MAXARGS];
     char num[HL_CMD_MAXARGS][24];
@@ -187,6 +189,11 @@ HL_HIDDEN int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n
 HL_HIDDEN hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms);
+/* The attempt's reply never came, but the server may still run it: the
+ * driver settles the late outcome itself (releases a late grant, leaves the
+ * line), ordered after the attempt on the same connection; the machine ends
+ * with code and sends no cancel of its own (it could overtake the attempt). */
+HL_HIDDEN void hl_acquire_on_unknown(hl_acquire *a, int code, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_subscribed(hl_acquire *a, int ok, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_wake(hl_acquire *a, int64_t now_ms);
 HL_HIDDEN void hl_acquire_free(hl_acquire *a);
