@@ -3,16 +3,16 @@
 # OpenResty driver (one request looping), against the same throwaway
 # redis-server, plus the physical limit (redis-benchmark EVALSHA of the lock
 # script, 1 connection: a pair needs two such round trips).
-# Usage: bench/lua/run.sh [pairs] [rounds]    (default 10000 pairs, 5 rounds)
-# The machine is shared and noisy: each round runs the four loops back to
-# back and the ratios are taken per round; the summary gives their medians.
+# Usage: bench/lua/run.sh [pairs] [rounds]    (default 3000 pairs, 15 rounds)
+# The machine is shared and noisy: many short rounds run the four loops back
+# to back; the summary gives the per-round ratios' median and quartiles.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/../../tests/lua/lib.sh"
 . "$here/../../tests/openresty/lib.sh"
 trap hl_cleanup EXIT
 trap 'exit 130' INT TERM
-N="${1:-10000}"; ROUNDS="${2:-5}"
+N="${1:-3000}"; ROUNDS="${2:-15}"
 
 hl_build || { echo "bench: build failed"; exit 1; }
 hl_tmpdir; B="$HL_TMP"
@@ -27,6 +27,8 @@ hl_start_nginx || exit 1
 sha=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat "$HL_ROOT/libcore/scripts/lock.lua")")
 rate() { awk -v n="$1" -v ms="$2" 'BEGIN { printf "%.0f", n * 1000 / ms }'; }
 median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+quart() { tr ' ' '\n' | sed '/^$/d' | sort -n |
+  awk '{a[NR]=$1} END {printf "%s [%s..%s]", a[int((NR+1)/2)], a[int((NR+3)/4)], a[int((3*NR+3)/4)]}'; }
 c_r=""; j_r=""; o_r=""; l_r=""; jc_r=""; oc_r=""; cl_r=""
 for r in $(seq 1 "$ROUNDS"); do
   read -r n ms < <("$B/c_pairs" "$REDIS_URL" "$N") || exit 1
@@ -44,7 +46,6 @@ for r in $(seq 1 "$ROUNDS"); do
   oc_r+=" $(awk -v a="$o" -v b="$c" 'BEGIN { printf "%.3f", a / b }')"
   cl_r+=" $(awk -v a="$c" -v b="$l" 'BEGIN { printf "%.3f", a / b }')"
 done
-jc=$(echo "$jc_r" | median); oc=$(echo "$oc_r" | median); cl=$(echo "$cl_r" | median)
 c=$(echo "$c_r" | median); j=$(echo "$j_r" | median); o=$(echo "$o_r" | median); l=$(echo "$l_r" | median)
 echo "median of $ROUNDS rounds, $N pairs each, 1 connection:"
 awk -v c="$c" -v j="$j" -v o="$o" -v l="$l" 'BEGIN {
@@ -52,5 +53,7 @@ awk -v c="$c" -v j="$j" -v o="$o" -v l="$l" 'BEGIN {
   printf "  LuaJIT module    %8d pairs/s\n", j
   printf "  OpenResty driver %8d pairs/s\n", o
   printf "  limit            %8d pairs/s   (redis-benchmark -c 1 EVALSHA lock script, rps/2)\n", l }'
-echo "ratios (median of per-round ratios):"
-echo "  LuaJIT/C = $jc   OpenResty/C = $oc   C/limit = $cl"
+echo "per-round ratios, median [quartiles]:"
+echo "  LuaJIT/C      $(echo "$jc_r" | quart)"
+echo "  OpenResty/C   $(echo "$oc_r" | quart)"
+echo "  C/limit       $(echo "$cl_r" | quart)"
