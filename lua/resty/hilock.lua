@@ -611,7 +611,7 @@ function Lock:acquire(wait, lease)
     local owner = owner_of(self)
     local m = self.p:acquire(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
     local shared = self.kind_name == "reentrant"
-    local sock, rd, ps, L
+    local sock, rd, ps, L, joined
     while true do
         local act, a1, a2 = m:next()
         if act == "send" then
@@ -647,13 +647,24 @@ function Lock:acquire(wait, lease)
             end
             if shared then
                 L = join_listener(c, a1)
-                m:on_subscribed(L ~= nil)
+                joined = L ~= nil
+                m:on_subscribed(joined)
             else
                 ps = subscribe(c, a1)
                 m:on_subscribed(ps ~= nil)
             end
         elseif act == "wait" then
-            if L then
+            if joined and (not L or L.state == "failed" or L.state == "closed") then
+                -- our listener gave up (its connection broke and could not
+                -- come back): join or start another, then retry at once
+                if L then
+                    leave_listener(L)
+                end
+                L = join_listener(c, a1)
+                if not L then
+                    ngx_sleep(0.05)
+                end
+            elseif L then
                 L.sem:wait((a2 < 0 and LONG_WAIT_MS or a2) / 1000)
             elseif ps == false then
                 -- the subscription broke: listen again, then retry at once

@@ -148,6 +148,27 @@ label="(h) password + db 3 from the URL: '$res'"
 if [ "$res" = "true:nil db=3 held=true release=true wrong=nil:auth" ]; then
   ok "$label"; else bad "$label"; fi
 
+# (i) the pub/sub connection is killed while a request waits: the driver
+#     listens again and still wakes on the unlock (reentrant: the worker's
+#     shared listener; fair: the request's own subscription).
+for fair in 0 1; do
+  name="or:kill:$fair:$RANDOM"
+  kind=""; [ "$fair" = 1 ] && kind=fair
+  if hold_elsewhere "$HL_TMP/hold-i$fair.out" "$name" 30 1500 $kind; then
+    curl -sS --max-time 40 "$URL/wait?name=$name&wait=25&fair=$fair" >"$HL_TMP/wait-i$fair.out" &
+    WAITER=$!
+    sleep 0.5
+    killed=$(rcli CLIENT KILL TYPE pubsub)
+    wait "$WAITER"; wait "$HOLDER_PID" 2>/dev/null
+    read -r res waited <"$HL_TMP/wait-i$fair.out"
+    label="(i) pub/sub connection killed ($killed) during a wait (fair=$fair): $res after ${waited} ms"
+    if [ "$res" = acquired ] && [ "${killed:-0}" -ge 1 ] && [ "$waited" -lt 5000 ]; then
+      ok "$label"; else bad "$label"; fi
+  else
+    bad "(i) could not take the lock from another process: $(cat "$HL_TMP/hold-i$fair.out")"
+  fi
+done
+
 # (f) nothing alarming in nginx's error log.
 if grep -E '\[(error|alert|crit|emerg)\]' "$NGINX_TMP/error.log" >/dev/null; then
   bad "(f) nginx error log:"; grep -E '\[(error|alert|crit|emerg)\]' "$NGINX_TMP/error.log" | head -20
