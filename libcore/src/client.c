@@ -111,16 +111,15 @@ static int fill_options(hilock_options *out, const hilock_options *in, char *err
 
 static void client_destroy(hilock_client *c)
 {
+    for (int i = 0; i < c->nnodes; i++)
+        hl_node_free(c->nodes[i]);
     hl_endpoint_free(&c->ep);
-    pthread_mutex_destroy(&c->pool.mu);
-    pthread_cond_destroy(&c->pool.cv);
-    pthread_mutex_destroy(&c->ps.mu);
-    pthread_cond_destroy(&c->ps.cv);
+    pthread_mutex_destroy(&c->nodes_mu);
+    pthread_mutex_destroy(&c->refresh_mu);
     pthread_mutex_destroy(&c->wd.mu);
     pthread_cond_destroy(&c->wd.cv);
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->drain.mu);
-    free(c->pool.idle);
     free(c);
 }
 
@@ -155,14 +154,11 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     }
     c->refs = 1;
     c->pid = getpid();
-    c->ps.wake_fd[0] = c->ps.wake_fd[1] = -1;
     c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
     c->drain.wake_fd[0] = c->drain.wake_fd[1] = -1;
     pthread_mutex_init(&c->drain.mu, NULL);
-    pthread_mutex_init(&c->pool.mu, NULL);
-    hl_cond_init_mono(&c->pool.cv);
-    pthread_mutex_init(&c->ps.mu, NULL);
-    hl_cond_init_mono(&c->ps.cv);
+    pthread_mutex_init(&c->nodes_mu, NULL);
+    pthread_mutex_init(&c->refresh_mu, NULL);
     pthread_mutex_init(&c->wd.mu, NULL);
     hl_cond_init_mono(&c->wd.cv);
     pthread_mutex_init(&c->err_mu, NULL);
@@ -175,18 +171,19 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     if ((rc = hl_endpoint_parse(&c->ep, url, err)) != 0)
         goto done;
     /* replica acknowledgement: default on where a failover can happen */
-    c->replica_ack = c->opts.replica_ack == 1 || (c->opts.replica_ack == 0 && c->ep.nsentinels > 0);
-    c->pool.size = c->opts.pool_size;
-    c->pool.idle = calloc((size_t)c->pool.size, sizeof *c->pool.idle);
-    if (!c->pool.idle) {
-        hl_set_err(err, "out of memory");
-        rc = HILOCK_ENOMEM;
+    c->replica_ack = c->opts.replica_ack == 1 ||
+                     (c->opts.replica_ack == 0 && (c->ep.nseeds > 0));
+    if ((rc = hl_nodes_init(c, err)) != 0)
         goto done;
+    if (c->ep.cluster) {
+        /* learn the slot map from the seeds; every master becomes a node */
+        if ((rc = hl_cluster_refresh(c, err)) != 0)
+            goto done;
     }
     /* Verify server, credentials and database once; keep the connection. */
     int code = 0;
-    redisContext *ctx = hl_connect(&c->ep, c->opts.connect_timeout_ms,
-                                   c->opts.command_timeout_ms, &code, err);
+    hl_node *first = c->nodes[0];
+    redisContext *ctx = hl_node_connect(first, c->opts.connect_timeout_ms, &code, err);
     if (!ctx) {
         rc = code;
         goto done;
@@ -202,7 +199,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
         goto done;
     }
     freeReplyObject(r);
-    c->pool.idle[c->pool.nidle++] = ctx;
+    hl_pool_add_idle(first, ctx);
     rc = hl_sentinel_start(c, err);
 done:
     if (rc) {
@@ -210,9 +207,6 @@ done:
             snprintf(errbuf, errlen, "%s", err[0] ? err : hilock_strerror(rc));
         if (c) {
             hl_sentinel_stop(c);
-            for (int i = 0; i < c->pool.nidle; i++)
-                redisFree(c->pool.idle[i]);
-            c->pool.nidle = 0;
             hl_client_unref(c);
         }
         return rc;
@@ -231,11 +225,8 @@ void hilock_client_close(hilock_client *c)
         /* Child after fork(): the threads are not ours and mutexes may be held
          * by threads that do not exist here. Only let go of the memory and the
          * descriptors (closing a descriptor does not disturb the parent). */
-        for (int i = 0; i < c->pool.nidle; i++)
-            redisFree(c->pool.idle[i]);
-        c->pool.nidle = 0;
         c->closed = 1;
-        hl_client_unref(c);
+        hl_client_unref(c); /* frees the nodes' idle connections */
         return;
     }
     __atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
@@ -243,16 +234,14 @@ void hilock_client_close(hilock_client *c)
     hl_pubsub_shutdown(c);
     hl_wd_shutdown(c);
     hl_drain_shutdown(c);
-    if (c->ps.wake_fd[0] >= 0) {
-        close(c->ps.wake_fd[0]);
-        close(c->ps.wake_fd[1]);
-        c->ps.wake_fd[0] = c->ps.wake_fd[1] = -1;
+    for (int i = 0; i < c->nnodes; i++) {
+        hl_pool *p = &c->nodes[i]->pool;
+        pthread_mutex_lock(&p->mu);
+        for (int j = 0; j < p->nidle; j++)
+            redisFree(p->idle[j]);
+        p->nidle = 0;
+        pthread_mutex_unlock(&p->mu);
     }
-    pthread_mutex_lock(&c->pool.mu);
-    for (int i = 0; i < c->pool.nidle; i++)
-        redisFree(c->pool.idle[i]);
-    c->pool.nidle = 0;
-    pthread_mutex_unlock(&c->pool.mu);
     hl_client_unref(c);
 }
 

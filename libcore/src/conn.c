@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -64,10 +65,10 @@ void hl_endpoint_free(hl_endpoint *ep)
     free(ep->path);
     free(ep->user);
     free(ep->password);
-    for (int i = 0; i < ep->nsentinels; i++)
-        free(ep->sentinel_hosts[i]);
-    free(ep->sentinel_hosts);
-    free(ep->sentinel_ports);
+    for (int i = 0; i < ep->nseeds; i++)
+        free(ep->seed_hosts[i]);
+    free(ep->seed_hosts);
+    free(ep->seed_ports);
     free(ep->master_name);
     memset(ep, 0, sizeof *ep);
 }
@@ -194,14 +195,18 @@ static int parse_tcp(hl_endpoint *ep, const char *rest, char *err)
     return 0;
 }
 
-/* rest: "[user[:password]@]h1[:p1][,h2[:p2]...]/mastername[/db]" */
-static int parse_sentinel(hl_endpoint *ep, const char *rest, char *err)
+/* rest: "[user[:password]@]h1[:p1][,h2[:p2]...]/mastername[/db]" (sentinel)
+ * or "[user[:password]@]h1[:p1][,h2[:p2]...][/]" (cluster) */
+static int parse_seeds(hl_endpoint *ep, const char *rest, int cluster, char *err)
 {
     const char *slash = strchr(rest, '/');
-    if (!slash || !slash[1]) {
+    if (cluster && !slash)
+        slash = rest + strlen(rest);
+    if (!cluster && (!slash || !slash[1])) {
         hl_set_err(err, "sentinel URL needs /mastername after the sentinel list");
         return HILOCK_EINVAL;
     }
+    ep->cluster = cluster;
     /* user info: reuse the TCP parser on "<userinfo>@x" */
     const char *at = NULL;
     for (const char *p = rest; p < slash; p++)
@@ -230,9 +235,9 @@ static int parse_sentinel(hl_endpoint *ep, const char *rest, char *err)
     int count = 1;
     for (const char *p = hosts; p < slash; p++)
         count += *p == ',';
-    ep->sentinel_hosts = calloc((size_t)count, sizeof *ep->sentinel_hosts);
-    ep->sentinel_ports = calloc((size_t)count, sizeof *ep->sentinel_ports);
-    if (!ep->sentinel_hosts || !ep->sentinel_ports)
+    ep->seed_hosts = calloc((size_t)count, sizeof *ep->seed_hosts);
+    ep->seed_ports = calloc((size_t)count, sizeof *ep->seed_ports);
+    if (!ep->seed_hosts || !ep->seed_ports)
         return HILOCK_ENOMEM;
     const char *p = hosts;
     while (p < slash) {
@@ -255,14 +260,21 @@ static int parse_sentinel(hl_endpoint *ep, const char *rest, char *err)
                 hl_set_err(err, "bad sentinel address in URL");
             return rc ? rc : HILOCK_EINVAL;
         }
-        ep->sentinel_hosts[ep->nsentinels] = probe.host;
-        ep->sentinel_ports[ep->nsentinels] = strchr(p, ':') && strchr(p, ':') < end
+        ep->seed_hosts[ep->nseeds] = probe.host;
+        ep->seed_ports[ep->nseeds] = strchr(p, ':') && strchr(p, ':') < end
                                                   ? probe.port
-                                                  : 26379;
-        ep->nsentinels++;
+                                                  : cluster ? 6379 : 26379;
+        ep->nseeds++;
         probe.host = NULL;
         hl_endpoint_free(&probe);
         p = end + 1;
+    }
+    if (cluster) {
+        if (*slash && slash[1]) {
+            hl_set_err(err, "a cluster URL has no database or master name");
+            return HILOCK_EINVAL;
+        }
+        return 0;
     }
     const char *name = slash + 1;
     const char *dbp = strchr(name, '/');
@@ -297,9 +309,12 @@ int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err)
     else if (!strncmp(url, "unix://", 7))
         rc = parse_unix(ep, url + 7, err);
     else if (!strncmp(url, "redis+sentinel://", 17))
-        rc = parse_sentinel(ep, url + 17, err);
+        rc = parse_seeds(ep, url + 17, 0, err);
+    else if (!strncmp(url, "redis+cluster://", 16))
+        rc = parse_seeds(ep, url + 16, 1, err);
     else {
-        hl_set_err(err, "URL must start with redis://, unix:// or redis+sentinel://");
+        hl_set_err(err, "URL must start with redis://, unix://, redis+sentinel:// or "
+                        "redis+cluster://");
         rc = HILOCK_EINVAL;
     }
     if (rc) {
@@ -380,11 +395,11 @@ fail:
 static int ask_sentinel(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
                         size_t hostlen, int *port, char *err)
 {
-    redisContext *s = redisConnectWithTimeout(ep->sentinel_hosts[i], ep->sentinel_ports[i],
+    redisContext *s = redisConnectWithTimeout(ep->seed_hosts[i], ep->seed_ports[i],
                                               tv_ms(timeout_ms));
     if (!s || s->err) {
-        hl_set_err(err, "sentinel %s:%d unreachable: %s", ep->sentinel_hosts[i],
-                   ep->sentinel_ports[i], s ? s->errstr : "out of memory");
+        hl_set_err(err, "sentinel %s:%d unreachable: %s", ep->seed_hosts[i],
+                   ep->seed_ports[i], s ? s->errstr : "out of memory");
         if (s)
             redisFree(s);
         return -1;
@@ -399,8 +414,8 @@ static int ask_sentinel(const hl_endpoint *ep, int i, int64_t timeout_ms, char *
         rc = *port > 0 ? 0 : -1;
     }
     if (rc)
-        hl_set_err(err, "sentinel %s:%d knows no master named '%s'%s%s", ep->sentinel_hosts[i],
-                   ep->sentinel_ports[i], ep->master_name,
+        hl_set_err(err, "sentinel %s:%d knows no master named '%s'%s%s", ep->seed_hosts[i],
+                   ep->seed_ports[i], ep->master_name,
                    r && r->type == REDIS_REPLY_ERROR ? ": " : "",
                    r && r->type == REDIS_REPLY_ERROR ? r->str : "");
     if (r)
@@ -420,16 +435,32 @@ static int is_master(redisContext *ctx)
     return yes;
 }
 
+redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host, int port,
+                              int64_t connect_timeout_ms, int64_t command_timeout_ms, int *code,
+                              char *err)
+{
+    return connect_node(ep, host, port, connect_timeout_ms, command_timeout_ms, code, err);
+}
+
 redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
                          int64_t command_timeout_ms, int *code, char *err)
 {
-    if (!ep->nsentinels)
+    if (!ep->nseeds)
         return connect_node(ep, ep->host, ep->port, connect_timeout_ms, command_timeout_ms, code,
                             err);
+    if (ep->cluster) {
+        for (int i = 0; i < ep->nseeds; i++) {
+            redisContext *ctx = connect_node(ep, ep->seed_hosts[i], ep->seed_ports[i],
+                                             connect_timeout_ms, command_timeout_ms, code, err);
+            if (ctx || *code == HILOCK_EAUTH)
+                return ctx;
+        }
+        return NULL;
+    }
     /* Sentinel: every connect asks for the current master, so reconnecting
      * after a failover lands on the new one. */
     *code = HILOCK_ECONN;
-    for (int i = 0; i < ep->nsentinels; i++) {
+    for (int i = 0; i < ep->nseeds; i++) {
         char host[256];
         int port = 0;
         if (ask_sentinel(ep, i, connect_timeout_ms, host, sizeof host, &port, err))
@@ -451,12 +482,183 @@ redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
     return NULL;
 }
 
-/* ---- the pool ---- */
+/* ---- nodes ---- */
 
-static redisContext *pool_get(hilock_client *c, int64_t timeout_ms, int *reused, int64_t *gen,
+static hl_node *node_new(hilock_client *c, const char *host, int port)
+{
+    hl_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    n->pool.idle = calloc((size_t)c->opts.pool_size, sizeof *n->pool.idle);
+    if (!n->pool.idle || (host && !(n->host = hl_strdup(host)))) {
+        free(n->pool.idle);
+        free(n);
+        return NULL;
+    }
+    n->client = c;
+    n->port = port;
+    n->pool.size = c->opts.pool_size;
+    pthread_mutex_init(&n->pool.mu, NULL);
+    hl_cond_init_mono(&n->pool.cv);
+    pthread_mutex_init(&n->ps.mu, NULL);
+    hl_cond_init_mono(&n->ps.cv);
+    n->ps.wake_fd[0] = n->ps.wake_fd[1] = -1;
+    return n;
+}
+
+void hl_node_free(hl_node *n)
+{
+    if (!n)
+        return;
+    for (int i = 0; i < n->pool.nidle; i++)
+        redisFree(n->pool.idle[i]);
+    if (n->ps.wake_fd[0] >= 0) {
+        close(n->ps.wake_fd[0]);
+        close(n->ps.wake_fd[1]);
+    }
+    pthread_mutex_destroy(&n->pool.mu);
+    pthread_cond_destroy(&n->pool.cv);
+    pthread_mutex_destroy(&n->ps.mu);
+    pthread_cond_destroy(&n->ps.cv);
+    free(n->pool.idle);
+    free(n->host);
+    free(n);
+}
+
+int hl_nodes_init(hilock_client *c, char *err)
+{
+    for (int i = 0; i < HL_SLOTS; i++)
+        c->slot_node[i] = -1;
+    if (c->ep.cluster)
+        return 0; /* nodes come from the slot map */
+    hl_node *n = node_new(c, NULL, 0);
+    if (!n) {
+        hl_set_err(err, "out of memory");
+        return HILOCK_ENOMEM;
+    }
+    c->nodes[0] = n;
+    __atomic_store_n(&c->nnodes, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+hl_node *hl_node_get(hilock_client *c, const char *host, int port)
+{
+    int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < count; i++)
+        if (c->nodes[i]->host && c->nodes[i]->port == port && !strcmp(c->nodes[i]->host, host))
+            return c->nodes[i];
+    pthread_mutex_lock(&c->nodes_mu);
+    hl_node *found = NULL;
+    count = c->nnodes;
+    for (int i = 0; i < count && !found; i++)
+        if (c->nodes[i]->host && c->nodes[i]->port == port && !strcmp(c->nodes[i]->host, host))
+            found = c->nodes[i];
+    if (!found && count < HL_MAX_NODES && (found = node_new(c, host, port)) != NULL) {
+        c->nodes[count] = found;
+        __atomic_store_n(&c->nnodes, count + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&c->nodes_mu);
+    return found;
+}
+
+static int node_index(hilock_client *c, const hl_node *n)
+{
+    int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < count; i++)
+        if (c->nodes[i] == n)
+            return i;
+    return -1;
+}
+
+redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code, char *err)
+{
+    hilock_client *c = n->client;
+    if (n->host)
+        return connect_node(&c->ep, n->host, n->port, connect_timeout_ms,
+                            c->opts.command_timeout_ms, code, err);
+    return hl_connect(&c->ep, connect_timeout_ms, c->opts.command_timeout_ms, code, err);
+}
+
+/* Load the slot map (CLUSTER SLOTS) through ctx; 0 or -1. */
+static int load_slots(hilock_client *c, redisContext *ctx, char *err)
+{
+    redisReply *r = redisCommand(ctx, "CLUSTER SLOTS");
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        hl_set_err(err, "CLUSTER SLOTS failed: %s",
+                   r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+            continue;
+        redisReply *m = e->element[2];
+        if (m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER)
+            continue;
+        /* an empty host means "the address you reached me on" */
+        const char *host = m->element[0]->len ? m->element[0]->str : "127.0.0.1";
+        hl_node *n = hl_node_get(c, host, (int)m->element[1]->integer);
+        int idx = n ? node_index(c, n) : -1;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        for (long long s = lo; s <= hi && s < HL_SLOTS; s++)
+            if (s >= 0)
+                __atomic_store_n(&c->slot_node[s], (int16_t)idx, __ATOMIC_RELEASE);
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+int hl_cluster_refresh(hilock_client *c, char *err)
+{
+    pthread_mutex_lock(&c->refresh_mu);
+    __atomic_store_n(&c->map_stale, 0, __ATOMIC_RELEASE);
+    int ok = 0;
+    /* known nodes first, then the seeds */
+    int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < count + c->ep.nseeds && !ok; i++) {
+        const char *host = i < count ? c->nodes[i]->host : c->ep.seed_hosts[i - count];
+        int port = i < count ? c->nodes[i]->port : c->ep.seed_ports[i - count];
+        int code = 0;
+        redisContext *ctx = connect_node(&c->ep, host, port, c->opts.connect_timeout_ms,
+                                         c->opts.command_timeout_ms, &code, err);
+        if (!ctx)
+            continue;
+        ok = load_slots(c, ctx, err) == 0;
+        redisFree(ctx);
+    }
+    pthread_mutex_unlock(&c->refresh_mu);
+    return ok ? 0 : HILOCK_ECONN;
+}
+
+hl_node *hl_route(hilock_client *c, const char *key, size_t len)
+{
+    if (!c->ep.cluster)
+        return c->nodes[0];
+    char err[HL_ERRMSG_MAX];
+    if (__atomic_load_n(&c->map_stale, __ATOMIC_ACQUIRE))
+        hl_cluster_refresh(c, err);
+    unsigned slot = hl_key_slot(key, len);
+    int idx = __atomic_load_n(&c->slot_node[slot], __ATOMIC_ACQUIRE);
+    if (idx < 0) {
+        hl_cluster_refresh(c, err);
+        idx = __atomic_load_n(&c->slot_node[slot], __ATOMIC_ACQUIRE);
+    }
+    /* unknown slot: any node answers with a redirection */
+    return c->nodes[idx >= 0 ? idx : 0];
+}
+
+/* ---- the pool (one per node) ---- */
+
+static redisContext *pool_get(hl_node *n, int64_t timeout_ms, int *reused, int64_t *gen,
                               int *code, char *err)
 {
-    hl_pool *p = &c->pool;
+    hilock_client *c = n->client;
+    hl_pool *p = &n->pool;
     int64_t connect_ms = c->opts.connect_timeout_ms;
     if (timeout_ms > 0 && timeout_ms < connect_ms)
         connect_ms = timeout_ms;
@@ -483,7 +685,7 @@ static redisContext *pool_get(hilock_client *c, int64_t timeout_ms, int *reused,
     }
     pthread_mutex_unlock(&p->mu);
     *reused = 0;
-    redisContext *ctx = hl_connect(&c->ep, connect_ms, c->opts.command_timeout_ms, code, err);
+    redisContext *ctx = hl_node_connect(n, connect_ms, code, err);
     if (!ctx) {
         pthread_mutex_lock(&p->mu);
         p->inuse--;
@@ -493,9 +695,10 @@ static redisContext *pool_get(hilock_client *c, int64_t timeout_ms, int *reused,
     return ctx;
 }
 
-static void pool_put(hilock_client *c, redisContext *ctx, int broken, int64_t gen)
+static void pool_put(hl_node *n, redisContext *ctx, int broken, int64_t gen)
 {
-    hl_pool *p = &c->pool;
+    hilock_client *c = n->client;
+    hl_pool *p = &n->pool;
     pthread_mutex_lock(&p->mu);
     p->inuse--;
     if (broken || ctx->err || p->nidle >= p->size ||
@@ -512,12 +715,23 @@ static void pool_put(hilock_client *c, redisContext *ctx, int broken, int64_t ge
 }
 
 /* A checked-out connection leaves the pool for good (handed elsewhere). */
-static void pool_forget(hilock_client *c)
+static void pool_forget(hl_node *n)
 {
-    hl_pool *p = &c->pool;
+    hl_pool *p = &n->pool;
     pthread_mutex_lock(&p->mu);
     p->inuse--;
     pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void hl_pool_add_idle(hl_node *n, redisContext *ctx)
+{
+    hl_pool *p = &n->pool;
+    pthread_mutex_lock(&p->mu);
+    if (p->nidle < p->size)
+        p->idle[p->nidle++] = ctx;
+    else
+        redisFree(ctx);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -536,6 +750,34 @@ static int not_master_reply(const redisReply *r)
 {
     return r && r->type == REDIS_REPLY_ERROR && r->str &&
            (strstr(r->str, "READONLY") || strstr(r->str, "MASTERDOWN"));
+}
+
+/* Cluster redirection: "MOVED <slot> <host>:<port>" or "ASK ...".
+ * Returns 1 (MOVED), 2 (ASK) or 0, with host/port filled. */
+static int redirection(const redisReply *r, char *host, size_t hostlen, int *port,
+                       unsigned *slot)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
+        return 0;
+    int kind = !strncmp(r->str, "MOVED ", 6) ? 1 : !strncmp(r->str, "ASK ", 4) ? 2 : 0;
+    if (!kind)
+        return 0;
+    const char *p = r->str + (kind == 1 ? 6 : 4);
+    char *end;
+    unsigned long s = strtoul(p, &end, 10);
+    if (*end != ' ')
+        return 0;
+    const char *addr = end + 1;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= hostlen)
+        return 0;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = 0;
+    if (!host[0])
+        snprintf(host, hostlen, "127.0.0.1");
+    *port = atoi(colon + 1);
+    *slot = (unsigned)s;
+    return *port > 0 ? kind : 0;
 }
 
 /* WAIT for one replica after a write on ctx; see hl_exec_acked. Returns 0
@@ -564,6 +806,35 @@ static void set_timeout(redisContext *ctx, int64_t ms)
     redisSetTimeout(ctx, tv_ms(ms));
 }
 
+/* Send cmd on ctx (after ASKING when asking) and return its reply, with the
+ * EVALSHA -> EVAL fallback; NULL on I/O error. */
+static redisReply *run_on(redisContext *ctx, hl_cmd *cmd, int asking)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        if (asking)
+            redisAppendCommand(ctx, "ASKING");
+        redisAppendCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen);
+        void *r = NULL;
+        if (asking) {
+            if (redisGetReply(ctx, &r) != REDIS_OK)
+                return NULL;
+            freeReplyObject(r);
+            r = NULL;
+        }
+        if (redisGetReply(ctx, &r) != REDIS_OK)
+            return NULL;
+        if (pass == 0 && hl_reply_is_noscript(r)) {
+            freeReplyObject(r);
+            hl_cmd_to_eval(cmd);
+            continue;
+        }
+        return r;
+    }
+    return NULL;
+}
+
+#define HL_MAX_REDIRECTS 5
+
 int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms, char *err)
 {
     return hl_exec_acked(c, cmd, reply, timeout_ms, err, NULL);
@@ -578,9 +849,15 @@ int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t tim
     int rc = hl_client_check(c, err);
     if (rc)
         return rc;
+    size_t klen;
+    const char *key = hl_cmd_key(cmd, &klen);
+    hl_node *node = hl_route(c, key, klen);
+    hl_node *ask = NULL;
+    int stale_retry = 1, demoted_retry = 1;
     /* timeout_ms > 0 bounds the whole call: connecting and the command. */
     int64_t deadline = timeout_ms > 0 ? hl_now_mono_ms() + timeout_ms : 0;
-    for (int attempt = 0; attempt < 2; attempt++) {
+    for (int hop = 0; hop <= HL_MAX_REDIRECTS; hop++) {
+        hl_node *target = ask ? ask : node;
         int reused = 0, code = 0;
         int64_t gen = 0;
         int64_t left = timeout_ms > 0 ? deadline - hl_now_mono_ms() : 0;
@@ -588,60 +865,155 @@ int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t tim
             hl_set_err(err, "no reply within %lld ms", (long long)timeout_ms);
             return HILOCK_ECONN;
         }
-        redisContext *ctx = pool_get(c, left, &reused, &gen, &code, err);
+        redisContext *ctx = pool_get(target, left, &reused, &gen, &code, err);
         if (!ctx)
             return code;
         if (timeout_ms > 0) {
             left = deadline - hl_now_mono_ms();
             set_timeout(ctx, left > 0 ? left : 1);
         }
-        redisReply *r = redisCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen);
-        if (r && hl_reply_is_noscript(r)) {
-            freeReplyObject(r);
-            hl_cmd_to_eval(cmd);
-            r = redisCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen);
-        }
+        redisReply *r = run_on(ctx, cmd, ask != NULL);
+        ask = NULL;
         if (!r) {
             int saved = errno;
-            int retry = attempt == 0 && reused && stale_connection_error(ctx);
+            int retry = stale_retry && reused && stale_connection_error(ctx);
             hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
             int timed_out = ctx->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK);
             if (timed_out && (cmd->script == HL_SCRIPT_LOCK || cmd->script == HL_SCRIPT_FAIR_LOCK)) {
                 /* The server may still run the attempt later: keep the
                  * connection so its outcome is settled in order. */
-                pool_forget(c);
+                pool_forget(target);
                 if (hl_drain_add(c, ctx, cmd) == 0)
                     cmd->drained = 1;
                 else
                     redisFree(ctx);
                 return HILOCK_ECONN;
             }
-            pool_put(c, ctx, 1, gen);
-            if (retry)
+            pool_put(target, ctx, 1, gen);
+            if (retry) {
+                stale_retry = 0;
                 continue;
+            }
+            if (c->ep.cluster)
+                __atomic_store_n(&c->map_stale, 1, __ATOMIC_RELEASE);
             return HILOCK_ECONN;
+        }
+        char host[256];
+        int port = 0;
+        unsigned slot = 0;
+        int redir = c->ep.cluster ? redirection(r, host, sizeof host, &port, &slot) : 0;
+        if (redir) {
+            freeReplyObject(r);
+            pool_put(target, ctx, 0, gen);
+            hl_node *to = hl_node_get(c, host, port);
+            if (!to) {
+                hl_set_err(err, "too many cluster nodes");
+                return HILOCK_ECONN;
+            }
+            if (redir == 1) { /* the slot lives there now */
+                __atomic_store_n(&c->slot_node[slot], (int16_t)node_index(c, to), __ATOMIC_RELEASE);
+                __atomic_store_n(&c->map_stale, 1, __ATOMIC_RELEASE);
+                node = to;
+            } else {
+                ask = to; /* this one command, during a migration */
+            }
+            continue;
         }
         if (not_master_reply(r)) {
             /* a failover demoted this server: reconnect (sentinel mode asks
              * for the new master) and try once more */
             hl_set_err(err, "server is not the master: %s", r->str);
             freeReplyObject(r);
-            pool_put(c, ctx, 1, gen);
-            if (attempt == 0)
+            pool_put(target, ctx, 1, gen);
+            if (demoted_retry) {
+                demoted_retry = 0;
+                if (c->ep.cluster)
+                    hl_cluster_refresh(c, err);
+                node = hl_route(c, key, klen);
                 continue;
+            }
             return HILOCK_ECONN;
         }
         if (acked && c->replica_ack && r->type != REDIS_REPLY_ERROR &&
             wait_replica(c, ctx, acked) != 0) {
             *acked = 0;
-            pool_put(c, ctx, 1, gen);
+            pool_put(target, ctx, 1, gen);
             *reply = r;
             return 0;
         }
         if (timeout_ms > 0)
             set_timeout(ctx, c->opts.command_timeout_ms);
-        pool_put(c, ctx, 0, gen);
+        pool_put(target, ctx, 0, gen);
         *reply = r;
+        return 0;
+    }
+    hl_set_err(err, "too many cluster redirections");
+    return HILOCK_ECONN;
+}
+
+/* Pipeline the commands idx[0..k) on one node. */
+static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisReply **replies,
+                       char *err)
+{
+    hilock_client *c = n->client;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int reused = 0, code = 0;
+        int64_t gen = 0;
+        redisContext *ctx = pool_get(n, 0, &reused, &gen, &code, err);
+        if (!ctx)
+            return code;
+        for (int j = 0; j < k; j++)
+            redisAppendCommandArgv(ctx, cmds[idx[j]].argc, cmds[idx[j]].argv,
+                                   cmds[idx[j]].argvlen);
+        int failed = 0, got = 0, demoted = 0;
+        for (int j = 0; j < k; j++) {
+            void *r = NULL;
+            if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+                failed = 1;
+                break;
+            }
+            replies[idx[j]] = r;
+            demoted |= not_master_reply(replies[idx[j]]);
+            got++;
+        }
+        if (demoted) { /* answers from a demoted master count as no answer */
+            for (int j = 0; j < k; j++) {
+                if (replies[idx[j]])
+                    freeReplyObject(replies[idx[j]]);
+                replies[idx[j]] = NULL;
+            }
+            hl_set_err(err, "server is not the master (failover)");
+            pool_put(n, ctx, 1, gen);
+            if (attempt == 0 && !c->ep.cluster)
+                continue;
+            return HILOCK_ECONN;
+        }
+        /* Scripts the server forgot (restart, SCRIPT FLUSH): run those again. */
+        for (int j = 0; !failed && j < k; j++) {
+            if (hl_reply_is_noscript(replies[idx[j]])) {
+                freeReplyObject(replies[idx[j]]);
+                replies[idx[j]] = NULL;
+                hl_cmd_to_eval(&cmds[idx[j]]);
+                replies[idx[j]] = redisCommandArgv(ctx, cmds[idx[j]].argc, cmds[idx[j]].argv,
+                                                   cmds[idx[j]].argvlen);
+                if (!replies[idx[j]])
+                    failed = 1;
+            }
+        }
+        if (failed) {
+            int retry = attempt == 0 && reused && got == 0 && stale_connection_error(ctx);
+            hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
+            pool_put(n, ctx, 1, gen);
+            for (int j = 0; j < k; j++) {
+                if (replies[idx[j]])
+                    freeReplyObject(replies[idx[j]]);
+                replies[idx[j]] = NULL;
+            }
+            if (retry)
+                continue;
+            return HILOCK_ECONN;
+        }
+        pool_put(n, ctx, 0, gen);
         return 0;
     }
     return HILOCK_ECONN;
@@ -654,67 +1026,54 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
     int rc = hl_client_check(c, err);
     if (rc)
         return rc;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int reused = 0, code = 0;
-        int64_t gen = 0;
-        redisContext *ctx = pool_get(c, 0, &reused, &gen, &code, err);
-        if (!ctx)
-            return code;
-        for (int i = 0; i < n; i++)
-            redisAppendCommandArgv(ctx, cmds[i].argc, cmds[i].argv, cmds[i].argvlen);
-        int failed = 0, got = 0;
-        int demoted = 0;
-        for (int i = 0; i < n; i++) {
-            void *r = NULL;
-            if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
-                failed = 1;
-                break;
-            }
-            replies[i] = r;
-            demoted |= not_master_reply(replies[i]);
-            got++;
-        }
-        if (demoted) { /* answers from a demoted master count as no answer */
-            for (int i = 0; i < n; i++) {
-                if (replies[i])
-                    freeReplyObject(replies[i]);
-                replies[i] = NULL;
-            }
-            hl_set_err(err, "server is not the master (failover)");
-            pool_put(c, ctx, 1, gen);
-            if (attempt == 0)
-                continue;
-            return HILOCK_ECONN;
-        }
-        /* Scripts the server forgot (restart, SCRIPT FLUSH): run those again. */
-        for (int i = 0; !failed && i < n; i++) {
-            if (hl_reply_is_noscript(replies[i])) {
-                freeReplyObject(replies[i]);
-                replies[i] = NULL;
-                hl_cmd_to_eval(&cmds[i]);
-                replies[i] = redisCommandArgv(ctx, cmds[i].argc, cmds[i].argv, cmds[i].argvlen);
-                if (!replies[i])
-                    failed = 1;
-            }
-        }
-        if (failed) {
-            int retry = attempt == 0 && reused && got == 0 && stale_connection_error(ctx);
-            hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
-            pool_put(c, ctx, 1, gen);
-            if (retry)
-                continue;
-            return HILOCK_ECONN;
-        }
-        pool_put(c, ctx, 0, gen);
-        return 0;
+    int *idx = malloc(sizeof *idx * (size_t)(n > 0 ? n : 1));
+    hl_node **at = malloc(sizeof *at * (size_t)(n > 0 ? n : 1));
+    if (!idx || !at) {
+        free(idx);
+        free(at);
+        hl_set_err(err, "out of memory");
+        return HILOCK_ENOMEM;
     }
-    return HILOCK_ECONN;
+    for (int i = 0; i < n; i++) {
+        size_t klen;
+        const char *key = hl_cmd_key(&cmds[i], &klen);
+        at[i] = hl_route(c, key, klen);
+    }
+    /* one pipeline (one round trip) per node */
+    int failures = 0;
+    for (int i = 0; i < n; i++) {
+        if (!at[i])
+            continue;
+        hl_node *node = at[i];
+        int k = 0;
+        for (int j = i; j < n; j++)
+            if (at[j] == node) {
+                idx[k++] = j;
+                at[j] = NULL;
+            }
+        if (pipeline_on(node, cmds, idx, k, replies, err) != 0)
+            failures++;
+    }
+    /* redirected commands (resharding): once more, one by one */
+    for (int i = 0; i < n && c->ep.cluster; i++) {
+        char host[256];
+        int port;
+        unsigned slot;
+        if (replies[i] && redirection(replies[i], host, sizeof host, &port, &slot)) {
+            freeReplyObject(replies[i]);
+            replies[i] = NULL;
+            hl_exec(c, &cmds[i], &replies[i], 0, err);
+        }
+    }
+    free(idx);
+    free(at);
+    return failures && failures == n ? HILOCK_ECONN : 0;
 }
 
 void hl_master_switched(hilock_client *c)
 {
     __atomic_add_fetch(&c->master_gen, 1, __ATOMIC_ACQ_REL);
-    hl_pool *p = &c->pool;
+    hl_pool *p = &c->nodes[0]->pool;
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < p->nidle; i++)
         redisFree(p->idle[i]);

@@ -188,6 +188,8 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
         free(it);
         return -1;
     }
+    if (c->ep.cluster)
+        it->names.publish = "spublish";
     it->fair = cmd->script == HL_SCRIPT_FAIR_LOCK;
     if (it->fair) {
         it->lease_ms = arg_i64(cmd, 6);

@@ -31,11 +31,13 @@ typedef struct hl_endpoint {
     char *user;       /* ACL user or NULL */
     char *password;   /* or NULL */
     int db;
-    /* sentinel mode: host/port above are unused; the master is resolved
-     * through the sentinels at every connect */
-    int nsentinels;
-    char **sentinel_hosts;
-    int *sentinel_ports;
+    /* sentinel mode (master_name set): the master is resolved through the
+     * seeds (sentinels) at every connect; cluster mode: the seeds are nodes
+     * to learn the slot map from. host/port above are unused in both. */
+    int cluster;
+    int nseeds;
+    char **seed_hosts;
+    int *seed_ports;
     char *master_name;
 } hl_endpoint;
 
@@ -43,9 +45,14 @@ HL_HIDDEN int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err);
 HL_HIDDEN void hl_endpoint_free(hl_endpoint *ep);
 
 /* Connect, AUTH, SELECT within timeout_ms (each step). Returns a context or
- * NULL with *code and err set. */
+ * NULL with *code and err set. Sentinel: to the current master; cluster: to
+ * the first seed that answers. */
 HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
                                    int64_t command_timeout_ms, int *code, char *err);
+/* Connect to one given server with ep's credentials. */
+HL_HIDDEN redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host, int port,
+                                        int64_t connect_timeout_ms,
+                                        int64_t command_timeout_ms, int *code, char *err);
 
 typedef struct hl_pool {
     pthread_mutex_t mu;
@@ -80,11 +87,13 @@ HL_HIDDEN int hl_exec_pipeline(struct hilock_client *c, hl_cmd *cmds, int n,
 typedef struct hl_waiter {
     struct hl_waiter *next;
     struct hl_channel *chan;
+    struct hl_node *node; /* whose listener holds the subscription */
     int signaled;
+    int moved;           /* the channel's slot moved to another node */
     pthread_cond_t cv;   /* signalled with the pubsub mutex */
 } hl_waiter;
 
-enum { HL_CH_PENDING = 0, HL_CH_SUBSCRIBED = 1, HL_CH_UNSUBSCRIBING = 2 };
+enum { HL_CH_PENDING = 0, HL_CH_SUBSCRIBED = 1, HL_CH_UNSUBSCRIBING = 2, HL_CH_MOVED = 3 };
 
 typedef struct hl_channel {
     struct hl_channel *next;
@@ -116,8 +125,10 @@ typedef struct hl_pubsub {
  * ETIMEDOUT (still registered: waits then fall back to timed retries). */
 HL_HIDDEN int hl_sub_register(struct hilock_client *c, hl_waiter *w, const char *channel,
                               int64_t timeout_ms);
-/* Sleep until a message wakes w or ms pass (ms < 0: until a message). */
-HL_HIDDEN void hl_sub_wait(struct hilock_client *c, hl_waiter *w, int64_t ms);
+/* Sleep until a message wakes w or ms pass (ms < 0: until a message).
+ * Returns 1 when the subscription is gone because the channel's slot moved
+ * to another node (unregister, register again), else 0. */
+HL_HIDDEN int hl_sub_wait(struct hilock_client *c, hl_waiter *w, int64_t ms);
 HL_HIDDEN void hl_sub_unregister(struct hilock_client *c, hl_waiter *w);
 HL_HIDDEN void hl_pubsub_shutdown(struct hilock_client *c);
 
@@ -189,6 +200,32 @@ HL_HIDDEN void hl_wd_forget(struct hilock_client *c, struct hilock_lock *l, uint
 HL_HIDDEN void hl_wd_forget_lock(struct hilock_client *c, struct hilock_lock *l);
 HL_HIDDEN void hl_wd_shutdown(struct hilock_client *c);
 
+/* ---- nodes: one server's pool and pub/sub listener ---- */
+#define HL_MAX_NODES 128
+#define HL_SLOTS 16384
+typedef struct hl_node {
+    struct hilock_client *client;
+    char *host;         /* cluster node; NULL = the client's endpoint */
+    int port;
+    hl_pool pool;
+    hl_pubsub ps;
+} hl_node;
+
+/* The node for a key (cluster: by its hash slot), never NULL. */
+HL_HIDDEN hl_node *hl_route(struct hilock_client *c, const char *key, size_t len);
+/* Cluster: node for host:port, added when new; NULL when full/no memory. */
+HL_HIDDEN hl_node *hl_node_get(struct hilock_client *c, const char *host, int port);
+/* Cluster: reload the slot map from any node. 0 or HILOCK_ECONN. */
+HL_HIDDEN int hl_cluster_refresh(struct hilock_client *c, char *err);
+HL_HIDDEN redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
+                                        char *err);
+HL_HIDDEN void hl_node_free(hl_node *n);
+/* Create the client's node(s): one outside cluster mode, none in it (the
+ * slot map brings them). 0 or HILOCK_ENOMEM. */
+HL_HIDDEN int hl_nodes_init(struct hilock_client *c, char *err);
+/* Hand a fresh connection to n's pool. */
+HL_HIDDEN void hl_pool_add_idle(hl_node *n, redisContext *ctx);
+
 /* ---- client ---- */
 struct hilock_client {
     hl_endpoint ep;
@@ -196,8 +233,12 @@ struct hilock_client {
     char id[37];
     pid_t pid;            /* fork detection */
     int closed;
-    hl_pool pool;
-    hl_pubsub ps;
+    hl_node *nodes[HL_MAX_NODES]; /* [0] = the only node outside cluster mode */
+    int nnodes;           /* atomic; nodes are only added, freed at close */
+    pthread_mutex_t nodes_mu;
+    pthread_mutex_t refresh_mu;
+    int map_stale;        /* atomic: a slot moved, reload before routing */
+    int16_t slot_node[HL_SLOTS]; /* cluster: node index per slot, -1 unknown */
     hl_watchdog wd;
     pthread_mutex_t err_mu;
     char errmsg[HL_ERRMSG_MAX];

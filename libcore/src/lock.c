@@ -46,6 +46,8 @@ static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hiloc
         free(l);
         return rc;
     }
+    if (c->ep.cluster)
+        l->names.publish = "spublish"; /* sharded pub/sub, as Redisson on Redis 7 */
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->hook_mu, NULL);
     l->client = c;
@@ -276,8 +278,10 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             break;
         }
         case HL_ACT_WAIT:
-            hl_sub_wait(c, &w, a.sleep_ms);
-            hl_acquire_on_wake(&a, hl_now_mono_ms());
+            if (hl_sub_wait(c, &w, a.sleep_ms))
+                hl_acquire_on_resubscribe(&a, hl_now_mono_ms());
+            else
+                hl_acquire_on_wake(&a, hl_now_mono_ms());
             break;
         case HL_ACT_UNSUBSCRIBE:
             hl_sub_unregister(c, &w);

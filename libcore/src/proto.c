@@ -52,6 +52,7 @@ int hl_names_init(hl_names *n, const char *name)
     n->queue = hl_companion("redisson_lock_queue", name);
     n->timeout = hl_companion("redisson_lock_timeout", name);
     n->latch_prefix = hl_companion("redisson_unlock_latch", name);
+    n->publish = HL_PUBLISH;
     if (!n->name || !n->channel || !n->queue || !n->timeout || !n->latch_prefix) {
         hl_names_free(n);
         return HILOCK_ENOMEM;
@@ -69,6 +70,40 @@ void hl_names_free(hl_names *n)
     free(n->timeout);
     free(n->latch_prefix);
     memset(n, 0, sizeof *n);
+}
+
+unsigned hl_key_slot(const char *key, size_t len)
+{
+    /* hash tag: the part between the first '{' and the next '}', if non-empty */
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        size_t rest = len - (size_t)(open - key) - 1;
+        const char *close = memchr(open + 1, '}', rest);
+        if (close && close > open + 1) {
+            key = open + 1;
+            len = (size_t)(close - open - 1);
+        }
+    }
+    unsigned crc = 0; /* CRC16/XMODEM: poly 0x1021, init 0 */
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (unsigned)(unsigned char)key[i] << 8;
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    }
+    return crc & 16383;
+}
+
+const char *hl_cmd_key(const hl_cmd *cmd, size_t *len)
+{
+    int i = 1;
+    if (cmd->script >= 0)
+        i = (cmd->argc > 3 && !(cmd->argvlen[2] == 1 && cmd->argv[2][0] == '0')) ? 3 : -1;
+    if (i < 0 || i >= cmd->argc) {
+        *len = 0;
+        return "";
+    }
+    *len = cmd->argvlen[i];
+    return cmd->argv[i];
 }
 
 void hl_owner(char *buf, const char *client_id, uint64_t tid)
@@ -162,7 +197,7 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
         cmd_str(cmd, HL_MSG_UNLOCKED);
         cmd_num(cmd, lease_ms);
         cmd_str(cmd, owner);
-        cmd_str(cmd, HL_PUBLISH);
+        cmd_str(cmd, n->publish);
         return;
     }
     cmd_script(cmd, HL_SCRIPT_UNLOCK, 3);
@@ -173,7 +208,7 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
     cmd_num(cmd, lease_ms);
     cmd_str(cmd, owner);
     cmd_num(cmd, latch_ttl_ms);
-    cmd_str(cmd, HL_PUBLISH);
+    cmd_str(cmd, n->publish);
 }
 
 void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n)
@@ -185,14 +220,14 @@ void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n)
         cmd_str(cmd, n->timeout);
         cmd_str(cmd, n->channel);
         cmd_str(cmd, HL_MSG_UNLOCKED);
-        cmd_str(cmd, HL_PUBLISH);
+        cmd_str(cmd, n->publish);
         return;
     }
     cmd_script(cmd, HL_SCRIPT_FORCE, 2);
     cmd_str(cmd, n->name);
     cmd_str(cmd, n->channel);
     cmd_str(cmd, HL_MSG_UNLOCKED);
-    cmd_str(cmd, HL_PUBLISH);
+    cmd_str(cmd, n->publish);
 }
 
 void hl_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *owner, int64_t lease_ms)
@@ -214,7 +249,7 @@ void hl_cmd_fair_cancel(hl_cmd *cmd, const hl_names *n, const char *owner,
     cmd_str(cmd, owner);
     cmd_num(cmd, wait_window_ms);
     cmd_str(cmd, HL_MSG_UNLOCKED);
-    cmd_str(cmd, HL_PUBLISH);
+    cmd_str(cmd, n->publish);
 }
 
 void hl_cmd_exists(hl_cmd *cmd, const hl_names *n)
@@ -467,7 +502,8 @@ hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
             hl_cmd_fair_cancel(&a->cmd, a->names, a->owner, a->window_ms);
             return HL_ACT_SEND;
         case ST_UNSUB:
-            a->state = ST_DONE;
+            a->state = a->resub ? ST_SUBSCRIBE : ST_DONE;
+            a->resub = 0;
             if (a->subscribed) {
                 a->subscribed = 0;
                 return HL_ACT_UNSUBSCRIBE;
@@ -518,6 +554,15 @@ void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms)
     }
     if (a->state == ST_TRY)
         finish(a, code);
+}
+
+void hl_acquire_on_resubscribe(hl_acquire *a, int64_t now_ms)
+{
+    (void)now_ms;
+    if (a->state != ST_WAIT)
+        return;
+    a->resub = 1;
+    a->state = ST_UNSUB;
 }
 
 void hl_acquire_on_unknown(hl_acquire *a, int code, int64_t now_ms)

@@ -46,11 +46,14 @@ typedef struct hl_names {
     char *queue;     /* redisson_lock_queue:{N}   (fair) */
     char *timeout;   /* redisson_lock_timeout:{N} (fair) */
     char *latch_prefix; /* redisson_unlock_latch:{N} */
+    const char *publish; /* "publish", or "spublish" on Redis Cluster */
 } hl_names;
 
 HL_HIDDEN int hl_names_init(hl_names *n, const char *name); /* 0 or HILOCK_ENOMEM/EINVAL */
 HL_HIDDEN void hl_names_free(hl_names *n);
 
+/* Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod 16384). */
+HL_HIDDEN unsigned hl_key_slot(const char *key, size_t len);
 /* "<uuid>:<tid>" into buf (>= HL_OWNER_MAX). */
 #define HL_OWNER_MAX 64
 HL_HIDDEN void hl_owner(char *buf, const char *client_id, uint64_t tid);
@@ -71,6 +74,9 @@ typedef struct hl_cmd {
     size_t argvlen[HL_CMD_MAXARGS];
     char num[HL_CMD_MAXARGS][24];
 } hl_cmd;
+
+/* The key a command is routed by (first key of a script, else argv[1]). */
+HL_HIDDEN const char *hl_cmd_key(const hl_cmd *cmd, size_t *len);
 
 /* Switch an EVALSHA command to EVAL with the script body (after NOSCRIPT). */
 HL_HIDDEN void hl_cmd_to_eval(hl_cmd *cmd);
@@ -169,6 +175,7 @@ typedef struct hl_acquire {
     int subscribed;    /* 1 while the driver holds a subscription for us */
     int sub_failed;    /* subscribing failed: fall back to timed retries */
     int queued;        /* fair: we may have an entry in the line */
+    int resub;         /* subscribe again after unsubscribing */
     int64_t deadline;  /* monotonic ms; -1 none */
     int64_t last_ttl;
     /* outputs */
@@ -196,6 +203,9 @@ HL_HIDDEN void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_unknown(hl_acquire *a, int code, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_subscribed(hl_acquire *a, int ok, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_wake(hl_acquire *a, int64_t now_ms);
+/* The subscription was lost because the channel moved (cluster resharding):
+ * the machine unsubscribes, subscribes again, then retries. */
+HL_HIDDEN void hl_acquire_on_resubscribe(hl_acquire *a, int64_t now_ms);
 HL_HIDDEN void hl_acquire_free(hl_acquire *a);
 
 /* Time validation shared by the API: 0 or HILOCK_EINVAL. */

@@ -6,6 +6,13 @@
  * "1" wakes them all, anything else is ignored. After a reconnect every
  * channel is subscribed again and every waiter is woken to retry (a message
  * may have been missed while disconnected).
+ *
+ * There is one listener per node: outside cluster mode one in all. In a
+ * cluster, waiters listen with SSUBSCRIBE on the node that owns the
+ * channel's slot (the lock's: all its names share the hash tag), as the
+ * scripts publish with SPUBLISH there. When the slot moves, the node drops
+ * the subscription (an unrequested sunsubscribe); its waiters are woken with
+ * `moved` set and subscribe again where the slot now lives.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,9 +62,9 @@ static void poke(hl_pubsub *ps)
     (void)n; /* a full pipe already means "wake up" */
 }
 
-static void drop_connection(hilock_client *c)
+static void drop_connection(hl_node *n)
 {
-    hl_pubsub *ps = &c->ps;
+    hl_pubsub *ps = &n->ps;
     if (ps->ctx) {
         redisFree(ps->ctx);
         ps->ctx = NULL;
@@ -77,8 +84,9 @@ static void drop_connection(hilock_client *c)
     pthread_cond_broadcast(&ps->cv);
 }
 
-static void handle_frame(hl_pubsub *ps, redisReply *r)
+static void handle_frame(hl_node *n, redisReply *r)
 {
+    hl_pubsub *ps = &n->ps;
     hl_ps_event ev;
     hl_decode_pubsub(r, &ev);
     if (ev.type == HL_PS_OTHER)
@@ -94,7 +102,16 @@ static void handle_frame(hl_pubsub *ps, redisReply *r)
     case HL_PS_UNSUBSCRIBE:
         if (ch->refs == 0)
             remove_channel(ps, ch);
-        else {
+        else if (ch->state == HL_CH_SUBSCRIBED && n->client->ep.cluster) {
+            /* not asked for: the slot left this node */
+            ch->state = HL_CH_MOVED;
+            __atomic_store_n(&n->client->map_stale, 1, __ATOMIC_RELEASE);
+            for (hl_waiter *w = ch->waiters; w; w = w->next) {
+                w->moved = 1;
+                w->signaled = 1;
+                pthread_cond_signal(&w->cv);
+            }
+        } else {
             ch->state = HL_CH_PENDING; /* a waiter came back meanwhile */
             ch->sent = 0;
         }
@@ -115,8 +132,10 @@ static void handle_frame(hl_pubsub *ps, redisReply *r)
 }
 
 /* Queue SUBSCRIBE/UNSUBSCRIBE for channels that need it; mu held. */
-static int send_changes(hl_pubsub *ps)
+static int send_changes(hl_node *n)
 {
+    hl_pubsub *ps = &n->ps;
+    int sharded = n->client->ep.cluster;
     int queued = 0;
     for (hl_channel *ch = ps->channels; ch; ch = ch->next) {
         const char *argv[2];
@@ -124,14 +143,14 @@ static int send_changes(hl_pubsub *ps)
         argv[1] = ch->name;
         lens[1] = strlen(ch->name);
         if (ch->refs > 0 && ch->state == HL_CH_PENDING && !ch->sent) {
-            argv[0] = "SUBSCRIBE";
-            lens[0] = 9;
+            argv[0] = sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+            lens[0] = strlen(argv[0]);
             redisAppendCommandArgv(ps->ctx, 2, argv, lens);
             ch->sent = 1;
             queued = 1;
         } else if (ch->refs == 0 && ch->state == HL_CH_SUBSCRIBED) {
-            argv[0] = "UNSUBSCRIBE";
-            lens[0] = 11;
+            argv[0] = sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
+            lens[0] = strlen(argv[0]);
             redisAppendCommandArgv(ps->ctx, 2, argv, lens);
             ch->state = HL_CH_UNSUBSCRIBING;
             queued = 1;
@@ -148,8 +167,9 @@ static int send_changes(hl_pubsub *ps)
 
 static void *listener_main(void *arg)
 {
-    hilock_client *c = arg;
-    hl_pubsub *ps = &c->ps;
+    hl_node *node = arg;
+    hilock_client *c = node->client;
+    hl_pubsub *ps = &node->ps;
     int64_t backoff = RECONNECT_MIN_MS;
     pthread_mutex_lock(&ps->mu);
     while (!ps->stop) {
@@ -169,8 +189,7 @@ static void *listener_main(void *arg)
             int code = 0;
             char err[HL_ERRMSG_MAX];
             int64_t gen_before = __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE);
-            redisContext *ctx = hl_connect(&c->ep, c->opts.connect_timeout_ms,
-                                           c->opts.command_timeout_ms, &code, err);
+            redisContext *ctx = hl_node_connect(node, c->opts.connect_timeout_ms, &code, err);
             pthread_mutex_lock(&ps->mu);
             if (!ctx) {
                 ps->conn_failed = 1;
@@ -195,8 +214,8 @@ static void *listener_main(void *arg)
             if (ps->generation > 1)
                 wake_all_waiters(ps); /* messages may have been missed */
         }
-        if (send_changes(ps) != 0) {
-            drop_connection(c);
+        if (send_changes(node) != 0) {
+            drop_connection(node);
             continue;
         }
         int fd = ps->ctx->fd;
@@ -212,23 +231,23 @@ static void *listener_main(void *arg)
             }
         }
         if (ps->ctx && ps->conn_gen != __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE)) {
-            drop_connection(c); /* the master moved: listen on the new one */
+            drop_connection(node); /* the master moved: listen on the new one */
             continue;
         }
         if (pf[1].revents && ps->ctx) {
             if (redisBufferRead(ps->ctx) != REDIS_OK) {
-                drop_connection(c);
+                drop_connection(node);
                 continue;
             }
             for (;;) {
                 void *r = NULL;
                 if (redisGetReplyFromReader(ps->ctx, &r) != REDIS_OK) {
-                    drop_connection(c);
+                    drop_connection(node);
                     break;
                 }
                 if (!r)
                     break;
-                handle_frame(ps, r);
+                handle_frame(node, r);
                 freeReplyObject(r);
             }
         }
@@ -243,9 +262,9 @@ static void *listener_main(void *arg)
 }
 
 /* Start the listener thread if needed; mu held. */
-static int ensure_listener(hilock_client *c, char *err)
+static int ensure_listener(hl_node *n, char *err)
 {
-    hl_pubsub *ps = &c->ps;
+    hl_pubsub *ps = &n->ps;
     if (ps->running)
         return 0;
     if (ps->wake_fd[0] < 0) {
@@ -260,7 +279,7 @@ static int ensure_listener(hilock_client *c, char *err)
         }
     }
     ps->stop = 0;
-    if (pthread_create(&ps->thread, NULL, listener_main, c) != 0) {
+    if (pthread_create(&ps->thread, NULL, listener_main, n) != 0) {
         hl_set_err(err, "cannot start the pub/sub listener thread");
         return HILOCK_ENOMEM;
     }
@@ -270,8 +289,10 @@ static int ensure_listener(hilock_client *c, char *err)
 
 int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t timeout_ms)
 {
-    hl_pubsub *ps = &c->ps;
+    hl_node *node = hl_route(c, channel, strlen(channel));
+    hl_pubsub *ps = &node->ps;
     memset(w, 0, sizeof *w);
+    w->node = node;
     hl_cond_init_mono(&w->cv);
     pthread_mutex_lock(&ps->mu);
     if (ps->stop) { /* client closing */
@@ -301,7 +322,7 @@ int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t
         tail = &(*tail)->next;
     *tail = w;
     char err[HL_ERRMSG_MAX];
-    int rc = ensure_listener(c, err);
+    int rc = ensure_listener(node, err);
     if (rc == 0) {
         poke(ps);
         struct timespec ts;
@@ -325,16 +346,17 @@ int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t
 
 void hl_pubsub_poke(hilock_client *c)
 {
-    hl_pubsub *ps = &c->ps;
+    hl_pubsub *ps = &c->nodes[0]->ps;
     pthread_mutex_lock(&ps->mu);
     if (ps->running)
         poke(ps);
     pthread_mutex_unlock(&ps->mu);
 }
 
-void hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)
+int hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)
 {
-    hl_pubsub *ps = &c->ps;
+    (void)c;
+    hl_pubsub *ps = &w->node->ps;
     pthread_mutex_lock(&ps->mu);
     struct timespec ts;
     if (ms >= 0)
@@ -346,15 +368,18 @@ void hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)
             break;
     }
     w->signaled = 0;
+    int moved = w->moved;
     pthread_mutex_unlock(&ps->mu);
+    return moved;
 }
 
 void hl_sub_unregister(hilock_client *c, hl_waiter *w)
 {
-    hl_pubsub *ps = &c->ps;
+    (void)c;
     hl_channel *ch = w->chan;
     if (!ch)
         return;
+    hl_pubsub *ps = &w->node->ps;
     pthread_mutex_lock(&ps->mu);
     for (hl_waiter **pp = &ch->waiters; *pp; pp = &(*pp)->next) {
         if (*pp == w) {
@@ -372,7 +397,7 @@ void hl_sub_unregister(hilock_client *c, hl_waiter *w)
             }
     ch->refs--;
     if (ch->refs == 0) {
-        if (ps->stop || (ch->state == HL_CH_PENDING && !ch->sent))
+        if (ps->stop || ch->state == HL_CH_MOVED || (ch->state == HL_CH_PENDING && !ch->sent))
             remove_channel(ps, ch);
         else if (ps->running)
             poke(ps);
@@ -382,9 +407,9 @@ void hl_sub_unregister(hilock_client *c, hl_waiter *w)
     pthread_cond_destroy(&w->cv);
 }
 
-void hl_pubsub_shutdown(hilock_client *c)
+static void node_pubsub_shutdown(hl_node *n)
 {
-    hl_pubsub *ps = &c->ps;
+    hl_pubsub *ps = &n->ps;
     pthread_mutex_lock(&ps->mu);
     int running = ps->running;
     ps->stop = 1;
@@ -406,4 +431,11 @@ void hl_pubsub_shutdown(hilock_client *c)
             remove_channel(ps, ch);
     }
     pthread_mutex_unlock(&ps->mu);
+}
+
+void hl_pubsub_shutdown(hilock_client *c)
+{
+    int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < count; i++)
+        node_pubsub_shutdown(c->nodes[i]);
 }

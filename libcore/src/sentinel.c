@@ -74,11 +74,11 @@ static void *watch_main(void *arg)
     int next = 0;
     int backoff = 50;
     while (!stopping(c)) {
-        int i = next++ % c->ep.nsentinels;
+        int i = next++ % c->ep.nseeds;
         struct timeval tv = {(time_t)(c->opts.connect_timeout_ms / 1000),
                              (suseconds_t)(c->opts.connect_timeout_ms % 1000) * 1000};
         redisContext *ctx =
-            redisConnectWithTimeout(c->ep.sentinel_hosts[i], c->ep.sentinel_ports[i], tv);
+            redisConnectWithTimeout(c->ep.seed_hosts[i], c->ep.seed_ports[i], tv);
         if (!ctx || ctx->err) {
             if (ctx)
                 redisFree(ctx);
@@ -93,8 +93,8 @@ static void *watch_main(void *arg)
         if (sub)
             freeReplyObject(sub);
         /* a switch may have happened while we were not listening */
-        redisContext *probe = ok ? redisConnectWithTimeout(c->ep.sentinel_hosts[i],
-                                                           c->ep.sentinel_ports[i], tv)
+        redisContext *probe = ok ? redisConnectWithTimeout(c->ep.seed_hosts[i],
+                                                           c->ep.seed_ports[i], tv)
                                  : NULL;
         if (probe && !probe->err) {
             redisSetTimeout(probe, tv);
@@ -140,7 +140,7 @@ static void *watch_main(void *arg)
 int hl_sentinel_start(hilock_client *c, char *err)
 {
     c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
-    if (!c->ep.nsentinels)
+    if (!c->ep.nseeds || c->ep.cluster)
         return 0;
     if (pipe(c->sw.wake_fd) != 0) {
         hl_set_err(err, "pipe: %s", strerror(errno));
