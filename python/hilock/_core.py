@@ -162,8 +162,44 @@ class _LostDispatcher:
 
 
 _dispatcher = _LostDispatcher()
+
+# Every open Client and MultiLock, so that a forked child can let go of the
+# C handles it inherited without calling into the C library (see _at_fork).
+_live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+_live_multilocks: "weakref.WeakSet[MultiLock]" = weakref.WeakSet()
+
+
+def _disown(ptr: Any) -> None:
+    if ptr is not None:
+        try:
+            ptr.thisown = False
+        except AttributeError:
+            pass
+
+
+def _after_fork_in_child() -> None:
+    """In the child of os.fork(): the inherited C handles belong to the
+    parent's threads and connections. Calls on them raise ClosedError (the C
+    library checks the pid); here we only make sure the child never frees
+    them (their destructors would touch mutexes and condition variables
+    that the parent's vanished threads may hold). The memory is the child's
+    copy of the parent's: nothing leaks in the parent."""
+    _dispatcher._after_fork_in_child()
+    for c in list(_live_clients):
+        c._inherited = True
+        _disown(c._h)
+        for h in list(c._handles.values()):
+            _disown(h.ptr)
+        for h in list(c._pinned):
+            _disown(h.ptr)
+    for m in list(_live_multilocks):
+        _disown(m._ptr)
+        for h in m._handles:
+            _disown(h.ptr)
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_dispatcher._after_fork_in_child)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _call_listeners(listeners: Iterable[Any], tid: int) -> None:
@@ -237,8 +273,10 @@ class Client:
             weakref.WeakValueDictionary()
         )
         self._pinned: Set[_Handle] = set()
+        self._inherited = False  # set in a fork()ed child
         self._h = _capi.hilock_client_open(url, opts)
         self._id: str = _capi.hilock_client_id(self._h)
+        _live_clients.add(self)
 
     # -- identity -----------------------------------------------------------
 
@@ -320,7 +358,7 @@ class Client:
         with self._mu:
             h, self._h = self._h, None
             self._pinned.clear()
-        if h is not None:
+        if h is not None and not self._inherited:
             _capi.hilock_client_close(h)
 
     def __enter__(self) -> "Client":
@@ -613,6 +651,7 @@ class MultiLock:
         self._token = 0
         self._mu = threading.Lock()
         self._ptr = self._new([h.ptr for h in self._handles])
+        _live_multilocks.add(self)
         if member_timeout is not None:
             _capi.hilock_multilock_set_member_timeout(
                 self._ptr, _to_ms(member_timeout, "member_timeout", zero_ok=False)
@@ -708,7 +747,7 @@ class MultiLock:
     def __del__(self) -> None:
         # free the C multi-lock before its member handles can go
         ptr = getattr(self, "_ptr", None)
-        if ptr is not None:
+        if ptr is not None and getattr(ptr, "thisown", False):
             self._ptr = None
             _capi.hilock_multilock_free(ptr)
         if getattr(self, "_token", 0):

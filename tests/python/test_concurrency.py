@@ -270,3 +270,43 @@ def test_many_waiters_all_served(client: hilock.Client, redis: RedisServer, name
     for t in ts:
         t.join(30)
     assert sorted(order) == list(range(8))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_child_closing_inherited_client_leaves_parent_intact(
+        client: hilock.Client, redis: RedisServer, name: str) -> None:
+    """The child closes and frees everything it inherited (as interpreter exit
+    would); the parent's connections, watchdog and locks are unaffected."""
+    import gc
+
+    short = hilock.Client(redis.url, watchdog_lease=0.6)
+    lock = short.lock(name)
+    assert lock.acquire()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            try:
+                lock.acquire(wait=0)
+                code = 3
+            except hilock.ClosedError:
+                pass
+            with hilock.Client(redis.url) as own:  # a fresh client works
+                if own.lock(name).acquire(wait=0):
+                    code = 4  # must not get it: the parent holds it
+            short.close()
+            del lock
+            gc.collect()
+        except BaseException:
+            code = 5
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # the watchdog (lease 0.6 s) still renews in the parent: hold across 3 leases
+    t_end = time.monotonic() + 1.8
+    while time.monotonic() < t_end:
+        assert lock.owned()
+        time.sleep(0.05)
+    lock.release()
+    assert not lock.locked()
+    short.close()
