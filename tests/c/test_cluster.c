@@ -1,0 +1,467 @@
+/*
+ * Redis Cluster: 3 masters + 3 replicas created by the harness with
+ * redis-cli --cluster create, on loopback ports.
+ */
+#include <CUnit/Basic.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+
+#define NNODES 6
+static th_redis node[NNODES];
+static char url[512];
+
+static redisReply *node_cmd(int i, const char *fmt, ...)
+{
+    redisContext *c = th_redis_connect(&node[i]);
+    if (!c)
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return r;
+}
+
+static int cluster_ok(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NNODES; i++) {
+        redisReply *r = node_cmd(i, "CLUSTER INFO");
+        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok");
+        if (r)
+            freeReplyObject(r);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* Every master has its replica attached and in sync (WAIT can succeed). */
+static int replicas_online(void *arg)
+{
+    (void)arg;
+    int masters = 0;
+    for (int i = 0; i < NNODES; i++) {
+        redisReply *r = node_cmd(i, "INFO replication");
+        int ok = 1;
+        if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, "role:master")) {
+            masters++;
+            ok = strstr(r->str, "connected_slaves:1") && strstr(r->str, "state=online");
+        }
+        if (r)
+            freeReplyObject(r);
+        if (!ok)
+            return 0;
+    }
+    return masters == 3;
+}
+
+/* Index of the master node serving slot s, as node 0 sees it, or -1. */
+static int master_of_slot(unsigned s)
+{
+    redisReply *r = node_cmd(0, "CLUSTER SLOTS");
+    int found = -1;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && found < 0; i++) {
+        redisReply *e = r->element[i];
+        if ((unsigned)e->element[0]->integer <= s && s <= (unsigned)e->element[1]->integer) {
+            int port = (int)e->element[2]->element[1]->integer;
+            for (int j = 0; j < NNODES; j++)
+                if (node[j].port == port)
+                    found = j;
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+    return found;
+}
+
+static unsigned slot_of(const char *key)
+{
+    redisReply *r = node_cmd(0, "CLUSTER KEYSLOT %s", key);
+    unsigned s = r && r->type == REDIS_REPLY_INTEGER ? (unsigned)r->integer : 0;
+    if (r)
+        freeReplyObject(r);
+    return s;
+}
+
+static int master_of_key(const char *key)
+{
+    return master_of_slot(slot_of(key));
+}
+
+static int init_suite(void)
+{
+    char cmd[1024] = "redis-cli --cluster create";
+    for (int i = 0; i < NNODES; i++) {
+        if (th_redis_start(&node[i], "--cluster-enabled yes --cluster-config-file nodes.conf "
+                                     "--cluster-node-timeout 3000"))
+            return -1;
+        char one[32];
+        snprintf(one, sizeof one, " 127.0.0.1:%d", node[i].port);
+        strcat(cmd, one);
+    }
+    strcat(cmd, " --cluster-replicas 1 --cluster-yes >/dev/null 2>&1");
+    if (system(cmd) != 0)
+        return -1;
+    if (!th_wait_for(cluster_ok, NULL, 20000) || !th_wait_for(replicas_online, NULL, 20000))
+        return -1;
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", node[0].port,
+             node[1].port);
+    return 0;
+}
+
+static int clean_suite(void)
+{
+    for (int i = 0; i < NNODES; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/nodes.conf", node[i].dir);
+        th_redis_stop(&node[i]);
+        unlink(path);
+        rmdir(node[i].dir);
+    }
+    return 0;
+}
+
+static hilock_client *open_client(int64_t watchdog_ms)
+{
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    if (watchdog_ms)
+        o.watchdog_lease_ms = watchdog_ms;
+    hilock_client *c = NULL;
+    char err[256];
+    if (hilock_client_open(&c, url, &o, err, sizeof err) != 0)
+        fprintf(stderr, "open %s: %s\n", url, err);
+    return c;
+}
+
+static void t_url_errors(void)
+{
+    hilock_client *c = NULL;
+    char err[256];
+    CU_ASSERT_EQUAL(hilock_client_open(&c, "redis+cluster://127.0.0.1:1/0", NULL, err, sizeof err),
+                    HILOCK_EINVAL);
+    char u[128];
+    snprintf(u, sizeof u, "redis+cluster://127.0.0.1:%d", th_free_port());
+    CU_ASSERT_EQUAL(hilock_client_open(&c, u, NULL, err, sizeof err), HILOCK_ECONN);
+    CU_ASSERT_PTR_NULL(c);
+}
+
+/* Locks land on the master owning their slot, spread over all three. */
+static void t_spread(void)
+{
+    hilock_client *c = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    enum { N = 48 };
+    hilock_lock *l[N];
+    int used[NNODES] = {0};
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "spread-%d", i);
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l[i], c, name), 0);
+        int rc = hilock_lock_acquire(l[i], 0, 20000);
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc)
+            fprintf(stderr, "%s: %s\n", name, hilock_lock_errmsg(l[i]));
+        int m = master_of_key(name);
+        CU_ASSERT_FATAL(m >= 0);
+        CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS %s", name), 1);
+        used[m] = 1;
+        int locked = 0;
+        CU_ASSERT_EQUAL(hilock_lock_is_locked(&locked, l[i]), 0);
+        CU_ASSERT_EQUAL(locked, 1);
+    }
+    int masters = 0;
+    for (int i = 0; i < NNODES; i++)
+        masters += used[i];
+    CU_ASSERT_EQUAL(masters, 3);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_EQUAL(hilock_lock_release(l[i]), 0);
+        hilock_lock_free(l[i]);
+    }
+    hilock_client_close(c);
+}
+
+typedef struct {
+    hilock_client *c;
+    int master;
+    int iterations;
+    int errors;
+} counter_arg;
+
+static void *counter_main(void *p)
+{
+    counter_arg *a = p;
+    hilock_lock *l = NULL;
+    hilock_lock_new(&l, a->c, "ccount");
+    redisContext *r = th_redis_connect(&node[a->master]);
+    for (int i = 0; i < a->iterations; i++) {
+        if (hilock_lock_acquire(l, 20000, 10000) != 0) {
+            a->errors++;
+            continue;
+        }
+        redisReply *g = redisCommand(r, "GET {ccount}:n");
+        long v = g && g->type == REDIS_REPLY_STRING ? atol(g->str) : 0;
+        if (g)
+            freeReplyObject(g);
+        redisReply *s = redisCommand(r, "SET {ccount}:n %ld", v + 1);
+        if (s)
+            freeReplyObject(s);
+        if (hilock_lock_release(l) != 0)
+            a->errors++;
+    }
+    redisFree(r);
+    hilock_lock_free(l);
+    return NULL;
+}
+
+static void t_contention(void)
+{
+    hilock_client *c1 = open_client(0), *c2 = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+    int m = master_of_key("ccount");
+    int iters = getenv("HILOCK_VALGRIND") ? 25 : 150;
+    counter_arg a[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (counter_arg){i % 2 ? c1 : c2, m, iters, 0};
+        pthread_create(&t[i], NULL, counter_main, &a[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CU_ASSERT_EQUAL(a[i].errors, 0);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&node[m], "GET {ccount}:n"), 4 * iters);
+    hilock_client_close(c1);
+    hilock_client_close(c2);
+}
+
+typedef struct {
+    hilock_lock *lock;
+    int rc;
+    int64_t at;
+    uint64_t tid;
+} waiter_arg;
+
+static void *waiter_main(void *p)
+{
+    waiter_arg *w = p;
+    w->tid = hilock_thread_id();
+    w->rc = hilock_lock_acquire(w->lock, 20000, 10000);
+    w->at = th_now_ms();
+    return NULL;
+}
+
+typedef struct {
+    int node;
+    const char *channel;
+} sub_arg;
+
+static int shard_subscribed(void *p)
+{
+    sub_arg *s = p;
+    redisReply *r = node_cmd(s->node, "PUBSUB SHARDNUMSUB %s", s->channel);
+    int n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[1]->integer : 0;
+    if (r)
+        freeReplyObject(r);
+    return n == 1;
+}
+
+static long long stat_calls(int i, const char *cmd)
+{
+    redisReply *r = node_cmd(i, "INFO commandstats");
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = r && r->str ? strstr(r->str, key) : NULL;
+    long long v = p ? atoll(p + strlen(key)) : 0;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+/* A waiter listens with SSUBSCRIBE on the lock's master and is woken by the
+ * SPUBLISH of the unlock, long before the 30 s lease. */
+static void t_sharded_wake(void)
+{
+    hilock_client *a = open_client(0), *b = open_client(0);
+    hilock_lock *la = NULL, *lb = NULL;
+    hilock_lock_new(&la, a, "swake");
+    hilock_lock_new(&lb, b, "swake");
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(la, 0, 30000), 0);
+    int m = master_of_key("swake");
+    long long spub = stat_calls(m, "spublish");
+    waiter_arg w = {lb, -100, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_main, &w);
+    sub_arg s = {m, "redisson_lock__channel:{swake}"};
+    CU_ASSERT(th_wait_for(shard_subscribed, &s, 5000));
+    int64_t released = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release(la), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT(w.at - released < 2000);
+    CU_ASSERT(stat_calls(m, "spublish") > spub);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(lb, w.tid), 0);
+    hilock_lock_free(la);
+    hilock_lock_free(lb);
+    hilock_client_close(a);
+    hilock_client_close(b);
+}
+
+static void node_id(int i, char *out, size_t len)
+{
+    redisReply *r = node_cmd(i, "CLUSTER MYID");
+    snprintf(out, len, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "");
+    if (r)
+        freeReplyObject(r);
+}
+
+typedef struct {
+    int node;
+    int64_t floor;
+} pttl_arg;
+
+static int pttl_rose(void *p)
+{
+    pttl_arg *a = p;
+    return th_redis_int(&node[a->node], "PTTL mig") > a->floor;
+}
+
+static int is_master_port(int i)
+{
+    redisReply *r = node_cmd(i, "ROLE");
+    int yes = r && r->type == REDIS_REPLY_ARRAY && !strcmp(r->element[0]->str, "master");
+    if (r)
+        freeReplyObject(r);
+    return yes;
+}
+
+/* The slot of a held and waited-on lock is migrated to another master:
+ * exclusion holds, the holder's watchdog renews it on the new master, the
+ * waiter moves its subscription there and is woken by the unlock. */
+static void t_migration(void)
+{
+    hilock_client *h = open_client(3000), *w = open_client(0), *other = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    hilock_lock *lh = NULL, *lw = NULL, *lo = NULL;
+    hilock_lock_new(&lh, h, "mig");
+    hilock_lock_new(&lw, w, "mig");
+    hilock_lock_new(&lo, other, "mig");
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(lh, 0, 0), 0); /* watchdog */
+    unsigned slot = slot_of("mig");
+    int from = master_of_slot(slot), to = -1;
+    for (int i = 0; i < NNODES && to < 0; i++)
+        if (i != from && is_master_port(i))
+            to = i;
+    CU_ASSERT_FATAL(from >= 0 && to >= 0);
+    waiter_arg wa = {lw, -100, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_main, &wa);
+    sub_arg s_from = {from, "redisson_lock__channel:{mig}"};
+    CU_ASSERT(th_wait_for(shard_subscribed, &s_from, 5000));
+
+    char id_from[64], id_to[64];
+    node_id(from, id_from, sizeof id_from);
+    node_id(to, id_to, sizeof id_to);
+    redisReply *r;
+    r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    /* halfway: the key is still on the old master; a newcomer still fails */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(lo, 0, 5000), HILOCK_ETIMEDOUT);
+    r = node_cmd(from, "MIGRATE 127.0.0.1 %d mig 0 5000", node[to].port);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    /* key moved, slot not yet: the old master answers ASK */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(lo, 0, 5000), HILOCK_ETIMEDOUT);
+    for (int i = 0; i < NNODES; i++) {
+        if (!is_master_port(i))
+            continue;
+        r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
+        if (r)
+            freeReplyObject(r);
+    }
+    /* done: exclusion still holds (MOVED is followed) */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(lo, 0, 5000), HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS mig"), 1);
+    /* the holder's watchdog renews it on the new master */
+    pttl_arg pa = {to, th_redis_int(&node[to], "PTTL mig")};
+    CU_ASSERT(th_wait_for(pttl_rose, &pa, 3000 / 3 + 2000));
+    /* the waiter followed the slot: subscribed on the new master */
+    sub_arg s_to = {to, "redisson_lock__channel:{mig}"};
+    CU_ASSERT(th_wait_for(shard_subscribed, &s_to, 5000));
+    CU_ASSERT_EQUAL(wa.rc, -100);
+    int64_t released = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release(lh), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(wa.rc, 0);
+    CU_ASSERT(wa.at - released < 2000);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(lw, wa.tid), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS mig"), 0);
+    hilock_lock_free(lh);
+    hilock_lock_free(lw);
+    hilock_lock_free(lo);
+    hilock_client_close(h);
+    hilock_client_close(w);
+    hilock_client_close(other);
+}
+
+/* Fair locks work on a cluster too: queue keys share the lock's slot. */
+static void t_fair(void)
+{
+    hilock_client *a = open_client(0), *b = open_client(0);
+    hilock_lock *la = NULL, *lb = NULL;
+    hilock_fair_lock_new(&la, a, "cfair");
+    hilock_fair_lock_new(&lb, b, "cfair");
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(la, 0, 30000), 0);
+    waiter_arg w = {lb, -100, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_main, &w);
+    int m = master_of_key("cfair");
+    CU_ASSERT_FATAL(m >= 0);
+    for (int i = 0; i < 500 && th_redis_int(&node[m], "LLEN redisson_lock_queue:{cfair}") != 1; i++)
+        th_sleep_ms(10);
+    CU_ASSERT_EQUAL(th_redis_int(&node[m], "LLEN redisson_lock_queue:{cfair}"), 1);
+    int64_t released = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release(la), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT(w.at - released < 2000);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(lb, w.tid), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS redisson_lock_queue:{cfair}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS redisson_lock_timeout:{cfair}"), 0);
+    hilock_lock_free(la);
+    hilock_lock_free(lb);
+    hilock_client_close(a);
+    hilock_client_close(b);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("cluster", init_suite, clean_suite);
+    CU_add_test(s, "cluster URL errors", t_url_errors);
+    CU_add_test(s, "locks spread over all masters", t_spread);
+    CU_add_test(s, "contention: exact non-atomic counter", t_contention);
+    CU_add_test(s, "waiter woken by sharded pub/sub", t_sharded_wake);
+    CU_add_test(s, "fair lock on a cluster", t_fair);
+    CU_add_test(s, "slot migrated while held and waited on", t_migration);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
