@@ -8,6 +8,8 @@
 Times are float seconds. See docs/python.md for the full API.
 """
 
+from typing import Any
+
 from ._errors import (
     AuthenticationError,
     ClosedError,
@@ -22,7 +24,9 @@ from ._errors import (
     WrongTypeError,
 )
 from ._core import MAX_TIME, Client, Lock, MultiLock, RedLock, thread_id
-from . import capi as _capi
+from . import capi as _capi_module
+
+_capi: Any = _capi_module  # the SWIG module carries no type information
 
 __version__: str = _capi.hilock_version_string()
 #: The C library's version number (major*10000 + minor*100 + patch).

@@ -28,7 +28,9 @@ from typing import (
     Union,
 )
 
-from . import capi as _capi
+from . import capi as _capi_module
+
+_capi: Any = _capi_module  # the SWIG module carries no type information
 from ._errors import (
     ClosedError,
     Error,
@@ -78,14 +80,14 @@ def _to_ms(value: Seconds, what: str, *, zero_ok: bool) -> int:
 def _wait_ms(wait: Optional[Seconds]) -> int:
     """None or math.inf = wait forever (-1), 0 = one try, > 0 = at most."""
     if wait is None or (isinstance(wait, float) and wait == math.inf):
-        return _capi.HILOCK_WAIT_FOREVER
+        return int(_capi.HILOCK_WAIT_FOREVER)
     return _to_ms(wait, "wait", zero_ok=True)
 
 
 def _lease_ms(lease: Optional[Seconds]) -> int:
     """None = watchdog (0 in C), > 0 = fixed lease."""
     if lease is None:
-        return _capi.HILOCK_LEASE_WATCHDOG
+        return int(_capi.HILOCK_LEASE_WATCHDOG)
     return _to_ms(lease, "lease", zero_ok=False)
 
 
@@ -456,7 +458,7 @@ class Lock:
 
     @property
     def fair(self) -> bool:
-        return self._h.kind == _capi.HILOCK_KIND_FAIR
+        return bool(self._h.kind == _capi.HILOCK_KIND_FAIR)
 
     @property
     def client(self) -> Client:
