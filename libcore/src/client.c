@@ -111,9 +111,17 @@ static int fill_options(hilock_options *out, const hilock_options *in, char *err
 
 static void client_destroy(hilock_client *c)
 {
+    /* In a child after fork() the parent's threads may have been waiting on
+     * these condition variables: destroying them would wait for waiters that
+     * do not exist here (glibc), so the child only frees memory. */
+    int forked = c->pid != getpid();
     for (int i = 0; i < c->nnodes; i++)
-        hl_node_free(c->nodes[i]);
+        hl_node_free(c->nodes[i], forked);
     hl_endpoint_free(&c->ep);
+    if (forked) {
+        free(c);
+        return;
+    }
     pthread_mutex_destroy(&c->nodes_mu);
     pthread_mutex_destroy(&c->refresh_mu);
     pthread_mutex_destroy(&c->wd.mu);

@@ -506,10 +506,20 @@ static hl_node *node_new(hilock_client *c, const char *host, int port)
     return n;
 }
 
-void hl_node_free(hl_node *n)
+void hl_node_free(hl_node *n, int forked)
 {
     if (!n)
         return;
+    if (forked) { /* see client_destroy */
+        for (int i = 0; i < n->pool.nidle; i++)
+            redisFree(n->pool.idle[i]);
+        if (n->ps.ctx)
+            redisFree(n->ps.ctx);
+        free(n->pool.idle);
+        free(n->host);
+        free(n);
+        return;
+    }
     for (int i = 0; i < n->pool.nidle; i++)
         redisFree(n->pool.idle[i]);
     if (n->ps.wake_fd[0] >= 0) {

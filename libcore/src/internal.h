@@ -219,7 +219,8 @@ HL_HIDDEN hl_node *hl_node_get(struct hilock_client *c, const char *host, int po
 HL_HIDDEN int hl_cluster_refresh(struct hilock_client *c, char *err);
 HL_HIDDEN redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
                                         char *err);
-HL_HIDDEN void hl_node_free(hl_node *n);
+/* forked: in a child after fork(), free memory only (no destroy calls). */
+HL_HIDDEN void hl_node_free(hl_node *n, int forked);
 /* Create the client's node(s): one outside cluster mode, none in it (the
  * slot map brings them). 0 or HILOCK_ENOMEM. */
 HL_HIDDEN int hl_nodes_init(struct hilock_client *c, char *err);

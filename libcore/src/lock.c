@@ -85,8 +85,10 @@ void hilock_lock_free(hilock_lock *l)
         free(h);
     }
     hl_names_free(&l->names);
-    pthread_mutex_destroy(&l->mu);
-    pthread_mutex_destroy(&l->hook_mu);
+    if (c->pid == getpid()) { /* a child after fork() only frees memory */
+        pthread_mutex_destroy(&l->mu);
+        pthread_mutex_destroy(&l->hook_mu);
+    }
     free(l);
     hl_client_unref(c);
 }

@@ -1,0 +1,116 @@
+/*
+ * fork() while the client's threads are busy: the watchdog thread parked
+ * in a condition wait and the pub/sub listener running. The child must get
+ * HILOCK_ECLOSED and be able to free everything without hanging (destroying
+ * a condition variable the parent's threads waited on would block forever),
+ * and the parent must carry on.
+ */
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hilock.h"
+
+static th_redis srv;
+
+static int init_suite(void)
+{
+    return th_redis_start(&srv, NULL);
+}
+
+static int clean_suite(void)
+{
+    th_redis_stop(&srv);
+    return 0;
+}
+
+typedef struct {
+    hilock_lock *lock;
+    int rc;
+} waiter_arg;
+
+static void *waiter_main(void *p)
+{
+    waiter_arg *w = p;
+    w->rc = hilock_lock_acquire_tid(w->lock, 77, 20000, 5000);
+    return NULL;
+}
+
+static int listener_subscribed(void *arg)
+{
+    (void)arg;
+    redisContext *c = th_redis_connect(&srv);
+    redisReply *r = redisCommand(c, "PUBSUB NUMSUB redisson_lock__channel:{busy}");
+    int n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[1]->integer : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return n == 1;
+}
+
+static void t_fork_busy_client(void)
+{
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.watchdog_lease_ms = 900;
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, &o, NULL, 0), 0);
+    hilock_lock *l = NULL;
+    hilock_lock_new(&l, c, "busy");
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 0), 0); /* watchdog thread runs */
+    waiter_arg w = {l, -100};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_main, &w); /* listener thread runs */
+    CU_ASSERT(th_wait_for(listener_subscribed, NULL, 5000));
+
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+        int x;
+        if (hilock_lock_is_locked(&x, l) != HILOCK_ECLOSED)
+            bad |= 1;
+        hilock_lock_free(l);
+        hilock_client_close(c);
+        _exit(bad);
+    }
+    int status = 0;
+    int64_t end = th_now_ms() + 10000;
+    pid_t got = 0;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && th_now_ms() < end)
+        th_sleep_ms(10);
+    if (got == 0) { /* hung: fail, and do not leave it behind */
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        CU_FAIL("child hung freeing the inherited client");
+    } else {
+        CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    /* the parent is unaffected: the watchdog kept the lock past its lease,
+     * and the waiter gets it after the release */
+    int held = 0;
+    CU_ASSERT_EQUAL(hilock_lock_is_held(&held, l), 0);
+    CU_ASSERT_EQUAL(held, 1);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 77), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("fork", init_suite, clean_suite);
+    CU_add_test(s, "fork while watchdog and listener run", t_fork_busy_client);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
