@@ -602,6 +602,117 @@ static void t_one_unlock_wakes_one(void)
     hilock_client_close(w);
 }
 
+static long long cmdstat(const char *cmd)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    redisReply *r = redisCommand(ctx, "INFO commandstats");
+    long long calls = 0;
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, key);
+        if (p)
+            calls = atoll(p + strlen(key));
+    }
+    freeReplyObject(r);
+    redisFree(ctx);
+    return calls;
+}
+
+static void t_evalsha_fallback(void)
+{
+    hilock_lock *l = new_lock(c1, "noscript");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    redisContext *ctx = th_redis_connect(&srv);
+    freeReplyObject(redisCommand(ctx, "SCRIPT FLUSH"));
+    redisFree(ctx);
+    long long eval0 = cmdstat("eval"), sha0 = cmdstat("evalsha");
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0); /* NOSCRIPT -> EVAL */
+    long long eval1 = cmdstat("eval"), sha1 = cmdstat("evalsha");
+    CU_ASSERT_EQUAL(eval1 - eval0, 1);
+    CU_ASSERT_EQUAL(sha1 - sha0, 1);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0); /* cached now: EVALSHA only */
+    CU_ASSERT_EQUAL(cmdstat("eval"), eval1);
+    CU_ASSERT_EQUAL(cmdstat("evalsha"), sha1 + 1);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS noscript"), 0);
+    hilock_lock_free(l);
+}
+
+typedef struct pool_arg {
+    hilock_lock *l;
+    int iters;
+    int errors;
+} pool_arg;
+
+static void *pool_thread(void *p)
+{
+    pool_arg *a = p;
+    for (int i = 0; i < a->iters; i++) {
+        int x = -1;
+        if (hilock_lock_acquire(a->l, 0, 10000) != 0 || hilock_lock_is_held(&x, a->l) != 0 ||
+            x != 1 || hilock_lock_release(a->l) != 0)
+            a->errors++;
+    }
+    return NULL;
+}
+
+static long long connected_clients(redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "INFO clients");
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, "connected_clients:");
+        if (p)
+            n = atoll(p + strlen("connected_clients:"));
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+static void t_pool_bounded(void)
+{
+    /* 6 threads share a client with a pool of 2: all calls succeed and the
+     * client never opens more than 2 connections for them. */
+    redisContext *mon = th_redis_connect(&srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mon);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.pool_size = 2;
+    long long base = connected_clients(mon);
+    hilock_client *c = open_client(&srv, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    enum { NT = 6 };
+    hilock_lock *ls[NT];
+    pool_arg args[NT];
+    pthread_t th[NT];
+    for (int i = 0; i < NT; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "pool-%d", i);
+        ls[i] = new_lock(c, name);
+        args[i] = (pool_arg){ls[i], th_valgrind() ? 30 : 200, 0};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, pool_thread, &args[i]), 0);
+    }
+    long long peak = 0;
+    for (int i = 0; i < 50; i++) {
+        long long n = connected_clients(mon) - base;
+        if (n > peak)
+            peak = n;
+        th_sleep_ms(2);
+    }
+    int errors = 0;
+    for (int i = 0; i < NT; i++) {
+        pthread_join(th[i], NULL);
+        errors += args[i].errors;
+        hilock_lock_free(ls[i]);
+    }
+    CU_ASSERT_EQUAL(errors, 0);
+    CU_ASSERT(peak >= 1);
+    CU_ASSERT(peak <= 2);
+    hilock_client_close(c);
+    redisFree(mon);
+}
+
 /* ---------------------------------------------------------------- counter */
 
 typedef struct counter_arg {
@@ -930,6 +1041,8 @@ int main(int argc, char **argv)
     CU_add_test(s, "chain of waiters", t_waiters_chain);
     CU_add_test(s, "one handle, several threads", t_handle_shared_by_threads);
     CU_add_test(s, "one shared, ref-counted subscription", t_shared_subscription);
+    CU_add_test(s, "EVALSHA, EVAL after NOSCRIPT", t_evalsha_fallback);
+    CU_add_test(s, "pool size bounds connections", t_pool_bounded);
     CU_add_test(s, "one unlock wakes one waiter", t_one_unlock_wakes_one);
     CU_add_test(s, "threads x critical sections: exact counter", t_counter);
     CU_add_test(s, "holder killed by SIGKILL", t_killed_holder);
