@@ -448,6 +448,54 @@ static void t_fair(void)
     hilock_client_close(b);
 }
 
+/* A multi-lock over locks living on different masters of one cluster
+ * client: all or nothing, with the watchdog renewing each on its node. */
+static void t_multilock(void)
+{
+    hilock_client *a = open_client(900), *b = open_client(0);
+    const char *names[3] = {NULL, NULL, NULL};
+    static char buf[3][32];
+    int seen[NNODES] = {0}, k = 0;
+    for (int i = 0; k < 3 && i < 200; i++) { /* one name per master */
+        snprintf(buf[k], sizeof buf[k], "ml-%d", i);
+        int m = master_of_key(buf[k]);
+        if (m >= 0 && !seen[m]) {
+            seen[m] = 1;
+            names[k] = buf[k];
+            k++;
+        }
+    }
+    CU_ASSERT_EQUAL_FATAL(k, 3);
+    hilock_lock *la[3], *lb = NULL;
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&la[i], a, names[i]), 0);
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, la, 3), 0);
+    /* someone else holds the third: nothing is taken */
+    hilock_lock_new(&lb, b, names[2]);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(lb, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(th_redis_int(&node[master_of_key(names[0])], "EXISTS %s", names[0]), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&node[master_of_key(names[1])], "EXISTS %s", names[1]), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(lb), 0);
+    /* free: all three, kept past the 900 ms watchdog lease */
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 0), 0);
+    th_sleep_ms(2 * 900);
+    int held = 0;
+    CU_ASSERT_EQUAL(hilock_multilock_is_held(&held, m), 0);
+    CU_ASSERT_EQUAL(held, 1);
+    CU_ASSERT_EQUAL(hilock_multilock_is_lost(m), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(th_redis_int(&node[master_of_key(names[i])], "EXISTS %s", names[i]), 0);
+    hilock_multilock_free(m);
+    for (int i = 0; i < 3; i++)
+        hilock_lock_free(la[i]);
+    hilock_lock_free(lb);
+    hilock_client_close(a);
+    hilock_client_close(b);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -458,6 +506,7 @@ int main(void)
     CU_add_test(s, "contention: exact non-atomic counter", t_contention);
     CU_add_test(s, "waiter woken by sharded pub/sub", t_sharded_wake);
     CU_add_test(s, "fair lock on a cluster", t_fair);
+    CU_add_test(s, "multi-lock across masters, watchdog", t_multilock);
     CU_add_test(s, "slot migrated while held and waited on", t_migration);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
