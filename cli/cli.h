@@ -47,6 +47,8 @@ int64_t cli_now_ms(void);
 /* Raw connection for inspection (status, unlock). NULL with a message
  * printed on failure; *code gets the hilock error code. */
 redisContext *cli_connect_raw(const char *url, int *code);
+/* As cli_connect_raw; on a cluster URL, to the master serving key's slot. */
+redisContext *cli_connect_key(const char *url, const char *key, int *code);
 
 /* ---- inspection (status.c) ---- */
 typedef enum lock_kind_view {

@@ -169,7 +169,38 @@ void human_string(FILE *f, const char *str, size_t len)
     }
 }
 
+/* Cluster: the master serving key's slot, found through ctx (a seed);
+ * returns a new connection, or NULL (ctx is then the best we have). */
+static redisContext *cluster_owner(const hl_endpoint *ep, redisContext *ctx, const char *key)
+{
+    unsigned slot = hl_key_slot(key, strlen(key));
+    redisReply *r = redisCommand(ctx, "CLUSTER SLOTS");
+    redisContext *owner = NULL;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && !owner; i++) {
+        redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+            continue;
+        if ((unsigned long long)e->element[0]->integer > slot ||
+            (unsigned long long)e->element[1]->integer < slot)
+            continue;
+        redisReply *m = e->element[2];
+        int code = 0;
+        char err[HL_ERRMSG_MAX];
+        owner = hl_connect_addr(ep, m->element[0]->len ? m->element[0]->str : "127.0.0.1",
+                                (int)m->element[1]->integer, 2000, 2000, &code, err);
+    }
+    if (r)
+        freeReplyObject(r);
+    return owner;
+}
+
 redisContext *cli_connect_raw(const char *url, int *code)
+{
+    return cli_connect_key(url, NULL, code);
+}
+
+redisContext *cli_connect_key(const char *url, const char *key, int *code)
 {
     hl_endpoint ep;
     char err[HL_ERRMSG_MAX] = "";
@@ -182,6 +213,13 @@ redisContext *cli_connect_raw(const char *url, int *code)
     }
     int c = 0;
     redisContext *ctx = hl_connect(&ep, 2000, 2000, &c, err);
+    if (ctx && ep.cluster && key) {
+        redisContext *owner = cluster_owner(&ep, ctx, key);
+        if (owner) {
+            redisFree(ctx);
+            ctx = owner;
+        }
+    }
     hl_endpoint_free(&ep);
     if (!ctx) {
         cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(c));

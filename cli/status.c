@@ -385,14 +385,20 @@ int cmd_status(int argc, char **argv)
         }
     }
     int code = 0;
-    redisContext *rc = cli_connect_raw(cli_url(url), &code);
-    if (!rc)
-        return EXIT_UNAVAILABLE;
+    /* one connection per name: on a cluster each lives on its slot's master */
+    redisContext *rc = NULL;
     int status = 0;
     if (json)
         fputs("{\"version\":1,\"locks\":[", stdout);
     for (int i = optind; i < argc; i++) {
         lock_view v;
+        if (rc)
+            redisFree(rc);
+        rc = cli_connect_key(cli_url(url), argv[i], &code);
+        if (!rc) {
+            status = EXIT_UNAVAILABLE;
+            break;
+        }
         if (inspect_lock(rc, argv[i], &v) != 0) {
             status = EXIT_UNAVAILABLE;
             break;
@@ -410,7 +416,8 @@ int cmd_status(int argc, char **argv)
         fputs("]}\n", stdout);
     else if (json)
         fputc('\n', stdout);
-    redisFree(rc);
+    if (rc)
+        redisFree(rc);
     if (fflush(stdout) != 0 && status == 0)
         status = 1;
     return status;
@@ -531,7 +538,7 @@ int cmd_unlock(int argc, char **argv)
     const char *name = argv[optind];
     url = cli_url(url);
     int code = 0;
-    redisContext *rc = cli_connect_raw(url, &code);
+    redisContext *rc = cli_connect_key(url, name, &code);
     if (!rc)
         return EXIT_UNAVAILABLE;
     lock_view v;

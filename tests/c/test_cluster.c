@@ -496,6 +496,43 @@ static void t_multilock(void)
     hilock_client_close(b);
 }
 
+#ifdef HILOCK_CLI_PATH
+/* `hilock status` finds a lock on whichever master serves its slot. */
+static void t_cli_status(void)
+{
+    hilock_client *a = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    char names[3][32];
+    hilock_lock *l[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(names[i], sizeof names[i], "cli-%d", i * 7);
+        hilock_lock_new(&l[i], a, names[i]);
+        CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l[i], 4242, 0, 60000), 0);
+    }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s status --json --url %s %s %s %s", HILOCK_CLI_PATH, url,
+             names[0], names[1], names[2]);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char out[8192] = "";
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    char owner[80];
+    hilock_client_owner(a, 4242, owner, sizeof owner);
+    /* each of the three shows this owner as holder */
+    int found = 0;
+    for (const char *q = out; (q = strstr(q, owner)) != NULL; q++)
+        found++;
+    CU_ASSERT_EQUAL(found, 3);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(hilock_lock_release_tid(l[i], 4242), 0);
+        hilock_lock_free(l[i]);
+    }
+    hilock_client_close(a);
+}
+#endif
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -507,6 +544,9 @@ int main(void)
     CU_add_test(s, "waiter woken by sharded pub/sub", t_sharded_wake);
     CU_add_test(s, "fair lock on a cluster", t_fair);
     CU_add_test(s, "multi-lock across masters, watchdog", t_multilock);
+#ifdef HILOCK_CLI_PATH
+    CU_add_test(s, "hilock status on a cluster", t_cli_status);
+#endif
     CU_add_test(s, "slot migrated while held and waited on", t_migration);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
