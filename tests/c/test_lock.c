@@ -713,6 +713,57 @@ static void t_pool_bounded(void)
     redisFree(mon);
 }
 
+static int one_waiting_on_garbage(void *p)
+{
+    (void)p;
+    return numsub("redisson_lock__channel:{garbage}") == 1;
+}
+
+static long long garbage_extra_attempts = -1;
+
+static void *garbage_publisher(void *arg)
+{
+    const char *ch = arg;
+    /* wait until the waiter is subscribed, let it settle, then measure */
+    th_wait_for(one_waiting_on_garbage, NULL, 2000);
+    th_sleep_ms(50);
+    long long before = script_calls();
+    const char *junk[] = {"hello", "", "2", "-1", "0x", "1.5", "10", "unlocked"};
+    redisContext *ctx = th_redis_connect(&srv);
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++)
+        freeReplyObject(redisCommand(ctx, "PUBLISH %s %b", ch, junk[i], strlen(junk[i])));
+    redisFree(ctx);
+    th_sleep_ms(100);
+    garbage_extra_attempts = script_calls() - before;
+    return NULL;
+}
+
+static void t_garbage_messages_ignored(void)
+{
+    /* Anything but "0"/"1" on the channel neither wakes the waiter (no extra
+     * attempt) nor breaks the listener: the real unlock still wakes it. */
+    const char *ch = "redisson_lock__channel:{garbage}";
+    hilock_lock *h = new_lock(c1, "garbage"), *w = new_lock(c2, "garbage");
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(h, 1, 0, 30000), 0);
+    delayed d = {h, 400, 99};
+    pthread_t th;
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, release_later, &d), 0);
+    pthread_t pub;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&pub, NULL, garbage_publisher, (void *)ch), 0);
+    int rc = hilock_lock_acquire(w, 5000, 5000);
+    int64_t dt = th_now_ms() - t0;
+    pthread_join(pub, NULL);
+    pthread_join(th, NULL);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(d.rc, 0);
+    CU_ASSERT(dt >= 350 && dt < 1500);
+    CU_ASSERT_EQUAL(garbage_extra_attempts, 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(w), 0);
+    hilock_lock_free(h);
+    hilock_lock_free(w);
+}
+
 /* ---------------------------------------------------------------- counter */
 
 typedef struct counter_arg {
@@ -1042,6 +1093,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "one handle, several threads", t_handle_shared_by_threads);
     CU_add_test(s, "one shared, ref-counted subscription", t_shared_subscription);
     CU_add_test(s, "EVALSHA, EVAL after NOSCRIPT", t_evalsha_fallback);
+    CU_add_test(s, "garbage pub/sub payloads ignored", t_garbage_messages_ignored);
     CU_add_test(s, "pool size bounds connections", t_pool_bounded);
     CU_add_test(s, "one unlock wakes one waiter", t_one_unlock_wakes_one);
     CU_add_test(s, "threads x critical sections: exact counter", t_counter);

@@ -487,7 +487,7 @@ static void t_decode_pubsub(void)
 
     /* Garbage payloads on a real message: ignored (payload -1). */
     const char *garbage[] = {"", "abc", "2", "-1", "10", "0x", "1.5", "hello world",
-                             "00000000000000000000000000000000001", "99999999999999999999999"};
+                             "99999999999999999999999"};
     for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
         char buf[256];
         int n = snprintf(buf, sizeof buf, "*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$%zu\r\n%s\r\n",
