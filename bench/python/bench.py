@@ -204,7 +204,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--procs", type=int, default=9, help="1 holder + 8 waiters")
     ap.add_argument("--handoff-rounds", type=int, default=25)
-    ap.add_argument("--redispy-handoff-rounds", type=int, default=4)
+    ap.add_argument("--redispy-handoff-rounds", type=int, default=8)
     args = ap.parse_args()
 
     exe = build_c_pairs()

@@ -79,6 +79,8 @@ def _to_ms(value: Seconds, what: str, *, zero_ok: bool) -> int:
 
 def _wait_ms(wait: Optional[Seconds]) -> int:
     """None or math.inf = wait forever (-1), 0 = one try, > 0 = at most."""
+    if wait == 0 and type(wait) is int:
+        return 0
     if wait is None or (isinstance(wait, float) and wait == math.inf):
         return int(_capi.HILOCK_WAIT_FOREVER)
     return _to_ms(wait, "wait", zero_ok=True)
@@ -397,11 +399,13 @@ class _Handle:
 
     def pin(self, delta: int) -> None:
         with self.mu:
-            self.holds = max(0, self.holds + delta)
-            held = self.holds > 0
+            before = self.holds
+            self.holds = after = max(0, before + delta)
+        if (before > 0) == (after > 0):
+            return  # only a 0 <-> non-zero transition changes the pin
         client = self.client
         with client._mu:
-            if held and client._h is not None:
+            if after > 0 and client._h is not None:
                 client._pinned.add(self)
             else:
                 client._pinned.discard(self)
