@@ -7,7 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Note: nginx's Lua module needs OpenResty's LuaJIT (luajit2), which conflicts
 # with Debian's plain luajit package, so we use luajit2 everywhere.
 APT_PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git curl
   libhiredis-dev uuid-dev libcunit1-dev swig valgrind
   redis-server redis-tools
   lua5.1 liblua5.1-0-dev lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
