@@ -493,6 +493,14 @@ hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
                 s = HL_MIN_PAUSE_MS;
             if (a->sub_failed && (s < 0 || s > HL_POLL_MS))
                 s = HL_POLL_MS;
+            /* A fair waiter's hint ("the one ahead is due then") goes stale
+             * when grants move every deadline earlier by a window; nobody
+             * wakes a waiter behind a dead one. Checking at least every half
+             * window lets it take its turn before its own deadline, instead
+             * of being dropped from the line as silent. */
+            if (a->kind == HILOCK_KIND_FAIR && a->window_ms > 1 &&
+                (s < 0 || s > a->window_ms / 2))
+                s = a->window_ms / 2;
             if (left >= 0 && (s < 0 || s > left))
                 s = left;
             a->sleep_ms = s;
