@@ -227,8 +227,9 @@ HILOCK_API int hilock_multilock_acquire(hilock_multilock *m, int64_t wait_ms,
                                         int64_t lease_ms);
 HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
                                             int64_t wait_ms, int64_t lease_ms);
-/* Release every member; HILOCK_ENOTOWNER if any member was not held (the
- * others are still released). */
+/* Release every member (all are tried). Multi-lock: 0 when every member was
+ * released, else HILOCK_ENOTOWNER when a member was not held (or the first
+ * other error). Redlock: 0 when a majority was released. */
 HILOCK_API int hilock_multilock_release(hilock_multilock *m);
 HILOCK_API int hilock_multilock_release_tid(hilock_multilock *m, uint64_t tid);
 HILOCK_API int hilock_multilock_is_held(int *out, hilock_multilock *m);

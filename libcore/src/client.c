@@ -197,10 +197,12 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
         goto done;
     }
     redisReply *r = redisCommand(ctx, "PING");
-    if (!r || r->type == REDIS_REPLY_ERROR) {
+    if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
         int noauth = r && r->str && (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
         rc = !r ? HILOCK_ECONN : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
-        hl_set_err(err, "server check failed: %s", r ? r->str : ctx->errstr);
+        hl_set_err(err, "server check failed: %s",
+                   !r ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str
+                                                                    : "PING not answered with PONG");
         if (r)
             freeReplyObject(r);
         redisFree(ctx);
