@@ -75,7 +75,13 @@ static void t_fork_busy_client(void)
             bad |= 1;
         hilock_lock_free(l);
         hilock_client_close(c);
-        _exit(bad);
+        /* Report through exec: memory the parent's threads owned at fork
+         * (the waiter's connection in use) is unreachable in the child by
+         * nature, and valgrind would count it as the child's leak at exit. */
+        char code[32];
+        snprintf(code, sizeof code, "exit %d", bad);
+        execl("/bin/sh", "sh", "-c", code, (char *)NULL);
+        _exit(100);
     }
     int status = 0;
     int64_t end = th_now_ms() + 10000;
