@@ -823,25 +823,35 @@ HILOCK_API int hilock_multilock_acquire(hilock_multilock *m, int64_t wait_ms,
 /* release and queries                                                  */
 /* ------------------------------------------------------------------ */
 
-HILOCK_API int hilock_multilock_release_tid(hilock_multilock *m, uint64_t tid)
+/* Run op for tid on every member in parallel; the caller frees the jobs.
+ * NULL (and the errmsg set) when out of memory. */
+static ml_job *ml_run_on_all(hilock_multilock *m, int op, uint64_t tid)
 {
-    if (!m)
-        return HILOCK_EINVAL;
-    const size_t n = m->n;
-    ml_job *jobs = calloc(n, sizeof *jobs);
+    ml_job *jobs = calloc(m->n, sizeof *jobs);
     if (!jobs) {
         ml_set_err(m, "out of memory");
-        return HILOCK_ENOMEM;
+        return NULL;
     }
     const int64_t timeout = ml_member_timeout(m);
-    for (size_t i = 0; i < n; i++) {
-        jobs[i].op = ML_OP_RELEASE;
+    for (size_t i = 0; i < m->n; i++) {
+        jobs[i].op = op;
         jobs[i].index = i;
         jobs[i].lock = m->locks[i];
         jobs[i].tid = tid;
         jobs[i].timeout_ms = timeout;
     }
-    ml_run_batch(m, jobs, n);
+    ml_run_batch(m, jobs, m->n);
+    return jobs;
+}
+
+HILOCK_API int hilock_multilock_release_tid(hilock_multilock *m, uint64_t tid)
+{
+    if (!m)
+        return HILOCK_EINVAL;
+    const size_t n = m->n;
+    ml_job *jobs = ml_run_on_all(m, ML_OP_RELEASE, tid);
+    if (!jobs)
+        return HILOCK_ENOMEM;
 
     size_t ok = 0, notowner = 0;
     int first_err = 0;
@@ -888,20 +898,9 @@ HILOCK_API int hilock_multilock_is_held_tid(int *out, hilock_multilock *m, uint6
         return HILOCK_EINVAL;
     *out = 0;
     const size_t n = m->n;
-    ml_job *jobs = calloc(n, sizeof *jobs);
-    if (!jobs) {
-        ml_set_err(m, "out of memory");
+    ml_job *jobs = ml_run_on_all(m, ML_OP_HELD, tid);
+    if (!jobs)
         return HILOCK_ENOMEM;
-    }
-    const int64_t timeout = ml_member_timeout(m);
-    for (size_t i = 0; i < n; i++) {
-        jobs[i].op = ML_OP_HELD;
-        jobs[i].index = i;
-        jobs[i].lock = m->locks[i];
-        jobs[i].tid = tid;
-        jobs[i].timeout_ms = timeout;
-    }
-    ml_run_batch(m, jobs, n);
     size_t held = 0, unknown = 0;
     int first_err = 0;
     for (size_t i = 0; i < n; i++) {
