@@ -669,11 +669,13 @@ static int eval_flag(lua_State *L, int idx)
     return lua_toboolean(L, idx);
 }
 
-/* proto.lock(name [, "reentrant"|"fair"]) */
+/* proto.lock(name [, "reentrant"|"fair" [, sharded]]); sharded: the
+ * scripts publish with SPUBLISH (Redis Cluster) instead of PUBLISH. */
 static int p_lock(lua_State *L)
 {
     const char *name = check_name(L, 1);
     const char *kind = luaL_optstring(L, 2, "reentrant");
+    int sharded = lua_toboolean(L, 3);
     hilock_kind k;
     if (strcmp(kind, "reentrant") == 0)
         k = HILOCK_KIND_REENTRANT;
@@ -688,6 +690,8 @@ static int p_lock(lua_State *L)
     lua_setmetatable(L, -2);
     if (hl_names_init(&p->n, name) != 0)
         return luaL_error(L, "out of memory");
+    if (sharded)
+        p->n.publish = "spublish";
     p->ok = 1;
     return 1;
 }
@@ -719,6 +723,24 @@ static int plock_name(lua_State *L)
 static int plock_channel(lua_State *L)
 {
     lua_pushstring(L, check_plock(L, 1)->n.channel);
+    return 1;
+}
+
+/* p:slot() -> the Redis Cluster hash slot of the lock (and of all its
+ * companion keys and channels) */
+static int plock_slot(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    lua_pushinteger(L, (lua_Integer)hl_key_slot(p->n.name, strlen(p->n.name)));
+    return 1;
+}
+
+/* proto.key_slot(key) -> Redis Cluster hash slot (0..16383) */
+static int p_key_slot(lua_State *L)
+{
+    size_t len;
+    const char *k = luaL_checklstring(L, 1, &len);
+    lua_pushinteger(L, (lua_Integer)hl_key_slot(k, len));
     return 1;
 }
 
@@ -1228,6 +1250,15 @@ static int acq_on_wake(lua_State *L)
     return 0;
 }
 
+/* m:on_resubscribe() -- the subscription was ended by the server (the
+ * slot moved): the machine unsubscribes, subscribes again, retries. */
+static int acq_on_resubscribe(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_acquire_on_resubscribe(&m->a, mono_ms());
+    return 0;
+}
+
 static int acq_channel(lua_State *L)
 {
     lua_pushstring(L, check_acq(L, 1)->a.channel);
@@ -1301,6 +1332,7 @@ static const luaL_Reg plock_methods[] = {
     {"name", plock_name},
     {"channel", plock_channel},
     {"kind", plock_kind},
+    {"slot", plock_slot},
     {"wait_channel", plock_wait_channel},
     {"latch_key", plock_latch_key},
     {"acquire", plock_acquire},
@@ -1341,6 +1373,7 @@ static const luaL_Reg acq_methods[] = {
     {"on_error", acq_on_error},
     {"on_subscribed", acq_on_subscribed},
     {"on_wake", acq_on_wake},
+    {"on_resubscribe", acq_on_resubscribe},
     {"channel", acq_channel},
     {"attempts", acq_attempts},
     {"free", acq_free},
@@ -1355,6 +1388,7 @@ static const luaL_Reg proto_funcs[] = {
     {"uuid", p_uuid},
     {"now_ms", p_now_ms},
     {"owner", p_owner},
+    {"key_slot", p_key_slot},
     {"decode_acquire", p_decode_acquire},
     {"decode_release", p_decode_release},
     {"decode_int", p_decode_int},
