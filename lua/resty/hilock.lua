@@ -137,6 +137,15 @@ Client.__index = Client
 local Lock = {}
 Lock.__index = Lock
 
+-- "[user[:password]@]" -> user, password (nil when absent)
+local function parse_auth(auth)
+    local u, p = auth:match("^([^:]*):(.*)$")
+    if u then
+        return u ~= "" and u or nil, p
+    end
+    return nil, auth
+end
+
 -- redis://[user[:password]@]host[:port][/db]
 local function parse_url(url)
     local rest = url:match("^redis://(.*)$")
@@ -146,13 +155,7 @@ local function parse_url(url)
     local o = {}
     local auth, hostpart = rest:match("^(.*)@([^@]*)$")
     if auth then
-        local u, p = auth:match("^([^:]*):(.*)$")
-        if u then
-            o.user = u ~= "" and u or nil
-            o.password = p
-        else
-            o.password = auth
-        end
+        o.user, o.password = parse_auth(auth)
     else
         hostpart = rest
     end
@@ -173,11 +176,71 @@ local function parse_url(url)
     return o
 end
 
+-- redis+cluster://[auth@]h1[:p1][,h2[:p2]...][/]
+-- redis+sentinel://[auth@]s1[:p1][,s2[:p2]...]/mastername[/db]
+-- (auth is the data nodes' password; sentinels are asked without one)
+local function parse_seeds_url(url)
+    local scheme, rest = url:match("^redis%+(%a+)://(.*)$")
+    if scheme ~= "cluster" and scheme ~= "sentinel" then
+        return nil
+    end
+    local o = { mode = scheme, seeds = {} }
+    local auth, after = rest:match("^([^/]*)@(.*)$")
+    if auth then
+        o.user, o.password = parse_auth(auth)
+        rest = after
+    end
+    local hosts, path = rest:match("^([^/]*)(.*)$")
+    for one in (hosts .. ","):gmatch("([^,]*),") do
+        local h, port = one:match("^%[?([^%]]*)%]?:(%d+)$")
+        if not h then
+            h = one
+            port = scheme == "cluster" and 6379 or 26379
+        end
+        if h == "" then
+            return nil, "empty host in the node list"
+        end
+        o.seeds[#o.seeds + 1] = { host = h, port = tonumber(port) }
+    end
+    if scheme == "cluster" then
+        if path ~= "" and path ~= "/" then
+            return nil, "a cluster URL has no database or master name"
+        end
+        return o
+    end
+    local name, db = path:match("^/([^/]+)/?(%d*)$")
+    if not name then
+        return nil, "a sentinel URL needs /mastername[/db] after the sentinels"
+    end
+    o.master_name, o.db = name, tonumber(db) or 0
+    return o
+end
+
 local known_options = {
     url = true, host = true, port = true, user = true, password = true, db = true,
     connect_timeout = true, command_timeout = true, watchdog_lease = true,
     fair_wait_window = true, pool_size = true, keepalive_timeout = true,
+    replica_ack = true, replica_ack_timeout = true,
 }
+
+local MASTER_CACHE_MS = 1000   -- sentinel: how long a looked-up master is trusted
+local ROLE_CACHE_MS = 2000     -- replica acknowledgement: replica count cache
+local MAX_HOPS = 6             -- cluster redirections followed per command
+
+-- The data nodes a client talks to: one table per host:port (per
+-- credentials), carrying its cosocket pool name.
+local function node_of(self, host, port)
+    local k = host .. ":" .. port
+    local n = self.nodes[k]
+    if not n then
+        local pool = str_format("hilock:%s:%d:%d:%s:%s", host, port, self.db, self.user or "",
+                                self.password and ngx.md5(self.password) or "")
+        n = { host = host, port = port, key = k, pool = pool,
+              pool_opts = { pool = pool, pool_size = self.pool_size } }
+        self.nodes[k] = n
+    end
+    return n
+end
 
 -- hilock.new(opts) -> client. Create it once per worker (module level or
 -- init_worker); it keeps the client id and the watchdog's table.
@@ -196,9 +259,15 @@ function _M.new(opts)
         if type(opts.url) ~= "string" then
             argerr("url", "expected a string")
         end
-        o = parse_url(opts.url)
+        local perr
+        if opts.url:find("^redis%+") then
+            o, perr = parse_seeds_url(opts.url)
+        else
+            o = parse_url(opts.url)
+        end
         if not o then
-            argerr("url", "expected redis://[user[:password]@]host[:port][/db]")
+            argerr("url", perr or "expected redis://[user[:password]@]host[:port][/db], "
+                   .. "redis+cluster://h1:p1,h2:p2 or redis+sentinel://s1:p1,s2:p2/master[/db]")
         end
         for k, v in pairs(opts) do
             if k ~= "url" and o[k] == nil then
@@ -206,9 +275,13 @@ function _M.new(opts)
             end
         end
     end
+    local mode = o.mode or "single"
     local self = setmetatable({
+        mode = mode,
         host = o.host or "127.0.0.1",
         port = o.port or 6379,
+        seeds = o.seeds,
+        master_name = o.master_name,
         user = o.user,
         password = o.password,
         db = o.db or 0,
@@ -217,22 +290,40 @@ function _M.new(opts)
         watchdog_lease_ms = seconds(o.watchdog_lease, 30000, false, "watchdog_lease"),
         fair_wait_window_ms = seconds(o.fair_wait_window, 300000, false, "fair_wait_window"),
         keepalive_ms = seconds(o.keepalive_timeout, 60000, false, "keepalive_timeout"),
+        replica_ack_ms = seconds(o.replica_ack_timeout, 1000, false, "replica_ack_timeout"),
         pool_size = o.pool_size or 64,
         uuid = proto.uuid(),
         seq = 0,
+        nodes = {},       -- "host:port" -> node
         wd = {},          -- key -> {p = proto lock, owner = ...}
         wd_running = false,
         lost = {},        -- key -> true once the watchdog found it gone
     }, Client)
+    if o.replica_ack == nil then
+        self.replica_ack = mode ~= "single" -- Redisson's default outside one server
+    else
+        self.replica_ack = o.replica_ack and true or false
+    end
     if type(self.host) ~= "string" or type(self.port) ~= "number" or type(self.db) ~= "number"
         or type(self.pool_size) ~= "number" or self.pool_size < 1 then
         argerr("opts", "bad host, port, db or pool_size")
     end
-    -- pooled connections are authenticated: never share them across
-    -- credentials (the password enters the pool name as a digest)
-    self.pool = str_format("hilock:%s:%d:%d:%s:%s", self.host, self.port, self.db,
-                           self.user or "", self.password and ngx.md5(self.password) or "")
-    self.pool_opts = { pool = self.pool, pool_size = self.pool_size }
+    if mode == "cluster" and self.db ~= 0 then
+        argerr("opts", "a cluster has no databases")
+    end
+    if mode == "single" then
+        self.node = node_of(self, self.host, self.port)
+        self.pool = self.node.pool
+    else
+        local hosts = {}
+        for i, sd in ipairs(self.seeds) do
+            hosts[i] = sd.host .. ":" .. sd.port
+        end
+        -- the key of the worker-wide caches (slot map, master address)
+        self.pool = str_format("hilock-%s:%s/%s:%d:%s:%s", mode, table.concat(hosts, ","),
+                               self.master_name or "", self.db, self.user or "",
+                               self.password and ngx.md5(self.password) or "")
+    end
     local hs = {}
     if self.password then
         if self.user then
@@ -248,12 +339,12 @@ function _M.new(opts)
     return self
 end
 
--- A connected cosocket (from the pool when possible), authenticated.
-local function connect(self)
+-- A connected cosocket to node (from its pool when possible), authenticated.
+local function connect(self, node)
     local sock = tcp()
     sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
                      self.command_timeout_ms)
-    local ok, err = sock:connect(self.host, self.port, self.pool_opts)
+    local ok, err = sock:connect(node.host, node.port, node.pool_opts)
     if not ok then
         return nil, "connection: " .. tostring(err)
     end
@@ -283,9 +374,16 @@ local function keepalive(self, sock)
     end
 end
 
--- One command round trip on a pooled connection.
-local function call(self, bytes)
-    local sock, err = connect(self)
+-- ---------------------------------------------------------------- routing
+
+-- Worker-wide caches shared by clients with the same seeds (client.pool):
+local slot_maps = {} -- cluster: key -> {map = {slot -> node}, at, loading, stale}
+local masters = {}   -- sentinel: key -> {node, at}
+
+-- One plain command to host:port on a throwaway-or-pooled socket (sentinels,
+-- seeds): the reply's Lua value, or nil, err.
+local function ask(self, node, bytes, raw)
+    local sock, err = connect(self, node)
     if not sock then
         return nil, err
     end
@@ -298,13 +396,291 @@ local function call(self, bytes)
     end
     put_reader(rd)
     keepalive(self, sock)
+    if raw then
+        return r
+    end
+    local v, msg = r:value()
+    if v == nil or (type(v) == "table" and v.err) then
+        return nil, "protocol: " .. tostring(msg or v.err)
+    end
+    return v
+end
+
+-- Load the cluster's slot map (CLUSTER SLOTS) from any known node.
+local function load_slots(self, sm)
+    local tried, candidates = {}, {}
+    for _, sd in ipairs(self.seeds) do
+        candidates[#candidates + 1] = node_of(self, sd.host, sd.port)
+    end
+    if sm and sm.map then
+        for _, n in pairs(sm.map) do
+            candidates[#candidates + 1] = n
+        end
+    end
+    local last = "connection: no cluster node reachable"
+    for _, n in ipairs(candidates) do
+        if not tried[n] then
+            tried[n] = true
+            local v, err = ask(self, n, proto.command("CLUSTER", "SLOTS"))
+            if type(v) == "table" and #v > 0 then
+                local map = {}
+                for _, range in ipairs(v) do
+                    local m = range[3]
+                    local host = m[1] ~= "" and m[1] or n.host
+                    local node = node_of(self, host, tonumber(m[2]))
+                    for slot = tonumber(range[1]), tonumber(range[2]) do
+                        map[slot] = node
+                    end
+                end
+                return map
+            end
+            last = err or "protocol: empty slot map (cluster not ready)"
+        end
+    end
+    return nil, last
+end
+
+local function cluster_node(self, slot)
+    local sm = slot_maps[self.pool]
+    if not sm then
+        sm = { stale = true }
+        slot_maps[self.pool] = sm
+    end
+    if sm.loading and not sm.map then -- another request is loading the first map
+        local deadline = now_ms() + self.connect_timeout_ms + self.command_timeout_ms
+        while sm.loading and now_ms() < deadline do
+            ngx_sleep(0.005)
+        end
+    end
+    if (sm.stale or not sm.map or not sm.map[slot]) and not sm.loading then
+        sm.loading = true
+        local map, err = load_slots(self, sm)
+        sm.loading = false
+        if map then
+            sm.map, sm.stale, sm.at = map, false, now_ms()
+        elseif not sm.map then
+            return nil, err
+        end
+    end
+    local n = sm.map and sm.map[slot]
+    if not n then
+        return nil, "connection: no master serves slot " .. slot
+    end
+    -- the map may have been loaded by another client with the same seeds
+    return self.nodes[n.key] or node_of(self, n.host, n.port)
+end
+
+-- Ask the sentinels for the master; check it with ROLE.
+local function sentinel_master(self, force)
+    local e = masters[self.pool]
+    if e and not force and now_ms() - e.at < MASTER_CACHE_MS then
+        return e.node
+    end
+    local last = "connection: no sentinel reachable"
+    local cmd = proto.command("SENTINEL", "get-master-addr-by-name", self.master_name)
+    for _, sd in ipairs(self.seeds) do
+        local sock = tcp()
+        sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
+                         self.command_timeout_ms)
+        local ok, err = sock:connect(sd.host, sd.port,
+                                     { pool = "hilock-sentinel:" .. sd.host .. ":" .. sd.port })
+        if ok then
+            local rd = get_reader()
+            local r
+            r, err = send_read(sock, rd, cmd)
+            if r then
+                put_reader(rd)
+                keepalive(self, sock)
+                local v = r:value()
+                if type(v) == "table" and v[1] and v[2] then
+                    local node = node_of(self, v[1], tonumber(v[2]))
+                    local role
+                    role, err = ask(self, node, proto.command("ROLE"))
+                    if type(role) == "table" and role[1] == "master" then
+                        masters[self.pool] = { node = node, at = now_ms() }
+                        return node
+                    end
+                    last = "connection: " .. node.key .. " named by sentinel " .. sd.host
+                           .. ":" .. sd.port .. " is not a master (failover in progress?)"
+                else
+                    last = "connection: sentinel " .. sd.host .. ":" .. sd.port
+                           .. " knows no master named '" .. self.master_name .. "'"
+                end
+            else
+                sock:close()
+                last = err
+            end
+        else
+            last = "connection: sentinel " .. sd.host .. ":" .. sd.port .. ": " .. tostring(err)
+        end
+    end
+    return nil, last
+end
+
+-- The master that serves slot (the only node outside cluster mode).
+local function master_node(self, slot)
+    local mode = self.mode
+    if mode == "single" then
+        return self.node
+    elseif mode == "cluster" then
+        return cluster_node(self, slot)
+    end
+    return sentinel_master(self)
+end
+
+-- Something went wrong with the routing: reload it before the next command.
+local function invalidate(self)
+    if self.mode == "cluster" then
+        local sm = slot_maps[self.pool]
+        if sm then
+            sm.stale = true
+        end
+    elseif self.mode == "sentinel" then
+        masters[self.pool] = nil
+    end
+end
+
+-- MOVED: the slot lives on host:port now; the rest of the map is reloaded
+-- at the next command.
+local function moved(self, slot, host, port)
+    local sm = slot_maps[self.pool]
+    if sm and sm.map then
+        sm.map[slot] = node_of(self, host, port)
+    end
+    invalidate(self)
+end
+
+-- Classify an error reply: "MOVED"/"ASK", host, port; "demoted"
+-- (READONLY/MASTERDOWN: the node is no master any more); "tryagain".
+local function redirect_of(self, r)
+    local msg = r:error()
+    if not msg or self.mode == "single" then
+        return nil
+    end
+    if self.mode == "cluster" then
+        local kind, host, port = msg:match("^(%u+) %d+ (.+):(%d+)$")
+        if kind == "MOVED" or kind == "ASK" then
+            return kind, host, tonumber(port)
+        end
+        if msg:find("^TRYAGAIN") or msg:find("^CLUSTERDOWN") then
+            return "tryagain"
+        end
+    end
+    if msg:find("READONLY", 1, true) or msg:find("MASTERDOWN", 1, true) then
+        return "demoted"
+    end
+    return nil
+end
+
+local ASKING = nil -- RESP bytes of ASKING, built lazily
+
+local function st_close(st)
+    if st.sock then
+        st.sock:close()
+    end
+    st.sock, st.rd, st.node = nil, nil, nil
+end
+
+-- Put the connection of st back in its pool.
+local function st_done(self, st)
+    if st.sock then
+        if st.rd:pending() == 0 then
+            put_reader(st.rd)
+            keepalive(self, st.sock)
+        else
+            st.sock:close()
+        end
+    end
+    st.sock, st.rd, st.node = nil, nil, nil
+end
+
+-- One command for slot on its master, over st's connection when it still
+-- goes to the right node. Follows MOVED (map patched and reloaded) and ASK
+-- (ASKING + the command on the target, once), and after READONLY or
+-- MASTERDOWN asks for the master again and tries once more. Returns the
+-- reply (which may be another error) or nil, err; st keeps the connection.
+local function exec(self, slot, bytes, st)
+    local asking, demoted
+    for _ = 1, MAX_HOPS do
+        local node, err = asking, nil
+        if not node then
+            node, err = master_node(self, slot)
+            if not node then
+                return nil, err
+            end
+        end
+        if st.sock and st.node ~= node then
+            st_done(self, st)
+        end
+        if not st.sock then
+            st.sock, err = connect(self, node)
+            if not st.sock then
+                invalidate(self)
+                return nil, err
+            end
+            st.rd, st.node = get_reader(), node
+        end
+        local r
+        if asking then
+            ASKING = ASKING or proto.command("ASKING")
+            r, err = send_read(st.sock, st.rd, ASKING .. bytes)
+            if r then
+                r, err = read_reply(st.sock, st.rd)
+            end
+        else
+            r, err = send_read(st.sock, st.rd, bytes)
+        end
+        if not r then
+            st_close(st)
+            invalidate(self)
+            return nil, err
+        end
+        local red, host, port = redirect_of(self, r)
+        if not red then
+            return r
+        end
+        asking = nil
+        if red == "MOVED" then
+            moved(self, slot, host, port)
+        elseif red == "ASK" then
+            asking = node_of(self, host, port)
+        elseif red == "demoted" then
+            if demoted then
+                return r
+            end
+            demoted = true
+            st_close(st)
+            invalidate(self)
+            if self.mode == "cluster" then
+                ngx_sleep(0.1) -- a replica took over: let the cluster settle
+            end
+        else -- tryagain
+            ngx_sleep(0.05)
+        end
+    end
+    return nil, "connection: too many cluster redirections"
+end
+
+-- One command round trip (routed by slot) on a pooled connection.
+local function call(self, bytes, slot)
+    local st = {}
+    local r, err = exec(self, slot or 0, bytes, st)
+    if not r then
+        st_close(st)
+        return nil, err
+    end
+    st_done(self, st)
     return r
 end
 
 -- client:command(name, ...) -> the reply as a Lua value | nil, err.
 -- A convenience for plain commands (GET, SET, ...) over the same pool.
+-- On a cluster it goes to the master of the slot of its first argument
+-- after the command name (the key of most commands).
 function Client:command(...)
-    local r, err = call(self, proto.command(...))
+    local key = select(2, ...)
+    local slot = self.mode == "cluster" and key ~= nil and proto.key_slot(tostring(key)) or 0
+    local r, err = call(self, proto.command(...), slot)
     if not r then
         return nil, err
     end
@@ -326,7 +702,8 @@ local function new_lock(self, name, kind, tid)
     if tid ~= nil and (type(tid) ~= "number" or tid < 0 or tid % 1 ~= 0) then
         argerr("thread_id", "expected a non-negative integer")
     end
-    return setmetatable({ client = self, name = name, p = proto.lock(name, kind), tid = tid,
+    local p = proto.lock(name, kind, self.mode == "cluster")
+    return setmetatable({ client = self, name = name, p = p, slot = p:slot(), tid = tid,
                           kind_name = kind }, Lock)
 end
 
@@ -351,42 +728,42 @@ local function start_watchdog(self)
     end
 end
 
--- One tick: renew every watched (lock, owner) in one pipelined round trip.
--- A "0" answer means the owner field is gone: the hold is lost. Transport
--- errors are retried at the next tick.
-renew_tick = function(premature, self)
-    self.wd_running = false
-    if premature or not next(self.wd) then
+-- Renew a group of watched entries pipelined on one connection to node.
+-- Redirected or failed renewals come back in the retry list.
+local function renew_on(self, node, keys, entries, retry)
+    local n = #keys
+    local cmds = {}
+    for i = 1, n do
+        cmds[i] = entries[i].p:renew_cmd(entries[i].owner, self.watchdog_lease_ms)
+    end
+    local sock = connect(self, node)
+    if not sock then
+        invalidate(self)
         return
     end
-    local keys, entries, cmds, n = {}, {}, {}, 0
-    for k, e in pairs(self.wd) do
-        n = n + 1
-        keys[n], entries[n] = k, e
-        cmds[n] = e.p:renew_cmd(e.owner, self.watchdog_lease_ms)
-    end
-    local sock = connect(self)
-    if sock then
-        local rd = get_reader()
-        local ok = sock:send(cmds)
-        local good = ok and true or false
-        for i = 1, n do
-            if not good then
-                break
-            end
-            local r = read_reply(sock, rd)
+    local rd = get_reader()
+    local good = sock:send(cmds) and true or false
+    for i = 1, n do
+        if not good then
+            break
+        end
+        local r = read_reply(sock, rd)
+        if not r then
+            good = false
+            break
+        end
+        if r:is_noscript() then
+            r = send_read(sock, rd, entries[i].p:renew_cmd(entries[i].owner,
+                                                           self.watchdog_lease_ms, true))
             if not r then
                 good = false
                 break
             end
-            if r:is_noscript() then
-                r = send_read(sock, rd, entries[i].p:renew_cmd(entries[i].owner,
-                                                               self.watchdog_lease_ms, true))
-                if not r then
-                    good = false
-                    break
-                end
-            end
+        end
+        if redirect_of(self, r) then
+            retry[#retry + 1] = i
+            retry[keys[i]] = entries[i]
+        else
             local alive = proto.decode_int(r)
             -- only if the entry is still the one we renewed (not released
             -- and taken again meanwhile)
@@ -395,11 +772,55 @@ renew_tick = function(premature, self)
                 self.lost[keys[i]] = true
             end
         end
-        if good then
-            put_reader(rd)
-            keepalive(self, sock)
-        else
-            sock:close()
+    end
+    if good then
+        put_reader(rd)
+        keepalive(self, sock)
+    else
+        sock:close()
+        invalidate(self)
+    end
+end
+
+-- One tick: renew every watched (lock, owner), one pipelined round trip per
+-- master (cluster: the master of each lock's slot). A "0" answer means the
+-- owner field is gone: the hold is lost. Transport errors are retried at the
+-- next tick; a redirected renewal (slot moved, failover) is sent again at
+-- once through the redirection-following path.
+renew_tick = function(premature, self)
+    self.wd_running = false
+    if premature or not next(self.wd) then
+        return
+    end
+    local groups, order = {}, {}
+    for k, e in pairs(self.wd) do
+        local node = master_node(self, e.slot)
+        if node then
+            local g = groups[node]
+            if not g then
+                g = { keys = {}, entries = {} }
+                groups[node] = g
+                order[#order + 1] = node
+            end
+            g.keys[#g.keys + 1], g.entries[#g.entries + 1] = k, e
+        end
+    end
+    for _, node in ipairs(order) do
+        local g, retry = groups[node], {}
+        renew_on(self, node, g.keys, g.entries, retry)
+        for _, i in ipairs(retry) do
+            local k, e = g.keys[i], g.entries[i]
+            local build = function(eval)
+                return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
+            end
+            local r = call(self, build(false), e.slot)
+            if r and r:is_noscript() then
+                r = call(self, build(true), e.slot)
+            end
+            if r and not r:error() and proto.decode_int(r) == 0 and self.wd[k] == e then
+                self.wd[k] = nil
+                self.lost[k] = true
+            end
         end
     end
     start_watchdog(self)
@@ -415,25 +836,52 @@ local function owner_of(lock)
     return proto.owner(lock.client.uuid, lock.tid or request_tid())
 end
 
--- A subscription on its own connection: {sock, rd, channel}.
-local function subscribe(self, channel)
-    local sock = connect(self)
-    if not sock then
-        return nil
-    end
-    local rd = get_reader()
-    local ok = sock:send(proto.command("SUBSCRIBE", channel))
-    while ok do
-        local r = read_reply(sock, rd)
-        if not r then
-            break
+-- A subscription on its own connection to the master of slot: {sock, rd,
+-- channel, node}. On a cluster it is a shard subscription (SSUBSCRIBE),
+-- which is what sees the scripts' SPUBLISH.
+local function subscribe(self, channel, slot)
+    local verb = self.mode == "cluster" and "SSUBSCRIBE" or "SUBSCRIBE"
+    for _ = 1, 3 do
+        local node = master_node(self, slot)
+        if not node then
+            return nil
         end
-        local typ, ch = decode_pubsub(r)
-        if typ == "subscribe" and ch == channel then
-            return { sock = sock, rd = rd, channel = channel }
+        local sock = connect(self, node)
+        if not sock then
+            invalidate(self)
+            return nil
+        end
+        local rd = get_reader()
+        local ok = sock:send(proto.command(verb, channel))
+        local retry = false
+        while ok do
+            local r = read_reply(sock, rd)
+            if not r then
+                break
+            end
+            local red, host, port = redirect_of(self, r)
+            if red then -- stale slot map or master: look again
+                if red == "MOVED" then
+                    moved(self, slot, host, port)
+                else
+                    invalidate(self)
+                end
+                retry = true
+                break
+            end
+            local typ, ch = decode_pubsub(r)
+            if typ == "subscribe" and ch == channel then
+                return { sock = sock, rd = rd, channel = channel, node = node, slot = slot }
+            end
+            if r:error() then
+                break
+            end
+        end
+        sock:close()
+        if not retry then
+            return nil
         end
     end
-    sock:close()
     return nil
 end
 
@@ -441,7 +889,8 @@ end
 -- server confirms, else it is closed.
 local function unsubscribe(self, ps)
     local sock, rd = ps.sock, ps.rd
-    local ok = sock:send(proto.command("UNSUBSCRIBE", ps.channel))
+    local verb = self.mode == "cluster" and "SUNSUBSCRIBE" or "UNSUBSCRIBE"
+    local ok = sock:send(proto.command(verb, ps.channel))
     while ok do
         local r = read_reply(sock, rd)
         if not r then
@@ -462,10 +911,24 @@ local function unsubscribe(self, ps)
     sock:close()
 end
 
+-- Does ps still listen on the master of its slot? (cluster: the slot map,
+-- reloaded after a MOVED; sentinel: the master the sentinels name, asked at
+-- most every MASTER_CACHE_MS.) A listener on a former master would never
+-- hear the unlock.
+local function ps_moved(self, ps)
+    if self.mode == "single" then
+        return false
+    end
+    local node = master_node(self, ps.slot)
+    return node ~= nil and node ~= ps.node
+end
+
 -- Wait up to ms (-1: no limit) for a wake-up message on ps. Returns the
--- subscription, or false when its connection broke. Without a subscription
--- (nil: subscribing failed, the machine polls) it just sleeps.
-local function wait_message(ps, ms)
+-- subscription, or false when it ended (connection broke, the server ended
+-- a shard subscription because the slot moved, the master changed).
+-- Without a subscription (nil: subscribing failed, the machine polls) it
+-- just sleeps.
+local function wait_message(self, ps, ms)
     if ms < 0 then
         ms = LONG_WAIT_MS
     end
@@ -479,18 +942,31 @@ local function wait_message(ps, ms)
         if left <= 0 then
             return ps
         end
+        if self.mode ~= "single" and left > LISTEN_POLL_MS then
+            left = LISTEN_POLL_MS
+        end
         ps.sock:settimeout(left)
         local r, err = read_reply(ps.sock, ps.rd)
         if not r then
-            if err == "connection: timeout" then
+            if err ~= "connection: timeout" then
+                ps.sock:close()
+                return false
+            end
+            if ps_moved(self, ps) then
+                ps.sock:close()
+                return false
+            end
+        else
+            local typ, ch, payload = decode_pubsub(r)
+            if typ == "message" and ch == ps.channel and payload >= 0 then
                 return ps
             end
-            ps.sock:close()
-            return false
-        end
-        local typ, ch, payload = decode_pubsub(r)
-        if typ == "message" and ch == ps.channel and payload >= 0 then
-            return ps
+            if typ == "unsubscribe" and ch == ps.channel then
+                -- not asked for: the slot moved to another master
+                ps.sock:close()
+                invalidate(self)
+                return false
+            end
         end
     end
 end
@@ -514,7 +990,7 @@ end
 local function listener_loop(premature, c, key, L)
     local resubscribing = false
     while not premature and not ngx.worker.exiting() do
-        local ps = subscribe(c, L.channel)
+        local ps = subscribe(c, L.channel, L.slot)
         if not ps then
             break
         end
@@ -546,8 +1022,13 @@ local function listener_loop(premature, c, key, L)
                     elseif payload == 1 then
                         L.sem:post(listener_count(L))
                     end
+                elseif typ == "unsubscribe" and ch == L.channel then
+                    -- ended by the server: the slot moved to another master
+                    ps.sock:close()
+                    invalidate(c)
+                    break
                 end
-            elseif err ~= "connection: timeout" then
+            elseif err ~= "connection: timeout" or ps_moved(c, ps) then
                 ps.sock:close()
                 break
             end
@@ -568,11 +1049,11 @@ end
 
 -- Register the calling request on the worker's listener for channel; returns
 -- the listener once it is subscribed, or nil (then the machine polls).
-local function join_listener(c, channel)
+local function join_listener(c, channel, slot)
     local key = c.pool .. "\0" .. channel
     local L = listeners[key]
     if not L then
-        L = { channel = channel, state = "starting", ready_waiting = 0,
+        L = { channel = channel, slot = slot, state = "starting", ready_waiting = 0,
               sem = semaphore.new(0), ready = semaphore.new(0),
               waiting = setmetatable({}, WEAK_KEYS) }
         if not timer_at(0, listener_loop, c, key, L) then
@@ -598,59 +1079,95 @@ local function leave_listener(L)
     L.waiting[co_running()] = nil
 end
 
--- lk:acquire([wait [, lease]]) -> true | nil, err
--- wait: seconds, nil = forever, 0 = one try. lease: seconds, nil = watchdog.
-function Lock:acquire(wait, lease)
-    local wait_ms = seconds(wait, -1, true, "wait")
-    local lease_ms = seconds(lease, nil, false, "lease")
-    local c = self.client
-    local watchdog = lease_ms == nil
-    if watchdog then
-        lease_ms = c.watchdog_lease_ms
+local ROLE, ACK_RETRY_MS = nil, 50
+
+-- Replicas connected to st's node (ROLE), cached per node for ROLE_CACHE_MS.
+local function replica_count(st, fresh)
+    local node = st.node
+    if fresh or not node.nrep or now_ms() - node.rep_at > ROLE_CACHE_MS then
+        ROLE = ROLE or proto.command("ROLE")
+        local r = send_read(st.sock, st.rd, ROLE)
+        if not r then
+            return nil
+        end
+        local v = r:value()
+        node.nrep = (type(v) == "table" and v[1] == "master" and type(v[3]) == "table")
+                    and #v[3] or 0
+        node.rep_at = now_ms()
     end
-    local owner = owner_of(self)
+    return node.nrep
+end
+
+-- Replica acknowledgement of the write just made on st's connection:
+-- WAIT 1 <timeout> there. true when a replica acknowledged or the master
+-- has none; false when replicas exist and none acknowledged (or the
+-- connection failed, and with it any certainty).
+local function replica_acked(c, st)
+    if not st.sock then
+        return false
+    end
+    local n = replica_count(st)
+    if n == 0 then
+        return true
+    end
+    if not n then
+        st_close(st)
+        return false
+    end
+    st.sock:settimeout(c.replica_ack_ms + c.command_timeout_ms)
+    local r = send_read(st.sock, st.rd, proto.command("WAIT", 1, c.replica_ack_ms))
+    if not r then
+        st_close(st)
+        return false
+    end
+    st.sock:settimeout(c.command_timeout_ms)
+    local acked = proto.decode_int(r)
+    if acked and acked >= 1 then
+        return true
+    end
+    -- nobody acknowledged: are there replicas at all?
+    n = replica_count(st, true)
+    if not n then
+        st_close(st)
+        return false
+    end
+    return n == 0
+end
+
+-- One run of the acquire machine. Returns true, st (the connection of the
+-- granting attempt, for the replica acknowledgement) or nil, err.
+local function acquire_once(self, owner, wait_ms, lease_ms)
+    local c = self.client
+    local slot = self.slot
     local m = self.p:acquire(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
     local shared = self.kind_name == "reentrant"
-    local sock, rd, ps, L, joined
+    local st = {}
+    local ps, L, joined
     while true do
         local act, a1, a2 = m:next()
         if act == "send" then
-            local r, err
-            if not sock then
-                sock, err = connect(c)
-                rd = sock and get_reader()
-            end
-            if sock then
-                r, err = send_read(sock, rd, a1)
-                if r then
-                    local again = m:on_reply(r)
-                    if again then
-                        r, err = send_read(sock, rd, again)
-                        if r then
-                            m:on_reply(r)
-                        end
+            local r, err = exec(c, slot, a1, st)
+            if r then
+                local again = m:on_reply(r)
+                if again then
+                    r, err = exec(c, slot, again, st)
+                    if r then
+                        m:on_reply(r)
                     end
-                end
-                if not r then
-                    sock:close()
-                    sock, rd = nil, nil
                 end
             end
             if not r then
+                st_close(st)
                 m:on_error(err)
             end
         elseif act == "subscribe" then
-            if sock then -- do not sit on a pooled connection while waiting
-                put_reader(rd)
-                keepalive(c, sock)
-                sock, rd = nil, nil
-            end
+            st_done(c, st) -- do not sit on a pooled connection while waiting
             if shared then
-                L = join_listener(c, a1)
+                L = join_listener(c, a1, slot)
                 joined = L ~= nil
                 m:on_subscribed(joined)
             else
-                ps = subscribe(c, a1)
+                ps = subscribe(c, a1, slot)
                 m:on_subscribed(ps ~= nil)
             end
         elseif act == "wait" then
@@ -660,21 +1177,22 @@ function Lock:acquire(wait, lease)
                 if L then
                     leave_listener(L)
                 end
-                L = join_listener(c, a1)
+                L = join_listener(c, a1, slot)
                 if not L then
                     ngx_sleep(0.05)
                 end
             elseif L then
                 L.sem:wait((a2 < 0 and LONG_WAIT_MS or a2) / 1000)
             elseif ps == false then
-                -- the subscription broke: listen again, then retry at once
-                -- (an unlock may have been missed meanwhile)
-                ps = subscribe(c, a1) or false
+                -- the subscription ended (connection broke, slot moved,
+                -- failover): listen again, then retry at once (an unlock
+                -- may have been missed meanwhile)
+                ps = subscribe(c, a1, slot) or false
                 if not ps then
                     ngx_sleep(0.05)
                 end
             else
-                ps = wait_message(ps, a2)
+                ps = wait_message(c, ps, a2)
             end
             m:on_wake()
         elseif act == "unsubscribe" then
@@ -687,10 +1205,6 @@ function Lock:acquire(wait, lease)
                 ps = nil
             end
         else -- "done"
-            if sock then
-                put_reader(rd)
-                keepalive(c, sock)
-            end
             if ps then -- not reached normally: the machine unsubscribes first
                 ps.sock:close()
             end
@@ -699,32 +1213,33 @@ function Lock:acquire(wait, lease)
             end
             m:free()
             if a1 then
-                local key = wd_key(self, owner)
-                c.lost[key] = nil
-                if watchdog and not c.wd[key] then
-                    c.wd[key] = { p = self.p, owner = owner }
-                    start_watchdog(c)
-                end
-                return true
+                return true, st
             end
+            st_done(c, st)
             return nil, a2
         end
     end
 end
 
--- Run a script command built by build(eval); resend as EVAL on NOSCRIPT.
-local function call_script(c, build)
-    local r, err = call(c, build(false))
+-- Run a script command built by build(eval) on the lock's master; resend as
+-- EVAL on NOSCRIPT. With ack, the connection stays in st for a WAIT.
+local function call_script(c, slot, build, st)
+    local own = st == nil
+    st = st or {}
+    local r, err = exec(c, slot, build(false), st)
     if r and r:is_noscript() then
-        r, err = call(c, build(true))
+        r, err = exec(c, slot, build(true), st)
+    end
+    if not r then
+        st_close(st)
+    elseif own then
+        st_done(c, st)
     end
     return r, err
 end
 
--- lk:release() -> true | nil, err ("not owner" when not held)
-function Lock:release()
+local function release(self, owner, ack)
     local c = self.client
-    local owner = owner_of(self)
     c.seq = c.seq + 1
     local latch = self.p:latch_key(str_format("%s:%d:%d", c.uuid, worker_pid(), c.seq))
     local latch_ttl = 2 * c.command_timeout_ms + 1000
@@ -732,14 +1247,21 @@ function Lock:release()
     local build = function(eval)
         return p:release_cmd(owner, c.watchdog_lease_ms, latch, latch_ttl, eval)
     end
-    local r, err = call_script(c, build)
+    local st = {}
+    local r, err = call_script(c, self.slot, build, st)
     if not r and err and err:find("^connection") then
         -- the reply may have been lost: the latch makes a retry answer the same
-        r, err = call_script(c, build)
+        r, err = call_script(c, self.slot, build, st)
     end
     if not r then
         return nil, err
     end
+    if ack and not r:error() then
+        -- a release stays a release without an acknowledgement; the WAIT
+        -- only lets a failover right after it see the lock free
+        replica_acked(c, st)
+    end
+    st_done(c, st)
     local left
     left, err = proto.decode_release(r)
     if left == 0 or err == "not owner" then
@@ -751,11 +1273,65 @@ function Lock:release()
     return true
 end
 
+-- lk:acquire([wait [, lease]]) -> true | nil, err
+-- wait: seconds, nil = forever, 0 = one try. lease: seconds, nil = watchdog.
+-- With replica acknowledgement (default on cluster and sentinel clients) a
+-- grant no replica acknowledged is given back and tried again within wait.
+function Lock:acquire(wait, lease)
+    local wait_ms = seconds(wait, -1, true, "wait")
+    local lease_ms = seconds(lease, nil, false, "lease")
+    local c = self.client
+    local watchdog = lease_ms == nil
+    if watchdog then
+        lease_ms = c.watchdog_lease_ms
+    end
+    local owner = owner_of(self)
+    local deadline = wait_ms > 0 and now_ms() + wait_ms or nil
+    while true do
+        local left = wait_ms
+        if deadline then
+            left = deadline - now_ms()
+            if left < 1 then
+                left = 1
+            end
+        end
+        local ok, st = acquire_once(self, owner, left, lease_ms)
+        if not ok then
+            return nil, st
+        end
+        local acked = not c.replica_ack or replica_acked(c, st)
+        st_done(c, st)
+        if acked then
+            break
+        end
+        -- nobody replicated the grant, so a failover now would forget it:
+        -- give it back, and try again while the caller may still wait
+        release(self, owner, false)
+        if wait_ms == 0 or (deadline and deadline - now_ms() < ACK_RETRY_MS) then
+            return nil, str_format("connection: lock '%s' released again: no replica "
+                                   .. "acknowledged it within %d ms", self.name, c.replica_ack_ms)
+        end
+        ngx_sleep(ACK_RETRY_MS / 1000)
+    end
+    local key = wd_key(self, owner)
+    c.lost[key] = nil
+    if watchdog and not c.wd[key] then
+        c.wd[key] = { p = self.p, owner = owner, slot = self.slot }
+        start_watchdog(c)
+    end
+    return true
+end
+
+-- lk:release() -> true | nil, err ("not owner" when not held)
+function Lock:release()
+    return release(self, owner_of(self), self.client.replica_ack)
+end
+
 -- lk:force_unlock() -> deleted (boolean) | nil, err
 function Lock:force_unlock()
     local c = self.client
     local p = self.p
-    local r, err = call_script(c, function(eval) return p:force_cmd(eval) end)
+    local r, err = call_script(c, self.slot, function(eval) return p:force_cmd(eval) end)
     if not r then
         return nil, err
     end
@@ -774,7 +1350,7 @@ function Lock:force_unlock()
 end
 
 local function query_int(self, bytes, decode)
-    local r, err = call(self.client, bytes)
+    local r, err = call(self.client, bytes, self.slot)
     if not r then
         return nil, err
     end
