@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Plain-Lua suite: the hilock module under Lua 5.1, Lua 5.4 and LuaJIT
-# against a throwaway redis-server. Exit 0 = every check passed.
+# against a throwaway redis-server, then on a Redis Cluster and a Sentinel
+# set-up (topo.sh, test_topologies.lua). Exit 0 = every check passed.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/lib.sh"
@@ -48,6 +49,30 @@ if [ "${HILOCK_LUA_VALGRIND:-1}" = 1 ] && command -v valgrind >/dev/null; then
     tail -1 "$HL_TMP/valgrind.out"; passes=$((passes+1))
   else
     cat "$HL_TMP/valgrind.out"; echo "  FAIL  5.4 under valgrind"; fails=$((fails+1))
+  fi
+fi
+# The same module on Redis Cluster and Sentinel URLs (tests/lua/topo.sh
+# starts the servers; HILOCK_LUA_TOPOLOGIES=0 skips this part).
+if [ "${HILOCK_LUA_TOPOLOGIES:-1}" = 1 ]; then
+  . "$here/topo.sh"
+  echo "== cluster (3 masters + 3 replicas) and sentinel (master, replica, 3 sentinels)"
+  if hl_start_cluster && hl_start_sentinel; then
+    hl_tmpdir
+    for spec in "${HL_INTERPS[@]}"; do
+      IFS=: read -r label bin dir <<<"$spec"
+      echo "== $label on cluster and sentinel URLs"
+      if LUA_CPATH="$HL_BUILD/lua/$dir/?.so" LUA_PATH="$HL_ROOT/lua/?.lua;;" \
+         CLUSTER_URL="$CLUSTER_URL" CLUSTER_PORTS="${CLUSTER_PORTS[*]}" \
+         SENTINEL_URL="$SENTINEL_URL" SENT_MASTER_PORT="$SENT_MASTER_PORT" \
+         SENT_REPLICA_PORT="$SENT_REPLICA_PORT" HL_TMP="$HL_TMP" HL_WORKER="$here/worker.lua" \
+         timeout 60 "$bin" "$here/test_topologies.lua"; then
+        passes=$((passes+1))
+      else
+        echo "  FAIL  $label topologies"; fails=$((fails+1))
+      fi
+    done
+  else
+    echo "  FAIL  cluster/sentinel set-up"; fails=$((fails+1))
   fi
 fi
 echo "lua suite: $passes passed, $fails failed ($(( $(date +%s) - start ))s)"

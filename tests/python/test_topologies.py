@@ -1,0 +1,483 @@
+"""The Python package, unchanged, on Redis Cluster and Sentinel URLs.
+
+One 3-master (+3 replicas) cluster built with `redis-cli --cluster create`
+and one master + replica + 3 sentinels, each started once for this module on
+loopback ports and always stopped (fixture finalizers, conftest's atexit hook,
+PR_SET_PDEATHSIG). Lock data is checked on the server that must hold it: the
+master owning the name's slot, or the sentinel master and its replica.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+import hilock
+from conftest import REDIS_SERVER, RedisServer, RespError, _pdeathsig, wait_for
+
+CLUSTER_ARGS = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", "3000"]
+
+
+def uniq(prefix: str) -> str:
+    return f"{prefix}:{uuid.uuid4().hex[:10]}"
+
+
+def info_field(server: RedisServer, section: str, key: str) -> Optional[str]:
+    for line in server("INFO", section).splitlines():
+        if line.startswith(key + ":"):
+            return line.split(":", 1)[1]
+    return None
+
+
+def wait_calls(server: RedisServer) -> int:
+    """How many WAIT commands the server has run (INFO commandstats)."""
+    v = info_field(server, "commandstats", "cmdstat_wait")
+    return 0 if v is None else int(v.split("calls=")[1].split(",")[0])
+
+
+# ---------------------------------------------------------------- cluster
+
+class ClusterNode(RedisServer):
+    """A cluster node: its bus port (port + 10000) must exist and be free too."""
+
+    def start(self) -> None:
+        for attempt in range(5):
+            # below the ephemeral range, so that no outgoing connection takes the bus port
+            while not (10000 <= self.port < 22000 and _port_free(self.port)
+                       and _port_free(self.port + 10000)):
+                self.port = random.randrange(10000, 22000)
+            try:
+                return super().start()
+            except RuntimeError:  # lost a race for one of the two ports
+                if attempt == 4:
+                    raise
+                self.port = 0
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.nodes: List[RedisServer] = []
+        try:
+            self.nodes = [ClusterNode(extra=CLUSTER_ARGS) for _ in range(6)]
+            cmd = ["redis-cli", "--cluster", "create",
+                   *[f"127.0.0.1:{n.port}" for n in self.nodes],
+                   "--cluster-replicas", "1", "--cluster-yes"]
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                           check=True, timeout=30)
+            wait_for(lambda: all("cluster_state:ok" in n("CLUSTER", "INFO")
+                                 for n in self.nodes), 20, "cluster_state:ok on every node")
+            self.by_port = {n.port: n for n in self.nodes}
+            self.slots: List[Tuple[int, int, int]] = []
+            for lo, hi, master, *_ in self.nodes[0]("CLUSTER", "SLOTS"):
+                self.slots.append((int(lo), int(hi), int(master[1])))
+            self.masters = sorted({self.by_port[p] for _, _, p in self.slots},
+                                  key=lambda n: n.port)
+            assert len(self.masters) == 3
+
+            def replicas_online() -> bool:
+                return all(info_field(m, "replication", "connected_slaves") == "1"
+                           and "state=online" in (info_field(m, "replication", "slave0") or "")
+                           for m in self.masters)
+            wait_for(replicas_online, 20, "every master's replica online")
+        except BaseException:
+            self.stop()
+            raise
+        self.url = "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes[:2])
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+    def master_of(self, key: str) -> RedisServer:
+        slot = int(self.nodes[0]("CLUSTER", "KEYSLOT", key))
+        for lo, hi, port in self.slots:
+            if lo <= slot <= hi:
+                return self.by_port[port]
+        raise AssertionError(f"no master for slot {slot}")
+
+    def names_on_every_master(self, prefix: str) -> List[str]:
+        """One fresh lock name per master, in master order."""
+        found: Dict[int, str] = {}
+        while len(found) < len(self.masters):
+            n = uniq(prefix)
+            found.setdefault(self.master_of(n).port, n)
+        return [found[m.port] for m in self.masters]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    c = Cluster()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def cclient(cluster: Cluster) -> Iterator[hilock.Client]:
+    c = hilock.Client(cluster.url)
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair_lock"])
+def test_cluster_names_spread_over_masters(cluster: Cluster, cclient: hilock.Client,
+                                           kind: str) -> None:
+    names = [uniq(f"spread-{kind}") for _ in range(48)]
+    locks = [getattr(cclient, kind)(n) for n in names]
+    owner = cclient.owner()
+    used = set()
+    for n, lk in zip(names, locks):
+        assert lk.acquire(wait=0, lease=20)
+        m = cluster.master_of(n)
+        used.add(m.port)
+        assert m("HGET", n, owner) == "1", f"{n} not on the master of its slot"
+        assert 0 < int(m("PTTL", n)) <= 20000
+        assert lk.owned() and lk.locked() and lk.hold_count == 1
+        assert lk.acquire(wait=0, lease=20)  # re-enter, same node
+        assert m("HGET", n, owner) == "2"
+    assert used == {m.port for m in cluster.masters}, "names did not reach every master"
+    for n, lk in zip(names, locks):
+        lk.release()
+        lk.release()
+        assert not lk.locked()
+        assert cluster.master_of(n)("EXISTS", n) == 0
+
+
+COUNTER_CHILD = textwrap.dedent("""
+    import sys, threading, hilock
+    from redis.cluster import RedisCluster
+    url, name, kind, key, seed, n = sys.argv[1:7]
+    c = hilock.Client(url)
+    def work():
+        r = RedisCluster(host="127.0.0.1", port=int(seed))
+        lk = getattr(c, kind)(name)
+        for _ in range(int(n)):
+            assert lk.acquire(wait=30, lease=10)
+            v = int(r.get(key) or 0)
+            r.set(key, v + 1)
+            lk.release()
+        r.close()
+    ts = [threading.Thread(target=work) for _ in range(2)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    c.close()
+    print("done")
+""")
+
+
+@pytest.mark.parametrize("kind,iters", [("lock", 40), ("fair_lock", 20)])
+def test_cluster_counter_threads_and_processes(cluster: Cluster, kind: str, iters: int) -> None:
+    from redis.cluster import RedisCluster
+
+    name = uniq(f"ctr-{kind}")
+    key = "{" + name + "}:n"  # same hash tag as the lock: same slot, same master
+    assert cluster.master_of(key).port == cluster.master_of(name).port
+    seed = cluster.nodes[0].port
+    procs = [subprocess.Popen([sys.executable, "-c", COUNTER_CHILD, cluster.url, name, kind, key,
+                               str(seed), str(iters)], stdout=subprocess.PIPE, text=True,
+                              preexec_fn=_pdeathsig) for _ in range(2)]
+    clients = [hilock.Client(cluster.url) for _ in range(2)]
+    errors: List[BaseException] = []
+
+    def work(c: hilock.Client) -> None:
+        try:
+            r = RedisCluster(host="127.0.0.1", port=seed)
+            lk = getattr(c, kind)(name)
+            for _ in range(iters):
+                assert lk.acquire(wait=30, lease=10)
+                v = int(r.get(key) or 0)
+                time.sleep(0)  # let another thread run inside the critical section
+                r.set(key, v + 1)
+                lk.release()
+            r.close()
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(clients[i % 2],)) for i in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for c in clients:
+            c.close()
+    assert not errors, errors
+    assert [p.returncode for p in procs] == [0, 0]
+    assert all(o.strip() == "done" for o in outs)
+    m = cluster.master_of(name)
+    assert int(m("GET", key)) == (4 + 2 * 2) * iters
+    assert m("EXISTS", name) == 0
+
+
+def shard_subscribers(server: RedisServer, channel: str) -> int:
+    return int(server("PUBSUB", "SHARDNUMSUB", channel)[1])
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair_lock"])
+def test_cluster_waiter_woken_by_sharded_unlock(cluster: Cluster, kind: str) -> None:
+    name = uniq(f"wake-{kind}")
+    m = cluster.master_of(name)
+    holder_c, waiter_c = hilock.Client(cluster.url), hilock.Client(cluster.url)
+    try:
+        holder = getattr(holder_c, kind)(name)
+        assert holder.acquire(wait=0, lease=30)
+        res: Dict[str, Any] = {}
+        started = threading.Event()
+
+        def waiter() -> None:
+            res["tid"] = hilock.thread_id()
+            started.set()
+            res["ok"] = getattr(waiter_c, kind)(name).acquire(wait=10, lease=10)
+            res["at"] = time.monotonic()
+
+        t = threading.Thread(target=waiter)
+        t0 = time.monotonic()
+        t.start()
+        started.wait(5)
+        # the waiter listens with SSUBSCRIBE on the master of the lock's slot
+        channel = "redisson_lock__channel:{" + name + "}"
+        if kind == "fair_lock":
+            channel += ":" + waiter_c.owner(res["tid"])
+        wait_for(lambda: shard_subscribers(m, channel) >= 1, 5, f"SSUBSCRIBE {channel}")
+        time.sleep(max(0.0, 0.2 - (time.monotonic() - t0)))  # hold for 0.2 s at least
+        assert t.is_alive() and "ok" not in res
+        released = time.monotonic()
+        holder.release()
+        t.join(10)
+        assert res.get("ok") is True
+        # the lease was 30 s: only the unlock's SPUBLISH can wake it this soon
+        assert 0 <= res["at"] - released < 2.0, res["at"] - released
+        assert m("HGET", name, waiter_c.owner(res["tid"])) == "1"
+        getattr(waiter_c, kind)(name, thread_id=res["tid"]).release()
+        assert m("EXISTS", name) == 0
+    finally:
+        holder_c.close()
+        waiter_c.close()
+
+
+def test_cluster_multilock_across_masters(cluster: Cluster, cclient: hilock.Client) -> None:
+    names = cluster.names_on_every_master("ml")
+    masters = [cluster.master_of(n) for n in names]
+    assert len({m.port for m in masters}) == 3
+    other = hilock.Client(cluster.url)
+    try:
+        ml = hilock.MultiLock([cclient.lock(names[0]), cclient.fair_lock(names[1]),
+                               cclient.lock(names[2])])
+        assert ml.acquire(wait=1, lease=None)  # watchdog lease
+        owner = cclient.owner()
+        for n, m in zip(names, masters):
+            assert m("HGET", n, owner) == "1"
+            assert 0 < int(m("PTTL", n)) <= 30000
+        rival = hilock.MultiLock([other.lock(n) for n in names])
+        assert rival.acquire(wait=0.3, lease=5) is False
+        assert all(m("HLEN", n) == 1 for n, m in zip(names, masters))
+        ml.release()
+        assert all(m("EXISTS", n) == 0 for n, m in zip(names, masters))
+
+        # all or nothing: one member held elsewhere -> nothing left behind
+        single = other.lock(names[1])
+        assert single.acquire(wait=0, lease=10)
+        assert ml.acquire(wait=0.3, lease=10) is False
+        assert masters[0]("EXISTS", names[0]) == 0 and masters[2]("EXISTS", names[2]) == 0
+        single.release()
+        assert rival.acquire(wait=2, lease=10)
+        rival.release()
+        assert all(m("EXISTS", n) == 0 for n, m in zip(names, masters))
+    finally:
+        other.close()
+
+
+# ---------------------------------------------------------------- sentinel
+
+class Sentinel(RedisServer):
+    def __init__(self, master_port: int) -> None:
+        self.master_port = master_port
+        super().__init__()
+
+    @property
+    def url(self) -> str:
+        raise AttributeError("a sentinel has no lock URL of its own")
+
+    def start(self) -> None:
+        conf = os.path.join(self.dir, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                    f"sentinel monitor hm 127.0.0.1 {self.master_port} 2\n"
+                    "sentinel down-after-milliseconds hm 1000\n"
+                    "sentinel failover-timeout hm 5000\n")
+        self.proc = subprocess.Popen([REDIS_SERVER, conf, "--sentinel"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=_pdeathsig)
+
+        def answers() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, "sentinel exited"
+            try:
+                return self("PING") == "PONG"
+            except (OSError, RespError):
+                return False
+        wait_for(answers, 10, "sentinel PING", step=0.02)
+
+    def replica_ready(self) -> bool:
+        """The sentinel knows the replica from the replica's own INFO: a
+        replica only listed in the master's INFO cannot be promoted yet
+        (SENTINEL FAILOVER answers NOGOODSLAVE)."""
+        rs = self("SENTINEL", "replicas", "hm")
+        if len(rs) != 1:
+            return False
+        f = dict(zip(rs[0][::2], rs[0][1::2]))
+        return (f.get("flags") == "slave" and f.get("master-link-status") == "ok"
+                and bool(f.get("runid")))
+
+    def master_port_seen(self) -> int:
+        return int(self("SENTINEL", "get-master-addr-by-name", "hm")[1])
+
+
+class SentinelSet:
+    def __init__(self) -> None:
+        self.master: Optional[RedisServer] = None
+        self.replica: Optional[RedisServer] = None
+        self.sentinels: List[Sentinel] = []
+        try:
+            self.master = RedisServer()
+            self.replica = RedisServer(extra=["--replicaof", "127.0.0.1", str(self.master.port)])
+            wait_for(lambda: info_field(self.replica, "replication",  # type: ignore[arg-type]
+                                        "master_link_status") == "up", 10, "replica linked")
+            self.sentinels = [Sentinel(self.master.port) for _ in range(3)]
+            wait_for(lambda: all(s.replica_ready() for s in self.sentinels), 15,
+                     "every sentinel has the replica's INFO (it can promote it)", step=0.05)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = "redis+sentinel://" + ",".join(f"127.0.0.1:{s.port}"
+                                                  for s in self.sentinels) + "/hm"
+
+    def stop(self) -> None:
+        for s in [*self.sentinels, self.replica, self.master]:
+            if s is not None:
+                # SIGKILL: after the failover a SIGTERMed master would wait up
+                # to shutdown-timeout (10 s) for its resyncing replica
+                s.kill9()
+                s.stop()
+
+
+@pytest.fixture(scope="module")
+def sentinel() -> Iterator[SentinelSet]:
+    s = SentinelSet()
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair_lock"])
+def test_sentinel_lock_unlock(sentinel: SentinelSet, kind: str) -> None:
+    master = sentinel.master
+    assert master is not None
+    name = uniq(f"sent-{kind}")
+    with hilock.Client(sentinel.url, connect_timeout=0.5) as c:
+        lk = getattr(c, kind)(name)
+        with lk:
+            assert master("HGET", name, c.owner()) == "1"
+            assert lk.owned() and lk.hold_count == 1
+        assert master("EXISTS", name) == 0
+        assert lk.acquire(wait=0, lease=5)
+        assert 0 < lk.ttl <= 5  # type: ignore[operator]
+        assert c.lock(name, thread_id=12345).acquire(wait=0) is False
+        with pytest.raises(hilock.NotOwnerError):
+            c.lock(name, thread_id=12345).release()
+        lk.release()
+        assert not lk.locked()
+
+
+def test_sentinel_replica_ack(sentinel: SentinelSet) -> None:
+    master, replica = sentinel.master, sentinel.replica
+    assert master is not None and replica is not None
+    name = uniq("acked")
+    with hilock.Client(sentinel.url, connect_timeout=0.5) as c:  # replica_ack on by default
+        lk = c.lock(name)
+        owner = c.owner()
+        waits = wait_calls(master)
+        for _ in range(10):
+            assert lk.acquire(wait=5, lease=10)
+            # read from the replica at once, no polling: WAIT already returned
+            assert replica("HGET", name, owner) == "1"
+            lk.release()
+            assert replica("EXISTS", name) == 0
+        assert wait_calls(master) >= waits + 20
+    with hilock.Client(sentinel.url, connect_timeout=0.5, replica_ack=False) as c:
+        waits = wait_calls(master)
+        lk = c.lock(name)
+        assert lk.acquire(wait=5, lease=10)
+        lk.release()
+        assert wait_calls(master) == waits
+
+
+def test_sentinel_failover_while_held_and_waited_on(sentinel: SentinelSet) -> None:
+    """Last sentinel test: it swaps master and replica for good."""
+    old, new = sentinel.master, sentinel.replica
+    assert old is not None and new is not None
+    name = uniq("failover")
+    a = hilock.Client(sentinel.url, connect_timeout=0.5, watchdog_lease=6.0)
+    b = hilock.Client(sentinel.url, connect_timeout=0.5)
+    try:
+        la = a.lock(name)
+        assert la.acquire(wait=0, lease=None)  # watchdog, 6 s lease renewed every 2 s
+        res: Dict[str, Any] = {}
+
+        def waiter() -> None:
+            res["tid"] = hilock.thread_id()
+            try:
+                res["ok"] = b.lock(name).acquire(wait=30, lease=5)
+            except BaseException as e:  # reported below
+                res["err"] = e
+            res["at"] = time.monotonic()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        assert sentinel.sentinels[0]("SENTINEL", "FAILOVER", "hm") == "OK"
+        wait_for(lambda: sentinel.sentinels[0].master_port_seen() == new.port, 20,
+                 "sentinel names the replica as master", step=0.05)
+        # still A's, on the new master, and A's watchdog renews it there
+        assert new("HGET", name, a.owner()) == "1"
+        floor = int(new("PTTL", name))
+        assert floor > 0
+        wait_for(lambda: int(new("PTTL", name)) > floor, 6.0 / 3 + 1.5,
+                 "a renewal on the new master")
+        assert t.is_alive() and "ok" not in res, res
+        assert la.owned() and not la.lost
+        released = time.monotonic()
+        la.release()
+        t.join(35)
+        assert "err" not in res, res.get("err")
+        assert res.get("ok") is True
+        assert res["at"] >= released
+        # B's hold lives on the new master
+        assert new("HGETALL", name) == [b.owner(res["tid"]), "1"]
+        b.lock(name, thread_id=res["tid"]).release()
+        assert new("EXISTS", name) == 0
+    finally:
+        a.close()
+        b.close()
