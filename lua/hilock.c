@@ -209,7 +209,7 @@ static lclient *check_client(lua_State *L, int idx)
 
 static const char *const option_names[] = {
     "connect_timeout", "command_timeout", "watchdog_lease", "fair_wait_window",
-    "pool_size", NULL};
+    "pool_size", "replica_ack", "replica_ack_timeout", NULL};
 
 static void read_options(lua_State *L, int idx, hilock_options *o)
 {
@@ -243,6 +243,16 @@ static void read_options(lua_State *L, int idx, hilock_options *o)
     lua_getfield(L, idx, "pool_size");
     if (!is_none_or_nil(L, top + 5))
         o->pool_size = (int)check_int(L, top + 5, 1, 1024);
+    /* replica_ack: nil = the client's default (on for sentinel and
+     * cluster), true/false = on/off */
+    lua_getfield(L, idx, "replica_ack");
+    if (!is_none_or_nil(L, top + 6)) {
+        if (lua_type(L, top + 6) != LUA_TBOOLEAN)
+            luaL_argerror(L, idx, "replica_ack must be a boolean");
+        o->replica_ack = lua_toboolean(L, top + 6) ? 1 : -1;
+    }
+    lua_getfield(L, idx, "replica_ack_timeout");
+    o->replica_ack_timeout_ms = check_seconds(L, top + 7, 0, 0);
     lua_settop(L, top);
 }
 

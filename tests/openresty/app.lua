@@ -5,11 +5,15 @@ local hilock = require "resty.hilock"
 local _M = {}
 local clients = {}
 
-local function client(watchdog_lease)
-    local key = watchdog_lease or "default"
+-- which: nil (REDIS_URL), "cluster" (CLUSTER_URL), "sentinel" (SENTINEL_URL)
+local function client(watchdog_lease, which)
+    which = which or ngx.var.arg_url
+    local key = tostring(watchdog_lease or "default") .. ":" .. tostring(which)
     local c = clients[key]
     if not c then
-        c = hilock.new { url = os.getenv("REDIS_URL"), pool_size = 256,
+        local env = which == "cluster" and "CLUSTER_URL" or which == "sentinel" and "SENTINEL_URL"
+                    or "REDIS_URL"
+        c = hilock.new { url = os.getenv(env), pool_size = 256,
                          watchdog_lease = watchdog_lease }
         clients[key] = c
     end
@@ -152,6 +156,80 @@ function _M.auth()
     ngx.say(tostring(ok), ":", tostring(err), " db=", tostring(type(db) == "string" and
             db:match(" db=(%d+)")), " held=", tostring(held), " release=", tostring(r),
             " wrong=", tostring(ok2), ":", tostring(err2 and err2:match("^[%a ]+")))
+end
+
+-- /ccount?k=K[&fair=1]: like /count on the cluster, lock "or:cl:K", counter
+-- "or:cc:{or:cl:K}" (the lock's slot, so the lock's master).
+function _M.ccount()
+    local c = client(nil, "cluster")
+    local name = "or:cl:" .. ngx.var.arg_k
+    local lk = ngx.var.arg_fair == "1" and c:fair_lock(name) or c:lock(name)
+    local key = "or:cc:{" .. name .. "}"
+    local ok, err = lk:acquire(60, 10)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    local v, gerr = c:command("GET", key)
+    if v == nil then
+        lk:release()
+        return fail(500, "get: ", gerr)
+    end
+    ngx.sleep(0.001)
+    local s, serr = c:command("SET", key, (tonumber(v) or 0) + 1)
+    local r, rerr = lk:release()
+    if not s then
+        return fail(500, "set: ", serr)
+    end
+    if not r then
+        return fail(500, "release: ", rerr)
+    end
+    ngx.say("ok")
+end
+
+-- /cwatchdog: six watchdog locks spread over the cluster's masters (lease
+-- 0.6 s) must all stay held for 1.5 s.
+function _M.cwatchdog()
+    local c = client(0.6, "cluster")
+    local locks = {}
+    for i = 1, 6 do
+        locks[i] = c:lock("or:cw:" .. i .. ":" .. ngx.var.arg_tag)
+        local ok, err = locks[i]:acquire(0)
+        if not ok then
+            return fail(500, "acquire ", i, ": ", err)
+        end
+    end
+    local t0 = now_ms()
+    while now_ms() - t0 < 1500 do
+        for i = 1, 6 do
+            local ttl = locks[i]:ttl()
+            if not locks[i]:held() or not ttl or ttl <= 0 then
+                return fail(500, "lock ", i, " not held at ", now_ms() - t0, " ms")
+            end
+        end
+        ngx.sleep(0.1)
+    end
+    local lost = 0
+    for i = 1, 6 do
+        lost = lost + (locks[i]:lost() and 1 or 0)
+        assert(locks[i]:release())
+    end
+    ngx.say("kept lost=", lost)
+end
+
+-- /sentinel?name=N: lock through the sentinel URL, tell which server (port)
+-- the lock went to, release.
+function _M.sentinel()
+    local c = client(nil, "sentinel")
+    local lk = c:lock(ngx.var.arg_name)
+    local ok, err = lk:acquire(5, 10)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    local port = c:command("CONFIG", "GET", "port")
+    local held = lk:held()
+    local r, rerr = lk:release()
+    ngx.say("acquired port=", type(port) == "table" and port[2] or tostring(port),
+            " held=", tostring(held), " release=", tostring(r or rerr))
 end
 
 -- /bench?n=N: N uncontended acquire+release pairs; says "<n> <ms>".

@@ -20,13 +20,22 @@ hl_build || { echo "openresty: build failed"; exit 1; }
 hl_start_redis --requirepass s3cret || { echo "openresty: redis failed"; exit 1; }
 REDIS_AUTH_URL="redis://:s3cret@127.0.0.1:$REDIS_PORT/3"
 hl_start_redis || { echo "openresty: redis failed"; exit 1; }
+MAIN_REDIS_PORT="$REDIS_PORT"; MAIN_REDIS_URL="$REDIS_URL"
+# Redis Cluster (3 masters) and Sentinel (1 master, 1 replica, 3 sentinels)
+# for the (j)-(m) tests; the nginx below knows all three URLs.
+ha_t0=$(date +%s)
+CLUSTER_UP=0; SENTINEL_UP=0
+hl_start_cluster && CLUSTER_UP=1
+hl_start_sentinels && SENTINEL_UP=1
+REDIS_PORT="$MAIN_REDIS_PORT"; REDIS_URL="$MAIN_REDIS_URL"
+echo "  ..    cluster up=$CLUSTER_UP, sentinels up=$SENTINEL_UP ($(( $(date +%s) - ha_t0 ))s)"
 hl_start_nginx || { echo "openresty: nginx failed"; exit 1; }
 URL="http://127.0.0.1:$NGINX_PORT"
 
 # A lock held by another process through the blocking C core (Lua 5.4
 # module): prints "held" into $1 once it has the lock.
-hold_elsewhere() { # outfile name lease_s hold_ms [fair]
-  LUA_CPATH="$HL_BUILD/lua/5.4/?.so" lua5.4 "$here/../lua/worker.lua" hold "$REDIS_URL" \
+hold_elsewhere() { # outfile name lease_s hold_ms [fair [url]]
+  LUA_CPATH="$HL_BUILD/lua/5.4/?.so" lua5.4 "$here/holder.lua" "${6:-$REDIS_URL}" \
     "$2" "$3" "$4" "${5:-}" >"$1" 2>&1 &
   HOLDER_PID=$!
   HL_PIDS+=("$HOLDER_PID")
@@ -168,6 +177,95 @@ for fair in 0 1; do
     bad "(i) could not take the lock from another process: $(cat "$HL_TMP/hold-i$fair.out")"
   fi
 done
+
+# ---- Redis Cluster: 3 masters, the driver routes by slot.
+ccli() { redis-cli -p "${CLUSTER_PORTS[0]}" -c "$@"; }
+if [ "$CLUSTER_UP" = 1 ]; then
+  # (j) 120 concurrent requests on 12 lock names (reentrant and fair) spread
+  #     over the masters, each a non-atomic GET+SET of its name's counter.
+  n=120; names=12; cfg="$HL_TMP/curl-cluster.cfg"; : >"$cfg"
+  for p in "${CLUSTER_PORTS[@]}"; do redis-cli -p "$p" FLUSHALL >/dev/null; redis-cli -p "$p" SCRIPT FLUSH >/dev/null; done
+  for i in $(seq 1 "$n"); do
+    printf 'url = "%s/ccount?k=%d&fair=%d"\noutput = "/dev/null"\n' "$URL" $((i % names)) $(( (i % names) % 2 )) >>"$cfg"
+  done
+  t0=$(ms_now)
+  codes=$(curl -sS -Z --parallel-max "$n" --max-time 60 -w '%{http_code}\n' -K "$cfg" 2>"$HL_TMP/curl-cluster.err")
+  dt=$(( $(ms_now) - t0 ))
+  good=$(grep -c '^200$' <<<"$codes")
+  total=0; exact=0
+  for k in $(seq 0 $((names - 1))); do
+    v=$(ccli GET "or:cc:{or:cl:$k}"); total=$((total + ${v:-0}))
+    [ "${v:-0}" = $(( n / names )) ] && exact=$((exact + 1))
+  done
+  masters_used=0
+  for p in "${CLUSTER_PORTS[@]}"; do
+    [ "$(redis-cli -p "$p" DBSIZE)" -gt 0 ] && masters_used=$((masters_used + 1))
+  done
+  label="(j) cluster: $n concurrent locked increments on $names names: total $total, $exact/$names counters exact, $good x HTTP 200, names on $masters_used/3 masters, ${dt} ms"
+  if [ "$good" = "$n" ] && [ "$total" = "$n" ] && [ "$exact" = "$names" ] && [ "$masters_used" = 3 ]; then
+    ok "$label"; else bad "$label"; head -5 "$HL_TMP/curl-cluster.err"; fi
+
+  # (k) a request blocked by a lock a C-core cluster client holds (30 s
+  #     lease, released after ~300 ms) wakes on its SPUBLISH, via SSUBSCRIBE.
+  for fair in 0 1; do
+    name="or:cwake:$fair:$RANDOM"; kind=""; [ "$fair" = 1 ] && kind=fair
+    if hold_elsewhere "$HL_TMP/hold-k$fair.out" "$name" 30 300 "${kind:-x}" "$CLUSTER_URL"; then
+      read -r res waited < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20&fair=$fair&url=cluster")
+      wait "$HOLDER_PID" 2>/dev/null
+      label="(k) cluster (fair=$fair): request blocked by a C-core holder (lease 30 s, released after 300 ms): $res after ${waited} ms"
+      if [ "$res" = acquired ] && [ "$waited" -ge 100 ] && [ "$waited" -lt 3000 ] &&
+         grep -q released "$HL_TMP/hold-k$fair.out"; then ok "$label"; else bad "$label"; fi
+    else
+      bad "(k) could not take the lock through the cluster: $(cat "$HL_TMP/hold-k$fair.out")"
+    fi
+  done
+
+  # (l) the watchdog renews locks on every master (one pipeline per node).
+  res=$(curl -sS --max-time 10 "$URL/cwatchdog?tag=$RANDOM")
+  label="(l) cluster watchdog, six locks over the masters, lease 0.6 s kept 1.5 s: '$res'"
+  if [ "$res" = "kept lost=0" ]; then ok "$label"; else bad "$label"; fi
+else
+  bad "(j)-(l) cluster tests skipped: the cluster did not start"
+fi
+
+# ---- Sentinel: 1 master + 1 replica + 3 sentinels.
+if [ "$SENTINEL_UP" = 1 ]; then
+  # (m) lock and unlock through the sentinel URL; the grant is acknowledged
+  #     by the replica (WAIT, on by default with sentinels).
+  redis-cli -p "$SENT_MASTER_PORT" CONFIG RESETSTAT >/dev/null
+  res=$(curl -sS --max-time 10 "$URL/sentinel?name=or:sent:$RANDOM")
+  waits=$(redis-cli -p "$SENT_MASTER_PORT" INFO commandstats | tr -d '\r' |
+    awk -F'[=,:]' '/^cmdstat_wait:/ { print $3 }')
+  label="(m) sentinel URL: '$res' (master $SENT_MASTER_PORT), WAIT calls on the master: ${waits:-0}"
+  if [ "$res" = "acquired port=$SENT_MASTER_PORT held=true release=true" ] && [ "${waits:-0}" -ge 2 ]; then
+    ok "$label"; else bad "$label"; fi
+
+  # (n) SENTINEL FAILOVER: once the sentinels name the replica, new
+  #     requests lock on it (the worker's cached master and pooled
+  #     connections to the old one answer READONLY or are re-checked).
+  sent_master_is() {
+    local p; for p in "${SENTINEL_PORTS[@]}"; do
+      local addr; addr=$(redis-cli -p "$p" SENTINEL get-master-addr-by-name hm)
+      [ "${addr##*$'\n'}" = "$1" ] || return 1
+    done
+    local role; role=$(redis-cli -p "$1" ROLE)
+    [ "${role%%$'\n'*}" = master ]
+  }
+  fo=$(redis-cli -p "${SENTINEL_PORTS[0]}" SENTINEL FAILOVER hm)
+  t0=$(ms_now)
+  if hl_wait_until 20000 sent_master_is "$SENT_REPLICA_PORT"; then
+    dt=$(( $(ms_now) - t0 ))
+    res1=$(curl -sS --max-time 10 "$URL/sentinel?name=or:sent:$RANDOM")
+    res2=$(curl -sS --max-time 10 "$URL/sentinel?name=or:sent:$RANDOM")
+    label="(n) after SENTINEL FAILOVER ($fo, switched in ${dt} ms): '$res1' / '$res2' (new master $SENT_REPLICA_PORT)"
+    want="acquired port=$SENT_REPLICA_PORT held=true release=true"
+    if [ "$res1" = "$want" ] && [ "$res2" = "$want" ]; then ok "$label"; else bad "$label"; fi
+  else
+    bad "(n) the sentinels did not switch to $SENT_REPLICA_PORT after SENTINEL FAILOVER ($fo)"
+  fi
+else
+  bad "(m)-(n) sentinel tests skipped: the sentinels did not start"
+fi
 
 # (f) nothing alarming in nginx's error log.
 if grep -E '\[(error|alert|crit|emerg)\]' "$NGINX_TMP/error.log" >/dev/null; then
