@@ -13,7 +13,21 @@ bin="$build/bench/cluster/cluster_bench"
 tmp="$(mktemp -d)"; pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+# a free port whose cluster bus port (port + 10000) is free too
+port() { python3 -c '
+import random, socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+while True:
+    p = random.randint(10000, 21999)
+    if free(p) and free(p + 10000):
+        print(p); break'; }
 start() { # dir port extra...
   local d="$tmp/$1"; shift; local p="$1"; shift; mkdir -p "$d"
   redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$d" --logfile redis.log "$@" &

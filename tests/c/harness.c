@@ -65,6 +65,21 @@ int th_free_port(void)
     return port;
 }
 
+int th_port_is_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
 static void th_stop_all(void)
 {
     for (int i = 0; i < TH_MAX_SERVERS; i++)
@@ -220,6 +235,10 @@ int th_redis_start(th_redis *r, const char *extra)
     }
     for (int attempt = 0; attempt < 5; attempt++) {
         r->port = th_free_port();
+        /* a cluster node also listens on its bus port, port + 10000 */
+        if (strstr(r->extra, "--cluster-enabled yes"))
+            while (r->port > 55535 || !th_port_is_free(r->port + 10000))
+                r->port = th_free_port();
         snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
         if (th_spawn(r) == 0) {
             th_track(r, 1);

@@ -37,6 +37,8 @@ redisContext *th_redis_connect(const th_redis *r);
 long long th_redis_int(const th_redis *r, const char *fmt, ...);
 /* A free loopback TCP port (nothing listening at the moment of the call). */
 int th_free_port(void);
+/* 1 when nothing listens on the loopback port right now. */
+int th_port_is_free(int port);
 /* Monotonic milliseconds. */
 int64_t th_now_ms(void);
 /* Sleep ms milliseconds. */

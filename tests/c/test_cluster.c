@@ -136,6 +136,8 @@ static hilock_client *open_client(int64_t watchdog_ms)
     hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
     if (watchdog_ms)
         o.watchdog_lease_ms = watchdog_ms;
+    /* a loaded 2-core machine can take over a second to ack a write */
+    o.replica_ack_timeout_ms = 5000;
     hilock_client *c = NULL;
     char err[256];
     if (hilock_client_open(&c, url, &o, err, sizeof err) != 0)

@@ -109,7 +109,20 @@ static int sentinels_see_replica(void *arg)
         if (!c)
             return 0;
         redisReply *r = redisCommand(c, "SENTINEL replicas hm");
-        int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+        /* listed is not enough: SENTINEL FAILOVER answers NOGOODSLAVE until
+         * the sentinel has read the replica's own INFO (flags "slave", link
+         * to the master "ok") */
+        int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+                 r->element[0]->type == REDIS_REPLY_ARRAY;
+        int flags_ok = 0, link_ok = 0;
+        for (size_t k = 0; ok && k + 1 < r->element[0]->elements; k += 2) {
+            const char *f = r->element[0]->element[k]->str, *v = r->element[0]->element[k + 1]->str;
+            if (!strcmp(f, "flags"))
+                flags_ok = !strcmp(v, "slave");
+            else if (!strcmp(f, "master-link-status"))
+                link_ok = !strcmp(v, "ok");
+        }
+        ok = ok && flags_ok && link_ok;
         if (r)
             freeReplyObject(r);
         redisFree(c);
@@ -168,6 +181,8 @@ static hilock_client *open_client(const char *u, int64_t watchdog_ms)
     hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
     if (watchdog_ms)
         o.watchdog_lease_ms = watchdog_ms;
+    /* a loaded 2-core machine can take over a second to ack a write */
+    o.replica_ack_timeout_ms = 5000;
     o.connect_timeout_ms = 500;
     hilock_client *c = NULL;
     char err[256];
