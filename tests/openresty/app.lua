@@ -216,6 +216,28 @@ function _M.cwatchdog()
     ngx.say("kept lost=", lost)
 end
 
+-- /mhold?name=N: hold N on the cluster with a watchdog lease of 3 s until
+-- the key "or:stop:{N}" appears (at most 20 s), then release.
+function _M.mhold()
+    local c = client(3, "cluster")
+    local name = ngx.var.arg_name
+    local lk = c:lock(name)
+    local ok, err = lk:acquire(0)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    local t0 = now_ms()
+    while now_ms() - t0 < 20000 do
+        if c:command("GET", "or:stop:{" .. name .. "}") then -- nil reply: false
+            break
+        end
+        ngx.sleep(0.02)
+    end
+    local lost = lk:lost()
+    local r, rerr = lk:release()
+    ngx.say("released=", tostring(r or rerr), " lost=", tostring(lost))
+end
+
 -- /sentinel?name=N: lock through the sentinel URL, tell which server (port)
 -- the lock went to, release.
 function _M.sentinel()

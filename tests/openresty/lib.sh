@@ -85,7 +85,7 @@ hl_start_cluster() {
       HL_PIDS+=("$pid")
       if hl_wait_until 10000 _hl_pong "$p" "$pid"; then up=1; break; fi
       kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-      tail -3 "$dir/redis.log" >&2; rm -f "$dir/nodes.conf"
+      rm -f "$dir/nodes.conf"
     done
     [ "$up" = 1 ] || return 1
     CLUSTER_PORTS+=("$p")

@@ -224,8 +224,59 @@ if [ "$CLUSTER_UP" = 1 ]; then
   res=$(curl -sS --max-time 10 "$URL/cwatchdog?tag=$RANDOM")
   label="(l) cluster watchdog, six locks over the masters, lease 0.6 s kept 1.5 s: '$res'"
   if [ "$res" = "kept lost=0" ]; then ok "$label"; else bad "$label"; fi
+
+  # (o) the slot of a lock held by a request (watchdog) and waited on by
+  #     another moves to another master (MIGRATING/IMPORTING, MIGRATE,
+  #     SETSLOT NODE): newcomers are still excluded at each step (plain,
+  #     ASK, MOVED), the holder's watchdog renews it on the new master, the
+  #     waiter's shard subscription follows the slot (the old master ends it)
+  #     and the waiter wakes on the unlock.
+  slot_owner() { # slot -> port of the master serving it
+    redis-cli -p "${CLUSTER_PORTS[0]}" CLUSTER NODES | awk -v s="$1" '
+      $3 ~ /master/ { for (i = 9; i <= NF; i++) { n = split($i, r, "-"); if (n == 1) r[2] = r[1]
+        if ($i !~ /^\[/ && s + 0 >= r[1] + 0 && s + 0 <= r[2] + 0) { split($2, a, "[:@]"); print a[2] } } }'
+  }
+  shard_subs() { # port channel -> subscribers
+    local out; out=$(redis-cli -p "$1" PUBSUB SHARDNUMSUB "$2"); echo "${out##*$'\n'}"
+  }
+  has_sub() { [ "$(shard_subs "$1" "$2")" = 1 ]; }
+  pttl_above() { [ "$(redis-cli -p "$1" PTTL "$2")" -gt "$3" ]; }
+  name="or:mig:$RANDOM"; ch="redisson_lock__channel:{$name}"
+  slot=$(redis-cli -p "${CLUSTER_PORTS[0]}" CLUSTER KEYSLOT "$name")
+  from=$(slot_owner "$slot"); to=""
+  for p in "${CLUSTER_PORTS[@]}"; do [ "$p" != "$from" ] && [ -z "$to" ] && to=$p; done
+  curl -sS --max-time 40 "$URL/mhold?name=$name" >"$HL_TMP/mhold.out" &
+  HOLDREQ=$!
+  hl_wait_until 5000 bash -c "[ \"\$(redis-cli -p $from EXISTS '$name')\" = 1 ]"
+  curl -sS --max-time 40 "$URL/wait?name=$name&wait=30&url=cluster" >"$HL_TMP/mwait.out" &
+  WAITER=$!
+  steps=""
+  if hl_wait_until 5000 has_sub "$from" "$ch"; then
+    id_from=$(redis-cli -p "$from" CLUSTER MYID); id_to=$(redis-cli -p "$to" CLUSTER MYID)
+    redis-cli -p "$to" CLUSTER SETSLOT "$slot" IMPORTING "$id_from" >/dev/null
+    redis-cli -p "$from" CLUSTER SETSLOT "$slot" MIGRATING "$id_to" >/dev/null
+    steps="migrating:$(curl -sS --max-time 10 "$URL/try?name=$name&url=cluster" | cut -d' ' -f1)"
+    mig=$(redis-cli -p "$from" MIGRATE 127.0.0.1 "$to" "$name" 0 5000)
+    steps="$steps migrate=$mig ask:$(curl -sS --max-time 10 "$URL/try?name=$name&url=cluster" | cut -d' ' -f1)"
+    for p in "${CLUSTER_PORTS[@]}"; do redis-cli -p "$p" CLUSTER SETSLOT "$slot" NODE "$id_to" >/dev/null; done
+    steps="$steps moved:$(curl -sS --max-time 10 "$URL/try?name=$name&url=cluster" | cut -d' ' -f1)"
+    floor=$(redis-cli -p "$to" PTTL "$name")
+    hl_wait_until 4000 pttl_above "$to" "$name" "$floor" && steps="$steps renewed-on-new" || steps="$steps NOT-renewed"
+    hl_wait_until 5000 has_sub "$to" "$ch" && steps="$steps resubscribed" || steps="$steps NOT-resubscribed"
+    steps="$steps old-subs=$(shard_subs "$from" "$ch")"
+  fi
+  t_stop=$(ms_now)
+  redis-cli -p "${CLUSTER_PORTS[0]}" -c SET "or:stop:{$name}" 1 >/dev/null
+  wait "$WAITER"; woke=$(( $(ms_now) - t_stop ))
+  wait "$HOLDREQ"
+  read -r res waited <"$HL_TMP/mwait.out"
+  held=$(cat "$HL_TMP/mhold.out")
+  label="(o) slot $slot moved $from -> $to while held+waited: $steps; holder '$held'; waiter $res ${woke} ms after the release signal"
+  if [ "$steps" = "migrating:timeout migrate=OK ask:timeout moved:timeout renewed-on-new resubscribed old-subs=0" ] &&
+     [ "$held" = "released=true lost=false" ] && [ "$res" = acquired ] && [ "$woke" -lt 2000 ]; then
+    ok "$label"; else bad "$label"; fi
 else
-  bad "(j)-(l) cluster tests skipped: the cluster did not start"
+  bad "(j)-(o) cluster tests skipped: the cluster did not start"
 fi
 
 # ---- Sentinel: 1 master + 1 replica + 3 sentinels.
