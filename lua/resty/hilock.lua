@@ -13,6 +13,14 @@
 -- reply and runs the acquire state machine; this file only moves bytes and
 -- sleeps. The blocking C client (hilock.connect) is never used here.
 --
+-- URLs: redis://..., redis+cluster://h1:p1,h2:p2 (slot map from CLUSTER
+-- SLOTS, cached per worker; MOVED/ASK followed; SSUBSCRIBE on the slot's
+-- master; scripts publish with SPUBLISH; watchdog pipelines per master) and
+-- redis+sentinel://s1:p1,s2:p2/master[/db] (master asked of the sentinels,
+-- checked with ROLE, cached 1 s per worker; READONLY/MASTERDOWN: ask again
+-- and retry once). Replica acknowledgement (WAIT 1 <timeout> after acquire
+-- and release) is on by default for cluster and sentinel clients.
+--
 -- Owner identity: "<client-uuid>:<thread-id>" with thread-id = worker pid *
 -- 2^20 + a per-worker request counter, assigned on first use in a request
 -- (kept in ngx.ctx), so two requests of one worker never share a hold.
@@ -762,7 +770,6 @@ local function renew_on(self, node, keys, entries, retry)
         end
         if redirect_of(self, r) then
             retry[#retry + 1] = i
-            retry[keys[i]] = entries[i]
         else
             local alive = proto.decode_int(r)
             -- only if the entry is still the one we renewed (not released
