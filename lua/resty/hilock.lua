@@ -478,9 +478,65 @@ local function cluster_node(self, slot)
     return self.nodes[n.key] or node_of(self, n.host, n.port)
 end
 
+-- The worker's sentinel watcher (one ngx.timer per sentinel URL): listens
+-- to "+switch-master" on the first sentinel that answers and points the
+-- master cache at the new master as soon as a failover ends, so that no
+-- request goes on writing to a demoted master that does not know it yet.
+local watchers = {} -- client.pool -> true while a watcher runs
+
+local function sentinel_watch(premature, self, key)
+    local sub = proto.command("SUBSCRIBE", "+switch-master")
+    local prefix = self.master_name .. " "
+    while not premature and not ngx.worker.exiting() do
+        local listened = false
+        for _, sd in ipairs(self.seeds) do
+            if ngx.worker.exiting() then
+                break
+            end
+            local sock = tcp()
+            sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
+                             self.command_timeout_ms)
+            if sock:connect(sd.host, sd.port) and sock:send(sub) then
+                local rd = proto.reader()
+                masters[key] = nil -- a switch may have been missed meanwhile
+                while not ngx.worker.exiting() do
+                    sock:settimeout(LISTEN_POLL_MS)
+                    local r, err = read_reply(sock, rd)
+                    if r then
+                        listened = true
+                        local v = r:value()
+                        local msg = type(v) == "table" and v[1] == "message" and v[3]
+                        if type(msg) == "string" and msg:sub(1, #prefix) == prefix then
+                            -- "<name> <old-ip> <old-port> <new-ip> <new-port>"
+                            local host, port = msg:match(" (%S+) (%d+)$")
+                            if host then
+                                masters[key] = { node = node_of(self, host, tonumber(port)),
+                                                 at = now_ms() }
+                            else
+                                masters[key] = nil
+                            end
+                        end
+                    elseif err ~= "connection: timeout" then
+                        break
+                    end
+                end
+            end
+            sock:close()
+        end
+        if not listened and not ngx.worker.exiting() then
+            ngx_sleep(1) -- no sentinel answers: the cache (1 s) still limits staleness
+        end
+    end
+    watchers[key] = nil
+end
+
 -- Ask the sentinels for the master; check it with ROLE.
 local function sentinel_master(self, force)
-    local e = masters[self.pool]
+    local key = self.pool
+    if not watchers[key] and timer_at(0, sentinel_watch, self, key) then
+        watchers[key] = true
+    end
+    local e = masters[key]
     if e and not force and now_ms() - e.at < MASTER_CACHE_MS then
         return e.node
     end

@@ -216,10 +216,11 @@ function _M.cwatchdog()
     ngx.say("kept lost=", lost)
 end
 
--- /mhold?name=N: hold N on the cluster with a watchdog lease of 3 s until
--- the key "or:stop:{N}" appears (at most 20 s), then release.
+-- /mhold?name=N[&url=sentinel]: hold N (cluster by default) with a
+-- watchdog lease of 3 s until the key "or:stop:{N}" appears (at most 20 s),
+-- then release.
 function _M.mhold()
-    local c = client(3, "cluster")
+    local c = client(3, ngx.var.arg_url or "cluster")
     local name = ngx.var.arg_name
     local lk = c:lock(name)
     local ok, err = lk:acquire(0)

@@ -291,9 +291,12 @@ if [ "$SENTINEL_UP" = 1 ]; then
   if [ "$res" = "acquired port=$SENT_MASTER_PORT held=true release=true" ] && [ "${waits:-0}" -ge 2 ]; then
     ok "$label"; else bad "$label"; fi
 
-  # (n) SENTINEL FAILOVER: once the sentinels name the replica, new
-  #     requests lock on it (the worker's cached master and pooled
-  #     connections to the old one answer READONLY or are re-checked).
+  # (n) SENTINEL FAILOVER while a request holds a lock (watchdog, 3 s
+  #     lease) and another waits for it: once the sentinels name the
+  #     replica, new requests lock on it (the worker's cached master and
+  #     pooled connections to the old one answer READONLY or are re-checked);
+  #     the holder's renewals follow (never lost), the waiter's listener moves
+  #     to the new master and the waiter wakes on the unlock there.
   sent_master_is() {
     local p; for p in "${SENTINEL_PORTS[@]}"; do
       local addr; addr=$(redis-cli -p "$p" SENTINEL get-master-addr-by-name hm)
@@ -302,17 +305,38 @@ if [ "$SENTINEL_UP" = 1 ]; then
     local role; role=$(redis-cli -p "$1" ROLE)
     [ "${role%%$'\n'*}" = master ]
   }
+  subscribed_on() { # port channel
+    local out; out=$(redis-cli -p "$1" PUBSUB NUMSUB "$2"); [ "${out##*$'\n'}" = 1 ]
+  }
+  name="or:sfo:$RANDOM"; ch="redisson_lock__channel:{$name}"
+  curl -sS --max-time 40 "$URL/mhold?name=$name&url=sentinel" >"$HL_TMP/shold.out" &
+  HOLDREQ=$!
+  hl_wait_until 5000 bash -c "[ \"\$(redis-cli -p $SENT_MASTER_PORT EXISTS '$name')\" = 1 ]"
+  curl -sS --max-time 40 "$URL/wait?name=$name&wait=30&url=sentinel" >"$HL_TMP/swait.out" &
+  WAITER=$!
+  hl_wait_until 5000 subscribed_on "$SENT_MASTER_PORT" "$ch" && before=subscribed || before=NOT-subscribed
   fo=$(redis-cli -p "${SENTINEL_PORTS[0]}" SENTINEL FAILOVER hm)
   t0=$(ms_now)
   if hl_wait_until 20000 sent_master_is "$SENT_REPLICA_PORT"; then
     dt=$(( $(ms_now) - t0 ))
     res1=$(curl -sS --max-time 10 "$URL/sentinel?name=or:sent:$RANDOM")
     res2=$(curl -sS --max-time 10 "$URL/sentinel?name=or:sent:$RANDOM")
-    label="(n) after SENTINEL FAILOVER ($fo, switched in ${dt} ms): '$res1' / '$res2' (new master $SENT_REPLICA_PORT)"
+    hl_wait_until 5000 subscribed_on "$SENT_REPLICA_PORT" "$ch" && after=resubscribed || after=NOT-resubscribed
+    t_stop=$(ms_now)
+    redis-cli -p "$SENT_REPLICA_PORT" SET "or:stop:{$name}" 1 >/dev/null
+    wait "$WAITER"; woke=$(( $(ms_now) - t_stop ))
+    wait "$HOLDREQ"
+    read -r res waited <"$HL_TMP/swait.out"
+    held=$(cat "$HL_TMP/shold.out")
+    label="(n) SENTINEL FAILOVER ($fo, switched in ${dt} ms): new requests '$res1' / '$res2' (new master $SENT_REPLICA_PORT); holder '$held'; waiter $before/$after, $res ${woke} ms after the release signal"
     want="acquired port=$SENT_REPLICA_PORT held=true release=true"
-    if [ "$res1" = "$want" ] && [ "$res2" = "$want" ]; then ok "$label"; else bad "$label"; fi
+    if [ "$res1" = "$want" ] && [ "$res2" = "$want" ] && [ "$held" = "released=true lost=false" ] &&
+       [ "$before/$after" = subscribed/resubscribed ] && [ "$res" = acquired ] && [ "$woke" -lt 2000 ]; then
+      ok "$label"; else bad "$label"; fi
   else
     bad "(n) the sentinels did not switch to $SENT_REPLICA_PORT after SENTINEL FAILOVER ($fo)"
+    redis-cli -p "$SENT_MASTER_PORT" SET "or:stop:{$name}" 1 >/dev/null
+    wait "$WAITER" "$HOLDREQ"
   fi
 else
   bad "(m)-(n) sentinel tests skipped: the sentinels did not start"
