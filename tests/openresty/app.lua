@@ -239,6 +239,22 @@ function _M.mhold()
     ngx.say("released=", tostring(r or rerr), " lost=", tostring(lost))
 end
 
+-- /noack?name=N: one try through the sentinel URL with a 0.2 s replica
+-- acknowledgement timeout, while the harness keeps the replica stopped: the
+-- grant is given back and reported.
+function _M.noack()
+    local c = clients.noack
+    if not c then
+        c = hilock.new { url = os.getenv("SENTINEL_URL"), replica_ack_timeout = 0.2 }
+        clients.noack = c
+    end
+    local lk = c:lock(ngx.var.arg_name)
+    local ok, err = lk:acquire(0, 10)
+    ngx.say(tostring(ok), " ", tostring(err and err:match("^%a+")),
+            " again=", tostring(err ~= nil and err:find("released again", 1, true) ~= nil),
+            " locked=", tostring(lk:locked()))
+end
+
 -- /sentinel?name=N: lock through the sentinel URL, tell which server (port)
 -- the lock went to, release.
 function _M.sentinel()

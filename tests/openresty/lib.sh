@@ -105,13 +105,14 @@ _hl_sentinels_ready() {
 }
 
 # 1 master + 1 replica + 3 sentinels (master name "hm"):
-# -> SENT_MASTER_PORT, SENT_REPLICA_PORT, SENTINEL_PORTS, SENTINEL_URL.
+# -> SENT_MASTER_PORT, SENT_REPLICA_PORT, SENT_REPLICA_PID, SENTINEL_PORTS,
+#    SENTINEL_URL.
 hl_start_sentinels() {
   local i dir
   hl_start_redis || return 1
   SENT_MASTER_PORT="$REDIS_PORT"
   hl_start_redis --replicaof 127.0.0.1 "$SENT_MASTER_PORT" || return 1
-  SENT_REPLICA_PORT="$REDIS_PORT"
+  SENT_REPLICA_PORT="$REDIS_PORT"; SENT_REPLICA_PID="$REDIS_PID"
   hl_wait_until 10000 bash -c "redis-cli -p $SENT_REPLICA_PORT INFO replication | grep -q master_link_status:up" ||
     { hl_log "replica not in sync"; return 1; }
   SENTINEL_PORTS=()

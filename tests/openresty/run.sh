@@ -291,6 +291,15 @@ if [ "$SENTINEL_UP" = 1 ]; then
   if [ "$res" = "acquired port=$SENT_MASTER_PORT held=true release=true" ] && [ "${waits:-0}" -ge 2 ]; then
     ok "$label"; else bad "$label"; fi
 
+  # (p) the replica is stopped (SIGSTOP) for a moment: a grant it cannot
+  #     acknowledge (WAIT 1 200) is given back and reported to the caller.
+  kill -STOP "$SENT_REPLICA_PID"
+  res=$(curl -sS --max-time 10 "$URL/noack?name=or:noack:$RANDOM")
+  kill -CONT "$SENT_REPLICA_PID"
+  label="(p) replica stopped: one try through the sentinel URL: '$res'"
+  if [ "$res" = "nil connection again=true locked=false" ]; then ok "$label"; else bad "$label"; fi
+  hl_wait_until 10000 bash -c "redis-cli -p $SENT_MASTER_PORT INFO replication | grep -q 'slave0:.*state=online'"
+
   # (n) SENTINEL FAILOVER while a request holds a lock (watchdog, 3 s
   #     lease) and another waits for it: once the sentinels name the
   #     replica, new requests lock on it (the worker's cached master and
