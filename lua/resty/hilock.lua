@@ -855,8 +855,15 @@ renew_tick = function(premature, self)
     if premature or not next(self.wd) then
         return
     end
-    local groups, order = {}, {}
+    -- snapshot first: finding a master may yield (sentinel, slot map), and
+    -- other requests change self.wd meanwhile
+    local ks, es = {}, {}
     for k, e in pairs(self.wd) do
+        ks[#ks + 1], es[#es + 1] = k, e
+    end
+    local groups, order = {}, {}
+    for j = 1, #ks do
+        local k, e = ks[j], es[j]
         local node = master_node(self, e.slot)
         if node then
             local g = groups[node]
