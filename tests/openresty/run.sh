@@ -240,7 +240,11 @@ if [ "$CLUSTER_UP" = 1 ]; then
     local out; out=$(redis-cli -p "$1" PUBSUB SHARDNUMSUB "$2"); echo "${out##*$'\n'}"
   }
   has_sub() { [ "$(shard_subs "$1" "$2")" = 1 ]; }
-  pttl_above() { [ "$(redis-cli -p "$1" PTTL "$2")" -gt "$3" ]; }
+  pttl_rose() { # port key: PTTL went up since the previous call (a renewal)
+    local cur; cur=$(redis-cli -p "$1" PTTL "$2")
+    if [ "$cur" -gt "$LAST_PTTL" ]; then return 0; fi
+    LAST_PTTL=$cur; return 1
+  }
   name="or:mig:$RANDOM"; ch="redisson_lock__channel:{$name}"
   slot=$(redis-cli -p "${CLUSTER_PORTS[0]}" CLUSTER KEYSLOT "$name")
   from=$(slot_owner "$slot"); to=""
@@ -260,8 +264,8 @@ if [ "$CLUSTER_UP" = 1 ]; then
     steps="$steps migrate=$mig ask:$(curl -sS --max-time 10 "$URL/try?name=$name&url=cluster" | cut -d' ' -f1)"
     for p in "${CLUSTER_PORTS[@]}"; do redis-cli -p "$p" CLUSTER SETSLOT "$slot" NODE "$id_to" >/dev/null; done
     steps="$steps moved:$(curl -sS --max-time 10 "$URL/try?name=$name&url=cluster" | cut -d' ' -f1)"
-    floor=$(redis-cli -p "$to" PTTL "$name")
-    hl_wait_until 4000 pttl_above "$to" "$name" "$floor" && steps="$steps renewed-on-new" || steps="$steps NOT-renewed"
+    LAST_PTTL=$(redis-cli -p "$to" PTTL "$name")
+    hl_wait_until 4000 pttl_rose "$to" "$name" && steps="$steps renewed-on-new" || steps="$steps NOT-renewed"
     hl_wait_until 5000 has_sub "$to" "$ch" && steps="$steps resubscribed" || steps="$steps NOT-resubscribed"
     steps="$steps old-subs=$(shard_subs "$from" "$ch")"
   fi
