@@ -233,7 +233,7 @@ local known_options = {
 
 local MASTER_CACHE_MS = 1000   -- sentinel: how long a looked-up master is trusted
 local ROLE_CACHE_MS = 2000     -- replica acknowledgement: replica count cache
-local MAX_HOPS = 6             -- cluster redirections followed per command
+local MAX_HOPS = 16            -- cluster redirections followed per command
 
 -- The data nodes a client talks to: one table per host:port (per
 -- credentials), carrying its cosocket pool name.
@@ -664,8 +664,8 @@ end
 -- MASTERDOWN asks for the master again and tries once more. Returns the
 -- reply (which may be another error) or nil, err; st keeps the connection.
 local function exec(self, slot, bytes, st)
-    local asking, demoted
-    for _ = 1, MAX_HOPS do
+    local asking, demoted, reconnected
+    for hop = 1, MAX_HOPS do
         local node, err = asking, nil
         if not node then
             node, err = master_node(self, slot)
@@ -680,7 +680,15 @@ local function exec(self, slot, bytes, st)
             st.sock, err = connect(self, node)
             if not st.sock then
                 invalidate(self)
-                return nil, err
+                if reconnected or self.mode == "single" then
+                    return nil, err
+                end
+                -- nothing was sent: safe to look for the master again once
+                -- (it may have just failed over or the slot moved)
+                reconnected = true
+                asking = nil
+                ngx_sleep(0.05)
+                goto continue
             end
             st.rd, st.node = get_reader(), node
         end
@@ -706,6 +714,11 @@ local function exec(self, slot, bytes, st)
         asking = nil
         if red == "MOVED" then
             moved(self, slot, host, port)
+            if hop > 2 then
+                -- nodes disagree for a moment while a slot changes hands
+                -- (one already says "there", the other still "here")
+                ngx_sleep(0.025)
+            end
         elseif red == "ASK" then
             asking = node_of(self, host, port)
         elseif red == "demoted" then
@@ -721,6 +734,7 @@ local function exec(self, slot, bytes, st)
         else -- tryagain
             ngx_sleep(0.05)
         end
+        ::continue::
     end
     return nil, "connection: too many cluster redirections"
 end
