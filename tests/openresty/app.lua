@@ -255,6 +255,22 @@ function _M.noack()
             " locked=", tostring(lk:locked()))
 end
 
+-- /urls: URL forms hilock.new accepts and rejects (bad ones raise).
+function _M.urls()
+    local out = {}
+    for _, u in ipairs { "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+                         "redis+cluster://:pw@h1,h2:7001/",
+                         "redis+sentinel://s1:26379,s2/mymaster",
+                         "redis+sentinel://u:pw@s1/mymaster/3",
+                         "redis+cluster://h1:7000/3", "redis+sentinel://s1:26379",
+                         "redis+sentinel://s1:26379/", "redis+foo://h1", "redis+cluster://,h2" } do
+        local ok, c = pcall(hilock.new, { url = u })
+        out[#out + 1] = ok and (c.mode .. ":" .. #c.seeds .. ":" .. tostring(c.master_name)
+                                .. ":" .. c.db .. ":" .. tostring(c.replica_ack)) or "error"
+    end
+    ngx.say(table.concat(out, " "))
+end
+
 -- /sentinel?name=N: lock through the sentinel URL, tell which server (port)
 -- the lock went to, release.
 function _M.sentinel()

@@ -178,6 +178,12 @@ for fair in 0 1; do
   fi
 done
 
+# (q) cluster and sentinel URL forms; malformed ones raise.
+res=$(curl -sS --max-time 10 "$URL/urls")
+want="cluster:2:nil:0:true cluster:2:nil:0:true sentinel:2:mymaster:0:true sentinel:1:mymaster:3:true error error error error error"
+label="(q) cluster/sentinel URLs: '$res'"
+if [ "$res" = "$want" ]; then ok "$label"; else bad "$label (want '$want')"; fi
+
 # ---- Redis Cluster: 3 masters, the driver routes by slot.
 ccli() { redis-cli -p "${CLUSTER_PORTS[0]}" -c "$@"; }
 if [ "$CLUSTER_UP" = 1 ]; then
