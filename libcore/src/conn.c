@@ -790,22 +790,52 @@ static int redirection(const redisReply *r, char *host, size_t hostlen, int *por
     return *port > 0 ? kind : 0;
 }
 
-/* WAIT for one replica after a write on ctx; see hl_exec_acked. Returns 0
- * or -1 on an I/O error. */
-static int wait_replica(hilock_client *c, redisContext *ctx, int *acked)
+#define HL_REPLICAS_TTL_MS 2000
+
+/* Connected replicas of the server behind ctx (ROLE); -1 on I/O error. */
+static int count_replicas(redisContext *ctx)
 {
+    redisReply *r = redisCommand(ctx, "ROLE");
+    if (!r)
+        return -1;
+    int n = r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+                    r->element[2]->type == REDIS_REPLY_ARRAY
+                ? (int)r->element[2]->elements
+                : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* WAIT for one replica after a write on ctx; see hl_exec_acked. A master
+ * without replicas is not asked (WAIT would block for the whole timeout):
+ * the replica count is read with ROLE and kept for HL_REPLICAS_TTL_MS.
+ * Returns 0, or -1 on an I/O error. */
+static int wait_replica(hilock_client *c, hl_node *n, redisContext *ctx, int *acked)
+{
+    int64_t now = hl_now_mono_ms();
+    int64_t seen = __atomic_load_n(&n->replicas_seen_at, __ATOMIC_ACQUIRE);
+    int replicas = __atomic_load_n(&n->replicas, __ATOMIC_ACQUIRE);
+    if (seen == 0 || now - seen > HL_REPLICAS_TTL_MS) {
+        if ((replicas = count_replicas(ctx)) < 0)
+            return -1;
+        __atomic_store_n(&n->replicas, replicas, __ATOMIC_RELEASE);
+        __atomic_store_n(&n->replicas_seen_at, now, __ATOMIC_RELEASE);
+    }
+    if (replicas == 0) {
+        *acked = 1; /* nothing to replicate to */
+        return 0;
+    }
     redisReply *r = redisCommand(ctx, "WAIT 1 %lld", (long long)c->opts.replica_ack_timeout_ms);
     if (!r)
         return -1;
     int ok = r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
     freeReplyObject(r);
-    if (!ok) { /* nobody acknowledged: is there any replica at all? */
-        r = redisCommand(ctx, "ROLE");
-        if (!r)
+    if (!ok) { /* nobody acknowledged: are there still replicas at all? */
+        if ((replicas = count_replicas(ctx)) < 0)
             return -1;
-        ok = !(r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-               r->element[2]->type == REDIS_REPLY_ARRAY && r->element[2]->elements > 0);
-        freeReplyObject(r);
+        __atomic_store_n(&n->replicas, replicas, __ATOMIC_RELEASE);
+        __atomic_store_n(&n->replicas_seen_at, hl_now_mono_ms(), __ATOMIC_RELEASE);
+        ok = replicas == 0;
     }
     *acked = ok;
     return 0;
@@ -945,7 +975,7 @@ int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t tim
             return HILOCK_ECONN;
         }
         if (acked && c->replica_ack && r->type != REDIS_REPLY_ERROR &&
-            wait_replica(c, ctx, acked) != 0) {
+            wait_replica(c, target, ctx, acked) != 0) {
             *acked = 0;
             pool_put(target, ctx, 1, gen);
             *reply = r;
@@ -1083,6 +1113,7 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
 void hl_master_switched(hilock_client *c)
 {
     __atomic_add_fetch(&c->master_gen, 1, __ATOMIC_ACQ_REL);
+    __atomic_store_n(&c->nodes[0]->replicas_seen_at, 0, __ATOMIC_RELEASE);
     hl_pool *p = &c->nodes[0]->pool;
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < p->nidle; i++)

@@ -209,6 +209,8 @@ typedef struct hl_node {
     int port;
     hl_pool pool;
     hl_pubsub ps;
+    int replicas;             /* connected replicas, from ROLE (atomic) */
+    int64_t replicas_seen_at; /* monotonic ms of that reading, 0 = never (atomic) */
 } hl_node;
 
 /* The node for a key (cluster: by its hash slot), never NULL. */

@@ -297,6 +297,30 @@ static void t_replica_ack_failure(void)
     hilock_client_close(c);
 }
 
+/* Acknowledgement on, but the server has no replica: no WAIT is sent (it
+ * would block for the whole timeout on every acquire and release). */
+static void t_replica_ack_no_replicas(void)
+{
+    th_redis lone;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&lone, NULL), 0);
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.replica_ack = 1;
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, lone.url, &o, NULL, 0), 0);
+    hilock_lock *l = NULL;
+    hilock_lock_new(&l, c, "lonely");
+    for (int i = 0; i < 20; i++) {
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    }
+    CU_ASSERT_EQUAL(stat_calls(&lone, "wait"), 0);
+    CU_ASSERT(stat_calls(&lone, "role") >= 1);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_redis_stop(&lone);
+}
+
 typedef struct {
     hilock_lock *lock;
     int rc;
@@ -411,6 +435,7 @@ int main(void)
     CU_add_test(s, "sentinel URLs and master discovery", t_urls);
     CU_add_test(s, "replica acknowledgement (WAIT) on acquire", t_replica_ack);
     CU_add_test(s, "no acknowledgement: acquire fails, nothing left", t_replica_ack_failure);
+    CU_add_test(s, "acknowledgement on, no replicas: no WAIT", t_replica_ack_no_replicas);
     CU_add_test(s, "failover while held and waited on", t_failover);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
