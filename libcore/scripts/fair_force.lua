@@ -6,20 +6,7 @@ local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key is not a lock')
 end
-local clock = redis.call('time')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local due = tonumber(redis.call('zscore', KEYS[3], head))
-    if due and due > now then
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-end
+-- #include fair_evict.lua
 local deleted = redis.call('del', KEYS[1])
 local head = redis.call('lindex', KEYS[2], 0)
 if head then

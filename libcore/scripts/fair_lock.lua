@@ -5,23 +5,8 @@
 -- Deadlines are epoch ms of the server clock.
 -- Returns {1, hold count} when taken or re-entered; {0, ms} otherwise, where
 -- ms is how long this waiter can expect to wait before its next try.
-local clock = redis.call('time')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+-- #include fair_evict.lua
 local window = tonumber(ARGV[3])
-
--- Waiters whose deadline passed are dropped from the head of the line.
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local due = tonumber(redis.call('zscore', KEYS[3], head))
-    if due and due > now then
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-end
 
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)

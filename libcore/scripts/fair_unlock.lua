@@ -5,21 +5,7 @@
 -- ARGV[3] owner, ARGV[4] publish command
 -- Returns the holds left (0 = released, also when the lock was already gone),
 -- or -1 = not owner. Only the first live waiter is woken.
-local clock = redis.call('time')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local due = tonumber(redis.call('zscore', KEYS[3], head))
-    if due and due > now then
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-end
+-- #include fair_evict.lua
 
 local function wake_head()
     local head = redis.call('lindex', KEYS[2], 0)
