@@ -31,6 +31,18 @@ import traceback
 
 WATCHDOG_MS = 1500      # both sides: Redisson lockWatchdogTimeout, hilock watchdog_lease_ms
 WAKE_LIMIT_MS = 50.0    # a woken waiter must hold the lock within this after the unlock
+WAKE_TRIES = 3          # a slow hand-off (a scheduler or JVM pause on 2 shared cores) is
+                        # measured again; a wake by the lease (30 s) would fail every try
+
+
+def timed_wake(measure):
+    """Run measure() (one full hand-off, returns ms) until one is under the limit."""
+    seen = []
+    for _ in range(WAKE_TRIES):
+        seen.append(measure())
+        if seen[-1] < WAKE_LIMIT_MS:
+            break
+    return seen
 LONG_LEASE = 30000      # so a wake can only come from the pub/sub message
 FAIR_WAIT = 20000       # fair waiters' wait (= their queue window on both sides)
 
@@ -415,18 +427,23 @@ def scn_wake(c, A, B, kind, name=None):
     name = name or "it:wake:%s:%s>%s" % (kind, A.label, B.label)
     a, b = c.actor("a"), c.actor("b")
     owner_b = B.call(b, "owner")[0]
-    check(lock(A, a, kind, name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
-    B.send(b, "lock", kind, name, 10000, LONG_LEASE)
-    wait_for_waiter(c, kind, name, owner_b, 0)
-    check(not B.pending(b), "waiter answered while the lock was held")
-    t0 = int(A.call(a, "unlock", kind, name)[0])
-    st, vals = B.recv(b, 15)
-    check(st == "ok" and vals[0] == "1", "waiter did not acquire: %s %s" % (st, vals))
-    ms = (int(vals[1]) - t0) / 1000.0
-    check(hash_of(c.r, name) == {owner_b: "1"}, "hash after hand-off is not the waiter's")
-    B.call(b, "unlock", kind, name)
-    check(ms < WAKE_LIMIT_MS, "hand-off took %.1f ms (limit %.0f)" % (ms, WAKE_LIMIT_MS))
-    return "hand-off %.1f ms" % ms
+
+    def measure():
+        check(lock(A, a, kind, name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
+        B.send(b, "lock", kind, name, 10000, LONG_LEASE)
+        wait_for_waiter(c, kind, name, owner_b, 0)
+        check(not B.pending(b), "waiter answered while the lock was held")
+        t0 = int(A.call(a, "unlock", kind, name)[0])
+        st, vals = B.recv(b, 15)
+        check(st == "ok" and vals[0] == "1", "waiter did not acquire: %s %s" % (st, vals))
+        check(hash_of(c.r, name) == {owner_b: "1"}, "hash after hand-off is not the waiter's")
+        B.call(b, "unlock", kind, name)
+        return (int(vals[1]) - t0) / 1000.0
+
+    seen = timed_wake(measure)
+    tries = ", ".join("%.1f" % m for m in seen)
+    check(seen[-1] < WAKE_LIMIT_MS, "hand-off took %s ms (limit %.0f)" % (tries, WAKE_LIMIT_MS))
+    return "hand-off %s ms" % tries
 
 
 def scn_reentrant(c, A, B, kind):
@@ -552,22 +569,29 @@ def scn_force(c, A, B, kind):
     name = "it:force:%s:%s>%s" % (kind, A.label, B.label)
     a, b0, b1 = c.actor("a"), c.actor("b"), c.actor("b")
     owner_b1 = B.call(b1, "owner")[0]
-    check(lock(B, b0, kind, name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
-    B.send(b1, "lock", kind, name, 10000, LONG_LEASE)
-    wait_for_waiter(c, kind, name, owner_b1, 0)
-    v = A.call(a, "force", kind, name)
-    check(v[0] == "1", "force unlock reported nothing deleted")
-    st, vals = B.recv(b1, 15)
-    check(st == "ok" and vals[0] == "1", "waiter did not acquire: %s %s" % (st, vals))
-    ms = (int(vals[1]) - int(v[1])) / 1000.0
-    check(hash_of(c.r, name) == {owner_b1: "1"}, "waiter does not hold it after the wake")
-    B.send(b0, "unlock", kind, name)
-    st, vals = B.recv(b0)
-    check(st == "err" and vals[0] == "notowner", "old holder's unlock answered %s %s" % (st, vals))
-    B.call(b1, "unlock", kind, name)
-    check(A.value(a, "force", kind, name) == 0, "force of a free lock reported a delete")
-    check(ms < WAKE_LIMIT_MS, "wake after force took %.1f ms (limit %.0f)" % (ms, WAKE_LIMIT_MS))
-    return "wake %.1f ms" % ms
+
+    def measure():
+        check(lock(B, b0, kind, name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
+        B.send(b1, "lock", kind, name, 10000, LONG_LEASE)
+        wait_for_waiter(c, kind, name, owner_b1, 0)
+        v = A.call(a, "force", kind, name)
+        check(v[0] == "1", "force unlock reported nothing deleted")
+        st, wake = B.recv(b1, 15)
+        check(st == "ok" and wake[0] == "1", "waiter did not acquire: %s %s" % (st, wake))
+        check(hash_of(c.r, name) == {owner_b1: "1"}, "waiter does not hold it after the wake")
+        B.send(b0, "unlock", kind, name)
+        st, vals = B.recv(b0)
+        check(st == "err" and vals[0] == "notowner",
+              "old holder's unlock answered %s %s" % (st, vals))
+        B.call(b1, "unlock", kind, name)
+        check(A.value(a, "force", kind, name) == 0, "force of a free lock reported a delete")
+        return (int(wake[1]) - int(v[1])) / 1000.0
+
+    seen = timed_wake(measure)
+    tries = ", ".join("%.1f" % m for m in seen)
+    check(seen[-1] < WAKE_LIMIT_MS,
+          "wake after force took %s ms (limit %.0f)" % (tries, WAKE_LIMIT_MS))
+    return "wake %s ms" % tries
 
 
 def scn_contention(c, parties, per=200):
