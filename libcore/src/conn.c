@@ -392,8 +392,8 @@ fail:
 }
 
 /* Ask one sentinel for the master's address. 0 or -1 (err set). */
-static int ask_sentinel(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
-                        size_t hostlen, int *port, char *err)
+int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
+                       size_t hostlen, int *port, char *err)
 {
     redisContext *s = redisConnectWithTimeout(ep->seed_hosts[i], ep->seed_ports[i],
                                               tv_ms(timeout_ms));
@@ -463,7 +463,7 @@ redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
     for (int i = 0; i < ep->nseeds; i++) {
         char host[256];
         int port = 0;
-        if (ask_sentinel(ep, i, connect_timeout_ms, host, sizeof host, &port, err))
+        if (hl_sentinel_master(ep, i, connect_timeout_ms, host, sizeof host, &port, err))
             continue;
         redisContext *ctx = connect_node(ep, host, port, connect_timeout_ms,
                                          command_timeout_ms, code, err);

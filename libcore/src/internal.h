@@ -49,6 +49,10 @@ HL_HIDDEN void hl_endpoint_free(hl_endpoint *ep);
  * the first seed that answers. */
 HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
                                    int64_t command_timeout_ms, int *code, char *err);
+/* Ask sentinel i of ep (a fresh connection) where the master is. 0, or -1
+ * with err set. */
+HL_HIDDEN int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
+                                 size_t hostlen, int *port, char *err);
 /* Connect to one given server with ep's credentials. */
 HL_HIDDEN redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host, int port,
                                         int64_t connect_timeout_ms,

@@ -30,21 +30,6 @@ static void pause_ms(hilock_client *c, int ms)
     poll(&pf, 1, ms);
 }
 
-/* The master as sentinel ctx sees it ("ip port"), into out; 0 or -1. */
-static int current_master(hilock_client *c, redisContext *ctx, char *out, size_t len)
-{
-    redisReply *r = redisCommand(ctx, "SENTINEL get-master-addr-by-name %s", c->ep.master_name);
-    int rc = -1;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
-        snprintf(out, len, "%s %s", r->element[0]->str, r->element[1]->str);
-        rc = 0;
-    }
-    if (r)
-        freeReplyObject(r);
-    return rc;
-}
-
 static void note_master(hilock_client *c, const char *addr)
 {
     if (c->sw.master[0] && strcmp(c->sw.master, addr) != 0)
@@ -93,16 +78,13 @@ static void *watch_main(void *arg)
         if (sub)
             freeReplyObject(sub);
         /* a switch may have happened while we were not listening */
-        redisContext *probe = ok ? redisConnectWithTimeout(c->ep.seed_hosts[i],
-                                                           c->ep.seed_ports[i], tv)
-                                 : NULL;
-        if (probe && !probe->err) {
-            redisSetTimeout(probe, tv);
-            if (current_master(c, probe, addr, sizeof addr) == 0)
-                note_master(c, addr);
+        char host[256], err[HL_ERRMSG_MAX];
+        int port = 0;
+        if (ok && hl_sentinel_master(&c->ep, i, c->opts.connect_timeout_ms, host, sizeof host,
+                                     &port, err) == 0) {
+            snprintf(addr, sizeof addr, "%s %d", host, port);
+            note_master(c, addr);
         }
-        if (probe)
-            redisFree(probe);
         if (!ok) {
             redisFree(ctx);
             pause_ms(c, backoff);
