@@ -11,7 +11,6 @@
  * after the attempt: release for a grant, leave-the-line for a fair waiter.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -132,9 +131,7 @@ static void *drain_main(void *arg)
         pthread_mutex_unlock(&d->mu);
         poll(pf, (nfds_t)n + 1, (int)(next > now ? next - now : 0));
         if (pf[0].revents) {
-            char buf[64];
-            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
-            }
+            hl_wake_drain(d->wake_fd[0]);
         }
         /* only this thread removes items, so its[] stays valid */
         for (k = 1; k <= n; k++) {
@@ -217,16 +214,11 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
     }
     if (!d->running) {
         if (d->wake_fd[0] < 0) {
-            if (pipe(d->wake_fd) != 0) {
-                d->wake_fd[0] = d->wake_fd[1] = -1;
+            if (hl_wake_pipe(d->wake_fd) != 0) {
                 pthread_mutex_unlock(&d->mu);
                 it->ctx = NULL;
                 item_free(it);
                 return -1;
-            }
-            for (int i = 0; i < 2; i++) {
-                fcntl(d->wake_fd[i], F_SETFL, fcntl(d->wake_fd[i], F_GETFL) | O_NONBLOCK);
-                fcntl(d->wake_fd[i], F_SETFD, FD_CLOEXEC);
             }
         }
         if (pthread_create(&d->thread, NULL, drain_main, c) != 0) {
@@ -239,9 +231,7 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
     }
     it->next = d->items;
     d->items = it;
-    char b = 1;
-    ssize_t w = write(d->wake_fd[1], &b, 1);
-    (void)w;
+    hl_wake(d->wake_fd[1]);
     pthread_mutex_unlock(&d->mu);
     return 0;
 }
@@ -253,9 +243,7 @@ void hl_drain_shutdown(hilock_client *c)
     d->stop = 1;
     int running = d->running;
     if (running) {
-        char b = 1;
-        ssize_t w = write(d->wake_fd[1], &b, 1);
-        (void)w;
+        hl_wake(d->wake_fd[1]);
     }
     pthread_mutex_unlock(&d->mu);
     if (running)

@@ -22,6 +22,11 @@ HL_HIDDEN void hl_abs_timespec(struct timespec *ts, int64_t ms_from_now); /* CLO
 HL_HIDDEN void hl_cond_init_mono(pthread_cond_t *cv);
 HL_HIDDEN void hl_set_err(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 HL_HIDDEN char *hl_strdup(const char *s);
+/* Wake-up pipes of the client's threads: non-blocking, close-on-exec.
+ * hl_wake_pipe: 0, or -1 with both ends set to -1. */
+HL_HIDDEN int hl_wake_pipe(int fd[2]);
+HL_HIDDEN void hl_wake(int fd);       /* write one byte */
+HL_HIDDEN void hl_wake_drain(int fd); /* read everything there is */
 
 /* ---- conn.c: endpoint, connection pool, script execution ---- */
 typedef struct hl_endpoint {

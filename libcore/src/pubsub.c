@@ -15,7 +15,6 @@
  * `moved` set and subscribe again where the slot now lives.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +56,7 @@ static void wake_all_waiters(hl_pubsub *ps)
 
 static void poke(hl_pubsub *ps)
 {
-    char b = 1;
-    ssize_t n = write(ps->wake_fd[1], &b, 1);
-    (void)n; /* a full pipe already means "wake up" */
+    hl_wake(ps->wake_fd[1]);
 }
 
 static void drop_connection(hl_node *n)
@@ -179,9 +176,7 @@ static void *listener_main(void *arg)
                 pthread_mutex_unlock(&ps->mu);
                 struct pollfd pf = {ps->wake_fd[0], POLLIN, 0};
                 poll(&pf, 1, -1);
-                char buf[64];
-                while (read(ps->wake_fd[0], buf, sizeof buf) > 0) {
-                }
+                hl_wake_drain(ps->wake_fd[0]);
                 pthread_mutex_lock(&ps->mu);
                 continue;
             }
@@ -226,9 +221,7 @@ static void *listener_main(void *arg)
         if (n < 0)
             continue;
         if (pf[0].revents) {
-            char buf[64];
-            while (read(ps->wake_fd[0], buf, sizeof buf) > 0) {
-            }
+            hl_wake_drain(ps->wake_fd[0]);
         }
         if (ps->ctx && ps->conn_gen != __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE)) {
             drop_connection(node); /* the master moved: listen on the new one */
@@ -268,14 +261,9 @@ static int ensure_listener(hl_node *n, char *err)
     if (ps->running)
         return 0;
     if (ps->wake_fd[0] < 0) {
-        if (pipe(ps->wake_fd) != 0) {
-            ps->wake_fd[0] = ps->wake_fd[1] = -1;
+        if (hl_wake_pipe(ps->wake_fd) != 0) {
             hl_set_err(err, "pipe: %s", strerror(errno));
             return HILOCK_ECONN;
-        }
-        for (int i = 0; i < 2; i++) {
-            fcntl(ps->wake_fd[i], F_SETFL, fcntl(ps->wake_fd[i], F_GETFL) | O_NONBLOCK);
-            fcntl(ps->wake_fd[i], F_SETFD, FD_CLOEXEC);
         }
     }
     ps->stop = 0;

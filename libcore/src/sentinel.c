@@ -8,7 +8,6 @@
  * later) would keep writing where nobody reads.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,13 +123,10 @@ int hl_sentinel_start(hilock_client *c, char *err)
     c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
     if (!c->ep.nseeds || c->ep.cluster)
         return 0;
-    if (pipe(c->sw.wake_fd) != 0) {
+    if (hl_wake_pipe(c->sw.wake_fd) != 0) {
         hl_set_err(err, "pipe: %s", strerror(errno));
-        c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
         return HILOCK_ECONN;
     }
-    for (int i = 0; i < 2; i++)
-        fcntl(c->sw.wake_fd[i], F_SETFD, FD_CLOEXEC);
     if (pthread_create(&c->sw.thread, NULL, watch_main, c) != 0) {
         hl_set_err(err, "cannot start the sentinel watcher thread");
         return HILOCK_ENOMEM;
@@ -143,9 +139,7 @@ void hl_sentinel_stop(hilock_client *c)
 {
     if (c->sw.running) {
         __atomic_store_n(&c->sw.stop, 1, __ATOMIC_RELEASE);
-        char b = 1;
-        ssize_t n = write(c->sw.wake_fd[1], &b, 1);
-        (void)n;
+        hl_wake(c->sw.wake_fd[1]);
         pthread_join(c->sw.thread, NULL);
         c->sw.running = 0;
     }

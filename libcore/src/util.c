@@ -1,9 +1,11 @@
 /* Small shared helpers: clocks, condition variables, error text. */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -55,4 +57,31 @@ char *hl_strdup(const char *s)
     if (d)
         memcpy(d, s, n);
     return d;
+}
+
+int hl_wake_pipe(int fd[2])
+{
+    if (pipe(fd) != 0) {
+        fd[0] = fd[1] = -1;
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        fcntl(fd[i], F_SETFL, fcntl(fd[i], F_GETFL) | O_NONBLOCK);
+        fcntl(fd[i], F_SETFD, FD_CLOEXEC);
+    }
+    return 0;
+}
+
+void hl_wake(int fd)
+{
+    char b = 1;
+    ssize_t n = write(fd, &b, 1);
+    (void)n; /* a full pipe already means "wake up" */
+}
+
+void hl_wake_drain(int fd)
+{
+    char buf[64];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
 }
