@@ -230,6 +230,19 @@ static int check_lock(hilock_lock *l)
     return lock_fail(l, rc, err);
 }
 
+/* (l, tid) was just granted with this lease: forget an earlier loss, keep
+ * the lease for partial unlocks, and renew it when the caller gave none. */
+static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog)
+{
+    clear_lost(l, tid);
+    pthread_mutex_lock(&l->mu);
+    l->errmsg[0] = 0;
+    l->last_lease_ms = lease;
+    pthread_mutex_unlock(&l->mu);
+    int rc = watchdog ? hl_wd_add(l->client, l, tid) : 0;
+    return rc ? lock_fail(l, rc, "cannot start the watchdog") : 0;
+}
+
 static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms);
 
 static int64_t remaining_of(int64_t deadline)
@@ -335,16 +348,8 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         struct timespec ts = {0, HL_ACK_RETRY_MS * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (rc == 0) {
-        clear_lost(l, tid);
-        pthread_mutex_lock(&l->mu);
-        l->errmsg[0] = 0;
-        l->last_lease_ms = lease;
-        pthread_mutex_unlock(&l->mu);
-        if (lease_ms <= 0 && (rc = hl_wd_add(c, l, tid)) != 0)
-            return lock_fail(l, rc, "cannot start the watchdog");
-        return 0;
-    }
+    if (rc == 0)
+        return granted(l, tid, lease, lease_ms <= 0);
     if (rc == HILOCK_ETIMEDOUT)
         snprintf(err, sizeof err, "lock '%s' not acquired within %" PRId64 " ms", l->names.name,
                  wait_ms);
@@ -393,13 +398,7 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
             *ttl_ms = res.ttl_ms;
         return HILOCK_ETIMEDOUT;
     }
-    clear_lost(l, tid);
-    pthread_mutex_lock(&l->mu);
-    l->last_lease_ms = lease;
-    pthread_mutex_unlock(&l->mu);
-    if (lease_ms <= 0 && (rc = hl_wd_add(c, l, tid)) != 0)
-        return lock_fail(l, rc, "cannot start the watchdog");
-    return 0;
+    return granted(l, tid, lease, lease_ms <= 0);
 }
 
 /* ---- release ---- */
