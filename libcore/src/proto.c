@@ -154,6 +154,16 @@ static void cmd_script(hl_cmd *c, hl_script s, int nkeys)
     cmd_num(c, nkeys);
 }
 
+/* KEYS of the fair release, force and cancel scripts: lock, line,
+ * deadlines, channel base. */
+static void cmd_fair_keys(hl_cmd *c, const hl_names *n)
+{
+    cmd_str(c, n->name);
+    cmd_str(c, n->queue);
+    cmd_str(c, n->timeout);
+    cmd_str(c, n->channel);
+}
+
 void hl_cmd_to_eval(hl_cmd *cmd)
 {
     if (cmd->script < 0 || cmd->argc < 2)
@@ -190,10 +200,7 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
 {
     if (kind == HILOCK_KIND_FAIR) {
         cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 4);
-        cmd_str(cmd, n->name);
-        cmd_str(cmd, n->queue);
-        cmd_str(cmd, n->timeout);
-        cmd_str(cmd, n->channel);
+        cmd_fair_keys(cmd, n);
         cmd_str(cmd, HL_MSG_UNLOCKED);
         cmd_num(cmd, lease_ms);
         cmd_str(cmd, owner);
@@ -215,10 +222,7 @@ void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n)
 {
     if (kind == HILOCK_KIND_FAIR) {
         cmd_script(cmd, HL_SCRIPT_FAIR_FORCE, 4);
-        cmd_str(cmd, n->name);
-        cmd_str(cmd, n->queue);
-        cmd_str(cmd, n->timeout);
-        cmd_str(cmd, n->channel);
+        cmd_fair_keys(cmd, n);
         cmd_str(cmd, HL_MSG_UNLOCKED);
         cmd_str(cmd, n->publish);
         return;
@@ -242,10 +246,7 @@ void hl_cmd_fair_cancel(hl_cmd *cmd, const hl_names *n, const char *owner,
                         int64_t wait_window_ms)
 {
     cmd_script(cmd, HL_SCRIPT_FAIR_CANCEL, 4);
-    cmd_str(cmd, n->name);
-    cmd_str(cmd, n->queue);
-    cmd_str(cmd, n->timeout);
-    cmd_str(cmd, n->channel);
+    cmd_fair_keys(cmd, n);
     cmd_str(cmd, owner);
     cmd_num(cmd, wait_window_ms);
     cmd_str(cmd, HL_MSG_UNLOCKED);
