@@ -9,7 +9,6 @@
  * client (started on first use) waits for the late reply on that same
  * socket and then sends the undo on it, which the server necessarily runs
  * after the attempt: release for a grant, leave-the-line for a fair waiter.
- * The thread ends when nothing is left to settle and starts again on demand.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -103,7 +102,7 @@ static void *drain_main(void *arg)
     hilock_client *c = arg;
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);
-    while (!d->stop && d->items) {
+    while (!d->stop) {
         int n = 0;
         for (hl_drain_item *it = d->items; it; it = it->next)
             n++;
@@ -170,7 +169,6 @@ static void *drain_main(void *arg)
         free(its);
         pthread_mutex_lock(&d->mu);
     }
-    d->running = 0; /* nothing left: the next hl_drain_add starts a new thread */
     pthread_mutex_unlock(&d->mu);
     return NULL;
 }
@@ -215,10 +213,6 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
         return -1;
     }
     if (!d->running) {
-        if (d->joinable) { /* the last thread ran out of work: it is ending */
-            pthread_join(d->thread, NULL);
-            d->joinable = 0;
-        }
         if (d->wake_fd[0] < 0) {
             if (hl_wake_pipe(d->wake_fd) != 0) {
                 pthread_mutex_unlock(&d->mu);
@@ -234,7 +228,6 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
             return -1;
         }
         d->running = 1;
-        d->joinable = 1;
     }
     it->next = d->items;
     d->items = it;
@@ -248,13 +241,14 @@ void hl_drain_shutdown(hilock_client *c)
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);
     d->stop = 1;
-    int joinable = d->joinable;
-    if (d->running)
+    int running = d->running;
+    if (running) {
         hl_wake(d->wake_fd[1]);
+    }
     pthread_mutex_unlock(&d->mu);
-    if (joinable) /* running, or ended on its own and not joined yet */
+    if (running)
         pthread_join(d->thread, NULL);
-    d->running = d->joinable = 0;
+    d->running = 0;
     while (d->items) {
         hl_drain_item *it = d->items;
         d->items = it->next;

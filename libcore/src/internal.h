@@ -146,8 +146,7 @@ typedef struct hl_drain_item hl_drain_item;
 typedef struct hl_drainer {
     pthread_mutex_t mu;
     pthread_t thread;
-    int running;        /* the thread is settling items (it ends when none is left) */
-    int joinable;       /* a thread was started and not joined yet */
+    int running;
     int stop;
     int wake_fd[2];
     hl_drain_item *items;
