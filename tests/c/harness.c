@@ -333,6 +333,16 @@ int th_thread_count(void)
     return n;
 }
 
+static int th_threads_are(void *n)
+{
+    return th_thread_count() == *(int *)n;
+}
+
+int th_wait_thread_count(int n, int64_t timeout_ms)
+{
+    return th_wait_for(th_threads_are, &n, timeout_ms);
+}
+
 int th_redis_str(const th_redis *r, char *buf, size_t len, const char *fmt, ...)
 {
     redisContext *ctx = th_redis_connect(r);

@@ -53,6 +53,10 @@ int th_wait_for(int (*cond)(void *), void *arg, int64_t timeout_ms);
 int th_valgrind(void);
 /* Threads of this process now (entries in /proc/self/task), or -1. */
 int th_thread_count(void);
+/* Wait up to timeout_ms until the process has n threads again; 1 if so.
+ * (A joined thread can linger in /proc/self/task for a moment after
+ * pthread_join returns.) */
+int th_wait_thread_count(int n, int64_t timeout_ms);
 /* Run a command on a fresh connection; copy a string/status reply into buf.
  * Returns 0 string, 1 nil, -1 error/other. */
 int th_redis_str(const th_redis *r, char *buf, size_t len, const char *fmt, ...);

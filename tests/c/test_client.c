@@ -611,8 +611,6 @@ static void *waiter(void *p)
     return NULL;
 }
 
-static int threads_back(void *base) { return th_thread_count() == *(int *)base; }
-
 static void t_threads_end_on_close(void)
 {
     int base = th_thread_count();
@@ -643,7 +641,7 @@ static void t_threads_end_on_close(void)
     CU_ASSERT_EQUAL(hilock_lock_release(hl), 0);
     hilock_lock_free(hl);
     hilock_client_close(holder);
-    CU_ASSERT(th_wait_for(threads_back, &base, 1000));
+    CU_ASSERT(th_wait_thread_count(base, 1000));
     if (th_thread_count() != base)
         printf("\n  threads: %d before, %d after close\n", base, th_thread_count());
     redisContext *ctx = th_redis_connect(&srv);
