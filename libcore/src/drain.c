@@ -23,78 +23,47 @@
 struct hl_drain_item {
     hl_drain_item *next;
     redisContext *ctx;
-    int fair;
-    int enqueued;      /* fair attempt that may have joined the line */
-    int undo_sent;
-    int64_t lease_ms, window_ms;
-    int64_t give_up_at;
-    hl_names names;
-    char owner[HL_OWNER_MAX];
-    hl_cmd undo;
-    char latch[HL_OWNER_MAX + 4200];
+    hl_settle settle; /* the engine's settle machine decides; we move bytes */
 };
 
 static void item_free(hl_drain_item *it)
 {
     if (it->ctx)
         redisFree(it->ctx);
-    hl_names_free(&it->names);
+    hl_settle_free(&it->settle);
     free(it);
 }
 
-static int64_t arg_i64(const hl_cmd *cmd, int i)
-{
-    char buf[24];
-    size_t n = cmd->argvlen[i] < sizeof buf - 1 ? cmd->argvlen[i] : sizeof buf - 1;
-    memcpy(buf, cmd->argv[i], n);
-    buf[n] = 0;
-    return strtoll(buf, NULL, 10);
-}
-
-static void arg_str(const hl_cmd *cmd, int i, char *out, size_t len)
-{
-    size_t n = cmd->argvlen[i] < len - 1 ? cmd->argvlen[i] : len - 1;
-    memcpy(out, cmd->argv[i], n);
-    out[n] = 0;
-}
-
-/* Send it->undo on it->ctx without blocking for the reply; 0 or -1. */
+/* Write it->settle.cmd on it->ctx without blocking for the reply; 0 or -1. */
 static int send_undo(hl_drain_item *it)
 {
-    hl_cmd_to_eval(&it->undo); /* this server may not have the script cached */
-    if (redisAppendCommandArgv(it->ctx, it->undo.argc, it->undo.argv, it->undo.argvlen) !=
-        REDIS_OK)
+    hl_cmd *u = &it->settle.cmd;
+    if (redisAppendCommandArgv(it->ctx, u->argc, u->argv, u->argvlen) != REDIS_OK)
         return -1;
     int done = 0;
     while (!done)
         if (redisBufferWrite(it->ctx, &done) != REDIS_OK)
             return -1;
-    it->undo_sent = 1;
     return 0;
 }
 
-/* The late reply of the attempt: decide the undo. 1 = keep the item (undo
- * sent, its reply awaited), 0 = finished. */
-static int settle(hilock_client *c, hl_drain_item *it, const redisReply *r)
+/* Run the machine until it waits for a reply (1: keep the item) or ends (0). */
+static int advance(hl_drain_item *it)
 {
-    if (it->undo_sent)
-        return 0; /* the undo's own reply: done */
-    hl_acquire_result res;
-    if (hl_decode_acquire(r, &res) != 0)
-        return 0; /* error or NOSCRIPT: the attempt changed nothing */
-    if (res.acquired) {
-        uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
-        snprintf(it->latch, sizeof it->latch, "%s:%s:%" PRIu64, it->names.latch_prefix, c->id,
-                 seq);
-        hl_cmd_release(&it->undo, it->fair ? HILOCK_KIND_FAIR : HILOCK_KIND_REENTRANT,
-                       &it->names, it->owner, it->lease_ms, it->latch,
-                       2 * c->opts.command_timeout_ms + 1000);
-    } else if (it->enqueued) {
-        hl_cmd_fair_cancel(&it->undo, &it->names, it->owner, it->window_ms);
-    } else {
-        return 0;
+    for (;;) {
+        switch (hl_settle_next(&it->settle, hl_now_mono_ms())) {
+        case HL_ACT_WAIT:
+            return 1;
+        case HL_ACT_SEND:
+            if (send_undo(it) != 0) {
+                hl_settle_on_error(&it->settle, hl_now_mono_ms());
+                return 0;
+            }
+            continue;
+        default:
+            return 0;
+        }
     }
-    return send_undo(it) == 0;
 }
 
 static void *drain_main(void *arg)
@@ -119,14 +88,14 @@ static void *drain_main(void *arg)
         }
         pf[0].fd = d->wake_fd[0];
         pf[0].events = POLLIN;
-        int64_t now = hl_now_mono_ms(), next = now + HL_DRAIN_MAX_MS;
+        int64_t now = hl_now_mono_ms(), next = now + HL_SETTLE_MAX_MS;
         int k = 1;
         for (hl_drain_item *it = d->items; it; it = it->next, k++) {
             pf[k].fd = it->ctx->fd;
             pf[k].events = POLLIN;
             its[k] = it;
-            if (it->give_up_at < next)
-                next = it->give_up_at;
+            if (it->settle.give_up_at < next)
+                next = it->settle.give_up_at;
         }
         pthread_mutex_unlock(&d->mu);
         poll(pf, (nfds_t)n + 1, (int)(next > now ? next - now : 0));
@@ -148,12 +117,13 @@ static void *drain_main(void *arg)
                     }
                     if (!r)
                         break;
-                    keep = settle(c, it, r);
+                    hl_settle_on_reply(&it->settle, r, hl_now_mono_ms());
                     freeReplyObject(r);
+                    keep = advance(it);
                 }
             }
-            if (keep && hl_now_mono_ms() >= it->give_up_at)
-                keep = 0;
+            if (keep)
+                keep = advance(it); /* gives up after HL_SETTLE_MAX_MS */
             if (!keep) {
                 pthread_mutex_lock(&d->mu);
                 for (hl_drain_item **pp = &d->items; *pp; pp = &(*pp)->next)
@@ -178,31 +148,19 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
     hl_drain_item *it = calloc(1, sizeof *it);
     if (!it)
         return -1;
-    /* argv: EVALSHA sha nkeys KEYS... ARGV... (see hl_cmd_acquire) */
-    char name[4200];
-    arg_str(cmd, 3, name, sizeof name);
-    if (hl_names_init(&it->names, name) != 0) {
+    char rid[HL_OWNER_MAX];
+    uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
+    snprintf(rid, sizeof rid, "%s:%" PRIu64, c->id, seq);
+    if (hl_settle_init(&it->settle, cmd, c->ep.cluster ? "spublish" : "publish", rid,
+                       c->opts.command_timeout_ms, hl_now_mono_ms()) != 0) {
         free(it);
         return -1;
-    }
-    if (c->ep.cluster)
-        it->names.publish = "spublish";
-    it->fair = cmd->script == HL_SCRIPT_FAIR_LOCK;
-    if (it->fair) {
-        it->lease_ms = arg_i64(cmd, 6);
-        arg_str(cmd, 7, it->owner, sizeof it->owner);
-        it->window_ms = arg_i64(cmd, 8);
-        it->enqueued = cmd->argvlen[9] == 1 && cmd->argv[9][0] == '1';
-    } else {
-        it->lease_ms = arg_i64(cmd, 4);
-        arg_str(cmd, 5, it->owner, sizeof it->owner);
     }
     /* hiredis marks the context failed after the timeout; the bytes and the
      * reader state are intact, so clear the mark and keep reading. */
     ctx->err = 0;
     ctx->errstr[0] = 0;
     it->ctx = ctx;
-    it->give_up_at = hl_now_mono_ms() + HL_DRAIN_MAX_MS;
 
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);

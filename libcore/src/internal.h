@@ -154,12 +154,11 @@ typedef struct hl_drainer {
 } hl_drainer;
 
 /* Take over ctx, on which the acquire attempt cmd was sent and timed out:
- * wait (up to HL_DRAIN_MAX_MS) for its late reply on that same connection
+ * wait (up to HL_SETTLE_MAX_MS) for its late reply on that same connection
  * and undo its effect (release a grant, leave the fair line). Returns 0, or
  * -1 when it could not (ctx is then freed by the caller). */
 HL_HIDDEN int hl_drain_add(struct hilock_client *c, redisContext *ctx, const hl_cmd *cmd);
 HL_HIDDEN void hl_drain_shutdown(struct hilock_client *c);
-#define HL_DRAIN_MAX_MS 60000
 
 /* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
 typedef struct hl_sentinel_watch {

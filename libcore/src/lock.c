@@ -409,57 +409,44 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
     if (rc)
         return rc;
     hilock_client *c = l->client;
-    char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "";
+    char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "", rid[HL_OWNER_MAX];
     hl_owner(owner, c->id, tid);
     /* Stop renewing first (and wait out a renewal in flight), so that no
      * renewal can follow the final unlock. */
     int stopped = hl_wd_release(c, l, tid);
     uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
-    char latch[HL_NAME_MAX + 128]; /* latch prefix is the name + 26 bytes */
-    snprintf(latch, sizeof latch, "%s:%s:%" PRIu64, l->names.latch_prefix, c->id, seq);
-    int64_t latch_ttl = 2 * c->opts.command_timeout_ms + 1000;
+    snprintf(rid, sizeof rid, "%s:%" PRIu64, c->id, seq);
     pthread_mutex_lock(&l->mu);
-    int64_t lease = l->last_lease_ms > 0 ? l->last_lease_ms : c->opts.watchdog_lease_ms;
+    int64_t lease = stopped ? 0 : l->last_lease_ms; /* 0: the watchdog lease */
     pthread_mutex_unlock(&l->mu);
-    if (stopped)
-        lease = c->opts.watchdog_lease_ms;
-    hl_cmd cmd;
-    hl_cmd_release(&cmd, l->kind, &l->names, owner, lease, latch, latch_ttl);
-    redisReply *reply = NULL;
-    /* A lost reply is retried once: the latch makes the retry return the
-     * first answer instead of "not owner". */
-    int64_t deadline = timeout_ms > 0 ? hl_now_mono_ms() + timeout_ms : 0;
-    int acked = 1; /* a release without replica ack is still a release */
-    rc = hl_exec_acked(c, &cmd, &reply, timeout_ms, err, &acked);
-    if (rc == HILOCK_ECONN && timeout_ms <= 0)
-        rc = hl_exec_acked(c, &cmd, &reply, 0, err, &acked);
-    else if (rc == HILOCK_ECONN && deadline - hl_now_mono_ms() > 0)
-        rc = hl_exec_acked(c, &cmd, &reply, deadline - hl_now_mono_ms(), err, &acked);
-    if (rc) {
-        if (stopped)
-            hl_wd_add(c, l, tid); /* we may still hold it: keep it alive */
-        return lock_fail(l, rc, err);
+    hl_release m;
+    int64_t now = hl_now_mono_ms();
+    rc = hl_release_init(&m, l->kind, &l->names, owner, lease, c->opts.watchdog_lease_ms, rid,
+                         c->opts.command_timeout_ms, timeout_ms, now);
+    while (rc == 0 && hl_release_next(&m, hl_now_mono_ms()) == HL_ACT_SEND) {
+        redisReply *reply = NULL;
+        int acked = 1; /* a release without replica ack is still a release */
+        int erc = hl_exec_acked(c, &m.cmd, &reply, m.timeout_ms, err, &acked);
+        if (erc) {
+            hl_release_on_error(&m, erc, hl_now_mono_ms());
+            continue;
+        }
+        if (reply->type == REDIS_REPLY_ERROR)
+            snprintf(err, sizeof err, "server error: %s", reply->str);
+        hl_release_on_reply(&m, reply, hl_now_mono_ms());
+        freeReplyObject(reply);
     }
-    hl_release_result res;
-    rc = hl_decode_release(reply, &res);
-    if (rc && reply->type == REDIS_REPLY_ERROR)
-        snprintf(err, sizeof err, "server error: %s", reply->str);
-    freeReplyObject(reply);
-    if (rc) {
-        if (stopped)
-            hl_wd_add(c, l, tid);
-        if (rc == HILOCK_EWRONGTYPE)
-            snprintf(err, sizeof err, "key '%s' holds a value that is not a lock",
-                     l->names.name);
-        return lock_fail(l, rc, err);
-    }
-    if (res.not_owner) {
+    if (rc == 0)
+        rc = m.result;
+    int still_held = m.still_held;
+    hl_release_free(&m);
+    if (still_held && stopped)
+        hl_wd_add(c, l, tid); /* holds remain, or we may still hold it: keep renewing */
+    if (rc == HILOCK_EWRONGTYPE)
+        snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
+    else if (rc == HILOCK_ENOTOWNER)
         snprintf(err, sizeof err, "lock '%s' is not held by %s", l->names.name, owner);
-        return lock_fail(l, HILOCK_ENOTOWNER, err);
-    }
-    if (res.remaining > 0 && stopped)
-        hl_wd_add(c, l, tid); /* holds remain: keep renewing */
-    return 0;
+    return lock_fail(l, rc, err);
 }
 
 int hilock_lock_release(hilock_lock *l)

@@ -212,4 +212,186 @@ HL_HIDDEN void hl_acquire_free(hl_acquire *a);
 HL_HIDDEN int hl_check_wait(int64_t wait_ms);
 HL_HIDDEN int hl_check_lease(int64_t lease_ms);
 
+/* ================================================================
+ * The rest of the engine: release, settling, watchdog, routing and
+ * replica acknowledgement. Same contract as the acquire machine: no I/O,
+ * no threads, no clock (times are passed in, ms of a monotonic clock).
+ * docs/protocol.md describes each machine's inputs, outputs and states.
+ * ================================================================ */
+
+/* ---- release (proto_release.c) ----
+ *
+ *   hl_release_init(&m, ...);
+ *   while (hl_release_next(&m, now) == HL_ACT_SEND) {
+ *       send m.cmd (bounded by m.timeout_ms when > 0) on the lock's master;
+ *       hl_release_on_reply(&m, reply, now) or hl_release_on_error(&m, code, now)
+ *   }
+ *   m.result: 0 (m.remaining holds left), HILOCK_ENOTOWNER, or an error;
+ *   m.still_held: the caller may still hold it (keep renewing it).
+ *
+ * Decisions: the lease re-applied on a partial unlock is the one the hold
+ * was acquired with (the watchdog lease only for a watchdog hold); the
+ * latch key (redisson_unlock_latch:{N}:<request id>) makes one resend after
+ * a lost reply answer like the first; NOSCRIPT resends the script body. */
+#define HL_RELEASE_TRIES 2
+typedef struct hl_release {
+    hilock_kind kind;
+    const hl_names *names; /* borrowed */
+    const char *owner;     /* borrowed */
+    int64_t lease_ms;      /* re-applied while holds remain */
+    int64_t latch_ttl_ms;
+    int64_t deadline;      /* -1: none */
+    char *latch;           /* owned */
+    int state;
+    int tries;
+    int eval;              /* send the script body (after NOSCRIPT) */
+    /* outputs */
+    hl_cmd cmd;
+    int64_t timeout_ms;    /* for HL_ACT_SEND: bound of this send, 0 none */
+    int result;
+    int64_t remaining;
+    int still_held;
+} hl_release;
+
+/* acquired_lease_ms: the lease the hold was taken with (<= 0: unknown, the
+ * watchdog lease is used). request_id: unique per release of this client
+ * (e.g. "<client id>:<seq>"). timeout_ms > 0 bounds the whole release. */
+HL_HIDDEN int hl_release_init(hl_release *m, hilock_kind kind, const hl_names *n,
+                              const char *owner, int64_t acquired_lease_ms,
+                              int64_t watchdog_lease_ms, const char *request_id,
+                              int64_t command_timeout_ms, int64_t timeout_ms, int64_t now_ms);
+HL_HIDDEN hl_action hl_release_next(hl_release *m, int64_t now_ms);
+HL_HIDDEN void hl_release_on_reply(hl_release *m, const redisReply *r, int64_t now_ms);
+HL_HIDDEN void hl_release_on_error(hl_release *m, int code, int64_t now_ms);
+HL_HIDDEN void hl_release_free(hl_release *m);
+/* The latch TTL for a client whose commands time out after command_timeout_ms. */
+HL_HIDDEN int64_t hl_latch_ttl(int64_t command_timeout_ms);
+
+/* ---- settling an attempt whose reply never came (proto_release.c) ----
+ *
+ * The acquire attempt cmd was sent on a connection and its reply timed out;
+ * the server may still run it. The driver keeps that connection and:
+ *   hl_settle_init(&s, &attempt_cmd, publish, request_id, command_timeout_ms, now);
+ *   for (;;) switch (hl_settle_next(&s, now)) {
+ *     case HL_ACT_WAIT: read the next reply on THAT connection (up to
+ *                       s.sleep_ms); hl_settle_on_reply / hl_settle_on_error
+ *     case HL_ACT_SEND: write s.cmd on THAT connection (no reply awaited
+ *                       yet; the next WAIT reads it)
+ *     case HL_ACT_DONE: close the connection; s.outcome says what happened
+ *   }
+ * The undo goes on the same connection, so the server runs it after the
+ * attempt: a late grant is released, a fair waiter leaves the line. */
+#define HL_SETTLE_MAX_MS 60000
+typedef enum hl_settle_outcome {
+    HL_SETTLE_NOTHING = 0, /* the attempt changed nothing (or never came) */
+    HL_SETTLE_RELEASED,    /* a late grant was released */
+    HL_SETTLE_LEFT_LINE    /* a fair waiter left the line */
+} hl_settle_outcome;
+typedef struct hl_settle {
+    hilock_kind kind;
+    int enqueued;          /* fair attempt that may have joined the line */
+    int64_t lease_ms, window_ms, latch_ttl_ms;
+    hl_names names;        /* owned */
+    char owner[HL_OWNER_MAX];
+    char *latch;           /* owned */
+    int state;
+    int64_t give_up_at;
+    /* outputs */
+    hl_cmd cmd;            /* for HL_ACT_SEND (script body: no NOSCRIPT round) */
+    int64_t sleep_ms;      /* for HL_ACT_WAIT */
+    hl_settle_outcome outcome;
+} hl_settle;
+/* 0, HILOCK_EINVAL (cmd is not an acquire attempt), HILOCK_ENOMEM.
+ * publish: "publish" or "spublish" (the lock's hl_names.publish). */
+HL_HIDDEN int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
+                             const char *request_id, int64_t command_timeout_ms,
+                             int64_t now_ms);
+HL_HIDDEN hl_action hl_settle_next(hl_settle *s, int64_t now_ms);
+HL_HIDDEN void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms);
+HL_HIDDEN void hl_settle_on_error(hl_settle *s, int64_t now_ms);
+HL_HIDDEN void hl_settle_free(hl_settle *s);
+
+/* ---- watchdog renewal (proto_watchdog.c) ----
+ * One batch: hl_cmd_renew for every watched (lock, owner), pipelined per
+ * master. Each reply is classified: */
+typedef enum hl_renew_outcome {
+    HL_RENEW_RENEWED = 0, /* lease extended */
+    HL_RENEW_LOST,        /* owner field gone: stop renewing, tell the holder */
+    HL_RENEW_EVAL,        /* NOSCRIPT: send the script body now */
+    HL_RENEW_REDIRECT,    /* MOVED/ASK/not master: send again through the routed path */
+    HL_RENEW_TROUBLE      /* no reply / other error: retry at the next tick */
+} hl_renew_outcome;
+HL_HIDDEN hl_renew_outcome hl_renew_classify(const redisReply *r);
+/* The renewal period for a watchdog lease: lease/3, at least 1 ms. */
+HL_HIDDEN int64_t hl_renew_period(int64_t watchdog_lease_ms);
+
+/* ---- redirects and topology (proto_route.c) ----
+ * One routed command: feed each reply (or connection failure) to the route
+ * machine; it says what to do next.
+ *   hl_router_init(&rt, mode);
+ *   send; switch (hl_router_on_reply(&rt, reply)) { ... }
+ */
+typedef enum hl_mode { HL_MODE_SINGLE = 0, HL_MODE_CLUSTER, HL_MODE_SENTINEL } hl_mode;
+typedef enum hl_route_action {
+    HL_ROUTE_DONE = 0, /* the reply is the answer (give it to the machine) */
+    HL_ROUTE_MOVED,    /* the slot lives at host:port now: patch the map
+                          (rt.slot), reload it later, resend there */
+    HL_ROUTE_ASK,      /* send ASKING then the command to host:port, once */
+    HL_ROUTE_RETRY,    /* sleep rt.sleep_ms, resend to the same master */
+    HL_ROUTE_REFRESH,  /* the node is no master (failover, slot moved):
+                          close the connection, look the master up again,
+                          sleep rt.sleep_ms, resend */
+    HL_ROUTE_FAIL      /* give up: rt.result (the reply, if any, is the error) */
+} hl_route_action;
+#define HL_ROUTE_MAX_HOPS 16
+typedef struct hl_router {
+    hl_mode mode;
+    int hops, demoted, reconnected;
+    /* outputs */
+    unsigned slot;
+    char host[256];
+    int port;
+    int64_t sleep_ms;
+    int result;
+} hl_router;
+HL_HIDDEN void hl_router_init(hl_router *rt, hl_mode mode);
+HL_HIDDEN hl_route_action hl_router_on_reply(hl_router *rt, const redisReply *r);
+/* The connection failed. sent: the command may have reached the server
+ * (then it is not resent here: only machines know whether that is safe). */
+HL_HIDDEN hl_route_action hl_router_on_conn_error(hl_router *rt, int sent);
+/* "MOVED <slot> <host>:<port>" / "ASK ...": 1 MOVED, 2 ASK, 0 neither
+ * (validated: slot < 16384, port 1..65535, host fits). */
+HL_HIDDEN int hl_parse_redirect(const redisReply *r, unsigned *slot, char *host,
+                                size_t hostlen, int *port);
+/* READONLY / MASTERDOWN anywhere in an error (scripts embed it). */
+HL_HIDDEN int hl_reply_not_master(const redisReply *r);
+
+/* ---- replica acknowledgement (proto_route.c) ----
+ * After a write the caller wants acknowledged, on the same connection:
+ *   hl_ack_init(&k, cached_replicas, cached_age_ms, ack_timeout_ms);
+ *   while (hl_ack_next(&k) == HL_ACT_SEND) {
+ *       send k.cmd (bounded by k.timeout_ms), hl_ack_on_reply / hl_ack_on_error
+ *   }
+ *   k.acked: 1 a replica has the write, or the master has none;
+ *            0 replicas exist and none acknowledged (a grant is given back)
+ *   k.failed: the connection failed (close it; certainty is lost: acked 0)
+ *   k.replicas / k.refreshed: the replica count to cache (when refreshed). */
+#define HL_REPLICAS_CACHE_MS 2000
+typedef struct hl_ack {
+    int state;
+    int64_t ack_timeout_ms;
+    /* outputs */
+    hl_cmd cmd;
+    int64_t timeout_ms;
+    int acked, failed, replicas, refreshed;
+} hl_ack;
+/* cached_replicas < 0 or cached_age_ms > HL_REPLICAS_CACHE_MS: ask ROLE. */
+HL_HIDDEN void hl_ack_init(hl_ack *k, int cached_replicas, int64_t cached_age_ms,
+                           int64_t ack_timeout_ms);
+HL_HIDDEN hl_action hl_ack_next(hl_ack *k);
+HL_HIDDEN void hl_ack_on_reply(hl_ack *k, const redisReply *r);
+HL_HIDDEN void hl_ack_on_error(hl_ack *k);
+/* ROLE reply -> connected replicas (0 for a replica or anything odd). */
+HL_HIDDEN int hl_decode_role_replicas(const redisReply *r, int *is_master);
+
 #endif

@@ -1,0 +1,257 @@
+/* Protocol layer: the release machine and the settling of an acquire
+ * attempt whose reply never came. No I/O, no threads, time passed in. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+enum { RL_SEND = 1, RL_DONE };
+
+int64_t hl_latch_ttl(int64_t command_timeout_ms)
+{
+    /* long enough for the resend after a lost reply to find it */
+    return 2 * (command_timeout_ms > 0 ? command_timeout_ms : 0) + 1000;
+}
+
+static char *latch_key(const hl_names *n, const char *request_id)
+{
+    size_t len = strlen(n->latch_prefix) + strlen(request_id) + 2;
+    char *k = malloc(len);
+    if (k)
+        snprintf(k, len, "%s:%s", n->latch_prefix, request_id);
+    return k;
+}
+
+int hl_release_init(hl_release *m, hilock_kind kind, const hl_names *n, const char *owner,
+                    int64_t acquired_lease_ms, int64_t watchdog_lease_ms,
+                    const char *request_id, int64_t command_timeout_ms, int64_t timeout_ms,
+                    int64_t now_ms)
+{
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->names = n;
+    m->owner = owner;
+    /* a partial unlock re-applies the lease the hold was taken with */
+    m->lease_ms = acquired_lease_ms > 0 ? acquired_lease_ms : watchdog_lease_ms;
+    m->latch_ttl_ms = hl_latch_ttl(command_timeout_ms);
+    m->deadline = timeout_ms > 0 ? now_ms + timeout_ms : -1;
+    m->state = RL_SEND;
+    m->result = HILOCK_EPROTO;
+    m->still_held = 1;
+    if (!n || !owner || !request_id || m->lease_ms <= 0) {
+        m->result = HILOCK_EINVAL;
+        m->state = RL_DONE;
+        return HILOCK_EINVAL;
+    }
+    if (kind != HILOCK_KIND_FAIR && !(m->latch = latch_key(n, request_id))) {
+        m->result = HILOCK_ENOMEM;
+        m->state = RL_DONE;
+        return HILOCK_ENOMEM;
+    }
+    return 0;
+}
+
+void hl_release_free(hl_release *m)
+{
+    if (!m)
+        return;
+    free(m->latch);
+    m->latch = NULL;
+}
+
+hl_action hl_release_next(hl_release *m, int64_t now_ms)
+{
+    if (m->state != RL_SEND)
+        return HL_ACT_DONE;
+    if (m->deadline >= 0 && m->tries > 0 && now_ms >= m->deadline) {
+        m->state = RL_DONE; /* result: the error of the last try */
+        return HL_ACT_DONE;
+    }
+    hl_cmd_release(&m->cmd, m->kind, m->names, m->owner, m->lease_ms,
+                   m->latch ? m->latch : "", m->latch_ttl_ms);
+    if (m->eval)
+        hl_cmd_to_eval(&m->cmd);
+    m->timeout_ms = m->deadline >= 0 ? (m->deadline > now_ms ? m->deadline - now_ms : 1) : 0;
+    return HL_ACT_SEND;
+}
+
+void hl_release_on_reply(hl_release *m, const redisReply *r, int64_t now_ms)
+{
+    (void)now_ms;
+    if (m->state != RL_SEND)
+        return;
+    if (hl_reply_is_noscript(r) && !m->eval) {
+        m->eval = 1; /* the server forgot the script: send its body */
+        return;
+    }
+    m->state = RL_DONE;
+    hl_release_result res;
+    int rc = hl_decode_release(r, &res);
+    if (rc) {
+        m->result = rc; /* nothing known changed: we may still hold it */
+        m->still_held = 1;
+        return;
+    }
+    if (res.not_owner) {
+        m->result = HILOCK_ENOTOWNER;
+        m->still_held = 0;
+        return;
+    }
+    m->result = 0;
+    m->remaining = res.remaining;
+    m->still_held = res.remaining > 0;
+}
+
+void hl_release_on_error(hl_release *m, int code, int64_t now_ms)
+{
+    if (m->state != RL_SEND)
+        return;
+    m->tries++;
+    m->result = code ? code : HILOCK_ECONN;
+    m->still_held = 1;
+    /* The reply may have been lost after the server ran the unlock: the
+     * latch makes one resend answer like the first (not "not owner"). */
+    if (code == HILOCK_ECONN && m->tries < HL_RELEASE_TRIES &&
+        (m->deadline < 0 || now_ms < m->deadline))
+        return;
+    m->state = RL_DONE;
+}
+
+/* ---- settle ---- */
+
+enum { SE_AWAIT_ATTEMPT = 1, SE_SEND_UNDO, SE_AWAIT_UNDO, SE_DONE };
+
+static int arg_i64(const hl_cmd *c, int i, int64_t *out)
+{
+    char buf[24];
+    if (i >= c->argc || c->argvlen[i] == 0 || c->argvlen[i] >= sizeof buf)
+        return -1;
+    memcpy(buf, c->argv[i], c->argvlen[i]);
+    buf[c->argvlen[i]] = 0;
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int arg_copy(const hl_cmd *c, int i, char *out, size_t len)
+{
+    if (i >= c->argc || c->argvlen[i] >= len)
+        return -1;
+    memcpy(out, c->argv[i], c->argvlen[i]);
+    out[c->argvlen[i]] = 0;
+    return 0;
+}
+
+int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
+                   const char *request_id, int64_t command_timeout_ms, int64_t now_ms)
+{
+    memset(s, 0, sizeof *s);
+    s->state = SE_DONE;
+    s->outcome = HL_SETTLE_NOTHING;
+    if (!attempt || !request_id ||
+        (attempt->script != HL_SCRIPT_LOCK && attempt->script != HL_SCRIPT_FAIR_LOCK))
+        return HILOCK_EINVAL;
+    /* argv: EVALSHA sha nkeys KEYS... ARGV... (hl_cmd_acquire) */
+    int fair = attempt->script == HL_SCRIPT_FAIR_LOCK;
+    if (attempt->argc != (fair ? 10 : 6) || attempt->argvlen[3] == 0)
+        return HILOCK_EINVAL;
+    char *name = malloc(attempt->argvlen[3] + 1);
+    if (!name)
+        return HILOCK_ENOMEM;
+    arg_copy(attempt, 3, name, attempt->argvlen[3] + 1);
+    int rc = hl_names_init(&s->names, name);
+    free(name);
+    if (rc)
+        return rc;
+    if (publish)
+        s->names.publish = strcmp(publish, "spublish") == 0 ? "spublish" : "publish";
+    s->kind = fair ? HILOCK_KIND_FAIR : HILOCK_KIND_REENTRANT;
+    int bad;
+    if (fair) {
+        bad = arg_i64(attempt, 6, &s->lease_ms) || arg_copy(attempt, 7, s->owner, sizeof s->owner) ||
+              arg_i64(attempt, 8, &s->window_ms);
+        s->enqueued = attempt->argvlen[9] == 1 && attempt->argv[9][0] == '1';
+    } else {
+        bad = arg_i64(attempt, 4, &s->lease_ms) || arg_copy(attempt, 5, s->owner, sizeof s->owner);
+    }
+    if (!bad && !(s->latch = latch_key(&s->names, request_id)))
+        rc = HILOCK_ENOMEM;
+    if (bad || rc) {
+        hl_settle_free(s);
+        return bad ? HILOCK_EINVAL : rc;
+    }
+    s->latch_ttl_ms = hl_latch_ttl(command_timeout_ms);
+    s->give_up_at = now_ms + HL_SETTLE_MAX_MS;
+    s->state = SE_AWAIT_ATTEMPT;
+    return 0;
+}
+
+void hl_settle_free(hl_settle *s)
+{
+    if (!s)
+        return;
+    hl_names_free(&s->names);
+    free(s->latch);
+    s->latch = NULL;
+    s->state = SE_DONE;
+}
+
+hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
+{
+    switch (s->state) {
+    case SE_AWAIT_ATTEMPT:
+    case SE_AWAIT_UNDO:
+        if (now_ms >= s->give_up_at) {
+            s->state = SE_DONE; /* the server never answered: nothing known */
+            return HL_ACT_DONE;
+        }
+        s->sleep_ms = s->give_up_at - now_ms;
+        return HL_ACT_WAIT;
+    case SE_SEND_UNDO:
+        s->state = SE_AWAIT_UNDO;
+        return HL_ACT_SEND;
+    default:
+        return HL_ACT_DONE;
+    }
+}
+
+void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms)
+{
+    (void)now_ms;
+    if (s->state == SE_AWAIT_UNDO) {
+        s->state = SE_DONE;
+        return;
+    }
+    if (s->state != SE_AWAIT_ATTEMPT)
+        return;
+    hl_acquire_result res;
+    if (hl_decode_acquire(r, &res) != 0) {
+        s->state = SE_DONE; /* an error (NOSCRIPT included): it changed nothing */
+        return;
+    }
+    if (res.acquired) {
+        hl_cmd_release(&s->cmd, s->kind, &s->names, s->owner, s->lease_ms, s->latch,
+                       s->latch_ttl_ms);
+        s->outcome = HL_SETTLE_RELEASED;
+    } else if (s->enqueued) {
+        hl_cmd_fair_cancel(&s->cmd, &s->names, s->owner, s->window_ms);
+        s->outcome = HL_SETTLE_LEFT_LINE;
+    } else {
+        s->state = SE_DONE;
+        return;
+    }
+    /* the script body: this connection gets no NOSCRIPT round trip */
+    hl_cmd_to_eval(&s->cmd);
+    s->state = SE_SEND_UNDO;
+}
+
+void hl_settle_on_error(hl_settle *s, int64_t now_ms)
+{
+    (void)now_ms;
+    s->state = SE_DONE;
+}

@@ -1,0 +1,226 @@
+/* Protocol layer: redirects, topology changes and replica acknowledgement
+ * as decisions over replies. No I/O, no threads, no clock. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* Pauses the route machine asks for. */
+#define HL_MOVED_PAUSE_MS 25    /* nodes disagree for a moment while a slot moves */
+#define HL_TRYAGAIN_PAUSE_MS 50 /* TRYAGAIN / CLUSTERDOWN / LOADING */
+#define HL_DEMOTED_PAUSE_MS 100 /* a replica is taking over */
+#define HL_RECONNECT_PAUSE_MS 50
+
+static int err_starts(const redisReply *r, const char *word)
+{
+    size_t n = strlen(word);
+    return r && r->type == REDIS_REPLY_ERROR && r->str && r->len >= n &&
+           memcmp(r->str, word, n) == 0 && (r->len == n || r->str[n] == ' ');
+}
+
+int hl_reply_not_master(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && r->str &&
+           (strstr(r->str, "READONLY") || strstr(r->str, "MASTERDOWN"));
+}
+
+int hl_parse_redirect(const redisReply *r, unsigned *slot, char *host, size_t hostlen,
+                      int *port)
+{
+    int kind = err_starts(r, "MOVED") ? 1 : err_starts(r, "ASK") ? 2 : 0;
+    if (!kind || hostlen < 2)
+        return 0;
+    const char *p = r->str + (kind == 1 ? 6 : 4), *end = r->str + r->len;
+    unsigned long s = 0;
+    const char *q = p;
+    while (q < end && *q >= '0' && *q <= '9' && q - p < 6)
+        s = s * 10 + (unsigned long)(*q++ - '0');
+    if (q == p || q >= end || *q != ' ' || s >= 16384)
+        return 0;
+    const char *addr = q + 1, *colon = NULL;
+    for (const char *c = addr; c < end; c++)
+        if (*c == ':')
+            colon = c;
+    if (!colon || (size_t)(colon - addr) >= hostlen)
+        return 0;
+    long pt = 0;
+    const char *d = colon + 1;
+    if (d == end || end - d > 5)
+        return 0;
+    for (; d < end; d++) {
+        if (*d < '0' || *d > '9')
+            return 0;
+        pt = pt * 10 + (*d - '0');
+    }
+    if (pt < 1 || pt > 65535)
+        return 0;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = 0;
+    if (!host[0]) /* "MOVED 1 :6380": the node we asked, by its own address */
+        snprintf(host, hostlen, "127.0.0.1");
+    *slot = (unsigned)s;
+    *port = (int)pt;
+    return kind;
+}
+
+void hl_router_init(hl_router *rt, hl_mode mode)
+{
+    memset(rt, 0, sizeof *rt);
+    rt->mode = mode;
+}
+
+static hl_route_action give_up(hl_router *rt, int code)
+{
+    rt->result = code;
+    return HL_ROUTE_FAIL;
+}
+
+hl_route_action hl_router_on_reply(hl_router *rt, const redisReply *r)
+{
+    rt->sleep_ms = 0;
+    if (!r)
+        return give_up(rt, HILOCK_EPROTO);
+    if (r->type != REDIS_REPLY_ERROR || rt->mode == HL_MODE_SINGLE)
+        return HL_ROUTE_DONE;
+    if (++rt->hops > HL_ROUTE_MAX_HOPS)
+        return give_up(rt, HILOCK_ECONN);
+    if (rt->mode == HL_MODE_CLUSTER) {
+        int kind = hl_parse_redirect(r, &rt->slot, rt->host, sizeof rt->host, &rt->port);
+        if (kind == 1) {
+            if (rt->hops > 2)
+                rt->sleep_ms = HL_MOVED_PAUSE_MS;
+            return HL_ROUTE_MOVED;
+        }
+        if (kind == 2)
+            return HL_ROUTE_ASK;
+        if (err_starts(r, "TRYAGAIN") || err_starts(r, "CLUSTERDOWN") ||
+            err_starts(r, "LOADING")) {
+            rt->sleep_ms = HL_TRYAGAIN_PAUSE_MS;
+            return HL_ROUTE_RETRY;
+        }
+    } else if (err_starts(r, "LOADING")) {
+        rt->sleep_ms = HL_TRYAGAIN_PAUSE_MS;
+        return HL_ROUTE_RETRY;
+    }
+    if (hl_reply_not_master(r)) {
+        if (rt->demoted)
+            return give_up(rt, HILOCK_ECONN);
+        rt->demoted = 1;
+        rt->sleep_ms = rt->mode == HL_MODE_CLUSTER ? HL_DEMOTED_PAUSE_MS : 0;
+        return HL_ROUTE_REFRESH;
+    }
+    return HL_ROUTE_DONE;
+}
+
+hl_route_action hl_router_on_conn_error(hl_router *rt, int sent)
+{
+    rt->sleep_ms = 0;
+    /* Nothing was sent (the connect failed): the master may have just
+     * failed over or the slot moved; looking again once is safe. */
+    if (!sent && !rt->reconnected && rt->mode != HL_MODE_SINGLE) {
+        rt->reconnected = 1;
+        rt->sleep_ms = HL_RECONNECT_PAUSE_MS;
+        return HL_ROUTE_REFRESH;
+    }
+    return give_up(rt, HILOCK_ECONN);
+}
+
+/* ---- replica acknowledgement ---- */
+
+enum { AK_ROLE = 1, AK_WAIT, AK_RECHECK, AK_DONE };
+
+int hl_decode_role_replicas(const redisReply *r, int *is_master)
+{
+    int master = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+                 r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len == 6 &&
+                 memcmp(r->element[0]->str, "master", 6) == 0;
+    if (is_master)
+        *is_master = master;
+    if (!master || r->elements < 3 || r->element[2]->type != REDIS_REPLY_ARRAY)
+        return 0;
+    return r->element[2]->elements > 100000 ? 100000 : (int)r->element[2]->elements;
+}
+
+static void ack_cmd(hl_ack *k, const char *a0, const char *a1, int64_t a2)
+{
+    hl_cmd *c = &k->cmd;
+    c->argc = 0;
+    c->script = -1;
+    c->drained = 0;
+    c->argv[c->argc] = a0;
+    c->argvlen[c->argc++] = strlen(a0);
+    if (a1) {
+        c->argv[c->argc] = a1;
+        c->argvlen[c->argc++] = strlen(a1);
+        int n = snprintf(c->num[c->argc], sizeof c->num[0], "%lld", (long long)a2);
+        c->argv[c->argc] = c->num[c->argc];
+        c->argvlen[c->argc++] = (size_t)n;
+    }
+}
+
+void hl_ack_init(hl_ack *k, int cached_replicas, int64_t cached_age_ms, int64_t ack_timeout_ms)
+{
+    memset(k, 0, sizeof *k);
+    k->ack_timeout_ms = ack_timeout_ms > 0 ? ack_timeout_ms : 1;
+    k->replicas = cached_replicas;
+    if (cached_replicas < 0 || cached_age_ms < 0 || cached_age_ms > HL_REPLICAS_CACHE_MS)
+        k->state = AK_ROLE;
+    else
+        k->state = cached_replicas > 0 ? AK_WAIT : AK_DONE;
+    /* a master without replicas is not asked: WAIT would block the whole
+     * timeout, and there is nothing a failover could forget */
+    k->acked = k->state == AK_DONE;
+}
+
+hl_action hl_ack_next(hl_ack *k)
+{
+    switch (k->state) {
+    case AK_ROLE:
+    case AK_RECHECK:
+        ack_cmd(k, "ROLE", NULL, 0);
+        k->timeout_ms = 0;
+        return HL_ACT_SEND;
+    case AK_WAIT:
+        ack_cmd(k, "WAIT", "1", k->ack_timeout_ms);
+        k->timeout_ms = k->ack_timeout_ms; /* on top of the command timeout */
+        return HL_ACT_SEND;
+    default:
+        return HL_ACT_DONE;
+    }
+}
+
+void hl_ack_on_reply(hl_ack *k, const redisReply *r)
+{
+    switch (k->state) {
+    case AK_ROLE:
+    case AK_RECHECK:
+        k->replicas = hl_decode_role_replicas(r, NULL);
+        k->refreshed = 1;
+        if (k->state == AK_RECHECK || k->replicas == 0) {
+            /* nobody acknowledged: fine only if there is nobody to ask */
+            k->acked = k->replicas == 0;
+            k->state = AK_DONE;
+        } else {
+            k->state = AK_WAIT;
+        }
+        break;
+    case AK_WAIT:
+        if (r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1) {
+            k->acked = 1;
+            k->state = AK_DONE;
+        } else {
+            k->state = AK_RECHECK; /* are there still replicas at all? */
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+void hl_ack_on_error(hl_ack *k)
+{
+    k->failed = 1;
+    k->acked = 0;
+    k->state = AK_DONE;
+}

@@ -1,0 +1,520 @@
+/*
+ * The engine's machines beyond acquire (proto.h): release, settling an
+ * attempt whose reply never came, watchdog renewal outcomes, redirects and
+ * topology, replica acknowledgement. The machines are tested pure (replies
+ * parsed from RESP bytes, the clock a number); the last tests check the
+ * blocking transport driving the settle machine against a real, stalled
+ * redis-server.
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "proto.h"
+
+static hl_names N;
+static const char *OWNER = "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:42";
+
+static redisReply *resp(const char *bytes, size_t len)
+{
+    redisReader *rd = redisReaderCreate();
+    void *out = NULL;
+    if (redisReaderFeed(rd, bytes, len) != REDIS_OK || redisReaderGetReply(rd, &out) != REDIS_OK)
+        out = NULL;
+    redisReaderFree(rd);
+    return out;
+}
+#define RESP(s) resp(s, sizeof(s) - 1)
+
+static int arg_is(const hl_cmd *c, int i, const char *s)
+{
+    return i < c->argc && c->argvlen[i] == strlen(s) && memcmp(c->argv[i], s, c->argvlen[i]) == 0;
+}
+
+static void feed_release(hl_release *m, const char *bytes, size_t len, int64_t now)
+{
+    redisReply *r = resp(bytes, len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    hl_release_on_reply(m, r, now);
+    freeReplyObject(r);
+}
+#define FEED_REL(m, s, now) feed_release(m, s, sizeof(s) - 1, now)
+
+/* ---------------------------------------------------------------- release */
+
+static void t_release_partial_keeps_lease(void)
+{
+    hl_release m;
+    /* acquired with a 7 s lease; the watchdog lease is 30 s */
+    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 7000, 30000,
+                                          "cid:1", 1000, 0, 100), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_UNLOCK);
+    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:cid:1"));
+    CU_ASSERT(arg_is(&m.cmd, 7, "7000")); /* the acquire's lease, not 30000 */
+    CU_ASSERT(arg_is(&m.cmd, 8, OWNER));
+    CU_ASSERT(arg_is(&m.cmd, 9, "3000")); /* latch ttl: 2 x command timeout + 1 s */
+    CU_ASSERT_EQUAL(m.timeout_ms, 0);
+    FEED_REL(&m, ":1\r\n", 101);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 101), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, 0);
+    CU_ASSERT_EQUAL(m.remaining, 1);
+    CU_ASSERT_EQUAL(m.still_held, 1);
+    hl_release_free(&m);
+
+    /* no lease known: the watchdog lease */
+    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_FAIR, &N, OWNER, 0, 30000, "cid:2",
+                                          1000, 0, 100), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_FAIR_UNLOCK);
+    CU_ASSERT(arg_is(&m.cmd, 8, "30000"));
+    FEED_REL(&m, ":0\r\n", 101);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 101), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, 0);
+    CU_ASSERT_EQUAL(m.still_held, 0);
+    hl_release_free(&m);
+}
+
+static void t_release_not_owner_and_errors(void)
+{
+    hl_release m;
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:3", 1000, 0, 0);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    FEED_REL(&m, ":-1\r\n", 1);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(m.still_held, 0);
+    hl_release_free(&m);
+
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:4", 1000, 0, 0);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    FEED_REL(&m, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", 1);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(m.still_held, 1);
+    hl_release_free(&m);
+
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:5", 1000, 0, 0);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    FEED_REL(&m, "$2\r\nhi\r\n", 1); /* a shape no unlock answers */
+    CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_EPROTO);
+    hl_release_free(&m);
+
+    CU_ASSERT_EQUAL(hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 0, "x", 1000, 0, 0),
+                    HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_DONE);
+    hl_release_free(&m);
+}
+
+static void t_release_noscript_then_retry(void)
+{
+    hl_release m;
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:6", 1000, 0, 0);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&m.cmd, 0, "EVALSHA"));
+    FEED_REL(&m, "-NOSCRIPT No matching script.\r\n", 1);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&m.cmd, 0, "EVAL"));
+    /* the reply is lost: one resend, same latch key, still the body */
+    hl_release_on_error(&m, HILOCK_ECONN, 2);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 2), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&m.cmd, 0, "EVAL"));
+    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:cid:6"));
+    hl_release_on_error(&m, HILOCK_ECONN, 3);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 3), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
+    CU_ASSERT_EQUAL(m.still_held, 1); /* unknown: keep renewing */
+    hl_release_free(&m);
+
+    /* a bounded release resends only within its time */
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:7", 1000, 500, 0);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(m.timeout_ms, 500);
+    hl_release_on_error(&m, HILOCK_ECONN, 600);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 600), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
+    hl_release_free(&m);
+
+    /* a non-connection error is not resent */
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:8", 1000, 0, 0);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    hl_release_on_error(&m, HILOCK_ECLOSED, 1);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECLOSED);
+    hl_release_free(&m);
+}
+
+/* ---------------------------------------------------------------- settle */
+
+static void settle_feed(hl_settle *s, const char *bytes, size_t len, int64_t now)
+{
+    redisReply *r = resp(bytes, len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    hl_settle_on_reply(s, r, now);
+    freeReplyObject(r);
+}
+#define FEED_SET(s, b, now) settle_feed(s, b, sizeof(b) - 1, now)
+
+static void t_settle_late_grant_released(void)
+{
+    hl_cmd a;
+    hl_cmd_acquire(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1);
+    hl_settle s;
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "spublish", "cid:9", 1000, 0), 0);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 0), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.sleep_ms, HL_SETTLE_MAX_MS);
+    FEED_SET(&s, "*2\r\n:1\r\n:1\r\n", 10); /* the late grant */
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 10), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&s.cmd, 0, "EVAL")); /* the body: no NOSCRIPT round */
+    CU_ASSERT(arg_is(&s.cmd, 3, "res:1"));
+    CU_ASSERT(arg_is(&s.cmd, 5, "redisson_unlock_latch:{res:1}:cid:9"));
+    CU_ASSERT(arg_is(&s.cmd, 7, "9000"));
+    CU_ASSERT(arg_is(&s.cmd, 8, OWNER));
+    CU_ASSERT(arg_is(&s.cmd, 10, "spublish"));
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 11), HL_ACT_WAIT); /* the undo's reply */
+    FEED_SET(&s, ":0\r\n", 12);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 12), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_RELEASED);
+    hl_settle_free(&s);
+}
+
+static void t_settle_fair_waiter_leaves(void)
+{
+    hl_cmd a;
+    hl_cmd_acquire(&a, HILOCK_KIND_FAIR, &N, OWNER, 9000, 120000);
+    hl_settle s;
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:10", 1000, 0), 0);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 0), HL_ACT_WAIT);
+    FEED_SET(&s, "*2\r\n:0\r\n:4000\r\n", 10); /* queued behind a holder */
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 10), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_FAIR_CANCEL);
+    CU_ASSERT(arg_is(&s.cmd, 7, OWNER));
+    CU_ASSERT(arg_is(&s.cmd, 8, "120000"));
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_LEFT_LINE);
+    hl_settle_free(&s);
+
+    /* a fair one-try attempt never queues: nothing to undo when refused */
+    hl_cmd_acquire(&a, HILOCK_KIND_FAIR, &N, OWNER, 9000, -1);
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:11", 1000, 0), 0);
+    FEED_SET(&s, "*2\r\n:0\r\n:4000\r\n", 10);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 10), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_NOTHING);
+    hl_settle_free(&s);
+}
+
+static void t_settle_errors_and_give_up(void)
+{
+    hl_cmd a;
+    hl_cmd_acquire(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1);
+    hl_settle s;
+    /* NOSCRIPT (or any error): the attempt changed nothing */
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, NULL, "cid:12", 1000, 0), 0);
+    FEED_SET(&s, "-NOSCRIPT No matching script.\r\n", 1);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_NOTHING);
+    hl_settle_free(&s);
+    /* the server never answers: give up after HL_SETTLE_MAX_MS */
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, NULL, "cid:13", 1000, 0), 0);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, HL_SETTLE_MAX_MS - 1), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.sleep_ms, 1);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, HL_SETTLE_MAX_MS), HL_ACT_DONE);
+    hl_settle_free(&s);
+    /* connection broke */
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, NULL, "cid:14", 1000, 0), 0);
+    hl_settle_on_error(&s, 5);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 5), HL_ACT_DONE);
+    hl_settle_free(&s);
+    /* only acquire attempts can be settled */
+    hl_cmd r;
+    hl_cmd_release(&r, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, "latch", 3000);
+    CU_ASSERT_EQUAL(hl_settle_init(&s, &r, NULL, "cid:15", 1000, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 0), HL_ACT_DONE);
+    hl_settle_free(&s);
+    CU_ASSERT_EQUAL(hl_settle_init(&s, NULL, NULL, "cid:16", 1000, 0), HILOCK_EINVAL);
+}
+
+/* ---------------------------------------------------------------- watchdog */
+
+static hl_renew_outcome classify(const char *bytes, size_t len)
+{
+    redisReply *r = resp(bytes, len);
+    hl_renew_outcome o = hl_renew_classify(r);
+    if (r)
+        freeReplyObject(r);
+    return o;
+}
+#define CLASSIFY(s) classify(s, sizeof(s) - 1)
+
+static void t_renew_classify(void)
+{
+    CU_ASSERT_EQUAL(CLASSIFY(":1\r\n"), HL_RENEW_RENEWED);
+    CU_ASSERT_EQUAL(CLASSIFY(":0\r\n"), HL_RENEW_LOST);
+    CU_ASSERT_EQUAL(CLASSIFY(":7\r\n"), HL_RENEW_TROUBLE);
+    CU_ASSERT_EQUAL(CLASSIFY("$1\r\n0\r\n"), HL_RENEW_TROUBLE);
+    CU_ASSERT_EQUAL(CLASSIFY("-NOSCRIPT No matching script.\r\n"), HL_RENEW_EVAL);
+    CU_ASSERT_EQUAL(CLASSIFY("-MOVED 3999 127.0.0.1:7001\r\n"), HL_RENEW_REDIRECT);
+    CU_ASSERT_EQUAL(CLASSIFY("-ASK 3999 127.0.0.1:7001\r\n"), HL_RENEW_REDIRECT);
+    CU_ASSERT_EQUAL(CLASSIFY("-READONLY You can't write against a read only replica.\r\n"),
+                    HL_RENEW_REDIRECT);
+    CU_ASSERT_EQUAL(CLASSIFY("-ERR something\r\n"), HL_RENEW_TROUBLE);
+    CU_ASSERT_EQUAL(hl_renew_classify(NULL), HL_RENEW_TROUBLE);
+    CU_ASSERT_EQUAL(hl_renew_period(30000), 10000);
+    CU_ASSERT_EQUAL(hl_renew_period(2), 1);
+}
+
+/* ---------------------------------------------------------------- routing */
+
+static hl_route_action route(hl_router *rt, const char *bytes, size_t len)
+{
+    redisReply *r = resp(bytes, len);
+    hl_route_action a = hl_router_on_reply(rt, r);
+    if (r)
+        freeReplyObject(r);
+    return a;
+}
+#define ROUTE(rt, s) route(rt, s, sizeof(s) - 1)
+
+static void t_route_cluster(void)
+{
+    hl_router rt;
+    hl_router_init(&rt, HL_MODE_CLUSTER);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "*2\r\n:1\r\n:1\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-NOSCRIPT x\r\n"), HL_ROUTE_DONE); /* the machine's business */
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 3999 10.0.0.2:7001\r\n"), HL_ROUTE_MOVED);
+    CU_ASSERT_EQUAL(rt.slot, 3999);
+    CU_ASSERT_STRING_EQUAL(rt.host, "10.0.0.2");
+    CU_ASSERT_EQUAL(rt.port, 7001);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-ASK 12 ::1:7002\r\n"), HL_ROUTE_ASK);
+    CU_ASSERT_STRING_EQUAL(rt.host, "::1");
+    CU_ASSERT_EQUAL(rt.port, 7002);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-TRYAGAIN Multiple keys request during rehashing\r\n"),
+                    HL_ROUTE_RETRY);
+    CU_ASSERT(rt.sleep_ms > 0);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-LOADING Redis is loading the dataset in memory\r\n"),
+                    HL_ROUTE_RETRY);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-READONLY You can't write against a read only replica.\r\n"),
+                    HL_ROUTE_REFRESH);
+    /* demoted twice: give up with the error */
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-READONLY again\r\n"), HL_ROUTE_FAIL);
+    CU_ASSERT_EQUAL(rt.result, HILOCK_ECONN);
+    /* malformed redirects are plain errors, never a jump to garbage */
+    hl_router_init(&rt, HL_MODE_CLUSTER);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 99999 10.0.0.2:7001\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 10.0.0.2:0\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 10.0.0.2:70000\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 nocolon\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED x 10.0.0.2:7001\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVEDX 1 10.0.0.2:7001\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 :7001\r\n"), HL_ROUTE_MOVED);
+    CU_ASSERT_STRING_EQUAL(rt.host, "127.0.0.1");
+    /* a slot bouncing between nodes ends */
+    hl_router_init(&rt, HL_MODE_CLUSTER);
+    hl_route_action a = HL_ROUTE_MOVED;
+    int hops = 0;
+    while (a == HL_ROUTE_MOVED && hops < 100) {
+        a = ROUTE(&rt, "-MOVED 5 10.0.0.3:7003\r\n");
+        hops++;
+    }
+    CU_ASSERT_EQUAL(a, HL_ROUTE_FAIL);
+    CU_ASSERT_EQUAL(hops, HL_ROUTE_MAX_HOPS + 1);
+}
+
+static void t_route_single_sentinel(void)
+{
+    hl_router rt;
+    hl_router_init(&rt, HL_MODE_SINGLE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-READONLY x\r\n"), HL_ROUTE_DONE); /* nowhere else to go */
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 10.0.0.2:7001\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(hl_router_on_conn_error(&rt, 0), HL_ROUTE_FAIL);
+    hl_router_init(&rt, HL_MODE_SENTINEL);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 10.0.0.2:7001\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-MASTERDOWN Link with MASTER is down\r\n"), HL_ROUTE_REFRESH);
+    CU_ASSERT_EQUAL(rt.sleep_ms, 0);
+    /* a connect failure (nothing sent): look again once; a failure after
+     * sending is never resent here */
+    CU_ASSERT_EQUAL(hl_router_on_conn_error(&rt, 1), HL_ROUTE_FAIL);
+    hl_router_init(&rt, HL_MODE_SENTINEL);
+    CU_ASSERT_EQUAL(hl_router_on_conn_error(&rt, 0), HL_ROUTE_REFRESH);
+    CU_ASSERT_EQUAL(hl_router_on_conn_error(&rt, 0), HL_ROUTE_FAIL);
+    CU_ASSERT_EQUAL(hl_router_on_reply(&rt, NULL), HL_ROUTE_FAIL);
+}
+
+/* ---------------------------------------------------------------- ack */
+
+static void ack_feed(hl_ack *k, const char *bytes, size_t len)
+{
+    redisReply *r = resp(bytes, len);
+    hl_ack_on_reply(k, r);
+    if (r)
+        freeReplyObject(r);
+}
+#define FEED_ACK(k, s) ack_feed(k, s, sizeof(s) - 1)
+#define ROLE_1 "*3\r\n$6\r\nmaster\r\n:100\r\n*1\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n7001\r\n$3\r\n100\r\n"
+#define ROLE_0 "*3\r\n$6\r\nmaster\r\n:100\r\n*0\r\n"
+
+static void t_ack(void)
+{
+    hl_ack k;
+    /* nothing cached: ROLE, one replica: WAIT 1 <timeout>, acknowledged */
+    hl_ack_init(&k, -1, 0, 800);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "ROLE"));
+    FEED_ACK(&k, ROLE_1);
+    CU_ASSERT_EQUAL(k.replicas, 1);
+    CU_ASSERT_EQUAL(k.refreshed, 1);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "WAIT") && arg_is(&k.cmd, 1, "1") && arg_is(&k.cmd, 2, "800"));
+    CU_ASSERT_EQUAL(k.timeout_ms, 800);
+    FEED_ACK(&k, ":1\r\n");
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 1);
+
+    /* cached "no replicas": nothing to send, acknowledged */
+    hl_ack_init(&k, 0, 500, 800);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 1);
+
+    /* cached one replica, WAIT answers 0: ROLE again; replicas still there */
+    hl_ack_init(&k, 1, 500, 800);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "WAIT"));
+    FEED_ACK(&k, ":0\r\n");
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "ROLE"));
+    FEED_ACK(&k, ROLE_1);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 0);
+
+    /* ... or the replica went away meanwhile: nothing to lose */
+    hl_ack_init(&k, 1, 500, 800);
+    hl_ack_next(&k);
+    FEED_ACK(&k, ":0\r\n");
+    hl_ack_next(&k);
+    FEED_ACK(&k, ROLE_0);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 1);
+
+    /* a stale cache is refreshed; an odd ROLE reply counts no replicas */
+    hl_ack_init(&k, 1, HL_REPLICAS_CACHE_MS + 1, 800);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "ROLE"));
+    FEED_ACK(&k, "-ERR unknown command\r\n");
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.replicas, 0);
+
+    /* a connection failure loses certainty */
+    hl_ack_init(&k, 1, 0, 800);
+    hl_ack_next(&k);
+    hl_ack_on_error(&k);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 0);
+    CU_ASSERT_EQUAL(k.failed, 1);
+}
+
+/* ---------------------------------------------------------------- drivers */
+
+static int64_t key_int(th_redis *h, const char *cmd, const char *key)
+{
+    redisContext *ctx = redisConnect("127.0.0.1", h->port);
+    if (!ctx || ctx->err)
+        return -100;
+    redisReply *r = redisCommand(ctx, "%s %s", cmd, key);
+    int64_t v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
+    if (r)
+        freeReplyObject(r);
+    redisFree(ctx);
+    return v;
+}
+
+/* Poll (bounded) until cmd key answers want; returns the last answer. */
+static int64_t await_int(th_redis *h, const char *cmd, const char *key, int64_t want)
+{
+    int64_t v = -100;
+    for (int i = 0; i < 200 && (v = key_int(h, cmd, key)) != want; i++)
+        usleep(10000);
+    return v;
+}
+
+/* The server stalls while an acquire attempt is in flight: the caller gets
+ * ECONN; once the server resumes and runs the attempt, the late grant
+ * (reentrant) or the line entry (fair) is undone by the settle machine. */
+static void stalled_attempt(hilock_kind kind)
+{
+    th_redis h;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, h.url, &o, NULL, 0), 0);
+    hilock_lock *l = NULL, *other = NULL;
+    const char *name = kind == HILOCK_KIND_FAIR ? "stall:fair" : "stall:re";
+    CU_ASSERT_EQUAL_FATAL((kind == HILOCK_KIND_FAIR ? hilock_fair_lock_new : hilock_lock_new)(
+                              &l, c, name), 0);
+    CU_ASSERT_EQUAL_FATAL((kind == HILOCK_KIND_FAIR ? hilock_fair_lock_new : hilock_lock_new)(
+                              &other, c, name), 0);
+    if (kind == HILOCK_KIND_FAIR) /* held elsewhere: the attempt queues */
+        CU_ASSERT_EQUAL(hilock_lock_acquire_tid(other, 7, 0, 60000), 0);
+    th_redis_pause(&h);
+    int rc = hilock_lock_acquire_tid(l, 1, 5000, 60000);
+    th_redis_resume(&h);
+    CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
+    if (kind == HILOCK_KIND_FAIR) {
+        char q[64];
+        snprintf(q, sizeof q, "redisson_lock_queue:{%s}", name);
+        CU_ASSERT_EQUAL(await_int(&h, "LLEN", q, 0), 0);
+        snprintf(q, sizeof q, "redisson_lock_timeout:{%s}", name);
+        CU_ASSERT_EQUAL(await_int(&h, "ZCARD", q, 0), 0);
+        CU_ASSERT_EQUAL(hilock_lock_release_tid(other, 7), 0);
+    } else {
+        CU_ASSERT_EQUAL(await_int(&h, "EXISTS", name, 0), 0);
+    }
+    hilock_lock_free(l);
+    hilock_lock_free(other);
+    hilock_client_close(c);
+    th_redis_stop(&h);
+}
+
+static void t_stalled_grant_undone(void)
+{
+    stalled_attempt(HILOCK_KIND_REENTRANT);
+}
+
+static void t_stalled_waiter_leaves(void)
+{
+    stalled_attempt(HILOCK_KIND_FAIR);
+}
+
+static int init_names(void)
+{
+    return hl_names_init(&N, "res:1");
+}
+static int clean_names(void)
+{
+    hl_names_free(&N);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("engine", init_names, clean_names);
+    CU_add_test(s, "release: partial unlock keeps the acquire's lease", t_release_partial_keeps_lease);
+    CU_add_test(s, "release: not owner, errors", t_release_not_owner_and_errors);
+    CU_add_test(s, "release: NOSCRIPT, resend after a lost reply", t_release_noscript_then_retry);
+    CU_add_test(s, "settle: late grant released", t_settle_late_grant_released);
+    CU_add_test(s, "settle: fair waiter leaves the line", t_settle_fair_waiter_leaves);
+    CU_add_test(s, "settle: errors and giving up", t_settle_errors_and_give_up);
+    CU_add_test(s, "watchdog: renewal outcomes", t_renew_classify);
+    CU_add_test(s, "route: cluster redirects", t_route_cluster);
+    CU_add_test(s, "route: single server and sentinel", t_route_single_sentinel);
+    CU_add_test(s, "replica acknowledgement", t_ack);
+    CU_add_test(s, "C driver: a stalled attempt's late grant is undone", t_stalled_grant_undone);
+    CU_add_test(s, "C driver: a stalled fair waiter leaves the line", t_stalled_waiter_leaves);
+    return th_cu_run();
+}
