@@ -8,7 +8,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # with Debian's plain luajit package, so we use luajit2 everywhere.
 APT_PACKAGES=(
   build-essential cmake pkg-config git curl
-  libhiredis-dev uuid-dev libcunit1-dev swig valgrind
+  libhiredis-dev libssl-dev openssl uuid-dev libcunit1-dev swig valgrind
   redis-server redis-tools
   lua5.1 liblua5.1-0-dev lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
   nginx libnginx-mod-http-lua
@@ -41,6 +41,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# hiredis 1.x sources (TLS), pinned and checksummed: built into libhilock.
+bash "$here/scripts/fetch-hiredis.sh" >/dev/null
 
 # Per-suite extra dependencies (pip, Maven, ...).
 for f in "$here"/tests/*/deps.sh; do

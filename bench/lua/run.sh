@@ -16,11 +16,10 @@ N="${1:-3000}"; ROUNDS="${2:-15}"
 
 hl_build || { echo "bench: build failed"; exit 1; }
 hl_tmpdir; B="$HL_TMP"
-hiredis_a=$(sed -n 's/^HIREDIS_STATIC_LIB:FILEPATH=//p' "$HL_BUILD/CMakeCache.txt")
-[ -f "$hiredis_a" ] || hiredis_a=$(find /usr/lib /usr/local/lib -name libhiredis.a 2>/dev/null | head -1)
-gcc -std=c11 -O2 -Wall -Wextra -Werror -I"$HL_ROOT/libcore/include" "$here/c_pairs.c" \
-  "$HL_BUILD/libcore/libhilock.a" "$hiredis_a" \
-  -luuid -lpthread -o "$B/c_pairs" || { echo "bench: cannot build c_pairs"; exit 1; }
+hiredis_inc=$(sed -n 's/^HILOCK_HIREDIS_INCLUDE:INTERNAL=//p' "$HL_BUILD/CMakeCache.txt")
+static_libs=$(sed -n 's/^HILOCK_STATIC_LIBS:INTERNAL=//p' "$HL_BUILD/CMakeCache.txt")
+gcc -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$HL_ROOT/libcore/include" -I"$hiredis_inc" "$here/c_pairs.c" \
+  "$HL_BUILD/libcore/libhilock.a" $static_libs -o "$B/c_pairs" || { echo "bench: cannot build c_pairs"; exit 1; }
 hl_start_redis || exit 1
 hl_start_nginx || exit 1
 

@@ -93,16 +93,27 @@ def find_static_lib() -> str:
     return os.path.join(bdir, "libcore", "libhilock.a")
 
 
+def cmake_cache(lib: str, name: str) -> str:
+    """A value the build recorded next to libhilock.a (build/<x>/libcore/..)."""
+    cache = os.path.join(os.path.dirname(os.path.dirname(lib)), "CMakeCache.txt")
+    with open(cache, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split("=", 1)[1].strip()
+    raise SystemExit(f"bench: no {name} in {cache}")
+
+
 def build_c_pairs() -> str:
     out_dir = os.path.join(ROOT, "build", "python-bench")
     os.makedirs(out_dir, exist_ok=True)
     exe = os.path.join(out_dir, "c_pairs")
     lib = find_static_lib()
+    # libhilock.a holds hiredis: its headers and link needs are in the cache
     subprocess.check_call(["cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra",
                            "-I", os.path.join(ROOT, "libcore", "include"),
-                           os.path.join(HERE, "c_pairs.c"), lib,
-                           "/usr/lib/x86_64-linux-gnu/libhiredis.a", "-luuid", "-lpthread",
-                           "-o", exe])
+                           "-I", cmake_cache(lib, "HILOCK_HIREDIS_INCLUDE"),
+                           os.path.join(HERE, "c_pairs.c"), lib]
+                          + cmake_cache(lib, "HILOCK_STATIC_LIBS").split() + ["-o", exe])
     return exe
 
 

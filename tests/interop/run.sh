@@ -30,13 +30,14 @@ if [ ! -f "$build/libcore/libhilock.a" ]; then
   cmake --build "$build" --target hilock_static -j2 >"$out/cmake.log" 2>&1 ||
     { cat "$out/cmake.log"; die "cannot build hilock_static in $build"; }
 fi
-hiredis_a="$(sed -n 's/^HIREDIS_STATIC_LIB:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null)"
-[ -n "$hiredis_a" ] || hiredis_a="$(find /usr/lib /usr/local/lib -name libhiredis.a 2>/dev/null | head -1)"
-[ -f "$hiredis_a" ] || die "libhiredis.a not found"
+# libhilock.a holds hiredis; the build records its headers and what it needs
+hiredis_inc="$(sed -n 's/^HILOCK_HIREDIS_INCLUDE:INTERNAL=//p' "$build/CMakeCache.txt")"
+static_libs="$(sed -n 's/^HILOCK_STATIC_LIBS:INTERNAL=//p' "$build/CMakeCache.txt")"
+[ -n "$hiredis_inc" ] || die "no HILOCK_HIREDIS_INCLUDE in $build/CMakeCache.txt"
 #: hilock.h:8 has "/*" inside a comment (reported to the lead).
-cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" \
+cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" -I"$hiredis_inc" \
   "$here/driver.c" -o "$out/hilock-interop-driver" \
-  "$build/libcore/libhilock.a" "$hiredis_a" -luuid -lpthread ||
+  "$build/libcore/libhilock.a" $static_libs ||
   die "cannot build the C driver"
 
 # 3. The Python side: the hilock package installed into the shared venv
