@@ -1424,12 +1424,8 @@ function Lock:force_unlock()
     if not n then
         return nil, err
     end
-    local prefix = self.name .. "\0"
-    for k in pairs(c.wd) do
-        if k:sub(1, #prefix) == prefix then
-            c.wd[k] = nil
-        end
-    end
+    -- the watchdog keeps its entries: its next renewal finds each hold gone
+    -- and reports it lost to its holder, as the C client does
     return n == 1
 end
 
