@@ -44,21 +44,13 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" -I"$hiredis_inc"
 #    (re-installed only when its sources changed since our last install).
 venv="${HILOCK_VENV:-$root/build/venv}"
 py_args=()
-src_sum="$(cd "$root" && find libcore bindings python setup.py pyproject.toml CMakeLists.txt cmake \
-             -type f ! -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-40)"
 stamp="$out/python-installed.sha1"
 if [ ! -f "$root/setup.py" ] && [ ! -f "$root/pyproject.toml" ]; then
   py_args=(--py-missing "no Python package in the tree")
 elif ! bash "$root/tests/python/deps.sh" >"$out/py-deps.log" 2>&1; then
   py_args=(--py-missing "tests/python/deps.sh failed (see $out/py-deps.log)")
 else
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$src_sum" ] || ! "$venv/bin/python" -c "import hilock" 2>/dev/null; then
-    rm -f "$stamp"
-    if "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
-         --force-reinstall --no-deps "$root" >"$out/py-install.log" 2>&1; then
-      echo "$src_sum" >"$stamp"
-    fi
-  fi
+  bash "$root/tests/python/install.sh" "$stamp" >"$out/py-install.log" 2>&1
   if "$venv/bin/python" -c "import hilock" >/dev/null 2>&1; then
     py_args=(--py-driver-cmd "$venv/bin/python $here/driver.py")
   else

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Conformance agent for the Python package (hilock, over the SWIG module).
+
+One process, one hilock.Client opened with the options on the command line;
+every actor is a Python thread (its own owner "<client-id>:<os-thread-id>"),
+created on first use, running its requests in order. Line protocol: see
+tests/conformance/README.md.
+
+Usage: agent.py URL [key=value ...]   (the same keys as agent.c, in ms)
+"""
+import os
+import queue
+import sys
+import threading
+
+import hilock
+
+_out = threading.Lock()
+
+# The conformance error kinds; the first matching class wins (subclasses first).
+ERR_KINDS = [
+    (hilock.LockTimeout, "timeout"), (hilock.NotOwnerError, "notowner"),
+    (hilock.LockLostError, "lost"), (hilock.AuthenticationError, "auth"),
+    (hilock.ConnectionError, "connection"), (hilock.WrongTypeError, "wrongtype"),
+    (hilock.ProtocolError, "protocol"), (hilock.ClosedError, "closed"),
+    (hilock.InvalidArgument, "invalid"),
+]
+
+
+def say(who, text):
+    with _out:
+        sys.stdout.write("%s %s\n" % (who, text))
+        sys.stdout.flush()
+
+
+def client_kwargs(pairs):
+    kw = {}
+    for p in pairs:
+        k, v = p.split("=", 1)
+        v = int(v)
+        if k == "replica_ack":
+            kw[k] = bool(v)
+        elif k.endswith("_ms") and k[:-3] in ("watchdog_lease", "command_timeout",
+                                             "connect_timeout", "replica_ack_timeout"):
+            kw[k[:-3]] = v / 1000.0
+        else:
+            raise ValueError("unknown option " + k)
+    return kw
+
+
+class Agent:
+    def __init__(self, url, kw):
+        self.client = hilock.Client(url, **kw)
+        self.locks = {}
+        self.locks_mu = threading.Lock()
+
+    def lock(self, kind, name):
+        # one Lock per (kind, name); it acts for the calling thread
+        with self.locks_mu:
+            lk = self.locks.get((kind, name))
+            if lk is None:
+                lk = self.client.fair_lock(name) if kind == "f" else self.client.lock(name)
+                self.locks[(kind, name)] = lk
+            return lk
+
+    def run(self, w):
+        cmd, kind, name = w[1], w[2], w[3]
+        if kind not in ("r", "f"):
+            return "err usage kind must be r or f"
+        lk = self.lock(kind, name)
+        if cmd == "lock" and len(w) == 6:
+            wait_ms, lease_ms = int(w[4]), int(w[5])
+            wait = None if wait_ms < 0 else wait_ms / 1000.0
+            lease = None if lease_ms <= 0 else lease_ms / 1000.0
+            return "ok %d" % (1 if lk.acquire(wait=wait, lease=lease) else 0)
+        if cmd == "unlock":
+            lk.release()
+            return "ok"
+        if cmd == "force":
+            return "ok %d" % (1 if lk.force_unlock() else 0)
+        if cmd == "locked":
+            return "ok %d" % (1 if lk.locked() else 0)
+        if cmd == "held":
+            return "ok %d" % (1 if lk.owned() else 0)
+        if cmd == "lost":
+            return "ok %d" % (1 if lk.lost else 0)
+        if cmd == "holds":
+            return "ok %d" % lk.hold_count
+        if cmd == "ttl":
+            t = lk.ttl
+            return "ok %d" % (-2 if t is None else -1 if t == float("inf") else round(t * 1000))
+        return "err usage unknown command " + cmd
+
+    def actor_loop(self, name, q):
+        while True:
+            w = q.get()
+            try:
+                reply = self.run(w)
+            except Exception as e:  # noqa: BLE001 - reported to the orchestrator
+                kind = next((k for cls, k in ERR_KINDS if isinstance(e, cls)), "other")
+                reply = "err %s %s: %s" % (kind, type(e).__name__, str(e).replace("\n", " "))
+            say(name, reply)
+
+    def serve(self):
+        say("agent", "ok ready")
+        actors = {}
+        for line in sys.stdin:
+            w = line.split()
+            if not w:
+                continue
+            if w[0] == "quit":
+                break
+            if len(w) < 4:
+                say(w[0], "err usage ACTOR CMD r|f NAME ...")
+                continue
+            q = actors.get(w[0])
+            if q is None:
+                q = actors[w[0]] = queue.Queue()
+                threading.Thread(target=self.actor_loop, args=(w[0], q), daemon=True).start()
+            q.put(w)
+        sys.stdout.flush()
+        os._exit(0)  # actors may be blocked in an acquire: do not join them
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.stderr.write("usage: agent.py URL [key=value ...]\n")
+        sys.exit(2)
+    try:
+        agent = Agent(sys.argv[1], client_kwargs(sys.argv[2:]))
+    except hilock.Error as e:
+        say("agent", "err connection %s" % e)
+        sys.exit(1)
+    agent.serve()
+
+
+if __name__ == "__main__":
+    main()

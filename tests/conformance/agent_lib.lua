@@ -1,0 +1,87 @@
+-- The part of the conformance agent shared by the plain Lua agent
+-- (agent.lua) and the OpenResty agent (agent_resty.lua): both modules have
+-- the same lock methods and error strings. Line protocol: see
+-- tests/conformance/README.md.
+local _M = {}
+
+-- "key=value" option words (milliseconds, as agent.c takes them) -> the
+-- options table of hilock.connect / resty.hilock.new (seconds).
+function _M.options(words)
+  local opts = {}
+  for _, kv in ipairs(words) do
+    local k, v = kv:match("^([%w_]+)=(%-?%d+)$")
+    v = tonumber(v)
+    if k == "replica_ack" then
+      opts.replica_ack = v ~= 0
+    elseif k and k:find("_ms$") then
+      opts[k:sub(1, -4)] = v / 1000 -- both modules reject an unknown name
+    else
+      error("bad option " .. tostring(kv))
+    end
+  end
+  return opts
+end
+
+-- The conformance error kinds, from the modules' stable error prefixes.
+local KINDS = {
+  { "^timeout", "timeout" }, { "^not owner", "notowner" }, { "^lost", "lost" },
+  { "^connection", "connection" }, { "^auth", "auth" }, { "^wrong type", "wrongtype" },
+  { "^protocol", "protocol" }, { "^closed", "closed" }, { "^out of memory", "nomem" },
+  { "^invalid argument", "invalid" },
+}
+
+function _M.failure(err)
+  err = tostring(err):gsub("[\r\n]", " ")
+  for _, k in ipairs(KINDS) do
+    if err:find(k[1]) then return "err " .. k[2] .. " " .. err end
+  end
+  return "err other " .. err
+end
+local failure = _M.failure
+
+local function b(v) return v and "ok 1" or "ok 0" end
+
+-- w = { ACTOR, CMD, KIND, NAME, ARGS... }; lock_of(kind, name) -> lock handle.
+-- Returns the answer without the actor name.
+local function run(lock_of, w)
+  local cmd, kind = w[2], w[3]
+  if kind ~= "r" and kind ~= "f" then return "err usage kind must be r or f" end
+  local lk = lock_of(kind, w[4])
+  if cmd == "lock" and #w == 6 then
+    local wait_ms, lease_ms = tonumber(w[5]), tonumber(w[6])
+    local ok, err = lk:acquire(wait_ms >= 0 and wait_ms / 1000 or nil,
+                               lease_ms > 0 and lease_ms / 1000 or nil)
+    if ok then return "ok 1" end
+    if tostring(err):find("^timeout") then return "ok 0" end
+    return failure(err)
+  elseif cmd == "unlock" then
+    local ok, err = lk:release()
+    if ok then return "ok" end
+    return failure(err)
+  elseif cmd == "lost" then
+    return b(lk:lost())
+  end
+  local v, err
+  if cmd == "force" then v, err = lk:force_unlock()
+  elseif cmd == "locked" then v, err = lk:locked()
+  elseif cmd == "held" then v, err = lk:held()
+  elseif cmd == "holds" then v, err = lk:hold_count()
+  elseif cmd == "ttl" then v, err = lk:ttl()
+  else return "err usage unknown command " .. tostring(cmd) end
+  if v == nil then return failure(err) end
+  if type(v) == "boolean" then return b(v) end
+  if cmd == "ttl" and v >= 0 then v = math.floor(v * 1000 + 0.5) end
+  return string.format("ok %d", v)
+end
+
+-- One request line -> its answer (without the actor name); never raises.
+function _M.handle(lock_of, line)
+  local w = {}
+  for word in line:gmatch("%S+") do w[#w + 1] = word end
+  if #w < 4 then return "err usage ACTOR CMD r|f NAME ..." end
+  local ok, reply = pcall(run, lock_of, w)
+  if not ok then return (failure(reply):gsub("^err %S+", "err other")) end
+  return reply
+end
+
+return _M

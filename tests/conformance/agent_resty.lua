@@ -1,0 +1,38 @@
+-- Conformance agent for the OpenResty driver (resty.hilock), served by the
+-- location /agent of nginx.conf.in. One HTTP request runs one request line:
+--   GET /agent?url=URL&opts=k=v,k=v&tid=N&line=ACTOR+CMD+KIND+NAME+ARGS
+-- and answers "ok ..." / "err ERRKIND ..." (tests/conformance/README.md).
+-- An actor is the explicit thread id `tid` (one owner across its requests);
+-- clients are made once per worker for each (url, opts).
+local hilock = require "resty.hilock"
+local lib = require "agent_lib"
+
+local _M = {}
+local clients = {}
+
+function _M.serve()
+    local args = ngx.req.get_uri_args()
+    local url, opts = args.url, args.opts or ""
+    local tid, line = tonumber(args.tid), args.line
+    if type(url) ~= "string" or not tid or type(line) ~= "string" then
+        ngx.say("err usage url, tid and line are required")
+        return
+    end
+    local key = url .. " " .. opts
+    local c = clients[key]
+    if not c then
+        local words = {}
+        for kv in opts:gmatch("[^,]+") do words[#words + 1] = kv end
+        local o = lib.options(words)
+        o.url = url
+        c = hilock.new(o)
+        clients[key] = c
+    end
+    local function lock_of(kind, name)
+        if kind == "f" then return c:fair_lock(name, tid) end
+        return c:lock(name, tid)
+    end
+    ngx.say(lib.handle(lock_of, line))
+end
+
+return _M

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the hilock package (non-editable) into $HILOCK_VENV (default
+# $HILOCK_ROOT/build/venv) for a suite that drives it from outside
+# tests/python (interop, conformance), unless the sources are unchanged since
+# the install recorded in STAMP_FILE.
+# Needs the venv of tests/python/deps.sh. Exit 0 = `import hilock` works.
+# Usage: tests/python/install.sh STAMP_FILE
+set -uo pipefail
+root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+venv="${HILOCK_VENV:-$root/build/venv}"
+stamp="$1"
+sum="$(cd "$root" && find libcore bindings python setup.py pyproject.toml CMakeLists.txt cmake \
+         -type f ! -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-40)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ] || ! "$venv/bin/python" -c "import hilock" 2>/dev/null; then
+  rm -f "$stamp"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
+    --force-reinstall --no-deps "$root" || exit 1
+  echo "$sum" >"$stamp"
+fi
+cd / && "$venv/bin/python" -c "import hilock"
