@@ -498,9 +498,10 @@ def redis_once(r, step):
     try:
         v = node(*args)
     except (OSError, RespError) as e:
-        return False, "%s failed: %s" % (" ".join(map(str, args)), e)
+        return False, "%s on :%d failed: %s" % (" ".join(map(str, args)), node.port, e)
     seen = "nil" if v is None else " ".join(map(str, v)) if isinstance(v, list) else str(v)
-    return matches(step["expect"], seen), "%s -> %s" % (" ".join(map(str, args)), seen)
+    return matches(step["expect"], seen), "%s on :%d -> %s" % (" ".join(map(str, args)),
+                                                              node.port, seen)
 
 
 def actor_once(r, step):
@@ -554,6 +555,23 @@ def migrate(r, step):
         for m in [dst, src] + others:
             m("CLUSTER", "SETSLOT", slot, "NODE", ids[dst.port])
         topo.moved[slot] = dst
+        # done when every node (replicas too) names the new owner
+        ok, seen = poll(lambda: owners_agree(topo, slot, dst.port), 10, 0.05)
+        if not ok:
+            raise Fail("slot %d moved %d -> %d, but the nodes say: %s" % (
+                slot, src.port, dst.port, seen))
+
+
+def owners_agree(topo, slot, port):
+    seen = {}
+    for n in topo.c.nodes:
+        owner = None
+        for lo, hi, master, *_ in n("CLUSTER", "SLOTS"):
+            if int(lo) <= slot <= int(hi):
+                owner = int(master[1])
+        seen[n.port] = owner
+    return all(v == port for v in seen.values()), " ".join(
+        "%d:%s" % kv for kv in sorted(seen.items()))
 
 
 def global_op(step, topo):
