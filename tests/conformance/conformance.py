@@ -584,6 +584,9 @@ def global_op(step, topo):
             node.pause()
         else:
             node.resume()
+    elif op == "kill_pubsub":
+        if topo.node(step.get("node", "master"), None)("CLIENT", "KILL", "TYPE", "pubsub") < 1:
+            raise Fail("CLIENT KILL TYPE pubsub found no subscriber")
     elif op == "failover":
         if not hasattr(topo, "failover"):
             raise Fail("failover needs the sentinel topology")
