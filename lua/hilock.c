@@ -26,11 +26,11 @@
 #include <string.h>
 #include <time.h>
 
-#include <uuid/uuid.h>
 #include <hiredis/hiredis.h>
 
 #include "hilock.h"
 #include "proto.h"
+#include "uuid.h"
 #include "hilock_compat.h"
 
 #define LHL_EXPORT __attribute__((visibility("default")))
@@ -637,10 +637,9 @@ static int p_command(lua_State *L)
 
 static int p_uuid(lua_State *L)
 {
-    uuid_t u;
-    char s[37];
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, s);
+    char s[HL_UUID_LEN + 1];
+    if (hl_uuid4(s) != 0)
+        return luaL_error(L, "hilock: no random bytes for a uuid");
     lua_pushstring(L, s);
     return 1;
 }

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <uuid/uuid.h>
 
 #include "internal.h"
+#include "uuid.h"
 
 int hilock_version(void)
 {
@@ -170,9 +170,11 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     pthread_mutex_init(&c->wd.mu, NULL);
     hl_cond_init_mono(&c->wd.cv);
     pthread_mutex_init(&c->err_mu, NULL);
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, c->id);
+    if (hl_uuid4(c->id) != 0) {
+        hl_set_err(err, "no random bytes for the client id (getrandom and /dev/urandom failed)");
+        rc = HILOCK_EPROTO;
+        goto done;
+    }
 
     if ((rc = fill_options(&c->opts, opts, err)) != 0)
         goto done;

@@ -237,7 +237,8 @@ static int is_uuid(const char *s)
             return 0;
         }
     }
-    return 1;
+    /* version 4 (random), variant 10xx (RFC 9562) */
+    return s[14] == '4' && strchr("89ab", s[19]) != NULL;
 }
 
 static void t_open_identity(void)
