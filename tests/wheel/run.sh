@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Wheel suite: the Python package as users get it.
+#   1. python -m build: an sdist, then a wheel built from that sdist;
+#   2. the wheel: one cp39-abi3 wheel, manylinux per auditwheel, only
+#      PyInit__capi exported, no hiredis/libuuid needed at run time, licence
+#      and metadata inside;
+#   3. auditwheel repair's output installed into a fresh venv of another
+#      Python (HILOCK_PY_OTHER, default the oldest supported, 3.9) passes the
+#      Python tests (tests/python);
+#   4. `pip install <sdist>` with build isolation (scikit-build-core, SWIG and
+#      CMake from PyPI) into a fresh venv: `import hilock` works, time printed;
+#   5. `pip install -e .` gives a working `import hilock` outside the tree.
+# The full 3.9-3.13 matrix is the separate suite python-matrix.
+set -uo pipefail
+root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+here="$root/tests/wheel"
+. "$here/lib.sh"
+bash "$root/tests/python/deps.sh" >/dev/null || { echo "python deps failed"; echo "0 passed, 1 failed"; exit 1; }
+venv="$root/build/venv"
+export PATH="$venv/bin:$PATH"
+tmp="$(mktemp -d /tmp/hilock-wheel.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+check() { # description, command...
+  local what="$1"; shift
+  if "$@" >"$tmp/check.log" 2>&1; then echo "  ok    $what"; passed=$((passed+1))
+  else echo "  FAIL  $what"; tail -30 "$tmp/check.log"; failed=$((failed+1)); fi
+}
+
+# 1. sdist, then the wheel from it
+t0=$(date +%s)
+if ! hl_build_dists "$tmp/dist" >"$tmp/build.log" 2>&1; then
+  tail -40 "$tmp/build.log"; echo "wheel: python -m build failed"; echo "0 passed, 1 failed"; exit 1
+fi
+echo "  built sdist and wheel in $(( $(date +%s) - t0 ))s"
+sdist="$(ls "$tmp"/dist/hilock-*.tar.gz)"; whl="$(ls "$tmp"/dist/hilock-*.whl)"
+echo "  $(basename "$sdist"): $(du -k "$sdist" | cut -f1) KiB; $(basename "$whl"): $(du -k "$whl" | cut -f1) KiB"
+
+# 2. what is inside
+check "one abi3 wheel for CPython >= 3.9" grep -q -- '-cp39-abi3-linux_x86_64\.whl$' <<<"$whl"
+check "sdist carries the C sources, SWIG interface, CMake files and LICENSE" \
+  bash -c "tar tzf '$sdist' | grep -c -E '^hilock-[^/]+/(LICENSE|pyproject.toml|CMakeLists.txt|bindings/hilock.i|libcore/src/lock.c|libcore/include/hilock.h|python/CMakeLists.txt)$' | grep -qx 7"
+check "sdist has no build output" bash -c "! tar tzf '$sdist' | grep -E '/build/|\\.so$|\\.o$'"
+unzip -q -o "$whl" -d "$tmp/whl"
+so="$(ls "$tmp"/whl/hilock/_capi.abi3.so)"
+check "wheel: only PyInit__capi exported" \
+  bash -c "[ \"\$(nm -D --defined-only '$so' | awk '\$2 ~ /^[TDBRVW]\$/ {print \$3}')\" = PyInit__capi ]"
+check "wheel: hiredis and libuuid folded in (no DT_NEEDED on them)" \
+  bash -c "! readelf -d '$so' | grep -E 'NEEDED.*(hiredis|uuid)'"
+check "wheel: LICENSE, MIT licence, Requires-Python, classifiers in METADATA" \
+  bash -c "m=\$(cat '$tmp'/whl/hilock-*.dist-info/METADATA) && ls '$tmp'/whl/hilock-*.dist-info/licenses/LICENSE &&
+           grep -qx 'License-Expression: MIT' <<<\"\$m\" && grep -qx 'Requires-Python: >=3.9' <<<\"\$m\" &&
+           grep -q 'Classifier: Programming Language :: Python :: 3.13' <<<\"\$m\""
+check "auditwheel show: a manylinux tag" bash -c "auditwheel show '$whl' | tr '\n' ' ' | grep -q 'platform tag: \"manylinux_2_[0-9]*_x86_64\"'"
+check "auditwheel repair" auditwheel repair -w "$tmp/repaired" "$whl"
+repaired="$(ls "$tmp"/repaired/hilock-*manylinux*.whl 2>/dev/null)"
+[ -n "$repaired" ] && echo "  $(basename "$repaired"): $(du -k "$repaired" | cut -f1) KiB"
+
+# 3. the repaired wheel on another Python version, with the Python tests
+other="${HILOCK_PY_OTHER:-3.9}"
+if [ -n "$repaired" ] && hl_pytest_on "$other" "$repaired" "$tmp"; then
+  echo "  ok    repaired wheel on Python $other: tests/python pass"; passed=$((passed+1))
+else
+  echo "  FAIL  repaired wheel on Python $other"; failed=$((failed+1))
+fi
+
+# 4. from the sdist, the way a user without our tree installs it
+sdist_install() {
+  python3 -m venv "$tmp/sdist-venv" &&
+  local t0; t0=$(date +%s) &&
+  "$tmp/sdist-venv/bin/pip" install -q --disable-pip-version-check "$sdist" &&
+  echo "pip install from the sdist took $(( $(date +%s) - t0 ))s" >"$tmp/sdist-time" &&
+  (cd "$tmp" && "$tmp/sdist-venv/bin/python" -c 'import hilock; assert hilock.__version__ and hilock.LockTimeout')
+}
+check "pip install hilock-*.tar.gz (isolated build: scikit-build-core and swig from PyPI)" sdist_install
+[ -f "$tmp/sdist-time" ] && echo "  $(cat "$tmp/sdist-time")"
+
+# 5. editable install (build isolation, as a user would run it)
+editable() {
+  python3 -m venv "$tmp/edit-venv" &&
+  "$tmp/edit-venv/bin/pip" install -q --disable-pip-version-check \
+    -e "$root" -Cbuild-dir="$root/build/py-editable" &&
+  (cd "$tmp" && HILOCK_ROOT="$root" "$tmp/edit-venv/bin/python" -c '
+import hilock, os
+assert hilock.__file__ == os.path.join(os.environ["HILOCK_ROOT"], "python", "hilock", "__init__.py"), hilock.__file__
+assert hilock.strerror(-3).startswith("not owner"), hilock.strerror(-3)
+print(hilock.__version__)')
+}
+check "pip install -e . then import hilock (the tree's python/hilock)" editable
+
+echo "wheel: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
