@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Wheel suite: the Python package as users get it.
 #   1. python -m build: an sdist, then a wheel built from that sdist;
-#   2. the wheel: one cp39-abi3 wheel, manylinux per auditwheel, only
-#      PyInit__capi exported, no hiredis/libuuid needed at run time, licence
-#      and metadata inside;
+#   2. the wheel: one cp39-abi3 wheel, only PyInit__capi exported, no
+#      hiredis/libuuid needed at run time, licence and metadata inside;
+#      auditwheel repair's output has a manylinux tag (auditwheel show);
 #   3. auditwheel repair's output installed into a fresh venv of another
 #      Python (HILOCK_PY_OTHER, default the oldest supported, 3.9) passes the
 #      Python tests (tests/python);
@@ -51,10 +51,13 @@ check "wheel: LICENSE, MIT licence, Requires-Python, classifiers in METADATA" \
   bash -c "m=\$(cat '$tmp'/whl/hilock-*.dist-info/METADATA) && ls '$tmp'/whl/hilock-*.dist-info/licenses/LICENSE &&
            grep -qx 'License-Expression: MIT' <<<\"\$m\" && grep -qx 'Requires-Python: >=3.9' <<<\"\$m\" &&
            grep -q 'Classifier: Programming Language :: Python :: 3.13' <<<\"\$m\""
-check "auditwheel show: a manylinux tag" bash -c "auditwheel show '$whl' | tr '\n' ' ' | grep -q 'platform tag: \"manylinux_2_[0-9]*_x86_64\"'"
+# A shared library outside the manylinux set (OpenSSL, for rediss://) is
+# copied by auditwheel repair into hilock.libs/ under a unique name.
 check "auditwheel repair" auditwheel repair -w "$tmp/repaired" "$whl"
 repaired="$(ls "$tmp"/repaired/hilock-*manylinux*.whl 2>/dev/null)"
 [ -n "$repaired" ] && echo "  $(basename "$repaired"): $(du -k "$repaired" | cut -f1) KiB"
+check "auditwheel show (repaired wheel): a manylinux tag" \
+  bash -c "auditwheel show '$repaired' | tr '\n' ' ' | grep -q 'platform tag: \"manylinux_2_[0-9]*_x86_64\"'"
 
 # 3. the repaired wheel on another Python version, with the Python tests
 other="${HILOCK_PY_OTHER:-3.9}"
