@@ -10,7 +10,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git curl
   libhiredis-dev libssl-dev openssl uuid-dev libcunit1-dev swig valgrind
   redis-server redis-tools
-  lua5.1 liblua5.1-0-dev lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
+  lua5.1 liblua5.1-0-dev lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev luarocks
   nginx libnginx-mod-http-lua
   python3 python3-venv python3-dev
   default-jdk-headless maven
