@@ -9,7 +9,7 @@ set -uo pipefail
 root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 venv="${HILOCK_VENV:-$root/build/venv}"
 stamp="$1"
-sum="$(cd "$root" && find libcore bindings python setup.py pyproject.toml CMakeLists.txt cmake \
+sum="$(cd "$root" && find libcore bindings python pyproject.toml CMakeLists.txt cmake \
          -type f ! -name '*.pyc' -print0 2>/dev/null | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-40)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ] || ! "$venv/bin/python" -c "import hilock" 2>/dev/null; then
   rm -f "$stamp"
