@@ -206,6 +206,8 @@ redisContext *cli_connect_key(const char *url, const char *key, int *code)
     char err[HL_ERRMSG_MAX] = "";
     memset(&ep, 0, sizeof ep);
     int rc = hl_endpoint_parse(&ep, url, err);
+    if (rc == 0 && (rc = hl_tls_new(&ep.tls_ctx, &ep, err)) != 0)
+        hl_endpoint_free(&ep);
     if (rc != 0) {
         cli_err("bad server URL: %s", err[0] ? err : hilock_strerror(rc));
         *code = rc;
@@ -220,6 +222,7 @@ redisContext *cli_connect_key(const char *url, const char *key, int *code)
             ctx = owner;
         }
     }
+    hl_tls_free(ep.tls_ctx);
     hl_endpoint_free(&ep);
     if (!ctx) {
         cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(c));

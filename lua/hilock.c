@@ -62,6 +62,7 @@ static const char *err_prefix(int code)
     case HILOCK_EWRONGTYPE: return "wrong type";
     case HILOCK_ENOMEM: return "out of memory";
     case HILOCK_ECLOSED: return "closed";
+    case HILOCK_ETLS: return "tls";
     default: return "error";
     }
 }
@@ -72,7 +73,7 @@ static int err_code(const char *msg)
     static const int codes[] = {HILOCK_EINVAL, HILOCK_ETIMEDOUT, HILOCK_ENOTOWNER,
                                 HILOCK_ELOST, HILOCK_ECONN, HILOCK_EPROTO,
                                 HILOCK_EAUTH, HILOCK_EWRONGTYPE, HILOCK_ENOMEM,
-                                HILOCK_ECLOSED};
+                                HILOCK_ECLOSED, HILOCK_ETLS};
     if (!msg)
         return HILOCK_ECONN;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {

@@ -55,7 +55,9 @@ enum {
     HILOCK_EAUTH = -7,      /* authentication or database selection refused */
     HILOCK_EWRONGTYPE = -8, /* the lock's key holds a value that is not a lock */
     HILOCK_ENOMEM = -9,     /* out of memory */
-    HILOCK_ECLOSED = -10    /* handle closed, or client inherited across fork() */
+    HILOCK_ECLOSED = -10,   /* handle closed, or client inherited across fork() */
+    HILOCK_ETLS = -11       /* TLS handshake failed: the server's certificate did not
+                               verify (CA, expiry, name), or the server refused ours */
 };
 
 /* Static description of a code ("not owner", ...); never NULL. */
@@ -73,10 +75,11 @@ HILOCK_API const char *hilock_strerror(int code);
 
 typedef struct hilock_client hilock_client;
 
-#define HILOCK_OPTIONS_VERSION 2
+#define HILOCK_OPTIONS_VERSION 3
 
-/* Zero-initialisable: a field left at 0 takes its default. Fields after
- * pool_size are read only when version >= 2. */
+/* Zero-initialisable: a field left at 0 (or NULL) takes its default. Fields
+ * after pool_size are read only when version >= 2, the TLS and sentinel ones
+ * only when version >= 3. */
 typedef struct hilock_options {
     unsigned int version;        /* HILOCK_OPTIONS_VERSION (0 is taken as 1) */
     int64_t connect_timeout_ms;  /* default 1000 */
@@ -89,20 +92,41 @@ typedef struct hilock_options {
                                     0 = default (on for sentinel, off for one
                                     server), 1 = on, -1 = off */
     int64_t replica_ack_timeout_ms; /* default 1000 */
+    /* version 3: TLS, for every connection of the client (server, sentinels,
+     * every cluster node). rediss://, rediss+sentinel:// and
+     * rediss+cluster:// URLs turn it on, or tls = 1. The strings are copied
+     * by hilock_client_open; a URL query parameter of the same name
+     * (docs/urls.md) wins over the option. */
+    int tls;                     /* 1 = TLS whatever the URL's scheme */
+    const char *tls_ca_file;     /* PEM file of trusted CAs; NULL = the system's */
+    const char *tls_ca_dir;      /* directory of hashed CA certificates */
+    const char *tls_cert_file;   /* client certificate chain, PEM (mutual TLS) */
+    const char *tls_key_file;    /* its private key, PEM */
+    const char *tls_server_name; /* SNI and the name the server's certificate must
+                                    carry; NULL = the host connected to */
+    int tls_insecure;            /* 1 = do not verify the server: FOR TESTS ONLY */
+    /* version 3: sentinels with their own ACL user/password (NULL = no AUTH) */
+    const char *sentinel_user;
+    const char *sentinel_password;
 } hilock_options;
 
-#define HILOCK_OPTIONS_INIT {HILOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0}
+#define HILOCK_OPTIONS_INIT \
+    {HILOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL}
 
 /* Fill *opts with defaults. */
 HILOCK_API int hilock_options_init(hilock_options *opts, unsigned int version);
 
 /*
- * Open a client. url:
- *   redis://[user[:password]@]host[:port][/db]     (user may be empty: redis://:pw@h)
- *   unix:///path/to/socket[?db=N&password=P&user=U]
- *   redis+sentinel://[user[:password]@]s1[:p1][,s2[:p2]...]/mastername[/db]
+ * Open a client. url (every form, and the query parameters: docs/urls.md):
+ *   redis[s]://[user[:password]@]host[:port][/db][?query]  (redis://:pw@h: default
+ *       user; redis://user@h: that user, empty password; both percent-decoded)
+ *   unix://[user[:password]@]/path/to/socket[?db=N&password=P&user=U]
+ *   redis[s]+sentinel://[user[:password]@]s1[:p1][,s2[:p2]...]/mastername[/db]
  *       (the sentinels are asked for the current master at every connect;
- *        user/password are the master's; sentinels are asked without AUTH)
+ *        user/password are the master's; the sentinels' own are the query's
+ *        sentinel_user/sentinel_password or the options')
+ *   redis[s]+cluster://[user[:password]@]h1[:p1][,h2[:p2]...]
+ *   query: ?db=1&connect_timeout_ms=500&tls_ca_file=/etc/ca.pem&...
  * opts may be NULL (defaults). Connects once to verify the server, the
  * credentials and the database; on failure returns the code and, when errbuf
  * is not NULL, writes a detail message into it (errlen bytes at most).

@@ -33,6 +33,7 @@ const char *hilock_strerror(int code)
     case HILOCK_EWRONGTYPE: return "the key holds a value that is not a lock";
     case HILOCK_ENOMEM: return "out of memory";
     case HILOCK_ECLOSED: return "client closed or used after fork";
+    case HILOCK_ETLS: return "TLS handshake failed (certificate not verified or refused)";
     default: return "unknown error";
     }
 }
@@ -109,6 +110,56 @@ static int fill_options(hilock_options *out, const hilock_options *in, char *err
     return 0;
 }
 
+/* The URL's query settings win over the options; the options fill in what
+ * the URL leaves out (TLS files, sentinel credentials). */
+static int merge_url_options(hilock_client *c, const hilock_options *in, char *err)
+{
+    hl_endpoint *ep = &c->ep;
+    if (ep->connect_timeout_ms > 0)
+        c->opts.connect_timeout_ms = ep->connect_timeout_ms;
+    if (ep->command_timeout_ms > 0)
+        c->opts.command_timeout_ms = ep->command_timeout_ms;
+    if (in && in->version >= 3) {
+        struct {
+            const char *value;
+            char **dst;
+        } strs[] = {
+            {in->tls_ca_file, &ep->tls_ca_file},
+            {in->tls_ca_dir, &ep->tls_ca_dir},
+            {in->tls_cert_file, &ep->tls_cert_file},
+            {in->tls_key_file, &ep->tls_key_file},
+            {in->tls_server_name, &ep->tls_server_name},
+            {in->sentinel_user, &ep->sentinel_user},
+            {in->sentinel_password, &ep->sentinel_password},
+        };
+        for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+            if (!strs[i].value || *strs[i].dst)
+                continue;
+            if (!(*strs[i].dst = hl_strdup(strs[i].value))) {
+                hl_set_err(err, "out of memory");
+                return HILOCK_ENOMEM;
+            }
+        }
+        if (in->tls < 0 || in->tls > 1 || in->tls_insecure < 0 || in->tls_insecure > 1) {
+            hl_set_err(err, "options tls and tls_insecure must be 0 or 1");
+            return HILOCK_EINVAL;
+        }
+        ep->tls |= in->tls;
+        ep->tls_insecure |= in->tls_insecure;
+    }
+    if (!ep->tls && (ep->tls_ca_file || ep->tls_ca_dir || ep->tls_cert_file || ep->tls_key_file ||
+                     ep->tls_server_name || ep->tls_insecure)) {
+        hl_set_err(err, "TLS settings given for a connection without TLS (use rediss://, "
+                        "rediss+sentinel://, rediss+cluster:// or the tls option)");
+        return HILOCK_EINVAL;
+    }
+    if ((ep->sentinel_user || ep->sentinel_password) && (!ep->nseeds || ep->cluster)) {
+        hl_set_err(err, "sentinel credentials given for a URL that is not redis[s]+sentinel://");
+        return HILOCK_EINVAL;
+    }
+    return hl_tls_new(&ep->tls_ctx, ep, err);
+}
+
 static void client_destroy(hilock_client *c)
 {
     /* In a child after fork() the parent's threads may have been waiting on
@@ -117,6 +168,7 @@ static void client_destroy(hilock_client *c)
     int forked = c->pid != getpid();
     for (int i = 0; i < c->nnodes; i++)
         hl_node_free(c->nodes[i], forked);
+    hl_tls_free(c->ep.tls_ctx);
     hl_endpoint_free(&c->ep);
     if (forked) {
         free(c);
@@ -180,6 +232,8 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
         goto done;
     if ((rc = hl_endpoint_parse(&c->ep, url, err)) != 0)
         goto done;
+    if ((rc = merge_url_options(c, opts, err)) != 0)
+        goto done;
     /* replica acknowledgement: default on where a failover can happen */
     c->replica_ack = c->opts.replica_ack == 1 ||
                      (c->opts.replica_ack == 0 && (c->ep.nseeds > 0));
@@ -202,9 +256,25 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
         int noauth = r && r->str && (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
         rc = !r ? HILOCK_ECONN : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
-        hl_set_err(err, "server check failed: %s",
+        char why[128];
+        if (!r && c->ep.tls) {
+            /* the first command after the handshake found the session gone:
+             * TLS 1.3 servers refuse a client certificate only now (by an
+             * alert, or a reset that may overtake it) */
+            if (!hl_tls_refused(why, sizeof why))
+                snprintf(why, sizeof why, "%s", ctx->errstr);
+            rc = HILOCK_ETLS;
+            hl_set_err(err, "the server ended the TLS session after the handshake: %s (does it "
+                            "want a client certificate? tls_cert_file, tls_key_file)", why);
+            redisFree(ctx);
+            goto done;
+        }
+        /* a TLS port drops a plain client's first command */
+        int tls_port = !r && !c->ep.tls && !c->ep.path;
+        hl_set_err(err, "server check failed: %s%s",
                    !r ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str
-                                                                    : "PING not answered with PONG");
+                                                                    : "PING not answered with PONG",
+                   tls_port ? " (a TLS port? use rediss://)" : "");
         if (r)
             freeReplyObject(r);
         redisFree(ctx);

@@ -9,322 +9,6 @@
 
 #include "internal.h"
 
-/* ---- URL parsing ---- */
-
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* Copy [s, s+len) percent-decoded into a new string. */
-static char *pct_decode(const char *s, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (!out)
-        return NULL;
-    size_t j = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '%' && i + 2 < len && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            out[j++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-            i += 2;
-        } else {
-            out[j++] = s[i];
-        }
-    }
-    out[j] = 0;
-    return out;
-}
-
-static int parse_int(const char *s, size_t len, long min, long max, long *out)
-{
-    if (len == 0 || len > 10)
-        return -1;
-    long v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-void hl_endpoint_free(hl_endpoint *ep)
-{
-    if (!ep)
-        return;
-    free(ep->host);
-    free(ep->path);
-    free(ep->user);
-    free(ep->password);
-    for (int i = 0; i < ep->nseeds; i++)
-        free(ep->seed_hosts[i]);
-    free(ep->seed_hosts);
-    free(ep->seed_ports);
-    free(ep->master_name);
-    memset(ep, 0, sizeof *ep);
-}
-
-static int parse_unix(hl_endpoint *ep, const char *rest, char *err)
-{
-    /* rest: "/path[?db=N&password=P&user=U]" */
-    const char *q = strchr(rest, '?');
-    size_t plen = q ? (size_t)(q - rest) : strlen(rest);
-    if (plen == 0 || rest[0] != '/') {
-        hl_set_err(err, "unix URL needs an absolute socket path");
-        return HILOCK_EINVAL;
-    }
-    ep->path = pct_decode(rest, plen);
-    if (!ep->path)
-        return HILOCK_ENOMEM;
-    while (q && *q) {
-        q++; /* skip ? or & */
-        const char *amp = strchr(q, '&');
-        size_t n = amp ? (size_t)(amp - q) : strlen(q);
-        const char *eq = memchr(q, '=', n);
-        if (!eq) {
-            hl_set_err(err, "bad query parameter in unix URL");
-            return HILOCK_EINVAL;
-        }
-        size_t klen = (size_t)(eq - q), vlen = n - klen - 1;
-        long v;
-        if (klen == 2 && !memcmp(q, "db", 2)) {
-            if (parse_int(eq + 1, vlen, 0, INT_MAX, &v)) {
-                hl_set_err(err, "bad db number in URL");
-                return HILOCK_EINVAL;
-            }
-            ep->db = (int)v;
-        } else if (klen == 8 && !memcmp(q, "password", 8)) {
-            free(ep->password);
-            if (!(ep->password = pct_decode(eq + 1, vlen)))
-                return HILOCK_ENOMEM;
-        } else if (klen == 4 && !memcmp(q, "user", 4)) {
-            free(ep->user);
-            if (!(ep->user = pct_decode(eq + 1, vlen)))
-                return HILOCK_ENOMEM;
-        } else {
-            hl_set_err(err, "unknown query parameter in unix URL");
-            return HILOCK_EINVAL;
-        }
-        q = amp;
-    }
-    return 0;
-}
-
-static int parse_tcp(hl_endpoint *ep, const char *rest, char *err)
-{
-    /* rest: "[user[:password]@]host[:port][/db]" */
-    const char *slash = strchr(rest, '/');
-    size_t auth_end_limit = slash ? (size_t)(slash - rest) : strlen(rest);
-    const char *at = NULL;
-    for (size_t i = 0; i < auth_end_limit; i++)
-        if (rest[i] == '@')
-            at = rest + i; /* last '@' before the path */
-    const char *hp = rest;
-    if (at) {
-        const char *colon = memchr(rest, ':', (size_t)(at - rest));
-        size_t ulen = colon ? (size_t)(colon - rest) : (size_t)(at - rest);
-        if (colon) {
-            if (ulen > 0 && !(ep->user = pct_decode(rest, ulen)))
-                return HILOCK_ENOMEM;
-            if (!(ep->password = pct_decode(colon + 1, (size_t)(at - colon - 1))))
-                return HILOCK_ENOMEM;
-        } else if (ulen > 0) {
-            /* redis://secret@host: a lone word is taken as the password */
-            if (!(ep->password = pct_decode(rest, ulen)))
-                return HILOCK_ENOMEM;
-        }
-        hp = at + 1;
-    }
-    const char *end = hp + strlen(hp);
-    const char *path = strchr(hp, '/');
-    const char *hend = path ? path : end;
-    const char *portp = NULL;
-    const char *hstart = hp, *hstop;
-    if (*hp == '[') { /* [ipv6] */
-        const char *rb = memchr(hp, ']', (size_t)(hend - hp));
-        if (!rb) {
-            hl_set_err(err, "unterminated [ in URL host");
-            return HILOCK_EINVAL;
-        }
-        hstart = hp + 1;
-        hstop = rb;
-        if (rb + 1 < hend) {
-            if (rb[1] != ':') {
-                hl_set_err(err, "bad host in URL");
-                return HILOCK_EINVAL;
-            }
-            portp = rb + 2;
-        }
-    } else {
-        const char *colon = memchr(hp, ':', (size_t)(hend - hp));
-        hstop = colon ? colon : hend;
-        if (colon)
-            portp = colon + 1;
-    }
-    if (hstop == hstart) {
-        hl_set_err(err, "URL has no host");
-        return HILOCK_EINVAL;
-    }
-    if (!(ep->host = pct_decode(hstart, (size_t)(hstop - hstart))))
-        return HILOCK_ENOMEM;
-    ep->port = 6379;
-    long v;
-    if (portp) {
-        if (parse_int(portp, (size_t)(hend - portp), 1, 65535, &v)) {
-            hl_set_err(err, "bad port in URL");
-            return HILOCK_EINVAL;
-        }
-        ep->port = (int)v;
-    }
-    if (path && path[1]) {
-        if (parse_int(path + 1, strlen(path + 1), 0, INT_MAX, &v)) {
-            hl_set_err(err, "bad db number in URL");
-            return HILOCK_EINVAL;
-        }
-        ep->db = (int)v;
-    }
-    return 0;
-}
-
-/* rest: "[user[:password]@]h1[:p1][,h2[:p2]...]/mastername[/db]" (sentinel)
- * or "[user[:password]@]h1[:p1][,h2[:p2]...][/]" (cluster) */
-static int parse_seeds(hl_endpoint *ep, const char *rest, int cluster, char *err)
-{
-    const char *slash = strchr(rest, '/');
-    if (cluster && !slash)
-        slash = rest + strlen(rest);
-    if (!cluster && (!slash || !slash[1])) {
-        hl_set_err(err, "sentinel URL needs /mastername after the sentinel list");
-        return HILOCK_EINVAL;
-    }
-    ep->cluster = cluster;
-    /* user info: reuse the TCP parser on "<userinfo>@x" */
-    const char *at = NULL;
-    for (const char *p = rest; p < slash; p++)
-        if (*p == '@')
-            at = p;
-    const char *hosts = rest;
-    if (at) {
-        size_t n = (size_t)(at - rest);
-        char *tmp = malloc(n + 3);
-        if (!tmp)
-            return HILOCK_ENOMEM;
-        memcpy(tmp, rest, n);
-        memcpy(tmp + n, "@x", 3);
-        hl_endpoint probe;
-        memset(&probe, 0, sizeof probe);
-        int rc = parse_tcp(&probe, tmp, err);
-        free(tmp);
-        if (rc)
-            return rc;
-        ep->user = probe.user;
-        ep->password = probe.password;
-        probe.user = probe.password = NULL;
-        hl_endpoint_free(&probe);
-        hosts = at + 1;
-    }
-    int count = 1;
-    for (const char *p = hosts; p < slash; p++)
-        count += *p == ',';
-    ep->seed_hosts = calloc((size_t)count, sizeof *ep->seed_hosts);
-    ep->seed_ports = calloc((size_t)count, sizeof *ep->seed_ports);
-    if (!ep->seed_hosts || !ep->seed_ports)
-        return HILOCK_ENOMEM;
-    const char *p = hosts;
-    while (p < slash) {
-        const char *end = memchr(p, ',', (size_t)(slash - p));
-        if (!end)
-            end = slash;
-        size_t n = (size_t)(end - p);
-        char *one = malloc(n + 1);
-        if (!one)
-            return HILOCK_ENOMEM;
-        memcpy(one, p, n);
-        one[n] = 0;
-        hl_endpoint probe;
-        memset(&probe, 0, sizeof probe);
-        int rc = n ? parse_tcp(&probe, one, err) : HILOCK_EINVAL;
-        free(one);
-        if (rc || probe.user || probe.password || probe.db) {
-            hl_endpoint_free(&probe);
-            if (rc != HILOCK_ENOMEM)
-                hl_set_err(err, "bad sentinel address in URL");
-            return rc ? rc : HILOCK_EINVAL;
-        }
-        ep->seed_hosts[ep->nseeds] = probe.host;
-        ep->seed_ports[ep->nseeds] = strchr(p, ':') && strchr(p, ':') < end
-                                                  ? probe.port
-                                                  : cluster ? 6379 : 26379;
-        ep->nseeds++;
-        probe.host = NULL;
-        hl_endpoint_free(&probe);
-        p = end + 1;
-    }
-    if (cluster) {
-        if (*slash && slash[1]) {
-            hl_set_err(err, "a cluster URL has no database or master name");
-            return HILOCK_EINVAL;
-        }
-        return 0;
-    }
-    const char *name = slash + 1;
-    const char *dbp = strchr(name, '/');
-    size_t nlen = dbp ? (size_t)(dbp - name) : strlen(name);
-    if (nlen == 0) {
-        hl_set_err(err, "sentinel URL has an empty master name");
-        return HILOCK_EINVAL;
-    }
-    if (!(ep->master_name = pct_decode(name, nlen)))
-        return HILOCK_ENOMEM;
-    long v;
-    if (dbp && dbp[1]) {
-        if (parse_int(dbp + 1, strlen(dbp + 1), 0, INT_MAX, &v)) {
-            hl_set_err(err, "bad db number in URL");
-            return HILOCK_EINVAL;
-        }
-        ep->db = (int)v;
-    }
-    return 0;
-}
-
-int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err)
-{
-    memset(ep, 0, sizeof *ep);
-    if (!url || !*url) {
-        hl_set_err(err, "empty URL");
-        return HILOCK_EINVAL;
-    }
-    int rc;
-    if (!strncmp(url, "redis://", 8))
-        rc = parse_tcp(ep, url + 8, err);
-    else if (!strncmp(url, "unix://", 7))
-        rc = parse_unix(ep, url + 7, err);
-    else if (!strncmp(url, "redis+sentinel://", 17))
-        rc = parse_seeds(ep, url + 17, 0, err);
-    else if (!strncmp(url, "redis+cluster://", 16))
-        rc = parse_seeds(ep, url + 16, 1, err);
-    else {
-        hl_set_err(err, "URL must start with redis://, unix://, redis+sentinel:// or "
-                        "redis+cluster://");
-        rc = HILOCK_EINVAL;
-    }
-    if (rc) {
-        if (rc == HILOCK_ENOMEM)
-            hl_set_err(err, "out of memory");
-        hl_endpoint_free(ep);
-    }
-    return rc;
-}
-
 /* ---- connecting ---- */
 
 static struct timeval tv_ms(int64_t ms)
@@ -358,18 +42,34 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
         redisFree(ctx);
         return NULL;
     }
-    redisSetTimeout(ctx, tv_ms(command_timeout_ms));
     if (!ep->path)
         redisEnableKeepAlive(ctx);
+    if (ep->tls_ctx && hl_tls_handshake(ep->tls_ctx, ctx, host, ep->tls_server_name,
+                                        connect_timeout_ms, where, code, err)) {
+        redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv_ms(command_timeout_ms));
     redisReply *r = NULL;
     if (ep->password) {
         if (ep->user)
             r = redisCommand(ctx, "AUTH %s %s", ep->user, ep->password);
         else
             r = redisCommand(ctx, "AUTH %s", ep->password);
+        char why[128];
+        if (!r && ep->tls) { /* as in hilock_client_open's first command */
+            if (!hl_tls_refused(why, sizeof why))
+                snprintf(why, sizeof why, "%s", ctx->errstr);
+            *code = HILOCK_ETLS;
+            hl_set_err(err, "%s ended the TLS session after the handshake: %s (client "
+                            "certificate refused?)", where, why);
+            goto fail;
+        }
         if (!r || r->type == REDIS_REPLY_ERROR) {
             *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
-            hl_set_err(err, "authentication to %s failed: %s", where, r ? r->str : ctx->errstr);
+            hl_set_err(err, "authentication to %s failed: %s%s", where, r ? r->str : ctx->errstr,
+                       !r && !ep->tls && !ep->path ? " (a TLS port? use rediss://)"
+                           : "");
             goto fail;
         }
         freeReplyObject(r);
@@ -391,29 +91,68 @@ fail:
     return NULL;
 }
 
-/* Ask one sentinel for the master's address. 0 or -1 (err set). */
-int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
-                       size_t hostlen, int *port, char *err)
+redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms, int *code,
+                                  char *err)
 {
+    char where[300];
+    snprintf(where, sizeof where, "sentinel %s:%d", ep->seed_hosts[i], ep->seed_ports[i]);
     redisContext *s = redisConnectWithTimeout(ep->seed_hosts[i], ep->seed_ports[i],
                                               tv_ms(timeout_ms));
     if (!s || s->err) {
-        hl_set_err(err, "sentinel %s:%d unreachable: %s", ep->seed_hosts[i],
-                   ep->seed_ports[i], s ? s->errstr : "out of memory");
+        *code = s ? HILOCK_ECONN : HILOCK_ENOMEM;
+        hl_set_err(err, "%s unreachable: %s", where, s ? s->errstr : "out of memory");
         if (s)
             redisFree(s);
-        return -1;
+        return NULL;
+    }
+    if (ep->tls_ctx && hl_tls_handshake(ep->tls_ctx, s, ep->seed_hosts[i], ep->tls_server_name,
+                                        timeout_ms, where, code, err)) {
+        redisFree(s);
+        return NULL;
     }
     redisSetTimeout(s, tv_ms(timeout_ms));
+    if (ep->sentinel_password || ep->sentinel_user) {
+        redisReply *r = ep->sentinel_user
+                            ? redisCommand(s, "AUTH %s %s", ep->sentinel_user,
+                                           ep->sentinel_password ? ep->sentinel_password : "")
+                            : redisCommand(s, "AUTH %s", ep->sentinel_password);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
+            hl_set_err(err, "authentication to %s failed: %s", where, r ? r->str : s->errstr);
+            if (r)
+                freeReplyObject(r);
+            redisFree(s);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return s;
+}
+
+/* Ask one sentinel for the master's address. 0, or a HILOCK_E* code (err
+ * set): EAUTH/ETLS when the sentinel refused us, else ECONN. */
+int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
+                       size_t hostlen, int *port, char *err)
+{
+    int code = 0;
+    redisContext *s = hl_sentinel_connect(ep, i, timeout_ms, &code, err);
+    if (!s)
+        return code ? code : HILOCK_ECONN;
     redisReply *r = redisCommand(s, "SENTINEL get-master-addr-by-name %s", ep->master_name);
-    int rc = -1;
+    int rc = HILOCK_ECONN;
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
         snprintf(host, hostlen, "%s", r->element[0]->str);
         *port = atoi(r->element[1]->str);
-        rc = *port > 0 ? 0 : -1;
+        rc = *port > 0 ? 0 : HILOCK_ECONN;
     }
-    if (rc)
+    if (rc && r && r->type == REDIS_REPLY_ERROR &&
+        (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "NOPERM", 6)))
+        rc = HILOCK_EAUTH; /* a sentinel that wants a password (sentinel_password) */
+    if (rc == HILOCK_EAUTH)
+        hl_set_err(err, "sentinel %s:%d refused: %s (its own password: sentinel_password)",
+                   ep->seed_hosts[i], ep->seed_ports[i], r->str);
+    else if (rc)
         hl_set_err(err, "sentinel %s:%d knows no master named '%s'%s%s", ep->seed_hosts[i],
                    ep->seed_ports[i], ep->master_name,
                    r && r->type == REDIS_REPLY_ERROR ? ": " : "",
@@ -463,8 +202,12 @@ redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
     for (int i = 0; i < ep->nseeds; i++) {
         char host[256];
         int port = 0;
-        if (hl_sentinel_master(ep, i, connect_timeout_ms, host, sizeof host, &port, err))
+        int src = hl_sentinel_master(ep, i, connect_timeout_ms, host, sizeof host, &port, err);
+        if (src) {
+            if (src == HILOCK_EAUTH || src == HILOCK_ETLS || src == HILOCK_ENOMEM)
+                *code = src; /* reported unless another sentinel answers */
             continue;
+        }
         redisContext *ctx = connect_node(ep, host, port, connect_timeout_ms,
                                          command_timeout_ms, code, err);
         if (!ctx) {
@@ -627,7 +370,7 @@ int hl_cluster_refresh(hilock_client *c, char *err)
 {
     pthread_mutex_lock(&c->refresh_mu);
     __atomic_store_n(&c->map_stale, 0, __ATOMIC_RELEASE);
-    int ok = 0;
+    int ok = 0, last = HILOCK_ECONN;
     /* known nodes first, then the seeds */
     int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
     for (int i = 0; i < count + c->ep.nseeds && !ok; i++) {
@@ -636,13 +379,16 @@ int hl_cluster_refresh(hilock_client *c, char *err)
         int code = 0;
         redisContext *ctx = connect_node(&c->ep, host, port, c->opts.connect_timeout_ms,
                                          c->opts.command_timeout_ms, &code, err);
-        if (!ctx)
+        if (!ctx) {
+            if (code == HILOCK_EAUTH || code == HILOCK_ETLS)
+                last = code; /* refused, not just unreachable */
             continue;
+        }
         ok = load_slots(c, ctx, err) == 0;
         redisFree(ctx);
     }
     pthread_mutex_unlock(&c->refresh_mu);
-    return ok ? 0 : HILOCK_ECONN;
+    return ok ? 0 : last;
 }
 
 hl_node *hl_route(hilock_client *c, const char *key, size_t len)

@@ -15,6 +15,7 @@
 #include "proto.h"
 
 #define HL_ERRMSG_MAX 256
+_Static_assert(HL_ERRMSG_MAX == HL_URL_ERR_MAX, "one size of error buffers");
 
 /* ---- util.c ---- */
 HL_HIDDEN int64_t hl_now_mono_ms(void);
@@ -29,25 +30,25 @@ HL_HIDDEN void hl_wake(int fd);       /* write one byte */
 HL_HIDDEN void hl_wake_drain(int fd); /* read everything there is */
 
 /* ---- conn.c: endpoint, connection pool, script execution ---- */
-typedef struct hl_endpoint {
-    char *host;       /* TCP host, or NULL for unix */
-    int port;
-    char *path;       /* unix socket path */
-    char *user;       /* ACL user or NULL */
-    char *password;   /* or NULL */
-    int db;
-    /* sentinel mode (master_name set): the master is resolved through the
-     * seeds (sentinels) at every connect; cluster mode: the seeds are nodes
-     * to learn the slot map from. host/port above are unused in both. */
-    int cluster;
-    int nseeds;
-    char **seed_hosts;
-    int *seed_ports;
-    char *master_name;
-} hl_endpoint;
 
-HL_HIDDEN int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err);
-HL_HIDDEN void hl_endpoint_free(hl_endpoint *ep);
+/* ---- tls.c ---- */
+typedef struct hl_tls hl_tls;
+/* The client's TLS context from ep's settings; *out stays NULL when ep is
+ * not TLS. 0, HILOCK_EINVAL (bad files, built without TLS) or ENOMEM. */
+HL_HIDDEN int hl_tls_new(hl_tls **out, const hl_endpoint *ep, char *err);
+HL_HIDDEN void hl_tls_free(hl_tls *t);
+/* TLS handshake on a fresh connection to host, bounded by timeout_ms.
+ * 0, or -1 with *code (HILOCK_ETLS: certificate or TLS-level refusal;
+ * HILOCK_ECONN: closed or silent peer) and err set; ctx stays usable only
+ * for redisFree then. */
+HL_HIDDEN int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
+                               const char *server_name, int64_t timeout_ms, const char *where,
+                               int *code, char *err);
+HL_HIDDEN int hl_tls_available(void);
+/* After a failed read or write on a TLS connection: 1 when OpenSSL saw a
+ * TLS-level refusal (e.g. the server's "certificate required" alert, which
+ * TLS 1.3 delivers after the handshake), its reason in buf; else 0. */
+HL_HIDDEN int hl_tls_refused(char *buf, size_t len);
 
 /* Connect, AUTH, SELECT within timeout_ms (each step). Returns a context or
  * NULL with *code and err set. Sentinel: to the current master; cluster: to
@@ -58,6 +59,10 @@ HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeou
  * with err set. */
 HL_HIDDEN int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
                                  size_t hostlen, int *port, char *err);
+/* A connection to sentinel i of ep (TLS and the sentinels' own AUTH as ep
+ * says), or NULL with *code and err set. */
+HL_HIDDEN redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms,
+                                            int *code, char *err);
 /* Connect to one given server with ep's credentials. */
 HL_HIDDEN redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host, int port,
                                         int64_t connect_timeout_ms,

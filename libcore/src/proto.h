@@ -18,6 +18,44 @@
 
 #define HL_HIDDEN __attribute__((visibility("hidden")))
 
+/* ---- server URLs (url.c; the forms are listed there and in docs/urls.md) ---- */
+#define HL_URL_ERR_MAX 256 /* err buffers given to hl_endpoint_parse */
+struct hl_tls;
+typedef struct hl_endpoint {
+    int tls;          /* rediss schemes: every connection (sentinels too) is TLS */
+    char *host;       /* TCP host, or NULL for unix */
+    int port;
+    char *path;       /* unix socket path */
+    char *user;       /* ACL user or NULL */
+    char *password;   /* or NULL; "" for the user-only form "user@" */
+    int db;
+    /* sentinel mode (master_name set): the master is resolved through the
+     * seeds (sentinels) at every connect; cluster mode: the seeds are nodes
+     * to learn the slot map from. host/port above are unused in both. */
+    int cluster;
+    int nseeds;
+    char **seed_hosts;
+    int *seed_ports;
+    char *master_name;
+    char *sentinel_user;     /* AUTH for the sentinels themselves, or NULL */
+    char *sentinel_password;
+    int64_t connect_timeout_ms; /* from the query; -1 when not given */
+    int64_t command_timeout_ms;
+    char *tls_ca_file;       /* TLS settings from the query (or the options) */
+    char *tls_ca_dir;
+    char *tls_cert_file;
+    char *tls_key_file;
+    char *tls_server_name;
+    int tls_insecure;
+    struct hl_tls *tls_ctx;  /* the transport's, built from the above (hl_tls_new);
+                                not freed by hl_endpoint_free */
+} hl_endpoint;
+
+/* Parse url into *ep (zeroed first). 0, or HILOCK_EINVAL / HILOCK_ENOMEM with
+ * a message in err (HL_URL_ERR_MAX bytes) and *ep left empty. */
+HL_HIDDEN int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err);
+HL_HIDDEN void hl_endpoint_free(hl_endpoint *ep);
+
 /* Embedded scripts (libcore/scripts/<name>.lua). */
 typedef enum hl_script {
     HL_SCRIPT_LOCK = 0,       /* reentrant acquire */

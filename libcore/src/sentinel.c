@@ -59,18 +59,14 @@ static void *watch_main(void *arg)
     int backoff = 50;
     while (!stopping(c)) {
         int i = next++ % c->ep.nseeds;
-        struct timeval tv = {(time_t)(c->opts.connect_timeout_ms / 1000),
-                             (suseconds_t)(c->opts.connect_timeout_ms % 1000) * 1000};
-        redisContext *ctx =
-            redisConnectWithTimeout(c->ep.seed_hosts[i], c->ep.seed_ports[i], tv);
-        if (!ctx || ctx->err) {
-            if (ctx)
-                redisFree(ctx);
+        int code = 0;
+        char cerr[HL_ERRMSG_MAX];
+        redisContext *ctx = hl_sentinel_connect(&c->ep, i, c->opts.connect_timeout_ms, &code, cerr);
+        if (!ctx) {
             pause_ms(c, backoff);
             backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
             continue;
         }
-        redisSetTimeout(ctx, tv);
         char addr[300];
         redisReply *sub = redisCommand(ctx, "SUBSCRIBE +switch-master");
         int ok = sub && sub->type == REDIS_REPLY_ARRAY;

@@ -12,6 +12,7 @@ from typing import Any
 
 from ._errors import (
     AuthenticationError,
+    TLSError,
     ClosedError,
     ConnectionError,
     Error,
@@ -53,6 +54,7 @@ __all__ = [
     "LockLostError",
     "ConnectionError",
     "AuthenticationError",
+    "TLSError",
     "ProtocolError",
     "WrongTypeError",
     "OutOfMemoryError",

@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import threading
+import urllib.parse
 import weakref
 from types import TracebackType
 from typing import (
@@ -222,18 +223,42 @@ def _call_listeners(listeners: Iterable[Any], tid: int) -> None:
 # --------------------------------------------------------------------------
 
 
+def _url_settings(**kw: Optional[str]) -> str:
+    parts = []
+    for name, value in kw.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+        parts.append(f"{name}={urllib.parse.quote(value, safe='')}")
+    return "&".join(parts)
+
+
+def _with_query(url: str, settings: str) -> str:
+    if not settings:
+        return url
+    base, sep, query = url.partition("?")
+    return f"{base}?{settings}&{query}" if sep and query else f"{base}?{settings}"
+
+
 class Client:
     """A connection pool to one Redis server plus the watchdog and pub/sub
     threads of the C library.
 
-    ``url``: ``redis://[user[:password]@]host[:port][/db]``,
-    ``unix:///path?db=N&password=P`` or
-    ``redis+sentinel://[user[:password]@]s1[:p1][,s2[:p2]...]/mastername[/db]``.
+    ``url``: ``redis[s]://[user[:password]@]host[:port][/db][?query]``,
+    ``unix:///path?db=N&password=P``,
+    ``redis[s]+sentinel://[user[:password]@]s1[:p1][,s2[:p2]...]/mastername[/db]`` or
+    ``redis[s]+cluster://h1[:p1][,h2[:p2]...]`` (every form: docs/urls.md).
+    TLS (``rediss`` schemes or ``tls=True``): ``tls_ca_file``, ``tls_ca_dir``,
+    ``tls_cert_file`` + ``tls_key_file`` (mutual TLS), ``tls_server_name``
+    (SNI and the name checked) and, for tests only, ``tls_insecure=True``.
+    ``sentinel_user``/``sentinel_password``: the sentinels' own credentials.
+    A setting in the URL's query wins over the keyword argument.
     ``replica_ack``: WAIT for a replica after acquire/release (None = the C
     default: on for sentinel URLs, off for one server). Times are seconds. Opening connects once
     to check the server, credentials and database, and raises
     :class:`hilock.ConnectionError` / :class:`hilock.AuthenticationError` /
-    :class:`hilock.InvalidArgument` on failure.
+    :class:`hilock.TLSError` / :class:`hilock.InvalidArgument` on failure.
 
     ``close()`` (or leaving a ``with`` block) stops the watchdog: locks still
     held are NOT released; they expire after their lease. Afterwards every
@@ -251,9 +276,25 @@ class Client:
         pool_size: int = 8,
         replica_ack: Optional[bool] = None,
         replica_ack_timeout: Seconds = 1.0,
+        tls: bool = False,
+        tls_ca_file: Optional[str] = None,
+        tls_ca_dir: Optional[str] = None,
+        tls_cert_file: Optional[str] = None,
+        tls_key_file: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
+        tls_insecure: bool = False,
+        sentinel_user: Optional[str] = None,
+        sentinel_password: Optional[str] = None,
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
+        settings = _url_settings(
+            tls_ca_file=tls_ca_file, tls_ca_dir=tls_ca_dir, tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file, tls_server_name=tls_server_name,
+            sentinel_user=sentinel_user, sentinel_password=sentinel_password)
+        for name, flag in (("tls", tls), ("tls_insecure", tls_insecure)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int):
             raise TypeError("pool_size must be an int")
         if not 1 <= pool_size <= 1024:
@@ -278,7 +319,11 @@ class Client:
         )
         self._pinned: Set[_Handle] = set()
         self._inherited = False  # set in a fork()ed child
-        self._h = _capi.hilock_client_open(url, opts)
+        opts.tls = 1 if tls else 0
+        opts.tls_insecure = 1 if tls_insecure else 0
+        # string settings travel as URL query parameters: one parser (the
+        # engine's) reads them, and the URL's own values come last, so win
+        self._h = _capi.hilock_client_open(_with_query(url, settings), opts)
         self._id: str = _capi.hilock_client_id(self._h)
         _live_clients.add(self)
 

@@ -38,6 +38,7 @@ EAUTH = -7
 EWRONGTYPE = -8
 ENOMEM = -9
 ECLOSED = -10
+ETLS = -11
 
 
 class Error(Exception):
@@ -97,6 +98,13 @@ class AuthenticationError(ConnectionError):
     code = EAUTH
 
 
+class TLSError(ConnectionError):
+    """The TLS handshake failed: the server's certificate did not verify
+    (unknown CA, expired, wrong name) or the server refused ours (HILOCK_ETLS)."""
+
+    code = ETLS
+
+
 class ProtocolError(Error):
     """Unexpected reply or server error (HILOCK_EPROTO)."""
 
@@ -133,6 +141,7 @@ CODES: Dict[int, Type[Error]] = {
     EWRONGTYPE: WrongTypeError,
     ENOMEM: OutOfMemoryError,
     ECLOSED: ClosedError,
+    ETLS: TLSError,
 }
 
 _NAMES = {
@@ -146,6 +155,7 @@ _NAMES = {
     EWRONGTYPE: "wrong type",
     ENOMEM: "out of memory",
     ECLOSED: "closed",
+    ETLS: "tls",
 }
 
 

@@ -195,7 +195,8 @@ static int th_spawn(th_redis *r)
             dup2(devnull, 0);
             dup2(devnull, 1);
         }
-        execvp("redis-server", argv);
+        argv[0] = (char *)th_server_bin();
+        execvp(argv[0], argv);
         _exit(127);
     }
     r->pid = pid;
@@ -376,4 +377,26 @@ int th_cu_run(void)
     CU_cleanup_registry();
     printf("\n%s\n", failed || suites_failed || errors ? "FAILED" : "ALL PASSED");
     return failed || suites_failed || errors ? 1 : 0;
+}
+
+const char *th_server_bin(void)
+{
+    const char *b = getenv("HILOCK_REDIS_SERVER");
+    return b && *b ? b : "redis-server";
+}
+
+pid_t th_sentinel_spawn(const char *conf)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        execlp(th_server_bin(), th_server_bin(), conf, "--sentinel", (char *)NULL);
+        _exit(127);
+    }
+    return pid > 0 ? pid : -1;
 }

@@ -65,5 +65,11 @@ int th_redis_str(const th_redis *r, char *buf, size_t len, const char *fmt, ...)
  * 0 when every assertion passed, 1 otherwise. Call after CU_initialize_registry
  * and adding suites. */
 int th_cu_run(void);
+/* The server binary the harness starts: $HILOCK_REDIS_SERVER (e.g.
+ * valkey-server), else redis-server. */
+const char *th_server_bin(void);
+/* Start a sentinel from the config file conf (it rewrites the file), killed
+ * with the test process. Returns its pid, or -1. */
+pid_t th_sentinel_spawn(const char *conf);
 
 #endif

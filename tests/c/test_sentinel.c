@@ -58,18 +58,8 @@ static int start_sentinel(int i)
             "sentinel failover-timeout hm 5000\n",
             sent[i].port, sent[i].dir, master.port);
     fclose(f);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        freopen("/dev/null", "w", stdout);
-        execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
-        _exit(127);
-    }
-    sent[i].pid = pid;
-    return pid > 0 ? 0 : -1;
+    sent[i].pid = th_sentinel_spawn(conf);
+    return sent[i].pid > 0 ? 0 : -1;
 }
 
 static redisContext *connect_port(int port)

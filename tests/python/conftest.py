@@ -22,7 +22,9 @@ from typing import Any, Callable, List, Optional
 
 import pytest
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+# $HILOCK_REDIS_SERVER picks another server binary (valkey-server)
+REDIS_SERVER = (os.environ.get("HILOCK_REDIS_SERVER") or shutil.which("redis-server")
+                or "/usr/bin/redis-server")
 _ALL: List["RedisServer"] = []
 
 
