@@ -584,6 +584,8 @@ def global_op(step, topo):
             node.pause()
         else:
             node.resume()
+    elif op == "restart":
+        topo.node(step.get("node", "master"), None).restart()
     elif op == "kill_pubsub":
         if topo.node(step.get("node", "master"), None)("CLIENT", "KILL", "TYPE", "pubsub") < 1:
             raise Fail("CLIENT KILL TYPE pubsub found no subscriber")
