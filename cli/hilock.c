@@ -177,18 +177,12 @@ static redisContext *cluster_owner(const hl_endpoint *ep, redisContext *ctx, con
     redisReply *r = redisCommand(ctx, "CLUSTER SLOTS");
     redisContext *owner = NULL;
     for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && !owner; i++) {
-        redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+        hl_slot_range sr;
+        if (hl_decode_slot_range(r->element[i], &sr) || sr.lo > slot || sr.hi < slot)
             continue;
-        if ((unsigned long long)e->element[0]->integer > slot ||
-            (unsigned long long)e->element[1]->integer < slot)
-            continue;
-        redisReply *m = e->element[2];
         int code = 0;
         char err[HL_ERRMSG_MAX];
-        owner = hl_connect_addr(ep, m->element[0]->len ? m->element[0]->str : "127.0.0.1",
-                                (int)m->element[1]->integer, 2000, 2000, &code, err);
+        owner = hl_connect_addr(ep, sr.host, sr.port, 2000, 2000, &code, err);
     }
     if (r)
         freeReplyObject(r);

@@ -114,7 +114,9 @@ int inspect_lock(redisContext *rc, const char *name, lock_view *v)
         goto out;
 
     /* server time */
-    if (r[R_TIME]->type == REDIS_REPLY_ARRAY && r[R_TIME]->elements == 2) {
+    if (r[R_TIME]->type == REDIS_REPLY_ARRAY && r[R_TIME]->elements == 2 &&
+        r[R_TIME]->element[0]->type == REDIS_REPLY_STRING &&
+        r[R_TIME]->element[1]->type == REDIS_REPLY_STRING) {
         int64_t sec = 0, usec = 0;
         parse_i64(r[R_TIME]->element[0]->str, r[R_TIME]->element[0]->len, &sec);
         parse_i64(r[R_TIME]->element[1]->str, r[R_TIME]->element[1]->len, &usec);

@@ -886,6 +886,7 @@ static int p_reader(lua_State *L)
     r->r = redisReaderCreate();
     if (!r->r)
         return luaL_error(L, "out of memory");
+    hl_reader_bound(r->r); /* no allocation from a reply header alone */
     return 1;
 }
 

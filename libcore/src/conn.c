@@ -42,6 +42,7 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
         redisFree(ctx);
         return NULL;
     }
+    hl_reader_bound(ctx->reader);
     if (!ep->path)
         redisEnableKeepAlive(ctx);
     if (ep->tls_ctx && hl_tls_handshake(ep->tls_ctx, ctx, host, ep->tls_server_name,
@@ -110,6 +111,7 @@ redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_
         redisFree(s);
         return NULL;
     }
+    hl_reader_bound(s->reader);
     redisSetTimeout(s, tv_ms(timeout_ms));
     if (ep->sentinel_password || ep->sentinel_user) {
         redisReply *r = ep->sentinel_user
@@ -139,13 +141,7 @@ int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *h
     if (!s)
         return code ? code : HILOCK_ECONN;
     redisReply *r = redisCommand(s, "SENTINEL get-master-addr-by-name %s", ep->master_name);
-    int rc = HILOCK_ECONN;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
-        snprintf(host, hostlen, "%s", r->element[0]->str);
-        *port = atoi(r->element[1]->str);
-        rc = *port > 0 ? 0 : HILOCK_ECONN;
-    }
+    int rc = hl_decode_master_addr(r, host, hostlen, port) ? HILOCK_ECONN : 0;
     if (rc && r && r->type == REDIS_REPLY_ERROR &&
         (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "NOPERM", 6)))
         rc = HILOCK_EAUTH; /* a sentinel that wants a password (sentinel_password) */
@@ -343,26 +339,22 @@ static int load_slots(hilock_client *c, redisContext *ctx, char *err)
             freeReplyObject(r);
         return -1;
     }
+    size_t used = 0;
     for (size_t i = 0; i < r->elements; i++) {
-        redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+        hl_slot_range sr; /* entries with bad slots, hosts or ports are skipped */
+        if (hl_decode_slot_range(r->element[i], &sr))
             continue;
-        redisReply *m = e->element[2];
-        if (m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER)
-            continue;
-        /* an empty host means "the address you reached me on" */
-        const char *host = m->element[0]->len ? m->element[0]->str : "127.0.0.1";
-        hl_node *n = hl_node_get(c, host, (int)m->element[1]->integer);
+        hl_node *n = hl_node_get(c, sr.host, sr.port);
         int idx = n ? node_index(c, n) : -1;
-        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        for (long long s = lo; s <= hi && s < HL_SLOTS; s++)
-            if (s >= 0)
-                __atomic_store_n(&c->slot_node[s], (int16_t)idx, __ATOMIC_RELEASE);
+        for (unsigned s = sr.lo; s <= sr.hi; s++)
+            __atomic_store_n(&c->slot_node[s], (int16_t)idx, __ATOMIC_RELEASE);
+        used += idx >= 0;
     }
     freeReplyObject(r);
+    if (!used) {
+        hl_set_err(err, "CLUSTER SLOTS named no usable node (bad slots, hosts or ports)");
+        return -1;
+    }
     return 0;
 }
 
@@ -508,32 +500,14 @@ static int not_master_reply(const redisReply *r)
            (strstr(r->str, "READONLY") || strstr(r->str, "MASTERDOWN"));
 }
 
-/* Cluster redirection: "MOVED <slot> <host>:<port>" or "ASK ...".
- * Returns 1 (MOVED), 2 (ASK) or 0, with host/port filled. */
+/* Cluster redirection (hl_parse_redirect): 1 (MOVED), 2 (ASK) or 0, with
+ * host/port/slot filled. A redirection with a bad slot, host or port is not
+ * followed: it stays an error reply, which the decoders report as
+ * HILOCK_EPROTO. */
 static int redirection(const redisReply *r, char *host, size_t hostlen, int *port,
                        unsigned *slot)
 {
-    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
-        return 0;
-    int kind = !strncmp(r->str, "MOVED ", 6) ? 1 : !strncmp(r->str, "ASK ", 4) ? 2 : 0;
-    if (!kind)
-        return 0;
-    const char *p = r->str + (kind == 1 ? 6 : 4);
-    char *end;
-    unsigned long s = strtoul(p, &end, 10);
-    if (*end != ' ')
-        return 0;
-    const char *addr = end + 1;
-    const char *colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= hostlen)
-        return 0;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = 0;
-    if (!host[0])
-        snprintf(host, hostlen, "127.0.0.1");
-    *port = atoi(colon + 1);
-    *slot = (unsigned)s;
-    return *port > 0 ? kind : 0;
+    return hl_parse_redirect(r, slot, host, hostlen, port);
 }
 
 #define HL_REPLICAS_TTL_MS 2000
@@ -621,6 +595,18 @@ static redisReply *run_on(redisContext *ctx, hl_cmd *cmd, int asking)
 
 #define HL_MAX_REDIRECTS 5
 
+/* The reader gave up on a reply: malformed, or refused by hl_reader_bound
+ * (which hiredis reports as "Out of memory"). */
+static void hl_reply_refused(const redisContext *ctx, char *err)
+{
+    if (ctx->err == REDIS_ERR_OOM)
+        hl_set_err(err, "reply from Redis refused: an array over %zu elements or nested over "
+                        "%d deep (or out of memory)",
+                   HL_REPLY_MAX_ELEMENTS, HL_REPLY_MAX_DEPTH);
+    else
+        hl_set_err(err, "malformed reply from Redis: %s", ctx->errstr);
+}
+
 int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms, char *err)
 {
     return hl_exec_acked(c, cmd, reply, timeout_ms, err, NULL);
@@ -674,6 +660,11 @@ int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t tim
                 else
                     redisFree(ctx);
                 return HILOCK_ECONN;
+            }
+            if (ctx->err == REDIS_ERR_PROTOCOL || ctx->err == REDIS_ERR_OOM) {
+                hl_reply_refused(ctx, err);
+                pool_put(target, ctx, 1, gen);
+                return HILOCK_EPROTO;
             }
             pool_put(target, ctx, 1, gen);
             if (retry) {

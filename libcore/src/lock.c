@@ -466,14 +466,16 @@ int hl_lock_release_timeout(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
 
 /* ---- force unlock and queries ---- */
 
-static int run_int(hilock_lock *l, hl_cmd *cmd, int64_t *out, int hold_count)
+/* decode: hl_decode_flag, hl_decode_hold_count or hl_decode_pttl. */
+static int run_int(hilock_lock *l, hl_cmd *cmd, int64_t *out,
+                   int (*decode)(const redisReply *, int64_t *))
 {
     char err[HL_ERRMSG_MAX] = "";
     redisReply *reply = NULL;
     int rc = hl_exec(l->client, cmd, &reply, 0, err);
     if (rc)
         return lock_fail(l, rc, err);
-    rc = hold_count ? hl_decode_hold_count(reply, out) : hl_decode_int(reply, out);
+    rc = decode(reply, out);
     if (rc == HILOCK_EWRONGTYPE)
         snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
     else if (rc && reply->type == REDIS_REPLY_ERROR)
@@ -490,7 +492,7 @@ int hilock_lock_force_unlock(int *deleted, hilock_lock *l)
     hl_cmd cmd;
     hl_cmd_force(&cmd, l->kind, &l->names);
     int64_t v = 0;
-    rc = run_int(l, &cmd, &v, 0);
+    rc = run_int(l, &cmd, &v, hl_decode_flag);
     if (rc == 0 && deleted)
         *deleted = v != 0;
     return rc;
@@ -506,7 +508,7 @@ int hilock_lock_is_locked(int *out, hilock_lock *l)
     hl_cmd cmd;
     hl_cmd_exists(&cmd, &l->names);
     int64_t v = 0;
-    rc = run_int(l, &cmd, &v, 0);
+    rc = run_int(l, &cmd, &v, hl_decode_flag);
     if (rc == 0)
         *out = v != 0;
     return rc;
@@ -524,7 +526,7 @@ int hilock_lock_is_held_tid(int *out, hilock_lock *l, uint64_t tid)
     hl_cmd cmd;
     hl_cmd_hexists(&cmd, &l->names, owner);
     int64_t v = 0;
-    rc = run_int(l, &cmd, &v, 0);
+    rc = run_int(l, &cmd, &v, hl_decode_flag);
     if (rc == 0)
         *out = v != 0;
     return rc;
@@ -546,7 +548,7 @@ int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t tid)
     hl_owner(owner, l->client->id, tid);
     hl_cmd cmd;
     hl_cmd_hget(&cmd, &l->names, owner);
-    return run_int(l, &cmd, out, 1);
+    return run_int(l, &cmd, out, hl_decode_hold_count);
 }
 
 int hilock_lock_hold_count(int64_t *out, hilock_lock *l)
@@ -563,5 +565,5 @@ int hilock_lock_remaining_ms(int64_t *out, hilock_lock *l)
         return lock_fail(l, HILOCK_EINVAL, "out is NULL");
     hl_cmd cmd;
     hl_cmd_pttl(&cmd, &l->names);
-    return run_int(l, &cmd, out, 0);
+    return run_int(l, &cmd, out, hl_decode_pttl);
 }

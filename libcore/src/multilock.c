@@ -204,7 +204,7 @@ static int ml_member_held(ml_job *j)
         rc = hl_exec(c, &cmd, &r, j->timeout_ms, err);
         if (rc == 0) {
             int64_t v = 0;
-            rc = hl_decode_int(r, &v);
+            rc = hl_decode_flag(r, &v);
             if (rc == 0)
                 j->value = v == 1;
             else

@@ -334,16 +334,20 @@ int hl_decode_acquire(const redisReply *r, hl_acquire_result *out)
     int rc = reply_error(r);
     if (rc)
         return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !r->element ||
+        !r->element[0] || !r->element[1] || r->element[0]->type != REDIS_REPLY_INTEGER ||
         r->element[1]->type != REDIS_REPLY_INTEGER)
         return HILOCK_EPROTO;
+    long long flag = r->element[0]->integer, v = r->element[1]->integer;
+    /* {1, holds >= 1} or {0, the holder's PTTL: -2 gone, -1 no expiry, >= 0} */
+    if ((flag != 0 && flag != 1) || (flag == 1 && v < 1) || (flag == 0 && v < -2))
+        return HILOCK_EPROTO;
     memset(out, 0, sizeof *out);
-    out->acquired = r->element[0]->integer == 1;
+    out->acquired = flag == 1;
     if (out->acquired)
-        out->hold_count = r->element[1]->integer;
-    else
-        out->ttl_ms = r->element[1]->integer;
+        out->hold_count = v;
+    else /* a hint for how long to wait: no longer than any wait we accept */
+        out->ttl_ms = v > HILOCK_MAX_TIME_MS ? HILOCK_MAX_TIME_MS : v;
     return 0;
 }
 
@@ -353,6 +357,8 @@ int hl_decode_release(const redisReply *r, hl_release_result *out)
     int rc = hl_decode_int(r, &v);
     if (rc)
         return rc;
+    if (v < -1) /* -1 not owner, 0 released, > 0 holds left */
+        return HILOCK_EPROTO;
     out->not_owner = v < 0;
     out->remaining = v < 0 ? 0 : v;
     return 0;
@@ -367,13 +373,39 @@ int hl_decode_hold_count(const redisReply *r, int64_t *out)
         *out = 0;
         return 0;
     }
-    if (r->type == REDIS_REPLY_INTEGER) {
-        *out = r->integer;
-        return 0;
-    }
-    if (r->type == REDIS_REPLY_STRING && parse_i64(r->str, r->len, out) == 0)
-        return 0;
-    return HILOCK_EPROTO;
+    int64_t v;
+    if (r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r->type != REDIS_REPLY_STRING || parse_i64(r->str, r->len, &v) != 0)
+        return HILOCK_EPROTO;
+    if (v < 0) /* a hold count is never negative */
+        return HILOCK_EPROTO;
+    *out = v;
+    return 0;
+}
+
+int hl_decode_flag(const redisReply *r, int64_t *out)
+{
+    int64_t v;
+    int rc = hl_decode_int(r, &v);
+    if (rc)
+        return rc;
+    if (v != 0 && v != 1)
+        return HILOCK_EPROTO;
+    *out = v;
+    return 0;
+}
+
+int hl_decode_pttl(const redisReply *r, int64_t *out)
+{
+    int64_t v;
+    int rc = hl_decode_int(r, &v);
+    if (rc)
+        return rc;
+    if (v < -2) /* -2 no key, -1 no expiry */
+        return HILOCK_EPROTO;
+    *out = v;
+    return 0;
 }
 
 static int elem_is(const redisReply *e, const char *s)

@@ -155,8 +155,13 @@ HL_HIDDEN int hl_decode_release(const redisReply *r, hl_release_result *out);
 
 /* force: *deleted 1/0. renew: *alive 1 (renewed) / 0 (owner field gone). */
 HL_HIDDEN int hl_decode_int(const redisReply *r, int64_t *out);
-/* HGET: missing = 0. */
+/* HGET: missing = 0; negative = HILOCK_EPROTO. */
 HL_HIDDEN int hl_decode_hold_count(const redisReply *r, int64_t *out);
+/* An integer that must be 0 or 1 (EXISTS/HEXISTS of one key, force,
+ * renew); anything else is HILOCK_EPROTO. */
+HL_HIDDEN int hl_decode_flag(const redisReply *r, int64_t *out);
+/* PTTL: -2 no key, -1 no expiry, >= 0 ms; below -2 is HILOCK_EPROTO. */
+HL_HIDDEN int hl_decode_pttl(const redisReply *r, int64_t *out);
 
 /* Pub/sub frames. */
 typedef enum hl_ps_type {
@@ -172,6 +177,34 @@ typedef struct hl_ps_event {
     int payload; /* for messages: 0 = unlocked (wake one), 1 = wake all, -1 = ignore */
 } hl_ps_event;
 HL_HIDDEN void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev);
+
+/* ---- reply bounds and the numbers in replies (reply.c) ---- */
+
+/* Limits of the bounded reader: larger or deeper aggregates are refused
+ * (the reader fails with REDIS_ERR_OOM, "Out of memory"). */
+#define HL_REPLY_MAX_ELEMENTS ((size_t)1 << 20)
+#define HL_REPLY_MAX_DEPTH 8
+/* Bound a hiredis reader (a context's ctx->reader, or one of our own): a
+ * header no longer makes it allocate before the elements arrive. Call
+ * before the first reply. 0, or -1 when r is not a default reader. */
+HL_HIDDEN int hl_reader_bound(redisReader *r);
+
+#ifndef HL_SLOTS
+#define HL_SLOTS 16384
+#endif
+/* A TCP port: decimal digits only, 1..65535; the port or -1. */
+HL_HIDDEN int hl_parse_port(const char *s, size_t len);
+
+/* One CLUSTER SLOTS entry; 0 or HILOCK_EPROTO (skip it). */
+typedef struct hl_slot_range {
+    unsigned lo, hi; /* lo <= hi < HL_SLOTS */
+    int port;        /* 1..65535 */
+    char host[256];
+} hl_slot_range;
+HL_HIDDEN int hl_decode_slot_range(const redisReply *e, hl_slot_range *out);
+
+/* SENTINEL get-master-addr-by-name reply: 0 (host, port set) or HILOCK_EPROTO. */
+HL_HIDDEN int hl_decode_master_addr(const redisReply *r, char *host, size_t hostlen, int *port);
 
 /*
  * The acquire loop as a state machine without I/O. The blocking C transport

@@ -45,7 +45,7 @@ static void on_message(hilock_client *c, const redisReply *r)
     char name[256], oip[64], oport[16], nip[64], nport[16];
     if (sscanf(r->element[2]->str, "%255s %63s %15s %63s %15s", name, oip, oport, nip, nport) != 5)
         return;
-    if (strcmp(name, c->ep.master_name) != 0)
+    if (strcmp(name, c->ep.master_name) != 0 || hl_parse_port(nport, strlen(nport)) < 0)
         return;
     char addr[200];
     snprintf(addr, sizeof addr, "%s %s", nip, nport);

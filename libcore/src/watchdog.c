@@ -83,7 +83,7 @@ static void renew_batch(hilock_client *c)
     for (i = 0; i < n; i++) {
         hl_wd_entry *e = batch[i];
         int64_t alive = 1;
-        int drc = rc ? rc : hl_decode_int(replies[i], &alive);
+        int drc = rc ? rc : hl_decode_flag(replies[i], &alive);
         if (!e->removed && drc == 0 && alive == 0) {
             e->lost = 1; /* stays inflight until reported */
             batch[nlost++] = e;
