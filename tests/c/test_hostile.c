@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "hilock.h"
+#include "internal.h"
 #include "proto.h"
 
 /* ---------------------------------------------------------------- fake server */
@@ -598,6 +599,20 @@ static void t_decode_numbers(void)
     freeReplyObject(r);
 }
 
+/* Found by fuzz_url: user info and no host parsed as a sentinel/cluster
+ * endpoint without a single seed (the client then connected to "(null):0"). */
+static void t_url_without_seeds(void)
+{
+    static const char *const bad[] = {"redis+sentinel://x@/mymaster", "redis+cluster://x@",
+                                      "redis+cluster://u:p@/", "redis+sentinel:///m"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hl_endpoint ep;
+        char err[HL_ERRMSG_MAX] = "";
+        CU_ASSERT_EQUAL(hl_endpoint_parse(&ep, bad[i], err), HILOCK_EINVAL);
+        CU_ASSERT(err[0] != 0);
+    }
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -623,5 +638,6 @@ int main(void)
     CU_add_test(s, "redirect parser", t_parse_redirect);
     CU_add_test(s, "sentinel master address", t_parse_master_addr);
     CU_add_test(s, "decoders validate numbers", t_decode_numbers);
+    CU_add_test(s, "URL without hosts (fuzz_url)", t_url_without_seeds);
     return th_cu_run();
 }
