@@ -14,6 +14,7 @@ APT_PACKAGES=(
   nginx libnginx-mod-http-lua
   python3 python3-venv python3-dev
   default-jdk-headless maven
+  clang libclang-rt-14-dev       # tests/fuzz: libFuzzer + ASan/UBSan runtimes
 )
 
 missing=()
