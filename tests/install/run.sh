@@ -16,6 +16,9 @@ check() { if "$@"; then passed=$((passed+1)); else echo "FAILED: $*"; failed=$((
 check test -L "$libdir/libhilock.so.0"
 check test -e "$libdir/libhilock.a"
 check test -e "$prefix/include/hilock.h"
+# man3 pages generated from hilock.h
+check test -s "$prefix/share/man/man3/hilock.3"
+check test -s "$prefix/share/man/man3/hilock_lock_acquire.3"
 
 cmake_consumer() {
   cmake -S "$root/tests/install" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null &&
