@@ -1282,6 +1282,10 @@ static int acq_attempts(lua_State *L)
     return 1;
 }
 
+/* The release, settle, router and replica-ack machines, pub/sub and
+ * topology commands (same translation unit: see the file's header). */
+#include "hilock_engine.c"
+
 /* ------------------------------------------------------------------ */
 /* Module                                                              */
 /* ------------------------------------------------------------------ */
@@ -1347,6 +1351,7 @@ static const luaL_Reg plock_methods[] = {
     {"wait_channel", plock_wait_channel},
     {"latch_key", plock_latch_key},
     {"acquire", plock_acquire},
+    {"release", plock_release},
     {"acquire_cmd", plock_acquire_cmd},
     {"release_cmd", plock_release_cmd},
     {"force_cmd", plock_force_cmd},
@@ -1385,6 +1390,7 @@ static const luaL_Reg acq_methods[] = {
     {"on_subscribed", acq_on_subscribed},
     {"on_wake", acq_on_wake},
     {"on_resubscribe", acq_on_resubscribe},
+    {"on_unknown", acq_on_unknown},
     {"channel", acq_channel},
     {"attempts", acq_attempts},
     {"free", acq_free},
@@ -1433,6 +1439,7 @@ LHL_EXPORT int luaopen_hilock(lua_State *L)
 
     lua_newtable(L);
     hlc_setfuncs(L, proto_funcs);
+    engine_register(L);
     lua_setfield(L, -2, "proto");
     return 1;
 }

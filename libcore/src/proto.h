@@ -465,4 +465,20 @@ HL_HIDDEN void hl_ack_on_error(hl_ack *k);
 /* ROLE reply -> connected replicas (0 for a replica or anything odd). */
 HL_HIDDEN int hl_decode_role_replicas(const redisReply *r, int *is_master);
 
+/* ---- pub/sub and topology commands and answers (proto_route.c) ---- */
+/* SUBSCRIBE/UNSUBSCRIBE channel, or SSUBSCRIBE/SUNSUBSCRIBE when sharded
+ * (Redis Cluster: what sees the scripts' SPUBLISH). */
+HL_HIDDEN void hl_cmd_subscribe(hl_cmd *cmd, const char *channel, int sharded, int unsubscribe);
+HL_HIDDEN void hl_cmd_cluster_slots(hl_cmd *cmd);
+HL_HIDDEN void hl_cmd_role(hl_cmd *cmd);
+HL_HIDDEN void hl_cmd_asking(hl_cmd *cmd);
+HL_HIDDEN void hl_cmd_sentinel_master(hl_cmd *cmd, const char *master_name);
+HL_HIDDEN void hl_cmd_sentinel_watch(hl_cmd *cmd); /* SUBSCRIBE +switch-master */
+/* CLUSTER SLOTS entries: hl_decode_slot_range; SENTINEL get-master-addr-by-name:
+ * hl_decode_master_addr (both above, reply.c). */
+/* A +switch-master message for master_name: 1 with the new master's host and
+ * port, 0 when the message is about something else. */
+HL_HIDDEN int hl_decode_switch_master(const redisReply *r, const char *master_name, char *host,
+                                      size_t hostlen, int *port);
+
 #endif

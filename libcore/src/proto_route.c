@@ -224,3 +224,79 @@ void hl_ack_on_error(hl_ack *k)
     k->acked = 0;
     k->state = AK_DONE;
 }
+
+/* ---- pub/sub and topology commands and answers ---- */
+
+static void plain(hl_cmd *c, int argc, const char *const *argv)
+{
+    c->argc = argc;
+    c->script = -1;
+    c->drained = 0;
+    for (int i = 0; i < argc; i++) {
+        c->argv[i] = argv[i];
+        c->argvlen[i] = strlen(argv[i]);
+    }
+}
+
+void hl_cmd_subscribe(hl_cmd *cmd, const char *channel, int sharded, int unsubscribe)
+{
+    const char *verb = unsubscribe ? (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE")
+                                   : (sharded ? "SSUBSCRIBE" : "SUBSCRIBE");
+    const char *argv[] = {verb, channel};
+    plain(cmd, 2, argv);
+}
+
+void hl_cmd_cluster_slots(hl_cmd *cmd)
+{
+    const char *argv[] = {"CLUSTER", "SLOTS"};
+    plain(cmd, 2, argv);
+}
+
+void hl_cmd_role(hl_cmd *cmd)
+{
+    const char *argv[] = {"ROLE"};
+    plain(cmd, 1, argv);
+}
+
+void hl_cmd_asking(hl_cmd *cmd)
+{
+    const char *argv[] = {"ASKING"};
+    plain(cmd, 1, argv);
+}
+
+void hl_cmd_sentinel_master(hl_cmd *cmd, const char *master_name)
+{
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", master_name};
+    plain(cmd, 3, argv);
+}
+
+void hl_cmd_sentinel_watch(hl_cmd *cmd)
+{
+    const char *argv[] = {"SUBSCRIBE", "+switch-master"};
+    plain(cmd, 2, argv);
+}
+
+int hl_decode_switch_master(const redisReply *r, const char *master_name, char *host,
+                            size_t hostlen, int *port)
+{
+    /* ["message", "+switch-master", "<name> <old-ip> <old-port> <new-ip> <new-port>"] */
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[2]->type != REDIS_REPLY_STRING)
+        return 0;
+    const redisReply *m = r->element[2];
+    size_t nl = strlen(master_name);
+    if (m->len <= nl || memcmp(m->str, master_name, nl) != 0 || m->str[nl] != ' ' ||
+        m->len > 1024)
+        return 0;
+    char buf[1025], h0[256], h1[256];
+    memcpy(buf, m->str + nl, m->len - nl);
+    buf[m->len - nl] = 0;
+    int p0, p1;
+    char extra;
+    if (sscanf(buf, " %255s %d %255s %d %c", h0, &p0, h1, &p1, &extra) != 4 || p1 < 1 ||
+        p1 > 65535 || strlen(h1) >= hostlen)
+        return 0;
+    snprintf(host, hostlen, "%s", h1);
+    *port = p1;
+    return 1;
+}
