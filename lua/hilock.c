@@ -1352,6 +1352,7 @@ static const luaL_Reg plock_methods[] = {
     {"latch_key", plock_latch_key},
     {"acquire", plock_acquire},
     {"release", plock_release},
+    {"force", plock_force},
     {"acquire_cmd", plock_acquire_cmd},
     {"release_cmd", plock_release_cmd},
     {"force_cmd", plock_force_cmd},

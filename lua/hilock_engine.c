@@ -202,6 +202,70 @@ static int set_on_error(lua_State *L)
     return 0;
 }
 
+/* ---- force unlock: one script command ---- */
+
+#define PFORCE_MT "hilock.proto.force"
+
+typedef struct pforce {
+    hl_cmd cmd;
+    int eval, done, result;
+    int64_t deleted;
+} pforce;
+
+/* p:force() -> machine: next() -> "send", bytes | "done", deleted (boolean)
+ * | "done", nil, err; on_reply(r); on_error(err) */
+static int plock_force(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    pforce *f = (pforce *)hlc_newuserdata(L, sizeof *f);
+    memset(f, 0, sizeof *f);
+    luaL_getmetatable(L, PFORCE_MT);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, 1); /* the command borrows the names */
+    hlc_setref(L, -2);
+    hl_cmd_force(&f->cmd, p->kind, &p->n);
+    return 1;
+}
+
+static int force_next(lua_State *L)
+{
+    pforce *f = (pforce *)luaL_checkudata(L, 1, PFORCE_MT);
+    if (!f->done) {
+        lua_pushliteral(L, "send");
+        push_cmd(L, &f->cmd, 0);
+        return 2;
+    }
+    lua_pushliteral(L, "done");
+    if (f->result)
+        return 1 + push_fail(L, f->result, NULL);
+    lua_pushboolean(L, f->deleted != 0);
+    return 2;
+}
+
+static int force_on_reply(lua_State *L)
+{
+    pforce *f = (pforce *)luaL_checkudata(L, 1, PFORCE_MT);
+    redisReply *r = check_reply(L, 2);
+    if (f->done)
+        return 0;
+    if (hl_reply_is_noscript(r) && !f->eval) {
+        f->eval = 1; /* the server forgot the script: send its body */
+        hl_cmd_to_eval(&f->cmd);
+        return 0;
+    }
+    f->done = 1;
+    f->result = hl_decode_int(r, &f->deleted);
+    return 0;
+}
+
+static int force_on_error(lua_State *L)
+{
+    pforce *f = (pforce *)luaL_checkudata(L, 1, PFORCE_MT);
+    f->done = 1;
+    f->result = err_code(luaL_optstring(L, 2, NULL));
+    return 0;
+}
+
 /* ---- router ---- */
 
 typedef struct prt {
@@ -488,6 +552,9 @@ static const luaL_Reg rt_methods[] = {
     {"on_reply", rt_on_reply}, {"on_conn_error", rt_on_conn_error}, {NULL, NULL}};
 static const luaL_Reg ack_methods[] = {
     {"next", ack_next}, {"on_reply", ack_on_reply}, {"on_error", ack_on_error}, {NULL, NULL}};
+static const luaL_Reg force_methods[] = {
+    {"next", force_next}, {"on_reply", force_on_reply}, {"on_error", force_on_error},
+    {NULL, NULL}};
 static const luaL_Reg no_meta[] = {{NULL, NULL}};
 
 static const luaL_Reg engine_funcs[] = {
@@ -515,5 +582,6 @@ static void engine_register(lua_State *L)
     new_metatable(L, PSET_MT, set_methods, set_meta);
     new_metatable(L, PRT_MT, rt_methods, no_meta);
     new_metatable(L, PACK_MT, ack_methods, no_meta);
+    new_metatable(L, PFORCE_MT, force_methods, no_meta);
     hlc_setfuncs(L, engine_funcs);
 }

@@ -232,8 +232,6 @@ local known_options = {
 }
 
 local MASTER_CACHE_MS = 1000   -- sentinel: how long a looked-up master is trusted
-local ROLE_CACHE_MS = 2000     -- replica acknowledgement: replica count cache
-local MAX_HOPS = 16            -- cluster redirections followed per command
 
 -- The data nodes a client talks to: one table per host:port (per
 -- credentials), carrying its cosocket pool name.
@@ -388,9 +386,9 @@ end
 local slot_maps = {} -- cluster: key -> {map = {slot -> node}, at, loading, stale}
 local masters = {}   -- sentinel: key -> {node, at}
 
--- One plain command to host:port on a throwaway-or-pooled socket (sentinels,
--- seeds): the reply's Lua value, or nil, err.
-local function ask(self, node, bytes, raw)
+-- One plain command to host:port on a pooled socket (seeds, masters): the
+-- reply, or nil, err.
+local function ask(self, node, bytes)
     local sock, err = connect(self, node)
     if not sock then
         return nil, err
@@ -404,17 +402,14 @@ local function ask(self, node, bytes, raw)
     end
     put_reader(rd)
     keepalive(self, sock)
-    if raw then
-        return r
-    end
-    local v, msg = r:value()
-    if v == nil or (type(v) == "table" and v.err) then
-        return nil, "protocol: " .. tostring(msg or v.err)
-    end
-    return v
+    return r
 end
 
--- Load the cluster's slot map (CLUSTER SLOTS) from any known node.
+local slots_cmd = proto.cluster_slots_cmd()
+local role_cmd = proto.role_cmd()
+local asking_cmd = proto.asking_cmd()
+
+-- Load the cluster's slot map from any known node.
 local function load_slots(self, sm)
     local tried, candidates = {}, {}
     for _, sd in ipairs(self.seeds) do
@@ -429,14 +424,13 @@ local function load_slots(self, sm)
     for _, n in ipairs(candidates) do
         if not tried[n] then
             tried[n] = true
-            local v, err = ask(self, n, proto.command("CLUSTER", "SLOTS"))
-            if type(v) == "table" and #v > 0 then
+            local r, err = ask(self, n, slots_cmd)
+            local v = r and proto.decode_slots(r)
+            if v and #v > 0 then
                 local map = {}
-                for _, range in ipairs(v) do
-                    local m = range[3]
-                    local host = m[1] ~= "" and m[1] or n.host
-                    local node = node_of(self, host, tonumber(m[2]))
-                    for slot = tonumber(range[1]), tonumber(range[2]) do
+                for _, g in ipairs(v) do
+                    local node = node_of(self, g[3] or n.host, g[4])
+                    for slot = g[1], g[2] do
                         map[slot] = node
                     end
                 end
@@ -485,8 +479,7 @@ end
 local watchers = {} -- client.pool -> true while a watcher runs
 
 local function sentinel_watch(premature, self, key)
-    local sub = proto.command("SUBSCRIBE", "+switch-master")
-    local prefix = self.master_name .. " "
+    local sub = proto.sentinel_watch_cmd()
     while not premature and not ngx.worker.exiting() do
         local listened = false
         for _, sd in ipairs(self.seeds) do
@@ -504,17 +497,9 @@ local function sentinel_watch(premature, self, key)
                     local r, err = read_reply(sock, rd)
                     if r then
                         listened = true
-                        local v = r:value()
-                        local msg = type(v) == "table" and v[1] == "message" and v[3]
-                        if type(msg) == "string" and msg:sub(1, #prefix) == prefix then
-                            -- "<name> <old-ip> <old-port> <new-ip> <new-port>"
-                            local host, port = msg:match(" (%S+) (%d+)$")
-                            if host then
-                                masters[key] = { node = node_of(self, host, tonumber(port)),
-                                                 at = now_ms() }
-                            else
-                                masters[key] = nil
-                            end
+                        local host, port = proto.decode_switch_master(r, self.master_name)
+                        if host then
+                            masters[key] = { node = node_of(self, host, port), at = now_ms() }
                         end
                     elseif err ~= "connection: timeout" then
                         break
@@ -530,7 +515,7 @@ local function sentinel_watch(premature, self, key)
     watchers[key] = nil
 end
 
--- Ask the sentinels for the master; check it with ROLE.
+-- Ask the sentinels for the master; check that it is one.
 local function sentinel_master(self, force)
     local key = self.pool
     if not watchers[key] and timer_at(0, sentinel_watch, self, key) then
@@ -541,7 +526,7 @@ local function sentinel_master(self, force)
         return e.node
     end
     local last = "connection: no sentinel reachable"
-    local cmd = proto.command("SENTINEL", "get-master-addr-by-name", self.master_name)
+    local cmd = proto.sentinel_master_cmd(self.master_name)
     for _, sd in ipairs(self.seeds) do
         local sock = tcp()
         sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
@@ -555,12 +540,11 @@ local function sentinel_master(self, force)
             if r then
                 put_reader(rd)
                 keepalive(self, sock)
-                local v = r:value()
-                if type(v) == "table" and v[1] and v[2] then
-                    local node = node_of(self, v[1], tonumber(v[2]))
-                    local role
-                    role, err = ask(self, node, proto.command("ROLE"))
-                    if type(role) == "table" and role[1] == "master" then
+                local host, port = proto.decode_sentinel_master(r)
+                if host then
+                    local node = node_of(self, host, port)
+                    local role = ask(self, node, role_cmd)
+                    if role and proto.decode_role(role) then
                         masters[self.pool] = { node = node, at = now_ms() }
                         return node
                     end
@@ -614,29 +598,6 @@ local function moved(self, slot, host, port)
     invalidate(self)
 end
 
--- Classify an error reply: "MOVED"/"ASK", host, port; "demoted"
--- (READONLY/MASTERDOWN: the node is no master any more); "tryagain".
-local function redirect_of(self, r)
-    local msg = r:error()
-    if not msg or self.mode == "single" then
-        return nil
-    end
-    if self.mode == "cluster" then
-        local kind, host, port = msg:match("^(%u+) %d+ (.+):(%d+)$")
-        if kind == "MOVED" or kind == "ASK" then
-            return kind, host, tonumber(port)
-        end
-        if msg:find("^TRYAGAIN") or msg:find("^CLUSTERDOWN") then
-            return "tryagain"
-        end
-    end
-    if msg:find("READONLY", 1, true) or msg:find("MASTERDOWN", 1, true) then
-        return "demoted"
-    end
-    return nil
-end
-
-local ASKING = nil -- RESP bytes of ASKING, built lazily
 
 local function st_close(st)
     if st.sock then
@@ -658,14 +619,18 @@ local function st_done(self, st)
     st.sock, st.rd, st.node = nil, nil, nil
 end
 
+local SINGLE_ROUTER = proto.router("single") -- one server: every reply is the answer
+
 -- One command for slot on its master, over st's connection when it still
--- goes to the right node. Follows MOVED (map patched and reloaded) and ASK
--- (ASKING + the command on the target, once), and after READONLY or
--- MASTERDOWN asks for the master again and tries once more. Returns the
--- reply (which may be another error) or nil, err; st keeps the connection.
+-- goes to the right node. The engine's router says what each reply means
+-- (the answer, a redirection to follow, a pause, a new master to look up).
+-- Returns the reply or nil, err; st keeps the connection. nil, err, true:
+-- the command was sent and its reply did not come in time (the server may
+-- still run it); st still holds that connection, for settling.
 local function exec(self, slot, bytes, st)
-    local asking, demoted, reconnected
-    for hop = 1, MAX_HOPS do
+    local rt = self.mode == "single" and SINGLE_ROUTER or nil
+    local asking
+    while true do
         local node, err = asking, nil
         if not node then
             node, err = master_node(self, slot)
@@ -676,67 +641,72 @@ local function exec(self, slot, bytes, st)
         if st.sock and st.node ~= node then
             st_done(self, st)
         end
+        local act, a1, a2, a3, a4
         if not st.sock then
             st.sock, err = connect(self, node)
             if not st.sock then
                 invalidate(self)
-                if reconnected or self.mode == "single" then
+                rt = rt or proto.router(self.mode)
+                act, a1 = rt:on_conn_error(false)
+                if act ~= "refresh" then
                     return nil, err
                 end
-                -- nothing was sent: safe to look for the master again once
-                -- (it may have just failed over or the slot moved)
-                reconnected = true
                 asking = nil
-                ngx_sleep(0.05)
+                ngx_sleep(a1 / 1000)
                 goto continue
             end
             st.rd, st.node = get_reader(), node
         end
-        local r
-        if asking then
-            ASKING = ASKING or proto.command("ASKING")
-            r, err = send_read(st.sock, st.rd, ASKING .. bytes)
-            if r then
+        do
+            local ok
+            ok, err = st.sock:send(asking and { asking_cmd, bytes } or bytes)
+            if not ok then
+                st_close(st)
+                invalidate(self)
+                return nil, "connection: " .. tostring(err)
+            end
+            local r
+            if asking then
                 r, err = read_reply(st.sock, st.rd)
             end
-        else
-            r, err = send_read(st.sock, st.rd, bytes)
-        end
-        if not r then
-            st_close(st)
-            invalidate(self)
-            return nil, err
-        end
-        local red, host, port = redirect_of(self, r)
-        if not red then
-            return r
-        end
-        asking = nil
-        if red == "MOVED" then
-            moved(self, slot, host, port)
-            if hop > 2 then
-                -- nodes disagree for a moment while a slot changes hands
-                -- (one already says "there", the other still "here")
-                ngx_sleep(0.025)
+            if r or not asking then
+                r, err = read_reply(st.sock, st.rd)
             end
-        elseif red == "ASK" then
-            asking = node_of(self, host, port)
-        elseif red == "demoted" then
-            if demoted then
+            if not r then
+                invalidate(self)
+                if err == "connection: timeout" then
+                    return nil, err, true
+                end
+                st_close(st)
+                return nil, err
+            end
+            rt = rt or proto.router(self.mode)
+            act, a1, a2, a3, a4 = rt:on_reply(r)
+            if act == "done" then
                 return r
             end
-            demoted = true
-            st_close(st)
-            invalidate(self)
-            if self.mode == "cluster" then
-                ngx_sleep(0.1) -- a replica took over: let the cluster settle
+            asking = nil
+            if act == "moved" then
+                moved(self, a1, a2, a3)
+                if a4 > 0 then
+                    ngx_sleep(a4 / 1000)
+                end
+            elseif act == "ask" then
+                asking = node_of(self, a1, a2)
+            elseif act == "retry" then
+                ngx_sleep(a1 / 1000)
+            elseif act == "refresh" then
+                st_close(st)
+                invalidate(self)
+                if a1 > 0 then
+                    ngx_sleep(a1 / 1000)
+                end
+            else
+                return nil, "connection: " .. (r:error() or a1)
             end
-        else -- tryagain
-            ngx_sleep(0.05)
         end
         ::continue::
     end
-    return nil, "connection: too many cluster redirections"
 end
 
 -- One command round trip (routed by slot) on a pooled connection.
@@ -801,7 +771,7 @@ local renew_tick
 
 local function start_watchdog(self)
     if not self.wd_running and next(self.wd) then
-        local ok = timer_at(self.watchdog_lease_ms / 3000, renew_tick, self)
+        local ok = timer_at(proto.renew_period(self.watchdog_lease_ms) / 1000, renew_tick, self)
         self.wd_running = ok and true or false
     end
 end
@@ -830,24 +800,23 @@ local function renew_on(self, node, keys, entries, retry)
             good = false
             break
         end
-        if r:is_noscript() then
+        local out = proto.renew_outcome(r)
+        if out == "eval" then
             r = send_read(sock, rd, entries[i].p:renew_cmd(entries[i].owner,
                                                            self.watchdog_lease_ms, true))
             if not r then
                 good = false
                 break
             end
+            out = proto.renew_outcome(r)
         end
-        if redirect_of(self, r) then
+        if out == "redirect" then
             retry[#retry + 1] = i
-        else
-            local alive = proto.decode_int(r)
+        elseif out == "lost" and self.wd[keys[i]] == entries[i] then
             -- only if the entry is still the one we renewed (not released
             -- and taken again meanwhile)
-            if alive == 0 and self.wd[keys[i]] == entries[i] then
-                self.wd[keys[i]] = nil
-                self.lost[keys[i]] = true
-            end
+            self.wd[keys[i]] = nil
+            self.lost[keys[i]] = true
         end
     end
     if good then
@@ -898,10 +867,10 @@ renew_tick = function(premature, self)
                 return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
             end
             local r = call(self, build(false), e.slot)
-            if r and r:is_noscript() then
+            if r and proto.renew_outcome(r) == "eval" then
                 r = call(self, build(true), e.slot)
             end
-            if r and not r:error() and proto.decode_int(r) == 0 and self.wd[k] == e then
+            if r and proto.renew_outcome(r) == "lost" and self.wd[k] == e then
                 self.wd[k] = nil
                 self.lost[k] = true
             end
@@ -924,7 +893,7 @@ end
 -- channel, node}. On a cluster it is a shard subscription (SSUBSCRIBE),
 -- which is what sees the scripts' SPUBLISH.
 local function subscribe(self, channel, slot)
-    local verb = self.mode == "cluster" and "SSUBSCRIBE" or "SUBSCRIBE"
+    local cmd = proto.subscribe_cmd(channel, self.mode == "cluster")
     for _ = 1, 3 do
         local node = master_node(self, slot)
         if not node then
@@ -936,17 +905,18 @@ local function subscribe(self, channel, slot)
             return nil
         end
         local rd = get_reader()
-        local ok = sock:send(proto.command(verb, channel))
+        local ok = sock:send(cmd)
         local retry = false
         while ok do
             local r = read_reply(sock, rd)
             if not r then
                 break
             end
-            local red, host, port = redirect_of(self, r)
-            if red then -- stale slot map or master: look again
-                if red == "MOVED" then
-                    moved(self, slot, host, port)
+            local act, s1, host, port = proto.router(self.mode):on_reply(r)
+            if act == "moved" or act == "ask" or act == "refresh" then
+                -- stale slot map or master: look again
+                if act == "moved" then
+                    moved(self, s1, host, port)
                 else
                     invalidate(self)
                 end
@@ -957,7 +927,7 @@ local function subscribe(self, channel, slot)
             if typ == "subscribe" and ch == channel then
                 return { sock = sock, rd = rd, channel = channel, node = node, slot = slot }
             end
-            if r:error() then
+            if r:type() == "error" then
                 break
             end
         end
@@ -973,8 +943,7 @@ end
 -- server confirms, else it is closed.
 local function unsubscribe(self, ps)
     local sock, rd = ps.sock, ps.rd
-    local verb = self.mode == "cluster" and "SUNSUBSCRIBE" or "UNSUBSCRIBE"
-    local ok = sock:send(proto.command(verb, ps.channel))
+    local ok = sock:send(proto.unsubscribe_cmd(ps.channel, self.mode == "cluster"))
     while ok do
         local r = read_reply(sock, rd)
         if not r then
@@ -1163,59 +1132,87 @@ local function leave_listener(L)
     L.waiting[co_running()] = nil
 end
 
-local ROLE, ACK_RETRY_MS = nil, 50
+local ACK_RETRY_MS = 50
 
--- Replicas connected to st's node (ROLE), cached per node for ROLE_CACHE_MS.
-local function replica_count(st, fresh)
-    local node = st.node
-    if fresh or not node.nrep or now_ms() - node.rep_at > ROLE_CACHE_MS then
-        ROLE = ROLE or proto.command("ROLE")
-        local r = send_read(st.sock, st.rd, ROLE)
-        if not r then
-            return nil
-        end
-        local v = r:value()
-        node.nrep = (type(v) == "table" and v[1] == "master" and type(v[3]) == "table")
-                    and #v[3] or 0
-        node.rep_at = now_ms()
-    end
-    return node.nrep
-end
-
--- Replica acknowledgement of the write just made on st's connection:
--- WAIT 1 <timeout> there. true when a replica acknowledged or the master
--- has none; false when replicas exist and none acknowledged (or the
--- connection failed, and with it any certainty).
+-- Replica acknowledgement of the write just made on st's connection, as
+-- the engine's ack machine asks (replica count cached per node). true: a
+-- replica has it, or the master has none; false: replicas exist and none
+-- acknowledged, or the connection failed (and with it any certainty).
 local function replica_acked(c, st)
     if not st.sock then
         return false
     end
-    local n = replica_count(st)
-    if n == 0 then
-        return true
+    local node = st.node
+    local k = proto.ack(node.nrep or -1, node.rep_at and now_ms() - node.rep_at or -1,
+                        c.replica_ack_ms)
+    while true do
+        local act, a1, a2, a3 = k:next()
+        if act == "send" then
+            st.sock:settimeout(c.command_timeout_ms + a2)
+            local r = send_read(st.sock, st.rd, a1)
+            if r then
+                k:on_reply(r)
+            else
+                k:on_error()
+            end
+        else
+            if a3 then
+                node.nrep, node.rep_at = a3, now_ms()
+            end
+            if a2 then
+                st_close(st)
+            else
+                st.sock:settimeout(c.command_timeout_ms)
+            end
+            return a1
+        end
     end
-    if not n then
-        st_close(st)
-        return false
+end
+
+-- A unique id for one request of this client (latch keys).
+local function request_id(c)
+    c.seq = c.seq + 1
+    return str_format("%s:%d:%d", c.uuid, worker_pid(), c.seq)
+end
+
+-- Drive a settle machine on the connection whose reply never came.
+local function settle(sock, rd, s)
+    while true do
+        local act, a1 = s:next()
+        if act == "wait" then
+            sock:settimeout(a1)
+            local r = read_reply(sock, rd)
+            if r then
+                s:on_reply(r)
+            else
+                s:on_error()
+            end
+        elseif act == "send" then
+            if not sock:send(a1) then
+                s:on_error()
+            end
+        else
+            break
+        end
     end
-    st.sock:settimeout(c.replica_ack_ms + c.command_timeout_ms)
-    local r = send_read(st.sock, st.rd, proto.command("WAIT", 1, c.replica_ack_ms))
-    if not r then
-        st_close(st)
-        return false
+    s:free()
+    sock:close()
+end
+
+-- The attempt on st's connection got no reply in time: settle its late
+-- outcome there (a light thread, so the caller gets its error now; the
+-- request ends once it is done), or close it when there is nothing to settle.
+local function settle_later(st, s)
+    local sock, rd = st.sock, st.rd
+    st.sock, st.rd, st.node = nil, nil, nil
+    if not s then
+        sock:close()
+        return
     end
-    st.sock:settimeout(c.command_timeout_ms)
-    local acked = proto.decode_int(r)
-    if acked and acked >= 1 then
-        return true
+    local ok = pcall(ngx.thread.spawn, settle, sock, rd, s)
+    if not ok then
+        settle(sock, rd, s) -- no light threads here: settle before returning
     end
-    -- nobody acknowledged: are there replicas at all?
-    n = replica_count(st, true)
-    if not n then
-        st_close(st)
-        return false
-    end
-    return n == 0
 end
 
 -- One run of the acquire machine. Returns true, st (the connection of the
@@ -1230,17 +1227,19 @@ local function acquire_once(self, owner, wait_ms, lease_ms)
     while true do
         local act, a1, a2 = m:next()
         if act == "send" then
-            local r, err = exec(c, slot, a1, st)
+            local r, err, unknown = exec(c, slot, a1, st)
             if r then
                 local again = m:on_reply(r)
                 if again then
-                    r, err = exec(c, slot, again, st)
+                    r, err, unknown = exec(c, slot, again, st)
                     if r then
                         m:on_reply(r)
                     end
                 end
             end
-            if not r then
+            if unknown then
+                settle_later(st, m:on_unknown(err, request_id(c), c.command_timeout_ms))
+            elseif not r then
                 st_close(st)
                 m:on_error(err)
             end
@@ -1305,54 +1304,63 @@ local function acquire_once(self, owner, wait_ms, lease_ms)
     end
 end
 
--- Run a script command built by build(eval) on the lock's master; resend as
--- EVAL on NOSCRIPT. With ack, the connection stays in st for a WAIT.
-local function call_script(c, slot, build, st)
-    local own = st == nil
-    st = st or {}
-    local r, err = exec(c, slot, build(false), st)
-    if r and r:is_noscript() then
-        r, err = exec(c, slot, build(true), st)
+-- Drive a one-command machine (m:next/on_reply/on_error) on the lock's
+-- master; returns what its "done" says.
+local function run(c, slot, m)
+    local st = {}
+    while true do
+        local act, a1, a2 = m:next()
+        if act ~= "send" then
+            st_done(c, st)
+            return a1, a2
+        end
+        local r, err = exec(c, slot, a1, st)
+        if r then
+            m:on_reply(r)
+        else
+            st_close(st)
+            m:on_error(err)
+        end
     end
-    if not r then
-        st_close(st)
-    elseif own then
-        st_done(c, st)
-    end
-    return r, err
 end
 
 local function release(self, owner, ack)
     local c = self.client
-    c.seq = c.seq + 1
-    local latch = self.p:latch_key(str_format("%s:%d:%d", c.uuid, worker_pid(), c.seq))
-    local latch_ttl = 2 * c.command_timeout_ms + 1000
-    local p = self.p
-    local build = function(eval)
-        return p:release_cmd(owner, c.watchdog_lease_ms, latch, latch_ttl, eval)
-    end
+    local leases = self.leases
+    local m = self.p:release(owner, leases and leases[owner] or 0, c.watchdog_lease_ms,
+                             request_id(c), c.command_timeout_ms)
     local st = {}
-    local r, err = call_script(c, self.slot, build, st)
-    if not r and err and err:find("^connection") then
-        -- the reply may have been lost: the latch makes a retry answer the same
-        r, err = call_script(c, self.slot, build, st)
+    local ok, left, still
+    while true do
+        local act, a1, a2, a3 = m:next()
+        if act == "send" then
+            local r, err = exec(c, self.slot, a1, st)
+            if r then
+                m:on_reply(r)
+            else
+                st_close(st)
+                m:on_error(err)
+            end
+        else
+            ok, left, still = a1, a2, a3
+            break
+        end
     end
-    if not r then
-        return nil, err
-    end
-    if ack and not r:error() then
+    m:free()
+    if ok and ack then
         -- a release stays a release without an acknowledgement; the WAIT
         -- only lets a failover right after it see the lock free
         replica_acked(c, st)
     end
     st_done(c, st)
-    local left
-    left, err = proto.decode_release(r)
-    if left == 0 or err == "not owner" then
+    if not still then
         c.wd[wd_key(self, owner)] = nil
+        if leases then
+            leases[owner] = nil
+        end
     end
-    if not left then
-        return nil, err
+    if not ok then
+        return nil, left
     end
     return true
 end
@@ -1383,6 +1391,9 @@ function Lock:acquire(wait, lease)
         if not ok then
             return nil, st
         end
+        -- a partial unlock re-applies this lease (the engine's release)
+        self.leases = self.leases or {}
+        self.leases[owner] = lease_ms
         local acked = not c.replica_ack or replica_acked(c, st)
         st_done(c, st)
         if acked then
@@ -1414,19 +1425,13 @@ end
 -- lk:force_unlock() -> deleted (boolean) | nil, err
 function Lock:force_unlock()
     local c = self.client
-    local p = self.p
-    local r, err = call_script(c, self.slot, function(eval) return p:force_cmd(eval) end)
-    if not r then
-        return nil, err
-    end
-    local n
-    n, err = proto.decode_int(r)
-    if not n then
+    local deleted, err = run(c, self.slot, self.p:force())
+    if deleted == nil then
         return nil, err
     end
     -- the watchdog keeps its entries: its next renewal finds each hold gone
     -- and reports it lost to its holder, as the C client does
-    return n == 1
+    return deleted
 end
 
 local function query_int(self, bytes, decode)

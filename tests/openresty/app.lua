@@ -287,6 +287,35 @@ function _M.sentinel()
             " held=", tostring(held), " release=", tostring(r or rerr))
 end
 
+-- /stall?name=N[&fair=1]: one acquire (wait 5 s, lease 60 s) by a client
+-- whose commands time out after 300 ms, sent while the test has the server
+-- stopped; says the error. The late outcome is settled after the server
+-- resumes (the request ends once that is done).
+local stall_client
+function _M.stall()
+    stall_client = stall_client or hilock.new { url = os.getenv("REDIS_URL"),
+                                                command_timeout = 0.3 }
+    local c = stall_client
+    local lk = ngx.var.arg_fair == "1" and c:fair_lock(ngx.var.arg_name)
+               or c:lock(ngx.var.arg_name)
+    local ok, err = lk:acquire(5, 60)
+    ngx.say(ok and "acquired" or err)
+end
+
+-- /partial?name=N: take N twice with a 5 s lease (the watchdog lease is
+-- 30 s), release once; says the remaining lease in ms, then releases.
+function _M.partial()
+    local lk = client():lock(ngx.var.arg_name)
+    assert(lk:acquire(0, 5))
+    assert(lk:acquire(0, 5))
+    ngx.sleep(0.2)
+    assert(lk:release())
+    local ttl = lk:ttl()
+    local n = lk:hold_count()
+    assert(lk:release())
+    ngx.say(string.format("ttl=%d holds=%d", ttl * 1000, n))
+end
+
 -- /bench?n=N: N uncontended acquire+release pairs; says "<n> <ms>".
 function _M.bench()
     local n = tonumber(ngx.var.arg_n) or 1000

@@ -20,7 +20,7 @@ hl_build || { echo "openresty: build failed"; exit 1; }
 hl_start_redis --requirepass s3cret || { echo "openresty: redis failed"; exit 1; }
 REDIS_AUTH_URL="redis://:s3cret@127.0.0.1:$REDIS_PORT/3"
 hl_start_redis || { echo "openresty: redis failed"; exit 1; }
-MAIN_REDIS_PORT="$REDIS_PORT"; MAIN_REDIS_URL="$REDIS_URL"
+MAIN_REDIS_PORT="$REDIS_PORT"; MAIN_REDIS_URL="$REDIS_URL"; MAIN_REDIS_PID="$REDIS_PID"
 # Redis Cluster (3 masters) and Sentinel (1 master, 1 replica, 3 sentinels)
 # for the (j)-(m) tests; the nginx below knows all three URLs.
 ha_t0=$(date +%s)
@@ -177,6 +177,48 @@ for fair in 0 1; do
     bad "(i) could not take the lock from another process: $(cat "$HL_TMP/hold-i$fair.out")"
   fi
 done
+
+# (r) the server stalls (SIGSTOP) while an acquire attempt is in flight: the
+#     request gets a connection error after its 300 ms command timeout; once
+#     the server resumes and runs the attempt, the driver settles it on the
+#     same connection: no hold is left (reentrant), no line entry (fair,
+#     queued behind a foreign hold).
+for fair in 0 1; do
+  name="or:stall:$fair:$RANDOM"
+  # warm up (pooled connection, script cached) on a free lock
+  curl -sS --max-time 5 "$URL/stall?name=or:stallwarm:$fair&fair=$fair" >/dev/null
+  rcli DEL "or:stallwarm:$fair" >/dev/null
+  if [ "$fair" = 1 ]; then
+    rcli HSET "$name" "elsewhere:1" 1 >/dev/null; rcli PEXPIRE "$name" 30000 >/dev/null
+  fi
+  kill -STOP "$MAIN_REDIS_PID"
+  curl -sS --max-time 20 "$URL/stall?name=$name&fair=$fair" >"$HL_TMP/stall-$fair.out" &
+  STALLREQ=$!
+  sleep 1
+  kill -CONT "$MAIN_REDIS_PID"
+  wait "$STALLREQ"
+  res=$(head -1 "$HL_TMP/stall-$fair.out")
+  hl_wait_until 3000 bash -c "[ \"\$(redis-cli -p $REDIS_PORT LLEN 'redisson_lock_queue:{$name}')\" = 0 ]"
+  if [ "$fair" = 1 ]; then
+    left="queue $(rcli LLEN "redisson_lock_queue:{$name}")/$(rcli ZCARD "redisson_lock_timeout:{$name}") holders $(rcli HLEN "$name")"
+    want="queue 0/0 holders 1"
+  else
+    hl_wait_until 3000 bash -c "[ \"\$(redis-cli -p $REDIS_PORT EXISTS '$name')\" = 0 ]"
+    left="holders $(rcli HLEN "$name")"
+    want="holders 0"
+  fi
+  label="(r) server stalled during an acquire (fair=$fair): '$res'; after it resumed: $left"
+  if [[ "$res" == connection* ]] && [ "$left" = "$want" ]; then ok "$label"; else bad "$label"; fi
+  rcli DEL "$name" >/dev/null
+done
+
+# (s) a partial unlock re-applies the lease the hold was taken with (5 s),
+#     not the watchdog lease (30 s).
+res=$(curl -sS --max-time 10 "$URL/partial?name=or:partial:$RANDOM")
+ttl=${res#ttl=}; ttl=${ttl%% *}
+label="(s) partial unlock of a 5 s hold: '$res'"
+if [[ "$res" == *" holds=1" ]] && [ "$ttl" -gt 3000 ] && [ "$ttl" -le 5000 ]; then
+  ok "$label"; else bad "$label"; fi
 
 # (q) cluster and sentinel URL forms; malformed ones raise.
 res=$(curl -sS --max-time 10 "$URL/urls")

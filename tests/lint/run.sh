@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# lint suite: the OpenResty driver (lua/resty/hilock.lua) only moves bytes.
+# Every command, script, key, channel and Redis error string belongs to the
+# engine (libcore's proto layer, exposed as hilock.proto); the driver names
+# none of them outside comments. Takes well under a second.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+driver="$root/lua/resty/hilock.lua"
+fails=0
+
+# Redis commands and error words (as the server spells them), Redisson's
+# key and channel prefixes, sentinel and cluster vocabulary. AUTH and SELECT
+# (the connection handshake) are not listed yet: they go with the URL and
+# option parsing into the engine.
+upper='EVALSHA|EVAL|SCRIPT|NOSCRIPT|MOVED|ASK|ASKING|TRYAGAIN|CLUSTERDOWN|LOADING|READONLY|MASTERDOWN|WRONGTYPE|PUBLISH|SPUBLISH|SUBSCRIBE|SSUBSCRIBE|UNSUBSCRIBE|SUNSUBSCRIBE|PEXPIRE|HEXISTS|HGET|HSET|PTTL|EXISTS|DEL|WAIT|ROLE|SENTINEL|CLUSTER|SLOTS'
+lower='redisson_|evalsha|noscript|spublish|publish|switch-master|get-master-addr-by-name|pexpire|hincrby'
+
+# strip comments: "--" to the end of the line (no string in the driver has one)
+code() { sed 's/--.*$//' "$1"; }
+scan() { # file -> offending lines
+  code "$1" | grep -nwE "$upper"
+  code "$1" | grep -nE "$lower"
+}
+
+# the check must be able to fail: a sample with protocol strings is caught
+sample="$(mktemp)"; trap 'rm -f "$sample"' EXIT
+printf '%s\n' 'local x = "EVALSHA" -- fine in a comment: MOVED' \
+  'if msg:find("^MOVED") then end' 'local k = "redisson_lock__channel:{" .. n .. "}"' >"$sample"
+if [ "$(scan "$sample" | wc -l)" != 3 ]; then
+  echo "  FAIL  lint self-check: the scan missed protocol strings in a sample"; fails=$((fails+1))
+else
+  echo "  ok    lint self-check: the scan catches protocol strings"
+fi
+
+hits="$(scan "$driver")"
+if [ -n "$hits" ]; then
+  echo "  FAIL  lua/resty/hilock.lua names protocol strings (move them into hilock.proto):"
+  echo "$hits" | sed 's/^/          /'
+  fails=$((fails+1))
+else
+  echo "  ok    lua/resty/hilock.lua names no command, script, key, channel or Redis error ($(wc -l <"$driver") lines)"
+fi
+
+echo "lint suite: $([ $fails = 0 ] && echo ok || echo "$fails failed")"
+[ "$fails" -eq 0 ]
