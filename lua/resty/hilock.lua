@@ -8,10 +8,17 @@
 --   lk:release()
 --
 -- Every byte goes through ngx.socket.tcp cosockets (commands, the pub/sub wait,
--- the watchdog's renewals from an ngx.timer). The lock logic is libcore's: the
--- hilock C module's proto layer builds each command, parses and decodes each
--- reply and runs the acquire state machine; this file only moves bytes and
--- sleeps. The blocking C client (hilock.connect) is never used here.
+-- the watchdog's renewals from an ngx.timer). The lock logic is libcore's
+-- engine, through the hilock C module's proto layer: it builds each command,
+-- parses each reply and runs the machines (acquire, release, settling an
+-- attempt whose reply never came, routing, replica acknowledgement, renewal
+-- outcomes); this file only moves bytes, sleeps and schedules, and names no
+-- command, script, key, channel or Redis error (tests/lint checks). The
+-- blocking C client (hilock.connect) is never used here.
+--
+-- An acquire whose reply timed out is settled by a light thread of the
+-- calling request on that same connection (docs/lua.md): call ngx.eof()
+-- after the response so the client is not kept waiting for it.
 --
 -- URLs: redis://..., redis+cluster://h1:p1,h2:p2 (slot map from CLUSTER
 -- SLOTS, cached per worker; MOVED/ASK followed; SSUBSCRIBE on the slot's
@@ -304,6 +311,8 @@ function _M.new(opts)
         wd = {},          -- key -> {p = proto lock, owner = ...}
         wd_running = false,
         lost = {},        -- key -> true once the watchdog found it gone
+        leases = {},      -- key -> {lease_ms, expires}: explicit leases of holds
+        nleases = 0,
     }, Client)
     if o.replica_ack == nil then
         self.replica_ack = mode ~= "single" -- Redisson's default outside one server
@@ -1169,6 +1178,38 @@ local function replica_acked(c, st)
     end
 end
 
+-- The lease each (lock, owner) hold of this client was taken with, when the
+-- caller gave one: the engine's release re-applies it on a partial unlock
+-- (watchdog holds need no entry: the watchdog lease is the default). An
+-- entry whose lease ran out describes a hold that is gone; those are
+-- dropped once the table grows, so unreleased holds cannot pile up.
+local LEASES_PRUNE_AT = 1024
+
+local function forget_lease(c, key)
+    if c.leases[key] then
+        c.leases[key] = nil
+        c.nleases = c.nleases - 1
+    end
+end
+
+local function remember_lease(c, key, lease_ms)
+    if lease_ms <= 0 then
+        return forget_lease(c, key)
+    end
+    local now = now_ms()
+    if not c.leases[key] then
+        if c.nleases >= LEASES_PRUNE_AT then
+            for k, e in pairs(c.leases) do
+                if e[2] < now then
+                    forget_lease(c, k)
+                end
+            end
+        end
+        c.nleases = c.nleases + 1
+    end
+    c.leases[key] = { lease_ms, now + lease_ms }
+end
+
 -- A unique id for one request of this client (latch keys).
 local function request_id(c)
     c.seq = c.seq + 1
@@ -1326,8 +1367,9 @@ end
 
 local function release(self, owner, ack)
     local c = self.client
-    local leases = self.leases
-    local m = self.p:release(owner, leases and leases[owner] or 0, c.watchdog_lease_ms,
+    local key = wd_key(self, owner)
+    local held = c.leases[key]
+    local m = self.p:release(owner, held and held[1] or 0, c.watchdog_lease_ms,
                              request_id(c), c.command_timeout_ms)
     local st = {}
     local ok, left, still
@@ -1354,10 +1396,8 @@ local function release(self, owner, ack)
     end
     st_done(c, st)
     if not still then
-        c.wd[wd_key(self, owner)] = nil
-        if leases then
-            leases[owner] = nil
-        end
+        c.wd[key] = nil
+        forget_lease(c, key)
     end
     if not ok then
         return nil, left
@@ -1391,9 +1431,7 @@ function Lock:acquire(wait, lease)
         if not ok then
             return nil, st
         end
-        -- a partial unlock re-applies this lease (the engine's release)
-        self.leases = self.leases or {}
-        self.leases[owner] = lease_ms
+        remember_lease(c, wd_key(self, owner), watchdog and 0 or lease_ms)
         local acked = not c.replica_ack or replica_acked(c, st)
         st_done(c, st)
         if acked then

@@ -33,6 +33,9 @@ function _M.serve()
         return c:lock(name, tid)
     end
     ngx.say(lib.handle(lock_of, line))
+    -- end the response now: an acquire whose reply timed out is settled by
+    -- a light thread of this request, which may outlive the answer
+    ngx.eof()
 end
 
 return _M

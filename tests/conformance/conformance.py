@@ -48,15 +48,11 @@ from conftest import RedisServer, RespError, _pdeathsig, free_port  # noqa: E402
 from test_topologies import Cluster, SentinelSet  # noqa: E402
 
 # ---------------------------------------------------------------------------
-# KNOWN FAILURES — OpenResty only, allowed by issue 12 until its item 2 lands:
-# resty.hilock does not settle an acquire whose reply timed out, and a
-# partial unlock re-applies the watchdog lease. /work/h7 (issue 12 item 2)
-# removes each entry together with the fix. An entry that passes fails the
-# suite ("XPASS"), so the list cannot outlive the bug.
-KNOWN_FAILURES = {
-    ("openresty", "late-grant-undone"),
-    ("openresty", "partial-unlock-keeps-lease"),
-}
+# KNOWN FAILURES — (driver, scenario) pairs allowed to fail. An entry that
+# passes fails the suite ("XPASS"), so the list cannot outlive the bug.
+# (The OpenResty late-grant and partial-unlock entries went with issue 12's
+# engine: resty.hilock now settles attempts and releases through it.)
+KNOWN_FAILURES = set()
 # ---------------------------------------------------------------------------
 
 REPLY_SLACK_MS = 10000  # an answer may take this long beyond the request's own wait

@@ -289,8 +289,8 @@ end
 
 -- /stall?name=N[&fair=1]: one acquire (wait 5 s, lease 60 s) by a client
 -- whose commands time out after 300 ms, sent while the test has the server
--- stopped; says the error. The late outcome is settled after the server
--- resumes (the request ends once that is done).
+-- stopped; says the error at once (ngx.eof). The late outcome is settled
+-- by the driver's light thread after the server resumes.
 local stall_client
 function _M.stall()
     stall_client = stall_client or hilock.new { url = os.getenv("REDIS_URL"),
@@ -300,6 +300,7 @@ function _M.stall()
                or c:lock(ngx.var.arg_name)
     local ok, err = lk:acquire(5, 60)
     ngx.say(ok and "acquired" or err)
+    ngx.eof() -- the answer goes out now; the settling light thread carries on
 end
 
 -- /partial?name=N: take N twice with a 5 s lease (the watchdog lease is

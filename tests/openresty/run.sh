@@ -194,10 +194,11 @@ for fair in 0 1; do
   kill -STOP "$MAIN_REDIS_PID"
   curl -sS --max-time 20 "$URL/stall?name=$name&fair=$fair" >"$HL_TMP/stall-$fair.out" &
   STALLREQ=$!
-  sleep 1
+  # the caller has its answer while the server is still stopped
+  hl_wait_until 3000 bash -c "[ -s '$HL_TMP/stall-$fair.out' ]"
+  res=$(head -1 "$HL_TMP/stall-$fair.out")
   kill -CONT "$MAIN_REDIS_PID"
   wait "$STALLREQ"
-  res=$(head -1 "$HL_TMP/stall-$fair.out")
   hl_wait_until 3000 bash -c "[ \"\$(redis-cli -p $REDIS_PORT LLEN 'redisson_lock_queue:{$name}')\" = 0 ]"
   if [ "$fair" = 1 ]; then
     left="queue $(rcli LLEN "redisson_lock_queue:{$name}")/$(rcli ZCARD "redisson_lock_timeout:{$name}") holders $(rcli HLEN "$name")"
