@@ -2,9 +2,9 @@
  * Conformance agent for the blocking C client (libhilock).
  *
  * One process, one hilock client opened with the options on the command
- * line; every actor named in a request is its own pthread (so its own owner
- * "<client-uuid>:<os-thread-id>"), created on first use, running its requests
- * in order. The line protocol is the one every conformance agent speaks
+ * line; every actor named in a request is its own thread (tests/common/
+ * line_agent.c), so its own owner "<client-uuid>:<os-thread-id>". The line
+ * protocol is the one every conformance agent speaks
  * (tests/conformance/README.md):
  *
  *   request : ACTOR CMD KIND NAME [ARGS...]     KIND r (reentrant) | f (fair)
@@ -17,29 +17,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "hilock.h"
+#include "line_agent.h"
 
-#define MAX_ACTORS 64
 #define MAX_LOCKS 64
 #define MAX_WORDS 8
-
-typedef struct request {
-    char *line;
-    struct request *next;
-} request;
-
-typedef struct actor {
-    char name[32];
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    request *head, *tail;
-} actor;
 
 typedef struct lock_entry {
     char kind;
@@ -47,33 +33,13 @@ typedef struct lock_entry {
     hilock_lock *lock;
 } lock_entry;
 
-/* Everything the agent shares between its threads (one instance, in main). */
+/* What the actors share (one instance, in main). */
 typedef struct agent {
     hilock_client *client;
-    pthread_mutex_t out_mu, locks_mu;
+    pthread_mutex_t locks_mu;
     lock_entry locks[MAX_LOCKS];
     size_t nlocks;
 } agent;
-
-typedef struct actor_arg {
-    agent *ag;
-    actor *a;
-} actor_arg;
-
-static void answer(agent *ag, const char *who, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void answer(agent *ag, const char *who, const char *fmt, ...)
-{
-    va_list ap;
-    pthread_mutex_lock(&ag->out_mu);
-    printf("%s ", who);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-    pthread_mutex_unlock(&ag->out_mu);
-}
 
 /* The conformance error kinds (the same words every agent uses). */
 static const char *err_kind(int rc)
@@ -123,8 +89,10 @@ static hilock_lock *lock_of(agent *ag, char kind, const char *name, int *rc)
     return found;
 }
 
-static void run(agent *ag, actor *a, char *line)
+static void run(void *ctx, const char *actor, char *line, void **actor_data)
 {
+    agent *ag = ctx;
+    (void)actor_data;
     char *w[MAX_WORDS] = {0};
     int nw = 0;
     char *save = NULL;
@@ -132,14 +100,14 @@ static void run(agent *ag, actor *a, char *line)
          t = strtok_r(NULL, " \t\r\n", &save))
         w[nw++] = t;
     if (nw < 4 || (strcmp(w[2], "r") != 0 && strcmp(w[2], "f") != 0)) {
-        answer(ag, a->name, "err usage ACTOR CMD r|f NAME ...");
+        line_agent_say(actor, "err usage ACTOR CMD r|f NAME ...");
         return;
     }
     const char *cmd = w[1];
     int rc = 0;
     hilock_lock *l = lock_of(ag, w[2][0], w[3], &rc);
     if (!l) {
-        answer(ag, a->name, "err %s %s", err_kind(rc), hilock_strerror(rc));
+        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
         return;
     }
     int flag = 0;
@@ -147,14 +115,14 @@ static void run(agent *ag, actor *a, char *line)
     if (strcmp(cmd, "lock") == 0 && nw == 6) {
         rc = hilock_lock_acquire(l, strtoll(w[4], NULL, 10), strtoll(w[5], NULL, 10));
         if (rc == HILOCK_ETIMEDOUT) {
-            answer(ag, a->name, "ok 0");
+            line_agent_say(actor, "ok 0");
             return;
         }
         flag = 1;
     } else if (strcmp(cmd, "unlock") == 0) {
         rc = hilock_lock_release(l);
         if (rc == 0) {
-            answer(ag, a->name, "ok");
+            line_agent_say(actor, "ok");
             return;
         }
     } else if (strcmp(cmd, "force") == 0) {
@@ -168,67 +136,17 @@ static void run(agent *ag, actor *a, char *line)
     } else if (strcmp(cmd, "holds") == 0 || strcmp(cmd, "ttl") == 0) {
         rc = cmd[0] == 'h' ? hilock_lock_hold_count(&n, l) : hilock_lock_remaining_ms(&n, l);
         if (rc == 0) {
-            answer(ag, a->name, "ok %" PRId64, n);
+            line_agent_say(actor, "ok %" PRId64, n);
             return;
         }
     } else {
-        answer(ag, a->name, "err usage unknown command %s", cmd);
+        line_agent_say(actor, "err usage unknown command %s", cmd);
         return;
     }
     if (rc == 0)
-        answer(ag, a->name, "ok %d", flag != 0);
+        line_agent_say(actor, "ok %d", flag != 0);
     else
-        answer(ag, a->name, "err %s %s", err_kind(rc), hilock_strerror(rc));
-}
-
-static void *actor_main(void *p)
-{
-    actor_arg *arg = p;
-    actor *a = arg->a;
-    for (;;) {
-        pthread_mutex_lock(&a->mu);
-        while (!a->head)
-            pthread_cond_wait(&a->cv, &a->mu);
-        request *r = a->head;
-        a->head = r->next;
-        if (!a->head)
-            a->tail = NULL;
-        pthread_mutex_unlock(&a->mu);
-        run(arg->ag, a, r->line);
-        free(r->line);
-        free(r);
-    }
-    return NULL;
-}
-
-static actor *actor_of(agent *ag, actor **actors, size_t *n, const char *name)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp(actors[i]->name, name) == 0)
-            return actors[i];
-    if (*n == MAX_ACTORS || strlen(name) >= sizeof actors[0]->name)
-        return NULL;
-    actor *a = calloc(1, sizeof *a);
-    actor_arg *arg = calloc(1, sizeof *arg);
-    pthread_t th;
-    if (!a || !arg) {
-        free(a);
-        free(arg);
-        return NULL;
-    }
-    strcpy(a->name, name);
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
-    arg->ag = ag;
-    arg->a = a;
-    if (pthread_create(&th, NULL, actor_main, arg) != 0) {
-        free(a);
-        free(arg);
-        return NULL;
-    }
-    pthread_detach(th);
-    actors[(*n)++] = a;
-    return a;
+        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
 }
 
 static int set_option(hilock_options *o, const char *kv)
@@ -255,10 +173,7 @@ static int set_option(hilock_options *o, const char *kv)
 
 int main(int argc, char **argv)
 {
-    static agent ag = {.out_mu = PTHREAD_MUTEX_INITIALIZER,
-                       .locks_mu = PTHREAD_MUTEX_INITIALIZER};
-    actor *actors[MAX_ACTORS];
-    size_t nactors = 0;
+    static agent ag = {.locks_mu = PTHREAD_MUTEX_INITIALIZER};
     hilock_options opts;
     char err[256] = "";
 
@@ -275,38 +190,11 @@ int main(int argc, char **argv)
     }
     int rc = hilock_client_open(&ag.client, argv[1], &opts, err, sizeof err);
     if (rc != 0) {
-        answer(&ag, "agent", "err %s %s", err_kind(rc), err);
+        line_agent_say("agent", "err %s %s", err_kind(rc), err);
         return 1;
     }
-    answer(&ag, "agent", "ok ready");
-
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, stdin) > 0) {
-        char name[32];
-        if (sscanf(line, "%31s", name) != 1)
-            continue;
-        if (strcmp(name, "quit") == 0)
-            break;
-        actor *a = actor_of(&ag, actors, &nactors, name);
-        request *r = a ? calloc(1, sizeof *r) : NULL;
-        if (!r || !(r->line = strdup(line))) {
-            free(r);
-            answer(&ag, name, "err other cannot start actor");
-            continue;
-        }
-        pthread_mutex_lock(&a->mu);
-        if (a->tail)
-            a->tail->next = r;
-        else
-            a->head = r;
-        a->tail = r;
-        pthread_cond_signal(&a->cv);
-        pthread_mutex_unlock(&a->mu);
-    }
-    free(line);
-    /* Actors may still be blocked in an acquire: leave without tearing the
-     * client down under them (the harness's servers outlive us). */
-    fflush(stdout);
-    _exit(0);
+    line_agent_say("agent", "ok ready");
+    /* ends the process; actors may still be blocked in an acquire, so the
+     * client is not torn down under them */
+    line_agent_serve(run, &ag);
 }

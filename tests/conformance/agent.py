@@ -2,20 +2,20 @@
 """Conformance agent for the Python package (hilock, over the SWIG module).
 
 One process, one hilock.Client opened with the options on the command line;
-every actor is a Python thread (its own owner "<client-id>:<os-thread-id>"),
-created on first use, running its requests in order. Line protocol: see
+every actor is a thread of tests/common/line_agent.py (its own owner
+"<client-id>:<os-thread-id>"). Line protocol: see
 tests/conformance/README.md.
 
 Usage: agent.py URL [key=value ...]   (the same keys as agent.c, in ms)
 """
 import os
-import queue
 import sys
 import threading
 
 import hilock
 
-_out = threading.Lock()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from line_agent import say, serve  # noqa: E402
 
 # The conformance error kinds; the first matching class wins (subclasses first).
 ERR_KINDS = [
@@ -25,12 +25,6 @@ ERR_KINDS = [
     (hilock.ProtocolError, "protocol"), (hilock.ClosedError, "closed"),
     (hilock.InvalidArgument, "invalid"),
 ]
-
-
-def say(who, text):
-    with _out:
-        sys.stdout.write("%s %s\n" % (who, text))
-        sys.stdout.flush()
 
 
 def client_kwargs(pairs):
@@ -63,7 +57,7 @@ class Agent:
                 self.locks[(kind, name)] = lk
             return lk
 
-    def run(self, w):
+    def run(self, w, _state):
         cmd, kind, name = w[1], w[2], w[3]
         if kind not in ("r", "f"):
             return "err usage kind must be r or f"
@@ -91,35 +85,14 @@ class Agent:
             return "ok %d" % (-2 if t is None else -1 if t == float("inf") else round(t * 1000))
         return "err usage unknown command " + cmd
 
-    def actor_loop(self, name, q):
-        while True:
-            w = q.get()
-            try:
-                reply = self.run(w)
-            except Exception as e:  # noqa: BLE001 - reported to the orchestrator
-                kind = next((k for cls, k in ERR_KINDS if isinstance(e, cls)), "other")
-                reply = "err %s %s: %s" % (kind, type(e).__name__, str(e).replace("\n", " "))
-            say(name, reply)
+    @staticmethod
+    def failure(e):
+        kind = next((k for cls, k in ERR_KINDS if isinstance(e, cls)), "other")
+        return "err %s %s: %s" % (kind, type(e).__name__, str(e).replace("\n", " "))
 
     def serve(self):
         say("agent", "ok ready")
-        actors = {}
-        for line in sys.stdin:
-            w = line.split()
-            if not w:
-                continue
-            if w[0] == "quit":
-                break
-            if len(w) < 4:
-                say(w[0], "err usage ACTOR CMD r|f NAME ...")
-                continue
-            q = actors.get(w[0])
-            if q is None:
-                q = actors[w[0]] = queue.Queue()
-                threading.Thread(target=self.actor_loop, args=(w[0], q), daemon=True).start()
-            q.put(w)
-        sys.stdout.flush()
-        os._exit(0)  # actors may be blocked in an acquire: do not join them
+        serve(self.run, self.failure, min_words=4, usage="err usage ACTOR CMD r|f NAME ...")
 
 
 def main():

@@ -18,8 +18,8 @@ drivers=()
 lib="$build/libcore"
 if [ ! -f "$lib/libhilock.so" ] && ! cmake --build "$build" --target hilock -j2 >"$out/c-build.log" 2>&1; then
   drivers+=(--driver "c=missing:cannot build libhilock (see $out/c-build.log)")
-elif cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" "$here/agent.c" \
-     -o "$out/agent-c" -L"$lib" -lhilock -Wl,-rpath,"$lib" -lpthread >"$out/c-build.log" 2>&1; then
+elif cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" -I"$root/tests/common" \
+     "$here/agent.c" "$root/tests/common/line_agent.c" -o "$out/agent-c" -L"$lib" -lhilock -Wl,-rpath,"$lib" -lpthread >"$out/c-build.log" 2>&1; then
   drivers+=(--driver "c=threads:$out/agent-c")
 else
   drivers+=(--driver "c=missing:cannot build agent.c (see $out/c-build.log)")

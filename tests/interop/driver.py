@@ -1,30 +1,23 @@
 #!/usr/bin/env python3
 """The hilock Python side of the interoperability suite.
 
-Same line protocol as Agent.java and driver.c: every actor is a Python
-thread (so a distinct owner "<client-id>:<os-thread-id>"), created on first
-use, running its commands in order through the hilock package's public API.
+Same line protocol as Agent.java and driver.c: every actor is a thread of
+tests/common/line_agent.py (so a distinct owner "<client-id>:<os-thread-id>"),
+running its commands in order through the hilock package's public API.
 
 Usage: driver.py REDIS_URL WATCHDOG_LEASE_MS
 """
 import os
-import queue
 import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.join(_here, "..", "common")]
 from interop import Resp  # noqa: E402  (the suite's tiny RESP client)
+from line_agent import say, serve  # noqa: E402
 
 import hilock  # noqa: E402
-
-_out = threading.Lock()
-
-
-def say(who, text):
-    with _out:
-        sys.stdout.write("%s %s\n" % (who, text))
-        sys.stdout.flush()
 
 
 def epoch_us():
@@ -35,7 +28,6 @@ class Driver:
     def __init__(self, url, watchdog_ms):
         self.client = hilock.Client(url, watchdog_lease=watchdog_ms / 1000.0)
         self.port = int(url.rsplit(":", 1)[1].split("/")[0])
-        self.actors = {}
         self.locks = {}
         self.locks_mu = threading.Lock()
 
@@ -108,35 +100,13 @@ class Driver:
             return "ok %d" % n
         return "err unknown command " + cmd
 
-    def actor_loop(self, name, q):
-        state = {}
-        while True:
-            w = q.get()
-            try:
-                reply = self.run(w, state)
-            except Exception as e:  # noqa: BLE001 - reported to the harness
-                reply = "err %s: %s" % (type(e).__name__, str(e).replace("\n", " "))
-            say(name, reply)
+    @staticmethod
+    def failure(e):
+        return "err %s: %s" % (type(e).__name__, str(e).replace("\n", " "))
 
     def serve(self):
         say("agent", "ok ready " + self.client.id)
-        for line in sys.stdin:
-            w = line.split()
-            if not w:
-                continue
-            if w[0] == "quit":
-                break
-            if len(w) < 2:
-                say(w[0], "err missing command")
-                continue
-            q = self.actors.get(w[0])
-            if q is None:
-                q = self.actors[w[0]] = queue.Queue()
-                threading.Thread(target=self.actor_loop, args=(w[0], q), daemon=True).start()
-            q.put(w)
-        sys.stdout.flush()
-        # actors may be blocked in acquire: leave without joining them
-        os._exit(0)
+        serve(self.run, self.failure)  # ends the process
 
 
 if __name__ == "__main__":

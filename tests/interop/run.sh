@@ -36,7 +36,8 @@ static_libs="$(sed -n 's/^HILOCK_STATIC_LIBS:INTERNAL=//p' "$build/CMakeCache.tx
 [ -n "$hiredis_inc" ] || die "no HILOCK_HIREDIS_INCLUDE in $build/CMakeCache.txt"
 #: hilock.h:8 has "/*" inside a comment (reported to the lead).
 cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" -I"$hiredis_inc" \
-  "$here/driver.c" -o "$out/hilock-interop-driver" \
+  -I"$root/tests/common" "$here/driver.c" "$root/tests/common/line_agent.c" \
+  -o "$out/hilock-interop-driver" \
   "$build/libcore/libhilock.a" $static_libs ||
   die "cannot build the C driver"
 

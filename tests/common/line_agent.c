@@ -1,0 +1,121 @@
+/* See line_agent.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "line_agent.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ACTORS 1024
+
+typedef struct request {
+    char *line;
+    struct request *next;
+} request;
+
+typedef struct actor {
+    char name[48];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    request *head, *tail;
+    line_agent_fn fn;
+    void *ctx;
+    void *data;
+} actor;
+
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void line_agent_say(const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&out_mu);
+    fputs(who, stdout);
+    fputc(' ', stdout);
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+    pthread_mutex_unlock(&out_mu);
+}
+
+static void *actor_main(void *p)
+{
+    actor *a = p;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (!a->head)
+            pthread_cond_wait(&a->cv, &a->mu);
+        request *r = a->head;
+        a->head = r->next;
+        if (!a->head)
+            a->tail = NULL;
+        pthread_mutex_unlock(&a->mu);
+        a->fn(a->ctx, a->name, r->line, &a->data);
+        free(r->line);
+        free(r);
+    }
+    return NULL;
+}
+
+static actor *actor_new(const char *name, line_agent_fn fn, void *ctx)
+{
+    actor *a = calloc(1, sizeof *a);
+    pthread_t th;
+    if (!a || strlen(name) >= sizeof a->name) {
+        free(a);
+        return NULL;
+    }
+    strcpy(a->name, name);
+    a->fn = fn;
+    a->ctx = ctx;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    if (pthread_create(&th, NULL, actor_main, a) != 0) {
+        free(a);
+        return NULL;
+    }
+    pthread_detach(th);
+    return a;
+}
+
+void line_agent_serve(line_agent_fn fn, void *ctx)
+{
+    static actor *actors[MAX_ACTORS];
+    size_t nactors = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, stdin) > 0) {
+        char name[64];
+        if (sscanf(line, "%63s", name) != 1)
+            continue;
+        if (strcmp(name, "quit") == 0)
+            break;
+        actor *a = NULL;
+        for (size_t i = 0; i < nactors && !a; i++)
+            if (strcmp(actors[i]->name, name) == 0)
+                a = actors[i];
+        if (!a && nactors < MAX_ACTORS && (a = actor_new(name, fn, ctx)) != NULL)
+            actors[nactors++] = a;
+        request *r = a ? calloc(1, sizeof *r) : NULL;
+        if (!r || !(r->line = strdup(line))) {
+            free(r);
+            line_agent_say(name, "err other cannot start actor");
+            continue;
+        }
+        pthread_mutex_lock(&a->mu);
+        if (a->tail)
+            a->tail->next = r;
+        else
+            a->head = r;
+        a->tail = r;
+        pthread_cond_signal(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+    }
+    free(line);
+    fflush(stdout);
+    _exit(0);
+}

@@ -1,0 +1,26 @@
+/*
+ * The skeleton shared by the test agents that speak a line protocol on
+ * stdin/stdout (tests/interop/driver.c, tests/conformance/agent.c):
+ *
+ *   request : ACTOR WORDS...        answer : ACTOR ...
+ *
+ * Every actor named in a request is its own thread, created the first time
+ * its name is seen, which runs that actor's requests in order; so with the
+ * plain hilock calls each actor is a distinct owner "<client-uuid>:<tid>".
+ */
+#ifndef HILOCK_TESTS_LINE_AGENT_H
+#define HILOCK_TESTS_LINE_AGENT_H
+
+/* Runs one request on the actor's thread. `line` is the whole request line
+ * (it may be modified); `*actor_data` starts NULL and is the actor's own. */
+typedef void (*line_agent_fn)(void *ctx, const char *actor, char *line, void **actor_data);
+
+/* Writes "WHO <formatted text>\n" to stdout as one line (thread-safe). */
+void line_agent_say(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reads requests from stdin until EOF or a line "quit", hands each to its
+ * actor's thread, then ends the process with status 0 without waiting for
+ * actors still blocked in a call (the servers outlive the agent). */
+void line_agent_serve(line_agent_fn fn, void *ctx) __attribute__((noreturn));
+
+#endif
