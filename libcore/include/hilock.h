@@ -15,6 +15,20 @@
  *     calling OS thread's id.
  *   - A detail message for the last failure is kept on the handle that
  *     failed (hilock_client_errmsg, hilock_lock_errmsg, ...).
+ *
+ * Signals
+ *   The library never changes the process's signal dispositions, and no
+ *   SIGPIPE it causes reaches the host process (hiredis writes to sockets
+ *   with write(2), which raises SIGPIPE when the server has gone away):
+ *   - the library's own threads (watchdog, pub/sub listener, settling of
+ *     timed-out attempts, sentinel watcher, multi-lock workers) run with
+ *     SIGPIPE blocked in their signal mask for their whole life;
+ *   - in the caller's thread, every call that may write blocks SIGPIPE for
+ *     its duration, consumes a SIGPIPE it raised (sigtimedwait) and restores
+ *     the thread's mask before returning. A SIGPIPE already pending on a
+ *     thread that had it blocked before the call is left alone; one sent to
+ *     the process (kill -PIPE) while such a call runs may be consumed.
+ *   Broken connections show up as HILOCK_ECONN (or are reconnected).
  */
 #ifndef HILOCK_H
 #define HILOCK_H

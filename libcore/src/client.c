@@ -194,6 +194,55 @@ void hl_client_unref(hilock_client *c)
         client_destroy(c);
 }
 
+/* Learn the slot map (cluster), then verify server, credentials and
+ * database once, keeping the connection. 0 or an error code. */
+static int open_check(hilock_client *c, char *err)
+{
+    int rc;
+    if (c->ep.cluster) {
+        /* learn the slot map from the seeds; every master becomes a node */
+        if ((rc = hl_cluster_refresh(c, err)) != 0)
+            return rc;
+    }
+    /* Verify server, credentials and database once; keep the connection. */
+    int code = 0;
+    hl_node *first = c->nodes[0];
+    redisContext *ctx = hl_node_connect(first, c->opts.connect_timeout_ms, &code, err);
+    if (!ctx)
+        return code;
+    redisReply *r = redisCommand(ctx, "PING");
+    if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
+        int noauth = r && r->str && (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
+        rc = !r ? HILOCK_ECONN : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
+        char why[128];
+        if (!r && c->ep.tls) {
+            /* the first command after the handshake found the session gone:
+             * TLS 1.3 servers refuse a client certificate only now (by an
+             * alert, or a reset that may overtake it) */
+            if (!hl_tls_refused(why, sizeof why))
+                snprintf(why, sizeof why, "%s", ctx->errstr);
+            rc = HILOCK_ETLS;
+            hl_set_err(err, "the server ended the TLS session after the handshake: %s (does it "
+                            "want a client certificate? tls_cert_file, tls_key_file)", why);
+            redisFree(ctx);
+            return rc;
+        }
+        /* a TLS port drops a plain client's first command */
+        int tls_port = !r && !c->ep.tls && !c->ep.path;
+        hl_set_err(err, "server check failed: %s%s",
+                   !r ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str
+                                                                    : "PING not answered with PONG",
+                   tls_port ? " (a TLS port? use rediss://)" : "");
+        if (r)
+            freeReplyObject(r);
+        redisFree(ctx);
+        return rc;
+    }
+    freeReplyObject(r);
+    hl_pool_add_idle(first, ctx);
+    return 0;
+}
+
 int hilock_client_open(hilock_client **out, const char *url, const hilock_options *opts,
                        char *errbuf, size_t errlen)
 {
@@ -239,49 +288,12 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
                      (c->opts.replica_ack == 0 && (c->ep.nseeds > 0));
     if ((rc = hl_nodes_init(c, err)) != 0)
         goto done;
-    if (c->ep.cluster) {
-        /* learn the slot map from the seeds; every master becomes a node */
-        if ((rc = hl_cluster_refresh(c, err)) != 0)
-            goto done;
-    }
-    /* Verify server, credentials and database once; keep the connection. */
-    int code = 0;
-    hl_node *first = c->nodes[0];
-    redisContext *ctx = hl_node_connect(first, c->opts.connect_timeout_ms, &code, err);
-    if (!ctx) {
-        rc = code;
+    hl_nosigpipe sp;
+    hl_nosigpipe_enter(&sp);
+    rc = open_check(c, err);
+    hl_nosigpipe_leave(&sp);
+    if (rc)
         goto done;
-    }
-    redisReply *r = redisCommand(ctx, "PING");
-    if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
-        int noauth = r && r->str && (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
-        rc = !r ? HILOCK_ECONN : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
-        char why[128];
-        if (!r && c->ep.tls) {
-            /* the first command after the handshake found the session gone:
-             * TLS 1.3 servers refuse a client certificate only now (by an
-             * alert, or a reset that may overtake it) */
-            if (!hl_tls_refused(why, sizeof why))
-                snprintf(why, sizeof why, "%s", ctx->errstr);
-            rc = HILOCK_ETLS;
-            hl_set_err(err, "the server ended the TLS session after the handshake: %s (does it "
-                            "want a client certificate? tls_cert_file, tls_key_file)", why);
-            redisFree(ctx);
-            goto done;
-        }
-        /* a TLS port drops a plain client's first command */
-        int tls_port = !r && !c->ep.tls && !c->ep.path;
-        hl_set_err(err, "server check failed: %s%s",
-                   !r ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str
-                                                                    : "PING not answered with PONG",
-                   tls_port ? " (a TLS port? use rediss://)" : "");
-        if (r)
-            freeReplyObject(r);
-        redisFree(ctx);
-        goto done;
-    }
-    freeReplyObject(r);
-    hl_pool_add_idle(first, ctx);
     rc = hl_sentinel_start(c, err);
 done:
     if (rc) {

@@ -360,6 +360,8 @@ static int load_slots(hilock_client *c, redisContext *ctx, char *err)
 
 int hl_cluster_refresh(hilock_client *c, char *err)
 {
+    hl_nosigpipe sp;
+    hl_nosigpipe_enter(&sp);
     pthread_mutex_lock(&c->refresh_mu);
     __atomic_store_n(&c->map_stale, 0, __ATOMIC_RELEASE);
     int ok = 0, last = HILOCK_ECONN;
@@ -380,6 +382,7 @@ int hl_cluster_refresh(hilock_client *c, char *err)
         redisFree(ctx);
     }
     pthread_mutex_unlock(&c->refresh_mu);
+    hl_nosigpipe_leave(&sp);
     return ok ? 0 : last;
 }
 
@@ -612,8 +615,22 @@ int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_m
     return hl_exec_acked(c, cmd, reply, timeout_ms, err, NULL);
 }
 
+static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
+                      char *err, int *acked);
+
+/* Callers' threads write here: no SIGPIPE may escape (see util.c). */
 int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
                   char *err, int *acked)
+{
+    hl_nosigpipe s;
+    hl_nosigpipe_enter(&s);
+    int rc = exec_acked(c, cmd, reply, timeout_ms, err, acked);
+    hl_nosigpipe_leave(&s);
+    return rc;
+}
+
+static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
+                      char *err, int *acked)
 {
     if (acked)
         *acked = 1;
@@ -817,6 +834,8 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
         at[i] = hl_route(c, key, klen);
     }
     /* one pipeline (one round trip) per node */
+    hl_nosigpipe sp;
+    hl_nosigpipe_enter(&sp);
     int failures = 0;
     for (int i = 0; i < n; i++) {
         if (!at[i])
@@ -842,9 +861,12 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
             hl_exec(c, &cmds[i], &replies[i], 0, err);
         }
     }
+    hl_nosigpipe_leave(&sp);
     free(idx);
     free(at);
-    return failures && failures == n ? HILOCK_ECONN : 0;
+    /* any node that failed is reported (err tells the last one); replies[]
+     * still hold what the other nodes answered */
+    return failures ? HILOCK_ECONN : 0;
 }
 
 void hl_master_switched(hilock_client *c)

@@ -179,7 +179,7 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
                 return -1;
             }
         }
-        if (pthread_create(&d->thread, NULL, drain_main, c) != 0) {
+        if (hl_thread_create(&d->thread, NULL, drain_main, c) != 0) {
             pthread_mutex_unlock(&d->mu);
             it->ctx = NULL;
             item_free(it);

@@ -7,6 +7,7 @@
 #define HILOCK_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <hiredis/hiredis.h>
@@ -28,6 +29,19 @@ HL_HIDDEN char *hl_strdup(const char *s);
 HL_HIDDEN int hl_wake_pipe(int fd[2]);
 HL_HIDDEN void hl_wake(int fd);       /* write one byte */
 HL_HIDDEN void hl_wake_drain(int fd); /* read everything there is */
+/* SIGPIPE never reaches the host process (see util.c): a caller's thread
+ * runs every stretch that may write to a socket between enter and leave;
+ * the library's threads are started by hl_thread_create, with SIGPIPE
+ * blocked for their whole life. Nesting is fine. */
+typedef struct hl_nosigpipe {
+    sigset_t old;
+    int restore;        /* SIGPIPE was not blocked before: unblock at leave */
+    int pending_before; /* one was pending already: not ours to consume */
+} hl_nosigpipe;
+HL_HIDDEN void hl_nosigpipe_enter(hl_nosigpipe *s);
+HL_HIDDEN void hl_nosigpipe_leave(hl_nosigpipe *s);
+HL_HIDDEN int hl_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                               void *arg);
 
 /* ---- conn.c: endpoint, connection pool, script execution ---- */
 
@@ -92,8 +106,9 @@ HL_HIDDEN int hl_exec(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
  * replicas exist and none acknowledged within replica_ack_timeout_ms. */
 HL_HIDDEN int hl_exec_acked(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
                             int64_t timeout_ms, char *err, int *acked);
-/* Run several commands pipelined on one connection (watchdog batches).
- * replies[i] NULL where that command got no reply. */
+/* Run several commands pipelined, one connection per node (watchdog
+ * batches). replies[i] NULL where that command got no reply. HILOCK_ECONN
+ * (err set) when any node failed; the others' replies are still filled. */
 HL_HIDDEN int hl_exec_pipeline(struct hilock_client *c, hl_cmd *cmds, int n,
                                redisReply **replies, char *err);
 

@@ -284,7 +284,7 @@ static void ml_pool_start_locked(hilock_multilock *m)
     if (have_attr)
         pthread_attr_setstacksize(&attr, 256 * 1024);
     for (size_t i = 0; i < want; i++) {
-        if (pthread_create(&m->workers[m->nworkers], have_attr ? &attr : NULL, ml_worker,
+        if (hl_thread_create(&m->workers[m->nworkers], have_attr ? &attr : NULL, ml_worker,
                            m) != 0)
             break;
         m->nworkers++;

@@ -267,7 +267,7 @@ static int ensure_listener(hl_node *n, char *err)
         }
     }
     ps->stop = 0;
-    if (pthread_create(&ps->thread, NULL, listener_main, n) != 0) {
+    if (hl_thread_create(&ps->thread, NULL, listener_main, n) != 0) {
         hl_set_err(err, "cannot start the pub/sub listener thread");
         return HILOCK_ENOMEM;
     }

@@ -123,7 +123,7 @@ int hl_sentinel_start(hilock_client *c, char *err)
         hl_set_err(err, "pipe: %s", strerror(errno));
         return HILOCK_ECONN;
     }
-    if (pthread_create(&c->sw.thread, NULL, watch_main, c) != 0) {
+    if (hl_thread_create(&c->sw.thread, NULL, watch_main, c) != 0) {
         hl_set_err(err, "cannot start the sentinel watcher thread");
         return HILOCK_ENOMEM;
     }

@@ -1,5 +1,7 @@
 /* Small shared helpers: clocks, condition variables, error text. */
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,4 +86,63 @@ void hl_wake_drain(int fd)
     char buf[64];
     while (read(fd, buf, sizeof buf) > 0) {
     }
+}
+
+/* ---- SIGPIPE ----
+ * A write on a socket whose peer is gone raises SIGPIPE in the writing
+ * thread (hiredis writes with write(2), without MSG_NOSIGNAL). The default
+ * action kills the process, so every thread of ours that writes runs with
+ * SIGPIPE blocked: the library's own threads for their whole life, callers'
+ * threads for the duration of a call. A SIGPIPE raised meanwhile stays
+ * pending on the thread and is consumed before the mask is restored; the
+ * process's signal dispositions are never touched. */
+
+static void sigpipe_set(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGPIPE);
+}
+
+void hl_nosigpipe_enter(hl_nosigpipe *s)
+{
+    sigset_t set;
+    sigpipe_set(&set);
+    s->restore = 0;
+    s->pending_before = 0;
+    if (pthread_sigmask(SIG_BLOCK, &set, &s->old) != 0)
+        return;
+    if (sigismember(&s->old, SIGPIPE)) {
+        /* blocked already (by the caller, or an outer call of ours): leave
+         * a SIGPIPE that is already pending alone, it is not ours */
+        sigset_t pend;
+        s->pending_before = sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE);
+        s->restore = 0;
+    } else {
+        s->restore = 1;
+    }
+}
+
+void hl_nosigpipe_leave(hl_nosigpipe *s)
+{
+    sigset_t set, pend;
+    sigpipe_set(&set);
+    if (!s->pending_before && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {
+        }
+    }
+    if (s->restore)
+        pthread_sigmask(SIG_SETMASK, &s->old, NULL);
+}
+
+int hl_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    /* the new thread inherits the mask it is created with: SIGPIPE blocked
+     * for its whole life (a SIGPIPE it raises stays pending on it, unseen) */
+    hl_nosigpipe s;
+    hl_nosigpipe_enter(&s);
+    int rc = pthread_create(t, attr, fn, arg);
+    if (s.restore)
+        pthread_sigmask(SIG_SETMASK, &s.old, NULL);
+    return rc;
 }

@@ -12,6 +12,7 @@
  * `inflight`; entries found `lost` are freed by the watchdog thread.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,15 +76,20 @@ static void renew_batch(hilock_client *c)
 
     char err[HL_ERRMSG_MAX];
     int rc = hl_exec_pipeline(c, cmds, n, replies, err);
-    if (rc)
-        hl_client_set_err(c, err);
+    if (rc) {
+        char msg[HL_ERRMSG_MAX + 32];
+        snprintf(msg, sizeof msg, "watchdog renewal failed: %s", err);
+        hl_client_set_err(c, msg);
+    }
 
     pthread_mutex_lock(&wd->mu);
     int nlost = 0;
     for (i = 0; i < n; i++) {
         hl_wd_entry *e = batch[i];
         int64_t alive = 1;
-        int drc = rc ? rc : hl_decode_flag(replies[i], &alive);
+        /* decided per reply: a node that failed does not hide the answers
+         * (losses) of the others */
+        int drc = replies[i] ? hl_decode_flag(replies[i], &alive) : HILOCK_ECONN;
         if (!e->removed && drc == 0 && alive == 0) {
             e->lost = 1; /* stays inflight until reported */
             batch[nlost++] = e;
@@ -156,7 +162,7 @@ int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid)
     e->holds = 1;
     hl_owner(e->owner, c->id, tid);
     if (!wd->running && !wd->stop) {
-        if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+        if (hl_thread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
             pthread_mutex_unlock(&wd->mu);
             free(e);
             return HILOCK_ENOMEM;

@@ -680,7 +680,6 @@ static int clean_unix(void)
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN);
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite u = CU_add_suite("url", NULL, NULL);

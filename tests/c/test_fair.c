@@ -949,7 +949,6 @@ static int clean_srv(void)
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN);
     shm = mmap(NULL, sizeof *shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED)
         return 2;

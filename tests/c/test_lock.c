@@ -1076,7 +1076,6 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[1], "--child-hold") == 0)
         return child_hold(argv[2], argv[3], atoll(argv[4]));
     argv0 = argv[0];
-    signal(SIGPIPE, SIG_IGN);
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite("reentrant lock", init, cleanup);

@@ -484,7 +484,6 @@ static int cleanup(void)
 
 int main(void)
 {
-    signal(SIGPIPE, SIG_IGN);
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite("watchdog", init, cleanup);
