@@ -13,8 +13,15 @@
  *   - The "_tid" variants take an explicit thread id (the second half of the
  *     owner string "<client-uuid>:<thread-id>"); the plain ones use the
  *     calling OS thread's id.
- *   - A detail message for the last failure is kept on the handle that
- *     failed (hilock_client_errmsg, hilock_lock_errmsg, ...).
+ *   - Detail messages (hilock_client_errmsg, hilock_lock_errmsg,
+ *     hilock_multilock_errmsg) are per thread, as libgit2's last error: a
+ *     failing call records its detail for the calling thread, and errmsg(h)
+ *     returns that thread's own last failure when it was on h, else the
+ *     handle's latest message (a loss found by the watchdog, another
+ *     thread's failure, the listener's connection trouble), copied under
+ *     the handle's lock. A successful acquire clears the caller's message
+ *     for that handle. The text lives in storage of the calling thread,
+ *     valid until that thread's next hilock call; never NULL.
  *
  * Signals
  *   The library never changes the process's signal dispositions, and no
@@ -154,6 +161,7 @@ HILOCK_API int hilock_client_open(hilock_client **out, const char *url,
  * Locks still held are NOT released; they stop being renewed and expire
  * after their lease. Lock handles of this client must be freed (before or
  * after); any other call on them returns HILOCK_ECLOSED. NULL-safe.
+ * May be called from a lost callback (see hilock_lost_cb).
  * In a child process after fork(), only frees memory. */
 HILOCK_API void hilock_client_close(hilock_client *c);
 
@@ -182,7 +190,28 @@ typedef enum hilock_kind {
     HILOCK_KIND_FAIR = 2
 } hilock_kind;
 
-/* Called from the watchdog thread when it finds a held lock gone. */
+/*
+ * Lost callbacks (hilock_lost_cb, hilock_multilock_lost_cb): the rules.
+ *   Thread:  the watchdog thread of the client whose renewal found the hold
+ *            gone (for a multi-lock: the client of the member that was
+ *            lost), never the thread that acquired. Called once per lost
+ *            hold, after hilock_lock_is_lost / hilock_multilock_is_lost
+ *            already say so; no library lock is held during the call.
+ *   May call: any hilock function, on any handle. In particular it may
+ *            - free the handle it is about (hilock_lock_free,
+ *              hilock_multilock_free), or any other handle of that client:
+ *              the free completes when the watchdog's current pass of
+ *              reports is over; from the call on, the handle must not be
+ *              used and no further callback is made for it;
+ *            - close the client (hilock_client_close): the handles of the
+ *              client answer HILOCK_ECLOSED at once, the close completes
+ *              (threads stopped, connections freed) when the callback
+ *              returns; the handles still have to be freed.
+ *   Should not: block for long (acquire with a long wait, sleep): the
+ *            renewals of the client's other locks wait meanwhile, and a
+ *            lock not renewed for a whole lease expires.
+ *   payload: passed back as given to the set_lost_callback function.
+ */
 typedef void (*hilock_lost_cb)(hilock_lock *lock, uint64_t thread_id, void *payload);
 
 /* A handle for the lock named `name` (non-empty, at most 4096 bytes) on
@@ -192,7 +221,8 @@ HILOCK_API int hilock_lock_new(hilock_lock **out, hilock_client *c, const char *
 HILOCK_API int hilock_fair_lock_new(hilock_lock **out, hilock_client *c, const char *name);
 
 /* Free the handle. Holds it still has stop being renewed (they expire after
- * their lease); nothing is unlocked. NULL-safe. */
+ * their lease); nothing is unlocked. NULL-safe. May be called from a lost
+ * callback, also its own (see hilock_lost_cb). */
 HILOCK_API void hilock_lock_free(hilock_lock *l);
 
 HILOCK_API const char *hilock_lock_name(const hilock_lock *l);
@@ -236,7 +266,8 @@ HILOCK_API int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid);
 HILOCK_API void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb,
                                               void *payload);
 
-/* Detail message of the last failure on this handle. Never NULL. */
+/* Detail message of the last failure on this handle (per thread, see the
+ * conventions at the top). Never NULL. */
 HILOCK_API const char *hilock_lock_errmsg(const hilock_lock *l);
 
 /* ------------------------------------------------------------------ */
@@ -245,6 +276,8 @@ HILOCK_API const char *hilock_lock_errmsg(const hilock_lock *l);
 
 typedef struct hilock_multilock hilock_multilock;
 
+/* Same rules as hilock_lost_cb: runs on the watchdog thread of the lost
+ * member's client, may free m itself (deferred) or close a client. */
 typedef void (*hilock_multilock_lost_cb)(hilock_multilock *m, uint64_t thread_id,
                                          void *payload);
 
@@ -255,6 +288,8 @@ HILOCK_API int hilock_multilock_new(hilock_multilock **out, hilock_lock *const *
 /* Redlock: a majority (n/2+1) of n locks, each on an independent server. */
 HILOCK_API int hilock_redlock_new(hilock_multilock **out, hilock_lock *const *locks,
                                   size_t n);
+/* Free the multi-lock (not its members). NULL-safe; may be called from a
+ * lost callback, also its own (see hilock_lost_cb). */
 HILOCK_API void hilock_multilock_free(hilock_multilock *m);
 
 /* Per-member request timeout (Redlock default 50 ms; multi-lock default: the

@@ -324,9 +324,20 @@ void hilock_client_close(hilock_client *c)
         return;
     }
     __atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
+    if (hl_wd_on_thread(c)) {
+        /* from a lost callback: the watchdog thread finishes its pass (the
+         * report in progress still uses the client), then closes it */
+        hl_wd_defer_close(c);
+        return;
+    }
+    hl_client_close_now(c, 0);
+}
+
+void hl_client_close_now(hilock_client *c, int from_watchdog)
+{
     hl_sentinel_stop(c);
     hl_pubsub_shutdown(c);
-    hl_wd_shutdown(c);
+    hl_wd_shutdown(c, from_watchdog);
     hl_drain_shutdown(c);
     for (int i = 0; i < c->nnodes; i++) {
         hl_pool *p = &c->nodes[i]->pool;
@@ -346,7 +357,10 @@ const char *hilock_client_id(const hilock_client *c)
 
 const char *hilock_client_errmsg(const hilock_client *c)
 {
-    return c ? c->errmsg : "client is NULL";
+    if (!c)
+        return "client is NULL";
+    hilock_client *m = (hilock_client *)c; /* err_mu guards the message */
+    return hl_err_view(c, &m->err_mu, m->errmsg);
 }
 
 void hl_client_set_err(hilock_client *c, const char *msg)

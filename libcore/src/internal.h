@@ -24,6 +24,13 @@ HL_HIDDEN void hl_abs_timespec(struct timespec *ts, int64_t ms_from_now); /* CLO
 HL_HIDDEN void hl_cond_init_mono(pthread_cond_t *cv);
 HL_HIDDEN void hl_set_err(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 HL_HIDDEN char *hl_strdup(const char *s);
+/* Error messages per thread (see util.c): note a failure of the calling
+ * thread on handle; forget it after a success on handle; view: the text
+ * hilock_*_errmsg return for handle (shared is the handle's own message,
+ * guarded by mu). */
+HL_HIDDEN void hl_err_note(const void *handle, const char *msg);
+HL_HIDDEN void hl_err_forget(const void *handle);
+HL_HIDDEN const char *hl_err_view(const void *handle, pthread_mutex_t *mu, const char *shared);
 /* Wake-up pipes of the client's threads: non-blocking, close-on-exec.
  * hl_wake_pipe: 0, or -1 with both ends set to -1. */
 HL_HIDDEN int hl_wake_pipe(int fd[2]);
@@ -209,6 +216,16 @@ typedef struct hl_wd_entry {
     int lost;          /* found gone; the watchdog thread frees it */
 } hl_wd_entry;
 
+/* Work a lost callback asked for that cannot run inside it (freeing a
+ * handle the report is using, closing the client whose watchdog thread
+ * runs the callback): queued, run by the watchdog thread once the pass's
+ * reports are over. Embedded in the handle it frees (no allocation). */
+typedef struct hl_deferred {
+    struct hl_deferred *next;
+    void (*fn)(void *arg);
+    void *arg;
+} hl_deferred;
+
 typedef struct hl_watchdog {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* wakes the thread (stop) and waiters of inflight */
@@ -216,6 +233,8 @@ typedef struct hl_watchdog {
     int running;
     int stop;
     hl_wd_entry *entries;
+    hl_deferred *deferred, **deferred_tail; /* FIFO */
+    int close_deferred;  /* hilock_client_close called from a lost callback */
 } hl_watchdog;
 
 /* A watchdog acquisition of (lock, tid): starts renewing or counts a hold. */
@@ -226,7 +245,18 @@ HL_HIDDEN int hl_wd_add(struct hilock_client *c, struct hilock_lock *l, uint64_t
 HL_HIDDEN int hl_wd_release(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
 HL_HIDDEN void hl_wd_forget(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
 HL_HIDDEN void hl_wd_forget_lock(struct hilock_client *c, struct hilock_lock *l);
-HL_HIDDEN void hl_wd_shutdown(struct hilock_client *c);
+HL_HIDDEN void hl_wd_shutdown(struct hilock_client *c, int from_watchdog);
+/* 1 when the calling thread is c's watchdog thread (so: inside a lost
+ * callback of one of c's handles). */
+HL_HIDDEN int hl_wd_on_thread(struct hilock_client *c);
+/* On c's watchdog thread: run d->fn(d->arg) when the current pass's reports
+ * are over (FIFO). */
+HL_HIDDEN void hl_wd_defer(struct hilock_client *c, hl_deferred *d);
+/* On c's watchdog thread: close c once the current pass is over. */
+HL_HIDDEN void hl_wd_defer_close(struct hilock_client *c);
+/* hilock_client_close's work; from_watchdog: run by the watchdog thread
+ * itself (it is detached instead of joined). */
+HL_HIDDEN void hl_client_close_now(struct hilock_client *c, int from_watchdog);
 
 /* ---- nodes: one server's pool and pub/sub listener ---- */
 #define HL_MAX_NODES 128
@@ -309,6 +339,8 @@ struct hilock_lock {
     pthread_mutex_t hook_mu;
     struct hl_lost_hook *hooks;
     char errmsg[HL_ERRMSG_MAX];
+    int freeing;               /* atomic: freed from a lost callback, free deferred */
+    hl_deferred free_later;
 };
 
 typedef void (*hl_lost_hook_fn)(struct hilock_lock *l, uint64_t tid, void *payload);

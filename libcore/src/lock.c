@@ -18,6 +18,7 @@ static void lock_set_err(hilock_lock *l, const char *msg)
     pthread_mutex_lock(&l->mu);
     snprintf(l->errmsg, sizeof l->errmsg, "%s", msg);
     pthread_mutex_unlock(&l->mu);
+    hl_err_note(l, msg);
 }
 
 /* Record rc with its detail on the handle; returns rc. */
@@ -53,6 +54,7 @@ static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hiloc
     l->client = c;
     l->kind = kind;
     hl_client_ref(c);
+    hl_err_forget(l); /* a freed handle's message here, at the same address */
     *out = l;
     return 0;
 }
@@ -67,10 +69,10 @@ int hilock_fair_lock_new(hilock_lock **out, hilock_client *c, const char *name)
     return lock_new(out, c, name, HILOCK_KIND_FAIR);
 }
 
-void hilock_lock_free(hilock_lock *l)
+static void lock_free_now(void *arg)
 {
-    if (!l)
-        return;
+    hilock_lock *l = arg;
+    hl_err_forget(l);
     hilock_client *c = l->client;
     if (c->pid == getpid() && !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
         hl_wd_forget_lock(c, l);
@@ -93,6 +95,24 @@ void hilock_lock_free(hilock_lock *l)
     hl_client_unref(c);
 }
 
+void hilock_lock_free(hilock_lock *l)
+{
+    if (!l)
+        return;
+    hilock_client *c = l->client;
+    if (c->pid == getpid() && hl_wd_on_thread(c)) {
+        /* from a lost callback: the report in progress may be about this
+         * very handle (and the watchdog would wait for itself); the
+         * watchdog frees it when the pass's reports are over */
+        __atomic_store_n(&l->freeing, 1, __ATOMIC_RELEASE);
+        l->free_later.fn = lock_free_now;
+        l->free_later.arg = l;
+        hl_wd_defer(c, &l->free_later);
+        return;
+    }
+    lock_free_now(l);
+}
+
 const char *hilock_lock_name(const hilock_lock *l)
 {
     return l ? l->names.name : NULL;
@@ -110,7 +130,10 @@ hilock_client *hilock_lock_client(const hilock_lock *l)
 
 const char *hilock_lock_errmsg(const hilock_lock *l)
 {
-    return l ? l->errmsg : "lock is NULL";
+    if (!l)
+        return "lock is NULL";
+    hilock_lock *m = (hilock_lock *)l; /* its mutex guards the message */
+    return hl_err_view(l, &m->mu, m->errmsg);
 }
 
 /* ---- lost state ---- */
@@ -239,6 +262,7 @@ static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog)
     l->errmsg[0] = 0;
     l->last_lease_ms = lease;
     pthread_mutex_unlock(&l->mu);
+    hl_err_forget(l);
     int rc = watchdog ? hl_wd_add(l->client, l, tid) : 0;
     return rc ? lock_fail(l, rc, "cannot start the watchdog") : 0;
 }

@@ -17,8 +17,9 @@
  * Member loss (watchdog): every member handle carries a loss hook
  * (hl_lock_add_lost_hook) with this multi-lock as payload. Removing the hook
  * in hilock_multilock_free waits for a call of it in progress, so a
- * multi-lock can be freed at any time, from any thread but the lost
- * callback itself.
+ * multi-lock can be freed at any time, from any thread; from a lost
+ * callback (running on a watchdog thread) the free is deferred until that
+ * watchdog pass's reports are over.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -96,6 +97,8 @@ struct hilock_multilock {
     pid_t pool_pid; /* the workers exist in this process only (fork) */
 
     char errmsg[HL_ERRMSG_MAX];
+    int freeing; /* atomic: freed from a lost callback, free deferred */
+    hl_deferred free_later;
 };
 
 
@@ -115,6 +118,7 @@ static void ml_set_err(hilock_multilock *m, const char *fmt, ...)
     pthread_mutex_lock(&m->mu);
     memcpy(m->errmsg, buf, sizeof buf);
     pthread_mutex_unlock(&m->mu);
+    hl_err_note(m, buf);
 }
 
 /* A message for a constructor failure goes to the offending member handle
@@ -131,13 +135,13 @@ static void ml_lock_err(hilock_lock *l, const char *fmt, ...)
     pthread_mutex_lock(&l->mu);
     memcpy(l->errmsg, buf, sizeof buf);
     pthread_mutex_unlock(&l->mu);
+    hl_err_note(l, buf);
 }
 
 static void ml_copy_lock_err(ml_job *j)
 {
-    pthread_mutex_lock(&j->lock->mu);
-    snprintf(j->err, sizeof j->err, "%s", j->lock->errmsg);
-    pthread_mutex_unlock(&j->lock->mu);
+    /* this thread's own failure on the member (not another thread's) */
+    snprintf(j->err, sizeof j->err, "%s", hilock_lock_errmsg(j->lock));
     if (!j->err[0])
         snprintf(j->err, sizeof j->err, "%s", hilock_strerror(j->rc));
 }
@@ -416,6 +420,8 @@ static void ml_member_lost(struct hilock_lock *l, uint64_t tid, void *payload)
     /* Runs on l's watchdog thread with l's hook list locked; the multi-lock
      * cannot be freed meanwhile (removing the hook waits for us). */
     hilock_multilock *m = payload;
+    if (__atomic_load_n(&m->freeing, __ATOMIC_ACQUIRE))
+        return; /* freed by a callback of this pass: no more reports */
     size_t i;
     for (i = 0; i < m->n; i++)
         if (m->locks[i] == l)
@@ -516,6 +522,7 @@ static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, i
     pthread_cond_init(&m->pcv, NULL);
     pthread_cond_init(&m->dcv, NULL);
     m->errmsg[0] = 0;
+    hl_err_forget(m);
 
     for (size_t i = 0; i < n; i++) {
         if (hl_lock_add_lost_hook(locks[i], ml_member_lost, m) != 0) {
@@ -540,10 +547,10 @@ HILOCK_API int hilock_redlock_new(hilock_multilock **out, hilock_lock *const *lo
     return ml_new(out, locks, n, 1);
 }
 
-HILOCK_API void hilock_multilock_free(hilock_multilock *m)
+static void ml_free_now(void *arg)
 {
-    if (!m)
-        return;
+    hilock_multilock *m = arg;
+    hl_err_forget(m);
     /* after this no loss notification runs or starts for m */
     for (size_t i = 0; i < m->n; i++)
         hl_lock_remove_lost_hook(m->locks[i], ml_member_lost, m);
@@ -559,6 +566,26 @@ HILOCK_API void hilock_multilock_free(hilock_multilock *m)
     pthread_mutex_destroy(&m->mu);
     free(m->locks);
     free(m);
+}
+
+HILOCK_API void hilock_multilock_free(hilock_multilock *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++) {
+        hilock_client *c = m->locks[i]->client;
+        if (c->pid == getpid() && hl_wd_on_thread(c)) {
+            /* from a lost callback (ours or a member's): a member's report
+             * in progress holds that member's hook list; freed when the
+             * pass's reports are over, and no further report reaches m */
+            __atomic_store_n(&m->freeing, 1, __ATOMIC_RELEASE);
+            m->free_later.fn = ml_free_now;
+            m->free_later.arg = m;
+            hl_wd_defer(c, &m->free_later);
+            return;
+        }
+    }
+    ml_free_now(m);
 }
 
 HILOCK_API int hilock_multilock_set_member_timeout(hilock_multilock *m, int64_t ms)
@@ -748,6 +775,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
             m->valid_until = t0 + vlease - drift;
             m->errmsg[0] = 0;
             pthread_mutex_unlock(&m->mu);
+            hl_err_forget(m);
             result = 0;
             goto out;
         }
@@ -969,5 +997,6 @@ HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m)
 {
     if (!m)
         return "NULL multi-lock";
-    return m->errmsg;
+    hilock_multilock *w = (hilock_multilock *)m; /* mu guards the message */
+    return hl_err_view(m, &w->mu, w->errmsg);
 }

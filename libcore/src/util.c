@@ -146,3 +146,43 @@ int hl_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void 
         pthread_sigmask(SIG_SETMASK, &s.old, NULL);
     return rc;
 }
+
+/* ---- error messages ----
+ * A handle shared by threads keeps one detail message, rewritten by every
+ * failure on it (and by the watchdog); handing out that buffer would let a
+ * reader see another thread's message, or one being rewritten. So, as
+ * libgit2 keeps its last error per thread: every failing call also records
+ * its message in the calling thread's own slot, and the errmsg functions
+ * answer from the caller's thread: its own last failure when that was on
+ * the handle asked about, else a copy of the handle's message taken under
+ * the handle's lock. Either way the text lives in the calling thread's
+ * storage, valid until that thread's next hilock call. */
+typedef struct hl_tls_err {
+    const void *handle; /* whose failure msg describes, NULL = none */
+    char msg[HL_ERRMSG_MAX];
+    char view[HL_ERRMSG_MAX];
+} hl_tls_err;
+
+static _Thread_local hl_tls_err tls_err;
+
+void hl_err_note(const void *handle, const char *msg)
+{
+    tls_err.handle = handle;
+    snprintf(tls_err.msg, sizeof tls_err.msg, "%s", msg);
+}
+
+void hl_err_forget(const void *handle)
+{
+    if (tls_err.handle == handle)
+        tls_err.handle = NULL;
+}
+
+const char *hl_err_view(const void *handle, pthread_mutex_t *mu, const char *shared)
+{
+    if (tls_err.handle == handle)
+        return tls_err.msg;
+    pthread_mutex_lock(mu);
+    snprintf(tls_err.view, sizeof tls_err.view, "%s", shared);
+    pthread_mutex_unlock(mu);
+    return tls_err.view;
+}

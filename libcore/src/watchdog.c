@@ -45,6 +45,21 @@ static void claim_and_free(hl_watchdog *wd, hl_wd_entry *e)
     free(e);
 }
 
+/* What lost callbacks asked for: nothing of this pass uses an entry any
+ * more (none is inflight). mu held; released around each call. */
+static void run_deferred(hl_watchdog *wd)
+{
+    while (wd->deferred) {
+        hl_deferred *d = wd->deferred;
+        wd->deferred = d->next;
+        if (!wd->deferred)
+            wd->deferred_tail = &wd->deferred;
+        pthread_mutex_unlock(&wd->mu);
+        d->fn(d->arg);
+        pthread_mutex_lock(&wd->mu);
+    }
+}
+
 static void renew_batch(hilock_client *c)
 {
     hl_watchdog *wd = &c->wd;
@@ -101,7 +116,9 @@ static void renew_batch(hilock_client *c)
     for (i = 0; i < nlost; i++) {
         hl_wd_entry *e = batch[i];
         pthread_mutex_unlock(&wd->mu);
-        hl_lock_mark_lost(e->lock, e->tid);
+        /* a handle freed by an earlier callback of this pass hears no more */
+        if (!__atomic_load_n(&e->lock->freeing, __ATOMIC_ACQUIRE))
+            hl_lock_mark_lost(e->lock, e->tid);
         pthread_mutex_lock(&wd->mu);
         e->inflight = 0;
         pthread_cond_broadcast(&wd->cv);
@@ -116,6 +133,7 @@ static void renew_batch(hilock_client *c)
     free(replies);
     free(cmds);
     free(batch);
+    run_deferred(wd);
 }
 
 static void *watchdog_main(void *arg)
@@ -127,7 +145,7 @@ static void *watchdog_main(void *arg)
         period = 1;
     pthread_mutex_lock(&wd->mu);
     int64_t next = hl_now_mono_ms() + period;
-    while (!wd->stop) {
+    while (!wd->stop && !wd->close_deferred) {
         int64_t now = hl_now_mono_ms();
         if (now < next) {
             struct timespec ts;
@@ -138,8 +156,40 @@ static void *watchdog_main(void *arg)
         next = now + period;
         renew_batch(c);
     }
+    int close_now = wd->close_deferred && !wd->stop;
     pthread_mutex_unlock(&wd->mu);
+    if (close_now) /* a lost callback closed the client: do it now, as the last thing */
+        hl_client_close_now(c, 1);
     return NULL;
+}
+
+int hl_wd_on_thread(hilock_client *c)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    int on = wd->running && pthread_equal(wd->thread, pthread_self());
+    pthread_mutex_unlock(&wd->mu);
+    return on;
+}
+
+void hl_wd_defer(hilock_client *c, hl_deferred *d)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    if (!wd->deferred_tail)
+        wd->deferred_tail = &wd->deferred;
+    d->next = NULL;
+    *wd->deferred_tail = d;
+    wd->deferred_tail = &d->next;
+    pthread_mutex_unlock(&wd->mu);
+}
+
+void hl_wd_defer_close(hilock_client *c)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    wd->close_deferred = 1;
+    pthread_mutex_unlock(&wd->mu);
 }
 
 int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid)
@@ -217,7 +267,7 @@ void hl_wd_forget_lock(hilock_client *c, hilock_lock *l)
     pthread_mutex_unlock(&wd->mu);
 }
 
-void hl_wd_shutdown(hilock_client *c)
+void hl_wd_shutdown(hilock_client *c, int from_watchdog)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
@@ -225,7 +275,9 @@ void hl_wd_shutdown(hilock_client *c)
     wd->stop = 1;
     pthread_cond_broadcast(&wd->cv);
     pthread_mutex_unlock(&wd->mu);
-    if (running)
+    if (running && from_watchdog)
+        pthread_detach(wd->thread); /* we are it: it ends right after the close */
+    else if (running)
         pthread_join(wd->thread, NULL);
     wd->running = 0;
     while (wd->entries) {

@@ -1,6 +1,7 @@
 /*
  * Safety of the host process (issue 15): no SIGPIPE reaches it from any
- * thread that writes; a failed renewal pass is reported.
+ * thread that writes; lost callbacks may free their own handles or close
+ * the client; a failed renewal pass is reported.
  *
  * This program deliberately keeps SIGPIPE at its default disposition
  * (terminate): a SIGPIPE escaping the library kills the test.
@@ -146,6 +147,238 @@ static void t_failed_renewal_reported(void)
 }
 
 
+/* ---------------------------------------------------------------- item 3 */
+
+/* The test gives up (and exits) when a callback never returns: before the
+ * fix the watchdog thread deadlocked, and cleanup would hang too. */
+typedef struct cb_state {
+    pthread_mutex_t mu;
+    int calls;
+    int finished;
+    hilock_client *client;
+    hilock_lock *lock;
+    hilock_multilock *multi;
+} cb_state;
+
+static int cb_finished(void *arg)
+{
+    cb_state *st = arg;
+    pthread_mutex_lock(&st->mu);
+    int f = st->finished;
+    pthread_mutex_unlock(&st->mu);
+    return f;
+}
+
+static void wait_finished_or_die(cb_state *st, const char *what)
+{
+    if (!th_wait_for(cb_finished, st, 5000)) {
+        fprintf(stderr, "\n  lost callback that %s did not return: deadlock\n", what);
+        _exit(1);
+    }
+}
+
+static void cb_free_own_lock(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)tid;
+    cb_state *st = payload;
+    CU_ASSERT_PTR_EQUAL(l, st->lock);
+    hilock_lock_free(l); /* its own handle, from inside its report */
+    pthread_mutex_lock(&st->mu);
+    st->calls++;
+    st->finished = 1;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void force_delete(const th_redis *r, const char *key)
+{
+    redisContext *ctx = th_redis_connect(r);
+    if (ctx) {
+        redisReply *rep = redisCommand(ctx, "DEL %s", key);
+        if (rep)
+            freeReplyObject(rep);
+        redisFree(ctx);
+    }
+}
+
+static void t_cb_frees_own_lock(void)
+{
+    th_redis tsrv;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&tsrv, NULL), 0);
+    hilock_client *c = open_url(tsrv.url, 300, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    cb_state st = {PTHREAD_MUTEX_INITIALIZER, 0, 0, c, NULL, NULL};
+    st.lock = new_lock(c, "cb-free-own");
+    hilock_lock *other = new_lock(c, "cb-free-other"); /* renewed meanwhile */
+    hilock_lock_set_lost_callback(st.lock, cb_free_own_lock, &st);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(st.lock, 0, 0), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(other, 0, 0), 0);
+    force_delete(&tsrv, "cb-free-own");
+    wait_finished_or_die(&st, "frees its own lock");
+    CU_ASSERT_EQUAL(st.calls, 1);
+    /* the watchdog carries on: the other lock is still renewed */
+    th_sleep_ms(600);
+    CU_ASSERT_EQUAL(th_redis_int(&tsrv, "EXISTS cb-free-other"), 1);
+    CU_ASSERT_FALSE(hilock_lock_is_lost(other));
+    CU_ASSERT_EQUAL(hilock_lock_release(other), 0);
+    hilock_lock_free(other);
+    hilock_client_close(c); /* used to hang: the watchdog thread was stuck */
+    th_redis_stop(&tsrv);
+}
+
+static void cb_close_client(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)l;
+    (void)tid;
+    cb_state *st = payload;
+    hilock_client_close(st->client); /* the client whose watchdog calls us */
+    /* the handles are now closed for business */
+    int held = 0;
+    CU_ASSERT_EQUAL(hilock_lock_is_held(&held, st->lock), HILOCK_ECLOSED);
+    hilock_lock_free(st->lock);
+    pthread_mutex_lock(&st->mu);
+    st->calls++;
+    st->finished = 1;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void t_cb_closes_client(void)
+{
+    th_redis tsrv;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&tsrv, NULL), 0);
+    int threads_before = th_thread_count();
+    hilock_client *c = open_url(tsrv.url, 300, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    cb_state st = {PTHREAD_MUTEX_INITIALIZER, 0, 0, c, NULL, NULL};
+    st.lock = new_lock(c, "cb-close");
+    hilock_lock *other = new_lock(c, "cb-close-other");
+    hilock_lock_set_lost_callback(st.lock, cb_close_client, &st);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(st.lock, 0, 0), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(other, 0, 0), 0);
+    force_delete(&tsrv, "cb-close");
+    wait_finished_or_die(&st, "closes the client");
+    CU_ASSERT_EQUAL(st.calls, 1);
+    /* the client is closed: no renewal any more, every thread gone */
+    CU_ASSERT_EQUAL(hilock_lock_release(other), HILOCK_ECLOSED);
+    CU_ASSERT(th_wait_thread_count(threads_before, 3000));
+    hilock_lock_free(other); /* the last reference: frees the client */
+    th_redis_stop(&tsrv);
+}
+
+static void cb_free_multi(hilock_multilock *m, uint64_t tid, void *payload)
+{
+    (void)tid;
+    cb_state *st = payload;
+    CU_ASSERT_PTR_EQUAL(m, st->multi);
+    hilock_multilock_free(m); /* its own multi-lock */
+    pthread_mutex_lock(&st->mu);
+    st->calls++;
+    st->finished = 1;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void t_cb_frees_own_multilock(void)
+{
+    th_redis tsrv;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&tsrv, NULL), 0);
+    hilock_client *c = open_url(tsrv.url, 300, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    cb_state st = {PTHREAD_MUTEX_INITIALIZER, 0, 0, c, NULL, NULL};
+    hilock_lock *ls[2] = {new_lock(c, "cb-multi-a"), new_lock(c, "cb-multi-b")};
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&st.multi, ls, 2), 0);
+    hilock_multilock_set_lost_callback(st.multi, cb_free_multi, &st);
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(st.multi, 0, 0), 0);
+    force_delete(&tsrv, "cb-multi-a");
+    wait_finished_or_die(&st, "frees its own multi-lock");
+    CU_ASSERT_EQUAL(st.calls, 1);
+    /* the members are ordinary handles again */
+    CU_ASSERT(hilock_lock_is_lost(ls[0]));
+    CU_ASSERT_EQUAL(hilock_lock_release(ls[1]), 0);
+    hilock_lock_free(ls[0]);
+    hilock_lock_free(ls[1]);
+    hilock_client_close(c);
+    th_redis_stop(&tsrv);
+}
+
+
+/* ---------------------------------------------------------------- item 5 */
+
+/* Threads sharing one lock handle fail at the same time with different
+ * messages (each its own thread id in it): each reads its own. */
+typedef struct err_thread {
+    hilock_lock *l;
+    hilock_multilock *m;
+    uint64_t tid;
+    int iters;
+    int wrong;
+    char seen[300];
+} err_thread;
+
+static void *err_thread_main(void *arg)
+{
+    err_thread *t = arg;
+    char want[32];
+    snprintf(want, sizeof want, ":%llu", (unsigned long long)t->tid);
+    for (int i = 0; i < t->iters; i++) {
+        /* a round trip ("not held by <uuid>:<tid>"), or failures found
+         * without one, different per thread: as fast as it gets */
+        const char *expect = want;
+        int rc;
+        if (i % 8 == 0) {
+            rc = hilock_lock_release_tid(t->l, t->tid) == HILOCK_ENOTOWNER;
+        } else if (t->tid % 2) {
+            rc = hilock_lock_is_held_tid(NULL, t->l, t->tid) == HILOCK_EINVAL;
+            expect = "out is NULL";
+        } else {
+            rc = hilock_lock_acquire_tid(t->l, t->tid, -7, 0) == HILOCK_EINVAL;
+            expect = "wait must be";
+        }
+        if (!rc) {
+            t->wrong++;
+            continue;
+        }
+        const char *msg = hilock_lock_errmsg(t->l);
+        if (!strstr(msg, expect)) {
+            t->wrong++;
+            snprintf(t->seen, sizeof t->seen, "%s", msg);
+        }
+    }
+    return NULL;
+}
+
+static void t_errmsg_per_thread(void)
+{
+    hilock_client *c = open_url(usrv.url, 0, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "errmsg-shared");
+    enum { N = 4 };
+    err_thread t[N];
+    pthread_t th[N];
+    int iters = th_valgrind() ? 800 : 20000;
+    for (int i = 0; i < N; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].l = l;
+        t[i].tid = 7000001 + (uint64_t)i * 1111111; /* odd, even, ... */
+        t[i].iters = iters;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, err_thread_main, &t[i]), 0);
+    }
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        wrong += t[i].wrong;
+        if (t[i].wrong)
+            printf("\n  thread %llu saw: %s", (unsigned long long)t[i].tid, t[i].seen);
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    /* a success clears this thread's message; a later failure sets it */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 5000), 0);
+    CU_ASSERT_STRING_EQUAL(hilock_lock_errmsg(l), "");
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_ENOTOWNER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hilock_lock_errmsg(l), "not held by"));
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- main */
 
 static int init(void)
@@ -184,5 +417,9 @@ int main(int argc, char **argv)
     add(s, "SIGPIPE: caller thread, server restarted under pool", t_sigpipe_caller_thread);
     add(s, "SIGPIPE: watchdog thread renewal", t_sigpipe_watchdog_thread);
     add(s, "failed renewal pass with 2 locks is reported", t_failed_renewal_reported);
+    add(s, "lost callback frees its own lock", t_cb_frees_own_lock);
+    add(s, "lost callback closes the client", t_cb_closes_client);
+    add(s, "multi-lock lost callback frees its multi-lock", t_cb_frees_own_multilock);
+    add(s, "error messages are per thread", t_errmsg_per_thread);
     return th_cu_run();
 }
