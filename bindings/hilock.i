@@ -253,6 +253,7 @@ HL_CHECKED(hilock_multilock_release_tid, HL_MDETAIL(arg1))
 HL_CHECKED(hilock_multilock_is_held, HL_MDETAIL(arg2))
 HL_CHECKED(hilock_multilock_is_held_tid, HL_MDETAIL(arg2))
 HL_CHECKED(hilock_multilock_validity_ms, HL_MDETAIL(arg2))
+HL_CHECKED(hilock_multilock_validity_ms_tid, HL_MDETAIL(arg2))
 
 %inline %{
 /* Route lost events of l (or m) to the queue under token (0 = stop). */

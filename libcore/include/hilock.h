@@ -259,8 +259,11 @@ HILOCK_API int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t
 /* Remaining lease in ms: -2 no such lock, -1 no expiry. */
 HILOCK_API int hilock_lock_remaining_ms(int64_t *out, hilock_lock *l);
 
-/* 1 once the watchdog found one of this handle's holds gone; reset by the
- * next successful acquire. */
+/* Loss of a hold found by the watchdog. _tid: 1 once the hold of tid was
+ * found gone, until tid's next successful acquire on this handle; the
+ * handle remembers this for its 1024 most recently lost thread ids (older
+ * ones read 0 again). Plain: 1 while any thread id of this handle has a
+ * remembered loss. */
 HILOCK_API int hilock_lock_is_lost(const hilock_lock *l);
 HILOCK_API int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid);
 HILOCK_API void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb,
@@ -307,9 +310,13 @@ HILOCK_API int hilock_multilock_release(hilock_multilock *m);
 HILOCK_API int hilock_multilock_release_tid(hilock_multilock *m, uint64_t tid);
 HILOCK_API int hilock_multilock_is_held(int *out, hilock_multilock *m);
 HILOCK_API int hilock_multilock_is_held_tid(int *out, hilock_multilock *m, uint64_t tid);
-/* Validity left in ms of the last successful acquire (Redlock: lease -
- * elapsed - drift, counting down on the monotonic clock; watchdog: -1). */
+/* Validity left in ms of the hold of the calling thread (_tid: of tid),
+ * from its last successful acquire: Redlock: lease - elapsed - drift,
+ * counting down on the monotonic clock; watchdog: -1; 0 when that thread id
+ * holds nothing (never acquired, or released). */
 HILOCK_API int hilock_multilock_validity_ms(int64_t *out, hilock_multilock *m);
+HILOCK_API int hilock_multilock_validity_ms_tid(int64_t *out, hilock_multilock *m,
+                                                uint64_t tid);
 HILOCK_API int hilock_multilock_is_lost(const hilock_multilock *m);
 HILOCK_API void hilock_multilock_set_lost_callback(hilock_multilock *m,
                                                    hilock_multilock_lost_cb cb,

@@ -180,6 +180,7 @@ static void client_destroy(hilock_client *c)
     pthread_cond_destroy(&c->wd.cv);
     pthread_mutex_destroy(&c->err_mu);
     pthread_mutex_destroy(&c->drain.mu);
+    pthread_cond_destroy(&c->drain.settled);
     free(c);
 }
 
@@ -266,6 +267,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
     c->drain.wake_fd[0] = c->drain.wake_fd[1] = -1;
     pthread_mutex_init(&c->drain.mu, NULL);
+    hl_cond_init_mono(&c->drain.settled);
     pthread_mutex_init(&c->nodes_mu, NULL);
     pthread_mutex_init(&c->refresh_mu, NULL);
     pthread_mutex_init(&c->wd.mu, NULL);

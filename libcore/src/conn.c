@@ -618,6 +618,12 @@ int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_m
 static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
                       char *err, int *acked);
 
+/* An acquire attempt: settled on its own connection when its reply times out. */
+static int is_attempt(const hl_cmd *cmd)
+{
+    return cmd->script == HL_SCRIPT_LOCK || cmd->script == HL_SCRIPT_FAIR_LOCK;
+}
+
 /* Callers' threads write here: no SIGPIPE may escape (see util.c). */
 int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
                   char *err, int *acked)
@@ -654,6 +660,19 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
             hl_set_err(err, "no reply within %lld ms", (long long)timeout_ms);
             return HILOCK_ECONN;
         }
+        /* An earlier attempt on this server timed out and is still not
+         * settled: the server (or the way to it) is stalled. Another attempt
+         * would only park another connection there. A caller with its own
+         * time limit (a multi-lock member) fails at once; others wait for
+         * the settling up to the command timeout. */
+        if (is_attempt(cmd) &&
+            !hl_drain_node_ready(c, target, timeout_ms > 0 ? 0 : c->opts.command_timeout_ms)) {
+            hl_set_err(err, "server %s has not answered an earlier attempt yet (still being "
+                            "settled); no new attempt sent to it",
+                       target->host ? target->host : c->ep.path ? c->ep.path : c->ep.host
+                                                               ? c->ep.host : "?");
+            return HILOCK_ECONN;
+        }
         redisContext *ctx = pool_get(target, left, &reused, &gen, &code, err);
         if (!ctx)
             return code;
@@ -668,11 +687,11 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
             int retry = stale_retry && reused && stale_connection_error(ctx);
             hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
             int timed_out = ctx->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK);
-            if (timed_out && (cmd->script == HL_SCRIPT_LOCK || cmd->script == HL_SCRIPT_FAIR_LOCK)) {
+            if (timed_out && is_attempt(cmd)) {
                 /* The server may still run the attempt later: keep the
                  * connection so its outcome is settled in order. */
                 pool_forget(target);
-                if (hl_drain_add(c, ctx, cmd) == 0)
+                if (hl_drain_add(c, target, ctx, cmd) == 0)
                     cmd->drained = 1;
                 else
                     redisFree(ctx);

@@ -22,6 +22,7 @@
 
 struct hl_drain_item {
     hl_drain_item *next;
+    hl_node *node;     /* counted in node->settling while listed */
     redisContext *ctx;
     hl_settle settle; /* the engine's settle machine decides; we move bytes */
 };
@@ -131,6 +132,8 @@ static void *drain_main(void *arg)
                         *pp = it->next;
                         break;
                     }
+                it->node->settling--;
+                pthread_cond_broadcast(&d->settled);
                 pthread_mutex_unlock(&d->mu);
                 item_free(it);
             }
@@ -143,11 +146,28 @@ static void *drain_main(void *arg)
     return NULL;
 }
 
-int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
+int hl_drain_node_ready(hilock_client *c, hl_node *node, int64_t wait_ms)
+{
+    hl_drainer *d = &c->drain;
+    pthread_mutex_lock(&d->mu);
+    if (node->settling >= HL_SETTLE_PER_NODE && wait_ms > 0 && !d->stop) {
+        struct timespec until;
+        hl_abs_timespec(&until, wait_ms);
+        while (node->settling >= HL_SETTLE_PER_NODE && !d->stop)
+            if (pthread_cond_timedwait(&d->settled, &d->mu, &until) == ETIMEDOUT)
+                break;
+    }
+    int ready = node->settling < HL_SETTLE_PER_NODE;
+    pthread_mutex_unlock(&d->mu);
+    return ready;
+}
+
+int hl_drain_add(hilock_client *c, hl_node *node, redisContext *ctx, const hl_cmd *cmd)
 {
     hl_drain_item *it = calloc(1, sizeof *it);
     if (!it)
         return -1;
+    it->node = node;
     char rid[HL_OWNER_MAX];
     uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
     snprintf(rid, sizeof rid, "%s:%" PRIu64, c->id, seq);
@@ -189,6 +209,7 @@ int hl_drain_add(hilock_client *c, redisContext *ctx, const hl_cmd *cmd)
     }
     it->next = d->items;
     d->items = it;
+    node->settling++;
     hl_wake(d->wake_fd[1]);
     pthread_mutex_unlock(&d->mu);
     return 0;
@@ -207,11 +228,15 @@ void hl_drain_shutdown(hilock_client *c)
     if (running)
         pthread_join(d->thread, NULL);
     d->running = 0;
+    pthread_mutex_lock(&d->mu);
     while (d->items) {
         hl_drain_item *it = d->items;
         d->items = it->next;
+        it->node->settling--;
         item_free(it);
     }
+    pthread_cond_broadcast(&d->settled);
+    pthread_mutex_unlock(&d->mu);
     if (d->wake_fd[0] >= 0) {
         close(d->wake_fd[0]);
         close(d->wake_fd[1]);

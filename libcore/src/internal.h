@@ -172,6 +172,7 @@ HL_HIDDEN void hl_pubsub_shutdown(struct hilock_client *c);
 typedef struct hl_drain_item hl_drain_item;
 typedef struct hl_drainer {
     pthread_mutex_t mu;
+    pthread_cond_t settled; /* an item ended (waiters of hl_drain_node_ready) */
     pthread_t thread;
     int running;
     int stop;
@@ -184,7 +185,16 @@ typedef struct hl_drainer {
  * wait (up to HL_SETTLE_MAX_MS) for its late reply on that same connection
  * and undo its effect (release a grant, leave the fair line). Returns 0, or
  * -1 when it could not (ctx is then freed by the caller). */
-HL_HIDDEN int hl_drain_add(struct hilock_client *c, redisContext *ctx, const hl_cmd *cmd);
+HL_HIDDEN int hl_drain_add(struct hilock_client *c, struct hl_node *node, redisContext *ctx,
+                           const hl_cmd *cmd);
+/* At most this many attempts per node wait to be settled: a node that has
+ * them is stalled (or its connection is), and every new attempt would park
+ * one more connection there. */
+#define HL_SETTLE_PER_NODE 1
+/* 1 when node has fewer than HL_SETTLE_PER_NODE attempts waiting to be
+ * settled, after waiting up to wait_ms (0: no wait) for one to end. */
+HL_HIDDEN int hl_drain_node_ready(struct hilock_client *c, struct hl_node *node,
+                                  int64_t wait_ms);
 HL_HIDDEN void hl_drain_shutdown(struct hilock_client *c);
 
 /* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
@@ -267,6 +277,7 @@ typedef struct hl_node {
     int port;
     hl_pool pool;
     hl_pubsub ps;
+    int settling;             /* attempts waiting to be settled (drain.mu) */
     int replicas;             /* connected replicas, from ROLE (atomic) */
     int64_t replicas_seen_at; /* monotonic ms of that reading, 0 = never (atomic) */
 } hl_node;
@@ -319,6 +330,8 @@ HL_HIDDEN int hl_client_check(struct hilock_client *c, char *err);
 HL_HIDDEN void hl_client_set_err(struct hilock_client *c, const char *msg);
 
 /* ---- lock ---- */
+/* Thread ids whose loss a handle remembers (the most recent ones). */
+#define HL_LOST_MAX 1024
 typedef struct hl_lost_state {
     struct hl_lost_state *next;
     uint64_t tid;

@@ -165,6 +165,18 @@ void hl_lock_mark_lost(hilock_lock *l, uint64_t tid)
             s->next = l->lost;
             l->lost = s;
         }
+        /* newest first; the oldest beyond HL_LOST_MAX are forgotten (a
+         * thread pool hands out ever new thread ids) */
+        int kept = 0;
+        for (hl_lost_state **pp = &l->lost; *pp;) {
+            if (++kept > HL_LOST_MAX) {
+                hl_lost_state *old = *pp;
+                *pp = old->next;
+                free(old);
+            } else {
+                pp = &(*pp)->next;
+            }
+        }
     }
     snprintf(l->errmsg, sizeof l->errmsg,
              "lock '%s' lost: the watchdog found it no longer held by thread %" PRIu64,

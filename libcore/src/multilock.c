@@ -64,6 +64,8 @@ typedef struct ml_hold {
     uint64_t tid;
     int64_t count;          /* acquisitions not yet released */
     int lost;               /* reported lost */
+    int valid_watchdog;     /* last acquire under the watchdog: no end */
+    int64_t valid_until;    /* last acquire's validity end, monotonic ms */
     size_t nacquired;       /* members taken (union over the holds) */
     size_t nlost;           /* of those, found lost by the watchdog */
     unsigned char *acquired;
@@ -80,9 +82,6 @@ struct hilock_multilock {
     int64_t member_timeout_ms; /* 0 = default */
     ml_hold *holds;
     int lost; /* atomic reads */
-    int valid_set;
-    int valid_watchdog;
-    int64_t valid_until; /* monotonic ms */
     hilock_multilock_lost_cb lost_cb;
     void *lost_payload;
 
@@ -770,9 +769,8 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
             }
             h->lost = 0;
             __atomic_store_n(&m->lost, 0, __ATOMIC_RELEASE);
-            m->valid_set = 1;
-            m->valid_watchdog = lease_ms <= 0;
-            m->valid_until = t0 + vlease - drift;
+            h->valid_watchdog = lease_ms <= 0;
+            h->valid_until = t0 + vlease - drift;
             m->errmsg[0] = 0;
             pthread_mutex_unlock(&m->mu);
             hl_err_forget(m);
@@ -959,21 +957,28 @@ HILOCK_API int hilock_multilock_is_held(int *out, hilock_multilock *m)
     return hilock_multilock_is_held_tid(out, m, hilock_thread_id());
 }
 
-HILOCK_API int hilock_multilock_validity_ms(int64_t *out, hilock_multilock *m)
+HILOCK_API int hilock_multilock_validity_ms_tid(int64_t *out, hilock_multilock *m,
+                                                uint64_t tid)
 {
     if (!out || !m)
         return HILOCK_EINVAL;
     pthread_mutex_lock(&m->mu);
-    if (!m->valid_set)
-        *out = 0;
-    else if (m->valid_watchdog)
+    ml_hold *h = ml_hold_find(m, tid);
+    if (!h)
+        *out = 0; /* tid holds nothing */
+    else if (h->valid_watchdog)
         *out = -1;
     else {
-        int64_t left = m->valid_until - hl_now_mono_ms();
+        int64_t left = h->valid_until - hl_now_mono_ms();
         *out = left > 0 ? left : 0;
     }
     pthread_mutex_unlock(&m->mu);
     return 0;
+}
+
+HILOCK_API int hilock_multilock_validity_ms(int64_t *out, hilock_multilock *m)
+{
+    return hilock_multilock_validity_ms_tid(out, m, hilock_thread_id());
 }
 
 HILOCK_API int hilock_multilock_is_lost(const hilock_multilock *m)

@@ -748,8 +748,12 @@ class MultiLock:
     @property
     def validity(self) -> Optional[float]:
         """Seconds of validity left from the last successful acquire (RedLock:
-        lease - elapsed - clock drift); None under the watchdog."""
-        ms = int(_capi.hilock_multilock_validity_ms(self._ptr))
+        lease - elapsed - clock drift) of this thread's (or thread_id's)
+        hold; 0 when it holds nothing; None under the watchdog."""
+        if self._tid is None:
+            ms = int(_capi.hilock_multilock_validity_ms(self._ptr))
+        else:
+            ms = int(_capi.hilock_multilock_validity_ms_tid(self._ptr, self._tid))
         if ms < 0:
             return None
         return ms / 1000.0

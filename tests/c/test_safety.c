@@ -379,6 +379,161 @@ static void t_errmsg_per_thread(void)
     hilock_client_close(c);
 }
 
+
+/* ---------------------------------------------------------------- item 4 */
+
+static int fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A Redlock over 3 servers, one of them stopped (SIGSTOP: the kernel still
+ * accepts connections, nothing answers). Every timed-out attempt on it used
+ * to keep its connection open to settle it: one more fd per attempt. */
+static void t_stalled_member_fds_bounded(void)
+{
+    enum { NS = 3 };
+    th_redis rs[NS];
+    hilock_client *cs[NS];
+    hilock_lock *ls[NS];
+    for (int i = 0; i < NS; i++) {
+        CU_ASSERT_EQUAL_FATAL(th_redis_start(&rs[i], NULL), 0);
+        cs[i] = open_url(rs[i].url, 0, 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(cs[i]);
+        ls[i] = new_lock(cs[i], "stalled-member");
+    }
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_redlock_new(&m, ls, NS), 0);
+    /* every release still asks the stalled member (and waits this long) */
+    CU_ASSERT_EQUAL(hilock_multilock_set_member_timeout(m, 100), 0);
+    /* warm up: pools and worker threads exist */
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
+    int before = fd_count();
+    th_redis_pause(&rs[NS - 1]);
+    /* before the fix: one more fd per pair */
+    int pairs = th_valgrind() ? 30 : 150, failed = 0;
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < pairs; i++) {
+        int rc = hilock_multilock_acquire(m, 2000, 10000);
+        if (rc != 0) {
+            printf("\n  acquire %d: %s (%s)", i, hilock_strerror(rc), hilock_multilock_errmsg(m));
+            failed++;
+            continue;
+        }
+        if ((rc = hilock_multilock_release(m)) != 0) {
+            printf("\n  release %d: %s (%s)", i, hilock_strerror(rc), hilock_multilock_errmsg(m));
+            failed++;
+        }
+    }
+    int64_t took = th_now_ms() - t0;
+    int after = fd_count();
+    th_redis_resume(&rs[NS - 1]);
+    printf("\n  %d pairs with a stalled member: %lld ms, fds %d -> %d, %d failed ", pairs,
+           (long long)took, before, after, failed);
+    CU_ASSERT_EQUAL(failed, 0);
+    CU_ASSERT(after - before <= 4);
+    /* once the member answers again, the attempt it held is settled and
+     * the member takes part again */
+    th_sleep_ms(200);
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
+    int held = 0;
+    CU_ASSERT_EQUAL(hilock_lock_is_held(&held, ls[NS - 1]), 0);
+    CU_ASSERT_EQUAL(held, 1);
+    CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
+    hilock_multilock_free(m);
+    for (int i = 0; i < NS; i++) {
+        CU_ASSERT_EQUAL(th_redis_int(&rs[i], "EXISTS stalled-member"), 0);
+        hilock_lock_free(ls[i]);
+        hilock_client_close(cs[i]);
+        th_redis_stop(&rs[i]);
+    }
+}
+
+
+/* ---------------------------------------------------------------- item 7 */
+
+static int lost_list_len(hilock_lock *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int n = 0;
+    for (hl_lost_state *s = l->lost; s; s = s->next)
+        n++;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+/* A thread pool hands out ever new thread ids: 10,000 of them lose a hold
+ * (the watchdog's report, driven directly): the handle's memory of losses
+ * stays bounded, the recent ones are still answered. */
+static void t_lost_list_bounded(void)
+{
+    hilock_client *c = open_url(usrv.url, 0, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "lost-growth");
+    for (uint64_t tid = 1; tid <= 10000; tid++)
+        hl_lock_mark_lost(l, tid);
+    int n = lost_list_len(l);
+    printf("\n  10000 lost thread ids remembered: %d ", n);
+    CU_ASSERT(n <= HL_LOST_MAX);
+    CU_ASSERT(hilock_lock_is_lost(l));
+    CU_ASSERT(hilock_lock_is_lost_tid(l, 10000));
+    CU_ASSERT(hilock_lock_is_lost_tid(l, 10000 - HL_LOST_MAX + 1));
+    CU_ASSERT_FALSE(hilock_lock_is_lost_tid(l, 1));
+    /* a successful acquire forgets that thread id's loss */
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 10000, 0, 5000), 0);
+    CU_ASSERT_FALSE(hilock_lock_is_lost_tid(l, 10000));
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 10000), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+/* Redlock validity belongs to a thread id's hold, not to the handle. */
+static void t_validity_per_tid(void)
+{
+    enum { NS = 3 };
+    hilock_client *c = open_url(usrv.url, 0, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    /* three names on one server: enough to see whose validity is whose */
+    hilock_lock *ls[NS] = {new_lock(c, "valid-a"), new_lock(c, "valid-b"),
+                           new_lock(c, "valid-c")};
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_redlock_new(&m, ls, NS), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_set_member_timeout(m, 1000), 0);
+    int64_t v = -5;
+    CU_ASSERT_EQUAL(hilock_multilock_acquire_tid(m, 11, 0, 20000), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_validity_ms_tid(&v, m, 11), 0);
+    CU_ASSERT(v > 15000 && v <= 20000);
+    /* thread id 12 holds nothing */
+    CU_ASSERT_EQUAL(hilock_multilock_validity_ms_tid(&v, m, 12), 0);
+    CU_ASSERT_EQUAL(v, 0);
+    CU_ASSERT_EQUAL(hilock_multilock_validity_ms(&v, m), 0); /* this thread: nothing */
+    CU_ASSERT_EQUAL(v, 0);
+    CU_ASSERT_EQUAL(hilock_multilock_release_tid(m, 11), 0);
+    /* released: no validity left */
+    CU_ASSERT_EQUAL(hilock_multilock_validity_ms_tid(&v, m, 11), 0);
+    CU_ASSERT_EQUAL(v, 0);
+    /* 12 takes it with a short lease: 11's reading does not change */
+    CU_ASSERT_EQUAL(hilock_multilock_acquire_tid(m, 12, 0, 3000), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_validity_ms_tid(&v, m, 12), 0);
+    CU_ASSERT(v > 0 && v <= 3000);
+    CU_ASSERT_EQUAL(hilock_multilock_validity_ms_tid(&v, m, 11), 0);
+    CU_ASSERT_EQUAL(v, 0);
+    CU_ASSERT_EQUAL(hilock_multilock_release_tid(m, 12), 0);
+    hilock_multilock_free(m);
+    for (int i = 0; i < NS; i++)
+        hilock_lock_free(ls[i]);
+    hilock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- main */
 
 static int init(void)
@@ -421,5 +576,8 @@ int main(int argc, char **argv)
     add(s, "lost callback closes the client", t_cb_closes_client);
     add(s, "multi-lock lost callback frees its multi-lock", t_cb_frees_own_multilock);
     add(s, "error messages are per thread", t_errmsg_per_thread);
+    add(s, "stalled Redlock member: fds stay bounded", t_stalled_member_fds_bounded);
+    add(s, "lost thread ids: memory bounded over 10,000", t_lost_list_bounded);
+    add(s, "Redlock validity per thread id", t_validity_per_tid);
     return th_cu_run();
 }
