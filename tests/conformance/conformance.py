@@ -292,8 +292,10 @@ class Nginx:
             ok, _ = poll(lambda: (self.proc.poll() is not None or self._ping(), None), 10, 0.05)
             if ok and self.proc.poll() is None:
                 return
-            self.stop()
-        raise Fail("nginx did not start" + self.error_log())
+            self._kill()
+        why = "nginx did not start" + self.error_log()
+        self.stop()
+        raise Fail(why)
 
     def _ping(self):
         try:
@@ -310,7 +312,7 @@ class Nginx:
         except OSError:
             return ""
 
-    def stop(self):
+    def _kill(self):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -318,6 +320,9 @@ class Nginx:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def stop(self):
+        self._kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -368,7 +373,11 @@ class Driver:
         """-> open(actor) -> (send(text) -> t, reply(timeout) -> (text, t), close())."""
         if self.mode == "http":
             if self.nginx is None:
-                self.nginx = Nginx(self.template, self.cpath)
+                try:
+                    self.nginx = Nginx(self.template, self.cpath)
+                except Fail as e:  # not again for every scenario
+                    self.missing = str(e)
+                    raise
             return HttpEndpoints(self.nginx, url, opts)
         return LineEndpoints(self.argv + [url] + opts, self.mode == "process", self.logdir)
 
@@ -439,7 +448,7 @@ class Run:
         opts = ["%s=%d" % (k, int(v)) for k, v in sorted(scenario.get("client", {}).items())]
         try:
             self.ep = driver.endpoints(topo.url, opts)
-        except Fail as e:
+        except Exception as e:  # noqa: BLE001 - reported as this driver's failure
             self.error = "cannot run: %s" % e
 
     def real(self, local):
@@ -716,21 +725,23 @@ def main():
         if args.k in sc["id"]:
             scenarios.append(sc)
 
-    topos = {}
+    topos, topo_errors = {}, {}
     results = {}
     t_start = time.monotonic()
     for sc in scenarios:
         t0 = time.monotonic()
         tname = sc.get("topology", "single")
         try:
-            if tname not in topos:
+            if tname not in topos and tname not in topo_errors:
                 topos[tname] = TOPOLOGIES[tname]()
                 _cleanup.append(topos[tname].stop)
-            res = run_scenario(sc, drivers, topos[tname])
-        except Exception as e:  # noqa: BLE001 - set-up failed: every driver fails it
+        except Exception as e:  # noqa: BLE001 - set-up failed: every driver fails its scenarios
             traceback.print_exc()
-            res = {d.name: "harness: cannot set up %s: %s" % (tname, e) for d in drivers}
-            topos[tname] = None
+            topo_errors[tname] = "harness: cannot set up %s: %s" % (tname, e)
+        if tname in topo_errors:
+            res = {d.name: topo_errors[tname] for d in drivers}
+        else:
+            res = run_scenario(sc, drivers, topos[tname])
         results[sc["id"]] = res
         print("== %s (%s, %.1f s): %s" % (sc["id"], tname, time.monotonic() - t0,
                                           sc.get("title", "")))
