@@ -495,12 +495,11 @@ static int stale_connection_error(const redisContext *ctx)
     return ctx->err == REDIS_ERR_IO && (errno == ECONNRESET || errno == EPIPE);
 }
 
-/* The server is no longer (or not yet) the master: a failover happened.
- * Errors raised inside a script carry the command's error text. */
+/* The server is no longer (or not yet) the master (READONLY / MASTERDOWN,
+ * also from inside a script): the engine's hl_reply_not_master. */
 static int not_master_reply(const redisReply *r)
 {
-    return r && r->type == REDIS_REPLY_ERROR && r->str &&
-           (strstr(r->str, "READONLY") || strstr(r->str, "MASTERDOWN"));
+    return hl_reply_not_master(r);
 }
 
 /* Cluster redirection (hl_parse_redirect): 1 (MOVED), 2 (ASK) or 0, with
@@ -513,55 +512,40 @@ static int redirection(const redisReply *r, char *host, size_t hostlen, int *por
     return hl_parse_redirect(r, slot, host, hostlen, port);
 }
 
-#define HL_REPLICAS_TTL_MS 2000
+static void set_timeout(redisContext *ctx, int64_t ms);
 
-/* Connected replicas of the server behind ctx (ROLE); -1 on I/O error. */
-static int count_replicas(redisContext *ctx)
-{
-    redisReply *r = redisCommand(ctx, "ROLE");
-    if (!r)
-        return -1;
-    int n = r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-                    r->element[2]->type == REDIS_REPLY_ARRAY
-                ? (int)r->element[2]->elements
-                : 0;
-    freeReplyObject(r);
-    return n;
-}
-
-/* WAIT for one replica after a write on ctx; see hl_exec_acked. A master
- * without replicas is not asked (WAIT would block for the whole timeout):
- * the replica count is read with ROLE and kept for HL_REPLICAS_TTL_MS.
+/* Replica acknowledgement of the write just made on ctx: the engine's ack
+ * machine decides (ROLE when the cached replica count is stale, WAIT 1
+ * <timeout> when there are replicas, ROLE again when none acknowledged);
+ * this only runs its commands on ctx and keeps the count on the node.
  * Returns 0, or -1 on an I/O error. */
 static int wait_replica(hilock_client *c, hl_node *n, redisContext *ctx, int *acked)
 {
     int64_t now = hl_now_mono_ms();
     int64_t seen = __atomic_load_n(&n->replicas_seen_at, __ATOMIC_ACQUIRE);
     int replicas = __atomic_load_n(&n->replicas, __ATOMIC_ACQUIRE);
-    if (seen == 0 || now - seen > HL_REPLICAS_TTL_MS) {
-        if ((replicas = count_replicas(ctx)) < 0)
-            return -1;
-        __atomic_store_n(&n->replicas, replicas, __ATOMIC_RELEASE);
-        __atomic_store_n(&n->replicas_seen_at, now, __ATOMIC_RELEASE);
+    hl_ack k;
+    hl_ack_init(&k, seen == 0 ? -1 : replicas, seen == 0 ? -1 : now - seen,
+                c->opts.replica_ack_timeout_ms);
+    while (hl_ack_next(&k) == HL_ACT_SEND) {
+        if (k.timeout_ms > 0) /* WAIT blocks up to its own timeout */
+            set_timeout(ctx, c->opts.command_timeout_ms + k.timeout_ms);
+        redisReply *r = redisCommandArgv(ctx, k.cmd.argc, k.cmd.argv, k.cmd.argvlen);
+        if (k.timeout_ms > 0)
+            set_timeout(ctx, c->opts.command_timeout_ms);
+        if (!r) {
+            hl_ack_on_error(&k);
+            break;
+        }
+        hl_ack_on_reply(&k, r);
+        freeReplyObject(r);
     }
-    if (replicas == 0) {
-        *acked = 1; /* nothing to replicate to */
-        return 0;
-    }
-    redisReply *r = redisCommand(ctx, "WAIT 1 %lld", (long long)c->opts.replica_ack_timeout_ms);
-    if (!r)
-        return -1;
-    int ok = r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
-    freeReplyObject(r);
-    if (!ok) { /* nobody acknowledged: are there still replicas at all? */
-        if ((replicas = count_replicas(ctx)) < 0)
-            return -1;
-        __atomic_store_n(&n->replicas, replicas, __ATOMIC_RELEASE);
+    if (k.refreshed) {
+        __atomic_store_n(&n->replicas, k.replicas, __ATOMIC_RELEASE);
         __atomic_store_n(&n->replicas_seen_at, hl_now_mono_ms(), __ATOMIC_RELEASE);
-        ok = replicas == 0;
     }
-    *acked = ok;
-    return 0;
+    *acked = k.acked;
+    return k.failed ? -1 : 0;
 }
 
 static void set_timeout(redisContext *ctx, int64_t ms)
@@ -596,7 +580,15 @@ static redisReply *run_on(redisContext *ctx, hl_cmd *cmd, int asking)
     return NULL;
 }
 
-#define HL_MAX_REDIRECTS 5
+/* A pause the router asked for (redirect storms, TRYAGAIN, failover). */
+static void pause_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
 
 /* The reader gave up on a reply: malformed, or refused by hl_reader_bound
  * (which hiredis reports as "Out of memory"). */
@@ -648,10 +640,13 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
     const char *key = hl_cmd_key(cmd, &klen);
     hl_node *node = hl_route(c, key, klen);
     hl_node *ask = NULL;
-    int stale_retry = 1, demoted_retry = 1;
+    int stale_retry = 1;
+    hl_router rt;
+    hl_router_init(&rt, c->ep.cluster ? HL_MODE_CLUSTER
+                        : c->ep.master_name ? HL_MODE_SENTINEL : HL_MODE_SINGLE);
     /* timeout_ms > 0 bounds the whole call: connecting and the command. */
     int64_t deadline = timeout_ms > 0 ? hl_now_mono_ms() + timeout_ms : 0;
-    for (int hop = 0; hop <= HL_MAX_REDIRECTS; hop++) {
+    for (;;) {
         hl_node *target = ask ? ask : node;
         int reused = 0, code = 0;
         int64_t gen = 0;
@@ -711,40 +706,52 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
                 __atomic_store_n(&c->map_stale, 1, __ATOMIC_RELEASE);
             return HILOCK_ECONN;
         }
-        char host[256];
-        int port = 0;
-        unsigned slot = 0;
-        int redir = c->ep.cluster ? redirection(r, host, sizeof host, &port, &slot) : 0;
-        if (redir) {
+        /* the engine's router says what an error reply means */
+        hl_route_action act = hl_router_on_reply(&rt, r);
+        if (act == HL_ROUTE_MOVED || act == HL_ROUTE_ASK) {
             freeReplyObject(r);
             pool_put(target, ctx, 0, gen);
-            hl_node *to = hl_node_get(c, host, port);
+            hl_node *to = hl_node_get(c, rt.host, rt.port);
             if (!to) {
                 hl_set_err(err, "too many cluster nodes");
                 return HILOCK_ECONN;
             }
-            if (redir == 1) { /* the slot lives there now */
-                __atomic_store_n(&c->slot_node[slot], (int16_t)node_index(c, to), __ATOMIC_RELEASE);
+            if (act == HL_ROUTE_MOVED) { /* the slot lives there now */
+                __atomic_store_n(&c->slot_node[rt.slot], (int16_t)node_index(c, to),
+                                 __ATOMIC_RELEASE);
                 __atomic_store_n(&c->map_stale, 1, __ATOMIC_RELEASE);
                 node = to;
             } else {
                 ask = to; /* this one command, during a migration */
             }
+            pause_ms(rt.sleep_ms);
             continue;
         }
-        if (not_master_reply(r)) {
+        if (act == HL_ROUTE_RETRY) { /* TRYAGAIN, CLUSTERDOWN, LOADING */
+            freeReplyObject(r);
+            pool_put(target, ctx, 0, gen);
+            pause_ms(rt.sleep_ms);
+            continue;
+        }
+        if (act == HL_ROUTE_REFRESH) {
             /* a failover demoted this server: reconnect (sentinel mode asks
-             * for the new master) and try once more */
+             * for the new master, cluster mode reloads the map), once more */
             hl_set_err(err, "server is not the master: %s", r->str);
             freeReplyObject(r);
             pool_put(target, ctx, 1, gen);
-            if (demoted_retry) {
-                demoted_retry = 0;
-                if (c->ep.cluster)
-                    hl_cluster_refresh(c, err);
-                node = hl_route(c, key, klen);
-                continue;
-            }
+            if (c->ep.cluster)
+                hl_cluster_refresh(c, err);
+            node = hl_route(c, key, klen);
+            pause_ms(rt.sleep_ms);
+            continue;
+        }
+        if (act == HL_ROUTE_FAIL) {
+            if (hl_reply_not_master(r))
+                hl_set_err(err, "server is not the master: %s", r->str);
+            else
+                hl_set_err(err, "too many cluster redirections");
+            freeReplyObject(r);
+            pool_put(target, ctx, 1, gen);
             return HILOCK_ECONN;
         }
         if (acked && c->replica_ack && r->type != REDIS_REPLY_ERROR &&
@@ -760,8 +767,6 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
         *reply = r;
         return 0;
     }
-    hl_set_err(err, "too many cluster redirections");
-    return HILOCK_ECONN;
 }
 
 /* Pipeline the commands idx[0..k) on one node. */

@@ -81,7 +81,7 @@ hl_route_action hl_router_on_reply(hl_router *rt, const redisReply *r)
     rt->sleep_ms = 0;
     if (!r)
         return give_up(rt, HILOCK_EPROTO);
-    if (r->type != REDIS_REPLY_ERROR || rt->mode == HL_MODE_SINGLE)
+    if (r->type != REDIS_REPLY_ERROR)
         return HL_ROUTE_DONE;
     if (++rt->hops > HL_ROUTE_MAX_HOPS)
         return give_up(rt, HILOCK_ECONN);
@@ -99,13 +99,15 @@ hl_route_action hl_router_on_reply(hl_router *rt, const redisReply *r)
             rt->sleep_ms = HL_TRYAGAIN_PAUSE_MS;
             return HL_ROUTE_RETRY;
         }
-    } else if (err_starts(r, "LOADING")) {
+    } else if (err_starts(r, "LOADING")) { /* a restarted server reads its data */
         rt->sleep_ms = HL_TRYAGAIN_PAUSE_MS;
         return HL_ROUTE_RETRY;
     }
     if (hl_reply_not_master(r)) {
         if (rt->demoted)
             return give_up(rt, HILOCK_ECONN);
+        /* a failover demoted it: look for the master again (one server:
+         * reconnect) and send once more */
         rt->demoted = 1;
         rt->sleep_ms = rt->mode == HL_MODE_CLUSTER ? HL_DEMOTED_PAUSE_MS : 0;
         return HL_ROUTE_REFRESH;

@@ -36,19 +36,14 @@ static void note_master(hilock_client *c, const char *addr)
     snprintf(c->sw.master, sizeof c->sw.master, "%s", addr);
 }
 
-/* "+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>" */
+/* A +switch-master message: the engine decodes it (hl_decode_switch_master). */
 static void on_message(hilock_client *c, const redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[2]->type != REDIS_REPLY_STRING)
+    char host[256], addr[300];
+    int port = 0;
+    if (!hl_decode_switch_master(r, c->ep.master_name, host, sizeof host, &port))
         return;
-    char name[256], oip[64], oport[16], nip[64], nport[16];
-    if (sscanf(r->element[2]->str, "%255s %63s %15s %63s %15s", name, oip, oport, nip, nport) != 5)
-        return;
-    if (strcmp(name, c->ep.master_name) != 0 || hl_parse_port(nport, strlen(nport)) < 0)
-        return;
-    char addr[200];
-    snprintf(addr, sizeof addr, "%s %s", nip, nport);
+    snprintf(addr, sizeof addr, "%s %d", host, port);
     note_master(c, addr);
 }
 
@@ -68,7 +63,9 @@ static void *watch_main(void *arg)
             continue;
         }
         char addr[300];
-        redisReply *sub = redisCommand(ctx, "SUBSCRIBE +switch-master");
+        hl_cmd watch;
+        hl_cmd_sentinel_watch(&watch);
+        redisReply *sub = redisCommandArgv(ctx, watch.argc, watch.argv, watch.argvlen);
         int ok = sub && sub->type == REDIS_REPLY_ARRAY;
         if (sub)
             freeReplyObject(sub);

@@ -101,11 +101,11 @@ static void renew_batch(hilock_client *c)
     int nlost = 0;
     for (i = 0; i < n; i++) {
         hl_wd_entry *e = batch[i];
-        int64_t alive = 1;
-        /* decided per reply: a node that failed does not hide the answers
-         * (losses) of the others */
-        int drc = replies[i] ? hl_decode_flag(replies[i], &alive) : HILOCK_ECONN;
-        if (!e->removed && drc == 0 && alive == 0) {
+        /* the engine says what each answer means: only "owner field gone"
+         * is a loss; no answer or an odd one is retried next tick. Decided
+         * per reply: a node that failed does not hide the others' losses. */
+        hl_renew_outcome o = hl_renew_classify(replies[i]);
+        if (!e->removed && o == HL_RENEW_LOST) {
             e->lost = 1; /* stays inflight until reported */
             batch[nlost++] = e;
         } else {
@@ -140,9 +140,7 @@ static void *watchdog_main(void *arg)
 {
     hilock_client *c = arg;
     hl_watchdog *wd = &c->wd;
-    int64_t period = c->opts.watchdog_lease_ms / 3;
-    if (period < 1)
-        period = 1;
+    int64_t period = hl_renew_period(c->opts.watchdog_lease_ms);
     pthread_mutex_lock(&wd->mu);
     int64_t next = hl_now_mono_ms() + period;
     while (!wd->stop && !wd->close_deferred) {

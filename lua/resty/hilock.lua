@@ -628,8 +628,6 @@ local function st_done(self, st)
     st.sock, st.rd, st.node = nil, nil, nil
 end
 
-local SINGLE_ROUTER = proto.router("single") -- one server: every reply is the answer
-
 -- One command for slot on its master, over st's connection when it still
 -- goes to the right node. The engine's router says what each reply means
 -- (the answer, a redirection to follow, a pause, a new master to look up).
@@ -637,8 +635,7 @@ local SINGLE_ROUTER = proto.router("single") -- one server: every reply is the a
 -- the command was sent and its reply did not come in time (the server may
 -- still run it); st still holds that connection, for settling.
 local function exec(self, slot, bytes, st)
-    local rt = self.mode == "single" and SINGLE_ROUTER or nil
-    local asking
+    local rt, asking
     while true do
         local node, err = asking, nil
         if not node then
@@ -688,6 +685,9 @@ local function exec(self, slot, bytes, st)
                 end
                 st_close(st)
                 return nil, err
+            end
+            if r:type() ~= "error" then
+                return r -- the common case: no router needed
             end
             rt = rt or proto.router(self.mode)
             act, a1, a2, a3, a4 = rt:on_reply(r)

@@ -328,8 +328,13 @@ static void t_route_single_sentinel(void)
 {
     hl_router rt;
     hl_router_init(&rt, HL_MODE_SINGLE);
-    CU_ASSERT_EQUAL(ROUTE(&rt, "-READONLY x\r\n"), HL_ROUTE_DONE); /* nowhere else to go */
     CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 10.0.0.2:7001\r\n"), HL_ROUTE_DONE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-ERR x\r\n"), HL_ROUTE_DONE);
+    /* one server that is no master: reconnect once, then give up */
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-READONLY x\r\n"), HL_ROUTE_REFRESH);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-READONLY x\r\n"), HL_ROUTE_FAIL);
+    hl_router_init(&rt, HL_MODE_SINGLE);
+    CU_ASSERT_EQUAL(ROUTE(&rt, "-LOADING Redis is loading\r\n"), HL_ROUTE_RETRY);
     CU_ASSERT_EQUAL(hl_router_on_conn_error(&rt, 0), HL_ROUTE_FAIL);
     hl_router_init(&rt, HL_MODE_SENTINEL);
     CU_ASSERT_EQUAL(ROUTE(&rt, "-MOVED 1 10.0.0.2:7001\r\n"), HL_ROUTE_DONE);
