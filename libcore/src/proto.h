@@ -1,14 +1,25 @@
 /*
- * Protocol layer: key and channel names, owner strings, the embedded Lua
- * scripts, command (argv) building and reply decoding. No I/O, no threads.
+ * Protocol layer, the engine: key and channel names, owner strings, the
+ * embedded Lua scripts, command (argv) building, reply decoding and the
+ * machines (acquire, release, settle, watchdog, router, replica ack). No
+ * I/O, no threads, no clock of its own. docs/protocol.md ("The engine")
+ * describes each machine's inputs, states and outputs.
  *
- * This header is internal to libcore but stable enough for the bindings
- * that link the static library (the Lua module / OpenResty driver): they do
- * the socket I/O themselves and use these functions for the commands to send
- * and the meaning of each reply.
+ * Installed as <hilock/engine.h>: the ADVANCED API for writing a new driver
+ * (an event loop, another language) on the engine. Like zstd's static-linking
+ * section it is not part of the stable ABI: define
+ * HILOCK_ENGINE_STATIC_LINKING_ONLY, link libhilock.a (and what it needs:
+ * the HILOCK_STATIC_LIBS of the build, hiredis among them) and compile with
+ * the hiredis headers libhilock was built with (HILOCK_HIREDIS_INCLUDE in
+ * the build's CMake cache); names and structs may change between minor
+ * versions. tests/install builds and runs such a driver-side program.
  */
 #ifndef HILOCK_PROTO_H
 #define HILOCK_PROTO_H
+
+#if !defined(HILOCK_BUILDING) && !defined(HILOCK_ENGINE_STATIC_LINKING_ONLY)
+#error "<hilock/engine.h> is the advanced engine API: define HILOCK_ENGINE_STATIC_LINKING_ONLY and link libhilock.a"
+#endif
 
 #include <stddef.h>
 #include <stdint.h>

@@ -42,6 +42,28 @@ pkgconfig_consumer() {
 }
 check pkgconfig_consumer
 
+# the engine header (advanced API, static linking only): a driver-side program
+# built against the installed <hilock/engine.h> and libhilock.a
+engine_consumer() {
+  local hiredis_inc static_libs
+  hiredis_inc=$(sed -n 's/^HILOCK_HIREDIS_INCLUDE:INTERNAL=//p' "$build/CMakeCache.txt")
+  static_libs=$(sed -n 's/^HILOCK_STATIC_LIBS:INTERNAL=//p' "$build/CMakeCache.txt")
+  cc -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -I"$hiredis_inc" \
+    "$root/tests/install/engine_consumer.c" "$libdir/libhilock.a" $static_libs -o "$tmp/engine" &&
+  "$tmp/engine"
+}
+check test -e "$prefix/include/hilock/engine.h"
+check engine_consumer
+# ... and refuses to be used by accident (without the static-linking define)
+engine_guard() {
+  local hiredis_inc
+  hiredis_inc=$(sed -n 's/^HILOCK_HIREDIS_INCLUDE:INTERNAL=//p' "$build/CMakeCache.txt")
+  printf '#include <hilock/engine.h>\n' >"$tmp/guard.c" &&
+  { cc -fsyntax-only -I"$prefix/include" -I"$hiredis_inc" "$tmp/guard.c" 2>&1 || true; } |
+    grep -q "advanced engine API"
+}
+check engine_guard
+
 # the shared library brings no hiredis symbols and needs no libhiredis at run time
 no_hiredis() { ! readelf -d "$libdir/libhilock.so" | grep -q hiredis; }
 check no_hiredis
