@@ -51,7 +51,7 @@ check "wheel: LICENSE, MIT licence, Requires-Python, classifiers in METADATA" \
   bash -c "m=\$(cat '$tmp'/whl/hilock-*.dist-info/METADATA) && ls '$tmp'/whl/hilock-*.dist-info/licenses/LICENSE &&
            grep -qx 'License-Expression: MIT' <<<\"\$m\" && grep -qx 'Requires-Python: >=3.9' <<<\"\$m\" &&
            grep -q 'Classifier: Programming Language :: Python :: 3.13' <<<\"\$m\""
-# A shared library outside the manylinux set (OpenSSL, for rediss://) is
+# OpenSSL (rediss://), the one shared library outside the manylinux set, is
 # copied by auditwheel repair into hilock.libs/ under a unique name.
 check "auditwheel repair" auditwheel repair -w "$tmp/repaired" "$whl"
 repaired="$(ls "$tmp"/repaired/hilock-*manylinux*.whl 2>/dev/null)"
