@@ -28,5 +28,6 @@ hl_pytest_on() {
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$whl" || return 1
   mkdir -p "$work" && cp "$root"/tests/python/*.py "$work/" &&
-  (cd "$work" && timeout 300 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra)
+  # HILOCK_ROOT: the tests find the repository's helpers (tests/c/make_certs.sh)
+  (cd "$work" && HILOCK_ROOT="$root" timeout 300 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra)
 }
