@@ -271,6 +271,19 @@ function _M.urls()
     ngx.say(table.concat(out, " "))
 end
 
+-- /hostile?url=U: one try through a fake server that sends impossible
+-- numbers (tests/openresty/fake_server.py); says "ok" or the error, and must
+-- neither raise nor hang the worker.
+function _M.hostile()
+    local ok, res = pcall(function()
+        local c = hilock.new { url = ngx.unescape_uri(ngx.var.arg_url), connect_timeout = 1,
+                               command_timeout = 1 }
+        local got, err = c:lock("or:hostile"):acquire(0, 10)
+        return got and "acquired" or ("error: " .. tostring(err))
+    end)
+    ngx.say(ok and res or ("raised: " .. tostring(res)))
+end
+
 -- /sentinel?name=N: lock through the sentinel URL, tell which server (port)
 -- the lock went to, release.
 function _M.sentinel()

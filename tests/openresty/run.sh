@@ -227,6 +227,23 @@ want="cluster:2:nil:0:true cluster:2:nil:0:true sentinel:2:mymaster:0:true senti
 label="(q) cluster/sentinel URLs: '$res'"
 if [ "$res" = "$want" ]; then ok "$label"; else bad "$label (want '$want')"; fi
 
+# (r) hostile replies from a fake server: a CLUSTER SLOTS range from -9e18
+#     (looped for ever before), port 65536 and MOVED 65535; a sentinel naming
+#     port "<port>x". Each is an error, not a hang or a raise.
+for mode in cluster sentinel; do
+  python3 "$here/fake_server.py" "$mode" >"$HL_TMP/fake-$mode.port" &
+  HL_PIDS+=($!)
+  for _ in $(seq 1 100); do [ -s "$HL_TMP/fake-$mode.port" ] && break; sleep 0.05; done
+  fport=$(cat "$HL_TMP/fake-$mode.port")
+  if [ "$mode" = cluster ]; then furl="redis+cluster://127.0.0.1:$fport"
+  else furl="redis+sentinel://127.0.0.1:$fport/mymaster"; fi
+  t0=$(ms_now)
+  res=$(curl -sS --max-time 15 -G --data-urlencode "url=$furl" "$URL/hostile" 2>&1)
+  dt=$(( $(ms_now) - t0 ))
+  label="(r) hostile $mode replies: '$res' in ${dt} ms"
+  if [[ "$res" == "error: "* ]] && [ "$dt" -lt 10000 ]; then ok "$label"; else bad "$label"; fi
+done
+
 # ---- Redis Cluster: 3 masters, the driver routes by slot.
 ccli() { redis-cli -p "${CLUSTER_PORTS[0]}" -c "$@"; }
 if [ "$CLUSTER_UP" = 1 ]; then
