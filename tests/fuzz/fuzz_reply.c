@@ -64,6 +64,9 @@ static void decoders(const redisReply *r)
     if (hl_decode_master_addr(r, host, sizeof host, &port) == 0)
         CHECK(port >= 1 && port <= 65535 && host[0] != 0);
 
+    if (hl_decode_switch_master(r, "mymaster", host, sizeof host, &port))
+        CHECK(port >= 1 && port <= 65535 && memchr(host, 0, sizeof host) != NULL);
+
     int is_master = 0;
     CHECK(hl_decode_role_replicas(r, &is_master) >= 0);
     hl_renew_outcome ro = hl_renew_classify(r);
