@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every hilock test suite: install what is missing, build, then run
-# tests/c (plain, ASan+UBSan, valgrind) and every other tests/<suite>/run.sh.
+# tests/c (plain, ASan+UBSan, valgrind, ThreadSanitizer) and every other
+# tests/<suite>/run.sh.
 # Usage: scripts/test.sh [suite...]     (default: all suites)
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +27,7 @@ fi
 optional=(python-matrix deb)
 suites=("$@")
 if [ "${#suites[@]}" -eq 0 ]; then
-  suites=(c c-asan c-valgrind)
+  suites=(c c-asan c-valgrind c-tsan)
   for d in tests/*/; do
     d="${d%/}"; s="${d#tests/}"
     [[ " ${optional[*]} " == *" $s "* ]] && continue
@@ -45,6 +46,12 @@ for s in "${suites[@]}"; do
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --test-dir "$here/build/asan" --output-on-failure ;;
     c-valgrind) HILOCK_VALGRIND=1 ctest --test-dir "$HILOCK_BUILD" --output-on-failure -L unit ;;
+    c-tsan)
+      # ThreadSanitizer over the unit tests and the thread stress program;
+      # any report fails the test (exitcode 66). No suppressions.
+      build "$here/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHILOCK_TSAN=ON &&
+      TSAN_OPTIONS="exitcode=66 second_deadlock_stack=1" \
+        ctest --test-dir "$here/build/tsan" --output-on-failure -L "unit|stress" ;;
     *) bash "tests/$s/run.sh" ;;
   esac
   rc=$?

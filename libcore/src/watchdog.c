@@ -277,10 +277,13 @@ void hl_wd_shutdown(hilock_client *c, int from_watchdog)
         pthread_detach(wd->thread); /* we are it: it ends right after the close */
     else if (running)
         pthread_join(wd->thread, NULL);
+    /* under the lock: a lock handle freed meanwhile asks hl_wd_on_thread */
+    pthread_mutex_lock(&wd->mu);
     wd->running = 0;
     while (wd->entries) {
         hl_wd_entry *e = wd->entries;
         wd->entries = e->next;
         free(e);
     }
+    pthread_mutex_unlock(&wd->mu);
 }
