@@ -235,7 +235,7 @@ local known_options = {
     url = true, host = true, port = true, user = true, password = true, db = true,
     connect_timeout = true, command_timeout = true, watchdog_lease = true,
     fair_wait_window = true, pool_size = true, keepalive_timeout = true,
-    replica_ack = true, replica_ack_timeout = true,
+    replica_ack = true, replica_ack_timeout = true, lost_memory = true,
 }
 
 local MASTER_CACHE_MS = 1000   -- sentinel: how long a looked-up master is trusted
@@ -311,6 +311,9 @@ function _M.new(opts)
         wd = {},          -- key -> {p = proto lock, owner = ...}
         wd_running = false,
         lost = {},        -- key -> true once the watchdog found it gone
+        lost_old = {},    -- the previous generation of lost (see mark_lost)
+        lost_n = 0,
+        lost_max = o.lost_memory or 1024,
         leases = {},      -- key -> {lease_ms, expires}: explicit leases of holds
         nleases = 0,
     }, Client)
@@ -320,8 +323,9 @@ function _M.new(opts)
         self.replica_ack = o.replica_ack and true or false
     end
     if type(self.host) ~= "string" or type(self.port) ~= "number" or type(self.db) ~= "number"
-        or type(self.pool_size) ~= "number" or self.pool_size < 1 then
-        argerr("opts", "bad host, port, db or pool_size")
+        or type(self.pool_size) ~= "number" or self.pool_size < 1
+        or type(self.lost_max) ~= "number" or self.lost_max < 1 then
+        argerr("opts", "bad host, port, db, pool_size or lost_memory")
     end
     if mode == "cluster" and self.db ~= 0 then
         argerr("opts", "a cluster has no databases")
@@ -785,6 +789,28 @@ local function start_watchdog(self)
     end
 end
 
+-- Losses are remembered per (lock, owner), and request owners come and go:
+-- so in two generations of at most lost_max keys each; when the current one
+-- is full it becomes the old one and the older is forgotten.
+local function mark_lost(self, key)
+    if self.lost[key] then
+        return
+    end
+    if self.lost_n >= self.lost_max then
+        self.lost_old, self.lost, self.lost_n = self.lost, {}, 0
+    end
+    self.lost[key] = true
+    self.lost_n = self.lost_n + 1
+end
+
+local function clear_lost(self, key)
+    if self.lost[key] then
+        self.lost[key] = nil
+        self.lost_n = self.lost_n - 1
+    end
+    self.lost_old[key] = nil
+end
+
 -- Renew a group of watched entries pipelined on one connection to node.
 -- Redirected or failed renewals come back in the retry list.
 local function renew_on(self, node, keys, entries, retry)
@@ -825,7 +851,7 @@ local function renew_on(self, node, keys, entries, retry)
             -- only if the entry is still the one we renewed (not released
             -- and taken again meanwhile)
             self.wd[keys[i]] = nil
-            self.lost[keys[i]] = true
+            mark_lost(self, keys[i])
         end
     end
     if good then
@@ -881,7 +907,7 @@ renew_tick = function(premature, self)
             end
             if r and proto.renew_outcome(r) == "lost" and self.wd[k] == e then
                 self.wd[k] = nil
-                self.lost[k] = true
+                mark_lost(self, k)
             end
         end
     end
@@ -1447,7 +1473,7 @@ function Lock:acquire(wait, lease)
         ngx_sleep(ACK_RETRY_MS / 1000)
     end
     local key = wd_key(self, owner)
-    c.lost[key] = nil
+    clear_lost(c, key)
     if watchdog and not c.wd[key] then
         c.wd[key] = { p = self.p, owner = owner, slot = self.slot }
         start_watchdog(c)
@@ -1511,7 +1537,8 @@ end
 
 -- true once the watchdog found this owner's hold gone (reset by acquire).
 function Lock:lost()
-    return self.client.lost[wd_key(self, owner_of(self))] == true
+    local c, key = self.client, wd_key(self, owner_of(self))
+    return c.lost[key] == true or c.lost_old[key] == true
 end
 
 function Lock:thread_id()

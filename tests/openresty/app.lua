@@ -141,6 +141,32 @@ function _M.lost()
     ngx.say("lost=", tostring(lk:lost()), " release=", tostring(r), ":", tostring(err))
 end
 
+-- /lost_bounded: 30 request owners lose their watchdog holds; a client with
+-- lost_memory = 8 remembers at most two generations of 8 of them.
+function _M.lost_bounded()
+    local c = hilock.new { url = os.getenv("REDIS_URL"), watchdog_lease = 0.3, lost_memory = 8 }
+    local other = client()
+    local base = "or:lostmem:" .. ngx.var.arg_name .. ":"
+    local locks = {}
+    for i = 1, 30 do
+        locks[i] = c:lock(base .. i, 1000 + i) -- one owner per "request"
+        assert(locks[i]:acquire(0))
+    end
+    for i = 1, 30 do
+        assert(other:lock(base .. i):force_unlock())
+    end
+    local t0 = now_ms()
+    while next(c.wd) and now_ms() - t0 < 3000 do -- every loss reported
+        ngx.sleep(0.02)
+    end
+    local remembered, lost = 0, 0
+    for _ in pairs(c.lost) do remembered = remembered + 1 end
+    for _ in pairs(c.lost_old) do remembered = remembered + 1 end
+    for i = 1, 30 do lost = lost + (locks[i]:lost() and 1 or 0) end
+    ngx.say("watched=", next(c.wd) and "some" or "none", " remembered=", remembered,
+            " lost=", lost)
+end
+
 -- /auth: password + database from the URL (REDIS_AUTH_URL); a wrong
 -- password is an "auth" failure.
 function _M.auth()

@@ -136,6 +136,14 @@ res=$(curl -sS --max-time 10 "$URL/lost?name=or:lost:$RANDOM")
 label="(e2) watchdog notices a forced unlock: '$res'"
 if [ "$res" = "lost=true release=nil:not owner" ]; then ok "$label"; else bad "$label"; fi
 
+# (e3) ... and remembers losses of request owners in bounded memory
+#      (lost_memory = 8: at most 16 of 30 remembered, the newest ones).
+res=$(curl -sS --max-time 10 "$URL/lost_bounded?name=$RANDOM")
+label="(e3) lost holds of 30 owners, lost_memory 8: '$res'"
+if [[ "$res" =~ ^watched=none\ remembered=([0-9]+)\ lost=([0-9]+)$ ]] &&
+   [ "${BASH_REMATCH[1]}" -ge 8 ] && [ "${BASH_REMATCH[1]}" -le 16 ] &&
+   [ "${BASH_REMATCH[2]}" = "${BASH_REMATCH[1]}" ]; then ok "$label"; else bad "$label"; fi
+
 # (g) fair lock against a C-core holder: a waiter that gives up leaves the
 #     queue; the next one is woken on its own channel by the holder's unlock.
 name="or:fair:$RANDOM"
