@@ -179,3 +179,29 @@ def test_out_of_memory_class_is_reachable() -> None:
     e = _errors.from_code(-9, "malloc failed")
     assert isinstance(e, hilock.OutOfMemoryError) and isinstance(e, MemoryError)
     assert "malloc failed" in str(e)
+
+
+def test_exception_carries_its_own_threads_message(client: hilock.Client, name: str) -> None:
+    """Threads failing at once on one shared lock handle: each exception
+    names its own owner (the C library keeps error messages per thread)."""
+    wrong: list = []
+    barrier = threading.Barrier(4)
+
+    def run(tid: int) -> None:
+        lock = client.lock(name, thread_id=tid)  # same C handle, own owner
+        barrier.wait()
+        for _ in range(300):
+            try:
+                lock.release()
+            except hilock.NotOwnerError as e:
+                if not str(e).endswith(f":{tid}"):
+                    wrong.append((tid, str(e)))
+            else:
+                wrong.append((tid, "released a lock it did not hold"))
+
+    threads = [threading.Thread(target=run, args=(50001 + i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
