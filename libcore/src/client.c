@@ -160,6 +160,37 @@ static int merge_url_options(hilock_client *c, const hilock_options *in, char *e
     return hl_tls_new(&ep->tls_ctx, ep, err);
 }
 
+/* An ACL user must be allowed EVAL (every lock operation is a script) and
+ * PUBLISH/SUBSCRIBE (SPUBLISH/SSUBSCRIBE on a cluster) on the unlock
+ * channels; say so at open rather than at the first release. */
+static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
+{
+    const char *pub = c->ep.cluster ? "spublish" : "publish";
+    const char *sub = c->ep.cluster ? "ssubscribe" : "subscribe";
+    redisReply *r = redisCommand(ctx, "EVAL %s 0 %s %s %s", hl_script_source(HL_SCRIPT_ACL_CHECK),
+                                 "redisson_lock__channel:{hilock-open-check}", pub, sub);
+    int rc = 0;
+    if (!r) {
+        rc = HILOCK_ECONN;
+        hl_set_err(err, "permission check failed: %s", ctx->errstr);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        int noperm = !strncmp(r->str, "NOPERM", 6);
+        rc = noperm ? HILOCK_EAUTH : HILOCK_EPROTO;
+        hl_set_err(err, "%s%s", noperm ? "this user may not run EVAL (hilock runs every lock "
+                                         "operation as a script; docs/acl.md): "
+                                       : "permission check failed: ",
+                   r->str);
+    } else if ((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
+               strcmp(r->str, "ok") != 0) {
+        rc = HILOCK_EAUTH;
+        hl_set_err(err, "this user may not %s on redisson_lock__channel:* (waiters are woken "
+                        "through it; docs/acl.md)", r->str);
+    }
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
 static void client_destroy(hilock_client *c)
 {
     /* In a child after fork() the parent's threads may have been waiting on
@@ -240,6 +271,10 @@ static int open_check(hilock_client *c, char *err)
         return rc;
     }
     freeReplyObject(r);
+    if ((rc = check_permissions(c, ctx, err)) != 0) {
+        redisFree(ctx);
+        return rc;
+    }
     hl_pool_add_idle(first, ctx);
     return 0;
 }

@@ -77,6 +77,7 @@ typedef enum hl_script {
     HL_SCRIPT_FAIR_UNLOCK,    /* fair release */
     HL_SCRIPT_FAIR_FORCE,     /* fair force unlock */
     HL_SCRIPT_FAIR_CANCEL,    /* fair waiter gives up */
+    HL_SCRIPT_ACL_CHECK,      /* open-time check: may this user publish/subscribe? */
     HL_SCRIPT_COUNT
 } hl_script;
 
