@@ -43,6 +43,26 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Valkey 8.0 (tests run against Redis 7.0 and Valkey 8.0) is in
+# bookworm-backports: reach it through our own sources file when the system
+# does not list backports already (the system's lists stay as they are).
+if ! dpkg-query -W -f='${Status}' valkey-server 2>/dev/null | grep -q "install ok installed"; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
+      $SUDO tee /etc/apt/sources.list.d/hilock-bookworm-backports.sources >/dev/null
+  fi
+  echo "deps: installing valkey-server from bookworm-backports" >&2
+  $SUDO apt-get update -qq
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports valkey-server >/dev/null
+fi
+
 # hiredis 1.x sources (TLS), pinned and checksummed: built into libhilock.
 bash "$here/scripts/fetch-hiredis.sh" >/dev/null
 
