@@ -24,8 +24,30 @@ extern const char *progname; /* "hilock" */
 /* Print "hilock: <msg>\n" to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The server URL: the option's value, else $HILOCK_URL, else DEFAULT_URL. */
+/* The server URL: the option's value, else $HILOCK_URL, else DEFAULT_URL;
+ * with the --tls-* options given so far appended as query parameters (the
+ * engine's URL parser reads them; docs/urls.md). */
 const char *cli_url(const char *opt);
+
+/* --tls-ca FILE, --tls-ca-dir DIR, --tls-cert FILE, --tls-key FILE,
+ * --tls-server-name NAME, --tls-insecure: every command takes them. */
+enum { CLI_O_TLS_CA = 1000, CLI_O_TLS_CA_DIR, CLI_O_TLS_CERT, CLI_O_TLS_KEY,
+       CLI_O_TLS_SNI, CLI_O_TLS_INSECURE };
+#define CLI_TLS_OPTIONS                                                  \
+    {"tls-ca", required_argument, 0, CLI_O_TLS_CA},                      \
+    {"tls-ca-dir", required_argument, 0, CLI_O_TLS_CA_DIR},              \
+    {"tls-cert", required_argument, 0, CLI_O_TLS_CERT},                  \
+    {"tls-key", required_argument, 0, CLI_O_TLS_KEY},                    \
+    {"tls-server-name", required_argument, 0, CLI_O_TLS_SNI},            \
+    {"tls-insecure", no_argument, 0, CLI_O_TLS_INSECURE}
+#define CLI_TLS_USAGE                                                              \
+    "  --tls-ca FILE, --tls-ca-dir DIR   CAs to trust (rediss:// URLs)\n"          \
+    "  --tls-cert FILE --tls-key FILE    client certificate (mutual TLS)\n"       \
+    "  --tls-server-name NAME   name the server's certificate must carry\n"      \
+    "  --tls-insecure           do not verify the server (tests only)\n"
+/* 1 when c was a --tls-* option (recorded), 0 when it is not one, -1 on
+ * an error (reported). */
+int cli_tls_option(int c, const char *arg);
 
 /* Parse a duration in seconds ("10", "0.5", "1e-3") into ms (rounded up to
  * whole ms when positive and below 1 ms). 0 on success, -1 on a bad value. */

@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -30,14 +31,49 @@ void cli_err(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+static char tls_query[4096]; /* "&tls_ca_file=..." from the --tls-* options */
+
+int cli_tls_option(int c, const char *arg)
+{
+    static const char *const names[] = {"tls_ca_file",   "tls_ca_dir",      "tls_cert_file",
+                                        "tls_key_file",  "tls_server_name", "tls_insecure"};
+    if (c < CLI_O_TLS_CA || c > CLI_O_TLS_INSECURE)
+        return 0;
+    if (c == CLI_O_TLS_INSECURE)
+        arg = "1";
+    size_t n = strlen(tls_query);
+    int w = snprintf(tls_query + n, sizeof tls_query - n, "&%s=", names[c - CLI_O_TLS_CA]);
+    if (w < 0 || (size_t)w >= sizeof tls_query - n)
+        goto too_long;
+    n += (size_t)w;
+    for (const unsigned char *p = (const unsigned char *)arg; *p; p++) {
+        if (n + 4 >= sizeof tls_query)
+            goto too_long;
+        if (isalnum(*p) || strchr("-._~/", *p))
+            tls_query[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(tls_query + n, 4, "%%%02X", *p);
+    }
+    tls_query[n] = 0;
+    return 1;
+too_long:
+    cli_err("TLS options too long");
+    return -1;
+}
+
 const char *cli_url(const char *opt)
 {
-    if (opt && *opt)
-        return opt;
+    const char *url = DEFAULT_URL;
     const char *env = getenv("HILOCK_URL");
-    if (env && *env)
-        return env;
-    return DEFAULT_URL;
+    if (opt && *opt)
+        url = opt;
+    else if (env && *env)
+        url = env;
+    if (!tls_query[0])
+        return url;
+    static char full[8192];
+    snprintf(full, sizeof full, "%s%c%s", url, strchr(url, '?') ? '&' : '?', tls_query + 1);
+    return full;
 }
 
 int cli_parse_seconds(const char *s, int64_t *ms)

@@ -53,6 +53,7 @@ static void run_usage(FILE *f)
           "COMMAND's status (128+N when it was killed by signal N).\n"
           "\n"
           "  --url URL                 server (default: $HILOCK_URL, else " DEFAULT_URL ")\n"
+          CLI_TLS_USAGE
           "  -w, --wait S              give up after S seconds (0 = one try;\n"
           "                            default: wait forever)\n"
           "  --lease S                 fixed lease of S seconds instead of the watchdog\n"
@@ -189,6 +190,7 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
                                           {"watchdog-lease", required_argument, 0, O_WDLEASE},
                                           {"quiet", no_argument, 0, 'q'},
                                           {"help", no_argument, 0, 'h'},
+                                          CLI_TLS_OPTIONS,
                                           {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->wait_ms = -1;
@@ -200,6 +202,11 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
     int c;
     long n;
     while ((c = getopt_long(argc, argv, "+w:E:qh", lopts, NULL)) != -1) {
+        int t = cli_tls_option(c, optarg);
+        if (t < 0)
+            return -1;
+        if (t)
+            continue;
         switch (c) {
         case O_URL: o->url = optarg; break;
         case 'w':

@@ -349,6 +349,7 @@ static void status_usage(FILE *f)
           "or any hilock binding.\n"
           "\n"
           "  --url URL   server (default: $HILOCK_URL, else " DEFAULT_URL ")\n"
+          CLI_TLS_USAGE
           "  --json      one JSON document: {\"version\":1,\"locks\":[...]}\n"
           "  -h, --help  this help\n"
           "\n"
@@ -361,12 +362,18 @@ int cmd_status(int argc, char **argv)
     static const struct option opts[] = {{"url", required_argument, 0, 'u'},
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
+                                         CLI_TLS_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *url = NULL;
     int json = 0, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        int t = cli_tls_option(c, optarg);
+        if (t < 0)
+            return EXIT_USAGE;
+        if (t)
+            continue;
         switch (c) {
         case 'u': url = optarg; break;
         case 'j': json = 1; break;
@@ -439,6 +446,7 @@ static void unlock_usage(FILE *f)
           "  --force     required: a lock is normally released by its holder\n"
           "  -y, --yes   do not ask for confirmation\n"
           "  --url URL   server (default: $HILOCK_URL, else " DEFAULT_URL ")\n"
+          CLI_TLS_USAGE
           "  -h, --help  this help\n"
           "\n"
           "Exit status: 0 unlocked or nothing to unlock, 1 declined or the key is not\n"
@@ -513,12 +521,18 @@ int cmd_unlock(int argc, char **argv)
                                          {"force", no_argument, 0, 'f'},
                                          {"yes", no_argument, 0, 'y'},
                                          {"help", no_argument, 0, 'h'},
+                                         CLI_TLS_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *url = NULL;
     int force = 0, yes = 0, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+hy", opts, NULL)) != -1) {
+        int t = cli_tls_option(c, optarg);
+        if (t < 0)
+            return EXIT_USAGE;
+        if (t)
+            continue;
         switch (c) {
         case 'u': url = optarg; break;
         case 'f': force = 1; break;

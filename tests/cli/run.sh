@@ -336,6 +336,34 @@ test_unlock_confirmation_on_tty() {
   check "lock gone with --yes" [ "$(R EXISTS tty)" = 0 ]
 }
 
+# TLS: --tls-* options and the URL query form, against a TLS port (throwaway
+# CA from tests/c/make_certs.sh).
+test_tls_options() {
+  local rc tp tls_pid
+  bash "$ROOT/tests/c/make_certs.sh" "$T/certs" || return 1
+  tp=$(free_port)
+  redis-server --port 0 --tls-port "$tp" --bind 127.0.0.1 --save '' --appendonly no \
+    --tls-cert-file "$T/certs/server.crt" --tls-key-file "$T/certs/server.key" \
+    --tls-ca-cert-file "$T/certs/ca.crt" --tls-auth-clients no \
+    --dir "$T" --logfile "$T/redis-tls.log" --daemonize no &
+  tls_pid=$!; BG_PIDS+=("$tls_pid")
+  wait_for 5 "TLS redis-server on $tp" redis-cli -p "$tp" --tls --cacert "$T/certs/ca.crt" ping || return 1
+  "$HL" status --url "rediss://127.0.0.1:$tp" --tls-ca "$T/certs/ca.crt" tlsx >"$T/tls.out" 2>&1; rc=$?
+  check "status over TLS with --tls-ca -> 0 (got $rc: $(cat "$T/tls.out"))" [ "$rc" = 0 ] || return 1
+  "$HL" run --url "rediss://127.0.0.1:$tp?tls_ca_file=$T/certs/ca.crt" tlsrun -- true; rc=$?
+  check "run over TLS, CA in the URL -> 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  HILOCK_URL="rediss://127.0.0.1:$tp" "$HL" run --tls-ca "$T/certs/ca.crt" \
+    --tls-server-name localhost tlsrun2 -- true; rc=$?
+  check "run with \$HILOCK_URL, --tls-ca and --tls-server-name -> 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  "$HL" status --url "rediss://127.0.0.1:$tp" --tls-ca "$T/certs/other-ca.crt" x >/dev/null 2>"$T/tls.err"; rc=$?
+  check "wrong CA fails (got $rc)" [ "$rc" != 0 ] || return 1
+  check "the error names the certificate: $(cat "$T/tls.err")" grep -q "certificate" "$T/tls.err" || return 1
+  "$HL" run --url "rediss://127.0.0.1:$tp" --tls-ca "$T/certs/other-ca.crt" x -- true 2>"$T/tls2.err"; rc=$?
+  check "run with the wrong CA fails (got $rc)" [ "$rc" != 0 ] || return 1
+  "$HL" status --url "rediss://127.0.0.1:$tp" --tls-ca "$T/certs/other-ca.crt" --tls-insecure x >/dev/null 2>&1; rc=$?
+  check "--tls-insecure accepts it (got $rc)" [ "$rc" = 0 ]
+}
+
 test_usage_and_errors() {
   local rc
   "$HL" >/dev/null 2>&1; rc=$?; check "no command -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
@@ -364,7 +392,7 @@ for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_pa
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
          test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
-         test_usage_and_errors; do
+         test_usage_and_errors test_tls_options; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
