@@ -210,7 +210,9 @@ static lclient *check_client(lua_State *L, int idx)
 
 static const char *const option_names[] = {
     "connect_timeout", "command_timeout", "watchdog_lease", "fair_wait_window",
-    "pool_size", "replica_ack", "replica_ack_timeout", NULL};
+    "pool_size", "replica_ack", "replica_ack_timeout", "tls", "tls_ca_file", "tls_ca_dir",
+    "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure", "sentinel_user",
+    "sentinel_password", NULL};
 
 static void read_options(lua_State *L, int idx, hilock_options *o)
 {
@@ -254,6 +256,30 @@ static void read_options(lua_State *L, int idx, hilock_options *o)
     }
     lua_getfield(L, idx, "replica_ack_timeout");
     o->replica_ack_timeout_ms = check_seconds(L, top + 7, 0, 0);
+    /* TLS and sentinel settings: the strings stay anchored in the options
+     * table (argument idx) while hilock_client_open copies them */
+    static const char *const flags[] = {"tls", "tls_insecure"};
+    int *flag_dst[] = {&o->tls, &o->tls_insecure};
+    for (int i = 0; i < 2; i++) {
+        lua_getfield(L, idx, flags[i]);
+        if (!is_none_or_nil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
+            luaL_argerror(L, idx, lua_pushfstring(L, "%s must be a boolean", flags[i]));
+        *flag_dst[i] = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    static const char *const strs[] = {"tls_ca_file",     "tls_ca_dir",    "tls_cert_file",
+                                       "tls_key_file",    "tls_server_name", "sentinel_user",
+                                       "sentinel_password"};
+    const char **str_dst[] = {&o->tls_ca_file,  &o->tls_ca_dir,      &o->tls_cert_file,
+                              &o->tls_key_file, &o->tls_server_name, &o->sentinel_user,
+                              &o->sentinel_password};
+    for (int i = 0; i < 7; i++) {
+        lua_getfield(L, idx, strs[i]);
+        if (!is_none_or_nil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+            luaL_argerror(L, idx, lua_pushfstring(L, "%s must be a string", strs[i]));
+        *str_dst[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
     lua_settop(L, top);
 }
 
@@ -648,6 +674,80 @@ static int p_uuid(lua_State *L)
 static int p_now_ms(lua_State *L)
 {
     push_i64(L, mono_ms());
+    return 1;
+}
+
+static void set_str_field(lua_State *L, const char *k, const char *v)
+{
+    if (v) {
+        lua_pushstring(L, v);
+        lua_setfield(L, -2, k);
+    }
+}
+
+/* proto.parse_url(url) -> table | nil, err: the engine's URL parser
+ * (docs/urls.md). Fields: mode ("single", "unix", "sentinel", "cluster"),
+ * tls, host, port, path, user, password, db, seeds ({host=, port=}...),
+ * master_name, sentinel_user, sentinel_password, connect_timeout_ms,
+ * command_timeout_ms, tls_ca_file, tls_ca_dir, tls_cert_file,
+ * tls_key_file, tls_server_name, tls_insecure. Absent settings are nil. */
+static int p_parse_url(lua_State *L)
+{
+    size_t len;
+    const char *url = luaL_checklstring(L, 1, &len);
+    if (strlen(url) != len)
+        return push_fail(L, HILOCK_EINVAL, "URL contains a NUL byte");
+    hl_endpoint ep;
+    char err[HL_URL_ERR_MAX] = "";
+    int rc = hl_endpoint_parse(&ep, url, err);
+    if (rc)
+        return push_fail(L, rc, err);
+    lua_newtable(L);
+    lua_pushstring(L, ep.cluster ? "cluster" : ep.nseeds ? "sentinel" : ep.path ? "unix" : "single");
+    lua_setfield(L, -2, "mode");
+    lua_pushboolean(L, ep.tls);
+    lua_setfield(L, -2, "tls");
+    set_str_field(L, "host", ep.host);
+    if (ep.host) {
+        lua_pushinteger(L, ep.port);
+        lua_setfield(L, -2, "port");
+    }
+    set_str_field(L, "path", ep.path);
+    set_str_field(L, "user", ep.user);
+    set_str_field(L, "password", ep.password);
+    lua_pushinteger(L, ep.db);
+    lua_setfield(L, -2, "db");
+    if (ep.nseeds) {
+        lua_createtable(L, ep.nseeds, 0);
+        for (int i = 0; i < ep.nseeds; i++) {
+            lua_createtable(L, 0, 2);
+            lua_pushstring(L, ep.seed_hosts[i]);
+            lua_setfield(L, -2, "host");
+            lua_pushinteger(L, ep.seed_ports[i]);
+            lua_setfield(L, -2, "port");
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "seeds");
+    }
+    set_str_field(L, "master_name", ep.master_name);
+    set_str_field(L, "sentinel_user", ep.sentinel_user);
+    set_str_field(L, "sentinel_password", ep.sentinel_password);
+    if (ep.connect_timeout_ms > 0) {
+        push_i64(L, ep.connect_timeout_ms);
+        lua_setfield(L, -2, "connect_timeout_ms");
+    }
+    if (ep.command_timeout_ms > 0) {
+        push_i64(L, ep.command_timeout_ms);
+        lua_setfield(L, -2, "command_timeout_ms");
+    }
+    set_str_field(L, "tls_ca_file", ep.tls_ca_file);
+    set_str_field(L, "tls_ca_dir", ep.tls_ca_dir);
+    set_str_field(L, "tls_cert_file", ep.tls_cert_file);
+    set_str_field(L, "tls_key_file", ep.tls_key_file);
+    set_str_field(L, "tls_server_name", ep.tls_server_name);
+    lua_pushboolean(L, ep.tls_insecure);
+    lua_setfield(L, -2, "tls_insecure");
+    hl_endpoint_free(&ep);
     return 1;
 }
 
@@ -1406,6 +1506,7 @@ static const luaL_Reg proto_funcs[] = {
     {"uuid", p_uuid},
     {"now_ms", p_now_ms},
     {"owner", p_owner},
+    {"parse_url", p_parse_url},
     {"key_slot", p_key_slot},
     {"decode_acquire", p_decode_acquire},
     {"decode_release", p_decode_release},

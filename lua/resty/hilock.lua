@@ -152,82 +152,34 @@ Client.__index = Client
 local Lock = {}
 Lock.__index = Lock
 
--- "[user[:password]@]" -> user, password (nil when absent)
-local function parse_auth(auth)
-    local u, p = auth:match("^([^:]*):(.*)$")
-    if u then
-        return u ~= "" and u or nil, p
-    end
-    return nil, auth
-end
-
--- redis://[user[:password]@]host[:port][/db]
+-- URLs are read by the engine's parser (hilock.proto.parse_url, the same
+-- one the C library uses; forms in docs/urls.md). Its fields become the
+-- options below; unix:///path sockets become the host "unix:/path".
 local function parse_url(url)
-    local rest = url:match("^redis://(.*)$")
-    if not rest then
-        return nil
+    local u, err = proto.parse_url(url)
+    if not u then
+        return nil, err
     end
-    local o = {}
-    local auth, hostpart = rest:match("^(.*)@([^@]*)$")
-    if auth then
-        o.user, o.password = parse_auth(auth)
-    else
-        hostpart = rest
+    if u.tls_ca_file or u.tls_ca_dir or u.tls_cert_file or u.tls_key_file then
+        return nil, "invalid argument: in OpenResty the trusted CAs come from nginx's "
+                    .. "lua_ssl_trusted_certificate, and client certificates are not supported"
     end
-    local hp, db = hostpart:match("^([^/]*)/(%d*)$")
-    if hp then
-        hostpart = hp
-        o.db = tonumber(db) or 0
+    local o = {
+        mode = u.mode == "unix" and "single" or u.mode,
+        host = u.mode == "unix" and ("unix:" .. u.path) or u.host,
+        port = u.mode == "unix" and 0 or u.port,
+        seeds = u.seeds, master_name = u.master_name,
+        user = u.user, password = u.password, db = u.db,
+        sentinel_user = u.sentinel_user, sentinel_password = u.sentinel_password,
+        tls = u.tls or nil, tls_server_name = u.tls_server_name,
+        tls_insecure = u.tls_insecure or nil,
+    }
+    if u.connect_timeout_ms then
+        o.connect_timeout = u.connect_timeout_ms / 1000
     end
-    local host, port = hostpart:match("^%[?([^%]]*)%]?:(%d+)$")
-    if host then
-        o.host, o.port = host, tonumber(port)
-    else
-        o.host = hostpart
+    if u.command_timeout_ms then
+        o.command_timeout = u.command_timeout_ms / 1000
     end
-    if o.host == "" then
-        o.host = nil
-    end
-    return o
-end
-
--- redis+cluster://[auth@]h1[:p1][,h2[:p2]...][/]
--- redis+sentinel://[auth@]s1[:p1][,s2[:p2]...]/mastername[/db]
--- (auth is the data nodes' password; sentinels are asked without one)
-local function parse_seeds_url(url)
-    local scheme, rest = url:match("^redis%+(%a+)://(.*)$")
-    if scheme ~= "cluster" and scheme ~= "sentinel" then
-        return nil
-    end
-    local o = { mode = scheme, seeds = {} }
-    local auth, after = rest:match("^([^/]*)@(.*)$")
-    if auth then
-        o.user, o.password = parse_auth(auth)
-        rest = after
-    end
-    local hosts, path = rest:match("^([^/]*)(.*)$")
-    for one in (hosts .. ","):gmatch("([^,]*),") do
-        local h, port = one:match("^%[?([^%]]*)%]?:(%d+)$")
-        if not h then
-            h = one
-            port = scheme == "cluster" and 6379 or 26379
-        end
-        if h == "" then
-            return nil, "empty host in the node list"
-        end
-        o.seeds[#o.seeds + 1] = { host = h, port = tonumber(port) }
-    end
-    if scheme == "cluster" then
-        if path ~= "" and path ~= "/" then
-            return nil, "a cluster URL has no database or master name"
-        end
-        return o
-    end
-    local name, db = path:match("^/([^/]+)/?(%d*)$")
-    if not name then
-        return nil, "a sentinel URL needs /mastername[/db] after the sentinels"
-    end
-    o.master_name, o.db = name, tonumber(db) or 0
     return o
 end
 
@@ -236,6 +188,8 @@ local known_options = {
     connect_timeout = true, command_timeout = true, watchdog_lease = true,
     fair_wait_window = true, pool_size = true, keepalive_timeout = true,
     replica_ack = true, replica_ack_timeout = true, lost_memory = true,
+    tls = true, tls_server_name = true, tls_insecure = true,
+    sentinel_user = true, sentinel_password = true,
 }
 
 local MASTER_CACHE_MS = 1000   -- sentinel: how long a looked-up master is trusted
@@ -246,8 +200,12 @@ local function node_of(self, host, port)
     local k = host .. ":" .. port
     local n = self.nodes[k]
     if not n then
-        local pool = str_format("hilock:%s:%d:%d:%s:%s", host, port, self.db, self.user or "",
-                                self.password and ngx.md5(self.password) or "")
+        -- TLS settings are part of the pool's name: a plain client must
+        -- never be handed a TLS connection, nor one verified for another name
+        local pool = str_format("hilock:%s:%d:%d:%s:%s:%s", host, port, self.db, self.user or "",
+                                self.password and ngx.md5(self.password) or "",
+                                self.tls and ("tls:" .. (self.tls_server_name or "") .. ":"
+                                              .. tostring(self.tls_verify)) or "")
         n = { host = host, port = port, key = k, pool = pool,
               pool_opts = { pool = pool, pool_size = self.pool_size } }
         self.nodes[k] = n
@@ -273,14 +231,9 @@ function _M.new(opts)
             argerr("url", "expected a string")
         end
         local perr
-        if opts.url:find("^redis%+") then
-            o, perr = parse_seeds_url(opts.url)
-        else
-            o = parse_url(opts.url)
-        end
+        o, perr = parse_url(opts.url)
         if not o then
-            argerr("url", perr or "expected redis://[user[:password]@]host[:port][/db], "
-                   .. "redis+cluster://h1:p1,h2:p2 or redis+sentinel://s1:p1,s2:p2/master[/db]")
+            argerr("url", perr)
         end
         for k, v in pairs(opts) do
             if k ~= "url" and o[k] == nil then
@@ -297,6 +250,11 @@ function _M.new(opts)
         master_name = o.master_name,
         user = o.user,
         password = o.password,
+        sentinel_user = o.sentinel_user,
+        sentinel_password = o.sentinel_password,
+        tls = o.tls and true or false,
+        tls_server_name = o.tls_server_name,
+        tls_verify = not o.tls_insecure,
         db = o.db or 0,
         connect_timeout_ms = seconds(o.connect_timeout, 1000, false, "connect_timeout"),
         command_timeout_ms = seconds(o.command_timeout, 1000, false, "command_timeout"),
@@ -339,9 +297,11 @@ function _M.new(opts)
             hosts[i] = sd.host .. ":" .. sd.port
         end
         -- the key of the worker-wide caches (slot map, master address)
-        self.pool = str_format("hilock-%s:%s/%s:%d:%s:%s", mode, table.concat(hosts, ","),
+        self.pool = str_format("hilock-%s:%s/%s:%d:%s:%s:%s", mode, table.concat(hosts, ","),
                                self.master_name or "", self.db, self.user or "",
-                               self.password and ngx.md5(self.password) or "")
+                               self.password and ngx.md5(self.password) or "",
+                               self.tls and ("tls:" .. (self.tls_server_name or "") .. ":"
+                                             .. tostring(self.tls_verify)) or "")
     end
     local hs = {}
     if self.password then
@@ -358,14 +318,38 @@ function _M.new(opts)
     return self
 end
 
--- A connected cosocket to node (from its pool when possible), authenticated.
-local function connect(self, node)
+-- A connected cosocket (TLS when the client is): host:port, or the unix
+-- socket "unix:/path" (port 0). A fresh TLS connection is verified against
+-- nginx's lua_ssl_trusted_certificate and the server name (tls_server_name,
+-- else the host).
+local function open_socket(self, host, port, pool_opts)
     local sock = tcp()
     sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
                      self.command_timeout_ms)
-    local ok, err = sock:connect(node.host, node.port, node.pool_opts)
+    local ok, err
+    if port == 0 then
+        ok, err = sock:connect(host, pool_opts)
+    else
+        ok, err = sock:connect(host, port, pool_opts)
+    end
     if not ok then
         return nil, "connection: " .. tostring(err)
+    end
+    if self.tls and sock:getreusedtimes() == 0 then
+        ok, err = sock:sslhandshake(false, self.tls_server_name or host, self.tls_verify)
+        if not ok then
+            sock:close()
+            return nil, "tls: " .. tostring(err)
+        end
+    end
+    return sock
+end
+
+-- A connected cosocket to node (from its pool when possible), authenticated.
+local function connect(self, node)
+    local sock, err = open_socket(self, node.host, node.port, node.pool_opts)
+    if not sock then
+        return nil, err
     end
     if self.handshake and sock:getreusedtimes() == 0 then
         local rd = get_reader()
@@ -491,6 +475,37 @@ end
 -- request goes on writing to a demoted master that does not know it yet.
 local watchers = {} -- client.pool -> true while a watcher runs
 
+-- A connection to sentinel sd (TLS as the client; AUTH with the sentinels'
+-- own credentials on a fresh one), or nil, err.
+local function sentinel_socket(self, sd, pool)
+    if pool and self.tls then
+        pool = pool .. ":tls:" .. (self.tls_server_name or "") .. ":" .. tostring(self.tls_verify)
+    end
+    local sock, err = open_socket(self, sd.host, sd.port, pool and { pool = pool } or nil)
+    if not sock then
+        return nil, err
+    end
+    if self.sentinel_password and sock:getreusedtimes() == 0 then
+        local auth = self.sentinel_user
+            and proto.command("AUTH", self.sentinel_user, self.sentinel_password)
+            or proto.command("AUTH", self.sentinel_password)
+        local rd = get_reader()
+        local r
+        r, err = send_read(sock, rd, auth)
+        if not r then
+            sock:close()
+            return nil, err
+        end
+        put_reader(rd)
+        local msg = r:error()
+        if msg then
+            sock:close()
+            return nil, "auth: sentinel " .. sd.host .. ":" .. sd.port .. ": " .. msg
+        end
+    end
+    return sock
+end
+
 local function sentinel_watch(premature, self, key)
     local sub = proto.sentinel_watch_cmd()
     while not premature and not ngx.worker.exiting() do
@@ -499,10 +514,8 @@ local function sentinel_watch(premature, self, key)
             if ngx.worker.exiting() then
                 break
             end
-            local sock = tcp()
-            sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
-                             self.command_timeout_ms)
-            if sock:connect(sd.host, sd.port) and sock:send(sub) then
+            local sock = sentinel_socket(self, sd)
+            if sock and sock:send(sub) then
                 local rd = proto.reader()
                 masters[key] = nil -- a switch may have been missed meanwhile
                 while not ngx.worker.exiting() do
@@ -541,12 +554,11 @@ local function sentinel_master(self, force)
     local last = "connection: no sentinel reachable"
     local cmd = proto.sentinel_master_cmd(self.master_name)
     for _, sd in ipairs(self.seeds) do
-        local sock = tcp()
-        sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
-                         self.command_timeout_ms)
-        local ok, err = sock:connect(sd.host, sd.port,
-                                     { pool = "hilock-sentinel:" .. sd.host .. ":" .. sd.port })
-        if ok then
+        local sock, err = sentinel_socket(self, sd, "hilock-sentinel:" .. sd.host .. ":"
+                                          .. sd.port .. ":" .. (self.sentinel_user or "") .. ":"
+                                          .. (self.sentinel_password
+                                              and ngx.md5(self.sentinel_password) or ""))
+        if sock then
             local rd = get_reader()
             local r
             r, err = send_read(sock, rd, cmd)
@@ -572,7 +584,7 @@ local function sentinel_master(self, force)
                 last = err
             end
         else
-            last = "connection: sentinel " .. sd.host .. ":" .. sd.port .. ": " .. tostring(err)
+            last = tostring(err) .. " (sentinel " .. sd.host .. ":" .. sd.port .. ")"
         end
     end
     return nil, last

@@ -9,6 +9,7 @@ hl_start_nginx() {
     hl_free_port || return 1
     sed -e "s|@TMP@|$NGINX_TMP|g" -e "s|@PORT@|$HL_PORT|g" -e "s|@ROOT@|$HL_ROOT|g" \
         -e "s|@CPATH@|$HL_BUILD/lua/luajit|g" \
+        -e "s|@TLS_CA_LINE@|${HL_TLS_CA:+lua_ssl_trusted_certificate $HL_TLS_CA; lua_ssl_verify_depth 3;}|g" \
         "$HL_ROOT/tests/openresty/nginx.conf.in" >"$NGINX_TMP/nginx.conf"
     : >"$NGINX_TMP/error.log"
     REDIS_URL="$REDIS_URL" REDIS_AUTH_URL="${REDIS_AUTH_URL:-}" CLUSTER_URL="${CLUSTER_URL:-}" \
