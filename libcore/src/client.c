@@ -162,7 +162,9 @@ static int merge_url_options(hilock_client *c, const hilock_options *in, char *e
 
 /* An ACL user must be allowed EVAL (every lock operation is a script) and
  * PUBLISH/SUBSCRIBE (SPUBLISH/SSUBSCRIBE on a cluster) on the unlock
- * channels; say so at open rather than at the first release. */
+ * channels; say so at open rather than at the first release. Another error
+ * reply (a proxy without scripting, say) does not fail the open: the first
+ * lock call reports it. */
 static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
 {
     const char *pub = c->ep.cluster ? "spublish" : "publish";
@@ -171,15 +173,14 @@ static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
                                  "redisson_lock__channel:{hilock-open-check}", pub, sub);
     int rc = 0;
     if (!r) {
-        rc = HILOCK_ECONN;
-        hl_set_err(err, "permission check failed: %s", ctx->errstr);
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        int noperm = !strncmp(r->str, "NOPERM", 6);
-        rc = noperm ? HILOCK_EAUTH : HILOCK_EPROTO;
-        hl_set_err(err, "%s%s", noperm ? "this user may not run EVAL (hilock runs every lock "
-                                         "operation as a script; docs/acl.md): "
-                                       : "permission check failed: ",
-                   r->str);
+        int bad = ctx->err == REDIS_ERR_PROTOCOL || ctx->err == REDIS_ERR_OOM;
+        rc = bad ? HILOCK_EPROTO : HILOCK_ECONN;
+        hl_set_err(err, "permission check failed: %s%s", bad ? "bad reply from Redis: " : "",
+                   ctx->errstr);
+    } else if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM", 6)) {
+        rc = HILOCK_EAUTH;
+        hl_set_err(err, "this user may not run EVAL (hilock runs every lock operation as a "
+                        "script; docs/acl.md): %s", r->str);
     } else if ((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
                strcmp(r->str, "ok") != 0) {
         rc = HILOCK_EAUTH;
