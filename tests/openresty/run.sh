@@ -206,7 +206,7 @@ for fair in 0 1; do
   fi
 done
 
-# (r) the server stalls (SIGSTOP) while an acquire attempt is in flight: the
+# (u) the server stalls (SIGSTOP) while an acquire attempt is in flight: the
 #     request gets a connection error after its 300 ms command timeout; once
 #     the server resumes and runs the attempt, the driver settles it on the
 #     same connection: no hold is left (reentrant), no line entry (fair,
@@ -236,7 +236,7 @@ for fair in 0 1; do
     left="holders $(rcli HLEN "$name")"
     want="holders 0"
   fi
-  label="(r) server stalled during an acquire (fair=$fair): '$res'; after it resumed: $left"
+  label="(u) server stalled during an acquire (fair=$fair): '$res'; after it resumed: $left"
   if [[ "$res" == connection* ]] && [ "$left" = "$want" ]; then ok "$label"; else bad "$label"; fi
   rcli DEL "$name" >/dev/null
 done
