@@ -24,7 +24,7 @@ if ! build "$HILOCK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
 fi
 
 # Suites that run only when named (slow or machine-changing), listed in the README.
-optional=(python-matrix deb)
+optional=(python-matrix deb valkey)
 suites=("$@")
 if [ "${#suites[@]}" -eq 0 ]; then
   suites=(c c-asan c-valgrind c-tsan)
