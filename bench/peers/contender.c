@@ -10,19 +10,23 @@
  *   threads  url key threads ms       `threads` threads, each on its own key
  *                                     (key:<i>), pairs for ms after a common
  *                                     start: {"pairs_per_s"} (aggregate)
- *   handoff  url key threads ms fair counter gap
+ *   handoff  url key threads ms fair counter gap hold_us
  *                                     print "ready", wait for a line on stdin,
- *                                     then loop acquire / release on one lock
- *                                     for ms in `threads` threads. Every
+ *                                     then loop acquire / hold hold_us /
+ *                                     release on one lock for ms in
+ *                                     `threads` threads. Every
  *                                     holder bumps the grant counter in the
  *                                     file `counter`; after releasing a
  *                                     reentrant lock a thread waits until
- *                                     `gap` other grants went by (so a grant
- *                                     goes to a waiter that was blocked, not
- *                                     to the releaser barging back or two
- *                                     processes playing ping-pong while the
- *                                     others poll); a fair lock re-queues at
- *                                     once. {"events": [[t_request,
+ *                                     `gap` other grants went by. Who may
+ *                                     contend then changes only when the lock
+ *                                     is granted, so with a hold longer than
+ *                                     that wait's poll every grant goes to a
+ *                                     waiter that was blocked at the unlock,
+ *                                     never to one arriving while the lock
+ *                                     is free (the releaser barging back, or
+ *                                     a newcomer beating sleeping pollers).
+ *                                     A fair lock re-queues at once. {"events": [[t_request,
  *                                     t_acquired, t_unlock_call], ...]} in
  *                                     CLOCK_MONOTONIC ns (system-wide).
  *   watchdog url key n lease          take n locks (key:<i>) with the
@@ -176,6 +180,7 @@ typedef struct worker {
     /* handoff */
     int fair, fd;
     int64_t gap;
+    long hold_us;
     int64_t *ev; /* 3 per grant */
     long nev, cap;
 } worker;
@@ -264,6 +269,10 @@ static void *handoff_main(void *p)
         mine = read_counter(w->fd) + 1;
         if (pwrite(w->fd, &mine, sizeof mine, 0) != (ssize_t)sizeof mine)
             die("counter", HILOCK_EINVAL, strerror(errno));
+        if (w->hold_us) {
+            struct timespec ts = {w->hold_us / 1000000, (w->hold_us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
         unl = now_ns();
         if ((rc = hilock_lock_release(l)) != HILOCK_OK)
             die("release", rc, hilock_lock_errmsg(l));
@@ -313,6 +322,7 @@ static int scenario_handoff(void)
         w[i].fair = fair;
         w[i].fd = fd;
         w[i].gap = iarg("gap", "1");
+        w[i].hold_us = iarg("hold_us", "0");
         snprintf(w[i].key, sizeof w[i].key, "%s", arg("key", NULL));
         pthread_create(&w[i].th, NULL, handoff_main, &w[i]);
     }

@@ -140,6 +140,7 @@ def read_counter(fd):
 def run_handoff(make, nthreads, ms, counter):
     fd = os.open(counter, os.O_RDWR)
     gap = int(A.get("gap", 1))
+    hold = int(A.get("hold_us", 0)) / 1e6
     makers = [make(A["key"]) for _ in range(nthreads)]
     wait_go()
     end = now_ns() + ms * 1_000_000
@@ -154,6 +155,8 @@ def run_handoff(make, nthreads, ms, counter):
             acq = now_ns()
             mine = read_counter(fd) + 1
             os.pwrite(fd, mine.to_bytes(8, "little"), 0)
+            if hold:
+                time.sleep(hold)
             unl = now_ns()
             release()
             if acq >= end:

@@ -68,10 +68,12 @@ class Server:
                 self.proc.wait()
 
 
-def rb(server, clients, n, *cmd, pipeline=1, rnd=None):
+def rb(server, clients, n, *cmd, pipeline=1, rnd=None, threads=0):
     """redis-benchmark: requests per second of one command."""
     argv = ["redis-benchmark", "-p", str(server.port), "-c", str(clients), "-n", str(n),
             "-P", str(pipeline), "--csv"]
+    if threads:
+        argv += ["--threads", str(threads)]
     if rnd:
         argv += ["-r", str(rnd)]
     out = subprocess.run(argv + list(cmd), capture_output=True, text=True, timeout=120, check=True)
@@ -188,6 +190,7 @@ class Bench:
         return names[k:] + names[:k]  # a different contender goes first each round
 
     def attempt(self, fig, name, fn):
+        log("peers: %s %s (%.0f s)" % (fig, name, time.monotonic() - self.t0))
         try:
             return fn()
         except Exception as e:  # report it, go on with the others
@@ -207,12 +210,25 @@ class Bench:
 
     def limit_pairs(self, server, clients, n):
         """Half the rate of redis-benchmark EVALSHA of hilock's lock script
-        (a pair is two scripts), with `clients` connections, distinct keys."""
+        (a pair is two scripts), with `clients` connections, distinct keys
+        (and 2 client threads for more than one connection, so that the
+        benchmark's own event loop is not the bottleneck on a 2-core box)."""
         key = "peers:rb:__rand_int__" if clients > 1 else "peers:rb"
         rps = rb(server, clients, n, "EVALSHA", self.sha_of[server.port], "1", key, "30000", OWNER,
-                 rnd=clients if clients > 1 else None)
+                 rnd=clients if clients > 1 else None, threads=2 if clients > 1 else 0)
         server.r.flushall()
         return rps / 2
+
+    def around(self, limit, run):
+        """Limit measured just before and just after the slice (the load on
+        a shared machine drifts within seconds): the slice's result with the
+        mean of the two limits, or None."""
+        before = limit()
+        res = run()
+        after = limit()
+        if res is not None:
+            res["limit"] = (before + after) / 2
+        return res
 
     # 1 and 7: uncontended pairs, one thread
     def fig_pairs(self, fig, wanted):
@@ -221,12 +237,12 @@ class Bench:
         self.load(fig)
         for r in range(self.rounds):
             for name in self.names(wanted, r):
-                lim = self.limit_pairs(self.srv, 1, 4000 if self.smoke else 20000)
-                res = self.attempt(fig, name, lambda: self.c[name].run(
-                    "pairs", url=self.srv.url, key="peers:%s:%d" % (fig, r), n=n, warm=warm))
+                res = self.around(
+                    lambda: self.limit_pairs(self.srv, 1, 4000 if self.smoke else 10000),
+                    lambda: self.attempt(fig, name, lambda: self.c[name].run(
+                        "pairs", url=self.srv.url, key="peers:%s:%d" % (fig, r), n=n, warm=warm)))
                 if res:
-                    res["limit"] = lim
-                    res["ratio"] = res["pairs_per_s"] / lim
+                    res["ratio"] = res["pairs_per_s"] / res["limit"]
                     rows.setdefault(name, []).append(res)
         return rows
 
@@ -237,12 +253,11 @@ class Bench:
         self.load(fig)
         for r in range(self.rounds):
             for name in self.names(wanted, r):
-                floor = self.floor()
-                res = self.attempt(fig, name, lambda: self.handoff_slice(
-                    self.c[name], "peers:%s:%d" % (fig, r), procs, threads, fair, ms))
+                res = self.around(self.floor, lambda: self.attempt(fig, name, lambda: self.handoff_slice(
+                    self.c[name], "peers:%s:%d" % (fig, r), procs, threads, fair, ms)))
                 if res:
-                    res["floor_p50_us"] = floor
-                    res["ratio"] = res["p50_us"] / floor
+                    res["floor_p50_us"] = res.pop("limit")
+                    res["ratio"] = res["p50_us"] / res["floor_p50_us"]
                     rows.setdefault(name, []).append(res)
         return rows
 
@@ -255,7 +270,7 @@ class Bench:
         vals = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
         return float(vals["call_p50_us"])
 
-    def handoff_slice(self, c, key, procs, threads, fair, ms):
+    def handoff_slice(self, c, key, procs, threads, fair, ms, hold_us=2000):
         counter = os.path.join(self.work, "counter")
         with open(counter, "wb") as f:
             f.write(b"\0" * 64)
@@ -263,7 +278,8 @@ class Bench:
         try:
             for _ in range(procs):
                 ps.append(c.start("handoff", url=self.srv.url, key=key, threads=threads,
-                                  ms=ms, fair=int(fair), counter=counter, gap=max(1, procs * threads // 2)))
+                                  ms=ms, fair=int(fair), counter=counter, gap=max(1, procs * threads // 2),
+                                  hold_us=hold_us))
             for p in ps:
                 p.stdin.write("go\n")
                 p.stdin.flush()
@@ -291,13 +307,13 @@ class Bench:
         self.load(fig)
         for r in range(self.rounds):
             for name in self.names(wanted, r):
-                lim = self.limit_pairs(self.srv, n, 8000 if self.smoke else 50000)
-                res = self.attempt(fig, name, lambda: self.c[name].run(
-                    "threads", url=self.srv.url, key="peers:%s:%d" % (fig, r), threads=n, ms=ms,
-                    warm_ms=200 if self.smoke else 1000))
+                res = self.around(
+                    lambda: self.limit_pairs(self.srv, n, 8000 if self.smoke else 30000),
+                    lambda: self.attempt(fig, name, lambda: self.c[name].run(
+                        "threads", url=self.srv.url, key="peers:%s:%d" % (fig, r), threads=n,
+                        ms=ms, warm_ms=200 if self.smoke else 1000)))
                 if res:
-                    res["limit"] = lim
-                    res["ratio"] = res["pairs_per_s"] / lim
+                    res["ratio"] = res["pairs_per_s"] / res["limit"]
                     rows.setdefault(name, []).append(res)
         return rows
 
@@ -378,12 +394,12 @@ class Bench:
             self.load(fig)
             for r in range(self.rounds):
                 for name in self.names(wanted, r):
-                    lim = self.limit_pairs(servers[0], 1, 4000 if self.smoke else 20000)
-                    res = self.attempt(fig, name, lambda: self.c[name].run(
-                        "redlock", urls=urls, key="peers:%s:%d" % (fig, r), n=n, warm=warm))
+                    res = self.around(
+                        lambda: self.limit_pairs(servers[0], 1, 4000 if self.smoke else 10000),
+                        lambda: self.attempt(fig, name, lambda: self.c[name].run(
+                            "redlock", urls=urls, key="peers:%s:%d" % (fig, r), n=n, warm=warm)))
                     if res:
-                        res["limit"] = lim
-                        res["ratio"] = res["pairs_per_s"] / lim
+                        res["ratio"] = res["pairs_per_s"] / res["limit"]
                         rows.setdefault(name, []).append(res)
         finally:
             for s in servers:
@@ -392,7 +408,7 @@ class Bench:
 
     def run(self):
         self.sha_of = {self.srv.port: self.lock_sha(self.srv)}
-        t0 = time.monotonic()
+        t0 = self.t0 = time.monotonic()
         everyone = ["hilock (C)", "hilock (Python)", "Redisson", "redis-py Lock",
                     "python-redis-lock", "pottery Redlock", "node-redlock", "redsync"]
         self.res["f1"] = self.fig_pairs("f1", everyone)

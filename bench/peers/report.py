@@ -142,8 +142,12 @@ def goals(res):
     best = max(((m(f1, n, "pairs_per_s"), n) for n in f1 if not n.startswith("hilock")),
                default=(float("nan"), "-"))
     r = m(f1, HILOCK, "ratio")
+    bp50 = min(((m(f1, n, "p50_us"), n) for n in f1 if not n.startswith("hilock")),
+               default=(float("nan"), "-"))
     g.append(("Pairs/s ahead of every peer and >= 0.9 of the limit",
-              "hilock %s pairs/s = %s x limit; best peer %s %s" % (fmt(h), fmt(r), best[1], fmt(best[0])),
+              "hilock %s pairs/s = %s x limit; best peer %s %s pairs/s (p50 per pair: hilock %s us, "
+              "lowest peer %s %s us)" % (fmt(h), fmt(r), best[1], fmt(best[0]),
+                                          fmt(m(f1, HILOCK, "p50_us")), bp50[1], fmt(bp50[0])),
               h > best[0] and r >= 0.9))
     hp = m(f2, HILOCK, "p50_us")
     pol = [(m(f2, n, "p50_us"), n) for n in POLLING if n in f2]
@@ -297,15 +301,18 @@ def plots(res, out):
 ABOUT = {
     "f1": "Each library's idiomatic call pair on one free lock, one thread, one connection "
           "(hilock and Redisson: no lease, so the watchdog is armed; the others: a 10 s lease).",
-    "f2": "8 processes (one client each) loop acquire/release on one lock for 3 s per slice; "
-          "after releasing, a process waits until another has taken the lock, so every sample is "
-          "a hand-off to a waiter that was blocked. Latency: from the holder's unlock *call* to "
-          "the next holder's acquire returning (CLOCK_MONOTONIC, system-wide). Waiters wait the "
+    "f2": "8 processes (one client each) loop acquire / hold 2 ms / release on one lock for 4 s "
+          "per slice (the first second dropped: JIT warm-up). After releasing, a process waits "
+          "until 4 other grants went by before it asks again, so at every unlock 4 processes are "
+          "blocked waiting and none can arrive while the lock is free: every sample is a "
+          "hand-off to a blocked waiter (not the releaser barging back, not a newcomer beating "
+          "sleeping pollers). Latency: from the holder's unlock *call* to the next holder's "
+          "acquire returning (CLOCK_MONOTONIC, system-wide). Waiters wait the "
           "library's own way: hilock, Redisson and python-redis-lock are woken (pub/sub, BLPOP); "
           "redis-py sleeps 0.1 s between tries, node-redlock 200 +- 200 ms, redsync 50-250 ms, "
           "pottery retries in a loop.",
-    "f3": "Fair lock (Redisson RFairLock layout): 4 processes x 4 threads queue on one lock; "
-          "a releaser re-queues at once. In arrival order = share of hand-offs that went to the "
+    "f3": "Fair lock (Redisson RFairLock layout): 4 processes x 4 threads queue on one lock, "
+          "hold 2 ms, and a releaser re-queues at once (4 s slices, first second dropped). In arrival order = share of hand-offs that went to the "
           "waiter whose acquire call started first among those waiting.",
     "f4": "16 threads (hilock, redis-py, redsync goroutines) or 16 concurrent tasks (Redisson "
           "lockAsync/unlockAsync chains, node-redlock on one pipelining ioredis connection, "
@@ -336,8 +343,8 @@ def write(res, a, out):
              % (a.rounds, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), res["elapsed_s"]),
              "Every contender ran against the same throwaway redis-server in the same run, "
              "contenders alternating in short slices, a different one first each round; each "
-             "slice's limit was measured just before it, and every figure is also given as a "
-             "ratio to that limit. Values are medians over rounds (ratio ranges in brackets).",
+             "slice's limit was measured just before and just after it (their mean), and every "
+             "figure is also given as a ratio to that limit. Values are medians over rounds (ratio ranges in brackets).",
              "", "Machine: " + machine() + ". Load average (1, 5, 15 min) as each figure began: " +
              "; ".join("%s %.2f %.2f %.2f" % (w, *l) for w, l in res["load"]) +
              ". The machine was shared with other engineers' builds and tests: absolute rates "
@@ -345,7 +352,8 @@ def write(res, a, out):
     lines += ["## Goals for hilock", "", "| goal | measured | met |", "|---|---|---|"]
     for goal, got, ok in goals(res):
         lines.append("| %s | %s | %s |" % (goal, got, "yes" if ok else "**no**"))
-    lines += ["", "Why hilock trails where it does: see [the notes](#notes) below.", ""]
+    lines += ["", "Why hilock trails where it does, and what each figure does and does not "
+              "show: [bench/peers/NOTES.md](../NOTES.md).", ""]
     for f, title in FIGS.items():
         lines += ["## " + title, "", ABOUT[f], ""]
         if res.get(f):
@@ -365,9 +373,6 @@ def write(res, a, out):
         lines += ["## Failures in this run", ""] + ["- " + x for x in res["failures"]] + [""]
     lines += ["## Versions", "", "| component | version |", "|---|---|"]
     lines += ["| %s | %s |" % kv for kv in ver.items()]
-    notes = os.path.join(os.path.dirname(__file__), "NOTES.md")
-    if os.path.exists(notes):
-        lines += ["", '<a id="notes"></a>', ""] + open(notes).read().splitlines()
     with open(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     slim = {k: ({n: [{kk: vv for kk, vv in r.items() if kk != "samples"} for r in rs]

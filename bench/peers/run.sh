@@ -36,9 +36,10 @@ cmake -S "$root" -B "$cb" -DCMAKE_BUILD_TYPE=Release -DHILOCK_BUILD_TESTS=OFF >"
 
 if [ $smoke = 0 ]; then
   # hilock's Python package, from this tree, into the peers' venv
-  echo "peers: pip install hilock from $root" >&2
-  "$out/venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall \
-    --no-deps "$root" >"$out/pip-hilock.log" 2>&1 ||
+  echo "peers: installing hilock's Python package from $root" >&2
+  { "$out/venv/bin/python" -m pip install -q --disable-pip-version-check setuptools wheel &&
+    HILOCK_VENV="$out/venv" bash "$root/tests/python/install.sh" "$out/hilock-python.stamp"; } \
+    >"$out/pip-hilock.log" 2>&1 ||
     echo "peers: hilock's Python package did not install (see $out/pip-hilock.log); its rows are skipped" >&2
 fi
 

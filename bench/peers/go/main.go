@@ -146,6 +146,7 @@ func handoff(urls []string) {
 	check(err)
 	m := rs.NewMutex(arg("key", ""), redsync.WithExpiry(lease), redsync.WithTries(math.MaxInt32))
 	gap := iarg("gap", "1")
+	hold := time.Duration(iarg("hold_us", "0")) * time.Microsecond
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		os.Exit(1)
@@ -161,6 +162,7 @@ func handoff(urls []string) {
 		binary.LittleEndian.PutUint64(b, uint64(mine))
 		_, err := f.WriteAt(b, 0)
 		check(err)
+		time.Sleep(hold)
 		unl := now()
 		_, err = m.Unlock()
 		check(err)

@@ -83,6 +83,7 @@ async function handoff(urls) {
   const { clients, redlock } = redlockFor(urls, -1);
   const fd = fs.openSync(A.counter, 'r+');
   const gap = BigInt(A.gap || 1);
+  const hold = Number(A.hold_us || 0) / 1000;
   await clients[0].ping();
   emit('ready');
   const rl = readline.createInterface({ input: process.stdin });
@@ -98,6 +99,7 @@ async function handoff(urls) {
     const b = Buffer.alloc(8);
     b.writeBigInt64LE(mine, 0);
     fs.writeSync(fd, b, 0, 8, 0);
+    if (hold) await sleep(hold);
     const unl = now();
     await lock.unlock();
     if (acq >= end) break;

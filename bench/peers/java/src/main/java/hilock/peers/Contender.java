@@ -52,6 +52,11 @@ public final class Contender {
     private static RedissonClient client(String url, int pool, long watchdogMs) {
         Config config = new Config();
         config.setLockWatchdogTimeout(watchdogMs);
+        String nt = System.getenv("PEERS_REDISSON_NETTY_THREADS");
+        if (nt != null) {
+            config.setNettyThreads(Integer.parseInt(nt));
+            config.setThreads(Integer.parseInt(nt));
+        }
         config.useSingleServer().setAddress(url)
                 .setConnectionMinimumIdleSize(pool)
                 .setConnectionPoolSize(pool)
@@ -158,6 +163,7 @@ public final class Contender {
         long ms = Long.parseLong(arg("ms"));
         boolean fair = "1".equals(arg("fair", "0"));
         long gap = Long.parseLong(arg("gap", "1"));
+        long holdUs = Long.parseLong(arg("hold_us", "0"));
         RedissonClient r = client(arg("url"), n + 1, 30000);
         FileChannel ch = new RandomAccessFile(arg("counter"), "rw").getChannel();
         RLock lock = fair ? r.getFairLock(arg("key")) : r.getLock(arg("key"));
@@ -176,6 +182,9 @@ public final class Contender {
                         long acq = now();
                         long mine = readCounter(ch) + 1;
                         ch.write(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, mine), 0);
+                        if (holdUs > 0) {
+                            Thread.sleep(holdUs / 1000, (int) (holdUs % 1000) * 1000);
+                        }
                         long unl = now();
                         lock.unlock();
                         if (acq >= end) {
