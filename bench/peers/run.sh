@@ -29,8 +29,11 @@ done
 
 bash "$here/deps.sh" $([ $smoke = 1 ] && echo --smoke)
 
-cb="$out/cbuild"
-cmake -S "$root" -B "$cb" -DCMAKE_BUILD_TYPE=Release -DHILOCK_BUILD_TESTS=OFF >"$out/cbuild.log" 2>&1 &&
+# HILOCK_PEERS_CBUILD: an existing, configured build tree to use instead
+# (the smoke suite passes the test command's build/release)
+cb="${HILOCK_PEERS_CBUILD:-$out/cbuild}"
+{ [ -n "${HILOCK_PEERS_CBUILD:-}" ] ||
+    cmake -S "$root" -B "$cb" -DCMAKE_BUILD_TYPE=Release -DHILOCK_BUILD_TESTS=OFF; } >"$out/cbuild.log" 2>&1 &&
   cmake --build "$cb" -j2 --target peers_contender handoff_bench >>"$out/cbuild.log" 2>&1 ||
   { cat "$out/cbuild.log" >&2; exit 1; }
 

@@ -7,6 +7,8 @@
 # loses a lock. No plots, no report; about a minute.
 set -uo pipefail
 root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+# reuse the test command's build tree (scripts/test.sh sets HILOCK_BUILD)
+[ -n "${HILOCK_BUILD:-}" ] && [ -f "$HILOCK_BUILD/CMakeCache.txt" ] && export HILOCK_PEERS_CBUILD="$HILOCK_BUILD"
 if timeout 300 bash "$root/bench/peers/run.sh" --smoke; then
   echo "1 passed, 0 failed"
 else
