@@ -1,14 +1,17 @@
 /*
  * ACL: the minimal rule set of docs/acl.md, read from that file, runs every
- * operation; a user without EVAL or without PUBLISH is refused at open with
- * HILOCK_EAUTH; a lock outside the user's key patterns fails with a clear
- * NOPERM. Against a real redis-server ($HILOCK_REDIS_SERVER: valkey-server).
+ * operation, on one server and on a 3-master cluster whose nodes all know
+ * the user; a user without EVAL, PUBLISH, SUBSCRIBE (SPUBLISH on a cluster)
+ * is refused at open with HILOCK_EAUTH; a lock outside the user's key patterns
+ * fails with a clear NOPERM. Against a real redis-server ($HILOCK_REDIS_SERVER:
+ * valkey-server).
  */
 #include <CUnit/Basic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "hilock.h"
@@ -16,14 +19,14 @@
 static th_redis srv;
 static char rules[2048]; /* the ACL SETUSER line of docs/acl.md */
 
-/* Run "ACL SETUSER <name> ..." built from the documented line. */
-static int setuser(const char *name, const char *extra)
+/* Run "ACL SETUSER <name> ..." built from the documented line on r. */
+static int setuser_on(const th_redis *server, const char *name, const char *extra)
 {
     char line[2600];
     const char *rest = rules + strlen("ACL SETUSER hilock");
     snprintf(line, sizeof line, "ACL SETUSER %s%s%s%s", name, rest, extra ? " " : "",
              extra ? extra : "");
-    redisContext *ctx = th_redis_connect(&srv);
+    redisContext *ctx = th_redis_connect(server);
     if (!ctx)
         return -1;
     /* split on spaces into argv */
@@ -42,6 +45,11 @@ static int setuser(const char *name, const char *extra)
         freeReplyObject(r);
     redisFree(ctx);
     return ok ? 0 : -1;
+}
+
+static int setuser(const char *name, const char *extra)
+{
+    return setuser_on(&srv, name, extra);
 }
 
 static int init_suite(void)
@@ -186,6 +194,95 @@ static void t_missing_eval_or_publish(void)
     hilock_client_close(c);
 }
 
+/* ---- a 3-master cluster whose nodes all know the ACL user ---- */
+#define NNODES 3
+static th_redis node[NNODES];
+
+static int cluster_ok(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NNODES; i++) {
+        char buf[4096] = "";
+        if (th_redis_str(&node[i], buf, sizeof buf, "CLUSTER INFO") != 0 ||
+            !strstr(buf, "cluster_state:ok"))
+            return 0;
+    }
+    return 1;
+}
+
+static int init_cluster(void)
+{
+    char cmd[1024] = "redis-cli --cluster create";
+    for (int i = 0; i < NNODES; i++) {
+        if (th_redis_start(&node[i], "--cluster-enabled yes --cluster-config-file nodes.conf"))
+            return -1;
+        char one[32];
+        snprintf(one, sizeof one, " 127.0.0.1:%d", node[i].port);
+        strcat(cmd, one);
+    }
+    strcat(cmd, " --cluster-yes >/dev/null 2>&1");
+    if (system(cmd) != 0 || !th_wait_for(cluster_ok, NULL, 20000))
+        return -1;
+    for (int i = 0; i < NNODES; i++)
+        if (setuser_on(&node[i], "hilock", NULL) || setuser_on(&node[i], "nospublish", "-spublish"))
+            return -1;
+    return 0;
+}
+
+static int clean_cluster(void)
+{
+    for (int i = 0; i < NNODES; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/nodes.conf", node[i].dir);
+        unlink(path);
+        th_redis_stop(&node[i]);
+    }
+    return 0;
+}
+
+static void t_cluster_acl(void)
+{
+    char url[256], msg[256] = "";
+    snprintf(url, sizeof url, "redis+cluster://hilock:secret@127.0.0.1:%d,127.0.0.1:%d",
+             node[0].port, node[1].port);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.replica_ack = 1;
+    hilock_client *c = NULL;
+    int rc = hilock_client_open(&c, url, &o, msg, sizeof msg);
+    if (rc)
+        printf("\n  open: %s\n", msg);
+    CU_ASSERT_EQUAL_FATAL(rc, HILOCK_OK);
+    /* names on every master; each with a waiter woken by the sharded unlock */
+    int seen[NNODES] = {0};
+    for (int k = 0; k < 9; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "locks:cl:%d", k);
+        hilock_lock *l = NULL;
+        CU_ASSERT_EQUAL_FATAL(k % 2 ? hilock_fair_lock_new(&l, c, name) : hilock_lock_new(&l, c, name),
+                              HILOCK_OK);
+        CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 1, 0, 10000), HILOCK_OK);
+        for (int i = 0; i < NNODES; i++)
+            seen[i] += th_redis_int(&node[i], "EXISTS %s", name) == 1;
+        waiter w = {l, 2, -100};
+        pthread_t th;
+        pthread_create(&th, NULL, wait_main, &w);
+        th_sleep_ms(100);
+        CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), HILOCK_OK);
+        pthread_join(th, NULL);
+        CU_ASSERT_EQUAL(w.rc, HILOCK_OK);
+        hilock_lock_free(l);
+    }
+    for (int i = 0; i < NNODES; i++)
+        CU_ASSERT(seen[i] > 0);
+    hilock_client_close(c);
+    /* a cluster user who may not SPUBLISH is refused at open */
+    snprintf(url, sizeof url, "redis+cluster://nospublish:secret@127.0.0.1:%d", node[0].port);
+    c = NULL;
+    CU_ASSERT_EQUAL(hilock_client_open(&c, url, NULL, msg, sizeof msg), HILOCK_EAUTH);
+    CU_ASSERT(strstr(msg, "spublish") != NULL);
+    CU_ASSERT_PTR_NULL(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -193,5 +290,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("acl", init_suite, clean_suite);
     CU_add_test(s, "the documented rule set runs every operation", t_rule_set_runs_everything);
     CU_add_test(s, "no EVAL / PUBLISH / SUBSCRIBE: EAUTH at open", t_missing_eval_or_publish);
+    CU_pSuite cl = CU_add_suite("acl: cluster", init_cluster, clean_cluster);
+    CU_add_test(cl, "the rule set on every node of a cluster", t_cluster_acl);
     return th_cu_run();
 }
