@@ -187,7 +187,9 @@ typedef struct hilock_lock hilock_lock;
 
 typedef enum hilock_kind {
     HILOCK_KIND_REENTRANT = 1,
-    HILOCK_KIND_FAIR = 2
+    HILOCK_KIND_FAIR = 2,
+    HILOCK_KIND_READ = 3,  /* the read side of a read-write lock */
+    HILOCK_KIND_WRITE = 4  /* the write side of a read-write lock */
 } hilock_kind;
 
 /*
@@ -272,6 +274,42 @@ HILOCK_API void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb,
 /* Detail message of the last failure on this handle (per thread, see the
  * conventions at the top). Never NULL. */
 HILOCK_API const char *hilock_lock_errmsg(const hilock_lock *l);
+
+/* ------------------------------------------------------------------ */
+/* Read-write lock                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Many readers or one writer, in Redisson's RReadWriteLock layout (a hash
+ * at `name` with a "mode" field, one read counter per owner, the writer's
+ * field "<owner>:write", per-hold keys "{name}:<owner>:rwlock_timeout:<k>",
+ * channel "redisson_rwlock:{name}"), so it is shared with Redisson.
+ * Both sides are reentrant; a writer may also take the read side (its
+ * lock turns into a read lock when the write side is released); a reader
+ * cannot take the write side (it would wait for itself). Waiters wake on
+ * the unlock message, never by polling.
+ *
+ * The two sides are ordinary lock handles (kinds HILOCK_KIND_READ and
+ * HILOCK_KIND_WRITE), owned by the read-write lock: every hilock_lock_*
+ * function works on them (acquire with wait and lease, the watchdog and
+ * its lost callback, release, force unlock, queries), except
+ * hilock_lock_free (hilock_rwlock_free frees them). is_locked tells
+ * whether the lock is in that side's mode; hold_count and is_held are the
+ * caller's holds of that side. Differences from the reentrant lock:
+ *   - an acquire attempt whose reply timed out is not settled (a late
+ *     grant expires with its lease);
+ *   - release of a read hold by a caller that holds none is
+ *     HILOCK_ENOTOWNER (Redisson answers true when the key is gone).
+ */
+typedef struct hilock_rwlock hilock_rwlock;
+
+/* A read-write lock named `name` (same rules as hilock_lock_new). */
+HILOCK_API int hilock_rwlock_new(hilock_rwlock **out, hilock_client *c, const char *name);
+/* Frees both sides (same rules as hilock_lock_free). NULL-safe. */
+HILOCK_API void hilock_rwlock_free(hilock_rwlock *rw);
+/* The sides; valid until hilock_rwlock_free. NULL when rw is NULL. */
+HILOCK_API hilock_lock *hilock_rwlock_read_lock(hilock_rwlock *rw);
+HILOCK_API hilock_lock *hilock_rwlock_write_lock(hilock_rwlock *rw);
 
 /* ------------------------------------------------------------------ */
 /* Multi-lock and Redlock                                               */

@@ -354,6 +354,11 @@ struct hilock_lock {
     char errmsg[HL_ERRMSG_MAX];
     int freeing;               /* atomic: freed from a lost callback, free deferred */
     hl_deferred free_later;
+    int rw_side;               /* a side of a hilock_rwlock: freed with it only */
+};
+
+struct hilock_rwlock {
+    struct hilock_lock *read, *write;
 };
 
 typedef void (*hl_lost_hook_fn)(struct hilock_lock *l, uint64_t tid, void *payload);

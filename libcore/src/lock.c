@@ -95,10 +95,17 @@ static void lock_free_now(void *arg)
     hl_client_unref(c);
 }
 
+static void lock_free(hilock_lock *l);
+
 void hilock_lock_free(hilock_lock *l)
 {
-    if (!l)
+    if (!l || l->rw_side) /* a read-write lock's side: hilock_rwlock_free */
         return;
+    lock_free(l);
+}
+
+static void lock_free(hilock_lock *l)
+{
     hilock_client *c = l->client;
     if (c->pid == getpid() && hl_wd_on_thread(c)) {
         /* from a lost callback: the report in progress may be about this
@@ -111,6 +118,49 @@ void hilock_lock_free(hilock_lock *l)
         return;
     }
     lock_free_now(l);
+}
+
+/* ---- read-write lock: two lock handles of kinds READ and WRITE ---- */
+
+int hilock_rwlock_new(hilock_rwlock **out, hilock_client *c, const char *name)
+{
+    if (!out)
+        return HILOCK_EINVAL;
+    *out = NULL;
+    hilock_rwlock *rw = calloc(1, sizeof *rw);
+    if (!rw)
+        return HILOCK_ENOMEM;
+    int rc = lock_new(&rw->read, c, name, HILOCK_KIND_READ);
+    if (rc == 0)
+        rc = lock_new(&rw->write, c, name, HILOCK_KIND_WRITE);
+    if (rc) {
+        if (rw->read)
+            lock_free(rw->read);
+        free(rw);
+        return rc;
+    }
+    rw->read->rw_side = rw->write->rw_side = 1;
+    *out = rw;
+    return 0;
+}
+
+void hilock_rwlock_free(hilock_rwlock *rw)
+{
+    if (!rw)
+        return;
+    lock_free(rw->read);
+    lock_free(rw->write);
+    free(rw);
+}
+
+hilock_lock *hilock_rwlock_read_lock(hilock_rwlock *rw)
+{
+    return rw ? rw->read : NULL;
+}
+
+hilock_lock *hilock_rwlock_write_lock(hilock_rwlock *rw)
+{
+    return rw ? rw->write : NULL;
 }
 
 const char *hilock_lock_name(const hilock_lock *l)
@@ -358,7 +408,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
                          "positive, both at most HILOCK_MAX_TIME_MS");
     hilock_client *c = l->client;
     char owner[HL_OWNER_MAX];
-    hl_owner(owner, c->id, tid);
+    hl_hold_owner(owner, l->kind, c->id, tid);
     int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
     char err[HL_ERRMSG_MAX] = "";
@@ -414,7 +464,7 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
         return lock_fail(l, HILOCK_EINVAL, "bad lease");
     hilock_client *c = l->client;
     char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "";
-    hl_owner(owner, c->id, tid);
+    hl_hold_owner(owner, l->kind, c->id, tid);
     int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
     hl_cmd cmd;
     hl_cmd_acquire(&cmd, l->kind, &l->names, owner, lease, -1);
@@ -446,7 +496,7 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
         return rc;
     hilock_client *c = l->client;
     char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "", rid[HL_OWNER_MAX];
-    hl_owner(owner, c->id, tid);
+    hl_hold_owner(owner, l->kind, c->id, tid);
     /* Stop renewing first (and wait out a renewal in flight), so that no
      * renewal can follow the final unlock. */
     int stopped = hl_wd_release(c, l, tid);
@@ -534,6 +584,16 @@ int hilock_lock_force_unlock(int *deleted, hilock_lock *l)
     return rc;
 }
 
+static int decode_locked_read(const redisReply *r, int64_t *out)
+{
+    return hl_decode_is_locked(HILOCK_KIND_READ, r, out);
+}
+
+static int decode_locked_write(const redisReply *r, int64_t *out)
+{
+    return hl_decode_is_locked(HILOCK_KIND_WRITE, r, out);
+}
+
 int hilock_lock_is_locked(int *out, hilock_lock *l)
 {
     int rc = check_lock(l);
@@ -542,9 +602,12 @@ int hilock_lock_is_locked(int *out, hilock_lock *l)
     if (!out)
         return lock_fail(l, HILOCK_EINVAL, "out is NULL");
     hl_cmd cmd;
-    hl_cmd_exists(&cmd, &l->names);
+    hl_cmd_is_locked(&cmd, l->kind, &l->names);
     int64_t v = 0;
-    rc = run_int(l, &cmd, &v, hl_decode_flag);
+    rc = run_int(l, &cmd, &v,
+                 l->kind == HILOCK_KIND_READ    ? decode_locked_read
+                 : l->kind == HILOCK_KIND_WRITE ? decode_locked_write
+                                                : hl_decode_flag);
     if (rc == 0)
         *out = v != 0;
     return rc;
@@ -558,7 +621,7 @@ int hilock_lock_is_held_tid(int *out, hilock_lock *l, uint64_t tid)
     if (!out)
         return lock_fail(l, HILOCK_EINVAL, "out is NULL");
     char owner[HL_OWNER_MAX];
-    hl_owner(owner, l->client->id, tid);
+    hl_hold_owner(owner, l->kind, l->client->id, tid);
     hl_cmd cmd;
     hl_cmd_hexists(&cmd, &l->names, owner);
     int64_t v = 0;
@@ -581,7 +644,7 @@ int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t tid)
     if (!out)
         return lock_fail(l, HILOCK_EINVAL, "out is NULL");
     char owner[HL_OWNER_MAX];
-    hl_owner(owner, l->client->id, tid);
+    hl_hold_owner(owner, l->kind, l->client->id, tid);
     hl_cmd cmd;
     hl_cmd_hget(&cmd, &l->names, owner);
     return run_int(l, &cmd, out, hl_decode_hold_count);

@@ -200,7 +200,7 @@ static int ml_member_held(ml_job *j)
     int rc = hl_client_check(c, err);
     if (rc == 0) {
         char owner[HL_OWNER_MAX];
-        hl_owner(owner, c->id, j->tid);
+        hl_hold_owner(owner, l->kind, c->id, j->tid);
         hl_cmd cmd;
         hl_cmd_hexists(&cmd, &l->names, owner);
         redisReply *r = NULL;

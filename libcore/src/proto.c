@@ -53,7 +53,12 @@ int hl_names_init(hl_names *n, const char *name)
     n->timeout = hl_companion("redisson_lock_timeout", name);
     n->latch_prefix = hl_companion("redisson_unlock_latch", name);
     n->publish = HL_PUBLISH;
-    if (!n->name || !n->channel || !n->queue || !n->timeout || !n->latch_prefix) {
+    n->rw_channel = hl_companion("redisson_rwlock", name);
+    n->rw_prefix = malloc(strlen(name) + 3);
+    if (n->rw_prefix) /* Redisson's suffixName: "{N}", or N when it has a '{' */
+        sprintf(n->rw_prefix, strchr(name, '{') ? "%s" : "{%s}", name);
+    if (!n->name || !n->channel || !n->queue || !n->timeout || !n->latch_prefix ||
+        !n->rw_channel || !n->rw_prefix) {
         hl_names_free(n);
         return HILOCK_ENOMEM;
     }
@@ -69,6 +74,8 @@ void hl_names_free(hl_names *n)
     free(n->queue);
     free(n->timeout);
     free(n->latch_prefix);
+    free(n->rw_channel);
+    free(n->rw_prefix);
     memset(n, 0, sizeof *n);
 }
 
@@ -111,8 +118,16 @@ void hl_owner(char *buf, const char *client_id, uint64_t tid)
     snprintf(buf, HL_OWNER_MAX, "%s:%" PRIu64, client_id, tid);
 }
 
+void hl_hold_owner(char *buf, hilock_kind kind, const char *client_id, uint64_t tid)
+{
+    snprintf(buf, HL_OWNER_MAX, "%s:%" PRIu64 "%s", client_id, tid,
+             kind == HILOCK_KIND_WRITE ? ":write" : "");
+}
+
 char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char *owner)
 {
+    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE)
+        return strdup(n->rw_channel);
     if (kind != HILOCK_KIND_FAIR)
         return strdup(n->channel);
     size_t len = strlen(n->channel) + strlen(owner) + 2;
@@ -154,6 +169,27 @@ static void cmd_script(hl_cmd *c, hl_script s, int nkeys)
     cmd_num(c, nkeys);
 }
 
+/* For the builders of other objects (proto_rwlock.c). */
+void hl_cmd_begin_script(hl_cmd *c, hl_script s, int nkeys)
+{
+    cmd_script(c, s, nkeys);
+}
+
+void hl_cmd_add_str(hl_cmd *c, const char *s)
+{
+    cmd_str(c, s);
+}
+
+void hl_cmd_add_num(hl_cmd *c, int64_t v)
+{
+    cmd_num(c, v);
+}
+
+void hl_cmd_begin_plain(hl_cmd *c)
+{
+    cmd_start(c, -1);
+}
+
 /* KEYS of the fair release, force and cancel scripts: lock, line,
  * deadlines, channel base. */
 static void cmd_fair_keys(hl_cmd *c, const hl_names *n)
@@ -177,6 +213,10 @@ void hl_cmd_to_eval(hl_cmd *cmd)
 void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                     int64_t lease_ms, int64_t wait_window_ms)
 {
+    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
+        hl_rw_cmd_acquire(cmd, kind, n, owner, lease_ms);
+        return;
+    }
     if (kind == HILOCK_KIND_FAIR) {
         /* wait_window_ms < 0 means: one try, do not queue up */
         cmd_script(cmd, HL_SCRIPT_FAIR_LOCK, 3);
@@ -198,6 +238,10 @@ void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
 void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                     int64_t lease_ms, const char *latch_key, int64_t latch_ttl_ms)
 {
+    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
+        hl_rw_cmd_release(cmd, kind, n, owner, lease_ms, latch_key, latch_ttl_ms);
+        return;
+    }
     if (kind == HILOCK_KIND_FAIR) {
         cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 4);
         cmd_fair_keys(cmd, n);
@@ -220,6 +264,10 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
 
 void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n)
 {
+    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
+        hl_rw_cmd_force(cmd, n);
+        return;
+    }
     if (kind == HILOCK_KIND_FAIR) {
         cmd_script(cmd, HL_SCRIPT_FAIR_FORCE, 4);
         cmd_fair_keys(cmd, n);

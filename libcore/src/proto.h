@@ -78,6 +78,12 @@ typedef enum hl_script {
     HL_SCRIPT_FAIR_FORCE,     /* fair force unlock */
     HL_SCRIPT_FAIR_CANCEL,    /* fair waiter gives up */
     HL_SCRIPT_ACL_CHECK,      /* open-time check: may this user publish/subscribe? */
+    HL_SCRIPT_RW_READ_LOCK,   /* read-write lock: read side acquire */
+    HL_SCRIPT_RW_READ_UNLOCK, /* read side release */
+    HL_SCRIPT_RW_READ_RENEW,  /* read side watchdog renewal */
+    HL_SCRIPT_RW_WRITE_LOCK,  /* write side acquire */
+    HL_SCRIPT_RW_WRITE_UNLOCK,/* write side release */
+    HL_SCRIPT_RW_FORCE,       /* read-write force unlock */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -97,6 +103,9 @@ typedef struct hl_names {
     char *timeout;   /* redisson_lock_timeout:{N} (fair) */
     char *latch_prefix; /* redisson_unlock_latch:{N} */
     const char *publish; /* "publish", or "spublish" on Redis Cluster */
+    char *rw_channel; /* redisson_rwlock:{N} (read-write lock) */
+    char *rw_prefix;  /* "{N}" (or N when it has a '{'): prefix of the read
+                         holds' "<prefix>:<owner>:rwlock_timeout:<k>" keys */
 } hl_names;
 
 HL_HIDDEN int hl_names_init(hl_names *n, const char *name); /* 0 or HILOCK_ENOMEM/EINVAL */
@@ -107,6 +116,10 @@ HL_HIDDEN unsigned hl_key_slot(const char *key, size_t len);
 /* "<uuid>:<tid>" into buf (>= HL_OWNER_MAX). */
 #define HL_OWNER_MAX 64
 HL_HIDDEN void hl_owner(char *buf, const char *client_id, uint64_t tid);
+
+/* The hash field of a hold: the owner, or "<owner>:write" for the write
+ * side of a read-write lock (buf >= HL_OWNER_MAX). */
+HL_HIDDEN void hl_hold_owner(char *buf, hilock_kind kind, const char *client_id, uint64_t tid);
 
 /* The channel a waiter listens on: the lock channel (reentrant) or the
  * waiter's own channel "<channel>:<owner>" (fair). malloc'd. */
@@ -140,6 +153,27 @@ HL_HIDDEN void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
 HL_HIDDEN void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n);
 HL_HIDDEN void hl_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *owner,
                             int64_t lease_ms);
+/* Renewal for any kind (the read side of a read-write lock renews its hold
+ * keys too); hl_cmd_renew is the reentrant/fair/write one. */
+HL_HIDDEN void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
+                                 const char *owner, int64_t lease_ms);
+/* "Is it locked": EXISTS, or for a read-write side HGET <name> mode
+ * (decoded by hl_decode_is_locked: 1 when the mode is that side's). */
+HL_HIDDEN void hl_cmd_is_locked(hl_cmd *cmd, hilock_kind kind, const hl_names *n);
+HL_HIDDEN int hl_decode_is_locked(hilock_kind kind, const redisReply *r, int64_t *out);
+/* Pieces for builders of other objects (proto_rwlock.c). */
+HL_HIDDEN void hl_cmd_begin_script(hl_cmd *cmd, hl_script s, int nkeys);
+HL_HIDDEN void hl_cmd_begin_plain(hl_cmd *cmd);
+HL_HIDDEN void hl_cmd_add_str(hl_cmd *cmd, const char *s);
+HL_HIDDEN void hl_cmd_add_num(hl_cmd *cmd, int64_t v);
+/* Read-write builders (proto_rwlock.c); hl_cmd_acquire/release/force call
+ * them for HILOCK_KIND_READ and HILOCK_KIND_WRITE. */
+HL_HIDDEN void hl_rw_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
+                                 const char *owner, int64_t lease_ms);
+HL_HIDDEN void hl_rw_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
+                                 const char *owner, int64_t lease_ms, const char *latch_key,
+                                 int64_t latch_ttl_ms);
+HL_HIDDEN void hl_rw_cmd_force(hl_cmd *cmd, const hl_names *n);
 HL_HIDDEN void hl_cmd_fair_cancel(hl_cmd *cmd, const hl_names *n, const char *owner,
                                   int64_t wait_window_ms);
 HL_HIDDEN void hl_cmd_exists(hl_cmd *cmd, const hl_names *n);

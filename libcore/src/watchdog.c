@@ -84,7 +84,8 @@ static void renew_batch(hilock_client *c)
             continue;
         e->inflight = 1;
         batch[i] = e;
-        hl_cmd_renew(&cmds[i], &e->lock->names, e->owner, c->opts.watchdog_lease_ms);
+        hl_cmd_renew_kind(&cmds[i], e->lock->kind, &e->lock->names, e->owner,
+                          c->opts.watchdog_lease_ms);
         i++;
     }
     pthread_mutex_unlock(&wd->mu);
@@ -208,7 +209,7 @@ int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid)
     e->lock = l;
     e->tid = tid;
     e->holds = 1;
-    hl_owner(e->owner, c->id, tid);
+    hl_hold_owner(e->owner, l->kind, c->id, tid);
     if (!wd->running && !wd->stop) {
         if (hl_thread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
             pthread_mutex_unlock(&wd->mu);

@@ -12,6 +12,8 @@
  * (calling-thread) hilock calls are used, so each actor is a distinct owner
  * "<client-uuid>:<os-tid>".
  *
+ * KIND: r reentrant, f fair, R / W the read / write side of a read-write lock.
+ *
  * Usage: hilock-interop-driver HOST PORT WATCHDOG_LEASE_MS
  */
 #define _POSIX_C_SOURCE 200809L
@@ -74,8 +76,15 @@ static hilock_lock *lock_of(char kind, const char *name, int *rc)
         if (g_nlocks == MAX_LOCKS) {
             *rc = HILOCK_ENOMEM;
         } else {
-            *rc = kind == 'f' ? hilock_fair_lock_new(&found, g_client, name)
-                              : hilock_lock_new(&found, g_client, name);
+            hilock_rwlock *rw = NULL; /* R / W: a side of a read-write lock (kept) */
+            if (kind == 'R' || kind == 'W') {
+                *rc = hilock_rwlock_new(&rw, g_client, name);
+                if (*rc == 0)
+                    found = kind == 'R' ? hilock_rwlock_read_lock(rw) : hilock_rwlock_write_lock(rw);
+            } else {
+                *rc = kind == 'f' ? hilock_fair_lock_new(&found, g_client, name)
+                                  : hilock_lock_new(&found, g_client, name);
+            }
             if (*rc == 0) {
                 hilock_lock_set_lost_callback(found, on_lost, NULL);
                 g_locks[g_nlocks].kind = kind;
@@ -164,7 +173,7 @@ static void run(void *ctx, const char *who, char *line, void **actor_data)
         line_agent_say(who, "ok %s", owner);
         return;
     }
-    if (nw < 4 || (strcmp(w[2], "r") != 0 && strcmp(w[2], "f") != 0)) {
+    if (nw < 4 || w[2][1] || !strchr("rfRW", w[2][0])) {
         line_agent_say(who, "err usage: %s KIND NAME ...", cmd);
         return;
     }

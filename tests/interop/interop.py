@@ -733,6 +733,105 @@ def scn_unlock_expired(c, S, kind):
 
 # ----------------------------------------------------------------- main --
 
+# ------------------------------------------------- read-write lock (R/W) --
+
+def rw_channel(name):
+    return companion("redisson_rwlock", name)
+
+
+def rw_timeout_key(name, owner, k):
+    """A read hold's key: "{N}:<owner>:rwlock_timeout:<k>" (N as is if it has a '{')."""
+    return "%s:%s:rwlock_timeout:%d" % (name if "{" in name else "{%s}" % name, owner, k)
+
+
+def scn_rw_share(c, A, B):
+    """Readers of both sides share; a writer of either side is kept out."""
+    name = "it:rw:share:%s>%s" % (A.label, B.label)
+    a, b, aw, bw = c.actor("a"), c.actor("b"), c.actor("aw"), c.actor("bw")
+    oa, ob = A.call(a, "owner")[0], B.call(b, "owner")[0]
+    check(lock(A, a, "R", name, 0, 10000)[0] == 1, "%s reader could not lock" % A.label)
+    check(lock(B, b, "R", name, 0, 10000)[0] == 1, "%s reader was kept out by a reader" % B.label)
+    h = hash_of(c.r, name)
+    check(h == {"mode": "read", oa: "1", ob: "1"}, "hash with two readers is %r" % h)
+    for o in (oa, ob):
+        t = c.r("PTTL", rw_timeout_key(name, o, 1))
+        check(0 < t <= 10000, "read hold key of %s has PTTL %s" % (o, t))
+    check(lock(A, aw, "W", name, 0, 10000)[0] == 0, "%s writer got in past readers" % A.label)
+    check(lock(B, bw, "W", name, 0, 10000)[0] == 0, "%s writer got in past readers" % B.label)
+    check(B.value(bw, "islocked", "R", name) == 1, "%s: read side not locked" % B.label)
+    check(B.value(bw, "islocked", "W", name) == 0, "%s: write side locked" % B.label)
+    check(B.value(b, "held", "R", name) == 1, "%s reader does not hold it" % B.label)
+    B.call(b, "unlock", "R", name)
+    check(hash_of(c.r, name) == {"mode": "read", oa: "1"}, "hash after one reader left")
+    check(c.r("EXISTS", rw_timeout_key(name, ob, 1)) == 0, "left reader's hold key remains")
+    A.call(a, "unlock", "R", name)
+    check(c.r("EXISTS", name) == 0, "read-write lock remains after the last reader")
+
+
+def scn_rw_exclude(c, A, B):
+    """A writer of one side keeps the other side's readers and writers out."""
+    name = "it:rw:excl:%s>%s" % (A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    oa = A.call(a, "owner")[0]
+    check(lock(A, a, "W", name, 0, 10000)[0] == 1, "%s writer could not lock" % A.label)
+    check(lock(A, a, "W", name, 0, 10000)[0] == 1, "%s writer could not re-enter" % A.label)
+    h = hash_of(c.r, name)
+    check(h == {"mode": "write", oa + ":write": "2"}, "hash with a writer is %r" % h)
+    check(lock(B, b, "R", name, 0, 10000)[0] == 0, "%s reader got in past a writer" % B.label)
+    check(lock(B, b, "W", name, 0, 10000)[0] == 0, "%s writer got in past a writer" % B.label)
+    check(B.value(b, "islocked", "W", name) == 1, "%s: write side not locked" % B.label)
+    check(B.value(b, "held", "W", name) == 0, "%s thinks it writes" % B.label)
+    B.send(b, "unlock", "W", name)
+    st, vals = B.recv(b)
+    check(st == "err" and vals[0] == "notowner", "%s unlock of A's write lock: %s %s"
+          % (B.label, st, vals))
+    # the writer also reads; after the write unlocks it is a read lock
+    check(lock(A, a, "R", name, 0, 10000)[0] == 1, "writer could not take the read side")
+    A.call(a, "unlock", "W", name)
+    A.call(a, "unlock", "W", name)
+    check(hash_of(c.r, name) == {"mode": "read", oa: "1"}, "not a read lock after the write unlock")
+    check(lock(B, b, "R", name, 0, 10000)[0] == 1, "%s reader kept out of a read lock" % B.label)
+    B.call(b, "unlock", "R", name)
+    A.call(a, "unlock", "R", name)
+    check(c.r("EXISTS", name) == 0, "read-write lock remains")
+
+
+def scn_rw_wake(c, A, B, first, then):
+    """A holds side `first`; B waits for side `then`; A's unlock message wakes B."""
+    name = "it:rw:wake:%s%s:%s>%s" % (first, then, A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+
+    def measure():
+        check(lock(A, a, first, name, 0, LONG_LEASE)[0] == 1, "holder could not lock")
+        B.send(b, "lock", then, name, 10000, LONG_LEASE)
+        wait_until(lambda: numsub(c.r, rw_channel(name)) >= 1, 5, "waiter subscribed")
+        time.sleep(0.05)  # past its first attempt
+        check(not B.pending(b), "waiter answered while the lock was held")
+        t0 = int(A.call(a, "unlock", first, name)[0])
+        st, vals = B.recv(b, 15)
+        check(st == "ok" and vals[0] == "1", "waiter did not acquire: %s %s" % (st, vals))
+        B.call(b, "unlock", then, name)
+        check(c.r("EXISTS", name) == 0, "lock remains after the hand-off")
+        return (int(vals[1]) - t0) / 1000.0
+
+    seen = timed_wake(measure)
+    tries = ", ".join("%.1f" % m for m in seen)
+    check(seen[-1] < WAKE_LIMIT_MS, "hand-off took %s ms (limit %.0f)" % (tries, WAKE_LIMIT_MS))
+    return "hand-off %s ms" % tries
+
+
+def scn_rw_watchdog(c, A, B, side):
+    """A holds side with the watchdog past 2 leases; B is still kept out."""
+    name = "it:rw:wd:%s:%s>%s" % (side, A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    check(lock(A, a, side, name, 0, 0)[0] == 1, "holder could not lock")
+    time.sleep(2.5 * WATCHDOG_MS / 1000.0)
+    check(lock(B, b, "W", name, 0, 10000)[0] == 0, "%s writer got in: not renewed" % B.label)
+    check(0 < c.r("PTTL", name) <= WATCHDOG_MS, "lease not the watchdog's")
+    A.call(a, "unlock", side, name)
+    check(c.r("EXISTS", name) == 0, "lock remains")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent-cmd", required=True)
@@ -817,6 +916,15 @@ def main():
             plan.append(("fair-order %s" % d, scn_fair, (A, B)))
             plan.append(("fair-order[wait forever] %s" % d, scn_fair, (A, B, -1)))
             plan.append(("fair-cancel %s" % d, scn_fair_cancel, (A, B)))
+    for A, B in ((jvm, c1), (c1, jvm)):  # read-write lock: the C side so far
+        d = "%s->%s" % (A.label, B.label)
+        plan.append(("rw-share %s" % d, scn_rw_share, (A, B)))
+        plan.append(("rw-exclude %s" % d, scn_rw_exclude, (A, B)))
+        for first, then in (("W", "R"), ("W", "W"), ("R", "W")):
+            plan.append(("rw-wake[%s then %s] %s" % (first, then, d), scn_rw_wake,
+                         (A, B, first, then)))
+        for side in ("R", "W"):
+            plan.append(("rw-watchdog[%s] %s" % (side, d), scn_rw_watchdog, (A, B, side)))
     for S in [jvm] + hilocks:
         plan.append(("fair-stale %s" % S.label, scn_fair_stale, (S,)))
         plan.append(("fair-orphan-head %s" % S.label, scn_fair_orphan, (S,)))

@@ -33,7 +33,8 @@ import org.redisson.config.Config;
  * "&lt;client id&gt;:&lt;Thread.getId()&gt;", so each actor is a distinct owner, just
  * like a thread of a real application.
  *
- * Commands (KIND is r = RLock, f = fair lock; WAIT -1 = forever, 0 = one try;
+ * Commands (KIND is r = RLock, f = fair lock, R / W = read / write side of an
+ * RReadWriteLock; WAIT -1 = forever, 0 = one try;
  * LEASE 0 = watchdog):
  *   id | tid | owner
  *   lock KIND NAME WAIT LEASE       -> ok 1|0 EPOCH_US   (1 = acquired)
@@ -70,8 +71,12 @@ public final class Agent {
                 return redisson.getLock(name);
             case "f":
                 return redisson.getFairLock(name);
+            case "R":
+                return redisson.getReadWriteLock(name).readLock();
+            case "W":
+                return redisson.getReadWriteLock(name).writeLock();
             default:
-                throw new IllegalArgumentException("kind must be r or f: " + kind);
+                throw new IllegalArgumentException("kind must be r, f, R or W: " + kind);
         }
     }
 
