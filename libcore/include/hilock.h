@@ -235,7 +235,11 @@ HILOCK_API hilock_client *hilock_lock_client(const hilock_lock *l);
  * HILOCK_ETIMEDOUT = not acquired within wait. HILOCK_ECONN when the server
  * could not be reached or did not answer in time; an attempt whose reply
  * timed out is settled later on its own connection (a late grant is
- * released, a fair waiter leaves the line), so no phantom hold remains. */
+ * released, a fair waiter leaves the line), so no phantom hold remains.
+ * While such an attempt on a server is still unsettled, a new attempt there
+ * first waits for it (up to the command timeout), then fails with
+ * HILOCK_ECONN: a stalled server never collects one connection per attempt
+ * (multi-lock and Redlock members fail at once). */
 HILOCK_API int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t lease_ms);
 HILOCK_API int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms,
                                        int64_t lease_ms);
