@@ -169,7 +169,7 @@ static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
 {
     const char *pub = c->ep.cluster ? "spublish" : "publish";
     const char *sub = c->ep.cluster ? "ssubscribe" : "subscribe";
-    redisReply *r = redisCommand(ctx, "EVAL %s 0 %s %s %s", hl_script_source(HL_SCRIPT_ACL_CHECK),
+    redisReply *r = hl_command(ctx, "EVAL %s 0 %s %s %s", hl_script_source(HL_SCRIPT_ACL_CHECK),
                                  "redisson_lock__channel:{hilock-open-check}", pub, sub);
     int rc = 0;
     if (!r) {
@@ -243,7 +243,7 @@ static int open_check(hilock_client *c, char *err)
     redisContext *ctx = hl_node_connect(first, c->opts.connect_timeout_ms, &code, err);
     if (!ctx)
         return code;
-    redisReply *r = redisCommand(ctx, "PING");
+    redisReply *r = hl_command(ctx, "PING");
     if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
         int noauth = r && r->str && (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
         rc = !r ? HILOCK_ECONN : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;

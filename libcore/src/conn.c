@@ -1,5 +1,6 @@
 /* Transport: endpoints, connections, the pool, command execution. */
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,9 +55,9 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
     redisReply *r = NULL;
     if (ep->password) {
         if (ep->user)
-            r = redisCommand(ctx, "AUTH %s %s", ep->user, ep->password);
+            r = hl_command(ctx, "AUTH %s %s", ep->user, ep->password);
         else
-            r = redisCommand(ctx, "AUTH %s", ep->password);
+            r = hl_command(ctx, "AUTH %s", ep->password);
         char why[128];
         if (!r && ep->tls) { /* as in hilock_client_open's first command */
             if (!hl_tls_refused(why, sizeof why))
@@ -76,7 +77,7 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
         freeReplyObject(r);
     }
     if (ep->db) {
-        r = redisCommand(ctx, "SELECT %d", ep->db);
+        r = hl_command(ctx, "SELECT %d", ep->db);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
             hl_set_err(err, "SELECT %d on %s failed: %s", ep->db, where, r ? r->str : ctx->errstr);
@@ -90,6 +91,77 @@ fail:
         freeReplyObject(r);
     redisFree(ctx);
     return NULL;
+}
+
+/* ---- reading replies, bounded ---- */
+
+int hl_reader_over(redisContext *c)
+{
+    const redisReader *r = c->reader;
+    if (!r || r->len - r->pos <= HL_REPLY_MAX_BYTES)
+        return 0;
+    c->err = REDIS_ERR_PROTOCOL;
+    snprintf(c->errstr, sizeof c->errstr, "a reply over the %zu MB hilock accepts",
+             HL_REPLY_MAX_BYTES >> 20);
+    return 1;
+}
+
+/* hiredis's redisGetReply for our blocking contexts, except that one reply
+ * may not bring more than HL_REPLY_MAX_BYTES: a "$999999999" bulk or an
+ * endless stream of elements is refused (REDIS_ERR_PROTOCOL) once that much
+ * has arrived, instead of being buffered for as long as the server sends. */
+int hl_get_reply(redisContext *c, void **reply)
+{
+    void *aux = NULL;
+    *reply = NULL;
+    if (redisGetReplyFromReader(c, &aux) != REDIS_OK)
+        return REDIS_ERR;
+    if (!aux) {
+        int done = 0;
+        do {
+            if (redisBufferWrite(c, &done) != REDIS_OK)
+                return REDIS_ERR;
+        } while (!done);
+        size_t fed = 0;
+        do {
+            size_t before = c->reader->len;
+            if (redisBufferRead(c) != REDIS_OK)
+                return REDIS_ERR;
+            if (c->reader->len > before)
+                fed += c->reader->len - before;
+            if (fed > HL_REPLY_MAX_BYTES) {
+                c->err = REDIS_ERR_PROTOCOL;
+                snprintf(c->errstr, sizeof c->errstr, "a reply over the %zu MB hilock accepts",
+                         HL_REPLY_MAX_BYTES >> 20);
+                return REDIS_ERR;
+            }
+            if (redisGetReplyFromReader(c, &aux) != REDIS_OK)
+                return REDIS_ERR;
+        } while (!aux);
+    }
+    *reply = aux;
+    return REDIS_OK;
+}
+
+redisReply *hl_command_argv(redisContext *c, int argc, const char **argv, const size_t *argvlen)
+{
+    void *r = NULL;
+    if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK ||
+        hl_get_reply(c, &r) != REDIS_OK)
+        return NULL;
+    return r;
+}
+
+redisReply *hl_command(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = redisvAppendCommand(c, fmt, ap);
+    va_end(ap);
+    void *r = NULL;
+    if (rc != REDIS_OK || hl_get_reply(c, &r) != REDIS_OK)
+        return NULL;
+    return r;
 }
 
 redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms, int *code,
@@ -115,9 +187,9 @@ redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_
     redisSetTimeout(s, tv_ms(timeout_ms));
     if (ep->sentinel_password || ep->sentinel_user) {
         redisReply *r = ep->sentinel_user
-                            ? redisCommand(s, "AUTH %s %s", ep->sentinel_user,
+                            ? hl_command(s, "AUTH %s %s", ep->sentinel_user,
                                            ep->sentinel_password ? ep->sentinel_password : "")
-                            : redisCommand(s, "AUTH %s", ep->sentinel_password);
+                            : hl_command(s, "AUTH %s", ep->sentinel_password);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
             hl_set_err(err, "authentication to %s failed: %s", where, r ? r->str : s->errstr);
@@ -140,7 +212,7 @@ int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *h
     redisContext *s = hl_sentinel_connect(ep, i, timeout_ms, &code, err);
     if (!s)
         return code ? code : HILOCK_ECONN;
-    redisReply *r = redisCommand(s, "SENTINEL get-master-addr-by-name %s", ep->master_name);
+    redisReply *r = hl_command(s, "SENTINEL get-master-addr-by-name %s", ep->master_name);
     int rc = hl_decode_master_addr(r, host, hostlen, port) ? HILOCK_ECONN : 0;
     if (rc && r && r->type == REDIS_REPLY_ERROR &&
         (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "NOPERM", 6)))
@@ -162,7 +234,7 @@ int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *h
 /* 1 when the server says it is a master. */
 static int is_master(redisContext *ctx)
 {
-    redisReply *r = redisCommand(ctx, "ROLE");
+    redisReply *r = hl_command(ctx, "ROLE");
     int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
               r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "master");
     if (r)
@@ -331,7 +403,7 @@ redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
 /* Load the slot map (CLUSTER SLOTS) through ctx; 0 or -1. */
 static int load_slots(hilock_client *c, redisContext *ctx, char *err)
 {
-    redisReply *r = redisCommand(ctx, "CLUSTER SLOTS");
+    redisReply *r = hl_command(ctx, "CLUSTER SLOTS");
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
         hl_set_err(err, "CLUSTER SLOTS failed: %s",
                    r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
@@ -530,7 +602,7 @@ static int wait_replica(hilock_client *c, hl_node *n, redisContext *ctx, int *ac
     while (hl_ack_next(&k) == HL_ACT_SEND) {
         if (k.timeout_ms > 0) /* WAIT blocks up to its own timeout */
             set_timeout(ctx, c->opts.command_timeout_ms + k.timeout_ms);
-        redisReply *r = redisCommandArgv(ctx, k.cmd.argc, k.cmd.argv, k.cmd.argvlen);
+        redisReply *r = hl_command_argv(ctx, k.cmd.argc, k.cmd.argv, k.cmd.argvlen);
         if (k.timeout_ms > 0)
             set_timeout(ctx, c->opts.command_timeout_ms);
         if (!r) {
@@ -563,12 +635,12 @@ static redisReply *run_on(redisContext *ctx, hl_cmd *cmd, int asking)
         redisAppendCommandArgv(ctx, cmd->argc, cmd->argv, cmd->argvlen);
         void *r = NULL;
         if (asking) {
-            if (redisGetReply(ctx, &r) != REDIS_OK)
+            if (hl_get_reply(ctx, &r) != REDIS_OK)
                 return NULL;
             freeReplyObject(r);
             r = NULL;
         }
-        if (redisGetReply(ctx, &r) != REDIS_OK)
+        if (hl_get_reply(ctx, &r) != REDIS_OK)
             return NULL;
         if (pass == 0 && hl_reply_is_noscript(r)) {
             freeReplyObject(r);
@@ -599,7 +671,7 @@ static void hl_reply_refused(const redisContext *ctx, char *err)
                         "%d deep (or out of memory)",
                    HL_REPLY_MAX_ELEMENTS, HL_REPLY_MAX_DEPTH);
     else
-        hl_set_err(err, "malformed reply from Redis: %s", ctx->errstr);
+        hl_set_err(err, "bad reply from Redis: %s", ctx->errstr);
 }
 
 int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms, char *err)
@@ -786,7 +858,7 @@ static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisRep
         int failed = 0, got = 0, demoted = 0;
         for (int j = 0; j < k; j++) {
             void *r = NULL;
-            if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+            if (hl_get_reply(ctx, &r) != REDIS_OK || !r) {
                 failed = 1;
                 break;
             }
@@ -812,7 +884,7 @@ static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisRep
                 freeReplyObject(replies[idx[j]]);
                 replies[idx[j]] = NULL;
                 hl_cmd_to_eval(&cmds[idx[j]]);
-                replies[idx[j]] = redisCommandArgv(ctx, cmds[idx[j]].argc, cmds[idx[j]].argv,
+                replies[idx[j]] = hl_command_argv(ctx, cmds[idx[j]].argc, cmds[idx[j]].argv,
                                                    cmds[idx[j]].argvlen);
                 if (!replies[idx[j]])
                     failed = 1;

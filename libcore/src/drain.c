@@ -108,7 +108,7 @@ static void *drain_main(void *arg)
             hl_drain_item *it = its[k];
             int keep = 1;
             if (pf[k].revents) {
-                if (redisBufferRead(it->ctx) != REDIS_OK)
+                if (redisBufferRead(it->ctx) != REDIS_OK || hl_reader_over(it->ctx))
                     keep = 0;
                 while (keep) {
                     void *r = NULL;

@@ -230,6 +230,8 @@ HL_HIDDEN void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev);
  * (the reader fails with REDIS_ERR_OOM, "Out of memory"). */
 #define HL_REPLY_MAX_ELEMENTS ((size_t)1 << 20)
 #define HL_REPLY_MAX_DEPTH 8
+/* What one reply may bring over the socket (the transport enforces it). */
+#define HL_REPLY_MAX_BYTES ((size_t)32 << 20)
 /* Bound a hiredis reader (a context's ctx->reader, or one of our own): a
  * header no longer makes it allocate before the elements arrive. Call
  * before the first reply. 0, or -1 when r is not a default reader. */

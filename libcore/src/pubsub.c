@@ -228,7 +228,7 @@ static void *listener_main(void *arg)
             continue;
         }
         if (pf[1].revents && ps->ctx) {
-            if (redisBufferRead(ps->ctx) != REDIS_OK) {
+            if (redisBufferRead(ps->ctx) != REDIS_OK || hl_reader_over(ps->ctx)) {
                 drop_connection(node);
                 continue;
             }

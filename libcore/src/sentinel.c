@@ -65,7 +65,7 @@ static void *watch_main(void *arg)
         char addr[300];
         hl_cmd watch;
         hl_cmd_sentinel_watch(&watch);
-        redisReply *sub = redisCommandArgv(ctx, watch.argc, watch.argv, watch.argvlen);
+        redisReply *sub = hl_command_argv(ctx, watch.argc, watch.argv, watch.argvlen);
         int ok = sub && sub->type == REDIS_REPLY_ARRAY;
         if (sub)
             freeReplyObject(sub);
@@ -89,7 +89,7 @@ static void *watch_main(void *arg)
                 break;
             if (!pf[1].revents)
                 continue;
-            if (redisBufferRead(ctx) != REDIS_OK)
+            if (redisBufferRead(ctx) != REDIS_OK || hl_reader_over(ctx))
                 break;
             void *r = NULL;
             int bad = 0;

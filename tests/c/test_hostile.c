@@ -34,7 +34,9 @@ struct fake_srv {
     int lfd, port, wake[2];
     pthread_t th;
     fs_answer answer;
-    char buf[512]; /* for answers built at run time */
+    char buf[512];       /* for answers built at run time */
+    size_t stream_bytes; /* after a script's answer, this many more bytes of 'a' */
+    int stream_next;     /* set by the answer function: stream after this one */
 };
 
 /* One complete RESP array of bulk strings at the start of in[0..len):
@@ -133,7 +135,15 @@ static void *fs_main(void *arg)
                 for (char *c = argv[0]; *c; c++)
                     *c = (char)toupper((unsigned char)*c);
                 const char *out = fs->answer(fs, argc, argv);
-                int failed = out && write(fds[i], out, strlen(out)) < 0;
+                int failed = out && send(fds[i], out, strlen(out), MSG_NOSIGNAL) < 0;
+                if (out && !failed && fs->stream_next) {
+                    fs->stream_next = 0;
+                    static char junk[65536];
+                    memset(junk, 'a', sizeof junk);
+                    for (size_t sent = 0; sent < fs->stream_bytes && !failed;
+                         sent += sizeof junk)
+                        failed = send(fds[i], junk, sizeof junk, MSG_NOSIGNAL) < 0;
+                }
                 for (int k = 0; k < argc; k++)
                     free(argv[k]);
                 if (failed)
@@ -148,10 +158,14 @@ static void *fs_main(void *arg)
     return NULL;
 }
 
+static size_t fs_stream_bytes; /* the next fs_start's stream_bytes */
+
 static int fs_start(fake_srv *fs, fs_answer answer)
 {
     memset(fs, 0, sizeof *fs);
     fs->answer = answer;
+    fs->stream_bytes = fs_stream_bytes;
+    fs_stream_bytes = 0;
     fs->lfd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(fs->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -356,8 +370,10 @@ static const char *ans_huge(fake_srv *fs, int argc, char **argv)
     /* the open-time permission check (an EVAL asking acl_check_cmd) passes */
     if (!strcmp(argv[0], "EVAL") && argc > 1 && strstr(argv[1], "acl_check_cmd"))
         return "+ok\r\n";
-    if (!strcmp(argv[0], "EVALSHA") || !strcmp(argv[0], "EVAL"))
+    if (!strcmp(argv[0], "EVALSHA") || !strcmp(argv[0], "EVAL")) {
+        fs->stream_next = fs->stream_bytes > 0;
         return huge_reply;
+    }
     return common(fs, argc, argv);
 }
 
@@ -412,6 +428,25 @@ static void t_huge_bulk(void)
     int rc = try_acquire(url, 300, msg, sizeof msg);
     CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
     CU_ASSERT(maxrss_kb() - rss0 < 64 * 1024);
+    fs_stop(&fs);
+}
+
+/* ... but a server that goes on sending: refused once 32 MB came
+ * (HL_REPLY_MAX_BYTES), not buffered for as long as it sends. Before: the
+ * 48 MB were buffered and the call waited for the command timeout. */
+static void t_huge_bulk_streamed(void)
+{
+    fake_srv fs;
+    huge_reply = "$999999999\r\n";
+    fs_stream_bytes = (size_t)48 << 20;
+    CU_ASSERT_FATAL(fs_start(&fs, ans_huge) == 0);
+    char url[64], msg[256] = "";
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", fs.port);
+    int rc = try_acquire(url, th_valgrind() ? 20000 : 5000, msg, sizeof msg);
+    if (rc != HILOCK_EPROTO)
+        fprintf(stderr, "streamed bulk: rc %d (%s)\n", rc, msg);
+    CU_ASSERT_EQUAL(rc, HILOCK_EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "MB hilock accepts"));
     fs_stop(&fs);
 }
 
@@ -636,6 +671,7 @@ int main(void)
     CU_add_test(s, "huge nested array refused", t_huge_nested);
     CU_add_test(s, "nesting too deep refused", t_too_deep);
     CU_add_test(s, "$999999999 allocates nothing", t_huge_bulk);
+    CU_add_test(s, "a streamed huge bulk is cut at 32 MB", t_huge_bulk_streamed);
     CU_add_test(s, "impossible acquire numbers", t_bad_acquire_numbers);
     CU_add_test(s, "bounded reader builds replies", t_bounded_reader_builds);
     CU_add_test(s, "redirect parser", t_parse_redirect);
