@@ -399,6 +399,22 @@ static int ack_on_error(lua_State *L)
     return 0;
 }
 
+/* proto.ack_retry(wait_ms, deadline_ms (-1 none)) -> pause_ms | nil
+ * A grant no replica acknowledged was given back: sleep pause_ms and try
+ * again, or (nil) give up with a connection error. */
+static int p_ack_retry(lua_State *L)
+{
+    int64_t wait = check_int(L, 1, -1, HILOCK_MAX_TIME_MS);
+    int64_t deadline = check_int(L, 2, -1, INT64_MAX / 2);
+    int64_t pause;
+    if (!hl_ack_retry(wait, deadline, mono_ms(), &pause)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    push_i64(L, pause);
+    return 1;
+}
+
 /* ---- watchdog ---- */
 
 /* proto.renew_outcome(r) -> "renewed" | "lost" | "eval" (send the body now)
@@ -560,6 +576,7 @@ static const luaL_Reg no_meta[] = {{NULL, NULL}};
 static const luaL_Reg engine_funcs[] = {
     {"router", p_router},
     {"ack", p_ack},
+    {"ack_retry", p_ack_retry},
     {"renew_outcome", p_renew_outcome},
     {"renew_period", p_renew_period},
     {"subscribe_cmd", p_subscribe_cmd},

@@ -10,8 +10,6 @@
 #include "internal.h"
 
 #define HL_NAME_MAX 4096
-/* Pause before trying again after a grab no replica acknowledged. */
-#define HL_ACK_RETRY_MS 100
 
 static void lock_set_err(hilock_lock *l, const char *msg)
 {
@@ -428,10 +426,10 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         snprintf(err, sizeof err,
                  "lock '%s' released again: no replica acknowledged it within %lld ms",
                  l->names.name, (long long)c->opts.replica_ack_timeout_ms);
-        int64_t left = remaining_of(deadline);
-        if (wait_ms == 0 || (deadline >= 0 && left < HL_ACK_RETRY_MS))
+        int64_t pause;
+        if (!hl_ack_retry(wait_ms, deadline, hl_now_mono_ms(), &pause))
             return lock_fail(l, HILOCK_ECONN, err);
-        struct timespec ts = {0, HL_ACK_RETRY_MS * 1000000L};
+        struct timespec ts = {(time_t)(pause / 1000), (long)(pause % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
     if (rc == 0)

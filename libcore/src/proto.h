@@ -510,6 +510,14 @@ HL_HIDDEN void hl_ack_init(hl_ack *k, int cached_replicas, int64_t cached_age_ms
 HL_HIDDEN hl_action hl_ack_next(hl_ack *k);
 HL_HIDDEN void hl_ack_on_reply(hl_ack *k, const redisReply *r);
 HL_HIDDEN void hl_ack_on_error(hl_ack *k);
+/* A grant no replica acknowledged was given back (released): try again?
+ * 1 with *pause_ms: sleep that long, then run the acquire again with what
+ * is left of the wait; 0: give up (HILOCK_ECONN, "released again: no
+ * replica acknowledged it"). wait_ms as given to the acquire (-1 forever,
+ * 0 one try); deadline_ms: when the wait ends (-1 none). */
+#define HL_ACK_RETRY_MS 100
+HL_HIDDEN int hl_ack_retry(int64_t wait_ms, int64_t deadline_ms, int64_t now_ms,
+                           int64_t *pause_ms);
 /* ROLE reply -> connected replicas (0 for a replica or anything odd). */
 HL_HIDDEN int hl_decode_role_replicas(const redisReply *r, int *is_master);
 

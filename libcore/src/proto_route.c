@@ -220,6 +220,16 @@ void hl_ack_on_reply(hl_ack *k, const redisReply *r)
     }
 }
 
+int hl_ack_retry(int64_t wait_ms, int64_t deadline_ms, int64_t now_ms, int64_t *pause_ms)
+{
+    /* right after a failover the replicas need a moment to resynchronise:
+     * pause, then try again if the caller may still wait that long */
+    *pause_ms = HL_ACK_RETRY_MS;
+    if (wait_ms == 0 || (deadline_ms >= 0 && deadline_ms - now_ms < HL_ACK_RETRY_MS))
+        return 0;
+    return 1;
+}
+
 void hl_ack_on_error(hl_ack *k)
 {
     k->failed = 1;

@@ -1179,8 +1179,6 @@ local function leave_listener(L)
     L.waiting[co_running()] = nil
 end
 
-local ACK_RETRY_MS = 50
-
 -- Replica acknowledgement of the write just made on st's connection, as
 -- the engine's ack machine asks (replica count cached per node). true: a
 -- replica has it, or the master has none; false: replicas exist and none
@@ -1478,11 +1476,12 @@ function Lock:acquire(wait, lease)
         -- nobody replicated the grant, so a failover now would forget it:
         -- give it back, and try again while the caller may still wait
         release(self, owner, false)
-        if wait_ms == 0 or (deadline and deadline - now_ms() < ACK_RETRY_MS) then
+        local pause = proto.ack_retry(wait_ms, deadline or -1)
+        if not pause then
             return nil, str_format("connection: lock '%s' released again: no replica "
                                    .. "acknowledged it within %d ms", self.name, c.replica_ack_ms)
         end
-        ngx_sleep(ACK_RETRY_MS / 1000)
+        ngx_sleep(pause / 1000)
     end
     local key = wd_key(self, owner)
     clear_lost(c, key)

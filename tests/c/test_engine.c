@@ -412,6 +412,15 @@ static void t_ack(void)
     CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
     CU_ASSERT_EQUAL(k.replicas, 0);
 
+    /* a grant given back for want of an acknowledgement: retry while the
+     * caller may still wait a pause */
+    int64_t pause = 0;
+    CU_ASSERT_EQUAL(hl_ack_retry(0, 1000, 1000, &pause), 0);  /* one try */
+    CU_ASSERT_EQUAL(hl_ack_retry(-1, -1, 1000, &pause), 1);   /* forever */
+    CU_ASSERT_EQUAL(pause, HL_ACK_RETRY_MS);
+    CU_ASSERT_EQUAL(hl_ack_retry(5000, 1000 + HL_ACK_RETRY_MS, 1000, &pause), 1);
+    CU_ASSERT_EQUAL(hl_ack_retry(5000, 1000 + HL_ACK_RETRY_MS - 1, 1000, &pause), 0);
+
     /* a connection failure loses certainty */
     hl_ack_init(&k, 1, 0, 800);
     hl_ack_next(&k);
