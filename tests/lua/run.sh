@@ -24,6 +24,22 @@ for spec in "${HL_INTERPS[@]}"; do
   fi
 done
 
+# A TLS server (throwaway CA from tests/c/make_certs.sh) for the TLS test.
+hl_tmpdir; certs="$HL_TMP/certs"; TLS_CA=""; TLS_URL=""
+if bash "$HL_ROOT/tests/c/make_certs.sh" "$certs"; then
+  for try in 1 2 3; do # a new TLS port each try: the last one may have been taken
+    hl_free_port || break
+    tls_port="$HL_PORT"
+    if hl_start_redis --tls-port "$tls_port" --tls-cert-file "$certs/server.crt" \
+         --tls-key-file "$certs/server.key" --tls-ca-cert-file "$certs/ca.crt" \
+         --tls-auth-clients no; then
+      TLS_CA="$certs/ca.crt"; TLS_URL="rediss://127.0.0.1:$tls_port"
+      break
+    fi
+  done
+fi
+[ -n "$TLS_URL" ] || { echo "lua: TLS redis failed"; exit 1; }
+export TLS_URL TLS_CA
 hl_start_redis || { echo "lua: redis failed"; exit 1; }
 hl_tmpdir
 for spec in "${HL_INTERPS[@]}"; do
