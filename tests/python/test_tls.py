@@ -6,6 +6,7 @@ verify."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -23,9 +24,11 @@ ROOT = os.environ.get("HILOCK_ROOT") or os.path.abspath(
 @pytest.fixture(scope="module")
 def certs():
     d = tempfile.mkdtemp(prefix="hilock-pycerts-")
-    subprocess.check_call(["bash", os.path.join(ROOT, "tests", "c", "make_certs.sh"), d])
-    yield d
-    subprocess.call(["rm", "-rf", d])
+    try:  # removed also when make_certs.sh fails
+        subprocess.check_call(["bash", os.path.join(ROOT, "tests", "c", "make_certs.sh"), d])
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _tls_server(certs: str, auth_clients: str = "optional") -> RedisServer:
