@@ -189,7 +189,8 @@ typedef enum hilock_kind {
     HILOCK_KIND_REENTRANT = 1,
     HILOCK_KIND_FAIR = 2,
     HILOCK_KIND_READ = 3,  /* the read side of a read-write lock */
-    HILOCK_KIND_WRITE = 4  /* the write side of a read-write lock */
+    HILOCK_KIND_WRITE = 4, /* the write side of a read-write lock */
+    HILOCK_KIND_FENCED = 5 /* reentrant lock whose grants carry fencing tokens */
 } hilock_kind;
 
 /*
@@ -278,6 +279,32 @@ HILOCK_API void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb,
 /* Detail message of the last failure on this handle (per thread, see the
  * conventions at the top). Never NULL. */
 HILOCK_API const char *hilock_lock_errmsg(const hilock_lock *l);
+
+/* ------------------------------------------------------------------ */
+/* Fenced lock                                                          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A reentrant lock (same hash, channel, watchdog and release as
+ * hilock_lock_new) whose every grant takes the next value of the counter
+ * "redisson_lock_token:{name}" (INCR, as Redisson's RFencedLock; a
+ * re-entry takes a new one too). Tokens are strictly increasing per name
+ * across all clients, Redisson's included, so a storage layer that
+ * remembers the highest token it has seen can refuse a writer whose lock
+ * has expired since (its token is lower): docs/c-api.md shows how.
+ * Every hilock_lock_* function works on it.
+ */
+HILOCK_API int hilock_fenced_lock_new(hilock_lock **out, hilock_client *c, const char *name);
+/* hilock_lock_acquire that also gives the grant's token (*token, may be
+ * NULL; left 0 when not acquired). On other kinds of lock *token is 0. */
+HILOCK_API int hilock_lock_acquire_token(int64_t *token, hilock_lock *l, int64_t wait_ms,
+                                         int64_t lease_ms);
+HILOCK_API int hilock_lock_acquire_token_tid(int64_t *token, hilock_lock *l, uint64_t tid,
+                                             int64_t wait_ms, int64_t lease_ms);
+/* The latest token issued for the lock's name (GET of the counter, as
+ * Redisson's getToken; 0 when none was ever issued). While the caller
+ * holds the lock it is the token of the caller's latest grant. */
+HILOCK_API int hilock_lock_token(int64_t *out, hilock_lock *l);
 
 /* ------------------------------------------------------------------ */
 /* Read-write lock                                                      */

@@ -67,6 +67,11 @@ int hilock_fair_lock_new(hilock_lock **out, hilock_client *c, const char *name)
     return lock_new(out, c, name, HILOCK_KIND_FAIR);
 }
 
+int hilock_fenced_lock_new(hilock_lock **out, hilock_client *c, const char *name)
+{
+    return lock_new(out, c, name, HILOCK_KIND_FENCED);
+}
+
 static void lock_free_now(void *arg)
 {
     hilock_lock *l = arg;
@@ -340,7 +345,7 @@ static int64_t remaining_of(int64_t deadline)
 /* One run of the acquire machine; *acked tells whether the last attempt
  * was acknowledged by a replica (when the client asks for that). */
 static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int64_t lease,
-                        int *acked, char *err)
+                        int *acked, char *err, int64_t *token)
 {
     hilock_client *c = l->client;
     hl_acquire a;
@@ -391,12 +396,17 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
         }
     }
     int rc = a.result;
+    *token = rc == 0 ? a.token : 0;
     hl_acquire_free(&a);
     return rc;
 }
 
-static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms)
+static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms,
+                   int64_t *token_out)
 {
+    int64_t token = 0;
+    if (token_out)
+        *token_out = 0;
     int rc = check_lock(l);
     if (rc)
         return rc;
@@ -413,7 +423,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     for (;;) {
         int acked = 1;
         rc = acquire_once(l, owner, wait_ms < 0 ? -1 : remaining_of(deadline), lease, &acked,
-                          err);
+                          err, &token);
         if (rc != 0 || acked)
             break;
         /* Nobody replicated it, so a failover now would forget it: give it
@@ -432,8 +442,12 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         struct timespec ts = {(time_t)(pause / 1000), (long)(pause % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (rc == 0)
-        return granted(l, tid, lease, lease_ms <= 0);
+    if (rc == 0) {
+        rc = granted(l, tid, lease, lease_ms <= 0);
+        if (rc == 0 && token_out)
+            *token_out = token;
+        return rc;
+    }
     if (rc == HILOCK_ETIMEDOUT)
         snprintf(err, sizeof err, "lock '%s' not acquired within %" PRId64 " ms", l->names.name,
                  wait_ms);
@@ -444,12 +458,23 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
 
 int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
-    return acquire(l, hilock_thread_id(), wait_ms, lease_ms);
+    return acquire(l, hilock_thread_id(), wait_ms, lease_ms, NULL);
 }
 
 int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms)
 {
-    return acquire(l, tid, wait_ms, lease_ms);
+    return acquire(l, tid, wait_ms, lease_ms, NULL);
+}
+
+int hilock_lock_acquire_token(int64_t *token, hilock_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(l, hilock_thread_id(), wait_ms, lease_ms, token);
+}
+
+int hilock_lock_acquire_token_tid(int64_t *token, hilock_lock *l, uint64_t tid, int64_t wait_ms,
+                                  int64_t lease_ms)
+{
+    return acquire(l, tid, wait_ms, lease_ms, token);
 }
 
 int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t timeout_ms,
@@ -471,7 +496,7 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
     if (rc)
         return lock_fail(l, rc, err);
     hl_acquire_result res;
-    rc = hl_decode_acquire(reply, &res);
+    rc = hl_decode_acquire_kind(l->kind, reply, &res);
     if (rc && reply->type == REDIS_REPLY_ERROR)
         snprintf(err, sizeof err, "server error: %s", reply->str);
     freeReplyObject(reply);
@@ -651,6 +676,18 @@ int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t tid)
 int hilock_lock_hold_count(int64_t *out, hilock_lock *l)
 {
     return hilock_lock_hold_count_tid(out, l, hilock_thread_id());
+}
+
+int hilock_lock_token(int64_t *out, hilock_lock *l)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (!out)
+        return lock_fail(l, HILOCK_EINVAL, "out is NULL");
+    hl_cmd cmd;
+    hl_cmd_token(&cmd, &l->names);
+    return run_int(l, &cmd, out, hl_decode_token);
 }
 
 int hilock_lock_remaining_ms(int64_t *out, hilock_lock *l)

@@ -54,11 +54,12 @@ int hl_names_init(hl_names *n, const char *name)
     n->latch_prefix = hl_companion("redisson_unlock_latch", name);
     n->publish = HL_PUBLISH;
     n->rw_channel = hl_companion("redisson_rwlock", name);
+    n->token = hl_companion("redisson_lock_token", name);
     n->rw_prefix = malloc(strlen(name) + 3);
     if (n->rw_prefix) /* Redisson's suffixName: "{N}", or N when it has a '{' */
         sprintf(n->rw_prefix, strchr(name, '{') ? "%s" : "{%s}", name);
     if (!n->name || !n->channel || !n->queue || !n->timeout || !n->latch_prefix ||
-        !n->rw_channel || !n->rw_prefix) {
+        !n->rw_channel || !n->rw_prefix || !n->token) {
         hl_names_free(n);
         return HILOCK_ENOMEM;
     }
@@ -76,6 +77,7 @@ void hl_names_free(hl_names *n)
     free(n->latch_prefix);
     free(n->rw_channel);
     free(n->rw_prefix);
+    free(n->token);
     memset(n, 0, sizeof *n);
 }
 
@@ -229,8 +231,14 @@ void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
         cmd_str(cmd, wait_window_ms < 0 ? "0" : "1");
         return;
     }
-    cmd_script(cmd, HL_SCRIPT_LOCK, 1);
-    cmd_str(cmd, n->name);
+    if (kind == HILOCK_KIND_FENCED) {
+        cmd_script(cmd, HL_SCRIPT_FENCED_LOCK, 2);
+        cmd_str(cmd, n->name);
+        cmd_str(cmd, n->token);
+    } else {
+        cmd_script(cmd, HL_SCRIPT_LOCK, 1);
+        cmd_str(cmd, n->name);
+    }
     cmd_num(cmd, lease_ms);
     cmd_str(cmd, owner);
 }
@@ -331,6 +339,13 @@ void hl_cmd_pttl(hl_cmd *cmd, const hl_names *n)
     cmd_str(cmd, n->name);
 }
 
+void hl_cmd_token(hl_cmd *cmd, const hl_names *n)
+{
+    cmd_start(cmd, -1);
+    cmd_str(cmd, "GET");
+    cmd_str(cmd, n->token);
+}
+
 /* ---- replies ---- */
 
 int hl_reply_is_noscript(const redisReply *r)
@@ -379,19 +394,37 @@ int hl_decode_int(const redisReply *r, int64_t *out)
 
 int hl_decode_acquire(const redisReply *r, hl_acquire_result *out)
 {
+    return hl_decode_acquire_kind(HILOCK_KIND_REENTRANT, r, out);
+}
+
+int hl_decode_acquire_kind(hilock_kind kind, const redisReply *r, hl_acquire_result *out)
+{
     int rc = reply_error(r);
     if (rc)
         return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !r->element ||
-        !r->element[0] || !r->element[1] || r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER)
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 3) ||
+        !r->element || !r->element[0] || !r->element[1] ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
         return HILOCK_EPROTO;
     long long flag = r->element[0]->integer, v = r->element[1]->integer;
+    /* a fenced lock's grant, and only that, carries a third element: its
+     * token (>= 1) */
+    long long token = 0;
+    int fenced_grant = kind == HILOCK_KIND_FENCED && flag == 1;
+    if ((r->elements == 3) != fenced_grant)
+        return HILOCK_EPROTO;
+    if (fenced_grant) {
+        if (!r->element[2] || r->element[2]->type != REDIS_REPLY_INTEGER ||
+            r->element[2]->integer < 1)
+            return HILOCK_EPROTO;
+        token = r->element[2]->integer;
+    }
     /* {1, holds >= 1} or {0, the holder's PTTL: -2 gone, -1 no expiry, >= 0} */
     if ((flag != 0 && flag != 1) || (flag == 1 && v < 1) || (flag == 0 && v < -2))
         return HILOCK_EPROTO;
     memset(out, 0, sizeof *out);
     out->acquired = flag == 1;
+    out->token = token;
     if (out->acquired)
         out->hold_count = v;
     else /* a hint for how long to wait: no longer than any wait we accept */
@@ -430,6 +463,12 @@ int hl_decode_hold_count(const redisReply *r, int64_t *out)
         return HILOCK_EPROTO;
     *out = v;
     return 0;
+}
+
+int hl_decode_token(const redisReply *r, int64_t *out)
+{
+    /* GET of a counter: nil (never issued) reads 0, like a missing hold */
+    return hl_decode_hold_count(r, out);
 }
 
 int hl_decode_flag(const redisReply *r, int64_t *out)
@@ -614,7 +653,7 @@ void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms)
     if (a->state != ST_TRY)
         return;
     hl_acquire_result res;
-    int rc = hl_decode_acquire(r, &res);
+    int rc = hl_decode_acquire_kind(a->kind, r, &res);
     if (rc) {
         finish(a, rc);
         return;
@@ -622,6 +661,7 @@ void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms)
     if (res.acquired) {
         a->queued = 0; /* the script took us out of line */
         a->hold_count = res.hold_count;
+        a->token = res.token;
         finish(a, 0);
         return;
     }

@@ -84,6 +84,7 @@ typedef enum hl_script {
     HL_SCRIPT_RW_WRITE_LOCK,  /* write side acquire */
     HL_SCRIPT_RW_WRITE_UNLOCK,/* write side release */
     HL_SCRIPT_RW_FORCE,       /* read-write force unlock */
+    HL_SCRIPT_FENCED_LOCK,    /* fenced lock acquire (reentrant + token) */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -104,6 +105,7 @@ typedef struct hl_names {
     char *latch_prefix; /* redisson_unlock_latch:{N} */
     const char *publish; /* "publish", or "spublish" on Redis Cluster */
     char *rw_channel; /* redisson_rwlock:{N} (read-write lock) */
+    char *token;      /* redisson_lock_token:{N} (fenced lock counter) */
     char *rw_prefix;  /* "{N}" (or N when it has a '{'): prefix of the read
                          holds' "<prefix>:<owner>:rwlock_timeout:<k>" keys */
 } hl_names;
@@ -180,6 +182,10 @@ HL_HIDDEN void hl_cmd_exists(hl_cmd *cmd, const hl_names *n);
 HL_HIDDEN void hl_cmd_hexists(hl_cmd *cmd, const hl_names *n, const char *owner);
 HL_HIDDEN void hl_cmd_hget(hl_cmd *cmd, const hl_names *n, const char *owner);
 HL_HIDDEN void hl_cmd_pttl(hl_cmd *cmd, const hl_names *n);
+/* GET of the fenced lock's token counter; decoded by hl_decode_token. */
+HL_HIDDEN void hl_cmd_token(hl_cmd *cmd, const hl_names *n);
+/* The counter: missing = 0; not a non-negative integer = HILOCK_EPROTO. */
+HL_HIDDEN int hl_decode_token(const redisReply *r, int64_t *out);
 
 /* Reply classification shared by all decoders: returns 0, or
  * HILOCK_EWRONGTYPE (WRONGTYPE error), HILOCK_EPROTO (other error / shape).
@@ -190,8 +196,13 @@ typedef struct hl_acquire_result {
     int acquired;       /* 1 acquired or re-entered */
     int64_t hold_count; /* when acquired */
     int64_t ttl_ms;     /* when not acquired: holder's PTTL (-1 none) */
+    int64_t token;      /* fenced lock grant: its fencing token (>= 1); else 0 */
 } hl_acquire_result;
 HL_HIDDEN int hl_decode_acquire(const redisReply *r, hl_acquire_result *out);
+/* The acquire reply of a lock of that kind: a fenced lock's grant is
+ * {1, holds, token >= 1}, every other reply has two elements. */
+HL_HIDDEN int hl_decode_acquire_kind(hilock_kind kind, const redisReply *r,
+                                     hl_acquire_result *out);
 
 typedef struct hl_release_result {
     int not_owner;      /* 1: caller did not hold it, nothing changed */
@@ -304,6 +315,7 @@ typedef struct hl_acquire {
     int64_t sleep_ms;  /* for HL_ACT_WAIT; -1 = until a message */
     int result;
     int64_t hold_count;
+    int64_t token;     /* fenced lock: the grant's fencing token */
     int64_t attempts;
 } hl_acquire;
 

@@ -12,7 +12,8 @@
  * (calling-thread) hilock calls are used, so each actor is a distinct owner
  * "<client-uuid>:<os-tid>".
  *
- * KIND: r reentrant, f fair, R / W the read / write side of a read-write lock.
+ * KIND: r reentrant, f fair, R / W the read / write side of a read-write lock,
+ * F fenced; flock NAME WAIT LEASE -> ok TOKEN|0 EPOCH_US, token NAME -> ok TOKEN.
  *
  * Usage: hilock-interop-driver HOST PORT WATCHDOG_LEASE_MS
  */
@@ -82,8 +83,9 @@ static hilock_lock *lock_of(char kind, const char *name, int *rc)
                 if (*rc == 0)
                     found = kind == 'R' ? hilock_rwlock_read_lock(rw) : hilock_rwlock_write_lock(rw);
             } else {
-                *rc = kind == 'f' ? hilock_fair_lock_new(&found, g_client, name)
-                                  : hilock_lock_new(&found, g_client, name);
+                *rc = kind == 'f'   ? hilock_fair_lock_new(&found, g_client, name)
+                      : kind == 'F' ? hilock_fenced_lock_new(&found, g_client, name)
+                                    : hilock_lock_new(&found, g_client, name);
             }
             if (*rc == 0) {
                 hilock_lock_set_lost_callback(found, on_lost, NULL);
@@ -173,7 +175,27 @@ static void run(void *ctx, const char *who, char *line, void **actor_data)
         line_agent_say(who, "ok %s", owner);
         return;
     }
-    if (nw < 4 || w[2][1] || !strchr("rfRW", w[2][0])) {
+    if ((strcmp(cmd, "flock") == 0 && nw >= 5) || (strcmp(cmd, "token") == 0 && nw >= 3)) {
+        int frc = 0;
+        hilock_lock *fl = lock_of('F', w[2], &frc);
+        int64_t token = 0;
+        if (!fl) {
+            fail(who, NULL, frc);
+        } else if (cmd[0] == 'f') {
+            frc = hilock_lock_acquire_token(&token, fl, num(w[3]), num(w[4]));
+            int64_t at = epoch_us();
+            if (frc == 0 || frc == HILOCK_ETIMEDOUT)
+                line_agent_say(who, "ok %" PRId64 " %" PRId64, token, at);
+            else
+                fail(who, fl, frc);
+        } else if ((frc = hilock_lock_token(&token, fl)) == 0) {
+            line_agent_say(who, "ok %" PRId64, token);
+        } else {
+            fail(who, fl, frc);
+        }
+        return;
+    }
+    if (nw < 4 || w[2][1] || !strchr("rfRWF", w[2][0])) {
         line_agent_say(who, "err usage: %s KIND NAME ...", cmd);
         return;
     }

@@ -832,6 +832,29 @@ def scn_rw_watchdog(c, A, B, side):
     check(c.r("EXISTS", name) == 0, "lock remains")
 
 
+def scn_fenced(c, A, B):
+    """Fenced lock: grants of both sides take strictly increasing tokens from
+    redisson_lock_token:{N}; the other side reads the holder's token and is
+    kept out while it holds."""
+    name = "it:fenced:%s>%s" % (A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    last = int(c.r("GET", companion("redisson_lock_token", name)) or 0)
+    for i in range(8):
+        S, T, s, t = (A, B, a, b) if i % 2 == 0 else (B, A, b, a)
+        tok = int(S.call(s, "flock", name, 2000, 10000)[0])
+        check(tok > last, "%s token %d after %d: not increasing" % (S.label, tok, last))
+        last = tok
+        check(T.value(t, "token", name) == tok, "%s reads another token while %s holds %d"
+              % (T.label, S.label, tok))
+        check(int(T.call(t, "flock", name, 0, 10000)[0]) == 0, "%s got a held fenced lock"
+              % T.label)
+        check(int(c.r("GET", companion("redisson_lock_token", name))) == tok,
+              "counter is not the last token")
+        S.call(s, "unlock", "F", name)
+    check(c.r("EXISTS", name) == 0, "fenced lock remains")
+    return "tokens up to %d" % last
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent-cmd", required=True)
@@ -923,6 +946,7 @@ def main():
         for first, then in (("W", "R"), ("W", "W"), ("R", "W")):
             plan.append(("rw-wake[%s then %s] %s" % (first, then, d), scn_rw_wake,
                          (A, B, first, then)))
+        plan.append(("fenced %s" % d, scn_fenced, (A, B)))
         for side in ("R", "W"):
             plan.append(("rw-watchdog[%s] %s" % (side, d), scn_rw_watchdog, (A, B, side)))
     for S in [jvm] + hilocks:

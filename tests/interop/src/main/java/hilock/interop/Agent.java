@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
@@ -34,13 +35,15 @@ import org.redisson.config.Config;
  * like a thread of a real application.
  *
  * Commands (KIND is r = RLock, f = fair lock, R / W = read / write side of an
- * RReadWriteLock; WAIT -1 = forever, 0 = one try;
+ * RReadWriteLock, F = RFencedLock; WAIT -1 = forever, 0 = one try;
  * LEASE 0 = watchdog):
  *   id | tid | owner
  *   lock KIND NAME WAIT LEASE       -> ok 1|0 EPOCH_US   (1 = acquired)
  *   unlock KIND NAME                -> ok EPOCH_US_BEFORE | err notowner
  *   force KIND NAME                 -> ok 1|0 EPOCH_US_BEFORE
  *   islocked|held|holds|ttl KIND NAME -> ok VALUE
+ *   flock NAME WAIT LEASE           -> ok TOKEN|0 EPOCH_US   (fenced lock; 0 = not acquired)
+ *   token NAME                      -> ok TOKEN  (the fenced lock's latest token, 0 none)
  *   counter KIND NAME KEY N LEASE   -> ok N   (N locked read-modify-writes of KEY)
  *
  * Usage: java hilock.interop.Agent redis://127.0.0.1:PORT WATCHDOG_TIMEOUT_MS
@@ -75,8 +78,10 @@ public final class Agent {
                 return redisson.getReadWriteLock(name).readLock();
             case "W":
                 return redisson.getReadWriteLock(name).writeLock();
+            case "F":
+                return redisson.getFencedLock(name);
             default:
-                throw new IllegalArgumentException("kind must be r, f, R or W: " + kind);
+                throw new IllegalArgumentException("kind must be r, f, R, W or F: " + kind);
         }
     }
 
@@ -97,6 +102,17 @@ public final class Agent {
                 return "ok " + Thread.currentThread().getId();
             case "owner":
                 return "ok " + redisson.getId() + ":" + Thread.currentThread().getId();
+            case "flock": {
+                RFencedLock lock = redisson.getFencedLock(w[2]);
+                long lease = Long.parseLong(w[4]);
+                Long token = lock.tryLockAndGetToken(Long.parseLong(w[3]), lease > 0 ? lease : -1,
+                        TimeUnit.MILLISECONDS);
+                return "ok " + (token == null ? 0 : token) + " " + epochMicros();
+            }
+            case "token": {
+                Long token = redisson.getFencedLock(w[2]).getToken();
+                return "ok " + (token == null ? 0 : token);
+            }
             case "lock": {
                 RLock lock = lockOf(w[2], w[3]);
                 boolean got = acquire(lock, Long.parseLong(w[4]), Long.parseLong(w[5]));

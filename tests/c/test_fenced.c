@@ -1,0 +1,176 @@
+/*
+ * Fenced lock against a real redis-server: every grant takes the next value
+ * of redisson_lock_token:{N} (re-entry included, as Redisson), tokens of
+ * two clients interleave strictly increasing, the token is readable while
+ * held, the lock itself is an ordinary reentrant lock, and a bad counter
+ * leaves the lock untaken.
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "proto.h"
+
+static th_redis srv;
+
+static hilock_client *open_client(void)
+{
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, srv.url, NULL, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n  open %s: %d %s (%s)\n", srv.url, rc, hilock_strerror(rc), err);
+    return c;
+}
+
+static void t_tokens(void)
+{
+    hilock_client *c1 = open_client(), *c2 = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+    hilock_lock *f1 = NULL, *f2 = NULL, *plain = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_fenced_lock_new(&f1, c1, "fence:a"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_fenced_lock_new(&f2, c2, "fence:a"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_kind(f1), HILOCK_KIND_FENCED);
+    int64_t t = -1, cur = -1, last = 0;
+    CU_ASSERT_EQUAL(hilock_lock_token(&cur, f1), 0);
+    CU_ASSERT_EQUAL(cur, 0); /* none issued yet */
+    for (int i = 0; i < 10; i++) {
+        hilock_lock *f = i % 2 ? f2 : f1;
+        CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f, 2000, 60000), 0);
+        CU_ASSERT(t > last);
+        last = t;
+        CU_ASSERT_EQUAL(hilock_lock_token(&cur, i % 2 ? f1 : f2), 0);
+        CU_ASSERT_EQUAL(cur, t); /* readable while held, from either side */
+        /* the other client is excluded: an ordinary reentrant lock */
+        int64_t none = -1;
+        CU_ASSERT_EQUAL(hilock_lock_acquire_token(&none, i % 2 ? f1 : f2, 0, 60000),
+                        HILOCK_ETIMEDOUT);
+        CU_ASSERT_EQUAL(none, 0);
+        CU_ASSERT_EQUAL(hilock_lock_release(f), 0);
+    }
+    CU_ASSERT_EQUAL(last, 10);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET redisson_lock_token:{fence:a}"), 10);
+    /* re-entry takes a new token too (as Redisson's RFencedLock) */
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f1, 0, 60000), 0);
+    CU_ASSERT_EQUAL(t, 11);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f1, 0, 0), 0);
+    CU_ASSERT_EQUAL(t, 12);
+    int64_t holds = 0;
+    CU_ASSERT_EQUAL(hilock_lock_hold_count(&holds, f1), 0);
+    CU_ASSERT_EQUAL(holds, 2);
+    CU_ASSERT_EQUAL(hilock_lock_release(f1), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(f1), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:a"), 0);
+    /* plain acquire on a fenced lock still counts; other kinds: token 0 */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(f2, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_token(&cur, f2), 0);
+    CU_ASSERT_EQUAL(cur, 13);
+    CU_ASSERT_EQUAL(hilock_lock_release(f2), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&plain, c1, "fence:plain"), 0);
+    t = -1;
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, plain, 0, 60000), 0);
+    CU_ASSERT_EQUAL(t, 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(plain), 0);
+    CU_ASSERT_EQUAL(hilock_lock_token(NULL, f1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, NULL, 0, 0), HILOCK_EINVAL);
+    hilock_lock_free(plain);
+    hilock_lock_free(f1);
+    hilock_lock_free(f2);
+    hilock_client_close(c1);
+    hilock_client_close(c2);
+}
+
+/* A counter that is not a number (or not a string): clear error, no lock. */
+static void t_bad_counter(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *f = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_fenced_lock_new(&f, c, "fence:bad"), 0);
+    th_redis_int(&srv, "SET redisson_lock_token:{fence:bad} abc");
+    int64_t t = -1;
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f, 0, 60000), HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(t, 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:bad"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_token(&t, f), HILOCK_EPROTO);
+    th_redis_int(&srv, "DEL redisson_lock_token:{fence:bad}");
+    th_redis_int(&srv, "HSET redisson_lock_token:{fence:bad} x 1");
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f, 0, 60000), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:bad"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_token(&t, f), HILOCK_EWRONGTYPE);
+    th_redis_int(&srv, "SET redisson_lock_token:{fence:bad} -5");
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f, 0, 60000), HILOCK_EPROTO); /* token -4 */
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:bad"), 0); /* no hold left behind */
+    CU_ASSERT_EQUAL(hilock_lock_token(&t, f), HILOCK_EPROTO);
+    hilock_lock_free(f);
+    hilock_client_close(c);
+}
+
+static redisReply *parse(const char *bytes)
+{
+    redisReader *rd = redisReaderCreate();
+    void *r = NULL;
+    redisReaderFeed(rd, bytes, strlen(bytes));
+    if (redisReaderGetReply(rd, &r) != REDIS_OK)
+        r = NULL;
+    redisReaderFree(rd);
+    return r;
+}
+
+/* The engine's decoder: a token only on a fenced grant, and >= 1. */
+static void t_decode(void)
+{
+    static const struct {
+        hilock_kind kind;
+        const char *bytes;
+        int rc;
+        int64_t token;
+    } cases[] = {
+        {HILOCK_KIND_FENCED, "*3\r\n:1\r\n:2\r\n:7\r\n", 0, 7},
+        {HILOCK_KIND_FENCED, "*2\r\n:0\r\n:500\r\n", 0, 0},
+        {HILOCK_KIND_FENCED, "*2\r\n:1\r\n:1\r\n", HILOCK_EPROTO, 0},   /* grant, no token */
+        {HILOCK_KIND_FENCED, "*3\r\n:1\r\n:1\r\n:0\r\n", HILOCK_EPROTO, 0},
+        {HILOCK_KIND_FENCED, "*3\r\n:1\r\n:1\r\n:-9\r\n", HILOCK_EPROTO, 0},
+        {HILOCK_KIND_FENCED, "*3\r\n:0\r\n:5\r\n:1\r\n", HILOCK_EPROTO, 0},
+        {HILOCK_KIND_FENCED, "*3\r\n:1\r\n:1\r\n$1\r\n5\r\n", HILOCK_EPROTO, 0},
+        {HILOCK_KIND_REENTRANT, "*3\r\n:1\r\n:1\r\n:5\r\n", HILOCK_EPROTO, 0},
+        {HILOCK_KIND_READ, "*3\r\n:1\r\n:1\r\n:5\r\n", HILOCK_EPROTO, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        redisReply *r = parse(cases[i].bytes);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        hl_acquire_result res = {0, 0, 0, 0};
+        int rc = hl_decode_acquire_kind(cases[i].kind, r, &res);
+        if (rc != cases[i].rc)
+            fprintf(stderr, "\n  case %zu: rc %d\n", i, rc);
+        CU_ASSERT_EQUAL(rc, cases[i].rc);
+        if (rc == 0)
+            CU_ASSERT_EQUAL(res.token, cases[i].token);
+        freeReplyObject(r);
+    }
+}
+
+static int init_srv(void)
+{
+    return th_redis_start(&srv, NULL);
+}
+
+static int clean_srv(void)
+{
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("fenced lock", init_srv, clean_srv);
+    CU_add_test(s, "tokens strictly increasing across clients", t_tokens);
+    CU_add_test(s, "decoder: token only on a fenced grant", t_decode);
+    CU_add_test(s, "bad counter: clear error, lock not taken", t_bad_counter);
+    return th_cu_run();
+}
