@@ -119,12 +119,17 @@ static void hl_multilock_lost_cb(hilock_multilock *m, uint64_t tid, void *payloa
 %nodefaultctor hilock_client;
 %nodefaultctor hilock_lock;
 %nodefaultctor hilock_multilock;
+%nodefaultctor hilock_rwlock;
+%nodefaultdtor hilock_rwlock;
 %nodefaultdtor hilock_client;
 %nodefaultdtor hilock_lock;
 %nodefaultdtor hilock_multilock;
 struct hilock_client {};
 struct hilock_lock {};
 struct hilock_multilock {};
+struct hilock_rwlock {};
+%extend hilock_rwlock { ~hilock_rwlock() { hilock_rwlock_free($self); } }
+%delobject hilock_rwlock_free;
 %extend hilock_client { ~hilock_client() { hilock_client_close($self); } }
 %extend hilock_lock { ~hilock_lock() { hilock_lock_free($self); } }
 %extend hilock_multilock { ~hilock_multilock() { hilock_multilock_free($self); } }
@@ -142,10 +147,11 @@ struct hilock_multilock {};
 HL_OUT_HANDLE(hilock_client)
 HL_OUT_HANDLE(hilock_lock)
 HL_OUT_HANDLE(hilock_multilock)
+HL_OUT_HANDLE(hilock_rwlock)
 
 /* ---- out-parameters ------------------------------------------------------ */
 %apply int *OUTPUT { int *out, int *deleted };
-%apply long long *OUTPUT { int64_t *out };
+%apply long long *OUTPUT { int64_t *out, int64_t *token };
 %apply unsigned long long *OUTPUT { uint64_t *token, uint64_t *tid };
 
 /* hilock_client_open's error buffer: filled by C, read by the %exception. */
@@ -243,6 +249,23 @@ HL_CHECKED(hilock_lock_is_held_tid, HL_LDETAIL(arg2))
 HL_CHECKED(hilock_lock_hold_count, HL_LDETAIL(arg2))
 HL_CHECKED(hilock_lock_hold_count_tid, HL_LDETAIL(arg2))
 HL_CHECKED(hilock_lock_remaining_ms, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_fenced_lock_new, HL_CDETAIL(arg2))
+HL_CHECKED(hilock_rwlock_new, HL_CDETAIL(arg2))
+HL_CHECKED(hilock_lock_token, HL_LDETAIL(arg2))
+/* acquire with a token: returns the token (>= 1), or 0 when the wait
+ * elapsed (and on a lock that is not fenced) */
+%define HL_ACQUIRE_TOKEN(FUNC)
+%exception FUNC {
+    $action
+    if (result < 0 && result != HILOCK_ETIMEDOUT) {
+        hl_py_raise(result, HL_LDETAIL(arg2));
+        SWIG_fail;
+    }
+}
+%typemap(out) int FUNC "$result = NULL;";
+%enddef
+HL_ACQUIRE_TOKEN(hilock_lock_acquire_token)
+HL_ACQUIRE_TOKEN(hilock_lock_acquire_token_tid)
 HL_CHECKED(hilock_multilock_new, "")
 HL_CHECKED(hilock_redlock_new, "")
 HL_CHECKED(hilock_multilock_set_member_timeout, HL_MDETAIL(arg1))
@@ -338,6 +361,8 @@ void hl_lost_wake(void)
 %nothread hilock_multilock_is_lost;
 %nothread hilock_multilock_errmsg;
 %nothread hl_lost_wake;
+%nothread hilock_rwlock_read_lock;
+%nothread hilock_rwlock_write_lock;
 
 /* Not needed from Python (the Python layer installs its own callbacks). */
 %ignore hilock_lock_set_lost_callback;

@@ -24,7 +24,8 @@ from ._errors import (
     ProtocolError,
     WrongTypeError,
 )
-from ._core import MAX_TIME, Client, Lock, MultiLock, RedLock, thread_id
+from ._core import (MAX_TIME, Client, FencedLock, Lock, MultiLock, ReadWriteLock, RedLock,
+                    thread_id)
 from . import capi as _capi_module
 
 _capi: Any = _capi_module  # the SWIG module carries no type information
@@ -44,6 +45,8 @@ __all__ = [
     "Lock",
     "MultiLock",
     "RedLock",
+    "FencedLock",
+    "ReadWriteLock",
     "thread_id",
     "strerror",
     "MAX_TIME",

@@ -197,6 +197,8 @@ def _after_fork_in_child() -> None:
             _disown(h.ptr)
         for h in list(c._pinned):
             _disown(h.ptr)
+        for rw in list(c._rwlocks.values()):
+            _disown(rw)
     for m in list(_live_multilocks):
         _disown(m._ptr)
         for h in m._handles:
@@ -318,6 +320,9 @@ class Client:
             weakref.WeakValueDictionary()
         )
         self._pinned: Set[_Handle] = set()
+        # C read-write locks by name (each owns its two side handles); kept
+        # for the client's life, one per name used
+        self._rwlocks: Dict[str, Any] = {}
         self._inherited = False  # set in a fork()ed child
         opts.tls = 1 if tls else 0
         opts.tls_insecure = 1 if tls_insecure else 0
@@ -368,8 +373,21 @@ class Client:
             key = (kind, name)
             h = self._handles.get(key)
             if h is None:
-                new = _capi.hilock_lock_new if kind == _capi.HILOCK_KIND_REENTRANT else _capi.hilock_fair_lock_new
-                h = _Handle(self, new(self._h, name), name, kind)
+                owner = None
+                if kind in (_capi.HILOCK_KIND_READ, _capi.HILOCK_KIND_WRITE):
+                    # both sides belong to one C read-write lock, freed with it
+                    owner = self._rwlocks.get(name)
+                    if owner is None:
+                        owner = self._rwlocks[name] = _capi.hilock_rwlock_new(self._h, name)
+                    side = (_capi.hilock_rwlock_read_lock if kind == _capi.HILOCK_KIND_READ
+                            else _capi.hilock_rwlock_write_lock)
+                    ptr = side(owner)
+                else:
+                    new = {_capi.HILOCK_KIND_REENTRANT: _capi.hilock_lock_new,
+                           _capi.HILOCK_KIND_FAIR: _capi.hilock_fair_lock_new,
+                           _capi.HILOCK_KIND_FENCED: _capi.hilock_fenced_lock_new}[kind]
+                    ptr = new(self._h, name)
+                h = _Handle(self, ptr, name, kind, owner)
                 self._handles[key] = h
             return h
 
@@ -397,6 +415,26 @@ class Client:
     ) -> "Lock":
         """A fair (FIFO) lock named ``name`` (Redisson FairLock layout)."""
         return Lock(self._handle(_capi.HILOCK_KIND_FAIR, name), wait, lease, thread_id)
+
+    def fenced_lock(
+        self,
+        name: str,
+        *,
+        wait: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        thread_id: Optional[int] = None,
+    ) -> "FencedLock":
+        """A fenced lock named ``name`` (Redisson RFencedLock layout): a
+        reentrant lock whose every grant takes the next fencing token from
+        ``redisson_lock_token:{name}``."""
+        return FencedLock(self._handle(_capi.HILOCK_KIND_FENCED, name), wait, lease, thread_id)
+
+    def read_write_lock(self, name: str) -> "ReadWriteLock":
+        """A read-write lock named ``name`` (Redisson RReadWriteLock layout):
+        many readers (``.read_lock()``) or one writer (``.write_lock()``)."""
+        if not isinstance(name, str):
+            raise TypeError(f"lock name must be a str, not {type(name).__name__}")
+        return ReadWriteLock(self, name)
 
     # -- lifetime -----------------------------------------------------------
 
@@ -432,8 +470,9 @@ class _Handle:
     (pins it) while Python believes something holds it, so that the watchdog
     keeps renewing a lock whose Lock object was dropped while held."""
 
-    def __init__(self, client: Client, ptr: Any, name: str, kind: int) -> None:
+    def __init__(self, client: Client, ptr: Any, name: str, kind: int, owner: Any = None) -> None:
         self.client = client
+        self.owner = owner  # the C read-write lock a side belongs to (kept alive)
         self.ptr = ptr
         self.name = name
         self.kind = kind
@@ -508,6 +547,13 @@ class Lock:
     @property
     def fair(self) -> bool:
         return bool(self._h.kind == _capi.HILOCK_KIND_FAIR)
+
+    @property
+    def kind(self) -> str:
+        """``reentrant``, ``fair``, ``fenced``, ``read`` or ``write``."""
+        return {_capi.HILOCK_KIND_REENTRANT: "reentrant", _capi.HILOCK_KIND_FAIR: "fair",
+                _capi.HILOCK_KIND_FENCED: "fenced", _capi.HILOCK_KIND_READ: "read",
+                _capi.HILOCK_KIND_WRITE: "write"}[self._h.kind]
 
     @property
     def client(self) -> Client:
@@ -810,6 +856,72 @@ class MultiLock:
 
     def __repr__(self) -> str:
         return f"<hilock.{type(self).__name__} {self.name!r}>"
+
+
+class FencedLock(Lock):
+    """A reentrant lock whose grants carry fencing tokens (Redisson
+    RFencedLock). ``acquire_token()`` returns the grant's token; pass it
+    with every write so that the storage can refuse a writer whose lock
+    expired (a lower token than one it has already seen)."""
+
+    def acquire_token(
+        self, wait: Optional[Seconds] = None, lease: Optional[Seconds] = None
+    ) -> Optional[int]:
+        """Acquire (or re-enter) like ``acquire``; returns the grant's
+        fencing token, or None when the wait elapsed."""
+        w, l = _wait_ms(wait), _lease_ms(lease)
+        if self._tid is None:
+            token = _capi.hilock_lock_acquire_token(self._h.ptr, w, l)
+        else:
+            token = _capi.hilock_lock_acquire_token_tid(self._h.ptr, self._tid, w, l)
+        if not token:
+            return None
+        self._h.pin(+1)
+        return int(token)
+
+    @property
+    def token(self) -> int:
+        """The latest token issued for this name (0: none yet); while this
+        owner holds the lock, the token of its latest grant."""
+        return int(_capi.hilock_lock_token(self._h.ptr))
+
+
+class ReadWriteLock:
+    """Many readers or one writer (Redisson RReadWriteLock). Both sides
+    are reentrant Locks; a writer may also take the read side."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._client = client
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def read_lock(
+        self,
+        *,
+        wait: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        thread_id: Optional[int] = None,
+    ) -> Lock:
+        """The read side: shared with other readers, excluded by a writer."""
+        return Lock(self._client._handle(_capi.HILOCK_KIND_READ, self._name), wait, lease,
+                    thread_id)
+
+    def write_lock(
+        self,
+        *,
+        wait: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        thread_id: Optional[int] = None,
+    ) -> Lock:
+        """The write side: excludes readers and other writers."""
+        return Lock(self._client._handle(_capi.HILOCK_KIND_WRITE, self._name), wait, lease,
+                    thread_id)
+
+    def __repr__(self) -> str:
+        return f"<hilock.ReadWriteLock {self._name!r}>"
 
 
 class RedLock(MultiLock):
