@@ -201,6 +201,7 @@ typedef struct llock {
     uint64_t tid;
     int fixed_tid;    /* 0: the calling OS thread's id at each call */
     int64_t holds;    /* holds taken through this handle and not released */
+    hilock_rwlock *rw; /* read/write side: the read-write lock owning l */
 } llock;
 
 static lclient *check_client(lua_State *L, int idx)
@@ -364,8 +365,18 @@ static int new_lock(lua_State *L, hilock_kind kind)
     lua_setmetatable(L, -2);
     lua_pushvalue(L, 1); /* the lock keeps its client alive */
     hlc_setref(L, -2);
-    int rc = kind == HILOCK_KIND_FAIR ? hilock_fair_lock_new(&k->l, u->c, name)
-                                      : hilock_lock_new(&k->l, u->c, name);
+    int rc;
+    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
+        /* one read-write lock per Lua object; l is its side */
+        rc = hilock_rwlock_new(&k->rw, u->c, name);
+        if (rc == 0)
+            k->l = kind == HILOCK_KIND_READ ? hilock_rwlock_read_lock(k->rw)
+                                            : hilock_rwlock_write_lock(k->rw);
+    } else {
+        rc = kind == HILOCK_KIND_FAIR     ? hilock_fair_lock_new(&k->l, u->c, name)
+             : kind == HILOCK_KIND_FENCED ? hilock_fenced_lock_new(&k->l, u->c, name)
+                                          : hilock_lock_new(&k->l, u->c, name);
+    }
     if (rc == HILOCK_EINVAL)
         return luaL_argerror(L, 2, "invalid lock name");
     if (rc)
@@ -375,6 +386,9 @@ static int new_lock(lua_State *L, hilock_kind kind)
 
 static int client_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_REENTRANT); }
 static int client_fair_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_FAIR); }
+static int client_fenced_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_FENCED); }
+static int client_read_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_READ); }
+static int client_write_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_WRITE); }
 
 /* ------------------------------------------------------------------ */
 /* Lock                                                                */
@@ -419,6 +433,40 @@ static int lock_acquire(lua_State *L)
         return lock_fail(L, k, rc);
     k->holds++;
     lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* lk:acquire_token([wait [, lease]]) -> token | nil, err (fenced lock:
+ * the grant's fencing token; other kinds answer 0) */
+static int lock_acquire_token(lua_State *L)
+{
+    llock *k = check_lock(L, 1);
+    int64_t wait = check_seconds(L, 2, HILOCK_WAIT_FOREVER, 1);
+    int64_t lease = check_seconds(L, 3, HILOCK_LEASE_WATCHDOG, 0);
+    int n = lock_unusable(L, k);
+    if (n)
+        return n;
+    int64_t token = 0;
+    int rc = hilock_lock_acquire_token_tid(&token, k->l, lock_tid(k), wait, lease);
+    if (rc)
+        return lock_fail(L, k, rc);
+    k->holds++;
+    lua_pushinteger(L, (lua_Integer)token);
+    return 1;
+}
+
+/* lk:token() -> the latest fencing token issued for the name (0 none) | nil, err */
+static int lock_token(lua_State *L)
+{
+    llock *k = check_lock(L, 1);
+    int n = lock_unusable(L, k);
+    if (n)
+        return n;
+    int64_t token = 0;
+    int rc = hilock_lock_token(&token, k->l);
+    if (rc)
+        return lock_fail(L, k, rc);
+    lua_pushinteger(L, (lua_Integer)token);
     return 1;
 }
 
@@ -537,7 +585,13 @@ static int lock_kind(lua_State *L)
     llock *k = check_lock(L, 1);
     if (!k->l)
         return push_fail(L, HILOCK_ECLOSED, "lock handle is closed");
-    lua_pushstring(L, hilock_lock_kind(k->l) == HILOCK_KIND_FAIR ? "fair" : "reentrant");
+    switch (hilock_lock_kind(k->l)) {
+    case HILOCK_KIND_FAIR: lua_pushliteral(L, "fair"); break;
+    case HILOCK_KIND_FENCED: lua_pushliteral(L, "fenced"); break;
+    case HILOCK_KIND_READ: lua_pushliteral(L, "read"); break;
+    case HILOCK_KIND_WRITE: lua_pushliteral(L, "write"); break;
+    default: lua_pushliteral(L, "reentrant"); break;
+    }
     return 1;
 }
 
@@ -549,10 +603,13 @@ static int lock_thread_id(lua_State *L)
 
 static void lock_free_handle(llock *k)
 {
-    if (k->l) {
+    if (k->rw) {
+        hilock_rwlock_free(k->rw); /* frees its sides, k->l among them */
+        k->rw = NULL;
+    } else if (k->l) {
         hilock_lock_free(k->l);
-        k->l = NULL;
     }
+    k->l = NULL;
 }
 
 /* __gc: frees the handle; holds are not released (they expire after their
@@ -1406,6 +1463,9 @@ static int l_strerror(lua_State *L)
 static const luaL_Reg client_methods[] = {
     {"lock", client_lock},
     {"fair_lock", client_fair_lock},
+    {"fenced_lock", client_fenced_lock},
+    {"read_lock", client_read_lock},
+    {"write_lock", client_write_lock},
     {"close", client_close},
     {"closed", client_closed},
     {"id", client_id},
@@ -1422,6 +1482,8 @@ static const luaL_Reg client_meta[] = {
 
 static const luaL_Reg lock_methods[] = {
     {"acquire", lock_acquire},
+    {"acquire_token", lock_acquire_token},
+    {"token", lock_token},
     {"release", lock_release},
     {"force_unlock", lock_force_unlock},
     {"locked", lock_locked},
