@@ -36,7 +36,14 @@ static void decoders(const redisReply *r)
     if (hl_decode_hold_count(r, &v) == 0)
         CHECK(v >= 0);
     (void)hl_decode_int(r, &v);
-    for (int kind = HILOCK_KIND_REENTRANT; kind <= HILOCK_KIND_WRITE; kind++)
+    if (hl_decode_token(r, &v) == 0)
+        CHECK(v >= 0);
+    for (int kind = HILOCK_KIND_REENTRANT; kind <= HILOCK_KIND_FENCED; kind++)
+        if (hl_decode_acquire_kind((hilock_kind)kind, r, &a) == 0)
+            CHECK(a.acquired ? a.hold_count >= 1 &&
+                                   (kind == HILOCK_KIND_FENCED ? a.token >= 1 : a.token == 0)
+                             : a.ttl_ms >= -2 && a.ttl_ms <= HILOCK_MAX_TIME_MS);
+    for (int kind = HILOCK_KIND_REENTRANT; kind <= HILOCK_KIND_FENCED; kind++)
         if (hl_decode_is_locked((hilock_kind)kind, r, &v) == 0)
             CHECK(v == 0 || v == 1);
     (void)hl_reply_is_noscript(r);
@@ -93,7 +100,7 @@ static void decoders(const redisReply *r)
 static void machines(const redisReply *r, const hl_names *n, const char *owner)
 {
     int64_t now = 1000;
-    for (int kind = HILOCK_KIND_REENTRANT; kind <= HILOCK_KIND_WRITE; kind++) {
+    for (int kind = HILOCK_KIND_REENTRANT; kind <= HILOCK_KIND_FENCED; kind++) {
         hl_acquire a;
         if (hl_acquire_init(&a, (hilock_kind)kind, n, owner, 5000, -1, 300000, now) == 0) {
             for (int step = 0; step < 12; step++) {
