@@ -38,6 +38,8 @@ typedef struct run_opts {
     int64_t grace_ms;
     int64_t watchdog_lease_ms; /* 0 = library default */
     int fair;
+    int mode;         /* 0 plain lock, 's' shared (read side), 'x' exclusive (write side),
+                         'f' fenced */
     int conflict_code;
     int on_lost;
     int quiet;
@@ -59,6 +61,12 @@ static void run_usage(FILE *f)
           "  --lease S                 fixed lease of S seconds instead of the watchdog\n"
           "                            (the lock is lost when the lease runs out)\n"
           "  --fair                    fair (FIFO) lock: waiters get it in arrival order\n"
+          "  -s, --shared              shared: the read side of the read-write lock NAME\n"
+          "                            (Redisson RReadWriteLock); many may hold it at once\n"
+          "  -x, --exclusive           the write side of the read-write lock NAME: excludes\n"
+          "                            every -s and -x holder\n"
+          "  --fenced                  fenced lock (Redisson RFencedLock): COMMAND gets the\n"
+          "                            grant's token in HILOCK_FENCING_TOKEN\n"
           "  -E, --conflict-exit-code N  exit status when not acquired in time (default 1)\n"
           "  --on-lost=kill|warn       when the lock is lost while COMMAND runs: kill\n"
           "                            (default: SIGTERM, SIGKILL after --grace, exit 75)\n"
@@ -67,6 +75,9 @@ static void run_usage(FILE *f)
           "  --watchdog-lease S        watchdog lease (default 30; renewed every third)\n"
           "  -q, --quiet               no message when the lock is not acquired in time\n"
           "  -h, --help                this help\n"
+          "\n"
+          "COMMAND runs with HILOCK_LOCK_NAME=NAME (and HILOCK_FENCING_TOKEN with\n"
+          "--fenced) in its environment.\n"
           "\n"
           "Signals INT, TERM, HUP, QUIT, USR1, USR2 sent to hilock are forwarded to\n"
           "COMMAND; the lock is released after COMMAND exits.\n"
@@ -88,6 +99,7 @@ typedef struct acq_ctx {
     uint64_t tid;
     int64_t wait_ms, lease_ms;
     int rc;
+    int64_t token; /* fenced lock: the grant's token */
 } acq_ctx;
 
 static void wake_main(void)
@@ -110,7 +122,7 @@ static void on_lost(hilock_lock *l, uint64_t tid, void *payload)
 static void *acquire_thread(void *arg)
 {
     acq_ctx *a = arg;
-    a->rc = hilock_lock_acquire_tid(a->lock, a->tid, a->wait_ms, a->lease_ms);
+    a->rc = hilock_lock_acquire_token_tid(&a->token, a->lock, a->tid, a->wait_ms, a->lease_ms);
     atomic_store(&acquire_done, 1);
     wake_main();
     return NULL;
@@ -179,11 +191,14 @@ static void cloexec_new_fds(void)
 
 static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
 {
-    enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE };
+    enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE, O_FENCED };
     static const struct option lopts[] = {{"url", required_argument, 0, O_URL},
                                           {"wait", required_argument, 0, 'w'},
                                           {"lease", required_argument, 0, O_LEASE},
                                           {"fair", no_argument, 0, O_FAIR},
+                                          {"shared", no_argument, 0, 's'},
+                                          {"exclusive", no_argument, 0, 'x'},
+                                          {"fenced", no_argument, 0, O_FENCED},
                                           {"conflict-exit-code", required_argument, 0, 'E'},
                                           {"on-lost", required_argument, 0, O_ONLOST},
                                           {"grace", required_argument, 0, O_GRACE},
@@ -201,7 +216,7 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
     optind = 1;
     int c;
     long n;
-    while ((c = getopt_long(argc, argv, "+w:E:qh", lopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+w:E:qhsx", lopts, NULL)) != -1) {
         int t = cli_tls_option(c, optarg);
         if (t < 0)
             return -1;
@@ -222,6 +237,15 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
             }
             break;
         case O_FAIR: o->fair = 1; break;
+        case 's':
+        case 'x':
+        case O_FENCED:
+            if (o->mode) {
+                cli_err("run: -s, -x and --fenced exclude each other");
+                return -1;
+            }
+            o->mode = c == O_FENCED ? 'f' : c;
+            break;
         case 'E':
             if (cli_parse_uint(optarg, 255, &n) != 0) {
                 cli_err("run: --conflict-exit-code wants 0..255, got '%s'", optarg);
@@ -264,6 +288,10 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
             cli_err("run: bad option '%s' (try: hilock run --help)", argv[optind - 1]);
             return -1;
         }
+    }
+    if (o->fair && o->mode) {
+        cli_err("run: --fair is a lock of its own; it does not combine with -s, -x or --fenced");
+        return -1;
     }
     if (optind < argc && !strcmp(argv[optind], "--"))
         optind++; /* "hilock run -- NAME -- CMD" */
@@ -327,6 +355,15 @@ static void abandon_wait(hilock_lock *l, hilock_client *c, uint64_t tid, int64_t
         hilock_lock_release_tid(l, tid);
 }
 
+/* The lock handle, or the read-write lock owning it. */
+static void free_lock(hilock_lock *lock, hilock_rwlock *rw)
+{
+    if (rw)
+        hilock_rwlock_free(rw);
+    else
+        hilock_lock_free(lock);
+}
+
 static int exit_status_of(int st)
 {
     if (WIFEXITED(st))
@@ -376,8 +413,16 @@ int cmd_run(int argc, char **argv)
         cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
         return EXIT_UNAVAILABLE;
     }
-    rc = o.fair ? hilock_fair_lock_new(&lock, client, o.name)
-                : hilock_lock_new(&lock, client, o.name);
+    hilock_rwlock *rw = NULL;
+    if (o.mode == 's' || o.mode == 'x') {
+        rc = hilock_rwlock_new(&rw, client, o.name);
+        if (rc == 0)
+            lock = o.mode == 's' ? hilock_rwlock_read_lock(rw) : hilock_rwlock_write_lock(rw);
+    } else {
+        rc = o.fair            ? hilock_fair_lock_new(&lock, client, o.name)
+             : o.mode == 'f' ? hilock_fenced_lock_new(&lock, client, o.name)
+                               : hilock_lock_new(&lock, client, o.name);
+    }
     if (rc != 0) {
         cli_err("bad lock name: %s", hilock_strerror(rc));
         hilock_client_close(client);
@@ -389,7 +434,7 @@ int cmd_run(int argc, char **argv)
     hilock_lock_set_lost_callback(lock, on_lost, &tid);
 
     /* ---- acquire, interruptible by signals ---- */
-    acq_ctx a = {lock, tid, o.wait_ms, o.lease_ms, 0};
+    acq_ctx a = {lock, tid, o.wait_ms, o.lease_ms, 0, 0};
     pthread_t th;
     if (pthread_create(&th, NULL, acquire_thread, &a) != 0) {
         cli_err("cannot start a thread");
@@ -425,21 +470,21 @@ int cmd_run(int argc, char **argv)
         if (!o.quiet)
             cli_err("lock %s is held by another owner; not acquired%s", o.name,
                     o.wait_ms == 0 ? "" : " within --wait");
-        hilock_lock_free(lock);
+        free_lock(lock, rw);
         hilock_client_close(client);
         return o.conflict_code;
     }
     if (rc != 0) {
         cli_err("cannot acquire lock %s: %s (%s)", o.name, hilock_strerror(rc),
                 hilock_lock_errmsg(lock));
-        hilock_lock_free(lock);
+        free_lock(lock, rw);
         hilock_client_close(client);
         return rc == HILOCK_EWRONGTYPE ? 1 : EXIT_UNAVAILABLE;
     }
     if (interrupted) {
         /* acquired at the moment the signal came: give it back */
         hilock_lock_release_tid(lock, tid);
-        hilock_lock_free(lock);
+        free_lock(lock, rw);
         hilock_client_close(client);
         return 128 + interrupted;
     }
@@ -455,11 +500,18 @@ int cmd_run(int argc, char **argv)
     }
 
     /* ---- run the command ---- */
+    /* its environment names the lock and, fenced, the token (as etcdctl
+     * lock passes ETCD_LOCK_REV) so that it can fence its own writes */
+    char tokbuf[24];
+    snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)a.token);
+    if (setenv("HILOCK_LOCK_NAME", o.name, 1) != 0 ||
+        (o.mode == 'f' && setenv("HILOCK_FENCING_TOKEN", tokbuf, 1) != 0))
+        cli_err("warning: cannot set the command's environment: %s", strerror(errno));
     pid_t pid = spawn(o.cmd, &oldmask);
     if (pid < 0) {
         cli_err("cannot start the command: %s", strerror(errno));
         hilock_lock_release_tid(lock, tid);
-        hilock_lock_free(lock);
+        free_lock(lock, rw);
         hilock_client_close(client);
         return EXIT_UNAVAILABLE;
     }
@@ -537,7 +589,7 @@ int cmd_run(int argc, char **argv)
         cli_err("could not release lock %s: %s (%s); it expires after its lease", o.name,
                 hilock_strerror(rc), hilock_lock_errmsg(lock));
     }
-    hilock_lock_free(lock);
+    free_lock(lock, rw);
     hilock_client_close(client);
     free(startup_fds);
     if (lost && o.on_lost == ON_LOST_KILL)

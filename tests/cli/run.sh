@@ -364,6 +364,36 @@ test_tls_options() {
   check "--tls-insecure accepts it (got $rc)" [ "$rc" = 0 ]
 }
 
+test_shared_exclusive_fenced() {
+  # two -s holders at once; a -x waits for both, then runs
+  bg "$HL" run -s rwc -- sh -c "$(holder_cmd s1)"; local s1=$LAST
+  bg "$HL" run --shared rwc -- sh -c "$(holder_cmd s2)"; local s2=$LAST
+  wait_for 5 "both readers run at once" sh -c "test -e $T/s1.started && test -e $T/s2.started" || return 1
+  check "mode read" [ "$(R HGET rwc mode)" = read ] || return 1
+  "$HL" run -x --wait 0 -q rwc -- touch "$T/x.bad"; local rc=$?
+  check "-x --wait 0 past readers exits 1 (got $rc)" [ "$rc" = 1 ] || return 1
+  check "-x command not run" test ! -e "$T/x.bad" || return 1
+  bg "$HL" run --exclusive rwc -- sh -c "test -e $T/s1.done && test -e $T/s2.done && touch $T/x.ran"; local x=$LAST
+  wait_for 5 "writer waits on the rw channel" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_rwlock:{rwc}' | tail -1)\" = 1 ]" || return 1
+  touch "$T/s1.go"; wait_exit "$s1" 5
+  check "writer still waits for the second reader" test ! -e "$T/x.ran" || return 1
+  touch "$T/s2.go"; wait_exit "$s2" 5
+  wait_exit "$x" 5; check "writer exit 0 (got $WAIT_RC)" [ "$WAIT_RC" = 0 ] || return 1
+  check "writer ran after both readers" test -e "$T/x.ran" || return 1
+  check "rw lock released" [ "$(R EXISTS rwc)" = 0 ] || return 1
+  # environment: the lock's name, and with --fenced the grant's token
+  "$HL" run env1 -- sh -c 'echo "$HILOCK_LOCK_NAME:${HILOCK_FENCING_TOKEN-none}"' >"$T/env1" || return 1
+  check "HILOCK_LOCK_NAME set, no token (got $(cat "$T/env1"))" [ "$(cat "$T/env1")" = "env1:none" ] || return 1
+  "$HL" run --fenced fen -- sh -c 'echo "$HILOCK_FENCING_TOKEN"' >"$T/tok1" || return 1
+  "$HL" run --fenced fen -- sh -c 'echo "$HILOCK_FENCING_TOKEN"' >"$T/tok2" || return 1
+  check "tokens 1 then 2 (got $(cat "$T/tok1") $(cat "$T/tok2"))" [ "$(cat "$T/tok1")-$(cat "$T/tok2")" = "1-2" ] || return 1
+  check "counter key" [ "$(R GET 'redisson_lock_token:{fen}')" = 2 ] || return 1
+  "$HL" run -s -x bad -- true 2>/dev/null; rc=$?
+  check "-s with -x is a usage error (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" run --fair --fenced bad -- true 2>/dev/null; rc=$?
+  check "--fair with --fenced is a usage error (got $rc)" [ "$rc" = 2 ]
+}
+
 test_usage_and_errors() {
   local rc
   "$HL" >/dev/null 2>&1; rc=$?; check "no command -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
@@ -392,7 +422,7 @@ for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_pa
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
          test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
-         test_usage_and_errors test_tls_options; do
+         test_usage_and_errors test_tls_options test_shared_exclusive_fenced; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
