@@ -19,6 +19,7 @@ targets=("$@")
 if ! command -v clang >/dev/null; then
   echo "fuzz: clang is missing (scripts/deps.sh installs it)"; exit 1
 fi
+mkdir -p "$here/build"
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 if ! { CC=clang cmake -S "$here" -B "$build" -DHILOCK_FUZZ=ON -DHILOCK_WERROR=ON \
          -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="$flags" &&
