@@ -2,7 +2,7 @@
  * Uncontended lock+unlock pairs per second from one thread, through the
  * library, against a raw hiredis client sending the same two scripts.
  *
- *   lock_bench [-n pairs] [-r rounds] [-k reentrant|fair] redis://127.0.0.1:PORT
+ *   lock_bench [-n pairs] [-r rounds] [-k reentrant|fair|read|write|fenced] redis://127.0.0.1:PORT
  *
  * Series, interleaved round by round so that machine noise hits all alike:
  *   lib_fixed     hilock_lock_acquire(l, 0, 30000) + hilock_lock_release(l)
@@ -12,6 +12,9 @@
  * Prints "name=value" lines (the median over rounds of pairs/s, and the
  * median of the per-round library/raw ratios); bench/run.sh
  * divides them by half of redis-benchmark's EVALSHA rate from the same run.
+ * With a kind other than reentrant it also runs, in the same rounds,
+ *   lib_reentrant hilock_lock_acquire(30000) + release on a reentrant lock
+ * and prints the median per-round ratio kind/reentrant (kind_over_reentrant).
  * It also prints the SHA of the lock script (loaded on the server) so that
  * run.sh can point redis-benchmark at exactly the same script.
  */
@@ -116,12 +119,16 @@ int main(int argc, char **argv)
         else if (opt == 'r')
             rounds = atoi(optarg);
         else if (opt == 'k')
-            kind = strcmp(optarg, "fair") == 0 ? HILOCK_KIND_FAIR : HILOCK_KIND_REENTRANT;
+            kind = !strcmp(optarg, "fair")     ? HILOCK_KIND_FAIR
+                   : !strcmp(optarg, "read")   ? HILOCK_KIND_READ
+                   : !strcmp(optarg, "write")  ? HILOCK_KIND_WRITE
+                   : !strcmp(optarg, "fenced") ? HILOCK_KIND_FENCED
+                                               : HILOCK_KIND_REENTRANT;
         else
             return 2;
     }
     if (optind >= argc || n <= 0 || rounds <= 0 || rounds > 1000) {
-        fprintf(stderr, "usage: lock_bench [-n pairs] [-r rounds] [-k reentrant|fair] URL\n");
+        fprintf(stderr, "usage: lock_bench [-n pairs] [-r rounds] [-k reentrant|fair|read|write|fenced] URL\n");
         return 2;
     }
     const char *url = argv[optind];
@@ -132,10 +139,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "open %s: %s (%s)\n", url, hilock_strerror(rc), err);
         return 1;
     }
-    hilock_lock *l = NULL;
-    rc = kind == HILOCK_KIND_FAIR ? hilock_fair_lock_new(&l, c, "bench:pairs")
-                                  : hilock_lock_new(&l, c, "bench:pairs");
-    if (rc)
+    hilock_lock *l = NULL, *base = NULL;
+    hilock_rwlock *rw = NULL;
+    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
+        rc = hilock_rwlock_new(&rw, c, "bench:pairs");
+        if (rc == 0)
+            l = kind == HILOCK_KIND_READ ? hilock_rwlock_read_lock(rw) : hilock_rwlock_write_lock(rw);
+    } else {
+        rc = kind == HILOCK_KIND_FAIR     ? hilock_fair_lock_new(&l, c, "bench:pairs")
+             : kind == HILOCK_KIND_FENCED ? hilock_fenced_lock_new(&l, c, "bench:pairs")
+                                          : hilock_lock_new(&l, c, "bench:pairs");
+    }
+    if (rc || hilock_lock_new(&base, c, "bench:base") != 0)
         return 1;
     int port = 6379;
     const char *colon = strrchr(url, ':');
@@ -154,20 +169,40 @@ int main(int argc, char **argv)
     /* warm-up: connections, scripts, caches */
     run_lib(l, n / 10 + 1, 30000);
     run_raw(ctx, n / 10 + 1, kind, "bench:raw");
-    static double fixed[1000], wd[1000], raw[1000], fr[1000], wr[1000];
+    static double fixed[1000], wd[1000], raw[1000], fr[1000], wr[1000], re[1000], kr[1000];
+    int compare = kind != HILOCK_KIND_REENTRANT;
+    if (compare)
+        run_lib(base, n / 10 + 1, 30000);
     for (int r = 0; r < rounds; r++) {
+        if (compare) {
+            re[r] = run_lib(base, n, 30000);
+            kr[r] = run_lib(l, n, 30000) / re[r];
+        }
         fixed[r] = run_lib(l, n, 30000);
         wd[r] = run_lib(l, n, HILOCK_LEASE_WATCHDOG);
         raw[r] = run_raw(ctx, n, kind, "bench:raw");
         fr[r] = fixed[r] / raw[r];
         wr[r] = wd[r] / raw[r];
     }
-    printf("kind=%s\n", kind == HILOCK_KIND_FAIR ? "fair" : "reentrant");
+    static const char *const kinds[] = {"", "reentrant", "fair", "read", "write", "fenced"};
+    printf("kind=%s\n", kinds[kind]);
+    if (compare) {
+        printf("lib_reentrant_pairs_per_s=%.0f\n", median(re, rounds));
+        printf("kind_over_reentrant=%.3f\n", median(kr, rounds));
+    }
     printf("pairs=%d\nrounds=%d\n", n, rounds);
-    printf("lock_sha=%s\n", hl_script_sha1(kind == HILOCK_KIND_FAIR ? HL_SCRIPT_FAIR_LOCK
-                                                                   : HL_SCRIPT_LOCK));
-    printf("unlock_sha=%s\n", hl_script_sha1(kind == HILOCK_KIND_FAIR ? HL_SCRIPT_FAIR_UNLOCK
-                                                                     : HL_SCRIPT_UNLOCK));
+    {
+        /* the SHAs of the scripts this kind sends (the builders say which) */
+        hl_names nm;
+        hl_cmd cmd;
+        if (hl_names_init(&nm, "x") != 0)
+            return 1;
+        hl_cmd_acquire(&cmd, kind, &nm, "o:1", 30000, 300000);
+        printf("lock_sha=%s\n", hl_script_sha1((hl_script)cmd.script));
+        hl_cmd_release(&cmd, kind, &nm, "o:1", 30000, "l", 3000);
+        printf("unlock_sha=%s\n", hl_script_sha1((hl_script)cmd.script));
+        hl_names_free(&nm);
+    }
     printf("lib_fixed_pairs_per_s=%.0f\n", median(fixed, rounds));
     printf("lib_watchdog_pairs_per_s=%.0f\n", median(wd, rounds));
     printf("raw_pairs_per_s=%.0f\n", median(raw, rounds));
@@ -175,7 +210,11 @@ int main(int argc, char **argv)
     printf("lib_fixed_over_raw=%.3f\n", median(fr, rounds));
     printf("lib_watchdog_over_raw=%.3f\n", median(wr, rounds));
     redisFree(ctx);
-    hilock_lock_free(l);
+    if (rw)
+        hilock_rwlock_free(rw);
+    else
+        hilock_lock_free(l);
+    hilock_lock_free(base);
     hilock_client_close(c);
     return 0;
 }
