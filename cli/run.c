@@ -27,7 +27,6 @@
 #include <dirent.h>
 
 #include "hilock.h"
-#include "internal.h"
 
 enum { ON_LOST_KILL = 0, ON_LOST_WARN = 1 };
 
@@ -335,24 +334,18 @@ static pid_t spawn(char **cmd, const sigset_t *oldmask)
     _exit(e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
 }
 
-/* Leave the fair queue (and give the lock back if the helper thread got it
- * meanwhile) after a signal ended the wait. */
-static void abandon_wait(hilock_lock *l, hilock_client *c, uint64_t tid, int64_t wait_ms)
+/* A signal ended the wait: cancel the helper thread's acquire (public API;
+ * it leaves the fair queue and its subscription itself) and wait for it to
+ * return. It may not have started waiting yet, so ask until it is done. */
+static void cancel_wait(hilock_lock *l, uint64_t tid)
 {
-    char owner[HL_OWNER_MAX];
-    hl_owner(owner, hilock_client_id(c), tid);
-    if (hilock_lock_kind(l) == HILOCK_KIND_FAIR) {
-        hl_cmd cmd;
-        int64_t window = wait_ms > 0 ? wait_ms : c->opts.fair_wait_window_ms;
-        hl_cmd_fair_cancel(&cmd, &l->names, owner, window);
-        redisReply *r = NULL;
-        char err[HL_ERRMSG_MAX] = "";
-        if (hl_exec(c, &cmd, &r, 0, err) == 0 && r)
-            freeReplyObject(r);
+    while (!atomic_load(&acquire_done)) {
+        int found = 0;
+        hilock_lock_cancel(&found, l, tid);
+        struct pollfd p = {wake_fd, POLLIN, 0};
+        if (poll(&p, 1, found ? -1 : 1) > 0) /* the helper writes wake_fd when done */
+            drain(wake_fd);
     }
-    int held = 0;
-    if (hilock_lock_is_held_tid(&held, l, tid) == 0 && held)
-        hilock_lock_release_tid(l, tid);
 }
 
 /* The lock handle, or the read-write lock owning it. */
@@ -455,17 +448,17 @@ int cmd_run(int argc, char **argv)
             }
         }
     }
-    if (interrupted && !atomic_load(&acquire_done)) {
-        /* The helper thread is still inside the library: leave the queue
-         * and exit without tearing the client down under it. */
-        abandon_wait(lock, client, tid, o.wait_ms);
-        if (!o.quiet)
-            cli_err("interrupted while waiting for lock %s", o.name);
-        fflush(stderr);
-        _exit(128 + interrupted);
-    }
+    if (interrupted)
+        cancel_wait(lock, tid);
     pthread_join(th, NULL);
     rc = a.rc;
+    if (rc == HILOCK_ECANCELED) {
+        if (!o.quiet)
+            cli_err("interrupted while waiting for lock %s", o.name);
+        hilock_lock_free(lock);
+        hilock_client_close(client);
+        return 128 + interrupted;
+    }
     if (rc == HILOCK_ETIMEDOUT) {
         if (!o.quiet)
             cli_err("lock %s is held by another owner; not acquired%s", o.name,

@@ -77,8 +77,10 @@ enum {
     HILOCK_EWRONGTYPE = -8, /* the lock's key holds a value that is not a lock */
     HILOCK_ENOMEM = -9,     /* out of memory */
     HILOCK_ECLOSED = -10,   /* handle closed, or client inherited across fork() */
-    HILOCK_ETLS = -11       /* TLS handshake failed: the server's certificate did not
+    HILOCK_ETLS = -11,      /* TLS handshake failed: the server's certificate did not
                                verify (CA, expiry, name), or the server refused ours */
+    HILOCK_ECANCELED = -12  /* a pending acquire was cancelled (hilock_lock_cancel,
+                               hilock_multilock_cancel); nothing is held or queued */
 };
 
 /* Static description of a code ("not owner", ...); never NULL. */
@@ -245,6 +247,19 @@ HILOCK_API int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t leas
 HILOCK_API int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms,
                                        int64_t lease_ms);
 
+/* Cancel the blocking acquire(s) of thread id tid on this handle that are
+ * waiting now (any hilock_lock_acquire* with wait != 0; tid is the calling
+ * thread's hilock_thread_id() for the calls without _tid). Callable from any
+ * thread, including a signal-handling thread (not from a signal handler:
+ * it takes a mutex). Does not block on the server. The acquire returns
+ * HILOCK_ECANCELED after leaving the fair queue and dropping its
+ * subscription, holding nothing; if its grant had already arrived it
+ * returns 0 instead and the caller holds the lock (release it). Nothing is
+ * remembered for later: an acquire that starts after the call is not
+ * cancelled. *cancelled (may be NULL) is 1 when an acquire was waiting,
+ * else 0. Returns 0, or HILOCK_EINVAL for a NULL lock. */
+HILOCK_API int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid);
+
 /* Release one hold. Reentrant lock: HILOCK_ENOTOWNER when the caller does
  * not hold it (never held, expired, lost or forced); nothing changes then.
  * Fair lock (as Redisson's): a lock whose key is already gone (expired or
@@ -372,6 +387,11 @@ HILOCK_API int hilock_multilock_acquire(hilock_multilock *m, int64_t wait_ms,
                                         int64_t lease_ms);
 HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
                                             int64_t wait_ms, int64_t lease_ms);
+/* Cancel the waiting hilock_multilock_acquire* of thread id tid, as
+ * hilock_lock_cancel: it returns HILOCK_ECANCELED having given back every
+ * member it took, or 0 if the grant came first. Any thread; no blocking on
+ * a server. *cancelled (may be NULL): 1 when an acquire was waiting. */
+HILOCK_API int hilock_multilock_cancel(int *cancelled, hilock_multilock *m, uint64_t tid);
 /* Release every member (all are tried). Multi-lock: 0 when every member was
  * released, else HILOCK_ENOTOWNER when a member was not held (or the first
  * other error). Redlock: 0 when a majority was released. */

@@ -34,6 +34,7 @@ const char *hilock_strerror(int code)
     case HILOCK_ENOMEM: return "out of memory";
     case HILOCK_ECLOSED: return "client closed or used after fork";
     case HILOCK_ETLS: return "TLS handshake failed (certificate not verified or refused)";
+    case HILOCK_ECANCELED: return "acquire cancelled";
     default: return "unknown error";
     }
 }

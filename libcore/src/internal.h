@@ -137,6 +137,8 @@ typedef struct hl_waiter {
     int signaled;
     int moved;           /* the channel's slot moved to another node */
     pthread_cond_t cv;   /* signalled with the pubsub mutex */
+    const int *cancel;   /* atomic, may be NULL: set after hl_sub_register;
+                            nonzero ends hl_sub_wait (cancel signals cv) */
 } hl_waiter;
 
 enum { HL_CH_PENDING = 0, HL_CH_SUBSCRIBED = 1, HL_CH_UNSUBSCRIBING = 2, HL_CH_MOVED = 3 };
@@ -347,6 +349,15 @@ typedef struct hl_lost_state {
     uint64_t tid;
 } hl_lost_state;
 
+/* One blocking acquire in progress on a lock handle, so that
+ * hilock_lock_cancel from another thread can find and wake it. */
+typedef struct hl_pending {
+    struct hl_pending *next;
+    uint64_t tid;
+    int cancelled;           /* atomic */
+    struct hl_waiter *w;     /* while subscribed (guarded by the lock's mu) */
+} hl_pending;
+
 struct hilock_lock {
     struct hilock_client *client;
     hilock_kind kind;
@@ -356,6 +367,7 @@ struct hilock_lock {
     int64_t last_lease_ms;     /* lease of the last acquire, re-applied by partial unlocks */
     hilock_lost_cb lost_cb;
     void *lost_payload;
+    hl_pending *pending;       /* blocking acquires in progress */
     /* loss hooks of the multi-locks built over this handle; called by the
      * watchdog thread with hook_mu held, so removing a hook waits for a
      * call of it in progress */

@@ -342,10 +342,73 @@ static int64_t remaining_of(int64_t deadline)
     return left > 0 ? left : 0;
 }
 
+/* ---- cancellation ---- */
+
+static void pending_add(hilock_lock *l, hl_pending *p, uint64_t tid)
+{
+    memset(p, 0, sizeof *p);
+    p->tid = tid;
+    pthread_mutex_lock(&l->mu);
+    p->next = l->pending;
+    l->pending = p;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void pending_remove(hilock_lock *l, hl_pending *p)
+{
+    pthread_mutex_lock(&l->mu);
+    for (hl_pending **pp = &l->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* The waiter w of p is subscribed (w != NULL) or about to unsubscribe. */
+static void pending_set_waiter(hilock_lock *l, hl_pending *p, hl_waiter *w)
+{
+    pthread_mutex_lock(&l->mu);
+    p->w = w;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int is_cancelled(const hl_pending *p)
+{
+    return p && __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE);
+}
+
+int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid)
+{
+    if (cancelled)
+        *cancelled = 0;
+    if (!l)
+        return HILOCK_EINVAL;
+    int n = 0;
+    pthread_mutex_lock(&l->mu);
+    for (hl_pending *p = l->pending; p; p = p->next) {
+        if (p->tid != tid || __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
+            continue;
+        __atomic_store_n(&p->cancelled, 1, __ATOMIC_RELEASE);
+        n++;
+        if (p->w) { /* asleep (or about to be) on its subscription */
+            hl_pubsub *ps = &p->w->node->ps;
+            pthread_mutex_lock(&ps->mu);
+            pthread_cond_signal(&p->w->cv);
+            pthread_mutex_unlock(&ps->mu);
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (cancelled)
+        *cancelled = n > 0;
+    return 0;
+}
+
 /* One run of the acquire machine; *acked tells whether the last attempt
- * was acknowledged by a replica (when the client asks for that). */
+ * was acknowledged by a replica (when the client asks for that). p (may be
+ * NULL) is this call's entry for hilock_lock_cancel. */
 static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int64_t lease,
-                        int *acked, char *err, int64_t *token)
+                        int *acked, char *err, int64_t *token, hl_pending *p)
 {
     hilock_client *c = l->client;
     hl_acquire a;
@@ -355,6 +418,8 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     hl_waiter w;
     memset(&w, 0, sizeof w);
     for (int done = 0; !done;) {
+        if (is_cancelled(p))
+            hl_acquire_cancel(&a, hl_now_mono_ms()); /* idempotent */
         switch (hl_acquire_next(&a, hl_now_mono_ms())) {
         case HL_ACT_SEND: {
             redisReply *reply = NULL;
@@ -378,6 +443,10 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             if (left >= 0 && left < limit)
                 limit = left;
             int src = hl_sub_register(c, &w, a.channel, limit);
+            if (p && w.chan) { /* registered: a cancel may now wake it */
+                w.cancel = &p->cancelled;
+                pending_set_waiter(l, p, &w);
+            }
             hl_acquire_on_subscribed(&a, src == 0, hl_now_mono_ms());
             break;
         }
@@ -388,6 +457,8 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
                 hl_acquire_on_wake(&a, hl_now_mono_ms());
             break;
         case HL_ACT_UNSUBSCRIBE:
+            if (p)
+                pending_set_waiter(l, p, NULL);
             hl_sub_unregister(c, &w);
             break;
         case HL_ACT_DONE:
@@ -420,10 +491,15 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
     char err[HL_ERRMSG_MAX] = "";
+    hl_pending pend, *p = NULL;
+    if (wait_ms != 0) { /* only a wait can be cancelled */
+        p = &pend;
+        pending_add(l, p, tid);
+    }
     for (;;) {
         int acked = 1;
         rc = acquire_once(l, owner, wait_ms < 0 ? -1 : remaining_of(deadline), lease, &acked,
-                          err, &token);
+                          err, &token, p);
         if (rc != 0 || acked)
             break;
         /* Nobody replicated it, so a failover now would forget it: give it
@@ -437,11 +513,20 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
                  "lock '%s' released again: no replica acknowledged it within %lld ms",
                  l->names.name, (long long)c->opts.replica_ack_timeout_ms);
         int64_t pause;
-        if (!hl_ack_retry(wait_ms, deadline, hl_now_mono_ms(), &pause))
+        if (!hl_ack_retry(wait_ms, deadline, hl_now_mono_ms(), &pause)) {
+            if (p)
+                pending_remove(l, p);
             return lock_fail(l, HILOCK_ECONN, err);
+        }
+        if (is_cancelled(p)) {
+            rc = HILOCK_ECANCELED;
+            break;
+        }
         struct timespec ts = {(time_t)(pause / 1000), (long)(pause % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
+    if (p)
+        pending_remove(l, p);
     if (rc == 0) {
         rc = granted(l, tid, lease, lease_ms <= 0);
         if (rc == 0 && token_out)
@@ -453,6 +538,9 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
                  wait_ms);
     else if (rc == HILOCK_EWRONGTYPE)
         snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
+    else if (rc == HILOCK_ECANCELED)
+        snprintf(err, sizeof err, "acquire of lock '%s' by thread %" PRIu64 " cancelled",
+                 l->names.name, tid);
     return lock_fail(l, rc, err);
 }
 

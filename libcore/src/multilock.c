@@ -72,6 +72,12 @@ typedef struct ml_hold {
     unsigned char *lostm;
 } ml_hold;
 
+typedef struct ml_pending {
+    struct ml_pending *next;
+    uint64_t tid;
+    int cancelled; /* guarded by the multi-lock's mu */
+} ml_pending;
+
 struct hilock_multilock {
     hilock_lock **locks;
     size_t n;
@@ -84,6 +90,8 @@ struct hilock_multilock {
     int lost; /* atomic reads */
     hilock_multilock_lost_cb lost_cb;
     void *lost_payload;
+    struct ml_pending *pending; /* acquires waiting, for hilock_multilock_cancel */
+    pthread_cond_t ccv;         /* with mu: a pending acquire was cancelled */
 
     pthread_mutex_t pmu; /* worker pool */
     pthread_cond_t pcv;  /* work queued / stop */
@@ -145,13 +153,47 @@ static void ml_copy_lock_err(ml_job *j)
         snprintf(j->err, sizeof j->err, "%s", hilock_strerror(j->rc));
 }
 
-static void ml_sleep_ms(int64_t ms)
+/* Sleep ms unless p is cancelled first; 1 when p is cancelled. */
+static int ml_pause(hilock_multilock *m, ml_pending *p, int64_t ms)
 {
-    if (ms <= 0)
-        return;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
+    struct timespec ts;
+    hl_abs_timespec(&ts, ms > 0 ? ms : 0);
+    pthread_mutex_lock(&m->mu);
+    while (!p->cancelled && ms > 0)
+        if (pthread_cond_timedwait(&m->ccv, &m->mu, &ts) == ETIMEDOUT)
+            break;
+    int cancelled = p->cancelled;
+    pthread_mutex_unlock(&m->mu);
+    return cancelled;
+}
+
+static int ml_pending_check(hilock_multilock *m, ml_pending *p)
+{
+    pthread_mutex_lock(&m->mu);
+    int cancelled = p->cancelled;
+    pthread_mutex_unlock(&m->mu);
+    return cancelled;
+}
+
+HILOCK_API int hilock_multilock_cancel(int *cancelled, hilock_multilock *m, uint64_t tid)
+{
+    if (cancelled)
+        *cancelled = 0;
+    if (!m)
+        return HILOCK_EINVAL;
+    int n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (ml_pending *p = m->pending; p; p = p->next)
+        if (p->tid == tid && !p->cancelled) {
+            p->cancelled = 1;
+            n++;
+        }
+    if (n)
+        pthread_cond_broadcast(&m->ccv);
+    pthread_mutex_unlock(&m->mu);
+    if (cancelled)
+        *cancelled = n > 0;
+    return 0;
 }
 
 static uint64_t ml_rand(uint64_t *s)
@@ -520,6 +562,7 @@ static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, i
     pthread_mutex_init(&m->pmu, NULL);
     pthread_cond_init(&m->pcv, NULL);
     pthread_cond_init(&m->dcv, NULL);
+    hl_cond_init_mono(&m->ccv);
     m->errmsg[0] = 0;
     hl_err_forget(m);
 
@@ -560,6 +603,7 @@ static void ml_free_now(void *arg)
         ml_hold_free(h);
     }
     pthread_cond_destroy(&m->dcv);
+    pthread_cond_destroy(&m->ccv);
     pthread_cond_destroy(&m->pcv);
     pthread_mutex_destroy(&m->pmu);
     pthread_mutex_destroy(&m->mu);
@@ -685,9 +729,15 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
     const int64_t drift = ml_drift(vlease);
     const int64_t timeout = ml_member_timeout(m);
 
+    int result = HILOCK_ETIMEDOUT;
+    ml_pending pend = {NULL, tid, 0};
     pthread_mutex_lock(&m->mu);
     ml_hold *existing = ml_hold_find(m, tid);
     int reentry = existing != NULL;
+    if (wait_ms != 0) { /* only a wait can be cancelled */
+        pend.next = m->pending;
+        m->pending = &pend;
+    }
     pthread_mutex_unlock(&m->mu);
 
     ml_job *jobs = calloc(n, sizeof *jobs);
@@ -697,16 +747,22 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
         free(jobs);
         free(undo);
         ml_hold_free(fresh);
+        result = HILOCK_ENOMEM;
         ml_set_err(m, "out of memory");
-        return HILOCK_ENOMEM;
+        goto unlist;
     }
     uint64_t rng = (uint64_t)hl_now_mono_ms() * 0x9E3779B97F4A7C15ULL ^ tid ^
                    (uint64_t)(uintptr_t)&rng ^ (uint64_t)(uintptr_t)m;
     if (!rng)
         rng = 0x1234567;
 
-    int result = HILOCK_ETIMEDOUT;
     for (unsigned attempt = 0;; attempt++) {
+        if (ml_pending_check(m, &pend)) {
+            ml_set_err(m, "%s: acquire by thread %llu cancelled", ml_kind(m),
+                       (unsigned long long)tid);
+            result = HILOCK_ECANCELED;
+            goto out;
+        }
         char err[HL_ERRMSG_MAX] = "";
         for (size_t i = 0; i < n; i++) {
             rc = hl_client_check(m->locks[i]->client, err);
@@ -830,12 +886,20 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
         int64_t pause = ML_BACKOFF_MIN_MS + (int64_t)(ml_rand(&rng) % (uint64_t)cap);
         if (deadline >= 0 && pause > deadline - now)
             pause = deadline - now;
-        ml_sleep_ms(pause);
+        ml_pause(m, &pend, pause); /* a cancel is seen at the loop's top */
     }
 out:
     free(jobs);
     free(undo);
     ml_hold_free(fresh);
+unlist:
+    pthread_mutex_lock(&m->mu);
+    for (ml_pending **pp = &m->pending; *pp; pp = &(*pp)->next)
+        if (*pp == &pend) {
+            *pp = pend.next;
+            break;
+        }
+    pthread_mutex_unlock(&m->mu);
     return result;
 }
 

@@ -716,6 +716,16 @@ void hl_acquire_on_subscribed(hl_acquire *a, int ok, int64_t now_ms)
     a->state = ST_TRY; /* retry at once: the unlock may have come before we listened */
 }
 
+void hl_acquire_cancel(hl_acquire *a, int64_t now_ms)
+{
+    (void)now_ms;
+    /* Only before the machine has an outcome: a grant already decoded
+     * stands (the caller holds the lock and learns it from result 0). A
+     * fair waiter that may be in line leaves it (ST_CANCEL) first. */
+    if (a->state == ST_TRY || a->state == ST_SUBSCRIBE || a->state == ST_WAIT)
+        finish(a, HILOCK_ECANCELED);
+}
+
 void hl_acquire_on_wake(hl_acquire *a, int64_t now_ms)
 {
     (void)now_ms;

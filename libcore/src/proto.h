@@ -334,6 +334,11 @@ HL_HIDDEN void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_unknown(hl_acquire *a, int code, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_subscribed(hl_acquire *a, int ok, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_wake(hl_acquire *a, int64_t now_ms);
+/* The caller gave up (hilock_lock_cancel): call it between actions, never
+ * with a command in flight. Unless the machine already has its outcome, it
+ * ends with HILOCK_ECANCELED after leaving the fair line and unsubscribing
+ * (the same way out as a timeout). */
+HL_HIDDEN void hl_acquire_cancel(hl_acquire *a, int64_t now_ms);
 /* The subscription was lost because the channel moved (cluster resharding):
  * the machine unsubscribes, subscribes again, then retries. */
 HL_HIDDEN void hl_acquire_on_resubscribe(hl_acquire *a, int64_t now_ms);

@@ -349,7 +349,7 @@ int hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)
     struct timespec ts;
     if (ms >= 0)
         hl_abs_timespec(&ts, ms);
-    while (!w->signaled && !ps->stop) {
+    while (!w->signaled && !ps->stop && !(w->cancel && __atomic_load_n(w->cancel, __ATOMIC_ACQUIRE))) {
         if (ms < 0)
             pthread_cond_wait(&w->cv, &ps->mu);
         else if (pthread_cond_timedwait(&w->cv, &ps->mu, &ts) == ETIMEDOUT)

@@ -706,6 +706,52 @@ static void t_sm_wrongtype_stops(void)
     hl_acquire_free(&a);
 }
 
+/* hl_acquire_cancel: a waiting fair waiter leaves the line, unsubscribes and
+ * ends with ECANCELED; a reentrant one just unsubscribes; a grant already
+ * decoded stands. */
+static void t_sm_cancel(void)
+{
+    for (int fair = 0; fair < 2; fair++) {
+        hl_acquire a;
+        CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, fair ? HILOCK_KIND_FAIR : HILOCK_KIND_REENTRANT,
+                                              &N, OWNER, -1, 5000, 300000, 1000), 0);
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+        redisReply *r = RESP("*2\r\n:0\r\n:4000\r\n");
+        hl_acquire_on_reply(&a, r, 1001);
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SUBSCRIBE);
+        hl_acquire_on_subscribed(&a, 1, 1001);
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
+        hl_acquire_on_reply(&a, r, 1002);
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_WAIT);
+        hl_acquire_cancel(&a, 1003);
+        hl_acquire_cancel(&a, 1003); /* twice is once */
+        if (fair) {
+            CU_ASSERT_EQUAL(hl_acquire_next(&a, 1003), HL_ACT_SEND);
+            CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_FAIR_CANCEL);
+            redisReply *one = RESP(":1\r\n");
+            hl_acquire_on_reply(&a, one, 1004);
+            freeReplyObject(one);
+        }
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1004), HL_ACT_UNSUBSCRIBE);
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1004), HL_ACT_DONE);
+        CU_ASSERT_EQUAL(a.result, HILOCK_ECANCELED);
+        freeReplyObject(r);
+        hl_acquire_free(&a);
+    }
+    /* the grant came first: cancel changes nothing */
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_FAIR, &N, OWNER, -1, 5000, 300000,
+                                          1000), 0);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    redisReply *g = RESP("*2\r\n:1\r\n:1\r\n");
+    hl_acquire_on_reply(&a, g, 1001);
+    freeReplyObject(g);
+    hl_acquire_cancel(&a, 1002);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.result, 0);
+    hl_acquire_free(&a);
+}
+
 static void t_sm_subscribe_fails(void)
 {
     /* Without a subscription the machine still retries on its own timer
@@ -762,6 +808,7 @@ int main(void)
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
     CU_add_test(m, "acquired after a wait", t_sm_acquire_after_wait);
     CU_add_test(m, "WRONGTYPE stops at once", t_sm_wrongtype_stops);
+    CU_add_test(m, "cancel: leaves the line, unsubscribes, ECANCELED", t_sm_cancel);
     CU_add_test(m, "subscribe failure: timed retries", t_sm_subscribe_fails);
     return th_cu_run();
 }
