@@ -864,6 +864,7 @@ def main():
     ap.add_argument("--lua-driver-cmd")
     ap.add_argument("--lua-missing", help="why there is no Lua side (counted as a failure)")
     ap.add_argument("-k", default="")
+    ap.add_argument("--redisson-version", default="3.x")
     args = ap.parse_args()
     _install_cleanup()
 
@@ -983,8 +984,8 @@ def main():
             failed += 1
             failures.append(side.label + " exited")
             print("FAIL %s exited early:\n%s" % (side.label, side.stderr_tail()))
-    print("interop: %.1f s; redisson 3.x agent, sides %s" % (
-        time.monotonic() - start_all, ", ".join(s.label for s in [jvm, c1, c2] + py + lua)))
+    print("interop: %.1f s; redisson %s agent, sides %s" % (
+        time.monotonic() - start_all, args.redisson_version, ", ".join(s.label for s in [jvm, c1, c2] + py + lua)))
     if failures:
         print("failed: " + "; ".join(failures))
     if failed:

@@ -6,7 +6,8 @@
 # Env: HILOCK_ROOT (repo root), HILOCK_BUILD (cmake build dir with libhilock),
 #      HILOCK_VENV (venv for the Python side, default $HILOCK_ROOT/build/venv,
 #      made by tests/python/deps.sh; run.sh pip-installs the package there),
-#      INTEROP_K (run only the scenarios whose title contains it).
+#      INTEROP_K (run only the scenarios whose title contains it),
+#      INTEROP_REDISSON (Redisson versions to run against, default "3.52.0 4.7.0").
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="${HILOCK_ROOT:-$(cd "$here/../.." && pwd)}"
@@ -15,15 +16,25 @@ out="$build/interop"
 mkdir -p "$out"
 die() { echo "interop: $*" >&2; echo "0 passed, 1 failed"; exit 1; }
 
-# 1. The JVM agent.
-mvn_args=(-B -q -f "$here/pom.xml" package dependency:build-classpath
-          -Dinterop.build="$out/jvm" -Dmdep.outputFile="$out/jvm/classpath.txt")
-if ! mvn -o "${mvn_args[@]}" >"$out/mvn.log" 2>&1; then
-  bash "$here/deps.sh" && mvn "${mvn_args[@]}" >"$out/mvn.log" 2>&1 ||
-    { cat "$out/mvn.log"; die "maven build of the agent failed"; }
-fi
-agent_cmd="java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dorg.slf4j.simpleLogger.defaultLogLevel=warn"
-agent_cmd+=" -cp $out/jvm/classes:$(cat "$out/jvm/classpath.txt") hilock.interop.Agent"
+# 1. The JVM agent, once per Redisson version (the suite runs against each).
+versions="${INTEROP_REDISSON:-3.52.0 4.7.0}"
+agent_cmd_of() { # version -> command line of the agent built against it
+  local v="$1" jvm="$out/jvm-$1"
+  local mvn_args=(-B -q -f "$here/pom.xml" package dependency:build-classpath
+                  -Dredisson.version="$v" -Dinterop.build="$jvm"
+                  -Dmdep.outputFile="$jvm/classpath.txt")
+  if ! mvn -o "${mvn_args[@]}" >"$out/mvn-$v.log" 2>&1; then
+    bash "$here/deps.sh" >&2 && mvn "${mvn_args[@]}" >"$out/mvn-$v.log" 2>&1 ||
+      { cat "$out/mvn-$v.log" >&2; return 1; }
+  fi
+  echo "java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dorg.slf4j.simpleLogger.defaultLogLevel=warn" \
+       "-cp $jvm/classes:$(cat "$jvm/classpath.txt") hilock.interop.Agent"
+}
+agent_cmds=()
+for v in $versions; do
+  cmd="$(agent_cmd_of "$v")" || die "maven build of the agent (Redisson $v) failed"
+  agent_cmds+=("$cmd")
+done
 
 # 2. The hilock C driver, linked statically against libhilock.
 if [ ! -f "$build/libcore/libhilock.a" ]; then
@@ -73,5 +84,13 @@ else
   lua_args=(--lua-driver-cmd "lua5.4 $here/driver.lua")
 fi
 
-exec python3 "$here/interop.py" --agent-cmd "$agent_cmd" \
-  --driver-cmd "$out/hilock-interop-driver" "${py_args[@]}" "${lua_args[@]}" -k "${INTEROP_K:-}"
+rc=0
+i=0
+for v in $versions; do
+  echo "=== interop against Redisson $v"
+  python3 "$here/interop.py" --agent-cmd "${agent_cmds[$i]}" --redisson-version "$v" \
+    --driver-cmd "$out/hilock-interop-driver" "${py_args[@]}" "${lua_args[@]}" \
+    -k "${INTEROP_K:-}" || rc=1
+  i=$((i+1))
+done
+exit $rc
