@@ -123,14 +123,19 @@ static void t_failed_renewal_reported(void)
 {
     th_redis tsrv;
     CU_ASSERT_EQUAL_FATAL(th_redis_start(&tsrv, NULL), 0);
-    hilock_client *c = open_url(tsrv.url, 300, 150);
+    /* A 3 s lease, renewed every second: the server resumes as soon as the
+     * failed pass is reported, and the next tick (two thirds into the lease
+     * since the last good renewal) renews it with a second to spare. With a
+     * 300 ms lease that spare was 100 ms, and on a loaded machine the lock
+     * expired first and the next renewal rightly reported a loss. */
+    hilock_client *c = open_url(tsrv.url, 3000, 150);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *a = new_lock(c, "renew-a"), *b = new_lock(c, "renew-b");
     CU_ASSERT_EQUAL(hilock_lock_acquire(a, 0, 0), 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire(b, 0, 0), 0);
     CU_ASSERT_STRING_EQUAL(hilock_client_errmsg(c), "");
     th_redis_pause(&tsrv);
-    int reported = th_wait_for(client_err_set, c, 2000);
+    int reported = th_wait_for(client_err_set, c, 5000);
     th_redis_resume(&tsrv);
     CU_ASSERT(reported);
     if (reported)
@@ -204,7 +209,7 @@ static void t_cb_frees_own_lock(void)
 {
     th_redis tsrv;
     CU_ASSERT_EQUAL_FATAL(th_redis_start(&tsrv, NULL), 0);
-    hilock_client *c = open_url(tsrv.url, 300, 0);
+    hilock_client *c = open_url(tsrv.url, 1500, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     cb_state st = {PTHREAD_MUTEX_INITIALIZER, 0, 0, c, NULL, NULL};
     st.lock = new_lock(c, "cb-free-own");
@@ -215,8 +220,9 @@ static void t_cb_frees_own_lock(void)
     force_delete(&tsrv, "cb-free-own");
     wait_finished_or_die(&st, "frees its own lock");
     CU_ASSERT_EQUAL(st.calls, 1);
-    /* the watchdog carries on: the other lock is still renewed */
-    th_sleep_ms(600);
+    /* the watchdog carries on: the other lock is still renewed past its
+     * 1.5 s lease */
+    th_sleep_ms(1700);
     CU_ASSERT_EQUAL(th_redis_int(&tsrv, "EXISTS cb-free-other"), 1);
     CU_ASSERT_FALSE(hilock_lock_is_lost(other));
     CU_ASSERT_EQUAL(hilock_lock_release(other), 0);
@@ -246,7 +252,7 @@ static void t_cb_closes_client(void)
     th_redis tsrv;
     CU_ASSERT_EQUAL_FATAL(th_redis_start(&tsrv, NULL), 0);
     int threads_before = th_thread_count();
-    hilock_client *c = open_url(tsrv.url, 300, 0);
+    hilock_client *c = open_url(tsrv.url, 1500, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     cb_state st = {PTHREAD_MUTEX_INITIALIZER, 0, 0, c, NULL, NULL};
     st.lock = new_lock(c, "cb-close");
@@ -280,7 +286,7 @@ static void t_cb_frees_own_multilock(void)
 {
     th_redis tsrv;
     CU_ASSERT_EQUAL_FATAL(th_redis_start(&tsrv, NULL), 0);
-    hilock_client *c = open_url(tsrv.url, 300, 0);
+    hilock_client *c = open_url(tsrv.url, 1500, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     cb_state st = {PTHREAD_MUTEX_INITIALIZER, 0, 0, c, NULL, NULL};
     hilock_lock *ls[2] = {new_lock(c, "cb-multi-a"), new_lock(c, "cb-multi-b")};
