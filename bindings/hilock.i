@@ -150,7 +150,7 @@ HL_OUT_HANDLE(hilock_multilock)
 HL_OUT_HANDLE(hilock_rwlock)
 
 /* ---- out-parameters ------------------------------------------------------ */
-%apply int *OUTPUT { int *out, int *deleted };
+%apply int *OUTPUT { int *out, int *deleted, int *cancelled };
 %apply long long *OUTPUT { int64_t *out, int64_t *token };
 %apply unsigned long long *OUTPUT { uint64_t *token, uint64_t *tid };
 
@@ -240,6 +240,8 @@ HL_CHECKED(hilock_lock_new, HL_CDETAIL(arg2))
 HL_CHECKED(hilock_fair_lock_new, HL_CDETAIL(arg2))
 HL_ACQUIRE(hilock_lock_acquire, HL_LDETAIL(arg1))
 HL_ACQUIRE(hilock_lock_acquire_tid, HL_LDETAIL(arg1))
+HL_CHECKED(hilock_lock_cancel, HL_LDETAIL(arg2))
+HL_CHECKED(hilock_multilock_cancel, HL_MDETAIL(arg2))
 HL_CHECKED(hilock_lock_release, HL_LDETAIL(arg1))
 HL_CHECKED(hilock_lock_release_tid, HL_LDETAIL(arg1))
 HL_CHECKED(hilock_lock_force_unlock, HL_LDETAIL(arg2))

@@ -11,6 +11,7 @@ Times are float seconds. See docs/python.md for the full API.
 from typing import Any
 
 from ._errors import (
+    AcquireCancelled,
     AuthenticationError,
     TLSError,
     ClosedError,
@@ -62,5 +63,6 @@ __all__ = [
     "WrongTypeError",
     "OutOfMemoryError",
     "ClosedError",
+    "AcquireCancelled",
     "__version__",
 ]

@@ -94,6 +94,80 @@ def _lease_ms(lease: Optional[Seconds]) -> int:
     return _to_ms(lease, "lease", zero_ok=False)
 
 
+def _protocol_args(
+    wait: Any, lease: Any, blocking: Optional[bool], timeout: Optional[Seconds]
+) -> Tuple[Optional[Seconds], Optional[Seconds]]:
+    """(wait, lease) from either hilock's ``acquire(wait, lease)`` or
+    threading.Lock's ``acquire(blocking=True, timeout=-1)`` (also positional:
+    ``acquire(False)``, ``acquire(True, 5)``, as dogpile.cache calls it)."""
+    if isinstance(wait, bool):  # threading style, positional
+        if blocking is not None or timeout is not None:
+            raise TypeError("acquire(): blocking given twice")
+        blocking, timeout, wait, lease = wait, lease, None, None
+    elif blocking is None and timeout is None:
+        return wait, lease
+    elif wait is not None:
+        raise TypeError("acquire(): give wait or blocking/timeout, not both")
+    if blocking is None:
+        blocking = True
+    if timeout is None:
+        timeout = -1
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+    if not blocking:
+        if timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        return 0, lease
+    if timeout == -1:
+        return None, lease
+    if timeout < 0:
+        raise ValueError("timeout value must be a non-negative number")
+    return timeout, lease
+
+
+def _interruptible(run: Callable[[], Any], cancel: Callable[[], Any],
+                   undo: Callable[[], None]) -> bool:
+    """Run the blocking acquire ``run`` so that a signal handler's exception
+    (Ctrl-C: KeyboardInterrupt) ends the wait. Python runs signal handlers
+    only on the main thread and only between bytecodes, so ``run`` (which
+    names the caller's thread id explicitly) waits on a helper thread while
+    this thread waits on an Event, which signals interrupt. On an exception
+    the acquire is cancelled through the C API (it leaves the fair queue and
+    its subscription) and, if its grant won the race, released again; then
+    the exception propagates. Nothing is held or queued afterwards."""
+    box: Dict[str, Any] = {}
+    done = threading.Event()
+
+    def body() -> None:
+        try:
+            box["ok"] = run()
+        except BaseException as e:  # noqa: B036 - handed to the caller
+            box["exc"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=body, name="hilock-acquire", daemon=True).start()
+    try:
+        done.wait()
+    except BaseException as first:
+        while not done.is_set():
+            try:
+                cancel()  # asks until the acquire has returned (it may not wait yet)
+                done.wait(0.005)
+            except BaseException:  # another Ctrl-C: the cleanup comes first
+                pass
+        if box.get("ok"):
+            undo()
+        raise first
+    if "exc" in box:
+        raise box["exc"]
+    return bool(box["ok"])
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def _check_tid(tid: Optional[int]) -> Optional[int]:
     if tid is None:
         return None
@@ -566,18 +640,43 @@ class Lock:
 
     # -- operations ---------------------------------------------------------
 
-    def acquire(self, wait: Optional[Seconds] = None, lease: Optional[Seconds] = None) -> bool:
+    def acquire(
+        self,
+        wait: Any = None,
+        lease: Optional[Seconds] = None,
+        *,
+        blocking: Optional[bool] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> bool:
         """Acquire (or re-enter) the lock.
 
         ``wait``: None = wait forever, 0 = one try, > 0 = at most that many
         seconds. ``lease``: None = watchdog (renewed while held), > 0 = the
         lock expires after that many seconds. Returns False when the wait
-        elapsed. The GIL is released while waiting."""
+        elapsed. The GIL is released while waiting.
+
+        threading.Lock's form works too: ``acquire(blocking=True,
+        timeout=-1)``, ``acquire(False)``, ``acquire(True, 5)`` (then the
+        lease is the watchdog).
+
+        On the main thread a waiting acquire is interrupted by Ctrl-C
+        (KeyboardInterrupt, or any exception a signal handler raises): it is
+        cancelled, nothing is held or queued, and the exception propagates."""
+        wait, lease = _protocol_args(wait, lease, blocking, timeout)
         w, l = _wait_ms(wait), _lease_ms(lease)
-        if self._tid is None:
-            ok = _capi.hilock_lock_acquire(self._h.ptr, w, l)
+        ptr = self._h.ptr
+        if w != 0 and _on_main_thread():
+            tid = self._tid if self._tid is not None else int(_capi.hilock_thread_id())
+            ok = _capi.hilock_lock_acquire_tid(ptr, tid, 0, l)  # uncontended: no thread
+            if not ok:
+                ok = _interruptible(
+                    lambda: _capi.hilock_lock_acquire_tid(ptr, tid, w, l),
+                    lambda: _capi.hilock_lock_cancel(ptr, tid),
+                    lambda: _capi.hilock_lock_release_tid(ptr, tid))
+        elif self._tid is None:
+            ok = _capi.hilock_lock_acquire(ptr, w, l)
         else:
-            ok = _capi.hilock_lock_acquire_tid(self._h.ptr, self._tid, w, l)
+            ok = _capi.hilock_lock_acquire_tid(ptr, self._tid, w, l)
         if ok:
             self._h.pin(+1)
         return bool(ok)
@@ -770,10 +869,28 @@ class MultiLock:
     def name(self) -> str:
         return "+".join(m.name for m in self._members)
 
-    def acquire(self, wait: Optional[Seconds] = None, lease: Optional[Seconds] = None) -> bool:
-        """Acquire (see Lock.acquire for wait/lease). Returns False when the
-        wait elapsed (or, for RedLock, no majority within validity)."""
+    def acquire(
+        self,
+        wait: Any = None,
+        lease: Optional[Seconds] = None,
+        *,
+        blocking: Optional[bool] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> bool:
+        """Acquire (see Lock.acquire for wait/lease, threading.Lock's form
+        and Ctrl-C). Returns False when the wait elapsed (or, for RedLock, no
+        majority within validity)."""
+        wait, lease = _protocol_args(wait, lease, blocking, timeout)
         w, l = _wait_ms(wait), _lease_ms(lease)
+        if w != 0 and _on_main_thread():
+            ptr = self._ptr
+            tid = self._tid if self._tid is not None else int(_capi.hilock_thread_id())
+            if _capi.hilock_multilock_acquire_tid(ptr, tid, 0, l):
+                return True
+            return _interruptible(
+                lambda: _capi.hilock_multilock_acquire_tid(ptr, tid, w, l),
+                lambda: _capi.hilock_multilock_cancel(ptr, tid),
+                lambda: _capi.hilock_multilock_release_tid(ptr, tid))
         if self._tid is None:
             return bool(_capi.hilock_multilock_acquire(self._ptr, w, l))
         return bool(_capi.hilock_multilock_acquire_tid(self._ptr, self._tid, w, l))

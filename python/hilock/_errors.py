@@ -39,6 +39,7 @@ EWRONGTYPE = -8
 ENOMEM = -9
 ECLOSED = -10
 ETLS = -11
+ECANCELED = -12
 
 
 class Error(Exception):
@@ -130,6 +131,14 @@ class ClosedError(Error):
     code = ECLOSED
 
 
+class AcquireCancelled(Error):
+    """A waiting acquire was cancelled (HILOCK_ECANCELED); nothing is held
+    or queued. The Python layer turns it into the exception that caused the
+    cancel (KeyboardInterrupt), so it is rarely seen."""
+
+    code = ECANCELED
+
+
 CODES: Dict[int, Type[Error]] = {
     EINVAL: InvalidArgument,
     ETIMEDOUT: LockTimeout,
@@ -142,6 +151,7 @@ CODES: Dict[int, Type[Error]] = {
     ENOMEM: OutOfMemoryError,
     ECLOSED: ClosedError,
     ETLS: TLSError,
+    ECANCELED: AcquireCancelled,
 }
 
 _NAMES = {
@@ -156,6 +166,7 @@ _NAMES = {
     ENOMEM: "out of memory",
     ECLOSED: "closed",
     ETLS: "tls",
+    ECANCELED: "cancelled",
 }
 
 

@@ -1,0 +1,111 @@
+"""Python habits: Ctrl-C interrupts a waiting acquire (a subprocess sent
+SIGINT while it waits: it leaves no hold and no queue entry), and the lock
+speaks threading.Lock's protocol (acquire(blocking, timeout), locked())."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import hilock
+from conftest import RedisServer, wait_for
+
+CHILD = r"""
+import sys, time, hilock
+url, name, kind, wait, multi = sys.argv[1:6]
+c = hilock.Client(url)
+lock = c.fair_lock(name) if kind == "fair" else c.lock(name)
+target = hilock.MultiLock([lock, c.lock(name + ":b")]) if multi == "1" else lock
+print(c.owner(), flush=True)
+try:
+    target.acquire(wait=None if wait == "none" else float(wait))
+    print("acquired", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic(), flush=True)
+sys.stdout.flush()
+c.close()
+"""
+
+
+@pytest.mark.parametrize("kind,wait,multi", [("reentrant", "none", "0"), ("fair", "8", "0"),
+                                             ("fair", "none", "0")])
+def test_ctrl_c_interrupts_a_waiting_acquire(client: hilock.Client, redis: RedisServer,
+                                             name: str, kind: str, wait: str,
+                                             multi: str) -> None:
+    holder = client.fair_lock(name) if kind == "fair" else client.lock(name)
+    assert holder.acquire(wait=0, lease=60)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, redis.url, name, kind, wait, multi],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        owner = child.stdout.readline().strip()
+        # really waiting on the server before the signal, never a sleep
+        if kind == "fair":
+            wait_for(lambda: redis("LLEN", f"redisson_lock_queue:{{{name}}}") == 1, 10,
+                     "child queued")
+        else:
+            wait_for(lambda: redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}}}")[1]
+                     == 1, 10, "child subscribed")
+        t0 = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        line = child.stdout.readline().split()
+        assert line and line[0] == "interrupted", line
+        took = float(line[1]) - t0  # CLOCK_MONOTONIC is system-wide
+        assert child.wait(10) == 0
+        assert took < 0.1, f"Ctrl-C took {took:.3f} s to end the acquire"
+        # nothing left behind: the holder's hold only, no queue entry
+        assert redis("HEXISTS", name, owner) == 0
+        assert redis("HLEN", name) == 1
+        assert redis("EXISTS", f"redisson_lock_queue:{{{name}}}") == 0
+        assert redis("EXISTS", f"redisson_lock_timeout:{{{name}}}") == 0
+        assert redis("EXISTS", name + ":b") == 0
+        assert holder.owned()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        holder.release()
+
+
+def test_threading_lock_protocol(client: hilock.Client, redis: RedisServer, name: str) -> None:
+    mine, other = client.lock(name), client.lock(name, thread_id=424242)
+    assert not mine.locked()
+    assert mine.acquire(False)  # dogpile.cache: mutex.acquire(False)
+    assert mine.locked()
+    mine.release()
+    assert mine.acquire(blocking=True, timeout=-1)
+    mine.release()
+    assert other.acquire(wait=0, lease=30)
+    try:
+        assert mine.locked()
+        assert mine.acquire(False) is False
+        assert mine.acquire(blocking=False) is False
+        t0 = time.monotonic()
+        assert mine.acquire(True, 0.2) is False
+        assert mine.acquire(timeout=0.2) is False
+        assert time.monotonic() - t0 >= 0.4
+        with pytest.raises(ValueError):
+            mine.acquire(False, 1)
+        with pytest.raises(ValueError):
+            mine.acquire(blocking=False, timeout=1)
+        with pytest.raises(ValueError):
+            mine.acquire(timeout=-2)
+        with pytest.raises(TypeError):
+            mine.acquire(5, blocking=True)
+        with pytest.raises(TypeError):
+            mine.acquire(timeout="1")
+        assert not mine.owned()
+    finally:
+        other.release()
+    assert not mine.locked()
+
+
+def test_errors_cover_cancelled() -> None:
+    assert hilock.AcquireCancelled.code == -12
+    assert issubclass(hilock.AcquireCancelled, hilock.Error)
+    assert hilock.strerror(-12) == "acquire cancelled"
