@@ -189,15 +189,17 @@ test("a waiter gets the lock when the lease runs out", function()
 end)
 
 test("watchdog keeps the lock past its lease; loss is reported", function()
-  local cw = assert(hilock.connect(URL, { watchdog_lease = 0.6 }))
+  -- 1.2 s lease, renewed every 0.4 s: a 0.6 s one could expire under
+  -- valgrind on a loaded machine between two renewals
+  local cw = assert(hilock.connect(URL, { watchdog_lease = 1.2 }))
   local n = name("watchdog")
   local lk = cw:lock(n)
   assert(lk:acquire(0)) -- no lease: watchdog
   local t0 = now_ms()
-  while now_ms() - t0 < 1800 do -- three leases
+  while now_ms() - t0 < 3000 do -- two and a half leases
     eq(lk:held(), true, "held at " .. (now_ms() - t0) .. " ms")
     local ttl = lk:ttl()
-    assert(ttl > 0 and ttl <= 0.6, "ttl " .. ttl)
+    assert(ttl > 0 and ttl <= 1.2, "ttl " .. ttl)
     sleep_ms(100)
   end
   -- somebody else deletes it: the watchdog notices within a period
