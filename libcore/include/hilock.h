@@ -341,11 +341,10 @@ HILOCK_API int hilock_lock_token(int64_t *out, hilock_lock *l);
  * its lost callback, release, force unlock, queries), except
  * hilock_lock_free (hilock_rwlock_free frees them). is_locked tells
  * whether the lock is in that side's mode; hold_count and is_held are the
- * caller's holds of that side. Differences from the reentrant lock:
- *   - an acquire attempt whose reply timed out is not settled (a late
- *     grant expires with its lease);
- *   - release of a read hold by a caller that holds none is
- *     HILOCK_ENOTOWNER (Redisson answers true when the key is gone).
+ * caller's holds of that side. An attempt whose reply timed out is
+ * settled as the reentrant lock's (a late grant is released). Difference
+ * from Redisson: release of a read hold by a caller that holds none is
+ * HILOCK_ENOTOWNER (Redisson answers true when the key is gone).
  */
 typedef struct hilock_rwlock hilock_rwlock;
 

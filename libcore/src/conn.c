@@ -685,7 +685,7 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
 /* An acquire attempt: settled on its own connection when its reply times out. */
 static int is_attempt(const hl_cmd *cmd)
 {
-    return cmd->script == HL_SCRIPT_LOCK || cmd->script == HL_SCRIPT_FAIR_LOCK;
+    return hl_cmd_is_attempt(cmd);
 }
 
 /* Callers' threads write here: no SIGPIPE may escape (see util.c). */

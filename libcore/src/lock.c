@@ -423,7 +423,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
         switch (hl_acquire_next(&a, hl_now_mono_ms())) {
         case HL_ACT_SEND: {
             redisReply *reply = NULL;
-            int attempt = a.cmd.script == HL_SCRIPT_LOCK || a.cmd.script == HL_SCRIPT_FAIR_LOCK;
+            int attempt = hl_cmd_is_attempt(&a.cmd);
             int erc = hl_exec_acked(c, &a.cmd, &reply, 0, err, attempt ? acked : NULL);
             if (erc && a.cmd.drained)
                 hl_acquire_on_unknown(&a, erc, hl_now_mono_ms());

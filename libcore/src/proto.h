@@ -418,6 +418,9 @@ HL_HIDDEN int64_t hl_latch_ttl(int64_t command_timeout_ms);
  * The undo goes on the same connection, so the server runs it after the
  * attempt: a late grant is released, a fair waiter leaves the line. */
 #define HL_SETTLE_MAX_MS 60000
+/* 1 when cmd is an acquire attempt of any kind (settled when its reply
+ * never came; acknowledged by a replica when the client asks for that). */
+HL_HIDDEN int hl_cmd_is_attempt(const hl_cmd *cmd);
 typedef enum hl_settle_outcome {
     HL_SETTLE_NOTHING = 0, /* the attempt changed nothing (or never came) */
     HL_SETTLE_RELEASED,    /* a late grant was released */

@@ -147,18 +147,41 @@ static int arg_copy(const hl_cmd *c, int i, char *out, size_t len)
     return 0;
 }
 
+int hl_cmd_is_attempt(const hl_cmd *cmd)
+{
+    switch (cmd->script) {
+    case HL_SCRIPT_LOCK:
+    case HL_SCRIPT_FAIR_LOCK:
+    case HL_SCRIPT_FENCED_LOCK:
+    case HL_SCRIPT_RW_READ_LOCK:
+    case HL_SCRIPT_RW_WRITE_LOCK:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
                    const char *request_id, int64_t command_timeout_ms, int64_t now_ms)
 {
     memset(s, 0, sizeof *s);
     s->state = SE_DONE;
     s->outcome = HL_SETTLE_NOTHING;
-    if (!attempt || !request_id ||
-        (attempt->script != HL_SCRIPT_LOCK && attempt->script != HL_SCRIPT_FAIR_LOCK))
+    if (!attempt || !request_id)
         return HILOCK_EINVAL;
-    /* argv: EVALSHA sha nkeys KEYS... ARGV... (hl_cmd_acquire) */
-    int fair = attempt->script == HL_SCRIPT_FAIR_LOCK;
-    if (attempt->argc != (fair ? 10 : 6) || attempt->argvlen[3] == 0)
+    /* argv: EVALSHA sha nkeys KEYS... ARGV... (hl_cmd_acquire); the other
+     * objects' attempts: KEYS then lease and owner (hold field) */
+    int fair = attempt->script == HL_SCRIPT_FAIR_LOCK, lease_at = 4, argc = 6;
+    hilock_kind kind = HILOCK_KIND_REENTRANT;
+    switch (attempt->script) {
+    case HL_SCRIPT_LOCK: break;
+    case HL_SCRIPT_FAIR_LOCK: kind = HILOCK_KIND_FAIR; argc = 10; break;
+    case HL_SCRIPT_FENCED_LOCK: kind = HILOCK_KIND_FENCED; lease_at = 5; argc = 7; break;
+    case HL_SCRIPT_RW_READ_LOCK: kind = HILOCK_KIND_READ; lease_at = 5; argc = 7; break;
+    case HL_SCRIPT_RW_WRITE_LOCK: kind = HILOCK_KIND_WRITE; break;
+    default: return HILOCK_EINVAL;
+    }
+    if (attempt->argc != argc || attempt->argvlen[3] == 0)
         return HILOCK_EINVAL;
     char *name = malloc(attempt->argvlen[3] + 1);
     if (!name)
@@ -170,14 +193,15 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
         return rc;
     if (publish)
         s->names.publish = strcmp(publish, "spublish") == 0 ? "spublish" : "publish";
-    s->kind = fair ? HILOCK_KIND_FAIR : HILOCK_KIND_REENTRANT;
+    s->kind = kind;
     int bad;
     if (fair) {
         bad = arg_i64(attempt, 6, &s->lease_ms) || arg_copy(attempt, 7, s->owner, sizeof s->owner) ||
               arg_i64(attempt, 8, &s->window_ms);
         s->enqueued = attempt->argvlen[9] == 1 && attempt->argv[9][0] == '1';
     } else {
-        bad = arg_i64(attempt, 4, &s->lease_ms) || arg_copy(attempt, 5, s->owner, sizeof s->owner);
+        bad = arg_i64(attempt, lease_at, &s->lease_ms) ||
+              arg_copy(attempt, lease_at + 1, s->owner, sizeof s->owner);
     }
     if (!bad && !(s->latch = latch_key(&s->names, request_id)))
         rc = HILOCK_ENOMEM;
@@ -230,7 +254,7 @@ void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms)
     if (s->state != SE_AWAIT_ATTEMPT)
         return;
     hl_acquire_result res;
-    if (hl_decode_acquire(r, &res) != 0) {
+    if (hl_decode_acquire_kind(s->kind, r, &res) != 0) {
         s->state = SE_DONE; /* an error (NOSCRIPT included): it changed nothing */
         return;
     }

@@ -2,8 +2,9 @@
  * Fenced lock against a real redis-server: every grant takes the next value
  * of redisson_lock_token:{N} (re-entry included, as Redisson), tokens of
  * two clients interleave strictly increasing, the token is readable while
- * held, the lock itself is an ordinary reentrant lock, and a bad counter
- * leaves the lock untaken.
+ * held, the lock itself is an ordinary reentrant lock, a bad counter
+ * leaves the lock untaken, and timed-out attempts of the fenced lock and of
+ * both read-write sides are settled (engine level).
  */
 #include <CUnit/Basic.h>
 #include <stdio.h>
@@ -153,6 +154,62 @@ static void t_decode(void)
     }
 }
 
+/* An attempt of the new kinds whose reply timed out is settled like a
+ * reentrant one: a late grant is released with that kind's script, as the
+ * same hold owner; a refusal leaves nothing to undo. */
+static void t_settle_new_kinds(void)
+{
+    static const struct {
+        hilock_kind kind;
+        int release_script;
+        const char *grant;
+    } cases[] = {
+        {HILOCK_KIND_FENCED, HL_SCRIPT_UNLOCK, "*3\r\n:1\r\n:1\r\n:4\r\n"},
+        {HILOCK_KIND_READ, HL_SCRIPT_RW_READ_UNLOCK, "*2\r\n:1\r\n:1\r\n"},
+        {HILOCK_KIND_WRITE, HL_SCRIPT_RW_WRITE_UNLOCK, "*2\r\n:1\r\n:1\r\n"},
+    };
+    hl_names n;
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "settle:x"), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char owner[HL_OWNER_MAX];
+        hl_hold_owner(owner, cases[i].kind, "00000000-0000-0000-0000-000000000000", 77);
+        hl_cmd a;
+        hl_cmd_acquire(&a, cases[i].kind, &n, owner, 12000, -1);
+        CU_ASSERT(hl_cmd_is_attempt(&a));
+        hl_settle s;
+        CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:1", 1000, 0), 0);
+        CU_ASSERT_EQUAL(s.kind, cases[i].kind);
+        CU_ASSERT_EQUAL(s.lease_ms, 12000);
+        CU_ASSERT_STRING_EQUAL(s.owner, owner);
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 0), HL_ACT_WAIT);
+        redisReply *r = parse(cases[i].grant);
+        hl_settle_on_reply(&s, r, 1);
+        freeReplyObject(r);
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 2), HL_ACT_SEND);
+        CU_ASSERT_EQUAL(s.cmd.script, cases[i].release_script);
+        CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_RELEASED);
+        int has_owner = 0;
+        for (int k = 0; k < s.cmd.argc; k++)
+            has_owner |= s.cmd.argvlen[k] == strlen(owner) && !memcmp(s.cmd.argv[k], owner, strlen(owner));
+        CU_ASSERT(has_owner);
+        hl_settle_free(&s);
+        /* refused: nothing to undo */
+        CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:2", 1000, 0), 0);
+        r = parse("*2\r\n:0\r\n:500\r\n");
+        hl_settle_on_reply(&s, r, 1);
+        freeReplyObject(r);
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 2), HL_ACT_DONE);
+        CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_NOTHING);
+        hl_settle_free(&s);
+    }
+    hl_cmd rel;
+    hl_cmd_release(&rel, HILOCK_KIND_READ, &n, "o:1", 1000, "latch", 1000);
+    CU_ASSERT_FALSE(hl_cmd_is_attempt(&rel));
+    hl_settle s2;
+    CU_ASSERT_EQUAL(hl_settle_init(&s2, &rel, "publish", "cid:3", 1000, 0), HILOCK_EINVAL);
+    hl_names_free(&n);
+}
+
 static int init_srv(void)
 {
     return th_redis_start(&srv, NULL);
@@ -171,6 +228,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("fenced lock", init_srv, clean_srv);
     CU_add_test(s, "tokens strictly increasing across clients", t_tokens);
     CU_add_test(s, "decoder: token only on a fenced grant", t_decode);
+    CU_add_test(s, "settling timed-out fenced/read/write attempts", t_settle_new_kinds);
     CU_add_test(s, "bad counter: clear error, lock not taken", t_bad_counter);
     return th_cu_run();
 }
