@@ -19,6 +19,7 @@
  * driver resty/hilock.lua.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -491,6 +491,42 @@ static int p_sentinel_watch_cmd(lua_State *L)
     return push_plain(L, &c);
 }
 
+/* proto.handshake_cmds(user, password, db) -> { bytes, ... } (possibly
+ * empty): what a fresh connection sends before anything else. */
+static int p_handshake_cmds(lua_State *L)
+{
+    const char *user = luaL_optstring(L, 1, NULL);
+    const char *password = luaL_optstring(L, 2, NULL);
+    lua_Integer db = luaL_optinteger(L, 3, 0);
+    if (db < 0 || db > INT_MAX)
+        return luaL_argerror(L, 3, "database number out of range");
+    hl_cmd cmds[HL_HANDSHAKE_MAX];
+    int n = hl_cmd_handshake(cmds, user, password, (int)db);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        push_cmd(L, &cmds[i], 0);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* proto.handshake_reply(r) -> true | nil, why: whether the server accepted
+ * one handshake command (why: its error text, or "unexpected reply"). */
+static int p_handshake_reply(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    if (!hl_decode_handshake(r)) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushnil(L);
+    if (r->type == REDIS_REPLY_ERROR)
+        lua_pushlstring(L, r->str, r->len);
+    else
+        lua_pushliteral(L, "unexpected reply");
+    return 2;
+}
+
 /* proto.decode_slots(r) -> { {first, last, host, port}, ... } | nil, err
  * (malformed ranges are skipped) */
 static int p_decode_slots(lua_State *L)
@@ -583,6 +619,8 @@ static const luaL_Reg engine_funcs[] = {
     {"unsubscribe_cmd", p_unsubscribe_cmd},
     {"cluster_slots_cmd", p_cluster_slots_cmd},
     {"role_cmd", p_role_cmd},
+    {"handshake_cmds", p_handshake_cmds},
+    {"handshake_reply", p_handshake_reply},
     {"asking_cmd", p_asking_cmd},
     {"sentinel_master_cmd", p_sentinel_master_cmd},
     {"sentinel_watch_cmd", p_sentinel_watch_cmd},

@@ -53,13 +53,12 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
     }
     redisSetTimeout(ctx, tv_ms(command_timeout_ms));
     redisReply *r = NULL;
-    if (ep->password) {
-        if (ep->user)
-            r = hl_command(ctx, "AUTH %s %s", ep->user, ep->password);
-        else
-            r = hl_command(ctx, "AUTH %s", ep->password);
+    hl_cmd hs[HL_HANDSHAKE_MAX];
+    int nhs = hl_cmd_handshake(hs, ep->user, ep->password, ep->db);
+    for (int i = 0; i < nhs; i++) {
+        r = hl_command_argv(ctx, hs[i].argc, hs[i].argv, hs[i].argvlen);
         char why[128];
-        if (!r && ep->tls) { /* as in hilock_client_open's first command */
+        if (!r && i == 0 && ep->tls) { /* as in hilock_client_open's first command */
             if (!hl_tls_refused(why, sizeof why))
                 snprintf(why, sizeof why, "%s", ctx->errstr);
             *code = HILOCK_ETLS;
@@ -67,23 +66,18 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
                             "certificate refused?)", where, why);
             goto fail;
         }
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
-            hl_set_err(err, "authentication to %s failed: %s%s", where, r ? r->str : ctx->errstr,
-                       !r && !ep->tls && !ep->path ? " (a TLS port? use rediss://)"
-                           : "");
+        int rc = r ? hl_decode_handshake(r) : HILOCK_ECONN;
+        if (rc) {
+            *code = rc;
+            hl_set_err(err, "%s on %s failed: %s%s", hs[i].argv[0], where,
+                       !r ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str
+                                                                     : "unexpected reply",
+                       !r && i == 0 && !ep->tls && !ep->path ? " (a TLS port? use rediss://)"
+                                                             : "");
             goto fail;
         }
         freeReplyObject(r);
-    }
-    if (ep->db) {
-        r = hl_command(ctx, "SELECT %d", ep->db);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
-            hl_set_err(err, "SELECT %d on %s failed: %s", ep->db, where, r ? r->str : ctx->errstr);
-            goto fail;
-        }
-        freeReplyObject(r);
+        r = NULL;
     }
     return ctx;
 fail:
@@ -186,13 +180,16 @@ redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_
     hl_reader_bound(s->reader);
     redisSetTimeout(s, tv_ms(timeout_ms));
     if (ep->sentinel_password || ep->sentinel_user) {
-        redisReply *r = ep->sentinel_user
-                            ? hl_command(s, "AUTH %s %s", ep->sentinel_user,
-                                           ep->sentinel_password ? ep->sentinel_password : "")
-                            : hl_command(s, "AUTH %s", ep->sentinel_password);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            *code = r ? HILOCK_EAUTH : HILOCK_ECONN;
-            hl_set_err(err, "authentication to %s failed: %s", where, r ? r->str : s->errstr);
+        hl_cmd auth[HL_HANDSHAKE_MAX];
+        hl_cmd_handshake(auth, ep->sentinel_user,
+                         ep->sentinel_password ? ep->sentinel_password : "", 0);
+        redisReply *r = hl_command_argv(s, auth[0].argc, auth[0].argv, auth[0].argvlen);
+        int rc = r ? hl_decode_handshake(r) : HILOCK_ECONN;
+        if (rc) {
+            *code = rc;
+            hl_set_err(err, "authentication to %s failed: %s", where,
+                       !r ? s->errstr : r->type == REDIS_REPLY_ERROR ? r->str
+                                                                   : "unexpected reply");
             if (r)
                 freeReplyObject(r);
             redisFree(s);

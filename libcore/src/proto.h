@@ -550,6 +550,16 @@ HL_HIDDEN void hl_cmd_role(hl_cmd *cmd);
 HL_HIDDEN void hl_cmd_asking(hl_cmd *cmd);
 HL_HIDDEN void hl_cmd_sentinel_master(hl_cmd *cmd, const char *master_name);
 HL_HIDDEN void hl_cmd_sentinel_watch(hl_cmd *cmd); /* SUBSCRIBE +switch-master */
+/* The connection handshake a fresh connection sends before anything else:
+ * AUTH [user] password when a password is given (a user alone sends
+ * nothing), then SELECT db when db is not 0. Fills cmds (HL_HANDSHAKE_MAX)
+ * and returns how many; the strings must outlive the commands. */
+#define HL_HANDSHAKE_MAX 2
+HL_HIDDEN int hl_cmd_handshake(hl_cmd *cmds, const char *user, const char *password, int db);
+/* What a handshake reply means: 0 accepted (+OK), HILOCK_EAUTH refused (an
+ * error reply: wrong password, unknown user, no such database), HILOCK_EPROTO
+ * anything else (not a Redis server speaking the protocol we expect). */
+HL_HIDDEN int hl_decode_handshake(const redisReply *r);
 /* CLUSTER SLOTS entries: hl_decode_slot_range; SENTINEL get-master-addr-by-name:
  * hl_decode_master_addr (both above, reply.c). */
 /* A +switch-master message for master_name: 1 with the new master's host and

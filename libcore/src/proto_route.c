@@ -276,6 +276,35 @@ void hl_cmd_asking(hl_cmd *cmd)
     plain(cmd, 1, argv);
 }
 
+int hl_cmd_handshake(hl_cmd *cmds, const char *user, const char *password, int db)
+{
+    int n = 0;
+    if (password) {
+        hl_cmd_begin_plain(&cmds[n]);
+        hl_cmd_add_str(&cmds[n], "AUTH");
+        if (user)
+            hl_cmd_add_str(&cmds[n], user);
+        hl_cmd_add_str(&cmds[n], password);
+        n++;
+    }
+    if (db) {
+        hl_cmd_begin_plain(&cmds[n]);
+        hl_cmd_add_str(&cmds[n], "SELECT");
+        hl_cmd_add_num(&cmds[n], db);
+        n++;
+    }
+    return n;
+}
+
+int hl_decode_handshake(const redisReply *r)
+{
+    if (r && r->type == REDIS_REPLY_STATUS && r->len == 2 && !memcmp(r->str, "OK", 2))
+        return 0;
+    if (r && r->type == REDIS_REPLY_ERROR)
+        return HILOCK_EAUTH;
+    return HILOCK_EPROTO;
+}
+
 void hl_cmd_sentinel_master(hl_cmd *cmd, const char *master_name)
 {
     const char *argv[] = {"SENTINEL", "get-master-addr-by-name", master_name};

@@ -303,17 +303,7 @@ function _M.new(opts)
                                self.tls and ("tls:" .. (self.tls_server_name or "") .. ":"
                                              .. tostring(self.tls_verify)) or "")
     end
-    local hs = {}
-    if self.password then
-        if self.user then
-            hs[#hs + 1] = proto.command("AUTH", self.user, self.password)
-        else
-            hs[#hs + 1] = proto.command("AUTH", self.password)
-        end
-    end
-    if self.db ~= 0 then
-        hs[#hs + 1] = proto.command("SELECT", self.db)
-    end
+    local hs = proto.handshake_cmds(self.user, self.password, self.db)
     self.handshake = #hs > 0 and hs or nil
     return self
 end
@@ -359,8 +349,8 @@ local function connect(self, node)
                 sock:close()
                 return nil, rerr
             end
-            local msg = r:error()
-            if msg then
+            local ok, msg = proto.handshake_reply(r)
+            if not ok then
                 sock:close()
                 return nil, "auth: " .. msg
             end
@@ -486,9 +476,7 @@ local function sentinel_socket(self, sd, pool)
         return nil, err
     end
     if self.sentinel_password and sock:getreusedtimes() == 0 then
-        local auth = self.sentinel_user
-            and proto.command("AUTH", self.sentinel_user, self.sentinel_password)
-            or proto.command("AUTH", self.sentinel_password)
+        local auth = proto.handshake_cmds(self.sentinel_user, self.sentinel_password)[1]
         local rd = get_reader()
         local r
         r, err = send_read(sock, rd, auth)
@@ -497,8 +485,8 @@ local function sentinel_socket(self, sd, pool)
             return nil, err
         end
         put_reader(rd)
-        local msg = r:error()
-        if msg then
+        local ok, msg = proto.handshake_reply(r)
+        if not ok then
             sock:close()
             return nil, "auth: sentinel " .. sd.host .. ":" .. sd.port .. ": " .. msg
         end

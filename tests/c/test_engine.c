@@ -362,6 +362,39 @@ static void ack_feed(hl_ack *k, const char *bytes, size_t len)
 #define ROLE_1 "*3\r\n$6\r\nmaster\r\n:100\r\n*1\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n7001\r\n$3\r\n100\r\n"
 #define ROLE_0 "*3\r\n$6\r\nmaster\r\n:100\r\n*0\r\n"
 
+/* The connection handshake: which commands, and what each reply means. */
+static void t_handshake(void)
+{
+    hl_cmd hs[HL_HANDSHAKE_MAX];
+    CU_ASSERT_EQUAL(hl_cmd_handshake(hs, NULL, NULL, 0), 0);
+    CU_ASSERT_EQUAL(hl_cmd_handshake(hs, "alice", NULL, 0), 0); /* a user alone: nothing */
+    CU_ASSERT_EQUAL_FATAL(hl_cmd_handshake(hs, NULL, "s3cret", 0), 1);
+    CU_ASSERT(hs[0].argc == 2 && hs[0].script == -1 && arg_is(&hs[0], 0, "AUTH") &&
+              arg_is(&hs[0], 1, "s3cret"));
+    CU_ASSERT_EQUAL_FATAL(hl_cmd_handshake(hs, "alice", "", 3), 2);
+    CU_ASSERT(hs[0].argc == 3 && arg_is(&hs[0], 1, "alice") && arg_is(&hs[0], 2, ""));
+    CU_ASSERT(hs[1].argc == 2 && arg_is(&hs[1], 0, "SELECT") && arg_is(&hs[1], 1, "3"));
+    CU_ASSERT_EQUAL_FATAL(hl_cmd_handshake(hs, NULL, NULL, 15), 1);
+    CU_ASSERT(arg_is(&hs[0], 0, "SELECT") && arg_is(&hs[0], 1, "15"));
+
+    static const struct { const char *bytes; int rc; } cases[] = {
+        {"+OK\r\n", 0},
+        {"-WRONGPASS invalid username-password pair\r\n", HILOCK_EAUTH},
+        {"-ERR DB index is out of range\r\n", HILOCK_EAUTH},
+        {"+QUEUED\r\n", HILOCK_EPROTO},
+        {":1\r\n", HILOCK_EPROTO},
+        {"$2\r\nOK\r\n", HILOCK_EPROTO},
+        {"*0\r\n", HILOCK_EPROTO},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        redisReply *r = resp(cases[i].bytes, strlen(cases[i].bytes));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_EQUAL(hl_decode_handshake(r), cases[i].rc);
+        freeReplyObject(r);
+    }
+    CU_ASSERT_EQUAL(hl_decode_handshake(NULL), HILOCK_EPROTO);
+}
+
 static void t_ack(void)
 {
     hl_ack k;
@@ -528,6 +561,7 @@ int main(void)
     CU_add_test(s, "route: cluster redirects", t_route_cluster);
     CU_add_test(s, "route: single server and sentinel", t_route_single_sentinel);
     CU_add_test(s, "replica acknowledgement", t_ack);
+    CU_add_test(s, "connection handshake", t_handshake);
     CU_add_test(s, "C driver: a stalled attempt's late grant is undone", t_stalled_grant_undone);
     CU_add_test(s, "C driver: a stalled fair waiter leaves the line", t_stalled_waiter_leaves);
     return th_cu_run();

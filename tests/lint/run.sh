@@ -10,10 +10,9 @@ driver="$root/lua/resty/hilock.lua"
 fails=0
 
 # Redis commands and error words (as the server spells them), Redisson's
-# key and channel prefixes, sentinel and cluster vocabulary. AUTH and SELECT
-# (the connection handshake) are not listed yet: they go with the URL and
-# option parsing into the engine.
-upper='EVALSHA|EVAL|SCRIPT|NOSCRIPT|MOVED|ASK|ASKING|TRYAGAIN|CLUSTERDOWN|LOADING|READONLY|MASTERDOWN|WRONGTYPE|PUBLISH|SPUBLISH|SUBSCRIBE|SSUBSCRIBE|UNSUBSCRIBE|SUNSUBSCRIBE|PEXPIRE|HEXISTS|HGET|HSET|PTTL|EXISTS|DEL|WAIT|ROLE|SENTINEL|CLUSTER|SLOTS'
+# key and channel prefixes, sentinel and cluster vocabulary, the connection
+# handshake (proto.handshake_cmds / proto.handshake_reply).
+upper='AUTH|SELECT|EVALSHA|EVAL|SCRIPT|NOSCRIPT|MOVED|ASK|ASKING|TRYAGAIN|CLUSTERDOWN|LOADING|READONLY|MASTERDOWN|WRONGTYPE|PUBLISH|SPUBLISH|SUBSCRIBE|SSUBSCRIBE|UNSUBSCRIBE|SUNSUBSCRIBE|PEXPIRE|HEXISTS|HGET|HSET|PTTL|EXISTS|DEL|WAIT|ROLE|SENTINEL|CLUSTER|SLOTS'
 lower='redisson_|evalsha|noscript|spublish|publish|switch-master|get-master-addr-by-name|pexpire|hincrby'
 
 # strip comments: "--" to the end of the line (no string in the driver has one)
