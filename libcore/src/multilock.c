@@ -6,6 +6,10 @@
  *   Redlock     a majority (n/2+1) of n locks on independent servers, within
  *               the validity window  lease - elapsed - (lease/100 + 2 ms).
  *
+ * Those rules (quorum, drift, validity, success, what a failed attempt gives
+ * back, when a hold is lost) are the engine's: proto_multilock.c. This file
+ * runs the members' requests, times them and keeps the holds.
+ *
  * Each attempt sends one request per member at the same time: the calling
  * thread runs one member itself and a small per-handle pool of worker threads
  * (started at the first attempt, stopped by hilock_multilock_free) runs the
@@ -205,11 +209,6 @@ static uint64_t ml_rand(uint64_t *s)
     x ^= x >> 27;
     *s = x;
     return x * 0x2545F4914F6CDD1DULL;
-}
-
-static int64_t ml_drift(int64_t lease_ms)
-{
-    return lease_ms / 100 + 2;
 }
 
 static int ml_same_server(const hilock_client *a, const hilock_client *b)
@@ -451,9 +450,7 @@ static void ml_hold_free(ml_hold *h)
 
 static int ml_hold_lost(const hilock_multilock *m, const ml_hold *h)
 {
-    if (!m->redlock)
-        return h->nlost > 0;
-    return h->nacquired - h->nlost < m->quorum;
+    return hl_ml_hold_lost(m->redlock, m->n, h->nacquired, h->nlost);
 }
 
 static void ml_member_lost(struct hilock_lock *l, uint64_t tid, void *payload)
@@ -556,7 +553,7 @@ static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, i
     memcpy(m->locks, locks, n * sizeof *m->locks);
     m->n = n;
     m->redlock = redlock;
-    m->quorum = redlock ? n / 2 + 1 : n;
+    m->quorum = hl_ml_quorum(redlock, n);
     m->member_timeout_ms = 0;
     pthread_mutex_init(&m->mu, NULL);
     pthread_mutex_init(&m->pmu, NULL);
@@ -726,7 +723,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
     const int64_t t_start = hl_now_mono_ms();
     const int64_t deadline = wait_ms < 0 ? -1 : t_start + wait_ms;
     const int64_t vlease = lease_ms > 0 ? lease_ms : ml_watchdog_lease(m);
-    const int64_t drift = ml_drift(vlease);
+    const int64_t drift = hl_ml_drift(vlease);
     const int64_t timeout = ml_member_timeout(m);
 
     int result = HILOCK_ETIMEDOUT;
@@ -800,8 +797,8 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
                     fatal = jobs[i].rc;
             }
         }
-        const int64_t validity = vlease - (t1 - t0) - drift;
-        const int success = !fatal && (m->redlock ? ok >= m->quorum && validity > 0 : ok == n);
+        const int64_t validity = hl_ml_validity(vlease, t0, t1);
+        const int success = hl_ml_success(m->redlock, n, ok, fatal, validity);
 
         if (success) {
             pthread_mutex_lock(&m->mu);
@@ -842,12 +839,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
         ml_describe_failures(m, jobs, why, sizeof why);
         size_t nu = 0;
         for (size_t i = 0; i < n; i++) {
-            int rci = jobs[i].rc;
-            int doubt = rci != 0 && rci != HILOCK_ETIMEDOUT && rci != HILOCK_ECLOSED &&
-                        rci != HILOCK_EINVAL && rci != HILOCK_ENOMEM;
-            int take_back = rci == 0 || (!reentry && (m->redlock ? rci != HILOCK_ECLOSED
-                                                                 : doubt));
-            if (!take_back)
+            if (!hl_ml_take_back(m->redlock, reentry, jobs[i].rc))
                 continue;
             memset(&undo[nu], 0, sizeof undo[nu]);
             undo[nu].op = ML_OP_RELEASE;

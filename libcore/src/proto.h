@@ -541,6 +541,27 @@ HL_HIDDEN int hl_ack_retry(int64_t wait_ms, int64_t deadline_ms, int64_t now_ms,
 /* ROLE reply -> connected replicas (0 for a replica or anything odd). */
 HL_HIDDEN int hl_decode_role_replicas(const redisReply *r, int *is_master);
 
+/* ---- multi-lock and Redlock rules (proto_multilock.c) ---- */
+/* Members that must be taken: all n for a multi-lock, n/2+1 for a Redlock. */
+HL_HIDDEN size_t hl_ml_quorum(int redlock, size_t n);
+/* The clock-drift allowance of a lease: lease/100 + 2 ms. */
+HL_HIDDEN int64_t hl_ml_drift(int64_t lease_ms);
+/* What is left of a lease after an attempt that ran from t0 to t1 (monotonic
+ * ms): lease - (t1 - t0) - drift; a Redlock grant needs it > 0. */
+HL_HIDDEN int64_t hl_ml_validity(int64_t lease_ms, int64_t t0_ms, int64_t t1_ms);
+/* Did an attempt succeed: no fatal member error, and ok == n (multi-lock) or
+ * ok >= quorum with validity > 0 (Redlock). */
+HL_HIDDEN int hl_ml_success(int redlock, size_t n, size_t ok, int fatal, int64_t validity_ms);
+/* After a failed attempt, is member i (its acquire answered rc) released?
+ * Taken ones always; on a re-entry nothing else (an unanswered member may
+ * still carry the outer hold); else a Redlock every node but a closed
+ * client's, a multi-lock the members in doubt (not timed out/closed/
+ * invalid/out of memory). */
+HL_HIDDEN int hl_ml_take_back(int redlock, int reentry, int rc);
+/* Is a hold lost once nlost of its nacquired members were: a multi-lock at
+ * the first, a Redlock when fewer than the quorum remain. */
+HL_HIDDEN int hl_ml_hold_lost(int redlock, size_t n, size_t nacquired, size_t nlost);
+
 /* ---- pub/sub and topology commands and answers (proto_route.c) ---- */
 /* SUBSCRIBE/UNSUBSCRIBE channel, or SSUBSCRIBE/SUNSUBSCRIBE when sharded
  * (Redis Cluster: what sees the scripts' SPUBLISH). */

@@ -362,6 +362,55 @@ static void ack_feed(hl_ack *k, const char *bytes, size_t len)
 #define ROLE_1 "*3\r\n$6\r\nmaster\r\n:100\r\n*1\r\n*3\r\n$9\r\n127.0.0.1\r\n$4\r\n7001\r\n$3\r\n100\r\n"
 #define ROLE_0 "*3\r\n$6\r\nmaster\r\n:100\r\n*0\r\n"
 
+/* Multi-lock and Redlock rules. */
+static void t_multilock_rules(void)
+{
+    /* quorum: every member, or a majority */
+    CU_ASSERT_EQUAL(hl_ml_quorum(0, 3), 3);
+    CU_ASSERT_EQUAL(hl_ml_quorum(1, 1), 1);
+    CU_ASSERT_EQUAL(hl_ml_quorum(1, 2), 2);
+    CU_ASSERT_EQUAL(hl_ml_quorum(1, 3), 2);
+    CU_ASSERT_EQUAL(hl_ml_quorum(1, 4), 3);
+    CU_ASSERT_EQUAL(hl_ml_quorum(1, 5), 3);
+    /* drift = lease/100 + 2; validity = lease - elapsed - drift */
+    CU_ASSERT_EQUAL(hl_ml_drift(30000), 302);
+    CU_ASSERT_EQUAL(hl_ml_drift(50), 2);
+    CU_ASSERT_EQUAL(hl_ml_validity(10000, 1000, 1250), 10000 - 250 - 102);
+    CU_ASSERT_EQUAL(hl_ml_validity(100, 0, 97), 0);
+    CU_ASSERT_EQUAL(hl_ml_validity(100, 0, 96), 1);
+    /* success */
+    CU_ASSERT(hl_ml_success(0, 3, 3, 0, -5));      /* multi-lock: all, validity unused */
+    CU_ASSERT(!hl_ml_success(0, 3, 2, 0, 1000));
+    CU_ASSERT(!hl_ml_success(0, 3, 3, HILOCK_EAUTH, 1000));
+    CU_ASSERT(hl_ml_success(1, 5, 3, 0, 1));        /* a majority within validity */
+    CU_ASSERT(!hl_ml_success(1, 5, 3, 0, 0));       /* validity used up */
+    CU_ASSERT(!hl_ml_success(1, 5, 2, 0, 1000));    /* no majority */
+    CU_ASSERT(!hl_ml_success(1, 5, 5, HILOCK_EAUTH, 1000));
+    /* undo after a failed attempt */
+    static const int codes[] = {HILOCK_ETIMEDOUT, HILOCK_ECLOSED, HILOCK_EINVAL, HILOCK_ENOMEM,
+                                HILOCK_ECONN, HILOCK_EPROTO, HILOCK_EAUTH};
+    for (int redlock = 0; redlock < 2; redlock++)
+        for (int reentry = 0; reentry < 2; reentry++)
+            CU_ASSERT(hl_ml_take_back(redlock, reentry, 0)); /* taken: always given back */
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        int rc = codes[i];
+        CU_ASSERT(!hl_ml_take_back(0, 1, rc)); /* re-entry: only what this attempt took */
+        CU_ASSERT(!hl_ml_take_back(1, 1, rc));
+        /* Redlock: every node but a closed client's */
+        CU_ASSERT_EQUAL(hl_ml_take_back(1, 0, rc), rc != HILOCK_ECLOSED);
+        /* multi-lock: the members in doubt (the request may have run) */
+        CU_ASSERT_EQUAL(hl_ml_take_back(0, 0, rc),
+                        rc == HILOCK_ECONN || rc == HILOCK_EPROTO || rc == HILOCK_EAUTH);
+    }
+    /* loss: a multi-lock at the first member, a Redlock below the quorum */
+    CU_ASSERT(!hl_ml_hold_lost(0, 3, 3, 0));
+    CU_ASSERT(hl_ml_hold_lost(0, 3, 3, 1));
+    CU_ASSERT(!hl_ml_hold_lost(1, 5, 5, 2));
+    CU_ASSERT(hl_ml_hold_lost(1, 5, 5, 3));
+    CU_ASSERT(!hl_ml_hold_lost(1, 5, 3, 0));
+    CU_ASSERT(hl_ml_hold_lost(1, 5, 3, 1));
+}
+
 /* The connection handshake: which commands, and what each reply means. */
 static void t_handshake(void)
 {
@@ -562,6 +611,7 @@ int main(void)
     CU_add_test(s, "route: single server and sentinel", t_route_single_sentinel);
     CU_add_test(s, "replica acknowledgement", t_ack);
     CU_add_test(s, "connection handshake", t_handshake);
+    CU_add_test(s, "multi-lock and Redlock rules", t_multilock_rules);
     CU_add_test(s, "C driver: a stalled attempt's late grant is undone", t_stalled_grant_undone);
     CU_add_test(s, "C driver: a stalled fair waiter leaves the line", t_stalled_waiter_leaves);
     return th_cu_run();
