@@ -247,6 +247,16 @@ HILOCK_API int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t leas
 HILOCK_API int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms,
                                        int64_t lease_ms);
 
+/* Add add_ms (> 0) to the remaining lease of the calling thread's (_tid:
+ * tid's) hold, atomically on the server (PTTL + add_ms), as redis-py's
+ * Lock.extend. For holds with a fixed lease: on a watchdog hold the next
+ * renewal sets the watchdog lease again. A later partial unlock re-applies
+ * the acquire's lease. HILOCK_ENOTOWNER when that owner does not hold it;
+ * HILOCK_EINVAL for add_ms <= 0, a read-write lock side, or a key without
+ * expiry. */
+HILOCK_API int hilock_lock_extend(hilock_lock *l, int64_t add_ms);
+HILOCK_API int hilock_lock_extend_tid(hilock_lock *l, uint64_t tid, int64_t add_ms);
+
 /* Cancel the blocking acquire(s) of thread id tid on this handle that are
  * waiting now (any hilock_lock_acquire* with wait != 0; tid is the calling
  * thread's hilock_thread_id() for the calls without _tid). Callable from any

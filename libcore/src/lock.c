@@ -747,6 +747,39 @@ int hilock_lock_is_held(int *out, hilock_lock *l)
     return hilock_lock_is_held_tid(out, l, hilock_thread_id());
 }
 
+int hilock_lock_extend_tid(hilock_lock *l, uint64_t tid, int64_t add_ms)
+{
+    int rc = check_lock(l);
+    if (rc)
+        return rc;
+    if (l->kind == HILOCK_KIND_READ || l->kind == HILOCK_KIND_WRITE)
+        return lock_fail(l, HILOCK_EINVAL, "extend: not for read-write lock sides");
+    if (add_ms <= 0 || add_ms > HILOCK_MAX_TIME_MS)
+        return lock_fail(l, HILOCK_EINVAL, "extend: the time to add must be > 0 ms");
+    char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX];
+    hl_hold_owner(owner, l->kind, l->client->id, tid);
+    hl_cmd cmd;
+    hl_cmd_extend(&cmd, &l->names, owner, add_ms);
+    int64_t v = 0;
+    rc = run_int(l, &cmd, &v, hl_decode_extend);
+    if (rc)
+        return rc;
+    if (v == 0) {
+        snprintf(err, sizeof err, "lock '%s' is not held by %s", l->names.name, owner);
+        return lock_fail(l, HILOCK_ENOTOWNER, err);
+    }
+    if (v < 0) {
+        snprintf(err, sizeof err, "lock '%s' has no expiry to extend", l->names.name);
+        return lock_fail(l, HILOCK_EINVAL, err);
+    }
+    return 0;
+}
+
+int hilock_lock_extend(hilock_lock *l, int64_t add_ms)
+{
+    return hilock_lock_extend_tid(l, hilock_thread_id(), add_ms);
+}
+
 int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t tid)
 {
     int rc = check_lock(l);

@@ -298,6 +298,22 @@ void hl_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *owner, int64_t lea
     cmd_str(cmd, owner);
 }
 
+void hl_cmd_extend(hl_cmd *cmd, const hl_names *n, const char *owner, int64_t add_ms)
+{
+    cmd_script(cmd, HL_SCRIPT_EXTEND, 1);
+    cmd_str(cmd, n->name);
+    cmd_num(cmd, add_ms);
+    cmd_str(cmd, owner);
+}
+
+int hl_decode_extend(const redisReply *r, int64_t *out)
+{
+    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < -1 || r->integer > 1)
+        return HILOCK_EPROTO;
+    *out = r->integer;
+    return 0;
+}
+
 void hl_cmd_fair_cancel(hl_cmd *cmd, const hl_names *n, const char *owner,
                         int64_t wait_window_ms)
 {

@@ -85,6 +85,7 @@ typedef enum hl_script {
     HL_SCRIPT_RW_WRITE_UNLOCK,/* write side release */
     HL_SCRIPT_RW_FORCE,       /* read-write force unlock */
     HL_SCRIPT_FENCED_LOCK,    /* fenced lock acquire (reentrant + token) */
+    HL_SCRIPT_EXTEND,         /* owner-guarded PEXPIRE to PTTL + more */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -153,6 +154,11 @@ HL_HIDDEN void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t lease_ms, const char *latch_key,
                               int64_t latch_ttl_ms);
 HL_HIDDEN void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n);
+/* Add add_ms to the lease of a hold of owner (reentrant, fair, fenced). */
+HL_HIDDEN void hl_cmd_extend(hl_cmd *cmd, const hl_names *n, const char *owner, int64_t add_ms);
+/* Its reply: 0 (*out 1 extended, 0 not held by the owner, -1 the key has
+ * no expiry) or HILOCK_EPROTO. */
+HL_HIDDEN int hl_decode_extend(const redisReply *r, int64_t *out);
 HL_HIDDEN void hl_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *owner,
                             int64_t lease_ms);
 /* Renewal for any kind (the read side of a read-write lock renews its hold

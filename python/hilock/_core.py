@@ -694,6 +694,18 @@ class Lock:
             raise
         self._h.pin(-1)
 
+    def extend(self, lease: Seconds) -> None:
+        """Add ``lease`` seconds to the remaining lease of this owner's hold,
+        atomically on the server (as redis-py's ``Lock.extend``). Meant for
+        a fixed lease; under the watchdog the next renewal sets the watchdog
+        lease again. NotOwnerError when this owner does not hold it;
+        InvalidArgument for a time <= 0 or a key without expiry."""
+        ms = _to_ms(lease, "lease", zero_ok=False)
+        if self._tid is None:
+            _capi.hilock_lock_extend(self._h.ptr, ms)
+        else:
+            _capi.hilock_lock_extend_tid(self._h.ptr, self._tid, ms)
+
     def force_unlock(self) -> bool:
         """Delete the lock whoever holds it and wake a waiter. Returns
         whether there was a lock to delete."""

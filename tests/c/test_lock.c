@@ -1071,6 +1071,32 @@ static int cleanup(void)
     return 0;
 }
 
+/* extend: PTTL + add, atomically; owner-guarded; refuses bad input */
+static void t_extend(void)
+{
+    hilock_lock *l = NULL, *other = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c1, "extend") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&other, c2, "extend") == 0);
+    CU_ASSERT(hilock_lock_extend_tid(l, 1, 1000) == HILOCK_ENOTOWNER); /* not held */
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 2000) == 0);
+    CU_ASSERT(hilock_lock_extend_tid(l, 1, 60000) == 0);
+    long long pttl = th_redis_int(&srv, "PTTL %s", "extend");
+    CU_ASSERT(pttl > 60000 && pttl <= 62000);
+    CU_ASSERT(hilock_lock_extend_tid(l, 2, 1000) == HILOCK_ENOTOWNER);     /* another thread */
+    CU_ASSERT(hilock_lock_extend_tid(other, 1, 1000) == HILOCK_ENOTOWNER); /* another client */
+    CU_ASSERT(hilock_lock_extend_tid(l, 1, 0) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_lock_extend_tid(l, 1, -5) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_lock_extend_tid(l, 1, HILOCK_MAX_TIME_MS + 1) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_lock_extend(NULL, 1000) == HILOCK_EINVAL);
+    CU_ASSERT(th_redis_int(&srv, "PTTL %s", "extend") <= pttl); /* failures changed nothing */
+    CU_ASSERT(th_redis_int(&srv, "PERSIST %s", "extend") == 1);  /* a key without expiry */
+    CU_ASSERT(hilock_lock_extend_tid(l, 1, 1000) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_lock_release_tid(l, 1) == 0);
+    CU_ASSERT(th_redis_int(&srv, "EXISTS %s", "extend") == 0);
+    hilock_lock_free(l);
+    hilock_lock_free(other);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--child-hold") == 0)
@@ -1081,6 +1107,7 @@ int main(int argc, char **argv)
     CU_pSuite s = CU_add_suite("reentrant lock", init, cleanup);
     CU_add_test(s, "Redisson data layout and unlock message", t_layout);
     CU_add_test(s, "accessors", t_accessors);
+    CU_add_test(s, "extend adds to a fixed lease", t_extend);
     CU_add_test(s, "re-entry counts and messages", t_reentry);
     CU_add_test(s, "not owner", t_not_owner);
     CU_add_test(s, "explicit thread ids", t_explicit_tid);

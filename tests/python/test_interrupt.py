@@ -105,6 +105,24 @@ def test_threading_lock_protocol(client: hilock.Client, redis: RedisServer, name
     assert not mine.locked()
 
 
+def test_extend_adds_to_a_fixed_lease(client: hilock.Client, redis: RedisServer,
+                                      name: str) -> None:
+    lock, other = client.lock(name), client.lock(name, thread_id=424242)
+    with pytest.raises(hilock.NotOwnerError):
+        lock.extend(1)
+    assert lock.acquire(wait=0, lease=2)
+    lock.extend(60)
+    assert 60_000 < redis("PTTL", name) <= 62_000
+    with pytest.raises(hilock.NotOwnerError):
+        other.extend(1)
+    with pytest.raises(hilock.InvalidArgument):
+        lock.extend(0)
+    with pytest.raises(TypeError):
+        lock.extend("1")  # type: ignore[arg-type]
+    lock.release()
+    assert redis("EXISTS", name) == 0
+
+
 def test_errors_cover_cancelled() -> None:
     assert hilock.AcquireCancelled.code == -12
     assert issubclass(hilock.AcquireCancelled, hilock.Error)
