@@ -82,7 +82,7 @@ static hilock_client *open_as(const char *user, int replica_ack, int *rc, char *
     char url[160];
     snprintf(url, sizeof url, "redis://%s:secret@127.0.0.1:%d", user, srv.port);
     hilock_options o = HILOCK_OPTIONS_INIT;
-    o.watchdog_lease_ms = 600;
+    o.watchdog_lease_ms = 1200; /* 600 could expire between renewals on a loaded machine */
     o.replica_ack = replica_ack;
     hilock_client *c = NULL;
     *rc = hilock_client_open(&c, url, &o, msg, len);
@@ -133,7 +133,7 @@ static void t_rule_set_runs_everything(void)
         pthread_t th[2];
         for (int i = 0; i < 2; i++)
             pthread_create(&th[i], NULL, wait_main, &w[i]);
-        th_sleep_ms(1500); /* > 2 leases: only renewals keep it */
+        th_sleep_ms(2600); /* > 2 leases: only renewals keep it */
         int64_t left = 0;
         CU_ASSERT_EQUAL(hilock_lock_remaining_ms(&left, l), HILOCK_OK);
         CU_ASSERT(left > 0);
