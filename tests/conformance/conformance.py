@@ -153,8 +153,42 @@ class ClusterTopo:
             raise Fail("cluster steps name a lock (their master)")
         return self.moved.get(self.slot(key)) or self.c.master_of(key)
 
+    def owner(self, role, key):
+        """The lock's master for reading its keys: follows MOVED to the slot's owner."""
+        return SlotOwner(self, self.node(role, key))
+
     def stop(self):
         self.c.stop()
+
+
+class SlotOwner:
+    """Calls one node; a MOVED answer sends the command again to the node it names
+    (a node may still point elsewhere for a moment after a slot moved: retried
+    for up to 2 s, then the last MOVED is raised)."""
+
+    def __init__(self, topo, node):
+        self.topo, self.node = topo, node
+
+    @property
+    def port(self):
+        return self.node.port
+
+    def __call__(self, *args):
+        deadline, hops = time.monotonic() + 2.0, 0
+        while True:
+            try:
+                return self.node(*args)
+            except RespError as e:
+                w = str(e).split()
+                if len(w) != 3 or w[0] != "MOVED" or time.monotonic() > deadline:
+                    raise
+                to = self.topo.c.by_port.get(int(w[2].rsplit(":", 1)[1]))
+                if to is None:
+                    raise
+                if hops:  # sent back and forth: let the nodes agree first
+                    time.sleep(0.05)
+                hops += 1
+                self.node = to
 
 
 class SentinelTopo:
@@ -503,7 +537,10 @@ def lock_of_step(r, step):
 
 def redis_once(r, step):
     """Run the step's server command where it belongs; -> (ok, what was seen)."""
-    node = r.topo.node(step.get("node", "master"), lock_of_step(r, step))
+    if r.topo.name == "cluster":
+        node = r.topo.owner(step.get("node", "master"), lock_of_step(r, step))
+    else:
+        node = r.topo.node(step.get("node", "master"), lock_of_step(r, step))
     args = [r.expand(a) if isinstance(a, str) else a for a in step["redis"]]
     try:
         v = node(*args)
@@ -525,7 +562,7 @@ def actor_once(r, step):
 
 def waiters_once(r, step):
     name = r.real(step["lock"])
-    node = r.topo.node("master", name)
+    node = r.topo.owner("master", name) if r.topo.name == "cluster" else r.topo.node("master", name)
     if step.get("kind", "r") == "f":
         n = node("LLEN", "redisson_lock_queue:{%s}" % name)
     else:
