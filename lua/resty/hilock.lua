@@ -160,9 +160,9 @@ local function parse_url(url)
     if not u then
         return nil, err
     end
-    if u.tls_ca_file or u.tls_ca_dir or u.tls_cert_file or u.tls_key_file then
+    if u.tls_ca_file or u.tls_ca_dir then
         return nil, "invalid argument: in OpenResty the trusted CAs come from nginx's "
-                    .. "lua_ssl_trusted_certificate, and client certificates are not supported"
+                    .. "lua_ssl_trusted_certificate"
     end
     local o = {
         mode = u.mode == "unix" and "single" or u.mode,
@@ -173,6 +173,7 @@ local function parse_url(url)
         sentinel_user = u.sentinel_user, sentinel_password = u.sentinel_password,
         tls = u.tls or nil, tls_server_name = u.tls_server_name,
         tls_insecure = u.tls_insecure or nil,
+        tls_cert_file = u.tls_cert_file, tls_key_file = u.tls_key_file,
     }
     if u.connect_timeout_ms then
         o.connect_timeout = u.connect_timeout_ms / 1000
@@ -189,6 +190,7 @@ local known_options = {
     fair_wait_window = true, pool_size = true, keepalive_timeout = true,
     replica_ack = true, replica_ack_timeout = true, lost_memory = true,
     tls = true, tls_server_name = true, tls_insecure = true,
+    tls_cert_file = true, tls_key_file = true,
     sentinel_user = true, sentinel_password = true,
 }
 
@@ -204,13 +206,55 @@ local function node_of(self, host, port)
         -- never be handed a TLS connection, nor one verified for another name
         local pool = str_format("hilock:%s:%d:%d:%s:%s:%s", host, port, self.db, self.user or "",
                                 self.password and ngx.md5(self.password) or "",
-                                self.tls and ("tls:" .. (self.tls_server_name or "") .. ":"
-                                              .. tostring(self.tls_verify)) or "")
+                                self.tls_tag)
         n = { host = host, port = port, key = k, pool = pool,
               pool_opts = { pool = pool, pool_size = self.pool_size } }
         self.nodes[k] = n
     end
     return n
+end
+
+-- Mutual TLS: the client certificate (PEM, the chain may follow it) and
+-- its private key (PEM, unencrypted) are read and parsed once, when the
+-- client is made (once per worker), and handed to every TLS handshake
+-- (tcpsock:setclientcert, lua-nginx-module >= 0.10.22 with lua-resty-core).
+local function read_pem(path, what)
+    if type(path) ~= "string" or path == "" then
+        argerr(what, "expected a file name")
+    end
+    local f, err = io.open(path, "rb")
+    if not f then
+        argerr(what, "cannot read: " .. tostring(err))
+    end
+    local pem = f:read("*a")
+    f:close()
+    return pem
+end
+
+local function load_client_cert(self, o)
+    if o.tls_cert_file == nil and o.tls_key_file == nil then
+        return
+    end
+    if not o.tls_cert_file or not o.tls_key_file then
+        argerr("opts", "tls_cert_file and tls_key_file go together")
+    end
+    if not self.tls then
+        argerr("opts", "a client certificate needs TLS (rediss:// or tls = true)")
+    end
+    local ssl = require "ngx.ssl"
+    local cert_pem = read_pem(o.tls_cert_file, "tls_cert_file")
+    local key_pem = read_pem(o.tls_key_file, "tls_key_file")
+    local cert, err = ssl.parse_pem_cert(cert_pem)
+    if not cert then
+        argerr("tls_cert_file", "not a PEM certificate: " .. tostring(err))
+    end
+    local key
+    key, err = ssl.parse_pem_priv_key(key_pem)
+    if not key then
+        argerr("tls_key_file", "not a PEM private key: " .. tostring(err))
+    end
+    self.tls_cert, self.tls_key = cert, key
+    self.tls_cert_id = ngx.md5(cert_pem)
 end
 
 -- hilock.new(opts) -> client. Create it once per worker (module level or
@@ -288,6 +332,13 @@ function _M.new(opts)
     if mode == "cluster" and self.db ~= 0 then
         argerr("opts", "a cluster has no databases")
     end
+    load_client_cert(self, o)
+    -- TLS settings are part of every pool's name: a plain client must never
+    -- be handed a TLS connection, nor one verified for another name or made
+    -- with another client certificate
+    self.tls_tag = self.tls and ("tls:" .. (self.tls_server_name or "") .. ":"
+                                 .. tostring(self.tls_verify) .. ":"
+                                 .. (self.tls_cert_id or "")) or ""
     if mode == "single" then
         self.node = node_of(self, self.host, self.port)
         self.pool = self.node.pool
@@ -300,8 +351,7 @@ function _M.new(opts)
         self.pool = str_format("hilock-%s:%s/%s:%d:%s:%s:%s", mode, table.concat(hosts, ","),
                                self.master_name or "", self.db, self.user or "",
                                self.password and ngx.md5(self.password) or "",
-                               self.tls and ("tls:" .. (self.tls_server_name or "") .. ":"
-                                             .. tostring(self.tls_verify)) or "")
+                               self.tls_tag)
     end
     local hs = proto.handshake_cmds(self.user, self.password, self.db)
     self.handshake = #hs > 0 and hs or nil
@@ -326,6 +376,13 @@ local function open_socket(self, host, port, pool_opts)
         return nil, "connection: " .. tostring(err)
     end
     if self.tls and sock:getreusedtimes() == 0 then
+        if self.tls_cert then
+            ok, err = sock:setclientcert(self.tls_cert, self.tls_key)
+            if not ok then
+                sock:close()
+                return nil, "tls: " .. tostring(err)
+            end
+        end
         ok, err = sock:sslhandshake(false, self.tls_server_name or host, self.tls_verify)
         if not ok then
             sock:close()
@@ -469,7 +526,7 @@ local watchers = {} -- client.pool -> true while a watcher runs
 -- own credentials on a fresh one), or nil, err.
 local function sentinel_socket(self, sd, pool)
     if pool and self.tls then
-        pool = pool .. ":tls:" .. (self.tls_server_name or "") .. ":" .. tostring(self.tls_verify)
+        pool = pool .. ":" .. self.tls_tag
     end
     local sock, err = open_socket(self, sd.host, sd.port, pool and { pool = pool } or nil)
     if not sock then

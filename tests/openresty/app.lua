@@ -346,6 +346,49 @@ function _M.tls()
     ngx.say(table.concat(out, " "))
 end
 
+-- /mtls: mutual TLS against a server that requires a client certificate:
+-- the certificate and key as options and as URL query parameters hold a
+-- lock; no certificate, or one from another CA, is refused by the server;
+-- an unreadable file, a file that is not PEM, or a key without its
+-- certificate raises at hilock.new.
+function _M.mtls()
+    local url, d = os.getenv("MTLS_URL"), os.getenv("MTLS_CERTS")
+    local out = {}
+    local function try(opts, what)
+        local ok, c = pcall(hilock.new, opts)
+        if not ok then
+            ngx.log(ngx.WARN, what, " -> ", tostring(c))
+            out[#out + 1] = what .. "=raise"
+            return
+        end
+        local pong, err = c:command("PING")
+        if pong ~= "PONG" then
+            ngx.log(ngx.WARN, what, " -> ", tostring(err))
+            out[#out + 1] = what .. "=" .. tostring(err and err:match("^[%a ]+"))
+            return
+        end
+        local lk = c:lock("or:mtls")
+        local got, aerr = lk:acquire(0, 10)
+        local held = got and lk:held()
+        local rel = got and lk:release()
+        out[#out + 1] = what .. "=" .. (got and ("held:" .. tostring(held) .. ":" .. tostring(rel))
+                                        or tostring(aerr))
+    end
+    try({ url = url, tls_cert_file = d .. "/client.crt", tls_key_file = d .. "/client.key" },
+        "opts")
+    try({ url = url .. "&tls_cert_file=" .. ngx.escape_uri(d .. "/client.crt")
+                    .. "&tls_key_file=" .. ngx.escape_uri(d .. "/client.key") }, "url")
+    try({ url = url }, "nocert")
+    try({ url = url, tls_cert_file = d .. "/other.crt", tls_key_file = d .. "/other.key" },
+        "othercert")
+    try({ url = url, tls_cert_file = d .. "/missing.crt", tls_key_file = d .. "/client.key" },
+        "nofile")
+    try({ url = url, tls_cert_file = d .. "/ca.srl", tls_key_file = d .. "/client.key" },
+        "notpem")
+    try({ url = url, tls_key_file = d .. "/client.key" }, "keyonly")
+    ngx.say(table.concat(out, " "))
+end
+
 -- /sentinel?name=N: lock through the sentinel URL, tell which server (port)
 -- the lock went to, release.
 function _M.sentinel()
