@@ -306,6 +306,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     pthread_mutex_init(&c->drain.mu, NULL);
     hl_cond_init_mono(&c->drain.settled);
     pthread_mutex_init(&c->nodes_mu, NULL);
+    c->max_nodes = HL_MAX_NODES;
     pthread_mutex_init(&c->refresh_mu, NULL);
     pthread_mutex_init(&c->wd.mu, NULL);
     hl_cond_init_mono(&c->wd.cv);

@@ -266,7 +266,7 @@ redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
     *code = HILOCK_ECONN;
     for (int i = 0; i < ep->nseeds; i++) {
         char host[256];
-        int port = 0;
+        int port;
         int src = hl_sentinel_master(ep, i, connect_timeout_ms, host, sizeof host, &port, err);
         if (src) {
             if (src == HILOCK_EAUTH || src == HILOCK_ETLS || src == HILOCK_ENOMEM)
@@ -359,24 +359,81 @@ int hl_nodes_init(hilock_client *c, char *err)
     return 0;
 }
 
-hl_node *hl_node_get(hilock_client *c, const char *host, int port)
+static hl_node *node_find(hilock_client *c, const char *host, int port) /* nodes_mu */
 {
-    int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < c->nnodes; i++)
         if (c->nodes[i]->host && c->nodes[i]->port == port && !strcmp(c->nodes[i]->host, host))
             return c->nodes[i];
+    return NULL;
+}
+
+/* Give a retired entry nobody uses (no connection checked out, no pub/sub
+ * listener, no attempt being settled) the address host:port; its idle
+ * connections are closed. A thread that still holds the entry from an
+ * earlier route only reaches the new address, which answers MOVED for a key
+ * it does not serve. NULL when every retired entry is in use. nodes_mu. */
+static hl_node *node_reuse(hilock_client *c, const char *host, int port)
+{
+    for (int i = 0; i < c->nnodes; i++) {
+        hl_node *n = c->nodes[i];
+        if (!n->retired)
+            continue;
+        char *h = hl_strdup(host);
+        if (!h)
+            return NULL;
+        pthread_mutex_lock(&c->drain.mu);
+        pthread_mutex_lock(&n->ps.mu);
+        pthread_mutex_lock(&n->pool.mu);
+        int idle = n->pool.inuse == 0 && !n->ps.running && !n->ps.channels && n->settling == 0;
+        if (idle) {
+            for (int j = 0; j < n->pool.nidle; j++)
+                redisFree(n->pool.idle[j]);
+            n->pool.nidle = 0;
+            free(n->host);
+            n->host = h;
+            n->port = port;
+            n->retired = 0;
+            __atomic_store_n(&n->replicas_seen_at, 0, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&n->pool.mu);
+        pthread_mutex_unlock(&n->ps.mu);
+        pthread_mutex_unlock(&c->drain.mu);
+        if (idle)
+            return n;
+        free(h);
+    }
+    return NULL;
+}
+
+hl_node *hl_node_get(hilock_client *c, const char *host, int port)
+{
     pthread_mutex_lock(&c->nodes_mu);
-    hl_node *found = NULL;
-    count = c->nnodes;
-    for (int i = 0; i < count && !found; i++)
-        if (c->nodes[i]->host && c->nodes[i]->port == port && !strcmp(c->nodes[i]->host, host))
-            found = c->nodes[i];
-    if (!found && count < HL_MAX_NODES && (found = node_new(c, host, port)) != NULL) {
+    int count = c->nnodes;
+    hl_node *found = node_find(c, host, port);
+    if (found)
+        found->retired = 0;
+    else if (count < c->max_nodes && count < HL_MAX_NODES &&
+             (found = node_new(c, host, port)) != NULL) {
         c->nodes[count] = found;
         __atomic_store_n(&c->nnodes, count + 1, __ATOMIC_RELEASE);
+    } else if (count > 0) {
+        found = node_reuse(c, host, port);
     }
     pthread_mutex_unlock(&c->nodes_mu);
     return found;
+}
+
+/* Copy n's address (cluster nodes; 0 = the client's endpoint). */
+static int node_addr(hl_node *n, char *host, size_t len, int *port)
+{
+    hilock_client *c = n->client;
+    if (!c->ep.cluster)
+        return 0;
+    pthread_mutex_lock(&c->nodes_mu);
+    snprintf(host, len, "%s", n->host ? n->host : "");
+    *port = n->port;
+    pthread_mutex_unlock(&c->nodes_mu);
+    return 1;
 }
 
 static int node_index(hilock_client *c, const hl_node *n)
@@ -391,8 +448,10 @@ static int node_index(hilock_client *c, const hl_node *n)
 redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code, char *err)
 {
     hilock_client *c = n->client;
-    if (n->host)
-        return connect_node(&c->ep, n->host, n->port, connect_timeout_ms,
+    char host[256];
+    int port = 0;
+    if (node_addr(n, host, sizeof host, &port))
+        return connect_node(&c->ep, host, port, connect_timeout_ms,
                             c->opts.command_timeout_ms, code, err);
     return hl_connect(&c->ep, connect_timeout_ms, c->opts.command_timeout_ms, code, err);
 }
@@ -408,6 +467,18 @@ static int load_slots(hilock_client *c, redisContext *ctx, char *err)
             freeReplyObject(r);
         return -1;
     }
+    /* Nodes this map names stay; the others are retired (their entries may
+     * be reused for new addresses). Known ones first, so that a new address
+     * never takes the entry of one named further down. */
+    char named[HL_MAX_NODES] = {0};
+    pthread_mutex_lock(&c->nodes_mu);
+    for (size_t i = 0; i < r->elements; i++) {
+        hl_slot_range sr;
+        hl_node *n;
+        if (!hl_decode_slot_range(r->element[i], &sr) && (n = node_find(c, sr.host, sr.port)))
+            n->retired = 0;
+    }
+    pthread_mutex_unlock(&c->nodes_mu);
     size_t used = 0;
     for (size_t i = 0; i < r->elements; i++) {
         hl_slot_range sr; /* entries with bad slots, hosts or ports are skipped */
@@ -417,9 +488,16 @@ static int load_slots(hilock_client *c, redisContext *ctx, char *err)
         int idx = n ? node_index(c, n) : -1;
         for (unsigned s = sr.lo; s <= sr.hi; s++)
             __atomic_store_n(&c->slot_node[s], (int16_t)idx, __ATOMIC_RELEASE);
+        if (idx >= 0)
+            named[idx] = 1;
         used += idx >= 0;
     }
     freeReplyObject(r);
+    pthread_mutex_lock(&c->nodes_mu);
+    for (int i = 0; i < c->nnodes; i++)
+        if (!named[i])
+            c->nodes[i]->retired = 1;
+    pthread_mutex_unlock(&c->nodes_mu);
     if (!used) {
         hl_set_err(err, "CLUSTER SLOTS named no usable node (bad slots, hosts or ports)");
         return -1;
@@ -437,8 +515,14 @@ int hl_cluster_refresh(hilock_client *c, char *err)
     /* known nodes first, then the seeds */
     int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
     for (int i = 0; i < count + c->ep.nseeds && !ok; i++) {
-        const char *host = i < count ? c->nodes[i]->host : c->ep.seed_hosts[i - count];
-        int port = i < count ? c->nodes[i]->port : c->ep.seed_ports[i - count];
+        char host[256];
+        int port = 0;
+        if (i < count)
+            node_addr(c->nodes[i], host, sizeof host, &port);
+        else {
+            snprintf(host, sizeof host, "%s", c->ep.seed_hosts[i - count]);
+            port = c->ep.seed_ports[i - count];
+        }
         int code = 0;
         redisContext *ctx = connect_node(&c->ep, host, port, c->opts.connect_timeout_ms,
                                          c->opts.command_timeout_ms, &code, err);
@@ -731,10 +815,13 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
          * the settling up to the command timeout. */
         if (is_attempt(cmd) &&
             !hl_drain_node_ready(c, target, timeout_ms > 0 ? 0 : c->opts.command_timeout_ms)) {
+            char host[256];
+            int port = 0;
+            if (!node_addr(target, host, sizeof host, &port))
+                snprintf(host, sizeof host, "%s",
+                         c->ep.path ? c->ep.path : c->ep.host ? c->ep.host : "?");
             hl_set_err(err, "server %s has not answered an earlier attempt yet (still being "
-                            "settled); no new attempt sent to it",
-                       target->host ? target->host : c->ep.path ? c->ep.path : c->ep.host
-                                                               ? c->ep.host : "?");
+                            "settled); no new attempt sent to it", host);
             return HILOCK_ECONN;
         }
         redisContext *ctx = pool_get(target, left, &reused, &gen, &code, err);

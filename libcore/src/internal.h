@@ -285,8 +285,11 @@ HL_HIDDEN void hl_client_close_now(struct hilock_client *c, int from_watchdog);
 #define HL_SLOTS 16384
 typedef struct hl_node {
     struct hilock_client *client;
-    char *host;         /* cluster node; NULL = the client's endpoint */
+    char *host;         /* cluster node; NULL = the client's endpoint. host and
+                           port change when a retired entry is reused: read
+                           them under the client's nodes_mu */
     int port;
+    int retired;        /* cluster: the last slot map named it not (nodes_mu) */
     hl_pool pool;
     hl_pubsub ps;
     int settling;             /* attempts waiting to be settled (drain.mu) */
@@ -296,7 +299,8 @@ typedef struct hl_node {
 
 /* The node for a key (cluster: by its hash slot), never NULL. */
 HL_HIDDEN hl_node *hl_route(struct hilock_client *c, const char *key, size_t len);
-/* Cluster: node for host:port, added when new; NULL when full/no memory. */
+/* Cluster: node for host:port, added when new (reusing a retired entry
+ * nobody uses when the table holds max_nodes); NULL when full/no memory. */
 HL_HIDDEN hl_node *hl_node_get(struct hilock_client *c, const char *host, int port);
 /* Cluster: reload the slot map from any node. 0 or HILOCK_ECONN. */
 HL_HIDDEN int hl_cluster_refresh(struct hilock_client *c, char *err);
@@ -318,7 +322,9 @@ struct hilock_client {
     pid_t pid;            /* fork detection */
     int closed;
     hl_node *nodes[HL_MAX_NODES]; /* [0] = the only node outside cluster mode */
-    int nnodes;           /* atomic; nodes are only added, freed at close */
+    int nnodes;           /* atomic; entries are only added (or reused for a
+                             new address, see hl_node_get), freed at close */
+    int max_nodes;        /* table bound, HL_MAX_NODES (tests lower it) */
     pthread_mutex_t nodes_mu;
     pthread_mutex_t refresh_mu;
     int map_stale;        /* atomic: a slot moved, reload before routing */

@@ -12,6 +12,7 @@
 
 #include "harness.h"
 #include "hilock.h"
+#include "../../libcore/src/internal.h" /* the node table */
 
 #define NNODES 6
 static th_redis node[NNODES];
@@ -102,7 +103,9 @@ static int init_suite(void)
     char cmd[1024] = "redis-cli --cluster create";
     for (int i = 0; i < NNODES; i++) {
         if (th_redis_start(&node[i], "--cluster-enabled yes --cluster-config-file nodes.conf "
-                                     "--cluster-node-timeout 3000"))
+                                     "--cluster-node-timeout 3000 --bind 127.0.0.1 "
+                                     "127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5 127.0.0.6 "
+                                     "127.0.0.7 127.0.0.8"))
             return -1;
         char one[32];
         snprintf(one, sizeof one, " 127.0.0.1:%d", node[i].port);
@@ -535,6 +538,59 @@ static void t_cli_status(void)
 }
 #endif
 
+/* Address churn (rescheduled pods): a master keeps announcing new addresses
+ * (loopback aliases it listens on), so the client learns more addresses than
+ * its node table holds (lowered to 4 here, HL_MAX_NODES otherwise). Entries
+ * of addresses the slot map no longer names are reused: the table stays
+ * bounded and the slot reaches the new address. */
+typedef struct churn {
+    hilock_client *c;
+    unsigned slot;
+    char want[32];
+} churn;
+
+static int slot_at(void *p)
+{
+    churn *ch = p;
+    char err[HL_ERRMSG_MAX];
+    hl_cluster_refresh(ch->c, err);
+    int idx = __atomic_load_n(&ch->c->slot_node[ch->slot], __ATOMIC_ACQUIRE);
+    pthread_mutex_lock(&ch->c->nodes_mu);
+    int ok = idx >= 0 && ch->c->nodes[idx]->host && !strcmp(ch->c->nodes[idx]->host, ch->want);
+    pthread_mutex_unlock(&ch->c->nodes_mu);
+    return ok;
+}
+
+static void t_node_churn(void)
+{
+    hilock_client *c = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    c->max_nodes = 4;
+    const char *key = "churn";
+    int m = master_of_key(key);
+    CU_ASSERT_FATAL(m >= 0);
+    churn ch = {c, slot_of(key), ""};
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, key), 0);
+    for (int k = 2; k <= 8; k++) { /* 3 + 7 addresses learned in all */
+        snprintf(ch.want, sizeof ch.want, "127.0.0.%d", k);
+        redisReply *r = node_cmd(m, "CONFIG SET cluster-announce-ip %s", ch.want);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        freeReplyObject(r);
+        CU_ASSERT_FATAL(th_wait_for(slot_at, &ch, 20000));
+        CU_ASSERT(__atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE) <= 4);
+        CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 7, 0, 30000), 0);
+        CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 7), 0);
+    }
+    redisReply *r = node_cmd(m, "CONFIG SET cluster-announce-ip 127.0.0.1");
+    if (r)
+        freeReplyObject(r);
+    snprintf(ch.want, sizeof ch.want, "127.0.0.1");
+    CU_ASSERT(th_wait_for(slot_at, &ch, 20000));
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -550,6 +606,7 @@ int main(void)
     CU_add_test(s, "hilock status on a cluster", t_cli_status);
 #endif
     CU_add_test(s, "slot migrated while held and waited on", t_migration);
+    CU_add_test(s, "node table bounded under address churn", t_node_churn);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
