@@ -404,7 +404,7 @@ int cmd_run(int argc, char **argv)
     int rc = hilock_client_open(&client, url, &hopts, err, sizeof err);
     if (rc != 0) {
         cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
-        return EXIT_UNAVAILABLE;
+        return rc == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE; /* a bad URL is usage */
     }
     hilock_rwlock *rw = NULL;
     if (o.mode == 's' || o.mode == 'x') {

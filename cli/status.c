@@ -405,7 +405,7 @@ int cmd_status(int argc, char **argv)
             redisFree(rc);
         rc = cli_connect_key(cli_url(url), argv[i], &code);
         if (!rc) {
-            status = EXIT_UNAVAILABLE;
+            status = code == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
             break;
         }
         if (inspect_lock(rc, argv[i], &v) != 0) {
@@ -556,7 +556,7 @@ int cmd_unlock(int argc, char **argv)
     int code = 0;
     redisContext *rc = cli_connect_key(url, name, &code);
     if (!rc)
-        return EXIT_UNAVAILABLE;
+        return code == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
     lock_view v;
     if (inspect_lock(rc, name, &v) != 0) {
         redisFree(rc);

@@ -861,6 +861,9 @@ static int p_lock(lua_State *L)
     if (sharded)
         p->n.publish = "spublish";
     p->ok = 1;
+    if (sharded && !hl_names_one_slot(&p->n))
+        return luaL_argerror(L, 1, "empty or unclosed hash tag: on a cluster the lock's "
+                                   "companion keys would land in another slot");
     return 1;
 }
 

@@ -202,6 +202,12 @@ typedef enum hilock_kind {
  *            lost), never the thread that acquired. Called once per lost
  *            hold, after hilock_lock_is_lost / hilock_multilock_is_lost
  *            already say so; no library lock is held during the call.
+ *   When:    the renewal found the hold gone; or no renewal of it was
+ *            confirmed by the server for lease - lease/5 (the link is down:
+ *            the lease may run out there and another client take the lock;
+ *            the handle's message then says "in doubt"). A hold reported in
+ *            doubt is still renewed; if a renewal then finds it gone, that is
+ *            reported as well (a second call for the same hold).
  *   May call: any hilock function, on any handle. In particular it may
  *            - free the handle it is about (hilock_lock_free,
  *              hilock_multilock_free), or any other handle of that client:

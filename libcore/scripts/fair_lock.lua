@@ -1,16 +1,43 @@
--- Fair (FIFO) acquire.
+-- Fair (FIFO) acquire, idempotent per request.
 -- KEYS[1] lock hash, KEYS[2] waiter queue (LIST), KEYS[3] waiter deadlines (ZSET)
 -- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] wait window ms, ARGV[4] "1" to queue
--- up when the lock cannot be taken now, "0" for a single try that leaves no trace.
+-- up when the lock cannot be taken now, "0" for a single try that leaves no trace,
+-- ARGV[5] latch lifetime ms (0 = no latch), ARGV[6] acquire latch key (per
+-- acquire call, same slot; an argument for the reason given in lock.lua).
+-- A grant leaves its hold count in the latch: the same request sent again
+-- returns that answer instead of entering twice; a latch of "x" (the caller
+-- gave the request up) makes a late copy take nothing and queue nowhere.
 -- Deadlines are epoch ms of the server clock.
 -- Returns {1, hold count} when taken or re-entered; {0, ms} otherwise, where
 -- ms is how long this waiter can expect to wait before its next try.
 -- #include fair_evict.lua
 local window = tonumber(ARGV[3])
+local latched = tonumber(ARGV[5]) > 0
+-- the request's earlier outcome: nil (none), 'x' (given up) or a hold count;
+-- read only on the paths that would change something
+local function earlier()
+    return latched and redis.call('get', ARGV[6]) or nil
+end
+local function granted(holds)
+    if latched then
+        redis.call('set', ARGV[6], holds, 'px', ARGV[5])
+    end
+    return {1, holds}
+end
+local function replay(e)
+    if string.sub(e, 1, 1) == 'x' then
+        return {0, redis.call('pttl', KEYS[1])}
+    end
+    return {1, tonumber(e)}
+end
 
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if not head or head == ARGV[2] then
+        local e = earlier()
+        if e then
+            return replay(e)
+        end
         if head then
             redis.call('lpop', KEYS[2])
             redis.call('zrem', KEYS[3], ARGV[2])
@@ -22,12 +49,16 @@ if redis.call('exists', KEYS[1]) == 0 then
         end
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
-        return {1, 1}
+        return granted(1)
     end
 elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local e = earlier()
+    if e then
+        return replay(e)
+    end
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, holds}
+    return granted(holds)
 end
 
 local pttl = redis.call('pttl', KEYS[1])
@@ -37,7 +68,8 @@ if mine then
     -- (my deadline - window) and before the holder's lease ends
     return {0, math.max(tonumber(mine) - window - now, pttl)}
 end
-if ARGV[4] ~= '1' then
+local e = earlier()
+if ARGV[4] ~= '1' or (e and string.sub(e, 1, 1) == 'x') then
     return {0, pttl}
 end
 local last = redis.call('lindex', KEYS[2], -1)

@@ -1,10 +1,18 @@
--- Fair release of one hold.
+#!lua flags=allow-oom
+-- Fair release of one hold, idempotent per request.
 -- KEYS[1] lock hash, KEYS[2] waiter queue, KEYS[3] waiter deadlines,
--- KEYS[4] channel base (each waiter listens on "<base>:<owner>")
+-- KEYS[4] channel base (each waiter listens on "<base>:<owner>"),
+-- KEYS[5] unlock latch (per request)
 -- ARGV[1] message ("0"), ARGV[2] lease ms re-applied while holds remain,
--- ARGV[3] owner, ARGV[4] publish command
+-- ARGV[3] owner, ARGV[4] publish command, ARGV[5] latch lifetime ms
 -- Returns the holds left (0 = released, also when the lock was already gone),
--- or -1 = not owner. Only the first live waiter is woken.
+-- or -1 = not owner. Only the first live waiter is woken. The answer stays in
+-- the latch: a retried release (its first reply was lost) returns it again.
+-- allow-oom and wake-up before delete: as unlock.lua.
+local earlier = redis.call('get', KEYS[5])
+if earlier then
+    return tonumber(earlier)
+end
 -- #include fair_evict.lua
 
 local function wake_head()
@@ -14,18 +22,24 @@ local function wake_head()
     end
 end
 
-if redis.call('exists', KEYS[1]) == 0 then
-    wake_head()
-    return 0
-end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-    return -1
-end
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if left > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+local function answer(left)
+    redis.call('set', KEYS[5], left, 'px', ARGV[5])
     return left
 end
-redis.call('del', KEYS[1])
+
+if redis.call('exists', KEYS[1]) == 0 then
+    wake_head()
+    return answer(0)
+end
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if not holds then
+    return answer(-1)
+end
+if holds > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return answer(holds - 1)
+end
 wake_head()
-return 0
+redis.call('del', KEYS[1])
+return answer(0)

@@ -1,21 +1,29 @@
+#!lua flags=allow-oom
 -- Reentrant release of one hold, idempotent per request.
 -- KEYS[1] lock hash, KEYS[2] wake-up channel, KEYS[3] unlock latch (per request)
 -- ARGV[1] message ("0"), ARGV[2] lease ms re-applied while holds remain,
 -- ARGV[3] owner, ARGV[4] latch lifetime ms, ARGV[5] publish command
 -- Returns the holds left (0 = released and waiters told), or -1 = not owner.
+-- allow-oom: a release must work on a server out of memory (maxmemory with
+-- noeviction), where it frees memory.
+-- The wake-up is published before anything changes: a PUBLISH refused by the
+-- server's ACL aborts the script with nothing released, instead of deleting
+-- the lock and then failing.
 local earlier = redis.call('get', KEYS[3])
 if earlier then
     return tonumber(earlier)
 end
 local left = -1
-if redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
-    left = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if holds then
+    left = holds - 1
     if left > 0 then
+        redis.call('hincrby', KEYS[1], ARGV[3], -1)
         redis.call('pexpire', KEYS[1], ARGV[2])
     else
         left = 0
-        redis.call('del', KEYS[1])
         redis.call(ARGV[5], KEYS[2], ARGV[1])
+        redis.call('del', KEYS[1])
     end
 end
 redis.call('set', KEYS[3], left, 'px', ARGV[4])

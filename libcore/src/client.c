@@ -247,7 +247,9 @@ static int open_check(hilock_client *c, char *err)
     redisReply *r = hl_command(ctx, "PING");
     if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG") != 0) {
         int noauth = r && r->str && (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
-        rc = !r ? HILOCK_ECONN : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
+        /* a reply that is not RESP at all: something else listens there */
+        rc = !r ? (ctx->err == REDIS_ERR_PROTOCOL ? HILOCK_EPROTO : HILOCK_ECONN)
+                : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
         char why[128];
         if (!r && c->ep.tls) {
             /* the first command after the handshake found the session gone:

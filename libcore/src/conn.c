@@ -854,6 +854,9 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
                 return HILOCK_EPROTO;
             }
             pool_put(target, ctx, 1, gen);
+            /* sent, no answer: whatever happens next (a resend, or an error
+             * before one), the server may have run it */
+            cmd->reply_lost = 1;
             if (retry) {
                 stale_retry = 0;
                 continue;

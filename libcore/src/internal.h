@@ -149,6 +149,8 @@ typedef struct hl_channel {
     int refs;           /* waiters registered */
     int state;          /* HL_CH_PENDING / HL_CH_SUBSCRIBED / HL_CH_UNSUBSCRIBING */
     int sent;           /* SUBSCRIBE written on the current connection */
+    int resub;          /* subscribed again after a reconnect: wake the
+                           waiters once the server confirms it */
     hl_waiter *waiters; /* FIFO */
 } hl_channel;
 
@@ -236,6 +238,11 @@ typedef struct hl_wd_entry {
     int inflight;      /* in the batch being renewed (or its loss being reported) */
     int removed;       /* claimed by a remover, who frees it once !inflight */
     int lost;          /* found gone; the watchdog thread frees it */
+    int doubt;         /* reported lost "in doubt" (no renewal confirmed for
+                          lease - margin); still renewed */
+    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
+                             server confirmed was sent (the lease runs from
+                             no earlier than that) */
 } hl_wd_entry;
 
 /* Work a lost callback asked for that cannot run inside it (freeing a
@@ -248,6 +255,14 @@ typedef struct hl_deferred {
     void *arg;
 } hl_deferred;
 
+/* A hold whose renewals go unconfirmed for lease - margin since the last
+ * confirmed one is reported lost (the server's copy ends at lease at the
+ * latest, and another client may take it then). margin = lease / 5: renewals
+ * go out every lease / 3, so two of them can fail before the report. A
+ * renewal blocked on a dead link delays the report by up to one command
+ * timeout (keep it below the margin). */
+HL_HIDDEN int64_t hl_wd_margin_ms(const struct hilock_client *c);
+
 typedef struct hl_watchdog {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* wakes the thread (stop) and waiters of inflight */
@@ -259,12 +274,15 @@ typedef struct hl_watchdog {
     int close_deferred;  /* hilock_client_close called from a lost callback */
 } hl_watchdog;
 
-/* A watchdog acquisition of (lock, tid): starts renewing or counts a hold. */
-HL_HIDDEN int hl_wd_add(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
+/* A watchdog acquisition of (lock, tid): starts renewing or counts a hold.
+ * sent_at: monotonic ms when the granting command was sent. */
+HL_HIDDEN int hl_wd_add(struct hilock_client *c, struct hilock_lock *l, uint64_t tid,
+                        int64_t sent_at);
 /* Before a release: if this is the last watchdog hold of (lock, tid), stop
  * renewing it and wait for any renewal in flight; returns 1 when it stopped
  * (so hl_wd_readd can undo it if the release left holds), 0 otherwise. */
-HL_HIDDEN int hl_wd_release(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
+HL_HIDDEN int hl_wd_release(struct hilock_client *c, struct hilock_lock *l, uint64_t tid,
+                            int64_t *confirmed_at);
 HL_HIDDEN void hl_wd_forget(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
 HL_HIDDEN void hl_wd_forget_lock(struct hilock_client *c, struct hilock_lock *l);
 HL_HIDDEN void hl_wd_shutdown(struct hilock_client *c, int from_watchdog);
@@ -403,8 +421,10 @@ HL_HIDDEN int hl_lock_add_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn, v
 HL_HIDDEN void hl_lock_remove_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn,
                                         void *payload);
 
-/* Called by the watchdog when (l, tid) was found gone. */
-HL_HIDDEN void hl_lock_mark_lost(struct hilock_lock *l, uint64_t tid);
+/* Called by the watchdog when (l, tid) was found gone, or (unconfirmed)
+ * when no renewal was confirmed for lease - margin. */
+HL_HIDDEN void hl_lock_mark_lost(struct hilock_lock *l, uint64_t tid, int unconfirmed,
+                                 int64_t silent_ms);
 
 /* For multi-locks: one attempt (no waiting), with a time limit on the
  * round trip (connect + command), timeout_ms <= 0 = client defaults.

@@ -45,6 +45,14 @@ static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hiloc
         free(l);
         return rc;
     }
+    if (c->ep.cluster && !hl_names_one_slot(&l->names)) {
+        /* the lock could be taken but never released (CROSSSLOT) */
+        hl_client_set_err(c, "lock name has an empty or unclosed hash tag ('{}', 'x{y'): "
+                             "on a cluster its companion keys would land in another slot");
+        hl_names_free(&l->names);
+        free(l);
+        return HILOCK_EINVAL;
+    }
     if (c->ep.cluster)
         l->names.publish = "spublish"; /* sharded pub/sub, as Redisson on Redis 7 */
     pthread_mutex_init(&l->mu, NULL);
@@ -205,7 +213,7 @@ static void clear_lost(hilock_lock *l, uint64_t tid)
     pthread_mutex_unlock(&l->mu);
 }
 
-void hl_lock_mark_lost(hilock_lock *l, uint64_t tid)
+void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int64_t silent_ms)
 {
     pthread_mutex_lock(&l->mu);
     int known = 0;
@@ -231,9 +239,16 @@ void hl_lock_mark_lost(hilock_lock *l, uint64_t tid)
             }
         }
     }
-    snprintf(l->errmsg, sizeof l->errmsg,
-             "lock '%s' lost: the watchdog found it no longer held by thread %" PRIu64,
-             l->names.name, tid);
+    if (unconfirmed)
+        snprintf(l->errmsg, sizeof l->errmsg,
+                 "lock '%s' lost (in doubt): no renewal confirmed by the server for %" PRId64
+                 " ms, so its lease may have run out there; thread %" PRIu64
+                 " must stop using it",
+                 l->names.name, silent_ms, tid);
+    else
+        snprintf(l->errmsg, sizeof l->errmsg,
+                 "lock '%s' lost: the watchdog found it no longer held by thread %" PRIu64,
+                 l->names.name, tid);
     hilock_lost_cb cb = l->lost_cb;
     void *payload = l->lost_payload;
     pthread_mutex_unlock(&l->mu);
@@ -320,7 +335,7 @@ static int check_lock(hilock_lock *l)
 
 /* (l, tid) was just granted with this lease: forget an earlier loss, keep
  * the lease for partial unlocks, and renew it when the caller gave none. */
-static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog)
+static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog, int64_t sent_at)
 {
     clear_lost(l, tid);
     pthread_mutex_lock(&l->mu);
@@ -328,11 +343,25 @@ static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog)
     l->last_lease_ms = lease;
     pthread_mutex_unlock(&l->mu);
     hl_err_forget(l);
-    int rc = watchdog ? hl_wd_add(l->client, l, tid) : 0;
+    int rc = watchdog ? hl_wd_add(l->client, l, tid, sent_at) : 0;
     return rc ? lock_fail(l, rc, "cannot start the watchdog") : 0;
 }
 
 static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms);
+
+/* How long a latch (acquire or unlock) answers a request sent again: longer
+ * than a retry after a lost reply can take (reconnect + command, twice). */
+static int64_t latch_ttl(const hilock_client *c)
+{
+    return 2 * (c->opts.command_timeout_ms + c->opts.connect_timeout_ms) + 1000;
+}
+
+/* A fresh latch key under prefix, unique to this client and request. */
+static void latch_key(char *buf, size_t len, hilock_client *c, const char *prefix)
+{
+    uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
+    snprintf(buf, len, "%s:%s:%" PRIu64, prefix, c->id, seq);
+}
 
 static int64_t remaining_of(int64_t deadline)
 {
@@ -408,13 +437,22 @@ int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid)
  * was acknowledged by a replica (when the client asks for that). p (may be
  * NULL) is this call's entry for hilock_lock_cancel. */
 static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int64_t lease,
-                        int *acked, char *err, int64_t *token, hl_pending *p)
+                        int *acked, char *err, int64_t *token, hl_pending *p,
+                        int64_t *sent_at)
 {
     hilock_client *c = l->client;
     hl_acquire a;
+    char latch[HL_NAME_MAX + 128];
+    latch_key(latch, sizeof latch, c, l->names.acquire_latch_prefix);
     if (hl_acquire_init(&a, l->kind, &l->names, owner, wait_ms, lease,
                         c->opts.fair_wait_window_ms, hl_now_mono_ms()) != 0)
         return HILOCK_ENOMEM;
+    /* Not on Redis Cluster yet: while a slot migrates, the script's read of
+     * the latch (an undeclared key) is refused there as a non-local key. */
+    if (!c->ep.cluster && hl_acquire_set_latch(&a, latch, latch_ttl(c)) != 0) {
+        hl_acquire_free(&a);
+        return HILOCK_ENOMEM;
+    }
     hl_waiter w;
     memset(&w, 0, sizeof w);
     for (int done = 0; !done;) {
@@ -424,13 +462,20 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
         case HL_ACT_SEND: {
             redisReply *reply = NULL;
             int attempt = hl_cmd_is_attempt(&a.cmd);
-            int erc = hl_exec_acked(c, &a.cmd, &reply, 0, err, attempt ? acked : NULL);
+            char serr[HL_ERRMSG_MAX];
+            int settling = a.result != HILOCK_ETIMEDOUT && !attempt; /* keep the first error */
+            if (attempt)
+                *sent_at = hl_now_mono_ms();
+            int erc = hl_exec_acked(c, &a.cmd, &reply, 0, settling ? serr : err,
+                                    attempt ? acked : NULL);
             if (erc && a.cmd.drained)
                 hl_acquire_on_unknown(&a, erc, hl_now_mono_ms());
+            else if (erc && a.cmd.reply_lost)
+                hl_acquire_on_reply_lost(&a, erc, hl_now_mono_ms());
             else if (erc)
                 hl_acquire_on_error(&a, erc, hl_now_mono_ms());
             else {
-                if (reply->type == REDIS_REPLY_ERROR)
+                if (!settling && reply->type == REDIS_REPLY_ERROR)
                     snprintf(err, HL_ERRMSG_MAX, "server error: %s", reply->str);
                 hl_acquire_on_reply(&a, reply, hl_now_mono_ms());
                 freeReplyObject(reply);
@@ -491,6 +536,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
     char err[HL_ERRMSG_MAX] = "";
+    int64_t sent_at = hl_now_mono_ms();
     hl_pending pend, *p = NULL;
     if (wait_ms != 0) { /* only a wait can be cancelled */
         p = &pend;
@@ -499,7 +545,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     for (;;) {
         int acked = 1;
         rc = acquire_once(l, owner, wait_ms < 0 ? -1 : remaining_of(deadline), lease, &acked,
-                          err, &token, p);
+                          err, &token, p, &sent_at);
         if (rc != 0 || acked)
             break;
         /* Nobody replicated it, so a failover now would forget it: give it
@@ -528,7 +574,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     if (p)
         pending_remove(l, p);
     if (rc == 0) {
-        rc = granted(l, tid, lease, lease_ms <= 0);
+        rc = granted(l, tid, lease, lease_ms <= 0, sent_at);
         if (rc == 0 && token_out)
             *token_out = token;
         return rc;
@@ -578,9 +624,35 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
     hl_hold_owner(owner, l->kind, c->id, tid);
     int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
     hl_cmd cmd;
-    hl_cmd_acquire(&cmd, l->kind, &l->names, owner, lease, -1);
+    char latch[HL_NAME_MAX + 128];
+    latch_key(latch, sizeof latch, c, l->names.acquire_latch_prefix);
+    hl_cmd_acquire_latched(&cmd, l->kind, &l->names, owner, lease, -1,
+                           c->ep.cluster ? NULL : latch, latch_ttl(c)); /* see acquire_once */
     redisReply *reply = NULL;
+    int64_t sent_at = hl_now_mono_ms();
     rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
+    if (rc == HILOCK_ECONN && cmd.reply_lost && !cmd.drained && !c->ep.cluster &&
+        (l->kind == HILOCK_KIND_REENTRANT || l->kind == HILOCK_KIND_FAIR)) {
+        /* the connection died: the attempt may have run and its reply been
+         * lost. Settle it (idempotent: tried a few times) */
+        for (int t = 0; t < HL_SETTLE_TRIES; t++) {
+            hl_cmd settle;
+            char serr[HL_ERRMSG_MAX];
+            hl_cmd_acquire_settle(&settle, latch, latch_ttl(c));
+            redisReply *sr = NULL;
+            int granted = 0, src = hl_exec(c, &settle, &sr, timeout_ms, serr);
+            if (src == 0 && hl_decode_acquire_settle(sr, &granted) == 0 && granted) {
+                pthread_mutex_lock(&l->mu);
+                l->last_lease_ms = lease;
+                pthread_mutex_unlock(&l->mu);
+                release(l, tid, timeout_ms);
+            }
+            if (sr)
+                freeReplyObject(sr);
+            if (src == 0)
+                break;
+        }
+    }
     if (rc)
         return lock_fail(l, rc, err);
     hl_acquire_result res;
@@ -595,7 +667,7 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
             *ttl_ms = res.ttl_ms;
         return HILOCK_ETIMEDOUT;
     }
-    return granted(l, tid, lease, lease_ms <= 0);
+    return granted(l, tid, lease, lease_ms <= 0, sent_at);
 }
 
 /* ---- release ---- */
@@ -610,26 +682,31 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
     hl_hold_owner(owner, l->kind, c->id, tid);
     /* Stop renewing first (and wait out a renewal in flight), so that no
      * renewal can follow the final unlock. */
-    int stopped = hl_wd_release(c, l, tid);
+    int64_t confirmed_at = 0;
+    int stopped = hl_wd_release(c, l, tid, &confirmed_at);
     uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
     snprintf(rid, sizeof rid, "%s:%" PRIu64, c->id, seq);
     pthread_mutex_lock(&l->mu);
     int64_t lease = stopped ? 0 : l->last_lease_ms; /* 0: the watchdog lease */
     pthread_mutex_unlock(&l->mu);
     hl_release m;
-    int64_t now = hl_now_mono_ms();
+    int64_t now = hl_now_mono_ms(), release_sent = now;
     rc = hl_release_init(&m, l->kind, &l->names, owner, lease, c->opts.watchdog_lease_ms, rid,
                          c->opts.command_timeout_ms, timeout_ms, now);
     while (rc == 0 && hl_release_next(&m, hl_now_mono_ms()) == HL_ACT_SEND) {
         redisReply *reply = NULL;
         int acked = 1; /* a release without replica ack is still a release */
+        release_sent = hl_now_mono_ms(); /* holds left: the lease applied again */
         int erc = hl_exec_acked(c, &m.cmd, &reply, m.timeout_ms, err, &acked);
         if (erc) {
             hl_release_on_error(&m, erc, hl_now_mono_ms());
             continue;
         }
         if (reply->type == REDIS_REPLY_ERROR)
-            snprintf(err, sizeof err, "server error: %s", reply->str);
+            /* the scripts fail before they change anything (they publish
+             * the wake-up first): an ACL refusing PUBLISH leaves it held */
+            snprintf(err, sizeof err, "server refused the release, nothing was released: %s",
+                     reply->str);
         hl_release_on_reply(&m, reply, hl_now_mono_ms());
         freeReplyObject(reply);
     }
@@ -637,8 +714,8 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
         rc = m.result;
     int still_held = m.still_held;
     hl_release_free(&m);
-    if (still_held && stopped)
-        hl_wd_add(c, l, tid); /* holds remain, or we may still hold it: keep renewing */
+    if (still_held && stopped) /* holds remain, or we may still hold it: keep renewing */
+        hl_wd_add(c, l, tid, rc == 0 ? release_sent : confirmed_at);
     if (rc == HILOCK_EWRONGTYPE)
         snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
     else if (rc == HILOCK_ENOTOWNER)

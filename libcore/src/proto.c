@@ -52,6 +52,7 @@ int hl_names_init(hl_names *n, const char *name)
     n->queue = hl_companion("redisson_lock_queue", name);
     n->timeout = hl_companion("redisson_lock_timeout", name);
     n->latch_prefix = hl_companion("redisson_unlock_latch", name);
+    n->acquire_latch_prefix = hl_companion("hilock_acquire_latch", name);
     n->publish = HL_PUBLISH;
     n->rw_channel = hl_companion("redisson_rwlock", name);
     n->token = hl_companion("redisson_lock_token", name);
@@ -59,7 +60,7 @@ int hl_names_init(hl_names *n, const char *name)
     if (n->rw_prefix) /* Redisson's suffixName: "{N}", or N when it has a '{' */
         sprintf(n->rw_prefix, strchr(name, '{') ? "%s" : "{%s}", name);
     if (!n->name || !n->channel || !n->queue || !n->timeout || !n->latch_prefix ||
-        !n->rw_channel || !n->rw_prefix || !n->token) {
+        !n->rw_channel || !n->rw_prefix || !n->token || !n->acquire_latch_prefix) {
         hl_names_free(n);
         return HILOCK_ENOMEM;
     }
@@ -78,7 +79,19 @@ void hl_names_free(hl_names *n)
     free(n->rw_channel);
     free(n->rw_prefix);
     free(n->token);
+    free(n->acquire_latch_prefix);
     memset(n, 0, sizeof *n);
+}
+
+int hl_names_one_slot(const hl_names *n)
+{
+    unsigned slot = hl_key_slot(n->name, strlen(n->name));
+    const char *other[] = {n->channel, n->queue, n->timeout, n->latch_prefix,
+                           n->acquire_latch_prefix};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        if (hl_key_slot(other[i], strlen(other[i])) != slot)
+            return 0;
+    return 1;
 }
 
 unsigned hl_key_slot(const char *key, size_t len)
@@ -146,6 +159,7 @@ static void cmd_start(hl_cmd *c, int script)
     c->argc = 0;
     c->script = script;
     c->drained = 0;
+    c->reply_lost = 0;
 }
 
 static void cmd_str(hl_cmd *c, const char *s)
@@ -215,9 +229,21 @@ void hl_cmd_to_eval(hl_cmd *cmd)
 void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                     int64_t lease_ms, int64_t wait_window_ms)
 {
+    hl_cmd_acquire_latched(cmd, kind, n, owner, lease_ms, wait_window_ms, NULL, 0);
+}
+
+void hl_cmd_acquire_latched(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
+                            const char *owner, int64_t lease_ms, int64_t wait_window_ms,
+                            const char *latch_key, int64_t latch_ttl_ms)
+{
     if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
         hl_rw_cmd_acquire(cmd, kind, n, owner, lease_ms);
         return;
+    }
+    /* the latch key is an argument (see lock.lua); "" without a latch */
+    if (!latch_key || latch_ttl_ms <= 0) {
+        latch_key = "";
+        latch_ttl_ms = 0;
     }
     if (kind == HILOCK_KIND_FAIR) {
         /* wait_window_ms < 0 means: one try, do not queue up */
@@ -229,18 +255,31 @@ void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
         cmd_str(cmd, owner);
         cmd_num(cmd, wait_window_ms < 0 ? 0 : wait_window_ms);
         cmd_str(cmd, wait_window_ms < 0 ? "0" : "1");
+        cmd_num(cmd, latch_ttl_ms);
+        cmd_str(cmd, latch_key);
         return;
     }
-    if (kind == HILOCK_KIND_FENCED) {
+    if (kind == HILOCK_KIND_FENCED) { /* no acquire latch (yet) */
         cmd_script(cmd, HL_SCRIPT_FENCED_LOCK, 2);
         cmd_str(cmd, n->name);
         cmd_str(cmd, n->token);
-    } else {
-        cmd_script(cmd, HL_SCRIPT_LOCK, 1);
-        cmd_str(cmd, n->name);
+        cmd_num(cmd, lease_ms);
+        cmd_str(cmd, owner);
+        return;
     }
+    cmd_script(cmd, HL_SCRIPT_LOCK, 1);
+    cmd_str(cmd, n->name);
     cmd_num(cmd, lease_ms);
     cmd_str(cmd, owner);
+    cmd_num(cmd, latch_ttl_ms);
+    cmd_str(cmd, latch_key);
+}
+
+void hl_cmd_acquire_settle(hl_cmd *cmd, const char *latch_key, int64_t latch_ttl_ms)
+{
+    cmd_script(cmd, HL_SCRIPT_ACQUIRE_SETTLE, 1);
+    cmd_str(cmd, latch_key);
+    cmd_num(cmd, latch_ttl_ms > 0 ? latch_ttl_ms : 1);
 }
 
 void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
@@ -251,12 +290,14 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
         return;
     }
     if (kind == HILOCK_KIND_FAIR) {
-        cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 4);
+        cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 5);
         cmd_fair_keys(cmd, n);
+        cmd_str(cmd, latch_key);
         cmd_str(cmd, HL_MSG_UNLOCKED);
         cmd_num(cmd, lease_ms);
         cmd_str(cmd, owner);
         cmd_str(cmd, n->publish);
+        cmd_num(cmd, latch_ttl_ms);
         return;
     }
     cmd_script(cmd, HL_SCRIPT_UNLOCK, 3);
@@ -448,6 +489,25 @@ int hl_decode_acquire_kind(hilock_kind kind, const redisReply *r, hl_acquire_res
     return 0;
 }
 
+int hl_decode_acquire_settle(const redisReply *r, int *granted)
+{
+    int rc = reply_error(r);
+    if (rc)
+        return rc;
+    *granted = 0;
+    if (r->type == REDIS_REPLY_NIL)
+        return 0;
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)
+        return HILOCK_EPROTO;
+    if (r->len == 0)
+        return 0; /* the request took nothing (or its latch expired) */
+    int64_t holds;
+    if (parse_i64(r->str, r->len, &holds) != 0 || holds < 1)
+        return HILOCK_EPROTO;
+    *granted = 1;
+    return 0;
+}
+
 int hl_decode_release(const redisReply *r, hl_release_result *out)
 {
     int64_t v;
@@ -559,7 +619,7 @@ int hl_check_lease(int64_t lease_ms)
 
 /* ---- the acquire state machine ---- */
 
-enum { ST_TRY = 1, ST_SUBSCRIBE, ST_WAIT, ST_CANCEL, ST_UNSUB, ST_DONE };
+enum { ST_TRY = 1, ST_SUBSCRIBE, ST_WAIT, ST_CANCEL, ST_UNSUB, ST_DONE, ST_SETTLE, ST_UNDO };
 
 /* Shortest pause when the server's hint says "now" but we could not take it. */
 #define HL_MIN_PAUSE_MS 10
@@ -583,12 +643,36 @@ int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n, const ch
     return 0;
 }
 
+int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl_ms)
+{
+    free(a->latch);
+    free(a->undo_latch);
+    a->latch = a->undo_latch = NULL;
+    if (!latch_key || latch_ttl_ms <= 0 ||
+        (a->kind != HILOCK_KIND_REENTRANT && a->kind != HILOCK_KIND_FAIR))
+        return 0; /* only lock.lua and fair_lock.lua keep an acquire latch */
+    size_t len = strlen(latch_key) + 3;
+    a->latch = strdup(latch_key);
+    a->undo_latch = malloc(len);
+    if (!a->latch || !a->undo_latch) {
+        free(a->latch);
+        free(a->undo_latch);
+        a->latch = a->undo_latch = NULL;
+        return HILOCK_ENOMEM;
+    }
+    snprintf(a->undo_latch, len, "%s:u", latch_key);
+    a->latch_ttl_ms = latch_ttl_ms;
+    return 0;
+}
+
 void hl_acquire_free(hl_acquire *a)
 {
     if (!a)
         return;
     free(a->channel);
-    a->channel = NULL;
+    free(a->latch);
+    free(a->undo_latch);
+    a->channel = a->latch = a->undo_latch = NULL;
 }
 
 static void finish(hl_acquire *a, int result)
@@ -605,8 +689,20 @@ hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
             a->attempts++;
             if (a->kind == HILOCK_KIND_FAIR && a->wait_ms != 0)
                 a->queued = 1; /* the script may put us in line */
-            hl_cmd_acquire(&a->cmd, a->kind, a->names, a->owner, a->lease_ms,
-                           a->wait_ms == 0 ? -1 : a->window_ms);
+            hl_cmd_acquire_latched(&a->cmd, a->kind, a->names, a->owner, a->lease_ms,
+                                   a->wait_ms == 0 ? -1 : a->window_ms, a->latch,
+                                   a->latch_ttl_ms);
+            return HL_ACT_SEND;
+        case ST_SETTLE:
+            hl_cmd_acquire_settle(&a->cmd, a->latch, a->latch_ttl_ms);
+            if (a->settle_eval)
+                hl_cmd_to_eval(&a->cmd);
+            return HL_ACT_SEND;
+        case ST_UNDO:
+            hl_cmd_release(&a->cmd, a->kind, a->names, a->owner, a->lease_ms, a->undo_latch,
+                           a->latch_ttl_ms);
+            if (a->settle_eval)
+                hl_cmd_to_eval(&a->cmd);
             return HL_ACT_SEND;
         case ST_SUBSCRIBE:
             if (!a->channel && !(a->channel = hl_wait_channel(a->kind, a->names, a->owner))) {
@@ -661,6 +757,26 @@ hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
 
 void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms)
 {
+    if ((a->state == ST_SETTLE || a->state == ST_UNDO) && hl_reply_is_noscript(r) &&
+        !a->settle_eval) {
+        a->settle_eval = 1; /* the server forgot the script: its body next */
+        return;
+    }
+    if (a->state == ST_SETTLE) {
+        int granted = 0;
+        if (hl_decode_acquire_settle(r, &granted) == 0 && granted) {
+            a->queued = 0; /* the grant took us out of line */
+            a->state = ST_UNDO;
+            a->settle_tries = 0;
+        } else {
+            finish(a, a->result);
+        }
+        return;
+    }
+    if (a->state == ST_UNDO) {
+        finish(a, a->result);
+        return;
+    }
     if (a->state == ST_CANCEL) {
         a->queued = 0;
         a->state = ST_UNSUB;
@@ -692,6 +808,14 @@ void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms)
 void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms)
 {
     (void)now_ms;
+    if (a->state == ST_SETTLE || a->state == ST_UNDO) {
+        /* both are idempotent (settle script, unlock latch): sent again a
+         * few times; then best effort, a hold the lost attempt took ends
+         * with its lease */
+        if (++a->settle_tries >= HL_SETTLE_TRIES)
+            finish(a, a->result);
+        return;
+    }
     if (a->state == ST_CANCEL) {
         a->queued = 0; /* best effort: the entry expires at its deadline */
         a->state = ST_UNSUB;
@@ -699,6 +823,17 @@ void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms)
     }
     if (a->state == ST_TRY)
         finish(a, code);
+}
+
+void hl_acquire_on_reply_lost(hl_acquire *a, int code, int64_t now_ms)
+{
+    if (a->state == ST_TRY && a->latch) {
+        /* the attempt may have run and its reply been lost: settle it */
+        a->result = code;
+        a->state = ST_SETTLE;
+        return;
+    }
+    hl_acquire_on_error(a, code, now_ms);
 }
 
 void hl_acquire_on_resubscribe(hl_acquire *a, int64_t now_ms)

@@ -86,6 +86,7 @@ typedef enum hl_script {
     HL_SCRIPT_RW_FORCE,       /* read-write force unlock */
     HL_SCRIPT_FENCED_LOCK,    /* fenced lock acquire (reentrant + token) */
     HL_SCRIPT_EXTEND,         /* owner-guarded PEXPIRE to PTTL + more */
+    HL_SCRIPT_ACQUIRE_SETTLE, /* give up an acquire whose reply was lost */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -104,6 +105,7 @@ typedef struct hl_names {
     char *queue;     /* redisson_lock_queue:{N}   (fair) */
     char *timeout;   /* redisson_lock_timeout:{N} (fair) */
     char *latch_prefix; /* redisson_unlock_latch:{N} */
+    char *acquire_latch_prefix; /* hilock_acquire_latch:{N} */
     const char *publish; /* "publish", or "spublish" on Redis Cluster */
     char *rw_channel; /* redisson_rwlock:{N} (read-write lock) */
     char *token;      /* redisson_lock_token:{N} (fenced lock counter) */
@@ -130,12 +132,15 @@ HL_HIDDEN char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char 
 
 /* A command as argv. Pointers refer to the names/owner strings given to
  * the builder (which must outlive the command) or to the cmd's own storage. */
-#define HL_CMD_MAXARGS 12
+#define HL_CMD_MAXARGS 16
 typedef struct hl_cmd {
     int argc;
     int script; /* hl_script, or -1 for a plain command */
     int drained; /* set by the transport: the reply timed out and the
                     connection was kept to settle the late outcome */
+    int reply_lost; /* set by the transport: the command was sent and the
+                       connection died before its reply (the server may
+                       have run it) */
     const char *argv[HL_CMD_MAXARGS];
     size_t argvlen[HL_CMD_MAXARGS];
     char num[HL_CMD_MAXARGS][24];
@@ -150,6 +155,18 @@ HL_HIDDEN void hl_cmd_to_eval(hl_cmd *cmd);
 /* Builders. Times in ms. */
 HL_HIDDEN void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t lease_ms, int64_t wait_window_ms);
+/* As hl_cmd_acquire, idempotent per request: latch_key (unique per acquire
+ * call, under n->acquire_latch_prefix) keeps a grant's hold count for
+ * latch_ttl_ms, so the same command sent again returns the first answer.
+ * latch_key NULL: no latch (as hl_cmd_acquire). */
+HL_HIDDEN void hl_cmd_acquire_latched(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
+                                      const char *owner, int64_t lease_ms,
+                                      int64_t wait_window_ms, const char *latch_key,
+                                      int64_t latch_ttl_ms);
+/* Give up an acquire request whose reply was lost (acquire_settle.lua): the
+ * latch becomes "x<answer>" (a late copy then takes nothing) and the reply is
+ * what the request had taken; idempotent, so it may be sent again. */
+HL_HIDDEN void hl_cmd_acquire_settle(hl_cmd *cmd, const char *latch_key, int64_t latch_ttl_ms);
 HL_HIDDEN void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t lease_ms, const char *latch_key,
                               int64_t latch_ttl_ms);
@@ -209,6 +226,14 @@ HL_HIDDEN int hl_decode_acquire(const redisReply *r, hl_acquire_result *out);
  * {1, holds, token >= 1}, every other reply has two elements. */
 HL_HIDDEN int hl_decode_acquire_kind(hilock_kind kind, const redisReply *r,
                                      hl_acquire_result *out);
+/* Reply of hl_cmd_acquire_settle: *granted 1 when the request had taken a
+ * hold (which the caller must now give back), 0 when it took nothing. */
+HL_HIDDEN int hl_decode_acquire_settle(const redisReply *r, int *granted);
+
+/* Redis Cluster: 1 when the lock's key and every companion key and channel
+ * hash to one slot. Names with an empty or unclosed hash tag ("x{y", "{}",
+ * "{}x{y}") do not: their companions carry a tag of their own. */
+HL_HIDDEN int hl_names_one_slot(const hl_names *n);
 
 typedef struct hl_release_result {
     int not_owner;      /* 1: caller did not hold it, nothing changed */
@@ -323,6 +348,13 @@ typedef struct hl_acquire {
     int64_t hold_count;
     int64_t token;     /* fenced lock: the grant's fencing token */
     int64_t attempts;
+    /* idempotent attempts (hl_acquire_set_latch): the latch key of this
+     * acquire call, the key of the undo's unlock latch, their lifetime */
+    char *latch;
+    char *undo_latch;
+    int64_t latch_ttl_ms;
+    int settle_tries;  /* sends of the settle / undo that failed */
+    int settle_eval;   /* send them as EVAL (NOSCRIPT seen) */
 } hl_acquire;
 
 /* 0, HILOCK_ENOMEM. wait_window_ms: the client's fair window (used when
@@ -330,9 +362,21 @@ typedef struct hl_acquire {
 HL_HIDDEN int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t wait_ms, int64_t lease_ms,
                               int64_t wait_window_ms, int64_t now_ms);
+/* Make every attempt of this call idempotent under latch_key (copied; unique
+ * per acquire call, see hl_cmd_acquire_latched). An attempt whose reply was
+ * lost with its connection (hl_acquire_on_reply_lost) is then settled before
+ * the machine finishes: it sends hl_cmd_acquire_settle
+ * and, when the lost attempt had taken a hold, a release of that hold.
+ * 0 or HILOCK_ENOMEM. */
+#define HL_SETTLE_TRIES 3
+HL_HIDDEN int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl_ms);
 HL_HIDDEN hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms);
+/* The attempt was sent and its connection died before the reply (hl_cmd
+ * reply_lost): the server may have run it. With a latch the machine settles
+ * it (hl_acquire_set_latch) before finishing with code; else as on_error. */
+HL_HIDDEN void hl_acquire_on_reply_lost(hl_acquire *a, int code, int64_t now_ms);
 /* The attempt's reply never came, but the server may still run it: the
  * driver settles the late outcome itself (releases a late grant, leaves the
  * line), ordered after the attempt on the same connection; the machine ends

@@ -45,7 +45,7 @@ int hl_release_init(hl_release *m, hilock_kind kind, const hl_names *n, const ch
         m->state = RL_DONE;
         return HILOCK_EINVAL;
     }
-    if (kind != HILOCK_KIND_FAIR && !(m->latch = latch_key(n, request_id))) {
+    if (!(m->latch = latch_key(n, request_id))) { /* both kinds have the unlock latch */
         m->result = HILOCK_ENOMEM;
         m->state = RL_DONE;
         return HILOCK_ENOMEM;
@@ -171,14 +171,14 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
         return HILOCK_EINVAL;
     /* argv: EVALSHA sha nkeys KEYS... ARGV... (hl_cmd_acquire); the other
      * objects' attempts: KEYS then lease and owner (hold field) */
-    int fair = attempt->script == HL_SCRIPT_FAIR_LOCK, lease_at = 4, argc = 6;
+    int fair = attempt->script == HL_SCRIPT_FAIR_LOCK, lease_at = 4, argc = 8; /* + latch ttl, key */
     hilock_kind kind = HILOCK_KIND_REENTRANT;
     switch (attempt->script) {
     case HL_SCRIPT_LOCK: break;
-    case HL_SCRIPT_FAIR_LOCK: kind = HILOCK_KIND_FAIR; argc = 10; break;
+    case HL_SCRIPT_FAIR_LOCK: kind = HILOCK_KIND_FAIR; argc = 12; break;
     case HL_SCRIPT_FENCED_LOCK: kind = HILOCK_KIND_FENCED; lease_at = 5; argc = 7; break;
     case HL_SCRIPT_RW_READ_LOCK: kind = HILOCK_KIND_READ; lease_at = 5; argc = 7; break;
-    case HL_SCRIPT_RW_WRITE_LOCK: kind = HILOCK_KIND_WRITE; break;
+    case HL_SCRIPT_RW_WRITE_LOCK: kind = HILOCK_KIND_WRITE; argc = 6; break;
     default: return HILOCK_EINVAL;
     }
     if (attempt->argc != argc || attempt->argvlen[3] == 0)

@@ -5,7 +5,10 @@
  * wakes the longest-waiting waiter of that channel that is not already woken,
  * "1" wakes them all, anything else is ignored. After a reconnect every
  * channel is subscribed again and every waiter is woken to retry (a message
- * may have been missed while disconnected).
+ * may have been missed while disconnected), and woken once more when the
+ * server confirms the new subscription: a waiter that retried before the
+ * SUBSCRIBE took effect and went back to sleep would otherwise miss an unlock
+ * published in between and sleep for the holder's whole lease.
  *
  * There is one listener per node: outside cluster mode one in all. In a
  * cluster, waiters listen with SSUBSCRIBE on the node that owns the
@@ -75,6 +78,7 @@ static void drop_connection(hl_node *n)
         else {
             ch->state = HL_CH_PENDING;
             ch->sent = 0;
+            ch->resub = 1;
         }
     }
     wake_all_waiters(ps);
@@ -94,6 +98,13 @@ static void handle_frame(hl_node *n, redisReply *r)
     switch (ev.type) {
     case HL_PS_SUBSCRIBE:
         ch->state = HL_CH_SUBSCRIBED;
+        if (ch->resub) { /* an unlock may have come before this took effect */
+            ch->resub = 0;
+            for (hl_waiter *w = ch->waiters; w; w = w->next) {
+                w->signaled = 1;
+                pthread_cond_signal(&w->cv);
+            }
+        }
         pthread_cond_broadcast(&ps->cv);
         break;
     case HL_PS_UNSUBSCRIBE:

@@ -3,7 +3,10 @@
  * every lease/3, all of them pipelined on one connection (one round trip per
  * tick). The renewal is guarded by the owner's field: "gone" means the lock
  * was lost, which is reported once and ends its renewal. Transport errors
- * are retried at the next tick.
+ * are retried at the next tick, but a hold whose last confirmed renewal (or
+ * grant) was sent lease - margin ago is reported lost "in doubt": cut off
+ * from the server, its holder must stop before the lease ends there and
+ * another client takes the lock (hl_wd_margin_ms).
  *
  * Race freedom: a release that ends the last watchdog hold first takes the
  * entry out of the schedule and waits for any renewal of it in flight, and
@@ -12,6 +15,7 @@
  * `inflight`; entries found `lost` are freed by the watchdog thread.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +64,53 @@ static void run_deferred(hl_watchdog *wd)
     }
 }
 
+int64_t hl_wd_margin_ms(const hilock_client *c)
+{
+    return c->opts.watchdog_lease_ms / 5;
+}
+
+/* Holds with no renewal confirmed for lease - margin: report them lost "in
+ * doubt", once per silence. They are still renewed: if the link comes back
+ * and the lock is still ours, keeping it is harmless (its holder was told to
+ * stop and releases it); if it is gone, the renewal reports the loss as
+ * usual. Returns the earliest time another hold becomes due (or INT64_MAX);
+ * mu held, released around each report. */
+static int64_t report_unconfirmed(hilock_client *c, int64_t now)
+{
+    hl_watchdog *wd = &c->wd;
+    int64_t limit = c->opts.watchdog_lease_ms - hl_wd_margin_ms(c);
+    if (limit < 1)
+        limit = 1;
+    for (;;) {
+        int64_t next = INT64_MAX;
+        hl_wd_entry *due = NULL;
+        for (hl_wd_entry *e = wd->entries; e; e = e->next) {
+            if (e->removed || e->lost || e->inflight || e->doubt)
+                continue;
+            if (now - e->confirmed_at >= limit) {
+                due = e;
+                break;
+            }
+            if (e->confirmed_at + limit < next)
+                next = e->confirmed_at + limit;
+        }
+        if (!due) {
+            run_deferred(wd); /* what the callbacks asked for */
+            return next;
+        }
+        due->doubt = 1;
+        due->inflight = 1; /* a remover waits for the report */
+        int64_t silent = now - due->confirmed_at;
+        pthread_mutex_unlock(&wd->mu);
+        /* a handle freed by a callback hears no more */
+        if (!__atomic_load_n(&due->lock->freeing, __ATOMIC_ACQUIRE))
+            hl_lock_mark_lost(due->lock, due->tid, 1, silent);
+        pthread_mutex_lock(&wd->mu);
+        due->inflight = 0;
+        pthread_cond_broadcast(&wd->cv);
+    }
+}
+
 static void renew_batch(hilock_client *c)
 {
     hl_watchdog *wd = &c->wd;
@@ -89,6 +140,7 @@ static void renew_batch(hilock_client *c)
         i++;
     }
     pthread_mutex_unlock(&wd->mu);
+    int64_t sent_at = hl_now_mono_ms();
 
     char err[HL_ERRMSG_MAX];
     int rc = hl_exec_pipeline(c, cmds, n, replies, err);
@@ -110,6 +162,10 @@ static void renew_batch(hilock_client *c)
             e->lost = 1; /* stays inflight until reported */
             batch[nlost++] = e;
         } else {
+            if (o == HL_RENEW_RENEWED && sent_at > e->confirmed_at) {
+                e->confirmed_at = sent_at;
+                e->doubt = 0; /* a later silence is reported again */
+            }
             e->inflight = 0;
         }
     }
@@ -119,7 +175,7 @@ static void renew_batch(hilock_client *c)
         pthread_mutex_unlock(&wd->mu);
         /* a handle freed by an earlier callback of this pass hears no more */
         if (!__atomic_load_n(&e->lock->freeing, __ATOMIC_ACQUIRE))
-            hl_lock_mark_lost(e->lock, e->tid);
+            hl_lock_mark_lost(e->lock, e->tid, 0, 0);
         pthread_mutex_lock(&wd->mu);
         e->inflight = 0;
         pthread_cond_broadcast(&wd->cv);
@@ -146,9 +202,10 @@ static void *watchdog_main(void *arg)
     int64_t next = hl_now_mono_ms() + period;
     while (!wd->stop && !wd->close_deferred) {
         int64_t now = hl_now_mono_ms();
+        int64_t due = report_unconfirmed(c, now);
         if (now < next) {
             struct timespec ts;
-            hl_abs_timespec(&ts, next - now);
+            hl_abs_timespec(&ts, (due < next ? due : next) - now);
             pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
             continue;
         }
@@ -191,13 +248,17 @@ void hl_wd_defer_close(hilock_client *c)
     pthread_mutex_unlock(&wd->mu);
 }
 
-int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid)
+int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid, int64_t sent_at)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
     hl_wd_entry *e = find_live(wd, l, tid);
     if (e) {
         e->holds++;
+        if (sent_at > e->confirmed_at) { /* a re-entry applied the lease again */
+            e->confirmed_at = sent_at;
+            e->doubt = 0;
+        }
         pthread_mutex_unlock(&wd->mu);
         return 0;
     }
@@ -209,6 +270,7 @@ int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid)
     e->lock = l;
     e->tid = tid;
     e->holds = 1;
+    e->confirmed_at = sent_at;
     hl_hold_owner(e->owner, l->kind, c->id, tid);
     if (!wd->running && !wd->stop) {
         if (hl_thread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
@@ -224,12 +286,13 @@ int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid)
     return 0;
 }
 
-int hl_wd_release(hilock_client *c, hilock_lock *l, uint64_t tid)
+int hl_wd_release(hilock_client *c, hilock_lock *l, uint64_t tid, int64_t *confirmed_at)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
     hl_wd_entry *e = find_live(wd, l, tid);
     int stopped = 0;
+    *confirmed_at = e ? e->confirmed_at : hl_now_mono_ms();
     if (e && e->holds > 1) {
         e->holds--;
     } else if (e) {

@@ -371,6 +371,10 @@ class Client:
         for name, flag in (("tls", tls), ("tls_insecure", tls_insecure)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False")
+        if "\0" in url:
+            # C strings end at the first NUL: refuse rather than connect elsewhere
+            raise InvalidArgument("invalid argument: the URL contains a NUL byte",
+                                  _capi.HILOCK_EINVAL)
         if isinstance(pool_size, bool) or not isinstance(pool_size, int):
             raise TypeError("pool_size must be an int")
         if not 1 <= pool_size <= 1024:
@@ -441,6 +445,10 @@ class Client:
     def _handle(self, kind: int, name: str) -> "_Handle":
         if not isinstance(name, str):
             raise TypeError(f"lock name must be a str, not {type(name).__name__}")
+        if "\0" in name:
+            # C strings end at the first NUL: "a\0b" would silently be lock "a"
+            raise InvalidArgument("invalid argument: the lock name contains a NUL byte",
+                                  _capi.HILOCK_EINVAL)
         with self._mu:
             if self._h is None:
                 raise ClosedError("closed: the client is closed", _capi.HILOCK_ECLOSED)

@@ -353,6 +353,36 @@ static int is_master_port(int i)
 /* The slot of a held and waited-on lock is migrated to another master:
  * exclusion holds, the holder's watchdog renews it on the new master, the
  * waiter moves its subscription there and is woken by the unlock. */
+/* Names whose companion keys would land in another slot (empty or unclosed
+ * hash tag) are refused on a cluster: such a lock could be taken but never
+ * released (every release CROSSSLOT). Good tags still work. */
+static void t_bad_hash_tags(void)
+{
+    hilock_client *c = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    const char *bad[] = {"x{y", "{}", "{}x{y}", "a{"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hilock_lock *l = NULL;
+        CU_ASSERT_EQUAL(hilock_lock_new(&l, c, bad[i]), HILOCK_EINVAL);
+        CU_ASSERT_PTR_NULL(l);
+        CU_ASSERT_EQUAL(hilock_fair_lock_new(&l, c, bad[i]), HILOCK_EINVAL);
+        CU_ASSERT_PTR_NULL(l);
+    }
+    CU_ASSERT(strstr(hilock_client_errmsg(c), "hash tag") != NULL);
+    const char *good[] = {"{tag}x", "a{b}c"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        hilock_lock *l = NULL;
+        CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, good[i]), 0);
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 5000), 0);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+        int locked = 1;
+        CU_ASSERT_EQUAL(hilock_lock_is_locked(&locked, l), 0);
+        CU_ASSERT_EQUAL(locked, 0);
+        hilock_lock_free(l);
+    }
+    hilock_client_close(c);
+}
+
 static void t_migration(void)
 {
     hilock_client *h = open_client(3000), *w = open_client(0), *other = open_client(0);
@@ -601,6 +631,7 @@ int main(void)
     CU_add_test(s, "contention: exact non-atomic counter", t_contention);
     CU_add_test(s, "waiter woken by sharded pub/sub", t_sharded_wake);
     CU_add_test(s, "fair lock on a cluster", t_fair);
+    CU_add_test(s, "names with empty or unclosed hash tags refused", t_bad_hash_tags);
     CU_add_test(s, "multi-lock across masters, watchdog", t_multilock);
 #ifdef HILOCK_CLI_PATH
     CU_add_test(s, "hilock status on a cluster", t_cli_status);

@@ -149,13 +149,37 @@ static void t_cmd_acquire(void)
     memset(&c, 0, sizeof c);
     hl_cmd_acquire(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 30000, 300000);
     CU_ASSERT_EQUAL(c.script, HL_SCRIPT_LOCK);
-    CU_ASSERT_EQUAL(c.argc, 6);
+    CU_ASSERT_EQUAL(c.argc, 8);
     CU_ASSERT(arg_is_ci(&c, 0, "EVALSHA"));
     CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_LOCK)));
     CU_ASSERT(arg_is(&c, 2, "1"));
     CU_ASSERT(arg_is(&c, 3, "res:1"));
     CU_ASSERT(arg_is(&c, 4, "30000"));
     CU_ASSERT(arg_is(&c, 5, OWNER));
+    CU_ASSERT(arg_is(&c, 6, "0")); /* no latch */
+    CU_ASSERT(arg_is(&c, 7, ""));
+
+    /* idempotent per request: the latch key and its lifetime as arguments */
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 30000, 300000,
+                           "hilock_acquire_latch:{res:1}:id:1", 4000);
+    CU_ASSERT_EQUAL(c.argc, 8);
+    CU_ASSERT(arg_is(&c, 2, "1"));
+    CU_ASSERT(arg_is(&c, 6, "4000"));
+    CU_ASSERT(arg_is(&c, 7, "hilock_acquire_latch:{res:1}:id:1"));
+    CU_ASSERT_STRING_EQUAL(N.acquire_latch_prefix, "hilock_acquire_latch:{res:1}");
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_settle(&c, "hilock_acquire_latch:{res:1}:id:1", 4000);
+    CU_ASSERT_EQUAL(c.argc, 5);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    CU_ASSERT(arg_is(&c, 2, "1"));
+    CU_ASSERT(arg_is(&c, 3, "hilock_acquire_latch:{res:1}:id:1"));
+    CU_ASSERT(arg_is(&c, 4, "4000"));
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, HILOCK_KIND_FAIR, &N, OWNER, 1500, 5000, "L", 4000);
+    CU_ASSERT_EQUAL(c.argc, 12);
+    CU_ASSERT(arg_is(&c, 10, "4000"));
+    CU_ASSERT(arg_is(&c, 11, "L"));
 
     memset(&c, 0, sizeof c);
     hl_cmd_acquire(&c, HILOCK_KIND_FAIR, &N, OWNER, 1500, 5000);
@@ -189,6 +213,35 @@ static void t_cmd_release(void)
     CU_ASSERT(arg_is(&c, 8, OWNER));
     CU_ASSERT(arg_is(&c, 9, "5000"));
     CU_ASSERT(arg_is_ci(&c, 10, "publish"));
+
+    /* the fair release has its latch too (a retried release) */
+    memset(&c, 0, sizeof c);
+    hl_cmd_release(&c, HILOCK_KIND_FAIR, &N, OWNER, 30000, latch, 5000);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_FAIR_UNLOCK);
+    CU_ASSERT_EQUAL(c.argc, 13);
+    CU_ASSERT(arg_is(&c, 2, "5"));
+    CU_ASSERT(arg_is(&c, 7, latch));
+    CU_ASSERT(arg_is(&c, 10, OWNER));
+    CU_ASSERT(arg_is_ci(&c, 11, "publish"));
+    CU_ASSERT(arg_is(&c, 12, "5000"));
+}
+
+static void t_names_one_slot(void)
+{
+    const char *good[] = {"plain", "{tag}x", "a{b}c", "{a}{}"};
+    const char *bad[] = {"x{y", "{}", "{}x{y}", "a{"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        hl_names n;
+        CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, good[i]), 0);
+        CU_ASSERT(hl_names_one_slot(&n));
+        hl_names_free(&n);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hl_names n;
+        CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, bad[i]), 0);
+        CU_ASSERT(!hl_names_one_slot(&n));
+        hl_names_free(&n);
+    }
 }
 
 static void t_cmd_force_renew_queries(void)
@@ -643,6 +696,64 @@ static void t_sm_free_lock(void)
     hl_acquire_free(&a);
 }
 
+/* A reply lost with its connection: the machine settles the attempt before
+ * it ends (SET latch x GET; a grant found there is released); a plain error
+ * (nothing sent) ends at once. */
+static void t_sm_reply_lost_settled(void)
+{
+    const char *L = "hilock_acquire_latch:{res:1}:id:7";
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
+                                          300000, 1000), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&a.cmd, 7, L));
+    hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    CU_ASSERT(arg_is(&a.cmd, 3, L));
+    /* the settle's own reply lost: sent again (it is idempotent) */
+    hl_acquire_on_error(&a, HILOCK_ECONN, 1001);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    redisReply *r = RESP("$1\r\n1\r\n"); /* the lost attempt had taken one hold */
+    hl_acquire_on_reply(&a, r, 1002);
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_UNLOCK);
+    CU_ASSERT(arg_is(&a.cmd, 5, "hilock_acquire_latch:{res:1}:id:7:u"));
+    r = RESP(":0\r\n");
+    hl_acquire_on_reply(&a, r, 1003);
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1003), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
+    hl_acquire_free(&a);
+
+    /* nothing there (the attempt never ran): no release */
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
+                                          300000, 1000), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
+    r = RESP("$0\r\n\r\n");
+    hl_acquire_on_reply(&a, r, 1002);
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
+    hl_acquire_free(&a);
+
+    /* an error with nothing sent: done at once */
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
+                                          300000, 1000), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    hl_acquire_on_error(&a, HILOCK_ECONN, 1001);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
+    hl_acquire_free(&a);
+}
+
 static void t_sm_one_try_busy(void)
 {
     const char *rep[] = {"*2\r\n:0\r\n:5000\r\n"};
@@ -794,6 +905,7 @@ int main(void)
     CU_add_test(s, "embedded scripts and their sha1", t_scripts_sha);
     CU_add_test(s, "acquire command", t_cmd_acquire);
     CU_add_test(s, "release command", t_cmd_release);
+    CU_add_test(s, "cluster: companions in the lock's slot", t_names_one_slot);
     CU_add_test(s, "force/renew/query commands", t_cmd_force_renew_queries);
     CU_add_test(s, "EVALSHA to EVAL", t_cmd_to_eval);
     CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
@@ -804,6 +916,7 @@ int main(void)
     CU_add_test(s, "time validation", t_check_times);
     CU_pSuite m = CU_add_suite("acquire state machine", init_names, clean_names);
     CU_add_test(m, "free lock: one send", t_sm_free_lock);
+    CU_add_test(m, "reply lost: the attempt is settled", t_sm_reply_lost_settled);
     CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
     CU_add_test(m, "acquired after a wait", t_sm_acquire_after_wait);

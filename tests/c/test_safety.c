@@ -495,7 +495,7 @@ static void t_lost_list_bounded(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = new_lock(c, "lost-growth");
     for (uint64_t tid = 1; tid <= 10000; tid++)
-        hl_lock_mark_lost(l, tid);
+        hl_lock_mark_lost(l, tid, 0, 0);
     int n = lost_list_len(l);
     printf("\n  10000 lost thread ids remembered: %d ", n);
     CU_ASSERT(n <= HL_LOST_MAX);

@@ -413,6 +413,13 @@ test_usage_and_errors() {
   check "one-line error on stderr" [ "$(wc -l <"$T/e.err")" = 1 ] && grep -q "^hilock: cannot connect" "$T/e.err" || { cat "$T/e.err"; return 1; }
   HILOCK_URL="redis://127.0.0.1:$dead" "$HL" run x -- true 2>/dev/null; rc=$?
   check "run against unreachable \$HILOCK_URL -> 69 (got $rc)" [ "$rc" = 69 ] || return 1
+  # a URL that cannot be parsed is a usage error, for every command
+  "$HL" run --url garbage://x x -- true 2>/dev/null; rc=$?
+  check "run --url garbage://x -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" status --url "redis+cluster://" x >/dev/null 2>&1; rc=$?
+  check "status --url redis+cluster:// -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" unlock --url "redis+sentinel:///m" x >/dev/null 2>&1; rc=$?
+  check "unlock --url redis+sentinel:///m -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
   "$HL" run --url "$HILOCK_URL" urlopt -- true; rc=$?
   check "--url works (got $rc)" [ "$rc" = 0 ]
 }

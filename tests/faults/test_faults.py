@@ -1,0 +1,599 @@
+"""Fault suite: hilock against a real redis-server behind a TCP fault proxy
+(tests/faults/faultproxy.py), a stopped/killed/restarted server, ACL users,
+memory limits and hostile input.
+
+Every scenario checks what a caller can rely on: no hang beyond wait +
+timeouts, no hold left behind after an error return, never two holders that
+both believe they hold, and the documented error. Times to detect a loss are
+printed (pytest -s, or the summary the runner prints).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+import hilock
+from conftest import Redis, RedisServer, RespError, wait_for
+from faultproxy import FaultProxy
+
+TIMES = []  # (scenario, seconds) printed at the end of the session
+
+
+def report(what: str, secs: float) -> None:
+    TIMES.append((what, secs))
+    print(f"[time] {what}: {secs * 1000:.0f} ms")
+
+
+@pytest.fixture
+def server():
+    s = RedisServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def proxy(server):
+    p = FaultProxy(server.port)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def name() -> str:
+    return "f:" + uuid.uuid4().hex[:12]
+
+
+def opened(url: str, **kw):
+    kw.setdefault("command_timeout", 1.0)
+    kw.setdefault("connect_timeout", 1.0)
+    return hilock.Client(url, **kw)
+
+
+def make(c, kind, name):
+    return c.lock(name) if kind == "reentrant" else c.fair_lock(name)
+
+
+def warm(c, kind, name):
+    """Load the scripts (so the armed fault hits the script, not NOSCRIPT)
+    and leave a pooled connection."""
+    w = make(c, kind, name + ":warm")
+    assert w.acquire(wait=0, lease=5)
+    w.release()
+
+
+KINDS = ["reentrant", "fair"]
+
+
+# ---- item 1: a lost acquire reply is never turned into a second hold ----
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reply_lost_on_pooled_connection_enters_once(server, proxy, name, kind):
+    c = opened(proxy.url())
+    try:
+        lk = make(c, kind, name)
+        warm(c, kind, name)  # a pooled connection, then its reply is lost
+        proxy.reset_on_reply(name.encode())
+        assert lk.acquire(wait=2, lease=30)
+        assert proxy.fired("reset-on-reply") == 1
+        assert lk.hold_count == 1
+        lk.release()
+        assert server("EXISTS", name) == 0, "one acquire + one release left the lock held"
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reply_lost_on_fresh_connection_leaves_no_hold(server, proxy, name, kind):
+    c = opened(proxy.url())
+    try:
+        lk = make(c, kind, name)
+        warm(c, kind, name)
+        proxy.reset()  # no live connection: the acquire goes out on a new one
+        proxy.reset_on_reply(name.encode())
+        t0 = time.monotonic()
+        with pytest.raises(hilock.ConnectionError):
+            lk.acquire(wait=2, lease=30)
+        assert time.monotonic() - t0 < 2 + 2 * 1.0 + 1
+        assert proxy.fired("reset-on-reply") == 1
+        assert server("EXISTS", name) == 0, "an acquire that failed left a hold behind"
+        if kind == "fair":
+            assert server("LLEN", "redisson_lock_queue:{%s}" % name) == 0
+    finally:
+        c.close()
+
+
+# ---- item 2: a retried fair release returns the first answer ----
+
+def test_fair_release_reply_lost_hands_over(server, proxy, name):
+    holder = opened(proxy.url())
+    other = opened(server.url)
+    try:
+        lk = holder.fair_lock(name)
+        warm(holder, "fair", name)
+        assert lk.acquire(wait=0, lease=30)
+        got = []
+        t = threading.Thread(target=lambda: got.append(other.fair_lock(name).acquire(wait=5, lease=30)))
+        t.start()
+        wait_for(lambda: server("LLEN", "redisson_lock_queue:{%s}" % name) == 1, 5, "waiter in line")
+        proxy.reset_on_reply(b"publish")
+        lk.release()  # NotOwnerError before the fix: the retry found it released
+        assert proxy.fired("reset-on-reply") == 1
+        t.join(10)
+        assert got == [True]
+    finally:
+        holder.close()
+        other.close()
+
+
+# ---- item 3: a holder cut off from Redis is told before its lease ends ----
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_partitioned_holder_told_before_lease_ends(server, proxy, name, kind):
+    lease = 3.0
+    holder = opened(proxy.url(), watchdog_lease=lease, command_timeout=0.3)
+    other = opened(server.url)
+    try:
+        lk = make(holder, kind, name)
+        lost_at = []
+        lk.on_lost = lambda l, tid: lost_at.append(time.monotonic())
+        assert lk.acquire(wait=0)
+        time.sleep(1.3)  # a renewal (every lease/3) went through
+        proxy.blackhole(True)
+        t_cut = time.monotonic()
+        assert make(other, kind, name).acquire(wait=2 * lease, lease=30)
+        t_other = time.monotonic()
+        assert lost_at, "the cut-off holder was never told"
+        report(f"partition ({kind}): holder told after", lost_at[0] - t_cut)
+        report(f"partition ({kind}): other client acquired after", t_other - t_cut)
+        assert lost_at[0] < t_other, "both believed they held the lock"
+        assert lk.lost
+        assert "in doubt" in lk.errmsg
+    finally:
+        proxy.blackhole(False)
+        holder.close()
+        other.close()
+
+
+RUN_CMD = r'''
+import os, signal, sys, time
+out = sys.argv[1]
+def stop(*_):
+    with open(out, "a") as f:
+        f.write("end %.6f\n" % time.monotonic())
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+with open(out, "a") as f:
+    f.write("start %.6f\n" % time.monotonic())
+while True:
+    time.sleep(0.01)
+'''
+
+
+def test_cli_run_stops_command_before_other_gets_lock(server, proxy, name, tmp_path):
+    hl = os.path.join(os.environ.get("HILOCK_BUILD", ""), "cli", "hilock")
+    if not os.access(hl, os.X_OK):
+        pytest.skip("no hilock CLI built (HILOCK_BUILD)")
+    py = os.environ.get("HILOCK_PYTHON", "python3")
+    a_out, b_out = tmp_path / "a", tmp_path / "b"
+    a = subprocess.Popen([hl, "run", "--url", proxy.url(), "--watchdog-lease", "6", name, "--",
+                          py, "-c", RUN_CMD, str(a_out)], stderr=subprocess.PIPE)
+    b = None
+    try:
+        wait_for(lambda: a_out.exists() and "start" in a_out.read_text(), 5, "first command")
+        time.sleep(2.5)  # a renewal went through
+        proxy.blackhole(True)
+        t_cut = time.monotonic()
+        b = subprocess.Popen([hl, "run", "--url", server.url, name, "--", py, "-c", RUN_CMD,
+                              str(b_out)])
+        wait_for(lambda: b_out.exists() and "start" in b_out.read_text(), 12, "second command")
+        assert a.wait(5) == 75, "the cut-off run did not report the loss"
+        a_end = float(a_out.read_text().split("end ")[1].split()[0])
+        b_start = float(b_out.read_text().split("start ")[1].split()[0])
+        report("partition: hilock run stopped its command after", a_end - t_cut)
+        assert a_end < b_start, "two hilock run commands ran at the same time"
+    finally:
+        proxy.blackhole(False)
+        for p in (a, b):
+            if p and p.poll() is None:
+                p.terminate()  # forwarded to the command, which exits
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+# ---- item 4: a PUBLISH refused by the ACL never half-releases ----
+
+@pytest.mark.parametrize("rule", [["resetchannels"], ["allchannels", "-publish", "-spublish"]],
+                         ids=["no-channels", "no-publish"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_release_with_publish_refused_is_truthful(server, name, rule, kind):
+    server("ACL", "SETUSER", "weak", "on", ">pw", "~*", "+@all", "allchannels")
+    url = f"redis://weak:pw@127.0.0.1:{server.port}/0"
+    c = opened(url)
+    try:
+        lk = make(c, kind, name)
+        assert lk.acquire(wait=0, lease=30)
+        server("ACL", "SETUSER", "weak", *rule)  # the rights go away while it is held
+        # a user without them is refused at open (docs/acl.md)
+        with pytest.raises(hilock.AuthenticationError):
+            opened(url)
+        if kind == "fair":  # a waiter in line: the release must wake it
+            server("RPUSH", "redisson_lock_queue:{%s}" % name, "someone:1")
+            server("ZADD", "redisson_lock_timeout:{%s}" % name, int(time.time() * 1000) + 60000,
+                   "someone:1")
+        with pytest.raises(hilock.ProtocolError) as ei:
+            lk.release()
+        assert "nothing was released" in str(ei.value)
+        assert "publish" in str(ei.value) or "can't run this command" in str(ei.value)
+        # the error is the truth: nothing was released
+        assert server("EXISTS", name) == 1
+        assert lk.owned()
+        assert lk.hold_count == 1
+    finally:
+        c.close()
+
+
+def test_documented_channel_rule_is_enough(server, name):
+    # the channel rule of docs/acl.md is enough (with all keys and commands)
+    server("ACL", "SETUSER", "app", "on", ">pw", "~*", "&redisson_lock__channel:*", "+@all")
+    a = opened(f"redis://app:pw@127.0.0.1:{server.port}/0")
+    b = opened(f"redis://app:pw@127.0.0.1:{server.port}/0")
+    try:
+        for kind in KINDS:
+            la = make(a, kind, name + kind)
+            lb = (b.lock if kind == "reentrant" else b.fair_lock)(name + kind, thread_id=7)
+            assert la.acquire(wait=0, lease=30)
+            got = []
+            t = threading.Thread(target=lambda: got.append(lb.acquire(wait=5, lease=30)))
+            t.start()
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            la.release()
+            t.join(10)
+            assert got == [True]
+            assert time.monotonic() - t0 < 1, "the waiter was not woken by the release"
+            lb.release()
+    finally:
+        a.close()
+        b.close()
+
+
+# ---- item 7: NUL bytes in names and URLs ----
+
+def test_nul_in_name_and_url_refused(server):
+    c = opened(server.url)
+    try:
+        with pytest.raises(hilock.InvalidArgument):
+            c.lock("a\x00b")
+        with pytest.raises(hilock.InvalidArgument):
+            c.fair_lock("\x00")
+    finally:
+        c.close()
+    with pytest.raises(hilock.InvalidArgument):
+        hilock.Client(server.url + "\x00garbage")
+
+
+# ---- item 8: a release works on a server out of memory ----
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("lease", [30, None], ids=["lease", "watchdog"])
+def test_release_under_maxmemory_noeviction(server, name, kind, lease):
+    c = opened(server.url)
+    try:
+        lk = make(c, kind, name)
+        assert lk.acquire(wait=0, lease=lease)
+        server("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        server("CONFIG", "SET", "maxmemory", "1")
+        try:
+            with pytest.raises(RespError, match="OOM"):
+                server("SET", "filler", "x")  # the server is out of memory
+            lk.release()
+            assert server("EXISTS", name) == 0
+            # a new acquire is refused with the server's reason, leaving nothing
+            with pytest.raises(hilock.Error, match="OOM"):
+                make(c, kind, name).acquire(wait=0, lease=30)
+            assert server("EXISTS", name) == 0
+        finally:
+            server("CONFIG", "SET", "maxmemory", "0")
+    finally:
+        c.close()
+
+
+# ---- item 9: a server that does not speak RESP; URLs without hosts ----
+
+class NotRedis:
+    """A TCP server answering every connection with an HTTP error."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.stop = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self) -> None:
+        self.sock.settimeout(0.05)
+        while not self.stop:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                continue
+            try:
+                s.settimeout(1)
+                s.recv(4096)
+                s.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.stop = True
+        self.t.join()
+        self.sock.close()
+
+
+def test_non_redis_server_is_a_protocol_error():
+    srv = NotRedis()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(hilock.ProtocolError):
+            opened(f"redis://127.0.0.1:{srv.port}/0")
+        assert time.monotonic() - t0 < 3
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("url", ["redis+sentinel:///m", "redis+sentinel://", "redis+cluster://",
+                                 "redis+cluster:///"])
+def test_url_without_hosts_is_invalid(url):
+    with pytest.raises(hilock.InvalidArgument):
+        opened(url)
+
+
+# ---- transport faults that need no fix: bounded, truthful, no phantom ----
+
+def test_refused_connection_fails_fast(server, proxy, name):
+    proxy.refuse(True)
+    t0 = time.monotonic()
+    with pytest.raises(hilock.ConnectionError):
+        c = opened(proxy.url())
+        c.lock(name).acquire(wait=1)
+    assert time.monotonic() - t0 < 3
+    assert server("EXISTS", name) == 0
+
+
+def test_blackhole_acquire_bounded_and_no_phantom(server, proxy, name):
+    c = opened(proxy.url())
+    try:
+        lk = c.lock(name)
+        assert not lk.locked()
+        proxy.blackhole(True)
+        t0 = time.monotonic()
+        with pytest.raises(hilock.ConnectionError):
+            lk.acquire(wait=1, lease=30)
+        took = time.monotonic() - t0
+        assert took < 1 + 1.0 + 1.5, took
+        proxy.blackhole(False)
+        # the attempt reaches the server late: the drain gives it back
+        wait_for(lambda: server("EXISTS", name) == 0, 5, "late grant given back")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reset_on_request_then_works(server, proxy, name, kind):
+    c = opened(proxy.url())
+    try:
+        lk = make(c, kind, name)
+        warm(c, kind, name)
+        proxy.reset_on_request(name.encode())
+        # the pooled connection dies before the server saw anything: retried
+        assert lk.acquire(wait=1, lease=30)
+        assert proxy.fired("reset-on-request") == 1
+        assert lk.hold_count == 1
+        lk.release()
+        assert server("EXISTS", name) == 0
+    finally:
+        c.close()
+
+
+def test_latency_both_ways_still_exclusive(server, proxy, name):
+    proxy.latency(up=0.02, down=0.02)
+    a, b = opened(proxy.url()), opened(server.url)
+    try:
+        la, lb = a.lock(name), b.lock(name)
+        assert la.acquire(wait=1, lease=30)
+        assert not lb.acquire(wait=0.2)
+        t0 = time.monotonic()
+        la.release()
+        assert lb.acquire(wait=2)
+        assert time.monotonic() - t0 < 1
+        lb.release()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_sigstop_server_during_acquire(server, name):
+    c = opened(server.url)
+    try:
+        lk = c.lock(name)
+        assert not lk.locked()
+        server.pause()
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(hilock.ConnectionError):
+                lk.acquire(wait=1, lease=30)
+            assert time.monotonic() - t0 < 1 + 1.0 + 1.5
+        finally:
+            server.resume()
+        wait_for(lambda: server("EXISTS", name) == 0, 5, "late grant given back")
+        assert lk.acquire(wait=1, lease=30)
+        lk.release()
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("fault", ["kill9-restart", "flushall"])
+def test_hold_gone_on_server_reports_loss(server, name, fault):
+    c = opened(server.url, watchdog_lease=1.5)
+    try:
+        lk = c.lock(name)
+        lost = threading.Event()
+        lk.on_lost = lambda l, tid: lost.set()
+        assert lk.acquire(wait=0)
+        if fault == "flushall":
+            server("FLUSHALL")
+        else:
+            server.restart()  # kill -9, started again empty: the hold is gone
+        t0 = time.monotonic()
+        assert lost.wait(5), "the holder was never told"
+        report(f"{fault}: loss reported", time.monotonic() - t0)
+        assert lk.lost
+        with pytest.raises(hilock.Error):
+            lk.release()
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_script_flush_is_transparent(server, name, kind):
+    c = opened(server.url)
+    try:
+        lk = make(c, kind, name)
+        assert lk.acquire(wait=0, lease=30)
+        server("SCRIPT", "FLUSH")
+        assert lk.acquire(wait=0, lease=30)
+        server("SCRIPT", "FLUSH")
+        lk.release()
+        lk.release()
+        assert server("EXISTS", name) == 0
+    finally:
+        c.close()
+
+
+def test_client_kill_pubsub_waiter_still_woken(server, name):
+    a, b = opened(server.url), opened(server.url)
+    try:
+        la = a.lock(name)
+        assert la.acquire(wait=0, lease=30)
+        got = []
+        t = threading.Thread(target=lambda: got.append(b.lock(name).acquire(wait=8)))
+        t.start()
+        wait_for(lambda: int(server("PUBSUB", "NUMSUB", "redisson_lock__channel:{%s}" % name)[1]) == 1,
+                 5, "waiter subscribed")
+        server("CLIENT", "KILL", "TYPE", "pubsub")
+        wait_for(lambda: int(server("PUBSUB", "NUMSUB", "redisson_lock__channel:{%s}" % name)[1]) == 1,
+                 5, "waiter subscribed again")
+        t0 = time.monotonic()
+        la.release()
+        t.join(10)
+        assert got == [True]
+        assert time.monotonic() - t0 < 2, "the waiter slept through the unlock"
+    finally:
+        a.close()
+        b.close()
+
+
+# ---- item 5: woken again once the re-SUBSCRIBE is confirmed ----
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unlock_before_resubscribe_took_effect_is_not_missed(server, proxy, name, kind):
+    a, b = opened(server.url), opened(proxy.url())
+    try:
+        la = make(a, kind, name)
+        assert la.acquire(wait=0, lease=30)
+        got = []
+        t = threading.Thread(target=lambda: got.append(make(b, kind, name).acquire(wait=8, lease=30)))
+        t.start()
+        wait_for(lambda: server("PUBSUB", "NUMPAT") == 0 and sum(
+            int(x) for x in server("PUBSUB", "NUMSUB", *[
+                c for c in server("PUBSUB", "CHANNELS", "redisson_lock__channel:*")])[1::2]) == 1,
+            5, "waiter subscribed")
+        # the waiter's next SUBSCRIBE takes 1 s to reach the server
+        proxy.delay_frames(b"SUBSCRIBE", 1.0, upstream=True)
+        server("CLIENT", "KILL", "TYPE", "pubsub")
+        time.sleep(0.4)  # woken by the reconnect, retried, asleep again
+        t0 = time.monotonic()
+        la.release()  # published while nobody listens
+        t.join(10)
+        assert got == [True]
+        took = time.monotonic() - t0
+        report(f"unlock during re-subscribe ({kind}): waiter acquired after", took)
+        assert took < 2.5, "the waiter slept through the unlock"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_garbage_payloads_on_lock_channel_are_ignored(server, name):
+    a, b = opened(server.url), opened(server.url)
+    try:
+        la = a.lock(name)
+        assert la.acquire(wait=0, lease=30)
+        got = []
+        t = threading.Thread(target=lambda: got.append(b.lock(name).acquire(wait=8)))
+        t.start()
+        ch = "redisson_lock__channel:{%s}" % name
+        wait_for(lambda: int(server("PUBSUB", "NUMSUB", ch)[1]) == 1, 5, "waiter subscribed")
+        for junk in ["", "2", "-1", "0x", "9" * 400, "\x00\xff", "1" * 30]:
+            server("PUBLISH", ch, junk)
+        time.sleep(0.2)
+        assert got == [] and server("HLEN", name) == 1  # nobody took it
+        la.release()
+        t.join(10)
+        assert got == [True]
+    finally:
+        a.close()
+        b.close()
+
+
+HOLDER = r"""
+import sys, time, hilock
+c = hilock.Client(sys.argv[1], watchdog_lease=float(sys.argv[3]))
+lk = c.lock(sys.argv[2])
+assert lk.acquire(wait=0)
+print("held", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_holder_sigkill_waiter_gets_lock_after_lease(server, name):
+    p = subprocess.Popen([os.environ.get("HILOCK_PYTHON", "python3"), "-c", HOLDER, server.url, name, "1.5"],
+                         stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"held"
+        c = opened(server.url)
+        try:
+            lk = c.lock(name)
+            assert not lk.acquire(wait=0)
+            p.kill()
+            p.wait()
+            t0 = time.monotonic()
+            assert lk.acquire(wait=5)
+            took = time.monotonic() - t0
+            report("holder SIGKILL: waiter acquired after", took)
+            assert took < 1.5 + 0.5
+            lk.release()
+        finally:
+            c.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_report_times():
+    for what, secs in TIMES:
+        print(f"[time] {what}: {secs * 1000:.0f} ms")
