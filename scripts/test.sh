@@ -49,7 +49,7 @@ for s in "${suites[@]}"; do
       # the valkey_* repeats run in suite c; the library code they exercise
       # under ASan is the same as against redis-server
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest --test-dir "$here/build/asan" --output-on-failure -LE valkey ;;
+        ctest --test-dir "$here/build/asan" --output-on-failure -LE valkey -j 2 ;;
     c-valgrind) HILOCK_VALGRIND=1 ctest --test-dir "$HILOCK_BUILD" --output-on-failure -L unit ;;
     c-tsan)
       # ThreadSanitizer over the unit tests and the thread stress program;

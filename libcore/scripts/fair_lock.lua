@@ -12,7 +12,7 @@
 -- ms is how long this waiter can expect to wait before its next try.
 -- #include fair_evict.lua
 local window = tonumber(ARGV[3])
-local latched = tonumber(ARGV[5]) > 0
+local latched = tonumber(ARGV[5] or 0) > 0 -- (benchmarks call it without a latch)
 -- the request's earlier outcome: nil (none), 'x' (given up) or a hold count;
 -- read only on the paths that would change something
 local function earlier()

@@ -1,6 +1,6 @@
 -- Reentrant acquire, idempotent per request.
 -- KEYS[1] lock hash
--- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] latch lifetime ms (0 = no latch),
+-- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] latch lifetime ms (0 or absent = no latch),
 -- ARGV[4] acquire latch key (per acquire call, same hash slot as KEYS[1]; an
 -- argument, not a KEY: while a cluster slot migrates, a second key that does
 -- not exist yet would turn every attempt into TRYAGAIN)
@@ -14,7 +14,7 @@
 -- A key of another type makes HEXISTS fail with WRONGTYPE and nothing changes.
 local free = redis.call('exists', KEYS[1]) == 0
 if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local latched = tonumber(ARGV[3]) > 0
+    local latched = tonumber(ARGV[3] or 0) > 0 -- (benchmarks call it without a latch)
     if latched then
         local earlier = redis.call('get', ARGV[4])
         if earlier and string.sub(earlier, 1, 1) == 'x' then
