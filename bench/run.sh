@@ -13,7 +13,8 @@
 # drift within seconds, so each slice gives its own ratio and the run reports
 # the median slice):
 #   1. redis-benchmark -c 1 EVALSHA <the library's own lock script> on a fixed
-#      key/owner (every call after the first is a re-entry: HINCRBY + PEXPIRE)
+#      key/owner (every call after the first is a re-entry: HINCRBY + PEXPIRE),
+#      with a fresh acquire latch key per call (SET PX), as the library sends it
 #   2. lock_bench: uncontended lock+unlock pairs/s, one thread (library with a
 #      fixed lease, library with the watchdog, raw hiredis with the same
 #      scripts), 4 rounds of -n pairs (default 250) per series
@@ -95,7 +96,9 @@ for run in $(seq "$RUNS"); do
   : >"$WORK/slices"
   for slice in $(seq "$SLICES"); do
     redis-cli -p "$PORT" DEL bench:rb >/dev/null
-    rb1=$(rb "$RBN" EVALSHA "$SHA" 1 bench:rb 30000 "$OWNER")
+    # as the library sends it: with a fresh acquire latch per call (issue 14)
+    rb1=$(rb "$RBN" -r 1000000000 EVALSHA "$SHA" 1 bench:rb 30000 "$OWNER" 3000 \
+      'hilock_acquire_latch:{bench:rb}:__rand_int__')
     holds=$(redis-cli -p "$PORT" HGET bench:rb "$OWNER")
     "$BIN/lock_bench" -n "$PAIRS" -r 4 "$URL" >"$WORK/pairs"
     rb2=$(rb "$holds" -r 1000000000 EVALSHA "$USHA" 3 bench:rb 'redisson_lock__channel:{bench:rb}' \
