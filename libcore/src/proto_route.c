@@ -329,14 +329,47 @@ int hl_decode_switch_master(const redisReply *r, const char *master_name, char *
     if (m->len <= nl || memcmp(m->str, master_name, nl) != 0 || m->str[nl] != ' ' ||
         m->len > 1024)
         return 0;
-    char buf[1025], h0[256], h1[256];
-    memcpy(buf, m->str + nl, m->len - nl);
-    buf[m->len - nl] = 0;
-    int p0, p1;
-    char extra;
-    if (sscanf(buf, " %255s %d %255s %d %c", h0, &p0, h1, &p1, &extra) != 4 || p1 < 1 ||
-        p1 > 65535 || strlen(h1) >= hostlen)
+    /* "<old-ip> <old-port> <new-ip> <new-port>": exactly four tokens, the
+     * ports plain decimals in 1..65535 (no sign, no overflow wrapping). */
+    const char *tok[4];
+    size_t tlen[4];
+    const char *p = m->str + nl, *end = m->str + m->len;
+    for (int i = 0; i < 4; i++) {
+        while (p < end && *p == ' ')
+            p++;
+        tok[i] = p;
+        while (p < end && *p != ' ')
+            p++;
+        tlen[i] = (size_t)(p - tok[i]);
+        if (tlen[i] == 0)
+            return 0;
+    }
+    while (p < end && *p == ' ')
+        p++;
+    if (p != end)
         return 0;
+    int ports[2];
+    for (int i = 0; i < 2; i++) {
+        const char *d = tok[2 * i + 1];
+        size_t dl = tlen[2 * i + 1];
+        long v = 0;
+        if (dl > 5)
+            return 0;
+        for (size_t k = 0; k < dl; k++) {
+            if (d[k] < '0' || d[k] > '9')
+                return 0;
+            v = v * 10 + (d[k] - '0');
+        }
+        if (v < 1 || v > 65535)
+            return 0;
+        ports[i] = (int)v;
+    }
+    char h1[256];
+    if (tlen[2] >= sizeof h1 || tlen[2] >= hostlen || memchr(tok[2], 0, tlen[2]))
+        return 0;
+    memcpy(h1, tok[2], tlen[2]);
+    h1[tlen[2]] = 0;
+    int p1 = ports[1];
     snprintf(host, hostlen, "%s", h1);
     *port = p1;
     return 1;

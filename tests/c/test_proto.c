@@ -879,6 +879,48 @@ static void t_sm_subscribe_fails(void)
     hl_acquire_free(&a);
 }
 
+/* +switch-master payloads: only "<name> <ip> <port> <ip> <port>" with ports in
+ * 1..65535 are taken; a port that overflows int must not wrap to a valid one
+ * (4294973675 = 2^32 + 6379 was read as 6379 by sscanf %d). */
+static void t_decode_switch_master(void)
+{
+    static const struct {
+        const char *payload;
+        int ok, port;
+    } cases[] = {
+        {"mymaster 10.0.0.1 6379 10.0.0.2 6380", 1, 6380},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 65535", 1, 65535},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 4294973675", 0, 0},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 65536", 0, 0},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 0", 0, 0},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 -6379", 0, 0},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 +6379", 0, 0},
+        {"mymaster 10.0.0.1 99999999999 10.0.0.2 6380", 0, 0},
+        {"mymaster 10.0.0.1 6379 10.0.0.2", 0, 0},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 6380 extra", 0, 0},
+        {"mymaster 10.0.0.1 6379 10.0.0.2 63x0", 0, 0},
+        {"othermaster 10.0.0.1 6379 10.0.0.2 6380", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bytes[256];
+        int n = snprintf(bytes, sizeof bytes, "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
+                         strlen(cases[i].payload), cases[i].payload);
+        redisReply *r = resp(bytes, (size_t)n);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        char host[64] = "";
+        int port = -1;
+        int ok = hl_decode_switch_master(r, "mymaster", host, sizeof host, &port);
+        CU_ASSERT_EQUAL(ok, cases[i].ok);
+        if (ok != cases[i].ok)
+            fprintf(stderr, "switch-master case %zu (%s): got %d\n", i, cases[i].payload, ok);
+        if (cases[i].ok && ok) {
+            CU_ASSERT_EQUAL(port, cases[i].port);
+            CU_ASSERT_STRING_EQUAL(host, "10.0.0.2");
+        }
+        freeReplyObject(r);
+    }
+}
+
 static int init_names(void)
 {
     memset(&N, 0, sizeof N);
@@ -916,6 +958,7 @@ int main(void)
     CU_add_test(s, "time validation", t_check_times);
     CU_pSuite m = CU_add_suite("acquire state machine", init_names, clean_names);
     CU_add_test(m, "free lock: one send", t_sm_free_lock);
+    CU_add_test(m, "+switch-master: ports validated", t_decode_switch_master);
     CU_add_test(m, "reply lost: the attempt is settled", t_sm_reply_lost_settled);
     CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
