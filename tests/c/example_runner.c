@@ -7,49 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "harness.h"
 
 /* Run prog with HILOCK_URL=url; capture stdout+stderr into out. */
 static int run(const char *prog, const char *url, char *out, size_t len)
 {
-    int fd[2];
-    if (pipe(fd) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        setenv("HILOCK_URL", url, 1);
-        execl(prog, prog, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n + 1 < len && (k = read(fd[0], out + n, len - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = 0;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const char *env[] = {"HILOCK_URL", url, NULL};
+    return th_run_capture(prog, env, out, len);
 }
 
-#define CHECK(cond, ...)                                        \
-    do {                                                        \
-        if (!(cond)) {                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                       \
-            fprintf(stderr, "\n");                              \
-            failed++;                                           \
-        }                                                       \
-    } while (0)
+#define CHECK(cond, ...) TH_CHECK(failed, cond, __VA_ARGS__)
 
 int main(int argc, char **argv)
 {

@@ -400,3 +400,39 @@ pid_t th_sentinel_spawn(const char *conf)
     }
     return pid > 0 ? pid : -1;
 }
+
+int th_run_capture(const char *prog, const char *const *env, char *out, size_t len)
+{
+    int fd[2];
+    if (len == 0 || pipe(fd) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        for (size_t i = 0; env && env[i]; i += 2) {
+            if (env[i + 1])
+                setenv(env[i], env[i + 1], 1);
+            else
+                unsetenv(env[i]);
+        }
+        execl(prog, prog, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < len && (k = read(fd[0], out + n, len - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}

@@ -72,4 +72,22 @@ const char *th_server_bin(void);
  * with the test process. Returns its pid, or -1. */
 pid_t th_sentinel_spawn(const char *conf);
 
+/* Run prog (no arguments) in a child with its stdout and stderr captured
+ * into out (at most len - 1 bytes, NUL-terminated). env: pairs of name and
+ * value set in the child, a NULL value unsets the name, a NULL name ends the
+ * list; env itself may be NULL. Returns the exit status, 128 + the signal
+ * when it was killed, or -1 when it could not be started. */
+int th_run_capture(const char *prog, const char *const *env, char *out, size_t len);
+/* Failed-check counter for test programs that do not use CUnit: prints
+ * "FAIL file:line: <message>" and adds one to counter when cond is false. */
+#define TH_CHECK(counter, cond, ...)                               \
+    do {                                                           \
+        if (!(cond)) {                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+            fprintf(stderr, __VA_ARGS__);                          \
+            fprintf(stderr, "\n");                                 \
+            (counter)++;                                           \
+        }                                                          \
+    } while (0)
+
 #endif
