@@ -41,49 +41,23 @@ while getopts "r:n:s:m:a" o; do
 done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${HILOCK_BENCH_BUILD:-$ROOT/build/bench}
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHILOCK_BUILD_TESTS=OFF >/dev/null
+. "$ROOT/bench/lib.sh"
 targets="lock_bench handoff_bench"
 [ "$OTHERS" = 0 ] || targets="$targets redlock_bench"
 # shellcheck disable=SC2086
-cmake --build "$BUILD" -j2 --target $targets >/dev/null
+bench_build $targets
 BIN=$BUILD/bench/c
 
-WORK=$(mktemp -d /tmp/hilock-bench-XXXXXX)
-RPID=
-cleanup() {
-  if [ -n "$RPID" ]; then kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+bench_workdir bench
+bench_start_redis
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for attempt in 1 2 3 4 5 6 7 8 9 10; do
-  PORT=$((20000 + RANDOM % 40000))
-  port_free "$PORT" || continue
-  redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$WORK" --logfile "$WORK/redis.log" &
-  RPID=$!
-  for _ in $(seq 100); do
-    redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && break
-    sleep 0.05
-  done
-  if redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG; then break; fi
-  kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true; RPID=
-done
-[ -n "$RPID" ] || { echo "cannot start redis-server" >&2; exit 1; }
-URL=redis://127.0.0.1:$PORT
-
-# key=value output of a bench -> value of one key
-val() { sed -n "s/^$1=//p" "$2"; }
 # redis-benchmark --csv, one test: field 2 = rps, field 5 = p50 ms
 rb() { redis-benchmark -p "$PORT" -c 1 -n "$1" --csv "${@:2}" | tail -1 | tr -d '"'; }
 
 declare -A ALL
 record() { ALL[$1]="${ALL[$1]:-} $2"; }
-median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR%2) printf "%.6g\n", a[(NR+1)/2]; else printf "%.6g\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
-echo "hilock benchmarks: redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$PORT," \
+echo "hilock benchmarks: redis-server $(redis_version) on 127.0.0.1:$PORT," \
   "$(nproc) cores (shared with other work: absolute times drift, ratios are what count)"
 for run in $(seq "$RUNS"); do
   # load the scripts (lock_bench does it) and learn the lock script's SHA

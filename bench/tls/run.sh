@@ -23,49 +23,22 @@ while getopts "s:n:m:" o; do
   esac
 done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${HILOCK_BENCH_BUILD:-$ROOT/build/bench}
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHILOCK_BUILD_TESTS=OFF >/dev/null
-cmake --build "$BUILD" -j2 --target tls_pairs handoff_bench lock_bench >/dev/null
+. "$ROOT/bench/lib.sh"
+bench_build tls_pairs handoff_bench lock_bench
 BIN=$BUILD/bench
 
-WORK=$(mktemp -d /tmp/hilock-tlsbench-XXXXXX)
-RPID=
-cleanup() {
-  if [ -n "$RPID" ]; then kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+bench_workdir tlsbench
 bash "$ROOT/tests/c/make_certs.sh" "$WORK/certs"
+bench_start_redis "$WORK/certs"
 CA=$WORK/certs/ca.crt
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for attempt in 1 2 3 4 5 6 7 8 9 10; do
-  PORT=$((20000 + RANDOM % 40000)); TPORT=$((20000 + RANDOM % 40000))
-  port_free "$PORT" && port_free "$TPORT" && [ "$PORT" != "$TPORT" ] || continue
-  redis-server --port "$PORT" --tls-port "$TPORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --tls-cert-file "$WORK/certs/server.crt" --tls-key-file "$WORK/certs/server.key" \
-    --tls-ca-cert-file "$CA" --tls-auth-clients no --dir "$WORK" --logfile "$WORK/redis.log" &
-  RPID=$!
-  for _ in $(seq 100); do
-    redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && break
-    sleep 0.05
-  done
-  if redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG; then break; fi
-  kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true; RPID=
-done
-[ -n "$RPID" ] || { echo "cannot start redis-server" >&2; exit 1; }
-URL=redis://127.0.0.1:$PORT
-TURL="rediss://127.0.0.1:$TPORT?tls_ca_file=$CA"
-
-val() { sed -n "s/^$1=//p" "$2"; }
-median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR%2) printf "%.6g\n", a[(NR+1)/2]; else printf "%.6g\n", (a[NR/2]+a[NR/2+1])/2}'; }
 # redis-benchmark --csv, one test: field 2 = rps
 rb() { redis-benchmark -c 1 -n 3000 --csv "$@" | tail -1 | tr -d '"' | cut -d, -f2; }
 
 "$BIN/c/lock_bench" -n 100 -r 1 "$URL" >"$WORK/warm" # loads the scripts
 SHA=$(val lock_sha "$WORK/warm")
 OWNER=00000000-0000-0000-0000-000000000000:9
-echo "hilock TLS bench: redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')," \
+echo "hilock TLS bench: redis-server $(redis_version)," \
   "plain port $PORT and TLS port $TPORT, $(nproc) cores (shared: ratios are what count)"
 P= T= Q= LP= LT= LQ=
 for s in $(seq "$SLICES"); do
