@@ -6,7 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "api.h"
 #include "uuid.h"
 
 int hilock_version(void)

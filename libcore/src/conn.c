@@ -8,7 +8,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
+#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
 /* ---- connecting ---- */
 

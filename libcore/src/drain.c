@@ -18,7 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
+#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
 struct hl_drain_item {
     hl_drain_item *next;

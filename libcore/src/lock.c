@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "api.h"
 
 #define HL_NAME_MAX 4096
 

@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "api.h"
 
 #define ML_REDLOCK_TIMEOUT_MS 50
 #define ML_MAX_WORKERS 16

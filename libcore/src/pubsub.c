@@ -23,7 +23,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
+#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
+
+enum { HL_CH_PENDING = 0, HL_CH_SUBSCRIBED = 1, HL_CH_UNSUBSCRIBING = 2, HL_CH_MOVED = 3 };
+
+typedef struct hl_channel {
+    struct hl_channel *next;
+    char *name;
+    int refs;           /* waiters registered */
+    int state;          /* HL_CH_PENDING / HL_CH_SUBSCRIBED / HL_CH_UNSUBSCRIBING */
+    int sent;           /* SUBSCRIBE written on the current connection */
+    int resub;          /* subscribed again after a reconnect: wake the
+                           waiters once the server confirms it */
+    hl_waiter *waiters; /* FIFO */
+} hl_channel;
 
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 1000

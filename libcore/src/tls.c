@@ -9,7 +9,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "internal.h"
+#include "transport.h"
 
 #ifdef HILOCK_TLS
 #include <openssl/err.h>

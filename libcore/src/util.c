@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "util.h"
 
 int64_t hl_now_mono_ms(void)
 {

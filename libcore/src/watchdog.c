@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "transport.h"
+#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
 static hl_wd_entry *find_live(hl_watchdog *wd, hilock_lock *l, uint64_t tid)
 {

@@ -1,0 +1,127 @@
+/*
+ * API layer (client.c, lock.c, multilock.c): the structs behind the public
+ * opaque handles and what the API files share. Includes the layers below
+ * (transport.h, util.h, proto.h). Layers and which header each file may
+ * include: docs/architecture.md.
+ */
+#ifndef HILOCK_API_H
+#define HILOCK_API_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hilock.h"
+#include "proto.h"
+#include "transport.h"
+#include "util.h"
+
+/* ---- client ---- */
+struct hilock_client {
+    hl_endpoint ep;
+    hilock_options opts;
+    char id[37];
+    pid_t pid;            /* fork detection */
+    int closed;
+    hl_node *nodes[HL_MAX_NODES]; /* [0] = the only node outside cluster mode */
+    int nnodes;           /* atomic; entries are only added (or reused for a
+                             new address, see hl_node_get), freed at close */
+    int max_nodes;        /* table bound, HL_MAX_NODES (tests lower it) */
+    pthread_mutex_t nodes_mu;
+    pthread_mutex_t refresh_mu;
+    int map_stale;        /* atomic: a slot moved, reload before routing */
+    int16_t slot_node[HL_SLOTS]; /* cluster: node index per slot, -1 unknown */
+    hl_watchdog wd;
+    pthread_mutex_t err_mu;
+    char errmsg[HL_ERRMSG_MAX];
+    uint64_t request_seq;  /* unlock request ids (atomic) */
+    int replica_ack;       /* resolved: 1 WAIT after acquire/release */
+    int64_t master_gen;    /* bumped on every master switch (atomic) */
+    hl_drainer drain;
+    hl_sentinel_watch sw;
+    int refs;              /* the user's handle + one per lock handle (atomic) */
+};
+
+HL_HIDDEN void hl_client_ref(struct hilock_client *c);
+HL_HIDDEN void hl_client_unref(struct hilock_client *c);
+
+/* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
+HL_HIDDEN int hl_client_check(struct hilock_client *c, char *err);
+HL_HIDDEN void hl_client_set_err(struct hilock_client *c, const char *msg);
+
+/* ---- lock ---- */
+/* Thread ids whose loss a handle remembers (the most recent ones). */
+#define HL_LOST_MAX 1024
+typedef struct hl_lost_state {
+    struct hl_lost_state *next;
+    uint64_t tid;
+} hl_lost_state;
+
+/* One blocking acquire in progress on a lock handle, so that
+ * hilock_lock_cancel from another thread can find and wake it. */
+typedef struct hl_pending {
+    struct hl_pending *next;
+    uint64_t tid;
+    int cancelled;           /* atomic */
+    struct hl_waiter *w;     /* while subscribed (guarded by the lock's mu) */
+} hl_pending;
+
+struct hilock_lock {
+    struct hilock_client *client;
+    hilock_kind kind;
+    hl_names names;
+    pthread_mutex_t mu;        /* guards the fields below */
+    hl_lost_state *lost;       /* thread ids whose hold was found lost */
+    int64_t last_lease_ms;     /* lease of the last acquire, re-applied by partial unlocks */
+    hilock_lost_cb lost_cb;
+    void *lost_payload;
+    hl_pending *pending;       /* blocking acquires in progress */
+    /* loss hooks of the multi-locks built over this handle; called by the
+     * watchdog thread with hook_mu held, so removing a hook waits for a
+     * call of it in progress */
+    pthread_mutex_t hook_mu;
+    struct hl_lost_hook *hooks;
+    char errmsg[HL_ERRMSG_MAX];
+    int freeing;               /* atomic: freed from a lost callback, free deferred */
+    hl_deferred free_later;
+    int rw_side;               /* a side of a hilock_rwlock: freed with it only */
+};
+
+struct hilock_rwlock {
+    struct hilock_lock *read, *write;
+};
+
+typedef void (*hl_lost_hook_fn)(struct hilock_lock *l, uint64_t tid, void *payload);
+typedef struct hl_lost_hook {
+    struct hl_lost_hook *next;
+    hl_lost_hook_fn fn;
+    void *payload;
+} hl_lost_hook;
+
+/* Add/remove a loss hook (multi-locks). Removal returns once no call of
+ * that hook is running. A hook must not add or remove hooks of the same
+ * lock. add: 0 or HILOCK_ENOMEM. */
+HL_HIDDEN int hl_lock_add_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn, void *payload);
+HL_HIDDEN void hl_lock_remove_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn,
+                                        void *payload);
+
+/* Called by the watchdog when (l, tid) was found gone, or (unconfirmed)
+ * when no renewal was confirmed for lease - margin. */
+HL_HIDDEN void hl_lock_mark_lost(struct hilock_lock *l, uint64_t tid, int unconfirmed,
+                                 int64_t silent_ms);
+
+/* For multi-locks: one attempt (no waiting), with a time limit on the
+ * round trip (connect + command), timeout_ms <= 0 = client defaults.
+ * lease <= 0 = watchdog. Returns 0 acquired, HILOCK_ETIMEDOUT held by someone
+ * else (*ttl_ms = holder's PTTL, may be NULL), or an error. */
+HL_HIDDEN int hl_lock_try_once(struct hilock_lock *l, uint64_t tid, int64_t lease_ms,
+                               int64_t timeout_ms, int64_t *ttl_ms);
+/* Release one hold with a time limit; as hilock_lock_release_tid. */
+HL_HIDDEN int hl_lock_release_timeout(struct hilock_lock *l, uint64_t tid,
+                                      int64_t timeout_ms);
+
+/* hilock_client_close's work; from_watchdog: run by the watchdog thread
+ * itself (it is detached instead of joined). */
+HL_HIDDEN void hl_client_close_now(struct hilock_client *c, int from_watchdog);
+
+#endif

@@ -1,0 +1,287 @@
+/*
+ * Transport layer (conn.c, tls.c, pubsub.c, drain.c, sentinel.c, watchdog.c):
+ * hiredis connections and their pool, script execution, pub/sub listeners,
+ * settling timed-out attempts, sentinel following, the watchdog thread.
+ * Includes only the layers below (proto.h, util.h); the API (api.h) is
+ * above it. Layers and which header each file may include:
+ * docs/architecture.md.
+ */
+#ifndef HILOCK_TRANSPORT_H
+#define HILOCK_TRANSPORT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <hiredis/hiredis.h>
+
+#include "proto.h"
+#include "util.h"
+
+/* ---- conn.c: endpoint, connection pool, script execution ---- */
+
+/* ---- tls.c ---- */
+typedef struct hl_tls hl_tls;
+/* The client's TLS context from ep's settings; *out stays NULL when ep is
+ * not TLS. 0, HILOCK_EINVAL (bad files, built without TLS) or ENOMEM. */
+HL_HIDDEN int hl_tls_new(hl_tls **out, const hl_endpoint *ep, char *err);
+HL_HIDDEN void hl_tls_free(hl_tls *t);
+/* TLS handshake on a fresh connection to host, bounded by timeout_ms.
+ * 0, or -1 with *code (HILOCK_ETLS: certificate or TLS-level refusal;
+ * HILOCK_ECONN: closed or silent peer) and err set; ctx stays usable only
+ * for redisFree then. */
+HL_HIDDEN int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
+                               const char *server_name, int64_t timeout_ms, const char *where,
+                               int *code, char *err);
+HL_HIDDEN int hl_tls_available(void);
+/* After a failed read or write on a TLS connection: 1 when OpenSSL saw a
+ * TLS-level refusal (e.g. the server's "certificate required" alert, which
+ * TLS 1.3 delivers after the handshake), its reason in buf; else 0. */
+HL_HIDDEN int hl_tls_refused(char *buf, size_t len);
+
+/* Connect, AUTH, SELECT within timeout_ms (each step). Returns a context or
+ * NULL with *code and err set. Sentinel: to the current master; cluster: to
+ * the first seed that answers. */
+HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
+                                   int64_t command_timeout_ms, int *code, char *err);
+/* Ask sentinel i of ep (a fresh connection) where the master is. 0, or -1
+ * with err set. */
+HL_HIDDEN int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
+                                 size_t hostlen, int *port, char *err);
+/* A connection to sentinel i of ep (TLS and the sentinels' own AUTH as ep
+ * says), or NULL with *code and err set. */
+/* Reading replies on our blocking contexts (conn.c): hiredis's
+ * redisGetReply/redisCommand(Argv), except that one reply may not bring
+ * more than HL_REPLY_MAX_BYTES (REDIS_ERR_PROTOCOL on the context).
+ * hl_reader_over: after a redisBufferRead of one's own, 1 (and the context
+ * marked failed) when what waits in the reader is over that limit. */
+HL_HIDDEN int hl_get_reply(redisContext *c, void **reply);
+HL_HIDDEN redisReply *hl_command(redisContext *c, const char *fmt, ...);
+HL_HIDDEN redisReply *hl_command_argv(redisContext *c, int argc, const char **argv,
+                                      const size_t *argvlen);
+HL_HIDDEN int hl_reader_over(redisContext *c);
+HL_HIDDEN redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms,
+                                            int *code, char *err);
+/* Connect to one given server with ep's credentials. */
+HL_HIDDEN redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host, int port,
+                                        int64_t connect_timeout_ms,
+                                        int64_t command_timeout_ms, int *code, char *err);
+
+typedef struct hl_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    redisContext **idle;
+    int nidle;
+    int size;     /* max connections */
+    int inuse;    /* checked out */
+    int64_t gen;  /* master generation of the idle connections */
+} hl_pool;
+
+/* Run one command on a pooled connection, with EVALSHA->EVAL fallback on
+ * NOSCRIPT, one reconnect+retry when a pooled connection turns out broken
+ * before anything was sent. timeout_ms <= 0: the client's command timeout.
+ * On success *reply is set (caller frees). Errors: HILOCK_ECONN, EAUTH,
+ * ECLOSED; a Redis error reply is returned as a reply, not as an error. */
+struct hilock_client;
+HL_HIDDEN int hl_exec(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
+                      int64_t timeout_ms, char *err);
+/* As hl_exec; when acked is not NULL and the client asks for replica
+ * acknowledgement, the command is followed on the same connection by WAIT:
+ * *acked = 1 when a replica acknowledged (or none is connected), 0 when
+ * replicas exist and none acknowledged within replica_ack_timeout_ms. */
+HL_HIDDEN int hl_exec_acked(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
+                            int64_t timeout_ms, char *err, int *acked);
+/* Run several commands pipelined, one connection per node (watchdog
+ * batches). replies[i] NULL where that command got no reply. HILOCK_ECONN
+ * (err set) when any node failed; the others' replies are still filled. */
+HL_HIDDEN int hl_exec_pipeline(struct hilock_client *c, hl_cmd *cmds, int n,
+                               redisReply **replies, char *err);
+
+/* ---- pubsub.c: one listener connection + thread per client ---- */
+typedef struct hl_waiter {
+    struct hl_waiter *next;
+    struct hl_channel *chan;
+    struct hl_node *node; /* whose listener holds the subscription */
+    int signaled;
+    int moved;           /* the channel's slot moved to another node */
+    pthread_cond_t cv;   /* signalled with the pubsub mutex */
+    const int *cancel;   /* atomic, may be NULL: set after hl_sub_register;
+                            nonzero ends hl_sub_wait (cancel signals cv) */
+} hl_waiter;
+
+
+typedef struct hl_pubsub {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* subscription state changes */
+    pthread_t thread;
+    int running;
+    int stop;
+    int wake_fd[2];     /* pipe to wake the listener */
+    struct hl_channel *channels; /* pubsub.c */
+    int connected;
+    int conn_failed;    /* the last connection attempt failed */
+    redisContext *ctx;  /* owned by the listener thread */
+    int64_t conn_gen;   /* master generation ctx was made in */
+    int64_t generation; /* bumps on every (re)connect */
+    char errmsg[HL_ERRMSG_MAX];
+} hl_pubsub;
+
+/* Register w on a channel; subscribes if it is the first waiter. Waits up
+ * to timeout_ms for the subscription; returns 0 subscribed, or HILOCK_ECONN /
+ * ETIMEDOUT (still registered: waits then fall back to timed retries). */
+HL_HIDDEN int hl_sub_register(struct hilock_client *c, hl_waiter *w, const char *channel,
+                              int64_t timeout_ms);
+/* Sleep until a message wakes w or ms pass (ms < 0: until a message).
+ * Returns 1 when the subscription is gone because the channel's slot moved
+ * to another node (unregister, register again), else 0. */
+HL_HIDDEN int hl_sub_wait(struct hilock_client *c, hl_waiter *w, int64_t ms);
+HL_HIDDEN void hl_sub_unregister(struct hilock_client *c, hl_waiter *w);
+HL_HIDDEN void hl_pubsub_shutdown(struct hilock_client *c);
+
+/* ---- drain.c: settles acquire attempts whose reply timed out ---- */
+typedef struct hl_drain_item hl_drain_item;
+typedef struct hl_drainer {
+    pthread_mutex_t mu;
+    pthread_cond_t settled; /* an item ended (waiters of hl_drain_node_ready) */
+    pthread_t thread;
+    int running;
+    int stop;
+    int wake_fd[2];
+    hl_drain_item *items;
+    uint64_t seq;
+} hl_drainer;
+
+/* Take over ctx, on which the acquire attempt cmd was sent and timed out:
+ * wait (up to HL_SETTLE_MAX_MS) for its late reply on that same connection
+ * and undo its effect (release a grant, leave the fair line). Returns 0, or
+ * -1 when it could not (ctx is then freed by the caller). */
+HL_HIDDEN int hl_drain_add(struct hilock_client *c, struct hl_node *node, redisContext *ctx,
+                           const hl_cmd *cmd);
+/* At most this many attempts per node wait to be settled: a node that has
+ * them is stalled (or its connection is), and every new attempt would park
+ * one more connection there. */
+#define HL_SETTLE_PER_NODE 1
+/* 1 when node has fewer than HL_SETTLE_PER_NODE attempts waiting to be
+ * settled, after waiting up to wait_ms (0: no wait) for one to end. */
+HL_HIDDEN int hl_drain_node_ready(struct hilock_client *c, struct hl_node *node,
+                                  int64_t wait_ms);
+HL_HIDDEN void hl_drain_shutdown(struct hilock_client *c);
+
+/* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
+typedef struct hl_sentinel_watch {
+    pthread_t thread;
+    int running;
+    int stop;           /* atomic */
+    int wake_fd[2];
+    char master[300];   /* "ip port" last seen */
+} hl_sentinel_watch;
+
+/* Start watching (sentinel clients); 0 or an error code. */
+HL_HIDDEN int hl_sentinel_start(struct hilock_client *c, char *err);
+HL_HIDDEN void hl_sentinel_stop(struct hilock_client *c);
+/* The master changed: drop every connection to the old one. */
+HL_HIDDEN void hl_master_switched(struct hilock_client *c);
+/* Wake the pub/sub listener so it notices a master switch. */
+HL_HIDDEN void hl_pubsub_poke(struct hilock_client *c);
+
+/* ---- watchdog.c: one renewal thread per client ---- */
+typedef struct hl_wd_entry {
+    struct hl_wd_entry *next;
+    struct hilock_lock *lock;
+    uint64_t tid;
+    char owner[HL_OWNER_MAX];
+    int holds;         /* watchdog acquisitions not yet released */
+    int inflight;      /* in the batch being renewed (or its loss being reported) */
+    int removed;       /* claimed by a remover, who frees it once !inflight */
+    int lost;          /* found gone; the watchdog thread frees it */
+    int doubt;         /* reported lost "in doubt" (no renewal confirmed for
+                          lease - margin); still renewed */
+    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
+                             server confirmed was sent (the lease runs from
+                             no earlier than that) */
+} hl_wd_entry;
+
+/* Work a lost callback asked for that cannot run inside it (freeing a
+ * handle the report is using, closing the client whose watchdog thread
+ * runs the callback): queued, run by the watchdog thread once the pass's
+ * reports are over. Embedded in the handle it frees (no allocation). */
+typedef struct hl_deferred {
+    struct hl_deferred *next;
+    void (*fn)(void *arg);
+    void *arg;
+} hl_deferred;
+
+/* A hold whose renewals go unconfirmed for lease - margin since the last
+ * confirmed one is reported lost (the server's copy ends at lease at the
+ * latest, and another client may take it then). margin = lease / 5: renewals
+ * go out every lease / 3, so two of them can fail before the report. A
+ * renewal blocked on a dead link delays the report by up to one command
+ * timeout (keep it below the margin). */
+HL_HIDDEN int64_t hl_wd_margin_ms(const struct hilock_client *c);
+
+typedef struct hl_watchdog {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* wakes the thread (stop) and waiters of inflight */
+    pthread_t thread;
+    int running;
+    int stop;
+    hl_wd_entry *entries;
+    hl_deferred *deferred, **deferred_tail; /* FIFO */
+    int close_deferred;  /* hilock_client_close called from a lost callback */
+} hl_watchdog;
+
+/* A watchdog acquisition of (lock, tid): starts renewing or counts a hold.
+ * sent_at: monotonic ms when the granting command was sent. */
+HL_HIDDEN int hl_wd_add(struct hilock_client *c, struct hilock_lock *l, uint64_t tid,
+                        int64_t sent_at);
+/* Before a release: if this is the last watchdog hold of (lock, tid), stop
+ * renewing it and wait for any renewal in flight; returns 1 when it stopped
+ * (so hl_wd_readd can undo it if the release left holds), 0 otherwise. */
+HL_HIDDEN int hl_wd_release(struct hilock_client *c, struct hilock_lock *l, uint64_t tid,
+                            int64_t *confirmed_at);
+HL_HIDDEN void hl_wd_forget(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
+HL_HIDDEN void hl_wd_forget_lock(struct hilock_client *c, struct hilock_lock *l);
+HL_HIDDEN void hl_wd_shutdown(struct hilock_client *c, int from_watchdog);
+/* 1 when the calling thread is c's watchdog thread (so: inside a lost
+ * callback of one of c's handles). */
+HL_HIDDEN int hl_wd_on_thread(struct hilock_client *c);
+/* On c's watchdog thread: run d->fn(d->arg) when the current pass's reports
+ * are over (FIFO). */
+HL_HIDDEN void hl_wd_defer(struct hilock_client *c, hl_deferred *d);
+/* On c's watchdog thread: close c once the current pass is over. */
+HL_HIDDEN void hl_wd_defer_close(struct hilock_client *c);
+
+/* ---- nodes: one server's pool and pub/sub listener ---- */
+#define HL_MAX_NODES 128
+#define HL_SLOTS 16384
+typedef struct hl_node {
+    struct hilock_client *client;
+    char *host;         /* cluster node; NULL = the client's endpoint. host and
+                           port change when a retired entry is reused: read
+                           them under the client's nodes_mu */
+    int port;
+    int retired;        /* cluster: the last slot map named it not (nodes_mu) */
+    hl_pool pool;
+    hl_pubsub ps;
+    int settling;             /* attempts waiting to be settled (drain.mu) */
+    int replicas;             /* connected replicas, from ROLE (atomic) */
+    int64_t replicas_seen_at; /* monotonic ms of that reading, 0 = never (atomic) */
+} hl_node;
+
+/* The node for a key (cluster: by its hash slot), never NULL. */
+HL_HIDDEN hl_node *hl_route(struct hilock_client *c, const char *key, size_t len);
+/* Cluster: node for host:port, added when new (reusing a retired entry
+ * nobody uses when the table holds max_nodes); NULL when full/no memory. */
+HL_HIDDEN hl_node *hl_node_get(struct hilock_client *c, const char *host, int port);
+/* Cluster: reload the slot map from any node. 0 or HILOCK_ECONN. */
+HL_HIDDEN int hl_cluster_refresh(struct hilock_client *c, char *err);
+HL_HIDDEN redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
+                                        char *err);
+/* forked: in a child after fork(), free memory only (no destroy calls). */
+HL_HIDDEN void hl_node_free(hl_node *n, int forked);
+/* Create the client's node(s): one outside cluster mode, none in it (the
+ * slot map brings them). 0 or HILOCK_ENOMEM. */
+HL_HIDDEN int hl_nodes_init(struct hilock_client *c, char *err);
+/* Hand a fresh connection to n's pool. */
+HL_HIDDEN void hl_pool_add_idle(hl_node *n, redisContext *ctx);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * Base services of libcore (util.c): monotonic time, error messages per
+ * thread, wake-up pipes, SIGPIPE blocking, thread start. Below the transport
+ * and the API, beside the protocol layer; may include proto.h only.
+ * Layers and which header each file may include: docs/architecture.md.
+ */
+#ifndef HILOCK_UTIL_H
+#define HILOCK_UTIL_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "proto.h"
+
+#define HL_ERRMSG_MAX 256
+_Static_assert(HL_ERRMSG_MAX == HL_URL_ERR_MAX, "one size of error buffers");
+
+HL_HIDDEN int64_t hl_now_mono_ms(void);
+HL_HIDDEN void hl_abs_timespec(struct timespec *ts, int64_t ms_from_now); /* CLOCK_MONOTONIC */
+HL_HIDDEN void hl_cond_init_mono(pthread_cond_t *cv);
+HL_HIDDEN void hl_set_err(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+HL_HIDDEN char *hl_strdup(const char *s);
+/* Error messages per thread (see util.c): note a failure of the calling
+ * thread on handle; forget it after a success on handle; view: the text
+ * hilock_*_errmsg return for handle (shared is the handle's own message,
+ * guarded by mu). */
+HL_HIDDEN void hl_err_note(const void *handle, const char *msg);
+HL_HIDDEN void hl_err_forget(const void *handle);
+HL_HIDDEN const char *hl_err_view(const void *handle, pthread_mutex_t *mu, const char *shared);
+/* Wake-up pipes of the client's threads: non-blocking, close-on-exec.
+ * hl_wake_pipe: 0, or -1 with both ends set to -1. */
+HL_HIDDEN int hl_wake_pipe(int fd[2]);
+HL_HIDDEN void hl_wake(int fd);       /* write one byte */
+HL_HIDDEN void hl_wake_drain(int fd); /* read everything there is */
+/* SIGPIPE never reaches the host process (see util.c): a caller's thread
+ * runs every stretch that may write to a socket between enter and leave;
+ * the library's threads are started by hl_thread_create, with SIGPIPE
+ * blocked for their whole life. Nesting is fine. */
+typedef struct hl_nosigpipe {
+    sigset_t old;
+    int restore;        /* SIGPIPE was not blocked before: unblock at leave */
+    int pending_before; /* one was pending already: not ours to consume */
+} hl_nosigpipe;
+HL_HIDDEN void hl_nosigpipe_enter(hl_nosigpipe *s);
+HL_HIDDEN void hl_nosigpipe_leave(hl_nosigpipe *s);
+HL_HIDDEN int hl_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                               void *arg);
+
+#endif
