@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# lint suite: the OpenResty driver (lua/resty/hilock.lua) only moves bytes.
+# lint suite: the OpenResty driver (lua/resty/hilock.lua) only moves bytes,
+# and libcore's files keep to their layers (see the end of this file).
 # Every command, script, key, channel and Redis error string belongs to the
 # engine (libcore's proto layer, exposed as hilock.proto); the driver names
 # none of them outside comments. Takes well under a second.
@@ -39,6 +40,37 @@ if [ -n "$hits" ]; then
   fails=$((fails+1))
 else
   echo "  ok    lua/resty/hilock.lua names no command, script, key, channel or Redis error ($(wc -l <"$driver") lines)"
+fi
+
+# libcore's layers (scripts/layers.py, docs/architecture.md): no file
+# includes a header of a layer above its own, nothing outside libcore
+# includes a private header, and the committed include graph is current.
+layers="$root/scripts/layers.py"
+lsample="$(mktemp -d)"; trap 'rm -f "$sample"; rm -rf "$lsample"' EXIT
+mkdir -p "$lsample/libcore/src" "$lsample/cli"
+printf '#include "hilock.h"\n' >"$lsample/libcore/src/proto.h"
+printf '#include "proto.h"\n' >"$lsample/libcore/src/api.h"
+printf '#include "proto.h"\n#include "api.h"\n' >"$lsample/libcore/src/proto_sample.c"
+printf '#include "proto.h"\n#include "api.h"\n' >"$lsample/cli/sample.c"
+if [ "$(python3 "$layers" check "$lsample" | grep -c '^breach:')" != 2 ]; then
+  echo "  FAIL  layers self-check: an upward include or a private header used outside libcore was missed"
+  fails=$((fails+1))
+else
+  echo "  ok    layers self-check: an upward include and an outside include of a private header are caught"
+fi
+if out="$(python3 "$layers" check "$root")"; then
+  echo "  ok    libcore includes follow the layers (proto < base < transport < api); no private header outside libcore"
+  [ -n "$out" ] && echo "$out" | sed 's/^/          /'
+else
+  echo "  FAIL  layer rules broken (scripts/layers.py; docs/architecture.md):"
+  echo "$out" | sed 's/^/          /'
+  fails=$((fails+1))
+fi
+if python3 "$layers" dot "$root" | diff -u "$root/docs/architecture.dot" - >/dev/null 2>&1; then
+  echo "  ok    docs/architecture.dot is the current include graph"
+else
+  echo "  FAIL  docs/architecture.dot is stale: python3 scripts/layers.py dot > docs/architecture.dot"
+  fails=$((fails+1))
 fi
 
 echo "lint suite: $([ $fails = 0 ] && echo ok || echo "$fails failed")"
