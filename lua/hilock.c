@@ -837,20 +837,29 @@ static int eval_flag(lua_State *L, int idx)
     return lua_toboolean(L, idx);
 }
 
-/* proto.lock(name [, "reentrant"|"fair" [, sharded]]); sharded: the
- * scripts publish with SPUBLISH (Redis Cluster) instead of PUBLISH. */
+/* The kinds of hilock.proto.lock, by name. */
+static const char *const plock_kinds[] = {"reentrant", "fair", "fenced", "read", "write", NULL};
+static const hilock_kind plock_kind_ids[] = {HILOCK_KIND_REENTRANT, HILOCK_KIND_FAIR,
+                                             HILOCK_KIND_FENCED, HILOCK_KIND_READ,
+                                             HILOCK_KIND_WRITE};
+
+static const char *plock_kind_name(hilock_kind k)
+{
+    for (size_t i = 0; i < sizeof plock_kind_ids / sizeof plock_kind_ids[0]; i++)
+        if (plock_kind_ids[i] == k)
+            return plock_kinds[i];
+    return "reentrant";
+}
+
+/* proto.lock(name [, kind [, sharded]]); kind: "reentrant" (default),
+ * "fair", "fenced", "read" or "write" (the two sides of a read-write lock);
+ * sharded: the scripts publish with SPUBLISH (Redis Cluster) instead of
+ * PUBLISH. */
 static int p_lock(lua_State *L)
 {
     const char *name = check_name(L, 1);
-    const char *kind = luaL_optstring(L, 2, "reentrant");
     int sharded = lua_toboolean(L, 3);
-    hilock_kind k;
-    if (strcmp(kind, "reentrant") == 0)
-        k = HILOCK_KIND_REENTRANT;
-    else if (strcmp(kind, "fair") == 0)
-        k = HILOCK_KIND_FAIR;
-    else
-        return luaL_argerror(L, 2, "expected \"reentrant\" or \"fair\"");
+    hilock_kind k = plock_kind_ids[luaL_checkoption(L, 2, "reentrant", plock_kinds)];
     plock *p = (plock *)hlc_newuserdata(L, sizeof *p);
     memset(p, 0, sizeof *p);
     p->kind = k;
@@ -917,7 +926,23 @@ static int p_key_slot(lua_State *L)
 
 static int plock_kind(lua_State *L)
 {
-    lua_pushstring(L, check_plock(L, 1)->kind == HILOCK_KIND_FAIR ? "fair" : "reentrant");
+    lua_pushstring(L, plock_kind_name(check_plock(L, 1)->kind));
+    return 1;
+}
+
+/* p:hold_owner(client_id, thread_id) -> the hash field of that owner's hold:
+ * "<client_id>:<thread_id>", with ":write" after it on a write side. */
+static int plock_hold_owner(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    size_t len;
+    const char *id = luaL_checklstring(L, 2, &len);
+    if (len == 0 || len > 40 || strlen(id) != len)
+        luaL_argerror(L, 2, "expected a client id (at most 40 bytes)");
+    uint64_t tid = (uint64_t)check_int(L, 3, 0, INT64_MAX);
+    char buf[HL_OWNER_MAX];
+    hl_hold_owner(buf, p->kind, id, tid);
+    lua_pushstring(L, buf);
     return 1;
 }
 
@@ -983,7 +1008,7 @@ static int plock_renew_cmd(lua_State *L)
     const char *owner = check_owner(L, 2);
     int64_t lease = check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
     hl_cmd cmd;
-    hl_cmd_renew(&cmd, &p->n, owner, lease);
+    hl_cmd_renew_kind(&cmd, p->kind, &p->n, owner, lease);
     push_cmd(L, &cmd, eval_flag(L, 4));
     return 1;
 }
@@ -1004,6 +1029,27 @@ static int plock_exists_cmd(lua_State *L)
     plock *p = check_plock(L, 1);
     hl_cmd cmd;
     hl_cmd_exists(&cmd, &p->n);
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+/* p:locked_cmd() -> "is it locked" (EXISTS; on a read-write side, whether
+ * the lock's mode is that side's), answered through p:decode_locked(r). */
+static int plock_locked_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_is_locked(&cmd, p->kind, &p->n);
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+/* p:token_cmd() -> GET of the fencing token counter (proto.decode_token) */
+static int plock_token_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_token(&cmd, &p->n);
     push_cmd(L, &cmd, 0);
     return 1;
 }
@@ -1275,6 +1321,31 @@ static int p_decode_hold_count(lua_State *L)
     return 1;
 }
 
+/* p:decode_locked(r) -> true | false | nil, err */
+static int plock_decode_locked(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    redisReply *r = check_reply(L, 2);
+    int64_t v = 0;
+    int rc = hl_decode_is_locked(p->kind, r, &v);
+    if (rc)
+        return decode_fail(L, r, rc);
+    lua_pushboolean(L, v != 0);
+    return 1;
+}
+
+/* proto.decode_token(r) -> the fencing token counter (0: none yet) | nil, err */
+static int p_decode_token(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    int64_t v;
+    int rc = hl_decode_token(r, &v);
+    if (rc)
+        return decode_fail(L, r, rc);
+    push_i64(L, v);
+    return 1;
+}
+
 /* proto.decode_pubsub(r) -> "message"|"subscribe"|"unsubscribe"|"other",
  * channel, payload (0 wake one, 1 wake all, -1 ignore) */
 static int p_decode_pubsub(lua_State *L)
@@ -1346,7 +1417,8 @@ static int acq_free(lua_State *L)
  *   "wait", channel, sleep_ms     wait for a message (or sleep_ms; -1 = no
  *                                 limit), then m:on_wake()
  *   "unsubscribe", channel        drop the subscription
- *   "done", true, hold_count      acquired
+ *   "done", true, hold_count, token  acquired (token: a fenced lock's
+ *                                 fencing token of this grant, else 0)
  *   "done", nil, err              timeout or failure
  */
 static int acq_next(lua_State *L)
@@ -1378,7 +1450,8 @@ static int acq_next(lua_State *L)
         if (m->a.result == 0) {
             lua_pushboolean(L, 1);
             push_i64(L, m->a.hold_count);
-            return 3;
+            push_i64(L, m->a.token); /* a fenced grant's token, else 0 */
+            return 4;
         }
         return 1 + push_fail(L, m->a.result, NULL);
     }
@@ -1513,6 +1586,7 @@ static const luaL_Reg plock_methods[] = {
     {"name", plock_name},
     {"channel", plock_channel},
     {"kind", plock_kind},
+    {"hold_owner", plock_hold_owner},
     {"slot", plock_slot},
     {"wait_channel", plock_wait_channel},
     {"latch_key", plock_latch_key},
@@ -1525,6 +1599,9 @@ static const luaL_Reg plock_methods[] = {
     {"renew_cmd", plock_renew_cmd},
     {"cancel_cmd", plock_cancel_cmd},
     {"exists_cmd", plock_exists_cmd},
+    {"locked_cmd", plock_locked_cmd},
+    {"decode_locked", plock_decode_locked},
+    {"token_cmd", plock_token_cmd},
     {"hexists_cmd", plock_hexists_cmd},
     {"hget_cmd", plock_hget_cmd},
     {"pttl_cmd", plock_pttl_cmd},
@@ -1578,6 +1655,7 @@ static const luaL_Reg proto_funcs[] = {
     {"decode_release", p_decode_release},
     {"decode_int", p_decode_int},
     {"decode_hold_count", p_decode_hold_count},
+    {"decode_token", p_decode_token},
     {"decode_pubsub", p_decode_pubsub},
     {NULL, NULL}};
 

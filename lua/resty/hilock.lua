@@ -825,14 +825,29 @@ local function new_lock(self, name, kind, tid)
                           kind_name = kind }, Lock)
 end
 
--- client:lock(name [, thread_id]) / client:fair_lock(...). thread_id
--- defaults to the current request's id.
+-- client:lock(name [, thread_id]) / client:fair_lock(...) /
+-- client:fenced_lock(...) / client:read_lock(...) / client:write_lock(...).
+-- thread_id defaults to the current request's id. read_lock and write_lock
+-- are the two sides of one read-write lock (Redisson's RReadWriteLock);
+-- fenced_lock's grants carry fencing tokens (lk:acquire_token()).
 function Client:lock(name, tid)
     return new_lock(self, name, "reentrant", tid)
 end
 
 function Client:fair_lock(name, tid)
     return new_lock(self, name, "fair", tid)
+end
+
+function Client:fenced_lock(name, tid)
+    return new_lock(self, name, "fenced", tid)
+end
+
+function Client:read_lock(name, tid)
+    return new_lock(self, name, "read", tid)
+end
+
+function Client:write_lock(name, tid)
+    return new_lock(self, name, "write", tid)
 end
 
 -- ---------------------------------------------------------------- watchdog
@@ -977,8 +992,9 @@ end
 
 -- ---------------------------------------------------------------- lock
 
+-- The hold's owner field (the engine adds ":write" on a write side).
 local function owner_of(lock)
-    return proto.owner(lock.client.uuid, lock.tid or request_tid())
+    return lock.p:hold_owner(lock.client.uuid, lock.tid or request_tid())
 end
 
 -- A subscription on its own connection to the master of slot: {sock, rd,
@@ -1124,12 +1140,15 @@ end
 -- Fair-lock waiters have a channel of their own and subscribe directly.
 local listeners = {} -- pool .. "\0" .. channel -> listener
 
-local function listener_count(L)
+-- Wake every request waiting on L (none may be left: sem:post(0) raises).
+local function wake_all(L)
     local n = 0
     for _ in pairs(L.waiting) do
         n = n + 1
     end
-    return n
+    if n > 0 then
+        L.sem:post(n)
+    end
 end
 
 local function listener_loop(premature, c, key, L)
@@ -1140,7 +1159,7 @@ local function listener_loop(premature, c, key, L)
             break
         end
         if resubscribing then -- messages may have been missed: all retry
-            L.sem:post(listener_count(L))
+            wake_all(L)
         end
         L.state = "ready"
         if L.ready_waiting > 0 then
@@ -1165,7 +1184,7 @@ local function listener_loop(premature, c, key, L)
                     if payload == 0 then
                         L.sem:post(1)
                     elseif payload == 1 then
-                        L.sem:post(listener_count(L))
+                        wake_all(L)
                     end
                 elseif typ == "unsubscribe" and ch == L.channel then
                     -- ended by the server: the slot moved to another master
@@ -1189,7 +1208,7 @@ local function listener_loop(premature, c, key, L)
     if L.ready_waiting > 0 then
         L.ready:post(L.ready_waiting)
     end
-    L.sem:post(listener_count(L))
+    wake_all(L)
 end
 
 -- Register the calling request on the worker's listener for channel; returns
@@ -1338,16 +1357,18 @@ local function settle_later(st, s)
 end
 
 -- One run of the acquire machine. Returns true, st (the connection of the
--- granting attempt, for the replica acknowledgement) or nil, err.
+-- granting attempt, for the replica acknowledgement), token (a fenced
+-- grant's fencing token, else 0) or nil, err.
 local function acquire_once(self, owner, wait_ms, lease_ms)
     local c = self.client
     local slot = self.slot
     local m = self.p:acquire(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
-    local shared = self.kind_name == "reentrant"
+    -- every kind but the fair lock waits on a channel shared by all waiters
+    local shared = self.kind_name ~= "fair"
     local st = {}
     local ps, L, joined
     while true do
-        local act, a1, a2 = m:next()
+        local act, a1, a2, a3 = m:next()
         if act == "send" then
             local r, err, unknown = exec(c, slot, a1, st)
             if r then
@@ -1418,7 +1439,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms)
             end
             m:free()
             if a1 then
-                return true, st
+                return true, st, a3
             end
             st_done(c, st)
             return nil, a2
@@ -1486,11 +1507,9 @@ local function release(self, owner, ack)
     return true
 end
 
--- lk:acquire([wait [, lease]]) -> true | nil, err
--- wait: seconds, nil = forever, 0 = one try. lease: seconds, nil = watchdog.
--- With replica acknowledgement (default on cluster and sentinel clients) a
--- grant no replica acknowledged is given back and tried again within wait.
-function Lock:acquire(wait, lease)
+-- Acquire; returns the grant's fencing token (fenced lock; 0 for other
+-- kinds) or nil, err.
+local function acquire(self, wait, lease)
     local wait_ms = seconds(wait, -1, true, "wait")
     local lease_ms = seconds(lease, nil, false, "lease")
     local c = self.client
@@ -1500,6 +1519,7 @@ function Lock:acquire(wait, lease)
     end
     local owner = owner_of(self)
     local deadline = wait_ms > 0 and now_ms() + wait_ms or nil
+    local token
     while true do
         local left = wait_ms
         if deadline then
@@ -1508,10 +1528,11 @@ function Lock:acquire(wait, lease)
                 left = 1
             end
         end
-        local ok, st = acquire_once(self, owner, left, lease_ms)
+        local ok, st, tok = acquire_once(self, owner, left, lease_ms)
         if not ok then
             return nil, st
         end
+        token = tok
         remember_lease(c, wd_key(self, owner), watchdog and 0 or lease_ms)
         local acked = not c.replica_ack or replica_acked(c, st)
         st_done(c, st)
@@ -1534,7 +1555,26 @@ function Lock:acquire(wait, lease)
         c.wd[key] = { p = self.p, owner = owner, slot = self.slot }
         start_watchdog(c)
     end
+    return token
+end
+
+-- lk:acquire([wait [, lease]]) -> true | nil, err
+-- wait: seconds, nil = forever, 0 = one try. lease: seconds, nil = watchdog.
+-- With replica acknowledgement (default on cluster and sentinel clients) a
+-- grant no replica acknowledged is given back and tried again within wait.
+function Lock:acquire(wait, lease)
+    local token, err = acquire(self, wait, lease)
+    if not token then
+        return nil, err
+    end
     return true
+end
+
+-- lk:acquire_token([wait [, lease]]) -> token | nil, err: acquire (or
+-- re-enter) like acquire; a fenced lock answers the grant's fencing token
+-- (every grant takes the next value of the name's counter), other kinds 0.
+function Lock:acquire_token(wait, lease)
+    return acquire(self, wait, lease)
 end
 
 -- lk:release() -> true | nil, err ("not owner" when not held)
@@ -1562,12 +1602,17 @@ local function query_int(self, bytes, decode)
     return (decode or proto.decode_int)(r)
 end
 
+-- Is it locked (by anyone)? A read-write side: is the lock in that
+-- side's mode (held by readers / by a writer).
 function Lock:locked()
-    local n, err = query_int(self, self.p:exists_cmd())
-    if not n then
-        return nil, err
-    end
-    return n > 0
+    local p = self.p
+    return query_int(self, p:locked_cmd(), function(r) return p:decode_locked(r) end)
+end
+
+-- lk:token() -> the latest fencing token issued for the name (0: none yet)
+-- | nil, err. While this owner holds a fenced lock: its latest grant's.
+function Lock:token()
+    return query_int(self, self.p:token_cmd(), proto.decode_token)
 end
 
 function Lock:held()

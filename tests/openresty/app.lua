@@ -58,19 +58,31 @@ function _M.count()
     ngx.say("ok")
 end
 
--- /wait?name=N&wait=S[&fair=1]: acquire (lease 10 s) waiting up to S
--- seconds; says "acquired <ms>" or "<err> <ms>".
+-- The lock named by the request: ?fair=1, or ?kind=fenced|read|write.
+local function lock_of(c, name)
+    local kind = ngx.var.arg_kind
+    if kind == "fenced" or kind == "read" or kind == "write" then
+        return c[kind .. "_lock"](c, name)
+    end
+    return ngx.var.arg_fair == "1" and c:fair_lock(name) or c:lock(name)
+end
+
+-- /wait?name=N&wait=S[&fair=1|&kind=K][&hold_ms=M]: acquire (lease 10 s)
+-- waiting up to S seconds, keep it M ms (default 0), release; says
+-- "acquired <ms> <token>" (token: the fencing token, 0 unless fenced) or
+-- "<err> <ms>".
 function _M.wait()
     local c = client()
-    local lk = ngx.var.arg_fair == "1" and c:fair_lock(ngx.var.arg_name)
-               or c:lock(ngx.var.arg_name)
+    local lk = lock_of(c, ngx.var.arg_name)
     local t0 = now_ms()
-    local ok, err = lk:acquire(tonumber(ngx.var.arg_wait), 10)
+    local token, err = lk:acquire_token(tonumber(ngx.var.arg_wait), 10)
     local dt = now_ms() - t0
-    if ok then
+    if token then
+        ngx.sleep((tonumber(ngx.var.arg_hold_ms) or 0) / 1000)
         lk:release()
+        return ngx.say("acquired ", string.format("%d %d", dt, token))
     end
-    ngx.say(ok and "acquired" or err, " ", string.format("%d", dt))
+    ngx.say(err, " ", string.format("%d", dt))
 end
 
 -- /hold?name=N&ms=M: take N (twice: reentrant), keep it M ms, release both.
@@ -108,9 +120,9 @@ function _M.try()
     ngx.say(err, " release=", tostring(r), ":", tostring(rerr))
 end
 
--- /watchdog?name=N: watchdog lease 0.6 s; the lock must survive 1.5 s.
+-- /watchdog?name=N[&kind=K]: watchdog lease 0.6 s; the lock must survive 1.5 s.
 function _M.watchdog()
-    local lk = client(0.6):lock(ngx.var.arg_name)
+    local lk = lock_of(client(0.6), ngx.var.arg_name)
     local ok, err = lk:acquire(0)
     if not ok then
         return fail(500, "acquire: ", err)

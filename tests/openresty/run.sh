@@ -124,7 +124,7 @@ if hold_elsewhere "$HL_TMP/hold-b.out" "$name" 30 2800; then
     sleep 0.15
   done
   wait "$WAITER"
-  read -r res waited <"$HL_TMP/wait-b.out"
+  read -r res waited _ <"$HL_TMP/wait-b.out"
   label="(b) /ping during a 2 s lock wait: worst $((worst/1000)).$(( (worst%1000)/100 )) ms over 10; waiter: $res after ${waited} ms"
   if [ "$slow" = 0 ] && [ "$res" = timeout ] && [ "$waited" -ge 1900 ] && [ "$waited" -lt 2700 ]; then
     ok "$label"; else bad "$label"; fi
@@ -137,7 +137,7 @@ fi
 #     released ~300 ms later; the request wakes on the unlock message.
 name="or:wake:$RANDOM"
 if hold_elsewhere "$HL_TMP/hold-c.out" "$name" 30 300; then
-  read -r res waited < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20")
+  read -r res waited _ < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20")
   wait "$HOLDER_PID" 2>/dev/null
   label="(c) request blocked by a C-core holder (lease 30 s, released after 300 ms): $res after ${waited} ms"
   if [ "$res" = acquired ] && [ "$waited" -ge 100 ] && [ "$waited" -lt 3000 ] &&
@@ -183,9 +183,9 @@ if [[ "$res" =~ ^watched=none\ remembered=([0-9]+)\ lost=([0-9]+)$ ]] &&
 #     queue; the next one is woken on its own channel by the holder's unlock.
 name="or:fair:$RANDOM"
 if hold_elsewhere "$HL_TMP/hold-g.out" "$name" 30 1200 fair; then
-  read -r res1 waited1 < <(curl -sS --max-time 10 "$URL/wait?name=$name&wait=0.3&fair=1")
+  read -r res1 waited1 _ < <(curl -sS --max-time 10 "$URL/wait?name=$name&wait=0.3&fair=1")
   qlen=$(rcli LLEN "redisson_lock_queue:{$name}"); zlen=$(rcli ZCARD "redisson_lock_timeout:{$name}")
-  read -r res2 waited2 < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20&fair=1")
+  read -r res2 waited2 _ < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20&fair=1")
   wait "$HOLDER_PID" 2>/dev/null
   label="(g) fair: gave up '$res1' after ${waited1} ms (queue $qlen/$zlen), next '$res2' after ${waited2} ms"
   if [ "$res1" = timeout ] && [ "$qlen" = 0 ] && [ "$zlen" = 0 ] && [ "$res2" = acquired ] &&
@@ -212,7 +212,7 @@ for fair in 0 1; do
     sleep 0.5
     killed=$(rcli CLIENT KILL TYPE pubsub)
     wait "$WAITER"; wait "$HOLDER_PID" 2>/dev/null
-    read -r res waited <"$HL_TMP/wait-i$fair.out"
+    read -r res waited _ <"$HL_TMP/wait-i$fair.out"
     label="(i) pub/sub connection killed ($killed) during a wait (fair=$fair): $res after ${waited} ms"
     if [ "$res" = acquired ] && [ "${killed:-0}" -ge 1 ] && [ "$waited" -lt 5000 ]; then
       ok "$label"; else bad "$label"; fi
@@ -220,6 +220,71 @@ for fair in 0 1; do
     bad "(i) could not take the lock from another process: $(cat "$HL_TMP/hold-i$fair.out")"
   fi
 done
+
+# (w) read-write lock against a C-core process, woken by messages on
+#     redisson_rwlock:{N} (leases of 30 s: only a message wakes anyone early).
+#     w1: a C-core reader holds 400 ms: two requests read at once (shared),
+#     a writer request waits and gets it after the reader's unlock. w2: a
+#     C-core writer holds 400 ms: three reader requests wait and, holding
+#     500 ms each, all get it together (the write unlock wakes every waiter).
+name="or:rw1:$RANDOM"
+if hold_elsewhere "$HL_TMP/hold-w1.out" "$name" 30 400 read; then
+  reqs=()
+  for i in 1 2; do curl -sS --max-time 10 "$URL/wait?name=$name&wait=0&kind=read&hold_ms=100" >"$HL_TMP/w1-r$i.out" & reqs+=($!); done
+  curl -sS --max-time 10 "$URL/wait?name=$name&wait=20&kind=write" >"$HL_TMP/w1-w.out" & reqs+=($!)
+  wait "${reqs[@]}"; wait "$HOLDER_PID" 2>/dev/null
+  read -r r1 _ <"$HL_TMP/w1-r1.out"; read -r r2 _ <"$HL_TMP/w1-r2.out"
+  read -r rw ww _ <"$HL_TMP/w1-w.out"
+  label="(w1) C-core reader holds 400 ms: readers '$r1' '$r2'; writer '$rw' after ${ww} ms"
+  if [ "$r1" = acquired ] && [ "$r2" = acquired ] && [ "$rw" = acquired ] &&
+     [ "${ww:-0}" -ge 250 ] && [ "${ww:-0}" -lt 1500 ]; then ok "$label"; else bad "$label"; fi
+else
+  bad "(w1) could not take the read lock from another process: $(cat "$HL_TMP/hold-w1.out")"
+fi
+name="or:rw2:$RANDOM"
+if hold_elsewhere "$HL_TMP/hold-w2.out" "$name" 30 400 write; then
+  reqs=()
+  for i in 1 2 3; do curl -sS --max-time 10 "$URL/wait?name=$name&wait=20&kind=read&hold_ms=500" >"$HL_TMP/w2-r$i.out" & reqs+=($!); done
+  wait "${reqs[@]}"; wait "$HOLDER_PID" 2>/dev/null
+  got=""; worst=0
+  for i in 1 2 3; do
+    read -r r w _ <"$HL_TMP/w2-r$i.out"; got="$got $r:$w"
+    [ "$r" = acquired ] && [ "${w:-0}" -gt "$worst" ] && worst=$w
+  done
+  label="(w2) C-core writer holds 400 ms; three waiting readers holding 500 ms each:$got"
+  # one by one (wake-one) the second would need 400 + 500 ms
+  if [ "$got" = "${got//timeout/}" ] && [ "$(grep -o acquired <<<"$got" | wc -l)" = 3 ] &&
+     [ "$worst" -lt 850 ]; then ok "$label"; else bad "$label"; fi
+else
+  bad "(w2) could not take the write lock from another process: $(cat "$HL_TMP/hold-w2.out")"
+fi
+for kind in read write; do
+  name="or:rwwd:$kind:$RANDOM"
+  res=$(curl -sS --max-time 10 "$URL/watchdog?name=$name&kind=$kind")
+  label="(w3) watchdog lease 0.6 s kept the $kind lock 1.5 s: '$res'"
+  if [ "$res" = "kept lost=false" ] && [ "$(rcli EXISTS "$name")" = 0 ]; then
+    ok "$label"; else bad "$label"; fi
+done
+
+# (x) fenced lock: tokens from a C-core process and from requests on one
+#     name increase strictly, whoever takes it; a request waiting on a
+#     C-core holder wakes on its unlock.
+name="or:fenced:$RANDOM"; rcli SET "redisson_lock_token:{$name}" 40 >/dev/null
+tokens=""
+if hold_elsewhere "$HL_TMP/hold-x1.out" "$name" 30 300 fenced; then
+  read -r _ t1 <"$HL_TMP/hold-x1.out"
+  read -r r2 w2 t2 < <(curl -sS --max-time 10 "$URL/wait?name=$name&wait=10&kind=fenced")
+  wait "$HOLDER_PID" 2>/dev/null
+  hold_elsewhere "$HL_TMP/hold-x3.out" "$name" 30 10 fenced; wait "$HOLDER_PID" 2>/dev/null
+  read -r _ t3 <"$HL_TMP/hold-x3.out"
+  read -r r4 _ t4 < <(curl -sS --max-time 10 "$URL/wait?name=$name&wait=1&kind=fenced")
+  tokens="$t1 $t2 $t3 $t4"
+  label="(x) fenced tokens C-core, request (woke after ${w2} ms), C-core, request: $tokens"
+  if [ "$r2" = acquired ] && [ "$r4" = acquired ] && [ "${w2:-0}" -lt 1500 ] &&
+     [ "$tokens" = "41 42 43 44" ]; then ok "$label"; else bad "$label"; fi
+else
+  bad "(x) could not take the fenced lock from another process: $(cat "$HL_TMP/hold-x1.out")"
+fi
 
 # (u) the server stalls (SIGSTOP) while an acquire attempt is in flight: the
 #     request gets a connection error after its 300 ms command timeout; once
@@ -347,7 +412,7 @@ if [ "$CLUSTER_UP" = 1 ]; then
   for fair in 0 1; do
     name="or:cwake:$fair:$RANDOM"; kind=""; [ "$fair" = 1 ] && kind=fair
     if hold_elsewhere "$HL_TMP/hold-k$fair.out" "$name" 30 300 "${kind:-x}" "$CLUSTER_URL"; then
-      read -r res waited < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20&fair=$fair&url=cluster")
+      read -r res waited _ < <(curl -sS --max-time 40 "$URL/wait?name=$name&wait=20&fair=$fair&url=cluster")
       wait "$HOLDER_PID" 2>/dev/null
       label="(k) cluster (fair=$fair): request blocked by a C-core holder (lease 30 s, released after 300 ms): $res after ${waited} ms"
       if [ "$res" = acquired ] && [ "$waited" -ge 100 ] && [ "$waited" -lt 3000 ] &&
@@ -410,7 +475,7 @@ if [ "$CLUSTER_UP" = 1 ]; then
   redis-cli -p "${CLUSTER_PORTS[0]}" -c SET "or:stop:{$name}" 1 >/dev/null
   wait "$WAITER"; woke=$(( $(ms_now) - t_stop ))
   wait "$HOLDREQ"
-  read -r res waited <"$HL_TMP/mwait.out"
+  read -r res waited _ <"$HL_TMP/mwait.out"
   held=$(cat "$HL_TMP/mhold.out")
   label="(o) slot $slot moved $from -> $to while held+waited: $steps; holder '$held'; waiter $res ${woke} ms after the release signal"
   if [ "$steps" = "migrating:timeout migrate=OK ask:timeout moved:timeout renewed-on-new resubscribed old-subs=0" ] &&
@@ -476,7 +541,7 @@ if [ "$SENTINEL_UP" = 1 ]; then
     redis-cli -p "$SENT_REPLICA_PORT" SET "or:stop:{$name}" 1 >/dev/null
     wait "$WAITER"; woke=$(( $(ms_now) - t_stop ))
     wait "$HOLDREQ"
-    read -r res waited <"$HL_TMP/swait.out"
+    read -r res waited _ <"$HL_TMP/swait.out"
     held=$(cat "$HL_TMP/shold.out")
     label="(n) SENTINEL FAILOVER ($fo, switched in ${dt} ms): new requests '$res1' / '$res2' (new master $SENT_REPLICA_PORT); holder '$held'; waiter $before/$after, $res ${woke} ms after the release signal"
     want="acquired port=$SENT_REPLICA_PORT held=true release=true"
