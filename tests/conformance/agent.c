@@ -7,7 +7,8 @@
  * protocol is the one every conformance agent speaks
  * (tests/conformance/README.md):
  *
- *   request : ACTOR CMD KIND NAME [ARGS...]     KIND r (reentrant) | f (fair)
+ *   request : ACTOR CMD KIND NAME [ARGS...]
+ *             KIND r (reentrant) | f (fair) | fenced | read | write
  *   answer  : ACTOR ok [VALUES...]   or   ACTOR err ERRKIND [detail]
  *
  * Usage: conformance-agent URL [key=value ...]
@@ -28,9 +29,10 @@
 #define MAX_WORDS 8
 
 typedef struct lock_entry {
-    char kind;
+    char kind[8];
     char *name;
     hilock_lock *lock;
+    hilock_rwlock *rw; /* owns lock for the read and write kinds */
 } lock_entry;
 
 /* What the actors share (one instance, in main). */
@@ -59,26 +61,53 @@ static const char *err_kind(int rc)
     }
 }
 
+static const char *const kinds[] = {"r", "f", "fenced", "read", "write", NULL};
+
+static int kind_known(const char *kind)
+{
+    for (int i = 0; kinds[i]; i++)
+        if (strcmp(kinds[i], kind) == 0)
+            return 1;
+    return 0;
+}
+
+static int new_lock(hilock_lock **out, hilock_rwlock **rw, hilock_client *c, const char *kind,
+                    const char *name)
+{
+    if (strcmp(kind, "f") == 0)
+        return hilock_fair_lock_new(out, c, name);
+    if (strcmp(kind, "fenced") == 0)
+        return hilock_fenced_lock_new(out, c, name);
+    if (strcmp(kind, "read") == 0 || strcmp(kind, "write") == 0) {
+        int rc = hilock_rwlock_new(rw, c, name);
+        if (rc == 0)
+            *out = kind[0] == 'r' ? hilock_rwlock_read_lock(*rw) : hilock_rwlock_write_lock(*rw);
+        return rc;
+    }
+    return hilock_lock_new(out, c, name);
+}
+
 /* The handle for (kind, name), made once and shared by every actor: a
  * handle acts for the calling thread. */
-static hilock_lock *lock_of(agent *ag, char kind, const char *name, int *rc)
+static hilock_lock *lock_of(agent *ag, const char *kind, const char *name, int *rc)
 {
     hilock_lock *found = NULL;
     pthread_mutex_lock(&ag->locks_mu);
     for (size_t i = 0; i < ag->nlocks && !found; i++)
-        if (ag->locks[i].kind == kind && strcmp(ag->locks[i].name, name) == 0)
+        if (strcmp(ag->locks[i].kind, kind) == 0 && strcmp(ag->locks[i].name, name) == 0)
             found = ag->locks[i].lock;
     if (!found) {
         char *copy = ag->nlocks < MAX_LOCKS ? strdup(name) : NULL;
+        hilock_rwlock *rw = NULL;
         if (!copy) {
             *rc = HILOCK_ENOMEM;
         } else {
-            *rc = kind == 'f' ? hilock_fair_lock_new(&found, ag->client, name)
-                              : hilock_lock_new(&found, ag->client, name);
+            *rc = new_lock(&found, &rw, ag->client, kind, name);
             if (*rc == 0) {
-                ag->locks[ag->nlocks].kind = kind;
+                snprintf(ag->locks[ag->nlocks].kind, sizeof ag->locks[0].kind, "%s", kind);
                 ag->locks[ag->nlocks].name = copy;
                 ag->locks[ag->nlocks].lock = found;
+                ag->locks[ag->nlocks].rw = rw;
                 ag->nlocks++;
             } else {
                 free(copy);
@@ -99,13 +128,13 @@ static void run(void *ctx, const char *actor, char *line, void **actor_data)
     for (char *t = strtok_r(line, " \t\r\n", &save); t && nw < MAX_WORDS;
          t = strtok_r(NULL, " \t\r\n", &save))
         w[nw++] = t;
-    if (nw < 4 || (strcmp(w[2], "r") != 0 && strcmp(w[2], "f") != 0)) {
-        line_agent_say(actor, "err usage ACTOR CMD r|f NAME ...");
+    if (nw < 4 || !kind_known(w[2])) {
+        line_agent_say(actor, "err usage ACTOR CMD r|f|fenced|read|write NAME ...");
         return;
     }
     const char *cmd = w[1];
     int rc = 0;
-    hilock_lock *l = lock_of(ag, w[2][0], w[3], &rc);
+    hilock_lock *l = lock_of(ag, w[2], w[3], &rc);
     if (!l) {
         line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
         return;
@@ -113,12 +142,22 @@ static void run(void *ctx, const char *actor, char *line, void **actor_data)
     int flag = 0;
     int64_t n = 0;
     if (strcmp(cmd, "lock") == 0 && nw == 6) {
-        rc = hilock_lock_acquire(l, strtoll(w[4], NULL, 10), strtoll(w[5], NULL, 10));
+        rc = hilock_lock_acquire_token(&n, l, strtoll(w[4], NULL, 10), strtoll(w[5], NULL, 10));
         if (rc == HILOCK_ETIMEDOUT) {
             line_agent_say(actor, "ok 0");
             return;
         }
+        if (rc == 0 && strcmp(w[2], "fenced") == 0) { /* a fenced grant: its token */
+            line_agent_say(actor, "ok 1 %" PRId64, n);
+            return;
+        }
         flag = 1;
+    } else if (strcmp(cmd, "token") == 0) {
+        rc = hilock_lock_token(&n, l);
+        if (rc == 0) {
+            line_agent_say(actor, "ok %" PRId64, n);
+            return;
+        }
     } else if (strcmp(cmd, "unlock") == 0) {
         rc = hilock_lock_release(l);
         if (rc == 0) {

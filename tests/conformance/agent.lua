@@ -26,7 +26,7 @@ local locks = {}
 local function lock_of(kind, name)
   local key = kind .. " " .. name
   if not locks[key] then
-    locks[key] = assert(kind == "f" and client:fair_lock(name) or client:lock(name))
+    locks[key] = assert(lib.make(client, kind, name))
   end
   return locks[key]
 end

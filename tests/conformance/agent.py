@@ -48,25 +48,42 @@ class Agent:
         self.locks = {}
         self.locks_mu = threading.Lock()
 
+    def make(self, kind, name):
+        c = self.client
+        if kind == "f":
+            return c.fair_lock(name)
+        if kind == "fenced":
+            return c.fenced_lock(name)
+        if kind == "read":
+            return c.read_write_lock(name).read_lock()
+        if kind == "write":
+            return c.read_write_lock(name).write_lock()
+        return c.lock(name)
+
     def lock(self, kind, name):
         # one Lock per (kind, name); it acts for the calling thread
         with self.locks_mu:
             lk = self.locks.get((kind, name))
             if lk is None:
-                lk = self.client.fair_lock(name) if kind == "f" else self.client.lock(name)
+                lk = self.make(kind, name)
                 self.locks[(kind, name)] = lk
             return lk
 
     def run(self, w, _state):
         cmd, kind, name = w[1], w[2], w[3]
-        if kind not in ("r", "f"):
-            return "err usage kind must be r or f"
+        if kind not in ("r", "f", "fenced", "read", "write"):
+            return "err usage kind must be r, f, fenced, read or write"
         lk = self.lock(kind, name)
         if cmd == "lock" and len(w) == 6:
             wait_ms, lease_ms = int(w[4]), int(w[5])
             wait = None if wait_ms < 0 else wait_ms / 1000.0
             lease = None if lease_ms <= 0 else lease_ms / 1000.0
+            if kind == "fenced":
+                token = lk.acquire_token(wait=wait, lease=lease)
+                return "ok 0" if token is None else "ok 1 %d" % token
             return "ok %d" % (1 if lk.acquire(wait=wait, lease=lease) else 0)
+        if cmd == "token":
+            return "ok %d" % lk.token
         if cmd == "unlock":
             lk.release()
             return "ok"
@@ -92,7 +109,7 @@ class Agent:
 
     def serve(self):
         say("agent", "ok ready")
-        serve(self.run, self.failure, min_words=4, usage="err usage ACTOR CMD r|f NAME ...")
+        serve(self.run, self.failure, min_words=4, usage="err usage ACTOR CMD r|f|fenced|read|write NAME ...")
 
 
 def main():

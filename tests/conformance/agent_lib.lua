@@ -43,14 +43,26 @@ local function b(v) return v and "ok 1" or "ok 0" end
 
 -- w = { ACTOR, CMD, KIND, NAME, ARGS... }; lock_of(kind, name) -> lock handle.
 -- Returns the answer without the actor name.
+local KINDS_OK = { r = true, f = true, fenced = true, read = true, write = true }
+
+-- The handle of a request's KIND from a client (both modules' methods).
+function _M.make(client, kind, name, tid)
+  if kind == "f" then return client:fair_lock(name, tid) end
+  if kind == "fenced" then return client:fenced_lock(name, tid) end
+  if kind == "read" then return client:read_lock(name, tid) end
+  if kind == "write" then return client:write_lock(name, tid) end
+  return client:lock(name, tid)
+end
+
 local function run(lock_of, w)
   local cmd, kind = w[2], w[3]
-  if kind ~= "r" and kind ~= "f" then return "err usage kind must be r or f" end
+  if not KINDS_OK[kind] then return "err usage kind must be r, f, fenced, read or write" end
   local lk = lock_of(kind, w[4])
   if cmd == "lock" and #w == 6 then
     local wait_ms, lease_ms = tonumber(w[5]), tonumber(w[6])
-    local ok, err = lk:acquire(wait_ms >= 0 and wait_ms / 1000 or nil,
-                               lease_ms > 0 and lease_ms / 1000 or nil)
+    local ok, err = lk:acquire_token(wait_ms >= 0 and wait_ms / 1000 or nil,
+                                     lease_ms > 0 and lease_ms / 1000 or nil)
+    if ok and kind == "fenced" then return string.format("ok 1 %d", ok) end
     if ok then return "ok 1" end
     if tostring(err):find("^timeout") then return "ok 0" end
     return failure(err)
@@ -66,6 +78,7 @@ local function run(lock_of, w)
   elseif cmd == "locked" then v, err = lk:locked()
   elseif cmd == "held" then v, err = lk:held()
   elseif cmd == "holds" then v, err = lk:hold_count()
+  elseif cmd == "token" then v, err = lk:token()
   elseif cmd == "ttl" then v, err = lk:ttl()
   else return "err usage unknown command " .. tostring(cmd) end
   if v == nil then return failure(err) end
@@ -78,7 +91,7 @@ end
 function _M.handle(lock_of, line)
   local w = {}
   for word in line:gmatch("%S+") do w[#w + 1] = word end
-  if #w < 4 then return "err usage ACTOR CMD r|f NAME ..." end
+  if #w < 4 then return "err usage ACTOR CMD r|f|fenced|read|write NAME ..." end
   local ok, reply = pcall(run, lock_of, w)
   if not ok then return (failure(reply):gsub("^err %S+", "err other")) end
   return reply

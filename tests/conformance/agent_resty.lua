@@ -29,8 +29,7 @@ function _M.serve()
         clients[key] = c
     end
     local function lock_of(kind, name)
-        if kind == "f" then return c:fair_lock(name, tid) end
-        return c:lock(name, tid)
+        return lib.make(c, kind, name, tid)
     end
     ngx.say(lib.handle(lock_of, line))
     -- end the response now: an acquire whose reply timed out is settled by

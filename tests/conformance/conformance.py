@@ -91,11 +91,12 @@ def poll(fn, timeout_s, step_s=0.02):
         time.sleep(step_s)
 
 
-def match(pattern, text):
+def match(pattern, text, saved=None):
     """Does an answer (or a server value as text) match a pattern?
 
     Pattern words are matched against the first words of the text: 'a|b'
-    (alternatives), 'lo..hi' (an integer in range), '*' (anything). An 'err'
+    (alternatives), 'lo..hi' (an integer in range), '*' (anything), '>T' /
+    '=T' (an integer above / equal to the value saved as T). An 'err'
     answer may carry more words (its detail); anything else must match fully.
     """
     pw, tw = pattern.split(), text.split()
@@ -103,6 +104,16 @@ def match(pattern, text):
         return False
     for p, t in zip(pw, tw):
         if p == "*":
+            continue
+        if p[:1] in (">", "="):
+            if saved is None or p[1:] not in saved:
+                raise Fail("pattern %s: nothing saved as %s" % (p, p[1:]))
+            try:
+                v, ref = int(t), int(saved[p[1:]])
+            except ValueError:
+                return False
+            if not (v > ref if p[0] == ">" else v == ref):
+                return False
             continue
         if ".." in p:
             lo, hi = p.split("..")
@@ -116,8 +127,8 @@ def match(pattern, text):
     return True
 
 
-def matches(expect, text):
-    return any(match(p, text) for p in (expect if isinstance(expect, list) else [expect]))
+def matches(expect, text, saved=None):
+    return any(match(p, text, saved) for p in (expect if isinstance(expect, list) else [expect]))
 
 
 # ------------------------------------------------------------- topologies --
@@ -469,10 +480,12 @@ class HttpEndpoints:
 class Run:
     """One driver running one scenario."""
 
-    def __init__(self, driver, scenario, topo):
+    def __init__(self, driver, scenario, topo, shared_token):
         self.driver, self.sc, self.topo = driver, scenario, topo
+        self.shared_token = shared_token
         self.error = None
         self.marks = {}
+        self.saved = {}  # "save": values of answers, for '>T' / '=T' patterns
         self.migrations = {}
         self.token = uuid.uuid4().hex[:8]
         self.ep = None
@@ -486,10 +499,15 @@ class Run:
             self.error = "cannot run: %s" % e
 
     def real(self, local):
+        if local in self.sc.get("shared_locks", []):  # one name for every driver
+            return "cf:%s:shared:%s:%s" % (self.sc["id"], local, self.shared_token)
         return "cf:%s:%s:%s:%s" % (self.sc["id"], self.driver.name, local, self.token)
 
+    def names(self):
+        return self.sc.get("locks", []) + self.sc.get("shared_locks", [])
+
     def expand(self, s):
-        for local in self.sc.get("locks", []):
+        for local in self.names():
             s = s.replace("${%s}" % local, self.real(local))
         return s
 
@@ -515,7 +533,7 @@ def reply_timeout_s(step):
 def check_answer(r, step, text, t):
     """None if the answer (and its timing) is as the step expects, else why not."""
     want = step.get("expect", step.get("reply"))
-    if want is not None and not matches(want, text):
+    if want is not None and not matches(want, text, r.saved):
         return "got %r, expected %r" % (text, want)
     if "since" in step:
         dt = (t - r.marks[step["since"]]) * 1000
@@ -528,8 +546,14 @@ def check_answer(r, step, text, t):
     return None
 
 
+def save(r, step, text):
+    """A step with "save": NAME keeps the last word of its answer as NAME."""
+    if "save" in step and text.split():
+        r.saved[step["save"]] = text.split()[-1]
+
+
 def lock_of_step(r, step):
-    for local in r.sc.get("locks", []):
+    for local in r.names():
         if "${%s}" % local in json.dumps(step.get("redis", [])) or step.get("lock") == local:
             return r.real(local)
     return None
@@ -547,8 +571,10 @@ def redis_once(r, step):
     except (OSError, RespError) as e:
         return False, "%s on :%d failed: %s" % (" ".join(map(str, args)), node.port, e)
     seen = "nil" if v is None else " ".join(map(str, v)) if isinstance(v, list) else str(v)
-    return matches(step["expect"], seen), "%s on :%d -> %s" % (" ".join(map(str, args)),
-                                                              node.port, seen)
+    ok = matches(step["expect"], seen, r.saved)
+    if ok:
+        save(r, step, seen)
+    return ok, "%s on :%d -> %s" % (" ".join(map(str, args)), node.port, seen)
 
 
 def actor_once(r, step):
@@ -557,6 +583,8 @@ def actor_once(r, step):
         r.marks[step["mark"]] = t0
     text, t = r.ep.reply(step["actor"], reply_timeout_s(step))
     why = check_answer(r, step, text, t)
+    if why is None:
+        save(r, step, text)
     return why is None, why or text
 
 
@@ -567,7 +595,9 @@ def waiters_once(r, step):
         n = node("LLEN", "redisson_lock_queue:{%s}" % name)
     else:
         sub = "SHARDNUMSUB" if r.topo.name == "cluster" else "NUMSUB"
-        n = node("PUBSUB", sub, "redisson_lock__channel:{%s}" % name)[1]
+        channel = "redisson_rwlock:{%s}" if step.get("kind") == "rw" else \
+            "redisson_lock__channel:{%s}"
+        n = node("PUBSUB", sub, channel % name)[1]
     return int(n) >= step["min"], "%s waiters seen" % n
 
 
@@ -652,6 +682,18 @@ def execute(step, live, topo):
     def fail(r, why):
         r.error = "step %d (%s): %s" % (step["_n"], step.get("why", step_text(step)), why)
 
+    if "each_driver" in step:
+        # driver after driver: every sub-step for one before the next starts;
+        # what one saves, the next sees (one lock name shared by all)
+        for r in live:
+            for sub in step["each_driver"]:
+                if r.error:
+                    break
+                sub["_n"] = step["_n"]
+                execute(sub, [r], topo)
+                for other in live:
+                    other.saved.update(r.saved)
+        return
     if "do" in step and step["do"] not in PER_RUN_OPS and step["do"] != "waiters":
         global_op(step, topo)
         return
@@ -678,7 +720,10 @@ def execute(step, live, topo):
         return
     if "redis" in step:
         for r in live:
-            ok, seen = redis_once(r, step)
+            try:
+                ok, seen = redis_once(r, step)
+            except Fail as e:
+                ok, seen = False, str(e)
             if not ok:
                 fail(r, "%s, expected %r" % (seen, step["expect"]))
         return
@@ -698,9 +743,14 @@ def execute(step, live, topo):
         if r.error:
             continue
         text, t = r.ep.reply(actor, reply_timeout_s(step))
-        why = check_answer(r, step, text, t)
+        try:
+            why = check_answer(r, step, text, t)
+        except Fail as e:
+            why = str(e)
         if why:
             fail(r, why)
+        else:
+            save(r, step, text)
 
 
 def step_text(step):
@@ -712,11 +762,14 @@ def step_text(step):
         return " ".join(map(str, step["redis"]))
     if "eventually" in step:
         return "eventually " + step_text(step["eventually"])
+    if "each_driver" in step:
+        return "each driver in turn: " + "; ".join(step_text(s) for s in step["each_driver"])
     return step.get("do", "?")
 
 
 def run_scenario(sc, drivers, topo):
-    runs = [Run(d, sc, topo) for d in drivers]
+    shared_token = uuid.uuid4().hex[:8]
+    runs = [Run(d, sc, topo, shared_token) for d in drivers]
     try:
         for n, step in enumerate(sc["steps"], 1):
             step["_n"] = n
