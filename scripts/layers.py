@@ -28,7 +28,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 LAYER_OF = {
     "proto.h": "proto", "proto.c": "proto", "reply.c": "proto", "url.c": "proto",
     "util.h": "base", "util.c": "base", "uuid.h": "base", "uuid.c": "base",
-    "transport.h": "transport", "conn.c": "transport", "tls.c": "transport",
+    "transport.h": "transport", "transport.c": "transport", "conn.c": "transport", "tls.c": "transport",
     "pubsub.c": "transport", "drain.c": "transport", "sentinel.c": "transport",
     "watchdog.c": "transport",
     "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api",
@@ -40,10 +40,7 @@ PUBLIC_FROM_SRC = {"proto.h"}  # installed as <hilock/engine.h>
 
 # Known breaches, each to be removed by the change that ends it. An entry
 # that no longer matches anything is reported (remove it), not failed.
-UPWARD_ALLOWED = {
-    ("conn.c", "api.h"), ("drain.c", "api.h"), ("pubsub.c", "api.h"),
-    ("sentinel.c", "api.h"), ("watchdog.c", "api.h"),
-}
+UPWARD_ALLOWED = set()
 OUTSIDE_ALLOWED = {
     ("cli/hilock.c", "internal.h"),       # until the public inspection API (issue 20)
     ("cli/demo_worker.c", "internal.h"),  # same

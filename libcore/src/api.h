@@ -18,34 +18,17 @@
 
 /* ---- client ---- */
 struct hilock_client {
-    hl_endpoint ep;
-    hilock_options opts;
-    char id[37];
-    pid_t pid;            /* fork detection */
-    int closed;
-    hl_node *nodes[HL_MAX_NODES]; /* [0] = the only node outside cluster mode */
-    int nnodes;           /* atomic; entries are only added (or reused for a
-                             new address, see hl_node_get), freed at close */
-    int max_nodes;        /* table bound, HL_MAX_NODES (tests lower it) */
-    pthread_mutex_t nodes_mu;
-    pthread_mutex_t refresh_mu;
-    int map_stale;        /* atomic: a slot moved, reload before routing */
-    int16_t slot_node[HL_SLOTS]; /* cluster: node index per slot, -1 unknown */
-    hl_watchdog wd;
+    hl_transport t;        /* connections, threads, identity, options */
     pthread_mutex_t err_mu;
     char errmsg[HL_ERRMSG_MAX];
-    uint64_t request_seq;  /* unlock request ids (atomic) */
-    int replica_ack;       /* resolved: 1 WAIT after acquire/release */
-    int64_t master_gen;    /* bumped on every master switch (atomic) */
-    hl_drainer drain;
-    hl_sentinel_watch sw;
     int refs;              /* the user's handle + one per lock handle (atomic) */
 };
 
 HL_HIDDEN void hl_client_ref(struct hilock_client *c);
 HL_HIDDEN void hl_client_unref(struct hilock_client *c);
 
-/* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
+/* 0, or HILOCK_ECLOSED with a message when closed or used after fork()
+ * (hl_transport_check). */
 HL_HIDDEN int hl_client_check(struct hilock_client *c, char *err);
 HL_HIDDEN void hl_client_set_err(struct hilock_client *c, const char *msg);
 
@@ -105,9 +88,10 @@ HL_HIDDEN int hl_lock_add_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn, v
 HL_HIDDEN void hl_lock_remove_lost_hook(struct hilock_lock *l, hl_lost_hook_fn fn,
                                         void *payload);
 
-/* Called by the watchdog when (l, tid) was found gone, or (unconfirmed)
- * when no renewal was confirmed for lease - margin. */
-HL_HIDDEN void hl_lock_mark_lost(struct hilock_lock *l, uint64_t tid, int unconfirmed,
+/* The transport's loss sink (hl_sinks.lost, holder = a struct hilock_lock):
+ * (l, tid) was found gone, or (unconfirmed) no renewal was confirmed for
+ * lease - margin. A handle being freed from a lost callback hears no more. */
+HL_HIDDEN void hl_lock_lost_sink(void *holder, uint64_t tid, int unconfirmed,
                                  int64_t silent_ms);
 
 /* For multi-locks: one attempt (no waiting), with a time limit on the

@@ -115,11 +115,11 @@ static int fill_options(hilock_options *out, const hilock_options *in, char *err
  * the URL leaves out (TLS files, sentinel credentials). */
 static int merge_url_options(hilock_client *c, const hilock_options *in, char *err)
 {
-    hl_endpoint *ep = &c->ep;
+    hl_endpoint *ep = &c->t.ep;
     if (ep->connect_timeout_ms > 0)
-        c->opts.connect_timeout_ms = ep->connect_timeout_ms;
+        c->t.opts.connect_timeout_ms = ep->connect_timeout_ms;
     if (ep->command_timeout_ms > 0)
-        c->opts.command_timeout_ms = ep->command_timeout_ms;
+        c->t.opts.command_timeout_ms = ep->command_timeout_ms;
     if (in && in->version >= 3) {
         struct {
             const char *value;
@@ -168,8 +168,8 @@ static int merge_url_options(hilock_client *c, const hilock_options *in, char *e
  * lock call reports it. */
 static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
 {
-    const char *pub = c->ep.cluster ? "spublish" : "publish";
-    const char *sub = c->ep.cluster ? "ssubscribe" : "subscribe";
+    const char *pub = c->t.ep.cluster ? "spublish" : "publish";
+    const char *sub = c->t.ep.cluster ? "ssubscribe" : "subscribe";
     redisReply *r = hl_command(ctx, "EVAL %s 0 %s %s %s", hl_script_source(HL_SCRIPT_ACL_CHECK),
                                  "redisson_lock__channel:{hilock-open-check}", pub, sub);
     int rc = 0;
@@ -195,25 +195,10 @@ static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
 
 static void client_destroy(hilock_client *c)
 {
-    /* In a child after fork() the parent's threads may have been waiting on
-     * these condition variables: destroying them would wait for waiters that
-     * do not exist here (glibc), so the child only frees memory. */
-    int forked = c->pid != getpid();
-    for (int i = 0; i < c->nnodes; i++)
-        hl_node_free(c->nodes[i], forked);
-    hl_tls_free(c->ep.tls_ctx);
-    hl_endpoint_free(&c->ep);
-    if (forked) {
-        free(c);
-        return;
-    }
-    pthread_mutex_destroy(&c->nodes_mu);
-    pthread_mutex_destroy(&c->refresh_mu);
-    pthread_mutex_destroy(&c->wd.mu);
-    pthread_cond_destroy(&c->wd.cv);
-    pthread_mutex_destroy(&c->err_mu);
-    pthread_mutex_destroy(&c->drain.mu);
-    pthread_cond_destroy(&c->drain.settled);
+    int forked = c->t.pid != getpid(); /* a child after fork(): memory only */
+    hl_transport_free(&c->t, forked);
+    if (!forked)
+        pthread_mutex_destroy(&c->err_mu);
     free(c);
 }
 
@@ -233,15 +218,15 @@ void hl_client_unref(hilock_client *c)
 static int open_check(hilock_client *c, char *err)
 {
     int rc;
-    if (c->ep.cluster) {
+    if (c->t.ep.cluster) {
         /* learn the slot map from the seeds; every master becomes a node */
-        if ((rc = hl_cluster_refresh(c, err)) != 0)
+        if ((rc = hl_cluster_refresh(&c->t, err)) != 0)
             return rc;
     }
     /* Verify server, credentials and database once; keep the connection. */
     int code = 0;
-    hl_node *first = c->nodes[0];
-    redisContext *ctx = hl_node_connect(first, c->opts.connect_timeout_ms, &code, err);
+    hl_node *first = c->t.nodes[0];
+    redisContext *ctx = hl_node_connect(first, c->t.opts.connect_timeout_ms, &code, err);
     if (!ctx)
         return code;
     redisReply *r = hl_command(ctx, "PING");
@@ -251,7 +236,7 @@ static int open_check(hilock_client *c, char *err)
         rc = !r ? (ctx->err == REDIS_ERR_PROTOCOL ? HILOCK_EPROTO : HILOCK_ECONN)
                 : noauth ? HILOCK_EAUTH : HILOCK_EPROTO;
         char why[128];
-        if (!r && c->ep.tls) {
+        if (!r && c->t.ep.tls) {
             /* the first command after the handshake found the session gone:
              * TLS 1.3 servers refuse a client certificate only now (by an
              * alert, or a reset that may overtake it) */
@@ -264,7 +249,7 @@ static int open_check(hilock_client *c, char *err)
             return rc;
         }
         /* a TLS port drops a plain client's first command */
-        int tls_port = !r && !c->ep.tls && !c->ep.path;
+        int tls_port = !r && !c->t.ep.tls && !c->t.ep.path;
         hl_set_err(err, "server check failed: %s%s",
                    !r ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str
                                                                     : "PING not answered with PONG",
@@ -281,6 +266,19 @@ static int open_check(hilock_client *c, char *err)
     }
     hl_pool_add_idle(first, ctx);
     return 0;
+}
+
+/* The transport's sinks (hl_sinks): its background failures become the
+ * client's message; a close asked from a lost callback runs on the watchdog
+ * thread once its pass is over. */
+static void error_sink(void *ctx, const char *msg)
+{
+    hl_client_set_err(ctx, msg);
+}
+
+static void close_sink(void *ctx)
+{
+    hl_client_close_now(ctx, 1);
 }
 
 int hilock_client_open(hilock_client **out, const char *url, const hilock_options *opts,
@@ -302,33 +300,26 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
         goto done;
     }
     c->refs = 1;
-    c->pid = getpid();
-    c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
-    c->drain.wake_fd[0] = c->drain.wake_fd[1] = -1;
-    pthread_mutex_init(&c->drain.mu, NULL);
-    hl_cond_init_mono(&c->drain.settled);
-    pthread_mutex_init(&c->nodes_mu, NULL);
-    c->max_nodes = HL_MAX_NODES;
-    pthread_mutex_init(&c->refresh_mu, NULL);
-    pthread_mutex_init(&c->wd.mu, NULL);
-    hl_cond_init_mono(&c->wd.cv);
+    hl_transport_init(&c->t);
     pthread_mutex_init(&c->err_mu, NULL);
-    if (hl_uuid4(c->id) != 0) {
+    c->t.sinks = (hl_sinks){.ctx = c, .error = error_sink, .lost = hl_lock_lost_sink,
+                            .close = close_sink};
+    if (hl_uuid4(c->t.id) != 0) {
         hl_set_err(err, "no random bytes for the client id (getrandom and /dev/urandom failed)");
         rc = HILOCK_EPROTO;
         goto done;
     }
 
-    if ((rc = fill_options(&c->opts, opts, err)) != 0)
+    if ((rc = fill_options(&c->t.opts, opts, err)) != 0)
         goto done;
-    if ((rc = hl_endpoint_parse(&c->ep, url, err)) != 0)
+    if ((rc = hl_endpoint_parse(&c->t.ep, url, err)) != 0)
         goto done;
     if ((rc = merge_url_options(c, opts, err)) != 0)
         goto done;
     /* replica acknowledgement: default on where a failover can happen */
-    c->replica_ack = c->opts.replica_ack == 1 ||
-                     (c->opts.replica_ack == 0 && (c->ep.nseeds > 0));
-    if ((rc = hl_nodes_init(c, err)) != 0)
+    c->t.replica_ack = c->t.opts.replica_ack == 1 ||
+                     (c->t.opts.replica_ack == 0 && (c->t.ep.nseeds > 0));
+    if ((rc = hl_nodes_init(&c->t, err)) != 0)
         goto done;
     hl_nosigpipe sp;
     hl_nosigpipe_enter(&sp);
@@ -336,13 +327,13 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     hl_nosigpipe_leave(&sp);
     if (rc)
         goto done;
-    rc = hl_sentinel_start(c, err);
+    rc = hl_sentinel_start(&c->t, err);
 done:
     if (rc) {
         if (errbuf && errlen)
             snprintf(errbuf, errlen, "%s", err[0] ? err : hilock_strerror(rc));
         if (c) {
-            hl_sentinel_stop(c);
+            hl_sentinel_stop(&c->t);
             hl_client_unref(c);
         }
         return rc;
@@ -357,19 +348,19 @@ void hilock_client_close(hilock_client *c)
 {
     if (!c)
         return;
-    if (c->pid != getpid()) {
+    if (c->t.pid != getpid()) {
         /* Child after fork(): the threads are not ours and mutexes may be held
          * by threads that do not exist here. Only let go of the memory and the
          * descriptors (closing a descriptor does not disturb the parent). */
-        c->closed = 1;
+        c->t.closed = 1;
         hl_client_unref(c); /* frees the nodes' idle connections */
         return;
     }
-    __atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
-    if (hl_wd_on_thread(c)) {
+    __atomic_store_n(&c->t.closed, 1, __ATOMIC_RELEASE);
+    if (hl_wd_on_thread(&c->t)) {
         /* from a lost callback: the watchdog thread finishes its pass (the
          * report in progress still uses the client), then closes it */
-        hl_wd_defer_close(c);
+        hl_wd_defer_close(&c->t);
         return;
     }
     hl_client_close_now(c, 0);
@@ -377,24 +368,13 @@ void hilock_client_close(hilock_client *c)
 
 void hl_client_close_now(hilock_client *c, int from_watchdog)
 {
-    hl_sentinel_stop(c);
-    hl_pubsub_shutdown(c);
-    hl_wd_shutdown(c, from_watchdog);
-    hl_drain_shutdown(c);
-    for (int i = 0; i < c->nnodes; i++) {
-        hl_pool *p = &c->nodes[i]->pool;
-        pthread_mutex_lock(&p->mu);
-        for (int j = 0; j < p->nidle; j++)
-            redisFree(p->idle[j]);
-        p->nidle = 0;
-        pthread_mutex_unlock(&p->mu);
-    }
+    hl_transport_shutdown(&c->t, from_watchdog);
     hl_client_unref(c);
 }
 
 const char *hilock_client_id(const hilock_client *c)
 {
-    return c ? c->id : "";
+    return c ? c->t.id : "";
 }
 
 const char *hilock_client_errmsg(const hilock_client *c)
@@ -417,19 +397,11 @@ int hilock_client_owner(const hilock_client *c, uint64_t tid, char *buf, size_t 
     /* 36 (uuid) + 1 (':') + 20 (largest uint64) + 1 (NUL) = 58 */
     if (!c || !buf || len < 58)
         return HILOCK_EINVAL;
-    snprintf(buf, len, "%s:%" PRIu64, c->id, tid);
+    snprintf(buf, len, "%s:%" PRIu64, c->t.id, tid);
     return 0;
 }
 
 int hl_client_check(hilock_client *c, char *err)
 {
-    if (c->pid != getpid()) {
-        hl_set_err(err, "client used in a child process after fork(); open a new client");
-        return HILOCK_ECLOSED;
-    }
-    if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE)) {
-        hl_set_err(err, "client is closed");
-        return HILOCK_ECLOSED;
-    }
-    return 0;
+    return hl_transport_check(&c->t, err);
 }

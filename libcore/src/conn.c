@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "transport.h"
-#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
 /* ---- connecting ---- */
 
@@ -293,7 +292,7 @@ redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
 
 /* ---- nodes ---- */
 
-static hl_node *node_new(hilock_client *c, const char *host, int port)
+static hl_node *node_new(hl_transport *c, const char *host, int port)
 {
     hl_node *n = calloc(1, sizeof *n);
     if (!n)
@@ -344,7 +343,7 @@ void hl_node_free(hl_node *n, int forked)
     free(n);
 }
 
-int hl_nodes_init(hilock_client *c, char *err)
+int hl_nodes_init(hl_transport *c, char *err)
 {
     for (int i = 0; i < HL_SLOTS; i++)
         c->slot_node[i] = -1;
@@ -360,7 +359,7 @@ int hl_nodes_init(hilock_client *c, char *err)
     return 0;
 }
 
-static hl_node *node_find(hilock_client *c, const char *host, int port) /* nodes_mu */
+static hl_node *node_find(hl_transport *c, const char *host, int port) /* nodes_mu */
 {
     for (int i = 0; i < c->nnodes; i++)
         if (c->nodes[i]->host && c->nodes[i]->port == port && !strcmp(c->nodes[i]->host, host))
@@ -373,7 +372,7 @@ static hl_node *node_find(hilock_client *c, const char *host, int port) /* nodes
  * connections are closed. A thread that still holds the entry from an
  * earlier route only reaches the new address, which answers MOVED for a key
  * it does not serve. NULL when every retired entry is in use. nodes_mu. */
-static hl_node *node_reuse(hilock_client *c, const char *host, int port)
+static hl_node *node_reuse(hl_transport *c, const char *host, int port)
 {
     for (int i = 0; i < c->nnodes; i++) {
         hl_node *n = c->nodes[i];
@@ -406,7 +405,7 @@ static hl_node *node_reuse(hilock_client *c, const char *host, int port)
     return NULL;
 }
 
-hl_node *hl_node_get(hilock_client *c, const char *host, int port)
+hl_node *hl_node_get(hl_transport *c, const char *host, int port)
 {
     pthread_mutex_lock(&c->nodes_mu);
     int count = c->nnodes;
@@ -427,7 +426,7 @@ hl_node *hl_node_get(hilock_client *c, const char *host, int port)
 /* Copy n's address (cluster nodes; 0 = the client's endpoint). */
 static int node_addr(hl_node *n, char *host, size_t len, int *port)
 {
-    hilock_client *c = n->client;
+    hl_transport *c = n->client;
     if (!c->ep.cluster)
         return 0;
     pthread_mutex_lock(&c->nodes_mu);
@@ -437,7 +436,7 @@ static int node_addr(hl_node *n, char *host, size_t len, int *port)
     return 1;
 }
 
-static int node_index(hilock_client *c, const hl_node *n)
+static int node_index(hl_transport *c, const hl_node *n)
 {
     int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
     for (int i = 0; i < count; i++)
@@ -448,7 +447,7 @@ static int node_index(hilock_client *c, const hl_node *n)
 
 redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code, char *err)
 {
-    hilock_client *c = n->client;
+    hl_transport *c = n->client;
     char host[256];
     int port = 0;
     if (node_addr(n, host, sizeof host, &port))
@@ -458,7 +457,7 @@ redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
 }
 
 /* Load the slot map (CLUSTER SLOTS) through ctx; 0 or -1. */
-static int load_slots(hilock_client *c, redisContext *ctx, char *err)
+static int load_slots(hl_transport *c, redisContext *ctx, char *err)
 {
     redisReply *r = hl_command(ctx, "CLUSTER SLOTS");
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
@@ -506,7 +505,7 @@ static int load_slots(hilock_client *c, redisContext *ctx, char *err)
     return 0;
 }
 
-int hl_cluster_refresh(hilock_client *c, char *err)
+int hl_cluster_refresh(hl_transport *c, char *err)
 {
     hl_nosigpipe sp;
     hl_nosigpipe_enter(&sp);
@@ -540,7 +539,7 @@ int hl_cluster_refresh(hilock_client *c, char *err)
     return ok ? 0 : last;
 }
 
-hl_node *hl_route(hilock_client *c, const char *key, size_t len)
+hl_node *hl_route(hl_transport *c, const char *key, size_t len)
 {
     if (!c->ep.cluster)
         return c->nodes[0];
@@ -562,7 +561,7 @@ hl_node *hl_route(hilock_client *c, const char *key, size_t len)
 static redisContext *pool_get(hl_node *n, int64_t timeout_ms, int *reused, int64_t *gen,
                               int *code, char *err)
 {
-    hilock_client *c = n->client;
+    hl_transport *c = n->client;
     hl_pool *p = &n->pool;
     int64_t connect_ms = c->opts.connect_timeout_ms;
     if (timeout_ms > 0 && timeout_ms < connect_ms)
@@ -602,7 +601,7 @@ static redisContext *pool_get(hl_node *n, int64_t timeout_ms, int *reused, int64
 
 static void pool_put(hl_node *n, redisContext *ctx, int broken, int64_t gen)
 {
-    hilock_client *c = n->client;
+    hl_transport *c = n->client;
     hl_pool *p = &n->pool;
     pthread_mutex_lock(&p->mu);
     p->inuse--;
@@ -673,7 +672,7 @@ static void set_timeout(redisContext *ctx, int64_t ms);
  * <timeout> when there are replicas, ROLE again when none acknowledged);
  * this only runs its commands on ctx and keeps the count on the node.
  * Returns 0, or -1 on an I/O error. */
-static int wait_replica(hilock_client *c, hl_node *n, redisContext *ctx, int *acked)
+static int wait_replica(hl_transport *c, hl_node *n, redisContext *ctx, int *acked)
 {
     int64_t now = hl_now_mono_ms();
     int64_t seen = __atomic_load_n(&n->replicas_seen_at, __ATOMIC_ACQUIRE);
@@ -756,12 +755,12 @@ static void hl_reply_refused(const redisContext *ctx, char *err)
         hl_set_err(err, "bad reply from Redis: %s", ctx->errstr);
 }
 
-int hl_exec(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms, char *err)
+int hl_exec(hl_transport *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms, char *err)
 {
     return hl_exec_acked(c, cmd, reply, timeout_ms, err, NULL);
 }
 
-static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
+static int exec_acked(hl_transport *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
                       char *err, int *acked);
 
 /* An acquire attempt: settled on its own connection when its reply times out. */
@@ -771,7 +770,7 @@ static int is_attempt(const hl_cmd *cmd)
 }
 
 /* Callers' threads write here: no SIGPIPE may escape (see util.c). */
-int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
+int hl_exec_acked(hl_transport *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
                   char *err, int *acked)
 {
     hl_nosigpipe s;
@@ -781,13 +780,13 @@ int hl_exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t tim
     return rc;
 }
 
-static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
+static int exec_acked(hl_transport *c, hl_cmd *cmd, redisReply **reply, int64_t timeout_ms,
                       char *err, int *acked)
 {
     if (acked)
         *acked = 1;
     *reply = NULL;
-    int rc = hl_client_check(c, err);
+    int rc = hl_transport_check(c, err);
     if (rc)
         return rc;
     size_t klen;
@@ -933,7 +932,7 @@ static int exec_acked(hilock_client *c, hl_cmd *cmd, redisReply **reply, int64_t
 static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisReply **replies,
                        char *err)
 {
-    hilock_client *c = n->client;
+    hl_transport *c = n->client;
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = 0, code = 0;
         int64_t gen = 0;
@@ -997,11 +996,11 @@ static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisRep
     return HILOCK_ECONN;
 }
 
-int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies, char *err)
+int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n, redisReply **replies, char *err)
 {
     for (int i = 0; i < n; i++)
         replies[i] = NULL;
-    int rc = hl_client_check(c, err);
+    int rc = hl_transport_check(c, err);
     if (rc)
         return rc;
     int *idx = malloc(sizeof *idx * (size_t)(n > 0 ? n : 1));
@@ -1053,7 +1052,7 @@ int hl_exec_pipeline(hilock_client *c, hl_cmd *cmds, int n, redisReply **replies
     return failures ? HILOCK_ECONN : 0;
 }
 
-void hl_master_switched(hilock_client *c)
+void hl_master_switched(hl_transport *c)
 {
     __atomic_add_fetch(&c->master_gen, 1, __ATOMIC_ACQ_REL);
     __atomic_store_n(&c->nodes[0]->replicas_seen_at, 0, __ATOMIC_RELEASE);

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "transport.h"
-#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
 struct hl_drain_item {
     hl_drain_item *next;
@@ -70,7 +69,7 @@ static int advance(hl_drain_item *it)
 
 static void *drain_main(void *arg)
 {
-    hilock_client *c = arg;
+    hl_transport *c = arg;
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);
     while (!d->stop) {
@@ -147,7 +146,7 @@ static void *drain_main(void *arg)
     return NULL;
 }
 
-int hl_drain_node_ready(hilock_client *c, hl_node *node, int64_t wait_ms)
+int hl_drain_node_ready(hl_transport *c, hl_node *node, int64_t wait_ms)
 {
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);
@@ -163,7 +162,7 @@ int hl_drain_node_ready(hilock_client *c, hl_node *node, int64_t wait_ms)
     return ready;
 }
 
-int hl_drain_add(hilock_client *c, hl_node *node, redisContext *ctx, const hl_cmd *cmd)
+int hl_drain_add(hl_transport *c, hl_node *node, redisContext *ctx, const hl_cmd *cmd)
 {
     hl_drain_item *it = calloc(1, sizeof *it);
     if (!it)
@@ -216,7 +215,7 @@ int hl_drain_add(hilock_client *c, hl_node *node, redisContext *ctx, const hl_cm
     return 0;
 }
 
-void hl_drain_shutdown(hilock_client *c)
+void hl_drain_shutdown(hl_transport *c)
 {
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);

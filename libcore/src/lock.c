@@ -45,7 +45,7 @@ static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hiloc
         free(l);
         return rc;
     }
-    if (c->ep.cluster && !hl_names_one_slot(&l->names)) {
+    if (c->t.ep.cluster && !hl_names_one_slot(&l->names)) {
         /* the lock could be taken but never released (CROSSSLOT) */
         hl_client_set_err(c, "lock name has an empty or unclosed hash tag ('{}', 'x{y'): "
                              "on a cluster its companion keys would land in another slot");
@@ -53,7 +53,7 @@ static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hiloc
         free(l);
         return HILOCK_EINVAL;
     }
-    if (c->ep.cluster)
+    if (c->t.ep.cluster)
         l->names.publish = "spublish"; /* sharded pub/sub, as Redisson on Redis 7 */
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->hook_mu, NULL);
@@ -85,8 +85,8 @@ static void lock_free_now(void *arg)
     hilock_lock *l = arg;
     hl_err_forget(l);
     hilock_client *c = l->client;
-    if (c->pid == getpid() && !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
-        hl_wd_forget_lock(c, l);
+    if (c->t.pid == getpid() && !__atomic_load_n(&c->t.closed, __ATOMIC_ACQUIRE))
+        hl_wd_forget_lock(&c->t, l);
     while (l->lost) {
         hl_lost_state *s = l->lost;
         l->lost = s->next;
@@ -98,7 +98,7 @@ static void lock_free_now(void *arg)
         free(h);
     }
     hl_names_free(&l->names);
-    if (c->pid == getpid()) { /* a child after fork() only frees memory */
+    if (c->t.pid == getpid()) { /* a child after fork() only frees memory */
         pthread_mutex_destroy(&l->mu);
         pthread_mutex_destroy(&l->hook_mu);
     }
@@ -118,14 +118,14 @@ void hilock_lock_free(hilock_lock *l)
 static void lock_free(hilock_lock *l)
 {
     hilock_client *c = l->client;
-    if (c->pid == getpid() && hl_wd_on_thread(c)) {
+    if (c->t.pid == getpid() && hl_wd_on_thread(&c->t)) {
         /* from a lost callback: the report in progress may be about this
          * very handle (and the watchdog would wait for itself); the
          * watchdog frees it when the pass's reports are over */
         __atomic_store_n(&l->freeing, 1, __ATOMIC_RELEASE);
         l->free_later.fn = lock_free_now;
         l->free_later.arg = l;
-        hl_wd_defer(c, &l->free_later);
+        hl_wd_defer(&c->t, &l->free_later);
         return;
     }
     lock_free_now(l);
@@ -213,7 +213,7 @@ static void clear_lost(hilock_lock *l, uint64_t tid)
     pthread_mutex_unlock(&l->mu);
 }
 
-void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int64_t silent_ms)
+static void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int64_t silent_ms)
 {
     pthread_mutex_lock(&l->mu);
     int known = 0;
@@ -258,6 +258,14 @@ void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int64_t si
     for (hl_lost_hook *h = l->hooks; h; h = h->next)
         h->fn(l, tid, h->payload);
     pthread_mutex_unlock(&l->hook_mu);
+}
+
+void hl_lock_lost_sink(void *holder, uint64_t tid, int unconfirmed, int64_t silent_ms)
+{
+    hilock_lock *l = holder;
+    /* a handle freed by an earlier callback of this pass hears no more */
+    if (!__atomic_load_n(&l->freeing, __ATOMIC_ACQUIRE))
+        hl_lock_mark_lost(l, tid, unconfirmed, silent_ms);
 }
 
 int hl_lock_add_lost_hook(hilock_lock *l, hl_lost_hook_fn fn, void *payload)
@@ -343,7 +351,7 @@ static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog, in
     l->last_lease_ms = lease;
     pthread_mutex_unlock(&l->mu);
     hl_err_forget(l);
-    int rc = watchdog ? hl_wd_add(l->client, l, tid, sent_at) : 0;
+    int rc = watchdog ? hl_wd_add(&l->client->t, l, l->kind, &l->names, tid, sent_at) : 0;
     return rc ? lock_fail(l, rc, "cannot start the watchdog") : 0;
 }
 
@@ -353,14 +361,14 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms);
  * than a retry after a lost reply can take (reconnect + command, twice). */
 static int64_t latch_ttl(const hilock_client *c)
 {
-    return 2 * (c->opts.command_timeout_ms + c->opts.connect_timeout_ms) + 1000;
+    return 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
 }
 
 /* A fresh latch key under prefix, unique to this client and request. */
 static void latch_key(char *buf, size_t len, hilock_client *c, const char *prefix)
 {
-    uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
-    snprintf(buf, len, "%s:%s:%" PRIu64, prefix, c->id, seq);
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    snprintf(buf, len, "%s:%s:%" PRIu64, prefix, c->t.id, seq);
 }
 
 static int64_t remaining_of(int64_t deadline)
@@ -445,11 +453,11 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     char latch[HL_NAME_MAX + 128];
     latch_key(latch, sizeof latch, c, l->names.acquire_latch_prefix);
     if (hl_acquire_init(&a, l->kind, &l->names, owner, wait_ms, lease,
-                        c->opts.fair_wait_window_ms, hl_now_mono_ms()) != 0)
+                        c->t.opts.fair_wait_window_ms, hl_now_mono_ms()) != 0)
         return HILOCK_ENOMEM;
     /* Not on Redis Cluster yet: while a slot migrates, the script's read of
      * the latch (an undeclared key) is refused there as a non-local key. */
-    if (!c->ep.cluster && hl_acquire_set_latch(&a, latch, latch_ttl(c)) != 0) {
+    if (!c->t.ep.cluster && hl_acquire_set_latch(&a, latch, latch_ttl(c)) != 0) {
         hl_acquire_free(&a);
         return HILOCK_ENOMEM;
     }
@@ -466,7 +474,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             int settling = a.result != HILOCK_ETIMEDOUT && !attempt; /* keep the first error */
             if (attempt)
                 *sent_at = hl_now_mono_ms();
-            int erc = hl_exec_acked(c, &a.cmd, &reply, 0, settling ? serr : err,
+            int erc = hl_exec_acked(&c->t, &a.cmd, &reply, 0, settling ? serr : err,
                                     attempt ? acked : NULL);
             if (erc && a.cmd.drained)
                 hl_acquire_on_unknown(&a, erc, hl_now_mono_ms());
@@ -483,11 +491,11 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             break;
         }
         case HL_ACT_SUBSCRIBE: {
-            int64_t limit = c->opts.command_timeout_ms;
+            int64_t limit = c->t.opts.command_timeout_ms;
             int64_t left = remaining_of(a.deadline);
             if (left >= 0 && left < limit)
                 limit = left;
-            int src = hl_sub_register(c, &w, a.channel, limit);
+            int src = hl_sub_register(&c->t, &w, a.channel, limit);
             if (p && w.chan) { /* registered: a cancel may now wake it */
                 w.cancel = &p->cancelled;
                 pending_set_waiter(l, p, &w);
@@ -496,7 +504,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             break;
         }
         case HL_ACT_WAIT:
-            if (hl_sub_wait(c, &w, a.sleep_ms))
+            if (hl_sub_wait(&c->t, &w, a.sleep_ms))
                 hl_acquire_on_resubscribe(&a, hl_now_mono_ms());
             else
                 hl_acquire_on_wake(&a, hl_now_mono_ms());
@@ -504,7 +512,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
         case HL_ACT_UNSUBSCRIBE:
             if (p)
                 pending_set_waiter(l, p, NULL);
-            hl_sub_unregister(c, &w);
+            hl_sub_unregister(&c->t, &w);
             break;
         case HL_ACT_DONE:
             done = 1;
@@ -532,8 +540,8 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
                          "positive, both at most HILOCK_MAX_TIME_MS");
     hilock_client *c = l->client;
     char owner[HL_OWNER_MAX];
-    hl_hold_owner(owner, l->kind, c->id, tid);
-    int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
+    hl_hold_owner(owner, l->kind, c->t.id, tid);
+    int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
     char err[HL_ERRMSG_MAX] = "";
     int64_t sent_at = hl_now_mono_ms();
@@ -557,7 +565,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         release(l, tid, 0);
         snprintf(err, sizeof err,
                  "lock '%s' released again: no replica acknowledged it within %lld ms",
-                 l->names.name, (long long)c->opts.replica_ack_timeout_ms);
+                 l->names.name, (long long)c->t.opts.replica_ack_timeout_ms);
         int64_t pause;
         if (!hl_ack_retry(wait_ms, deadline, hl_now_mono_ms(), &pause)) {
             if (p)
@@ -621,17 +629,17 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
         return lock_fail(l, HILOCK_EINVAL, "bad lease");
     hilock_client *c = l->client;
     char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "";
-    hl_hold_owner(owner, l->kind, c->id, tid);
-    int64_t lease = lease_ms > 0 ? lease_ms : c->opts.watchdog_lease_ms;
+    hl_hold_owner(owner, l->kind, c->t.id, tid);
+    int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     hl_cmd cmd;
     char latch[HL_NAME_MAX + 128];
     latch_key(latch, sizeof latch, c, l->names.acquire_latch_prefix);
     hl_cmd_acquire_latched(&cmd, l->kind, &l->names, owner, lease, -1,
-                           c->ep.cluster ? NULL : latch, latch_ttl(c)); /* see acquire_once */
+                           c->t.ep.cluster ? NULL : latch, latch_ttl(c)); /* see acquire_once */
     redisReply *reply = NULL;
     int64_t sent_at = hl_now_mono_ms();
-    rc = hl_exec(c, &cmd, &reply, timeout_ms, err);
-    if (rc == HILOCK_ECONN && cmd.reply_lost && !cmd.drained && !c->ep.cluster &&
+    rc = hl_exec(&c->t, &cmd, &reply, timeout_ms, err);
+    if (rc == HILOCK_ECONN && cmd.reply_lost && !cmd.drained && !c->t.ep.cluster &&
         (l->kind == HILOCK_KIND_REENTRANT || l->kind == HILOCK_KIND_FAIR)) {
         /* the connection died: the attempt may have run and its reply been
          * lost. Settle it (idempotent: tried a few times) */
@@ -640,7 +648,7 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
             char serr[HL_ERRMSG_MAX];
             hl_cmd_acquire_settle(&settle, latch, latch_ttl(c));
             redisReply *sr = NULL;
-            int granted = 0, src = hl_exec(c, &settle, &sr, timeout_ms, serr);
+            int granted = 0, src = hl_exec(&c->t, &settle, &sr, timeout_ms, serr);
             if (src == 0 && hl_decode_acquire_settle(sr, &granted) == 0 && granted) {
                 pthread_mutex_lock(&l->mu);
                 l->last_lease_ms = lease;
@@ -679,25 +687,25 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
         return rc;
     hilock_client *c = l->client;
     char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "", rid[HL_OWNER_MAX];
-    hl_hold_owner(owner, l->kind, c->id, tid);
+    hl_hold_owner(owner, l->kind, c->t.id, tid);
     /* Stop renewing first (and wait out a renewal in flight), so that no
      * renewal can follow the final unlock. */
     int64_t confirmed_at = 0;
-    int stopped = hl_wd_release(c, l, tid, &confirmed_at);
-    uint64_t seq = __atomic_add_fetch(&c->request_seq, 1, __ATOMIC_RELAXED);
-    snprintf(rid, sizeof rid, "%s:%" PRIu64, c->id, seq);
+    int stopped = hl_wd_release(&c->t, l, tid, &confirmed_at);
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    snprintf(rid, sizeof rid, "%s:%" PRIu64, c->t.id, seq);
     pthread_mutex_lock(&l->mu);
     int64_t lease = stopped ? 0 : l->last_lease_ms; /* 0: the watchdog lease */
     pthread_mutex_unlock(&l->mu);
     hl_release m;
     int64_t now = hl_now_mono_ms(), release_sent = now;
-    rc = hl_release_init(&m, l->kind, &l->names, owner, lease, c->opts.watchdog_lease_ms, rid,
-                         c->opts.command_timeout_ms, timeout_ms, now);
+    rc = hl_release_init(&m, l->kind, &l->names, owner, lease, c->t.opts.watchdog_lease_ms, rid,
+                         c->t.opts.command_timeout_ms, timeout_ms, now);
     while (rc == 0 && hl_release_next(&m, hl_now_mono_ms()) == HL_ACT_SEND) {
         redisReply *reply = NULL;
         int acked = 1; /* a release without replica ack is still a release */
         release_sent = hl_now_mono_ms(); /* holds left: the lease applied again */
-        int erc = hl_exec_acked(c, &m.cmd, &reply, m.timeout_ms, err, &acked);
+        int erc = hl_exec_acked(&c->t, &m.cmd, &reply, m.timeout_ms, err, &acked);
         if (erc) {
             hl_release_on_error(&m, erc, hl_now_mono_ms());
             continue;
@@ -715,7 +723,7 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
     int still_held = m.still_held;
     hl_release_free(&m);
     if (still_held && stopped) /* holds remain, or we may still hold it: keep renewing */
-        hl_wd_add(c, l, tid, rc == 0 ? release_sent : confirmed_at);
+        hl_wd_add(&c->t, l, l->kind, &l->names, tid, rc == 0 ? release_sent : confirmed_at);
     if (rc == HILOCK_EWRONGTYPE)
         snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
     else if (rc == HILOCK_ENOTOWNER)
@@ -746,7 +754,7 @@ static int run_int(hilock_lock *l, hl_cmd *cmd, int64_t *out,
 {
     char err[HL_ERRMSG_MAX] = "";
     redisReply *reply = NULL;
-    int rc = hl_exec(l->client, cmd, &reply, 0, err);
+    int rc = hl_exec(&l->client->t, cmd, &reply, 0, err);
     if (rc)
         return lock_fail(l, rc, err);
     rc = decode(reply, out);
@@ -809,7 +817,7 @@ int hilock_lock_is_held_tid(int *out, hilock_lock *l, uint64_t tid)
     if (!out)
         return lock_fail(l, HILOCK_EINVAL, "out is NULL");
     char owner[HL_OWNER_MAX];
-    hl_hold_owner(owner, l->kind, l->client->id, tid);
+    hl_hold_owner(owner, l->kind, l->client->t.id, tid);
     hl_cmd cmd;
     hl_cmd_hexists(&cmd, &l->names, owner);
     int64_t v = 0;
@@ -834,7 +842,7 @@ int hilock_lock_extend_tid(hilock_lock *l, uint64_t tid, int64_t add_ms)
     if (add_ms <= 0 || add_ms > HILOCK_MAX_TIME_MS)
         return lock_fail(l, HILOCK_EINVAL, "extend: the time to add must be > 0 ms");
     char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX];
-    hl_hold_owner(owner, l->kind, l->client->id, tid);
+    hl_hold_owner(owner, l->kind, l->client->t.id, tid);
     hl_cmd cmd;
     hl_cmd_extend(&cmd, &l->names, owner, add_ms);
     int64_t v = 0;
@@ -865,7 +873,7 @@ int hilock_lock_hold_count_tid(int64_t *out, hilock_lock *l, uint64_t tid)
     if (!out)
         return lock_fail(l, HILOCK_EINVAL, "out is NULL");
     char owner[HL_OWNER_MAX];
-    hl_hold_owner(owner, l->kind, l->client->id, tid);
+    hl_hold_owner(owner, l->kind, l->client->t.id, tid);
     hl_cmd cmd;
     hl_cmd_hget(&cmd, &l->names, owner);
     return run_int(l, &cmd, out, hl_decode_hold_count);

@@ -215,12 +215,12 @@ static int ml_same_server(const hilock_client *a, const hilock_client *b)
 {
     if (a == b)
         return 1;
-    if (a->ep.db != b->ep.db)
+    if (a->t.ep.db != b->t.ep.db)
         return 0;
-    if (a->ep.host && b->ep.host)
-        return a->ep.port == b->ep.port && strcmp(a->ep.host, b->ep.host) == 0;
-    if (a->ep.path && b->ep.path)
-        return strcmp(a->ep.path, b->ep.path) == 0;
+    if (a->t.ep.host && b->t.ep.host)
+        return a->t.ep.port == b->t.ep.port && strcmp(a->t.ep.host, b->t.ep.host) == 0;
+    if (a->t.ep.path && b->t.ep.path)
+        return strcmp(a->t.ep.path, b->t.ep.path) == 0;
     return 0;
 }
 
@@ -241,11 +241,11 @@ static int ml_member_held(ml_job *j)
     int rc = hl_client_check(c, err);
     if (rc == 0) {
         char owner[HL_OWNER_MAX];
-        hl_hold_owner(owner, l->kind, c->id, j->tid);
+        hl_hold_owner(owner, l->kind, c->t.id, j->tid);
         hl_cmd cmd;
         hl_cmd_hexists(&cmd, &l->names, owner);
         redisReply *r = NULL;
-        rc = hl_exec(c, &cmd, &r, j->timeout_ms, err);
+        rc = hl_exec(&c->t, &cmd, &r, j->timeout_ms, err);
         if (rc == 0) {
             int64_t v = 0;
             rc = hl_decode_flag(r, &v);
@@ -614,14 +614,14 @@ HILOCK_API void hilock_multilock_free(hilock_multilock *m)
         return;
     for (size_t i = 0; i < m->n; i++) {
         hilock_client *c = m->locks[i]->client;
-        if (c->pid == getpid() && hl_wd_on_thread(c)) {
+        if (c->t.pid == getpid() && hl_wd_on_thread(&c->t)) {
             /* from a lost callback (ours or a member's): a member's report
              * in progress holds that member's hook list; freed when the
              * pass's reports are over, and no further report reaches m */
             __atomic_store_n(&m->freeing, 1, __ATOMIC_RELEASE);
             m->free_later.fn = ml_free_now;
             m->free_later.arg = m;
-            hl_wd_defer(c, &m->free_later);
+            hl_wd_defer(&c->t, &m->free_later);
             return;
         }
     }
@@ -657,7 +657,7 @@ static int64_t ml_watchdog_lease(const hilock_multilock *m)
 {
     int64_t best = -1;
     for (size_t i = 0; i < m->n; i++) {
-        int64_t w = m->locks[i]->client->opts.watchdog_lease_ms;
+        int64_t w = m->locks[i]->client->t.opts.watchdog_lease_ms;
         if (w <= 0)
             w = ML_WATCHDOG_LEASE_DEFAULT;
         if (best < 0 || w < best)

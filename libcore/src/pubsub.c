@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "transport.h"
-#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
 enum { HL_CH_PENDING = 0, HL_CH_SUBSCRIBED = 1, HL_CH_UNSUBSCRIBING = 2, HL_CH_MOVED = 3 };
 
@@ -190,7 +189,7 @@ static int send_changes(hl_node *n)
 static void *listener_main(void *arg)
 {
     hl_node *node = arg;
-    hilock_client *c = node->client;
+    hl_transport *c = node->client;
     hl_pubsub *ps = &node->ps;
     int64_t backoff = RECONNECT_MIN_MS;
     pthread_mutex_lock(&ps->mu);
@@ -216,7 +215,7 @@ static void *listener_main(void *arg)
                 memcpy(ps->errmsg, "pub/sub: ", 9);
                 snprintf(ps->errmsg + 9, sizeof ps->errmsg - 9, "%.*s",
                          (int)(sizeof ps->errmsg - 10), err);
-                hl_client_set_err(c, ps->errmsg);
+                hl_transport_report(c, ps->errmsg);
                 pthread_cond_broadcast(&ps->cv);
                 pthread_mutex_unlock(&ps->mu);
                 struct pollfd pf = {ps->wake_fd[0], POLLIN, 0};
@@ -300,7 +299,7 @@ static int ensure_listener(hl_node *n, char *err)
     return 0;
 }
 
-int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t timeout_ms)
+int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel, int64_t timeout_ms)
 {
     hl_node *node = hl_route(c, channel, strlen(channel));
     hl_pubsub *ps = &node->ps;
@@ -357,7 +356,7 @@ int hl_sub_register(hilock_client *c, hl_waiter *w, const char *channel, int64_t
     return rc;
 }
 
-void hl_pubsub_poke(hilock_client *c)
+void hl_pubsub_poke(hl_transport *c)
 {
     hl_pubsub *ps = &c->nodes[0]->ps;
     pthread_mutex_lock(&ps->mu);
@@ -366,7 +365,7 @@ void hl_pubsub_poke(hilock_client *c)
     pthread_mutex_unlock(&ps->mu);
 }
 
-int hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)
+int hl_sub_wait(hl_transport *c, hl_waiter *w, int64_t ms)
 {
     (void)c;
     hl_pubsub *ps = &w->node->ps;
@@ -386,7 +385,7 @@ int hl_sub_wait(hilock_client *c, hl_waiter *w, int64_t ms)
     return moved;
 }
 
-void hl_sub_unregister(hilock_client *c, hl_waiter *w)
+void hl_sub_unregister(hl_transport *c, hl_waiter *w)
 {
     (void)c;
     hl_channel *ch = w->chan;
@@ -446,7 +445,7 @@ static void node_pubsub_shutdown(hl_node *n)
     pthread_mutex_unlock(&ps->mu);
 }
 
-void hl_pubsub_shutdown(hilock_client *c)
+void hl_pubsub_shutdown(hl_transport *c)
 {
     int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);
     for (int i = 0; i < count; i++)

@@ -16,21 +16,20 @@
 #include <unistd.h>
 
 #include "transport.h"
-#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
-static int stopping(hilock_client *c)
+static int stopping(hl_transport *c)
 {
     return __atomic_load_n(&c->sw.stop, __ATOMIC_ACQUIRE);
 }
 
 /* Sleep up to ms, waking early on stop. */
-static void pause_ms(hilock_client *c, int ms)
+static void pause_ms(hl_transport *c, int ms)
 {
     struct pollfd pf = {c->sw.wake_fd[0], POLLIN, 0};
     poll(&pf, 1, ms);
 }
 
-static void note_master(hilock_client *c, const char *addr)
+static void note_master(hl_transport *c, const char *addr)
 {
     if (c->sw.master[0] && strcmp(c->sw.master, addr) != 0)
         hl_master_switched(c);
@@ -38,7 +37,7 @@ static void note_master(hilock_client *c, const char *addr)
 }
 
 /* A +switch-master message: the engine decodes it (hl_decode_switch_master). */
-static void on_message(hilock_client *c, const redisReply *r)
+static void on_message(hl_transport *c, const redisReply *r)
 {
     char host[256], addr[300];
     int port = 0;
@@ -50,7 +49,7 @@ static void on_message(hilock_client *c, const redisReply *r)
 
 static void *watch_main(void *arg)
 {
-    hilock_client *c = arg;
+    hl_transport *c = arg;
     int next = 0;
     int backoff = 50;
     while (!stopping(c)) {
@@ -112,7 +111,7 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-int hl_sentinel_start(hilock_client *c, char *err)
+int hl_sentinel_start(hl_transport *c, char *err)
 {
     c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
     if (!c->ep.nseeds || c->ep.cluster)
@@ -129,7 +128,7 @@ int hl_sentinel_start(hilock_client *c, char *err)
     return 0;
 }
 
-void hl_sentinel_stop(hilock_client *c)
+void hl_sentinel_stop(hl_transport *c)
 {
     if (c->sw.running) {
         __atomic_store_n(&c->sw.stop, 1, __ATOMIC_RELEASE);

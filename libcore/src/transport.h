@@ -17,6 +17,11 @@
 #include "proto.h"
 #include "util.h"
 
+/* Everything the transport keeps for one client (defined at the end). The
+ * API's client handle embeds one; transport functions take it and name it c
+ * (as they did when they took the client handle). */
+typedef struct hl_transport hl_transport;
+
 /* ---- conn.c: endpoint, connection pool, script execution ---- */
 
 /* ---- tls.c ---- */
@@ -81,19 +86,18 @@ typedef struct hl_pool {
  * before anything was sent. timeout_ms <= 0: the client's command timeout.
  * On success *reply is set (caller frees). Errors: HILOCK_ECONN, EAUTH,
  * ECLOSED; a Redis error reply is returned as a reply, not as an error. */
-struct hilock_client;
-HL_HIDDEN int hl_exec(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
+HL_HIDDEN int hl_exec(hl_transport *c, hl_cmd *cmd, redisReply **reply,
                       int64_t timeout_ms, char *err);
 /* As hl_exec; when acked is not NULL and the client asks for replica
  * acknowledgement, the command is followed on the same connection by WAIT:
  * *acked = 1 when a replica acknowledged (or none is connected), 0 when
  * replicas exist and none acknowledged within replica_ack_timeout_ms. */
-HL_HIDDEN int hl_exec_acked(struct hilock_client *c, hl_cmd *cmd, redisReply **reply,
+HL_HIDDEN int hl_exec_acked(hl_transport *c, hl_cmd *cmd, redisReply **reply,
                             int64_t timeout_ms, char *err, int *acked);
 /* Run several commands pipelined, one connection per node (watchdog
  * batches). replies[i] NULL where that command got no reply. HILOCK_ECONN
  * (err set) when any node failed; the others' replies are still filled. */
-HL_HIDDEN int hl_exec_pipeline(struct hilock_client *c, hl_cmd *cmds, int n,
+HL_HIDDEN int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n,
                                redisReply **replies, char *err);
 
 /* ---- pubsub.c: one listener connection + thread per client ---- */
@@ -128,14 +132,14 @@ typedef struct hl_pubsub {
 /* Register w on a channel; subscribes if it is the first waiter. Waits up
  * to timeout_ms for the subscription; returns 0 subscribed, or HILOCK_ECONN /
  * ETIMEDOUT (still registered: waits then fall back to timed retries). */
-HL_HIDDEN int hl_sub_register(struct hilock_client *c, hl_waiter *w, const char *channel,
+HL_HIDDEN int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel,
                               int64_t timeout_ms);
 /* Sleep until a message wakes w or ms pass (ms < 0: until a message).
  * Returns 1 when the subscription is gone because the channel's slot moved
  * to another node (unregister, register again), else 0. */
-HL_HIDDEN int hl_sub_wait(struct hilock_client *c, hl_waiter *w, int64_t ms);
-HL_HIDDEN void hl_sub_unregister(struct hilock_client *c, hl_waiter *w);
-HL_HIDDEN void hl_pubsub_shutdown(struct hilock_client *c);
+HL_HIDDEN int hl_sub_wait(hl_transport *c, hl_waiter *w, int64_t ms);
+HL_HIDDEN void hl_sub_unregister(hl_transport *c, hl_waiter *w);
+HL_HIDDEN void hl_pubsub_shutdown(hl_transport *c);
 
 /* ---- drain.c: settles acquire attempts whose reply timed out ---- */
 typedef struct hl_drain_item hl_drain_item;
@@ -154,7 +158,7 @@ typedef struct hl_drainer {
  * wait (up to HL_SETTLE_MAX_MS) for its late reply on that same connection
  * and undo its effect (release a grant, leave the fair line). Returns 0, or
  * -1 when it could not (ctx is then freed by the caller). */
-HL_HIDDEN int hl_drain_add(struct hilock_client *c, struct hl_node *node, redisContext *ctx,
+HL_HIDDEN int hl_drain_add(hl_transport *c, struct hl_node *node, redisContext *ctx,
                            const hl_cmd *cmd);
 /* At most this many attempts per node wait to be settled: a node that has
  * them is stalled (or its connection is), and every new attempt would park
@@ -162,9 +166,9 @@ HL_HIDDEN int hl_drain_add(struct hilock_client *c, struct hl_node *node, redisC
 #define HL_SETTLE_PER_NODE 1
 /* 1 when node has fewer than HL_SETTLE_PER_NODE attempts waiting to be
  * settled, after waiting up to wait_ms (0: no wait) for one to end. */
-HL_HIDDEN int hl_drain_node_ready(struct hilock_client *c, struct hl_node *node,
+HL_HIDDEN int hl_drain_node_ready(hl_transport *c, struct hl_node *node,
                                   int64_t wait_ms);
-HL_HIDDEN void hl_drain_shutdown(struct hilock_client *c);
+HL_HIDDEN void hl_drain_shutdown(hl_transport *c);
 
 /* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
 typedef struct hl_sentinel_watch {
@@ -176,17 +180,19 @@ typedef struct hl_sentinel_watch {
 } hl_sentinel_watch;
 
 /* Start watching (sentinel clients); 0 or an error code. */
-HL_HIDDEN int hl_sentinel_start(struct hilock_client *c, char *err);
-HL_HIDDEN void hl_sentinel_stop(struct hilock_client *c);
+HL_HIDDEN int hl_sentinel_start(hl_transport *c, char *err);
+HL_HIDDEN void hl_sentinel_stop(hl_transport *c);
 /* The master changed: drop every connection to the old one. */
-HL_HIDDEN void hl_master_switched(struct hilock_client *c);
+HL_HIDDEN void hl_master_switched(hl_transport *c);
 /* Wake the pub/sub listener so it notices a master switch. */
-HL_HIDDEN void hl_pubsub_poke(struct hilock_client *c);
+HL_HIDDEN void hl_pubsub_poke(hl_transport *c);
 
 /* ---- watchdog.c: one renewal thread per client ---- */
 typedef struct hl_wd_entry {
     struct hl_wd_entry *next;
-    struct hilock_lock *lock;
+    void *holder;      /* opaque: given back to sinks.lost */
+    hilock_kind kind;  /* which renew command */
+    const hl_names *names; /* the holder's, valid while the entry lives */
     uint64_t tid;
     char owner[HL_OWNER_MAX];
     int holds;         /* watchdog acquisitions not yet released */
@@ -216,7 +222,7 @@ typedef struct hl_deferred {
  * go out every lease / 3, so two of them can fail before the report. A
  * renewal blocked on a dead link delays the report by up to one command
  * timeout (keep it below the margin). */
-HL_HIDDEN int64_t hl_wd_margin_ms(const struct hilock_client *c);
+HL_HIDDEN int64_t hl_wd_margin_ms(const hl_transport *c);
 
 typedef struct hl_watchdog {
     pthread_mutex_t mu;
@@ -226,35 +232,38 @@ typedef struct hl_watchdog {
     int stop;
     hl_wd_entry *entries;
     hl_deferred *deferred, **deferred_tail; /* FIFO */
-    int close_deferred;  /* hilock_client_close called from a lost callback */
+    int close_deferred;  /* the client's close was asked from a lost callback */
 } hl_watchdog;
 
-/* A watchdog acquisition of (lock, tid): starts renewing or counts a hold.
- * sent_at: monotonic ms when the granting command was sent. */
-HL_HIDDEN int hl_wd_add(struct hilock_client *c, struct hilock_lock *l, uint64_t tid,
-                        int64_t sent_at);
-/* Before a release: if this is the last watchdog hold of (lock, tid), stop
+/* A watchdog acquisition of (holder, tid): starts renewing or counts a hold.
+ * holder is the caller's handle (compared by address, given back to
+ * sinks.lost); kind and names say what to renew (names must stay valid until
+ * the entry is released or forgotten). sent_at: monotonic ms when the
+ * granting command was sent. */
+HL_HIDDEN int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
+                        uint64_t tid, int64_t sent_at);
+/* Before a release: if this is the last watchdog hold of (holder, tid), stop
  * renewing it and wait for any renewal in flight; returns 1 when it stopped
  * (so hl_wd_readd can undo it if the release left holds), 0 otherwise. */
-HL_HIDDEN int hl_wd_release(struct hilock_client *c, struct hilock_lock *l, uint64_t tid,
+HL_HIDDEN int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid,
                             int64_t *confirmed_at);
-HL_HIDDEN void hl_wd_forget(struct hilock_client *c, struct hilock_lock *l, uint64_t tid);
-HL_HIDDEN void hl_wd_forget_lock(struct hilock_client *c, struct hilock_lock *l);
-HL_HIDDEN void hl_wd_shutdown(struct hilock_client *c, int from_watchdog);
+HL_HIDDEN void hl_wd_forget(hl_transport *c, const void *holder, uint64_t tid);
+HL_HIDDEN void hl_wd_forget_lock(hl_transport *c, const void *holder);
+HL_HIDDEN void hl_wd_shutdown(hl_transport *c, int from_watchdog);
 /* 1 when the calling thread is c's watchdog thread (so: inside a lost
  * callback of one of c's handles). */
-HL_HIDDEN int hl_wd_on_thread(struct hilock_client *c);
+HL_HIDDEN int hl_wd_on_thread(hl_transport *c);
 /* On c's watchdog thread: run d->fn(d->arg) when the current pass's reports
  * are over (FIFO). */
-HL_HIDDEN void hl_wd_defer(struct hilock_client *c, hl_deferred *d);
-/* On c's watchdog thread: close c once the current pass is over. */
-HL_HIDDEN void hl_wd_defer_close(struct hilock_client *c);
+HL_HIDDEN void hl_wd_defer(hl_transport *c, hl_deferred *d);
+/* On c's watchdog thread: call sinks.close once the current pass is over. */
+HL_HIDDEN void hl_wd_defer_close(hl_transport *c);
 
 /* ---- nodes: one server's pool and pub/sub listener ---- */
 #define HL_MAX_NODES 128
 #define HL_SLOTS 16384
 typedef struct hl_node {
-    struct hilock_client *client;
+    hl_transport *client; /* the transport it belongs to */
     char *host;         /* cluster node; NULL = the client's endpoint. host and
                            port change when a retired entry is reused: read
                            them under the client's nodes_mu */
@@ -268,20 +277,73 @@ typedef struct hl_node {
 } hl_node;
 
 /* The node for a key (cluster: by its hash slot), never NULL. */
-HL_HIDDEN hl_node *hl_route(struct hilock_client *c, const char *key, size_t len);
+HL_HIDDEN hl_node *hl_route(hl_transport *c, const char *key, size_t len);
 /* Cluster: node for host:port, added when new (reusing a retired entry
  * nobody uses when the table holds max_nodes); NULL when full/no memory. */
-HL_HIDDEN hl_node *hl_node_get(struct hilock_client *c, const char *host, int port);
+HL_HIDDEN hl_node *hl_node_get(hl_transport *c, const char *host, int port);
 /* Cluster: reload the slot map from any node. 0 or HILOCK_ECONN. */
-HL_HIDDEN int hl_cluster_refresh(struct hilock_client *c, char *err);
+HL_HIDDEN int hl_cluster_refresh(hl_transport *c, char *err);
 HL_HIDDEN redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
                                         char *err);
 /* forked: in a child after fork(), free memory only (no destroy calls). */
 HL_HIDDEN void hl_node_free(hl_node *n, int forked);
 /* Create the client's node(s): one outside cluster mode, none in it (the
  * slot map brings them). 0 or HILOCK_ENOMEM. */
-HL_HIDDEN int hl_nodes_init(struct hilock_client *c, char *err);
+HL_HIDDEN int hl_nodes_init(hl_transport *c, char *err);
 /* Hand a fresh connection to n's pool. */
 HL_HIDDEN void hl_pool_add_idle(hl_node *n, redisContext *ctx);
+
+/* How the transport reports to the layer above, which sets these before
+ * the first thread starts. The transport never calls up otherwise. */
+typedef struct hl_sinks {
+    void *ctx; /* given back to error and close */
+    /* A background failure (pub/sub listener, watchdog renewal) to show as
+     * the client's message. Any transport thread, no transport lock held. */
+    void (*error)(void *ctx, const char *msg);
+    /* The watchdog found holder's hold of tid gone (unconfirmed 0), or no
+     * renewal confirmed for silent_ms (unconfirmed 1). On the watchdog
+     * thread, no transport lock held; may call hl_wd_defer and
+     * hl_wd_defer_close, must not wait for the watchdog. */
+    void (*lost)(void *holder, uint64_t tid, int unconfirmed, int64_t silent_ms);
+    /* hl_wd_defer_close was asked: close the client, as the watchdog
+     * thread's last act (hl_transport_shutdown with from_watchdog = 1). */
+    void (*close)(void *ctx);
+} hl_sinks;
+
+struct hl_transport {
+    hl_endpoint ep;
+    hilock_options opts;
+    char id[37];          /* the client's id (owner strings) */
+    pid_t pid;            /* fork detection */
+    int closed;           /* atomic */
+    hl_node *nodes[HL_MAX_NODES]; /* [0] = the only node outside cluster mode */
+    int nnodes;           /* atomic; entries are only added (or reused for a
+                             new address, see hl_node_get), freed at close */
+    int max_nodes;        /* table bound, HL_MAX_NODES (tests lower it) */
+    pthread_mutex_t nodes_mu;
+    pthread_mutex_t refresh_mu;
+    int map_stale;        /* atomic: a slot moved, reload before routing */
+    int16_t slot_node[HL_SLOTS]; /* cluster: node index per slot, -1 unknown */
+    hl_watchdog wd;
+    uint64_t request_seq;  /* unlock request ids (atomic) */
+    int replica_ack;       /* resolved: 1 WAIT after acquire/release */
+    int64_t master_gen;    /* bumped on every master switch (atomic) */
+    hl_drainer drain;
+    hl_sentinel_watch sw;
+    hl_sinks sinks;
+};
+
+/* Set up c's locks and fields (before anything else); hl_transport_free
+ * undoes it and frees the nodes, TLS context and endpoint (forked: in a
+ * child after fork(), memory only). */
+HL_HIDDEN void hl_transport_init(hl_transport *c);
+HL_HIDDEN void hl_transport_free(hl_transport *c, int forked);
+/* Stop every thread (from_watchdog: called by the watchdog thread itself,
+ * which is detached instead of joined) and drop the idle connections. */
+HL_HIDDEN void hl_transport_shutdown(hl_transport *c, int from_watchdog);
+/* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
+HL_HIDDEN int hl_transport_check(hl_transport *c, char *err);
+/* Hand msg to sinks.error (when set). */
+HL_HIDDEN void hl_transport_report(hl_transport *c, const char *msg);
 
 #endif

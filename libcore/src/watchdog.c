@@ -21,12 +21,11 @@
 #include <string.h>
 
 #include "transport.h"
-#include "api.h" /* layer debt: reads struct hilock_client (tests/lint allow-list) */
 
-static hl_wd_entry *find_live(hl_watchdog *wd, hilock_lock *l, uint64_t tid)
+static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
 {
     for (hl_wd_entry *e = wd->entries; e; e = e->next)
-        if (e->lock == l && e->tid == tid && !e->removed && !e->lost)
+        if (e->holder == holder && e->tid == tid && !e->removed && !e->lost)
             return e;
     return NULL;
 }
@@ -65,7 +64,7 @@ static void run_deferred(hl_watchdog *wd)
     }
 }
 
-int64_t hl_wd_margin_ms(const hilock_client *c)
+int64_t hl_wd_margin_ms(const hl_transport *c)
 {
     return c->opts.watchdog_lease_ms / 5;
 }
@@ -76,7 +75,7 @@ int64_t hl_wd_margin_ms(const hilock_client *c)
  * stop and releases it); if it is gone, the renewal reports the loss as
  * usual. Returns the earliest time another hold becomes due (or INT64_MAX);
  * mu held, released around each report. */
-static int64_t report_unconfirmed(hilock_client *c, int64_t now)
+static int64_t report_unconfirmed(hl_transport *c, int64_t now)
 {
     hl_watchdog *wd = &c->wd;
     int64_t limit = c->opts.watchdog_lease_ms - hl_wd_margin_ms(c);
@@ -103,16 +102,14 @@ static int64_t report_unconfirmed(hilock_client *c, int64_t now)
         due->inflight = 1; /* a remover waits for the report */
         int64_t silent = now - due->confirmed_at;
         pthread_mutex_unlock(&wd->mu);
-        /* a handle freed by a callback hears no more */
-        if (!__atomic_load_n(&due->lock->freeing, __ATOMIC_ACQUIRE))
-            hl_lock_mark_lost(due->lock, due->tid, 1, silent);
+        c->sinks.lost(due->holder, due->tid, 1, silent);
         pthread_mutex_lock(&wd->mu);
         due->inflight = 0;
         pthread_cond_broadcast(&wd->cv);
     }
 }
 
-static void renew_batch(hilock_client *c)
+static void renew_batch(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
     int n = 0;
@@ -136,7 +133,7 @@ static void renew_batch(hilock_client *c)
             continue;
         e->inflight = 1;
         batch[i] = e;
-        hl_cmd_renew_kind(&cmds[i], e->lock->kind, &e->lock->names, e->owner,
+        hl_cmd_renew_kind(&cmds[i], e->kind, e->names, e->owner,
                           c->opts.watchdog_lease_ms);
         i++;
     }
@@ -148,7 +145,7 @@ static void renew_batch(hilock_client *c)
     if (rc) {
         char msg[HL_ERRMSG_MAX + 32];
         snprintf(msg, sizeof msg, "watchdog renewal failed: %s", err);
-        hl_client_set_err(c, msg);
+        hl_transport_report(c, msg);
     }
 
     pthread_mutex_lock(&wd->mu);
@@ -174,9 +171,7 @@ static void renew_batch(hilock_client *c)
     for (i = 0; i < nlost; i++) {
         hl_wd_entry *e = batch[i];
         pthread_mutex_unlock(&wd->mu);
-        /* a handle freed by an earlier callback of this pass hears no more */
-        if (!__atomic_load_n(&e->lock->freeing, __ATOMIC_ACQUIRE))
-            hl_lock_mark_lost(e->lock, e->tid, 0, 0);
+        c->sinks.lost(e->holder, e->tid, 0, 0);
         pthread_mutex_lock(&wd->mu);
         e->inflight = 0;
         pthread_cond_broadcast(&wd->cv);
@@ -196,7 +191,7 @@ static void renew_batch(hilock_client *c)
 
 static void *watchdog_main(void *arg)
 {
-    hilock_client *c = arg;
+    hl_transport *c = arg;
     hl_watchdog *wd = &c->wd;
     int64_t period = hl_renew_period(c->opts.watchdog_lease_ms);
     pthread_mutex_lock(&wd->mu);
@@ -216,11 +211,11 @@ static void *watchdog_main(void *arg)
     int close_now = wd->close_deferred && !wd->stop;
     pthread_mutex_unlock(&wd->mu);
     if (close_now) /* a lost callback closed the client: do it now, as the last thing */
-        hl_client_close_now(c, 1);
+        c->sinks.close(c->sinks.ctx);
     return NULL;
 }
 
-int hl_wd_on_thread(hilock_client *c)
+int hl_wd_on_thread(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
@@ -229,7 +224,7 @@ int hl_wd_on_thread(hilock_client *c)
     return on;
 }
 
-void hl_wd_defer(hilock_client *c, hl_deferred *d)
+void hl_wd_defer(hl_transport *c, hl_deferred *d)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
@@ -241,7 +236,7 @@ void hl_wd_defer(hilock_client *c, hl_deferred *d)
     pthread_mutex_unlock(&wd->mu);
 }
 
-void hl_wd_defer_close(hilock_client *c)
+void hl_wd_defer_close(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
@@ -249,11 +244,12 @@ void hl_wd_defer_close(hilock_client *c)
     pthread_mutex_unlock(&wd->mu);
 }
 
-int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid, int64_t sent_at)
+int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
+              uint64_t tid, int64_t sent_at)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
-    hl_wd_entry *e = find_live(wd, l, tid);
+    hl_wd_entry *e = find_live(wd, holder, tid);
     if (e) {
         e->holds++;
         if (sent_at > e->confirmed_at) { /* a re-entry applied the lease again */
@@ -268,11 +264,13 @@ int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid, int64_t sent_at)
         pthread_mutex_unlock(&wd->mu);
         return HILOCK_ENOMEM;
     }
-    e->lock = l;
+    e->holder = holder;
+    e->kind = kind;
+    e->names = names;
     e->tid = tid;
     e->holds = 1;
     e->confirmed_at = sent_at;
-    hl_hold_owner(e->owner, l->kind, c->id, tid);
+    hl_hold_owner(e->owner, kind, c->id, tid);
     if (!wd->running && !wd->stop) {
         if (hl_thread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
             pthread_mutex_unlock(&wd->mu);
@@ -287,11 +285,11 @@ int hl_wd_add(hilock_client *c, hilock_lock *l, uint64_t tid, int64_t sent_at)
     return 0;
 }
 
-int hl_wd_release(hilock_client *c, hilock_lock *l, uint64_t tid, int64_t *confirmed_at)
+int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid, int64_t *confirmed_at)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
-    hl_wd_entry *e = find_live(wd, l, tid);
+    hl_wd_entry *e = find_live(wd, holder, tid);
     int stopped = 0;
     *confirmed_at = e ? e->confirmed_at : hl_now_mono_ms();
     if (e && e->holds > 1) {
@@ -304,33 +302,33 @@ int hl_wd_release(hilock_client *c, hilock_lock *l, uint64_t tid, int64_t *confi
     return stopped;
 }
 
-void hl_wd_forget(hilock_client *c, hilock_lock *l, uint64_t tid)
+void hl_wd_forget(hl_transport *c, const void *holder, uint64_t tid)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
-    hl_wd_entry *e = find_live(wd, l, tid);
+    hl_wd_entry *e = find_live(wd, holder, tid);
     if (e)
         claim_and_free(wd, e);
     pthread_mutex_unlock(&wd->mu);
 }
 
-void hl_wd_forget_lock(hilock_client *c, hilock_lock *l)
+void hl_wd_forget_lock(hl_transport *c, const void *holder)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
     for (;;) {
         hl_wd_entry *e = wd->entries;
-        while (e && (e->lock != l || e->removed))
+        while (e && (e->holder != holder || e->removed))
             e = e->next;
         if (!e)
             break;
-        /* also waits for a loss report about l still running */
+        /* also waits for a loss report about holder still running */
         claim_and_free(wd, e);
     }
     pthread_mutex_unlock(&wd->mu);
 }
 
-void hl_wd_shutdown(hilock_client *c, int from_watchdog)
+void hl_wd_shutdown(hl_transport *c, int from_watchdog)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);

@@ -583,11 +583,11 @@ static int slot_at(void *p)
 {
     churn *ch = p;
     char err[HL_ERRMSG_MAX];
-    hl_cluster_refresh(ch->c, err);
-    int idx = __atomic_load_n(&ch->c->slot_node[ch->slot], __ATOMIC_ACQUIRE);
-    pthread_mutex_lock(&ch->c->nodes_mu);
-    int ok = idx >= 0 && ch->c->nodes[idx]->host && !strcmp(ch->c->nodes[idx]->host, ch->want);
-    pthread_mutex_unlock(&ch->c->nodes_mu);
+    hl_cluster_refresh(&ch->c->t, err);
+    int idx = __atomic_load_n(&ch->c->t.slot_node[ch->slot], __ATOMIC_ACQUIRE);
+    pthread_mutex_lock(&ch->c->t.nodes_mu);
+    int ok = idx >= 0 && ch->c->t.nodes[idx]->host && !strcmp(ch->c->t.nodes[idx]->host, ch->want);
+    pthread_mutex_unlock(&ch->c->t.nodes_mu);
     return ok;
 }
 
@@ -595,7 +595,7 @@ static void t_node_churn(void)
 {
     hilock_client *c = open_client(0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    c->max_nodes = 4;
+    c->t.max_nodes = 4;
     const char *key = "churn";
     int m = master_of_key(key);
     CU_ASSERT_FATAL(m >= 0);
@@ -608,7 +608,7 @@ static void t_node_churn(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         freeReplyObject(r);
         CU_ASSERT_FATAL(th_wait_for(slot_at, &ch, 20000));
-        CU_ASSERT(__atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE) <= 4);
+        CU_ASSERT(__atomic_load_n(&c->t.nnodes, __ATOMIC_ACQUIRE) <= 4);
         CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 7, 0, 30000), 0);
         CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 7), 0);
     }

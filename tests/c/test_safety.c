@@ -487,7 +487,7 @@ static int lost_list_len(hilock_lock *l)
 }
 
 /* A thread pool hands out ever new thread ids: 10,000 of them lose a hold
- * (the watchdog's report, driven directly): the handle's memory of losses
+ * (the watchdog's report, driven through the loss sink): the handle's memory of losses
  * stays bounded, the recent ones are still answered. */
 static void t_lost_list_bounded(void)
 {
@@ -495,7 +495,7 @@ static void t_lost_list_bounded(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = new_lock(c, "lost-growth");
     for (uint64_t tid = 1; tid <= 10000; tid++)
-        hl_lock_mark_lost(l, tid, 0, 0);
+        hl_lock_lost_sink(l, tid, 0, 0);
     int n = lost_list_len(l);
     printf("\n  10000 lost thread ids remembered: %d ", n);
     CU_ASSERT(n <= HL_LOST_MAX);
