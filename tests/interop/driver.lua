@@ -8,6 +8,9 @@
 -- moment, so hand-off times are over-, never under-estimated), "^" = when it
 -- sent the request (before an unlock: earlier than the real moment).
 --
+-- KIND: r reentrant, f fair, R / W the read / write side of a read-write lock,
+-- F fenced; flock NAME WAIT LEASE -> ok TOKEN|0 @, token NAME -> ok TOKEN.
+--
 -- Usage: lua driver.lua REDIS_URL WATCHDOG_LEASE_MS   (hilock.so on LUA_CPATH)
 local hilock = require("hilock")
 
@@ -28,8 +31,14 @@ local function lock_of(kind, name)
       lk = assert(client:lock(name))
     elseif kind == "f" then
       lk = assert(client:fair_lock(name))
+    elseif kind == "R" then
+      lk = assert(client:read_lock(name))
+    elseif kind == "W" then
+      lk = assert(client:write_lock(name))
+    elseif kind == "F" then
+      lk = assert(client:fenced_lock(name))
     else
-      error("kind must be r or f")
+      error("kind must be r, f, R, W or F")
     end
     locks[key] = lk
   end
@@ -49,6 +58,16 @@ local function run(w)
   if cmd == "id" then return "ok " .. client:id() end
   if cmd == "tid" then return "ok " .. tostring(hilock.thread_id()) end
   if cmd == "owner" then return "ok " .. client:id() .. ":" .. tostring(hilock.thread_id()) end
+  if cmd == "flock" then
+    local wait_ms, lease_ms = tonumber(w[4]), tonumber(w[5])
+    local token, err = lock_of("F", w[3]):acquire_token(wait_ms >= 0 and wait_ms / 1000 or nil,
+                                                        lease_ms > 0 and lease_ms / 1000 or nil)
+    if token then return string.format("ok %d @", token) end
+    if err and err:find("^timeout") then return "ok 0 @" end
+    return "err " .. tostring(err)
+  elseif cmd == "token" then
+    return string.format("ok %d", must(lock_of("F", w[3]):token()))
+  end
   local lk = lock_of(w[3], w[4])
   if cmd == "lock" then
     local wait_ms, lease_ms = tonumber(w[5]), tonumber(w[6])

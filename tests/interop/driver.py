@@ -4,6 +4,8 @@
 Same line protocol as Agent.java and driver.c: every actor is a thread of
 tests/common/line_agent.py (so a distinct owner "<client-id>:<os-thread-id>"),
 running its commands in order through the hilock package's public API.
+KIND: r reentrant, f fair, R / W the read / write side of a read-write lock,
+F fenced; flock NAME WAIT LEASE -> ok TOKEN|0 EPOCH_US, token NAME -> ok TOKEN.
 
 Usage: driver.py REDIS_URL WATCHDOG_LEASE_MS
 """
@@ -41,8 +43,14 @@ class Driver:
                     lk = self.client.lock(name)
                 elif kind == "f":
                     lk = self.client.fair_lock(name)
+                elif kind == "R":
+                    lk = self.client.read_write_lock(name).read_lock()
+                elif kind == "W":
+                    lk = self.client.read_write_lock(name).write_lock()
+                elif kind == "F":
+                    lk = self.client.fenced_lock(name)
                 else:
-                    raise ValueError("kind must be r or f")
+                    raise ValueError("kind must be r, f, R, W or F")
                 lk.on_lost = lambda l, tid: say("!", "lost %s %d" % (l.name, tid))
                 self.locks[(kind, name)] = lk
             return lk
@@ -61,6 +69,14 @@ class Driver:
             return "ok %d" % hilock.thread_id()
         if cmd == "owner":
             return "ok " + self.client.owner()
+        if cmd == "flock":
+            lk = self.lock("F", w[2])
+            wait, lease = int(w[3]), int(w[4])
+            token = lk.acquire_token(wait=None if wait < 0 else wait / 1000.0,
+                                     lease=None if lease <= 0 else lease / 1000.0)
+            return "ok %d %d" % (token or 0, epoch_us())
+        if cmd == "token":
+            return "ok %d" % self.lock("F", w[2]).token
         lk = self.lock(w[2], w[3])
         if cmd == "lock":
             got = self.acquire(lk, int(w[4]), int(w[5]))
