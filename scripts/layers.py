@@ -31,7 +31,7 @@ LAYER_OF = {
     "transport.h": "transport", "transport.c": "transport", "conn.c": "transport", "tls.c": "transport",
     "pubsub.c": "transport", "drain.c": "transport", "sentinel.c": "transport",
     "watchdog.c": "transport",
-    "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api",
+    "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "semaphore.c": "api",
     "multilock.c": "api",
 }
 

@@ -373,6 +373,121 @@ HILOCK_API hilock_lock *hilock_rwlock_read_lock(hilock_rwlock *rw);
 HILOCK_API hilock_lock *hilock_rwlock_write_lock(hilock_rwlock *rw);
 
 /* ------------------------------------------------------------------ */
+/* Semaphores and count-down latch                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * In Redisson's layouts, shared with Redisson clients (docs/protocol.md):
+ *   semaphore N (RSemaphore): string N = free permits, channel
+ *     "redisson_sc:{N}" carrying the new count after a release;
+ *   permit-expirable semaphore N (RPermitExpirableSemaphore): the same,
+ *     plus ZSET "{N}:timeout" holding each taken permit's id and lease end;
+ *   count-down latch N (RCountDownLatch): string N = count, channel
+ *     "redisson_countdownlatch__channel__{N}".
+ * Permits belong to nobody: any client may release them (as Redisson's and
+ * java.util.concurrent's); there is no watchdog. Waiters wake on the
+ * channel's messages, never by polling (a permit-expirable waiter also
+ * looks again when the nearest lease ends). Handles: the rules of
+ * hilock_lock_new (name, sends nothing, usable from several threads).
+ * Counts are bounded: permits per call 1..2147483647; a count that would
+ * leave +-999999999999999 is refused (HILOCK_EINVAL) and nothing changes.
+ * A key holding anything else (a lock, a string that is no integer) is
+ * HILOCK_EWRONGTYPE, untouched.
+ * Waits: wait_ms as for locks (0 one try, -1 forever); a waiting call of
+ * thread id tid is cancelled by the handle's _cancel(…, tid), as
+ * hilock_lock_cancel. An acquire whose reply was lost with its connection
+ * may have taken permits on the server (Redisson has the same gap); it
+ * answers HILOCK_ECONN.
+ */
+typedef struct hilock_semaphore hilock_semaphore;
+
+HILOCK_API int hilock_semaphore_new(hilock_semaphore **out, hilock_client *c, const char *name);
+/* NULL-safe; nothing is released. */
+HILOCK_API void hilock_semaphore_free(hilock_semaphore *s);
+HILOCK_API const char *hilock_semaphore_name(const hilock_semaphore *s);
+/* Set the number of permits to `permits` (>= 1) if the semaphore does not
+ * exist yet: *set (may be NULL) 1 when set, 0 when it existed (unchanged). */
+HILOCK_API int hilock_semaphore_try_set_permits(int *set, hilock_semaphore *s,
+                                                int64_t permits);
+/* Take `permits` permits: 0 taken, HILOCK_ETIMEDOUT not within wait_ms
+ * (a semaphore that does not exist has no permits). */
+HILOCK_API int hilock_semaphore_acquire(hilock_semaphore *s, int64_t permits, int64_t wait_ms);
+HILOCK_API int hilock_semaphore_acquire_tid(hilock_semaphore *s, uint64_t tid, int64_t permits,
+                                            int64_t wait_ms);
+/* Give back `permits` permits (creates the count when missing, as
+ * Redisson's) and wake as many waiters. */
+HILOCK_API int hilock_semaphore_release(hilock_semaphore *s, int64_t permits);
+/* Free permits now (0 when the semaphore does not exist). */
+HILOCK_API int hilock_semaphore_available(int64_t *out, hilock_semaphore *s);
+/* Take every free permit; *drained (may be NULL) how many. */
+HILOCK_API int hilock_semaphore_drain(int64_t *drained, hilock_semaphore *s);
+/* Add `delta` permits (may be negative: fewer from now on). */
+HILOCK_API int hilock_semaphore_add_permits(hilock_semaphore *s, int64_t delta);
+/* Make the free count exactly `permits` (>= 0), whatever it was. */
+HILOCK_API int hilock_semaphore_set_permits(hilock_semaphore *s, int64_t permits);
+/* Delete the semaphore (its count) and wake waiters; *deleted may be NULL. */
+HILOCK_API int hilock_semaphore_delete(int *deleted, hilock_semaphore *s);
+HILOCK_API int hilock_semaphore_cancel(int *cancelled, hilock_semaphore *s, uint64_t tid);
+HILOCK_API const char *hilock_semaphore_errmsg(const hilock_semaphore *s);
+
+/* Permit-expirable semaphore: every permit taken gets an id (32 lowercase
+ * hex characters, Redisson's form) and its own lease; a permit whose lease
+ * ended goes back to the free count by itself (given back by the next
+ * operation on the semaphore, on the server's clock). */
+typedef struct hilock_permit_semaphore hilock_permit_semaphore;
+#define HILOCK_PERMIT_ID_SIZE 33 /* 32 hex characters and a NUL */
+
+HILOCK_API int hilock_permit_semaphore_new(hilock_permit_semaphore **out, hilock_client *c,
+                                           const char *name);
+HILOCK_API void hilock_permit_semaphore_free(hilock_permit_semaphore *s);
+HILOCK_API const char *hilock_permit_semaphore_name(const hilock_permit_semaphore *s);
+HILOCK_API int hilock_permit_semaphore_try_set_permits(int *set, hilock_permit_semaphore *s,
+                                                       int64_t permits);
+/* Take one permit with a lease of lease_ms (> 0; <= 0: no lease, it is
+ * held until released); its id is written into id (HILOCK_PERMIT_ID_SIZE
+ * bytes). HILOCK_ETIMEDOUT: none free within wait_ms (id is ""). */
+HILOCK_API int hilock_permit_semaphore_acquire(char *id, hilock_permit_semaphore *s,
+                                               int64_t wait_ms, int64_t lease_ms);
+HILOCK_API int hilock_permit_semaphore_acquire_tid(char *id, hilock_permit_semaphore *s,
+                                                   uint64_t tid, int64_t wait_ms,
+                                                   int64_t lease_ms);
+/* Give back the permit `id`: 0 released; HILOCK_ENOTOWNER when no such
+ * permit is taken (released before, never taken) or its lease had ended
+ * (it is given back all the same, as Redisson does); HILOCK_EINVAL for an
+ * id that is not 32 hex characters. */
+HILOCK_API int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const char *id);
+HILOCK_API int hilock_permit_semaphore_available(int64_t *out, hilock_permit_semaphore *s);
+HILOCK_API int hilock_permit_semaphore_add_permits(hilock_permit_semaphore *s, int64_t delta);
+/* Deletes the count and every permit's lease; wakes waiters. */
+HILOCK_API int hilock_permit_semaphore_delete(int *deleted, hilock_permit_semaphore *s);
+HILOCK_API int hilock_permit_semaphore_cancel(int *cancelled, hilock_permit_semaphore *s,
+                                              uint64_t tid);
+HILOCK_API const char *hilock_permit_semaphore_errmsg(const hilock_permit_semaphore *s);
+
+/* Count-down latch. */
+typedef struct hilock_latch hilock_latch;
+
+HILOCK_API int hilock_latch_new(hilock_latch **out, hilock_client *c, const char *name);
+HILOCK_API void hilock_latch_free(hilock_latch *l);
+HILOCK_API const char *hilock_latch_name(const hilock_latch *l);
+/* Set the count (>= 1) if the latch has none: *set (may be NULL) 1 set, 0
+ * it existed (unchanged). */
+HILOCK_API int hilock_latch_try_set_count(int *set, hilock_latch *l, int64_t count);
+/* Count down by one; at zero the latch is deleted and every waiter (of any
+ * client) goes. *left (may be NULL): the count after (0 when there was no
+ * latch). */
+HILOCK_API int hilock_latch_count_down(int64_t *left, hilock_latch *l);
+/* The count now (0: open, or no latch). */
+HILOCK_API int hilock_latch_count(int64_t *out, hilock_latch *l);
+/* Wait until the count is 0: 0, or HILOCK_ETIMEDOUT after wait_ms. */
+HILOCK_API int hilock_latch_await(hilock_latch *l, int64_t wait_ms);
+HILOCK_API int hilock_latch_await_tid(hilock_latch *l, uint64_t tid, int64_t wait_ms);
+/* Delete the latch (force open) and wake waiters; *deleted may be NULL. */
+HILOCK_API int hilock_latch_delete(int *deleted, hilock_latch *l);
+HILOCK_API int hilock_latch_cancel(int *cancelled, hilock_latch *l, uint64_t tid);
+HILOCK_API const char *hilock_latch_errmsg(const hilock_latch *l);
+
+/* ------------------------------------------------------------------ */
 /* Multi-lock and Redlock                                               */
 /* ------------------------------------------------------------------ */
 

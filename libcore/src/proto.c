@@ -582,6 +582,7 @@ void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev)
 {
     memset(ev, 0, sizeof *ev);
     ev->payload = -1;
+    ev->value = -1;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3)
         return;
     const redisReply *kind = r->element[0], *chan = r->element[1], *data = r->element[2];
@@ -594,6 +595,12 @@ void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev)
             parse_i64(data->str, data->len, &v) == 0 && (v == 0 || v == 1) &&
             data->len == 1)
             ev->payload = (int)v;
+        /* a count (semaphores): canonical digits only, no sign, no leading 0 */
+        if (data && data->type == REDIS_REPLY_STRING && data->len >= 1 && data->len <= 18 &&
+            (data->len == 1 || data->str[0] != '0') &&
+            strspn(data->str, "0123456789") == data->len &&
+            parse_i64(data->str, data->len, &v) == 0)
+            ev->value = v;
     } else if (elem_is(kind, "subscribe") || elem_is(kind, "ssubscribe")) {
         ev->type = HL_PS_SUBSCRIBE;
     } else if (elem_is(kind, "unsubscribe") || elem_is(kind, "sunsubscribe")) {

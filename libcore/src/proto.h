@@ -87,6 +87,16 @@ typedef enum hl_script {
     HL_SCRIPT_FENCED_LOCK,    /* fenced lock acquire (reentrant + token) */
     HL_SCRIPT_EXTEND,         /* owner-guarded PEXPIRE to PTTL + more */
     HL_SCRIPT_ACQUIRE_SETTLE, /* give up an acquire whose reply was lost */
+    HL_SCRIPT_SEM_ACQUIRE,    /* semaphore: take k permits (proto_sem.c) */
+    HL_SCRIPT_SEM_RELEASE,    /* semaphore: give back k permits */
+    HL_SCRIPT_SEM_TRY_SET,    /* semaphore / latch: set the count if none */
+    HL_SCRIPT_SEM_ADD,        /* semaphore: add or set permits */
+    HL_SCRIPT_SEM_DRAIN,      /* semaphore: take every free permit */
+    HL_SCRIPT_PES_ACQUIRE,    /* permit-expirable semaphore: take k leased permits */
+    HL_SCRIPT_PES_RELEASE,    /* permit-expirable semaphore: give back one permit */
+    HL_SCRIPT_PES_AVAILABLE,  /* permit-expirable semaphore: free permits */
+    HL_SCRIPT_LATCH_COUNT_DOWN, /* count-down latch: count down by one */
+    HL_SCRIPT_LATCH_DELETE,   /* latch / semaphore: delete and wake waiters */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -263,6 +273,8 @@ typedef struct hl_ps_event {
     const char *channel; /* points into the reply */
     size_t channel_len;
     int payload; /* for messages: 0 = unlocked (wake one), 1 = wake all, -1 = ignore */
+    int64_t value; /* for messages: the payload as a canonical decimal integer
+                      >= 0 (semaphores publish permit counts), else -1 */
 } hl_ps_event;
 HL_HIDDEN void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev);
 
@@ -637,5 +649,144 @@ HL_HIDDEN int hl_decode_handshake(const redisReply *r);
  * port, 0 when the message is about something else. */
 HL_HIDDEN int hl_decode_switch_master(const redisReply *r, const char *master_name, char *host,
                                       size_t hostlen, int *port);
+
+/* ================================================================
+ * Semaphores and count-down latch (proto_sem.c), in Redisson's layouts:
+ *   semaphore N:        string N = free permits; channel redisson_sc:{N},
+ *                       whose messages are the new count.
+ *   permit-expirable N: the same, plus ZSET "{N}:timeout" (member: a permit
+ *                       id's 16 raw bytes, score: its lease end in epoch ms;
+ *                       922337203685477 = no lease).
+ *   latch N:            string N = count; channel
+ *                       "redisson_countdownlatch__channel__{N}" (always
+ *                       braced, as Redisson's): "0" = reached zero (wake
+ *                       all), "1" = a new count was set.
+ * ================================================================ */
+typedef enum hl_sem_kind {
+    HL_SEM_SEMAPHORE = 1, /* RSemaphore */
+    HL_SEM_PERMIT = 2,    /* RPermitExpirableSemaphore */
+    HL_SEM_LATCH = 3      /* RCountDownLatch */
+} hl_sem_kind;
+typedef struct hl_sem_names {
+    char *name;          /* the count's key */
+    char *channel;
+    char *timeout;       /* permit-expirable: the leases ZSET; else = name */
+    const char *publish; /* "publish", or "spublish" on Redis Cluster */
+} hl_sem_names;
+HL_HIDDEN int hl_sem_names_init(hl_sem_names *n, hl_sem_kind kind, const char *name);
+HL_HIDDEN void hl_sem_names_free(hl_sem_names *n);
+/* Redis Cluster: 1 when the key, ZSET and channel hash to one slot. */
+HL_HIDDEN int hl_sem_names_one_slot(const hl_sem_names *n);
+
+/* Bounds: permits per call 1..HL_SEM_PERMITS_MAX (Redisson's int), counts
+ * kept by the scripts within +-HL_SEM_COUNT_MAX (exact in Lua's doubles),
+ * at most HL_PES_IDS_MAX permit ids per permit-expirable acquire. */
+#define HL_SEM_PERMITS_MAX ((int64_t)2147483647)
+#define HL_SEM_COUNT_MAX ((int64_t)999999999999999)
+#define HL_PES_IDS_MAX 1024
+#define HL_PES_ID_BYTES 16
+/* Validation shared by every driver: 0 or HILOCK_EINVAL. */
+HL_HIDDEN int hl_sem_check_permits(int64_t permits); /* 1..HL_SEM_PERMITS_MAX */
+HL_HIDDEN int hl_sem_check_count(int64_t count);     /* 1..HL_SEM_COUNT_MAX */
+
+/* Builders (kind picks the script/keys where both kinds share a verb). */
+HL_HIDDEN void hl_sem_cmd_try_set(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n,
+                                  int64_t count);
+HL_HIDDEN void hl_sem_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits);
+HL_HIDDEN void hl_sem_cmd_release(hl_cmd *cmd, const hl_sem_names *n, int64_t permits);
+/* set 0: add permits (may be negative); set 1: make the count exactly permits */
+HL_HIDDEN void hl_sem_cmd_add(hl_cmd *cmd, const hl_sem_names *n, int64_t permits, int set);
+HL_HIDDEN void hl_sem_cmd_drain(hl_cmd *cmd, const hl_sem_names *n);
+/* Free permits (GET; the permit-expirable one first gives back expired
+ * permits), or a latch's count (GET). Decoded by hl_sem_decode_count. */
+HL_HIDDEN void hl_sem_cmd_count(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n);
+/* ids: permits * HL_PES_ID_BYTES raw bytes (must outlive cmd); lease_ms <= 0: none */
+HL_HIDDEN void hl_pes_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits,
+                                  int64_t lease_ms, const unsigned char *ids);
+HL_HIDDEN void hl_pes_cmd_release(hl_cmd *cmd, const hl_sem_names *n,
+                                  const unsigned char id[HL_PES_ID_BYTES]);
+HL_HIDDEN void hl_latch_cmd_count_down(hl_cmd *cmd, const hl_sem_names *n);
+/* Delete a latch or semaphore (both keys) and wake its waiters. */
+HL_HIDDEN void hl_sem_cmd_delete(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n);
+
+/* Replies. Errors: HILOCK_EWRONGTYPE (the key is not a count: a lock's
+ * hash, a string that is no integer), HILOCK_EINVAL (the count would leave
+ * +-HL_SEM_COUNT_MAX; nothing changed), HILOCK_EPROTO (anything else). */
+HL_HIDDEN int hl_sem_decode_error(const redisReply *r);
+/* A count: GET's string (missing = 0), or an integer reply. */
+HL_HIDDEN int hl_sem_decode_count(const redisReply *r, int64_t *out);
+/* An integer reply within +-HL_SEM_COUNT_MAX (release, add, drain, try_set,
+ * pes_release, delete). */
+HL_HIDDEN int hl_sem_decode_int(const redisReply *r, int64_t *out);
+/* Permit ids as text: 32 lowercase hex chars (Redisson's), both ways.
+ * hex -> bytes: 0, or HILOCK_EINVAL for anything but 32 hex digits. */
+HL_HIDDEN void hl_pes_id_hex(char out[2 * HL_PES_ID_BYTES + 1],
+                             const unsigned char id[HL_PES_ID_BYTES]);
+HL_HIDDEN int hl_pes_id_parse(unsigned char id[HL_PES_ID_BYTES], const char *hex);
+
+/* How many waiters on a channel a message wakes: -1 all, 0 none, n the n
+ * longest waiting that are not woken yet. A lock channel: "0" one, "1" all;
+ * a semaphore channel: the published count (permits free); a latch
+ * channel: every message (they look at the count again). Anything that is
+ * not a plain integer wakes nobody. */
+typedef enum hl_wake_rule { HL_WAKE_LOCK = 0, HL_WAKE_PERMITS, HL_WAKE_LATCH } hl_wake_rule;
+HL_HIDDEN int64_t hl_ps_wakes(hl_wake_rule rule, const hl_ps_event *ev);
+HL_HIDDEN hl_wake_rule hl_sem_wake_rule(hl_sem_kind kind);
+
+/*
+ * The wait machine of the three: semaphore acquire k, permit-expirable
+ * acquire k (with lease), latch await. Same driver contract as hl_acquire:
+ *
+ *   hl_semwait_init(&m, ...);
+ *   for (;;) switch (hl_semwait_next(&m, now_ms())) {
+ *     case HL_ACT_SEND:        send m.cmd; hl_semwait_on_reply / _on_error
+ *     case HL_ACT_SUBSCRIBE:   subscribe to m.channel (wake rule
+ *                              hl_sem_wake_rule(kind)); hl_semwait_on_subscribed
+ *     case HL_ACT_WAIT:        sleep up to m.sleep_ms (-1: until a message)
+ *                              or until woken; hl_semwait_on_wake
+ *     case HL_ACT_UNSUBSCRIBE: drop the subscription; the machine moves on
+ *     case HL_ACT_DONE:        m.result: 0 (taken / the latch is open),
+ *                              HILOCK_ETIMEDOUT, HILOCK_ECANCELED or an error
+ *   }
+ * Decisions: try first; subscribe only when that fails and a wait is left;
+ * try again once subscribed (a release between the try and the SUBSCRIBE
+ * would be missed otherwise) and after every wake-up; a permit-expirable
+ * try that failed says when the nearest lease ends, and the wait is cut
+ * there (expired permits are given back by the next try, with no message);
+ * without a subscription, retry every HL_SEMWAIT_POLL_MS.
+ */
+#define HL_SEMWAIT_POLL_MS 100
+typedef struct hl_semwait {
+    hl_sem_kind kind;
+    const hl_sem_names *names;  /* borrowed */
+    int64_t permits;
+    int64_t lease_ms;
+    const unsigned char *ids;   /* permit-expirable: borrowed */
+    int64_t wait_ms;
+    int64_t deadline;           /* -1 none */
+    int state;
+    int subscribed, sub_failed, resub;
+    int64_t hint_ms;            /* permit-expirable: nearest lease end, -1 none */
+    /* outputs */
+    hl_cmd cmd;
+    const char *channel;        /* for (UN)SUBSCRIBE / WAIT */
+    int64_t sleep_ms;
+    int result;
+    int64_t attempts;
+    int64_t count;              /* latch: the count last seen */
+} hl_semwait;
+/* 0 or HILOCK_EINVAL (bad kind, permits or wait). permits: 1 for a latch. */
+HL_HIDDEN int hl_semwait_init(hl_semwait *m, hl_sem_kind kind, const hl_sem_names *n,
+                              int64_t permits, int64_t lease_ms, const unsigned char *ids,
+                              int64_t wait_ms, int64_t now_ms);
+HL_HIDDEN hl_action hl_semwait_next(hl_semwait *m, int64_t now_ms);
+HL_HIDDEN void hl_semwait_on_reply(hl_semwait *m, const redisReply *r, int64_t now_ms);
+HL_HIDDEN void hl_semwait_on_error(hl_semwait *m, int code, int64_t now_ms);
+HL_HIDDEN void hl_semwait_on_subscribed(hl_semwait *m, int ok, int64_t now_ms);
+HL_HIDDEN void hl_semwait_on_wake(hl_semwait *m, int64_t now_ms);
+/* The channel moved (cluster): unsubscribe, subscribe again, retry. */
+HL_HIDDEN void hl_semwait_on_resubscribe(hl_semwait *m, int64_t now_ms);
+/* Between actions: end with HILOCK_ECANCELED (unless already done). */
+HL_HIDDEN void hl_semwait_cancel(hl_semwait *m, int64_t now_ms);
 
 #endif

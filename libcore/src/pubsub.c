@@ -137,16 +137,20 @@ static void handle_frame(hl_node *n, redisReply *r)
             ch->sent = 0;
         }
         break;
-    case HL_PS_MESSAGE:
-        for (hl_waiter *w = ch->waiters; w; w = w->next) {
-            if (ev.payload == 1 || (ev.payload == 0 && !w->signaled)) {
+    case HL_PS_MESSAGE: {
+        /* the engine says how many: -1 all, n the n longest waiting that
+         * are not woken yet (the waiters of one channel share a rule) */
+        int64_t n = ch->waiters ? hl_ps_wakes((hl_wake_rule)ch->waiters->wake_rule, &ev) : 0;
+        for (hl_waiter *w = ch->waiters; w && n != 0; w = w->next) {
+            if (n < 0 || !w->signaled) {
                 w->signaled = 1;
                 pthread_cond_signal(&w->cv);
-                if (ev.payload == 0)
-                    break;
+                if (n > 0)
+                    n--;
             }
         }
         break;
+    }
     default:
         break;
     }
@@ -301,10 +305,17 @@ static int ensure_listener(hl_node *n, char *err)
 
 int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel, int64_t timeout_ms)
 {
+    return hl_sub_register_rule(c, w, channel, timeout_ms, HL_WAKE_LOCK);
+}
+
+int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
+                         int64_t timeout_ms, int wake_rule)
+{
     hl_node *node = hl_route(c, channel, strlen(channel));
     hl_pubsub *ps = &node->ps;
     memset(w, 0, sizeof *w);
     w->node = node;
+    w->wake_rule = wake_rule;
     hl_cond_init_mono(&w->cv);
     pthread_mutex_lock(&ps->mu);
     if (ps->stop) { /* client closing */

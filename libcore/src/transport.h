@@ -110,6 +110,8 @@ typedef struct hl_waiter {
     pthread_cond_t cv;   /* signalled with the pubsub mutex */
     const int *cancel;   /* atomic, may be NULL: set after hl_sub_register;
                             nonzero ends hl_sub_wait (cancel signals cv) */
+    int wake_rule;       /* hl_wake_rule: what a message on the channel
+                            means (set by hl_sub_register_rule; 0 = a lock's) */
 } hl_waiter;
 
 
@@ -134,6 +136,10 @@ typedef struct hl_pubsub {
  * ETIMEDOUT (still registered: waits then fall back to timed retries). */
 HL_HIDDEN int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel,
                               int64_t timeout_ms);
+/* As hl_sub_register, for a channel whose messages follow wake_rule
+ * (hl_wake_rule: semaphores, latches). */
+HL_HIDDEN int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
+                                   int64_t timeout_ms, int wake_rule);
 /* Sleep until a message wakes w or ms pass (ms < 0: until a message).
  * Returns 1 when the subscription is gone because the channel's slot moved
  * to another node (unregister, register again), else 0. */

@@ -1,0 +1,467 @@
+/* Protocol layer: semaphore, permit-expirable semaphore and count-down
+ * latch in Redisson's layouts (names, commands, replies, the wait machine,
+ * what a message on their channels means). No I/O, no threads, no clock. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+#define HL_NO_LEASE_SCORE "922337203685477" /* Redisson's "no lease" score */
+#define HL_MSG_NEW_COUNT "1"                /* latch: a count was set */
+
+/* ---- names ---- */
+
+int hl_sem_names_init(hl_sem_names *n, hl_sem_kind kind, const char *name)
+{
+    memset(n, 0, sizeof *n);
+    if (!name || !*name || kind < HL_SEM_SEMAPHORE || kind > HL_SEM_LATCH)
+        return HILOCK_EINVAL;
+    n->publish = "publish";
+    n->name = strdup(name);
+    size_t len = strlen(name);
+    if (kind == HL_SEM_LATCH) {
+        /* Redisson braces the latch's name whatever it holds */
+        n->channel = malloc(len + 40);
+        if (n->channel)
+            snprintf(n->channel, len + 40, "redisson_countdownlatch__channel__{%s}", name);
+    } else {
+        n->channel = hl_companion("redisson_sc", name);
+    }
+    if (kind == HL_SEM_PERMIT) {
+        /* Redisson's suffixName: "{N}:timeout", or "N:timeout" when N has a '{' */
+        n->timeout = malloc(len + 12);
+        if (n->timeout)
+            snprintf(n->timeout, len + 12, strchr(name, '{') ? "%s:timeout" : "{%s}:timeout",
+                     name);
+    } else {
+        n->timeout = strdup(name);
+    }
+    if (!n->name || !n->channel || !n->timeout) {
+        hl_sem_names_free(n);
+        return HILOCK_ENOMEM;
+    }
+    return 0;
+}
+
+void hl_sem_names_free(hl_sem_names *n)
+{
+    if (!n)
+        return;
+    free(n->name);
+    free(n->channel);
+    free(n->timeout);
+    memset(n, 0, sizeof *n);
+}
+
+int hl_sem_names_one_slot(const hl_sem_names *n)
+{
+    unsigned slot = hl_key_slot(n->name, strlen(n->name));
+    return hl_key_slot(n->channel, strlen(n->channel)) == slot &&
+           hl_key_slot(n->timeout, strlen(n->timeout)) == slot;
+}
+
+int hl_sem_check_permits(int64_t permits)
+{
+    return permits >= 1 && permits <= HL_SEM_PERMITS_MAX ? 0 : HILOCK_EINVAL;
+}
+
+int hl_sem_check_count(int64_t count)
+{
+    return count >= 1 && count <= HL_SEM_COUNT_MAX ? 0 : HILOCK_EINVAL;
+}
+
+/* ---- commands ---- */
+
+void hl_sem_cmd_try_set(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n, int64_t count)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_TRY_SET, 2);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_num(cmd, count);
+    hl_cmd_add_str(cmd, n->publish);
+    if (kind == HL_SEM_LATCH)
+        hl_cmd_add_str(cmd, HL_MSG_NEW_COUNT);
+    else
+        hl_cmd_add_num(cmd, count); /* semaphores publish the count */
+}
+
+void hl_sem_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_ACQUIRE, 1);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_num(cmd, permits);
+}
+
+void hl_sem_cmd_release(hl_cmd *cmd, const hl_sem_names *n, int64_t permits)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_RELEASE, 2);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_num(cmd, permits);
+    hl_cmd_add_str(cmd, n->publish);
+}
+
+void hl_sem_cmd_add(hl_cmd *cmd, const hl_sem_names *n, int64_t permits, int set)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_ADD, 2);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_num(cmd, permits);
+    hl_cmd_add_str(cmd, n->publish);
+    hl_cmd_add_str(cmd, set ? "set" : "add");
+}
+
+void hl_sem_cmd_drain(hl_cmd *cmd, const hl_sem_names *n)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_DRAIN, 1);
+    hl_cmd_add_str(cmd, n->name);
+}
+
+void hl_sem_cmd_count(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n)
+{
+    if (kind == HL_SEM_PERMIT) {
+        hl_cmd_begin_script(cmd, HL_SCRIPT_PES_AVAILABLE, 3);
+        hl_cmd_add_str(cmd, n->name);
+        hl_cmd_add_str(cmd, n->timeout);
+        hl_cmd_add_str(cmd, n->channel);
+        hl_cmd_add_str(cmd, n->publish);
+        return;
+    }
+    hl_cmd_begin_plain(cmd);
+    hl_cmd_add_str(cmd, "GET");
+    hl_cmd_add_str(cmd, n->name);
+}
+
+void hl_pes_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits, int64_t lease_ms,
+                        const unsigned char *ids)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_PES_ACQUIRE, 3);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->timeout);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_num(cmd, permits);
+    hl_cmd_add_num(cmd, lease_ms > 0 ? lease_ms : 0);
+    hl_cmd_add_str(cmd, n->publish);
+    cmd->argv[cmd->argc] = (const char *)ids; /* binary: its own length */
+    cmd->argvlen[cmd->argc] = (size_t)permits * HL_PES_ID_BYTES;
+    cmd->argc++;
+}
+
+void hl_pes_cmd_release(hl_cmd *cmd, const hl_sem_names *n,
+                        const unsigned char id[HL_PES_ID_BYTES])
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_PES_RELEASE, 3);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_str(cmd, n->timeout);
+    cmd->argv[cmd->argc] = (const char *)id;
+    cmd->argvlen[cmd->argc] = HL_PES_ID_BYTES;
+    cmd->argc++;
+    hl_cmd_add_str(cmd, n->publish);
+}
+
+void hl_latch_cmd_count_down(hl_cmd *cmd, const hl_sem_names *n)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_LATCH_COUNT_DOWN, 2);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_str(cmd, n->publish);
+}
+
+void hl_sem_cmd_delete(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_LATCH_DELETE, 3);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_str(cmd, n->timeout);
+    /* a latch's waiters look at the count on any message; a semaphore's
+     * wake for the count published: 0 free permits wakes nobody */
+    hl_cmd_add_str(cmd, kind == HL_SEM_LATCH ? HL_MSG_NEW_COUNT : "0");
+    hl_cmd_add_str(cmd, n->publish);
+}
+
+/* ---- replies ---- */
+
+int hl_sem_decode_error(const redisReply *r)
+{
+    if (!r)
+        return HILOCK_EPROTO;
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (r->str && strstr(r->str, "WRONGTYPE"))
+        return HILOCK_EWRONGTYPE;
+    if (r->str && strstr(r->str, "hilock: permit count would overflow"))
+        return HILOCK_EINVAL;
+    return HILOCK_EPROTO;
+}
+
+/* A decimal integer within +-HL_SEM_COUNT_MAX: 0, or -1. */
+static int parse_count(const char *s, size_t len, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (len > 0 && s[0] == '-') {
+        neg = 1;
+        i = 1;
+    }
+    if (len == i || len - i > 15)
+        return -1;
+    int64_t v = 0;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = neg ? -v : v;
+    return 0;
+}
+
+int hl_sem_decode_count(const redisReply *r, int64_t *out)
+{
+    int rc = hl_sem_decode_error(r);
+    if (rc)
+        return rc;
+    switch (r->type) {
+    case REDIS_REPLY_NIL:
+        *out = 0;
+        return 0;
+    case REDIS_REPLY_INTEGER:
+        return hl_sem_decode_int(r, out);
+    case REDIS_REPLY_STRING:
+        /* a string that is no count: the key is not ours */
+        return parse_count(r->str, r->len, out) == 0 ? 0 : HILOCK_EWRONGTYPE;
+    default:
+        return HILOCK_EPROTO;
+    }
+}
+
+int hl_sem_decode_int(const redisReply *r, int64_t *out)
+{
+    int rc = hl_sem_decode_error(r);
+    if (rc)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer > HL_SEM_COUNT_MAX ||
+        r->integer < -HL_SEM_COUNT_MAX)
+        return HILOCK_EPROTO;
+    *out = r->integer;
+    return 0;
+}
+
+void hl_pes_id_hex(char out[2 * HL_PES_ID_BYTES + 1], const unsigned char id[HL_PES_ID_BYTES])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < HL_PES_ID_BYTES; i++) {
+        out[2 * i] = hex[id[i] >> 4];
+        out[2 * i + 1] = hex[id[i] & 15];
+    }
+    out[2 * HL_PES_ID_BYTES] = 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int hl_pes_id_parse(unsigned char id[HL_PES_ID_BYTES], const char *hex)
+{
+    if (!hex || strlen(hex) != 2 * HL_PES_ID_BYTES)
+        return HILOCK_EINVAL;
+    for (int i = 0; i < HL_PES_ID_BYTES; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return HILOCK_EINVAL;
+        id[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+/* ---- what a message wakes ---- */
+
+hl_wake_rule hl_sem_wake_rule(hl_sem_kind kind)
+{
+    return kind == HL_SEM_LATCH ? HL_WAKE_LATCH : HL_WAKE_PERMITS;
+}
+
+int64_t hl_ps_wakes(hl_wake_rule rule, const hl_ps_event *ev)
+{
+    if (!ev || ev->type != HL_PS_MESSAGE)
+        return 0;
+    switch (rule) {
+    case HL_WAKE_LOCK:
+        return ev->payload == 1 ? -1 : ev->payload == 0 ? 1 : 0;
+    case HL_WAKE_PERMITS:
+        return ev->value > 0 ? ev->value : 0;
+    case HL_WAKE_LATCH:
+        return ev->value >= 0 ? -1 : 0;
+    }
+    return 0;
+}
+
+/* ---- the wait machine ---- */
+
+enum { SW_TRY = 1, SW_SUBSCRIBE, SW_WAIT, SW_UNSUB, SW_DONE };
+
+int hl_semwait_init(hl_semwait *m, hl_sem_kind kind, const hl_sem_names *n, int64_t permits,
+                    int64_t lease_ms, const unsigned char *ids, int64_t wait_ms, int64_t now_ms)
+{
+    memset(m, 0, sizeof *m);
+    if (!n || kind < HL_SEM_SEMAPHORE || kind > HL_SEM_LATCH || hl_check_wait(wait_ms))
+        return HILOCK_EINVAL;
+    if (kind != HL_SEM_LATCH && hl_sem_check_permits(permits))
+        return HILOCK_EINVAL;
+    if (kind == HL_SEM_PERMIT && (!ids || permits > HL_PES_IDS_MAX || hl_check_lease(lease_ms)))
+        return HILOCK_EINVAL;
+    m->kind = kind;
+    m->names = n;
+    m->permits = kind == HL_SEM_LATCH ? 1 : permits;
+    m->lease_ms = lease_ms;
+    m->ids = ids;
+    m->wait_ms = wait_ms;
+    m->deadline = wait_ms < 0 ? -1 : now_ms + wait_ms;
+    m->channel = n->channel;
+    m->hint_ms = -1;
+    m->sleep_ms = -1;
+    m->state = SW_TRY;
+    return 0;
+}
+
+static void sw_finish(hl_semwait *m, int code)
+{
+    m->result = code;
+    m->state = m->subscribed ? SW_UNSUB : SW_DONE;
+}
+
+hl_action hl_semwait_next(hl_semwait *m, int64_t now_ms)
+{
+    switch (m->state) {
+    case SW_TRY:
+        m->attempts++;
+        if (m->kind == HL_SEM_SEMAPHORE)
+            hl_sem_cmd_acquire(&m->cmd, m->names, m->permits);
+        else if (m->kind == HL_SEM_PERMIT)
+            hl_pes_cmd_acquire(&m->cmd, m->names, m->permits, m->lease_ms, m->ids);
+        else
+            hl_sem_cmd_count(&m->cmd, HL_SEM_LATCH, m->names);
+        return HL_ACT_SEND;
+    case SW_SUBSCRIBE:
+        return HL_ACT_SUBSCRIBE;
+    case SW_WAIT: {
+        int64_t sleep = -1;
+        if (m->deadline >= 0) {
+            sleep = m->deadline - now_ms;
+            if (sleep < 0)
+                sleep = 0;
+        }
+        int64_t cap = m->sub_failed ? HL_SEMWAIT_POLL_MS : m->hint_ms;
+        if (cap >= 0 && (sleep < 0 || cap < sleep))
+            sleep = cap;
+        m->sleep_ms = sleep;
+        return HL_ACT_WAIT;
+    }
+    case SW_UNSUB:
+        m->subscribed = 0;
+        m->state = m->resub ? SW_SUBSCRIBE : SW_DONE;
+        m->resub = 0;
+        return HL_ACT_UNSUBSCRIBE;
+    default:
+        m->state = SW_DONE;
+        return HL_ACT_DONE;
+    }
+}
+
+void hl_semwait_on_reply(hl_semwait *m, const redisReply *r, int64_t now_ms)
+{
+    if (m->state != SW_TRY)
+        return;
+    int taken = 0;
+    int rc = hl_sem_decode_error(r);
+    m->hint_ms = -1;
+    if (rc == 0) {
+        if (m->kind == HL_SEM_SEMAPHORE) {
+            if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+                rc = HILOCK_EPROTO;
+            else
+                taken = r->integer == 1;
+        } else if (m->kind == HL_SEM_PERMIT) {
+            /* {1} taken, {0, ms to the nearest lease end or -1} */
+            if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements > 2 ||
+                r->element[0]->type != REDIS_REPLY_INTEGER)
+                rc = HILOCK_EPROTO;
+            else if (r->element[0]->integer == 1 && r->elements == 1)
+                taken = 1;
+            else if (r->element[0]->integer != 0 || r->elements != 2 ||
+                     r->element[1]->type != REDIS_REPLY_INTEGER ||
+                     r->element[1]->integer < -1 || r->element[1]->integer > HILOCK_MAX_TIME_MS)
+                rc = HILOCK_EPROTO;
+            else /* +1: the lease has ended by then on the server's clock */
+                m->hint_ms = r->element[1]->integer < 0 ? -1 : r->element[1]->integer + 1;
+        } else {
+            rc = hl_sem_decode_count(r, &m->count);
+            taken = rc == 0 && m->count <= 0;
+        }
+    }
+    if (rc || taken) {
+        sw_finish(m, rc);
+        return;
+    }
+    if (m->wait_ms == 0 || (m->deadline >= 0 && now_ms >= m->deadline)) {
+        sw_finish(m, HILOCK_ETIMEDOUT);
+        return;
+    }
+    m->state = (!m->subscribed && !m->sub_failed) ? SW_SUBSCRIBE : SW_WAIT;
+}
+
+void hl_semwait_on_error(hl_semwait *m, int code, int64_t now_ms)
+{
+    (void)now_ms;
+    if (m->state == SW_DONE || m->state == SW_UNSUB)
+        return;
+    sw_finish(m, code ? code : HILOCK_EPROTO);
+}
+
+void hl_semwait_on_subscribed(hl_semwait *m, int ok, int64_t now_ms)
+{
+    (void)now_ms;
+    if (m->state != SW_SUBSCRIBE)
+        return;
+    m->subscribed = ok != 0;
+    m->sub_failed = !ok;
+    m->state = SW_TRY; /* a release before the SUBSCRIBE took effect */
+}
+
+void hl_semwait_on_wake(hl_semwait *m, int64_t now_ms)
+{
+    (void)now_ms;
+    if (m->state == SW_WAIT)
+        m->state = SW_TRY; /* a late wake-up still gets its last try */
+}
+
+void hl_semwait_on_resubscribe(hl_semwait *m, int64_t now_ms)
+{
+    (void)now_ms;
+    if (m->state != SW_WAIT)
+        return;
+    if (m->subscribed) {
+        m->resub = 1;
+        m->state = SW_UNSUB;
+    } else {
+        m->state = SW_SUBSCRIBE;
+    }
+}
+
+void hl_semwait_cancel(hl_semwait *m, int64_t now_ms)
+{
+    (void)now_ms;
+    if (m->state == SW_DONE || m->state == SW_UNSUB)
+        return;
+    m->resub = 0;
+    sw_finish(m, HILOCK_ECANCELED);
+}

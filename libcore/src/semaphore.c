@@ -1,0 +1,670 @@
+/* Semaphore, permit-expirable semaphore and count-down latch handles: the
+ * API over the engine's builders, decoders and wait machine (proto_sem.c),
+ * the pool and the pub/sub listener. No decision is taken here. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "uuid.h"
+
+#define HL_NAME_MAX 4096
+
+/* What the three handles share. */
+typedef struct hl_obj {
+    hilock_client *client;
+    hl_sem_kind kind;
+    hl_sem_names names;
+    pthread_mutex_t mu;  /* guards errmsg and pending */
+    hl_pending *pending; /* waiting calls, for _cancel */
+    char errmsg[HL_ERRMSG_MAX];
+} hl_obj;
+
+struct hilock_semaphore {
+    hl_obj o;
+};
+struct hilock_permit_semaphore {
+    hl_obj o;
+};
+struct hilock_latch {
+    hl_obj o;
+};
+
+static const char *what(const hl_obj *o)
+{
+    return o->kind == HL_SEM_LATCH ? "latch" : "semaphore";
+}
+
+static int obj_fail(hl_obj *o, int rc, const char *detail)
+{
+    if (!rc || !o)
+        return rc;
+    const char *msg = detail && *detail ? detail : hilock_strerror(rc);
+    pthread_mutex_lock(&o->mu);
+    snprintf(o->errmsg, sizeof o->errmsg, "%s", msg);
+    pthread_mutex_unlock(&o->mu);
+    hl_err_note(o, msg);
+    return rc;
+}
+
+static int obj_init(hl_obj *o, hilock_client *c, const char *name, hl_sem_kind kind)
+{
+    if (!c || !name || !*name || strlen(name) > HL_NAME_MAX)
+        return HILOCK_EINVAL;
+    char err[HL_ERRMSG_MAX];
+    int rc = hl_client_check(c, err);
+    if (rc)
+        return rc;
+    if ((rc = hl_sem_names_init(&o->names, kind, name)) != 0)
+        return rc;
+    if (c->t.ep.cluster && !hl_sem_names_one_slot(&o->names)) {
+        hl_client_set_err(c, "name has an empty or unclosed hash tag ('{}', 'x{y'): on a "
+                             "cluster its companion keys would land in another slot");
+        hl_sem_names_free(&o->names);
+        return HILOCK_EINVAL;
+    }
+    if (c->t.ep.cluster)
+        o->names.publish = "spublish";
+    pthread_mutex_init(&o->mu, NULL);
+    o->client = c;
+    o->kind = kind;
+    hl_client_ref(c);
+    hl_err_forget(o);
+    return 0;
+}
+
+static void obj_free(hl_obj *o)
+{
+    hl_err_forget(o);
+    hilock_client *c = o->client;
+    hl_sem_names_free(&o->names);
+    if (c->t.pid == getpid()) /* a child after fork() only frees memory */
+        pthread_mutex_destroy(&o->mu);
+    hl_client_unref(c);
+}
+
+static int obj_check(hl_obj *o)
+{
+    if (!o)
+        return HILOCK_EINVAL;
+    char err[HL_ERRMSG_MAX];
+    int rc = hl_client_check(o->client, err);
+    return obj_fail(o, rc, err);
+}
+
+static const char *obj_errmsg(const hl_obj *o)
+{
+    if (!o)
+        return "handle is NULL";
+    hl_obj *m = (hl_obj *)o;
+    return hl_err_view(o, &m->mu, m->errmsg);
+}
+
+/* Run one command and decode its reply. */
+static int run(hl_obj *o, hl_cmd *cmd, int64_t *out, int (*decode)(const redisReply *, int64_t *))
+{
+    char err[HL_ERRMSG_MAX] = "";
+    redisReply *reply = NULL;
+    int rc = hl_exec(&o->client->t, cmd, &reply, 0, err);
+    if (rc)
+        return obj_fail(o, rc, err);
+    int64_t v = 0;
+    rc = decode(reply, &v);
+    if (rc == HILOCK_EWRONGTYPE)
+        snprintf(err, sizeof err, "key '%s' holds a value that is not a %s", o->names.name,
+                 what(o));
+    else if (rc == HILOCK_EINVAL)
+        snprintf(err, sizeof err, "%s '%s': the count would overflow; nothing changed",
+                 what(o), o->names.name);
+    else if (rc && reply->type == REDIS_REPLY_ERROR)
+        snprintf(err, sizeof err, "server error: %s", reply->str);
+    freeReplyObject(reply);
+    if (rc == 0 && out)
+        *out = v;
+    return obj_fail(o, rc, err);
+}
+
+/* ---- cancellation (as hilock_lock_cancel) ---- */
+
+static void pending_add(hl_obj *o, hl_pending *p, uint64_t tid)
+{
+    memset(p, 0, sizeof *p);
+    p->tid = tid;
+    pthread_mutex_lock(&o->mu);
+    p->next = o->pending;
+    o->pending = p;
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void pending_remove(hl_obj *o, hl_pending *p)
+{
+    pthread_mutex_lock(&o->mu);
+    for (hl_pending **pp = &o->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void pending_set_waiter(hl_obj *o, hl_pending *p, hl_waiter *w)
+{
+    pthread_mutex_lock(&o->mu);
+    p->w = w;
+    pthread_mutex_unlock(&o->mu);
+}
+
+static int obj_cancel(int *cancelled, hl_obj *o, uint64_t tid)
+{
+    if (cancelled)
+        *cancelled = 0;
+    if (!o)
+        return HILOCK_EINVAL;
+    int n = 0;
+    pthread_mutex_lock(&o->mu);
+    for (hl_pending *p = o->pending; p; p = p->next) {
+        if (p->tid != tid || __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
+            continue;
+        __atomic_store_n(&p->cancelled, 1, __ATOMIC_RELEASE);
+        n++;
+        if (p->w) {
+            hl_pubsub *ps = &p->w->node->ps;
+            pthread_mutex_lock(&ps->mu);
+            pthread_cond_signal(&p->w->cv);
+            pthread_mutex_unlock(&ps->mu);
+        }
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (cancelled)
+        *cancelled = n > 0;
+    return 0;
+}
+
+/* ---- the wait (acquire k, acquire with ids, await) ---- */
+
+static int64_t left_of(int64_t deadline)
+{
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - hl_now_mono_ms();
+    return left > 0 ? left : 0;
+}
+
+static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
+                    const unsigned char *ids, int64_t wait_ms)
+{
+    hilock_client *c = o->client;
+    hl_semwait m;
+    char err[HL_ERRMSG_MAX] = "";
+    if (hl_semwait_init(&m, o->kind, &o->names, permits, lease_ms, ids, wait_ms,
+                        hl_now_mono_ms()) != 0)
+        return obj_fail(o, HILOCK_EINVAL,
+                        "permits must be 1..2147483647, wait -1, 0 or a positive ms count");
+    hl_pending pend, *p = NULL;
+    if (wait_ms != 0) {
+        p = &pend;
+        pending_add(o, p, tid);
+    }
+    hl_waiter w;
+    memset(&w, 0, sizeof w);
+    for (int done = 0; !done;) {
+        if (p && __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
+            hl_semwait_cancel(&m, hl_now_mono_ms());
+        switch (hl_semwait_next(&m, hl_now_mono_ms())) {
+        case HL_ACT_SEND: {
+            redisReply *reply = NULL;
+            int erc = hl_exec(&c->t, &m.cmd, &reply, 0, err);
+            if (erc) {
+                hl_semwait_on_error(&m, erc, hl_now_mono_ms());
+            } else {
+                if (reply->type == REDIS_REPLY_ERROR)
+                    snprintf(err, sizeof err, "server error: %s", reply->str);
+                hl_semwait_on_reply(&m, reply, hl_now_mono_ms());
+                freeReplyObject(reply);
+            }
+            break;
+        }
+        case HL_ACT_SUBSCRIBE: {
+            int64_t limit = c->t.opts.command_timeout_ms, left = left_of(m.deadline);
+            if (left >= 0 && left < limit)
+                limit = left;
+            int src = hl_sub_register_rule(&c->t, &w, m.channel, limit, hl_sem_wake_rule(o->kind));
+            if (p && w.chan) {
+                w.cancel = &p->cancelled;
+                pending_set_waiter(o, p, &w);
+            }
+            hl_semwait_on_subscribed(&m, src == 0, hl_now_mono_ms());
+            break;
+        }
+        case HL_ACT_WAIT:
+            if (w.chan && hl_sub_wait(&c->t, &w, m.sleep_ms))
+                hl_semwait_on_resubscribe(&m, hl_now_mono_ms());
+            else if (!w.chan) { /* no subscription: the machine polls */
+                struct timespec ts = {(time_t)(m.sleep_ms / 1000),
+                                      (long)(m.sleep_ms % 1000) * 1000000L};
+                if (m.sleep_ms > 0)
+                    nanosleep(&ts, NULL);
+                hl_semwait_on_wake(&m, hl_now_mono_ms());
+            } else
+                hl_semwait_on_wake(&m, hl_now_mono_ms());
+            break;
+        case HL_ACT_UNSUBSCRIBE:
+            if (p)
+                pending_set_waiter(o, p, NULL);
+            hl_sub_unregister(&c->t, &w);
+            break;
+        case HL_ACT_DONE:
+            done = 1;
+            break;
+        }
+    }
+    if (p)
+        pending_remove(o, p);
+    int rc = m.result;
+    if (rc == 0) {
+        pthread_mutex_lock(&o->mu);
+        o->errmsg[0] = 0;
+        pthread_mutex_unlock(&o->mu);
+        hl_err_forget(o);
+        return 0;
+    }
+    if (rc == HILOCK_ETIMEDOUT && o->kind == HL_SEM_LATCH)
+        snprintf(err, sizeof err, "latch '%s' still at %" PRId64 " after %" PRId64 " ms",
+                 o->names.name, m.count, wait_ms);
+    else if (rc == HILOCK_ETIMEDOUT)
+        snprintf(err, sizeof err, "%" PRId64 " permit(s) of semaphore '%s' not free within %" PRId64
+                 " ms", permits, o->names.name, wait_ms);
+    else if (rc == HILOCK_EWRONGTYPE)
+        snprintf(err, sizeof err, "key '%s' holds a value that is not a %s", o->names.name,
+                 what(o));
+    else if (rc == HILOCK_ECANCELED)
+        snprintf(err, sizeof err, "wait on %s '%s' by thread %" PRIu64 " cancelled", what(o),
+                 o->names.name, tid);
+    return obj_fail(o, rc, err);
+}
+
+/* ---- shared verbs ---- */
+
+static int obj_try_set(int *set, hl_obj *o, int64_t count)
+{
+    if (set)
+        *set = 0;
+    int rc = obj_check(o);
+    if (rc)
+        return rc;
+    if (o->kind == HL_SEM_LATCH ? hl_sem_check_count(count) : hl_sem_check_permits(count))
+        return obj_fail(o, HILOCK_EINVAL, o->kind == HL_SEM_LATCH
+                                              ? "count must be 1..999999999999999"
+                                              : "permits must be 1..2147483647");
+    hl_cmd cmd;
+    hl_sem_cmd_try_set(&cmd, o->kind, &o->names, count);
+    int64_t v = 0;
+    rc = run(o, &cmd, &v, hl_sem_decode_int);
+    if (rc == 0 && set)
+        *set = v == 1;
+    return rc;
+}
+
+static int obj_count(int64_t *out, hl_obj *o)
+{
+    int rc = obj_check(o);
+    if (rc)
+        return rc;
+    if (!out)
+        return obj_fail(o, HILOCK_EINVAL, "out is NULL");
+    hl_cmd cmd;
+    hl_sem_cmd_count(&cmd, o->kind, &o->names);
+    return run(o, &cmd, out, hl_sem_decode_count);
+}
+
+static int obj_add(hl_obj *o, int64_t permits, int set)
+{
+    int rc = obj_check(o);
+    if (rc)
+        return rc;
+    if (set ? (permits < 0 || permits > HL_SEM_COUNT_MAX)
+            : (permits < -HL_SEM_COUNT_MAX || permits > HL_SEM_COUNT_MAX))
+        return obj_fail(o, HILOCK_EINVAL, "permits out of range");
+    hl_cmd cmd;
+    hl_sem_cmd_add(&cmd, &o->names, permits, set);
+    return run(o, &cmd, NULL, hl_sem_decode_int);
+}
+
+static int obj_delete(int *deleted, hl_obj *o)
+{
+    if (deleted)
+        *deleted = 0;
+    int rc = obj_check(o);
+    if (rc)
+        return rc;
+    hl_cmd cmd;
+    hl_sem_cmd_delete(&cmd, o->kind, &o->names);
+    int64_t v = 0;
+    rc = run(o, &cmd, &v, hl_sem_decode_int);
+    if (rc == 0 && deleted)
+        *deleted = v == 1;
+    return rc;
+}
+
+/* ---- semaphore ---- */
+
+int hilock_semaphore_new(hilock_semaphore **out, hilock_client *c, const char *name)
+{
+    if (!out)
+        return HILOCK_EINVAL;
+    *out = NULL;
+    hilock_semaphore *s = calloc(1, sizeof *s);
+    if (!s)
+        return HILOCK_ENOMEM;
+    int rc = obj_init(&s->o, c, name, HL_SEM_SEMAPHORE);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void hilock_semaphore_free(hilock_semaphore *s)
+{
+    if (!s)
+        return;
+    obj_free(&s->o);
+    free(s);
+}
+
+const char *hilock_semaphore_name(const hilock_semaphore *s)
+{
+    return s ? s->o.names.name : NULL;
+}
+
+int hilock_semaphore_try_set_permits(int *set, hilock_semaphore *s, int64_t permits)
+{
+    return obj_try_set(set, s ? &s->o : NULL, permits);
+}
+
+int hilock_semaphore_acquire_tid(hilock_semaphore *s, uint64_t tid, int64_t permits,
+                                 int64_t wait_ms)
+{
+    int rc = obj_check(s ? &s->o : NULL);
+    return rc ? rc : obj_wait(&s->o, tid, permits, 0, NULL, wait_ms);
+}
+
+int hilock_semaphore_acquire(hilock_semaphore *s, int64_t permits, int64_t wait_ms)
+{
+    return hilock_semaphore_acquire_tid(s, hilock_thread_id(), permits, wait_ms);
+}
+
+int hilock_semaphore_release(hilock_semaphore *s, int64_t permits)
+{
+    int rc = obj_check(s ? &s->o : NULL);
+    if (rc)
+        return rc;
+    if (hl_sem_check_permits(permits))
+        return obj_fail(&s->o, HILOCK_EINVAL, "permits must be 1..2147483647");
+    hl_cmd cmd;
+    hl_sem_cmd_release(&cmd, &s->o.names, permits);
+    return run(&s->o, &cmd, NULL, hl_sem_decode_int);
+}
+
+int hilock_semaphore_available(int64_t *out, hilock_semaphore *s)
+{
+    return obj_count(out, s ? &s->o : NULL);
+}
+
+int hilock_semaphore_drain(int64_t *drained, hilock_semaphore *s)
+{
+    if (drained)
+        *drained = 0;
+    int rc = obj_check(s ? &s->o : NULL);
+    if (rc)
+        return rc;
+    hl_cmd cmd;
+    hl_sem_cmd_drain(&cmd, &s->o.names);
+    return run(&s->o, &cmd, drained, hl_sem_decode_int);
+}
+
+int hilock_semaphore_add_permits(hilock_semaphore *s, int64_t delta)
+{
+    return obj_add(s ? &s->o : NULL, delta, 0);
+}
+
+int hilock_semaphore_set_permits(hilock_semaphore *s, int64_t permits)
+{
+    return obj_add(s ? &s->o : NULL, permits, 1);
+}
+
+int hilock_semaphore_delete(int *deleted, hilock_semaphore *s)
+{
+    return obj_delete(deleted, s ? &s->o : NULL);
+}
+
+int hilock_semaphore_cancel(int *cancelled, hilock_semaphore *s, uint64_t tid)
+{
+    return obj_cancel(cancelled, s ? &s->o : NULL, tid);
+}
+
+const char *hilock_semaphore_errmsg(const hilock_semaphore *s)
+{
+    return obj_errmsg(s ? &s->o : NULL);
+}
+
+/* ---- permit-expirable semaphore ---- */
+
+int hilock_permit_semaphore_new(hilock_permit_semaphore **out, hilock_client *c,
+                                const char *name)
+{
+    if (!out)
+        return HILOCK_EINVAL;
+    *out = NULL;
+    hilock_permit_semaphore *s = calloc(1, sizeof *s);
+    if (!s)
+        return HILOCK_ENOMEM;
+    int rc = obj_init(&s->o, c, name, HL_SEM_PERMIT);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void hilock_permit_semaphore_free(hilock_permit_semaphore *s)
+{
+    if (!s)
+        return;
+    obj_free(&s->o);
+    free(s);
+}
+
+const char *hilock_permit_semaphore_name(const hilock_permit_semaphore *s)
+{
+    return s ? s->o.names.name : NULL;
+}
+
+int hilock_permit_semaphore_try_set_permits(int *set, hilock_permit_semaphore *s,
+                                            int64_t permits)
+{
+    return obj_try_set(set, s ? &s->o : NULL, permits);
+}
+
+/* 16 random bytes (the kernel's), as Redisson's generateId. */
+static int random_id(unsigned char id[HL_PES_ID_BYTES])
+{
+    char u[HL_UUID_LEN + 1];
+    if (hl_uuid4(u) != 0)
+        return -1;
+    /* the uuid's 32 hex digits without dashes: 122 random bits */
+    char hex[2 * HL_PES_ID_BYTES + 1];
+    size_t k = 0;
+    for (size_t i = 0; u[i] && k < sizeof hex - 1; i++)
+        if (u[i] != '-')
+            hex[k++] = u[i];
+    hex[k] = 0;
+    return hl_pes_id_parse(id, hex) == 0 ? 0 : -1;
+}
+
+int hilock_permit_semaphore_acquire_tid(char *id, hilock_permit_semaphore *s, uint64_t tid,
+                                        int64_t wait_ms, int64_t lease_ms)
+{
+    if (id)
+        id[0] = 0;
+    int rc = obj_check(s ? &s->o : NULL);
+    if (rc)
+        return rc;
+    if (!id)
+        return obj_fail(&s->o, HILOCK_EINVAL, "id is NULL");
+    if (lease_ms < 0)
+        lease_ms = 0;
+    if (hl_check_lease(lease_ms))
+        return obj_fail(&s->o, HILOCK_EINVAL, "lease must be at most HILOCK_MAX_TIME_MS");
+    unsigned char raw[HL_PES_ID_BYTES];
+    if (random_id(raw) != 0)
+        return obj_fail(&s->o, HILOCK_EPROTO, "no random bytes for a permit id");
+    rc = obj_wait(&s->o, tid, 1, lease_ms, raw, wait_ms);
+    if (rc == 0)
+        hl_pes_id_hex(id, raw);
+    return rc;
+}
+
+int hilock_permit_semaphore_acquire(char *id, hilock_permit_semaphore *s, int64_t wait_ms,
+                                    int64_t lease_ms)
+{
+    return hilock_permit_semaphore_acquire_tid(id, s, hilock_thread_id(), wait_ms, lease_ms);
+}
+
+int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const char *id)
+{
+    int rc = obj_check(s ? &s->o : NULL);
+    if (rc)
+        return rc;
+    unsigned char raw[HL_PES_ID_BYTES];
+    if (hl_pes_id_parse(raw, id) != 0)
+        return obj_fail(&s->o, HILOCK_EINVAL, "a permit id is 32 hex characters");
+    hl_cmd cmd;
+    hl_pes_cmd_release(&cmd, &s->o.names, raw);
+    int64_t v = 0;
+    rc = run(&s->o, &cmd, &v, hl_sem_decode_int);
+    if (rc)
+        return rc;
+    char err[HL_ERRMSG_MAX];
+    if (v == 0) {
+        snprintf(err, sizeof err, "permit %s of semaphore '%s' is not taken (released before?)",
+                 id, s->o.names.name);
+        return obj_fail(&s->o, HILOCK_ENOTOWNER, err);
+    }
+    if (v < 0) {
+        snprintf(err, sizeof err,
+                 "the lease of permit %s of semaphore '%s' had ended (given back now)", id,
+                 s->o.names.name);
+        return obj_fail(&s->o, HILOCK_ENOTOWNER, err);
+    }
+    return 0;
+}
+
+int hilock_permit_semaphore_available(int64_t *out, hilock_permit_semaphore *s)
+{
+    return obj_count(out, s ? &s->o : NULL);
+}
+
+int hilock_permit_semaphore_add_permits(hilock_permit_semaphore *s, int64_t delta)
+{
+    return obj_add(s ? &s->o : NULL, delta, 0);
+}
+
+int hilock_permit_semaphore_delete(int *deleted, hilock_permit_semaphore *s)
+{
+    return obj_delete(deleted, s ? &s->o : NULL);
+}
+
+int hilock_permit_semaphore_cancel(int *cancelled, hilock_permit_semaphore *s, uint64_t tid)
+{
+    return obj_cancel(cancelled, s ? &s->o : NULL, tid);
+}
+
+const char *hilock_permit_semaphore_errmsg(const hilock_permit_semaphore *s)
+{
+    return obj_errmsg(s ? &s->o : NULL);
+}
+
+/* ---- count-down latch ---- */
+
+int hilock_latch_new(hilock_latch **out, hilock_client *c, const char *name)
+{
+    if (!out)
+        return HILOCK_EINVAL;
+    *out = NULL;
+    hilock_latch *l = calloc(1, sizeof *l);
+    if (!l)
+        return HILOCK_ENOMEM;
+    int rc = obj_init(&l->o, c, name, HL_SEM_LATCH);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+void hilock_latch_free(hilock_latch *l)
+{
+    if (!l)
+        return;
+    obj_free(&l->o);
+    free(l);
+}
+
+const char *hilock_latch_name(const hilock_latch *l)
+{
+    return l ? l->o.names.name : NULL;
+}
+
+int hilock_latch_try_set_count(int *set, hilock_latch *l, int64_t count)
+{
+    return obj_try_set(set, l ? &l->o : NULL, count);
+}
+
+int hilock_latch_count_down(int64_t *left, hilock_latch *l)
+{
+    if (left)
+        *left = 0;
+    int rc = obj_check(l ? &l->o : NULL);
+    if (rc)
+        return rc;
+    hl_cmd cmd;
+    hl_latch_cmd_count_down(&cmd, &l->o.names);
+    return run(&l->o, &cmd, left, hl_sem_decode_int);
+}
+
+int hilock_latch_count(int64_t *out, hilock_latch *l)
+{
+    return obj_count(out, l ? &l->o : NULL);
+}
+
+int hilock_latch_await_tid(hilock_latch *l, uint64_t tid, int64_t wait_ms)
+{
+    int rc = obj_check(l ? &l->o : NULL);
+    return rc ? rc : obj_wait(&l->o, tid, 1, 0, NULL, wait_ms);
+}
+
+int hilock_latch_await(hilock_latch *l, int64_t wait_ms)
+{
+    return hilock_latch_await_tid(l, hilock_thread_id(), wait_ms);
+}
+
+int hilock_latch_delete(int *deleted, hilock_latch *l)
+{
+    return obj_delete(deleted, l ? &l->o : NULL);
+}
+
+int hilock_latch_cancel(int *cancelled, hilock_latch *l, uint64_t tid)
+{
+    return obj_cancel(cancelled, l ? &l->o : NULL, tid);
+}
+
+const char *hilock_latch_errmsg(const hilock_latch *l)
+{
+    return obj_errmsg(l ? &l->o : NULL);
+}

@@ -1,0 +1,667 @@
+/*
+ * Semaphore, permit-expirable semaphore and count-down latch against a real
+ * redis-server: Redisson's layouts (count string, "{N}:timeout" ZSET of raw
+ * 16-byte ids, channels), waiters woken by the channel's messages (the
+ * waits are long, so only a message wakes them in time), a release of k
+ * wakes k waiters, holders never exceed the permits across processes, a
+ * permit whose lease ended goes back, cancellation, bad input and wrong key
+ * types (clear error, key untouched). Engine parts without a server too:
+ * what a message wakes, the wait machine's steps.
+ */
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "proto.h"
+
+static th_redis srv;
+
+static hilock_client *open_client(void)
+{
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, srv.url, NULL, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n  open %s: %d %s (%s)\n", srv.url, rc, hilock_strerror(rc), err);
+    return c;
+}
+
+static long long get_int(const char *key)
+{
+    char buf[64];
+    if (th_redis_str(&srv, buf, sizeof buf, "GET %s", key) != 0)
+        return -1000;
+    return atoll(buf);
+}
+
+/* ---- engine, no server ---- */
+
+static redisReply *resp(const char *bytes, size_t len)
+{
+    redisReader *rd = redisReaderCreate();
+    void *out = NULL;
+    if (redisReaderFeed(rd, bytes, len) != REDIS_OK || redisReaderGetReply(rd, &out) != REDIS_OK)
+        out = NULL;
+    redisReaderFree(rd);
+    return out;
+}
+#define RESP(s) resp(s, sizeof(s) - 1)
+
+static int64_t wakes_of(hl_wake_rule rule, const char *frame, size_t len)
+{
+    redisReply *r = resp(frame, len);
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    int64_t n = hl_ps_wakes(rule, &ev);
+    freeReplyObject(r);
+    return n;
+}
+#define MSG(payload) "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n" payload
+#define WAKES(rule, f) wakes_of(rule, f, sizeof(f) - 1)
+
+static void t_engine_wakes(void)
+{
+    /* locks: unchanged */
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_LOCK, MSG("$1\r\n0\r\n")), 1);
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_LOCK, MSG("$1\r\n1\r\n")), -1);
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_LOCK, MSG("$1\r\n7\r\n")), 0);
+    /* semaphores: the count published */
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_PERMITS, MSG("$1\r\n3\r\n")), 3);
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_PERMITS, MSG("$5\r\n12345\r\n")), 12345);
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_PERMITS, MSG("$1\r\n0\r\n")), 0);
+    /* latch: any count wakes all */
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_LATCH, MSG("$1\r\n0\r\n")), -1);
+    CU_ASSERT_EQUAL(WAKES(HL_WAKE_LATCH, MSG("$1\r\n1\r\n")), -1);
+    /* anything that is no plain count wakes nobody, never crashes */
+    const hl_wake_rule rules[] = {HL_WAKE_LOCK, HL_WAKE_PERMITS, HL_WAKE_LATCH};
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(WAKES(rules[i], MSG("$2\r\n-1\r\n")), 0);
+        CU_ASSERT_EQUAL(WAKES(rules[i], MSG("$2\r\n01\r\n")), 0);
+        CU_ASSERT_EQUAL(WAKES(rules[i], MSG("$3\r\nabc\r\n")), 0);
+        CU_ASSERT_EQUAL(WAKES(rules[i], MSG("$0\r\n\r\n")), 0);
+        CU_ASSERT_EQUAL(WAKES(rules[i], MSG("$20\r\n99999999999999999999\r\n")), 0);
+        CU_ASSERT_EQUAL(WAKES(rules[i], MSG(":5\r\n")), 0);
+        CU_ASSERT_EQUAL(WAKES(rules[i], "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"), 0);
+    }
+}
+
+static void t_engine_machine(void)
+{
+    hl_sem_names n;
+    CU_ASSERT_EQUAL_FATAL(hl_sem_names_init(&n, HL_SEM_SEMAPHORE, "s"), 0);
+    CU_ASSERT_STRING_EQUAL(n.channel, "redisson_sc:{s}");
+    hl_semwait m;
+    CU_ASSERT_EQUAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &n, 0, 0, NULL, -1, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &n, 2, 0, NULL, -5, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &n, 2, 0, NULL, 1000, 0), 0);
+    /* try, fail -> subscribe -> try again -> wait until the deadline */
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SEND);
+    redisReply *zero = RESP(":0\r\n"), *one = RESP(":1\r\n"), *bad = RESP(":7\r\n");
+    hl_semwait_on_reply(&m, zero, 1);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 1), HL_ACT_SUBSCRIBE);
+    hl_semwait_on_subscribed(&m, 1, 2);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 2), HL_ACT_SEND);
+    hl_semwait_on_reply(&m, zero, 3);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 3), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(m.sleep_ms, 997);
+    hl_semwait_on_wake(&m, 500);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 500), HL_ACT_SEND);
+    hl_semwait_on_reply(&m, one, 501);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 501), HL_ACT_UNSUBSCRIBE);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 501), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, 0);
+    /* a reply out of shape ends it (unsubscribing first) */
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &n, 1, 0, NULL, -1, 0), 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_reply(&m, zero, 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SUBSCRIBE);
+    hl_semwait_on_subscribed(&m, 1, 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_reply(&m, bad, 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_UNSUBSCRIBE);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_EPROTO);
+    /* one try (wait 0) never subscribes */
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &n, 1, 0, NULL, 0, 0), 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_reply(&m, zero, 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ETIMEDOUT);
+    /* no subscription: polls */
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &n, 1, 0, NULL, -1, 0), 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_reply(&m, zero, 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_subscribed(&m, 0, 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_reply(&m, zero, 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(m.sleep_ms, HL_SEMWAIT_POLL_MS);
+    hl_semwait_cancel(&m, 1);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 1), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECANCELED);
+    freeReplyObject(zero);
+    freeReplyObject(one);
+    freeReplyObject(bad);
+    hl_sem_names_free(&n);
+
+    /* permit-expirable: the nearest lease end cuts the wait */
+    CU_ASSERT_EQUAL_FATAL(hl_sem_names_init(&n, HL_SEM_PERMIT, "p"), 0);
+    CU_ASSERT_STRING_EQUAL(n.timeout, "{p}:timeout");
+    unsigned char ids[16] = {0};
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_PERMIT, &n, 1, 5000, ids, 10000, 0), 0);
+    hl_semwait_next(&m, 0);
+    CU_ASSERT_EQUAL(m.cmd.argvlen[m.cmd.argc - 1], 16);
+    redisReply *later = RESP("*2\r\n:0\r\n:250\r\n"), *got = RESP("*1\r\n:1\r\n");
+    hl_semwait_on_reply(&m, later, 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SUBSCRIBE);
+    hl_semwait_on_subscribed(&m, 1, 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_reply(&m, later, 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(m.sleep_ms, 251);
+    hl_semwait_on_wake(&m, 251);
+    hl_semwait_next(&m, 251);
+    hl_semwait_on_reply(&m, got, 252);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 252), HL_ACT_UNSUBSCRIBE);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 252), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, 0);
+    freeReplyObject(later);
+    freeReplyObject(got);
+    hl_sem_names_free(&n);
+
+    CU_ASSERT_EQUAL_FATAL(hl_sem_names_init(&n, HL_SEM_LATCH, "a{b}"), 0);
+    CU_ASSERT_STRING_EQUAL(n.channel, "redisson_countdownlatch__channel__{a{b}}");
+    hl_sem_names_free(&n);
+    unsigned char id[16];
+    CU_ASSERT_EQUAL(hl_pes_id_parse(id, "00112233445566778899aabbccddeeff"), 0);
+    char hex[33];
+    hl_pes_id_hex(hex, id);
+    CU_ASSERT_STRING_EQUAL(hex, "00112233445566778899aabbccddeeff");
+    CU_ASSERT_EQUAL(hl_pes_id_parse(id, "00112233445566778899aabbccddeeg0"), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_pes_id_parse(id, "0011"), HILOCK_EINVAL);
+}
+
+/* ---- semaphore ---- */
+
+static void t_semaphore_layout(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "sem:layout"), 0);
+    CU_ASSERT_STRING_EQUAL(hilock_semaphore_name(s), "sem:layout");
+    int set = -1;
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(&set, s, 3), 0);
+    CU_ASSERT_EQUAL(set, 1);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 3);
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(&set, s, 9), 0);
+    CU_ASSERT_EQUAL(set, 0);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 3);
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 2, 0), 0);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 1);
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 2, 0), HILOCK_ETIMEDOUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hilock_semaphore_errmsg(s), "sem:layout"));
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 2, 150), HILOCK_ETIMEDOUT);
+    CU_ASSERT(th_now_ms() - t0 >= 140);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 1);
+    int64_t v = -1;
+    CU_ASSERT_EQUAL(hilock_semaphore_available(&v, s), 0);
+    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, 2), 0);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 3);
+    CU_ASSERT_EQUAL(hilock_semaphore_drain(&v, s), 0);
+    CU_ASSERT_EQUAL(v, 3);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, 5), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, -2), 0);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 3);
+    CU_ASSERT_EQUAL(hilock_semaphore_set_permits(s, 7), 0);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 7);
+    int deleted = -1;
+    CU_ASSERT_EQUAL(hilock_semaphore_delete(&deleted, s), 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS sem:layout"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_available(&v, s), 0);
+    CU_ASSERT_EQUAL(v, 0);
+    /* no semaphore: no permits */
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 1, 0), HILOCK_ETIMEDOUT);
+    /* release creates the count, as Redisson's */
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), 0);
+    CU_ASSERT_EQUAL(get_int("sem:layout"), 1);
+    hilock_semaphore_free(s);
+    hilock_semaphore_free(NULL);
+    hilock_client_close(c);
+}
+
+typedef struct waiter {
+    hilock_semaphore *s;
+    int64_t permits, wait_ms;
+    int rc;
+    int64_t done_at;
+} waiter;
+
+static void *sem_wait_main(void *arg)
+{
+    waiter *w = arg;
+    w->rc = hilock_semaphore_acquire_tid(w->s, 77, w->permits, w->wait_ms);
+    __atomic_store_n(&w->done_at, th_now_ms(), __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int two_done(void *arg)
+{
+    waiter *w = arg;
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        n += __atomic_load_n(&w[i].done_at, __ATOMIC_ACQUIRE) != 0;
+    return n >= 2;
+}
+
+static void t_semaphore_wake(void)
+{
+    hilock_client *a = open_client(), *b = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    hilock_semaphore *sa = NULL, *sb = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&sa, a, "sem:wake"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&sb, b, "sem:wake"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_set_permits(sb, 0), 0);
+    /* three waiters of one permit each; a release of 2 lets exactly two go,
+     * by the message (they would wait 20 s otherwise) */
+    waiter w[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (waiter){sa, 1, 20000, -100, 0};
+        pthread_create(&t[i], NULL, sem_wait_main, &w[i]);
+    }
+    th_sleep_ms(300);
+    int64_t released_at = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_semaphore_release(sb, 2), 0);
+    CU_ASSERT(th_wait_for(two_done, w, 1000));
+    th_sleep_ms(200);
+    int ndone = 0;
+    for (int i = 0; i < 3; i++)
+        if (__atomic_load_n(&w[i].done_at, __ATOMIC_ACQUIRE)) {
+            ndone++;
+            CU_ASSERT_EQUAL(w[i].rc, 0);
+            CU_ASSERT(w[i].done_at - released_at < 1000);
+        }
+    CU_ASSERT_EQUAL(ndone, 2); /* the third still waits: no permit left */
+    released_at = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_semaphore_release(sb, 1), 0);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        CU_ASSERT_EQUAL(w[i].rc, 0);
+        CU_ASSERT(w[i].done_at - released_at < 1000 + 500);
+    }
+    CU_ASSERT_EQUAL(get_int("sem:wake"), 0);
+    /* a waiter for 2 while 1 is free: a release of 1 makes 2 */
+    CU_ASSERT_EQUAL(hilock_semaphore_release(sb, 1), 0);
+    waiter two = {sa, 2, 20000, -100, 0};
+    pthread_t tt;
+    pthread_create(&tt, NULL, sem_wait_main, &two);
+    th_sleep_ms(200);
+    released_at = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_semaphore_release(sb, 1), 0);
+    pthread_join(tt, NULL);
+    CU_ASSERT_EQUAL(two.rc, 0);
+    CU_ASSERT(two.done_at - released_at < 1000);
+    /* cancel a waiter */
+    waiter cw = {sa, 1, -1, -100, 0};
+    pthread_create(&tt, NULL, sem_wait_main, &cw);
+    int cancelled = 0;
+    for (int i = 0; i < 200 && !cancelled; i++) {
+        th_sleep_ms(10);
+        hilock_semaphore_cancel(&cancelled, sa, 77);
+    }
+    pthread_join(tt, NULL);
+    CU_ASSERT_EQUAL(cancelled, 1);
+    CU_ASSERT_EQUAL(cw.rc, HILOCK_ECANCELED);
+    CU_ASSERT_EQUAL(get_int("sem:wake"), 0);
+    hilock_semaphore_free(sa);
+    hilock_semaphore_free(sb);
+    hilock_client_close(a);
+    hilock_client_close(b);
+}
+
+/* Processes share 3 permits; each holder INCRs an "inside" counter on the
+ * server and records any value above 3. */
+static void t_semaphore_processes(void)
+{
+    const int procs = 4, rounds = th_valgrind() ? 10 : 60;
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "sem:procs"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_set_permits(s, 3), 0);
+    th_redis_int(&srv, "DEL sem:inside sem:over sem:max sem:done");
+    pid_t kids[4];
+    for (int k = 0; k < procs; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            hilock_client *cc = open_client();
+            hilock_semaphore *ss = NULL;
+            if (!cc || hilock_semaphore_new(&ss, cc, "sem:procs"))
+                _exit(3);
+            redisContext *r = th_redis_connect(&srv);
+            for (int i = 0; i < rounds; i++) {
+                if (hilock_semaphore_acquire(ss, 1, 20000) != 0)
+                    _exit(4);
+                redisReply *x = redisCommand(r, "INCR sem:inside");
+                long long in = x ? x->integer : -1;
+                freeReplyObject(x);
+                if (in > 3)
+                    freeReplyObject(redisCommand(r, "INCR sem:over"));
+                freeReplyObject(redisCommand(r, "EVAL %s 1 sem:max %lld",
+                    "if tonumber(redis.call('get', KEYS[1]) or 0) < tonumber(ARGV[1]) then "
+                    "redis.call('set', KEYS[1], ARGV[1]) end", in));
+                usleep(1000);
+                freeReplyObject(redisCommand(r, "DECR sem:inside"));
+                if (hilock_semaphore_release(ss, 1) != 0)
+                    _exit(5);
+            }
+            freeReplyObject(redisCommand(r, "INCR sem:done"));
+            redisFree(r);
+            hilock_semaphore_free(ss);
+            hilock_client_close(cc);
+            hilock_semaphore_free(s); /* the parent's: after fork() only memory */
+            hilock_client_close(c);
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < procs; k++) {
+        int st = -1;
+        waitpid(kids[k], &st, 0);
+        CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CU_ASSERT_EQUAL(get_int("sem:done"), procs);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS sem:over"), 0);
+    CU_ASSERT_EQUAL(get_int("sem:max"), 3); /* the permits were used, never exceeded */
+    CU_ASSERT_EQUAL(get_int("sem:procs"), 3);
+    hilock_semaphore_free(s);
+    hilock_client_close(c);
+}
+
+static void t_semaphore_bad_input(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_semaphore *s = NULL;
+    CU_ASSERT_EQUAL(hilock_semaphore_new(&s, c, ""), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_new(NULL, c, "x"), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "sem:bad"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, -3), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS sem:bad"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 2), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 0, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, -1, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, (int64_t)1 << 31, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 1, -7), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, -2), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_semaphore_set_permits(s, -1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(get_int("sem:bad"), 2);
+    /* count overflow: refused, key untouched */
+    th_redis_int(&srv, "SET sem:bad 999999999999998");
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), HILOCK_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hilock_semaphore_errmsg(s), "overflow"));
+    CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, 5), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(get_int("sem:bad"), 999999999999999LL);
+    /* wrong key types */
+    th_redis_int(&srv, "DEL sem:bad");
+    th_redis_int(&srv, "HSET sem:bad someone 1");
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 1, 0), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 1), HILOCK_EWRONGTYPE);
+    int64_t v;
+    CU_ASSERT_EQUAL(hilock_semaphore_available(&v, s), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_semaphore_drain(&v, s), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_semaphore_delete(NULL, s), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET sem:bad someone"), 1);
+    th_redis_int(&srv, "DEL sem:bad");
+    th_redis_int(&srv, "SET sem:bad hello");
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 1, 0), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, 1), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_semaphore_available(&v, s), HILOCK_EWRONGTYPE);
+    char buf[32];
+    CU_ASSERT_EQUAL(th_redis_str(&srv, buf, sizeof buf, "GET sem:bad"), 0);
+    CU_ASSERT_STRING_EQUAL(buf, "hello");
+    hilock_semaphore_free(s);
+    hilock_client_close(c);
+}
+
+/* ---- permit-expirable semaphore ---- */
+
+typedef struct pes_releaser {
+    hilock_permit_semaphore *s;
+    const char *id;
+    int rc;
+} pes_releaser;
+
+static void *pes_release_main(void *arg)
+{
+    pes_releaser *r = arg;
+    th_sleep_ms(300);
+    r->rc = hilock_permit_semaphore_release(r->s, r->id);
+    return NULL;
+}
+
+static void t_permit_semaphore(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_permit_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&s, c, "pes"), 0);
+    int set = 0;
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(&set, s, 2), 0);
+    CU_ASSERT_EQUAL(set, 1);
+    char id1[HILOCK_PERMIT_ID_SIZE], id2[HILOCK_PERMIT_ID_SIZE], id3[HILOCK_PERMIT_ID_SIZE];
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id1, s, 0, 60000), 0);
+    CU_ASSERT_EQUAL(strlen(id1), 32);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id2, s, 0, 400), 0);
+    CU_ASSERT_STRING_NOT_EQUAL(id1, id2);
+    CU_ASSERT_EQUAL(get_int("pes"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes}:timeout"), 2);
+    /* members are the ids' raw 16 bytes, scores the lease ends */
+    unsigned char raw[16];
+    CU_ASSERT_EQUAL(hl_pes_id_parse(raw, id1), 0);
+    redisContext *r = th_redis_connect(&srv);
+    redisReply *x = redisCommand(r, "ZSCORE {pes}:timeout %b", raw, (size_t)16);
+    CU_ASSERT(x && x->type == REDIS_REPLY_STRING);
+    freeReplyObject(x);
+    redisFree(r);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 0, 1000), HILOCK_ETIMEDOUT);
+    CU_ASSERT_STRING_EQUAL(id3, "");
+    /* id2's lease ends: a waiter gets it without any message */
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 5000, 0), 0);
+    int64_t took = th_now_ms() - t0;
+    CU_ASSERT(took >= 250 && took < 2000);
+    /* release: once; again, or the expired one: not owner */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id1), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id1), HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id2), HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, "nothex"), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, NULL), HILOCK_EINVAL);
+    int64_t v = -1;
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
+    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id3), 0); /* no lease: held till now */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
+    CU_ASSERT_EQUAL(v, 2);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes}:timeout"), 0);
+    /* a waiter woken by another client's release */
+    char h1[HILOCK_PERMIT_ID_SIZE], h2[HILOCK_PERMIT_ID_SIZE];
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(h1, s, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(h2, s, 0, 60000), 0);
+    hilock_client *c2 = open_client();
+    hilock_permit_semaphore *s2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&s2, c2, "pes"), 0);
+    pes_releaser rel = {s2, h1, -100};
+    pthread_t tr;
+    pthread_create(&tr, NULL, pes_release_main, &rel);
+    t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 20000, 60000), 0);
+    CU_ASSERT(th_now_ms() - t0 < 2000);
+    pthread_join(tr, NULL);
+    CU_ASSERT_EQUAL(rel.rc, 0);
+    /* wrong types, bad input */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(NULL, s, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(NULL, s, 0, 0), HILOCK_EINVAL);
+    int deleted = 0;
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_delete(&deleted, s), 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS pes {pes}:timeout"), 0);
+    th_redis_int(&srv, "SET pes 1");
+    th_redis_int(&srv, "HSET {pes}:timeout a 1");
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 0, 0), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(get_int("pes"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET {pes}:timeout a"), 1);
+    hilock_permit_semaphore_free(s2);
+    hilock_client_close(c2);
+    hilock_permit_semaphore_free(s);
+    hilock_client_close(c);
+}
+
+/* ---- count-down latch ---- */
+
+typedef struct lwaiter {
+    hilock_latch *l;
+    int64_t wait_ms;
+    int rc;
+    int64_t done_at;
+} lwaiter;
+
+static void *latch_wait_main(void *arg)
+{
+    lwaiter *w = arg;
+    w->rc = hilock_latch_await_tid(w->l, 5, w->wait_ms);
+    __atomic_store_n(&w->done_at, th_now_ms(), __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void t_latch(void)
+{
+    hilock_client *a = open_client(), *b = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    hilock_latch *la = NULL, *lb = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_latch_new(&la, a, "latch"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_latch_new(&lb, b, "latch"), 0);
+    /* no latch: open */
+    CU_ASSERT_EQUAL(hilock_latch_await(la, 0), 0);
+    int set = 0;
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(&set, la, 2), 0);
+    CU_ASSERT_EQUAL(set, 1);
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(&set, la, 5), 0);
+    CU_ASSERT_EQUAL(set, 0);
+    CU_ASSERT_EQUAL(get_int("latch"), 2);
+    CU_ASSERT_EQUAL(hilock_latch_await(la, 100), HILOCK_ETIMEDOUT);
+    lwaiter w[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (lwaiter){i == 2 ? lb : la, 20000, -100, 0};
+        pthread_create(&t[i], NULL, latch_wait_main, &w[i]);
+    }
+    th_sleep_ms(300);
+    int64_t left = -1;
+    CU_ASSERT_EQUAL(hilock_latch_count_down(&left, lb), 0);
+    CU_ASSERT_EQUAL(left, 1);
+    th_sleep_ms(100);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(__atomic_load_n(&w[i].done_at, __ATOMIC_ACQUIRE), 0); /* waiting */
+    int64_t opened = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_latch_count_down(&left, lb), 0);
+    CU_ASSERT_EQUAL(left, 0);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        CU_ASSERT_EQUAL(w[i].rc, 0);
+        CU_ASSERT(w[i].done_at - opened < 1000);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch"), 0);
+    int64_t n = -1;
+    CU_ASSERT_EQUAL(hilock_latch_count(&n, la), 0);
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_EQUAL(hilock_latch_count_down(&left, la), 0); /* no latch: nothing */
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch"), 0);
+    /* delete opens it; cancel */
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, 3), 0);
+    lwaiter cw = {la, -1, -100, 0};
+    pthread_t tc;
+    pthread_create(&tc, NULL, latch_wait_main, &cw);
+    int cancelled = 0;
+    for (int i = 0; i < 200 && !cancelled; i++) {
+        th_sleep_ms(10);
+        hilock_latch_cancel(&cancelled, la, 5);
+    }
+    pthread_join(tc, NULL);
+    CU_ASSERT_EQUAL(cw.rc, HILOCK_ECANCELED);
+    cw = (lwaiter){la, 20000, -100, 0};
+    pthread_create(&tc, NULL, latch_wait_main, &cw);
+    th_sleep_ms(200);
+    int deleted = 0;
+    opened = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_latch_delete(&deleted, lb), 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    pthread_join(tc, NULL);
+    CU_ASSERT_EQUAL(cw.rc, 0);
+    CU_ASSERT(cw.done_at - opened < 1000);
+    /* bad input, wrong types */
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, -1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, 1000000000000000LL), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_latch_await(la, -2), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch"), 0);
+    th_redis_int(&srv, "HSET latch f 1");
+    CU_ASSERT_EQUAL(hilock_latch_count_down(NULL, la), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_latch_await(la, 0), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_latch_count(&n, la), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, 1), HILOCK_EWRONGTYPE);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET latch f"), 1);
+    hilock_latch_free(la);
+    hilock_latch_free(lb);
+    hilock_latch_free(NULL);
+    hilock_client_close(a);
+    hilock_client_close(b);
+}
+
+static int init_srv(void)
+{
+    return th_redis_start(&srv, NULL);
+}
+
+static int clean_srv(void)
+{
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite e = CU_add_suite("semaphore engine", NULL, NULL);
+    CU_add_test(e, "what a message wakes", t_engine_wakes);
+    CU_add_test(e, "wait machine steps", t_engine_machine);
+    CU_pSuite s = CU_add_suite("semaphores and latch", init_srv, clean_srv);
+    CU_add_test(s, "semaphore: Redisson layout and verbs", t_semaphore_layout);
+    CU_add_test(s, "semaphore: release k wakes k waiters; cancel", t_semaphore_wake);
+    CU_add_test(s, "semaphore: holders never exceed permits across processes",
+                t_semaphore_processes);
+    CU_add_test(s, "semaphore: bad input and wrong types, key untouched", t_semaphore_bad_input);
+    CU_add_test(s, "permit-expirable semaphore: ids, leases, release", t_permit_semaphore);
+    CU_add_test(s, "count-down latch: await woken on zero, delete, cancel", t_latch);
+    return th_cu_run();
+}
