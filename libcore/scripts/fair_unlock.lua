@@ -1,4 +1,3 @@
-#!lua flags=allow-oom
 -- Fair release of one hold, idempotent per request.
 -- KEYS[1] lock hash, KEYS[2] waiter queue, KEYS[3] waiter deadlines,
 -- KEYS[4] channel base (each waiter listens on "<base>:<owner>"),
@@ -7,8 +6,11 @@
 -- ARGV[3] owner, ARGV[4] publish command, ARGV[5] latch lifetime ms
 -- Returns the holds left (0 = released, also when the lock was already gone),
 -- or -1 = not owner. Only the first live waiter is woken. The answer stays in
--- the latch: a retried release (its first reply was lost) returns it again.
--- allow-oom and wake-up before delete: as unlock.lua.
+-- the latch when the release changed something: a retried release (its first
+-- reply was lost) returns it again ("not owner" and "already gone" answer the
+-- same without it). Wake-up before delete, and the order of writes that keeps
+-- a release working out of memory (no memory-growing write first): as
+-- unlock.lua.
 local earlier = redis.call('get', KEYS[5])
 if earlier then
     return tonumber(earlier)
@@ -29,15 +31,15 @@ end
 
 if redis.call('exists', KEYS[1]) == 0 then
     wake_head()
-    return answer(0)
+    return 0
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not holds then
-    return answer(-1)
+    return -1
 end
 if holds > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     return answer(holds - 1)
 end
 wake_head()

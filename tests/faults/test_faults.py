@@ -291,11 +291,14 @@ def test_release_under_maxmemory_noeviction(server, name, kind, lease):
     try:
         lk = make(c, kind, name)
         assert lk.acquire(wait=0, lease=lease)
+        assert lk.acquire(wait=0, lease=lease)  # two holds: a partial release first
         server("CONFIG", "SET", "maxmemory-policy", "noeviction")
         server("CONFIG", "SET", "maxmemory", "1")
         try:
             with pytest.raises(RespError, match="OOM"):
                 server("SET", "filler", "x")  # the server is out of memory
+            lk.release()  # one hold left: decremented, lease applied again
+            assert lk.hold_count == 1
             lk.release()
             assert server("EXISTS", name) == 0
             # a new acquire is refused with the server's reason, leaving nothing
