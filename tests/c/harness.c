@@ -436,3 +436,15 @@ int th_run_capture(const char *prog, const char *const *env, char *out, size_t l
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+redisReply *th_resp(const char *bytes, size_t len)
+{
+    redisReader *rd = redisReaderCreate();
+    void *out = NULL;
+    if (!rd || redisReaderFeed(rd, bytes, len) != REDIS_OK ||
+        redisReaderGetReply(rd, &out) != REDIS_OK)
+        out = NULL;
+    if (rd)
+        redisReaderFree(rd);
+    return out;
+}

@@ -78,6 +78,11 @@ pid_t th_sentinel_spawn(const char *conf);
  * list; env itself may be NULL. Returns the exit status, 128 + the signal
  * when it was killed, or -1 when it could not be started. */
 int th_run_capture(const char *prog, const char *const *env, char *out, size_t len);
+/* One RESP reply parsed from bytes with hiredis's reader (no socket); NULL
+ * when the bytes are not one whole reply. Free with freeReplyObject.
+ * TH_RESP("literal") for string literals (NUL bytes allowed). */
+redisReply *th_resp(const char *bytes, size_t len);
+#define TH_RESP(s) th_resp(s, sizeof(s) - 1)
 /* Failed-check counter for test programs that do not use CUnit: prints
  * "FAIL file:line: <message>" and adds one to counter when cond is false. */
 #define TH_CHECK(counter, cond, ...)                               \

@@ -19,16 +19,6 @@
 static hl_names N;
 static const char *OWNER = "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:42";
 
-static redisReply *resp(const char *bytes, size_t len)
-{
-    redisReader *rd = redisReaderCreate();
-    void *out = NULL;
-    if (redisReaderFeed(rd, bytes, len) != REDIS_OK || redisReaderGetReply(rd, &out) != REDIS_OK)
-        out = NULL;
-    redisReaderFree(rd);
-    return out;
-}
-#define RESP(s) resp(s, sizeof(s) - 1)
 
 static int arg_is(const hl_cmd *c, int i, const char *s)
 {
@@ -37,7 +27,7 @@ static int arg_is(const hl_cmd *c, int i, const char *s)
 
 static void feed_release(hl_release *m, const char *bytes, size_t len, int64_t now)
 {
-    redisReply *r = resp(bytes, len);
+    redisReply *r = th_resp(bytes, len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     hl_release_on_reply(m, r, now);
     freeReplyObject(r);
@@ -154,7 +144,7 @@ static void t_release_noscript_then_retry(void)
 
 static void settle_feed(hl_settle *s, const char *bytes, size_t len, int64_t now)
 {
-    redisReply *r = resp(bytes, len);
+    redisReply *r = th_resp(bytes, len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     hl_settle_on_reply(s, r, now);
     freeReplyObject(r);
@@ -243,7 +233,7 @@ static void t_settle_errors_and_give_up(void)
 
 static hl_renew_outcome classify(const char *bytes, size_t len)
 {
-    redisReply *r = resp(bytes, len);
+    redisReply *r = th_resp(bytes, len);
     hl_renew_outcome o = hl_renew_classify(r);
     if (r)
         freeReplyObject(r);
@@ -272,7 +262,7 @@ static void t_renew_classify(void)
 
 static hl_route_action route(hl_router *rt, const char *bytes, size_t len)
 {
-    redisReply *r = resp(bytes, len);
+    redisReply *r = th_resp(bytes, len);
     hl_route_action a = hl_router_on_reply(rt, r);
     if (r)
         freeReplyObject(r);
@@ -354,7 +344,7 @@ static void t_route_single_sentinel(void)
 
 static void ack_feed(hl_ack *k, const char *bytes, size_t len)
 {
-    redisReply *r = resp(bytes, len);
+    redisReply *r = th_resp(bytes, len);
     hl_ack_on_reply(k, r);
     if (r)
         freeReplyObject(r);
@@ -437,7 +427,7 @@ static void t_handshake(void)
         {"*0\r\n", HILOCK_EPROTO},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        redisReply *r = resp(cases[i].bytes, strlen(cases[i].bytes));
+        redisReply *r = th_resp(cases[i].bytes, strlen(cases[i].bytes));
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         CU_ASSERT_EQUAL(hl_decode_handshake(r), cases[i].rc);
         freeReplyObject(r);

@@ -16,17 +16,6 @@
 
 static th_redis srv;
 
-/* Parse one RESP reply from bytes with hiredis's reader (no socket). */
-static redisReply *resp(const char *bytes, size_t len)
-{
-    redisReader *rd = redisReaderCreate();
-    void *out = NULL;
-    if (redisReaderFeed(rd, bytes, len) != REDIS_OK || redisReaderGetReply(rd, &out) != REDIS_OK)
-        out = NULL;
-    redisReaderFree(rd);
-    return out;
-}
-#define RESP(s) resp(s, sizeof(s) - 1)
 
 static int arg_is(const hl_cmd *c, int i, const char *s)
 {
@@ -375,34 +364,34 @@ static void t_decode_acquire(void)
     hl_acquire_result a;
     redisReply *r;
 
-    r = RESP("*2\r\n:1\r\n:1\r\n");
+    r = TH_RESP("*2\r\n:1\r\n:1\r\n");
     CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
     CU_ASSERT_EQUAL(a.acquired, 1);
     CU_ASSERT_EQUAL(a.hold_count, 1);
     freeReplyObject(r);
 
-    r = RESP("*2\r\n:1\r\n:7\r\n");
+    r = TH_RESP("*2\r\n:1\r\n:7\r\n");
     CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
     CU_ASSERT_EQUAL(a.acquired, 1);
     CU_ASSERT_EQUAL(a.hold_count, 7);
     freeReplyObject(r);
 
-    r = RESP("*2\r\n:0\r\n:2500\r\n");
+    r = TH_RESP("*2\r\n:0\r\n:2500\r\n");
     CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
     CU_ASSERT_EQUAL(a.acquired, 0);
     CU_ASSERT_EQUAL(a.ttl_ms, 2500);
     freeReplyObject(r);
 
-    r = RESP("*2\r\n:0\r\n:-1\r\n");
+    r = TH_RESP("*2\r\n:0\r\n:-1\r\n");
     CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
     CU_ASSERT_EQUAL(a.acquired, 0);
     CU_ASSERT_EQUAL(a.ttl_ms, -1);
     freeReplyObject(r);
 
-    r = RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    r = TH_RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
     CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), HILOCK_EWRONGTYPE);
     freeReplyObject(r);
-    r = RESP("-WRONGTYPE key is not a lock\r\n");
+    r = TH_RESP("-WRONGTYPE key is not a lock\r\n");
     CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), HILOCK_EWRONGTYPE);
     freeReplyObject(r);
 
@@ -412,7 +401,7 @@ static void t_decode_acquire(void)
         "*2\r\n*1\r\n:1\r\n:1\r\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        r = resp(bad[i], strlen(bad[i]));
+        r = th_resp(bad[i], strlen(bad[i]));
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         int rc = hl_decode_acquire(r, &a);
         if (rc != HILOCK_EPROTO)
@@ -425,33 +414,33 @@ static void t_decode_acquire(void)
 static void t_decode_release(void)
 {
     hl_release_result x;
-    redisReply *r = RESP(":-1\r\n");
+    redisReply *r = TH_RESP(":-1\r\n");
     CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
     CU_ASSERT_EQUAL(x.not_owner, 1);
     freeReplyObject(r);
 
-    r = RESP(":0\r\n");
+    r = TH_RESP(":0\r\n");
     CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
     CU_ASSERT_EQUAL(x.not_owner, 0);
     CU_ASSERT_EQUAL(x.remaining, 0);
     freeReplyObject(r);
 
-    r = RESP(":3\r\n");
+    r = TH_RESP(":3\r\n");
     CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
     CU_ASSERT_EQUAL(x.not_owner, 0);
     CU_ASSERT_EQUAL(x.remaining, 3);
     freeReplyObject(r);
 
-    r = RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    r = TH_RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
     CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EWRONGTYPE);
     freeReplyObject(r);
-    r = RESP("-ERR boom\r\n");
+    r = TH_RESP("-ERR boom\r\n");
     CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
     freeReplyObject(r);
-    r = RESP("*1\r\n:1\r\n");
+    r = TH_RESP("*1\r\n:1\r\n");
     CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
     freeReplyObject(r);
-    r = RESP("$-1\r\n");
+    r = TH_RESP("$-1\r\n");
     CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
     freeReplyObject(r);
 }
@@ -459,51 +448,51 @@ static void t_decode_release(void)
 static void t_decode_int_holdcount_noscript(void)
 {
     int64_t v = 99;
-    redisReply *r = RESP(":1\r\n");
+    redisReply *r = TH_RESP(":1\r\n");
     CU_ASSERT_EQUAL(hl_decode_int(r, &v), 0);
     CU_ASSERT_EQUAL(v, 1);
     freeReplyObject(r);
-    r = RESP(":-2\r\n");
+    r = TH_RESP(":-2\r\n");
     CU_ASSERT_EQUAL(hl_decode_int(r, &v), 0);
     CU_ASSERT_EQUAL(v, -2);
     freeReplyObject(r);
-    r = RESP("-ERR x\r\n");
+    r = TH_RESP("-ERR x\r\n");
     CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EPROTO);
     freeReplyObject(r);
-    r = RESP("-WRONGTYPE x\r\n");
+    r = TH_RESP("-WRONGTYPE x\r\n");
     CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EWRONGTYPE);
     freeReplyObject(r);
-    r = RESP("*0\r\n");
+    r = TH_RESP("*0\r\n");
     CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EPROTO);
     freeReplyObject(r);
 
-    r = RESP("$-1\r\n");
+    r = TH_RESP("$-1\r\n");
     v = 99;
     CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
     CU_ASSERT_EQUAL(v, 0);
     freeReplyObject(r);
-    r = RESP("$1\r\n3\r\n");
+    r = TH_RESP("$1\r\n3\r\n");
     CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
     CU_ASSERT_EQUAL(v, 3);
     freeReplyObject(r);
-    r = RESP("$2\r\n12\r\n");
+    r = TH_RESP("$2\r\n12\r\n");
     CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
     CU_ASSERT_EQUAL(v, 12);
     freeReplyObject(r);
-    r = RESP("$3\r\nabc\r\n");
+    r = TH_RESP("$3\r\nabc\r\n");
     CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), HILOCK_EPROTO);
     freeReplyObject(r);
-    r = RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    r = TH_RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
     CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), HILOCK_EWRONGTYPE);
     freeReplyObject(r);
 
-    r = RESP("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+    r = TH_RESP("-NOSCRIPT No matching script. Please use EVAL.\r\n");
     CU_ASSERT_TRUE(hl_reply_is_noscript(r));
     freeReplyObject(r);
-    r = RESP("-ERR NOSCRIPT-ish but not\r\n");
+    r = TH_RESP("-ERR NOSCRIPT-ish but not\r\n");
     CU_ASSERT_FALSE(hl_reply_is_noscript(r));
     freeReplyObject(r);
-    r = RESP("$8\r\nNOSCRIPT\r\n"); /* a string, not an error */
+    r = TH_RESP("$8\r\nNOSCRIPT\r\n"); /* a string, not an error */
     CU_ASSERT_FALSE(hl_reply_is_noscript(r));
     freeReplyObject(r);
 }
@@ -511,7 +500,7 @@ static void t_decode_int_holdcount_noscript(void)
 static void ps_check(const char *bytes, size_t len, hl_ps_type type, int payload,
                      const char *channel)
 {
-    redisReply *r = resp(bytes, len);
+    redisReply *r = th_resp(bytes, len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     hl_ps_event ev;
     memset(&ev, 0x5a, sizeof ev);
@@ -545,7 +534,7 @@ static void t_decode_pubsub(void)
         char buf[256];
         int n = snprintf(buf, sizeof buf, "*3\r\n$7\r\nmessage\r\n$4\r\nchan\r\n$%zu\r\n%s\r\n",
                          strlen(garbage[i]), garbage[i]);
-        redisReply *r = resp(buf, (size_t)n);
+        redisReply *r = th_resp(buf, (size_t)n);
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         hl_ps_event ev;
         memset(&ev, 0, sizeof ev);
@@ -569,7 +558,7 @@ static void t_decode_pubsub(void)
         "*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$4\r\nchan\r\n$3\r\nxyz\r\n",
     };
     for (size_t i = 0; i < sizeof frames / sizeof frames[0]; i++) {
-        redisReply *r = resp(frames[i], strlen(frames[i]));
+        redisReply *r = th_resp(frames[i], strlen(frames[i]));
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         hl_ps_event ev;
         memset(&ev, 0, sizeof ev);
@@ -636,7 +625,7 @@ static int sim_run(sim *s, hl_acquire *a)
         case HL_ACT_SEND: {
             const char *b = s->replies[s->sends < s->nreplies ? s->sends : s->nreplies - 1];
             s->sends++;
-            redisReply *r = resp(b, strlen(b));
+            redisReply *r = th_resp(b, strlen(b));
             s->now += 1;
             hl_acquire_on_reply(a, r, s->now);
             freeReplyObject(r);
@@ -687,7 +676,7 @@ static void t_sm_free_lock(void)
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_LOCK);
     CU_ASSERT(arg_is(&a.cmd, 4, "5000"));
     CU_ASSERT(arg_is(&a.cmd, 5, OWNER));
-    redisReply *r = RESP("*2\r\n:1\r\n:1\r\n");
+    redisReply *r = TH_RESP("*2\r\n:1\r\n:1\r\n");
     hl_acquire_on_reply(&a, r, s.now);
     freeReplyObject(r);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, s.now), HL_ACT_DONE);
@@ -716,13 +705,13 @@ static void t_sm_reply_lost_settled(void)
     hl_acquire_on_error(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
-    redisReply *r = RESP("$1\r\n1\r\n"); /* the lost attempt had taken one hold */
+    redisReply *r = TH_RESP("$1\r\n1\r\n"); /* the lost attempt had taken one hold */
     hl_acquire_on_reply(&a, r, 1002);
     freeReplyObject(r);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_SEND);
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_UNLOCK);
     CU_ASSERT(arg_is(&a.cmd, 5, "hilock_acquire_latch:{res:1}:id:7:u"));
-    r = RESP(":0\r\n");
+    r = TH_RESP(":0\r\n");
     hl_acquire_on_reply(&a, r, 1003);
     freeReplyObject(r);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1003), HL_ACT_DONE);
@@ -736,7 +725,7 @@ static void t_sm_reply_lost_settled(void)
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
     hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
-    r = RESP("$0\r\n\r\n");
+    r = TH_RESP("$0\r\n\r\n");
     hl_acquire_on_reply(&a, r, 1002);
     freeReplyObject(r);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_DONE);
@@ -827,7 +816,7 @@ static void t_sm_cancel(void)
         CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, fair ? HILOCK_KIND_FAIR : HILOCK_KIND_REENTRANT,
                                               &N, OWNER, -1, 5000, 300000, 1000), 0);
         CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
-        redisReply *r = RESP("*2\r\n:0\r\n:4000\r\n");
+        redisReply *r = TH_RESP("*2\r\n:0\r\n:4000\r\n");
         hl_acquire_on_reply(&a, r, 1001);
         CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SUBSCRIBE);
         hl_acquire_on_subscribed(&a, 1, 1001);
@@ -839,7 +828,7 @@ static void t_sm_cancel(void)
         if (fair) {
             CU_ASSERT_EQUAL(hl_acquire_next(&a, 1003), HL_ACT_SEND);
             CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_FAIR_CANCEL);
-            redisReply *one = RESP(":1\r\n");
+            redisReply *one = TH_RESP(":1\r\n");
             hl_acquire_on_reply(&a, one, 1004);
             freeReplyObject(one);
         }
@@ -854,7 +843,7 @@ static void t_sm_cancel(void)
     CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_FAIR, &N, OWNER, -1, 5000, 300000,
                                           1000), 0);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
-    redisReply *g = RESP("*2\r\n:1\r\n:1\r\n");
+    redisReply *g = TH_RESP("*2\r\n:1\r\n:1\r\n");
     hl_acquire_on_reply(&a, g, 1001);
     freeReplyObject(g);
     hl_acquire_cancel(&a, 1002);
@@ -905,7 +894,7 @@ static void t_decode_switch_master(void)
         char bytes[256];
         int n = snprintf(bytes, sizeof bytes, "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
                          strlen(cases[i].payload), cases[i].payload);
-        redisReply *r = resp(bytes, (size_t)n);
+        redisReply *r = th_resp(bytes, (size_t)n);
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         char host[64] = "";
         int port = -1;
