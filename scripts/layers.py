@@ -32,7 +32,7 @@ LAYER_OF = {
     "pubsub.c": "transport", "drain.c": "transport", "sentinel.c": "transport",
     "watchdog.c": "transport",
     "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "semaphore.c": "api",
-    "multilock.c": "api",
+    "multilock.c": "api", "inspect.c": "api",
 }
 
 # Headers of libcore/src that code outside libcore may include.

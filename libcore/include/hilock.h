@@ -486,6 +486,94 @@ HILOCK_API int hilock_latch_await_tid(hilock_latch *l, uint64_t tid, int64_t wai
 HILOCK_API int hilock_latch_delete(int *deleted, hilock_latch *l);
 HILOCK_API int hilock_latch_cancel(int *cancelled, hilock_latch *l, uint64_t tid);
 HILOCK_API const char *hilock_latch_errmsg(const hilock_latch *l);
+/* Inspection                                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * What is stored under a lock name, whoever holds it and whatever kind of
+ * lock it is (Redisson's included): holders with hold counts, the lease
+ * left, the fair queue with each waiter's deadline, the fencing token. Read
+ * in one atomic step on the server that serves the name (on a cluster, the
+ * master of its slot); nothing is changed. For tools (`hilock status`),
+ * dashboards and tests; a program deciding whether to go ahead uses acquire.
+ *
+ * The kind is inferred from the data:
+ *   NONE       no lock key and no fair queue (a fencing counter may exist)
+ *   REENTRANT  a hash of owner -> hold count, no fair queue, no counter
+ *   FAIR       a fair queue or deadline set exists (with or without the key);
+ *              a fair lock with nobody waiting is stored exactly like a
+ *              reentrant lock and reads REENTRANT (or FENCED)
+ *   READWRITE  the hash has a "mode" field (Redisson RReadWriteLock)
+ *   FENCED     a reentrant hash whose name has a fencing token counter
+ *   UNKNOWN    the key is not a hash, or the hash has fields that are not
+ *              hold counts (note says which)
+ * Values may be added for later lock kinds: treat a value you do not know
+ * as UNKNOWN.
+ */
+typedef enum hilock_info_kind {
+    HILOCK_INFO_UNKNOWN = -1,
+    HILOCK_INFO_NONE = 0,
+    HILOCK_INFO_REENTRANT = 1,
+    HILOCK_INFO_FAIR = 2,
+    HILOCK_INFO_READWRITE = 3,
+    HILOCK_INFO_FENCED = 4
+} hilock_info_kind;
+
+typedef enum hilock_holder_role {
+    HILOCK_ROLE_EXCLUSIVE = 0, /* reentrant, fair, fenced */
+    HILOCK_ROLE_READ = 1,      /* read-write lock, a reader */
+    HILOCK_ROLE_WRITE = 2      /* read-write lock, the writer ("<owner>:write") */
+} hilock_holder_role;
+
+typedef struct hilock_holder_info {
+    const char *owner;  /* the hash field: "<client-uuid>:<thread-id>", a
+                           writer's with ":write"; NUL-terminated, but Redis
+                           strings may hold NUL bytes: owner_len is exact */
+    size_t owner_len;
+    int64_t holds;      /* hold count; -1 when the value is not a whole
+                           number >= 0 (kind is then UNKNOWN) */
+    hilock_holder_role role;
+} hilock_holder_info;
+
+typedef struct hilock_waiter_info {
+    const char *owner;   /* the waiter's owner id, as owner above */
+    size_t owner_len;
+    int64_t deadline_ms; /* epoch ms on the server's clock after which a silent
+                            waiter is dropped; -1 when it has none */
+} hilock_waiter_info;
+
+/* Allocated by the library and read-only for the caller. Later versions
+ * add fields at the end only (never allocate or copy this struct). */
+typedef struct hilock_lock_info {
+    const char *name;          /* the name given */
+    hilock_info_kind kind;
+    int locked;                /* 1 when the lock key exists */
+    const char *key_type;      /* Redis TYPE of the key: "none", "hash", ... */
+    int64_t lease_ms;          /* remaining lease: -2 no key, -1 no expiry */
+    const char *mode;          /* read-write: "read" or "write"; else "" */
+    const hilock_holder_info *holders; /* one per hash field but "mode" */
+    size_t nholders;
+    const hilock_waiter_info *queue;   /* fair waiters, next in line first */
+    size_t nqueue;
+    int64_t server_time_ms;    /* the server's clock (TIME) when read, epoch ms */
+    int64_t token;             /* the latest fencing token issued for the name
+                                  (its counter), 0 when none was */
+    const char *note;          /* a remark ("the key holds a string, not a
+                                  lock"), or "" */
+} hilock_lock_info;
+
+/* Inspect the lock `name` (same rules as hilock_lock_new) through client c.
+ * On success *out is set (free it with hilock_lock_info_free). Errors:
+ * HILOCK_EINVAL (NULL, bad name), HILOCK_ECONN, HILOCK_EPROTO (a reply
+ * that does not have the expected shape, a server error), HILOCK_ENOMEM,
+ * HILOCK_ECLOSED; the detail is in hilock_client_errmsg(c). A key that is
+ * not a lock is not an error: kind UNKNOWN and a note. *out is NULL on
+ * failure. */
+HILOCK_API int hilock_inspect(hilock_lock_info **out, hilock_client *c, const char *name);
+/* NULL-safe. */
+HILOCK_API void hilock_lock_info_free(hilock_lock_info *info);
+/* "none", "reentrant", "fair", "read-write", "fenced", "unknown"; never NULL. */
+HILOCK_API const char *hilock_info_kind_name(hilock_info_kind kind);
 
 /* ------------------------------------------------------------------ */
 /* Multi-lock and Redlock                                               */

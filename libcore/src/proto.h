@@ -97,6 +97,7 @@ typedef enum hl_script {
     HL_SCRIPT_PES_AVAILABLE,  /* permit-expirable semaphore: free permits */
     HL_SCRIPT_LATCH_COUNT_DOWN, /* count-down latch: count down by one */
     HL_SCRIPT_LATCH_DELETE,   /* latch / semaphore: delete and wake waiters */
+    HL_SCRIPT_INSPECT,        /* read-only snapshot of a lock (hilock_inspect) */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -219,6 +220,17 @@ HL_HIDDEN void hl_cmd_pttl(hl_cmd *cmd, const hl_names *n);
 HL_HIDDEN void hl_cmd_token(hl_cmd *cmd, const hl_names *n);
 /* The counter: missing = 0; not a non-negative integer = HILOCK_EPROTO. */
 HL_HIDDEN int hl_decode_token(const redisReply *r, int64_t *out);
+
+/* Inspection (proto_inspect.c): one read-only script that returns
+ * everything stored for the lock, and its decoding into a hilock_lock_info
+ * allocated here (hl_info_free). hl_decode_inspect: 0, or HILOCK_EPROTO
+ * (error reply or wrong shape) / HILOCK_ENOMEM with a message in err
+ * (HL_URL_ERR_MAX bytes); every number is checked before use. */
+HL_HIDDEN void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n);
+HL_HIDDEN int hl_decode_inspect(const redisReply *r, const char *name, hilock_lock_info **out,
+                                char *err);
+HL_HIDDEN void hl_info_free(hilock_lock_info *info);
+HL_HIDDEN const char *hl_info_kind_name(hilock_info_kind kind);
 
 /* Reply classification shared by all decoders: returns 0, or
  * HILOCK_EWRONGTYPE (WRONGTYPE error), HILOCK_EPROTO (other error / shape).

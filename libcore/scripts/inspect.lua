@@ -1,0 +1,36 @@
+-- Everything stored for one lock, read in one atomic step, for inspection
+-- (hilock_inspect, `hilock status`). Reads only; never fails on a key of an
+-- unexpected type (it reports the type instead).
+-- KEYS[1] lock hash, KEYS[2] fair queue (LIST), KEYS[3] fair deadlines
+-- (ZSET), KEYS[4] fencing token counter
+-- Returns {lock key type, PTTL, HGETALL (flat, empty unless a hash),
+--          queue key type, queue (LRANGE, empty unless a list),
+--          deadline of each queued owner (ZSCORE, nil when missing),
+--          deadlines key type, ZCARD of the deadlines (0 unless a zset), TIME,
+--          counter key type, counter value (nil unless a string)}
+local kt = redis.call('type', KEYS[1])['ok']
+local fields = {}
+if kt == 'hash' then
+    fields = redis.call('hgetall', KEYS[1])
+end
+local qt = redis.call('type', KEYS[2])['ok']
+local queue = {}
+if qt == 'list' then
+    queue = redis.call('lrange', KEYS[2], 0, -1)
+end
+local zt = redis.call('type', KEYS[3])['ok']
+local deadlines = {}
+local zcard = 0
+if zt == 'zset' then
+    zcard = redis.call('zcard', KEYS[3])
+end
+for i, owner in ipairs(queue) do
+    deadlines[i] = (zt == 'zset' and redis.call('zscore', KEYS[3], owner)) or false
+end
+local tt = redis.call('type', KEYS[4])['ok']
+local token = false
+if tt == 'string' then
+    token = redis.call('get', KEYS[4])
+end
+return {kt, redis.call('pttl', KEYS[1]), fields, qt, queue, deadlines, zt, zcard,
+        redis.call('time'), tt, token}

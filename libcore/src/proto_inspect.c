@@ -1,0 +1,282 @@
+/* Protocol layer: inspection of a lock (inspect.lua) and the decoding of its
+ * reply into a hilock_lock_info. No I/O. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* The public struct and the storage behind its pointers, freed together. */
+typedef struct info_box {
+    hilock_lock_info pub; /* first: a hilock_lock_info * is an info_box * */
+    char *name;
+    hilock_holder_info *holders;
+    hilock_waiter_info *queue;
+    char key_type[32];
+    char mode[16];
+    char note[160];
+} info_box;
+
+/* Positions in the script's reply. */
+enum { I_TYPE, I_PTTL, I_FIELDS, I_QTYPE, I_QUEUE, I_DEADLINES, I_ZTYPE, I_ZCARD, I_TIME,
+       I_TTYPE, I_TOKEN, I_COUNT };
+
+void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_INSPECT, 4);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->queue);
+    hl_cmd_add_str(cmd, n->timeout);
+    hl_cmd_add_str(cmd, n->token);
+}
+
+void hl_info_free(hilock_lock_info *info)
+{
+    if (!info)
+        return;
+    info_box *b = (info_box *)info;
+    for (size_t i = 0; i < b->pub.nholders; i++)
+        free((char *)b->holders[i].owner);
+    for (size_t i = 0; i < b->pub.nqueue; i++)
+        free((char *)b->queue[i].owner);
+    free(b->holders);
+    free(b->queue);
+    free(b->name);
+    free(b);
+}
+
+const char *hl_info_kind_name(hilock_info_kind k)
+{
+    switch (k) {
+    case HILOCK_INFO_NONE: return "none";
+    case HILOCK_INFO_REENTRANT: return "reentrant";
+    case HILOCK_INFO_FAIR: return "fair";
+    case HILOCK_INFO_READWRITE: return "read-write";
+    case HILOCK_INFO_FENCED: return "fenced";
+    default: return "unknown";
+    }
+}
+
+static char *dupn(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+/* Strict decimal int64 (no sign but '-', no spaces, no overflow). */
+static int parse_i64(const char *s, size_t n, int64_t *out)
+{
+    if (!s || n == 0 || n > 20)
+        return -1;
+    char buf[24];
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    if (buf[0] != '-' && (buf[0] < '0' || buf[0] > '9'))
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* A ZSET score as epoch ms: a finite number in [0, 2^62]; -1 otherwise. */
+static int64_t parse_deadline(const redisReply *s)
+{
+    if (s->type != REDIS_REPLY_STRING || s->len == 0 || s->len > 40)
+        return -1;
+    char buf[48];
+    memcpy(buf, s->str, s->len);
+    buf[s->len] = 0;
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (errno || *end || !isfinite(d) || d < 0 || d > 4611686018427387904.0)
+        return -1;
+    return (int64_t)d;
+}
+
+static int is_str(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS;
+}
+
+/* The reply has the script's shape: every element the type we read. */
+static int shape_ok(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != I_COUNT)
+        return 0;
+    redisReply **e = r->element;
+    if (!is_str(e[I_TYPE]) || e[I_PTTL]->type != REDIS_REPLY_INTEGER ||
+        e[I_FIELDS]->type != REDIS_REPLY_ARRAY || e[I_FIELDS]->elements % 2 ||
+        !is_str(e[I_QTYPE]) || e[I_QUEUE]->type != REDIS_REPLY_ARRAY ||
+        e[I_DEADLINES]->type != REDIS_REPLY_ARRAY ||
+        e[I_DEADLINES]->elements != e[I_QUEUE]->elements ||
+        !is_str(e[I_ZTYPE]) || e[I_ZCARD]->type != REDIS_REPLY_INTEGER || e[I_TIME]->type != REDIS_REPLY_ARRAY ||
+        e[I_TIME]->elements != 2 || !is_str(e[I_TTYPE]) ||
+        (e[I_TOKEN]->type != REDIS_REPLY_NIL && e[I_TOKEN]->type != REDIS_REPLY_STRING))
+        return 0;
+    for (size_t i = 0; i < e[I_FIELDS]->elements; i++)
+        if (e[I_FIELDS]->element[i]->type != REDIS_REPLY_STRING)
+            return 0;
+    for (size_t i = 0; i < e[I_QUEUE]->elements; i++)
+        if (e[I_QUEUE]->element[i]->type != REDIS_REPLY_STRING)
+            return 0;
+    return 1;
+}
+
+/* Holders from the hash's fields; *odd = 1 when a count is not a count. */
+static int decode_holders(info_box *b, const redisReply *f, int *odd)
+{
+    size_t pairs = f->elements / 2;
+    b->holders = calloc(pairs ? pairs : 1, sizeof *b->holders);
+    if (!b->holders)
+        return HILOCK_ENOMEM;
+    b->pub.holders = b->holders;
+    for (size_t i = 0; i < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->len == 4 && !memcmp(k->str, "mode", 4)) {
+            snprintf(b->mode, sizeof b->mode, "%.*s", (int)v->len, v->str);
+            continue;
+        }
+        hilock_holder_info *h = &b->holders[b->pub.nholders];
+        h->owner = dupn(k->str, k->len);
+        if (!h->owner)
+            return HILOCK_ENOMEM;
+        h->owner_len = k->len;
+        b->pub.nholders++;
+        if (parse_i64(v->str, v->len, &h->holds) != 0 || h->holds < 0) {
+            h->holds = -1;
+            *odd = 1;
+        }
+    }
+    return 0;
+}
+
+/* The queue in list order with each waiter's deadline (the script read
+ * them aligned: one ZSCORE per queued owner). */
+static int decode_queue(info_box *b, const redisReply *q, const redisReply *d)
+{
+    if (q->elements == 0)
+        return 0;
+    b->queue = calloc(q->elements, sizeof *b->queue);
+    if (!b->queue)
+        return HILOCK_ENOMEM;
+    b->pub.queue = b->queue;
+    for (size_t i = 0; i < q->elements; i++) {
+        hilock_waiter_info *w = &b->queue[i];
+        w->owner = dupn(q->element[i]->str, q->element[i]->len);
+        if (!w->owner)
+            return HILOCK_ENOMEM;
+        w->owner_len = q->element[i]->len;
+        w->deadline_ms = parse_deadline(d->element[i]);
+        b->pub.nqueue++;
+    }
+    return 0;
+}
+
+static int decode_time(const redisReply *t, int64_t *ms)
+{
+    int64_t sec = 0, usec = 0;
+    if (t->element[0]->type != REDIS_REPLY_STRING || t->element[1]->type != REDIS_REPLY_STRING ||
+        parse_i64(t->element[0]->str, t->element[0]->len, &sec) != 0 ||
+        parse_i64(t->element[1]->str, t->element[1]->len, &usec) != 0 || sec < 0 ||
+        sec > 4000000000000LL || usec < 0 || usec > 999999)
+        return -1;
+    *ms = sec * 1000 + usec / 1000;
+    return 0;
+}
+
+static void classify(info_box *b, int odd, int fair_data, int has_counter)
+{
+    hilock_lock_info *v = &b->pub;
+    if (!strcmp(b->key_type, "none")) {
+        v->kind = fair_data ? HILOCK_INFO_FAIR : HILOCK_INFO_NONE;
+    } else if (strcmp(b->key_type, "hash") != 0) {
+        v->kind = HILOCK_INFO_UNKNOWN;
+        snprintf(b->note, sizeof b->note, "the key holds a %s, not a lock", b->key_type);
+    } else if (b->mode[0]) {
+        v->kind = HILOCK_INFO_READWRITE;
+    } else if (odd) {
+        v->kind = HILOCK_INFO_UNKNOWN;
+        snprintf(b->note, sizeof b->note, "the hash has fields that are not hold counts");
+    } else if (fair_data) {
+        v->kind = HILOCK_INFO_FAIR;
+    } else {
+        v->kind = has_counter ? HILOCK_INFO_FENCED : HILOCK_INFO_REENTRANT;
+    }
+    for (size_t i = 0; i < v->nholders; i++) {
+        hilock_holder_info *h = &b->holders[i];
+        if (v->kind != HILOCK_INFO_READWRITE)
+            h->role = HILOCK_ROLE_EXCLUSIVE;
+        else
+            h->role = h->owner_len > 6 && !memcmp(h->owner + h->owner_len - 6, ":write", 6)
+                          ? HILOCK_ROLE_WRITE
+                          : HILOCK_ROLE_READ;
+    }
+}
+
+int hl_decode_inspect(const redisReply *r, const char *name, hilock_lock_info **out, char *err)
+{
+    *out = NULL;
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, HL_URL_ERR_MAX, "server error: %.*s", (int)r->len, r->str);
+        return HILOCK_EPROTO;
+    }
+    if (!shape_ok(r)) {
+        snprintf(err, HL_URL_ERR_MAX, "inspect: unexpected reply shape");
+        return HILOCK_EPROTO;
+    }
+    redisReply **e = r->element;
+    info_box *b = calloc(1, sizeof *b);
+    if (!b || !(b->name = strdup(name))) {
+        free(b);
+        snprintf(err, HL_URL_ERR_MAX, "out of memory");
+        return HILOCK_ENOMEM;
+    }
+    hilock_lock_info *v = &b->pub;
+    v->name = b->name;
+    v->key_type = b->key_type;
+    v->mode = b->mode;
+    v->note = b->note;
+    snprintf(b->key_type, sizeof b->key_type, "%.*s", (int)e[I_TYPE]->len, e[I_TYPE]->str);
+    v->locked = strcmp(b->key_type, "none") != 0;
+    v->lease_ms = e[I_PTTL]->integer;
+    int rc = 0, odd = 0;
+    if (v->lease_ms < -2 || decode_time(e[I_TIME], &v->server_time_ms) != 0) {
+        snprintf(err, HL_URL_ERR_MAX, "inspect: bad PTTL or TIME in the reply");
+        rc = HILOCK_EPROTO;
+    }
+    if (!rc)
+        rc = decode_holders(b, e[I_FIELDS], &odd);
+    if (!rc)
+        rc = decode_queue(b, e[I_QUEUE], e[I_DEADLINES]);
+    if (rc == HILOCK_ENOMEM)
+        snprintf(err, HL_URL_ERR_MAX, "out of memory");
+    if (rc) {
+        hl_info_free(v);
+        return rc;
+    }
+    int has_counter = e[I_TOKEN]->type == REDIS_REPLY_STRING;
+    if (has_counter && (parse_i64(e[I_TOKEN]->str, e[I_TOKEN]->len, &v->token) != 0 || v->token < 0))
+        v->token = 0, has_counter = 0;
+    int fair_data = v->nqueue > 0 || e[I_ZCARD]->integer > 0;
+    classify(b, odd, fair_data, has_counter);
+    int queue_bad = (strcmp(e[I_QTYPE]->str, "list") && strcmp(e[I_QTYPE]->str, "none")) ||
+                    (strcmp(e[I_ZTYPE]->str, "zset") && strcmp(e[I_ZTYPE]->str, "none"));
+    int counter_bad = strcmp(e[I_TTYPE]->str, "string") && strcmp(e[I_TTYPE]->str, "none");
+    if (!b->note[0] && queue_bad)
+        snprintf(b->note, sizeof b->note, "fair queue keys hold unexpected types");
+    else if (!b->note[0] && (counter_bad || (e[I_TOKEN]->type == REDIS_REPLY_STRING && !has_counter)))
+        snprintf(b->note, sizeof b->note, "the fencing token counter is not a counter");
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,375 @@
+/*
+ * hilock_inspect against a real redis-server: every lock kind as the
+ * library (and Redisson) stores it — none, reentrant with a re-entry, fair
+ * with live waiters queued in order with their deadlines, read-write (read
+ * and write modes), fenced with its token — keys that are not locks, and
+ * the decoder fed replies of the wrong shape or with bad numbers.
+ */
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "proto.h"
+
+static th_redis srv;
+
+static hilock_client *open_client(void)
+{
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, srv.url, NULL, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n  open %s: %d %s (%s)\n", srv.url, rc, hilock_strerror(rc), err);
+    return c;
+}
+
+static int owner_is(const char *owner, size_t len, hilock_client *c, uint64_t tid)
+{
+    char want[80];
+    hilock_client_owner(c, tid, want, sizeof want);
+    return len == strlen(want) && !memcmp(owner, want, len) && owner[len] == 0;
+}
+
+static void t_none_and_args(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock_info *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:none"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_NONE);
+    CU_ASSERT_STRING_EQUAL(v->name, "insp:none");
+    CU_ASSERT_EQUAL(v->locked, 0);
+    CU_ASSERT_STRING_EQUAL(v->key_type, "none");
+    CU_ASSERT_EQUAL(v->lease_ms, -2);
+    CU_ASSERT_STRING_EQUAL(v->mode, "");
+    CU_ASSERT_EQUAL(v->nholders, 0);
+    CU_ASSERT_EQUAL(v->nqueue, 0);
+    CU_ASSERT_EQUAL(v->token, 0);
+    CU_ASSERT_STRING_EQUAL(v->note, "");
+    /* the server's clock, same machine: within a minute of ours */
+    int64_t now = (int64_t)time(NULL) * 1000;
+    CU_ASSERT(v->server_time_ms > now - 60000 && v->server_time_ms < now + 60000);
+    hilock_lock_info_free(v);
+
+    v = (hilock_lock_info *)&v; /* set to NULL on failure */
+    CU_ASSERT_EQUAL(hilock_inspect(&v, c, ""), HILOCK_EINVAL);
+    CU_ASSERT_PTR_NULL(v);
+    CU_ASSERT(strstr(hilock_client_errmsg(c), "name") != NULL);
+    CU_ASSERT_EQUAL(hilock_inspect(&v, c, NULL), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_inspect(&v, NULL, "x"), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_inspect(NULL, c, "x"), HILOCK_EINVAL);
+    hilock_lock_info_free(NULL);
+    CU_ASSERT_STRING_EQUAL(hilock_info_kind_name(HILOCK_INFO_FENCED), "fenced");
+    CU_ASSERT_STRING_EQUAL(hilock_info_kind_name(HILOCK_INFO_READWRITE), "read-write");
+    CU_ASSERT_STRING_EQUAL(hilock_info_kind_name((hilock_info_kind)42), "unknown");
+    hilock_client_close(c);
+}
+
+static void t_reentrant(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "insp:re"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 7, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 7, 0, 60000), 0);
+    hilock_lock_info *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:re"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
+    CU_ASSERT_EQUAL(v->locked, 1);
+    CU_ASSERT_STRING_EQUAL(v->key_type, "hash");
+    CU_ASSERT(v->lease_ms > 0 && v->lease_ms <= 60000);
+    CU_ASSERT_EQUAL_FATAL(v->nholders, 1);
+    CU_ASSERT(owner_is(v->holders[0].owner, v->holders[0].owner_len, c, 7));
+    CU_ASSERT_EQUAL(v->holders[0].holds, 2);
+    CU_ASSERT_EQUAL(v->holders[0].role, HILOCK_ROLE_EXCLUSIVE);
+    hilock_lock_info_free(v);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 7), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 7), 0);
+    hilock_lock_free(l);
+
+    /* as Redisson writes it, no expiry */
+    th_redis_int(&srv, "HSET insp:redisson 01234567-89ab-cdef-0123-456789abcdef:9 3");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:redisson"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
+    CU_ASSERT_EQUAL(v->lease_ms, -1);
+    CU_ASSERT_EQUAL_FATAL(v->nholders, 1);
+    CU_ASSERT_STRING_EQUAL(v->holders[0].owner, "01234567-89ab-cdef-0123-456789abcdef:9");
+    CU_ASSERT_EQUAL(v->holders[0].holds, 3);
+    hilock_lock_info_free(v);
+    hilock_client_close(c);
+}
+
+typedef struct waiter {
+    hilock_lock *l;
+    uint64_t tid;
+    int rc;
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = hilock_lock_acquire_tid(w->l, w->tid, 20000, 60000);
+    return NULL;
+}
+
+static int queued(void *arg)
+{
+    return th_redis_int(&srv, "LLEN redisson_lock_queue:{insp:fair}") == *(long long *)arg;
+}
+
+static void t_fair_queue(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, "insp:fair"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(l, 1, 0, 60000), 0);
+    waiter w[2] = {{l, 2, 1}, {l, 3, 1}};
+    pthread_t th[2];
+    for (long long i = 0; i < 2; i++) {
+        long long n = i + 1;
+        pthread_create(&th[i], NULL, wait_thread, &w[i]);
+        CU_ASSERT_FATAL(th_wait_for(queued, &n, 10000)); /* in this order */
+    }
+    hilock_lock_info *v = NULL;
+    CU_ASSERT_EQUAL(hilock_inspect(&v, c, "insp:fair"), 0);
+    if (v) {
+        CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_FAIR);
+        CU_ASSERT_EQUAL(v->locked, 1);
+        CU_ASSERT(v->nholders == 1 &&
+                  owner_is(v->holders[0].owner, v->holders[0].owner_len, c, 1));
+        CU_ASSERT_EQUAL(v->nqueue, 2);
+        if (v->nqueue == 2) {
+            CU_ASSERT(owner_is(v->queue[0].owner, v->queue[0].owner_len, c, 2));
+            CU_ASSERT(owner_is(v->queue[1].owner, v->queue[1].owner_len, c, 3));
+            /* deadlines: after now, the second one a wait window later */
+            CU_ASSERT(v->queue[0].deadline_ms > v->server_time_ms);
+            CU_ASSERT(v->queue[1].deadline_ms > v->queue[0].deadline_ms);
+        }
+        hilock_lock_info_free(v);
+    }
+    for (int i = 0; i < 2; i++) {
+        int cancelled = 0;
+        CU_ASSERT_EQUAL(hilock_lock_cancel(&cancelled, l, w[i].tid), 0);
+        pthread_join(th[i], NULL);
+        CU_ASSERT_EQUAL(w[i].rc, HILOCK_ECANCELED);
+    }
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), 0);
+    /* a deadline set with no list (a waiter in the middle of leaving) is
+     * still fair-lock data */
+    th_redis_int(&srv, "ZADD redisson_lock_timeout:{insp:fair} 1 gone:1");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:fair"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_FAIR);
+    CU_ASSERT_EQUAL(v->locked, 0);
+    CU_ASSERT_EQUAL(v->nqueue, 0);
+    hilock_lock_info_free(v);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+static void t_readwrite(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_rwlock *rw = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_rwlock_new(&rw, c, "insp:rw"), 0);
+    hilock_lock *rd = hilock_rwlock_read_lock(rw), *wr = hilock_rwlock_write_lock(rw);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(rd, 1, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(rd, 2, 0, 60000), 0);
+    hilock_lock_info *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:rw"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_READWRITE);
+    CU_ASSERT_STRING_EQUAL(v->mode, "read");
+    CU_ASSERT_EQUAL(v->nholders, 2);
+    for (size_t i = 0; i < v->nholders; i++) {
+        CU_ASSERT_EQUAL(v->holders[i].role, HILOCK_ROLE_READ);
+        CU_ASSERT_EQUAL(v->holders[i].holds, 1);
+    }
+    hilock_lock_info_free(v);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(rd, 1), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(rd, 2), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(wr, 3, 0, 60000), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:rw"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_READWRITE);
+    CU_ASSERT_STRING_EQUAL(v->mode, "write");
+    CU_ASSERT_EQUAL_FATAL(v->nholders, 1);
+    CU_ASSERT_EQUAL(v->holders[0].role, HILOCK_ROLE_WRITE);
+    char want[80];
+    hilock_client_owner(c, 3, want, sizeof want);
+    strcat(want, ":write");
+    CU_ASSERT_STRING_EQUAL(v->holders[0].owner, want);
+    hilock_lock_info_free(v);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(wr, 3), 0);
+    hilock_rwlock_free(rw);
+    hilock_client_close(c);
+}
+
+static void t_fenced(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_fenced_lock_new(&l, c, "insp:fen"), 0);
+    int64_t tok = 0;
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token_tid(&tok, l, 5, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_token_tid(&tok, l, 5, 0, 60000), 0);
+    hilock_lock_info *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:fen"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_FENCED);
+    CU_ASSERT_EQUAL(v->token, tok);
+    CU_ASSERT_EQUAL(v->token, 2);
+    CU_ASSERT(v->nholders == 1 && v->holders[0].holds == 2);
+    hilock_lock_info_free(v);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 5), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 5), 0);
+    /* released: nothing locked, the counter stays */
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:fen"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_NONE);
+    CU_ASSERT_EQUAL(v->token, 2);
+    hilock_lock_info_free(v);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+static void t_not_locks(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock_info *v = NULL;
+    th_redis_int(&srv, "SET insp:str hello");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:str"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_UNKNOWN);
+    CU_ASSERT_STRING_EQUAL(v->key_type, "string");
+    CU_ASSERT_STRING_EQUAL(v->note, "the key holds a string, not a lock");
+    hilock_lock_info_free(v);
+    /* hold counts that are not counts */
+    th_redis_int(&srv, "HSET insp:odd a:1 notanumber b:2 99999999999999999999 c:3 -1 d:4 7");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:odd"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_UNKNOWN);
+    CU_ASSERT(strstr(v->note, "not hold counts") != NULL);
+    CU_ASSERT_EQUAL_FATAL(v->nholders, 4);
+    int bad = 0;
+    for (size_t i = 0; i < v->nholders; i++)
+        bad += v->holders[i].holds == -1;
+    CU_ASSERT_EQUAL(bad, 3);
+    hilock_lock_info_free(v);
+    /* a binary owner: length exact, NUL inside */
+    redisContext *ctx = th_redis_connect(&srv);
+    redisReply *r = redisCommand(ctx, "HSET insp:bin %b 1", "a\0b", (size_t)3);
+    freeReplyObject(r);
+    /* companion keys of the wrong type: the lock is still read */
+    r = redisCommand(ctx, "SET redisson_lock_queue:{insp:bin} x");
+    freeReplyObject(r);
+    redisFree(ctx);
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:bin"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
+    CU_ASSERT(v->nholders == 1 && v->holders[0].owner_len == 3 &&
+              !memcmp(v->holders[0].owner, "a\0b", 3));
+    CU_ASSERT_STRING_EQUAL(v->note, "fair queue keys hold unexpected types");
+    hilock_lock_info_free(v);
+    th_redis_int(&srv, "HSET insp:tok o:1 1");
+    th_redis_int(&srv, "SET redisson_lock_token:{insp:tok} abc");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:tok"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
+    CU_ASSERT_EQUAL(v->token, 0);
+    CU_ASSERT_STRING_EQUAL(v->note, "the fencing token counter is not a counter");
+    hilock_lock_info_free(v);
+    hilock_client_close(c);
+}
+
+/* The decoder alone: replies no server sends. */
+static int decode(const char *bytes, size_t len, hilock_lock_info **v)
+{
+    char err[HL_URL_ERR_MAX] = "";
+    redisReply *r = th_resp(bytes, len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    int rc = hl_decode_inspect(r, "n", v, err);
+    CU_ASSERT(rc == 0 || (err[0] && *v == NULL));
+    freeReplyObject(r);
+    return rc;
+}
+#define DECODE(s, v) decode(s, sizeof(s) - 1, v)
+/* A well-formed reply around one queue entry's score and the TIME pair. */
+#define REPLY(pttl, holds, score, sec)                                                  \
+    "*11\r\n+hash\r\n:" pttl "\r\n*2\r\n$3\r\no:1\r\n$" holds "\r\n+list\r\n*1\r\n$3\r\nw:2\r\n" \
+    "*1\r\n" score "+zset\r\n:1\r\n*2\r\n$" sec "\r\n$1\r\n5\r\n+none\r\n$-1\r\n"
+
+static void t_decode_hostile(void)
+{
+    hilock_lock_info *v = NULL;
+    CU_ASSERT_EQUAL(DECODE(REPLY("100", "1\r\n2", "$4\r\n1000\r\n", "4\r\n1700"), &v), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_FAIR);
+    CU_ASSERT_EQUAL(v->holders[0].holds, 2);
+    CU_ASSERT_EQUAL(v->queue[0].deadline_ms, 1000);
+    CU_ASSERT_EQUAL(v->server_time_ms, 1700000);
+    hilock_lock_info_free(v);
+    /* scores that are not epoch ms read "no deadline" */
+    const char *bad_scores[] = {"$3\r\nnan\r\n", "$3\r\ninf\r\n", "$2\r\n-1\r\n", "$3\r\nabc\r\n",
+                                "$5\r\n1e300\r\n", "$-1\r\n", ":5\r\n"};
+    for (size_t i = 0; i < sizeof bad_scores / sizeof *bad_scores; i++) {
+        char buf[512];
+        int n = snprintf(buf, sizeof buf, REPLY("100", "1\r\n2", "%s", "4\r\n1700"), bad_scores[i]);
+        CU_ASSERT_EQUAL(decode(buf, (size_t)n, &v), 0);
+        if (v) {
+            CU_ASSERT_EQUAL(v->queue[0].deadline_ms, -1);
+            hilock_lock_info_free(v);
+        }
+    }
+    /* a count that is not a count: kind unknown, holds -1 */
+    CU_ASSERT_EQUAL(DECODE(REPLY("100", "2\r\n1x", "$4\r\n1000\r\n", "4\r\n1700"), &v), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_UNKNOWN);
+    CU_ASSERT_EQUAL(v->holders[0].holds, -1);
+    hilock_lock_info_free(v);
+    /* errors: an error reply, the wrong shape, a PTTL or TIME out of range */
+    CU_ASSERT_EQUAL(DECODE("-ERR boom\r\n", &v), HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(":1\r\n", &v), HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE("*2\r\n+hash\r\n:1\r\n", &v), HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(REPLY("-3", "1\r\n2", "$4\r\n1000\r\n", "4\r\n1700"), &v),
+                    HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(REPLY("100", "1\r\n2", "$4\r\n1000\r\n", "2\r\n-1"), &v),
+                    HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(REPLY("100", "1\r\n2", "$4\r\n1000\r\n", "3\r\nabc"), &v),
+                    HILOCK_EPROTO);
+    /* a deadline list that does not match the queue */
+    CU_ASSERT_EQUAL(DECODE("*11\r\n+hash\r\n:1\r\n*0\r\n+list\r\n*1\r\n$1\r\nw\r\n*0\r\n"
+                           "+zset\r\n:1\r\n*2\r\n$1\r\n1\r\n$1\r\n5\r\n+none\r\n$-1\r\n",
+                           &v),
+                    HILOCK_EPROTO);
+    /* an odd number of hash elements */
+    CU_ASSERT_EQUAL(DECODE("*11\r\n+hash\r\n:1\r\n*1\r\n$1\r\nx\r\n+none\r\n*0\r\n*0\r\n"
+                           "+none\r\n:0\r\n*2\r\n$1\r\n1\r\n$1\r\n5\r\n+none\r\n$-1\r\n",
+                           &v),
+                    HILOCK_EPROTO);
+}
+
+static int init_srv(void)
+{
+    return th_redis_start(&srv, NULL);
+}
+
+static int clean_srv(void)
+{
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("inspection", init_srv, clean_srv);
+    CU_add_test(s, "no lock; bad arguments", t_none_and_args);
+    CU_add_test(s, "reentrant (library and Redisson data)", t_reentrant);
+    CU_add_test(s, "fair: holder, queue in order, deadlines", t_fair_queue);
+    CU_add_test(s, "read-write: read and write modes", t_readwrite);
+    CU_add_test(s, "fenced: kind and token", t_fenced);
+    CU_add_test(s, "keys that are not locks", t_not_locks);
+    CU_add_test(s, "decoder: bad shapes and numbers", t_decode_hostile);
+    return th_cu_run();
+}
