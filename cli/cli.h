@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <hiredis/hiredis.h>
+
+#include "hilock.h"
 
 /* Exit statuses (documented in docs/cli.md and hilock.1). */
 #define EXIT_CONFLICT_DEFAULT 1 /* run: not acquired within --wait */
@@ -66,52 +67,14 @@ void human_string(FILE *f, const char *s, size_t len);
 /* Monotonic clock in ms. */
 int64_t cli_now_ms(void);
 
-/* Raw connection for inspection (status, unlock). NULL with a message
- * printed on failure; *code gets the hilock error code. */
-redisContext *cli_connect_raw(const char *url, int *code);
-/* As cli_connect_raw; on a cluster URL, to the master serving key's slot. */
-redisContext *cli_connect_key(const char *url, const char *key, int *code);
+/* A client for url (status, unlock), with the CLI's 2 s connect and command
+ * timeouts. NULL with a one-line message printed on failure; *code gets the
+ * hilock error code (HILOCK_EINVAL: the URL or a TLS option is bad). */
+hilock_client *cli_open(const char *url, int *code);
 
-/* ---- inspection (status.c) ---- */
-typedef enum lock_kind_view {
-    KIND_NONE = 0,   /* no lock data at all */
-    KIND_REENTRANT,
-    KIND_FAIR,
-    KIND_READWRITE,
-    KIND_UNKNOWN
-} lock_kind_view;
-
-typedef struct holder_view {
-    char *owner;
-    int64_t holds; /* -1 when the value is not an integer */
-} holder_view;
-
-typedef struct waiter_view {
-    char *owner;
-    int64_t deadline_ms; /* epoch ms, -1 when missing from the ZSET */
-} waiter_view;
-
-typedef struct lock_view {
-    const char *name;
-    lock_kind_view kind;
-    char key_type[32];   /* TYPE of the lock key: "none", "hash", ... */
-    int locked;          /* the lock key exists */
-    int64_t pttl_ms;     /* -2 no key, -1 no expiry */
-    char mode[16];       /* read-write: "read"/"write"; else empty */
-    holder_view *holders;
-    size_t nholders;
-    waiter_view *queue;
-    size_t nqueue;
-    int64_t server_time_ms; /* server clock (epoch ms) at inspection */
-    char note[160];         /* human remark (e.g. wrong type), may be empty */
-} lock_view;
-
-/* Inspect one lock. 0, or a negative hilock code with a message printed. */
-int inspect_lock(redisContext *rc, const char *name, lock_view *out);
-void lock_view_free(lock_view *v);
-const char *kind_name(lock_kind_view k);
-void print_lock_human(FILE *f, const lock_view *v);
-void print_lock_json(FILE *f, const lock_view *v);
+/* ---- inspection output (status.c): docs/cli.md ---- */
+void print_lock_human(FILE *f, const hilock_lock_info *v);
+void print_lock_json(FILE *f, const hilock_lock_info *v);
 
 /* Subcommands: return the process exit status. */
 int cmd_run(int argc, char **argv);

@@ -23,8 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "hilock.h"
-#include "internal.h"
 
 static int64_t now_ns(void)
 {
@@ -40,20 +41,41 @@ static void sleep_us(long us)
     }
 }
 
+/* A plain hiredis connection for the counter and the PINGs: the demo runs
+ * against a local redis://host:port (scripts/demo.sh); the lock itself goes
+ * through the library, which takes every URL form. */
 static redisContext *raw(const char *url)
 {
-    hl_endpoint ep;
-    char err[HL_ERRMSG_MAX] = "";
-    int code = 0;
-    memset(&ep, 0, sizeof ep);
-    if (hl_endpoint_parse(&ep, url, err) != 0) {
-        fprintf(stderr, "demo-worker: bad URL: %s\n", err);
+    char host[256] = "127.0.0.1";
+    int port = 6379;
+    const char *p = strncmp(url, "redis://", 8) == 0 ? url + 8 : NULL;
+    if (p) {
+        size_t h = strcspn(p, ":/");
+        if (h >= sizeof host)
+            p = NULL;
+        else if (h > 0)
+            snprintf(host, sizeof host, "%.*s", (int)h, p);
+        if (p && p[h] == ':') {
+            char *end = NULL;
+            long v = strtol(p + h + 1, &end, 10);
+            if (v < 1 || v > 65535 || (*end && *end != '/'))
+                p = NULL;
+            else
+                port = (int)v;
+        }
+    }
+    if (!p) {
+        fprintf(stderr, "demo-worker: the URL must be redis://host[:port]: %s\n", url);
         return NULL;
     }
-    redisContext *c = hl_connect(&ep, 2000, 5000, &code, err);
-    hl_endpoint_free(&ep);
-    if (!c)
-        fprintf(stderr, "demo-worker: cannot connect: %s\n", err);
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout(host, port, (struct timeval){2, 0});
+    if (!c || c->err) {
+        fprintf(stderr, "demo-worker: cannot connect: %s\n", c ? c->errstr : "out of memory");
+        redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
     return c;
 }
 

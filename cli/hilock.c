@@ -16,7 +16,6 @@
 #include <time.h>
 
 #include "hilock.h"
-#include "internal.h"
 
 const char *progname = "hilock";
 
@@ -205,62 +204,22 @@ void human_string(FILE *f, const char *str, size_t len)
     }
 }
 
-/* Cluster: the master serving key's slot, found through ctx (a seed);
- * returns a new connection, or NULL (ctx is then the best we have). */
-static redisContext *cluster_owner(const hl_endpoint *ep, redisContext *ctx, const char *key)
+hilock_client *cli_open(const char *url, int *code)
 {
-    unsigned slot = hl_key_slot(key, strlen(key));
-    redisReply *r = redisCommand(ctx, "CLUSTER SLOTS");
-    redisContext *owner = NULL;
-    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && !owner; i++) {
-        hl_slot_range sr;
-        if (hl_decode_slot_range(r->element[i], &sr) || sr.lo > slot || sr.hi < slot)
-            continue;
-        int code = 0;
-        char err[HL_ERRMSG_MAX];
-        owner = hl_connect_addr(ep, sr.host, sr.port, 2000, 2000, &code, err);
-    }
-    if (r)
-        freeReplyObject(r);
-    return owner;
-}
-
-redisContext *cli_connect_raw(const char *url, int *code)
-{
-    return cli_connect_key(url, NULL, code);
-}
-
-redisContext *cli_connect_key(const char *url, const char *key, int *code)
-{
-    hl_endpoint ep;
-    char err[HL_ERRMSG_MAX] = "";
-    memset(&ep, 0, sizeof ep);
-    int rc = hl_endpoint_parse(&ep, url, err);
-    if (rc == 0 && (rc = hl_tls_new(&ep.tls_ctx, &ep, err)) != 0)
-        hl_endpoint_free(&ep);
-    if (rc != 0) {
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.connect_timeout_ms = 2000;
+    o.command_timeout_ms = 2000;
+    o.pool_size = 1;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
+    if (rc == HILOCK_EINVAL)
         cli_err("bad server URL: %s", err[0] ? err : hilock_strerror(rc));
-        *code = rc;
-        return NULL;
-    }
-    int c = 0;
-    redisContext *ctx = hl_connect(&ep, 2000, 2000, &c, err);
-    if (ctx && ep.cluster && key) {
-        redisContext *owner = cluster_owner(&ep, ctx, key);
-        if (owner) {
-            redisFree(ctx);
-            ctx = owner;
-        }
-    }
-    hl_tls_free(ep.tls_ctx);
-    hl_endpoint_free(&ep);
-    if (!ctx) {
-        cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(c));
-        *code = c ? c : HILOCK_ECONN;
-        return NULL;
-    }
-    *code = 0;
-    return ctx;
+    else if (rc)
+        cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
+    *code = rc;
+    return c;
 }
 
 static void usage(FILE *f)

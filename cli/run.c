@@ -366,226 +366,294 @@ static int exit_status_of(int st)
     return 1;
 }
 
-int cmd_run(int argc, char **argv)
-{
+/* Everything one `hilock run` works with, passed between its steps. */
+typedef struct run_state {
     run_opts o;
-    int exit_now;
-    if (parse_run_opts(argc, argv, &o, &exit_now) != 0)
-        return EXIT_USAGE;
-    if (exit_now >= 0)
-        return exit_now;
-    const char *url = cli_url(o.url);
+    int sfd;                 /* signalfd of the handled signals */
+    sigset_t oldmask;        /* the mask to restore in the command */
+    hilock_client *client;
+    hilock_lock *lock;
+    hilock_rwlock *rw;       /* owner of lock for -s / -x */
+    uint64_t tid;            /* the owner's thread id: our pid */
+    int64_t token;           /* fenced lock: the grant's token */
+    int interrupted;         /* the signal that ended the wait, or 0 */
+    int lost;                /* the hold was lost while the command ran */
+    int child_status;
+} run_state;
 
-    record_startup_fds();
-
-    /* Block the signals we handle in every thread, before the library
-     * starts any. */
-    sigset_t set, oldmask;
+/* Block the forwarded signals and SIGCHLD in every thread (before the
+ * library starts any) and read them from a signalfd; the wake-up eventfd. */
+static int setup_signals(run_state *st)
+{
+    sigset_t set;
     sigemptyset(&set);
     int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
         sigaddset(&set, fwd[i]);
     sigaddset(&set, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set, &oldmask);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    pthread_sigmask(SIG_BLOCK, &set, &st->oldmask);
+    st->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (sfd < 0 || wake_fd < 0) {
+    if (st->sfd < 0 || wake_fd < 0) {
         cli_err("cannot set up signal handling: %s", strerror(errno));
-        return EXIT_UNAVAILABLE;
+        return -1;
     }
+    return 0;
+}
 
+/* The client and the handle of the kind asked for. 0, or the exit status. */
+static int open_lock(run_state *st, const char *url)
+{
+    const run_opts *o = &st->o;
     hilock_options hopts;
     hilock_options_init(&hopts, HILOCK_OPTIONS_VERSION);
-    if (o.watchdog_lease_ms > 0)
-        hopts.watchdog_lease_ms = o.watchdog_lease_ms;
-    hilock_client *client = NULL;
-    hilock_lock *lock = NULL;
+    if (o->watchdog_lease_ms > 0)
+        hopts.watchdog_lease_ms = o->watchdog_lease_ms;
     char err[256] = "";
-    int rc = hilock_client_open(&client, url, &hopts, err, sizeof err);
+    int rc = hilock_client_open(&st->client, url, &hopts, err, sizeof err);
     if (rc != 0) {
         cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
         return rc == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE; /* a bad URL is usage */
     }
-    hilock_rwlock *rw = NULL;
-    if (o.mode == 's' || o.mode == 'x') {
-        rc = hilock_rwlock_new(&rw, client, o.name);
+    if (o->mode == 's' || o->mode == 'x') {
+        rc = hilock_rwlock_new(&st->rw, st->client, o->name);
         if (rc == 0)
-            lock = o.mode == 's' ? hilock_rwlock_read_lock(rw) : hilock_rwlock_write_lock(rw);
+            st->lock = o->mode == 's' ? hilock_rwlock_read_lock(st->rw)
+                                      : hilock_rwlock_write_lock(st->rw);
     } else {
-        rc = o.fair            ? hilock_fair_lock_new(&lock, client, o.name)
-             : o.mode == 'f' ? hilock_fenced_lock_new(&lock, client, o.name)
-                               : hilock_lock_new(&lock, client, o.name);
+        rc = o->fair           ? hilock_fair_lock_new(&st->lock, st->client, o->name)
+             : o->mode == 'f' ? hilock_fenced_lock_new(&st->lock, st->client, o->name)
+                              : hilock_lock_new(&st->lock, st->client, o->name);
     }
     if (rc != 0) {
         cli_err("bad lock name: %s", hilock_strerror(rc));
-        hilock_client_close(client);
+        hilock_client_close(st->client);
         return EXIT_USAGE;
     }
-    /* The owner is "<client-uuid>:<pid>": status shows which process holds it. */
-    static uint64_t tid;
-    tid = (uint64_t)getpid();
-    hilock_lock_set_lost_callback(lock, on_lost, &tid);
+    return 0;
+}
 
-    /* ---- acquire, interruptible by signals ---- */
-    acq_ctx a = {lock, tid, o.wait_ms, o.lease_ms, 0, 0};
+static void close_lock(run_state *st)
+{
+    free_lock(st->lock, st->rw);
+    hilock_client_close(st->client);
+}
+
+/* Acquire on a helper thread while this one watches the signals: a signal
+ * cancels the wait (st->interrupted). Returns the acquire's code. */
+static int acquire_interruptible(run_state *st)
+{
+    static uint64_t lost_tid; /* the lost callback's payload */
+    lost_tid = st->tid;
+    hilock_lock_set_lost_callback(st->lock, on_lost, &lost_tid);
+    acq_ctx a = {st->lock, st->tid, st->o.wait_ms, st->o.lease_ms, 0, 0};
     pthread_t th;
     if (pthread_create(&th, NULL, acquire_thread, &a) != 0) {
         cli_err("cannot start a thread");
-        return EXIT_UNAVAILABLE;
+        return HILOCK_ENOMEM;
     }
-    int interrupted = 0;
-    while (!atomic_load(&acquire_done) && !interrupted) {
-        struct pollfd p[2] = {{sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    while (!atomic_load(&acquire_done) && !st->interrupted) {
+        struct pollfd p[2] = {{st->sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
         if (poll(p, 2, -1) < 0 && errno != EINTR)
             break;
         if (p[1].revents & POLLIN)
             drain(wake_fd);
         if (p[0].revents & POLLIN) {
             struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            while (read(st->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
                 if (si.ssi_signo != SIGCHLD)
-                    interrupted = (int)si.ssi_signo;
+                    st->interrupted = (int)si.ssi_signo;
             }
         }
     }
-    if (interrupted)
-        cancel_wait(lock, tid);
+    if (st->interrupted)
+        cancel_wait(st->lock, st->tid);
     pthread_join(th, NULL);
-    rc = a.rc;
+    st->token = a.token;
+    return a.rc;
+}
+
+/* What a failed or interrupted acquire means for the exit status: 0 when
+ * the lock is held and the command may run, else the status (the lock
+ * and client are closed then). */
+static int acquire_outcome(run_state *st, int rc)
+{
+    const run_opts *o = &st->o;
+    int status = 0;
     if (rc == HILOCK_ECANCELED) {
-        if (!o.quiet)
-            cli_err("interrupted while waiting for lock %s", o.name);
-        hilock_lock_free(lock);
-        hilock_client_close(client);
-        return 128 + interrupted;
-    }
-    if (rc == HILOCK_ETIMEDOUT) {
-        if (!o.quiet)
-            cli_err("lock %s is held by another owner; not acquired%s", o.name,
-                    o.wait_ms == 0 ? "" : " within --wait");
-        free_lock(lock, rw);
-        hilock_client_close(client);
-        return o.conflict_code;
-    }
-    if (rc != 0) {
-        cli_err("cannot acquire lock %s: %s (%s)", o.name, hilock_strerror(rc),
-                hilock_lock_errmsg(lock));
-        free_lock(lock, rw);
-        hilock_client_close(client);
-        return rc == HILOCK_EWRONGTYPE ? 1 : EXIT_UNAVAILABLE;
-    }
-    if (interrupted) {
+        if (!o->quiet)
+            cli_err("interrupted while waiting for lock %s", o->name);
+        status = 128 + st->interrupted;
+    } else if (rc == HILOCK_ETIMEDOUT) {
+        if (!o->quiet)
+            cli_err("lock %s is held by another owner; not acquired%s", o->name,
+                    o->wait_ms == 0 ? "" : " within --wait");
+        status = o->conflict_code;
+    } else if (rc == HILOCK_ENOMEM && !atomic_load(&acquire_done)) {
+        status = EXIT_UNAVAILABLE; /* no helper thread */
+    } else if (rc != 0) {
+        cli_err("cannot acquire lock %s: %s (%s)", o->name, hilock_strerror(rc),
+                hilock_lock_errmsg(st->lock));
+        status = rc == HILOCK_EWRONGTYPE ? 1 : EXIT_UNAVAILABLE;
+    } else if (st->interrupted) {
         /* acquired at the moment the signal came: give it back */
-        hilock_lock_release_tid(lock, tid);
-        free_lock(lock, rw);
-        hilock_client_close(client);
-        return 128 + interrupted;
+        hilock_lock_release_tid(st->lock, st->tid);
+        status = 128 + st->interrupted;
     }
+    if (status)
+        close_lock(st);
+    return status;
+}
 
-    /* With a fixed lease there is no watchdog: check when the lease is due. */
-    int64_t lease_check_at = -1;
-    if (o.lease_ms > 0) {
-        int64_t left = 0;
-        if (hilock_lock_remaining_ms(&left, lock) == 0 && left >= 0)
-            lease_check_at = cli_now_ms() + left + 5;
-        else
-            lease_check_at = cli_now_ms() + o.lease_ms;
-    }
+/* With a fixed lease there is no watchdog: when to check the lease next
+ * (monotonic ms), or -1. */
+static int64_t first_lease_check(const run_state *st)
+{
+    if (st->o.lease_ms <= 0)
+        return -1;
+    int64_t left = 0;
+    if (hilock_lock_remaining_ms(&left, st->lock) == 0 && left >= 0)
+        return cli_now_ms() + left + 5;
+    return cli_now_ms() + st->o.lease_ms;
+}
 
-    /* ---- run the command ---- */
-    /* its environment names the lock and, fenced, the token (as etcdctl
-     * lock passes ETCD_LOCK_REV) so that it can fence its own writes */
+/* The command's environment names the lock and, fenced, the token (as
+ * etcdctl lock passes ETCD_LOCK_REV) so that it can fence its own writes. */
+static void set_command_env(const run_state *st)
+{
     char tokbuf[24];
-    snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)a.token);
-    if (setenv("HILOCK_LOCK_NAME", o.name, 1) != 0 ||
-        (o.mode == 'f' && setenv("HILOCK_FENCING_TOKEN", tokbuf, 1) != 0))
+    snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)st->token);
+    if (setenv("HILOCK_LOCK_NAME", st->o.name, 1) != 0 ||
+        (st->o.mode == 'f' && setenv("HILOCK_FENCING_TOKEN", tokbuf, 1) != 0))
         cli_err("warning: cannot set the command's environment: %s", strerror(errno));
-    pid_t pid = spawn(o.cmd, &oldmask);
-    if (pid < 0) {
-        cli_err("cannot start the command: %s", strerror(errno));
-        hilock_lock_release_tid(lock, tid);
-        free_lock(lock, rw);
-        hilock_client_close(client);
-        return EXIT_UNAVAILABLE;
+}
+
+/* Forward the signals other processes sent us to the command. Signals from
+ * the terminal (Ctrl-C, hangup) already reach it, as it shares our process
+ * group; the ones sent to us (kill, systemd, timeout) are passed on. */
+static void forward_signals(int sfd, pid_t pid)
+{
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo != SIGCHLD && si.ssi_code != SI_KERNEL)
+            kill(pid, (int)si.ssi_signo);
     }
-    int child_status = 0, child_done = 0, lost = 0;
+}
+
+/* A fixed lease is due: is the hold still there? Returns the next check. */
+static int64_t check_lease(const run_state *st, int64_t now)
+{
+    int held = 1;
+    int q = hilock_lock_is_held_tid(&held, st->lock, st->tid);
+    if (q == 0 && !held) {
+        atomic_store(&lost_flag, 1);
+        return -1;
+    }
+    int64_t left = 0;
+    if (q == 0 && hilock_lock_remaining_ms(&left, st->lock) == 0 && left > 0)
+        return now + left + 5;
+    return now + 1000; /* server trouble: look again soon */
+}
+
+/* poll timeout until the earliest of the two times (-1 = none). */
+static int poll_timeout(int64_t now, int64_t a, int64_t b)
+{
+    int64_t next = a;
+    if (b >= 0 && (next < 0 || b < next))
+        next = b;
+    if (next < 0)
+        return -1;
+    return next <= now ? 0 : (int)((next - now) > 60000 ? 60000 : next - now);
+}
+
+/* Run until the command exits: forward signals, watch for the loss of the
+ * lock (watchdog callback, or the fixed lease's own checks) and act on it. */
+static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
+{
+    const run_opts *o = &st->o;
     int64_t kill_at = -1;
-    while (!child_done) {
-        int64_t now = cli_now_ms(), next = -1;
-        if (kill_at >= 0)
-            next = kill_at;
-        if (lease_check_at >= 0 && !lost && (next < 0 || lease_check_at < next))
-            next = lease_check_at;
-        int timeout = -1;
-        if (next >= 0)
-            timeout = next <= now ? 0 : (int)((next - now) > 60000 ? 60000 : next - now);
-        struct pollfd p[2] = {{sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-        if (poll(p, 2, timeout) < 0 && errno != EINTR)
+    for (;;) {
+        int64_t now = cli_now_ms();
+        struct pollfd p[2] = {{st->sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+        if (poll(p, 2, poll_timeout(now, kill_at, st->lost ? -1 : lease_check_at)) < 0 &&
+            errno != EINTR)
             break;
-        if (p[0].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (si.ssi_signo == SIGCHLD)
-                    continue;
-                /* Signals from the terminal (Ctrl-C, hangup) already reach
-                 * the command, which shares our process group; forward the
-                 * ones a process sent to us (kill, systemd, timeout). */
-                if (si.ssi_code != SI_KERNEL)
-                    kill(pid, (int)si.ssi_signo);
-            }
-        }
+        if (p[0].revents & POLLIN)
+            forward_signals(st->sfd, pid);
         if (p[1].revents & POLLIN)
             drain(wake_fd);
         now = cli_now_ms();
-        if (!lost && lease_check_at >= 0 && now >= lease_check_at) {
-            int held = 1;
-            int q = hilock_lock_is_held_tid(&held, lock, tid);
-            if (q == 0 && !held) {
-                atomic_store(&lost_flag, 1);
-            } else {
-                int64_t left = 0;
-                if (q == 0 && hilock_lock_remaining_ms(&left, lock) == 0 && left > 0)
-                    lease_check_at = now + left + 5;
-                else
-                    lease_check_at = now + 1000; /* server trouble: look again soon */
-            }
-        }
-        if (!lost && atomic_load(&lost_flag)) {
-            lost = 1;
-            if (o.on_lost == ON_LOST_KILL) {
-                cli_err("lock %s was lost while the command was running; stopping it", o.name);
+        if (!st->lost && lease_check_at >= 0 && now >= lease_check_at)
+            lease_check_at = check_lease(st, now);
+        if (!st->lost && atomic_load(&lost_flag)) {
+            st->lost = 1;
+            if (o->on_lost == ON_LOST_KILL) {
+                cli_err("lock %s was lost while the command was running; stopping it", o->name);
                 kill(pid, SIGTERM);
-                kill_at = now + o.grace_ms;
+                kill_at = now + o->grace_ms;
             } else {
-                cli_err("warning: lock %s was lost while the command is running", o.name);
+                cli_err("warning: lock %s was lost while the command is running", o->name);
             }
         }
         if (kill_at >= 0 && now >= kill_at) {
             kill(pid, SIGKILL);
             kill_at = -1;
         }
-        pid_t w = waitpid(pid, &child_status, WNOHANG);
-        if (w == pid)
-            child_done = 1;
-        else if (w < 0 && errno != EINTR)
+        pid_t w = waitpid(pid, &st->child_status, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
             break;
     }
+}
 
-    /* ---- release ---- */
-    rc = hilock_lock_release_tid(lock, tid);
-    if (rc == HILOCK_ENOTOWNER && !lost) {
-        lost = 1;
+/* Release after the command; a hold already gone counts as lost. */
+static void release_after(run_state *st)
+{
+    const run_opts *o = &st->o;
+    int rc = hilock_lock_release_tid(st->lock, st->tid);
+    if (rc == HILOCK_ENOTOWNER && !st->lost) {
+        st->lost = 1;
         cli_err("%slock %s was no longer held when the command finished (lease ran out "
                 "or it was force-unlocked)",
-                o.on_lost == ON_LOST_WARN ? "warning: " : "", o.name);
+                o->on_lost == ON_LOST_WARN ? "warning: " : "", o->name);
     } else if (rc != 0 && rc != HILOCK_ENOTOWNER) {
-        cli_err("could not release lock %s: %s (%s); it expires after its lease", o.name,
-                hilock_strerror(rc), hilock_lock_errmsg(lock));
+        cli_err("could not release lock %s: %s (%s); it expires after its lease", o->name,
+                hilock_strerror(rc), hilock_lock_errmsg(st->lock));
     }
-    free_lock(lock, rw);
-    hilock_client_close(client);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_state st;
+    memset(&st, 0, sizeof st);
+    int exit_now;
+    if (parse_run_opts(argc, argv, &st.o, &exit_now) != 0)
+        return EXIT_USAGE;
+    if (exit_now >= 0)
+        return exit_now;
+    record_startup_fds();
+    if (setup_signals(&st) != 0)
+        return EXIT_UNAVAILABLE;
+    int status = open_lock(&st, cli_url(st.o.url));
+    if (status)
+        return status;
+    /* The owner is "<client-uuid>:<pid>": status shows which process holds it. */
+    st.tid = (uint64_t)getpid();
+    if ((status = acquire_outcome(&st, acquire_interruptible(&st))) != 0)
+        return status;
+    int64_t lease_check_at = first_lease_check(&st);
+    set_command_env(&st);
+    pid_t pid = spawn(st.o.cmd, &st.oldmask);
+    if (pid < 0) {
+        cli_err("cannot start the command: %s", strerror(errno));
+        hilock_lock_release_tid(st.lock, st.tid);
+        close_lock(&st);
+        return EXIT_UNAVAILABLE;
+    }
+    supervise(&st, pid, lease_check_at);
+    release_after(&st);
+    close_lock(&st);
     free(startup_fds);
-    if (lost && o.on_lost == ON_LOST_KILL)
+    if (st.lost && st.o.on_lost == ON_LOST_KILL)
         return EXIT_LOST;
-    return exit_status_of(child_status);
+    return exit_status_of(st.child_status);
 }
