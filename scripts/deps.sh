@@ -9,6 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 APT_PACKAGES=(
   build-essential cmake pkg-config git curl
   libhiredis-dev libssl-dev openssl libcunit1-dev swig valgrind
+  libuv1-dev                     # the libuv adapter of the non-blocking API (tests, example)
   redis-server redis-tools
   lua5.1 liblua5.1-0-dev lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev luarocks
   nginx libnginx-mod-http-lua

@@ -33,6 +33,7 @@ LAYER_OF = {
     "watchdog.c": "transport",
     "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "semaphore.c": "api",
     "multilock.c": "api", "inspect.c": "api",
+    "async.c": "api",
 }
 
 # Headers of libcore/src that code outside libcore may include.

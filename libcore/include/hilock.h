@@ -630,6 +630,131 @@ HILOCK_API void hilock_multilock_set_lost_callback(hilock_multilock *m,
                                                    void *payload);
 HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m);
 
+/* ------------------------------------------------------------------ */
+/* Non-blocking API (event loops)                                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * hilock_async runs acquires, releases, force unlocks and queries of any
+ * lock handle (reentrant, fair, read-write sides, fenced) without blocking: each call returns at once and the outcome
+ * comes later through a completion callback. The application's event loop
+ * does the waiting, in the shape of libcurl's multi_socket API: the library
+ * says which descriptors it needs watched (hilock_async_loop.watch) and when
+ * it next needs the time (hilock_async_loop.timer); the loop calls
+ * hilock_async_on_io when a watched descriptor is ready and
+ * hilock_async_on_timer when the timer is due. Ready-made adapters:
+ * <hilock/adapters/epoll.h> and <hilock/adapters/libuv.h>.
+ *
+ * One hilock_async has its own non-blocking connections (one for commands
+ * and one for pub/sub per client used) and its own watchdog, driven by the
+ * loop's timer: no thread is started. It serves the lock handles of
+ * clients opened on redis://, rediss:// (not yet: HILOCK_EINVAL) or unix://
+ * URLs; sentinel and cluster clients, and clients with replica_ack on, are
+ * refused with HILOCK_EINVAL (not yet supported).
+ *
+ * Callback rules (hilock_async_cb, hilock_async_lost_cb, and the loop's
+ * watch and timer functions):
+ *   Thread:  every callback runs on the thread that called into the
+ *            hilock_async: completion and lost callbacks only from inside
+ *            hilock_async_on_io, hilock_async_on_timer or hilock_async_free,
+ *            never from inside the call that started the operation; watch
+ *            and timer from inside any hilock_async_* call.
+ *   Threads: a hilock_async is not thread-safe: use it from one thread (the
+ *            loop's). Its lock handles may be used meanwhile by the blocking
+ *            API from other threads.
+ *   May call (completion and lost callbacks): any hilock_async_* function
+ *            on the same or another hilock_async, including starting new
+ *            operations and hilock_async_free of this one (it completes
+ *            when the callback returns; the remaining operations are
+ *            completed with HILOCK_ECLOSED). The blocking hilock_* functions
+ *            are allowed but stall the loop. The lock handle must not be
+ *            freed while an operation on it is pending.
+ *   May not (watch and timer): call back into the hilock_async.
+ *   Memory:  payload is passed back as given; the library never frees it.
+ *            Every accepted operation gets exactly one completion call (with
+ *            HILOCK_ECLOSED at hilock_async_free at the latest).
+ */
+typedef struct hilock_async hilock_async;
+
+#define HILOCK_IO_READ 1
+#define HILOCK_IO_WRITE 2
+
+#define HILOCK_ASYNC_LOOP_VERSION 1
+typedef struct hilock_async_loop {
+    unsigned int version; /* HILOCK_ASYNC_LOOP_VERSION */
+    void *data;           /* passed to watch and timer */
+    /* Watch fd for events (HILOCK_IO_READ | HILOCK_IO_WRITE), replacing what
+     * was asked for it before; events 0: stop watching it (it is about to
+     * be closed). Return 0, or -1 when the loop cannot watch it. */
+    int (*watch)(void *data, int fd, int events);
+    /* Call hilock_async_on_timer once, after ms milliseconds (0: as soon as
+     * possible), replacing the timer asked for before; ms -1: no timer. */
+    int (*timer)(void *data, int64_t ms);
+} hilock_async_loop;
+
+/* Completion of an operation: rc is 0 or a negative HILOCK_E* code (as the
+ * blocking function would return); value is what the operation gives:
+ * acquire: the hold count (fenced lock: the fencing token); release: the
+ * holds left; force unlock: 1 when a lock was deleted; query: the answer. */
+typedef void (*hilock_async_cb)(hilock_async *a, int rc, int64_t value, void *payload);
+/* A watchdog renewal found the hold of (lock, tid) gone (expired, forced,
+ * taken): it is no longer renewed. Rules as for hilock_async_cb. */
+typedef void (*hilock_async_lost_cb)(hilock_async *a, hilock_lock *lock, uint64_t tid,
+                                     void *payload);
+
+/* A new non-blocking driver on the given loop (copied). Sends nothing yet. */
+HILOCK_API int hilock_async_new(hilock_async **out, const hilock_async_loop *loop);
+/* Close its connections, complete every pending operation with
+ * HILOCK_ECLOSED, stop its watchdog (holds are not released: they expire
+ * after their lease). NULL-safe; from a callback it completes when the
+ * callback returns. */
+HILOCK_API void hilock_async_free(hilock_async *a);
+/* The loop reports that fd is ready for events (HILOCK_IO_*; an error or
+ * hang-up on fd counts as both). Runs the callbacks that are due. */
+HILOCK_API int hilock_async_on_io(hilock_async *a, int fd, int events);
+/* The loop's timer is due. Runs the callbacks that are due. */
+HILOCK_API int hilock_async_on_timer(hilock_async *a);
+/* Detail of the failure being reported, for use inside a completion
+ * callback (else: the latest failure). Never NULL. */
+HILOCK_API const char *hilock_async_errmsg(const hilock_async *a);
+HILOCK_API void hilock_async_set_lost_callback(hilock_async *a, hilock_async_lost_cb cb,
+                                               void *payload);
+
+/* Acquire l for thread id tid, as hilock_lock_acquire_tid (wait and lease
+ * alike): the waiter sleeps on the unlock message, never polls. Watchdog
+ * holds (lease 0 or -1) are renewed from the loop's timer. Returns 0 when
+ * started (cb follows), or an error at once (no callback): HILOCK_EINVAL,
+ * HILOCK_ENOMEM, HILOCK_ECLOSED. */
+HILOCK_API int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid,
+                                    int64_t wait_ms, int64_t lease_ms, hilock_async_cb cb,
+                                    void *payload);
+/* Cancel the pending acquire(s) of (l, tid) started on a: they complete with
+ * HILOCK_ECANCELED leaving no hold and no fair-queue entry (or with 0 when
+ * the grant came first: the caller then holds the lock). *cancelled (may be
+ * NULL): 1 when one was pending. */
+HILOCK_API int hilock_async_cancel(int *cancelled, hilock_async *a, hilock_lock *l,
+                                   uint64_t tid);
+/* Release one hold of (l, tid), as hilock_lock_release_tid; a hold taken
+ * through a is released through a (it knows its lease and watchdog). */
+HILOCK_API int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid,
+                                    hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_force_unlock(hilock_async *a, hilock_lock *l, hilock_async_cb cb,
+                                         void *payload);
+
+typedef enum hilock_query {
+    HILOCK_QUERY_IS_LOCKED = 1,  /* 1/0, as hilock_lock_is_locked */
+    HILOCK_QUERY_IS_HELD = 2,    /* 1/0 for (l, tid), as hilock_lock_is_held_tid */
+    HILOCK_QUERY_HOLD_COUNT = 3, /* as hilock_lock_hold_count_tid */
+    HILOCK_QUERY_REMAINING_MS = 4, /* as hilock_lock_remaining_ms */
+    HILOCK_QUERY_TOKEN = 5       /* fenced lock: as hilock_lock_token */
+} hilock_query;
+/* Ask q about l (tid: for IS_HELD and HOLD_COUNT; ignored otherwise). */
+HILOCK_API int hilock_async_query(hilock_async *a, hilock_lock *l, hilock_query q,
+                                  uint64_t tid, hilock_async_cb cb, void *payload);
+/* 1 when a watchdog renewal of a found the hold of (l, tid) gone. */
+HILOCK_API int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l,
+                                    uint64_t tid);
+
 #ifdef __cplusplus
 }
 #endif

@@ -93,10 +93,40 @@ static void multilock(const char *prog, th_redis *r, th_redis red[3])
     CHECK(th_redis_int(r, "HGET account:2 someone-else:1") == 1, "other holder disturbed");
 }
 
+/* examples/async_epoll.c and async_libuv.c: three requests on one loop,
+ * granted in turn, each released; nothing left in Redis. */
+static void async_example(const char *prog, th_redis *r)
+{
+    char out[8192];
+    int rc = run(prog, r->url, NULL, out, sizeof out);
+    CHECK(rc == 0, "exit %d", rc);
+    for (int id = 1; id <= 3; id++) {
+        char has[64], rel[64];
+        snprintf(has, sizeof has, "request %d has the lock (holds: 1)", id);
+        snprintf(rel, sizeof rel, "request %d released: ok", id);
+        CHECK(in_order(out, 3, has, rel, "done"), "request %d not granted and released", id);
+    }
+    /* one holder at a time: every grant is followed by its own release */
+    const char *p = out;
+    for (int i = 0; i < 3 && p; i++) {
+        const char *g = strstr(p, "has the lock");
+        CHECK(g != NULL, "grant %d missing", i + 1);
+        if (!g)
+            break;
+        int id = atoi(g - 2);
+        char rel[64];
+        snprintf(rel, sizeof rel, "request %d released", id);
+        const char *r2 = strstr(g, rel), *g2 = strstr(g + 1, "has the lock");
+        CHECK(r2 && (!g2 || r2 < g2), "request %d: next grant before its release", id);
+        p = g2 ? g2 - 10 : NULL;
+    }
+    CHECK(th_redis_int(r, "EXISTS orders:export") == 0, "lock left behind");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s fair|watchdog|multilock path/to/example\n", argv[0]);
+        fprintf(stderr, "usage: %s fair|watchdog|multilock|async path/to/example\n", argv[0]);
         return 2;
     }
     th_redis r, red[3];
@@ -106,6 +136,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "fair") == 0) {
         fair(argv[2], &r);
+    } else if (strcmp(argv[1], "async") == 0) {
+        async_example(argv[2], &r);
     } else if (strcmp(argv[1], "watchdog") == 0) {
         watchdog(argv[2], &r);
     } else if (strcmp(argv[1], "multilock") == 0) {

@@ -1,0 +1,1430 @@
+/*
+ * The non-blocking driver (hilock_async, hilock.h): the engine's machines
+ * (hl_acquire, hl_release, hl_renew_classify, the decoders) driven over
+ * hiredis async contexts whose descriptors and timers the application's
+ * event loop watches (libcurl multi_socket shape: watch + one timer).
+ *
+ * Flow: hiredis callbacks only feed replies to the machines and queue the
+ * operation; the queue is worked (next actions, sends) at the top of each
+ * entry point, outside hiredis; user callbacks run last, only from
+ * hilock_async_on_io / on_timer / free. No lock decision is made here.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <hiredis/async.h>
+
+#include "api.h"
+
+#define AS_NAME_MAX 4096
+
+typedef struct as_conn as_conn;
+typedef struct as_link as_link;
+typedef struct as_op as_op;
+typedef struct as_chan as_chan;
+typedef struct as_hold as_hold;
+
+struct as_conn {
+    as_conn *next;
+    hilock_async *a;
+    as_link *link;
+    redisAsyncContext *ac; /* NULL once hiredis freed it */
+    int fd;
+    int want;              /* events hiredis asked for */
+    int watched;           /* events the loop was told */
+    int64_t timer_at;      /* hiredis's timeout, monotonic ms; -1 none */
+    int pubsub;
+    int hs_code;           /* the handshake was refused: its code */
+};
+
+enum { CH_PENDING = 0, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
+
+struct as_chan {
+    as_chan *next;
+    char *name;
+    int refs;
+    int state;
+    as_op *waiters; /* FIFO through op->chan_next */
+};
+
+/* One client's connections, channels. */
+struct as_link {
+    as_link *next;
+    hilock_client *client;
+    as_conn *cmd, *sub;
+    as_chan *chans;
+};
+
+struct as_hold {
+    as_hold *next;
+    hilock_lock *lock;
+    uint64_t tid;
+    as_link *link;
+    char owner[HL_OWNER_MAX];
+    int64_t lease_ms;     /* the lease it was taken with */
+    int watchdog;
+    int lost;
+    int64_t next_renew;   /* monotonic ms; watchdog holds */
+    as_op *renewing;      /* renewal in flight */
+};
+
+enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW };
+
+struct as_op {
+    as_op *next;       /* in a->ops (all live operations) */
+    as_op *qnext;      /* in the ready queue */
+    as_op *dnext;      /* in the done queue (completion order) */
+    int queued;
+    hilock_async *a;
+    int type;
+    hilock_lock *lock;
+    uint64_t tid;
+    as_link *link;
+    hilock_async_cb cb;
+    void *payload;
+    char owner[HL_OWNER_MAX];
+    char rid[HL_OWNER_MAX + 32];
+    char latch[AS_NAME_MAX + 128];
+    /* machines */
+    hl_acquire acq;
+    hl_release rel;
+    hl_cmd cmd;  /* OP_SIMPLE, OP_RENEW */
+    int (*decode)(const redisReply *, int64_t *);
+    hilock_kind decode_kind; /* for hl_decode_is_locked */
+    int is_locked;
+    int inited;
+    /* transport state */
+    hl_cmd *sent;      /* command in flight (NULL: none) */
+    int resend;        /* NOSCRIPT: send *sent again as EVAL */
+    int eval_tried;
+    int64_t sent_at;
+    int attempt;       /* the command in flight is an acquire attempt */
+    /* waiting */
+    as_chan *chan;
+    as_op *chan_next;
+    int sub_pending;
+    int waiting;
+    int64_t wake_at;   /* -1: only a message */
+    int signaled;
+    int resub_req;
+    int cancel_req;
+    /* acquire inputs */
+    int64_t lease_ms;  /* the lease sent */
+    int watchdog;
+    /* renewal */
+    as_hold *hold;
+    /* outcome */
+    int done;
+    int rc;
+    int64_t value;
+    char err[HL_ERRMSG_MAX];
+};
+
+struct hilock_async {
+    hilock_async_loop loop;
+    as_conn *conns;
+    as_link *links;
+    as_hold *holds;
+    as_op *ops;
+    as_op *ready, **ready_tail;
+    as_op *done, **done_tail; /* finished, callbacks not yet run: FIFO */
+    int in_dispatch;
+    int free_later;
+    int closing;
+    int64_t timer_armed; /* absolute ms asked of the loop; -1 none */
+    hilock_async_lost_cb lost_cb;
+    void *lost_payload;
+    /* lost reports to deliver: (lock, tid) pairs */
+    struct as_lost { struct as_lost *next; hilock_lock *lock; uint64_t tid; } *lost_q;
+    char errmsg[HL_ERRMSG_MAX];
+};
+
+static int64_t now_ms(void)
+{
+    return hl_now_mono_ms();
+}
+
+/* ---- the loop ---- */
+
+static void conn_watch(as_conn *k)
+{
+    int ev = k->ac ? k->want : 0;
+    if (ev == k->watched || k->fd < 0)
+        return;
+    k->watched = ev;
+    if (k->a->loop.watch)
+        k->a->loop.watch(k->a->loop.data, k->fd, ev);
+}
+
+static void ev_add_read(void *p) { as_conn *k = p; k->want |= HILOCK_IO_READ; conn_watch(k); }
+static void ev_del_read(void *p) { as_conn *k = p; k->want &= ~HILOCK_IO_READ; conn_watch(k); }
+static void ev_add_write(void *p) { as_conn *k = p; k->want |= HILOCK_IO_WRITE; conn_watch(k); }
+static void ev_del_write(void *p) { as_conn *k = p; k->want &= ~HILOCK_IO_WRITE; conn_watch(k); }
+
+static void ev_cleanup(void *p)
+{
+    as_conn *k = p;
+    k->want = 0;
+    if (k->watched && k->fd >= 0 && k->a->loop.watch)
+        k->a->loop.watch(k->a->loop.data, k->fd, 0);
+    k->watched = 0;
+    k->timer_at = -1;
+}
+
+static void ev_timer(void *p, struct timeval tv)
+{
+    as_conn *k = p;
+    k->timer_at = now_ms() + (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* hiredis is about to free the context: nothing of it may be used after. */
+static void conn_gone(void *p)
+{
+    as_conn *k = p;
+    if (!k)
+        return;
+    k->ac = NULL;
+    k->timer_at = -1;
+    if (k->link) {
+        if (k->link->cmd == k)
+            k->link->cmd = NULL;
+        if (k->link->sub == k)
+            k->link->sub = NULL;
+    }
+}
+
+/* ---- operations: queue and completion ---- */
+
+static void op_queue(as_op *op)
+{
+    hilock_async *a = op->a;
+    if (op->queued || op->done)
+        return;
+    op->queued = 1;
+    op->qnext = NULL;
+    *a->ready_tail = op;
+    a->ready_tail = &op->qnext;
+}
+
+static void op_finish(as_op *op, int rc, int64_t value)
+{
+    if (op->done)
+        return;
+    op->done = 1;
+    op->rc = rc;
+    op->value = value;
+    hilock_async *a = op->a;
+    op->dnext = NULL;
+    *a->done_tail = op;
+    a->done_tail = &op->dnext;
+    if (rc && !op->err[0])
+        snprintf(op->err, sizeof op->err, "%s", hilock_strerror(rc));
+}
+
+/* ---- channels (pub/sub wake-ups) ---- */
+
+static as_chan *chan_find(as_link *lk, const char *name, size_t len)
+{
+    for (as_chan *ch = lk->chans; ch; ch = ch->next)
+        if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+static void chan_remove(as_link *lk, as_chan *ch)
+{
+    for (as_chan **pp = &lk->chans; *pp; pp = &(*pp)->next)
+        if (*pp == ch) {
+            *pp = ch->next;
+            break;
+        }
+    free(ch->name);
+    free(ch);
+}
+
+/* Wake op: its WAIT ends now (or its next WAIT does, when it is busy). */
+static void op_signal(as_op *op)
+{
+    op->signaled = 1;
+    if (op->waiting) {
+        op->waiting = 0;
+        op_queue(op);
+    }
+}
+
+static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub);
+static void sub_cb(redisAsyncContext *ac, void *reply, void *priv);
+
+static void chan_drop_waiters_sub(as_link *lk);
+
+/* SUBSCRIBE or UNSUBSCRIBE ch on lk's pub/sub connection (only when it is
+ * healthy: a new connection is made by chan_join alone); 0 or -1. */
+static int chan_cmd(hilock_async *a, as_link *lk, as_chan *ch, int unsubscribe)
+{
+    (void)a;
+    as_conn *k = lk->sub;
+    if (!k || !k->ac || (k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) || k->hs_code)
+        return -1;
+    hl_cmd cmd;
+    hl_cmd_subscribe(&cmd, ch->name, 0, unsubscribe);
+    if (redisAsyncCommandArgv(k->ac, sub_cb, lk, cmd.argc, cmd.argv, cmd.argvlen) != REDIS_OK)
+        return -1;
+    return 0;
+}
+
+/* op joins the channel; 1 subscribed already, 0 pending, -1 failed. */
+static int chan_join(as_op *op, const char *name)
+{
+    hilock_async *a = op->a;
+    as_link *lk = op->link;
+    if (!conn_get(a, lk, 1)) /* first: replacing a broken one drops its channels */
+        return -1;
+    as_chan *ch = chan_find(lk, name, strlen(name));
+    if (!ch) {
+        ch = calloc(1, sizeof *ch);
+        if (!ch || !(ch->name = hl_strdup(name))) {
+            free(ch);
+            return -1;
+        }
+        ch->state = CH_PENDING;
+        ch->next = lk->chans;
+        lk->chans = ch;
+        if (chan_cmd(a, lk, ch, 0) != 0) {
+            chan_remove(lk, ch);
+            return -1;
+        }
+    }
+    ch->refs++;
+    op->chan = ch;
+    op->chan_next = NULL;
+    as_op **pp = &ch->waiters;
+    while (*pp)
+        pp = &(*pp)->chan_next;
+    *pp = op;
+    if (ch->state == CH_SUBSCRIBED)
+        return 1;
+    op->sub_pending = 1;
+    return 0;
+}
+
+static void chan_leave(as_op *op)
+{
+    as_chan *ch = op->chan;
+    if (!ch)
+        return;
+    op->chan = NULL;
+    op->sub_pending = 0;
+    for (as_op **pp = &ch->waiters; *pp; pp = &(*pp)->chan_next)
+        if (*pp == op) {
+            *pp = op->chan_next;
+            break;
+        }
+    /* a wake-one message this waiter took without using is passed on */
+    if (op->signaled) {
+        for (as_op *o = ch->waiters; o; o = o->chan_next)
+            if (!o->signaled) {
+                op_signal(o);
+                break;
+            }
+    }
+    op->signaled = 0;
+    if (--ch->refs > 0)
+        return;
+    if (ch->state == CH_SUBSCRIBED) {
+        ch->state = CH_UNSUBSCRIBING;
+        if (chan_cmd(op->a, op->link, ch, 1) != 0)
+            chan_remove(op->link, ch);
+    }
+    /* PENDING: removed when its confirmation comes (then unsubscribed);
+     * UNSUBSCRIBING: removed when that is confirmed */
+}
+
+/* Every subscription of lk is gone (its connection died). */
+static void chan_drop_waiters_sub(as_link *lk)
+{
+    while (lk->chans) {
+        as_chan *ch = lk->chans;
+        for (as_op *o = ch->waiters, *nx; o; o = nx) {
+            nx = o->chan_next;
+            o->chan = NULL;
+            o->chan_next = NULL;
+            if (o->sub_pending) {
+                o->sub_pending = 0;
+                hl_acquire_on_subscribed(&o->acq, 0, now_ms());
+                op_queue(o);
+            } else {
+                /* subscribe again, then retry: an unlock may have been missed */
+                o->resub_req = 1;
+                if (o->waiting) {
+                    o->waiting = 0;
+                    op_queue(o);
+                }
+            }
+        }
+        lk->chans = ch->next;
+        free(ch->name);
+        free(ch);
+    }
+}
+
+static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    as_conn *k = ac->data;
+    as_link *lk = priv;
+    redisReply *r = reply;
+    if (!k || k->a->closing || !r) {
+        if (r)
+            freeReplyObject(r);
+        return;
+    }
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    as_chan *ch = ev.type == HL_PS_OTHER ? NULL : chan_find(lk, ev.channel, ev.channel_len);
+    if (ch) {
+        switch (ev.type) {
+        case HL_PS_SUBSCRIBE:
+            ch->state = CH_SUBSCRIBED;
+            if (ch->refs == 0) {
+                ch->state = CH_UNSUBSCRIBING;
+                if (chan_cmd(k->a, lk, ch, 1) != 0)
+                    chan_remove(lk, ch);
+                break;
+            }
+            for (as_op *o = ch->waiters; o; o = o->chan_next)
+                if (o->sub_pending) {
+                    o->sub_pending = 0;
+                    hl_acquire_on_subscribed(&o->acq, 1, now_ms());
+                    op_queue(o);
+                }
+            break;
+        case HL_PS_UNSUBSCRIBE:
+            if (ch->state != CH_UNSUBSCRIBING)
+                break;
+            if (ch->refs == 0) {
+                chan_remove(lk, ch);
+            } else { /* a waiter came back meanwhile: subscribe again */
+                ch->state = CH_PENDING;
+                if (chan_cmd(k->a, lk, ch, 0) != 0) {
+                    for (as_op *o = ch->waiters; o; o = o->chan_next)
+                        if (o->sub_pending) {
+                            o->sub_pending = 0;
+                            hl_acquire_on_subscribed(&o->acq, 0, now_ms());
+                            op_queue(o);
+                        }
+                }
+            }
+            break;
+        case HL_PS_MESSAGE:
+            for (as_op *o = ch->waiters; o; o = o->chan_next) {
+                if (ev.payload == 1 || (ev.payload == 0 && !o->signaled)) {
+                    op_signal(o);
+                    if (ev.payload == 0)
+                        break;
+                }
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    freeReplyObject(r);
+}
+
+/* ---- connections ---- */
+
+static void hs_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    (void)priv;
+    as_conn *k = ac->data;
+    redisReply *r = reply;
+    if (k && !k->a->closing && r) {
+        int rc = hl_decode_handshake(r);
+        if (rc && !k->hs_code) {
+            k->hs_code = rc;
+            snprintf(k->a->errmsg, sizeof k->a->errmsg, "connection refused: %s",
+                     r->type == REDIS_REPLY_ERROR && r->str ? r->str : "bad handshake reply");
+            redisAsyncDisconnect(ac);
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+    (void)status;
+    as_conn *k = ac->data;
+    if (k && k->link && k->pubsub && !k->a->closing)
+        chan_drop_waiters_sub(k->link);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    as_conn *k = ac->data;
+    if (status != REDIS_OK && k && !k->a->closing) {
+        snprintf(k->a->errmsg, sizeof k->a->errmsg, "cannot connect: %s",
+                 ac->errstr[0] ? ac->errstr : "connection failed");
+        if (k->pubsub && k->link)
+            chan_drop_waiters_sub(k->link);
+    }
+}
+
+static struct timeval ms_tv(int64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    return tv;
+}
+
+/* lk's command (pubsub 0) or pub/sub connection, opened when missing. */
+static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub)
+{
+    as_conn *k = pubsub ? lk->sub : lk->cmd;
+    if (k && k->ac && !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) && !k->hs_code)
+        return k;
+    if (k) { /* broken: detach it; hiredis frees it */
+        if (pubsub) {
+            lk->sub = NULL;
+            chan_drop_waiters_sub(lk); /* its subscriptions go with it */
+        } else {
+            lk->cmd = NULL;
+        }
+        k->link = NULL;
+    }
+    hilock_client *c = lk->client;
+    k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->a = a;
+    k->link = lk;
+    k->fd = -1;
+    k->timer_at = -1;
+    k->pubsub = pubsub;
+    redisOptions o = {0};
+    if (c->t.ep.path)
+        REDIS_OPTIONS_SET_UNIX(&o, c->t.ep.path);
+    else
+        REDIS_OPTIONS_SET_TCP(&o, c->t.ep.host, c->t.ep.port);
+    struct timeval ct = ms_tv(c->t.opts.connect_timeout_ms);
+    struct timeval mt = ms_tv(c->t.opts.command_timeout_ms);
+    o.connect_timeout = &ct;
+    o.command_timeout = &mt;
+    o.options |= REDIS_OPT_NOAUTOFREEREPLIES;
+    redisAsyncContext *ac = redisAsyncConnectWithOptions(&o);
+    if (!ac || ac->err) {
+        snprintf(a->errmsg, sizeof a->errmsg, "cannot connect: %s",
+                 ac ? ac->errstr : "out of memory");
+        if (ac)
+            redisAsyncFree(ac);
+        free(k);
+        return NULL;
+    }
+    hl_reader_bound(ac->c.reader);
+    k->ac = ac;
+    k->fd = ac->c.fd;
+    ac->data = k;
+    ac->dataCleanup = conn_gone;
+    ac->ev.data = k;
+    ac->ev.addRead = ev_add_read;
+    ac->ev.delRead = ev_del_read;
+    ac->ev.addWrite = ev_add_write;
+    ac->ev.delWrite = ev_del_write;
+    ac->ev.cleanup = ev_cleanup;
+    ac->ev.scheduleTimer = ev_timer;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    k->next = a->conns;
+    a->conns = k;
+    if (pubsub)
+        lk->sub = k;
+    else
+        lk->cmd = k;
+    hl_cmd hs[HL_HANDSHAKE_MAX];
+    int n = hl_cmd_handshake(hs, c->t.ep.user, c->t.ep.password, c->t.ep.db);
+    for (int i = 0; i < n; i++)
+        redisAsyncCommandArgv(ac, hs_cb, NULL, hs[i].argc, hs[i].argv, hs[i].argvlen);
+    /* the first command asks for write readiness: the connect completes */
+    ev_add_write(k);
+    return k;
+}
+
+/* Free the records of connections hiredis has freed. */
+static void conns_reap(hilock_async *a)
+{
+    for (as_conn **pp = &a->conns; *pp;) {
+        as_conn *k = *pp;
+        if (!k->ac) {
+            *pp = k->next;
+            free(k);
+        } else {
+            pp = &k->next;
+        }
+    }
+}
+
+/* ---- sending ---- */
+
+static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Send *cmd for op on its link's command connection; 0 or an error code. */
+static int op_send(as_op *op, hl_cmd *cmd)
+{
+    as_conn *k = conn_get(op->a, op->link, 0);
+    if (!k) {
+        snprintf(op->err, sizeof op->err, "%s", op->a->errmsg);
+        return HILOCK_ECONN;
+    }
+    op->sent = cmd;
+    op->sent_at = now_ms();
+    op->attempt = hl_cmd_is_attempt(cmd);
+    if (redisAsyncCommandArgv(k->ac, op_reply_cb, op, cmd->argc, cmd->argv, cmd->argvlen) !=
+        REDIS_OK) {
+        op->sent = NULL;
+        return HILOCK_ECONN;
+    }
+    return 0;
+}
+
+static void feed_error(as_op *op, int code, int lost);
+static void feed_reply(as_op *op, redisReply *r);
+
+static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    as_conn *k = ac->data;
+    as_op *op = priv;
+    redisReply *r = reply;
+    if (!op || op->a->closing) {
+        if (r)
+            freeReplyObject(r);
+        return;
+    }
+    hl_cmd *cmd = op->sent;
+    op->sent = NULL;
+    if (!r) {
+        int code = k && k->hs_code ? k->hs_code : HILOCK_ECONN;
+        snprintf(op->err, sizeof op->err, "%s",
+                 k && k->hs_code ? op->a->errmsg
+                 : ac->errstr[0] ? ac->errstr : "connection lost");
+        feed_error(op, code, 1);
+    } else if (k && k->hs_code) {
+        freeReplyObject(r);
+        feed_error(op, k->hs_code, 0);
+    } else if (cmd && cmd->script >= 0 && !op->eval_tried && hl_reply_is_noscript(r)) {
+        /* the server lost its scripts: send the body (as hl_exec does) */
+        freeReplyObject(r);
+        hl_cmd_to_eval(cmd);
+        op->eval_tried = 1;
+        op->sent = cmd;
+        op->resend = 1;
+    } else {
+        if (r->type == REDIS_REPLY_ERROR && r->str)
+            snprintf(op->err, sizeof op->err, "server error: %s", r->str);
+        feed_reply(op, r);
+        freeReplyObject(r);
+    }
+    op_queue(op);
+}
+
+/* ---- holds and the watchdog ---- */
+
+static as_hold *hold_find(hilock_async *a, const hilock_lock *l, uint64_t tid)
+{
+    for (as_hold *h = a->holds; h; h = h->next)
+        if (h->lock == l && h->tid == tid)
+            return h;
+    return NULL;
+}
+
+static void hold_remove(hilock_async *a, as_hold *h)
+{
+    for (as_hold **pp = &a->holds; *pp; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    if (h->renewing)
+        h->renewing->hold = NULL;
+    free(h);
+}
+
+static int hold_granted(as_op *op, int64_t sent_at)
+{
+    hilock_async *a = op->a;
+    as_hold *h = hold_find(a, op->lock, op->tid);
+    if (!h) {
+        if (!(h = calloc(1, sizeof *h)))
+            return HILOCK_ENOMEM;
+        h->lock = op->lock;
+        h->tid = op->tid;
+        h->link = op->link;
+        memcpy(h->owner, op->owner, sizeof h->owner);
+        h->next = a->holds;
+        a->holds = h;
+    }
+    h->lease_ms = op->lease_ms;
+    h->watchdog = op->watchdog;
+    h->lost = 0;
+    h->next_renew = sent_at + hl_renew_period(op->link->client->t.opts.watchdog_lease_ms);
+    return 0;
+}
+
+static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid)
+{
+    struct as_lost *e = calloc(1, sizeof *e);
+    if (!e)
+        return;
+    e->lock = l;
+    e->tid = tid;
+    struct as_lost **pp = &a->lost_q;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = e;
+}
+
+static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
+                     hilock_async_cb cb, void *payload);
+
+static void renew_due(hilock_async *a, int64_t now)
+{
+    for (as_hold *h = a->holds; h; h = h->next) {
+        if (!h->watchdog || h->lost || h->renewing || h->next_renew > now)
+            continue;
+        hilock_client *c = h->link->client;
+        h->next_renew = now + hl_renew_period(c->t.opts.watchdog_lease_ms);
+        as_op *op = op_new(a, OP_RENEW, h->lock, h->tid, NULL, NULL);
+        if (!op)
+            continue;
+        op->link = h->link;
+        op->hold = h;
+        h->renewing = op;
+        hl_cmd_renew_kind(&op->cmd, h->lock->kind, &h->lock->names, h->owner,
+                          c->t.opts.watchdog_lease_ms);
+        op_queue(op);
+    }
+}
+
+/* ---- machines: feeding ---- */
+
+static void feed_error(as_op *op, int code, int lost)
+{
+    int64_t now = now_ms();
+    switch (op->type) {
+    case OP_ACQUIRE:
+        if (lost && op->attempt)
+            hl_acquire_on_reply_lost(&op->acq, code, now);
+        else
+            hl_acquire_on_error(&op->acq, code, now);
+        break;
+    case OP_RELEASE:
+        hl_release_on_error(&op->rel, code, now);
+        break;
+    case OP_RENEW: /* trouble: retried at the next tick */
+        op_finish(op, code, 0);
+        break;
+    default:
+        op_finish(op, code, 0);
+        break;
+    }
+}
+
+static void feed_reply(as_op *op, redisReply *r)
+{
+    int64_t now = now_ms();
+    switch (op->type) {
+    case OP_ACQUIRE:
+        hl_acquire_on_reply(&op->acq, r, now);
+        break;
+    case OP_RELEASE:
+        hl_release_on_reply(&op->rel, r, now);
+        break;
+    case OP_RENEW: {
+        as_hold *h = op->hold;
+        switch (hl_renew_classify(r)) {
+        case HL_RENEW_LOST:
+            if (h) {
+                h->lost = 1;
+                queue_lost(op->a, h->lock, h->tid);
+            }
+            op_finish(op, HILOCK_ELOST, 0);
+            break;
+        case HL_RENEW_EVAL:
+            if (!op->eval_tried) {
+                hl_cmd_to_eval(&op->cmd);
+                op->eval_tried = 1;
+                op->sent = &op->cmd;
+                op->resend = 1;
+                break;
+            }
+            op_finish(op, HILOCK_EPROTO, 0);
+            break;
+        case HL_RENEW_RENEWED:
+            op_finish(op, 0, 1);
+            break;
+        default: /* trouble or redirect: the next tick tries again */
+            op_finish(op, HILOCK_EPROTO, 0);
+            break;
+        }
+        break;
+    }
+    default: {
+        int64_t v = 0;
+        int rc = op->is_locked ? hl_decode_is_locked(op->decode_kind, r, &v) : op->decode(r, &v);
+        if (rc == HILOCK_EWRONGTYPE)
+            snprintf(op->err, sizeof op->err, "key '%s' holds a value that is not a lock",
+                     op->lock->names.name);
+        op_finish(op, rc, rc ? 0 : v);
+        break;
+    }
+    }
+}
+
+/* ---- machines: stepping ---- */
+
+static void step_acquire(as_op *op)
+{
+    for (;;) {
+        int64_t now = now_ms();
+        if (op->cancel_req)
+            hl_acquire_cancel(&op->acq, now); /* idempotent; between actions */
+        hl_action act = hl_acquire_next(&op->acq, now);
+        switch (act) {
+        case HL_ACT_SEND: {
+            int rc = op_send(op, &op->acq.cmd);
+            if (rc == 0)
+                return;
+            hl_acquire_on_error(&op->acq, rc, now);
+            continue;
+        }
+        case HL_ACT_SUBSCRIBE: {
+            int j = chan_join(op, op->acq.channel);
+            if (j == 0)
+                return; /* the confirmation queues us */
+            hl_acquire_on_subscribed(&op->acq, j > 0, now);
+            continue;
+        }
+        case HL_ACT_WAIT:
+            if (op->resub_req) {
+                op->resub_req = 0;
+                op->signaled = 0;
+                hl_acquire_on_resubscribe(&op->acq, now);
+                continue;
+            }
+            if (op->signaled || op->acq.sleep_ms == 0) {
+                op->signaled = 0;
+                hl_acquire_on_wake(&op->acq, now);
+                continue;
+            }
+            op->waiting = 1;
+            op->wake_at = op->acq.sleep_ms < 0 ? -1 : now + op->acq.sleep_ms;
+            return;
+        case HL_ACT_UNSUBSCRIBE:
+            chan_leave(op);
+            continue;
+        case HL_ACT_DONE: {
+            chan_leave(op);
+            int rc = op->acq.result;
+            int64_t v = op->lock->kind == HILOCK_KIND_FENCED ? op->acq.token : op->acq.hold_count;
+            if (rc == 0)
+                rc = hold_granted(op, op->sent_at);
+            if (rc == HILOCK_ETIMEDOUT)
+                snprintf(op->err, sizeof op->err, "lock '%s' not acquired in time",
+                         op->lock->names.name);
+            else if (rc == HILOCK_EWRONGTYPE)
+                snprintf(op->err, sizeof op->err, "key '%s' holds a value that is not a lock",
+                         op->lock->names.name);
+            else if (rc == HILOCK_ECANCELED)
+                snprintf(op->err, sizeof op->err,
+                         "acquire of lock '%s' by thread %" PRIu64 " cancelled",
+                         op->lock->names.name, op->tid);
+            op_finish(op, rc, rc ? 0 : v);
+            return;
+        }
+        }
+    }
+}
+
+static void step_release(as_op *op)
+{
+    int64_t now = now_ms();
+    if (hl_release_next(&op->rel, now) == HL_ACT_SEND) {
+        int rc = op_send(op, &op->rel.cmd);
+        if (rc == 0)
+            return;
+        hl_release_on_error(&op->rel, rc, now);
+        op_queue(op); /* the machine decides whether to retry */
+        return;
+    }
+    int rc = op->rel.result;
+    as_hold *h = hold_find(op->a, op->lock, op->tid);
+    if (h && !op->rel.still_held)
+        hold_remove(op->a, h);
+    if (rc == HILOCK_ENOTOWNER)
+        snprintf(op->err, sizeof op->err, "lock '%s' is not held by %s", op->lock->names.name,
+                 op->owner);
+    op_finish(op, rc, rc ? 0 : op->rel.remaining);
+}
+
+static void step(as_op *op)
+{
+    if (op->done)
+        return;
+    if (op->resend) {
+        op->resend = 0;
+        hl_cmd *cmd = op->sent;
+        op->sent = NULL;
+        int rc = op_send(op, cmd);
+        if (rc == 0)
+            return;
+        feed_error(op, rc, 0);
+    }
+    if (op->sent || op->sub_pending || op->waiting)
+        return; /* something is under way */
+    switch (op->type) {
+    case OP_ACQUIRE:
+        step_acquire(op);
+        break;
+    case OP_RELEASE:
+        step_release(op);
+        break;
+    default:
+        if (!op->inited) {
+            op->inited = 1;
+            int rc = op_send(op, &op->cmd);
+            if (rc)
+                op_finish(op, rc, 0);
+        }
+        break;
+    }
+}
+
+static void op_unlink(hilock_async *a, as_op *op)
+{
+    for (as_op **pp = &a->ops; *pp; pp = &(*pp)->next)
+        if (*pp == op) {
+            *pp = op->next;
+            break;
+        }
+}
+
+static void op_free(as_op *op)
+{
+    if (op->type == OP_ACQUIRE && op->inited)
+        hl_acquire_free(&op->acq);
+    if (op->type == OP_RELEASE && op->inited)
+        hl_release_free(&op->rel);
+    if (op->hold && op->hold->renewing == op)
+        op->hold->renewing = NULL;
+    free(op);
+}
+
+/* Work the ready queue; with user callbacks: deliver completions. */
+static void process(hilock_async *a, int callbacks)
+{
+    for (;;) {
+        while (a->ready) {
+            as_op *op = a->ready;
+            a->ready = op->qnext;
+            if (!a->ready)
+                a->ready_tail = &a->ready;
+            op->queued = 0;
+            step(op);
+        }
+        if (!callbacks || a->closing)
+            return;
+        as_op *d = a->done;
+        if (d) {
+            a->done = d->dnext;
+            if (!a->done)
+                a->done_tail = &a->done;
+            op_unlink(a, d);
+            if (d->cb) {
+                snprintf(a->errmsg, sizeof a->errmsg, "%s", d->rc ? d->err : "");
+                d->cb(a, d->rc, d->value, d->payload);
+            }
+            op_free(d);
+            continue;
+        }
+        if (a->lost_q) {
+            struct as_lost *e = a->lost_q;
+            a->lost_q = e->next;
+            snprintf(a->errmsg, sizeof a->errmsg, "lock '%s' was lost (thread %" PRIu64 ")",
+                     e->lock->names.name, e->tid);
+            if (a->lost_cb)
+                a->lost_cb(a, e->lock, e->tid, a->lost_payload);
+            free(e);
+            continue;
+        }
+        return;
+    }
+}
+
+static int64_t min_at(int64_t x, int64_t y)
+{
+    return x < 0 ? y : y < 0 ? x : x < y ? x : y;
+}
+
+/* Tell the loop when to call hilock_async_on_timer next. */
+static void rearm(hilock_async *a)
+{
+    if (a->closing)
+        return;
+    int64_t at = -1, now = now_ms();
+    for (as_op *op = a->ops; op; op = op->next)
+        if (!op->done && op->waiting && op->wake_at >= 0)
+            at = min_at(at, op->wake_at);
+    if (a->lost_q || a->ready || a->done)
+        at = now;
+    for (as_conn *k = a->conns; k; k = k->next)
+        if (k->ac && k->timer_at >= 0)
+            at = min_at(at, k->timer_at);
+    for (as_hold *h = a->holds; h; h = h->next)
+        if (h->watchdog && !h->lost && !h->renewing)
+            at = min_at(at, h->next_renew);
+    if (at == a->timer_armed && at != now)
+        return;
+    a->timer_armed = at;
+    if (a->loop.timer)
+        a->loop.timer(a->loop.data, at < 0 ? -1 : at > now ? at - now : 0);
+}
+
+/* The end of every entry point: work what is ready, deliver (when allowed),
+ * free what is gone, re-arm the timer. */
+static void finish_call(hilock_async *a, int callbacks)
+{
+    process(a, callbacks);
+    conns_reap(a);
+    rearm(a);
+}
+
+/* ---- public API ---- */
+
+int hilock_async_new(hilock_async **out, const hilock_async_loop *loop)
+{
+    if (!out)
+        return HILOCK_EINVAL;
+    *out = NULL;
+    if (!loop || loop->version < 1 || loop->version > HILOCK_ASYNC_LOOP_VERSION ||
+        !loop->watch || !loop->timer)
+        return HILOCK_EINVAL;
+    hilock_async *a = calloc(1, sizeof *a);
+    if (!a)
+        return HILOCK_ENOMEM;
+    a->loop = *loop;
+    a->ready_tail = &a->ready;
+    a->done_tail = &a->done;
+    a->timer_armed = -1;
+    *out = a;
+    return 0;
+}
+
+static void async_free_now(hilock_async *a)
+{
+    a->closing = 1;
+    /* hiredis runs the pending callbacks (ignored now) and the cleanups */
+    for (as_conn *k = a->conns; k; k = k->next)
+        if (k->ac)
+            redisAsyncFree(k->ac);
+    conns_reap(a);
+    a->closing = 0;
+    a->free_later = 2; /* calls on a now answer HILOCK_ECLOSED */
+    while (a->done) { /* finished ones first, in their order */
+        as_op *op = a->done;
+        a->done = op->dnext;
+        op_unlink(a, op);
+        if (op->cb) {
+            snprintf(a->errmsg, sizeof a->errmsg, "%s", op->rc ? op->err : "");
+            op->cb(a, op->rc, op->value, op->payload);
+        }
+        op_free(op);
+    }
+    a->done_tail = &a->done;
+    while (a->ops) {
+        as_op *op = a->ops;
+        a->ops = op->next;
+        if (op->cb) {
+            snprintf(a->errmsg, sizeof a->errmsg, "%s",
+                     op->done ? op->err : "the hilock_async was freed");
+            op->cb(a, op->done ? op->rc : HILOCK_ECLOSED, op->done ? op->value : 0,
+                   op->payload);
+        }
+        op_free(op);
+    }
+    while (a->holds) {
+        as_hold *h = a->holds;
+        a->holds = h->next;
+        free(h);
+    }
+    while (a->lost_q) {
+        struct as_lost *e = a->lost_q;
+        a->lost_q = e->next;
+        free(e);
+    }
+    while (a->links) {
+        as_link *lk = a->links;
+        a->links = lk->next;
+        while (lk->chans) {
+            as_chan *ch = lk->chans;
+            lk->chans = ch->next;
+            free(ch->name);
+            free(ch);
+        }
+        free(lk);
+    }
+    if (a->timer_armed >= 0 && a->loop.timer)
+        a->loop.timer(a->loop.data, -1);
+    free(a);
+}
+
+void hilock_async_free(hilock_async *a)
+{
+    if (!a || a->free_later)
+        return;
+    if (a->in_dispatch) {
+        a->free_later = 1;
+        return;
+    }
+    hl_nosigpipe ns;
+    hl_nosigpipe_enter(&ns);
+    async_free_now(a);
+    hl_nosigpipe_leave(&ns);
+}
+
+static int gone(const hilock_async *a)
+{
+    return a->free_later != 0;
+}
+
+/* Enter/leave an entry point that runs user callbacks. */
+static int dispatch_begin(hilock_async *a, hl_nosigpipe *ns)
+{
+    if (a->in_dispatch)
+        return 0;
+    a->in_dispatch = 1;
+    hl_nosigpipe_enter(ns);
+    return 1;
+}
+
+static void dispatch_end(hilock_async *a, hl_nosigpipe *ns, int outer)
+{
+    finish_call(a, outer);
+    if (!outer)
+        return;
+    a->in_dispatch = 0;
+    if (a->free_later == 1) {
+        a->free_later = 0;
+        async_free_now(a);
+    }
+    hl_nosigpipe_leave(ns);
+}
+
+int hilock_async_on_io(hilock_async *a, int fd, int events)
+{
+    if (!a)
+        return HILOCK_EINVAL;
+    if (gone(a))
+        return HILOCK_ECLOSED;
+    hl_nosigpipe ns;
+    int outer = dispatch_begin(a, &ns);
+    for (as_conn *k = a->conns; k; k = k->next) {
+        if (k->fd != fd || !k->ac)
+            continue;
+        if (events & HILOCK_IO_READ)
+            redisAsyncHandleRead(k->ac);
+        if (k->ac && (events & HILOCK_IO_WRITE))
+            redisAsyncHandleWrite(k->ac);
+        break;
+    }
+    dispatch_end(a, &ns, outer);
+    return 0;
+}
+
+int hilock_async_on_timer(hilock_async *a)
+{
+    if (!a)
+        return HILOCK_EINVAL;
+    if (gone(a))
+        return HILOCK_ECLOSED;
+    hl_nosigpipe ns;
+    int outer = dispatch_begin(a, &ns);
+    a->timer_armed = -1;
+    int64_t now = now_ms();
+    for (as_conn *k = a->conns; k; k = k->next)
+        if (k->ac && k->timer_at >= 0 && k->timer_at <= now) {
+            k->timer_at = -1;
+            redisAsyncHandleTimeout(k->ac);
+        }
+    for (as_op *op = a->ops; op; op = op->next)
+        if (op->waiting && op->wake_at >= 0 && op->wake_at <= now) {
+            op->waiting = 0;
+            hl_acquire_on_wake(&op->acq, now);
+            op_queue(op);
+        }
+    renew_due(a, now);
+    dispatch_end(a, &ns, outer);
+    return 0;
+}
+
+const char *hilock_async_errmsg(const hilock_async *a)
+{
+    return a ? a->errmsg : "invalid argument";
+}
+
+void hilock_async_set_lost_callback(hilock_async *a, hilock_async_lost_cb cb, void *payload)
+{
+    if (!a)
+        return;
+    a->lost_cb = cb;
+    a->lost_payload = payload;
+}
+
+int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l, uint64_t tid)
+{
+    if (!a || !l)
+        return 0;
+    for (as_hold *h = a->holds; h; h = h->next)
+        if (h->lock == l && h->tid == tid)
+            return h->lost;
+    return 0;
+}
+
+static as_link *link_get(hilock_async *a, hilock_client *c, int *rc)
+{
+    for (as_link *lk = a->links; lk; lk = lk->next)
+        if (lk->client == c)
+            return lk;
+    if (c->t.ep.cluster || c->t.ep.master_name || c->t.ep.tls || c->t.replica_ack) {
+        snprintf(a->errmsg, sizeof a->errmsg,
+                 "hilock_async: cluster, sentinel and TLS clients and replica "
+                 "acknowledgement are not supported yet");
+        *rc = HILOCK_EINVAL;
+        return NULL;
+    }
+    as_link *lk = calloc(1, sizeof *lk);
+    if (!lk) {
+        *rc = HILOCK_ENOMEM;
+        return NULL;
+    }
+    lk->client = c;
+    lk->next = a->links;
+    a->links = lk;
+    return lk;
+}
+
+static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
+                     hilock_async_cb cb, void *payload)
+{
+    as_op *op = calloc(1, sizeof *op);
+    if (!op)
+        return NULL;
+    op->a = a;
+    op->type = type;
+    op->lock = l;
+    op->tid = tid;
+    op->cb = cb;
+    op->payload = payload;
+    op->wake_at = -1;
+    as_op **pp = &a->ops;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = op;
+    return op;
+}
+
+/* Checks shared by the operations; on success *lk is l's link. */
+static int op_check(hilock_async *a, hilock_lock *l, hilock_async_cb cb, as_link **lk)
+{
+    if (!a || !l || !cb)
+        return HILOCK_EINVAL;
+    if (gone(a))
+        return HILOCK_ECLOSED;
+    char err[HL_ERRMSG_MAX];
+    int rc = hl_client_check(l->client, err);
+    if (rc) {
+        snprintf(a->errmsg, sizeof a->errmsg, "%s", err);
+        return rc;
+    }
+    rc = 0;
+    *lk = link_get(a, l->client, &rc);
+    return *lk ? 0 : rc;
+}
+
+/* Start op: queue it and work the queue (no user callback runs here). */
+static int op_start(as_op *op)
+{
+    hilock_async *a = op->a;
+    hl_nosigpipe ns;
+    hl_nosigpipe_enter(&ns);
+    op_queue(op);
+    finish_call(a, 0);
+    hl_nosigpipe_leave(&ns);
+    return 0;
+}
+
+/* How long an acquire latch answers a request sent again (as lock.c). */
+static int64_t latch_ttl(const hilock_client *c)
+{
+    return 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
+}
+
+int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t wait_ms,
+                         int64_t lease_ms, hilock_async_cb cb, void *payload)
+{
+    as_link *lk;
+    int rc = op_check(a, l, cb, &lk);
+    if (rc)
+        return rc;
+    if (hl_check_wait(wait_ms) || hl_check_lease(lease_ms)) {
+        snprintf(a->errmsg, sizeof a->errmsg, "bad wait or lease");
+        return HILOCK_EINVAL;
+    }
+    hilock_client *c = l->client;
+    as_op *op = op_new(a, OP_ACQUIRE, l, tid, cb, payload);
+    if (!op)
+        return HILOCK_ENOMEM;
+    op->link = lk;
+    hl_hold_owner(op->owner, l->kind, c->t.id, tid);
+    op->watchdog = lease_ms <= 0;
+    op->lease_ms = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    snprintf(op->latch, sizeof op->latch, "%s:%s:%" PRIu64, l->names.acquire_latch_prefix,
+             c->t.id, seq);
+    if (hl_acquire_init(&op->acq, l->kind, &l->names, op->owner, wait_ms, op->lease_ms,
+                        c->t.opts.fair_wait_window_ms, now_ms()) != 0) {
+        op_unlink(a, op);
+        free(op);
+        return HILOCK_ENOMEM;
+    }
+    op->inited = 1;
+    if (hl_acquire_set_latch(&op->acq, op->latch, latch_ttl(c)) != 0) {
+        op_unlink(a, op);
+        op_free(op);
+        return HILOCK_ENOMEM;
+    }
+    return op_start(op);
+}
+
+int hilock_async_cancel(int *cancelled, hilock_async *a, hilock_lock *l, uint64_t tid)
+{
+    if (cancelled)
+        *cancelled = 0;
+    if (!a || !l)
+        return HILOCK_EINVAL;
+    if (gone(a))
+        return HILOCK_ECLOSED;
+    int n = 0;
+    for (as_op *op = a->ops; op; op = op->next) {
+        if (op->type != OP_ACQUIRE || op->done || op->lock != l || op->tid != tid ||
+            op->cancel_req)
+            continue;
+        op->cancel_req = 1;
+        n++;
+        if (op->sub_pending) { /* the machine takes the cancel once "subscribed" */
+            op->sub_pending = 0;
+            hl_acquire_on_subscribed(&op->acq, 1, now_ms());
+            op_queue(op);
+        }
+        if (op->waiting) {
+            op->waiting = 0;
+            op_queue(op);
+        }
+    }
+    if (cancelled)
+        *cancelled = n > 0;
+    if (n) {
+        hl_nosigpipe ns;
+        hl_nosigpipe_enter(&ns);
+        finish_call(a, 0);
+        hl_nosigpipe_leave(&ns);
+    }
+    return 0;
+}
+
+int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_async_cb cb,
+                         void *payload)
+{
+    as_link *lk;
+    int rc = op_check(a, l, cb, &lk);
+    if (rc)
+        return rc;
+    hilock_client *c = l->client;
+    as_op *op = op_new(a, OP_RELEASE, l, tid, cb, payload);
+    if (!op)
+        return HILOCK_ENOMEM;
+    op->link = lk;
+    hl_hold_owner(op->owner, l->kind, c->t.id, tid);
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    snprintf(op->rid, sizeof op->rid, "%s:%" PRIu64, c->t.id, seq);
+    as_hold *h = hold_find(a, l, tid);
+    int64_t lease = h && !h->watchdog ? h->lease_ms : 0; /* 0: the watchdog lease */
+    if (hl_release_init(&op->rel, l->kind, &l->names, op->owner, lease,
+                        c->t.opts.watchdog_lease_ms, op->rid, c->t.opts.command_timeout_ms, 0,
+                        now_ms()) != 0) {
+        op_unlink(a, op);
+        free(op);
+        return HILOCK_ENOMEM;
+    }
+    op->inited = 1;
+    return op_start(op);
+}
+
+int hilock_async_force_unlock(hilock_async *a, hilock_lock *l, hilock_async_cb cb,
+                              void *payload)
+{
+    as_link *lk;
+    int rc = op_check(a, l, cb, &lk);
+    if (rc)
+        return rc;
+    as_op *op = op_new(a, OP_SIMPLE, l, 0, cb, payload);
+    if (!op)
+        return HILOCK_ENOMEM;
+    op->link = lk;
+    hl_cmd_force(&op->cmd, l->kind, &l->names);
+    op->decode = hl_decode_flag;
+    return op_start(op);
+}
+
+int hilock_async_query(hilock_async *a, hilock_lock *l, hilock_query q, uint64_t tid,
+                       hilock_async_cb cb, void *payload)
+{
+    as_link *lk;
+    int rc = op_check(a, l, cb, &lk);
+    if (rc)
+        return rc;
+    if (q < HILOCK_QUERY_IS_LOCKED || q > HILOCK_QUERY_TOKEN)
+        return HILOCK_EINVAL;
+    as_op *op = op_new(a, OP_SIMPLE, l, tid, cb, payload);
+    if (!op)
+        return HILOCK_ENOMEM;
+    op->link = lk;
+    hl_hold_owner(op->owner, l->kind, l->client->t.id, tid);
+    switch (q) {
+    case HILOCK_QUERY_IS_LOCKED:
+        hl_cmd_is_locked(&op->cmd, l->kind, &l->names);
+        if (l->kind == HILOCK_KIND_READ || l->kind == HILOCK_KIND_WRITE) {
+            op->is_locked = 1;
+            op->decode_kind = l->kind;
+        } else {
+            op->decode = hl_decode_flag;
+        }
+        break;
+    case HILOCK_QUERY_IS_HELD:
+        hl_cmd_hexists(&op->cmd, &l->names, op->owner);
+        op->decode = hl_decode_flag;
+        break;
+    case HILOCK_QUERY_HOLD_COUNT:
+        hl_cmd_hget(&op->cmd, &l->names, op->owner);
+        op->decode = hl_decode_hold_count;
+        break;
+    case HILOCK_QUERY_REMAINING_MS:
+        hl_cmd_pttl(&op->cmd, &l->names);
+        op->decode = hl_decode_pttl;
+        break;
+    case HILOCK_QUERY_TOKEN:
+        hl_cmd_token(&op->cmd, &l->names);
+        op->decode = hl_decode_token;
+        break;
+    }
+    return op_start(op);
+}

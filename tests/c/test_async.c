@@ -1,0 +1,635 @@
+/*
+ * The non-blocking API (hilock_async) against a real redis-server, through
+ * the epoll adapter (and the libuv adapter when built with libuv): every
+ * lock kind's acquire / release / force / queries, a waiter woken by the
+ * unlock message (not by a timer: the holder's lease is a minute), fair
+ * order, cancellation that leaves nothing behind, watchdog renewals and
+ * loss from the loop's timer, a hung server, and freeing with operations
+ * pending. No sleeps stand in for conditions: the loop runs until the
+ * awaited completion arrives, with a bound.
+ */
+#include <CUnit/Basic.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "hilock/adapters/epoll.h"
+#ifdef HILOCK_TEST_LIBUV
+#include "hilock/adapters/libuv.h"
+#endif
+
+static th_redis srv;
+static hilock_client *cl;
+
+typedef struct res {
+    int n;        /* completions seen */
+    int rc;
+    int64_t value;
+    int64_t at;   /* th_now_ms() of the completion */
+    char err[256];
+} res;
+
+static void on_done(hilock_async *a, int rc, int64_t value, void *payload)
+{
+    res *r = payload;
+    r->n++;
+    r->rc = rc;
+    r->value = value;
+    r->at = th_now_ms();
+    snprintf(r->err, sizeof r->err, "%s", hilock_async_errmsg(a));
+}
+
+static hilock_epoll ep;
+
+static hilock_async *new_async(void)
+{
+    CU_ASSERT_FATAL(hilock_epoll_init(&ep) == 0);
+    hilock_async_loop loop = hilock_epoll_loop(&ep);
+    hilock_async *a = NULL;
+    CU_ASSERT_FATAL(hilock_async_new(&a, &loop) == 0);
+    return a;
+}
+
+static void free_async(hilock_async *a)
+{
+    hilock_async_free(a);
+    hilock_epoll_close(&ep);
+}
+
+/* Run the loop until r has n completions or ms pass; 1 when it has. */
+static int run_until(hilock_async *a, res *r, int n, int64_t ms)
+{
+    int64_t end = th_now_ms() + ms;
+    while (r->n < n) {
+        int64_t left = end - th_now_ms();
+        if (left <= 0)
+            return 0;
+        hilock_epoll_run_once(&ep, a, (int)(left > 50 ? 50 : left));
+    }
+    return 1;
+}
+
+/* Run the loop for ms (completions may arrive meanwhile). */
+static void run_for(hilock_async *a, int64_t ms)
+{
+    int64_t end = th_now_ms() + ms;
+    while (th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, (int)(end - th_now_ms()));
+}
+
+static long long numsub(const char *channel)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    long long v = -1000;
+    redisReply *r = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        v = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    if (ctx)
+        redisFree(ctx);
+    return v;
+}
+
+/* Run the loop until the channel has want subscribers (bounded). */
+static int run_until_numsub(hilock_async *a, const char *channel, long long want)
+{
+    int64_t end = th_now_ms() + 5000;
+    while (th_now_ms() < end) {
+        if (numsub(channel) == want)
+            return 1;
+        hilock_epoll_run_once(&ep, a, 5);
+    }
+    return 0;
+}
+
+static void t_basic(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-basic") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 7, 0, 10000, on_done, &r) == 0);
+    CU_ASSERT_EQUAL(r.n, 0); /* never completes inside the call */
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT_EQUAL(r.value, 1);
+    /* re-entry */
+    CU_ASSERT(hilock_async_acquire(a, l, 7, 0, 10000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT_EQUAL(r.value, 2);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-basic"), 1);
+    /* queries */
+    res q[5] = {{0}};
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q[0]) == 0);
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_HELD, 7, on_done, &q[1]) == 0);
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_HELD, 8, on_done, &q[2]) == 0);
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_HOLD_COUNT, 7, on_done, &q[3]) == 0);
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_REMAINING_MS, 0, on_done, &q[4]) == 0);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT(run_until(a, &q[i], 1, 5000) && q[i].rc == 0);
+    CU_ASSERT_EQUAL(q[0].value, 1);
+    CU_ASSERT_EQUAL(q[1].value, 1);
+    CU_ASSERT_EQUAL(q[2].value, 0);
+    CU_ASSERT_EQUAL(q[3].value, 2);
+    CU_ASSERT(q[4].value > 5000 && q[4].value <= 10000);
+    /* another thread id is refused; the holder releases twice */
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 8, on_done, &rel) == 0);
+    CU_ASSERT_FATAL(run_until(a, &rel, 1, 5000));
+    CU_ASSERT_EQUAL(rel.rc, HILOCK_ENOTOWNER);
+    CU_ASSERT(strstr(rel.err, "not held") != NULL);
+    CU_ASSERT(hilock_async_release(a, l, 7, on_done, &rel) == 0);
+    CU_ASSERT_FATAL(run_until(a, &rel, 2, 5000));
+    CU_ASSERT(rel.rc == 0 && rel.value == 1);
+    CU_ASSERT(hilock_async_release(a, l, 7, on_done, &rel) == 0);
+    CU_ASSERT_FATAL(run_until(a, &rel, 3, 5000));
+    CU_ASSERT(rel.rc == 0 && rel.value == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-basic"), 0);
+    /* force unlock of a lock held by someone else (the blocking API) */
+    CU_ASSERT(hilock_lock_acquire_tid(l, 9, 0, 60000) == 0);
+    res f = {0};
+    CU_ASSERT(hilock_async_force_unlock(a, l, on_done, &f) == 0);
+    CU_ASSERT_FATAL(run_until(a, &f, 1, 5000));
+    CU_ASSERT(f.rc == 0 && f.value == 1);
+    CU_ASSERT(hilock_async_force_unlock(a, l, on_done, &f) == 0);
+    CU_ASSERT_FATAL(run_until(a, &f, 2, 5000));
+    CU_ASSERT(f.rc == 0 && f.value == 0);
+    /* a key of another type: EWRONGTYPE at once, untouched */
+    th_redis_int(&srv, "SET async-basic x");
+    CU_ASSERT(hilock_async_acquire(a, l, 7, 1000, 0, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 3, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_EWRONGTYPE);
+    char buf[16] = "";
+    CU_ASSERT(th_redis_str(&srv, buf, sizeof buf, "GET async-basic") == 0 && !strcmp(buf, "x"));
+    th_redis_int(&srv, "DEL async-basic");
+    hilock_lock_free(l);
+    free_async(a);
+}
+
+static void t_bad_args(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-args") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, -5, 0, on_done, &r) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, -2, on_done, &r) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 0, NULL, &r) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_acquire(NULL, l, 1, 0, 0, on_done, &r) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_acquire(a, NULL, 1, 0, 0, on_done, &r) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_query(a, l, (hilock_query)99, 1, on_done, &r) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_on_io(NULL, 3, HILOCK_IO_READ) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_on_timer(NULL) == HILOCK_EINVAL);
+    CU_ASSERT(hilock_async_on_io(a, 12345, HILOCK_IO_READ) == 0); /* not ours: ignored */
+    hilock_async *b = (hilock_async *)1;
+    hilock_async_loop bad = {0};
+    CU_ASSERT(hilock_async_new(&b, &bad) == HILOCK_EINVAL && b == NULL);
+    CU_ASSERT(hilock_async_new(&b, NULL) == HILOCK_EINVAL);
+    CU_ASSERT_STRING_NOT_EQUAL(hilock_async_errmsg(NULL), "");
+    hilock_async_free(NULL);
+    CU_ASSERT_EQUAL(r.n, 0);
+    hilock_lock_free(l);
+    free_async(a);
+}
+
+/* A waiter is woken by the unlock message: the holder's lease is a minute,
+ * so nothing but the message can end its wait in time. */
+static void t_handoff_by_message(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-handoff") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 60000) == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 2, 30000, 10000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until_numsub(a, "redisson_lock__channel:{async-handoff}", 1));
+    run_for(a, 100); /* past its retry after subscribing: asleep now */
+    CU_ASSERT_EQUAL(r.n, 0);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_lock_release_tid(l, 1) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.at - t0 < 2000);
+    /* the waiter left its subscription */
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-handoff}", 0));
+    int held = 0;
+    CU_ASSERT(hilock_lock_is_held_tid(&held, l, 2) == 0 && held == 1);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 2, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0);
+    hilock_lock_free(l);
+    free_async(a);
+}
+
+/* Many waiters of one name on one loop: each granted in turn, every grant
+ * handed on by its release (the loop thread alone; no thread per waiter). */
+static void t_many_waiters(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-many") == 0);
+    enum { N = 50 };
+    static res r[N];
+    memset(r, 0, sizeof r);
+    int threads = th_thread_count();
+    for (int i = 0; i < N; i++)
+        CU_ASSERT(hilock_async_acquire(a, l, 100 + (uint64_t)i, 30000, 30000, on_done, &r[i]) ==
+                  0);
+    int granted = 0, released = 0;
+    res rel = {0};
+    int64_t end = th_now_ms() + 20000;
+    while (granted < N && th_now_ms() < end) {
+        hilock_epoll_run_once(&ep, a, 50);
+        for (int i = 0; i < N; i++)
+            if (r[i].n == 1 && r[i].rc == 0 && r[i].value == 1) {
+                r[i].value = -1; /* counted */
+                granted++;
+                CU_ASSERT_EQUAL(granted - released, 1); /* one holder at a time */
+                CU_ASSERT(hilock_async_release(a, l, 100 + (uint64_t)i, on_done, &rel) == 0);
+                released++;
+            }
+    }
+    CU_ASSERT_EQUAL(granted, N);
+    CU_ASSERT(run_until(a, &rel, N, 5000));
+    CU_ASSERT_EQUAL(th_thread_count(), threads);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-many"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+}
+
+static void t_fair_order_and_cancel(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, cl, "async-fair") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 60000) == 0);
+    res r2 = {0}, r3 = {0}, r4 = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 2, 30000, 30000, on_done, &r2) == 0);
+    int64_t end = th_now_ms() + 5000;
+    while (th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}") < 1 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 5);
+    CU_ASSERT(hilock_async_acquire(a, l, 3, 30000, 30000, on_done, &r3) == 0);
+    CU_ASSERT(hilock_async_acquire(a, l, 4, 30000, 30000, on_done, &r4) == 0);
+    while (th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}") < 3 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 5);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}"), 3);
+    /* the middle one gives up: it leaves the line, the others keep their turn */
+    int found = 0;
+    CU_ASSERT(hilock_async_cancel(&found, a, l, 3) == 0);
+    CU_ASSERT_EQUAL(found, 1);
+    CU_ASSERT_EQUAL(r3.n, 0); /* completes from the loop, not inside cancel */
+    CU_ASSERT_FATAL(run_until(a, &r3, 1, 5000));
+    CU_ASSERT_EQUAL(r3.rc, HILOCK_ECANCELED);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}"), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{async-fair}"), 2);
+    CU_ASSERT(hilock_async_cancel(&found, a, l, 3) == 0 && found == 0);
+    CU_ASSERT(hilock_lock_release_tid(l, 1) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r2, 1, 5000));
+    CU_ASSERT_EQUAL(r2.rc, 0);
+    CU_ASSERT_EQUAL(r4.n, 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 2, on_done, &rel) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r4, 1, 5000));
+    CU_ASSERT_EQUAL(r4.rc, 0);
+    CU_ASSERT(hilock_async_release(a, l, 4, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-fair"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-fair}"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+}
+
+/* Cancelled waits leave no hold, no queue entry, no subscription. */
+static void t_cancel_many(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *re = NULL, *fa = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&re, cl, "async-cancel-re") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&fa, cl, "async-cancel-fair") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(re, 1, 0, 600000) == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(fa, 1, 0, 600000) == 0);
+    int rounds = th_valgrind() ? 10 : 100, ok = 0;
+    for (int i = 0; i < rounds; i++) {
+        hilock_lock *l = i % 2 ? fa : re;
+        res r = {0};
+        CU_ASSERT(hilock_async_acquire(a, l, 2, -1, 0, on_done, &r) == 0);
+        /* let it reach the server (or not: a cancel at any point must hold) */
+        for (int k = 0; k < i % 5; k++)
+            hilock_epoll_run_once(&ep, a, 1);
+        int found = 0;
+        CU_ASSERT(hilock_async_cancel(&found, a, l, 2) == 0 && found == 1);
+        CU_ASSERT(run_until(a, &r, 1, 5000));
+        ok += r.rc == HILOCK_ECANCELED;
+    }
+    CU_ASSERT_EQUAL(ok, rounds);
+    run_for(a, 20); /* the last unsubscribe goes out */
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-cancel-re}", 0));
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-cancel-re"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-cancel-fair"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-cancel-fair}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-cancel-fair}"), 0);
+    hilock_lock_force_unlock(NULL, re);
+    hilock_lock_force_unlock(NULL, fa);
+    hilock_lock_free(re);
+    hilock_lock_free(fa);
+    free_async(a);
+}
+
+typedef struct lost_seen {
+    int n;
+    hilock_lock *lock;
+    uint64_t tid;
+} lost_seen;
+
+static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
+{
+    (void)a;
+    lost_seen *s = payload;
+    s->n++;
+    s->lock = lock;
+    s->tid = tid;
+}
+
+/* Watchdog holds are renewed from the loop's timer; a hold found gone is
+ * reported once. */
+static void t_watchdog(void)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = 600;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, srv.url, &o, NULL, 0) == 0);
+    hilock_async *a = new_async();
+    lost_seen seen = {0};
+    hilock_async_set_lost_callback(a, on_lost, &seen);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "async-wd") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 5, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
+    run_for(a, 1500); /* 2.5 leases */
+    long long pttl = th_redis_int(&srv, "PTTL async-wd");
+    CU_ASSERT(pttl > 200 && pttl <= 600);
+    CU_ASSERT_EQUAL(seen.n, 0);
+    /* gone behind its back: reported at the next renewal */
+    th_redis_int(&srv, "DEL async-wd");
+    int64_t end = th_now_ms() + 3000;
+    while (seen.n == 0 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 50);
+    CU_ASSERT_EQUAL(seen.n, 1);
+    CU_ASSERT(seen.lock == l && seen.tid == 5);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 5), 1);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 5, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == HILOCK_ENOTOWNER);
+    /* a new hold renews again; its release stops the renewals */
+    CU_ASSERT(hilock_async_acquire(a, l, 5, 0, 0, on_done, &r) == 0);
+    CU_ASSERT(run_until(a, &r, 2, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 5), 0);
+    run_for(a, 900);
+    CU_ASSERT(th_redis_int(&srv, "PTTL async-wd") > 0);
+    CU_ASSERT(hilock_async_release(a, l, 5, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-wd"), 0);
+    run_for(a, 400);
+    CU_ASSERT_EQUAL(seen.n, 1);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+}
+
+static void t_rw_and_fenced(void)
+{
+    hilock_async *a = new_async();
+    hilock_rwlock *rw = NULL;
+    CU_ASSERT_FATAL(hilock_rwlock_new(&rw, cl, "async-rw") == 0);
+    hilock_lock *rd = hilock_rwlock_read_lock(rw), *wr = hilock_rwlock_write_lock(rw);
+    res r1 = {0}, r2 = {0}, w = {0}, q = {0};
+    CU_ASSERT(hilock_async_acquire(a, rd, 1, 0, 30000, on_done, &r1) == 0);
+    CU_ASSERT(hilock_async_acquire(a, rd, 2, 0, 30000, on_done, &r2) == 0);
+    CU_ASSERT(run_until(a, &r1, 1, 5000) && r1.rc == 0);
+    CU_ASSERT(run_until(a, &r2, 1, 5000) && r2.rc == 0);
+    CU_ASSERT(hilock_async_query(a, rd, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT(run_until(a, &q, 1, 5000) && q.rc == 0 && q.value == 1);
+    CU_ASSERT(hilock_async_acquire(a, wr, 3, 10000, 30000, on_done, &w) == 0);
+    run_for(a, 100);
+    CU_ASSERT_EQUAL(w.n, 0); /* readers hold it */
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, rd, 1, on_done, &rel) == 0);
+    CU_ASSERT(hilock_async_release(a, rd, 2, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
+    CU_ASSERT_FATAL(run_until(a, &w, 1, 5000));
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT(hilock_async_query(a, wr, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT(run_until(a, &q, 2, 5000) && q.rc == 0 && q.value == 1);
+    CU_ASSERT(hilock_async_release(a, wr, 3, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 3, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-rw"), 0);
+    hilock_rwlock_free(rw);
+
+    hilock_lock *f = NULL;
+    CU_ASSERT_FATAL(hilock_fenced_lock_new(&f, cl, "async-fenced") == 0);
+    res t1 = {0}, t2 = {0}, tq = {0};
+    CU_ASSERT(hilock_async_acquire(a, f, 1, 0, 30000, on_done, &t1) == 0);
+    CU_ASSERT(run_until(a, &t1, 1, 5000) && t1.rc == 0 && t1.value >= 1);
+    CU_ASSERT(hilock_async_release(a, f, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 4, 5000) && rel.rc == 0);
+    CU_ASSERT(hilock_async_acquire(a, f, 2, 0, 30000, on_done, &t2) == 0);
+    CU_ASSERT(run_until(a, &t2, 1, 5000) && t2.rc == 0);
+    CU_ASSERT(t2.value > t1.value);
+    CU_ASSERT(hilock_async_query(a, f, HILOCK_QUERY_TOKEN, 0, on_done, &tq) == 0);
+    CU_ASSERT(run_until(a, &tq, 1, 5000) && tq.rc == 0 && tq.value == t2.value);
+    CU_ASSERT(hilock_async_release(a, f, 2, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 5, 5000) && rel.rc == 0);
+    hilock_lock_free(f);
+    free_async(a);
+}
+
+/* A hung server: the attempt fails with HILOCK_ECONN within about the
+ * command timeout, and once the server is back the lock is free (the
+ * attempt was settled). */
+static void t_hung_server(void)
+{
+    th_redis s2;
+    CU_ASSERT_FATAL(th_redis_start(&s2, NULL) == 0);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, s2.url, &o, NULL, 0) == 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "async-hung") == 0);
+    res q = {0};
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT(run_until(a, &q, 1, 5000) && q.rc == 0); /* connected */
+    th_redis_pause(&s2);
+    res r = {0};
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
+    CU_ASSERT(th_now_ms() - t0 < 3000);
+    th_redis_resume(&s2);
+    run_for(a, 300);
+    CU_ASSERT_EQUAL(th_redis_int(&s2, "EXISTS async-hung"), 0);
+    /* and it works again */
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT(run_until(a, &r, 2, 5000) && r.rc == 0);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+    th_redis_stop(&s2);
+}
+
+static hilock_async *freed_in_cb;
+static void free_in_cb(hilock_async *a, int rc, int64_t value, void *payload)
+{
+    on_done(a, rc, value, payload);
+    hilock_async_free(a);
+    freed_in_cb = a;
+}
+
+/* Freeing with operations pending completes each once with HILOCK_ECLOSED;
+ * freeing from a callback is allowed. */
+static void t_free_pending(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-free") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 60000) == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 2, -1, 0, on_done, &r) == 0);
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-free}", 1));
+    free_async(a);
+    CU_ASSERT_EQUAL(r.n, 1);
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECLOSED);
+
+    a = new_async();
+    res r1 = {0}, r2 = {0};
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, free_in_cb, &r1) == 0);
+    CU_ASSERT(hilock_async_acquire(a, l, 2, -1, 0, on_done, &r2) == 0);
+    int64_t end = th_now_ms() + 5000;
+    while (!freed_in_cb && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 50);
+    CU_ASSERT(freed_in_cb == a);
+    CU_ASSERT_EQUAL(r1.n, 1);
+    CU_ASSERT_EQUAL(r2.n, 1);
+    CU_ASSERT_EQUAL(r2.rc, HILOCK_ECLOSED);
+    hilock_epoll_close(&ep);
+    CU_ASSERT(hilock_lock_release_tid(l, 1) == 0);
+    hilock_lock_free(l);
+}
+
+#ifdef HILOCK_TEST_LIBUV
+typedef struct uv_case {
+    hilock_uv *u;
+    hilock_lock *l;
+    res acq, rel;
+} uv_case;
+
+static void uv_released(hilock_async *a, int rc, int64_t value, void *payload)
+{
+    uv_case *c = payload;
+    on_done(a, rc, value, &c->rel);
+    uv_stop(c->u->loop); /* hilock's idle connections keep the loop alive */
+}
+
+static void uv_granted(hilock_async *a, int rc, int64_t value, void *payload)
+{
+    uv_case *c = payload;
+    on_done(a, rc, value, &c->acq);
+    if (rc == 0)
+        hilock_async_release(a, c->l, 2, uv_released, c);
+    else
+        uv_stop(c->u->loop);
+}
+
+static void uv_free_holder(uv_timer_t *t)
+{
+    uv_case *c = t->data;
+    hilock_lock_release_tid(c->l, 1); /* the unlock message wakes the waiter */
+}
+
+static void uv_stop_guard(uv_timer_t *t)
+{
+    uv_stop(t->loop);
+}
+
+/* The same hand-off on libuv: the loop runs until there is nothing left. */
+static void t_libuv(void)
+{
+    uv_loop_t loop;
+    CU_ASSERT_FATAL(uv_loop_init(&loop) == 0);
+    hilock_uv u;
+    CU_ASSERT_FATAL(hilock_uv_init(&u, &loop) == 0);
+    hilock_async_loop hl = hilock_uv_loop(&u);
+    CU_ASSERT_FATAL(hilock_async_new(&u.async, &hl) == 0);
+    uv_case c = {&u, NULL, {0}, {0}};
+    CU_ASSERT_FATAL(hilock_lock_new(&c.l, cl, "async-uv") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(c.l, 1, 0, 60000) == 0);
+    CU_ASSERT(hilock_async_acquire(u.async, c.l, 2, 10000, 30000, uv_granted, &c) == 0);
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    uv_update_time(&loop); /* the timer counts from now, not from uv_loop_init */
+    t.data = &c;
+    uv_timer_start(&t, uv_free_holder, 200, 0);
+    int64_t t0 = th_now_ms();
+    uv_timer_t guard; /* a bound, should the hand-off never come */
+    uv_timer_init(&loop, &guard);
+    uv_timer_start(&guard, uv_stop_guard, 5000, 0);
+    uv_run(&loop, UV_RUN_DEFAULT); /* until uv_released stops it */
+    CU_ASSERT(th_now_ms() - t0 < 5000);
+    CU_ASSERT(c.acq.n == 1 && c.acq.rc == 0);
+    CU_ASSERT(c.rel.n == 1 && c.rel.rc == 0 && c.rel.value == 0);
+    CU_ASSERT(c.acq.at - t0 >= 200);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-uv"), 0);
+    hilock_async_free(u.async);
+    hilock_uv_close(&u);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_close((uv_handle_t *)&guard, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CU_ASSERT(uv_loop_close(&loop) == 0);
+    hilock_lock_free(c.l);
+}
+#endif
+
+static int init_srv(void)
+{
+    if (th_redis_start(&srv, NULL) != 0)
+        return -1;
+    return hilock_client_open(&cl, srv.url, NULL, NULL, 0) == 0 ? 0 : -1;
+}
+
+static int clean_srv(void)
+{
+    hilock_client_close(cl);
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("non-blocking API", init_srv, clean_srv);
+    CU_add_test(s, "acquire, re-enter, queries, release, force, wrong type", t_basic);
+    CU_add_test(s, "bad arguments: clear codes, no callback", t_bad_args);
+    CU_add_test(s, "waiter woken by the unlock message", t_handoff_by_message);
+    CU_add_test(s, "many waiters of one name, one at a time", t_many_waiters);
+    CU_add_test(s, "fair order; a cancelled fair waiter leaves the line", t_fair_order_and_cancel);
+    CU_add_test(s, "cancelled waits leave nothing behind", t_cancel_many);
+    CU_add_test(s, "watchdog from the loop's timer; loss reported", t_watchdog);
+    CU_add_test(s, "read-write sides and fenced tokens", t_rw_and_fenced);
+    CU_add_test(s, "hung server: ECONN in time, attempt settled", t_hung_server);
+    CU_add_test(s, "free with operations pending", t_free_pending);
+#ifdef HILOCK_TEST_LIBUV
+    CU_add_test(s, "libuv adapter: hand-off", t_libuv);
+#endif
+    return th_cu_run();
+}
