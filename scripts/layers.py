@@ -10,7 +10,8 @@ The layers, bottom to top (docs/architecture.md):
     base       util.c (time, errors, wake pipes, SIGPIPE, threads), uuid.c
     transport  connections, pool, pub/sub, drain, sentinel, watchdog
     api        the public functions over the opaque handles
-A file may include the headers of its own layer and of the layers below.
+A file may include the headers of its own layer and of the layers below;
+a header in LAYER_ONLY only the files of its own layer may include.
 Outside libcore/src only proto.h (installed as <hilock/engine.h>) and the
 public hilock.h may be included; tests/ reach internals on purpose (they
 link the static library) and are not checked. A source file the table
@@ -28,13 +29,18 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 LAYER_OF = {
     "proto.h": "proto", "proto.c": "proto", "reply.c": "proto", "url.c": "proto",
     "util.h": "base", "util.c": "base", "uuid.h": "base", "uuid.c": "base",
-    "transport.h": "transport", "transport.c": "transport", "conn.c": "transport", "tls.c": "transport",
+    "transport.h": "transport", "transport_impl.h": "transport", "transport.c": "transport",
+    "conn.c": "transport", "nodes.c": "transport", "pool.c": "transport", "exec.c": "transport", "tls.c": "transport",
     "pubsub.c": "transport", "drain.c": "transport", "sentinel.c": "transport",
     "watchdog.c": "transport",
     "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "semaphore.c": "api",
     "multilock.c": "api", "inspect.c": "api",
     "async.c": "api",
 }
+
+# Headers only the files of their own layer may include (the layer above
+# sees the layer through its main header only).
+LAYER_ONLY = {"transport_impl.h"}
 
 # Headers of libcore/src that code outside libcore may include.
 PUBLIC_FROM_SRC = {"proto.h"}  # installed as <hilock/engine.h>
@@ -83,6 +89,9 @@ def check(root):
             if inc not in files:
                 continue  # system, public (hilock.h) or generated
             li = layer_of(inc)
+            if inc in LAYER_ONLY and li != lf:
+                breaches.append(f"libcore/src/{f} ({lf}) includes {inc}, which only {li} files may")
+                continue
             if RANK[li] > RANK[lf]:
                 if (f, inc) in UPWARD_ALLOWED:
                     used.add(("up", f, inc))

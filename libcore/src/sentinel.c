@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "transport.h"
+#include "transport_impl.h"
 
 static int stopping(hl_transport *c)
 {
@@ -141,4 +142,76 @@ void hl_sentinel_stop(hl_transport *c)
         close(c->sw.wake_fd[1]);
         c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
     }
+}
+
+/* ---- discovery: asking a sentinel where the master is ---- */
+
+redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms, int *code,
+                                  char *err)
+{
+    char where[300];
+    snprintf(where, sizeof where, "sentinel %s:%d", ep->seed_hosts[i], ep->seed_ports[i]);
+    redisContext *s = redisConnectWithTimeout(ep->seed_hosts[i], ep->seed_ports[i],
+                                              hl_tv_ms(timeout_ms));
+    if (!s || s->err) {
+        *code = s ? HILOCK_ECONN : HILOCK_ENOMEM;
+        hl_set_err(err, "%s unreachable: %s", where, s ? s->errstr : "out of memory");
+        if (s)
+            redisFree(s);
+        return NULL;
+    }
+    if (ep->tls_ctx && hl_tls_handshake(ep->tls_ctx, s, ep->seed_hosts[i], ep->tls_server_name,
+                                        timeout_ms, where, code, err)) {
+        redisFree(s);
+        return NULL;
+    }
+    hl_reader_bound(s->reader);
+    redisSetTimeout(s, hl_tv_ms(timeout_ms));
+    if (ep->sentinel_password || ep->sentinel_user) {
+        hl_cmd auth[HL_HANDSHAKE_MAX];
+        hl_cmd_handshake(auth, ep->sentinel_user,
+                         ep->sentinel_password ? ep->sentinel_password : "", 0);
+        redisReply *r = hl_command_argv(s, auth[0].argc, auth[0].argv, auth[0].argvlen);
+        int rc = r ? hl_decode_handshake(r) : HILOCK_ECONN;
+        if (rc) {
+            *code = rc;
+            hl_set_err(err, "authentication to %s failed: %s", where,
+                       !r ? s->errstr : r->type == REDIS_REPLY_ERROR ? r->str
+                                                                   : "unexpected reply");
+            if (r)
+                freeReplyObject(r);
+            redisFree(s);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return s;
+}
+
+/* Ask one sentinel for the master's address. 0, or a HILOCK_E* code (err
+ * set): EAUTH/ETLS when the sentinel refused us, else ECONN. */
+int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
+                       size_t hostlen, int *port, char *err)
+{
+    int code = 0;
+    redisContext *s = hl_sentinel_connect(ep, i, timeout_ms, &code, err);
+    if (!s)
+        return code ? code : HILOCK_ECONN;
+    redisReply *r = hl_command(s, "SENTINEL get-master-addr-by-name %s", ep->master_name);
+    int rc = hl_decode_master_addr(r, host, hostlen, port) ? HILOCK_ECONN : 0;
+    if (rc && r && r->type == REDIS_REPLY_ERROR &&
+        (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "NOPERM", 6)))
+        rc = HILOCK_EAUTH; /* a sentinel that wants a password (sentinel_password) */
+    if (rc == HILOCK_EAUTH)
+        hl_set_err(err, "sentinel %s:%d refused: %s (its own password: sentinel_password)",
+                   ep->seed_hosts[i], ep->seed_ports[i], r->str);
+    else if (rc)
+        hl_set_err(err, "sentinel %s:%d knows no master named '%s'%s%s", ep->seed_hosts[i],
+                   ep->seed_ports[i], ep->master_name,
+                   r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+                   r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    if (r)
+        freeReplyObject(r);
+    redisFree(s);
+    return rc;
 }

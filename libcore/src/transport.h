@@ -1,7 +1,9 @@
 /*
- * Transport layer (conn.c, tls.c, pubsub.c, drain.c, sentinel.c, watchdog.c):
- * hiredis connections and their pool, script execution, pub/sub listeners,
- * settling timed-out attempts, sentinel following, the watchdog thread.
+ * Transport layer (transport.c, conn.c, nodes.c, pool.c, exec.c, tls.c,
+ * pubsub.c, drain.c, sentinel.c, watchdog.c): hiredis connections, the node
+ * table and its pools, command execution, pub/sub listeners, settling
+ * timed-out attempts, sentinel discovery and following, the watchdog thread.
+ * What transport files share among themselves only: transport_impl.h.
  * Includes only the layers below (proto.h, util.h); the API (api.h) is
  * above it. Layers and which header each file may include:
  * docs/architecture.md.
@@ -22,7 +24,7 @@
  * (as they did when they took the client handle). */
 typedef struct hl_transport hl_transport;
 
-/* ---- conn.c: endpoint, connection pool, script execution ---- */
+/* ---- conn.c: connecting, reading replies; exec.c: running commands ---- */
 
 /* ---- tls.c ---- */
 typedef struct hl_tls hl_tls;
@@ -52,8 +54,6 @@ HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeou
  * with err set. */
 HL_HIDDEN int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
                                  size_t hostlen, int *port, char *err);
-/* A connection to sentinel i of ep (TLS and the sentinels' own AUTH as ep
- * says), or NULL with *code and err set. */
 /* Reading replies on our blocking contexts (conn.c): hiredis's
  * redisGetReply/redisCommand(Argv), except that one reply may not bring
  * more than HL_REPLY_MAX_BYTES (REDIS_ERR_PROTOCOL on the context).
@@ -64,6 +64,8 @@ HL_HIDDEN redisReply *hl_command(redisContext *c, const char *fmt, ...);
 HL_HIDDEN redisReply *hl_command_argv(redisContext *c, int argc, const char **argv,
                                       const size_t *argvlen);
 HL_HIDDEN int hl_reader_over(redisContext *c);
+/* A connection to sentinel i of ep (TLS and the sentinels' own AUTH as ep
+ * says), or NULL with *code and err set. */
 HL_HIDDEN redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms,
                                             int *code, char *err);
 /* Connect to one given server with ep's credentials. */
