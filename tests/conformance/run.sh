@@ -33,8 +33,11 @@ if ! bash "$root/tests/python/deps.sh" >"$out/py-deps.log" 2>&1; then
 fi
 if bash "$root/tests/python/install.sh" "$out/python-installed.sha1" >"$out/py-install.log" 2>&1; then
   drivers+=(--driver "python=threads:$venv/bin/python $here/agent.py")
+  # the asyncio driver of the same package: actors are tasks of one loop
+  drivers+=(--driver "asyncio=threads:$venv/bin/python $here/agent_aio.py")
 else
   drivers+=(--driver "python=missing:the hilock package does not install/import (see $out/py-install.log)")
+  drivers+=(--driver "asyncio=missing:the hilock package does not install/import (see $out/py-install.log)")
 fi
 
 # Plain Lua: one agent process per actor, under each interpreter.

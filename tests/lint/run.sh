@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# lint suite: the OpenResty driver (lua/resty/hilock.lua) only moves bytes,
-# and libcore's files keep to their layers (see the end of this file).
-# Every command, script, key, channel and Redis error string belongs to the
-# engine (libcore's proto layer, exposed as hilock.proto); the driver names
-# none of them outside comments. Takes well under a second.
+# lint suite: the drivers that do their own I/O -- the OpenResty driver
+# (lua/resty/hilock.lua) and the asyncio driver (python/hilock/aio.py) --
+# only move bytes, and libcore's files keep to their layers (see the end of
+# this file). Every command, script, key, channel and Redis error string
+# belongs to the engine (libcore's proto layer, exposed as hilock.proto and
+# hilock._engine); a driver names none of them outside comments. Takes well
+# under a second.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-driver="$root/lua/resty/hilock.lua"
 fails=0
 
 # Redis commands and error words (as the server spells them), Redisson's
@@ -16,8 +17,9 @@ fails=0
 upper='AUTH|SELECT|EVALSHA|EVAL|SCRIPT|NOSCRIPT|MOVED|ASK|ASKING|TRYAGAIN|CLUSTERDOWN|LOADING|READONLY|MASTERDOWN|WRONGTYPE|PUBLISH|SPUBLISH|SUBSCRIBE|SSUBSCRIBE|UNSUBSCRIBE|SUNSUBSCRIBE|PEXPIRE|HEXISTS|HGET|HSET|PTTL|EXISTS|DEL|WAIT|ROLE|SENTINEL|CLUSTER|SLOTS'
 lower='redisson_|evalsha|noscript|spublish|publish|switch-master|get-master-addr-by-name|pexpire|hincrby'
 
-# strip comments: "--" to the end of the line (no string in the driver has one)
-code() { sed 's/--.*$//' "$1"; }
+# strip comments: "--" (Lua) or "#" (Python) to the end of the line (no
+# string in either driver has one)
+code() { case "$1" in *.py) sed 's/#.*$//' "$1" ;; *) sed 's/--.*$//' "$1" ;; esac; }
 scan() { # file -> offending lines
   code "$1" | grep -nwE "$upper"
   code "$1" | grep -nE "$lower"
@@ -33,20 +35,32 @@ else
   echo "  ok    lint self-check: the scan catches protocol strings"
 fi
 
-hits="$(scan "$driver")"
-if [ -n "$hits" ]; then
-  echo "  FAIL  lua/resty/hilock.lua names protocol strings (move them into hilock.proto):"
-  echo "$hits" | sed 's/^/          /'
-  fails=$((fails+1))
-else
-  echo "  ok    lua/resty/hilock.lua names no command, script, key, channel or Redis error ($(wc -l <"$driver") lines)"
+pysample="$(mktemp --suffix=.py)"; trap 'rm -f "$sample" "$pysample"' EXIT
+printf '%s\n' 'x = "EVALSHA"  # fine in a comment: MOVED' 'ch = "redisson_lock__channel:{" + n + "}"' >"$pysample"
+if [ "$(scan "$pysample" | wc -l)" != 2 ]; then
+  echo "  FAIL  lint self-check: the scan missed protocol strings in a Python sample"; fails=$((fails+1))
 fi
+
+for rel in lua/resty/hilock.lua python/hilock/aio.py; do
+  driver="$root/$rel"
+  if [ ! -f "$driver" ]; then
+    echo "  FAIL  $rel is missing"; fails=$((fails+1)); continue
+  fi
+  hits="$(scan "$driver")"
+  if [ -n "$hits" ]; then
+    echo "  FAIL  $rel names protocol strings (move them into the engine):"
+    echo "$hits" | sed 's/^/          /'
+    fails=$((fails+1))
+  else
+    echo "  ok    $rel names no command, script, key, channel or Redis error ($(wc -l <"$driver") lines)"
+  fi
+done
 
 # libcore's layers (scripts/layers.py, docs/architecture.md): no file
 # includes a header of a layer above its own, nothing outside libcore
 # includes a private header, and the committed include graph is current.
 layers="$root/scripts/layers.py"
-lsample="$(mktemp -d)"; trap 'rm -f "$sample"; rm -rf "$lsample"' EXIT
+lsample="$(mktemp -d)"; trap 'rm -f "$sample" "$pysample"; rm -rf "$lsample"' EXIT
 mkdir -p "$lsample/libcore/src" "$lsample/cli"
 printf '#include "hilock.h"\n' >"$lsample/libcore/src/proto.h"
 printf '#include "proto.h"\n' >"$lsample/libcore/src/api.h"

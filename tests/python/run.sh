@@ -19,4 +19,4 @@ cp "$root"/tests/python/*.py "$work/"
 cd "$work"
 # -p no:cacheprovider: nothing written next to the tests; the package must
 # come from the venv, never from $root/python.
-timeout 300 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra "$@" .
+HILOCK_ROOT="$root" timeout 300 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra "$@" .

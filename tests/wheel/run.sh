@@ -53,6 +53,11 @@ check "wheel: only PyInit__capi exported" \
   bash -c "[ \"\$(nm -D --defined-only '$so' | awk '\$2 ~ /^[TDBRVW]\$/ {print \$3}')\" = PyInit__capi ]"
 check "wheel: hiredis folded in, no libuuid (no DT_NEEDED on them)" \
   bash -c "! readelf -d '$so' | grep -E 'NEEDED.*(hiredis|uuid)'"
+# hilock._engine (the engine for hilock.aio): the same rules
+eng="$(ls "$tmp"/whl/hilock/_engine.abi3.so 2>/dev/null || echo "$tmp/whl/hilock/_engine.abi3.so")"
+check "wheel: _engine.abi3.so with only PyInit__engine exported, hiredis folded in" \
+  bash -c "[ \"\$(nm -D --defined-only '$eng' | awk '\$2 ~ /^[TDBRVW]\$/ {print \$3}')\" = PyInit__engine ] &&
+           ! readelf -d '$eng' | grep -E 'NEEDED.*(hiredis|uuid)'"
 check "wheel: LICENSE, MIT licence, Requires-Python, classifiers in METADATA" \
   bash -c "m=\$(cat '$tmp'/whl/hilock-*.dist-info/METADATA) && ls '$tmp'/whl/hilock-*.dist-info/licenses/LICENSE &&
            grep -qx 'License-Expression: MIT' <<<\"\$m\" && grep -qx 'Requires-Python: >=3.9' <<<\"\$m\" &&

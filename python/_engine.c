@@ -1,0 +1,1414 @@
+/*
+ * hilock._engine: libcore's engine (the protocol layer's machines, command
+ * builders and reply decoders) for Python drivers that do their own I/O —
+ * hilock.aio, the asyncio driver. A hand-written extension on the stable
+ * ABI (Py_LIMITED_API 3.9), built next to the SWIG module by
+ * python/CMakeLists.txt and folded into the same wheel.
+ *
+ * The driver moves bytes; everything else is here:
+ *   Reader    bytes in (from any connection), Reply objects out (hiredis's
+ *             reader, bounded like the C transport's)
+ *   Names     one lock's names; builds its machines and query commands
+ *   Acquire   the acquire machine: next() says what to do, on_*() feed back
+ *   Release   the release machine (unlock latch, lease re-applied, resend)
+ *   Settle    undo an attempt whose reply never came, on its connection
+ * plus decoders that turn a Reply into a validated number. Commands leave
+ * as RESP bytes; no Python code ever sees a script, key, channel or Redis
+ * error string it has to interpret.
+ *
+ * Errors: a decoder or machine result is a negative HILOCK_E* code; the
+ * functions that fail raise the exception hilock._errors.from_code builds.
+ * Nothing here blocks or releases the GIL: every call is a few microseconds.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "hilock.h"
+#include "proto.h"
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static PyObject *raise_code(int code, const char *detail)
+{
+    PyObject *mod = PyImport_ImportModule("hilock._errors");
+    if (!mod)
+        return NULL;
+    PyObject *exc = PyObject_CallMethod(mod, "from_code", "is", code, detail ? detail : "");
+    Py_DECREF(mod);
+    if (!exc)
+        return NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+static int check_range(long long v, long long lo, long long hi, const char *what)
+{
+    if (v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s out of range: %lld", what, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* A string argument (parsed with "s": UTF-8, no NUL) of 1..max bytes. */
+static const char *check_str(const char *s, size_t max, const char *what)
+{
+    size_t len = strlen(s);
+    if (len > max || len == 0) {
+        PyErr_Format(PyExc_ValueError, "%s must be 1..%zu bytes", what, max);
+        return NULL;
+    }
+    return s;
+}
+
+/* RESP array of bulk strings as bytes. */
+static PyObject *cmd_bytes(hl_cmd *cmd, int eval)
+{
+    if (eval)
+        hl_cmd_to_eval(cmd);
+    size_t n = 16;
+    for (int i = 0; i < cmd->argc; i++)
+        n += cmd->argvlen[i] + 32;
+    char stack[4096];
+    char *buf = n <= sizeof stack ? stack : malloc(n);
+    if (!buf)
+        return PyErr_NoMemory();
+    char *p = buf;
+    p += snprintf(p, 32, "*%d\r\n", cmd->argc);
+    for (int i = 0; i < cmd->argc; i++) {
+        p += snprintf(p, 32, "$%zu\r\n", cmd->argvlen[i]);
+        memcpy(p, cmd->argv[i], cmd->argvlen[i]);
+        p += cmd->argvlen[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    PyObject *b = PyBytes_FromStringAndSize(buf, (Py_ssize_t)(p - buf));
+    if (buf != stack)
+        free(buf);
+    return b;
+}
+
+/* ------------------------------------------------------------------ */
+/* module state: the types (heap types, one module)                    */
+/* ------------------------------------------------------------------ */
+
+static PyTypeObject *ReaderType, *ReplyType, *NamesType, *AcquireType, *ReleaseType,
+    *SettleType, *CallType;
+
+static void generic_dealloc_tail(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+/* ------------------------------------------------------------------ */
+/* Reply                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    redisReply *r;
+} ReplyObject;
+
+static void reply_dealloc(PyObject *self)
+{
+    ReplyObject *o = (ReplyObject *)self;
+    if (o->r)
+        freeReplyObject(o->r);
+    generic_dealloc_tail(self);
+}
+
+static redisReply *get_reply(PyObject *o)
+{
+    if (!PyObject_TypeCheck(o, ReplyType)) {
+        PyErr_SetString(PyExc_TypeError, "expected a hilock._engine.Reply");
+        return NULL;
+    }
+    return ((ReplyObject *)o)->r;
+}
+
+/* r.error -> the server's error text, or None */
+static PyObject *reply_error(PyObject *self, void *closure)
+{
+    (void)closure;
+    redisReply *r = ((ReplyObject *)self)->r;
+    if (r->type == REDIS_REPLY_ERROR)
+        return PyUnicode_DecodeUTF8(r->str, (Py_ssize_t)r->len, "replace");
+    Py_RETURN_NONE;
+}
+
+static PyGetSetDef reply_getset[] = {
+    {"error", reply_error, NULL, "the server's error text, or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot reply_slots[] = {
+    {Py_tp_dealloc, reply_dealloc},
+    {Py_tp_getset, reply_getset},
+    {Py_tp_doc, "One reply from the server (opaque: give it to a machine or a decoder)."},
+    {0, NULL}};
+
+static PyType_Spec reply_spec = {"hilock._engine.Reply", sizeof(ReplyObject), 0,
+                                 Py_TPFLAGS_DEFAULT, reply_slots};
+
+static PyObject *new_reply(redisReply *r)
+{
+    ReplyObject *o = PyObject_New(ReplyObject, ReplyType);
+    if (!o) {
+        freeReplyObject(r);
+        return NULL;
+    }
+    o->r = r;
+    return (PyObject *)o;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reader                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    redisReader *rd;
+    int broken;
+} ReaderObject;
+
+static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    if (!PyArg_ParseTuple(args, ":Reader") || (kw && PyDict_Size(kw))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Reader() takes no arguments");
+        return NULL;
+    }
+    ReaderObject *o = PyObject_New(ReaderObject, type);
+    if (!o)
+        return NULL;
+    o->broken = 0;
+    o->rd = redisReaderCreate();
+    if (!o->rd) {
+        Py_DECREF(o);
+        return PyErr_NoMemory();
+    }
+    hl_reader_bound(o->rd);
+    return (PyObject *)o;
+}
+
+static void reader_dealloc(PyObject *self)
+{
+    ReaderObject *o = (ReaderObject *)self;
+    if (o->rd)
+        redisReaderFree(o->rd);
+    generic_dealloc_tail(self);
+}
+
+static PyObject *reader_fail(ReaderObject *o)
+{
+    o->broken = 1;
+    return raise_code(HILOCK_EPROTO, o->rd->errstr[0] ? o->rd->errstr : "broken stream");
+}
+
+/* rd.feed(bytes) */
+static PyObject *reader_feed(PyObject *self, PyObject *arg)
+{
+    ReaderObject *o = (ReaderObject *)self;
+    char *buf;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(arg, &buf, &len) != 0)
+        return NULL;
+    if (o->broken || redisReaderFeed(o->rd, buf, (size_t)len) != REDIS_OK)
+        return reader_fail(o);
+    Py_RETURN_NONE;
+}
+
+/* rd.get() -> Reply | None (needs more bytes); raises ProtocolError on a bad stream */
+static PyObject *reader_get(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    ReaderObject *o = (ReaderObject *)self;
+    void *rep = NULL;
+    if (o->broken || redisReaderGetReply(o->rd, &rep) != REDIS_OK)
+        return reader_fail(o);
+    if (!rep)
+        Py_RETURN_NONE;
+    return new_reply((redisReply *)rep);
+}
+
+/* rd.pending() -> bytes fed and not yet returned as replies */
+static PyObject *reader_pending(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    ReaderObject *o = (ReaderObject *)self;
+    return PyLong_FromSize_t(o->rd->len - o->rd->pos);
+}
+
+static PyMethodDef reader_methods[] = {
+    {"feed", reader_feed, METH_O, "feed(bytes): bytes read from the connection"},
+    {"get", reader_get, METH_NOARGS, "get() -> Reply or None (more bytes needed)"},
+    {"pending", reader_pending, METH_NOARGS, "bytes not yet returned as replies"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot reader_slots[] = {
+    {Py_tp_new, reader_new},
+    {Py_tp_dealloc, reader_dealloc},
+    {Py_tp_methods, reader_methods},
+    {Py_tp_doc, "Reader(): RESP bytes in, Reply objects out (bounded hiredis reader)."},
+    {0, NULL}};
+
+static PyType_Spec reader_spec = {"hilock._engine.Reader", sizeof(ReaderObject), 0,
+                                  Py_TPFLAGS_DEFAULT, reader_slots};
+
+static int arg_code(PyObject *arg, int *code);
+
+enum { ACT_SEND = HL_ACT_SEND, ACT_SUBSCRIBE = HL_ACT_SUBSCRIBE, ACT_WAIT = HL_ACT_WAIT,
+       ACT_UNSUBSCRIBE = HL_ACT_UNSUBSCRIBE, ACT_DONE = HL_ACT_DONE };
+
+/* ------------------------------------------------------------------ */
+/* Names                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    hl_names n;
+    hilock_kind kind;
+    int ok;
+} NamesObject;
+
+static int check_kind(long k)
+{
+    if (k < HILOCK_KIND_REENTRANT || k > HILOCK_KIND_FENCED) {
+        PyErr_Format(PyExc_ValueError, "unknown lock kind %ld", k);
+        return -1;
+    }
+    return 0;
+}
+
+/* Names(name, kind, sharded=False) */
+static PyObject *names_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "kind", "sharded", NULL};
+    const char *name;
+    long kind;
+    int sharded = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sl|p:Names", kwlist, &name, &kind, &sharded))
+        return NULL;
+    const char *s = check_str(name, 4096, "lock name");
+    if (!s || check_kind(kind))
+        return NULL;
+    NamesObject *o = PyObject_New(NamesObject, type);
+    if (!o)
+        return NULL;
+    o->ok = 0;
+    o->kind = (hilock_kind)kind;
+    int rc = hl_names_init(&o->n, s);
+    if (rc) {
+        Py_DECREF(o);
+        return raise_code(rc, "lock name");
+    }
+    o->ok = 1;
+    if (sharded) {
+        o->n.publish = "spublish";
+        if (!hl_names_one_slot(&o->n)) {
+            Py_DECREF(o);
+            return raise_code(HILOCK_EINVAL, "empty or unclosed hash tag: on a cluster the "
+                                             "lock's companion keys would land in another slot");
+        }
+    }
+    return (PyObject *)o;
+}
+
+static void names_dealloc(PyObject *self)
+{
+    NamesObject *o = (NamesObject *)self;
+    if (o->ok)
+        hl_names_free(&o->n);
+    generic_dealloc_tail(self);
+}
+
+static PyObject *names_name(PyObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(((NamesObject *)self)->n.name);
+}
+
+static PyObject *names_kind(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(((NamesObject *)self)->kind);
+}
+
+static PyObject *names_slot(PyObject *self, void *c)
+{
+    (void)c;
+    const char *n = ((NamesObject *)self)->n.name;
+    return PyLong_FromUnsignedLong(hl_key_slot(n, strlen(n)));
+}
+
+static PyGetSetDef names_getset[] = {
+    {"name", names_name, NULL, "the lock's name", NULL},
+    {"kind", names_kind, NULL, "the lock kind (KIND_*)", NULL},
+    {"slot", names_slot, NULL, "the Redis Cluster slot of the lock and its companions", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+/* Owners are passed as str (from hold_owner()). */
+static const char *check_owner(const char *o)
+{
+    return check_str(o, HL_OWNER_MAX - 1, "owner");
+}
+
+/* forward */
+typedef struct {
+    PyObject_HEAD
+    hl_acquire a;
+    PyObject *names; /* borrowed by the machine: kept alive here */
+    int ok;
+    int resent;
+    char owner[HL_OWNER_MAX];
+} AcquireObject;
+
+/* n.acquire(owner, wait_ms, lease_ms, window_ms, latch_key=None, latch_ttl_ms=0) */
+static PyObject *names_acquire(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    const char *owner, *latch = NULL;
+    long long wait, lease, window, latch_ttl = 0;
+    if (!PyArg_ParseTuple(args, "sLLL|zL:acquire", &owner, &wait, &lease, &window, &latch,
+                          &latch_ttl))
+        return NULL;
+    const char *ow = check_owner(owner);
+    if (!ow || check_range(wait, -1, HILOCK_MAX_TIME_MS, "wait_ms") ||
+        check_range(lease, 1, HILOCK_MAX_TIME_MS, "lease_ms") ||
+        check_range(window, 1, HILOCK_MAX_TIME_MS, "window_ms"))
+        return NULL;
+    const char *lk = NULL;
+    if (latch) {
+        lk = check_str(latch, 4096 + 256, "latch key");
+        if (!lk || check_range(latch_ttl, 1, HILOCK_MAX_TIME_MS, "latch_ttl_ms"))
+            return NULL;
+    }
+    AcquireObject *m = PyObject_New(AcquireObject, AcquireType);
+    if (!m)
+        return NULL;
+    m->ok = 0;
+    m->resent = 0;
+    Py_INCREF(self);
+    m->names = self;
+    memcpy(m->owner, ow, strlen(ow) + 1);
+    if (hl_acquire_init(&m->a, n->kind, &n->n, m->owner, wait, lease, window, mono_ms()) != 0) {
+        hl_acquire_free(&m->a);
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    m->ok = 1;
+    if (lk && hl_acquire_set_latch(&m->a, lk, latch_ttl) != 0) {
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)m;
+}
+
+typedef struct {
+    PyObject_HEAD
+    hl_release m;
+    PyObject *names;
+    int ok;
+    char owner[HL_OWNER_MAX];
+} ReleaseObject;
+
+/* n.release(owner, acquired_lease_ms, watchdog_lease_ms, request_id,
+ *           command_timeout_ms, timeout_ms=0) */
+static PyObject *names_release(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    const char *owner, *rid;
+    long long lease, wd, cmdt, timeout = 0;
+    if (!PyArg_ParseTuple(args, "sLLsL|L:release", &owner, &lease, &wd, &rid, &cmdt, &timeout))
+        return NULL;
+    const char *ow = check_owner(owner);
+    const char *r = ow ? check_str(rid, 128, "request id") : NULL;
+    if (!r || check_range(lease, 0, HILOCK_MAX_TIME_MS, "acquired_lease_ms") ||
+        check_range(wd, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms") ||
+        check_range(cmdt, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms") ||
+        check_range(timeout, 0, HILOCK_MAX_TIME_MS, "timeout_ms"))
+        return NULL;
+    ReleaseObject *m = PyObject_New(ReleaseObject, ReleaseType);
+    if (!m)
+        return NULL;
+    m->ok = 0;
+    Py_INCREF(self);
+    m->names = self;
+    memcpy(m->owner, ow, strlen(ow) + 1);
+    int rc = hl_release_init(&m->m, n->kind, &n->n, m->owner, lease, wd, r, cmdt, timeout,
+                             mono_ms());
+    m->ok = 1;
+    if (rc == HILOCK_ENOMEM) {
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)m;
+}
+
+/* ---- one script command and its decoded answer (force, extend) ---- */
+
+typedef struct {
+    PyObject_HEAD
+    hl_cmd cmd;
+    PyObject *names;
+    int (*decode)(const redisReply *, int64_t *);
+    int eval, done, result;
+    int64_t value;
+    char owner[HL_OWNER_MAX];
+} CallObject;
+
+static CallObject *new_call(PyObject *names, int (*decode)(const redisReply *, int64_t *))
+{
+    CallObject *m = PyObject_New(CallObject, CallType);
+    if (!m)
+        return NULL;
+    memset(&m->cmd, 0, sizeof m->cmd);
+    Py_INCREF(names);
+    m->names = names; /* the command borrows the names */
+    m->decode = decode;
+    m->eval = m->done = m->result = 0;
+    m->value = 0;
+    m->owner[0] = 0;
+    return m;
+}
+
+static void call_dealloc(PyObject *self)
+{
+    Py_XDECREF(((CallObject *)self)->names);
+    generic_dealloc_tail(self);
+}
+
+/* m.next() -> (ACT_SEND, bytes) | (ACT_DONE, result, value) */
+static PyObject *call_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    CallObject *m = (CallObject *)self;
+    if (!m->done) {
+        PyObject *b = cmd_bytes(&m->cmd, 0);
+        if (!b)
+            return NULL;
+        return Py_BuildValue("(iN)", ACT_SEND, b);
+    }
+    return Py_BuildValue("(iiL)", ACT_DONE, m->result, (long long)m->value);
+}
+
+static PyObject *call_on_reply(PyObject *self, PyObject *arg)
+{
+    CallObject *m = (CallObject *)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    if (m->done)
+        Py_RETURN_NONE;
+    if (hl_reply_is_noscript(r) && !m->eval) {
+        m->eval = 1; /* the server forgot the script: send its body */
+        hl_cmd_to_eval(&m->cmd);
+        Py_RETURN_NONE;
+    }
+    m->done = 1;
+    m->result = m->decode(r, &m->value);
+    Py_RETURN_NONE;
+}
+
+static PyObject *call_on_error(PyObject *self, PyObject *arg)
+{
+    CallObject *m = (CallObject *)self;
+    int code;
+    if (arg_code(arg, &code))
+        return NULL;
+    m->done = 1;
+    m->result = code;
+    Py_RETURN_NONE;
+}
+
+/* n.force() -> Call: done value 1 when a lock was deleted, else 0 */
+static PyObject *names_force(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    NamesObject *n = (NamesObject *)self;
+    CallObject *m = new_call(self, hl_decode_int);
+    if (!m)
+        return NULL;
+    hl_cmd_force(&m->cmd, n->kind, &n->n);
+    return (PyObject *)m;
+}
+
+/* n.extend(owner, add_ms) -> Call: done value 1 extended, 0 not held by
+ * that owner, -1 the key has no expiry */
+static PyObject *names_extend(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    const char *owner;
+    long long add;
+    if (!PyArg_ParseTuple(args, "sL:extend", &owner, &add))
+        return NULL;
+    const char *ow = check_owner(owner);
+    if (!ow || check_range(add, 1, HILOCK_MAX_TIME_MS, "add_ms"))
+        return NULL;
+    CallObject *m = new_call(self, hl_decode_extend);
+    if (!m)
+        return NULL;
+    memcpy(m->owner, ow, strlen(ow) + 1);
+    hl_cmd_extend(&m->cmd, &n->n, m->owner, add);
+    return (PyObject *)m;
+}
+
+/* n.renew_cmd(owner, lease_ms, eval=False) -> bytes */
+static PyObject *names_renew_cmd(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    const char *owner;
+    long long lease;
+    int eval = 0;
+    if (!PyArg_ParseTuple(args, "sL|p:renew_cmd", &owner, &lease, &eval))
+        return NULL;
+    const char *ow = check_owner(owner);
+    if (!ow || check_range(lease, 1, HILOCK_MAX_TIME_MS, "lease_ms"))
+        return NULL;
+    hl_cmd cmd;
+    hl_cmd_renew_kind(&cmd, n->kind, &n->n, ow, lease);
+    return cmd_bytes(&cmd, eval);
+}
+
+enum { Q_LOCKED = 0, Q_HELD, Q_HOLDS, Q_TTL, Q_TOKEN };
+
+/* n.query_cmd(what, owner=None) -> bytes: what = Q_LOCKED (decode with
+ * decode_locked), Q_HELD (decode_flag), Q_HOLDS (decode_holds), Q_TTL
+ * (decode_pttl), Q_TOKEN (decode_token) */
+static PyObject *names_query_cmd(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    int what;
+    const char *owner = NULL;
+    if (!PyArg_ParseTuple(args, "i|z:query_cmd", &what, &owner))
+        return NULL;
+    const char *ow = NULL;
+    if (what == Q_HELD || what == Q_HOLDS) {
+        if (!owner) {
+            PyErr_SetString(PyExc_TypeError, "this query needs an owner");
+            return NULL;
+        }
+        ow = check_owner(owner);
+        if (!ow)
+            return NULL;
+    }
+    hl_cmd cmd;
+    switch (what) {
+    case Q_LOCKED: hl_cmd_is_locked(&cmd, n->kind, &n->n); break;
+    case Q_HELD: hl_cmd_hexists(&cmd, &n->n, ow); break;
+    case Q_HOLDS: hl_cmd_hget(&cmd, &n->n, ow); break;
+    case Q_TTL: hl_cmd_pttl(&cmd, &n->n); break;
+    case Q_TOKEN: hl_cmd_token(&cmd, &n->n); break;
+    default: PyErr_SetString(PyExc_ValueError, "unknown query"); return NULL;
+    }
+    return cmd_bytes(&cmd, 0);
+}
+
+/* n.decode_locked(reply) -> bool */
+static PyObject *names_decode_locked(PyObject *self, PyObject *arg)
+{
+    NamesObject *n = (NamesObject *)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    int64_t v;
+    int rc = hl_decode_is_locked(n->kind, r, &v);
+    if (rc)
+        return raise_code(rc, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    return PyBool_FromLong(v != 0);
+}
+
+/* n.wait_channel(owner) -> the channel a waiter of this owner listens on
+ * (a multi-lock waits on its busy members' channels) */
+static PyObject *names_wait_channel(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    const char *owner;
+    if (!PyArg_ParseTuple(args, "s:wait_channel", &owner) || !check_owner(owner))
+        return NULL;
+    char *ch = hl_wait_channel(n->kind, &n->n, owner);
+    if (!ch)
+        return PyErr_NoMemory();
+    PyObject *o = PyUnicode_DecodeUTF8(ch, (Py_ssize_t)strlen(ch), "surrogateescape");
+    free(ch);
+    return o;
+}
+
+static PyMethodDef names_methods[] = {
+    {"wait_channel", names_wait_channel, METH_VARARGS, "wait_channel(owner) -> str"},
+    {"acquire", names_acquire, METH_VARARGS,
+     "acquire(owner, wait_ms, lease_ms, window_ms, latch_key=None, latch_ttl_ms=0) -> Acquire"},
+    {"release", names_release, METH_VARARGS,
+     "release(owner, acquired_lease_ms, watchdog_lease_ms, request_id, command_timeout_ms,"
+     " timeout_ms=0) -> Release"},
+    {"force", names_force, METH_NOARGS, "force() -> Call (value: 1 deleted, 0 nothing)"},
+    {"extend", names_extend, METH_VARARGS, "extend(owner, add_ms) -> Call (value 1, 0, -1)"},
+    {"renew_cmd", names_renew_cmd, METH_VARARGS, "renew_cmd(owner, lease_ms, eval=False)"},
+    {"query_cmd", names_query_cmd, METH_VARARGS, "query_cmd(what, owner=None) -> bytes"},
+    {"decode_locked", names_decode_locked, METH_O, "decode_locked(reply) -> bool"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot names_slots[] = {
+    {Py_tp_new, names_new},
+    {Py_tp_dealloc, names_dealloc},
+    {Py_tp_methods, names_methods},
+    {Py_tp_getset, names_getset},
+    {Py_tp_doc, "Names(name, kind, sharded=False): one lock's keys and channels."},
+    {0, NULL}};
+
+static PyType_Spec names_spec = {"hilock._engine.Names", sizeof(NamesObject), 0,
+                                 Py_TPFLAGS_DEFAULT, names_slots};
+
+/* ------------------------------------------------------------------ */
+/* Acquire                                                             */
+/* ------------------------------------------------------------------ */
+
+
+static void acquire_dealloc(PyObject *self)
+{
+    AcquireObject *m = (AcquireObject *)self;
+    if (m->ok)
+        hl_acquire_free(&m->a);
+    Py_XDECREF(m->names);
+    generic_dealloc_tail(self);
+}
+
+static PyObject *channel_str(const char *ch)
+{
+    if (!ch)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(ch, (Py_ssize_t)strlen(ch), "surrogateescape");
+}
+
+/* m.next() ->
+ *   (ACT_SEND, bytes, is_attempt)   send, read one reply, m.on_reply(reply)
+ *   (ACT_SUBSCRIBE, channel)        subscribe, then m.on_subscribed(ok)
+ *   (ACT_WAIT, channel, sleep_ms)   wait for a wake-up on channel (sleep_ms
+ *                                   -1: no limit), then m.on_wake()
+ *   (ACT_UNSUBSCRIBE, channel)      drop the subscription
+ *   (ACT_DONE, result, hold_count, token)   result 0 = acquired */
+static PyObject *acquire_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    AcquireObject *m = (AcquireObject *)self;
+    hl_action act = hl_acquire_next(&m->a, mono_ms());
+    switch (act) {
+    case HL_ACT_SEND: {
+        m->resent = 0;
+        PyObject *b = cmd_bytes(&m->a.cmd, 0);
+        if (!b)
+            return NULL;
+        return Py_BuildValue("(iNO)", ACT_SEND, b,
+                             hl_cmd_is_attempt(&m->a.cmd) ? Py_True : Py_False);
+    }
+    case HL_ACT_SUBSCRIBE:
+        return Py_BuildValue("(iN)", ACT_SUBSCRIBE, channel_str(m->a.channel));
+    case HL_ACT_WAIT:
+        return Py_BuildValue("(iNL)", ACT_WAIT, channel_str(m->a.channel),
+                             (long long)m->a.sleep_ms);
+    case HL_ACT_UNSUBSCRIBE:
+        return Py_BuildValue("(iN)", ACT_UNSUBSCRIBE, channel_str(m->a.channel));
+    case HL_ACT_DONE:
+    default:
+        return Py_BuildValue("(iiLL)", ACT_DONE, m->a.result, (long long)m->a.hold_count,
+                             (long long)m->a.token);
+    }
+}
+
+/* m.on_reply(reply) -> None, or bytes to send again (the script's body
+ * after NOSCRIPT; feed that reply to on_reply too) */
+static PyObject *acquire_on_reply(PyObject *self, PyObject *arg)
+{
+    AcquireObject *m = (AcquireObject *)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    if (hl_reply_is_noscript(r) && m->a.cmd.script >= 0 && !m->resent) {
+        m->resent = 1;
+        return cmd_bytes(&m->a.cmd, 1);
+    }
+    hl_acquire_on_reply(&m->a, r, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static int arg_code(PyObject *arg, int *code)
+{
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v > -1 || v < -100) {
+        PyErr_SetString(PyExc_ValueError, "expected a negative HILOCK_E* code");
+        return -1;
+    }
+    *code = (int)v;
+    return 0;
+}
+
+/* m.on_error(code): the command was not sent or no reply can come */
+static PyObject *acquire_on_error(PyObject *self, PyObject *arg)
+{
+    int code;
+    if (arg_code(arg, &code))
+        return NULL;
+    hl_acquire_on_error(&((AcquireObject *)self)->a, code, mono_ms());
+    Py_RETURN_NONE;
+}
+
+/* m.on_reply_lost(code): sent, and the connection died before the reply */
+static PyObject *acquire_on_reply_lost(PyObject *self, PyObject *arg)
+{
+    int code;
+    if (arg_code(arg, &code))
+        return NULL;
+    hl_acquire_on_reply_lost(&((AcquireObject *)self)->a, code, mono_ms());
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject_HEAD
+    hl_settle s;
+    int ok;
+} SettleObject;
+
+/* m.on_unknown(code, request_id, command_timeout_ms) -> Settle | None:
+ * the reply of the attempt just sent did not come in time; drive the
+ * returned machine on THAT connection (None: nothing to settle). */
+static PyObject *acquire_on_unknown(PyObject *self, PyObject *args)
+{
+    AcquireObject *m = (AcquireObject *)self;
+    int code;
+    const char *rid;
+    long long cmdt;
+    if (!PyArg_ParseTuple(args, "isL:on_unknown", &code, &rid, &cmdt))
+        return NULL;
+    const char *r = check_str(rid, 128, "request id");
+    if (!r || check_range(cmdt, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms") ||
+        check_range(code, -100, -1, "code"))
+        return NULL;
+    SettleObject *s = PyObject_New(SettleObject, SettleType);
+    if (!s)
+        return NULL;
+    s->ok = 0;
+    int rc = hl_settle_init(&s->s, &m->a.cmd, ((NamesObject *)m->names)->n.publish, r, cmdt,
+                            mono_ms());
+    hl_acquire_on_unknown(&m->a, code, mono_ms());
+    if (rc == HILOCK_ENOMEM) {
+        Py_DECREF(s);
+        return PyErr_NoMemory();
+    }
+    if (rc) {
+        Py_DECREF(s);
+        Py_RETURN_NONE;
+    }
+    s->ok = 1;
+    return (PyObject *)s;
+}
+
+static PyObject *acquire_on_subscribed(PyObject *self, PyObject *arg)
+{
+    int ok = PyObject_IsTrue(arg);
+    if (ok < 0)
+        return NULL;
+    hl_acquire_on_subscribed(&((AcquireObject *)self)->a, ok, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static PyObject *acquire_on_wake(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_acquire_on_wake(&((AcquireObject *)self)->a, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static PyObject *acquire_on_resubscribe(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_acquire_on_resubscribe(&((AcquireObject *)self)->a, mono_ms());
+    Py_RETURN_NONE;
+}
+
+/* m.cancel(): the caller gave up; call between actions, never with a
+ * command in flight. The machine then leaves the fair line, unsubscribes
+ * and ends with HILOCK_ECANCELED (unless it already had its outcome). */
+static PyObject *acquire_cancel(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_acquire_cancel(&((AcquireObject *)self)->a, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef acquire_methods[] = {
+    {"next", acquire_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
+    {"on_reply", acquire_on_reply, METH_O, "on_reply(reply) -> None or bytes to resend"},
+    {"on_error", acquire_on_error, METH_O, "on_error(code)"},
+    {"on_reply_lost", acquire_on_reply_lost, METH_O, "on_reply_lost(code)"},
+    {"on_unknown", acquire_on_unknown, METH_VARARGS,
+     "on_unknown(code, request_id, command_timeout_ms) -> Settle or None"},
+    {"on_subscribed", acquire_on_subscribed, METH_O, "on_subscribed(ok)"},
+    {"on_wake", acquire_on_wake, METH_NOARGS, "on_wake()"},
+    {"on_resubscribe", acquire_on_resubscribe, METH_NOARGS, "on_resubscribe()"},
+    {"cancel", acquire_cancel, METH_NOARGS, "cancel()"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot acquire_slots[] = {
+    {Py_tp_dealloc, acquire_dealloc},
+    {Py_tp_methods, acquire_methods},
+    {Py_tp_doc, "The acquire machine (made by Names.acquire)."},
+    {0, NULL}};
+
+static PyType_Spec acquire_spec = {"hilock._engine.Acquire", sizeof(AcquireObject), 0,
+                                   Py_TPFLAGS_DEFAULT, acquire_slots};
+
+/* ------------------------------------------------------------------ */
+/* Release                                                             */
+/* ------------------------------------------------------------------ */
+
+static void release_dealloc(PyObject *self)
+{
+    ReleaseObject *m = (ReleaseObject *)self;
+    if (m->ok)
+        hl_release_free(&m->m);
+    Py_XDECREF(m->names);
+    generic_dealloc_tail(self);
+}
+
+/* m.next() -> (ACT_SEND, bytes, timeout_ms (0: the driver's own))
+ *           | (ACT_DONE, result, remaining, still_held) */
+static PyObject *release_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    ReleaseObject *m = (ReleaseObject *)self;
+    if (hl_release_next(&m->m, mono_ms()) == HL_ACT_SEND) {
+        PyObject *b = cmd_bytes(&m->m.cmd, 0);
+        if (!b)
+            return NULL;
+        return Py_BuildValue("(iNL)", ACT_SEND, b, (long long)m->m.timeout_ms);
+    }
+    return Py_BuildValue("(iiLO)", ACT_DONE, m->m.result, (long long)m->m.remaining,
+                         m->m.still_held ? Py_True : Py_False);
+}
+
+static PyObject *release_on_reply(PyObject *self, PyObject *arg)
+{
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    hl_release_on_reply(&((ReleaseObject *)self)->m, r, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static PyObject *release_on_error(PyObject *self, PyObject *arg)
+{
+    int code;
+    if (arg_code(arg, &code))
+        return NULL;
+    hl_release_on_error(&((ReleaseObject *)self)->m, code, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef release_methods[] = {
+    {"next", release_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
+    {"on_reply", release_on_reply, METH_O, "on_reply(reply)"},
+    {"on_error", release_on_error, METH_O, "on_error(code)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot release_slots[] = {
+    {Py_tp_dealloc, release_dealloc},
+    {Py_tp_methods, release_methods},
+    {Py_tp_doc, "The release machine (made by Names.release)."},
+    {0, NULL}};
+
+static PyType_Spec release_spec = {"hilock._engine.Release", sizeof(ReleaseObject), 0,
+                                   Py_TPFLAGS_DEFAULT, release_slots};
+
+/* ------------------------------------------------------------------ */
+/* Settle                                                              */
+/* ------------------------------------------------------------------ */
+
+static void settle_dealloc(PyObject *self)
+{
+    SettleObject *s = (SettleObject *)self;
+    if (s->ok)
+        hl_settle_free(&s->s);
+    generic_dealloc_tail(self);
+}
+
+/* s.next() -> (ACT_WAIT, ms): read the next reply on the attempt's
+ *             connection (up to ms), then on_reply / on_error
+ *           | (ACT_SEND, bytes): write them on that connection (no read yet)
+ *           | (ACT_DONE, outcome): SETTLE_NOTHING / _RELEASED / _LEFT_LINE */
+static PyObject *settle_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    SettleObject *s = (SettleObject *)self;
+    switch (hl_settle_next(&s->s, mono_ms())) {
+    case HL_ACT_WAIT:
+        return Py_BuildValue("(iL)", ACT_WAIT, (long long)s->s.sleep_ms);
+    case HL_ACT_SEND: {
+        PyObject *b = cmd_bytes(&s->s.cmd, 0);
+        if (!b)
+            return NULL;
+        return Py_BuildValue("(iN)", ACT_SEND, b);
+    }
+    default:
+        return Py_BuildValue("(ii)", ACT_DONE, (int)s->s.outcome);
+    }
+}
+
+static PyObject *settle_on_reply(PyObject *self, PyObject *arg)
+{
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    hl_settle_on_reply(&((SettleObject *)self)->s, r, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static PyObject *settle_on_error(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_settle_on_error(&((SettleObject *)self)->s, mono_ms());
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef settle_methods[] = {
+    {"next", settle_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
+    {"on_reply", settle_on_reply, METH_O, "on_reply(reply)"},
+    {"on_error", settle_on_error, METH_NOARGS, "on_error()"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot settle_slots[] = {
+    {Py_tp_dealloc, settle_dealloc},
+    {Py_tp_methods, settle_methods},
+    {Py_tp_doc, "Settles an attempt whose reply never came (Acquire.on_unknown)."},
+    {0, NULL}};
+
+static PyType_Spec settle_spec = {"hilock._engine.Settle", sizeof(SettleObject), 0,
+                                  Py_TPFLAGS_DEFAULT, settle_slots};
+
+static PyMethodDef call_methods[] = {
+    {"next", call_next, METH_NOARGS, "next() -> (ACT_SEND, bytes) or (ACT_DONE, result, value)"},
+    {"on_reply", call_on_reply, METH_O, "on_reply(reply)"},
+    {"on_error", call_on_error, METH_O, "on_error(code)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot call_slots[] = {
+    {Py_tp_dealloc, call_dealloc},
+    {Py_tp_methods, call_methods},
+    {Py_tp_doc, "One script command and its decoded answer (Names.force, Names.extend)."},
+    {0, NULL}};
+
+static PyType_Spec call_spec = {"hilock._engine.Call", sizeof(CallObject), 0,
+                                Py_TPFLAGS_DEFAULT, call_slots};
+
+/* ------------------------------------------------------------------ */
+/* module functions                                                    */
+/* ------------------------------------------------------------------ */
+
+/* hold_owner(kind, client_id, thread_id) -> the owner (hash field) */
+static PyObject *m_hold_owner(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long kind;
+    const char *id;
+    unsigned long long tid;
+    if (!PyArg_ParseTuple(args, "lsK:hold_owner", &kind, &id, &tid))
+        return NULL;
+    const char *s = check_str(id, 40, "client id");
+    if (!s || check_kind(kind))
+        return NULL;
+    char buf[HL_OWNER_MAX];
+    hl_hold_owner(buf, (hilock_kind)kind, s, (uint64_t)tid);
+    return PyUnicode_FromString(buf);
+}
+
+/* subscribe_cmd(channel, sharded=False, unsubscribe=False) -> bytes */
+static PyObject *m_subscribe_cmd(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *ch;
+    int sharded = 0, unsub = 0;
+    if (!PyArg_ParseTuple(args, "s|pp:subscribe_cmd", &ch, &sharded, &unsub))
+        return NULL;
+    const char *s = check_str(ch, 8192, "channel");
+    if (!s)
+        return NULL;
+    hl_cmd c;
+    hl_cmd_subscribe(&c, s, sharded, unsub);
+    return cmd_bytes(&c, 0);
+}
+
+/* handshake_cmds(user, password, db) -> [bytes, ...] */
+static PyObject *m_handshake_cmds(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *user = NULL, *pw = NULL;
+    int db = 0;
+    if (!PyArg_ParseTuple(args, "zzi:handshake_cmds", &user, &pw, &db))
+        return NULL;
+    if (db < 0) {
+        PyErr_SetString(PyExc_ValueError, "database number out of range");
+        return NULL;
+    }
+    hl_cmd cmds[HL_HANDSHAKE_MAX];
+    int n = hl_cmd_handshake(cmds, user, pw, db);
+    PyObject *l = PyList_New(n);
+    if (!l)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *b = cmd_bytes(&cmds[i], 0);
+        if (!b) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SetItem(l, i, b);
+    }
+    return l;
+}
+
+/* handshake_reply(reply) -> 0 | HILOCK_EAUTH | HILOCK_EPROTO */
+static PyObject *m_handshake_reply(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    return PyLong_FromLong(hl_decode_handshake(r));
+}
+
+/* decode_pubsub(reply) -> (PS_*, channel str or None, payload) */
+static PyObject *m_decode_pubsub(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    PyObject *ch;
+    if (ev.channel) {
+        ch = PyUnicode_DecodeUTF8(ev.channel, (Py_ssize_t)ev.channel_len, "surrogateescape");
+        if (!ch)
+            return NULL;
+    } else {
+        Py_INCREF(Py_None);
+        ch = Py_None;
+    }
+    return Py_BuildValue("(iNi)", (int)ev.type, ch, ev.payload);
+}
+
+/* renew_outcome(reply) -> RENEW_* */
+static PyObject *m_renew_outcome(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    return PyLong_FromLong((long)hl_renew_classify(r));
+}
+
+static PyObject *m_renew_period(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long long v = PyLong_AsLongLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    if (check_range(v, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms"))
+        return NULL;
+    return PyLong_FromLongLong(hl_renew_period(v));
+}
+
+static PyObject *m_latch_ttl(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long long v = PyLong_AsLongLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    if (check_range(v, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms"))
+        return NULL;
+    return PyLong_FromLongLong(hl_latch_ttl(v));
+}
+
+/* The decoders of query replies: the validated number, or the error raised. */
+typedef int (*decoder)(const redisReply *, int64_t *);
+
+static PyObject *decode_with(PyObject *arg, decoder d)
+{
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    int64_t v;
+    int rc = d(r, &v);
+    if (rc)
+        return raise_code(rc, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    return PyLong_FromLongLong((long long)v);
+}
+
+static PyObject *m_decode_flag(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_flag); }
+static PyObject *m_decode_int(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_int); }
+static PyObject *m_decode_holds(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_hold_count); }
+static PyObject *m_decode_pttl(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_pttl); }
+static PyObject *m_decode_token(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_token); }
+static PyObject *m_decode_extend(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_extend); }
+
+static int set_item(PyObject *d, const char *k, PyObject *v)
+{
+    if (!v)
+        return -1;
+    int rc = PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int set_str(PyObject *d, const char *k, const char *v)
+{
+    if (!v)
+        return 0;
+    return set_item(d, k, PyUnicode_FromString(v));
+}
+
+/* parse_url(url) -> dict: the engine's URL parser (docs/urls.md). Keys:
+ * mode ("single", "unix", "sentinel", "cluster"), tls, host, port, path,
+ * user, password, db, seeds [(host, port)], master_name, sentinel_user,
+ * sentinel_password, connect_timeout_ms, command_timeout_ms, tls_* .
+ * Absent settings are missing. Raises InvalidArgument. */
+static PyObject *m_parse_url(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *url;
+    if (!PyArg_Parse(arg, "s", &url) || !check_str(url, 1 << 16, "url"))
+        return NULL;
+    hl_endpoint ep;
+    char err[HL_URL_ERR_MAX] = "";
+    int rc = hl_endpoint_parse(&ep, url, err);
+    if (rc)
+        return raise_code(rc, err);
+    PyObject *d = PyDict_New();
+    if (!d)
+        goto fail;
+    const char *mode = ep.cluster ? "cluster" : ep.nseeds ? "sentinel" : ep.path ? "unix"
+                                                                               : "single";
+    if (set_str(d, "mode", mode) || set_item(d, "tls", PyBool_FromLong(ep.tls)) ||
+        set_str(d, "host", ep.host) || set_str(d, "path", ep.path) ||
+        set_str(d, "user", ep.user) || set_str(d, "password", ep.password) ||
+        set_item(d, "db", PyLong_FromLong(ep.db)) || set_str(d, "master_name", ep.master_name) ||
+        set_str(d, "sentinel_user", ep.sentinel_user) ||
+        set_str(d, "sentinel_password", ep.sentinel_password) ||
+        set_str(d, "tls_ca_file", ep.tls_ca_file) || set_str(d, "tls_ca_dir", ep.tls_ca_dir) ||
+        set_str(d, "tls_cert_file", ep.tls_cert_file) ||
+        set_str(d, "tls_key_file", ep.tls_key_file) ||
+        set_str(d, "tls_server_name", ep.tls_server_name) ||
+        set_item(d, "tls_insecure", PyBool_FromLong(ep.tls_insecure)))
+        goto fail;
+    if (ep.host && set_item(d, "port", PyLong_FromLong(ep.port)))
+        goto fail;
+    if (ep.connect_timeout_ms > 0 &&
+        set_item(d, "connect_timeout_ms", PyLong_FromLongLong(ep.connect_timeout_ms)))
+        goto fail;
+    if (ep.command_timeout_ms > 0 &&
+        set_item(d, "command_timeout_ms", PyLong_FromLongLong(ep.command_timeout_ms)))
+        goto fail;
+    if (ep.nseeds) {
+        PyObject *l = PyList_New(ep.nseeds);
+        if (!l)
+            goto fail;
+        for (int i = 0; i < ep.nseeds; i++) {
+            PyObject *t = Py_BuildValue("(si)", ep.seed_hosts[i], ep.seed_ports[i]);
+            if (!t) {
+                Py_DECREF(l);
+                goto fail;
+            }
+            PyList_SetItem(l, i, t);
+        }
+        if (set_item(d, "seeds", l))
+            goto fail;
+    }
+    hl_endpoint_free(&ep);
+    return d;
+fail:
+    Py_XDECREF(d);
+    hl_endpoint_free(&ep);
+    return NULL;
+}
+
+/* Multi-lock and Redlock rules (proto_multilock.c). */
+static PyObject *m_ml_quorum(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int redlock;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "pn:ml_quorum", &redlock, &n))
+        return NULL;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "n must be >= 1");
+        return NULL;
+    }
+    return PyLong_FromSize_t(hl_ml_quorum(redlock, (size_t)n));
+}
+
+static PyObject *m_ml_validity(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long lease, t0, t1;
+    if (!PyArg_ParseTuple(args, "LLL:ml_validity", &lease, &t0, &t1))
+        return NULL;
+    return PyLong_FromLongLong(hl_ml_validity(lease, t0, t1));
+}
+
+static PyObject *m_ml_success(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int redlock, fatal;
+    Py_ssize_t n, ok;
+    long long validity;
+    if (!PyArg_ParseTuple(args, "pnnpL:ml_success", &redlock, &n, &ok, &fatal, &validity))
+        return NULL;
+    if (n < 0 || ok < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative count");
+        return NULL;
+    }
+    return PyBool_FromLong(hl_ml_success(redlock, (size_t)n, (size_t)ok, fatal, validity));
+}
+
+static PyObject *m_ml_take_back(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int redlock, reentry, rc;
+    if (!PyArg_ParseTuple(args, "ppi:ml_take_back", &redlock, &reentry, &rc))
+        return NULL;
+    return PyBool_FromLong(hl_ml_take_back(redlock, reentry, rc));
+}
+
+static PyObject *m_ml_hold_lost(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int redlock;
+    Py_ssize_t n, nacq, nlost;
+    if (!PyArg_ParseTuple(args, "pnnn:ml_hold_lost", &redlock, &n, &nacq, &nlost))
+        return NULL;
+    if (n < 0 || nacq < 0 || nlost < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative count");
+        return NULL;
+    }
+    return PyBool_FromLong(hl_ml_hold_lost(redlock, (size_t)n, (size_t)nacq, (size_t)nlost));
+}
+
+static PyObject *m_now_ms(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLongLong(mono_ms());
+}
+
+static PyMethodDef module_methods[] = {
+    {"hold_owner", m_hold_owner, METH_VARARGS, "hold_owner(kind, client_id, thread_id) -> str"},
+    {"subscribe_cmd", m_subscribe_cmd, METH_VARARGS,
+     "subscribe_cmd(channel, sharded=False, unsubscribe=False) -> bytes"},
+    {"handshake_cmds", m_handshake_cmds, METH_VARARGS,
+     "handshake_cmds(user, password, db) -> [bytes]"},
+    {"handshake_reply", m_handshake_reply, METH_O, "handshake_reply(reply) -> 0 or a code"},
+    {"decode_pubsub", m_decode_pubsub, METH_O,
+     "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
+    {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},
+    {"renew_period", m_renew_period, METH_O, "renew_period(watchdog_lease_ms) -> ms"},
+    {"latch_ttl", m_latch_ttl, METH_O, "latch_ttl(command_timeout_ms) -> ms"},
+    {"decode_flag", m_decode_flag, METH_O, "0 or 1, else ProtocolError"},
+    {"decode_int", m_decode_int, METH_O, "an integer reply"},
+    {"decode_holds", m_decode_holds, METH_O, "hold count (missing = 0)"},
+    {"decode_pttl", m_decode_pttl, METH_O, "-2 no key, -1 no expiry, else ms"},
+    {"decode_token", m_decode_token, METH_O, "fencing counter (missing = 0)"},
+    {"decode_extend", m_decode_extend, METH_O, "1 extended, 0 not held, -1 no expiry"},
+    {"parse_url", m_parse_url, METH_O, "parse_url(url) -> dict (the engine's URL parser)"},
+    {"ml_quorum", m_ml_quorum, METH_VARARGS, "ml_quorum(redlock, n) -> members to take"},
+    {"ml_validity", m_ml_validity, METH_VARARGS, "ml_validity(lease_ms, t0_ms, t1_ms) -> ms"},
+    {"ml_success", m_ml_success, METH_VARARGS,
+     "ml_success(redlock, n, ok, fatal, validity_ms) -> bool"},
+    {"ml_take_back", m_ml_take_back, METH_VARARGS,
+     "ml_take_back(redlock, reentry, rc) -> bool: release member after a failed attempt"},
+    {"ml_hold_lost", m_ml_hold_lost, METH_VARARGS,
+     "ml_hold_lost(redlock, n, nacquired, nlost) -> bool"},
+    {"now_ms", m_now_ms, METH_NOARGS, "the engine's monotonic clock, ms"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef engine_module = {
+    PyModuleDef_HEAD_INIT, "hilock._engine",
+    "libcore's engine for Python drivers that do their own I/O (hilock.aio).", -1,
+    module_methods, NULL, NULL, NULL, NULL};
+
+static int add_type(PyObject *m, PyTypeObject **slot, PyType_Spec *spec, const char *name)
+{
+    *slot = (PyTypeObject *)PyType_FromSpec(spec);
+    if (!*slot)
+        return -1;
+    Py_INCREF(*slot);
+    if (PyModule_AddObject(m, name, (PyObject *)*slot) != 0) {
+        Py_DECREF(*slot);
+        return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__engine(void)
+{
+    PyObject *m = PyModule_Create(&engine_module);
+    if (!m)
+        return NULL;
+    if (add_type(m, &ReplyType, &reply_spec, "Reply") ||
+        add_type(m, &ReaderType, &reader_spec, "Reader") ||
+        add_type(m, &NamesType, &names_spec, "Names") ||
+        add_type(m, &AcquireType, &acquire_spec, "Acquire") ||
+        add_type(m, &ReleaseType, &release_spec, "Release") ||
+        add_type(m, &SettleType, &settle_spec, "Settle") ||
+        add_type(m, &CallType, &call_spec, "Call"))
+        goto fail;
+    struct { const char *n; long v; } consts[] = {
+        {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},
+        {"ACT_UNSUBSCRIBE", ACT_UNSUBSCRIBE}, {"ACT_DONE", ACT_DONE},
+        {"PS_OTHER", HL_PS_OTHER}, {"PS_MESSAGE", HL_PS_MESSAGE},
+        {"PS_SUBSCRIBE", HL_PS_SUBSCRIBE}, {"PS_UNSUBSCRIBE", HL_PS_UNSUBSCRIBE},
+        {"RENEW_RENEWED", HL_RENEW_RENEWED}, {"RENEW_LOST", HL_RENEW_LOST},
+        {"RENEW_EVAL", HL_RENEW_EVAL}, {"RENEW_REDIRECT", HL_RENEW_REDIRECT},
+        {"RENEW_TROUBLE", HL_RENEW_TROUBLE},
+        {"SETTLE_NOTHING", HL_SETTLE_NOTHING}, {"SETTLE_RELEASED", HL_SETTLE_RELEASED},
+        {"SETTLE_LEFT_LINE", HL_SETTLE_LEFT_LINE},
+        {"Q_LOCKED", Q_LOCKED}, {"Q_HELD", Q_HELD}, {"Q_HOLDS", Q_HOLDS}, {"Q_TTL", Q_TTL},
+        {"Q_TOKEN", Q_TOKEN},
+        {"KIND_REENTRANT", HILOCK_KIND_REENTRANT}, {"KIND_FAIR", HILOCK_KIND_FAIR},
+        {"KIND_READ", HILOCK_KIND_READ}, {"KIND_WRITE", HILOCK_KIND_WRITE},
+        {"KIND_FENCED", HILOCK_KIND_FENCED},
+        {"E_INVAL", HILOCK_EINVAL}, {"E_TIMEDOUT", HILOCK_ETIMEDOUT},
+        {"E_NOTOWNER", HILOCK_ENOTOWNER}, {"E_LOST", HILOCK_ELOST}, {"E_CONN", HILOCK_ECONN},
+        {"E_PROTO", HILOCK_EPROTO}, {"E_AUTH", HILOCK_EAUTH},
+        {"E_WRONGTYPE", HILOCK_EWRONGTYPE}, {"E_NOMEM", HILOCK_ENOMEM},
+        {"E_CLOSED", HILOCK_ECLOSED}, {"E_TLS", HILOCK_ETLS}, {"E_CANCELED", HILOCK_ECANCELED},
+        {NULL, 0}};
+    for (int i = 0; consts[i].n; i++)
+        if (PyModule_AddIntConstant(m, consts[i].n, consts[i].v) != 0)
+            goto fail;
+    if (PyModule_AddObject(m, "MAX_TIME_MS", PyLong_FromLongLong(HILOCK_MAX_TIME_MS)) != 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,1503 @@
+"""hilock.aio: hilock's locks for asyncio, on the same engine as the C library.
+
+    import hilock.aio
+
+    async def main() -> None:
+        client = await hilock.aio.connect("redis://127.0.0.1:6379/0")
+        async with client.lock("orders:42", wait=5.0):
+            ...                      # held; the watchdog task keeps it alive
+        await client.close()
+
+This module is a driver: it opens connections with the running loop
+(asyncio streams' transports, so uvloop works too), writes the bytes the
+engine's machines (``hilock._engine``, libcore's protocol layer) ask for and
+feeds the replies back. Every decision -- what to send, what a reply means,
+when to wait and for how long, how to settle an attempt whose reply never
+came -- is the engine's; this file names no command, script, key, channel or
+server error (tests/lint checks it).
+
+Per client: a small pool of connections (one command in flight on each), one
+pub/sub connection shared by every waiter (an unlock message wakes one waiter
+of that channel, a read-write "wake all" message every one), and one watchdog
+task renewing every hold taken without a lease, all in one pipelined round
+trip per tick. No thread is started: a waiting acquire is a suspended
+coroutine.
+
+Owners: ``"<client-id>:<thread-id>"`` with the thread id taken per asyncio
+task -- each task gets its own number (:func:`task_id`) the first time it
+uses a lock, so two tasks of one client never share a hold, and a task keeps
+its number for its whole life. ``thread_id=`` on ``client.lock()`` picks an
+explicit one instead.
+
+Cancelling a waiting acquire (``task.cancel()``, ``asyncio.timeout()``,
+``asyncio.wait_for``) ends it through the engine's cancel input: a fair
+waiter leaves the queue, the subscription is dropped, a grant that raced
+with the cancel is given back, and then the CancelledError propagates.
+
+Supported URLs: ``redis://``, ``rediss://`` (TLS) and ``unix://`` (one
+server). Sentinel and cluster URLs raise InvalidArgument for now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import math
+import os
+import ssl
+import uuid
+import weakref
+from types import TracebackType
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Deque,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    Union,
+)
+
+from . import _engine as _E_module
+from ._errors import (
+    ClosedError,
+    ConnectionError,
+    Error,
+    InvalidArgument,
+    LockLostError,
+    LockTimeout,
+    NotOwnerError,
+    from_code,
+)
+
+_E: Any = _E_module  # the extension carries no type information
+
+__all__ = [
+    "connect",
+    "Client",
+    "Lock",
+    "FencedLock",
+    "ReadWriteLock",
+    "MultiLock",
+    "RedLock",
+    "task_id",
+]
+
+Seconds = Union[int, float]
+LostCallback = Callable[[Any, int], Any]
+
+_SEND = _E.ACT_SEND
+_SUBSCRIBE = _E.ACT_SUBSCRIBE
+_WAIT = _E.ACT_WAIT
+_UNSUBSCRIBE = _E.ACT_UNSUBSCRIBE
+_DONE = _E.ACT_DONE
+_LONG_WAIT_MS = 60000  # "until a message": look again at least this often
+_MAX_MS: int = _E.MAX_TIME_MS
+
+
+# --------------------------------------------------------------------------
+# times and owners
+# --------------------------------------------------------------------------
+
+
+def _to_ms(value: Seconds, what: str, *, zero_ok: bool) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise InvalidArgument(f"invalid argument: {what} must be finite, got {value!r}")
+    if value < 0 or (value == 0 and not zero_ok):
+        bound = ">= 0" if zero_ok else "> 0"
+        raise InvalidArgument(f"invalid argument: {what} must be {bound}, got {value!r}")
+    ms = value * 1000 if isinstance(value, int) else math.ceil(round(value * 1000.0, 3))
+    if ms > _MAX_MS:
+        raise InvalidArgument(f"invalid argument: {what} too large ({value!r} s)")
+    return int(ms)
+
+
+def _wait_ms(wait: Optional[Seconds]) -> int:
+    """None or math.inf = forever (-1), 0 = one try, > 0 = at most."""
+    if wait is None or (isinstance(wait, float) and wait == math.inf):
+        return -1
+    return _to_ms(wait, "wait", zero_ok=True)
+
+
+def _lease_ms(lease: Optional[Seconds]) -> int:
+    """None = watchdog (0), > 0 = fixed lease."""
+    if lease is None:
+        return 0
+    return _to_ms(lease, "lease", zero_ok=False)
+
+
+_task_ids: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = weakref.WeakKeyDictionary()
+_next_task_id = itertools.count(1)
+
+
+def task_id() -> int:
+    """The thread id the current asyncio task owns locks under: a number
+    given to each task the first time it asks (per process, from 1), kept
+    for the task's life. Outside a task: RuntimeError."""
+    t = asyncio.current_task()
+    if t is None:
+        raise RuntimeError("hilock.aio: no running asyncio task")
+    tid = _task_ids.get(t)
+    if tid is None:
+        tid = _task_ids[t] = next(_next_task_id)
+    return tid
+
+
+def _check_tid(tid: Optional[int]) -> Optional[int]:
+    if tid is None:
+        return None
+    if isinstance(tid, bool) or not isinstance(tid, int):
+        raise TypeError("thread_id must be an int")
+    if not 0 <= tid < 2**63:
+        raise InvalidArgument(f"invalid argument: thread_id out of range: {tid}")
+    return tid
+
+
+def _raise(code: int, detail: str = "") -> None:
+    raise from_code(code, detail)
+
+
+# --------------------------------------------------------------------------
+# connections
+# --------------------------------------------------------------------------
+
+
+class _Req:
+    """One command on a connection: its reply, or why none came."""
+
+    __slots__ = ("fut", "reply", "failed")
+
+    def __init__(self, fut: "asyncio.Future[None]") -> None:
+        self.fut = fut
+        self.reply: Any = None
+        self.failed = False
+
+
+def _wake(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _Conn(asyncio.Protocol):
+    """One connection: bytes out, replies in (the engine's reader), matched
+    in order to the commands sent. Replies nobody asked for (pub/sub
+    messages) go to on_push."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 on_push: Optional[Callable[[Any], None]] = None,
+                 on_close: Optional[Callable[["_Conn"], None]] = None) -> None:
+        self.loop = loop
+        self.reader = _E.Reader()
+        self.pending: Deque[_Req] = collections.deque()
+        self.transport: Optional[asyncio.Transport] = None
+        self.closed = False
+        self.on_push = on_push
+        self.on_close = on_close
+        self.broken = False  # a reply timed out: never reused
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        rd = self.reader
+        try:
+            rd.feed(data)
+            while True:
+                r = rd.get()
+                if r is None:
+                    return
+                if self.pending:
+                    req = self.pending.popleft()
+                    req.reply = r
+                    if not req.fut.done():
+                        req.fut.set_result(None)
+                elif self.on_push is not None:
+                    self.on_push(r)
+        except Error:
+            self.close()  # a stream the reader cannot parse: nothing more to trust
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        self._closed()
+
+    def _closed(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        while self.pending:
+            req = self.pending.popleft()
+            req.failed = True
+            if not req.fut.done():
+                req.fut.set_result(None)
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self._closed()
+
+    def request(self, data: bytes) -> _Req:
+        req = _Req(self.loop.create_future())
+        if self.closed or self.transport is None:
+            req.failed = True
+            req.fut.set_result(None)
+            return req
+        self.pending.append(req)
+        self.transport.write(data)
+        return req
+
+    def write(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(data)
+
+
+async def _await_req(loop: asyncio.AbstractEventLoop, req: _Req, timeout_ms: int) -> int:
+    """Wait for req's reply up to timeout_ms. Returns 0 (reply in
+    req.reply), 1 (no reply in time: the connection is left as it is, the
+    reply may still come) or 2 (the connection closed). A cancellation
+    during the wait is remembered, the wait goes on, and CancelledError is
+    raised once the outcome is known (the caller must first feed it to its
+    machine: see _Cancel)."""
+    fut = req.fut
+    if fut.done() and req.reply is None and not req.failed:
+        fut = req.fut = loop.create_future()  # waited before and timed out: wait again
+    if not fut.done():
+        h = loop.call_later(timeout_ms / 1000.0, _wake, fut)
+        try:
+            await fut
+        finally:
+            h.cancel()
+    if req.reply is not None:
+        return 0
+    return 2 if req.failed else 1
+
+
+class _Cancel:
+    """Remembers a CancelledError that arrived while a machine had a
+    command in flight or was waiting, so the machine can be finished first."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self) -> None:
+        self.exc: Optional[BaseException] = None
+
+    async def req(self, loop: asyncio.AbstractEventLoop, req: _Req, timeout_ms: int) -> int:
+        deadline = loop.time() + timeout_ms / 1000.0
+        while True:
+            try:
+                return await _await_req(loop, req, timeout_ms)
+            except asyncio.CancelledError as e:
+                if self.exc is None:
+                    self.exc = e
+                if req.fut.cancelled():
+                    req.fut = loop.create_future()
+                    if req.reply is not None or req.failed:
+                        req.fut.set_result(None)
+                timeout_ms = max(1, int((deadline - loop.time()) * 1000))
+
+    async def sleep_on(self, fut: "asyncio.Future[None]") -> None:
+        try:
+            await fut
+        except asyncio.CancelledError as e:
+            if self.exc is None:
+                self.exc = e
+
+
+class _Pool:
+    """Connections to the one server, one command in flight on each."""
+
+    def __init__(self, client: "Client", size: int) -> None:
+        self.client = client
+        self.size = size
+        self.idle: List[_Conn] = []
+        self.nopen = 0
+        self.waiting: Deque["asyncio.Future[Optional[_Conn]]"] = collections.deque()
+
+    def get_nowait(self) -> Optional[_Conn]:
+        idle = self.idle
+        while idle:
+            c = idle.pop()
+            if not c.closed:
+                return c
+        return None
+
+    async def get(self) -> _Conn:
+        c = self.get_nowait()
+        if c is not None:
+            return c
+        if self.client._closed:
+            raise ClosedError("closed: the client is closed", _E.E_CLOSED)
+        if self.nopen < self.size:
+            self.nopen += 1
+            try:
+                return await self.client._open_conn(self._on_close)
+            except BaseException:
+                self.nopen -= 1
+                self._hand_on()
+                raise
+        fut: "asyncio.Future[Optional[_Conn]]" = self.client._loop.create_future()
+        self.waiting.append(fut)
+        try:
+            got = await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled() and fut.result() is not None:
+                self.put(fut.result())  # type: ignore[arg-type]
+            raise
+        if got is None:  # a slot freed up: open one
+            return await self.get()
+        return got
+
+    def put(self, c: _Conn) -> None:
+        if c.closed or c.broken or c.pending or self.client._closed:
+            c.close()
+            return
+        while self.waiting:
+            fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_result(c)
+                return
+        self.idle.append(c)
+
+    def _hand_on(self) -> None:
+        while self.waiting:
+            fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def _on_close(self, c: _Conn) -> None:
+        self.nopen -= 1
+        self._hand_on()
+
+    def close(self) -> None:
+        for c in self.idle:
+            c.close()
+        self.idle.clear()
+        while self.waiting:
+            fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_exception(ClosedError("closed: the client is closed", _E.E_CLOSED))
+
+
+# --------------------------------------------------------------------------
+# pub/sub: one connection per client, waiters per channel
+# --------------------------------------------------------------------------
+
+
+class _Waiter:
+    """One acquire (or multi-lock) listening on channels. woken: a wake-up
+    arrived that it has not used yet; fut: set while it sleeps."""
+
+    __slots__ = ("fut", "woken")
+
+    def __init__(self) -> None:
+        self.fut: Optional["asyncio.Future[None]"] = None
+        self.woken = False
+
+    def wake(self) -> None:
+        self.woken = True
+        if self.fut is not None and not self.fut.done():
+            self.fut.set_result(None)
+
+
+class _Channel:
+    __slots__ = ("name", "members", "ready")
+
+    def __init__(self, name: str, ready: "asyncio.Future[bool]") -> None:
+        self.name = name
+        self.members: Dict[_Waiter, None] = {}
+        self.ready = ready
+
+
+class _PubSub:
+    def __init__(self, client: "Client") -> None:
+        self.client = client
+        self.conn: Optional[_Conn] = None
+        self.connecting: Optional["asyncio.Future[Optional[_Conn]]"] = None
+        self.channels: Dict[str, _Channel] = {}
+        self.unsub_pending: Dict[str, int] = {}
+
+    async def _connection(self) -> Optional[_Conn]:
+        if self.conn is not None and not self.conn.closed:
+            return self.conn
+        if self.connecting is not None:
+            return await asyncio.shield(self.connecting)
+        loop = self.client._loop
+        self.connecting = loop.create_future()
+        conn: Optional[_Conn] = None
+        try:
+            conn = await self.client._open_conn(self._on_close, on_push=self._on_push)
+        except Error:
+            conn = None
+        except asyncio.CancelledError:
+            conn = None
+            raise
+        finally:
+            self.conn = conn
+            fut, self.connecting = self.connecting, None
+            fut.set_result(conn)
+        return conn
+
+    def _on_push(self, r: Any) -> None:
+        typ, ch, payload = _E.decode_pubsub(r)
+        if typ == _E.PS_MESSAGE:
+            c = self.channels.get(ch)
+            if c is None:
+                return
+            if payload == 0:
+                self._wake_one(c)
+            elif payload == 1:
+                for w in c.members:
+                    w.wake()
+        elif typ == _E.PS_SUBSCRIBE:
+            c = self.channels.get(ch)
+            if c is not None and not c.ready.done():
+                c.ready.set_result(True)
+        elif typ == _E.PS_UNSUBSCRIBE:
+            n = self.unsub_pending.get(ch, 0)
+            if n > 0:
+                if n == 1:
+                    del self.unsub_pending[ch]
+                else:
+                    self.unsub_pending[ch] = n - 1
+
+    @staticmethod
+    def _wake_one(c: _Channel) -> None:
+        # prefer a member asleep now; else one that will look before sleeping
+        spare = None
+        for w in c.members:
+            if not w.woken:
+                if w.fut is not None:
+                    w.wake()
+                    return
+                if spare is None:
+                    spare = w
+        if spare is not None:
+            spare.wake()
+
+    def _on_close(self, conn: _Conn) -> None:
+        if self.conn is conn:
+            self.conn = None
+        self.unsub_pending.clear()
+        chans = list(self.channels.values())
+        for c in chans:
+            if not c.ready.done():
+                c.ready.set_result(False)
+        if chans and not self.client._closed:
+            # messages may be lost from now on: listen again, then everyone retries
+            self.client._spawn(self._resubscribe())
+
+    async def _resubscribe(self) -> None:
+        delay = 0.05
+        while self.channels and not self.client._closed:
+            conn = await self._connection()
+            if conn is not None:
+                loop = self.client._loop
+                for name, c in list(self.channels.items()):
+                    if c.ready.done():
+                        c.ready = loop.create_future()
+                    conn.write(_E.subscribe_cmd(name))
+                for c in list(self.channels.values()):
+                    for w in list(c.members):
+                        w.wake()
+                return
+            for c in list(self.channels.values()):
+                for w in list(c.members):
+                    w.wake()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def join(self, name: str, w: _Waiter, timeout_ms: int) -> bool:
+        """Make w a member of channel name, subscribed. False: could not
+        subscribe (the machine then falls back to timed retries)."""
+        c = self.channels.get(name)
+        if c is None:
+            c = _Channel(name, self.client._loop.create_future())
+            self.channels[name] = c
+            c.members[w] = None
+            conn = await self._connection()
+            if conn is None:
+                self.leave(name, w)
+                return False
+            conn.write(_E.subscribe_cmd(name))
+        else:
+            c.members[w] = None
+        if not c.ready.done():
+            fut = c.ready
+            h = self.client._loop.call_later(timeout_ms / 1000.0, _wake_false, fut)
+            try:
+                await asyncio.shield(fut)
+            finally:
+                h.cancel()
+        ok = bool(c.ready.result()) if c.ready.done() else False
+        return ok and self.channels.get(name) is c
+
+    def leave(self, name: str, w: _Waiter) -> None:
+        c = self.channels.get(name)
+        if c is None or w not in c.members:
+            return
+        del c.members[w]
+        if w.woken:
+            # a wake-up it did not use (it was cancelled, timed out or got
+            # the lock another way): hand it on so no waiter misses an unlock
+            w.woken = False
+            self._wake_one(c)
+        if not c.members:
+            del self.channels[name]
+            conn = self.conn
+            if conn is not None and not conn.closed:
+                self.unsub_pending[name] = self.unsub_pending.get(name, 0) + 1
+                conn.write(_E.subscribe_cmd(name, False, True))
+
+    def close(self) -> None:
+        for c in self.channels.values():
+            if not c.ready.done():
+                c.ready.set_result(False)
+            for w in c.members:
+                w.wake()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def _wake_false(fut: "asyncio.Future[bool]") -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
+async def _sleep_wait(loop: asyncio.AbstractEventLoop, w: _Waiter, ms: int, cancel: _Cancel) -> None:
+    """Sleep until w is woken or ms pass (-1: a long while)."""
+    if w.woken:
+        w.woken = False
+        return
+    if ms < 0:
+        ms = _LONG_WAIT_MS
+    fut: "asyncio.Future[None]" = loop.create_future()
+    w.fut = fut
+    h = loop.call_later(ms / 1000.0, _wake, fut)
+    try:
+        await cancel.sleep_on(fut)
+    finally:
+        h.cancel()
+        w.fut = None
+    w.woken = False
+
+
+# --------------------------------------------------------------------------
+# client
+# --------------------------------------------------------------------------
+
+
+async def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> "Client":
+    """Open an asyncio client (see :class:`Client` for the keyword
+    arguments); it connects once to check the server and credentials."""
+    client = Client(url, **kwargs)
+    await client.open()
+    return client
+
+
+class Client:
+    """An asyncio hilock client: a small connection pool, one pub/sub
+    connection and one watchdog task, all on the running loop.
+
+    ``client = await hilock.aio.connect(url)`` or ``async with
+    hilock.aio.Client(url) as client``. Keyword arguments as
+    :class:`hilock.Client` (seconds): ``connect_timeout``,
+    ``command_timeout``, ``watchdog_lease``, ``fair_wait_window``,
+    ``pool_size``, ``tls`` and ``tls_*``. ``close()`` stops the watchdog
+    (locks still held are not released: they expire after their lease).
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        connect_timeout: Seconds = 1.0,
+        command_timeout: Seconds = 1.0,
+        watchdog_lease: Seconds = 30.0,
+        fair_wait_window: Seconds = 300.0,
+        pool_size: int = 8,
+        tls: bool = False,
+        tls_ca_file: Optional[str] = None,
+        tls_ca_dir: Optional[str] = None,
+        tls_cert_file: Optional[str] = None,
+        tls_key_file: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
+        tls_insecure: bool = False,
+    ) -> None:
+        if not isinstance(url, str):
+            raise TypeError(f"url must be a str, not {type(url).__name__}")
+        if "\0" in url:
+            raise InvalidArgument("invalid argument: the URL contains a NUL byte", _E.E_INVAL)
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+            raise TypeError("pool_size must be an int")
+        if not 1 <= pool_size <= 1024:
+            raise InvalidArgument(f"invalid argument: pool_size must be in 1..1024, got {pool_size}")
+        ep: Dict[str, Any] = _E.parse_url(url)
+        if ep["mode"] not in ("single", "unix"):
+            raise InvalidArgument(
+                f"invalid argument: hilock.aio does not speak {ep['mode']} URLs yet "
+                "(use hilock.Client for sentinel and cluster)", _E.E_INVAL)
+        self._url = url
+        self._ep = ep
+        self._connect_ms = ep.get("connect_timeout_ms") or _to_ms(
+            connect_timeout, "connect_timeout", zero_ok=False)
+        self._cmd_ms = ep.get("command_timeout_ms") or _to_ms(
+            command_timeout, "command_timeout", zero_ok=False)
+        self._wd_ms = _to_ms(watchdog_lease, "watchdog_lease", zero_ok=False)
+        self._window_ms = _to_ms(fair_wait_window, "fair_wait_window", zero_ok=False)
+        self._ssl: Optional[ssl.SSLContext] = None
+        self._server_name: Optional[str] = None
+        if tls or ep.get("tls"):
+            self._ssl = self._ssl_context(
+                ep.get("tls_ca_file") or tls_ca_file, ep.get("tls_ca_dir") or tls_ca_dir,
+                ep.get("tls_cert_file") or tls_cert_file, ep.get("tls_key_file") or tls_key_file,
+                bool(ep.get("tls_insecure")) or tls_insecure)
+            self._server_name = ep.get("tls_server_name") or tls_server_name or ep.get("host")
+        self._id: str = str(uuid.uuid4())  # canonical 36-character form
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._closed = False
+        self._opened = False
+        self._pool = _Pool(self, pool_size)
+        self._pubsub = _PubSub(self)
+        # watchdog: (kind, name, owner) -> (names, owner, tid)
+        self._wd: Dict[Tuple[int, str, str], Tuple[Any, str, int]] = {}
+        self._wd_task: Optional["asyncio.Task[None]"] = None
+        self._lost: Dict[Tuple[int, str, str], None] = {}
+        self._leases: Dict[Tuple[int, str, str], int] = {}
+        self._listeners: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
+        self._tasks: Set["asyncio.Task[Any]"] = set()
+        self._seq = 0
+
+    @staticmethod
+    def _ssl_context(ca_file: Optional[str], ca_dir: Optional[str], cert: Optional[str],
+                     key: Optional[str], insecure: bool) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=ca_file, capath=ca_dir)
+        if cert:
+            ctx.load_cert_chain(cert, key)
+        if insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    # -- life ---------------------------------------------------------------
+
+    async def open(self) -> "Client":
+        """Bind to the running loop and check the server once (connection,
+        credentials, database). Idempotent."""
+        if self._closed:
+            raise ClosedError("closed: the client is closed", _E.E_CLOSED)
+        if self._opened:
+            return self
+        self._loop = asyncio.get_running_loop()
+        self._opened = True
+        conn = await self._pool.get()
+        self._pool.put(conn)
+        return self
+
+    async def close(self) -> None:
+        """Stop the watchdog, drop every connection. Held locks are not
+        released (they expire after their lease)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._wd_task is not None:
+            self._wd_task.cancel()
+        self._pool.close()
+        self._pubsub.close()
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> "Client":
+        return await self.open()
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        await self.close()
+
+    @property
+    def id(self) -> str:
+        """The client's UUID: the first half of every owner string."""
+        return self._id
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def owner(self, thread_id: Optional[int] = None) -> str:
+        """The owner string of the current task (or of thread_id)."""
+        tid = _check_tid(thread_id)
+        return f"{self._id}:{task_id() if tid is None else tid}"
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        t: "asyncio.Task[Any]" = self._loop.create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("closed: the client is closed", _E.E_CLOSED)
+        if not self._opened:
+            raise ClosedError("closed: the client is not open (await client.open())",
+                              _E.E_CLOSED)
+
+    def _request_id(self) -> str:
+        self._seq += 1
+        return f"{self._id}:{os.getpid()}:{self._seq}"
+
+    # -- connections --------------------------------------------------------
+
+    async def _open_conn(self, on_close: Callable[[_Conn], None],
+                         on_push: Optional[Callable[[Any], None]] = None) -> _Conn:
+        loop = self._loop
+        ep = self._ep
+        proto = _Conn(loop, on_push=on_push)
+        what = ep.get("path") or f"{ep.get('host')}:{ep.get('port')}"
+        try:
+            if ep["mode"] == "unix":
+                coro = loop.create_unix_connection(lambda: proto, ep["path"], ssl=self._ssl,
+                                                   server_hostname=self._server_name)
+            else:
+                coro = loop.create_connection(lambda: proto, ep["host"], ep["port"],
+                                              ssl=self._ssl,
+                                              server_hostname=self._server_name if self._ssl else None)
+            await asyncio.wait_for(coro, self._connect_ms / 1000.0)
+        except ssl.SSLError as e:
+            raise from_code(_E.E_TLS, f"TLS handshake with {what}: {e}") from None
+        except (OSError, asyncio.TimeoutError) as e:
+            raise from_code(_E.E_CONN, f"cannot connect to {what}: {e or 'timeout'}") from None
+        for cmd in _E.handshake_cmds(ep.get("user"), ep.get("password"), ep.get("db", 0)):
+            req = proto.request(cmd)
+            try:
+                st = await _await_req(loop, req, self._cmd_ms)
+            except BaseException:
+                proto.close()
+                raise
+            if st != 0:
+                proto.close()
+                raise from_code(_E.E_CONN, f"{what}: no answer to the handshake")
+            rc = _E.handshake_reply(req.reply)
+            if rc:
+                proto.close()
+                raise from_code(rc, f"{what}: {req.reply.error or 'unexpected reply'}")
+        proto.on_close = on_close
+        return proto
+
+    async def _call(self, data: bytes) -> Any:
+        """One command, one reply (a plain query): the reply or an error."""
+        self._check()
+        pool = self._pool
+        conn = pool.get_nowait() or await pool.get()
+        req = conn.request(data)
+        try:
+            st = await _await_req(self._loop, req, self._cmd_ms)
+        except BaseException:
+            conn.broken = True
+            conn.close()
+            raise
+        if st == 0:
+            pool.put(conn)
+            return req.reply
+        conn.close()
+        raise from_code(_E.E_CONN, "no reply within the command timeout" if st == 1
+                        else "connection closed")
+
+    async def _run_call(self, m: Any, what: str) -> int:
+        """Drive a one-command machine (Names.force, Names.extend): its
+        decoded value, or the error raised."""
+        while True:
+            t = m.next()
+            if t[0] != _SEND:
+                break
+            try:
+                m.on_reply(await self._call(t[1]))
+            except Error as e:
+                m.on_error(e.code or _E.E_CONN)
+        if t[1]:
+            _raise(t[1], what)
+        return int(t[2])
+
+    async def _settle(self, conn: _Conn, first: _Req, s: Any) -> None:
+        """Drive a settle machine on the connection whose attempt's reply
+        did not come in time (its undo must follow the attempt there)."""
+        reqs: Deque[_Req] = collections.deque([first])
+        try:
+            while True:
+                t = s.next()
+                if t[0] == _WAIT:
+                    req = reqs.popleft() if reqs else None
+                    st = 2 if req is None else await _await_req(self._loop, req, max(1, t[1]))
+                    if st == 0:
+                        s.on_reply(req.reply)  # type: ignore[union-attr]
+                    else:
+                        s.on_error()
+                elif t[0] == _SEND:
+                    if conn.closed:
+                        s.on_error()
+                    else:
+                        reqs.append(conn.request(t[1]))
+                else:
+                    return
+        finally:
+            conn.close()
+
+    # -- locks --------------------------------------------------------------
+
+    def _names_of(self, kind: int, name: str) -> Any:
+        if not isinstance(name, str):
+            raise TypeError(f"lock name must be a str, not {type(name).__name__}")
+        if "\0" in name or not name:
+            raise InvalidArgument("invalid argument: empty lock name or one with a NUL byte",
+                                  _E.E_INVAL)
+        try:
+            return _E.Names(name, kind)
+        except ValueError as e:
+            raise InvalidArgument(f"invalid argument: {e}", _E.E_INVAL) from None
+
+    def lock(self, name: str, *, wait: Optional[Seconds] = None,
+             lease: Optional[Seconds] = None, thread_id: Optional[int] = None) -> "Lock":
+        """A reentrant lock (Redisson RLock layout). wait/lease: the defaults
+        of ``async with lock``; thread_id: an explicit owner instead of the
+        current task's."""
+        return Lock(self, self._names_of(_E.KIND_REENTRANT, name), wait, lease, thread_id)
+
+    def fair_lock(self, name: str, *, wait: Optional[Seconds] = None,
+                  lease: Optional[Seconds] = None, thread_id: Optional[int] = None) -> "Lock":
+        """A fair (FIFO) lock (Redisson FairLock layout)."""
+        return Lock(self, self._names_of(_E.KIND_FAIR, name), wait, lease, thread_id)
+
+    def fenced_lock(self, name: str, *, wait: Optional[Seconds] = None,
+                    lease: Optional[Seconds] = None,
+                    thread_id: Optional[int] = None) -> "FencedLock":
+        """A reentrant lock whose grants carry a fencing token."""
+        return FencedLock(self, self._names_of(_E.KIND_FENCED, name), wait, lease, thread_id)
+
+    def read_write_lock(self, name: str) -> "ReadWriteLock":
+        """A read-write lock (Redisson RReadWriteLock layout)."""
+        return ReadWriteLock(self, name)
+
+    # -- watchdog -----------------------------------------------------------
+
+    def _watch(self, key: Tuple[int, str, str], entry: Tuple[Any, str, int]) -> None:
+        self._wd[key] = entry
+        if self._wd_task is None or self._wd_task.done():
+            self._wd_task = self._loop.create_task(self._watchdog())
+
+    async def _watchdog(self) -> None:
+        period = _E.renew_period(self._wd_ms) / 1000.0
+        while self._wd and not self._closed:
+            await asyncio.sleep(period)
+            if not self._wd:
+                return
+            try:
+                await self._renew_all()
+            except Error:
+                pass  # trouble: the next tick tries again
+
+    async def _renew_all(self) -> None:
+        items = list(self._wd.items())
+        pool = self._pool
+        conn = pool.get_nowait() or await pool.get()
+        reqs = [conn.request(n.renew_cmd(owner, self._wd_ms)) for _k, (n, owner, _t) in items]
+        good = True
+        for (key, entry), req in zip(items, reqs):
+            st = await _await_req(self._loop, req, self._cmd_ms) if good else 2
+            if st != 0:
+                good = False
+                continue
+            out = _E.renew_outcome(req.reply)
+            if out == _E.RENEW_EVAL:
+                again = conn.request(entry[0].renew_cmd(entry[1], self._wd_ms, True))
+                reqs.append(again)  # keeps order: read right now
+                if await _await_req(self._loop, again, self._cmd_ms) != 0:
+                    good = False
+                    continue
+                out = _E.renew_outcome(again.reply)
+            if out == _E.RENEW_LOST and self._wd.get(key) is entry:
+                del self._wd[key]
+                self._mark_lost(key, entry[2])
+        if good:
+            pool.put(conn)
+        else:
+            conn.close()
+
+    def _mark_lost(self, key: Tuple[int, str, str], tid: int) -> None:
+        if len(self._lost) >= 65536:
+            self._lost.pop(next(iter(self._lost)))
+        self._lost[key] = None
+        views = self._listeners.get((key[0], key[1]))
+        if not views:
+            return
+        for view in list(views):
+            cb = view._on_lost
+            if cb is None or (view._tid is not None and view._tid != tid):
+                continue
+            try:
+                res = cb(view, tid)
+                if asyncio.iscoroutine(res):
+                    self._spawn(res)
+            except Exception:  # a callback's error must not stop the watchdog
+                self._loop.call_exception_handler(
+                    {"message": "hilock.aio on_lost callback failed", "exception": None})
+
+    def __repr__(self) -> str:
+        return f"<hilock.aio.Client {self._url!r} id={self._id}{' closed' if self._closed else ''}>"
+
+
+# --------------------------------------------------------------------------
+# acquire and release: the engine's machines, driven
+# --------------------------------------------------------------------------
+
+
+async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
+                       cancel: _Cancel) -> Tuple[int, int, int]:
+    """One run of the acquire machine: (result, hold_count, token)."""
+    loop = c._loop
+    pool = c._pool
+    ps = c._pubsub
+    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms)
+    w: Optional[_Waiter] = None
+    channel = ""
+    try:
+        while True:
+            if cancel.exc is not None:
+                m.cancel()
+            t = m.next()
+            act = t[0]
+            if act == _SEND:
+                conn = pool.get_nowait()
+                if conn is None:
+                    try:
+                        conn = await pool.get()
+                    except asyncio.CancelledError as e:
+                        cancel.exc = cancel.exc or e
+                        m.on_error(_E.E_CANCELED)
+                        continue
+                    except Error as e:
+                        m.on_error(e.code or _E.E_CONN)
+                        continue
+                req = conn.request(t[1])
+                st = await cancel.req(loop, req, c._cmd_ms)
+                if st == 0:
+                    again = m.on_reply(req.reply)
+                    if again is not None:
+                        req = conn.request(again)
+                        st = await cancel.req(loop, req, c._cmd_ms)
+                        if st == 0:
+                            m.on_reply(req.reply)
+                if st == 0:
+                    pool.put(conn)
+                elif st == 1 and t[2]:
+                    # the attempt may still run on the server: settle it there
+                    conn.broken = True
+                    s = m.on_unknown(_E.E_CONN, c._request_id(), c._cmd_ms)
+                    if s is None:
+                        conn.close()
+                    else:
+                        c._spawn(c._settle(conn, req, s))
+                else:
+                    conn.close()
+                    if st == 2 and t[2]:
+                        m.on_reply_lost(_E.E_CONN)
+                    else:
+                        m.on_error(_E.E_CONN)
+            elif act == _SUBSCRIBE:
+                channel = t[1]
+                w = _Waiter()
+                limit = c._cmd_ms
+                try:
+                    ok = await ps.join(channel, w, limit)
+                except asyncio.CancelledError as e:
+                    cancel.exc = cancel.exc or e
+                    ok = False
+                m.on_subscribed(ok)
+            elif act == _WAIT:
+                if w is None:
+                    w = _Waiter()
+                await _sleep_wait(loop, w, t[2], cancel)
+                m.on_wake()
+            elif act == _UNSUBSCRIBE:
+                if w is not None:
+                    ps.leave(t[1], w)
+                    w = None
+            else:
+                return t[1], t[2], t[3]
+    finally:
+        if w is not None:
+            ps.leave(channel, w)
+
+
+async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
+    loop = c._loop
+    pool = c._pool
+    m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._request_id(), c._cmd_ms)
+    while True:
+        t = m.next()
+        if t[0] != _SEND:
+            break
+        conn = pool.get_nowait()
+        if conn is None:
+            try:
+                conn = await pool.get()
+            except Error as e:
+                m.on_error(e.code or _E.E_CONN)
+                continue
+        req = conn.request(t[1])
+        try:
+            st = await _await_req(loop, req, t[2] if t[2] > 0 else c._cmd_ms)
+        except BaseException:
+            conn.broken = True
+            conn.close()
+            raise
+        if st == 0:
+            pool.put(conn)
+            m.on_reply(req.reply)
+        else:
+            conn.close()
+            m.on_error(_E.E_CONN)
+    _act, result, _remaining, still_held = t
+    if not still_held:
+        c._wd.pop(key, None)
+        c._leases.pop(key, None)
+    if result:
+        if result == _E.E_NOTOWNER:
+            raise NotOwnerError(f"not owner: lock {names.name!r} is not held by {owner}",
+                                result)
+        _raise(result, f"release of lock {names.name!r}")
+
+
+async def _release_quietly(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
+    """Give back a hold nobody asked for (an acquire cancelled after its
+    grant); a second cancellation does not stop it."""
+    t = c._loop.create_task(_release(c, names, owner, key))
+    while not t.done():
+        try:
+            await asyncio.shield(t)
+        except asyncio.CancelledError:
+            continue
+        except Error:
+            return
+    if not t.cancelled():
+        t.exception()
+
+
+class Lock:
+    """A reentrant, fair, fenced, read or write lock of an aio Client. Get
+    one with ``client.lock(name)``, ``client.fair_lock(name)``, ... Owned by
+    the current asyncio task (or the thread_id given at creation)."""
+
+    def __init__(self, client: Client, names: Any, wait: Optional[Seconds] = None,
+                 lease: Optional[Seconds] = None, thread_id: Optional[int] = None) -> None:
+        self._c = client
+        self._n = names
+        self._tid = _check_tid(thread_id)
+        _wait_ms(wait)
+        _lease_ms(lease)
+        self._wait = wait
+        self._lease = lease
+        self._on_lost: Optional[LostCallback] = None
+        self._token = 0
+
+    @property
+    def name(self) -> str:
+        return str(self._n.name)
+
+    @property
+    def kind(self) -> str:
+        """``reentrant``, ``fair``, ``fenced``, ``read`` or ``write``."""
+        return {_E.KIND_REENTRANT: "reentrant", _E.KIND_FAIR: "fair", _E.KIND_FENCED: "fenced",
+                _E.KIND_READ: "read", _E.KIND_WRITE: "write"}[self._n.kind]
+
+    @property
+    def fair(self) -> bool:
+        return bool(self._n.kind == _E.KIND_FAIR)
+
+    @property
+    def client(self) -> Client:
+        return self._c
+
+    @property
+    def thread_id(self) -> Optional[int]:
+        """The explicit thread id given at creation, or None (current task)."""
+        return self._tid
+
+    def _owner(self) -> Tuple[str, int]:
+        tid = task_id() if self._tid is None else self._tid
+        return _E.hold_owner(self._n.kind, self._c._id, tid), tid
+
+    def _key(self, owner: str) -> Tuple[int, str, str]:
+        return (self._n.kind, self._n.name, owner)
+
+    async def acquire(self, wait: Optional[Seconds] = None,
+                      lease: Optional[Seconds] = None) -> bool:
+        """Acquire (or re-enter) the lock. wait: None = forever, 0 = one
+        try, > 0 = at most that many seconds; lease: None = watchdog, > 0 =
+        expires after that many seconds. Returns False when the wait
+        elapsed. Cancelling the task cancels the wait cleanly (nothing held,
+        nothing queued) and raises CancelledError."""
+        w, l = _wait_ms(wait), _lease_ms(lease)
+        return await self._acquire(w, l)
+
+    async def _acquire(self, w: int, l: int) -> bool:
+        c = self._c
+        c._check()
+        owner, tid = self._owner()
+        watchdog = l == 0
+        lease = c._wd_ms if watchdog else l
+        cancel = _Cancel()
+        result, _holds, token = await _run_acquire(c, self._n, owner, w, lease, cancel)
+        key = self._key(owner)
+        if result == 0:
+            if watchdog:
+                c._leases.pop(key, None)
+            else:
+                c._leases[key] = l
+            c._lost.pop(key, None)
+            if cancel.exc is not None:
+                await _release_quietly(c, self._n, owner, key)
+                raise cancel.exc
+            self._token = token
+            if watchdog and key not in c._wd:
+                c._watch(key, (self._n, owner, tid))
+            return True
+        if cancel.exc is not None:
+            raise cancel.exc
+        if result == _E.E_TIMEDOUT:
+            return False
+        detail = {_E.E_WRONGTYPE: f"key {self.name!r} holds a value that is not a lock"}.get(
+            result, f"acquire of lock {self.name!r}")
+        _raise(result, detail)
+        return False  # not reached
+
+    async def release(self) -> None:
+        """Release one hold. NotOwnerError when this owner does not hold it."""
+        self._c._check()
+        owner, _tid = self._owner()
+        await _release(self._c, self._n, owner, self._key(owner))
+
+    async def extend(self, lease: Seconds) -> None:
+        """Add lease seconds to this owner's hold (fixed leases)."""
+        ms = _to_ms(lease, "lease", zero_ok=False)
+        owner, _tid = self._owner()
+        v = await self._c._run_call(self._n.extend(owner, ms), f"extend of {self.name!r}")
+        if v == 0:
+            raise NotOwnerError(f"not owner: lock {self.name!r} is not held by {owner}",
+                                _E.E_NOTOWNER)
+        if v < 0:
+            raise InvalidArgument(f"invalid argument: lock {self.name!r} has no expiry to extend",
+                                  _E.E_INVAL)
+
+    async def force_unlock(self) -> bool:
+        """Delete the lock whoever holds it, and wake a waiter. Returns
+        whether there was a lock to delete."""
+        return bool(await self._c._run_call(self._n.force(), f"force unlock of {self.name!r}"))
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the lock."""
+        return bool(self._n.decode_locked(await self._c._call(self._n.query_cmd(_E.Q_LOCKED))))
+
+    async def owned(self) -> bool:
+        """Whether this owner holds the lock."""
+        owner, _tid = self._owner()
+        return bool(_E.decode_flag(await self._c._call(self._n.query_cmd(_E.Q_HELD, owner))))
+
+    async def hold_count(self) -> int:
+        """How many times this owner holds the lock (0 = not held)."""
+        owner, _tid = self._owner()
+        return int(_E.decode_holds(await self._c._call(self._n.query_cmd(_E.Q_HOLDS, owner))))
+
+    async def ttl(self) -> Optional[float]:
+        """Remaining lease in seconds; None when there is no lock; math.inf
+        when the key has no expiry."""
+        ms = int(_E.decode_pttl(await self._c._call(self._n.query_cmd(_E.Q_TTL))))
+        if ms == -2:
+            return None
+        if ms == -1:
+            return math.inf
+        return ms / 1000.0
+
+    @property
+    def lost(self) -> bool:
+        """True once the watchdog found this owner's hold gone; reset by the
+        next successful acquire. (Call it from the owning task.)"""
+        owner, _tid = self._owner()
+        return self._key(owner) in self._c._lost
+
+    @property
+    def on_lost(self) -> Optional[LostCallback]:
+        """``callback(lock, thread_id)`` called on the loop when the
+        watchdog finds a hold of this lock gone; a coroutine it returns is
+        run as a task."""
+        return self._on_lost
+
+    @on_lost.setter
+    def on_lost(self, cb: Optional[LostCallback]) -> None:
+        if cb is not None and not callable(cb):
+            raise TypeError("on_lost must be callable or None")
+        self._on_lost = cb
+        key = (self._n.kind, self._n.name)
+        views = self._c._listeners.get(key)
+        if views is None:
+            views = self._c._listeners[key] = weakref.WeakSet()
+        views.add(self)
+
+    async def __aenter__(self) -> "Lock":
+        if not await self._acquire(_wait_ms(self._wait), _lease_ms(self._lease)):
+            raise LockTimeout(f"timed out: lock {self.name!r} not acquired within {self._wait} s",
+                              _E.E_TIMEDOUT)
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        await _exit_release(self, exc)
+
+    def __repr__(self) -> str:
+        tid = "" if self._tid is None else f" thread_id={self._tid}"
+        return f"<hilock.aio.{self.kind} lock {self.name!r}{tid} client={self._c.id}>"
+
+
+async def _exit_release(obj: Any, exc: Optional[BaseException]) -> None:
+    """Release at the end of an ``async with`` block, as hilock.Lock's
+    ``with``: the block's own exception wins (a release failure becomes a
+    note on it); otherwise a lock no longer ours raises LockLostError."""
+    try:
+        await obj.release()
+    except NotOwnerError as e:
+        if exc is None:
+            raise LockLostError(
+                f"lock lost: {obj.name if hasattr(obj, 'name') else obj!r} was no longer held "
+                f"by this owner when the async with block ended ({e})", e.code, e.detail) from e
+        _note(exc, f"hilock: release after the exception failed: {e}")
+    except Error as e:
+        if exc is None:
+            raise
+        _note(exc, f"hilock: release after the exception failed: {e}")
+
+
+def _note(exc: BaseException, text: str) -> None:
+    add = getattr(exc, "add_note", None)
+    if add is not None:
+        add(text)
+
+
+class FencedLock(Lock):
+    """A reentrant lock whose every grant carries a fencing token (a number
+    that grows with each new holder)."""
+
+    async def acquire_token(self, wait: Optional[Seconds] = None,
+                            lease: Optional[Seconds] = None) -> Optional[int]:
+        """Acquire; the grant's fencing token, or None when the wait elapsed."""
+        if not await self.acquire(wait, lease):
+            return None
+        return self._token
+
+    async def token(self) -> int:
+        """The lock's current token (0 before the first grant)."""
+        return int(_E.decode_token(await self._c._call(self._n.query_cmd(_E.Q_TOKEN))))
+
+
+class ReadWriteLock:
+    """Redisson's RReadWriteLock: many readers or one writer."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._c = client
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def read_lock(self, *, wait: Optional[Seconds] = None, lease: Optional[Seconds] = None,
+                  thread_id: Optional[int] = None) -> Lock:
+        return Lock(self._c, self._c._names_of(_E.KIND_READ, self._name), wait, lease, thread_id)
+
+    def write_lock(self, *, wait: Optional[Seconds] = None, lease: Optional[Seconds] = None,
+                   thread_id: Optional[int] = None) -> Lock:
+        return Lock(self._c, self._c._names_of(_E.KIND_WRITE, self._name), wait, lease,
+                    thread_id)
+
+
+# --------------------------------------------------------------------------
+# multi-lock and Redlock
+# --------------------------------------------------------------------------
+
+
+class MultiLock:
+    """All of several locks (possibly on different servers) or none. Every
+    member's request is in flight at once (asyncio.gather); a busy attempt
+    waits on the busy members' unlock messages, bounded by their leases."""
+
+    _redlock = False
+
+    def __init__(self, locks: Sequence[Lock], *, wait: Optional[Seconds] = None,
+                 lease: Optional[Seconds] = None, thread_id: Optional[int] = None) -> None:
+        locks = list(locks)
+        if not locks:
+            raise InvalidArgument("invalid argument: a multi-lock needs at least one lock",
+                                  _E.E_INVAL)
+        for lk in locks:
+            if not isinstance(lk, Lock):
+                raise TypeError("members must be hilock.aio locks")
+        self._locks = locks
+        self._tid = _check_tid(thread_id)
+        _wait_ms(wait)
+        _lease_ms(lease)
+        self._wait = wait
+        self._lease = lease
+        self._validity: Optional[float] = None
+
+    @property
+    def locks(self) -> List[Lock]:
+        return list(self._locks)
+
+    @property
+    def validity(self) -> Optional[float]:
+        """Redlock: seconds of the lease left after the last grant (lease -
+        elapsed - drift); None before a grant."""
+        return self._validity
+
+    def _tid_now(self) -> int:
+        # the calling task's: members run in tasks of their own (gather)
+        return task_id() if self._tid is None else self._tid
+
+    @staticmethod
+    def _member(lk: Lock, tid: int) -> Tuple[Client, Any, str, int]:
+        return lk._c, lk._n, _E.hold_owner(lk._n.kind, lk._c._id, tid), tid
+
+    async def _one_try(self, lk: Lock, lease_ms: int, tid: int) -> int:
+        c, n, owner, tid = self._member(lk, tid)
+        c._check()
+        lease = c._wd_ms if lease_ms == 0 else lease_ms
+        cancel = _Cancel()
+        try:
+            result, _h, _t = await _run_acquire(c, n, owner, 0, lease, cancel)
+        except Error as e:
+            return e.code or _E.E_CONN
+        key = (n.kind, n.name, owner)
+        if result == 0:
+            if lease_ms == 0:
+                c._leases.pop(key, None)
+                if key not in c._wd:
+                    c._watch(key, (n, owner, tid))
+            else:
+                c._leases[key] = lease_ms
+            c._lost.pop(key, None)
+        if cancel.exc is not None:
+            raise cancel.exc
+        return int(result)
+
+    async def _give_back(self, lk: Lock, tid: int) -> None:
+        c, n, owner, _tid = self._member(lk, tid)
+        try:
+            await _release(c, n, owner, (n.kind, n.name, owner))
+        except Error:
+            pass
+
+    async def acquire(self, wait: Optional[Seconds] = None,
+                      lease: Optional[Seconds] = None) -> bool:
+        """Acquire every member (Redlock: a majority within the validity
+        window). Returns False when the wait elapsed."""
+        w, l = _wait_ms(wait), _lease_ms(lease)
+        locks = self._locks
+        n = len(locks)
+        loop = asyncio.get_running_loop()
+        deadline = None if w < 0 else loop.time() + w / 1000.0
+        vlease = l if l > 0 else locks[0]._c._wd_ms
+        tid = self._tid_now()
+        waiter = _Waiter()
+        joined: List[Tuple[_PubSub, str]] = []
+        try:
+            for lk in locks:  # listen first: an unlock during the attempt still wakes us
+                c, nm, owner, _tid = self._member(lk, tid)
+                c._check()
+                ch = nm.wait_channel(owner)
+                if await c._pubsub.join(ch, waiter, c._cmd_ms):
+                    joined.append((c._pubsub, ch))
+            while True:
+                waiter.woken = False
+                t0 = _E.now_ms()
+                rcs = await asyncio.gather(*(self._one_try(lk, l, tid) for lk in locks),
+                                           return_exceptions=True)
+                t1 = _E.now_ms()
+                cancelled = next((r for r in rcs if isinstance(r, BaseException)), None)
+                codes = [r if isinstance(r, int) else _E.E_CANCELED for r in rcs]
+                ok = sum(1 for r in codes if r == 0)
+                fatal = next((r for r in codes if r not in (0, _E.E_TIMEDOUT)
+                              and r not in (_E.E_CONN, _E.E_CANCELED)), 0)
+                validity = _E.ml_validity(vlease, t0, t1)
+                if cancelled is None and _E.ml_success(self._redlock, n, ok, bool(fatal),
+                                                       validity):
+                    self._validity = validity / 1000.0 if self._redlock else None
+                    return True
+                await asyncio.gather(*(self._give_back(lk, tid) for lk, r in zip(locks, codes)
+                                       if _E.ml_take_back(self._redlock, False, r)))
+                if cancelled is not None:
+                    raise cancelled
+                if fatal:
+                    _raise(fatal, f"multi-lock member: {from_code(fatal)}")
+                if w == 0 or (deadline is not None and loop.time() >= deadline):
+                    return False
+                # sleep until a busy member is unlocked, or its lease runs out
+                ttls = await asyncio.gather(*(lk.ttl() for lk, r in zip(locks, codes) if r != 0),
+                                            return_exceptions=True)
+                bound = max([t for t in ttls if isinstance(t, float) and t != math.inf] or [0.05])
+                if deadline is not None:
+                    bound = min(bound, deadline - loop.time())
+                if bound > 0:
+                    cancel = _Cancel()
+                    await _sleep_wait(loop, waiter, max(1, int(bound * 1000)), cancel)
+                    if cancel.exc is not None:
+                        raise cancel.exc
+        finally:
+            for ps, ch in joined:
+                ps.leave(ch, waiter)
+
+    async def release(self) -> None:
+        """Release every member (each one that fails is reported after all
+        were tried)."""
+        tid = self._tid_now()
+        rcs = await asyncio.gather(*(self._release_member(lk, tid) for lk in self._locks),
+                                   return_exceptions=True)
+        errs = [r for r in rcs if isinstance(r, BaseException)]
+        if errs and (not self._redlock or len(errs) == len(rcs)):
+            raise errs[0]
+
+    async def _release_member(self, lk: Lock, tid: int) -> None:
+        c, n, owner, _tid = self._member(lk, tid)
+        await _release(c, n, owner, (n.kind, n.name, owner))
+
+    async def __aenter__(self) -> "MultiLock":
+        if not await self.acquire(self._wait, self._lease):
+            raise LockTimeout("timed out: multi-lock not acquired", _E.E_TIMEDOUT)
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        await _exit_release(self, exc)
+
+    def __repr__(self) -> str:
+        kind = "RedLock" if self._redlock else "MultiLock"
+        return f"<hilock.aio.{kind} {[lk.name for lk in self._locks]!r}>"
+
+
+class RedLock(MultiLock):
+    """Redlock: a majority (n/2+1) of independent servers' locks within the
+    validity window (lease - elapsed - drift); members that fail are
+    released too."""
+
+    _redlock = True
