@@ -26,6 +26,33 @@ typedef struct as_link as_link;
 typedef struct as_op as_op;
 typedef struct as_chan as_chan;
 typedef struct as_hold as_hold;
+typedef struct as_req as_req;
+typedef struct as_settle as_settle;
+
+/* One command sent on a connection whose reply is awaited (hiredis's
+ * privdata): for an operation, for a settle, or abandoned (its operation
+ * gave up on it: the reply is dropped). FIFO per connection. */
+struct as_req {
+    as_req *next;
+    as_conn *conn;
+    as_op *op;
+    as_settle *settle;
+    int64_t deadline; /* -1: none (settles bound their own waits) */
+};
+
+/* An acquire attempt whose reply timed out, settled on its own connection
+ * (the engine's hl_settle machine): the undo runs after the attempt. */
+struct as_settle {
+    as_settle *next;
+    hilock_async *a;
+    as_conn *conn;
+    hl_settle s;
+    int pending;      /* its requests awaiting replies */
+    int ready;        /* fed: step it */
+    int waiting;      /* HL_ACT_WAIT */
+    int64_t wait_until;
+    char rid[HL_OWNER_MAX + 32];
+};
 
 struct as_conn {
     as_conn *next;
@@ -38,6 +65,10 @@ struct as_conn {
     int64_t timer_at;      /* hiredis's timeout, monotonic ms; -1 none */
     int pubsub;
     int hs_code;           /* the handshake was refused: its code */
+    int draining;          /* a command timed out: no new command; kept
+                              while attempts are settled on it */
+    int nsettles;
+    as_req *reqs, **reqs_tail;
 };
 
 enum { CH_PENDING = 0, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
@@ -47,6 +78,7 @@ struct as_chan {
     char *name;
     int refs;
     int state;
+    int64_t deadline; /* its (UN)SUBSCRIBE unconfirmed until then; -1 */
     as_op *waiters; /* FIFO through op->chan_next */
 };
 
@@ -98,6 +130,7 @@ struct as_op {
     int inited;
     /* transport state */
     hl_cmd *sent;      /* command in flight (NULL: none) */
+    as_req *req;       /* its request record */
     int resend;        /* NOSCRIPT: send *sent again as EVAL */
     int eval_tried;
     int64_t sent_at;
@@ -131,6 +164,7 @@ struct hilock_async {
     as_op *ops;
     as_op *ready, **ready_tail;
     as_op *done, **done_tail; /* finished, callbacks not yet run: FIFO */
+    as_settle *settles;
     int in_dispatch;
     int free_later;
     int closing;
@@ -272,6 +306,7 @@ static int chan_cmd(hilock_async *a, as_link *lk, as_chan *ch, int unsubscribe)
     hl_cmd_subscribe(&cmd, ch->name, 0, unsubscribe);
     if (redisAsyncCommandArgv(k->ac, sub_cb, lk, cmd.argc, cmd.argv, cmd.argvlen) != REDIS_OK)
         return -1;
+    ch->deadline = now_ms() + lk->client->t.opts.command_timeout_ms;
     return 0;
 }
 
@@ -387,6 +422,7 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
         switch (ev.type) {
         case HL_PS_SUBSCRIBE:
             ch->state = CH_SUBSCRIBED;
+            ch->deadline = -1;
             if (ch->refs == 0) {
                 ch->state = CH_UNSUBSCRIBING;
                 if (chan_cmd(k->a, lk, ch, 1) != 0)
@@ -403,6 +439,7 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
         case HL_PS_UNSUBSCRIBE:
             if (ch->state != CH_UNSUBSCRIBING)
                 break;
+            ch->deadline = -1;
             if (ch->refs == 0) {
                 chan_remove(lk, ch);
             } else { /* a waiter came back meanwhile: subscribe again */
@@ -482,7 +519,8 @@ static struct timeval ms_tv(int64_t ms)
 static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub)
 {
     as_conn *k = pubsub ? lk->sub : lk->cmd;
-    if (k && k->ac && !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) && !k->hs_code)
+    if (k && k->ac && !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) &&
+        !k->hs_code && !k->draining)
         return k;
     if (k) { /* broken: detach it; hiredis frees it */
         if (pubsub) {
@@ -502,15 +540,16 @@ static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub)
     k->fd = -1;
     k->timer_at = -1;
     k->pubsub = pubsub;
+    k->reqs_tail = &k->reqs;
     redisOptions o = {0};
     if (c->t.ep.path)
         REDIS_OPTIONS_SET_UNIX(&o, c->t.ep.path);
     else
         REDIS_OPTIONS_SET_TCP(&o, c->t.ep.host, c->t.ep.port);
+    /* Command timeouts are ours (as_req deadlines): hiredis's would drop the
+     * connection, and an attempt that timed out is settled on it. */
     struct timeval ct = ms_tv(c->t.opts.connect_timeout_ms);
-    struct timeval mt = ms_tv(c->t.opts.command_timeout_ms);
     o.connect_timeout = &ct;
-    o.command_timeout = &mt;
     o.options |= REDIS_OPT_NOAUTOFREEREPLIES;
     redisAsyncContext *ac = redisAsyncConnectWithOptions(&o);
     if (!ac || ac->err) {
@@ -568,6 +607,31 @@ static void conns_reap(hilock_async *a)
 
 static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv);
 
+/* A request record at the end of k's FIFO (timeout_ms > 0: its deadline). */
+static as_req *req_new(as_conn *k, int64_t timeout_ms)
+{
+    as_req *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->conn = k;
+    q->deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+    *k->reqs_tail = q;
+    k->reqs_tail = &q->next;
+    return q;
+}
+
+static void req_unlink(as_req *q)
+{
+    as_conn *k = q->conn;
+    for (as_req **pp = &k->reqs; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            if (!q->next)
+                k->reqs_tail = pp;
+            break;
+        }
+}
+
 /* Send *cmd for op on its link's command connection; 0 or an error code. */
 static int op_send(as_op *op, hl_cmd *cmd)
 {
@@ -576,12 +640,20 @@ static int op_send(as_op *op, hl_cmd *cmd)
         snprintf(op->err, sizeof op->err, "%s", op->a->errmsg);
         return HILOCK_ECONN;
     }
+    as_req *q = req_new(k, op->link->client->t.opts.command_timeout_ms);
+    if (!q)
+        return HILOCK_ENOMEM;
+    q->op = op;
     op->sent = cmd;
+    op->req = q;
     op->sent_at = now_ms();
     op->attempt = hl_cmd_is_attempt(cmd);
-    if (redisAsyncCommandArgv(k->ac, op_reply_cb, op, cmd->argc, cmd->argv, cmd->argvlen) !=
+    if (redisAsyncCommandArgv(k->ac, op_reply_cb, q, cmd->argc, cmd->argv, cmd->argvlen) !=
         REDIS_OK) {
+        req_unlink(q);
+        free(q);
         op->sent = NULL;
+        op->req = NULL;
         return HILOCK_ECONN;
     }
     return 0;
@@ -590,18 +662,31 @@ static int op_send(as_op *op, hl_cmd *cmd)
 static void feed_error(as_op *op, int code, int lost);
 static void feed_reply(as_op *op, redisReply *r);
 
+static void settle_feed(as_settle *st, redisReply *r);
+
 static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     as_conn *k = ac->data;
-    as_op *op = priv;
+    as_req *q = priv;
     redisReply *r = reply;
-    if (!op || op->a->closing) {
+    as_op *op = q->op;
+    as_settle *st = q->settle;
+    req_unlink(q);
+    free(q);
+    if (k && k->a->closing)
+        op = NULL, st = NULL;
+    if (st) {
+        settle_feed(st, r); /* takes r */
+        return;
+    }
+    if (!op) { /* abandoned: its operation went on without it */
         if (r)
             freeReplyObject(r);
         return;
     }
     hl_cmd *cmd = op->sent;
     op->sent = NULL;
+    op->req = NULL;
     if (!r) {
         int code = k && k->hs_code ? k->hs_code : HILOCK_ECONN;
         snprintf(op->err, sizeof op->err, "%s",
@@ -625,6 +710,190 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         freeReplyObject(r);
     }
     op_queue(op);
+}
+
+/* ---- settling attempts whose reply timed out ---- */
+
+/* Close k now (not from inside a hiredis callback): hiredis answers its
+ * remaining requests with NULL (abandoned ones are dropped); a pub/sub
+ * connection takes its subscriptions along. */
+static void conn_close(as_conn *k)
+{
+    if (k->link) {
+        if (k->link->cmd == k)
+            k->link->cmd = NULL;
+        if (k->link->sub == k) {
+            k->link->sub = NULL;
+            chan_drop_waiters_sub(k->link);
+        }
+    }
+    k->link = NULL;
+    if (k->ac)
+        redisAsyncFree(k->ac);
+}
+
+static void settle_free(as_settle *st)
+{
+    hilock_async *a = st->a;
+    for (as_settle **pp = &a->settles; *pp; pp = &(*pp)->next)
+        if (*pp == st) {
+            *pp = st->next;
+            break;
+        }
+    if (st->conn) {
+        for (as_req *q = st->conn->reqs; q; q = q->next)
+            if (q->settle == st)
+                q->settle = NULL;
+        st->conn->nsettles--;
+    }
+    hl_settle_free(&st->s);
+    free(st);
+}
+
+/* Take over request q (an acquire attempt of op that got no reply in time)
+ * for settling on its connection. 0, or -1 (then it is not settled here). */
+static int settle_start(as_req *q, as_op *op)
+{
+    hilock_async *a = op->a;
+    hilock_client *c = op->link->client;
+    as_settle *st = calloc(1, sizeof *st);
+    if (!st)
+        return -1;
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    snprintf(st->rid, sizeof st->rid, "%s:%" PRIu64, c->t.id, seq);
+    if (hl_settle_init(&st->s, &op->acq.cmd, op->lock->names.publish, st->rid,
+                       c->t.opts.command_timeout_ms, now_ms()) != 0) {
+        free(st);
+        return -1;
+    }
+    st->a = a;
+    st->conn = q->conn;
+    st->pending = 1; /* the attempt's own late reply */
+    q->conn->nsettles++;
+    q->op = NULL;
+    q->settle = st;
+    st->next = a->settles;
+    a->settles = st;
+    st->ready = 1;
+    return 0;
+}
+
+static void settle_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    op_reply_cb(ac, reply, priv); /* the same records: it finds q->settle */
+}
+
+/* A reply (NULL: none) for st; run from a hiredis callback: only feed. */
+static void settle_feed(as_settle *st, redisReply *r)
+{
+    int64_t now = now_ms();
+    st->pending--;
+    if (st->waiting) {
+        st->waiting = 0;
+        if (r)
+            hl_settle_on_reply(&st->s, r, now);
+        else
+            hl_settle_on_error(&st->s, now);
+    }
+    /* a reply nobody waits for (the machine already moved on) is dropped */
+    if (r)
+        freeReplyObject(r);
+    st->ready = 1;
+}
+
+/* Work st's machine: send on its connection, wait, or finish. */
+static void settle_step(as_settle *st)
+{
+    st->ready = 0;
+    for (;;) {
+        int64_t now = now_ms();
+        switch (hl_settle_next(&st->s, now)) {
+        case HL_ACT_SEND: {
+            as_conn *k = st->conn;
+            as_req *q = k && k->ac ? req_new(k, -1) : NULL;
+            if (!q || redisAsyncCommandArgv(k->ac, settle_reply_cb, q, st->s.cmd.argc,
+                                            st->s.cmd.argv, st->s.cmd.argvlen) != REDIS_OK) {
+                if (q) {
+                    req_unlink(q);
+                    free(q);
+                }
+                hl_settle_on_error(&st->s, now);
+                continue;
+            }
+            q->settle = st;
+            st->pending++;
+            continue;
+        }
+        case HL_ACT_WAIT:
+            if (st->pending <= 0 || !st->conn || !st->conn->ac) {
+                hl_settle_on_error(&st->s, now); /* nothing can come */
+                continue;
+            }
+            st->waiting = 1;
+            st->wait_until = now + (st->s.sleep_ms > 0 ? st->s.sleep_ms : 0);
+            return;
+        default: { /* done: the connection goes when its last settle is done */
+            as_conn *k = st->conn;
+            settle_free(st);
+            if (k && k->nsettles == 0)
+                conn_close(k);
+            return;
+        }
+        }
+    }
+}
+
+/* A command on k got no reply in time: no new command goes there; every
+ * operation waiting on it is told (an acquire attempt ends with
+ * HILOCK_ECONN and is settled on k, after which k is closed). */
+static void conn_timed_out(as_conn *k, int64_t now)
+{
+    k->draining = 1;
+    if (k->link && k->link->cmd == k)
+        k->link->cmd = NULL;
+    for (as_req *q = k->reqs; q; q = q->next) {
+        as_op *op = q->op;
+        if (!op)
+            continue;
+        q->op = NULL;
+        op->req = NULL;
+        op->sent = NULL;
+        snprintf(op->err, sizeof op->err, "no reply within %lld ms",
+                 (long long)op->link->client->t.opts.command_timeout_ms);
+        if (op->type == OP_ACQUIRE && op->attempt && settle_start(q, op) == 0)
+            hl_acquire_on_unknown(&op->acq, HILOCK_ECONN, now);
+        else
+            feed_error(op, HILOCK_ECONN, op->type == OP_ACQUIRE && op->attempt);
+        op_queue(op);
+    }
+    if (k->nsettles == 0)
+        conn_close(k);
+}
+
+/* Deadlines of requests, settles' waits and subscriptions. */
+static void check_deadlines(hilock_async *a, int64_t now)
+{
+    for (as_conn *k = a->conns; k; k = k->next)
+        if (k->ac && !k->draining && !k->pubsub)
+            for (as_req *q = k->reqs; q; q = q->next)
+                if (q->op && q->deadline >= 0 && q->deadline <= now) {
+                    conn_timed_out(k, now);
+                    break;
+                }
+    for (as_settle *st = a->settles; st; st = st->next)
+        if (st->waiting && st->wait_until <= now) {
+            st->waiting = 0;
+            hl_settle_on_error(&st->s, now);
+            st->ready = 1;
+        }
+    for (as_link *lk = a->links; lk; lk = lk->next)
+        for (as_chan *ch = lk->chans; ch; ch = ch->next)
+            if (ch->deadline >= 0 && ch->deadline <= now && lk->sub) {
+                /* a (un)subscription the server does not confirm: drop the
+                 * connection; the waiters fall back to timed retries */
+                conn_close(lk->sub);
+                break;
+            }
 }
 
 /* ---- holds and the watchdog ---- */
@@ -923,6 +1192,11 @@ static void op_free(as_op *op)
 static void process(hilock_async *a, int callbacks)
 {
     for (;;) {
+        for (as_settle *st = a->settles, *nx; st; st = nx) {
+            nx = st->next;
+            if (st->ready)
+                settle_step(st);
+        }
         while (a->ready) {
             as_op *op = a->ready;
             a->ready = op->qnext;
@@ -976,6 +1250,18 @@ static void rearm(hilock_async *a)
             at = min_at(at, op->wake_at);
     if (a->lost_q || a->ready || a->done)
         at = now;
+    for (as_settle *st = a->settles; st; st = st->next)
+        at = st->ready ? now : st->waiting ? min_at(at, st->wait_until) : at;
+    for (as_conn *k = a->conns; k; k = k->next)
+        for (as_req *q = k->ac && !k->draining ? k->reqs : NULL; q; q = q->next)
+            if (q->op && q->deadline >= 0) {
+                at = min_at(at, q->deadline);
+                break;
+            }
+    for (as_link *lk = a->links; lk; lk = lk->next)
+        for (as_chan *ch = lk->chans; ch; ch = ch->next)
+            if (ch->deadline >= 0)
+                at = min_at(at, ch->deadline);
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac && k->timer_at >= 0)
             at = min_at(at, k->timer_at);
@@ -1026,6 +1312,10 @@ static void async_free_now(hilock_async *a)
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac)
             redisAsyncFree(k->ac);
+    while (a->settles) {
+        a->settles->conn = NULL; /* its requests went with the connection */
+        settle_free(a->settles);
+    }
     conns_reap(a);
     a->closing = 0;
     a->free_later = 2; /* calls on a now answer HILOCK_ECLOSED */
@@ -1155,6 +1445,7 @@ int hilock_async_on_timer(hilock_async *a)
             k->timer_at = -1;
             redisAsyncHandleTimeout(k->ac);
         }
+    check_deadlines(a, now);
     for (as_op *op = a->ops; op; op = op->next)
         if (op->waiting && op->wake_at >= 0 && op->wake_at <= now) {
             op->waiting = 0;

@@ -475,9 +475,27 @@ static void t_hung_server(void)
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
     CU_ASSERT(th_now_ms() - t0 < 3000);
+    /* a fair waiter behind a holder: its enqueue runs late, and must leave
+     * the line then (settled on the attempt's own connection, after it) */
     th_redis_resume(&s2);
-    run_for(a, 300);
+    hilock_lock *f = NULL;
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&f, c, "async-hung-fair") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(f, 9, 0, 30000) == 0);
+    th_redis_pause(&s2);
+    res w = {0};
+    CU_ASSERT(hilock_async_acquire(a, f, 2, 2000, 30000, on_done, &w) == 0);
+    CU_ASSERT_FATAL(run_until(a, &w, 1, 5000));
+    CU_ASSERT_EQUAL(w.rc, HILOCK_ECONN);
+    th_redis_resume(&s2);
+    int64_t end = th_now_ms() + 3000;
+    while (th_now_ms() < end && (th_redis_int(&s2, "EXISTS async-hung") != 0 ||
+                                 th_redis_int(&s2, "LLEN redisson_lock_queue:{async-hung-fair}") != 0))
+        hilock_epoll_run_once(&ep, a, 20);
     CU_ASSERT_EQUAL(th_redis_int(&s2, "EXISTS async-hung"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&s2, "LLEN redisson_lock_queue:{async-hung-fair}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&s2, "ZCARD redisson_lock_timeout:{async-hung-fair}"), 0);
+    CU_ASSERT(hilock_lock_release_tid(f, 9) == 0);
+    hilock_lock_free(f);
     /* and it works again */
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
     CU_ASSERT(run_until(a, &r, 2, 5000) && r.rc == 0);
