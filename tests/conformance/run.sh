@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Conformance suite: tests/conformance/scenarios/*.json, run by every driver
-# (C blocking, Python, plain Lua 5.1 / 5.4 / LuaJIT, OpenResty) through
+# (C blocking, C non-blocking on epoll, Python, plain Lua 5.1 / 5.4 / LuaJIT, OpenResty) through
 # conformance.py, which starts and always stops its own servers and nginx.
 # A driver that cannot be built or started is still listed: it fails every
 # scenario, with the reason.
@@ -23,6 +23,16 @@ elif cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" -I"$root/te
   drivers+=(--driver "c=threads:$out/agent-c")
 else
   drivers+=(--driver "c=missing:cannot build agent.c (see $out/c-build.log)")
+fi
+
+# C, non-blocking: hilock_async on an epoll loop (one thread), same library.
+if [ ! -f "$lib/libhilock.so" ]; then
+  drivers+=(--driver "c-async=missing:cannot build libhilock (see $out/c-build.log)")
+elif cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" \
+     "$here/agent_async.c" -o "$out/agent-c-async" -L"$lib" -lhilock -Wl,-rpath,"$lib" >"$out/c-async-build.log" 2>&1; then
+  drivers+=(--driver "c-async=threads:$out/agent-c-async")
+else
+  drivers+=(--driver "c-async=missing:cannot build agent_async.c (see $out/c-async-build.log)")
 fi
 
 # Python: the package installed into the shared venv (tests/python/deps.sh).
