@@ -98,6 +98,7 @@ typedef enum hl_script {
     HL_SCRIPT_LATCH_COUNT_DOWN, /* count-down latch: count down by one */
     HL_SCRIPT_LATCH_DELETE,   /* latch / semaphore: delete and wake waiters */
     HL_SCRIPT_INSPECT,        /* read-only snapshot of a lock (hilock_inspect) */
+    HL_SCRIPT_RENEW_MANY,     /* watchdog: owner-guarded PEXPIRE of many holds */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -143,7 +144,11 @@ HL_HIDDEN char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char 
 
 /* A command as argv. Pointers refer to the names/owner strings given to
  * the builder (which must outlive the command) or to the cmd's own storage. */
-#define HL_CMD_MAXARGS 16
+#define HL_CMD_MAXARGS (3 + 1 + 2 * HL_RENEW_MANY_MAX) /* the largest: hl_cmd_renew_many */
+/* Holds one hl_cmd_renew_many renews (Redisson renews up to 100 per call;
+ * 30 keeps an hl_cmd at 2.5 KB and already spreads the script call's fixed
+ * cost over 30 holds). */
+#define HL_RENEW_MANY_MAX 30
 typedef struct hl_cmd {
     int argc;
     int script; /* hl_script, or -1 for a plain command */
@@ -535,6 +540,19 @@ typedef enum hl_renew_outcome {
     HL_RENEW_TROUBLE      /* no reply / other error: retry at the next tick */
 } hl_renew_outcome;
 HL_HIDDEN hl_renew_outcome hl_renew_classify(const redisReply *r);
+/* Many holds in one script call: names[i] held by the field owners[i] (the
+ * hold owner: hl_hold_owner's, so a write side's "<owner>:write"); never a
+ * read side (hl_cmd_renew_kind for those). 1 <= n <= HL_RENEW_MANY_MAX; on
+ * Redis Cluster every name must hash to one slot. The strings must outlive
+ * cmd. */
+HL_HIDDEN void hl_cmd_renew_many(hl_cmd *cmd, const hl_names *const *names,
+                                 const char *const *owners, int n, int64_t lease_ms);
+/* The answer of hl_cmd_renew_many(n): out[i] for hold i. An error reply
+ * gives every hold that error's outcome (NOSCRIPT: HL_RENEW_EVAL, a redirect
+ * or demotion: HL_RENEW_REDIRECT, else HL_RENEW_TROUBLE); anything but an
+ * array of exactly n integers 0/1 is HL_RENEW_TROUBLE for all (retried, never
+ * read as a loss). Returns 1 when the answer was per hold, else 0. */
+HL_HIDDEN int hl_renew_classify_many(const redisReply *r, int n, hl_renew_outcome *out);
 /* The renewal period for a watchdog lease: lease/3, at least 1 ms. */
 HL_HIDDEN int64_t hl_renew_period(int64_t watchdog_lease_ms);
 

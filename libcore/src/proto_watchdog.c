@@ -31,3 +31,40 @@ int64_t hl_renew_period(int64_t watchdog_lease_ms)
     int64_t p = watchdog_lease_ms / 3;
     return p < 1 ? 1 : p;
 }
+
+void hl_cmd_renew_many(hl_cmd *cmd, const hl_names *const *names, const char *const *owners,
+                       int n, int64_t lease_ms)
+{
+    if (n < 1)
+        n = 1; /* a caller error: renew the first hold only */
+    if (n > HL_RENEW_MANY_MAX)
+        n = HL_RENEW_MANY_MAX;
+    hl_cmd_begin_script(cmd, HL_SCRIPT_RENEW_MANY, n);
+    for (int i = 0; i < n; i++)
+        hl_cmd_add_str(cmd, names[i]->name);
+    hl_cmd_add_num(cmd, lease_ms);
+    for (int i = 0; i < n; i++)
+        hl_cmd_add_str(cmd, owners[i]);
+}
+
+int hl_renew_classify_many(const redisReply *r, int n, hl_renew_outcome *out)
+{
+    hl_renew_outcome all = HL_RENEW_TROUBLE;
+    if (r && r->type == REDIS_REPLY_ERROR)
+        all = hl_renew_classify(r);
+    else if (r && r->type == REDIS_REPLY_ARRAY && n >= 1 && r->elements == (size_t)n) {
+        int ok = 1;
+        for (int i = 0; i < n && ok; i++) {
+            const redisReply *e = r->element[i];
+            ok = e && e->type == REDIS_REPLY_INTEGER && (e->integer == 0 || e->integer == 1);
+        }
+        if (ok) {
+            for (int i = 0; i < n; i++)
+                out[i] = r->element[i]->integer == 1 ? HL_RENEW_RENEWED : HL_RENEW_LOST;
+            return 1;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        out[i] = all;
+    return 0;
+}

@@ -109,6 +109,101 @@ static int64_t report_unconfirmed(hl_transport *c, int64_t now)
     }
 }
 
+/* One renewal command per group of holds: up to HL_RENEW_MANY_MAX holds
+ * that are not read sides, on one node (one slot on Redis Cluster), share
+ * one renew_many call; read sides (their renewal also touches timeout keys)
+ * and lone holds get their own. Sorting by (read side, slot) makes the
+ * groups runs of the sorted order. */
+typedef struct {
+    hl_wd_entry *e;
+    unsigned slot; /* hash slot on Redis Cluster, else 0 */
+    int single;    /* renewed on its own (read side) */
+} wd_item;
+
+static int item_cmp(const void *pa, const void *pb)
+{
+    const wd_item *a = pa, *b = pb;
+    if (a->single != b->single)
+        return a->single - b->single;
+    return (a->slot > b->slot) - (a->slot < b->slot);
+}
+
+/* Build the commands for items[0..n) in groups; first[g], size[g] say which
+ * items command g renews. Returns the number of commands. */
+static int build_groups(hl_transport *c, wd_item *items, int n, hl_cmd *cmds, int *first,
+                        int *size, int batch)
+{
+    int m = 0;
+    for (int i = 0; i < n;) {
+        int k = 1;
+        if (batch && !items[i].single)
+            while (i + k < n && k < HL_RENEW_MANY_MAX && !items[i + k].single &&
+                   items[i + k].slot == items[i].slot)
+                k++;
+        if (k == 1) {
+            hl_wd_entry *e = items[i].e;
+            hl_cmd_renew_kind(&cmds[m], e->kind, e->names, e->owner, c->opts.watchdog_lease_ms);
+        } else {
+            const hl_names *names[HL_RENEW_MANY_MAX];
+            const char *owners[HL_RENEW_MANY_MAX];
+            for (int j = 0; j < k; j++) {
+                names[j] = items[i + j].e->names;
+                owners[j] = items[i + j].e->owner;
+            }
+            hl_cmd_renew_many(&cmds[m], names, owners, k, c->opts.watchdog_lease_ms);
+        }
+        first[m] = i;
+        size[m] = k;
+        m++;
+        i += k;
+    }
+    return m;
+}
+
+/* Send the groups of items[0..n) (one pipeline per node) and write each
+ * item's outcome. With batch set, the holds of a group whose answer was an
+ * error for the whole call (a slot moving under a multi-key call, say) are
+ * marked *retry so the caller renews them one by one. */
+static void renew_items(hl_transport *c, wd_item *items, int n, int batch,
+                        hl_renew_outcome *out, int *retry)
+{
+    hl_cmd *cmds = malloc(sizeof *cmds * (size_t)n);
+    int *first = malloc(sizeof *first * (size_t)n);
+    int *size = malloc(sizeof *size * (size_t)n);
+    redisReply **replies = calloc((size_t)n, sizeof *replies);
+    if (!cmds || !first || !size || !replies) {
+        for (int i = 0; i < n; i++)
+            out[i] = HL_RENEW_TROUBLE; /* try again next tick */
+        goto done;
+    }
+    int m = build_groups(c, items, n, cmds, first, size, batch);
+    char err[HL_ERRMSG_MAX];
+    if (hl_exec_pipeline(c, cmds, m, replies, err)) {
+        char msg[HL_ERRMSG_MAX + 32];
+        snprintf(msg, sizeof msg, "watchdog renewal failed: %s", err);
+        hl_transport_report(c, msg);
+    }
+    for (int g = 0; g < m; g++) {
+        /* the engine says what each answer means */
+        if (size[g] == 1) {
+            out[first[g]] = hl_renew_classify(replies[g]);
+            continue;
+        }
+        int per_hold = hl_renew_classify_many(replies[g], size[g], out + first[g]);
+        if (!per_hold && replies[g] && replies[g]->type == REDIS_REPLY_ERROR)
+            for (int j = 0; j < size[g]; j++)
+                retry[first[g] + j] = 1;
+    }
+    for (int g = 0; g < m; g++)
+        if (replies[g])
+            freeReplyObject(replies[g]);
+done:
+    free(replies);
+    free(size);
+    free(first);
+    free(cmds);
+}
+
 static void renew_batch(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
@@ -118,13 +213,19 @@ static void renew_batch(hl_transport *c)
             n++;
     if (n == 0)
         return;
-    hl_wd_entry **batch = malloc(sizeof *batch * (size_t)n);
-    hl_cmd *cmds = malloc(sizeof *cmds * (size_t)n);
-    redisReply **replies = calloc((size_t)n, sizeof *replies);
-    if (!batch || !cmds || !replies) {
-        free(batch);
-        free(cmds);
-        free(replies);
+    wd_item *items = malloc(sizeof *items * (size_t)n);
+    hl_renew_outcome *out = malloc(sizeof *out * (size_t)n);
+    int *retry = calloc((size_t)n, sizeof *retry);
+    wd_item *again = malloc(sizeof *again * (size_t)n);
+    hl_renew_outcome *out2 = malloc(sizeof *out2 * (size_t)n);
+    int *unused = calloc((size_t)n, sizeof *unused);
+    if (!items || !out || !retry || !again || !out2 || !unused) {
+        free(items);
+        free(out);
+        free(retry);
+        free(again);
+        free(out2);
+        free(unused);
         return; /* try again next tick */
     }
     int i = 0;
@@ -132,33 +233,37 @@ static void renew_batch(hl_transport *c)
         if (e->removed || e->lost)
             continue;
         e->inflight = 1;
-        batch[i] = e;
-        hl_cmd_renew_kind(&cmds[i], e->kind, e->names, e->owner,
-                          c->opts.watchdog_lease_ms);
+        items[i].e = e;
+        items[i].single = e->kind == HILOCK_KIND_READ;
+        items[i].slot = c->ep.cluster ? hl_key_slot(e->names->name, strlen(e->names->name)) : 0;
         i++;
     }
     pthread_mutex_unlock(&wd->mu);
+    qsort(items, (size_t)n, sizeof *items, item_cmp);
     int64_t sent_at = hl_now_mono_ms();
-
-    char err[HL_ERRMSG_MAX];
-    int rc = hl_exec_pipeline(c, cmds, n, replies, err);
-    if (rc) {
-        char msg[HL_ERRMSG_MAX + 32];
-        snprintf(msg, sizeof msg, "watchdog renewal failed: %s", err);
-        hl_transport_report(c, msg);
+    renew_items(c, items, n, 1, out, retry);
+    int nagain = 0;
+    for (i = 0; i < n; i++)
+        if (retry[i])
+            again[nagain++] = items[i];
+    if (nagain) { /* one by one, as before batching */
+        renew_items(c, again, nagain, 0, out2, unused);
+        for (i = 0, nagain = 0; i < n; i++)
+            if (retry[i])
+                out[i] = out2[nagain++];
     }
 
     pthread_mutex_lock(&wd->mu);
     int nlost = 0;
     for (i = 0; i < n; i++) {
-        hl_wd_entry *e = batch[i];
-        /* the engine says what each answer means: only "owner field gone"
-         * is a loss; no answer or an odd one is retried next tick. Decided
-         * per reply: a node that failed does not hide the others' losses. */
-        hl_renew_outcome o = hl_renew_classify(replies[i]);
+        hl_wd_entry *e = items[i].e;
+        /* only "owner field gone" is a loss; no answer or an odd one is
+         * retried next tick. Decided per hold: a node that failed does not
+         * hide the others' losses. */
+        hl_renew_outcome o = out[i];
         if (!e->removed && o == HL_RENEW_LOST) {
             e->lost = 1; /* stays inflight until reported */
-            batch[nlost++] = e;
+            items[nlost++].e = e;
         } else {
             if (o == HL_RENEW_RENEWED && sent_at > e->confirmed_at) {
                 e->confirmed_at = sent_at;
@@ -169,7 +274,7 @@ static void renew_batch(hl_transport *c)
     }
     pthread_cond_broadcast(&wd->cv);
     for (i = 0; i < nlost; i++) {
-        hl_wd_entry *e = batch[i];
+        hl_wd_entry *e = items[i].e;
         pthread_mutex_unlock(&wd->mu);
         c->sinks.lost(e->holder, e->tid, 0, 0);
         pthread_mutex_lock(&wd->mu);
@@ -180,12 +285,12 @@ static void renew_batch(hl_transport *c)
             free(e);
         }
     }
-    for (i = 0; i < n; i++)
-        if (replies[i])
-            freeReplyObject(replies[i]);
-    free(replies);
-    free(cmds);
-    free(batch);
+    free(items);
+    free(out);
+    free(retry);
+    free(again);
+    free(out2);
+    free(unused);
     run_deferred(wd);
 }
 

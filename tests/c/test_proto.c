@@ -910,6 +910,57 @@ static void t_decode_switch_master(void)
     }
 }
 
+/* Batched renewal: the command renews n holds, the answer is read per hold
+ * only when it is exactly n integers 0/1; anything else is "try again". */
+static void t_renew_many(void)
+{
+    hl_names a, b;
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&a, "ra"), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&b, "rb"), 0);
+    const hl_names *names[2] = {&a, &b};
+    const char *owners[2] = {"id:1", "id:2:write"};
+    hl_cmd c;
+    hl_cmd_renew_many(&c, names, owners, 2, 3000);
+    CU_ASSERT_EQUAL(c.argc, 3 + 1 + 2 * 2);
+    CU_ASSERT(arg_is(&c, 0, "EVALSHA") && arg_is(&c, 2, "2") && arg_is(&c, 3, "ra") &&
+              arg_is(&c, 4, "rb") && arg_is(&c, 5, "3000") && arg_is(&c, 6, "id:1") &&
+              arg_is(&c, 7, "id:2:write"));
+    static const struct {
+        const char *resp;
+        int per_hold;
+        hl_renew_outcome o0, o1;
+    } cases[] = {
+        {"*2\r\n:1\r\n:0\r\n", 1, HL_RENEW_RENEWED, HL_RENEW_LOST},
+        {"*2\r\n:0\r\n:1\r\n", 1, HL_RENEW_LOST, HL_RENEW_RENEWED},
+        {"*1\r\n:1\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {"*3\r\n:1\r\n:1\r\n:1\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {"*2\r\n:1\r\n:2\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {"*2\r\n:1\r\n:-1\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {"*2\r\n:1\r\n$1\r\n0\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {"*2\r\n:1\r\n*0\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {":1\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {"$-1\r\n", 0, HL_RENEW_TROUBLE, HL_RENEW_TROUBLE},
+        {"-NOSCRIPT No matching script\r\n", 0, HL_RENEW_EVAL, HL_RENEW_EVAL},
+        {"-MOVED 3999 127.0.0.1:6381\r\n", 0, HL_RENEW_REDIRECT, HL_RENEW_REDIRECT},
+        {"-CROSSSLOT Keys in request don't hash to the same slot\r\n", 0, HL_RENEW_TROUBLE,
+         HL_RENEW_TROUBLE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        redisReply *r = th_resp(cases[i].resp, strlen(cases[i].resp));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        hl_renew_outcome out[2] = {99, 99};
+        CU_ASSERT_EQUAL(hl_renew_classify_many(r, 2, out), cases[i].per_hold);
+        CU_ASSERT_EQUAL(out[0], cases[i].o0);
+        CU_ASSERT_EQUAL(out[1], cases[i].o1);
+        freeReplyObject(r);
+    }
+    hl_renew_outcome out[2] = {99, 99};
+    CU_ASSERT_EQUAL(hl_renew_classify_many(NULL, 2, out), 0);
+    CU_ASSERT(out[0] == HL_RENEW_TROUBLE && out[1] == HL_RENEW_TROUBLE);
+    hl_names_free(&a);
+    hl_names_free(&b);
+}
+
 static int init_names(void)
 {
     memset(&N, 0, sizeof N);
@@ -948,6 +999,7 @@ int main(void)
     CU_pSuite m = CU_add_suite("acquire state machine", init_names, clean_names);
     CU_add_test(m, "free lock: one send", t_sm_free_lock);
     CU_add_test(m, "+switch-master: ports validated", t_decode_switch_master);
+    CU_add_test(m, "renew many: command and per-hold answers", t_renew_many);
     CU_add_test(m, "reply lost: the attempt is settled", t_sm_reply_lost_settled);
     CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);

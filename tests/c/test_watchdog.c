@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -140,6 +141,86 @@ static void t_many_locks(void)
         CU_ASSERT_EQUAL(hilock_lock_release(ls[i]), 0);
         hilock_lock_free(ls[i]);
     }
+}
+
+/* Script calls the server has run (EVALSHA + EVAL), from INFO commandstats. */
+static long long script_calls(const th_redis *r)
+{
+    char info[8192];
+    if (th_redis_str(r, info, sizeof info, "INFO commandstats") != 0)
+        return -1;
+    long long total = 0;
+    const char *names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(info, names[i]);
+        if (p)
+            total += atoll(p + strlen(names[i]));
+    }
+    return total;
+}
+
+/* Renewals are batched: 70 holds on one server cost a few script calls per
+ * tick (groups of up to 30), not one per hold; every hold stays alive, and a
+ * hold forced away inside a batch is reported lost on its own. */
+static void t_batched_renewal(void)
+{
+    enum { NL = 70 };
+    th_redis h;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
+    hilock_client *c = open_client(&h, WD_LEASE, 0);
+    hilock_client *other = open_client(&h, WD_LEASE, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(other);
+    hilock_lock *ls[NL];
+    lost_rec rec[NL];
+    char name[32];
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof name, "batch-%d", i);
+        ls[i] = new_lock(c, name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ls[i]);
+        pthread_mutex_init(&rec[i].mu, NULL);
+        rec[i].calls = 0;
+        hilock_lock_set_lost_callback(ls[i], on_lost, &rec[i]);
+        CU_ASSERT_EQUAL(hilock_lock_acquire(ls[i], 0, 0), 0);
+    }
+    long long before = script_calls(&h);
+    int64_t t0 = th_now_ms();
+    th_sleep_ms(2 * WD_LEASE); /* about 6 ticks */
+    long long calls = script_calls(&h) - before;
+    int64_t ticks = (th_now_ms() - t0) / (WD_LEASE / 3) + 1;
+    printf("\n  %lld script calls in %lld ticks for %d holds\n", calls, (long long)ticks, NL);
+    CU_ASSERT(before >= 0 && calls > 0);
+    CU_ASSERT(calls <= ticks * 3); /* 30 + 30 + 10 per tick; one per hold would be 70 */
+    int alive = 0;
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof name, "batch-%d", i);
+        alive += th_redis_int(&h, "EXISTS %s", name) == 1;
+    }
+    CU_ASSERT_EQUAL(alive, NL);
+
+    /* one hold in the middle of a batch forced away */
+    hilock_lock *o = new_lock(other, "batch-33");
+    int deleted = 0;
+    CU_ASSERT_EQUAL(hilock_lock_force_unlock(&deleted, o), 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    CU_ASSERT(th_wait_for(lost_called, &rec[33], 2000));
+    th_sleep_ms(WD_LEASE); /* more ticks: the others are still renewed */
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof name, "batch-%d", i);
+        CU_ASSERT_EQUAL(hilock_lock_is_lost(ls[i]), i == 33);
+        CU_ASSERT_EQUAL(rec[i].calls, i == 33);
+        if (i != 33)
+            CU_ASSERT_EQUAL(th_redis_int(&h, "EXISTS %s", name), 1);
+    }
+    for (int i = 0; i < NL; i++) {
+        CU_ASSERT_EQUAL(hilock_lock_release(ls[i]), i == 33 ? HILOCK_ENOTOWNER : 0);
+        hilock_lock_free(ls[i]);
+        pthread_mutex_destroy(&rec[i].mu);
+    }
+    hilock_lock_free(o);
+    hilock_client_close(other);
+    hilock_client_close(c);
+    th_redis_stop(&h);
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -494,6 +575,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("watchdog", init, cleanup);
     CU_add_test(s, "keeps a lock 3x past its lease", t_keeps_alive);
     CU_add_test(s, "re-entered watchdog hold", t_reentered_watchdog);
+    CU_add_test(s, "renewals batched, losses per hold", t_batched_renewal);
     CU_add_test(s, "many locks renewed", t_many_locks);
     CU_add_test(s, "server restart -> lost, NOT_OWNER", t_lost_on_restart);
     CU_add_test(s, "forced away -> lost", t_lost_on_force);
