@@ -14,7 +14,8 @@
 # the median slice):
 #   1. redis-benchmark -c 1 EVALSHA <the library's own lock script> on a fixed
 #      key/owner (every call after the first is a re-entry: HINCRBY + PEXPIRE),
-#      with a fresh acquire latch key per call (SET PX), as the library sends it
+#      with the acquire latch as the library sends it: one latch key per
+#      owner, overwritten by each call under a fresh call number (SET PX)
 #   2. lock_bench: uncontended lock+unlock pairs/s, one thread (library with a
 #      fixed lease, library with the watchdog, raw hiredis with the same
 #      scripts), 4 rounds of -n pairs (default 250) per series
@@ -70,7 +71,8 @@ for run in $(seq "$RUNS"); do
   : >"$WORK/slices"
   for slice in $(seq "$SLICES"); do
     redis-cli -p "$PORT" DEL bench:rb >/dev/null
-    # as the library sends it: with a fresh acquire latch per call (issue 14)
+    # as the library sends it: the owner's acquire latch, a fresh call number
+    # per call (lock.lua splits "<latch key>:<seq>")
     rb1=$(rb "$RBN" -r 1000000000 EVALSHA "$SHA" 1 bench:rb 30000 "$OWNER" 3000 \
       'hilock_acquire_latch:{bench:rb}:__rand_int__')
     holds=$(redis-cli -p "$PORT" HGET bench:rb "$OWNER")

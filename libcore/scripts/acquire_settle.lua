@@ -1,12 +1,26 @@
 -- Give up an acquire request whose reply was lost with its connection.
--- KEYS[1] the request's acquire latch; ARGV[1] latch lifetime ms
+-- KEYS[1] the request's latch argument, "<acquire latch key>:<request seq>"
+-- (as lock.lua and fair_lock.lua get it); ARGV[1] latch lifetime ms
 -- Returns the hold count the request had taken, or "" when it took nothing.
--- The latch then holds "x" followed by that answer: a late copy of the
+-- The latch then holds "x<seq>:" followed by that answer: a late copy of the
 -- request takes nothing (lock.lua, fair_lock.lua), and this settle sent
--- again (its own reply lost) answers the same.
-local v = redis.call('get', KEYS[1])
-if v and string.sub(v, 1, 1) == 'x' then
-    return string.sub(v, 2)
+-- again (its own reply lost) answers the same. The client moves the owner to
+-- a new latch key afterwards, so the owner's next request does not
+-- overwrite the mark.
+local latch, seq = string.match(KEYS[1], '^(.+):(%d+)$')
+if not latch then
+    return redis.error_reply('ERR bad acquire latch argument')
 end
-redis.call('set', KEYS[1], 'x' .. (v or ''), 'px', ARGV[1])
-return v or ''
+local v = redis.call('get', latch)
+if v then
+    local x, s, holds = string.match(v, '^(x?)(%d+):(%d*)$')
+    if s == seq then
+        if x == 'x' then
+            return holds
+        end
+        redis.call('set', latch, 'x' .. seq .. ':' .. holds, 'px', ARGV[1])
+        return holds
+    end
+end
+redis.call('set', latch, 'x' .. seq .. ':', 'px', ARGV[1])
+return ''

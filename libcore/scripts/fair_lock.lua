@@ -2,30 +2,45 @@
 -- KEYS[1] lock hash, KEYS[2] waiter queue (LIST), KEYS[3] waiter deadlines (ZSET)
 -- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] wait window ms, ARGV[4] "1" to queue
 -- up when the lock cannot be taken now, "0" for a single try that leaves no trace,
--- ARGV[5] latch lifetime ms (0 = no latch), ARGV[6] acquire latch key (per
--- acquire call, same slot; an argument for the reason given in lock.lua).
--- A grant leaves its hold count in the latch: the same request sent again
--- returns that answer instead of entering twice; a latch of "x" (the caller
--- gave the request up) makes a late copy take nothing and queue nowhere.
+-- ARGV[5] latch lifetime ms (0 = no latch), ARGV[6] "<acquire latch key>:<request
+-- seq>" (one latch per owner, same slot; an argument for the reason given in
+-- lock.lua). A grant leaves "<seq>:<hold count>" in the latch: the same
+-- request sent again returns that answer instead of entering twice;
+-- "x<seq>:..." (the caller gave the request up) makes a late copy take
+-- nothing and queue nowhere. The owner's next call overwrites it (lock.lua).
 -- Deadlines are epoch ms of the server clock.
 -- Returns {1, hold count} when taken or re-entered; {0, ms} otherwise, where
 -- ms is how long this waiter can expect to wait before its next try.
 -- #include fair_evict.lua
 local window = tonumber(ARGV[3])
-local latched = tonumber(ARGV[5] or 0) > 0 -- (benchmarks call it without a latch)
--- the request's earlier outcome: nil (none), 'x' (given up) or a hold count;
+local latch, seq
+if tonumber(ARGV[5] or 0) > 0 then -- (benchmarks call it without a latch)
+    latch, seq = string.match(ARGV[6], '^(.+):(%d+)$')
+end
+-- this request's earlier outcome: nil (none), 'x' (given up) or a hold count;
 -- read only on the paths that would change something
 local function earlier()
-    return latched and redis.call('get', ARGV[6]) or nil
+    if not latch then
+        return nil
+    end
+    local v = redis.call('get', latch)
+    if not v then
+        return nil
+    end
+    local x, s, holds = string.match(v, '^(x?)(%d+):(%d*)$')
+    if s ~= seq then
+        return nil -- the latch of another request of this owner
+    end
+    return x == 'x' and 'x' or holds
 end
 local function granted(holds)
-    if latched then
-        redis.call('set', ARGV[6], holds, 'px', ARGV[5])
+    if latch then
+        redis.call('set', latch, seq .. ':' .. holds, 'px', ARGV[5])
     end
     return {1, holds}
 end
 local function replay(e)
-    if string.sub(e, 1, 1) == 'x' then
+    if e == 'x' then
         return {0, redis.call('pttl', KEYS[1])}
     end
     return {1, tonumber(e)}
@@ -69,7 +84,7 @@ if mine then
     return {0, math.max(tonumber(mine) - window - now, pttl)}
 end
 local e = earlier()
-if ARGV[4] ~= '1' or (e and string.sub(e, 1, 1) == 'x') then
+if ARGV[4] ~= '1' or e == 'x' then
     return {0, pttl}
 end
 local last = redis.call('lindex', KEYS[2], -1)

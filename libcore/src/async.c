@@ -119,7 +119,7 @@ struct as_op {
     void *payload;
     char owner[HL_OWNER_MAX];
     char rid[HL_OWNER_MAX + 32];
-    char latch[AS_NAME_MAX + 128];
+    char latch[AS_NAME_MAX + HL_OWNER_MAX + 96];
     /* machines */
     hl_acquire acq;
     hl_release rel;
@@ -981,10 +981,13 @@ static void feed_error(as_op *op, int code, int lost)
     int64_t now = now_ms();
     switch (op->type) {
     case OP_ACQUIRE:
-        if (lost && op->attempt)
+        if (lost && op->attempt) {
+            /* later calls use another acquire latch key (hl_acquire_latch_arg) */
+            __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
             hl_acquire_on_reply_lost(&op->acq, code, now);
-        else
+        } else {
             hl_acquire_on_error(&op->acq, code, now);
+        }
         break;
     case OP_RELEASE:
         hl_release_on_error(&op->rel, code, now);
@@ -1579,8 +1582,9 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
     op->watchdog = lease_ms <= 0;
     op->lease_ms = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    snprintf(op->latch, sizeof op->latch, "%s:%s:%" PRIu64, l->names.acquire_latch_prefix,
-             c->t.id, seq);
+    if (hl_acquire_latch_arg(op->latch, sizeof op->latch, &l->names, op->owner,
+                             __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+        op->latch[0] = 0; /* cannot happen: room for the longest name */
     if (hl_acquire_init(&op->acq, l->kind, &l->names, op->owner, wait_ms, op->lease_ms,
                         c->t.opts.fair_wait_window_ms, now_ms()) != 0) {
         op_unlink(a, op);

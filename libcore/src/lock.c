@@ -364,11 +364,27 @@ static int64_t latch_ttl(const hilock_client *c)
     return 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
 }
 
-/* A fresh latch key under prefix, unique to this client and request. */
-static void latch_key(char *buf, size_t len, hilock_client *c, const char *prefix)
+/* The acquire latch argument of one acquire call: "<key>:<seq>". The key is
+ * one per owner (and latch epoch), the seq unique to the call, so the
+ * owner's calls overwrite one latch instead of each creating a key the
+ * server must later expire (lock.lua). */
+static void latch_key(char *buf, size_t len, hilock_client *c, const hl_names *n,
+                      const char *owner)
 {
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    snprintf(buf, len, "%s:%s:%" PRIu64, prefix, c->t.id, seq);
+    uint64_t epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
+    if (hl_acquire_latch_arg(buf, len, n, owner, epoch, seq) != 0)
+        buf[0] = 0; /* cannot happen: buf has room for the longest name */
+}
+
+/* An attempt's reply was lost (resent, settled or left to the drain): a late
+ * copy of it may still reach the server. Later calls use another latch key,
+ * so they cannot overwrite the answer (or the "given up" mark) that copy
+ * must find. */
+static void latch_move_on(hilock_client *c, const hl_cmd *cmd)
+{
+    if (cmd->reply_lost || cmd->drained)
+        __atomic_add_fetch(&c->t.latch_epoch, 1, __ATOMIC_RELAXED);
 }
 
 static int64_t remaining_of(int64_t deadline)
@@ -450,8 +466,8 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
 {
     hilock_client *c = l->client;
     hl_acquire a;
-    char latch[HL_NAME_MAX + 128];
-    latch_key(latch, sizeof latch, c, l->names.acquire_latch_prefix);
+    char latch[HL_NAME_MAX + HL_OWNER_MAX + 96];
+    latch_key(latch, sizeof latch, c, &l->names, owner);
     if (hl_acquire_init(&a, l->kind, &l->names, owner, wait_ms, lease,
                         c->t.opts.fair_wait_window_ms, hl_now_mono_ms()) != 0)
         return HILOCK_ENOMEM;
@@ -476,6 +492,8 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
                 *sent_at = hl_now_mono_ms();
             int erc = hl_exec_acked(&c->t, &a.cmd, &reply, 0, settling ? serr : err,
                                     attempt ? acked : NULL);
+            if (attempt)
+                latch_move_on(c, &a.cmd);
             if (erc && a.cmd.drained)
                 hl_acquire_on_unknown(&a, erc, hl_now_mono_ms());
             else if (erc && a.cmd.reply_lost)
@@ -632,13 +650,14 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
     hl_hold_owner(owner, l->kind, c->t.id, tid);
     int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     hl_cmd cmd;
-    char latch[HL_NAME_MAX + 128];
-    latch_key(latch, sizeof latch, c, l->names.acquire_latch_prefix);
+    char latch[HL_NAME_MAX + HL_OWNER_MAX + 96];
+    latch_key(latch, sizeof latch, c, &l->names, owner);
     hl_cmd_acquire_latched(&cmd, l->kind, &l->names, owner, lease, -1,
                            c->t.ep.cluster ? NULL : latch, latch_ttl(c)); /* see acquire_once */
     redisReply *reply = NULL;
     int64_t sent_at = hl_now_mono_ms();
     rc = hl_exec(&c->t, &cmd, &reply, timeout_ms, err);
+    latch_move_on(c, &cmd);
     if (rc == HILOCK_ECONN && cmd.reply_lost && !cmd.drained && !c->t.ep.cluster &&
         (l->kind == HILOCK_KIND_REENTRANT || l->kind == HILOCK_KIND_FAIR)) {
         /* the connection died: the attempt may have run and its reply been

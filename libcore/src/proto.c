@@ -650,6 +650,14 @@ int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n, const ch
     return 0;
 }
 
+int hl_acquire_latch_arg(char *buf, size_t len, const hl_names *n, const char *owner,
+                         uint64_t epoch, uint64_t seq)
+{
+    int w = snprintf(buf, len, "%s:%s:%" PRIu64 ":%" PRIu64, n->acquire_latch_prefix, owner,
+                     epoch, seq);
+    return w < 0 || (size_t)w >= len ? HILOCK_EINVAL : 0;
+}
+
 int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl_ms)
 {
     free(a->latch);

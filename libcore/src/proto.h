@@ -391,8 +391,17 @@ typedef struct hl_acquire {
 HL_HIDDEN int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t wait_ms, int64_t lease_ms,
                               int64_t wait_window_ms, int64_t now_ms);
-/* Make every attempt of this call idempotent under latch_key (copied; unique
- * per acquire call, see hl_cmd_acquire_latched). An attempt whose reply was
+/* The latch argument of one acquire call, "<prefix>:<owner>:<epoch>:<seq>"
+ * (lock.lua keeps "<seq>:<holds>" under "<prefix>:<owner>:<epoch>", one key
+ * per owner that the owner's calls overwrite). seq: unique per call within
+ * the client; epoch: the driver's count of attempts whose reply was lost
+ * (a driver bumps it on hl_acquire_on_reply_lost, a resend or a drained
+ * attempt, so later calls do not overwrite what a late copy must find).
+ * 0, or HILOCK_EINVAL when buf is too short. */
+HL_HIDDEN int hl_acquire_latch_arg(char *buf, size_t len, const hl_names *n, const char *owner,
+                                   uint64_t epoch, uint64_t seq);
+/* Make every attempt of this call idempotent under latch_key (copied; from
+ * hl_acquire_latch_arg, see hl_cmd_acquire_latched). An attempt whose reply was
  * lost with its connection (hl_acquire_on_reply_lost) is then settled before
  * the machine finishes: it sends hl_cmd_acquire_settle
  * and, when the lost attempt had taken a hold, a release of that hold.

@@ -334,6 +334,8 @@ struct hl_transport {
     int16_t slot_node[HL_SLOTS]; /* cluster: node index per slot, -1 unknown */
     hl_watchdog wd;
     uint64_t request_seq;  /* unlock request ids (atomic) */
+    uint64_t latch_epoch;  /* acquire latch generation, bumped when an
+                              attempt's reply is lost (atomic; lock.c) */
     int replica_ack;       /* resolved: 1 WAIT after acquire/release */
     int64_t master_gen;    /* bumped on every master switch (atomic) */
     hl_drainer drain;

@@ -357,6 +357,93 @@ static void t_cmd_roundtrip(void)
     redisFree(ctx);
 }
 
+/* The acquire latch: one key per owner (and epoch) that the owner's calls
+ * overwrite, "<seq>:<holds>"; the same call sent again replays its answer, a
+ * settled call ("x<seq>:") takes nothing, another call enters normally. */
+static void latch_case(hilock_kind kind)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    hl_names n;
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "res:latch"), 0);
+    char key[256], arg[300];
+    snprintf(key, sizeof key, "%s:%s:0", n.acquire_latch_prefix, OWNER);
+    redisReply *r = redisCommand(ctx, "DEL res:latch %s", key);
+    freeReplyObject(r);
+    hl_cmd c;
+    hl_acquire_result ar;
+    /* call 5 granted; the same call again replays it */
+    for (int i = 0; i < 2; i++) {
+        snprintf(arg, sizeof arg, "%s:5", key);
+        memset(&c, 0, sizeof c);
+        hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
+        r = run_cmd(ctx, &c);
+        CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+        CU_ASSERT_EQUAL(ar.acquired, 1);
+        CU_ASSERT_EQUAL(ar.hold_count, 1);
+        freeReplyObject(r);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:latch %s", OWNER), 1);
+    /* call 6 enters again and overwrites the one latch: no key per call */
+    snprintf(arg, sizeof arg, "%s:6", key);
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+    CU_ASSERT_EQUAL(ar.hold_count, 2);
+    freeReplyObject(r);
+    char v[64] = "";
+    CU_ASSERT_EQUAL(th_redis_str(&srv, v, sizeof v, "GET %s", key), 0);
+    CU_ASSERT_STRING_EQUAL(v, "6:2");
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s:5", key), 0);
+    CU_ASSERT(th_redis_int(&srv, "PTTL %s", key) > 3000);
+    /* settling call 6 answers its grant; sent again, the same */
+    for (int i = 0; i < 2; i++) {
+        memset(&c, 0, sizeof c);
+        hl_cmd_acquire_settle(&c, arg, 4000);
+        r = run_cmd(ctx, &c);
+        int granted = 0;
+        CU_ASSERT_EQUAL(hl_decode_acquire_settle(r, &granted), 0);
+        CU_ASSERT_EQUAL(granted, 1);
+        freeReplyObject(r);
+    }
+    /* call 7 given up before it ran: a late copy of it takes nothing */
+    snprintf(arg, sizeof arg, "%s:7", key);
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_settle(&c, arg, 4000);
+    r = run_cmd(ctx, &c);
+    int granted = 1;
+    CU_ASSERT_EQUAL(hl_decode_acquire_settle(r, &granted), 0);
+    CU_ASSERT_EQUAL(granted, 0);
+    freeReplyObject(r);
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+    CU_ASSERT_EQUAL(ar.acquired, 0);
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:latch %s", OWNER), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", n.queue), 0); /* queued nowhere */
+    /* a call under the next epoch's key enters */
+    snprintf(arg, sizeof arg, "%s:%s:1:8", n.acquire_latch_prefix, OWNER);
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+    CU_ASSERT_EQUAL(ar.hold_count, 3);
+    freeReplyObject(r);
+    r = redisCommand(ctx, "DEL res:latch %s %s:%s:1", key, n.acquire_latch_prefix, OWNER);
+    freeReplyObject(r);
+    hl_names_free(&n);
+    redisFree(ctx);
+}
+
+static void t_acquire_latch(void)
+{
+    latch_case(HILOCK_KIND_REENTRANT);
+    latch_case(HILOCK_KIND_FAIR);
+}
+
 /* ---------------------------------------------------------------- decoders */
 
 static void t_decode_acquire(void)
@@ -991,6 +1078,7 @@ int main(void)
     CU_add_test(s, "force/renew/query commands", t_cmd_force_renew_queries);
     CU_add_test(s, "EVALSHA to EVAL", t_cmd_to_eval);
     CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
+    CU_add_test(s, "acquire latch: one per owner, replay, given up", t_acquire_latch);
     CU_add_test(s, "decode acquire", t_decode_acquire);
     CU_add_test(s, "decode release", t_decode_release);
     CU_add_test(s, "decode int/hold count/noscript", t_decode_int_holdcount_noscript);
