@@ -1,6 +1,6 @@
 /*
  * Small compatibility shims between the Lua 5.1 / LuaJIT 2.1 C API and the
- * Lua 5.4 one, used by hilock.c. Every shim is named hlc_* so it cannot clash
+ * Lua 5.4 one, used by the module's files (hilock_lua.h). Every shim is named hlc_* so it cannot clash
  * with anything the Lua headers (or another compat layer) define.
  */
 #ifndef HILOCK_LUA_COMPAT_H

@@ -1,8 +1,9 @@
 /*
- * hilock.proto: the engine's machines beyond acquire, for drivers that do
- * their own I/O (resty/hilock.lua). Included by hilock.c (one translation
- * unit, so the module keeps a single exported symbol and shares its static
- * helpers); not compiled on its own.
+ * hilock Lua module: hilock.proto, the engine binding, for drivers that do
+ * their own I/O (resty/hilock.lua over OpenResty cosockets): lock names and
+ * the RESP bytes of each command, a reply reader and the reply decoders,
+ * and the engine's sans-I/O machines (acquire, release, settle, force,
+ * router, replica acknowledgement), pub/sub and topology commands.
  *
  * Every machine follows the same shape: m:next() says what to do ("send"
  * bytes, "wait" for a reply, "done" with the result); the driver performs
@@ -10,6 +11,890 @@
  * The machines name every command, key, channel and Redis error string, so
  * a driver never has to.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "hilock_lua.h"
+#include "proto.h"
+#include "uuid.h"
+
+#define PLOCK_MT "hilock.proto.lock"
+#define PREADER_MT "hilock.proto.reader"
+#define PREPLY_MT "hilock.proto.reply"
+#define PACQ_MT "hilock.proto.acquire"
+
+/* ------------------------------------------------------------------ */
+/* Protocol layer (hilock.proto)                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct plock {
+    hl_names n;
+    hilock_kind kind;
+    int ok;
+} plock;
+
+typedef struct preader {
+    redisReader *r;
+    int broken;
+} preader;
+
+typedef struct preply {
+    redisReply *r;
+} preply;
+
+typedef struct pacq {
+    hl_acquire a;
+    int ok;
+    int resent; /* the current command was switched to EVAL already */
+    char owner[HL_OWNER_MAX];
+} pacq;
+
+/* RESP array of bulk strings. */
+static void push_resp(lua_State *L, int argc, const char *const *argv, const size_t *lens)
+{
+    luaL_Buffer b;
+    char hdr[32];
+    luaL_buffinit(L, &b);
+    int n = snprintf(hdr, sizeof hdr, "*%d\r\n", argc);
+    luaL_addlstring(&b, hdr, (size_t)n);
+    for (int i = 0; i < argc; i++) {
+        n = snprintf(hdr, sizeof hdr, "$%zu\r\n", lens[i]);
+        luaL_addlstring(&b, hdr, (size_t)n);
+        luaL_addlstring(&b, argv[i], lens[i]);
+        luaL_addlstring(&b, "\r\n", 2);
+    }
+    luaL_pushresult(&b);
+}
+
+static void push_cmd(lua_State *L, hl_cmd *cmd, int eval)
+{
+    if (eval)
+        hl_cmd_to_eval(cmd);
+    push_resp(L, cmd->argc, cmd->argv, cmd->argvlen);
+}
+
+/* proto.command(arg, ...) -> RESP bytes of any command */
+static int p_command(lua_State *L)
+{
+    int argc = lua_gettop(L);
+    if (argc < 1)
+        return luaL_argerror(L, 1, "expected a command name");
+    if (argc > 1024)
+        return luaL_argerror(L, 1025, "too many arguments");
+    const char *argv[1024];
+    size_t lens[1024];
+    for (int i = 0; i < argc; i++) {
+        int t = lua_type(L, i + 1);
+        if (t != LUA_TSTRING && t != LUA_TNUMBER)
+            luaL_argerror(L, i + 1, "expected a string or a number");
+        argv[i] = lua_tolstring(L, i + 1, &lens[i]);
+    }
+    push_resp(L, argc, argv, lens);
+    return 1;
+}
+
+static int p_uuid(lua_State *L)
+{
+    char s[HL_UUID_LEN + 1];
+    if (hl_uuid4(s) != 0)
+        return luaL_error(L, "hilock: no random bytes for a uuid");
+    lua_pushstring(L, s);
+    return 1;
+}
+
+static int p_now_ms(lua_State *L)
+{
+    lhl_push_i64(L, lhl_mono_ms());
+    return 1;
+}
+
+static void set_str_field(lua_State *L, const char *k, const char *v)
+{
+    if (v) {
+        lua_pushstring(L, v);
+        lua_setfield(L, -2, k);
+    }
+}
+
+/* proto.parse_url(url) -> table | nil, err: the engine's URL parser
+ * (docs/urls.md). Fields: mode ("single", "unix", "sentinel", "cluster"),
+ * tls, host, port, path, user, password, db, seeds ({host=, port=}...),
+ * master_name, sentinel_user, sentinel_password, connect_timeout_ms,
+ * command_timeout_ms, tls_ca_file, tls_ca_dir, tls_cert_file,
+ * tls_key_file, tls_server_name, tls_insecure. Absent settings are nil. */
+static int p_parse_url(lua_State *L)
+{
+    size_t len;
+    const char *url = luaL_checklstring(L, 1, &len);
+    if (strlen(url) != len)
+        return lhl_push_fail(L, HILOCK_EINVAL, "URL contains a NUL byte");
+    hl_endpoint ep;
+    char err[HL_URL_ERR_MAX] = "";
+    int rc = hl_endpoint_parse(&ep, url, err);
+    if (rc)
+        return lhl_push_fail(L, rc, err);
+    lua_newtable(L);
+    lua_pushstring(L, ep.cluster ? "cluster" : ep.nseeds ? "sentinel" : ep.path ? "unix" : "single");
+    lua_setfield(L, -2, "mode");
+    lua_pushboolean(L, ep.tls);
+    lua_setfield(L, -2, "tls");
+    set_str_field(L, "host", ep.host);
+    if (ep.host) {
+        lua_pushinteger(L, ep.port);
+        lua_setfield(L, -2, "port");
+    }
+    set_str_field(L, "path", ep.path);
+    set_str_field(L, "user", ep.user);
+    set_str_field(L, "password", ep.password);
+    lua_pushinteger(L, ep.db);
+    lua_setfield(L, -2, "db");
+    if (ep.nseeds) {
+        lua_createtable(L, ep.nseeds, 0);
+        for (int i = 0; i < ep.nseeds; i++) {
+            lua_createtable(L, 0, 2);
+            lua_pushstring(L, ep.seed_hosts[i]);
+            lua_setfield(L, -2, "host");
+            lua_pushinteger(L, ep.seed_ports[i]);
+            lua_setfield(L, -2, "port");
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "seeds");
+    }
+    set_str_field(L, "master_name", ep.master_name);
+    set_str_field(L, "sentinel_user", ep.sentinel_user);
+    set_str_field(L, "sentinel_password", ep.sentinel_password);
+    if (ep.connect_timeout_ms > 0) {
+        lhl_push_i64(L, ep.connect_timeout_ms);
+        lua_setfield(L, -2, "connect_timeout_ms");
+    }
+    if (ep.command_timeout_ms > 0) {
+        lhl_push_i64(L, ep.command_timeout_ms);
+        lua_setfield(L, -2, "command_timeout_ms");
+    }
+    set_str_field(L, "tls_ca_file", ep.tls_ca_file);
+    set_str_field(L, "tls_ca_dir", ep.tls_ca_dir);
+    set_str_field(L, "tls_cert_file", ep.tls_cert_file);
+    set_str_field(L, "tls_key_file", ep.tls_key_file);
+    set_str_field(L, "tls_server_name", ep.tls_server_name);
+    lua_pushboolean(L, ep.tls_insecure);
+    lua_setfield(L, -2, "tls_insecure");
+    hl_endpoint_free(&ep);
+    return 1;
+}
+
+/* proto.owner(client_id, thread_id) -> "<client_id>:<thread_id>" */
+static int p_owner(lua_State *L)
+{
+    size_t len;
+    const char *id = luaL_checklstring(L, 1, &len);
+    if (len == 0 || len > 40 || strlen(id) != len)
+        luaL_argerror(L, 1, "expected a client id (at most 40 bytes)");
+    uint64_t tid = (uint64_t)lhl_check_int(L, 2, 0, INT64_MAX);
+    char buf[HL_OWNER_MAX];
+    hl_owner(buf, id, tid);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static const char *check_owner(lua_State *L, int idx)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, idx, &len);
+    if (len == 0 || len >= HL_OWNER_MAX || strlen(s) != len)
+        luaL_argerror(L, idx, "expected an owner string");
+    return s;
+}
+
+static int eval_flag(lua_State *L, int idx)
+{
+    return lua_toboolean(L, idx);
+}
+
+/* The kinds of hilock.proto.lock, by name. */
+static const char *const plock_kinds[] = {"reentrant", "fair", "fenced", "read", "write", NULL};
+static const hilock_kind plock_kind_ids[] = {HILOCK_KIND_REENTRANT, HILOCK_KIND_FAIR,
+                                             HILOCK_KIND_FENCED, HILOCK_KIND_READ,
+                                             HILOCK_KIND_WRITE};
+
+static const char *plock_kind_name(hilock_kind k)
+{
+    for (size_t i = 0; i < sizeof plock_kind_ids / sizeof plock_kind_ids[0]; i++)
+        if (plock_kind_ids[i] == k)
+            return plock_kinds[i];
+    return "reentrant";
+}
+
+/* proto.lock(name [, kind [, sharded]]); kind: "reentrant" (default),
+ * "fair", "fenced", "read" or "write" (the two sides of a read-write lock);
+ * sharded: the scripts publish with SPUBLISH (Redis Cluster) instead of
+ * PUBLISH. */
+static int p_lock(lua_State *L)
+{
+    const char *name = lhl_check_name(L, 1);
+    int sharded = lua_toboolean(L, 3);
+    hilock_kind k = plock_kind_ids[luaL_checkoption(L, 2, "reentrant", plock_kinds)];
+    plock *p = (plock *)hlc_newuserdata(L, sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->kind = k;
+    luaL_getmetatable(L, PLOCK_MT);
+    lua_setmetatable(L, -2);
+    if (hl_names_init(&p->n, name) != 0)
+        return luaL_error(L, "out of memory");
+    if (sharded)
+        p->n.publish = "spublish";
+    p->ok = 1;
+    if (sharded && !hl_names_one_slot(&p->n))
+        return luaL_argerror(L, 1, "empty or unclosed hash tag: on a cluster the lock's "
+                                   "companion keys would land in another slot");
+    return 1;
+}
+
+static plock *check_plock(lua_State *L, int idx)
+{
+    plock *p = (plock *)luaL_checkudata(L, idx, PLOCK_MT);
+    if (!p->ok)
+        luaL_argerror(L, idx, "freed lock names");
+    return p;
+}
+
+static int plock_gc(lua_State *L)
+{
+    plock *p = (plock *)luaL_checkudata(L, 1, PLOCK_MT);
+    if (p->ok) {
+        hl_names_free(&p->n);
+        p->ok = 0;
+    }
+    return 0;
+}
+
+static int plock_name(lua_State *L)
+{
+    lua_pushstring(L, check_plock(L, 1)->n.name);
+    return 1;
+}
+
+static int plock_channel(lua_State *L)
+{
+    lua_pushstring(L, check_plock(L, 1)->n.channel);
+    return 1;
+}
+
+/* p:slot() -> the Redis Cluster hash slot of the lock (and of all its
+ * companion keys and channels) */
+static int plock_slot(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    lua_pushinteger(L, (lua_Integer)hl_key_slot(p->n.name, strlen(p->n.name)));
+    return 1;
+}
+
+/* proto.key_slot(key) -> Redis Cluster hash slot (0..16383) */
+static int p_key_slot(lua_State *L)
+{
+    size_t len;
+    const char *k = luaL_checklstring(L, 1, &len);
+    lua_pushinteger(L, (lua_Integer)hl_key_slot(k, len));
+    return 1;
+}
+
+static int plock_kind(lua_State *L)
+{
+    lua_pushstring(L, plock_kind_name(check_plock(L, 1)->kind));
+    return 1;
+}
+
+/* p:hold_owner(client_id, thread_id) -> the hash field of that owner's hold:
+ * "<client_id>:<thread_id>", with ":write" after it on a write side. */
+static int plock_hold_owner(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    size_t len;
+    const char *id = luaL_checklstring(L, 2, &len);
+    if (len == 0 || len > 40 || strlen(id) != len)
+        luaL_argerror(L, 2, "expected a client id (at most 40 bytes)");
+    uint64_t tid = (uint64_t)lhl_check_int(L, 3, 0, INT64_MAX);
+    char buf[HL_OWNER_MAX];
+    hl_hold_owner(buf, p->kind, id, tid);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static int plock_wait_channel(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    char *ch = hl_wait_channel(p->kind, &p->n, check_owner(L, 2));
+    if (!ch)
+        return luaL_error(L, "out of memory");
+    lua_pushstring(L, ch);
+    free(ch);
+    return 1;
+}
+
+/* p:latch_key(request_id) -> "redisson_unlock_latch:{N}:<request_id>" */
+static int plock_latch_key(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    const char *id = luaL_checkstring(L, 2);
+    lua_pushfstring(L, "%s:%s", p->n.latch_prefix, id);
+    return 1;
+}
+
+/* p:acquire_cmd(owner, lease_ms, window_ms [, eval]); window_ms -1 = one try */
+static int plock_acquire_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    const char *owner = check_owner(L, 2);
+    int64_t lease = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
+    int64_t window = lhl_check_int(L, 4, -1, HILOCK_MAX_TIME_MS);
+    hl_cmd cmd;
+    hl_cmd_acquire(&cmd, p->kind, &p->n, owner, lease, window);
+    push_cmd(L, &cmd, eval_flag(L, 5));
+    return 1;
+}
+
+/* p:release_cmd(owner, lease_ms, latch_key, latch_ttl_ms [, eval]) */
+static int plock_release_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    const char *owner = check_owner(L, 2);
+    int64_t lease = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
+    const char *latch = luaL_checkstring(L, 4);
+    int64_t latch_ttl = lhl_check_int(L, 5, 1, HILOCK_MAX_TIME_MS);
+    hl_cmd cmd;
+    hl_cmd_release(&cmd, p->kind, &p->n, owner, lease, latch, latch_ttl);
+    push_cmd(L, &cmd, eval_flag(L, 6));
+    return 1;
+}
+
+static int plock_force_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_force(&cmd, p->kind, &p->n);
+    push_cmd(L, &cmd, eval_flag(L, 2));
+    return 1;
+}
+
+static int plock_renew_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    const char *owner = check_owner(L, 2);
+    int64_t lease = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
+    hl_cmd cmd;
+    hl_cmd_renew_kind(&cmd, p->kind, &p->n, owner, lease);
+    push_cmd(L, &cmd, eval_flag(L, 4));
+    return 1;
+}
+
+static int plock_cancel_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    const char *owner = check_owner(L, 2);
+    int64_t window = lhl_check_int(L, 3, 0, HILOCK_MAX_TIME_MS);
+    hl_cmd cmd;
+    hl_cmd_fair_cancel(&cmd, &p->n, owner, window);
+    push_cmd(L, &cmd, eval_flag(L, 4));
+    return 1;
+}
+
+static int plock_exists_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_exists(&cmd, &p->n);
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+/* p:locked_cmd() -> "is it locked" (EXISTS; on a read-write side, whether
+ * the lock's mode is that side's), answered through p:decode_locked(r). */
+static int plock_locked_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_is_locked(&cmd, p->kind, &p->n);
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+/* p:token_cmd() -> GET of the fencing token counter (proto.decode_token) */
+static int plock_token_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_token(&cmd, &p->n);
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+static int plock_hexists_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_hexists(&cmd, &p->n, check_owner(L, 2));
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+static int plock_hget_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_hget(&cmd, &p->n, check_owner(L, 2));
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+static int plock_pttl_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    hl_cmd_pttl(&cmd, &p->n);
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+/* ---- reader and replies ---- */
+
+static int p_reader(lua_State *L)
+{
+    preader *r = (preader *)hlc_newuserdata(L, sizeof *r);
+    r->r = NULL;
+    r->broken = 0;
+    luaL_getmetatable(L, PREADER_MT);
+    lua_setmetatable(L, -2);
+    r->r = redisReaderCreate();
+    if (!r->r)
+        return luaL_error(L, "out of memory");
+    hl_reader_bound(r->r); /* no allocation from a reply header alone */
+    return 1;
+}
+
+static preader *check_reader(lua_State *L, int idx)
+{
+    preader *r = (preader *)luaL_checkudata(L, idx, PREADER_MT);
+    if (!r->r)
+        luaL_argerror(L, idx, "freed reader");
+    return r;
+}
+
+static int reader_gc(lua_State *L)
+{
+    preader *r = (preader *)luaL_checkudata(L, 1, PREADER_MT);
+    if (r->r) {
+        redisReaderFree(r->r);
+        r->r = NULL;
+    }
+    return 0;
+}
+
+/* rd:feed(bytes) -> true | nil, err */
+static int reader_feed(lua_State *L)
+{
+    preader *r = check_reader(L, 1);
+    size_t len;
+    const char *s = luaL_checklstring(L, 2, &len);
+    if (r->broken || redisReaderFeed(r->r, s, len) != REDIS_OK) {
+        r->broken = 1;
+        return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr);
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static void push_reply(lua_State *L, redisReply *rep)
+{
+    preply *p = (preply *)hlc_newuserdata(L, sizeof *p);
+    p->r = rep;
+    luaL_getmetatable(L, PREPLY_MT);
+    lua_setmetatable(L, -2);
+}
+
+/* rd:get() -> reply | nil (needs more bytes) | nil, err (bad stream) */
+static int reader_get(lua_State *L)
+{
+    preader *r = check_reader(L, 1);
+    void *rep = NULL;
+    if (r->broken)
+        return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr[0] ? r->r->errstr : "broken stream");
+    if (redisReaderGetReply(r->r, &rep) != REDIS_OK) {
+        r->broken = 1;
+        return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr);
+    }
+    if (!rep) {
+        lua_pushnil(L);
+        return 1;
+    }
+    push_reply(L, (redisReply *)rep);
+    return 1;
+}
+
+/* Bytes fed but not yet consumed as replies. */
+static int reader_pending(lua_State *L)
+{
+    preader *r = check_reader(L, 1);
+    lua_pushinteger(L, (lua_Integer)(r->r->len - r->r->pos));
+    return 1;
+}
+
+static redisReply *check_reply(lua_State *L, int idx)
+{
+    preply *p = (preply *)luaL_checkudata(L, idx, PREPLY_MT);
+    if (!p->r)
+        luaL_argerror(L, idx, "freed reply");
+    return p->r;
+}
+
+static int reply_gc(lua_State *L)
+{
+    preply *p = (preply *)luaL_checkudata(L, 1, PREPLY_MT);
+    if (p->r) {
+        freeReplyObject(p->r);
+        p->r = NULL;
+    }
+    return 0;
+}
+
+static const char *reply_type_name(int t)
+{
+    switch (t) {
+    case REDIS_REPLY_STRING: return "string";
+    case REDIS_REPLY_ARRAY: return "array";
+    case REDIS_REPLY_INTEGER: return "integer";
+    case REDIS_REPLY_NIL: return "nil";
+    case REDIS_REPLY_STATUS: return "status";
+    case REDIS_REPLY_ERROR: return "error";
+    default: return "unknown";
+    }
+}
+
+static int reply_type(lua_State *L)
+{
+    lua_pushstring(L, reply_type_name(check_reply(L, 1)->type));
+    return 1;
+}
+
+/* Plain Lua value: strings/status as strings, integers as numbers, nil as
+ * false (so it can sit in an array), arrays as tables, errors as
+ * {err = "..."}. */
+static void push_value(lua_State *L, const redisReply *r, int depth)
+{
+    luaL_checkstack(L, 4, "reply too deep");
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+        lua_pushlstring(L, r->str, r->len);
+        break;
+    case REDIS_REPLY_INTEGER:
+        lhl_push_i64(L, (int64_t)r->integer);
+        break;
+    case REDIS_REPLY_ARRAY:
+        lua_createtable(L, (int)r->elements, 0);
+        for (size_t i = 0; i < r->elements; i++) {
+            if (depth > 32)
+                lua_pushboolean(L, 0);
+            else
+                push_value(L, r->element[i], depth + 1);
+            lua_rawseti(L, -2, (int)i + 1);
+        }
+        break;
+    case REDIS_REPLY_ERROR:
+        lua_createtable(L, 0, 1);
+        lua_pushlstring(L, r->str, r->len);
+        lua_setfield(L, -2, "err");
+        break;
+    default:
+        lua_pushboolean(L, 0);
+        break;
+    }
+}
+
+/* r:value() -> the reply as a Lua value; for an error reply: nil, message */
+static int reply_value(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    if (r->type == REDIS_REPLY_ERROR) {
+        lua_pushnil(L);
+        lua_pushlstring(L, r->str, r->len);
+        return 2;
+    }
+    push_value(L, r, 0);
+    return 1;
+}
+
+/* r:error() -> the error message of an error reply, else nil */
+static int reply_error_msg(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    if (r->type == REDIS_REPLY_ERROR)
+        lua_pushlstring(L, r->str, r->len);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+static int reply_is_noscript(lua_State *L)
+{
+    lua_pushboolean(L, hl_reply_is_noscript(check_reply(L, 1)));
+    return 1;
+}
+
+/* A failed decode: nil, "<prefix>[: <server message>]". */
+static int decode_fail(lua_State *L, const redisReply *r, int rc)
+{
+    return lhl_push_fail(L, rc, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+}
+
+/* proto.decode_acquire(r) -> acquired, hold_count_or_ttl_ms | nil, err */
+static int p_decode_acquire(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    hl_acquire_result res;
+    int rc = hl_decode_acquire(r, &res);
+    if (rc)
+        return decode_fail(L, r, rc);
+    lua_pushboolean(L, res.acquired);
+    lhl_push_i64(L, res.acquired ? res.hold_count : res.ttl_ms);
+    return 2;
+}
+
+/* proto.decode_release(r) -> remaining holds | nil, "not owner" | nil, err */
+static int p_decode_release(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    hl_release_result res;
+    int rc = hl_decode_release(r, &res);
+    if (rc)
+        return decode_fail(L, r, rc);
+    if (res.not_owner)
+        return lhl_push_fail(L, HILOCK_ENOTOWNER, NULL);
+    lhl_push_i64(L, res.remaining);
+    return 1;
+}
+
+static int p_decode_int(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    int64_t v;
+    int rc = hl_decode_int(r, &v);
+    if (rc)
+        return decode_fail(L, r, rc);
+    lhl_push_i64(L, v);
+    return 1;
+}
+
+static int p_decode_hold_count(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    int64_t v;
+    int rc = hl_decode_hold_count(r, &v);
+    if (rc)
+        return decode_fail(L, r, rc);
+    lhl_push_i64(L, v);
+    return 1;
+}
+
+/* p:decode_locked(r) -> true | false | nil, err */
+static int plock_decode_locked(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    redisReply *r = check_reply(L, 2);
+    int64_t v = 0;
+    int rc = hl_decode_is_locked(p->kind, r, &v);
+    if (rc)
+        return decode_fail(L, r, rc);
+    lua_pushboolean(L, v != 0);
+    return 1;
+}
+
+/* proto.decode_token(r) -> the fencing token counter (0: none yet) | nil, err */
+static int p_decode_token(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    int64_t v;
+    int rc = hl_decode_token(r, &v);
+    if (rc)
+        return decode_fail(L, r, rc);
+    lhl_push_i64(L, v);
+    return 1;
+}
+
+/* proto.decode_pubsub(r) -> "message"|"subscribe"|"unsubscribe"|"other",
+ * channel, payload (0 wake one, 1 wake all, -1 ignore) */
+static int p_decode_pubsub(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    static const char *const names[] = {"other", "message", "subscribe", "unsubscribe"};
+    lua_pushstring(L, names[ev.type]);
+    if (ev.channel)
+        lua_pushlstring(L, ev.channel, ev.channel_len);
+    else
+        lua_pushnil(L);
+    lua_pushinteger(L, ev.payload);
+    return 3;
+}
+
+/* ---- the acquire state machine ---- */
+
+/* p:acquire(owner, wait_ms, lease_ms, window_ms) -> machine
+ * wait_ms: -1 forever, 0 one try; lease_ms > 0 (the driver applies its
+ * watchdog lease itself); window_ms: the fair wait window. */
+static int plock_acquire(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    size_t olen;
+    const char *owner = check_owner(L, 2);
+    olen = strlen(owner);
+    int64_t wait = lhl_check_int(L, 3, -1, HILOCK_MAX_TIME_MS);
+    int64_t lease = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    int64_t window = lhl_check_int(L, 5, 1, HILOCK_MAX_TIME_MS);
+    pacq *m = (pacq *)hlc_newuserdata(L, sizeof *m);
+    memset(m, 0, sizeof *m);
+    luaL_getmetatable(L, PACQ_MT);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, 1); /* the machine borrows the names */
+    hlc_setref(L, -2);
+    memcpy(m->owner, owner, olen + 1);
+    if (hl_acquire_init(&m->a, p->kind, &p->n, m->owner, wait, lease, window, lhl_mono_ms()) != 0) {
+        hl_acquire_free(&m->a);
+        return luaL_error(L, "out of memory");
+    }
+    m->ok = 1;
+    return 1;
+}
+
+static pacq *check_acq(lua_State *L, int idx)
+{
+    pacq *m = (pacq *)luaL_checkudata(L, idx, PACQ_MT);
+    if (!m->ok)
+        luaL_argerror(L, idx, "freed acquire machine");
+    return m;
+}
+
+static int acq_free(lua_State *L)
+{
+    pacq *m = (pacq *)luaL_checkudata(L, 1, PACQ_MT);
+    if (m->ok) {
+        hl_acquire_free(&m->a);
+        m->ok = 0;
+    }
+    return 0;
+}
+
+/*
+ * m:next() ->
+ *   "send", bytes                 send, read one reply, m:on_reply(reply)
+ *   "subscribe", channel          subscribe, m:on_subscribed(ok)
+ *   "wait", channel, sleep_ms     wait for a message (or sleep_ms; -1 = no
+ *                                 limit), then m:on_wake()
+ *   "unsubscribe", channel        drop the subscription
+ *   "done", true, hold_count, token  acquired (token: a fenced lock's
+ *                                 fencing token of this grant, else 0)
+ *   "done", nil, err              timeout or failure
+ */
+static int acq_next(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_action act = hl_acquire_next(&m->a, lhl_mono_ms());
+    switch (act) {
+    case HL_ACT_SEND:
+        m->resent = 0;
+        lua_pushliteral(L, "send");
+        push_cmd(L, &m->a.cmd, 0);
+        return 2;
+    case HL_ACT_SUBSCRIBE:
+        lua_pushliteral(L, "subscribe");
+        lua_pushstring(L, m->a.channel);
+        return 2;
+    case HL_ACT_WAIT:
+        lua_pushliteral(L, "wait");
+        lua_pushstring(L, m->a.channel);
+        lhl_push_i64(L, m->a.sleep_ms);
+        return 3;
+    case HL_ACT_UNSUBSCRIBE:
+        lua_pushliteral(L, "unsubscribe");
+        lua_pushstring(L, m->a.channel);
+        return 2;
+    case HL_ACT_DONE:
+    default:
+        lua_pushliteral(L, "done");
+        if (m->a.result == 0) {
+            lua_pushboolean(L, 1);
+            lhl_push_i64(L, m->a.hold_count);
+            lhl_push_i64(L, m->a.token); /* a fenced grant's token, else 0 */
+            return 4;
+        }
+        return 1 + lhl_push_fail(L, m->a.result, NULL);
+    }
+}
+
+/* m:on_reply(reply) -> nil, or the bytes to send again (EVAL after
+ * NOSCRIPT; feed that reply to on_reply too). */
+static int acq_on_reply(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    redisReply *r = check_reply(L, 2);
+    if (hl_reply_is_noscript(r) && m->a.cmd.script >= 0 && !m->resent) {
+        m->resent = 1;
+        push_cmd(L, &m->a.cmd, 1);
+        return 1;
+    }
+    hl_acquire_on_reply(&m->a, r, lhl_mono_ms());
+    return 0;
+}
+
+/* m:on_error([err]) -- the command could not be sent or answered; err is
+ * a message with a stable prefix ("connection: ..."), default connection. */
+static int acq_on_error(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_acquire_on_error(&m->a, lhl_err_code(luaL_optstring(L, 2, NULL)), lhl_mono_ms());
+    return 0;
+}
+
+static int acq_on_subscribed(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_acquire_on_subscribed(&m->a, lua_toboolean(L, 2), lhl_mono_ms());
+    return 0;
+}
+
+static int acq_on_wake(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_acquire_on_wake(&m->a, lhl_mono_ms());
+    return 0;
+}
+
+/* m:on_resubscribe() -- the subscription was ended by the server (the
+ * slot moved): the machine unsubscribes, subscribes again, retries. */
+static int acq_on_resubscribe(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_acquire_on_resubscribe(&m->a, lhl_mono_ms());
+    return 0;
+}
+
+static int acq_channel(lua_State *L)
+{
+    lua_pushstring(L, check_acq(L, 1)->a.channel);
+    return 1;
+}
+
+static int acq_attempts(lua_State *L)
+{
+    lhl_push_i64(L, check_acq(L, 1)->a.attempts);
+    return 1;
+}
+
 
 #define PREL_MT "hilock.proto.release"
 #define PSET_MT "hilock.proto.settle"
@@ -32,14 +917,14 @@ static int plock_release(lua_State *L)
 {
     plock *p = check_plock(L, 1);
     const char *owner = check_owner(L, 2);
-    int64_t lease = check_int(L, 3, 0, HILOCK_MAX_TIME_MS);
-    int64_t wd_lease = check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    int64_t lease = lhl_check_int(L, 3, 0, HILOCK_MAX_TIME_MS);
+    int64_t wd_lease = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
     size_t rlen;
     const char *rid = luaL_checklstring(L, 5, &rlen);
     if (rlen == 0 || rlen > 128 || strlen(rid) != rlen)
         luaL_argerror(L, 5, "expected a request id (1..128 bytes)");
-    int64_t cmd_timeout = check_int(L, 6, 1, HILOCK_MAX_TIME_MS);
-    int64_t timeout = is_none_or_nil(L, 7) ? 0 : check_int(L, 7, 0, HILOCK_MAX_TIME_MS);
+    int64_t cmd_timeout = lhl_check_int(L, 6, 1, HILOCK_MAX_TIME_MS);
+    int64_t timeout = lhl_is_none_or_nil(L, 7) ? 0 : lhl_check_int(L, 7, 0, HILOCK_MAX_TIME_MS);
     prel *m = (prel *)hlc_newuserdata(L, sizeof *m);
     memset(m, 0, sizeof *m);
     luaL_getmetatable(L, PREL_MT);
@@ -48,7 +933,7 @@ static int plock_release(lua_State *L)
     hlc_setref(L, -2);
     memcpy(m->owner, owner, strlen(owner) + 1);
     int rc = hl_release_init(&m->m, p->kind, &p->n, m->owner, lease, wd_lease, rid,
-                             cmd_timeout, timeout, mono_ms());
+                             cmd_timeout, timeout, lhl_mono_ms());
     m->ok = 1;
     if (rc == HILOCK_ENOMEM)
         return luaL_error(L, "out of memory");
@@ -79,18 +964,18 @@ static int rel_free(lua_State *L)
 static int rel_next(lua_State *L)
 {
     prel *m = check_rel(L, 1);
-    if (hl_release_next(&m->m, mono_ms()) == HL_ACT_SEND) {
+    if (hl_release_next(&m->m, lhl_mono_ms()) == HL_ACT_SEND) {
         lua_pushliteral(L, "send");
         push_cmd(L, &m->m.cmd, 0);
-        push_i64(L, m->m.timeout_ms);
+        lhl_push_i64(L, m->m.timeout_ms);
         return 3;
     }
     lua_pushliteral(L, "done");
     if (m->m.result == 0) {
         lua_pushboolean(L, 1);
-        push_i64(L, m->m.remaining);
+        lhl_push_i64(L, m->m.remaining);
     } else {
-        push_fail(L, m->m.result, NULL);
+        lhl_push_fail(L, m->m.result, NULL);
     }
     lua_pushboolean(L, m->m.still_held);
     return 4;
@@ -98,14 +983,14 @@ static int rel_next(lua_State *L)
 
 static int rel_on_reply(lua_State *L)
 {
-    hl_release_on_reply(&check_rel(L, 1)->m, check_reply(L, 2), mono_ms());
+    hl_release_on_reply(&check_rel(L, 1)->m, check_reply(L, 2), lhl_mono_ms());
     return 0;
 }
 
 /* rel:on_error([err]) -- err: "connection: ..." (default) etc. */
 static int rel_on_error(lua_State *L)
 {
-    hl_release_on_error(&check_rel(L, 1)->m, err_code(luaL_optstring(L, 2, NULL)), mono_ms());
+    hl_release_on_error(&check_rel(L, 1)->m, lhl_err_code(luaL_optstring(L, 2, NULL)), lhl_mono_ms());
     return 0;
 }
 
@@ -143,18 +1028,18 @@ static int set_free(lua_State *L)
 static int acq_on_unknown(lua_State *L)
 {
     pacq *m = check_acq(L, 1);
-    int code = err_code(luaL_optstring(L, 2, NULL));
+    int code = lhl_err_code(luaL_optstring(L, 2, NULL));
     size_t rlen;
     const char *rid = luaL_checklstring(L, 3, &rlen);
     if (rlen == 0 || rlen > 128 || strlen(rid) != rlen)
         luaL_argerror(L, 3, "expected a request id (1..128 bytes)");
-    int64_t cmd_timeout = check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    int64_t cmd_timeout = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
     pset *s = (pset *)hlc_newuserdata(L, sizeof *s);
     memset(s, 0, sizeof *s);
     luaL_getmetatable(L, PSET_MT);
     lua_setmetatable(L, -2);
-    int rc = hl_settle_init(&s->s, &m->a.cmd, m->a.names->publish, rid, cmd_timeout, mono_ms());
-    hl_acquire_on_unknown(&m->a, code, mono_ms());
+    int rc = hl_settle_init(&s->s, &m->a.cmd, m->a.names->publish, rid, cmd_timeout, lhl_mono_ms());
+    hl_acquire_on_unknown(&m->a, code, lhl_mono_ms());
     if (rc == HILOCK_ENOMEM)
         return luaL_error(L, "out of memory");
     if (rc) {
@@ -174,10 +1059,10 @@ static const char *const settle_outcomes[] = {"nothing", "released", "left line"
 static int set_next(lua_State *L)
 {
     pset *s = check_set(L, 1);
-    switch (hl_settle_next(&s->s, mono_ms())) {
+    switch (hl_settle_next(&s->s, lhl_mono_ms())) {
     case HL_ACT_WAIT:
         lua_pushliteral(L, "wait");
-        push_i64(L, s->s.sleep_ms);
+        lhl_push_i64(L, s->s.sleep_ms);
         return 2;
     case HL_ACT_SEND:
         lua_pushliteral(L, "send");
@@ -192,13 +1077,13 @@ static int set_next(lua_State *L)
 
 static int set_on_reply(lua_State *L)
 {
-    hl_settle_on_reply(&check_set(L, 1)->s, check_reply(L, 2), mono_ms());
+    hl_settle_on_reply(&check_set(L, 1)->s, check_reply(L, 2), lhl_mono_ms());
     return 0;
 }
 
 static int set_on_error(lua_State *L)
 {
-    hl_settle_on_error(&check_set(L, 1)->s, mono_ms());
+    hl_settle_on_error(&check_set(L, 1)->s, lhl_mono_ms());
     return 0;
 }
 
@@ -237,7 +1122,7 @@ static int force_next(lua_State *L)
     }
     lua_pushliteral(L, "done");
     if (f->result)
-        return 1 + push_fail(L, f->result, NULL);
+        return 1 + lhl_push_fail(L, f->result, NULL);
     lua_pushboolean(L, f->deleted != 0);
     return 2;
 }
@@ -262,7 +1147,7 @@ static int force_on_error(lua_State *L)
 {
     pforce *f = (pforce *)luaL_checkudata(L, 1, PFORCE_MT);
     f->done = 1;
-    f->result = err_code(luaL_optstring(L, 2, NULL));
+    f->result = lhl_err_code(luaL_optstring(L, 2, NULL));
     return 0;
 }
 
@@ -307,7 +1192,7 @@ static int push_route(lua_State *L, prt *r, hl_route_action a)
         lua_pushinteger(L, (lua_Integer)r->rt.slot);
         lua_pushstring(L, r->rt.host);
         lua_pushinteger(L, r->rt.port);
-        push_i64(L, r->rt.sleep_ms);
+        lhl_push_i64(L, r->rt.sleep_ms);
         return 5;
     case HL_ROUTE_ASK:
         lua_pushliteral(L, "ask");
@@ -316,15 +1201,15 @@ static int push_route(lua_State *L, prt *r, hl_route_action a)
         return 3;
     case HL_ROUTE_RETRY:
         lua_pushliteral(L, "retry");
-        push_i64(L, r->rt.sleep_ms);
+        lhl_push_i64(L, r->rt.sleep_ms);
         return 2;
     case HL_ROUTE_REFRESH:
         lua_pushliteral(L, "refresh");
-        push_i64(L, r->rt.sleep_ms);
+        lhl_push_i64(L, r->rt.sleep_ms);
         return 2;
     default:
         lua_pushliteral(L, "fail");
-        lua_pushstring(L, err_prefix(r->rt.result));
+        lua_pushstring(L, lhl_err_prefix(r->rt.result));
         return 2;
     }
 }
@@ -354,9 +1239,9 @@ typedef struct pack {
 /* proto.ack(cached_replicas (-1 unknown), cache_age_ms, ack_timeout_ms) */
 static int p_ack(lua_State *L)
 {
-    int64_t n = check_int(L, 1, -1, INT32_MAX);
-    int64_t age = check_int(L, 2, -1, INT64_MAX / 2);
-    int64_t t = check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
+    int64_t n = lhl_check_int(L, 1, -1, INT32_MAX);
+    int64_t age = lhl_check_int(L, 2, -1, INT64_MAX / 2);
+    int64_t t = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
     pack *k = (pack *)hlc_newuserdata(L, sizeof *k);
     hl_ack_init(&k->k, (int)n, age, t);
     luaL_getmetatable(L, PACK_MT);
@@ -372,7 +1257,7 @@ static int ack_next(lua_State *L)
     if (hl_ack_next(&k->k) == HL_ACT_SEND) {
         lua_pushliteral(L, "send");
         push_cmd(L, &k->k.cmd, 0);
-        push_i64(L, k->k.timeout_ms);
+        lhl_push_i64(L, k->k.timeout_ms);
         return 3;
     }
     lua_pushliteral(L, "done");
@@ -404,14 +1289,14 @@ static int ack_on_error(lua_State *L)
  * again, or (nil) give up with a connection error. */
 static int p_ack_retry(lua_State *L)
 {
-    int64_t wait = check_int(L, 1, -1, HILOCK_MAX_TIME_MS);
-    int64_t deadline = check_int(L, 2, -1, INT64_MAX / 2);
+    int64_t wait = lhl_check_int(L, 1, -1, HILOCK_MAX_TIME_MS);
+    int64_t deadline = lhl_check_int(L, 2, -1, INT64_MAX / 2);
     int64_t pause;
-    if (!hl_ack_retry(wait, deadline, mono_ms(), &pause)) {
+    if (!hl_ack_retry(wait, deadline, lhl_mono_ms(), &pause)) {
         lua_pushnil(L);
         return 1;
     }
-    push_i64(L, pause);
+    lhl_push_i64(L, pause);
     return 1;
 }
 
@@ -429,7 +1314,7 @@ static int p_renew_outcome(lua_State *L)
 /* proto.renew_period(watchdog_lease_ms) -> ms between renewals */
 static int p_renew_period(lua_State *L)
 {
-    push_i64(L, hl_renew_period(check_int(L, 1, 1, HILOCK_MAX_TIME_MS)));
+    lhl_push_i64(L, hl_renew_period(lhl_check_int(L, 1, 1, HILOCK_MAX_TIME_MS)));
     return 1;
 }
 
@@ -561,7 +1446,7 @@ static int p_decode_sentinel_master(lua_State *L)
     char host[256];
     int port;
     if (hl_decode_master_addr(r, host, sizeof host, &port) != 0)
-        return push_fail(L, HILOCK_EPROTO, "no such master");
+        return lhl_push_fail(L, HILOCK_EPROTO, "no such master");
     lua_pushstring(L, host);
     lua_pushinteger(L, port);
     return 2;
@@ -591,6 +1476,83 @@ static int p_decode_switch_master(lua_State *L)
     lua_pushinteger(L, port);
     return 2;
 }
+
+static const luaL_Reg plock_methods[] = {
+    {"name", plock_name},
+    {"channel", plock_channel},
+    {"kind", plock_kind},
+    {"hold_owner", plock_hold_owner},
+    {"slot", plock_slot},
+    {"wait_channel", plock_wait_channel},
+    {"latch_key", plock_latch_key},
+    {"acquire", plock_acquire},
+    {"release", plock_release},
+    {"force", plock_force},
+    {"acquire_cmd", plock_acquire_cmd},
+    {"release_cmd", plock_release_cmd},
+    {"force_cmd", plock_force_cmd},
+    {"renew_cmd", plock_renew_cmd},
+    {"cancel_cmd", plock_cancel_cmd},
+    {"exists_cmd", plock_exists_cmd},
+    {"locked_cmd", plock_locked_cmd},
+    {"decode_locked", plock_decode_locked},
+    {"token_cmd", plock_token_cmd},
+    {"hexists_cmd", plock_hexists_cmd},
+    {"hget_cmd", plock_hget_cmd},
+    {"pttl_cmd", plock_pttl_cmd},
+    {NULL, NULL}};
+
+static const luaL_Reg plock_meta[] = {{"__gc", plock_gc}, {NULL, NULL}};
+
+static const luaL_Reg reader_methods[] = {
+    {"feed", reader_feed},
+    {"get", reader_get},
+    {"pending", reader_pending},
+    {NULL, NULL}};
+
+static const luaL_Reg reader_meta[] = {{"__gc", reader_gc}, {NULL, NULL}};
+
+static const luaL_Reg reply_methods[] = {
+    {"type", reply_type},
+    {"value", reply_value},
+    {"error", reply_error_msg},
+    {"is_noscript", reply_is_noscript},
+    {"free", reply_gc},
+    {NULL, NULL}};
+
+static const luaL_Reg reply_meta[] = {{"__gc", reply_gc}, {NULL, NULL}};
+
+static const luaL_Reg acq_methods[] = {
+    {"next", acq_next},
+    {"on_reply", acq_on_reply},
+    {"on_error", acq_on_error},
+    {"on_subscribed", acq_on_subscribed},
+    {"on_wake", acq_on_wake},
+    {"on_resubscribe", acq_on_resubscribe},
+    {"on_unknown", acq_on_unknown},
+    {"channel", acq_channel},
+    {"attempts", acq_attempts},
+    {"free", acq_free},
+    {NULL, NULL}};
+
+static const luaL_Reg acq_meta[] = {{"__gc", acq_free}, {NULL, NULL}};
+
+static const luaL_Reg proto_funcs[] = {
+    {"lock", p_lock},
+    {"reader", p_reader},
+    {"command", p_command},
+    {"uuid", p_uuid},
+    {"now_ms", p_now_ms},
+    {"owner", p_owner},
+    {"parse_url", p_parse_url},
+    {"key_slot", p_key_slot},
+    {"decode_acquire", p_decode_acquire},
+    {"decode_release", p_decode_release},
+    {"decode_int", p_decode_int},
+    {"decode_hold_count", p_decode_hold_count},
+    {"decode_token", p_decode_token},
+    {"decode_pubsub", p_decode_pubsub},
+    {NULL, NULL}};
 
 static const luaL_Reg rel_methods[] = {
     {"next", rel_next}, {"on_reply", rel_on_reply}, {"on_error", rel_on_error},
@@ -630,13 +1592,18 @@ static const luaL_Reg engine_funcs[] = {
     {"decode_switch_master", p_decode_switch_master},
     {NULL, NULL}};
 
-/* Metatables of the engine's machines; the proto table is on the top. */
-static void engine_register(lua_State *L)
+/* The engine's metatables; its functions into the proto table on the top. */
+void lhl_engine_open(lua_State *L)
 {
-    new_metatable(L, PREL_MT, rel_methods, rel_meta);
-    new_metatable(L, PSET_MT, set_methods, set_meta);
-    new_metatable(L, PRT_MT, rt_methods, no_meta);
-    new_metatable(L, PACK_MT, ack_methods, no_meta);
-    new_metatable(L, PFORCE_MT, force_methods, no_meta);
+    lhl_new_metatable(L, PLOCK_MT, plock_methods, plock_meta);
+    lhl_new_metatable(L, PREADER_MT, reader_methods, reader_meta);
+    lhl_new_metatable(L, PREPLY_MT, reply_methods, reply_meta);
+    lhl_new_metatable(L, PACQ_MT, acq_methods, acq_meta);
+    hlc_setfuncs(L, proto_funcs);
+    lhl_new_metatable(L, PREL_MT, rel_methods, rel_meta);
+    lhl_new_metatable(L, PSET_MT, set_methods, set_meta);
+    lhl_new_metatable(L, PRT_MT, rt_methods, no_meta);
+    lhl_new_metatable(L, PACK_MT, ack_methods, no_meta);
+    lhl_new_metatable(L, PFORCE_MT, force_methods, no_meta);
     hlc_setfuncs(L, engine_funcs);
 }

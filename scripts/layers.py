@@ -49,7 +49,7 @@ PUBLIC_FROM_SRC = {"proto.h"}  # installed as <hilock/engine.h>
 # that no longer matches anything is reported (remove it), not failed.
 UPWARD_ALLOWED = set()
 OUTSIDE_ALLOWED = {
-    ("lua/hilock.c", "uuid.h"),           # proto.uuid
+    ("lua/hilock_engine.c", "uuid.h"),    # proto.uuid
 }
 OUTSIDE_DIRS = ["cli", "lua", "python", "bindings", "bench", "examples"]
 

@@ -85,16 +85,26 @@ hl_start_sentinel() {
   hl_wait 10 eval "redis-cli -p $SENT_MASTER_PORT INFO replication | grep -q 'state=online'" ||
     { hl_log "replica never online"; return 1; }
   for i in 1 2 3; do
-    hl_free_port || return 1
-    hl_tmpdir; conf="$HL_TMP/sentinel.conf"
-    printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor hm 127.0.0.1 %s 2\n' \
-      "$HL_PORT" "$HL_TMP" "$SENT_MASTER_PORT" >"$conf"
-    printf 'sentinel down-after-milliseconds hm 1000\nsentinel failover-timeout hm 5000\n' >>"$conf"
-    redis-server "$conf" --sentinel --logfile "$HL_TMP/sentinel.log" >/dev/null 2>&1 &
-    pid=$!; HL_PIDS+=("$pid")
-    hl_wait 10 eval "redis-cli -p $HL_PORT SENTINEL get-master-addr-by-name hm 2>/dev/null |
-                     grep -qx $SENT_MASTER_PORT" ||
-      { hl_log "sentinel on $HL_PORT did not start"; return 1; }
+    # a port that was free when picked can be taken before the sentinel
+    # binds it (the machine is shared): then it exits at once, try another
+    local try up=0
+    for try in 1 2 3 4 5; do
+      hl_free_port || return 1
+      hl_tmpdir; conf="$HL_TMP/sentinel.conf"
+      printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor hm 127.0.0.1 %s 2\n' \
+        "$HL_PORT" "$HL_TMP" "$SENT_MASTER_PORT" >"$conf"
+      printf 'sentinel down-after-milliseconds hm 1000\nsentinel failover-timeout hm 5000\n' >>"$conf"
+      redis-server "$conf" --sentinel --logfile "$HL_TMP/sentinel.log" >/dev/null 2>&1 &
+      pid=$!; HL_PIDS+=("$pid")
+      if hl_wait 10 eval "! kill -0 $pid 2>/dev/null ||
+                          redis-cli -p $HL_PORT SENTINEL get-master-addr-by-name hm 2>/dev/null |
+                          grep -qx $SENT_MASTER_PORT" && kill -0 "$pid" 2>/dev/null; then
+        up=1; break
+      fi
+      grep -q "Address already in use" "$HL_TMP/sentinel.log" 2>/dev/null || break
+      hl_log "sentinel port $HL_PORT was taken; another port"
+    done
+    [ "$up" = 1 ] || { hl_log "sentinel on $HL_PORT did not start"; return 1; }
     seeds="$seeds${seeds:+,}127.0.0.1:$HL_PORT"
   done
   SENTINEL_URL="redis+sentinel://$seeds/hm"

@@ -1,0 +1,519 @@
+/*
+ * hilock Lua module: the blocking binding. hilock.connect(url [, opts])
+ * gives a client; its lock objects call the C API (hilock.h), which does
+ * the I/O, the waiting and the watchdog on its own threads. Conventions:
+ * hilock.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <string.h>
+
+#include "hilock_lua.h"
+
+#define CLIENT_MT "hilock.client"
+#define LOCK_MT "hilock.lock"
+
+/* ------------------------------------------------------------------ */
+/* Client                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct lclient {
+    hilock_client *c; /* NULL once closed */
+} lclient;
+
+typedef struct llock {
+    hilock_lock *l;   /* NULL once closed */
+    lclient *cl;      /* kept alive by the userdata's reference */
+    uint64_t tid;
+    int fixed_tid;    /* 0: the calling OS thread's id at each call */
+    int64_t holds;    /* holds taken through this handle and not released */
+    hilock_rwlock *rw; /* read/write side: the read-write lock owning l */
+} llock;
+
+static lclient *check_client(lua_State *L, int idx)
+{
+    return (lclient *)luaL_checkudata(L, idx, CLIENT_MT);
+}
+
+static const char *const option_names[] = {
+    "connect_timeout", "command_timeout", "watchdog_lease", "fair_wait_window",
+    "pool_size", "replica_ack", "replica_ack_timeout", "tls", "tls_ca_file", "tls_ca_dir",
+    "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure", "sentinel_user",
+    "sentinel_password", NULL};
+
+static void read_options(lua_State *L, int idx, hilock_options *o)
+{
+    if (lhl_is_none_or_nil(L, idx))
+        return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    /* unknown keys are an argument error: a typo must not go unnoticed */
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        int known = 0;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -2);
+            for (int i = 0; option_names[i]; i++)
+                known |= strcmp(k, option_names[i]) == 0;
+        }
+        if (!known) {
+            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+            luaL_argerror(L, idx, lua_pushfstring(L, "unknown option '%s'", k));
+        }
+        lua_pop(L, 1);
+    }
+    int top = lua_gettop(L);
+    lua_getfield(L, idx, "connect_timeout");
+    o->connect_timeout_ms = lhl_check_seconds(L, top + 1, 0, 0);
+    lua_getfield(L, idx, "command_timeout");
+    o->command_timeout_ms = lhl_check_seconds(L, top + 2, 0, 0);
+    lua_getfield(L, idx, "watchdog_lease");
+    o->watchdog_lease_ms = lhl_check_seconds(L, top + 3, 0, 0);
+    lua_getfield(L, idx, "fair_wait_window");
+    o->fair_wait_window_ms = lhl_check_seconds(L, top + 4, 0, 0);
+    lua_getfield(L, idx, "pool_size");
+    if (!lhl_is_none_or_nil(L, top + 5))
+        o->pool_size = (int)lhl_check_int(L, top + 5, 1, 1024);
+    /* replica_ack: nil = the client's default (on for sentinel and
+     * cluster), true/false = on/off */
+    lua_getfield(L, idx, "replica_ack");
+    if (!lhl_is_none_or_nil(L, top + 6)) {
+        if (lua_type(L, top + 6) != LUA_TBOOLEAN)
+            luaL_argerror(L, idx, "replica_ack must be a boolean");
+        o->replica_ack = lua_toboolean(L, top + 6) ? 1 : -1;
+    }
+    lua_getfield(L, idx, "replica_ack_timeout");
+    o->replica_ack_timeout_ms = lhl_check_seconds(L, top + 7, 0, 0);
+    /* TLS and sentinel settings: the strings stay anchored in the options
+     * table (argument idx) while hilock_client_open copies them */
+    static const char *const flags[] = {"tls", "tls_insecure"};
+    int *flag_dst[] = {&o->tls, &o->tls_insecure};
+    for (int i = 0; i < 2; i++) {
+        lua_getfield(L, idx, flags[i]);
+        if (!lhl_is_none_or_nil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
+            luaL_argerror(L, idx, lua_pushfstring(L, "%s must be a boolean", flags[i]));
+        *flag_dst[i] = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    static const char *const strs[] = {"tls_ca_file",     "tls_ca_dir",    "tls_cert_file",
+                                       "tls_key_file",    "tls_server_name", "sentinel_user",
+                                       "sentinel_password"};
+    const char **str_dst[] = {&o->tls_ca_file,  &o->tls_ca_dir,      &o->tls_cert_file,
+                              &o->tls_key_file, &o->tls_server_name, &o->sentinel_user,
+                              &o->sentinel_password};
+    for (int i = 0; i < 7; i++) {
+        lua_getfield(L, idx, strs[i]);
+        if (!lhl_is_none_or_nil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+            luaL_argerror(L, idx, lua_pushfstring(L, "%s must be a string", strs[i]));
+        *str_dst[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_settop(L, top);
+}
+
+/* hilock.connect(url [, opts]) -> client | nil, err */
+static int l_connect(lua_State *L)
+{
+    const char *url = luaL_checkstring(L, 1);
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    read_options(L, 2, &o);
+    lclient *u = (lclient *)hlc_newuserdata(L, sizeof *u);
+    u->c = NULL;
+    luaL_getmetatable(L, CLIENT_MT);
+    lua_setmetatable(L, -2);
+    char err[256] = "";
+    int rc = hilock_client_open(&u->c, url, &o, err, sizeof err);
+    if (rc == HILOCK_EINVAL)
+        return luaL_argerror(L, 1, err[0] ? err : "invalid URL");
+    if (rc)
+        return lhl_push_fail(L, rc, err);
+    return 1;
+}
+
+static int client_close(lua_State *L)
+{
+    lclient *u = check_client(L, 1);
+    if (u->c) {
+        hilock_client_close(u->c);
+        u->c = NULL;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int client_closed(lua_State *L)
+{
+    lua_pushboolean(L, check_client(L, 1)->c == NULL);
+    return 1;
+}
+
+static int client_id(lua_State *L)
+{
+    lclient *u = check_client(L, 1);
+    if (!u->c)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "client is closed");
+    lua_pushstring(L, hilock_client_id(u->c));
+    return 1;
+}
+
+static int client_errmsg(lua_State *L)
+{
+    lclient *u = check_client(L, 1);
+    lua_pushstring(L, u->c ? hilock_client_errmsg(u->c) : "client is closed");
+    return 1;
+}
+
+static int client_tostring(lua_State *L)
+{
+    lclient *u = check_client(L, 1);
+    if (u->c)
+        lua_pushfstring(L, "hilock.client (%s)", hilock_client_id(u->c));
+    else
+        lua_pushliteral(L, "hilock.client (closed)");
+    return 1;
+}
+
+/* c:lock(name [, thread_id]) / c:fair_lock(...) -> lock | nil, err */
+static int new_lock(lua_State *L, hilock_kind kind)
+{
+    lclient *u = check_client(L, 1);
+    const char *name = lhl_check_name(L, 2);
+    int fixed = !lhl_is_none_or_nil(L, 3);
+    uint64_t tid = fixed ? (uint64_t)lhl_check_int(L, 3, 0, INT64_MAX) : 0;
+    if (!u->c)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "client is closed");
+    llock *k = (llock *)hlc_newuserdata(L, sizeof *k);
+    memset(k, 0, sizeof *k);
+    k->cl = u;
+    k->tid = tid;
+    k->fixed_tid = fixed;
+    luaL_getmetatable(L, LOCK_MT);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, 1); /* the lock keeps its client alive */
+    hlc_setref(L, -2);
+    int rc;
+    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
+        /* one read-write lock per Lua object; l is its side */
+        rc = hilock_rwlock_new(&k->rw, u->c, name);
+        if (rc == 0)
+            k->l = kind == HILOCK_KIND_READ ? hilock_rwlock_read_lock(k->rw)
+                                            : hilock_rwlock_write_lock(k->rw);
+    } else {
+        rc = kind == HILOCK_KIND_FAIR     ? hilock_fair_lock_new(&k->l, u->c, name)
+             : kind == HILOCK_KIND_FENCED ? hilock_fenced_lock_new(&k->l, u->c, name)
+                                          : hilock_lock_new(&k->l, u->c, name);
+    }
+    if (rc == HILOCK_EINVAL)
+        return luaL_argerror(L, 2, "invalid lock name");
+    if (rc)
+        return lhl_push_fail(L, rc, NULL);
+    return 1;
+}
+
+static int client_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_REENTRANT); }
+static int client_fair_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_FAIR); }
+static int client_fenced_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_FENCED); }
+static int client_read_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_READ); }
+static int client_write_lock(lua_State *L) { return new_lock(L, HILOCK_KIND_WRITE); }
+
+/* ------------------------------------------------------------------ */
+/* Lock                                                                */
+/* ------------------------------------------------------------------ */
+
+static llock *check_lock(lua_State *L, int idx)
+{
+    return (llock *)luaL_checkudata(L, idx, LOCK_MT);
+}
+
+/* 0 when the handle and its client are open; else pushes nil, err (2). */
+static int lock_unusable(lua_State *L, llock *k)
+{
+    if (!k->l)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "lock handle is closed");
+    if (!k->cl->c)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "client is closed");
+    return 0;
+}
+
+static uint64_t lock_tid(const llock *k)
+{
+    return k->fixed_tid ? k->tid : hilock_thread_id();
+}
+
+static int lock_fail(lua_State *L, llock *k, int rc)
+{
+    return lhl_push_fail(L, rc, hilock_lock_errmsg(k->l));
+}
+
+/*
+ * Lock methods that call the C API: one table row each. The prologue (the
+ * handle and its client open), the failure (nil, "prefix: detail") and the
+ * hold bookkeeping are run_op's; a row says how to call and what to push.
+ */
+typedef enum { PUSH_TRUE, PUSH_BOOL, PUSH_INT, PUSH_TTL } push_kind;
+
+typedef struct lock_op {
+    int (*call)(llock *k, const int64_t *time, int64_t *out); /* *out: its value */
+    push_kind push;
+    int holds; /* +1 a hold taken, -1 one given back, 0 none, -2 all gone */
+    int timed; /* takes ([wait [, lease]]): wait defaults to forever, lease to
+                  the watchdog; checked (raising) before the handle is */
+} lock_op;
+
+static int run_op(lua_State *L, const lock_op *op)
+{
+    llock *k = check_lock(L, 1);
+    int64_t time[2] = {0, 0};
+    if (op->timed) {
+        time[0] = lhl_check_seconds(L, 2, HILOCK_WAIT_FOREVER, 1);
+        time[1] = lhl_check_seconds(L, 3, HILOCK_LEASE_WATCHDOG, 0);
+    }
+    int n = lock_unusable(L, k);
+    if (n)
+        return n;
+    int64_t v = 0;
+    int rc = op->call(k, time, &v);
+    if (rc == HILOCK_ENOTOWNER && op->holds == -1)
+        k->holds = 0; /* not held any more, whatever we counted */
+    if (rc)
+        return lock_fail(L, k, rc);
+    if (op->holds == 1)
+        k->holds++;
+    else if (op->holds == -1 && k->holds > 0)
+        k->holds--;
+    else if (op->holds == -2)
+        k->holds = 0;
+    switch (op->push) {
+    case PUSH_TRUE: lua_pushboolean(L, 1); break;
+    case PUSH_BOOL: lua_pushboolean(L, v != 0); break;
+    case PUSH_INT: lhl_push_i64(L, v); break;
+    case PUSH_TTL: /* seconds; -2 no lock, -1 no expiry */
+        if (v < 0)
+            lhl_push_i64(L, v);
+        else
+            lua_pushnumber(L, (lua_Number)v / 1000.0);
+        break;
+    }
+    return 1;
+}
+
+static int call_acquire(llock *k, const int64_t *time, int64_t *token)
+{
+    return hilock_lock_acquire_token_tid(token, k->l, lock_tid(k), time[0], time[1]);
+}
+
+static int call_token(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)time;
+    return hilock_lock_token(out, k->l);
+}
+
+static int call_release(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)time, (void)out;
+    return hilock_lock_release_tid(k->l, lock_tid(k));
+}
+
+static int call_force_unlock(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)time;
+    int deleted = 0;
+    int rc = hilock_lock_force_unlock(&deleted, k->l);
+    *out = deleted;
+    return rc;
+}
+
+static int call_locked(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)time;
+    int v = 0;
+    int rc = hilock_lock_is_locked(&v, k->l);
+    *out = v;
+    return rc;
+}
+
+static int call_held(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)time;
+    int v = 0;
+    int rc = hilock_lock_is_held_tid(&v, k->l, lock_tid(k));
+    *out = v;
+    return rc;
+}
+
+static int call_hold_count(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)time;
+    return hilock_lock_hold_count_tid(out, k->l, lock_tid(k));
+}
+
+static int call_ttl(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)time;
+    return hilock_lock_remaining_ms(out, k->l);
+}
+
+static const lock_op OP_ACQUIRE = {call_acquire, PUSH_TRUE, 1, 1};
+static const lock_op OP_ACQUIRE_TOKEN = {call_acquire, PUSH_INT, 1, 1};
+static const lock_op OP_TOKEN = {call_token, PUSH_INT, 0, 0};
+static const lock_op OP_RELEASE = {call_release, PUSH_TRUE, -1, 0};
+static const lock_op OP_FORCE_UNLOCK = {call_force_unlock, PUSH_BOOL, -2, 0};
+static const lock_op OP_LOCKED = {call_locked, PUSH_BOOL, 0, 0};
+static const lock_op OP_HELD = {call_held, PUSH_BOOL, 0, 0};
+static const lock_op OP_HOLD_COUNT = {call_hold_count, PUSH_INT, 0, 0};
+static const lock_op OP_TTL = {call_ttl, PUSH_TTL, 0, 0};
+
+/* lk:acquire([wait [, lease]]) -> true | nil, err */
+static int lock_acquire(lua_State *L) { return run_op(L, &OP_ACQUIRE); }
+/* lk:acquire_token([wait [, lease]]) -> token | nil, err (fenced lock: the
+ * grant's fencing token; other kinds answer 0) */
+static int lock_acquire_token(lua_State *L) { return run_op(L, &OP_ACQUIRE_TOKEN); }
+/* lk:token() -> the latest fencing token issued for the name (0 none) */
+static int lock_token(lua_State *L) { return run_op(L, &OP_TOKEN); }
+/* lk:release() -> true | nil, err */
+static int lock_release(lua_State *L) { return run_op(L, &OP_RELEASE); }
+/* lk:force_unlock() -> deleted (boolean) | nil, err */
+static int lock_force_unlock(lua_State *L) { return run_op(L, &OP_FORCE_UNLOCK); }
+static int lock_locked(lua_State *L) { return run_op(L, &OP_LOCKED); }
+static int lock_held(lua_State *L) { return run_op(L, &OP_HELD); }
+static int lock_hold_count(lua_State *L) { return run_op(L, &OP_HOLD_COUNT); }
+/* lk:ttl() -> remaining lease in seconds; -2 no lock, -1 no expiry */
+static int lock_ttl(lua_State *L) { return run_op(L, &OP_TTL); }
+
+static int lock_lost(lua_State *L)
+{
+    llock *k = check_lock(L, 1);
+    lua_pushboolean(L, k->l ? hilock_lock_is_lost_tid(k->l, lock_tid(k)) : 0);
+    return 1;
+}
+
+static int lock_name(lua_State *L)
+{
+    llock *k = check_lock(L, 1);
+    if (!k->l)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "lock handle is closed");
+    lua_pushstring(L, hilock_lock_name(k->l));
+    return 1;
+}
+
+static int lock_kind(lua_State *L)
+{
+    llock *k = check_lock(L, 1);
+    if (!k->l)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "lock handle is closed");
+    switch (hilock_lock_kind(k->l)) {
+    case HILOCK_KIND_FAIR: lua_pushliteral(L, "fair"); break;
+    case HILOCK_KIND_FENCED: lua_pushliteral(L, "fenced"); break;
+    case HILOCK_KIND_READ: lua_pushliteral(L, "read"); break;
+    case HILOCK_KIND_WRITE: lua_pushliteral(L, "write"); break;
+    default: lua_pushliteral(L, "reentrant"); break;
+    }
+    return 1;
+}
+
+static int lock_thread_id(lua_State *L)
+{
+    lhl_push_u64(L, lock_tid(check_lock(L, 1)));
+    return 1;
+}
+
+static void lock_free_handle(llock *k)
+{
+    if (k->rw) {
+        hilock_rwlock_free(k->rw); /* frees its sides, k->l among them */
+        k->rw = NULL;
+    } else if (k->l) {
+        hilock_lock_free(k->l);
+    }
+    k->l = NULL;
+}
+
+/* __gc: frees the handle; holds are not released (they expire after their
+ * lease, as with hilock_lock_free). */
+static int lock_gc(lua_State *L)
+{
+    lock_free_handle(check_lock(L, 1));
+    return 0;
+}
+
+/* lk:close() (and __close on 5.4): releases every hold taken through this
+ * handle, then frees it. Idempotent; never raises. */
+static int lock_close(lua_State *L)
+{
+    llock *k = check_lock(L, 1);
+    if (k->l && k->cl->c) {
+        uint64_t tid = lock_tid(k);
+        while (k->holds > 0) {
+            k->holds--;
+            if (hilock_lock_release_tid(k->l, tid) != 0)
+                break;
+        }
+    }
+    k->holds = 0;
+    lock_free_handle(k);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int lock_tostring(lua_State *L)
+{
+    llock *k = check_lock(L, 1);
+    if (k->l)
+        lua_pushfstring(L, "hilock.lock (%s)", hilock_lock_name(k->l));
+    else
+        lua_pushliteral(L, "hilock.lock (closed)");
+    return 1;
+}
+
+static const luaL_Reg client_methods[] = {
+    {"lock", client_lock},
+    {"fair_lock", client_fair_lock},
+    {"fenced_lock", client_fenced_lock},
+    {"read_lock", client_read_lock},
+    {"write_lock", client_write_lock},
+    {"close", client_close},
+    {"closed", client_closed},
+    {"id", client_id},
+    {"errmsg", client_errmsg},
+    {NULL, NULL}};
+
+static const luaL_Reg client_meta[] = {
+    {"__gc", client_close},
+#if LUA_VERSION_NUM >= 504
+    {"__close", client_close},
+#endif
+    {"__tostring", client_tostring},
+    {NULL, NULL}};
+
+static const luaL_Reg lock_methods[] = {
+    {"acquire", lock_acquire},
+    {"acquire_token", lock_acquire_token},
+    {"token", lock_token},
+    {"release", lock_release},
+    {"force_unlock", lock_force_unlock},
+    {"locked", lock_locked},
+    {"held", lock_held},
+    {"hold_count", lock_hold_count},
+    {"ttl", lock_ttl},
+    {"lost", lock_lost},
+    {"name", lock_name},
+    {"kind", lock_kind},
+    {"thread_id", lock_thread_id},
+    {"close", lock_close},
+    {NULL, NULL}};
+
+static const luaL_Reg lock_meta[] = {
+    {"__gc", lock_gc},
+#if LUA_VERSION_NUM >= 504
+    {"__close", lock_close},
+#endif
+    {"__tostring", lock_tostring},
+    {NULL, NULL}};
+
+void lhl_client_open(lua_State *L)
+{
+    lhl_new_metatable(L, CLIENT_MT, client_methods, client_meta);
+    lhl_new_metatable(L, LOCK_MT, lock_methods, lock_meta);
+    lua_pushcfunction(L, l_connect);
+    lua_setfield(L, -2, "connect");
+}
