@@ -28,7 +28,7 @@
  *   SIGPIPE it causes reaches the host process (hiredis writes to sockets
  *   with write(2), which raises SIGPIPE when the server has gone away):
  *   - the library's own threads (watchdog, pub/sub listener, settling of
- *     timed-out attempts, sentinel watcher, multi-lock workers) run with
+ *     timed-out attempts, sentinel watcher) run with
  *     SIGPIPE blocked in their signal mask for their whole life;
  *   - in the caller's thread, every call that may write blocks SIGPIPE for
  *     its duration, consumes a SIGPIPE it raised (sigtimedwait) and restores

@@ -94,6 +94,51 @@ HL_HIDDEN void hl_lock_remove_lost_hook(struct hilock_lock *l, hl_lost_hook_fn f
 HL_HIDDEN void hl_lock_lost_sink(void *holder, uint64_t tid, int unconfirmed,
                                  int64_t silent_ms);
 
+/* For multi-locks, one member's attempt in steps, so that the members'
+ * requests can be in flight at once (hl_exec_fan):
+ *   hl_lock_try_begin   checks and builds t->cmd (0, or an error code);
+ *   send t->cmd (hl_exec or hl_exec_fan), then
+ *   hl_lock_try_end     with that outcome (rc, reply: taken over, err):
+ *                       settles a lost reply, decodes, starts the watchdog.
+ * Returns as hl_lock_try_once. t must not move between the two. */
+#define HL_LATCH_MAX (4096 + HL_OWNER_MAX + 96)
+typedef struct hl_try {
+    hl_cmd cmd;
+    char owner[HL_OWNER_MAX];
+    char latch[HL_LATCH_MAX];
+    int64_t lease;
+    int64_t sent_at;
+} hl_try;
+HL_HIDDEN int hl_lock_try_begin(struct hilock_lock *l, uint64_t tid, int64_t lease_ms,
+                                hl_try *t);
+HL_HIDDEN int hl_lock_try_end(struct hilock_lock *l, uint64_t tid, int64_t lease_ms,
+                              int64_t timeout_ms, hl_try *t, int rc, redisReply *reply,
+                              const char *err, int64_t *ttl_ms);
+
+/* A release in steps (multi-locks, as above):
+ *   hl_lock_release_begin (0, or an error code: nothing to send);
+ *   while (hl_lock_release_next(l, r)) { send r->m.cmd bounded by
+ *       r->m.timeout_ms; hl_lock_release_feed(l, r, rc, reply, err); }
+ *   hl_lock_release_end   returns what hl_lock_release_tid would. */
+typedef struct hl_rel {
+    hl_release m;
+    uint64_t tid;
+    char owner[HL_OWNER_MAX];
+    char rid[HL_OWNER_MAX];
+    char err[HL_ERRMSG_MAX];
+    int64_t confirmed_at;
+    int64_t release_sent;
+    int stopped;
+    int begun;
+    int rc;
+} hl_rel;
+HL_HIDDEN int hl_lock_release_begin(struct hilock_lock *l, uint64_t tid, int64_t timeout_ms,
+                                    hl_rel *r);
+HL_HIDDEN int hl_lock_release_next(struct hilock_lock *l, hl_rel *r);
+HL_HIDDEN void hl_lock_release_feed(struct hilock_lock *l, hl_rel *r, int rc,
+                                    redisReply *reply, const char *err);
+HL_HIDDEN int hl_lock_release_end(struct hilock_lock *l, hl_rel *r);
+
 /* For multi-locks: one attempt (no waiting), with a time limit on the
  * round trip (connect + command), timeout_ms <= 0 = client defaults.
  * lease <= 0 = watchdog. Returns 0 acquired, HILOCK_ETIMEDOUT held by someone

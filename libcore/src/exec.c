@@ -493,3 +493,8 @@ int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n, redisReply **replies,
      * still hold what the other nodes answered */
     return failures ? HILOCK_ECONN : 0;
 }
+
+int hl_conn_stale(const redisContext *ctx)
+{
+    return stale_connection_error(ctx);
+}

@@ -637,8 +637,7 @@ int hilock_lock_acquire_token_tid(int64_t *token, hilock_lock *l, uint64_t tid, 
     return acquire(l, tid, wait_ms, lease_ms, token);
 }
 
-int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t timeout_ms,
-                     int64_t *ttl_ms)
+int hl_lock_try_begin(hilock_lock *l, uint64_t tid, int64_t lease_ms, hl_try *t)
 {
     int rc = check_lock(l);
     if (rc)
@@ -646,31 +645,35 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
     if (hl_check_lease(lease_ms))
         return lock_fail(l, HILOCK_EINVAL, "bad lease");
     hilock_client *c = l->client;
-    char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "";
-    hl_hold_owner(owner, l->kind, c->t.id, tid);
-    int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
-    hl_cmd cmd;
-    char latch[HL_NAME_MAX + HL_OWNER_MAX + 96];
-    latch_key(latch, sizeof latch, c, &l->names, owner);
-    hl_cmd_acquire_latched(&cmd, l->kind, &l->names, owner, lease, -1,
-                           c->t.ep.cluster ? NULL : latch, latch_ttl(c)); /* see acquire_once */
-    redisReply *reply = NULL;
-    int64_t sent_at = hl_now_mono_ms();
-    rc = hl_exec(&c->t, &cmd, &reply, timeout_ms, err);
-    latch_move_on(c, &cmd);
-    if (rc == HILOCK_ECONN && cmd.reply_lost && !cmd.drained && !c->t.ep.cluster &&
+    hl_hold_owner(t->owner, l->kind, c->t.id, tid);
+    t->lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
+    latch_key(t->latch, sizeof t->latch, c, &l->names, t->owner);
+    hl_cmd_acquire_latched(&t->cmd, l->kind, &l->names, t->owner, t->lease, -1,
+                           c->t.ep.cluster ? NULL : t->latch, latch_ttl(c)); /* see acquire_once */
+    t->sent_at = hl_now_mono_ms();
+    return 0;
+}
+
+int hl_lock_try_end(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t timeout_ms,
+                    hl_try *t, int rc, redisReply *reply, const char *err_in, int64_t *ttl_ms)
+{
+    hilock_client *c = l->client;
+    char err[HL_ERRMSG_MAX];
+    snprintf(err, sizeof err, "%s", err_in ? err_in : "");
+    latch_move_on(c, &t->cmd);
+    if (rc == HILOCK_ECONN && t->cmd.reply_lost && !t->cmd.drained && !c->t.ep.cluster &&
         (l->kind == HILOCK_KIND_REENTRANT || l->kind == HILOCK_KIND_FAIR)) {
         /* the connection died: the attempt may have run and its reply been
          * lost. Settle it (idempotent: tried a few times) */
-        for (int t = 0; t < HL_SETTLE_TRIES; t++) {
+        for (int k = 0; k < HL_SETTLE_TRIES; k++) {
             hl_cmd settle;
             char serr[HL_ERRMSG_MAX];
-            hl_cmd_acquire_settle(&settle, latch, latch_ttl(c));
+            hl_cmd_acquire_settle(&settle, t->latch, latch_ttl(c));
             redisReply *sr = NULL;
             int granted = 0, src = hl_exec(&c->t, &settle, &sr, timeout_ms, serr);
             if (src == 0 && hl_decode_acquire_settle(sr, &granted) == 0 && granted) {
                 pthread_mutex_lock(&l->mu);
-                l->last_lease_ms = lease;
+                l->last_lease_ms = t->lease;
                 pthread_mutex_unlock(&l->mu);
                 release(l, tid, timeout_ms);
             }
@@ -680,8 +683,11 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
                 break;
         }
     }
-    if (rc)
+    if (rc) {
+        if (reply)
+            freeReplyObject(reply);
         return lock_fail(l, rc, err);
+    }
     hl_acquire_result res;
     rc = hl_decode_acquire_kind(l->kind, reply, &res);
     if (rc && reply->type == REDIS_REPLY_ERROR)
@@ -694,60 +700,117 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
             *ttl_ms = res.ttl_ms;
         return HILOCK_ETIMEDOUT;
     }
-    return granted(l, tid, lease, lease_ms <= 0, sent_at);
+    return granted(l, tid, t->lease, lease_ms <= 0, t->sent_at);
+}
+
+int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t timeout_ms,
+                     int64_t *ttl_ms)
+{
+    hl_try t;
+    int rc = hl_lock_try_begin(l, tid, lease_ms, &t);
+    if (rc)
+        return rc;
+    char err[HL_ERRMSG_MAX] = "";
+    redisReply *reply = NULL;
+    rc = hl_exec(&l->client->t, &t.cmd, &reply, timeout_ms, err);
+    return hl_lock_try_end(l, tid, lease_ms, timeout_ms, &t, rc, reply, err, ttl_ms);
 }
 
 /* ---- release ---- */
 
-static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
+int hl_lock_release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, hl_rel *r)
 {
-    int rc = check_lock(l);
-    if (rc)
-        return rc;
+    r->stopped = 0;
+    r->begun = 0;
+    r->tid = tid;
+    r->err[0] = 0;
+    r->rc = check_lock(l);
+    if (r->rc)
+        return r->rc;
+    r->begun = 1;
     hilock_client *c = l->client;
-    char owner[HL_OWNER_MAX], err[HL_ERRMSG_MAX] = "", rid[HL_OWNER_MAX];
-    hl_hold_owner(owner, l->kind, c->t.id, tid);
+    hl_hold_owner(r->owner, l->kind, c->t.id, tid);
     /* Stop renewing first (and wait out a renewal in flight), so that no
      * renewal can follow the final unlock. */
-    int64_t confirmed_at = 0;
-    int stopped = hl_wd_release(&c->t, l, tid, &confirmed_at);
+    r->confirmed_at = 0;
+    r->stopped = hl_wd_release(&c->t, l, tid, &r->confirmed_at);
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    snprintf(rid, sizeof rid, "%s:%" PRIu64, c->t.id, seq);
+    snprintf(r->rid, sizeof r->rid, "%s:%" PRIu64, c->t.id, seq);
     pthread_mutex_lock(&l->mu);
-    int64_t lease = stopped ? 0 : l->last_lease_ms; /* 0: the watchdog lease */
+    int64_t lease = r->stopped ? 0 : l->last_lease_ms; /* 0: the watchdog lease */
     pthread_mutex_unlock(&l->mu);
-    hl_release m;
-    int64_t now = hl_now_mono_ms(), release_sent = now;
-    rc = hl_release_init(&m, l->kind, &l->names, owner, lease, c->t.opts.watchdog_lease_ms, rid,
-                         c->t.opts.command_timeout_ms, timeout_ms, now);
-    while (rc == 0 && hl_release_next(&m, hl_now_mono_ms()) == HL_ACT_SEND) {
-        redisReply *reply = NULL;
-        int acked = 1; /* a release without replica ack is still a release */
-        release_sent = hl_now_mono_ms(); /* holds left: the lease applied again */
-        int erc = hl_exec_acked(&c->t, &m.cmd, &reply, m.timeout_ms, err, &acked);
-        if (erc) {
-            hl_release_on_error(&m, erc, hl_now_mono_ms());
-            continue;
-        }
-        if (reply->type == REDIS_REPLY_ERROR)
-            /* the scripts fail before they change anything (they publish
-             * the wake-up first): an ACL refusing PUBLISH leaves it held */
-            snprintf(err, sizeof err, "server refused the release, nothing was released: %s",
-                     reply->str);
-        hl_release_on_reply(&m, reply, hl_now_mono_ms());
-        freeReplyObject(reply);
+    int64_t now = hl_now_mono_ms();
+    r->release_sent = now;
+    r->rc = hl_release_init(&r->m, l->kind, &l->names, r->owner, lease,
+                            c->t.opts.watchdog_lease_ms, r->rid, c->t.opts.command_timeout_ms,
+                            timeout_ms, now);
+    return r->rc;
+}
+
+int hl_lock_release_next(hilock_lock *l, hl_rel *r)
+{
+    (void)l;
+    if (r->rc || hl_release_next(&r->m, hl_now_mono_ms()) != HL_ACT_SEND)
+        return 0;
+    r->release_sent = hl_now_mono_ms(); /* holds left: the lease applied again */
+    return 1;
+}
+
+void hl_lock_release_feed(hilock_lock *l, hl_rel *r, int rc, redisReply *reply,
+                          const char *err)
+{
+    (void)l;
+    if (err && *err)
+        snprintf(r->err, sizeof r->err, "%s", err);
+    if (rc) {
+        if (reply)
+            freeReplyObject(reply);
+        hl_release_on_error(&r->m, rc, hl_now_mono_ms());
+        return;
     }
+    if (reply->type == REDIS_REPLY_ERROR)
+        /* the scripts fail before they change anything (they publish
+         * the wake-up first): an ACL refusing PUBLISH leaves it held */
+        snprintf(r->err, sizeof r->err,
+                 "server refused the release, nothing was released: %s", reply->str);
+    hl_release_on_reply(&r->m, reply, hl_now_mono_ms());
+    freeReplyObject(reply);
+}
+
+int hl_lock_release_end(hilock_lock *l, hl_rel *r)
+{
+    int rc = r->rc;
+    if (!r->begun)
+        return rc; /* check_lock failed (its message is set) */
+    hilock_client *c = l->client;
     if (rc == 0)
-        rc = m.result;
-    int still_held = m.still_held;
-    hl_release_free(&m);
-    if (still_held && stopped) /* holds remain, or we may still hold it: keep renewing */
-        hl_wd_add(&c->t, l, l->kind, &l->names, tid, rc == 0 ? release_sent : confirmed_at);
+        rc = r->m.result;
+    int still_held = r->m.still_held;
+    hl_release_free(&r->m);
+    if (still_held && r->stopped) /* holds remain, or we may still hold it: keep renewing */
+        hl_wd_add(&c->t, l, l->kind, &l->names, r->tid, rc == 0 ? r->release_sent : r->confirmed_at);
     if (rc == HILOCK_EWRONGTYPE)
-        snprintf(err, sizeof err, "key '%s' holds a value that is not a lock", l->names.name);
+        snprintf(r->err, sizeof r->err, "key '%s' holds a value that is not a lock",
+                 l->names.name);
     else if (rc == HILOCK_ENOTOWNER)
-        snprintf(err, sizeof err, "lock '%s' is not held by %s", l->names.name, owner);
-    return lock_fail(l, rc, err);
+        snprintf(r->err, sizeof r->err, "lock '%s' is not held by %s", l->names.name,
+                 r->owner);
+    return lock_fail(l, rc, r->err);
+}
+
+static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
+{
+    hl_rel r;
+    memset(&r, 0, sizeof r);
+    if (hl_lock_release_begin(l, tid, timeout_ms, &r) == 0)
+        while (hl_lock_release_next(l, &r)) {
+            redisReply *reply = NULL;
+            char err[HL_ERRMSG_MAX] = "";
+            int acked = 1; /* a release without replica ack is still a release */
+            int erc = hl_exec_acked(&l->client->t, &r.m.cmd, &reply, r.m.timeout_ms, err, &acked);
+            hl_lock_release_feed(l, &r, erc, reply, err);
+        }
+    return hl_lock_release_end(l, &r);
 }
 
 int hilock_lock_release(hilock_lock *l)

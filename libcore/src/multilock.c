@@ -10,13 +10,12 @@
  * back, when a hold is lost) are the engine's: proto_multilock.c. This file
  * runs the members' requests, times them and keeps the holds.
  *
- * Each attempt sends one request per member at the same time: the calling
- * thread runs one member itself and a small per-handle pool of worker threads
- * (started at the first attempt, stopped by hilock_multilock_free) runs the
- * others; the caller also runs any of its own requests no worker has picked
- * up yet, so concurrent callers never wait for each other's members. An
+ * Each attempt has every member's request in flight at once, from the
+ * calling thread: the members' scripts are written on their nodes'
+ * connections, then the replies are collected as they come (hl_exec_fan:
+ * poll() over those sockets), each bounded by the member timeout. An
  * attempt that fails releases what it may have taken (Redlock: on every
- * node) and the next one starts after a short random pause.
+ * node), the same way, and the next one starts after a short random pause.
  *
  * Member loss (watchdog): every member handle carries a loss hook
  * (hl_lock_add_lost_hook) with this multi-lock as payload. Removing the hook
@@ -36,21 +35,13 @@
 #include "api.h"
 
 #define ML_REDLOCK_TIMEOUT_MS 50
-#define ML_MAX_WORKERS 16
 #define ML_WATCHDOG_LEASE_DEFAULT 30000
 #define ML_BACKOFF_MIN_MS 1
 #define ML_BACKOFF_MAX_MS 50
 
 enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD };
 
-typedef struct ml_batch {
-    size_t total;
-    size_t done;
-} ml_batch;
-
 typedef struct ml_job {
-    struct ml_job *next; /* queue link */
-    ml_batch *batch;
     int op;
     size_t index; /* member index */
     hilock_lock *lock;
@@ -60,6 +51,15 @@ typedef struct ml_job {
     int rc;
     int64_t value; /* acquire: holder's ttl; held: 1/0 */
     char err[HL_ERRMSG_MAX];
+    int active;    /* still has requests to make */
+    union {
+        hl_try t;  /* acquire */
+        hl_rel r;  /* release */
+        struct {   /* held */
+            hl_cmd cmd;
+            char owner[HL_OWNER_MAX];
+        } h;
+    } u;
 } ml_job;
 
 /* The hold of one thread id. */
@@ -79,7 +79,8 @@ typedef struct ml_hold {
 typedef struct ml_pending {
     struct ml_pending *next;
     uint64_t tid;
-    int cancelled; /* guarded by the multi-lock's mu */
+    int cancelled;     /* guarded by the multi-lock's mu */
+    hl_notify *notify; /* while waiting on the members' messages (mu) */
 } ml_pending;
 
 struct hilock_multilock {
@@ -88,7 +89,7 @@ struct hilock_multilock {
     int redlock;
     size_t quorum;
 
-    pthread_mutex_t mu; /* guards the fields below up to the pool */
+    pthread_mutex_t mu; /* guards the fields below up to errmsg (included) */
     int64_t member_timeout_ms; /* 0 = default */
     ml_hold *holds;
     int lost; /* atomic reads */
@@ -96,16 +97,6 @@ struct hilock_multilock {
     void *lost_payload;
     struct ml_pending *pending; /* acquires waiting, for hilock_multilock_cancel */
     pthread_cond_t ccv;         /* with mu: a pending acquire was cancelled */
-
-    pthread_mutex_t pmu; /* worker pool */
-    pthread_cond_t pcv;  /* work queued / stop */
-    pthread_cond_t dcv;  /* a job finished */
-    ml_job *qhead, *qtail;
-    pthread_t workers[ML_MAX_WORKERS];
-    size_t nworkers;
-    int pool_started;
-    int stop;
-    pid_t pool_pid; /* the workers exist in this process only (fork) */
 
     char errmsg[HL_ERRMSG_MAX];
     int freeing; /* atomic: freed from a lost callback, free deferred */
@@ -190,6 +181,8 @@ HILOCK_API int hilock_multilock_cancel(int *cancelled, hilock_multilock *m, uint
     for (ml_pending *p = m->pending; p; p = p->next)
         if (p->tid == tid && !p->cancelled) {
             p->cancelled = 1;
+            if (p->notify)
+                hl_notify_fire(p->notify);
             n++;
         }
     if (n)
@@ -233,181 +226,142 @@ static const char *ml_kind(const hilock_multilock *m)
 /* parallel requests                                                    */
 /* ------------------------------------------------------------------ */
 
-static int ml_member_held(ml_job *j)
+/* Start job j: 1 when it has a request to make, 0 when it is over. */
+static int ml_job_begin(ml_job *j)
 {
     hilock_lock *l = j->lock;
-    hilock_client *c = l->client;
-    char err[HL_ERRMSG_MAX] = "";
-    int rc = hl_client_check(c, err);
-    if (rc == 0) {
-        char owner[HL_OWNER_MAX];
-        hl_hold_owner(owner, l->kind, c->t.id, j->tid);
-        hl_cmd cmd;
-        hl_cmd_hexists(&cmd, &l->names, owner);
-        redisReply *r = NULL;
-        rc = hl_exec(&c->t, &cmd, &r, j->timeout_ms, err);
-        if (rc == 0) {
-            int64_t v = 0;
-            rc = hl_decode_flag(r, &v);
-            if (rc == 0)
-                j->value = v == 1;
-            else
-                snprintf(err, sizeof err, "unexpected reply to HEXISTS");
-            freeReplyObject(r);
-        }
-    }
-    if (rc != 0)
-        snprintf(j->err, sizeof j->err, "%s", err[0] ? err : hilock_strerror(rc));
-    return rc;
-}
-
-static void ml_run_job(ml_job *j)
-{
     j->err[0] = 0;
     j->value = 0;
     switch (j->op) {
+    case ML_OP_ACQUIRE:
+        j->rc = hl_lock_try_begin(l, j->tid, j->lease_ms, &j->u.t);
+        if (j->rc)
+            ml_copy_lock_err(j);
+        return j->rc == 0;
+    case ML_OP_RELEASE:
+        memset(&j->u.r, 0, sizeof j->u.r);
+        if (hl_lock_release_begin(l, j->tid, j->timeout_ms, &j->u.r) == 0)
+            return 1;
+        j->rc = hl_lock_release_end(l, &j->u.r);
+        if (j->rc)
+            ml_copy_lock_err(j);
+        return 0;
+    case ML_OP_HELD:
+        j->rc = hl_client_check(l->client, j->err);
+        if (j->rc)
+            return 0;
+        hl_hold_owner(j->u.h.owner, l->kind, l->client->t.id, j->tid);
+        hl_cmd_hexists(&j->u.h.cmd, &l->names, j->u.h.owner);
+        return 1;
+    default:
+        j->rc = HILOCK_EINVAL;
+        return 0;
+    }
+}
+
+/* j's next request into f; 0 when j is over. */
+static int ml_job_next(ml_job *j, int round, hl_fan *f)
+{
+    memset(f, 0, sizeof *f);
+    f->client = &j->lock->client->t;
+    f->timeout_ms = j->timeout_ms;
+    switch (j->op) {
+    case ML_OP_ACQUIRE:
+        f->cmd = &j->u.t.cmd;
+        j->u.t.sent_at = hl_now_mono_ms();
+        return round == 0;
+    case ML_OP_HELD:
+        f->cmd = &j->u.h.cmd;
+        return round == 0;
+    case ML_OP_RELEASE:
+        if (!hl_lock_release_next(j->lock, &j->u.r)) {
+            j->rc = hl_lock_release_end(j->lock, &j->u.r);
+            if (j->rc)
+                ml_copy_lock_err(j);
+            return 0;
+        }
+        f->cmd = &j->u.r.m.cmd;
+        f->timeout_ms = j->u.r.m.timeout_ms;
+        f->want_ack = 1; /* as a single release: WAIT when the client asks */
+        return 1;
+    }
+    return 0;
+}
+
+/* The outcome of j's request f. */
+static void ml_job_feed(ml_job *j, hl_fan *f)
+{
+    switch (j->op) {
     case ML_OP_ACQUIRE: {
         int64_t ttl = -1;
-        j->rc = hl_lock_try_once(j->lock, j->tid, j->lease_ms, j->timeout_ms, &ttl);
+        j->rc = hl_lock_try_end(j->lock, j->tid, j->lease_ms, j->timeout_ms, &j->u.t, f->rc,
+                                f->reply, f->err, &ttl);
         j->value = ttl;
         if (j->rc != 0 && j->rc != HILOCK_ETIMEDOUT)
             ml_copy_lock_err(j);
+        j->active = 0;
         break;
     }
     case ML_OP_RELEASE:
-        j->rc = hl_lock_release_timeout(j->lock, j->tid, j->timeout_ms);
-        if (j->rc != 0)
-            ml_copy_lock_err(j);
+        hl_lock_release_feed(j->lock, &j->u.r, f->rc, f->reply, f->err);
+        break; /* the machine says whether another request follows */
+    case ML_OP_HELD: {
+        j->rc = f->rc;
+        if (f->rc == 0) {
+            int64_t v = 0;
+            j->rc = hl_decode_flag(f->reply, &v);
+            if (j->rc == 0)
+                j->value = v == 1;
+            else
+                snprintf(j->err, sizeof j->err, "unexpected reply to HEXISTS");
+            freeReplyObject(f->reply);
+        } else {
+            snprintf(j->err, sizeof j->err, "%s", f->err[0] ? f->err : hilock_strerror(f->rc));
+        }
+        j->active = 0;
         break;
-    case ML_OP_HELD:
-        j->rc = ml_member_held(j);
-        break;
-    default:
-        j->rc = HILOCK_EINVAL;
     }
+    }
+    f->reply = NULL;
 }
 
-static void *ml_worker(void *arg)
+/* Run the jobs with every member's request in flight at once (rounds:
+ * a release may need a second request) and return when all are done. */
+static void ml_run_batch(ml_job *jobs, size_t n)
 {
-    hilock_multilock *m = arg;
-    pthread_mutex_lock(&m->pmu);
-    for (;;) {
-        while (!m->stop && !m->qhead)
-            pthread_cond_wait(&m->pcv, &m->pmu);
-        if (!m->qhead)
-            break; /* stop, queue drained */
-        ml_job *j = m->qhead;
-        m->qhead = j->next;
-        if (!m->qhead)
-            m->qtail = NULL;
-        pthread_mutex_unlock(&m->pmu);
-        ml_run_job(j);
-        pthread_mutex_lock(&m->pmu);
-        /* the caller may return as soon as we unlock; it waits only once
-         * none of its jobs is queued, for the last one to finish */
-        if (++j->batch->done == j->batch->total)
-            pthread_cond_broadcast(&m->dcv);
-    }
-    pthread_mutex_unlock(&m->pmu);
-    return NULL;
-}
-
-/* Under pmu. A pool that cannot start fully just has fewer workers: the
- * callers run whatever no worker picks up. */
-static void ml_pool_start_locked(hilock_multilock *m)
-{
-    if (m->pool_started)
-        return;
-    m->pool_started = 1;
-    m->pool_pid = getpid();
-    size_t want = m->n - 1;
-    if (want > ML_MAX_WORKERS)
-        want = ML_MAX_WORKERS;
-    pthread_attr_t attr;
-    int have_attr = pthread_attr_init(&attr) == 0;
-    if (have_attr)
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-    for (size_t i = 0; i < want; i++) {
-        if (hl_thread_create(&m->workers[m->nworkers], have_attr ? &attr : NULL, ml_worker,
-                           m) != 0)
-            break;
-        m->nworkers++;
-    }
-    if (have_attr)
-        pthread_attr_destroy(&attr);
-}
-
-/* Run the jobs at the same time and return when all are done. */
-static void ml_run_batch(hilock_multilock *m, ml_job *jobs, size_t n)
-{
-    ml_batch b = {n, 0};
-    for (size_t i = 0; i < n; i++) {
-        jobs[i].batch = &b;
-        jobs[i].next = NULL;
-    }
     if (n == 0)
         return;
-    pthread_mutex_lock(&m->pmu);
-    if (n > 1)
-        ml_pool_start_locked(m);
-    if (n == 1 || m->nworkers == 0 || m->pool_pid != getpid()) {
-        pthread_mutex_unlock(&m->pmu);
-        for (size_t i = 0; i < n; i++)
-            ml_run_job(&jobs[i]);
+    hl_fan *fan = calloc(n, sizeof *fan);
+    size_t *who = calloc(n, sizeof *who);
+    if (!fan || !who) {
+        free(fan);
+        free(who);
+        for (size_t i = 0; i < n; i++) {
+            jobs[i].rc = HILOCK_ENOMEM;
+            snprintf(jobs[i].err, sizeof jobs[i].err, "out of memory");
+        }
         return;
     }
-    for (size_t i = 1; i < n; i++) {
-        if (m->qtail)
-            m->qtail->next = &jobs[i];
-        else
-            m->qhead = &jobs[i];
-        m->qtail = &jobs[i];
-    }
-    if (n == 2)
-        pthread_cond_signal(&m->pcv);
-    else
-        pthread_cond_broadcast(&m->pcv);
-    pthread_mutex_unlock(&m->pmu);
-    ml_run_job(&jobs[0]);
-    pthread_mutex_lock(&m->pmu);
-    b.done++;
-    for (;;) {
-        /* ours still queued (workers slow to wake or busy with other
-         * callers)? run them here */
-        ml_job *prev = NULL, *j = m->qhead;
-        while (j && j->batch != &b) {
-            prev = j;
-            j = j->next;
+    for (size_t i = 0; i < n; i++)
+        jobs[i].active = ml_job_begin(&jobs[i]);
+    for (int round = 0;; round++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!jobs[i].active)
+                continue;
+            if (ml_job_next(&jobs[i], round, &fan[k]))
+                who[k++] = i;
+            else
+                jobs[i].active = 0;
         }
-        if (!j)
+        if (k == 0)
             break;
-        if (prev)
-            prev->next = j->next;
-        else
-            m->qhead = j->next;
-        if (m->qtail == j)
-            m->qtail = prev;
-        j->next = NULL;
-        pthread_mutex_unlock(&m->pmu);
-        ml_run_job(j);
-        pthread_mutex_lock(&m->pmu);
-        b.done++;
+        hl_exec_fan(fan, k);
+        for (size_t q = 0; q < k; q++)
+            ml_job_feed(&jobs[who[q]], &fan[q]);
     }
-    while (b.done < b.total)
-        pthread_cond_wait(&m->dcv, &m->pmu);
-    pthread_mutex_unlock(&m->pmu);
-}
-
-static void ml_pool_stop(hilock_multilock *m)
-{
-    pthread_mutex_lock(&m->pmu);
-    m->stop = 1;
-    pthread_cond_broadcast(&m->pcv);
-    pthread_mutex_unlock(&m->pmu);
-    if (m->pool_pid == getpid()) /* after fork() the workers are not ours */
-        for (size_t i = 0; i < m->nworkers; i++)
-            pthread_join(m->workers[i], NULL);
-    m->nworkers = 0;
+    free(fan);
+    free(who);
 }
 
 /* ------------------------------------------------------------------ */
@@ -556,9 +510,6 @@ static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, i
     m->quorum = hl_ml_quorum(redlock, n);
     m->member_timeout_ms = 0;
     pthread_mutex_init(&m->mu, NULL);
-    pthread_mutex_init(&m->pmu, NULL);
-    pthread_cond_init(&m->pcv, NULL);
-    pthread_cond_init(&m->dcv, NULL);
     hl_cond_init_mono(&m->ccv);
     m->errmsg[0] = 0;
     hl_err_forget(m);
@@ -593,16 +544,12 @@ static void ml_free_now(void *arg)
     /* after this no loss notification runs or starts for m */
     for (size_t i = 0; i < m->n; i++)
         hl_lock_remove_lost_hook(m->locks[i], ml_member_lost, m);
-    ml_pool_stop(m);
     while (m->holds) {
         ml_hold *h = m->holds;
         m->holds = h->next;
         ml_hold_free(h);
     }
-    pthread_cond_destroy(&m->dcv);
     pthread_cond_destroy(&m->ccv);
-    pthread_cond_destroy(&m->pcv);
-    pthread_mutex_destroy(&m->pmu);
     pthread_mutex_destroy(&m->mu);
     free(m->locks);
     free(m);
@@ -667,6 +614,129 @@ static int64_t ml_watchdog_lease(const hilock_multilock *m)
 }
 
 /* ------------------------------------------------------------------ */
+/* waiting on the members' unlock messages                              */
+/* ------------------------------------------------------------------ */
+
+/* The subscriptions of one waiting acquire: a waiter per member (none for
+ * fair members, whose unlock wakes only the head of their own line), all
+ * attached to one notify. */
+typedef struct ml_subs {
+    hl_waiter *w;
+    unsigned char *on;    /* w[i] registered */
+    hl_ml_member *mb;     /* the last attempt's outcome per member */
+    hl_notify nt;
+    int started;
+} ml_subs;
+
+static int ml_subs_alloc(ml_subs *s, size_t n)
+{
+    memset(s, 0, sizeof *s);
+    s->w = calloc(n, sizeof *s->w);
+    s->on = calloc(n, 1);
+    s->mb = calloc(n, sizeof *s->mb);
+    if (!s->w || !s->on || !s->mb) {
+        free(s->w);
+        free(s->on);
+        free(s->mb);
+        memset(s, 0, sizeof *s);
+        return HILOCK_ENOMEM;
+    }
+    return 0;
+}
+
+static void ml_sub_one(hilock_multilock *m, ml_subs *s, size_t i, uint64_t tid)
+{
+    hilock_lock *l = m->locks[i];
+    if (l->kind == HILOCK_KIND_FAIR)
+        return;
+    char owner[HL_OWNER_MAX];
+    hl_hold_owner(owner, l->kind, l->client->t.id, tid);
+    char *ch = hl_wait_channel(l->kind, &l->names, owner);
+    if (!ch)
+        return;
+    /* no wait for the server's confirmation here: ml_subs_start waits for
+     * all of them at once */
+    hl_sub_register(&l->client->t, &s->w[i], ch, 0);
+    free(ch);
+    if (s->w[i].chan) {
+        s->on[i] = 1;
+        hl_sub_notify(&s->w[i], &s->nt);
+    }
+}
+
+/* Subscribe to every member's channel and wait (up to ms) for the servers
+ * to confirm; pend's cancel fires the notify from now on. */
+static void ml_subs_start(hilock_multilock *m, ml_subs *s, ml_pending *pend, uint64_t tid,
+                          int64_t ms)
+{
+    hl_notify_init(&s->nt);
+    s->started = 1;
+    pthread_mutex_lock(&m->mu);
+    pend->notify = &s->nt;
+    if (pend->cancelled)
+        hl_notify_fire(&s->nt);
+    pthread_mutex_unlock(&m->mu);
+    for (size_t i = 0; i < m->n; i++)
+        ml_sub_one(m, s, i, tid);
+    int64_t end = hl_now_mono_ms() + ms;
+    for (size_t i = 0; i < m->n; i++)
+        if (s->on[i]) {
+            int64_t left = end - hl_now_mono_ms();
+            hl_sub_confirmed(&s->w[i], left > 0 ? left : 0);
+        }
+}
+
+static void ml_subs_stop(hilock_multilock *m, ml_subs *s, ml_pending *pend)
+{
+    if (s->started) {
+        pthread_mutex_lock(&m->mu);
+        pend->notify = NULL;
+        pthread_mutex_unlock(&m->mu);
+        for (size_t i = 0; i < m->n; i++)
+            if (s->on[i])
+                hl_sub_unregister(&m->locks[i]->client->t, &s->w[i]);
+        hl_notify_destroy(&s->nt);
+    }
+    free(s->w);
+    free(s->on);
+    free(s->mb);
+    memset(s, 0, sizeof *s);
+}
+
+/* Sleep up to ms (-1: no limit) until a member found held is unlocked (its
+ * message), or pend is cancelled. Messages on the other members' channels
+ * are passed on to their other waiters. */
+static void ml_subs_wait(hilock_multilock *m, ml_subs *s, ml_pending *pend, uint64_t tid,
+                         int64_t ms)
+{
+    int64_t end = ms < 0 ? -1 : hl_now_mono_ms() + ms;
+    for (;;) {
+        int64_t left = end < 0 ? -1 : end - hl_now_mono_ms();
+        if (end >= 0 && left <= 0)
+            return;
+        if (!hl_notify_wait(&s->nt, left))
+            return; /* time's up */
+        if (ml_pending_check(m, pend))
+            return;
+        int retry = 0;
+        for (size_t i = 0; i < m->n; i++) {
+            if (!s->on[i])
+                continue;
+            int moved = 0;
+            retry |= hl_sub_take(&s->w[i], !hl_ml_wakes_on(&s->mb[i]), &moved);
+            if (moved) { /* the slot moved: listen where it lives now */
+                hl_sub_unregister(&m->locks[i]->client->t, &s->w[i]);
+                s->on[i] = 0;
+                ml_sub_one(m, s, i, tid);
+                retry = 1;
+            }
+        }
+        if (retry)
+            return;
+    }
+}
+
+/* ------------------------------------------------------------------ */
 /* acquire                                                              */
 /* ------------------------------------------------------------------ */
 
@@ -727,7 +797,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
     const int64_t timeout = ml_member_timeout(m);
 
     int result = HILOCK_ETIMEDOUT;
-    ml_pending pend = {NULL, tid, 0};
+    ml_pending pend = {NULL, tid, 0, NULL};
     pthread_mutex_lock(&m->mu);
     ml_hold *existing = ml_hold_find(m, tid);
     int reentry = existing != NULL;
@@ -737,12 +807,16 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
     }
     pthread_mutex_unlock(&m->mu);
 
+    ml_subs subs;
+    memset(&subs, 0, sizeof subs);
     ml_job *jobs = calloc(n, sizeof *jobs);
     ml_job *undo = calloc(n, sizeof *undo);
+    unsigned char *ready = calloc(n, 1);
     ml_hold *fresh = reentry ? NULL : ml_hold_alloc(n, tid);
-    if (!jobs || !undo || (!reentry && !fresh)) {
+    if (!jobs || !undo || !ready || (!reentry && !fresh)) {
         free(jobs);
         free(undo);
+        free(ready);
         ml_hold_free(fresh);
         result = HILOCK_ENOMEM;
         ml_set_err(m, "out of memory");
@@ -770,6 +844,9 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
                 goto out;
             }
         }
+        /* the members whose unlock message would reach us from now on */
+        for (size_t i = 0; i < n; i++)
+            ready[i] = subs.started && subs.on[i] && hl_sub_confirmed(&subs.w[i], 0);
         for (size_t i = 0; i < n; i++) {
             memset(&jobs[i], 0, sizeof jobs[i]);
             jobs[i].op = ML_OP_ACQUIRE;
@@ -780,7 +857,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
             jobs[i].timeout_ms = timeout;
         }
         const int64_t t0 = hl_now_mono_ms();
-        ml_run_batch(m, jobs, n);
+        ml_run_batch(jobs, n);
         const int64_t t1 = hl_now_mono_ms();
 
         size_t ok = 0, busy = 0;
@@ -849,7 +926,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
             undo[nu].timeout_ms = timeout;
             nu++;
         }
-        ml_run_batch(m, undo, nu);
+        ml_run_batch(undo, nu);
 
         if (fatal) {
             ml_set_err(m, "%s: %zu of %zu taken: %s", ml_kind(m), ok, n, why);
@@ -872,17 +949,43 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
                          : HILOCK_ETIMEDOUT;
             goto out;
         }
+        const int validity_failed = m->redlock && ok >= m->quorum;
+        if (!subs.mb && ml_subs_alloc(&subs, n) != 0)
+            subs.mb = NULL; /* no memory to listen: poll as below */
+        if (subs.mb && !subs.started) {
+            /* The first failure: listen to the members' unlock messages,
+             * then try again at once (an unlock before the subscription
+             * took effect would not reach us). */
+            int64_t limit = timeout > 0 ? timeout : m->locks[0]->client->t.opts.command_timeout_ms;
+            if (deadline >= 0 && deadline - now < limit)
+                limit = deadline - now;
+            ml_subs_start(m, &subs, &pend, tid, limit);
+            continue;
+        }
         int64_t cap = ML_BACKOFF_MIN_MS + 5 + 5 * (int64_t)(attempt < 9 ? attempt : 9);
         if (cap > ML_BACKOFF_MAX_MS)
             cap = ML_BACKOFF_MAX_MS;
         int64_t pause = ML_BACKOFF_MIN_MS + (int64_t)(ml_rand(&rng) % (uint64_t)cap);
-        if (deadline >= 0 && pause > deadline - now)
-            pause = deadline - now;
-        ml_pause(m, &pend, pause); /* a cancel is seen at the loop's top */
+        int64_t left = deadline < 0 ? -1 : deadline - now;
+        if (!subs.mb) {
+            if (left >= 0 && pause > left)
+                pause = left;
+            ml_pause(m, &pend, pause); /* a cancel is seen at the loop's top */
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            subs.mb[i].rc = jobs[i].rc;
+            subs.mb[i].ttl_ms = jobs[i].value;
+            subs.mb[i].wakeable = ready[i];
+        }
+        ml_subs_wait(m, &subs, &pend, tid,
+                     hl_ml_wait_ms(m->redlock, subs.mb, n, validity_failed, pause, left));
     }
 out:
+    ml_subs_stop(m, &subs, &pend);
     free(jobs);
     free(undo);
+    free(ready);
     ml_hold_free(fresh);
 unlist:
     pthread_mutex_lock(&m->mu);
@@ -922,7 +1025,7 @@ static ml_job *ml_run_on_all(hilock_multilock *m, int op, uint64_t tid)
         jobs[i].tid = tid;
         jobs[i].timeout_ms = timeout;
     }
-    ml_run_batch(m, jobs, m->n);
+    ml_run_batch(jobs, m->n);
     return jobs;
 }
 

@@ -93,3 +93,12 @@ void hl_pool_add_idle(hl_node *n, redisContext *ctx)
         redisFree(ctx);
     pthread_mutex_unlock(&p->mu);
 }
+
+int hl_pool_has_free(hl_node *n)
+{
+    hl_pool *p = &n->pool;
+    pthread_mutex_lock(&p->mu);
+    int yes = p->nidle > 0 || p->inuse < p->size;
+    pthread_mutex_unlock(&p->mu);
+    return yes;
+}

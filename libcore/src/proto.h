@@ -662,6 +662,28 @@ HL_HIDDEN int hl_ml_take_back(int redlock, int reentry, int rc);
 /* Is a hold lost once nlost of its nacquired members were: a multi-lock at
  * the first, a Redlock when fewer than the quorum remain. */
 HL_HIDDEN int hl_ml_hold_lost(int redlock, size_t n, size_t nacquired, size_t nlost);
+/* One member's part in an attempt that failed, for the wait before the next. */
+typedef struct hl_ml_member {
+    int rc;         /* its acquire's answer: 0 taken, HILOCK_ETIMEDOUT held by
+                       another owner, else an error */
+    int64_t ttl_ms; /* held: the holder's PTTL (-1 no expiry) */
+    int wakeable;   /* its unlock message reaches the waiter (subscribed and
+                       confirmed; not a fair lock, whose unlock wakes only the
+                       head of its own line) */
+} hl_ml_member;
+/* Does a message on member mb's channel call for a new attempt: it was held
+ * by another owner and we listen to it. A wake on any other member's channel
+ * is not ours to use (our own take-back publishes there too): pass it on. */
+HL_HIDDEN int hl_ml_wakes_on(const hl_ml_member *mb);
+/* How long a failed multi-lock or Redlock attempt sleeps before the next one,
+ * waking earlier on a message of a member hl_ml_wakes_on names; -1: until
+ * such a message. Bounded by the shortest PTTL of the members held, and by
+ * left_ms (what is left of the wait, -1 none). Only when messages cannot
+ * tell us (a member held without a subscription, one whose hold just ended,
+ * errors leaving fewer than the quorum to wait for, or a Redlock whose
+ * validity ran out) by backoff_ms, the driver's random pause. */
+HL_HIDDEN int64_t hl_ml_wait_ms(int redlock, const hl_ml_member *mb, size_t n,
+                                int validity_failed, int64_t backoff_ms, int64_t left_ms);
 
 /* ---- pub/sub and topology commands and answers (proto_route.c) ---- */
 /* SUBSCRIBE/UNSUBSCRIBE channel, or SSUBSCRIBE/SUNSUBSCRIBE when sharded

@@ -44,3 +44,46 @@ int hl_ml_hold_lost(int redlock, size_t n, size_t nacquired, size_t nlost)
         return nlost > 0;
     return nacquired - nlost < hl_ml_quorum(1, n);
 }
+
+int hl_ml_wakes_on(const hl_ml_member *mb)
+{
+    return mb->rc == HILOCK_ETIMEDOUT && mb->wakeable;
+}
+
+static int64_t shorter(int64_t a, int64_t b) /* -1 = no bound */
+{
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    return a < b ? a : b;
+}
+
+int64_t hl_ml_wait_ms(int redlock, const hl_ml_member *mb, size_t n, int validity_failed,
+                      int64_t backoff_ms, int64_t left_ms)
+{
+    int64_t s = -1;
+    int poll = validity_failed;
+    size_t may = 0; /* members that can be ours next time, a message telling when */
+    for (size_t i = 0; i < n; i++) {
+        if (mb[i].rc == 0) {
+            may++; /* taken and given back */
+        } else if (mb[i].rc == HILOCK_ETIMEDOUT) {
+            if (mb[i].wakeable)
+                may++;
+            else
+                poll = 1; /* nobody tells us when it ends */
+            if (mb[i].ttl_ms > 0)
+                s = shorter(s, mb[i].ttl_ms); /* its lease ends by then */
+            else if (mb[i].ttl_ms != -1)
+                poll = 1; /* ending right now, or unknown */
+        }
+    }
+    if (may < hl_ml_quorum(redlock, n))
+        poll = 1; /* the failed members must answer again */
+    if (poll)
+        s = shorter(s, backoff_ms > 0 ? backoff_ms : 1);
+    if (left_ms >= 0)
+        s = shorter(s, left_ms);
+    return s;
+}

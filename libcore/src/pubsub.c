@@ -61,12 +61,30 @@ static void remove_channel(hl_pubsub *ps, hl_channel *target)
     }
 }
 
+/* ps->mu held. */
+static void wake_waiter(hl_waiter *w)
+{
+    w->signaled = 1;
+    pthread_cond_signal(&w->cv);
+    if (w->notify)
+        hl_notify_fire(w->notify);
+}
+
 static void wake_all_waiters(hl_pubsub *ps)
 {
     for (hl_channel *ch = ps->channels; ch; ch = ch->next)
-        for (hl_waiter *w = ch->waiters; w; w = w->next) {
-            w->signaled = 1;
-            pthread_cond_signal(&w->cv);
+        for (hl_waiter *w = ch->waiters; w; w = w->next)
+            wake_waiter(w);
+}
+
+/* A wake-one message w took without using goes to the next waiter of its
+ * channel not woken yet; ps->mu held. */
+static void pass_wake(hl_channel *ch, hl_waiter *w)
+{
+    for (hl_waiter *o = ch->waiters; o; o = o->next)
+        if (o != w && !o->signaled) {
+            wake_waiter(o);
+            break;
         }
 }
 
@@ -113,10 +131,8 @@ static void handle_frame(hl_node *n, redisReply *r)
         ch->state = HL_CH_SUBSCRIBED;
         if (ch->resub) { /* an unlock may have come before this took effect */
             ch->resub = 0;
-            for (hl_waiter *w = ch->waiters; w; w = w->next) {
-                w->signaled = 1;
-                pthread_cond_signal(&w->cv);
-            }
+            for (hl_waiter *w = ch->waiters; w; w = w->next)
+                wake_waiter(w);
         }
         pthread_cond_broadcast(&ps->cv);
         break;
@@ -129,8 +145,7 @@ static void handle_frame(hl_node *n, redisReply *r)
             __atomic_store_n(&n->client->map_stale, 1, __ATOMIC_RELEASE);
             for (hl_waiter *w = ch->waiters; w; w = w->next) {
                 w->moved = 1;
-                w->signaled = 1;
-                pthread_cond_signal(&w->cv);
+                wake_waiter(w);
             }
         } else {
             ch->state = HL_CH_PENDING; /* a waiter came back meanwhile */
@@ -143,8 +158,7 @@ static void handle_frame(hl_node *n, redisReply *r)
         int64_t n = ch->waiters ? hl_ps_wakes((hl_wake_rule)ch->waiters->wake_rule, &ev) : 0;
         for (hl_waiter *w = ch->waiters; w && n != 0; w = w->next) {
             if (n < 0 || !w->signaled) {
-                w->signaled = 1;
-                pthread_cond_signal(&w->cv);
+                wake_waiter(w);
                 if (n > 0)
                     n--;
             }
@@ -412,12 +426,7 @@ void hl_sub_unregister(hl_transport *c, hl_waiter *w)
     }
     /* A wake-one message this waiter took without using is passed on. */
     if (w->signaled)
-        for (hl_waiter *o = ch->waiters; o; o = o->next)
-            if (!o->signaled) {
-                o->signaled = 1;
-                pthread_cond_signal(&o->cv);
-                break;
-            }
+        pass_wake(ch, w);
     ch->refs--;
     if (ch->refs == 0) {
         if (ps->stop || ch->state == HL_CH_MOVED || (ch->state == HL_CH_PENDING && !ch->sent))
@@ -428,6 +437,91 @@ void hl_sub_unregister(hl_transport *c, hl_waiter *w)
     w->chan = NULL;
     pthread_mutex_unlock(&ps->mu);
     pthread_cond_destroy(&w->cv);
+}
+
+void hl_sub_notify(hl_waiter *w, hl_notify *nt)
+{
+    if (!w->chan)
+        return;
+    hl_pubsub *ps = &w->node->ps;
+    pthread_mutex_lock(&ps->mu);
+    w->notify = nt;
+    if (w->signaled || ps->stop)
+        hl_notify_fire(nt);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+int hl_sub_confirmed(hl_waiter *w, int64_t ms)
+{
+    if (!w->chan)
+        return 0;
+    hl_pubsub *ps = &w->node->ps;
+    struct timespec ts;
+    hl_abs_timespec(&ts, ms > 0 ? ms : 0);
+    pthread_mutex_lock(&ps->mu);
+    while (w->chan->state != HL_CH_SUBSCRIBED && !ps->stop && ms > 0)
+        if (pthread_cond_timedwait(&ps->cv, &ps->mu, &ts) == ETIMEDOUT)
+            break;
+    int yes = w->chan->state == HL_CH_SUBSCRIBED;
+    pthread_mutex_unlock(&ps->mu);
+    return yes;
+}
+
+int hl_sub_take(hl_waiter *w, int pass, int *moved)
+{
+    *moved = 0;
+    if (!w->chan)
+        return 0;
+    hl_pubsub *ps = &w->node->ps;
+    pthread_mutex_lock(&ps->mu);
+    int woken = w->signaled;
+    w->signaled = 0;
+    *moved = w->moved;
+    if (woken && pass && !w->moved) {
+        pass_wake(w->chan, w);
+        woken = 0;
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return woken;
+}
+
+void hl_notify_init(hl_notify *nt)
+{
+    pthread_mutex_init(&nt->mu, NULL);
+    hl_cond_init_mono(&nt->cv);
+    nt->fired = 0;
+}
+
+void hl_notify_destroy(hl_notify *nt)
+{
+    pthread_cond_destroy(&nt->cv);
+    pthread_mutex_destroy(&nt->mu);
+}
+
+void hl_notify_fire(hl_notify *nt)
+{
+    pthread_mutex_lock(&nt->mu);
+    nt->fired = 1;
+    pthread_cond_broadcast(&nt->cv);
+    pthread_mutex_unlock(&nt->mu);
+}
+
+int hl_notify_wait(hl_notify *nt, int64_t ms)
+{
+    struct timespec ts;
+    if (ms >= 0)
+        hl_abs_timespec(&ts, ms);
+    pthread_mutex_lock(&nt->mu);
+    while (!nt->fired) {
+        if (ms < 0)
+            pthread_cond_wait(&nt->cv, &nt->mu);
+        else if (pthread_cond_timedwait(&nt->cv, &nt->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    int fired = nt->fired;
+    nt->fired = 0;
+    pthread_mutex_unlock(&nt->mu);
+    return fired;
 }
 
 static void node_pubsub_shutdown(hl_node *n)

@@ -1,5 +1,5 @@
 /*
- * Transport layer (transport.c, conn.c, nodes.c, pool.c, exec.c, tls.c,
+ * Transport layer (transport.c, conn.c, nodes.c, pool.c, exec.c, fanout.c, tls.c,
  * pubsub.c, drain.c, sentinel.c, watchdog.c): hiredis connections, the node
  * table and its pools, command execution, pub/sub listeners, settling
  * timed-out attempts, sentinel discovery and following, the watchdog thread.
@@ -114,7 +114,24 @@ typedef struct hl_waiter {
                             nonzero ends hl_sub_wait (cancel signals cv) */
     int wake_rule;       /* hl_wake_rule: what a message on the channel
                             means (set by hl_sub_register_rule; 0 = a lock's) */
+    struct hl_notify *notify; /* may be NULL: also fired on every wake of
+                                 this waiter (hl_sub_notify) */
 } hl_waiter;
+
+/* One wake-up shared by several waiters, possibly on different clients (a
+ * multi-lock waits on all its members' channels at once). Fired with the
+ * waiters' pubsub mutex held: take no other lock while holding mu. */
+typedef struct hl_notify {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* monotonic clock */
+    int fired;
+} hl_notify;
+HL_HIDDEN void hl_notify_init(hl_notify *nt);
+HL_HIDDEN void hl_notify_destroy(hl_notify *nt);
+HL_HIDDEN void hl_notify_fire(hl_notify *nt);
+/* Sleep until fired or ms pass (ms < 0: until fired); clears the flag.
+ * 1 when it was fired. */
+HL_HIDDEN int hl_notify_wait(hl_notify *nt, int64_t ms);
 
 
 typedef struct hl_pubsub {
@@ -147,6 +164,17 @@ HL_HIDDEN int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *ch
  * to another node (unregister, register again), else 0. */
 HL_HIDDEN int hl_sub_wait(hl_transport *c, hl_waiter *w, int64_t ms);
 HL_HIDDEN void hl_sub_unregister(hl_transport *c, hl_waiter *w);
+/* 1 when w's channel is subscribed (the server confirmed it), after waiting
+ * up to ms for that (0: just look). */
+HL_HIDDEN int hl_sub_confirmed(hl_waiter *w, int64_t ms);
+/* Attach the registered waiter w to nt: every later wake of w fires nt, and
+ * a wake that came before fires it at once. */
+HL_HIDDEN void hl_sub_notify(hl_waiter *w, hl_notify *nt);
+/* Take w's wake (after nt fired): 1 when w was woken (and clears it), with
+ * *moved set when its channel's slot moved (unregister, register again).
+ * pass: a wake this waiter does not want is handed to the next waiter of
+ * the channel not woken yet (as unregistering does), and 0 returned. */
+HL_HIDDEN int hl_sub_take(hl_waiter *w, int pass, int *moved);
 HL_HIDDEN void hl_pubsub_shutdown(hl_transport *c);
 
 /* ---- drain.c: settles acquire attempts whose reply timed out ---- */
@@ -300,6 +328,42 @@ HL_HIDDEN void hl_node_free(hl_node *n, int forked);
 HL_HIDDEN int hl_nodes_init(hl_transport *c, char *err);
 /* Hand a fresh connection to n's pool. */
 HL_HIDDEN void hl_pool_add_idle(hl_node *n, redisContext *ctx);
+
+/* ---- fanout.c: several commands in flight at once from one thread ----
+ *
+ * hl_exec_fan sends every request's command on a connection of its node
+ * (from that node's pool), then collects the replies with poll() as they
+ * come, each bounded by its own timeout; it returns once every request has
+ * its outcome. Each outcome is what hl_exec would give for that command
+ * alone: NOSCRIPT is answered with EVAL on the same connection, an acquire
+ * attempt whose reply times out is handed to the settler (cmd->drained), a
+ * reply lost with its connection sets cmd->reply_lost. The uncommon paths
+ * (cluster redirections and retries, a failover, a stale pooled connection,
+ * replica acknowledgement, a pool with no free connection left, a node with
+ * an attempt still being settled) run through hl_exec_acked after the
+ * others are in, one after another. */
+typedef struct hl_fan {
+    /* in */
+    hl_transport *client;
+    hl_cmd *cmd;
+    int64_t timeout_ms; /* > 0 bounds connect + reply; <= 0: the client's timeouts */
+    int want_ack;       /* replica acknowledgement as hl_exec_acked (acked below) */
+    /* out */
+    int rc;             /* 0 (reply set, caller frees) or a HILOCK_E* code (err set) */
+    redisReply *reply;
+    int acked;
+    char err[HL_ERRMSG_MAX];
+    /* the driver's */
+    struct hl_node *node;
+    redisContext *ctx;
+    int64_t gen;
+    int reused;
+    int state;
+    int pass;
+    int64_t deadline;
+} hl_fan;
+HL_HIDDEN void hl_exec_fan(hl_fan *reqs, size_t n);
+
 
 /* How the transport reports to the layer above, which sets these before
  * the first thread starts. The transport never calls up otherwise. */

@@ -30,5 +30,10 @@ HL_HIDDEN redisContext *hl_pool_get(hl_node *n, int64_t timeout_ms, int *reused,
                                     int *code, char *err);
 HL_HIDDEN void hl_pool_put(hl_node *n, redisContext *ctx, int broken, int64_t gen);
 HL_HIDDEN void hl_pool_forget(hl_node *n);
+/* pool.c: 1 when n has an idle connection or may open one (fanout.c). */
+HL_HIDDEN int hl_pool_has_free(hl_node *n);
+/* exec.c: the connection went away while it sat idle (EOF, reset): the
+ * command sent on it never ran (fanout.c). */
+HL_HIDDEN int hl_conn_stale(const redisContext *ctx);
 
 #endif

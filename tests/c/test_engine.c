@@ -398,6 +398,33 @@ static void t_multilock_rules(void)
     CU_ASSERT(hl_ml_hold_lost(0, 3, 3, 1));
     CU_ASSERT(!hl_ml_hold_lost(1, 5, 5, 2));
     CU_ASSERT(hl_ml_hold_lost(1, 5, 5, 3));
+    /* the wait after a failed attempt: messages, bounded by the holders' PTTL */
+    hl_ml_member mb[3] = {{0, -1, 1}, {HILOCK_ETIMEDOUT, 8000, 1}, {HILOCK_ETIMEDOUT, 3000, 1}};
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 3000);    /* shortest lease */
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, 1200), 1200);  /* the wait ends first */
+    CU_ASSERT(!hl_ml_wakes_on(&mb[0]) && hl_ml_wakes_on(&mb[1]));
+    mb[2].ttl_ms = -1; /* held without expiry: only its message */
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 8000);
+    mb[1].ttl_ms = -1;
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), -1);
+    mb[1].wakeable = 0; /* not subscribed (fair, or unconfirmed): polled */
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 20);
+    CU_ASSERT(!hl_ml_wakes_on(&mb[1]));
+    mb[1] = (hl_ml_member){HILOCK_ECONN, -1, 1}; /* a multi-lock needs the failed one */
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 20);
+    mb[1].ttl_ms = 0;
+    mb[2] = (hl_ml_member){HILOCK_ETIMEDOUT, 0, 1}; /* its lease just ended */
+    mb[1].rc = 0;
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 20);
+    /* Redlock of 5: 2 down, 3 held with messages: wait for those */
+    hl_ml_member rl[5] = {{HILOCK_ECONN, -1, 1}, {HILOCK_ECONN, -1, 1},
+                          {HILOCK_ETIMEDOUT, 5000, 1}, {HILOCK_ETIMEDOUT, 5000, 1},
+                          {HILOCK_ETIMEDOUT, 6000, 1}};
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 0, 20, -1), 5000);
+    rl[4].rc = HILOCK_ECONN; /* 3 down: the quorum needs a failed node */
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 0, 20, -1), 20);
+    rl[0].rc = rl[1].rc = rl[4].rc = 0; /* a majority without validity */
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 1, 20, -1), 20);
     CU_ASSERT(!hl_ml_hold_lost(1, 5, 3, 0));
     CU_ASSERT(hl_ml_hold_lost(1, 5, 3, 1));
 }

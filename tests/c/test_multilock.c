@@ -153,6 +153,98 @@ static void t_multi_busy_member(void)
     free_locks(l, 3);
 }
 
+/* Scripts server i has run (EVALSHA + EVAL), from INFO commandstats. */
+static long long scripts_run(int i)
+{
+    char buf[8192];
+    if (th_redis_str(&srv[i], buf, sizeof buf, "INFO commandstats") != 0)
+        return -1;
+    long long total = 0;
+    const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(buf, names[k]);
+        if (p)
+            total += atoll(p + strlen(names[k]));
+    }
+    return total;
+}
+
+typedef struct waiter_run {
+    hilock_multilock *m;
+    uint64_t tid;
+    int rc;
+    int64_t done_at;
+} waiter_run;
+
+static void *multi_waiter(void *arg)
+{
+    waiter_run *w = arg;
+    w->rc = hilock_multilock_acquire_tid(w->m, w->tid, 10000, 10000);
+    w->done_at = th_now_ms();
+    return NULL;
+}
+
+static void t_multi_waits_on_messages(void)
+{
+    /* A waiting multi-lock sleeps on its members' unlock messages: while a
+     * member is held (lease 20 s), the waiter sends next to nothing (the
+     * 1-50 ms back-off it used to poll with ran the member's script some
+     * 30 times in 800 ms), and the unlock wakes it at once. */
+    hilock_lock *l[3] = {NULL, NULL, NULL}, *other = NULL;
+    const char *names[3] = {"ml:msg:a", "ml:msg:b", "ml:msg:c"};
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l[i], A[i], names[i]), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&other, B[1], "ml:msg:b"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(other, 777, 0, 20000), 0);
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, l, 3), 0);
+
+    long long before = scripts_run(1);
+    waiter_run w = {m, 31, -100, 0};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, multi_waiter, &w), 0);
+    th_sleep_ms(800);
+    long long during = scripts_run(1) - before;
+    int64_t released_at = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(other, 777), 0);
+    pthread_join(th, NULL);
+    long long handoff = w.done_at - released_at;
+    printf("[%lld attempts on the held member while waiting, hand-off %lld ms] ", during,
+           handoff);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    /* the first attempt, the one right after subscribing, and at most one
+     * from a stray wake-up */
+    CU_ASSERT(during >= 1 && during <= 3);
+    CU_ASSERT(handoff < (th_valgrind() ? 1000 : 200)); /* the lease had 19 s left */
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(key_exists(i, names[i]), 1);
+    CU_ASSERT_EQUAL(hilock_multilock_release_tid(m, 31), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(key_exists(i, names[i]), 0);
+    hilock_multilock_free(m);
+    hilock_lock_free(other);
+    free_locks(l, 3);
+}
+
+static void t_redlock_no_threads(void)
+{
+    /* The members' requests go out from the calling thread: a Redlock
+     * starts no thread of its own (it used to start a pool of n - 1). */
+    hilock_lock *l[NS] = {0};
+    CU_ASSERT_EQUAL_FATAL(make_locks(l, A, "rl:nothreads", NS), 0);
+    hilock_multilock *m = redlock5(l);
+    int before = th_thread_count();
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
+        CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
+    }
+    CU_ASSERT_EQUAL(th_thread_count(), before);
+    for (int i = 0; i < NS; i++)
+        CU_ASSERT_EQUAL(key_exists(i, "rl:nothreads"), 0);
+    hilock_multilock_free(m);
+    free_locks(l, NS);
+}
+
 static void t_multi_mixed_reentrant(void)
 {
     /* reentrant + fair on one client, reentrant on another client */
@@ -612,6 +704,8 @@ int main(void)
     CU_pSuite s = CU_add_suite("multilock", suite_init, suite_clean);
     CU_add_test(s, "errors", t_errors);
     CU_add_test(s, "multi-lock: busy member, all or nothing", t_multi_busy_member);
+    CU_add_test(s, "multi-lock: waits on unlock messages, no polling", t_multi_waits_on_messages);
+    CU_add_test(s, "redlock: no threads of its own", t_redlock_no_threads);
     CU_add_test(s, "multi-lock: mixed kinds, re-entry, not owner", t_multi_mixed_reentrant);
     CU_add_test(s, "redlock: 2 of 5 down acquires", t_redlock_two_down);
     CU_add_test(s, "redlock: 3 of 5 down fails, leaves nothing", t_redlock_three_down);

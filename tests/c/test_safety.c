@@ -420,7 +420,13 @@ static void t_stalled_member_fds_bounded(void)
     CU_ASSERT_EQUAL_FATAL(hilock_redlock_new(&m, ls, NS), 0);
     /* every release still asks the stalled member (and waits this long) */
     CU_ASSERT_EQUAL(hilock_multilock_set_member_timeout(m, 100), 0);
-    /* warm up: pools and worker threads exist */
+    /* warm up: pools exist, and the pub/sub listeners a waiting attempt
+     * starts (held by another owner on 2 of 3 nodes: it waits once) */
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(ls[0], 99, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(ls[1], 99, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 20, 10000), HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(ls[0], 99), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(ls[1], 99), 0);
     CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
     CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
     int before = fd_count();
