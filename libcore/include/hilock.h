@@ -648,9 +648,9 @@ HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m);
  * One hilock_async has its own non-blocking connections (one for commands
  * and one for pub/sub per client used) and its own watchdog, driven by the
  * loop's timer: no thread is started. It serves the lock handles of
- * clients opened on redis://, rediss:// (not yet: HILOCK_EINVAL) or unix://
- * URLs; sentinel and cluster clients, and clients with replica_ack on, are
- * refused with HILOCK_EINVAL (not yet supported).
+ * clients opened on redis://, rediss:// (TLS: the handshake runs on the
+ * loop) or unix:// URLs; sentinel and cluster clients, and clients with
+ * replica_ack on, are refused with HILOCK_EINVAL (not yet supported).
  *
  * Callback rules (hilock_async_cb, hilock_async_lost_cb, and the loop's
  * watch and timer functions):

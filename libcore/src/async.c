@@ -69,6 +69,9 @@ struct as_conn {
                               while attempts are settled on it */
     int nsettles;
     as_req *reqs, **reqs_tail;
+    int tls;
+    int tls_refused;       /* OpenSSL refused the peer (or it us): ETLS */
+    char tls_err[128];
 };
 
 enum { CH_PENDING = 0, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
@@ -490,6 +493,8 @@ static void hs_cb(redisAsyncContext *ac, void *reply, void *priv)
         freeReplyObject(r);
 }
 
+static void conn_failed(as_conn *k);
+
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     (void)status;
@@ -500,7 +505,9 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
-    as_conn *k = ac->data;
+    as_conn *k = (as_conn *)ac->data;
+    if (status != REDIS_OK && k)
+        conn_failed(k);
     if (status != REDIS_OK && k && !k->a->closing) {
         snprintf(k->a->errmsg, sizeof k->a->errmsg, "cannot connect: %s",
                  ac->errstr[0] ? ac->errstr : "connection failed");
@@ -560,6 +567,18 @@ static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub)
         free(k);
         return NULL;
     }
+    if (c->t.ep.tls) {
+        int code = 0;
+        char err[HL_ERRMSG_MAX];
+        const char *host = c->t.ep.host ? c->t.ep.host : "localhost";
+        if (hl_tls_start(c->t.ep.tls_ctx, &ac->c, host, c->t.ep.tls_server_name, &code, err)) {
+            snprintf(a->errmsg, sizeof a->errmsg, "%s", err);
+            redisAsyncFree(ac);
+            free(k);
+            return NULL;
+        }
+        k->tls = 1;
+    }
     hl_reader_bound(ac->c.reader);
     k->ac = ac;
     k->fd = ac->c.fd;
@@ -606,6 +625,14 @@ static void conns_reap(hilock_async *a)
 /* ---- sending ---- */
 
 static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv);
+
+/* A connection failed: on TLS, was it OpenSSL refusing (certificate not
+ * verified, refused by the server)? Read once, when the failure is fresh. */
+static void conn_failed(as_conn *k)
+{
+    if (k && k->tls && !k->tls_refused && hl_tls_refused(k->tls_err, sizeof k->tls_err))
+        k->tls_refused = 1;
+}
 
 /* A request record at the end of k's FIFO (timeout_ms > 0: its deadline). */
 static as_req *req_new(as_conn *k, int64_t timeout_ms)
@@ -688,10 +715,14 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     op->sent = NULL;
     op->req = NULL;
     if (!r) {
-        int code = k && k->hs_code ? k->hs_code : HILOCK_ECONN;
-        snprintf(op->err, sizeof op->err, "%s",
-                 k && k->hs_code ? op->a->errmsg
-                 : ac->errstr[0] ? ac->errstr : "connection lost");
+        conn_failed(k);
+        int code = k && k->hs_code ? k->hs_code : k && k->tls_refused ? HILOCK_ETLS : HILOCK_ECONN;
+        if (code == HILOCK_ETLS)
+            snprintf(op->err, sizeof op->err, "TLS: %s", k->tls_err);
+        else
+            snprintf(op->err, sizeof op->err, "%s",
+                     k && k->hs_code ? op->a->errmsg
+                     : ac->errstr[0] ? ac->errstr : "connection lost");
         feed_error(op, code, 1);
     } else if (k && k->hs_code) {
         freeReplyObject(r);
@@ -1488,9 +1519,9 @@ static as_link *link_get(hilock_async *a, hilock_client *c, int *rc)
     for (as_link *lk = a->links; lk; lk = lk->next)
         if (lk->client == c)
             return lk;
-    if (c->t.ep.cluster || c->t.ep.master_name || c->t.ep.tls || c->t.replica_ack) {
+    if (c->t.ep.cluster || c->t.ep.master_name || c->t.replica_ack) {
         snprintf(a->errmsg, sizeof a->errmsg,
-                 "hilock_async: cluster, sentinel and TLS clients and replica "
+                 "hilock_async: cluster and sentinel clients and replica "
                  "acknowledgement are not supported yet");
         *rc = HILOCK_EINVAL;
         return NULL;

@@ -111,19 +111,19 @@ static int is_ip_literal(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host, const char *server_name,
-                     int64_t timeout_ms, const char *where, int *code, char *err)
+/* A new SSL for a connection to name: SNI (host names only, RFC 6066) and
+ * the name checked against the certificate unless insecure. NULL with *code
+ * and err set. */
+static SSL *tls_ssl(hl_tls *t, const char *name, const char *where, int *code, char *err)
 {
-    const char *name = server_name && *server_name ? server_name : host;
     ERR_clear_error();
     SSL *ssl = SSL_new(t->ctx);
     if (!ssl) {
         *code = HILOCK_ENOMEM;
         hl_set_err(err, "TLS to %s: out of memory", where);
-        return -1;
+        return NULL;
     }
     int ip = is_ip_literal(name);
-    /* SNI carries host names only (RFC 6066) */
     if ((!ip && SSL_set_tlsext_host_name(ssl, name) != 1) ||
         (!t->insecure && !ip && SSL_set1_host(ssl, name) != 1) ||
         (!t->insecure && ip &&
@@ -131,8 +131,34 @@ int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host, const char 
         *code = HILOCK_EINVAL;
         hl_set_err(err, "TLS to %s: bad server name '%s'", where, name);
         SSL_free(ssl);
-        return -1;
+        return NULL;
     }
+    return ssl;
+}
+
+int hl_tls_start(hl_tls *t, redisContext *ctx, const char *host, const char *server_name,
+                 int *code, char *err)
+{
+    const char *name = server_name && *server_name ? server_name : host;
+    SSL *ssl = tls_ssl(t, name, host, code, err);
+    if (!ssl)
+        return -1;
+    if (redisInitiateSSL(ctx, ssl) == REDIS_OK)
+        return 0; /* ctx owns ssl; the handshake goes on with its reads and writes */
+    *code = HILOCK_ETLS;
+    hl_set_err(err, "TLS to %s: %s", host, ctx->errstr[0] ? ctx->errstr : "cannot start");
+    ERR_clear_error();
+    SSL_free(ssl);
+    return -1;
+}
+
+int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host, const char *server_name,
+                     int64_t timeout_ms, const char *where, int *code, char *err)
+{
+    const char *name = server_name && *server_name ? server_name : host;
+    SSL *ssl = tls_ssl(t, name, where, code, err);
+    if (!ssl)
+        return -1;
     /* the handshake is bounded by the socket's timeouts */
     struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)((timeout_ms % 1000) * 1000)};
     redisSetTimeout(ctx, tv);
@@ -191,6 +217,15 @@ int hl_tls_new(hl_tls **out, const hl_endpoint *ep, char *err)
 void hl_tls_free(hl_tls *t)
 {
     (void)t;
+}
+
+int hl_tls_start(hl_tls *t, redisContext *ctx, const char *host, const char *server_name,
+                 int *code, char *err)
+{
+    (void)t, (void)ctx, (void)server_name;
+    *code = HILOCK_EINVAL;
+    hl_set_err(err, "TLS to %s: not built in", host);
+    return -1;
 }
 
 int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host, const char *server_name,

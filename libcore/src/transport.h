@@ -39,6 +39,11 @@ HL_HIDDEN void hl_tls_free(hl_tls *t);
 HL_HIDDEN int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
                                const char *server_name, int64_t timeout_ms, const char *where,
                                int *code, char *err);
+/* Start TLS on a fresh non-blocking context (hiredis async) to host: the
+ * handshake continues with the context's reads and writes. 0, or -1 with
+ * *code and err set. */
+HL_HIDDEN int hl_tls_start(hl_tls *t, redisContext *ctx, const char *host,
+                           const char *server_name, int *code, char *err);
 HL_HIDDEN int hl_tls_available(void);
 /* After a failed read or write on a TLS connection: 1 when OpenSSL saw a
  * TLS-level refusal (e.g. the server's "certificate required" alert, which

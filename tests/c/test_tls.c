@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "hilock.h"
+#include "hilock/adapters/epoll.h"
 
 static char certs[64];     /* directory of the throwaway certificates */
 static th_redis srv;       /* plain port + TLS port (client certs optional) */
@@ -177,6 +178,75 @@ static void t_handoff_and_watchdog(void)
     CU_ASSERT_EQUAL(a.rc, HILOCK_OK);
     /* woken by the message, long before the 10 s lease of nothing */
     CU_ASSERT(th_now_ms() - t_release < 3000);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
+static void async_done(hilock_async *a, int rc, int64_t value, void *payload)
+{
+    (void)a, (void)value;
+    int *r = payload;
+    r[0]++;
+    r[1] = rc;
+}
+
+static int async_run_until(hilock_epoll *ep, hilock_async *a, const int *r, int n)
+{
+    int64_t end = th_now_ms() + 5000;
+    while (r[0] < n && th_now_ms() < end)
+        hilock_epoll_run_once(ep, a, 50);
+    return r[0] >= n;
+}
+
+/* The non-blocking API over TLS: its own connections make the handshake on
+ * the loop; a waiter is woken by the unlock message over TLS. */
+static void t_async(void)
+{
+    char url[128], msg[256];
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", srv_tls);
+    hilock_options o = opts_ca("ca.crt");
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, url, &o, msg, sizeof msg), HILOCK_OK);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "tls:async"), HILOCK_OK);
+    hilock_epoll ep;
+    CU_ASSERT_FATAL(hilock_epoll_init(&ep) == 0);
+    hilock_async_loop loop = hilock_epoll_loop(&ep);
+    hilock_async *a = NULL;
+    CU_ASSERT_FATAL(hilock_async_new(&a, &loop) == 0);
+    int r1[2] = {0, -100}, r2[2] = {0, -100}, r3[2] = {0, -100};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, async_done, r1) == 0);
+    CU_ASSERT_FATAL(async_run_until(&ep, a, r1, 1));
+    CU_ASSERT_EQUAL(r1[1], HILOCK_OK);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS tls:async"), 1);
+    CU_ASSERT(hilock_async_acquire(a, l, 2, 5000, 30000, async_done, r2) == 0);
+    int64_t end = th_now_ms() + 5000; /* asleep on its subscription */
+    long long subs = 0;
+    while (subs != 1 && th_now_ms() < end) {
+        hilock_epoll_run_once(&ep, a, 5);
+        redisContext *ctx = th_redis_connect(&srv);
+        redisReply *rr = ctx ? redisCommand(ctx, "PUBSUB NUMSUB redisson_lock__channel:{tls:async}")
+                             : NULL;
+        if (rr && rr->type == REDIS_REPLY_ARRAY && rr->elements == 2)
+            subs = rr->element[1]->integer;
+        if (rr)
+            freeReplyObject(rr);
+        if (ctx)
+            redisFree(ctx);
+    }
+    CU_ASSERT_EQUAL(subs, 1);
+    CU_ASSERT_EQUAL(r2[0], 0);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_async_release(a, l, 1, async_done, r3) == 0);
+    CU_ASSERT(async_run_until(&ep, a, r2, 1));
+    CU_ASSERT_EQUAL(r2[1], HILOCK_OK);
+    CU_ASSERT(th_now_ms() - t0 < 3000);
+    CU_ASSERT(r3[0] == 1 && r3[1] == HILOCK_OK);
+    CU_ASSERT(hilock_async_release(a, l, 2, async_done, r3) == 0);
+    CU_ASSERT(async_run_until(&ep, a, r3, 2) && r3[1] == HILOCK_OK);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS tls:async"), 0);
+    hilock_async_free(a);
+    hilock_epoll_close(&ep);
     hilock_lock_free(l);
     hilock_client_close(c);
 }
@@ -494,6 +564,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("tls: one server", init_single, clean_single);
     CU_add_test(s, "verified connection, db, host name", t_verified);
     CU_add_test(s, "hand-off and watchdog over TLS", t_handoff_and_watchdog);
+    CU_add_test(s, "non-blocking API over TLS", t_async);
     CU_add_test(s, "wrong CA: ETLS; skip-verify", t_wrong_ca);
     CU_add_test(s, "expired certificate: ETLS", t_expired);
     CU_add_test(s, "wrong server name: ETLS", t_wrong_name);
