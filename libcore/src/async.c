@@ -891,6 +891,8 @@ static void conn_timed_out(as_conn *k, int64_t now)
         op->sent = NULL;
         snprintf(op->err, sizeof op->err, "no reply within %lld ms",
                  (long long)op->link->client->t.opts.command_timeout_ms);
+        if (op->type == OP_ACQUIRE && op->attempt) /* its late copy must find its latch */
+            __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
         if (op->type == OP_ACQUIRE && op->attempt && settle_start(q, op) == 0)
             hl_acquire_on_unknown(&op->acq, HILOCK_ECONN, now);
         else
