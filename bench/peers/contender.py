@@ -2,7 +2,7 @@
 
     python contender.py LIB SCENARIO key=value...
 
-LIB: hilock | redis-py | python-redis-lock | pottery | redis-py-asyncio | aioredlock.
+LIB: hilock | redis-py | python-redis-lock | pottery | redis-py-asyncio | aioredlock | hilock-aio.
 SCENARIO and its JSON output are the same for every contender of the
 benchmark; see contender.c for the list. Each library is used the way its
 README shows: its own defaults for how a waiter waits (redis-py polls every
@@ -175,6 +175,19 @@ def run_handoff(make, nthreads, ms, counter):
 # --- asyncio libraries ------------------------------------------------------
 
 async def async_factory(lib, urls):
+    if lib == "hilock-aio":
+        import hilock.aio as haio
+        clients = [await haio.connect(u) for u in urls]
+        if len(urls) > 1:
+            def make(key):
+                m = haio.RedLock([c.lock(key) for c in clients])
+                return (lambda: m.acquire(lease=LEASE_S), m.release)
+            return make
+
+        def make(key):
+            lk = clients[0].lock(key)
+            return (lambda: lk.acquire(), lk.release)
+        return make
     if lib == "redis-py-asyncio":
         import redis.asyncio as aredis
         r = aredis.Redis.from_url(urls[0])
@@ -239,7 +252,10 @@ async def arun(lib, scenario, urls):
 def main():
     lib, scenario = sys.argv[1], sys.argv[2]
     urls = A["urls"].split(",") if "urls" in A else [A["url"]]
-    if lib in ("redis-py-asyncio", "aioredlock"):
+    if lib in ("redis-py-asyncio", "aioredlock", "hilock-aio"):
+        if os.environ.get("HILOCK_AIO_LOOP") == "uvloop":
+            import uvloop
+            uvloop.install()
         asyncio.run(arun(lib, scenario, urls))
         return
     threads = int(A.get("threads", 1))

@@ -135,11 +135,13 @@ def contenders(a):
         "redsync": Contender("redsync", [a.build + "/go/peers-redsync"]),
         "redis-py asyncio Lock": Contender("redis-py asyncio Lock", py + ["redis-py-asyncio"]),
         "aioredlock": Contender("aioredlock", py + ["aioredlock"]),
+        "hilock (asyncio)": Contender("hilock (asyncio)", py + ["hilock-aio"]),
     }
     ok = subprocess.run(py[:1] + ["-c", "import hilock"], capture_output=True).returncode == 0
     if not ok:
         log("peers: hilock's Python package is not importable in %s; its rows are skipped" % a.venv)
         del c["hilock (Python)"]
+        del c["hilock (asyncio)"]
     return c
 
 
@@ -424,7 +426,8 @@ class Bench:
         self.res["f6"] = self.fig_redlock("f6", ["hilock (C)", "hilock (Python)", "Redisson",
                                                  "pottery Redlock", "node-redlock", "redsync",
                                                  "aioredlock"])
-        self.res["f7"] = self.fig_pairs("f7", ["redis-py asyncio Lock", "aioredlock"])
+        self.res["f7"] = self.fig_pairs("f7", ["hilock (asyncio)", "redis-py asyncio Lock",
+                                               "aioredlock"])
         self.load("end")
         self.res["elapsed_s"] = time.monotonic() - t0
         return self.res

@@ -67,7 +67,6 @@ from typing import (
 from . import _engine as _E_module
 from ._errors import (
     ClosedError,
-    ConnectionError,
     Error,
     InvalidArgument,
     LockLostError,
@@ -698,9 +697,9 @@ class Client:
         if self._opened:
             return self
         self._loop = asyncio.get_running_loop()
-        self._opened = True
         conn = await self._pool.get()
         self._pool.put(conn)
+        self._opened = True
         return self
 
     async def close(self) -> None:
@@ -1043,13 +1042,19 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
 
 
 async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
+    """Run the release machine. A cancellation while a command is on the
+    wire waits for its answer first (so the hold and the watchdog agree),
+    then propagates."""
     loop = c._loop
     pool = c._pool
+    cancel = _Cancel()
     m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._request_id(), c._cmd_ms)
     while True:
         t = m.next()
         if t[0] != _SEND:
             break
+        if cancel.exc is not None:
+            raise cancel.exc  # nothing on the wire: the hold is as it was
         conn = pool.get_nowait()
         if conn is None:
             try:
@@ -1058,12 +1063,7 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
                 m.on_error(e.code or _E.E_CONN)
                 continue
         req = conn.request(t[1])
-        try:
-            st = await _await_req(loop, req, t[2] if t[2] > 0 else c._cmd_ms)
-        except BaseException:
-            conn.broken = True
-            conn.close()
-            raise
+        st = await cancel.req(loop, req, t[2] if t[2] > 0 else c._cmd_ms)
         if st == 0:
             pool.put(conn)
             m.on_reply(req.reply)
@@ -1074,6 +1074,8 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
     if not still_held:
         c._wd.pop(key, None)
         c._leases.pop(key, None)
+    if cancel.exc is not None:
+        raise cancel.exc
     if result:
         if result == _E.E_NOTOWNER:
             raise NotOwnerError(f"not owner: lock {names.name!r} is not held by {owner}",
