@@ -907,6 +907,7 @@ typedef struct prel {
     hl_release m;
     int ok;
     char owner[HL_OWNER_MAX];
+    char err[256]; /* the server's refusal, if it refused */
 } prel;
 
 /* p:release(owner, acquired_lease_ms, watchdog_lease_ms, request_id,
@@ -975,7 +976,7 @@ static int rel_next(lua_State *L)
         lua_pushboolean(L, 1);
         lhl_push_i64(L, m->m.remaining);
     } else {
-        lhl_push_fail(L, m->m.result, NULL);
+        lhl_push_fail(L, m->m.result, m->m.result == HILOCK_EPROTO ? m->err : NULL);
     }
     lua_pushboolean(L, m->m.still_held);
     return 4;
@@ -983,7 +984,14 @@ static int rel_next(lua_State *L)
 
 static int rel_on_reply(lua_State *L)
 {
-    hl_release_on_reply(&check_rel(L, 1)->m, check_reply(L, 2), lhl_mono_ms());
+    prel *m = check_rel(L, 1);
+    redisReply *r = check_reply(L, 2);
+    if (r->type == REDIS_REPLY_ERROR && !hl_reply_is_noscript(r))
+        /* the scripts fail before they change anything (they publish the
+         * wake-up first): an ACL refusing PUBLISH leaves it held */
+        snprintf(m->err, sizeof m->err, "server refused the release, nothing was released: %s",
+                 r->str ? r->str : "");
+    hl_release_on_reply(&m->m, r, lhl_mono_ms());
     return 0;
 }
 
@@ -1318,6 +1326,15 @@ static int p_renew_period(lua_State *L)
     return 1;
 }
 
+/* proto.renew_doubt_after(watchdog_lease_ms) -> ms after the sending of a
+ * hold's latest confirmed grant or renewal at which, with none confirmed
+ * since, the hold is reported lost "in doubt" (lease - lease/5) */
+static int p_renew_doubt_after(lua_State *L)
+{
+    lhl_push_i64(L, hl_renew_doubt_after(lhl_check_int(L, 1, 1, HILOCK_MAX_TIME_MS)));
+    return 1;
+}
+
 /* ---- pub/sub and topology ---- */
 
 static int push_plain(lua_State *L, hl_cmd *c)
@@ -1577,6 +1594,7 @@ static const luaL_Reg engine_funcs[] = {
     {"ack_retry", p_ack_retry},
     {"renew_outcome", p_renew_outcome},
     {"renew_period", p_renew_period},
+    {"renew_doubt_after", p_renew_doubt_after},
     {"subscribe_cmd", p_subscribe_cmd},
     {"unsubscribe_cmd", p_unsubscribe_cmd},
     {"cluster_slots_cmd", p_cluster_slots_cmd},

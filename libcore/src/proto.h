@@ -564,6 +564,16 @@ HL_HIDDEN void hl_cmd_renew_many(hl_cmd *cmd, const hl_names *const *names,
 HL_HIDDEN int hl_renew_classify_many(const redisReply *r, int n, hl_renew_outcome *out);
 /* The renewal period for a watchdog lease: lease/3, at least 1 ms. */
 HL_HIDDEN int64_t hl_renew_period(int64_t watchdog_lease_ms);
+/* In doubt: a watched hold whose latest grant or renewal confirmed by the
+ * server was SENT at t (monotonic ms; the lease runs from about then) is
+ * reported lost "in doubt" once this many ms have passed since t with no
+ * later one confirmed: lease - lease/5, at least 1. The server's copy ends
+ * at t + lease at the latest and another client may take the lock then; the
+ * margin (lease/5) leaves the holder time to stop, and renewals go out every
+ * lease/3, so two of them can fail before the report. The hold stays
+ * watched (renewed): if the link comes back and the lock is still its own,
+ * keeping it is harmless; if it is gone, the renewal reports that as usual. */
+HL_HIDDEN int64_t hl_renew_doubt_after(int64_t watchdog_lease_ms);
 
 /* ---- redirects and topology (proto_route.c) ----
  * One routed command: feed each reply (or connection failure) to the route

@@ -68,3 +68,9 @@ int hl_renew_classify_many(const redisReply *r, int n, hl_renew_outcome *out)
         out[i] = all;
     return 0;
 }
+
+int64_t hl_renew_doubt_after(int64_t watchdog_lease_ms)
+{
+    int64_t after = watchdog_lease_ms - watchdog_lease_ms / 5;
+    return after < 1 ? 1 : after;
+}

@@ -66,7 +66,7 @@ static void run_deferred(hl_watchdog *wd)
 
 int64_t hl_wd_margin_ms(const hl_transport *c)
 {
-    return c->opts.watchdog_lease_ms / 5;
+    return c->opts.watchdog_lease_ms - hl_renew_doubt_after(c->opts.watchdog_lease_ms);
 }
 
 /* Holds with no renewal confirmed for lease - margin: report them lost "in
@@ -78,9 +78,7 @@ int64_t hl_wd_margin_ms(const hl_transport *c)
 static int64_t report_unconfirmed(hl_transport *c, int64_t now)
 {
     hl_watchdog *wd = &c->wd;
-    int64_t limit = c->opts.watchdog_lease_ms - hl_wd_margin_ms(c);
-    if (limit < 1)
-        limit = 1;
+    int64_t limit = hl_renew_doubt_after(c->opts.watchdog_lease_ms); /* the engine's rule */
     for (;;) {
         int64_t next = INT64_MAX;
         hl_wd_entry *due = NULL;

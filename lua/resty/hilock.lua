@@ -854,25 +854,69 @@ end
 
 local renew_tick
 
+-- Schedule the next tick: the next renewal (every lease/3), or earlier
+-- when a hold falls into doubt before it (the engine's rule:
+-- proto.renew_doubt_after). One timer chain per client.
 local function start_watchdog(self)
-    if not self.wd_running and next(self.wd) then
-        local ok = timer_at(proto.renew_period(self.watchdog_lease_ms) / 1000, renew_tick, self)
-        self.wd_running = ok and true or false
+    if self.wd_running or not next(self.wd) then
+        return
     end
+    local lease = self.watchdog_lease_ms
+    local now = now_ms()
+    local at = self.wd_renew_at
+    if not at then
+        at = now + proto.renew_period(lease)
+        self.wd_renew_at = at
+    end
+    local limit = proto.renew_doubt_after(lease)
+    for _, e in pairs(self.wd) do
+        if not e.doubt and e.confirmed + limit < at then
+            at = e.confirmed + limit
+        end
+    end
+    local delay = at - now
+    local ok = timer_at((delay < 1 and 1 or delay) / 1000, renew_tick, self)
+    self.wd_running = ok and true or false
 end
 
 -- Losses are remembered per (lock, owner), and request owners come and go:
 -- so in two generations of at most lost_max keys each; when the current one
 -- is full it becomes the old one and the older is forgotten.
-local function mark_lost(self, key)
+-- why: what lk:lost() says after true ("gone", or "in doubt: ...").
+local function mark_lost(self, key, why)
     if self.lost[key] then
         return
     end
     if self.lost_n >= self.lost_max then
         self.lost_old, self.lost, self.lost_n = self.lost, {}, 0
     end
-    self.lost[key] = true
+    self.lost[key] = why or "gone"
     self.lost_n = self.lost_n + 1
+end
+
+-- A renewal of e sent at sent_at was confirmed: its lease runs from then.
+local function confirmed(e, sent_at)
+    if sent_at > e.confirmed then
+        e.confirmed = sent_at
+        e.doubt = nil -- a later silence is reported again
+    end
+end
+
+-- Holds with no grant or renewal confirmed for proto.renew_doubt_after(lease)
+-- since it was sent are reported lost "in doubt": cut off from the server,
+-- the holder must stop before its lease ends there and another client takes
+-- the lock. They stay watched: if the link comes back and the lock is still
+-- theirs, renewing it is harmless; if it is gone, the renewal says so.
+local function check_doubts(self)
+    local limit = proto.renew_doubt_after(self.watchdog_lease_ms)
+    local now = now_ms()
+    for k, e in pairs(self.wd) do
+        if not e.doubt and now - e.confirmed >= limit then
+            e.doubt = true
+            mark_lost(self, k, str_format("in doubt: no renewal confirmed by the server for %d ms",
+                                          now - e.confirmed))
+        end
+    end
 end
 
 local function clear_lost(self, key)
@@ -897,6 +941,7 @@ local function renew_on(self, node, keys, entries, retry)
         return
     end
     local rd = get_reader()
+    local sent_at = now_ms()
     local good = sock:send(cmds) and true or false
     for i = 1, n do
         if not good then
@@ -919,6 +964,8 @@ local function renew_on(self, node, keys, entries, retry)
         end
         if out == "redirect" then
             retry[#retry + 1] = i
+        elseif out == "renewed" then
+            confirmed(entries[i], sent_at)
         elseif out == "lost" and self.wd[keys[i]] == entries[i] then
             -- only if the entry is still the one we renewed (not released
             -- and taken again meanwhile)
@@ -941,10 +988,16 @@ end
 -- next tick; a redirected renewal (slot moved, failover) is sent again at
 -- once through the redirection-following path.
 renew_tick = function(premature, self)
-    self.wd_running = false
     if premature or not next(self.wd) then
+        self.wd_running, self.wd_renew_at = false, nil
         return
     end
+    check_doubts(self)
+    if now_ms() < self.wd_renew_at then -- woken for a doubt check only
+        self.wd_running = false
+        return start_watchdog(self)
+    end
+    self.wd_renew_at = now_ms() + proto.renew_period(self.watchdog_lease_ms)
     -- snapshot first: finding a master may yield (sentinel, slot map), and
     -- other requests change self.wd meanwhile
     local ks, es = {}, {}
@@ -973,16 +1026,22 @@ renew_tick = function(premature, self)
             local build = function(eval)
                 return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
             end
+            local sent_at = now_ms()
             local r = call(self, build(false), e.slot)
             if r and proto.renew_outcome(r) == "eval" then
                 r = call(self, build(true), e.slot)
             end
-            if r and proto.renew_outcome(r) == "lost" and self.wd[k] == e then
+            local out = r and proto.renew_outcome(r)
+            if out == "renewed" then
+                confirmed(e, sent_at)
+            elseif out == "lost" and self.wd[k] == e then
                 self.wd[k] = nil
                 mark_lost(self, k)
             end
         end
     end
+    check_doubts(self)
+    self.wd_running = false
     start_watchdog(self)
 end
 
@@ -1358,7 +1417,8 @@ end
 
 -- One run of the acquire machine. Returns true, st (the connection of the
 -- granting attempt, for the replica acknowledgement), token (a fenced
--- grant's fencing token, else 0) or nil, err.
+-- grant's fencing token, else 0), sent_at (when the granting attempt was
+-- sent) or nil, err.
 local function acquire_once(self, owner, wait_ms, lease_ms)
     local c = self.client
     local slot = self.slot
@@ -1366,10 +1426,11 @@ local function acquire_once(self, owner, wait_ms, lease_ms)
     -- every kind but the fair lock waits on a channel shared by all waiters
     local shared = self.kind_name ~= "fair"
     local st = {}
-    local ps, L, joined
+    local ps, L, joined, sent_at
     while true do
         local act, a1, a2, a3 = m:next()
         if act == "send" then
+            sent_at = now_ms()
             local r, err, unknown = exec(c, slot, a1, st)
             if r then
                 local again = m:on_reply(r)
@@ -1439,7 +1500,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms)
             end
             m:free()
             if a1 then
-                return true, st, a3
+                return true, st, a3, sent_at
             end
             st_done(c, st)
             return nil, a2
@@ -1519,7 +1580,7 @@ local function acquire(self, wait, lease)
     end
     local owner = owner_of(self)
     local deadline = wait_ms > 0 and now_ms() + wait_ms or nil
-    local token
+    local token, sent_at
     while true do
         local left = wait_ms
         if deadline then
@@ -1528,11 +1589,11 @@ local function acquire(self, wait, lease)
                 left = 1
             end
         end
-        local ok, st, tok = acquire_once(self, owner, left, lease_ms)
+        local ok, st, tok, sent = acquire_once(self, owner, left, lease_ms)
         if not ok then
             return nil, st
         end
-        token = tok
+        token, sent_at = tok, sent
         remember_lease(c, wd_key(self, owner), watchdog and 0 or lease_ms)
         local acked = not c.replica_ack or replica_acked(c, st)
         st_done(c, st)
@@ -1551,9 +1612,15 @@ local function acquire(self, wait, lease)
     end
     local key = wd_key(self, owner)
     clear_lost(c, key)
-    if watchdog and not c.wd[key] then
-        c.wd[key] = { p = self.p, owner = owner, slot = self.slot }
-        start_watchdog(c)
+    if watchdog then
+        local e = c.wd[key]
+        if not e then
+            -- confirmed: when the grant the server confirmed was sent
+            c.wd[key] = { p = self.p, owner = owner, slot = self.slot, confirmed = sent_at }
+            start_watchdog(c)
+        else
+            confirmed(e, sent_at) -- a re-entry applied the lease again
+        end
     end
     return token
 end
@@ -1636,10 +1703,17 @@ function Lock:ttl()
     return ms < 0 and ms or ms / 1000
 end
 
--- true once the watchdog found this owner's hold gone (reset by acquire).
+-- true, why once the watchdog found this owner's hold gone (why "gone") or
+-- got no renewal confirmed for lease - lease/5 (why "in doubt: ..."; stop
+-- using what the lock guards: another client may hold it once the lease
+-- ends on the server). false otherwise; reset by the next acquire.
 function Lock:lost()
     local c, key = self.client, wd_key(self, owner_of(self))
-    return c.lost[key] == true or c.lost_old[key] == true
+    local why = c.lost[key] or c.lost_old[key]
+    if why then
+        return true, why
+    end
+    return false
 end
 
 function Lock:thread_id()

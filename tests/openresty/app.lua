@@ -20,6 +20,8 @@ local function client(watchdog_lease, which)
     return c
 end
 
+local mono_ms = require("hilock").proto.now_ms
+
 local function now_ms()
     ngx.update_time()
     return ngx.now() * 1000
@@ -69,18 +71,20 @@ end
 
 -- /wait?name=N&wait=S[&fair=1|&kind=K][&hold_ms=M]: acquire (lease 10 s)
 -- waiting up to S seconds, keep it M ms (default 0), release; says
--- "acquired <ms> <token>" (token: the fencing token, 0 unless fenced) or
+-- "acquired <ms> <token> <at>" (token: the fencing token, 0 unless fenced;
+-- at: CLOCK_MONOTONIC ms when the acquire returned, as holder.lua's) or
 -- "<err> <ms>".
 function _M.wait()
     local c = client()
     local lk = lock_of(c, ngx.var.arg_name)
     local t0 = now_ms()
     local token, err = lk:acquire_token(tonumber(ngx.var.arg_wait), 10)
+    local at = mono_ms()
     local dt = now_ms() - t0
     if token then
         ngx.sleep((tonumber(ngx.var.arg_hold_ms) or 0) / 1000)
         lk:release()
-        return ngx.say("acquired ", string.format("%d %d", dt, token))
+        return ngx.say("acquired ", string.format("%d %d %d", dt, token, at))
     end
     ngx.say(err, " ", string.format("%d", dt))
 end

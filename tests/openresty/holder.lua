@@ -2,7 +2,8 @@
 -- tests/openresty/run.sh:
 --   lua5.4 holder.lua <url> <name> <lease-seconds> <hold-ms> [fair|fenced|read|write]
 -- prints "held <token>" once it has the lock (token: the fencing token of a
--- fenced lock, else 0), keeps it hold-ms, releases, prints "released". Replica acknowledgement is off: the cluster under test has no
+-- fenced lock, else 0), keeps it hold-ms, releases, prints "released <t_call>
+-- <t_done>" (CLOCK_MONOTONIC ms around the release call). Replica acknowledgement is off: the cluster under test has no
 -- replicas, and WAIT would only add its timeout.
 local hilock = require "hilock"
 local now_ms = hilock.proto.now_ms
@@ -21,7 +22,8 @@ io.stdout:flush()
 local t0 = now_ms()
 os.execute(string.format("sleep %.3f", hold_ms / 1000))
 while now_ms() - t0 < hold_ms do end
+local t_call = now_ms()
 assert(lk:release())
-io.write("released\n")
+io.write(string.format("released %d %d\n", t_call, now_ms())) -- monotonic ms (system-wide)
 io.stdout:flush()
 c:close()

@@ -1,0 +1,231 @@
+"""The fault scenarios that apply to the OpenResty driver (resty.hilock),
+run against it in a real nginx: the conformance suite's OpenResty agent
+(tests/conformance/agent_resty.lua, one HTTP request per request line)
+behind the same TCP fault proxy as the C/Python scenarios.
+
+- a holder cut off from Redis is told "in doubt" before its lease ends on
+  the server and another client takes the lock (issue 14 item 3: the rule
+  is the engine's, hl_renew_doubt_after);
+- a release whose reply is lost is answered once, by its latch (item 2);
+- a release whose PUBLISH the ACL refuses is truthful: nothing released,
+  still held (item 4);
+- garbage payloads on a lock channel wake nobody.
+(The pub/sub connection killed during a wait is tests/openresty (i) and the
+conformance pubsub-killed scenario; a lost acquire reply needs the acquire
+latch in the OpenResty driver, which it does not have yet.)
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+import uuid
+
+import pytest
+
+import hilock
+from conftest import wait_for
+from test_faults import opened, report, server, proxy  # noqa: F401  (fixtures)
+
+ROOT = os.environ.get("HILOCK_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+BUILD = os.environ.get("HILOCK_BUILD") or os.path.join(ROOT, "build", "release")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    """nginx (one worker) serving the conformance agent on a free port."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="hilock-faults-nginx-")
+        self.proc = None
+        with open(os.path.join(ROOT, "tests", "conformance", "nginx.conf.in")) as f:
+            template = f.read()
+        for _ in range(5):
+            self.port = _free_port()
+            conf = template
+            for k, v in (("@TMP@", self.dir), ("@PORT@", str(self.port)), ("@ROOT@", ROOT),
+                         ("@CPATH@", os.path.join(BUILD, "lua", "luajit"))):
+                conf = conf.replace(k, v)
+            path = os.path.join(self.dir, "nginx.conf")
+            with open(path, "w") as f:
+                f.write(conf)
+            self.proc = subprocess.Popen(["nginx", "-p", self.dir, "-c", path, "-e",
+                                          os.path.join(self.dir, "error.log")],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    if self.get("/ping") == "pong":
+                        return
+                except OSError:
+                    time.sleep(0.05)
+            self.stop(keep_dir=True)
+        raise RuntimeError("nginx did not start: " + self.error_log())
+
+    def get(self, path: str, timeout: float = 30) -> str:
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            body = r.read().decode(errors="replace").strip()
+            return body if r.status == 200 else "HTTP %d: %s" % (r.status, body)
+        finally:
+            c.close()
+
+    def error_log(self) -> str:
+        try:
+            with open(os.path.join(self.dir, "error.log"), errors="replace") as f:
+                return f.read()[-1500:]
+        except OSError:
+            return ""
+
+    def stop(self, keep_dir: bool = False) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if not keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def nginx():
+    n = Nginx()
+    yield n
+    with open(os.path.join(n.dir, "error.log"), errors="replace") as f:
+        log = f.read()
+    n.stop()
+    # the driver must not have raised in a request or a timer; nginx itself
+    # logs the resets the proxy injects (reset-on-reply)
+    bad = [ln for ln in log.splitlines() if ("[error]" in ln or "[alert]" in ln)
+           and "recv() failed (104: Connection reset by peer)" not in ln]
+    assert not bad, "\n".join(bad[-10:])
+
+
+class Actor:
+    """One OpenResty request owner (explicit thread id) of one client."""
+    _tids = iter(range(1, 1 << 40))
+
+    def __init__(self, nginx: Nginx, url: str, **opts: int) -> None:
+        self.nginx, self.url = nginx, url
+        self.opts = ",".join("%s=%d" % kv for kv in sorted(opts.items()))
+        self.tid = next(Actor._tids)
+
+    def __call__(self, line: str, timeout: float = 30) -> str:
+        q = urllib.parse.urlencode({"url": self.url, "opts": self.opts, "tid": self.tid,
+                                    "line": "X " + line})
+        return self.nginx.get("/agent?" + q, timeout)
+
+
+@pytest.fixture
+def name() -> str:
+    return "fr:" + uuid.uuid4().hex[:12]
+
+
+def other_lock(c, kind, name):
+    if kind == "write":
+        return c.read_write_lock(name).write_lock()
+    return c.fair_lock(name) if kind == "f" else c.lock(name)
+
+
+@pytest.mark.parametrize("kind", ["r"])  # the rule is kind-blind; each kind costs 4 s
+def test_resty_partitioned_holder_told_before_lease_ends(nginx, server, proxy, name, kind):
+    """Blackholed after a renewal went through: the request owner's lk:lost()
+    says "in doubt" before the lease ends on the server and another client
+    takes the lock (before: never told while the partition lasted)."""
+    lease = 3.0
+    a = Actor(nginx, proxy.url(), watchdog_lease_ms=int(lease * 1000), command_timeout_ms=300)
+    other = opened(server.url)
+    try:
+        assert a("lock %s %s 0 0" % (kind, name)) == "ok 1"
+        time.sleep(1.3)  # a renewal (every lease/3) went through
+        proxy.blackhole(True)
+        t_cut = time.monotonic()
+        got = []
+        t = threading.Thread(target=lambda: got.append(
+            (other_lock(other, kind, name).acquire(wait=2 * lease, lease=30), time.monotonic())))
+        t.start()
+        told = None
+        while told is None and time.monotonic() - t_cut < 2 * lease:
+            if a("lost %s %s" % (kind, name)) == "ok 1":
+                told = time.monotonic()
+            else:
+                time.sleep(0.02)
+        t.join(3 * lease)
+        assert told is not None, "the cut-off holder was never told"
+        assert got and got[0][0], "the other client did not get the lock"
+        report(f"openresty partition ({kind}): holder told after", told - t_cut)
+        report(f"openresty partition ({kind}): other client acquired after", got[0][1] - t_cut)
+        assert told < got[0][1], "both believed they held the lock"
+    finally:
+        proxy.blackhole(False)
+        other.close()
+
+
+@pytest.mark.parametrize("kind", ["r", "f"])
+def test_resty_release_reply_lost_answers_once(nginx, server, proxy, name, kind):
+    """The release's reply is lost with its connection: the engine's release
+    machine sends it once more and its latch answers like the first run."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
+    assert a("lock %s %s:warm 0 5000" % (kind, name)) == "ok 1"  # scripts loaded, pooled
+    assert a("unlock %s %s:warm" % (kind, name)) == "ok"
+    assert a("lock %s %s 0 30000" % (kind, name)) == "ok 1"
+    proxy.reset_on_reply(b"redisson_unlock_latch")
+    assert a("unlock %s %s" % (kind, name)) == "ok"
+    assert proxy.fired("reset-on-reply") == 1
+    assert server("EXISTS", name) == 0
+    assert a("held %s %s" % (kind, name)) == "ok 0"
+
+
+def test_resty_release_with_publish_refused_is_truthful(nginx, server, name):
+    """The ACL takes the channel rights away while a request holds: its
+    release fails and says nothing was released, and that is the truth."""
+    server("ACL", "SETUSER", "weak", "on", ">pw", "~*", "+@all", "allchannels")
+    a = Actor(nginx, "redis://weak:pw@127.0.0.1:%d/0" % server.port)
+    assert a("lock r %s 0 30000" % name) == "ok 1"
+    server("ACL", "SETUSER", "weak", "resetchannels")
+    answer = a("unlock r %s" % name)
+    assert answer.startswith("err protocol") and "nothing was released" in answer, answer
+    assert server("EXISTS", name) == 1
+    assert a("held r %s" % name) == "ok 1"
+    assert a("holds r %s" % name) == "ok 1"
+
+
+def test_resty_garbage_payloads_on_lock_channel_are_ignored(nginx, server, name):
+    holder = opened(server.url)
+    try:
+        lk = holder.lock(name)
+        assert lk.acquire(wait=0, lease=30)
+        b = Actor(nginx, server.url)
+        got = []
+        t = threading.Thread(target=lambda: got.append(b("lock r %s 8000 30000" % name)))
+        t.start()
+        ch = "redisson_lock__channel:{%s}" % name
+        wait_for(lambda: int(server("PUBSUB", "NUMSUB", ch)[1]) == 1, 5, "waiter subscribed")
+        for junk in ["", "2", "-1", "0x", "9" * 400, "\x00\xff", "1" * 30]:
+            server("PUBLISH", ch, junk)
+        time.sleep(0.2)
+        assert got == [] and server("HLEN", name) == 1  # nobody took it
+        t0 = time.monotonic()
+        lk.release()
+        t.join(10)
+        assert got == ["ok 1"]
+        report("openresty waiter woken after garbage payloads", time.monotonic() - t0)
+    finally:
+        holder.close()
