@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <getopt.h>
 #include <stdio.h>
 
 #include "hilock.h"
@@ -49,6 +50,12 @@ enum { CLI_O_TLS_CA = 1000, CLI_O_TLS_CA_DIR, CLI_O_TLS_CERT, CLI_O_TLS_KEY,
 /* 1 when c was a --tls-* option (recorded), 0 when it is not one, -1 on
  * an error (reported). */
 int cli_tls_option(int c, const char *arg);
+/* getopt_long over a subcommand's arguments (from the start when first is
+ * set) that records the --tls-* options itself: the next other option, -1
+ * at the end, CLI_OPT_BAD after a bad --tls-* option (reported). */
+#define CLI_OPT_BAD (-2)
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *opts,
+               int first);
 
 /* Parse a duration in seconds ("10", "0.5", "1e-3") into ms (rounded up to
  * whole ms when positive and below 1 ms). 0 on success, -1 on a bad value. */

@@ -60,6 +60,23 @@ too_long:
     return -1;
 }
 
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *opts,
+               int first)
+{
+    if (first) {
+        opterr = 0;
+        optind = 1;
+    }
+    for (;;) {
+        int c = getopt_long(argc, argv, shortopts, opts, NULL);
+        int t = c == -1 ? 0 : cli_tls_option(c, optarg);
+        if (t < 0)
+            return CLI_OPT_BAD;
+        if (t == 0)
+            return c;
+    }
+}
+
 const char *cli_url(const char *opt)
 {
     const char *url = DEFAULT_URL;

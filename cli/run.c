@@ -211,16 +211,11 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
     o->grace_ms = 10000;
     o->conflict_code = EXIT_CONFLICT_DEFAULT;
     *exit_now = -1;
-    opterr = 0;
-    optind = 1;
     int c;
     long n;
-    while ((c = getopt_long(argc, argv, "+w:E:qhsx", lopts, NULL)) != -1) {
-        int t = cli_tls_option(c, optarg);
-        if (t < 0)
+    for (int first = 1; (c = cli_getopt(argc, argv, "+w:E:qhsx", lopts, first)) != -1; first = 0) {
+        if (c == CLI_OPT_BAD)
             return -1;
-        if (t)
-            continue;
         switch (c) {
         case O_URL: o->url = optarg; break;
         case 'w':

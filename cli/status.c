@@ -154,14 +154,9 @@ int cmd_status(int argc, char **argv)
                                          {0, 0, 0, 0}};
     const char *url = NULL;
     int json = 0, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-        int t = cli_tls_option(c, optarg);
-        if (t < 0)
+    for (int first = 1; (c = cli_getopt(argc, argv, "+h", opts, first)) != -1; first = 0) {
+        if (c == CLI_OPT_BAD)
             return EXIT_USAGE;
-        if (t)
-            continue;
         switch (c) {
         case 'u': url = optarg; break;
         case 'j': json = 1; break;
@@ -304,14 +299,9 @@ int cmd_unlock(int argc, char **argv)
                                          {0, 0, 0, 0}};
     const char *url = NULL;
     int force = 0, yes = 0, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+hy", opts, NULL)) != -1) {
-        int t = cli_tls_option(c, optarg);
-        if (t < 0)
+    for (int first = 1; (c = cli_getopt(argc, argv, "+hy", opts, first)) != -1; first = 0) {
+        if (c == CLI_OPT_BAD)
             return EXIT_USAGE;
-        if (t)
-            continue;
         switch (c) {
         case 'u': url = optarg; break;
         case 'f': force = 1; break;
