@@ -2,7 +2,7 @@
  * Hand-off latency: from the holder's unlock returning to the next holder's
  * acquire returning, with every contender in its own process (own client).
  *
- *   handoff_bench -k reentrant|fair|floor [-p procs] [-m handoffs] URL
+ *   handoff_bench -k reentrant|fair|rw|floor [-p procs] [-m handoffs] URL
  *
  *   reentrant  procs processes loop acquire(wait) / release on one lock. After
  *              releasing, a process waits until someone else has taken the
@@ -10,6 +10,13 @@
  *              to a process that was blocked (not the releaser barging back).
  *   fair       the same on a fair lock; the releaser re-queues at once (the
  *              fair lock never lets it barge), so procs-1 waiters are queued.
+ *   rw         read-write lock: procs-1 reader processes and one writer. Each
+ *              round the readers take the read side; the writer then blocks
+ *              on the write side; the readers leave one after another and the
+ *              sample is the last reader's unlock -> the writer's grant (the
+ *              read unlock that frees the lock publishes "0" on
+ *              redisson_rwlock:{N}). The writer's unlock ("1") lets the
+ *              readers in for the next round.
  *   floor      the physical limit of a hand-off measured the same way with raw
  *              hiredis and no library: process A PUBLISHes "0" (its reply
  *              returning = "unlock returned"); process B, subscribed, gets the
@@ -51,6 +58,10 @@ typedef struct shared {
     int stop;
     int errors;
     int64_t grants; /* touched only by the current holder */
+    /* rw mode, per round: readers in, writer waiting, readers out */
+    int64_t rw_round;
+    int rw_in, rw_out;
+    int writer_waiting;
     int64_t acq_ns[MAX_GRANTS];
     int64_t rel_ns[MAX_GRANTS];      /* release returned */
     int64_t rel_call_ns[MAX_GRANTS]; /* release called */
@@ -136,6 +147,118 @@ static void contender(int idx, const char *url, int fair, int64_t handoffs)
     hilock_lock_free(l);
     hilock_client_close(c);
     _exit(0);
+}
+
+/* ---- rw: readers leave, the blocked writer takes over ---- */
+
+#define RW_WRITER_BLOCKED_US 3000 /* the writer's first attempt failed and it
+                                     listens: far more than two round trips */
+
+static int64_t load64(const int64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static void rw_open(int idx, const char *url, hilock_client **c, hilock_rwlock **rw)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    char err[256] = "";
+    if (hilock_client_open(c, url, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "child %d: open: %s\n", idx, err);
+        _exit(1);
+    }
+    if (hilock_rwlock_new(rw, *c, "bench:handoff") != 0)
+        _exit(1);
+    wait_start();
+}
+
+static void rw_fail(int idx, const char *what, hilock_lock *l)
+{
+    __atomic_add_fetch(&sh->errors, 1, __ATOMIC_RELAXED);
+    fprintf(stderr, "child %d: %s: %s\n", idx, what, hilock_lock_errmsg(l));
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+}
+
+/* Reader idx of nreaders: in round k it reads, then leaves in its turn
+ * (reader i after reader i-1), the last one timing its unlock. */
+static void rw_reader(int idx, int nreaders, const char *url, int64_t rounds)
+{
+    hilock_client *c = NULL;
+    hilock_rwlock *rw = NULL;
+    rw_open(idx, url, &c, &rw);
+    hilock_lock *l = hilock_rwlock_read_lock(rw);
+    for (int64_t k = 0; k < rounds && !load(&sh->stop); k++) {
+        while (load64(&sh->rw_round) != k && !load(&sh->stop))
+            sleep_us(20);
+        if (hilock_lock_acquire(l, 10000, 30000) != 0) {
+            rw_fail(idx, "read acquire", l);
+            break;
+        }
+        __atomic_add_fetch(&sh->rw_in, 1, __ATOMIC_ACQ_REL);
+        while (load(&sh->rw_out) != idx && !load(&sh->stop))
+            sleep_us(20); /* my turn to leave (the writer waits by then) */
+        int last = idx == nreaders - 1;
+        if (last)
+            sh->rel_call_ns[k] = now_ns();
+        int rc = hilock_lock_release(l);
+        if (last)
+            sh->rel_ns[k] = now_ns();
+        if (rc != 0) {
+            rw_fail(idx, "read release", l);
+            break;
+        }
+        __atomic_add_fetch(&sh->rw_out, 1, __ATOMIC_ACQ_REL);
+    }
+    hilock_rwlock_free(rw);
+    hilock_client_close(c);
+    _exit(0);
+}
+
+static void rw_writer(int idx, int nreaders, const char *url, int64_t rounds)
+{
+    hilock_client *c = NULL;
+    hilock_rwlock *rw = NULL;
+    rw_open(idx, url, &c, &rw);
+    hilock_lock *l = hilock_rwlock_write_lock(rw);
+    for (int64_t k = 0; k < rounds && !load(&sh->stop); k++) {
+        while (load(&sh->rw_in) < nreaders && !load(&sh->stop))
+            sleep_us(20);
+        /* the readers start leaving once this acquire is surely blocked */
+        __atomic_store_n(&sh->writer_waiting, 1, __ATOMIC_RELEASE);
+        int rc = hilock_lock_acquire(l, 10000, 30000);
+        int64_t t = now_ns();
+        if (rc != 0) {
+            rw_fail(idx, "write acquire", l);
+            break;
+        }
+        sh->acq_ns[k] = t;
+        __atomic_store_n(&sh->grants, k + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&sh->writer_waiting, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&sh->rw_in, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&sh->rw_out, nreaders, __ATOMIC_RELEASE); /* nobody's turn */
+        __atomic_store_n(&sh->rw_round, k + 1, __ATOMIC_RELEASE);
+        if (hilock_lock_release(l) != 0) {
+            rw_fail(idx, "write release", l);
+            break;
+        }
+    }
+    hilock_rwlock_free(rw);
+    hilock_client_close(c);
+    _exit(0);
+}
+
+/* Parent side of a round: once the writer waits, let the readers leave. */
+static void rw_conduct(int nreaders, int64_t rounds)
+{
+    for (int64_t k = 0; k < rounds && !load(&sh->stop); k++) {
+        while ((load64(&sh->rw_round) != k || !load(&sh->writer_waiting)) && !load(&sh->stop))
+            sleep_us(20);
+        sleep_us(RW_WRITER_BLOCKED_US);
+        __atomic_store_n(&sh->rw_out, 0, __ATOMIC_RELEASE); /* reader 0 first */
+        while (load64(&sh->rw_round) == k && !load(&sh->stop))
+            sleep_us(50);
+    }
+    (void)nreaders;
 }
 
 /* ---- floor: raw publish + one EVALSHA ---- */
@@ -225,9 +348,11 @@ int main(int argc, char **argv)
             return 2;
     }
     int floor_mode = strcmp(kind, "floor") == 0, fair = strcmp(kind, "fair") == 0;
+    int rw_mode = strcmp(kind, "rw") == 0;
     if (optind >= argc || procs < 2 || procs > MAX_PROCS || handoffs < 10 ||
-        handoffs >= MAX_GRANTS - 1 || (!floor_mode && !fair && strcmp(kind, "reentrant"))) {
-        fprintf(stderr, "usage: handoff_bench -k reentrant|fair|floor [-p procs] [-m n] URL\n");
+        handoffs >= MAX_GRANTS - 1 ||
+        (!floor_mode && !fair && !rw_mode && strcmp(kind, "reentrant"))) {
+        fprintf(stderr, "usage: handoff_bench -k reentrant|fair|rw|floor [-p procs] [-m n] URL\n");
         return 2;
     }
     const char *url = argv[optind];
@@ -254,6 +379,7 @@ int main(int argc, char **argv)
     redisFree(ctx);
 
     int nchild = floor_mode ? 1 : procs;
+    sh->rw_out = procs - 1; /* rw: no reader's turn to leave yet */
     pid_t pids[MAX_PROCS];
     for (int i = 0; i < nchild; i++) {
         fflush(NULL);
@@ -263,6 +389,10 @@ int main(int argc, char **argv)
         if (pid == 0) {
             if (floor_mode)
                 floor_receiver(port, handoffs);
+            if (rw_mode && i < procs - 1)
+                rw_reader(i, procs - 1, url, handoffs);
+            if (rw_mode)
+                rw_writer(i, procs - 1, url, handoffs);
             contender(i, url, fair, handoffs);
         }
         pids[i] = pid;
@@ -275,6 +405,8 @@ int main(int argc, char **argv)
         floor_sender(port, handoffs);
         sh->grants = handoffs + 1;
     }
+    if (rw_mode)
+        rw_conduct(procs - 1, handoffs);
     int bad = 0;
     for (int i = 0; i < nchild; i++) {
         int st = 0;
@@ -289,12 +421,14 @@ int main(int argc, char **argv)
     int64_t n = 0, same = 0, negative = 0, overlaps = 0;
     double sum = 0, sum2 = 0;
     for (int64_t k = 0; k + 1 < grants; k++) {
-        if (!floor_mode && sh->who[k + 1] == sh->who[k]) {
+        if (!floor_mode && !rw_mode && sh->who[k + 1] == sh->who[k]) {
             same++; /* not a hand-off (cannot happen with the rules above) */
             continue;
         }
-        lat[n] = sh->acq_ns[k + 1] - sh->rel_ns[k];
-        lat2[n] = sh->acq_ns[k + 1] - sh->rel_call_ns[k];
+        /* rw: round k's grant follows round k's last read unlock */
+        int64_t g = rw_mode ? k : k + 1;
+        lat[n] = sh->acq_ns[g] - sh->rel_ns[k];
+        lat2[n] = sh->acq_ns[g] - sh->rel_call_ns[k];
         negative += lat[n] < 0;
         /* acquired before the previous holder even called unlock: two
          * holders at once (mutual exclusion broken) */
