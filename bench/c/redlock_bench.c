@@ -8,6 +8,22 @@
  * else), and, when redis-benchmark is in PATH, its p50 for EVALSHA of the
  * same lock script over one connection (x2 for the pair).
  *
+ * The Redlock's own limit ("raw 5-node parallel, library scripts"): one
+ * thread sends the library's own acquire script (with an acquire latch
+ * argument, as the library sends it) to the five servers on raw sockets,
+ * reading only what poll() says is there, then does the same with the
+ * library's unlock script (fresh unlock latch). No lock library: what a
+ * Redlock of 5 costs at the least on this machine. It and the Redlock run
+ * pair by pair, alternating which goes first. "client CPU/op" is the
+ * calling thread's CPU time per pair (syscalls included: on loopback the
+ * sender's kernel time includes delivering to the server).
+ *
+ * Multi-lock hand-off: two threads, each with its own five clients, take
+ * turns on a multi-lock over the five servers; the waiter blocks in
+ * hilock_multilock_acquire (wait forever) while the other holds, and a
+ * sample is from the holder's release returning to the waiter's acquire
+ * returning. Its limit is a publish plus one parallel round trip.
+ *
  *   redlock_bench [-n pairs-per-round] [-r rounds] [-d delay-us] [url1 ... url5]
  *
  * Without URLs it starts five throwaway redis-servers on free loopback
@@ -35,7 +51,10 @@
 #include <pthread.h>
 #include <hiredis/hiredis.h>
 
+#include <poll.h>
+
 #include "hilock.h"
+#include "proto.h" /* the library's own scripts, for the parallel limit */
 
 #define NODES 5
 
@@ -292,7 +311,15 @@ typedef struct series {
     int64_t *v;
     size_t n, cap;
     long failures;
+    int64_t cpu_ns; /* this thread's CPU time over the series' loops */
 } series;
+
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void add(series *s, int64_t ns)
 {
@@ -389,6 +416,151 @@ static int par_pair(redisContext **cs)
         }
     }
     return ok;
+}
+
+/* The library's acquire and unlock scripts, as it sends them, to all five
+ * nodes at once on non-blocking sockets; replies collected with poll(). */
+static hl_names lib_names;
+static uint64_t lib_seq;
+
+static int par_send_collect(redisContext **cs, hl_cmd *cmds)
+{
+    int ok = 1;
+    for (int i = 0; i < NODES; i++) {
+        if (redisAppendCommandArgv(cs[i], cmds[i].argc, cmds[i].argv, cmds[i].argvlen) !=
+            REDIS_OK)
+            return 0;
+        int done = 0;
+        while (!done)
+            if (redisBufferWrite(cs[i], &done) != REDIS_OK)
+                return 0;
+    }
+    int got[NODES] = {0}, left = NODES;
+    while (left > 0) {
+        struct pollfd pf[NODES];
+        int who[NODES], np = 0;
+        for (int i = 0; i < NODES; i++)
+            if (!got[i]) {
+                pf[np].fd = cs[i]->fd;
+                pf[np].events = POLLIN;
+                pf[np].revents = 0;
+                who[np++] = i;
+            }
+        if (poll(pf, (nfds_t)np, 1000) <= 0)
+            return 0;
+        for (int k = 0; k < np; k++) {
+            if (!pf[k].revents)
+                continue;
+            redisContext *c = cs[who[k]];
+            if (redisBufferRead(c) != REDIS_OK)
+                return 0;
+            void *r = NULL;
+            if (redisGetReplyFromReader(c, &r) != REDIS_OK)
+                return 0;
+            if (r) {
+                ok &= ((redisReply *)r)->type != REDIS_REPLY_ERROR;
+                freeReplyObject(r);
+                got[who[k]] = 1;
+                left--;
+            }
+        }
+    }
+    return ok;
+}
+
+static int par_lib_pair(redisContext **cs)
+{
+    hl_cmd cmds[NODES];
+    char latch[NODES][256];
+    const char *owner = "00000000-0000-0000-0000-000000000000:1";
+    for (int i = 0; i < NODES; i++) {
+        if (hl_acquire_latch_arg(latch[i], sizeof latch[i], &lib_names, owner, 0, ++lib_seq))
+            return 0;
+        hl_cmd_acquire_latched(&cmds[i], HILOCK_KIND_REENTRANT, &lib_names, owner, 30000, -1,
+                               latch[i], 5000);
+    }
+    if (!par_send_collect(cs, cmds))
+        return 0;
+    for (int i = 0; i < NODES; i++) {
+        snprintf(latch[i], sizeof latch[i], "%s:bench:%llu", lib_names.latch_prefix,
+                 (unsigned long long)++lib_seq);
+        hl_cmd_release(&cmds[i], HILOCK_KIND_REENTRANT, &lib_names, owner, 30000, latch[i],
+                       5000);
+    }
+    return par_send_collect(cs, cmds);
+}
+
+/* ---- multi-lock hand-off ---- */
+
+typedef struct handoff {
+    hilock_multilock *m[2];
+    int turns;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int holder;            /* who holds now (-1 none yet) */
+    int64_t released_at;   /* when the last release returned (0: none pending) */
+    int waiting[2];        /* about to block in acquire */
+    int done[2];
+    series *s;
+    long failures;
+} handoff;
+
+typedef struct handoff_arg {
+    handoff *h;
+    int me;
+} handoff_arg;
+
+/* Two threads take turns: each blocks in acquire while the other holds;
+ * the holder releases once the other is waiting (2 ms after it said so, to
+ * let it go to sleep on its subscriptions) and then waits for the other to
+ * take it before contending again, so every sample is a hand-off to a
+ * blocked waiter, never the releaser barging back. */
+static void *handoff_thread(void *arg)
+{
+    handoff_arg *a = arg;
+    handoff *h = a->h;
+    int me = a->me, other = 1 - me;
+    for (int t = 0; t < h->turns; t++) {
+        pthread_mutex_lock(&h->mu);
+        while (!(me == 0 && t == 0) && h->holder != other && !h->done[other])
+            pthread_cond_wait(&h->cv, &h->mu);
+        h->waiting[me] = 1;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        int rc = hilock_multilock_acquire(h->m[me], -1, 30000);
+        int64_t got = now_ns();
+        pthread_mutex_lock(&h->mu);
+        h->waiting[me] = 0;
+        if (rc != 0) {
+            h->failures++;
+            pthread_mutex_unlock(&h->mu);
+            break;
+        }
+        if (h->released_at > 0)
+            add(h->s, got - h->released_at);
+        h->released_at = 0;
+        h->holder = me;
+        pthread_cond_broadcast(&h->cv);
+        while (!h->waiting[other] && !h->done[other])
+            pthread_cond_wait(&h->cv, &h->mu);
+        int last = h->done[other];
+        pthread_mutex_unlock(&h->mu);
+        if (!last)
+            sleep_ms(2);
+        rc = hilock_multilock_release(h->m[me]);
+        int64_t rel = now_ns();
+        pthread_mutex_lock(&h->mu);
+        if (rc != 0)
+            h->failures++;
+        h->released_at = last ? 0 : rel;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    pthread_mutex_lock(&h->mu);
+    h->done[me] = 1;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
 }
 
 /* The same, one node after another (what a sequential Redlock costs). */
@@ -502,12 +674,15 @@ int main(int argc, char **argv)
     }
 
     size_t cap = (size_t)per_round * (size_t)rounds;
-    series s_raw = {"raw EVALSHA lock+unlock (2 RTT)", calloc(cap, 8), 0, cap, 0};
-    series s_one = {"single-node acquire+release", calloc(cap, 8), 0, cap, 0};
-    series s_red = {"redlock-of-5 acquire+release", calloc(cap, 8), 0, cap, 0};
-    series s_par = {"raw 5-node parallel lock+unlock", calloc(cap, 8), 0, cap, 0};
-    series s_seq = {"raw 5-node sequential lock+unlock", calloc(cap, 8), 0, cap, 0};
-    if (!s_raw.v || !s_one.v || !s_red.v || !s_par.v || !s_seq.v)
+    series s_raw = {"raw EVALSHA lock+unlock (2 RTT)", calloc(cap, 8), 0, cap, 0, 0};
+    series s_one = {"single-node acquire+release", calloc(cap, 8), 0, cap, 0, 0};
+    series s_red = {"redlock-of-5 acquire+release", calloc(cap, 8), 0, cap, 0, 0};
+    series s_par = {"raw 5-node parallel lock+unlock", calloc(cap, 8), 0, cap, 0, 0};
+    series s_seq = {"raw 5-node sequential lock+unlock", calloc(cap, 8), 0, cap, 0, 0};
+    series s_lib = {"raw 5-node parallel, library scripts", calloc(cap, 8), 0, cap, 0, 0};
+    if (!s_raw.v || !s_one.v || !s_red.v || !s_par.v || !s_seq.v || !s_lib.v)
+        return 1;
+    if (hl_names_init(&lib_names, "bench:parlib") != 0)
         return 1;
     /* raw connections to all five, for the parallel limit: one thread writes
      * the five requests, then collects the five replies (no lock library) */
@@ -524,7 +699,7 @@ int main(int argc, char **argv)
             return 1;
     }
 
-    /* warm-up: connections, script cache, worker threads */
+    /* warm-up: connections, script cache */
     for (int i = 0; i < (delay_us > 0 ? 20 : 200); i++) {
         if (hilock_lock_acquire(single, 0, 30000) == 0)
             hilock_lock_release(single);
@@ -533,68 +708,125 @@ int main(int argc, char **argv)
     }
 
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < per_round; i++) {
-            int64_t t0 = now_ns();
-            redisReply *a = redisCommand(raw, "EVALSHA %s 2 bench:raw ch 30000 me", sha_lock);
-            redisReply *b =
-                redisCommand(raw, "EVALSHA %s 2 bench:raw ch me", sha_unlock);
-            int64_t t1 = now_ns();
-            if (a && b && a->type != REDIS_REPLY_ERROR && b->type != REDIS_REPLY_ERROR)
-                add(&s_raw, t1 - t0);
-            else
-                s_raw.failures++;
-            if (a)
-                freeReplyObject(a);
-            if (b)
-                freeReplyObject(b);
+        {
+            int64_t c0 = cpu_ns();
+            for (int i = 0; i < per_round; i++) {
+                int64_t t0 = now_ns();
+                redisReply *a = redisCommand(raw, "EVALSHA %s 2 bench:raw ch 30000 me", sha_lock);
+                redisReply *b =
+                    redisCommand(raw, "EVALSHA %s 2 bench:raw ch me", sha_unlock);
+                int64_t t1 = now_ns();
+                if (a && b && a->type != REDIS_REPLY_ERROR && b->type != REDIS_REPLY_ERROR)
+                    add(&s_raw, t1 - t0);
+                else
+                    s_raw.failures++;
+                if (a)
+                    freeReplyObject(a);
+                if (b)
+                    freeReplyObject(b);
+            }
+            s_raw.cpu_ns += cpu_ns() - c0;
         }
-        for (int i = 0; i < per_round; i++) {
-            int64_t t0 = now_ns();
-            int ok = hilock_lock_acquire(single, 0, 30000) == 0 &&
-                     hilock_lock_release(single) == 0;
-            int64_t t1 = now_ns();
-            if (ok)
-                add(&s_one, t1 - t0);
-            else
-                s_one.failures++;
+        {
+            int64_t c0 = cpu_ns();
+            for (int i = 0; i < per_round; i++) {
+                int64_t t0 = now_ns();
+                int ok = hilock_lock_acquire(single, 0, 30000) == 0 &&
+                         hilock_lock_release(single) == 0;
+                int64_t t1 = now_ns();
+                if (ok)
+                    add(&s_one, t1 - t0);
+                else
+                    s_one.failures++;
+            }
+            s_one.cpu_ns += cpu_ns() - c0;
         }
-        for (int i = 0; i < per_round; i++) {
-            int64_t t0 = now_ns();
-            int ok = par_pair(raw5);
-            int64_t t1 = now_ns();
-            if (ok)
-                add(&s_par, t1 - t0);
-            else
-                s_par.failures++;
+        {
+            int64_t c0 = cpu_ns();
+            for (int i = 0; i < per_round; i++) {
+                int64_t t0 = now_ns();
+                int ok = par_pair(raw5);
+                int64_t t1 = now_ns();
+                if (ok)
+                    add(&s_par, t1 - t0);
+                else
+                    s_par.failures++;
+            }
+            s_par.cpu_ns += cpu_ns() - c0;
         }
-        for (int i = 0; i < per_round; i++) {
-            int64_t t0 = now_ns();
-            int ok = seq_pair(raw5);
-            int64_t t1 = now_ns();
-            if (ok)
-                add(&s_seq, t1 - t0);
-            else
-                s_seq.failures++;
+        {
+            int64_t c0 = cpu_ns();
+            for (int i = 0; i < per_round; i++) {
+                int64_t t0 = now_ns();
+                int ok = seq_pair(raw5);
+                int64_t t1 = now_ns();
+                if (ok)
+                    add(&s_seq, t1 - t0);
+                else
+                    s_seq.failures++;
+            }
+            s_seq.cpu_ns += cpu_ns() - c0;
         }
+        /* the Redlock and its own limit pair by pair, alternating which
+         * goes first, so that load changes hit both alike */
         for (int i = 0; i < per_round; i++) {
-            int64_t t0 = now_ns();
-            int ok = hilock_multilock_acquire(m, 0, 30000) == 0 &&
-                     hilock_multilock_release(m) == 0;
-            int64_t t1 = now_ns();
-            if (ok)
-                add(&s_red, t1 - t0);
-            else
-                s_red.failures++;
+            for (int k = 0; k < 2; k++) {
+                int lib = (i + k) % 2 == 0;
+                int64_t c0 = cpu_ns(), t0 = now_ns();
+                int ok = lib ? par_lib_pair(raw5)
+                             : hilock_multilock_acquire(m, 0, 30000) == 0 &&
+                                   hilock_multilock_release(m) == 0;
+                int64_t t1 = now_ns();
+                series *se = lib ? &s_lib : &s_red;
+                se->cpu_ns += cpu_ns() - c0;
+                if (ok)
+                    add(se, t1 - t0);
+                else
+                    se->failures++;
+            }
         }
     }
     double rb_p50 = redis_benchmark_p50(host, port0, delay_us > 0 ? 1000 : 20000);
 
-    series *all[5] = {&s_raw, &s_one, &s_seq, &s_par, &s_red};
-    printf("%-34s %9s %9s %9s %8s\n", "latency (us)", "p50", "p90", "p99", "failed");
-    for (int i = 0; i < 5; i++) {
+    /* multi-lock hand-off between two threads, each with its own clients */
+    int turns = delay_us > 0 ? 100 : 500;
+    series s_hand = {"multi-lock-of-5 hand-off to a waiter", calloc((size_t)turns * 2, 8), 0,
+                     (size_t)turns * 2, 0, 0};
+    handoff h;
+    memset(&h, 0, sizeof h);
+    h.turns = turns;
+    h.holder = -1;
+    h.s = &s_hand;
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    hilock_client *hc[2][NODES] = {{0}};
+    hilock_lock *hl[2][NODES] = {{0}};
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < NODES; i++) {
+            char err[256];
+            if (hilock_client_open(&hc[k][i], urls[i], NULL, err, sizeof err) != 0 ||
+                hilock_lock_new(&hl[k][i], hc[k][i], "bench:handoff") != 0)
+                return 1;
+        }
+        if (hilock_multilock_new(&h.m[k], hl[k], NODES) != 0)
+            return 1;
+    }
+    pthread_t ht[2];
+    handoff_arg ha[2] = {{&h, 0}, {&h, 1}};
+    for (int k = 0; k < 2; k++)
+        pthread_create(&ht[k], NULL, handoff_thread, &ha[k]);
+    for (int k = 0; k < 2; k++)
+        pthread_join(ht[k], NULL);
+    s_hand.failures = h.failures;
+
+    series *all[7] = {&s_raw, &s_one, &s_seq, &s_par, &s_lib, &s_red, &s_hand};
+    printf("%-38s %9s %9s %9s %8s %12s\n", "latency (us)", "p50", "p90", "p99", "failed",
+           "client CPU/op");
+    for (int i = 0; i < 7; i++) {
         qsort(all[i]->v, all[i]->n, 8, cmp_i64);
-        printf("%-34s %9.1f %9.1f %9.1f %8ld\n", all[i]->name, pct(all[i], 0.5),
-               pct(all[i], 0.9), pct(all[i], 0.99), all[i]->failures);
+        printf("%-38s %9.1f %9.1f %9.1f %8ld %12.1f\n", all[i]->name, pct(all[i], 0.5),
+               pct(all[i], 0.9), pct(all[i], 0.99), all[i]->failures,
+               all[i]->n ? (double)all[i]->cpu_ns / 1000.0 / (double)all[i]->n : 0.0);
     }
     double red = pct(&s_red, 0.5), one = pct(&s_one, 0.5), rawp = pct(&s_raw, 0.5);
     printf("\n%d rounds x %d pairs each, interleaved; 5 servers on loopback", rounds,
@@ -612,6 +844,11 @@ int main(int argc, char **argv)
     printf("RATIO raw-parallel5/raw-2RTT p50 = %.2f   (the machine's own limit for the target)\n",
            pct(&s_par, 0.5) / rawp);
     printf("RATIO redlock5/raw-parallel5 p50 = %.2f\n", red / pct(&s_par, 0.5));
+    printf("RATIO redlock5/raw-parallel5-library-scripts p50 = %.2f   (target <= 1.15)\n",
+           red / pct(&s_lib, 0.5));
+    printf("multi-lock-of-5 hand-off p50 = %.1f us (target <= 1000 us, no polling), %zu "
+           "samples; RATIO hand-off/raw-parallel5-library-scripts p50 = %.2f\n",
+           pct(&s_hand, 0.5), s_hand.n, pct(&s_hand, 0.5) / pct(&s_lib, 0.5));
     printf("RATIO redlock5/raw-2RTT p50    = %.2f\n", red / rawp);
     if (rb_p50 > 0)
         printf("RATIO redlock5/redis-benchmark-2RTT p50 = %.2f\n", red / (2 * rb_p50 * 1000));
@@ -621,6 +858,18 @@ int main(int argc, char **argv)
         redisFree(raw5[i]);
     free(s_par.v);
     free(s_seq.v);
+    free(s_lib.v);
+    free(s_hand.v);
+    hl_names_free(&lib_names);
+    for (int k = 0; k < 2; k++) {
+        hilock_multilock_free(h.m[k]);
+        for (int i = 0; i < NODES; i++) {
+            hilock_lock_free(hl[k][i]);
+            hilock_client_close(hc[k][i]);
+        }
+    }
+    pthread_mutex_destroy(&h.mu);
+    pthread_cond_destroy(&h.cv);
     hilock_multilock_free(m);
     hilock_lock_free(single);
     for (int i = 0; i < NODES; i++) {
@@ -630,5 +879,5 @@ int main(int argc, char **argv)
     free(s_raw.v);
     free(s_one.v);
     free(s_red.v);
-    return s_red.failures || s_one.failures ? 1 : 0;
+    return s_red.failures || s_one.failures || s_lib.failures || s_hand.failures ? 1 : 0;
 }
