@@ -18,10 +18,6 @@
 
 enum { FAN_DONE = 0, FAN_SENT, FAN_SLOW };
 
-static void set_timeout(redisContext *ctx, int64_t ms)
-{
-    redisSetTimeout(ctx, hl_tv_ms(ms));
-}
 
 static void fan_finish(hl_fan *f, int rc)
 {
@@ -115,8 +111,8 @@ static void fan_send(hl_fan *f, const hl_fan *all, size_t before, int64_t now)
     }
     int64_t after = hl_now_mono_ms();
     f->deadline = f->timeout_ms > 0 ? now + f->timeout_ms : after + c->opts.command_timeout_ms;
-    int64_t left = f->deadline - after;
-    set_timeout(f->ctx, left > 0 ? left : 1); /* bounds the write */
+    /* the socket keeps the client's command timeout: it bounds the write
+     * of these few bytes; reads only follow a readable poll() */
     if (fan_write(f) == 0)
         f->state = FAN_SENT;
 }
@@ -142,7 +138,6 @@ static void fan_on_reply(hl_fan *f, redisReply *r)
         f->state = FAN_SLOW;
         return;
     }
-    set_timeout(f->ctx, c->opts.command_timeout_ms);
     fan_put(f, 0);
     f->reply = r;
     fan_finish(f, 0);
@@ -222,9 +217,10 @@ void hl_exec_fan(hl_fan *reqs, size_t n)
                 fan_timed_out(f, now);
                 continue;
             }
-            if (!pf || !who) { /* no memory for poll: read this one blocking */
-                set_timeout(f->ctx, f->deadline - now);
-                fan_read(f);
+            if (!pf || !who) { /* no memory for the set: wait on this one alone */
+                struct pollfd one = {f->ctx->fd, POLLIN, 0};
+                if (poll(&one, 1, (int)(f->deadline - now)) > 0)
+                    fan_read(f);
                 continue;
             }
             pf[np].fd = f->ctx->fd;
