@@ -8,16 +8,9 @@ local now_ms = proto.now_ms
 local URL = assert(os.getenv("REDIS_URL"), "REDIS_URL not set")
 local TMP = assert(os.getenv("HL_TMP"), "HL_TMP not set")
 local WORKER = assert(os.getenv("HL_WORKER"), "HL_WORKER not set")
-local INTERP = arg[-1]
-local VERSION = (type(jit) == "table" and jit.version) or _VERSION
-
-local passed, failed = 0, 0
-local uniq = 0
-
-local function name(prefix)
-  uniq = uniq + 1
-  return string.format("t:%s:%s:%d:%d", VERSION:gsub("%s", ""), prefix, uniq, now_ms())
-end
+local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/testlib.lua")
+local VERSION, eq, test = T.VERSION, T.eq, T.test
+local name = T.namer("t")
 
 local function sleep_ms(ms)
   os.execute(string.format("sleep %.3f", ms / 1000))
@@ -41,19 +34,10 @@ local function raises(f, pattern)
   end
 end
 
-local function eq(a, b, what)
-  if a ~= b then
-    error(string.format("%s: expected %s, got %s", what or "value", tostring(b), tostring(a)), 2)
-  end
-end
-
 local function prefix(err, p)
   assert(type(err) == "string" and err:sub(1, #p) == p,
          "expected error prefix '" .. p .. "', got " .. tostring(err))
 end
-
-local tests = {}
-local function test(tname, f) tests[#tests + 1] = { tname, f } end
 
 local c = assert(hilock.connect(URL))
 
@@ -301,7 +285,7 @@ end)
 
 test("wait wakes on the unlock message from another process", function()
   local n = name("wake")
-  local cmd = string.format("%s %s hold %s %s 30 300", INTERP, WORKER, URL, n)
+  local cmd = string.format("%s %s hold %s %s 30 300", T.INTERP, WORKER, URL, n)
   local p = assert(io.popen(cmd, "r"))
   eq(p:read("*l"), "held", "worker took the lock")
   local lk = c:lock(n)
@@ -317,27 +301,7 @@ test("wait wakes on the unlock message from another process", function()
 end)
 
 test("contention between processes: exact non-atomic counter", function()
-  local n = name("counter")
-  local path = TMP .. "/counter-" .. VERSION:gsub("%W", "") .. "-" .. uniq
-  local f = assert(io.open(path, "w"))
-  f:write("0")
-  f:close()
-  local procs, iters = 4, 50
-  local ps = {}
-  for i = 1, procs do
-    ps[i] = assert(io.popen(string.format("%s %s count %s %s %s %d 2>&1", INTERP, WORKER,
-                                          URL, n, path, iters), "r"))
-  end
-  for i = 1, procs do
-    local out = ps[i]:read("*a")
-    ps[i]:close()
-    assert(out:find("done"), "worker " .. i .. " failed: " .. out)
-  end
-  f = assert(io.open(path, "r"))
-  local v = tonumber(f:read("*a"))
-  f:close()
-  eq(v, procs * iters, "counter")
-  eq(c:lock(n):locked(), false, "left unlocked")
+  T.exact_counter(c, URL, name("counter"), { tmp = TMP, worker = WORKER }, 4, 50)
 end)
 
 test("closed client and handles", function()
@@ -366,7 +330,7 @@ test("lock keeps its client alive; gc is safe", function()
   lk = nil
   for _ = 1, 50 do
     local x = assert(hilock.connect(URL))
-    x:lock("gc:" .. uniq)
+    x:lock(name("gc"))
   end
   collectgarbage()
   collectgarbage()
@@ -507,17 +471,4 @@ test("proto.handshake_cmds / handshake_reply: the connection handshake", functio
   eq(ok, nil); eq(why, "unexpected reply")
 end)
 
-for _, t in ipairs(tests) do
-  local t0 = now_ms()
-  local ok, err = pcall(t[2])
-  if ok then
-    passed = passed + 1
-    print(string.format("  ok    %-60s %5d ms", t[1], now_ms() - t0))
-  else
-    failed = failed + 1
-    print(string.format("  FAIL  %s: %s", t[1], tostring(err)))
-  end
-end
-c:close()
-print(string.format("%s: %d passed, %d failed", VERSION, passed, failed))
-os.exit(failed == 0 and 0 or 1)
+T.run(VERSION, function() c:close() end)

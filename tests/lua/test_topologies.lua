@@ -10,22 +10,11 @@ local function env(k) return assert(os.getenv(k), k .. " not set") end
 local CLUSTER_URL, SENTINEL_URL = env("CLUSTER_URL"), env("SENTINEL_URL")
 local MASTER, REPLICA = env("SENT_MASTER_PORT"), env("SENT_REPLICA_PORT")
 local TMP, WORKER = env("HL_TMP"), env("HL_WORKER")
-local INTERP = arg[-1]
-local VERSION = (type(jit) == "table" and jit.version) or _VERSION
+local T = dofile((arg[0]:match("^(.*)/") or ".") .. "/testlib.lua")
+local eq, test = T.eq, T.test
+local name = T.namer("tt")
 local PORTS = {}
 for p in env("CLUSTER_PORTS"):gmatch("%d+") do PORTS[#PORTS + 1] = p end
-
-local passed, failed, uniq = 0, 0, 0
-local function name(prefix)
-  uniq = uniq + 1
-  return string.format("tt:%s:%s:%d:%d", VERSION:gsub("%s", ""), prefix, uniq, now_ms())
-end
-
-local function eq(a, b, what)
-  if a ~= b then
-    error(string.format("%s: expected %s, got %s", what or "value", tostring(b), tostring(a)), 2)
-  end
-end
 
 -- One redis-cli command; its output without the trailing newline.
 local function cli(args)
@@ -36,9 +25,6 @@ local function cli(args)
 end
 
 local function owner(c) return c:id() .. ":" .. hilock.thread_id() end
-
-local tests = {}
-local function test(tname, f) tests[#tests + 1] = { tname, f } end
 
 local cc = assert(hilock.connect(CLUSTER_URL))
 
@@ -81,7 +67,7 @@ for _, kind in ipairs({ "lock", "fair_lock" }) do
   test("cluster: " .. kind .. " waiter woken by another process's unlock", function()
     local n = name("wake")
     local fair = kind == "fair_lock" and " fair" or ""
-    local p = assert(io.popen(string.format("%s %s hold %s %s 30 300%s", INTERP, WORKER,
+    local p = assert(io.popen(string.format("%s %s hold %s %s 30 300%s", T.INTERP, WORKER,
                                             CLUSTER_URL, n, fair), "r"))
     eq(p:read("*l"), "held", "worker took the lock")
     local lk = cc[kind](cc, n)
@@ -98,26 +84,7 @@ for _, kind in ipairs({ "lock", "fair_lock" }) do
 end
 
 test("cluster: exact non-atomic counter between processes", function()
-  local n = name("counter")
-  local path = TMP .. "/topo-counter-" .. VERSION:gsub("%W", "") .. "-" .. uniq
-  local f = assert(io.open(path, "w"))
-  f:write("0")
-  f:close()
-  local procs, iters, ps = 3, 30, {}
-  for i = 1, procs do
-    ps[i] = assert(io.popen(string.format("%s %s count %s %s %s %d 2>&1", INTERP, WORKER,
-                                          CLUSTER_URL, n, path, iters), "r"))
-  end
-  for i = 1, procs do
-    local out = ps[i]:read("*a")
-    ps[i]:close()
-    assert(out:find("done"), "worker " .. i .. " failed: " .. out)
-  end
-  f = assert(io.open(path, "r"))
-  local v = tonumber(f:read("*a"))
-  f:close()
-  eq(v, procs * iters, "counter")
-  eq(cc:lock(n):locked(), false, "left unlocked")
+  T.exact_counter(cc, CLUSTER_URL, name("counter"), { tmp = TMP, worker = WORKER }, 3, 30)
 end)
 
 for _, kind in ipairs({ "lock", "fair_lock" }) do
@@ -143,17 +110,4 @@ for _, kind in ipairs({ "lock", "fair_lock" }) do
   end)
 end
 
-for _, t in ipairs(tests) do
-  local t0 = now_ms()
-  local ok, err = pcall(t[2])
-  if ok then
-    passed = passed + 1
-    print(string.format("  ok    %-60s %5d ms", t[1], now_ms() - t0))
-  else
-    failed = failed + 1
-    print(string.format("  FAIL  %s: %s", t[1], tostring(err)))
-  end
-end
-cc:close()
-print(string.format("%s topologies: %d passed, %d failed", VERSION, passed, failed))
-os.exit(failed == 0 and 0 or 1)
+T.run(T.VERSION .. " topologies", function() cc:close() end)
