@@ -33,6 +33,9 @@
 #define HL_CDETAIL(c) ((c) ? hilock_client_errmsg(c) : "")
 #define HL_LDETAIL(l) ((l) ? hilock_lock_errmsg(l) : "")
 #define HL_MDETAIL(m) ((m) ? hilock_multilock_errmsg(m) : "")
+#define HL_SDETAIL(s) ((s) ? hilock_semaphore_errmsg(s) : "")
+#define HL_PDETAIL(s) ((s) ? hilock_permit_semaphore_errmsg(s) : "")
+#define HL_ADETAIL(l) ((l) ? hilock_latch_errmsg(l) : "")
 
 static void hl_py_raise(int code, const char *detail)
 {
@@ -121,6 +124,21 @@ static void hl_multilock_lost_cb(hilock_multilock *m, uint64_t tid, void *payloa
 %nodefaultctor hilock_multilock;
 %nodefaultctor hilock_rwlock;
 %nodefaultdtor hilock_rwlock;
+%nodefaultctor hilock_semaphore;
+%nodefaultdtor hilock_semaphore;
+%nodefaultctor hilock_permit_semaphore;
+%nodefaultdtor hilock_permit_semaphore;
+%nodefaultctor hilock_latch;
+%nodefaultdtor hilock_latch;
+struct hilock_semaphore {};
+struct hilock_permit_semaphore {};
+struct hilock_latch {};
+%extend hilock_semaphore { ~hilock_semaphore() { hilock_semaphore_free($self); } }
+%extend hilock_permit_semaphore { ~hilock_permit_semaphore() { hilock_permit_semaphore_free($self); } }
+%extend hilock_latch { ~hilock_latch() { hilock_latch_free($self); } }
+%delobject hilock_semaphore_free;
+%delobject hilock_permit_semaphore_free;
+%delobject hilock_latch_free;
 %nodefaultdtor hilock_client;
 %nodefaultdtor hilock_lock;
 %nodefaultdtor hilock_multilock;
@@ -148,10 +166,23 @@ HL_OUT_HANDLE(hilock_client)
 HL_OUT_HANDLE(hilock_lock)
 HL_OUT_HANDLE(hilock_multilock)
 HL_OUT_HANDLE(hilock_rwlock)
+HL_OUT_HANDLE(hilock_semaphore)
+HL_OUT_HANDLE(hilock_permit_semaphore)
+HL_OUT_HANDLE(hilock_latch)
 
 /* ---- out-parameters ------------------------------------------------------ */
-%apply int *OUTPUT { int *out, int *deleted, int *cancelled };
-%apply long long *OUTPUT { int64_t *out, int64_t *token };
+%apply int *OUTPUT { int *out, int *deleted, int *cancelled, int *set };
+%apply long long *OUTPUT { int64_t *out, int64_t *token, int64_t *drained, int64_t *left };
+
+/* A permit id written by the C call (hilock_permit_semaphore_acquire):
+ * returned as str ("" when none was taken). */
+%typemap(in, numinputs=0) char *id (char idbuf[HILOCK_PERMIT_ID_SIZE]) {
+    idbuf[0] = '\0';
+    $1 = idbuf;
+}
+%typemap(argout) char *id {
+    $result = SWIG_AppendOutput($result, SWIG_FromCharPtr($1));
+}
 %apply unsigned long long *OUTPUT { uint64_t *token, uint64_t *tid };
 
 /* hilock_client_open's error buffer: filled by C, read by the %exception. */
@@ -281,6 +312,45 @@ HL_CHECKED(hilock_multilock_is_held, HL_MDETAIL(arg2))
 HL_CHECKED(hilock_multilock_is_held_tid, HL_MDETAIL(arg2))
 HL_CHECKED(hilock_multilock_validity_ms, HL_MDETAIL(arg2))
 HL_CHECKED(hilock_multilock_validity_ms_tid, HL_MDETAIL(arg2))
+HL_CHECKED(hilock_semaphore_new, HL_CDETAIL(arg2))
+HL_CHECKED(hilock_semaphore_try_set_permits, HL_SDETAIL(arg2))
+HL_ACQUIRE(hilock_semaphore_acquire, HL_SDETAIL(arg1))
+HL_ACQUIRE(hilock_semaphore_acquire_tid, HL_SDETAIL(arg1))
+HL_CHECKED(hilock_semaphore_release, HL_SDETAIL(arg1))
+HL_CHECKED(hilock_semaphore_available, HL_SDETAIL(arg2))
+HL_CHECKED(hilock_semaphore_drain, HL_SDETAIL(arg2))
+HL_CHECKED(hilock_semaphore_add_permits, HL_SDETAIL(arg1))
+HL_CHECKED(hilock_semaphore_set_permits, HL_SDETAIL(arg1))
+HL_CHECKED(hilock_semaphore_delete, HL_SDETAIL(arg2))
+HL_CHECKED(hilock_semaphore_cancel, HL_SDETAIL(arg2))
+HL_CHECKED(hilock_permit_semaphore_new, HL_CDETAIL(arg2))
+HL_CHECKED(hilock_permit_semaphore_try_set_permits, HL_PDETAIL(arg2))
+/* acquire: the permit id, or "" when the wait elapsed */
+%define HL_ACQUIRE_ID(FUNC)
+%exception FUNC {
+    $action
+    if (result < 0 && result != HILOCK_ETIMEDOUT) {
+        hl_py_raise(result, HL_PDETAIL(arg2));
+        SWIG_fail;
+    }
+}
+%typemap(out) int FUNC "$result = NULL;";
+%enddef
+HL_ACQUIRE_ID(hilock_permit_semaphore_acquire)
+HL_ACQUIRE_ID(hilock_permit_semaphore_acquire_tid)
+HL_CHECKED(hilock_permit_semaphore_release, HL_PDETAIL(arg1))
+HL_CHECKED(hilock_permit_semaphore_available, HL_PDETAIL(arg2))
+HL_CHECKED(hilock_permit_semaphore_add_permits, HL_PDETAIL(arg1))
+HL_CHECKED(hilock_permit_semaphore_delete, HL_PDETAIL(arg2))
+HL_CHECKED(hilock_permit_semaphore_cancel, HL_PDETAIL(arg2))
+HL_CHECKED(hilock_latch_new, HL_CDETAIL(arg2))
+HL_CHECKED(hilock_latch_try_set_count, HL_ADETAIL(arg2))
+HL_CHECKED(hilock_latch_count_down, HL_ADETAIL(arg2))
+HL_CHECKED(hilock_latch_count, HL_ADETAIL(arg2))
+HL_ACQUIRE(hilock_latch_await, HL_ADETAIL(arg1))
+HL_ACQUIRE(hilock_latch_await_tid, HL_ADETAIL(arg1))
+HL_CHECKED(hilock_latch_delete, HL_ADETAIL(arg2))
+HL_CHECKED(hilock_latch_cancel, HL_ADETAIL(arg2))
 
 %inline %{
 /* Route lost events of l (or m) to the queue under token (0 = stop). */
@@ -367,6 +437,12 @@ void hl_lost_wake(void)
 %nothread hl_lost_wake;
 %nothread hilock_rwlock_read_lock;
 %nothread hilock_rwlock_write_lock;
+%nothread hilock_semaphore_name;
+%nothread hilock_semaphore_errmsg;
+%nothread hilock_permit_semaphore_name;
+%nothread hilock_permit_semaphore_errmsg;
+%nothread hilock_latch_name;
+%nothread hilock_latch_errmsg;
 
 /* Not needed from Python (the Python layer installs its own callbacks). */
 %ignore hilock_lock_set_lost_callback;

@@ -27,6 +27,7 @@ from ._errors import (
 )
 from ._core import (MAX_TIME, Client, FencedLock, Lock, MultiLock, ReadWriteLock, RedLock,
                     thread_id)
+from ._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 from . import capi as _capi_module
 
 _capi: Any = _capi_module  # the SWIG module carries no type information
@@ -48,6 +49,9 @@ __all__ = [
     "RedLock",
     "FencedLock",
     "ReadWriteLock",
+    "Semaphore",
+    "PermitExpirableSemaphore",
+    "CountDownLatch",
     "thread_id",
     "strerror",
     "MAX_TIME",

@@ -518,6 +518,22 @@ class Client:
             raise TypeError(f"lock name must be a str, not {type(name).__name__}")
         return ReadWriteLock(self, name)
 
+    def semaphore(self, name: str) -> "Any":
+        """A semaphore named ``name`` (Redisson RSemaphore layout)."""
+        from ._semaphore import Semaphore
+        return Semaphore(self, name)
+
+    def permit_expirable_semaphore(self, name: str) -> "Any":
+        """A semaphore whose permits have ids and leases (Redisson
+        RPermitExpirableSemaphore layout)."""
+        from ._semaphore import PermitExpirableSemaphore
+        return PermitExpirableSemaphore(self, name)
+
+    def count_down_latch(self, name: str) -> "Any":
+        """A count-down latch named ``name`` (Redisson RCountDownLatch layout)."""
+        from ._semaphore import CountDownLatch
+        return CountDownLatch(self, name)
+
     # -- lifetime -----------------------------------------------------------
 
     def close(self) -> None:
