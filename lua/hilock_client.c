@@ -35,6 +35,11 @@ static lclient *check_client(lua_State *L, int idx)
     return (lclient *)luaL_checkudata(L, idx, CLIENT_MT);
 }
 
+hilock_client **lhl_check_client(lua_State *L, int idx)
+{
+    return &check_client(L, idx)->c;
+}
+
 static const char *const option_names[] = {
     "connect_timeout", "command_timeout", "watchdog_lease", "fair_wait_window",
     "pool_size", "replica_ack", "replica_ack_timeout", "tls", "tls_ca_file", "tls_ca_dir",
@@ -471,6 +476,9 @@ static const luaL_Reg client_methods[] = {
     {"fenced_lock", client_fenced_lock},
     {"read_lock", client_read_lock},
     {"write_lock", client_write_lock},
+    {"semaphore", lhl_client_semaphore},
+    {"permit_semaphore", lhl_client_permit_semaphore},
+    {"latch", lhl_client_latch},
     {"close", client_close},
     {"closed", client_closed},
     {"id", client_id},
@@ -514,6 +522,7 @@ void lhl_client_open(lua_State *L)
 {
     lhl_new_metatable(L, CLIENT_MT, client_methods, client_meta);
     lhl_new_metatable(L, LOCK_MT, lock_methods, lock_meta);
+    lhl_sem_open(L);
     lua_pushcfunction(L, l_connect);
     lua_setfield(L, -2, "connect");
 }

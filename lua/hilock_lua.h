@@ -4,6 +4,7 @@
  *   hilock.c         the module (luaopen_hilock), argument and error helpers
  *   hilock_client.c  the blocking binding: hilock.connect, client and lock
  *                    objects over the C API (hilock.h)
+ *   hilock_sem.c     semaphores and the count-down latch (client methods)
  *   hilock_engine.c  hilock.proto, the engine binding for drivers that do
  *                    their own I/O (resty/hilock.lua): names, commands,
  *                    the reply reader and decoders, the sans-I/O machines
@@ -50,6 +51,15 @@ void lhl_new_metatable(lua_State *L, const char *name, const luaL_Reg *methods,
 /* ---- the two bindings: each registers its metatables and sets its
  * functions into the table on the top of the stack ---- */
 void lhl_client_open(lua_State *L); /* the module table: connect */
+
+/* ---- semaphores and latch (hilock_sem.c), methods of the client ---- */
+/* The client userdata at idx (raises when it is not one): the address of
+ * its C handle, which is NULL once the client is closed. */
+hilock_client **lhl_check_client(lua_State *L, int idx);
+int lhl_client_semaphore(lua_State *L);        /* c:semaphore(name) */
+int lhl_client_permit_semaphore(lua_State *L); /* c:permit_semaphore(name) */
+int lhl_client_latch(lua_State *L);            /* c:latch(name) */
+void lhl_sem_open(lua_State *L);               /* registers their metatables */
 void lhl_engine_open(lua_State *L); /* the hilock.proto table */
 
 #endif
