@@ -44,6 +44,10 @@ typedef struct run_opts {
     int quiet;
     const char *name;
     char **cmd;
+    /* --semaphore NAME:PERMITS: a permit of the permit-expirable semaphore
+     * NAME (Redisson RPermitExpirableSemaphore) instead of a lock */
+    char *sem_name;   /* malloc'd */
+    int64_t sem_permits;
 } run_opts;
 
 static void run_usage(FILE *f)
@@ -66,6 +70,14 @@ static void run_usage(FILE *f)
           "                            every -s and -x holder\n"
           "  --fenced                  fenced lock (Redisson RFencedLock): COMMAND gets the\n"
           "                            grant's token in HILOCK_FENCING_TOKEN\n"
+          "  --semaphore NAME:PERMITS  instead of a lock, one permit of the semaphore NAME\n"
+          "                            (Redisson RPermitExpirableSemaphore; created with\n"
+          "                            PERMITS permits if it does not exist): at most\n"
+          "                            PERMITS commands run at once across hosts. The\n"
+          "                            permit's lease is renewed while COMMAND runs (or\n"
+          "                            fixed with --lease); COMMAND gets its id in\n"
+          "                            HILOCK_PERMIT_ID. Usage: hilock run --semaphore\n"
+          "                            NAME:PERMITS -- COMMAND\n"
           "  -E, --conflict-exit-code N  exit status when not acquired in time (default 1)\n"
           "  --on-lost=kill|warn       when the lock is lost while COMMAND runs: kill\n"
           "                            (default: SIGTERM, SIGKILL after --grace, exit 75)\n"
@@ -94,6 +106,8 @@ static atomic_int lost_flag;        /* the watchdog found our hold gone */
 static atomic_int acquire_done;
 
 typedef struct acq_ctx {
+    hilock_permit_semaphore *sem; /* --semaphore: acquire a permit instead */
+    char permit[HILOCK_PERMIT_ID_SIZE];
     hilock_lock *lock;
     uint64_t tid;
     int64_t wait_ms, lease_ms;
@@ -121,7 +135,12 @@ static void on_lost(hilock_lock *l, uint64_t tid, void *payload)
 static void *acquire_thread(void *arg)
 {
     acq_ctx *a = arg;
-    a->rc = hilock_lock_acquire_token_tid(&a->token, a->lock, a->tid, a->wait_ms, a->lease_ms);
+    if (a->sem)
+        a->rc = hilock_permit_semaphore_acquire_tid(a->permit, a->sem, a->tid, a->wait_ms,
+                                                    a->lease_ms);
+    else
+        a->rc = hilock_lock_acquire_token_tid(&a->token, a->lock, a->tid, a->wait_ms,
+                                              a->lease_ms);
     atomic_store(&acquire_done, 1);
     wake_main();
     return NULL;
@@ -190,7 +209,7 @@ static void cloexec_new_fds(void)
 
 static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
 {
-    enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE, O_FENCED };
+    enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE, O_FENCED, O_SEM };
     static const struct option lopts[] = {{"url", required_argument, 0, O_URL},
                                           {"wait", required_argument, 0, 'w'},
                                           {"lease", required_argument, 0, O_LEASE},
@@ -198,6 +217,7 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
                                           {"shared", no_argument, 0, 's'},
                                           {"exclusive", no_argument, 0, 'x'},
                                           {"fenced", no_argument, 0, O_FENCED},
+                                          {"semaphore", required_argument, 0, O_SEM},
                                           {"conflict-exit-code", required_argument, 0, 'E'},
                                           {"on-lost", required_argument, 0, O_ONLOST},
                                           {"grace", required_argument, 0, O_GRACE},
@@ -231,6 +251,20 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
             }
             break;
         case O_FAIR: o->fair = 1; break;
+        case O_SEM: {
+            const char *colon = strrchr(optarg, ':');
+            if (o->sem_name || !colon || colon == optarg ||
+                cli_parse_uint(colon + 1, 2147483647, &n) != 0 || n < 1) {
+                cli_err("run: --semaphore wants NAME:PERMITS (PERMITS 1..2147483647), got '%s'",
+                        optarg);
+                return -1;
+            }
+            o->sem_name = strndup(optarg, (size_t)(colon - optarg));
+            o->sem_permits = n;
+            if (!o->sem_name)
+                return -1;
+            break;
+        }
         case 's':
         case 'x':
         case O_FENCED:
@@ -287,8 +321,21 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
         cli_err("run: --fair is a lock of its own; it does not combine with -s, -x or --fenced");
         return -1;
     }
+    if (o->sem_name && (o->fair || o->mode)) {
+        cli_err("run: --semaphore does not combine with --fair, -s, -x or --fenced");
+        return -1;
+    }
     if (optind < argc && !strcmp(argv[optind], "--"))
         optind++; /* "hilock run -- NAME -- CMD" */
+    if (o->sem_name) { /* the name came with the option: COMMAND follows */
+        o->name = o->sem_name;
+        if (optind >= argc) {
+            cli_err("run: missing COMMAND (hilock run --semaphore NAME:PERMITS -- COMMAND...)");
+            return -1;
+        }
+        o->cmd = argv + optind;
+        return 0;
+    }
     if (optind >= argc) {
         cli_err("run: missing lock NAME (try: hilock run --help)");
         return -1;
@@ -332,11 +379,14 @@ static pid_t spawn(char **cmd, const sigset_t *oldmask)
 /* A signal ended the wait: cancel the helper thread's acquire (public API;
  * it leaves the fair queue and its subscription itself) and wait for it to
  * return. It may not have started waiting yet, so ask until it is done. */
-static void cancel_wait(hilock_lock *l, uint64_t tid)
+static void cancel_wait(const acq_ctx *a)
 {
     while (!atomic_load(&acquire_done)) {
         int found = 0;
-        hilock_lock_cancel(&found, l, tid);
+        if (a->sem)
+            hilock_permit_semaphore_cancel(&found, a->sem, a->tid);
+        else
+            hilock_lock_cancel(&found, a->lock, a->tid);
         struct pollfd p = {wake_fd, POLLIN, 0};
         if (poll(&p, 1, found ? -1 : 1) > 0) /* the helper writes wake_fd when done */
             drain(wake_fd);
@@ -371,6 +421,11 @@ typedef struct run_state {
     hilock_rwlock *rw;       /* owner of lock for -s / -x */
     uint64_t tid;            /* the owner's thread id: our pid */
     int64_t token;           /* fenced lock: the grant's token */
+    hilock_permit_semaphore *sem; /* --semaphore: the semaphore instead of lock */
+    char permit[HILOCK_PERMIT_ID_SIZE]; /* and the permit taken */
+    int64_t permit_lease;    /* its lease: fixed, or the watchdog lease renewed */
+    int64_t renew_at;        /* next renewal (monotonic ms), -1 none */
+    int64_t renewed_at;      /* last confirmed renewal */
     int interrupted;         /* the signal that ended the wait, or 0 */
     int lost;                /* the hold was lost while the command ran */
     int child_status;
@@ -410,7 +465,21 @@ static int open_lock(run_state *st, const char *url)
         cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
         return rc == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE; /* a bad URL is usage */
     }
-    if (o->mode == 's' || o->mode == 'x') {
+    if (o->sem_name) {
+        rc = hilock_permit_semaphore_new(&st->sem, st->client, o->name);
+        if (rc == 0) {
+            int src = hilock_permit_semaphore_try_set_permits(NULL, st->sem, o->sem_permits);
+            if (src != 0) {
+                cli_err("cannot set up semaphore %s: %s (%s)", o->name, hilock_strerror(src),
+                        hilock_permit_semaphore_errmsg(st->sem));
+                hilock_permit_semaphore_free(st->sem);
+                hilock_client_close(st->client);
+                return src == HILOCK_EWRONGTYPE ? 1 : EXIT_UNAVAILABLE;
+            }
+        }
+        int64_t wd = o->watchdog_lease_ms > 0 ? o->watchdog_lease_ms : 30000;
+        st->permit_lease = o->lease_ms > 0 ? o->lease_ms : wd;
+    } else if (o->mode == 's' || o->mode == 'x') {
         rc = hilock_rwlock_new(&st->rw, st->client, o->name);
         if (rc == 0)
             st->lock = o->mode == 's' ? hilock_rwlock_read_lock(st->rw)
@@ -430,8 +499,23 @@ static int open_lock(run_state *st, const char *url)
 
 static void close_lock(run_state *st)
 {
-    free_lock(st->lock, st->rw);
+    if (st->sem)
+        hilock_permit_semaphore_free(st->sem);
+    else
+        free_lock(st->lock, st->rw);
     hilock_client_close(st->client);
+}
+
+/* Release the hold (or give the permit back): the call's code. */
+static int give_back(run_state *st)
+{
+    return st->sem ? hilock_permit_semaphore_release(st->sem, st->permit)
+                   : hilock_lock_release_tid(st->lock, st->tid);
+}
+
+static const char *hold_errmsg(const run_state *st)
+{
+    return st->sem ? hilock_permit_semaphore_errmsg(st->sem) : hilock_lock_errmsg(st->lock);
 }
 
 /* Acquire on a helper thread while this one watches the signals: a signal
@@ -440,8 +524,10 @@ static int acquire_interruptible(run_state *st)
 {
     static uint64_t lost_tid; /* the lost callback's payload */
     lost_tid = st->tid;
-    hilock_lock_set_lost_callback(st->lock, on_lost, &lost_tid);
-    acq_ctx a = {st->lock, st->tid, st->o.wait_ms, st->o.lease_ms, 0, 0};
+    if (st->lock)
+        hilock_lock_set_lost_callback(st->lock, on_lost, &lost_tid);
+    acq_ctx a = {st->sem, "", st->lock, st->tid, st->o.wait_ms,
+                 st->sem ? st->permit_lease : st->o.lease_ms, 0, 0};
     pthread_t th;
     if (pthread_create(&th, NULL, acquire_thread, &a) != 0) {
         cli_err("cannot start a thread");
@@ -462,9 +548,10 @@ static int acquire_interruptible(run_state *st)
         }
     }
     if (st->interrupted)
-        cancel_wait(st->lock, st->tid);
+        cancel_wait(&a);
     pthread_join(th, NULL);
     st->token = a.token;
+    memcpy(st->permit, a.permit, sizeof st->permit);
     return a.rc;
 }
 
@@ -479,6 +566,11 @@ static int acquire_outcome(run_state *st, int rc)
         if (!o->quiet)
             cli_err("interrupted while waiting for lock %s", o->name);
         status = 128 + st->interrupted;
+    } else if (rc == HILOCK_ETIMEDOUT && st->sem) {
+        if (!o->quiet)
+            cli_err("no permit of semaphore %s free; not acquired%s", o->name,
+                    o->wait_ms == 0 ? "" : " within --wait");
+        status = o->conflict_code;
     } else if (rc == HILOCK_ETIMEDOUT) {
         if (!o->quiet)
             cli_err("lock %s is held by another owner; not acquired%s", o->name,
@@ -487,12 +579,11 @@ static int acquire_outcome(run_state *st, int rc)
     } else if (rc == HILOCK_ENOMEM && !atomic_load(&acquire_done)) {
         status = EXIT_UNAVAILABLE; /* no helper thread */
     } else if (rc != 0) {
-        cli_err("cannot acquire lock %s: %s (%s)", o->name, hilock_strerror(rc),
-                hilock_lock_errmsg(st->lock));
+        cli_err("cannot acquire %s: %s (%s)", o->name, hilock_strerror(rc), hold_errmsg(st));
         status = rc == HILOCK_EWRONGTYPE ? 1 : EXIT_UNAVAILABLE;
     } else if (st->interrupted) {
         /* acquired at the moment the signal came: give it back */
-        hilock_lock_release_tid(st->lock, st->tid);
+        give_back(st);
         status = 128 + st->interrupted;
     }
     if (status)
@@ -502,8 +593,16 @@ static int acquire_outcome(run_state *st, int rc)
 
 /* With a fixed lease there is no watchdog: when to check the lease next
  * (monotonic ms), or -1. */
-static int64_t first_lease_check(const run_state *st)
+static int64_t first_lease_check(run_state *st)
 {
+    st->renew_at = -1;
+    if (st->sem) { /* a fixed lease ends; a watchdog lease is renewed */
+        st->renewed_at = cli_now_ms();
+        if (st->o.lease_ms > 0)
+            return st->renewed_at + st->o.lease_ms;
+        st->renew_at = st->renewed_at + st->permit_lease / 3;
+        return -1;
+    }
     if (st->o.lease_ms <= 0)
         return -1;
     int64_t left = 0;
@@ -519,7 +618,8 @@ static void set_command_env(const run_state *st)
     char tokbuf[24];
     snprintf(tokbuf, sizeof tokbuf, "%lld", (long long)st->token);
     if (setenv("HILOCK_LOCK_NAME", st->o.name, 1) != 0 ||
-        (st->o.mode == 'f' && setenv("HILOCK_FENCING_TOKEN", tokbuf, 1) != 0))
+        (st->o.mode == 'f' && setenv("HILOCK_FENCING_TOKEN", tokbuf, 1) != 0) ||
+        (st->sem && setenv("HILOCK_PERMIT_ID", st->permit, 1) != 0))
         cli_err("warning: cannot set the command's environment: %s", strerror(errno));
 }
 
@@ -538,6 +638,10 @@ static void forward_signals(int sfd, pid_t pid)
 /* A fixed lease is due: is the hold still there? Returns the next check. */
 static int64_t check_lease(const run_state *st, int64_t now)
 {
+    if (st->sem) { /* a permit's fixed lease has ended */
+        atomic_store(&lost_flag, 1);
+        return -1;
+    }
     int held = 1;
     int q = hilock_lock_is_held_tid(&held, st->lock, st->tid);
     if (q == 0 && !held) {
@@ -548,6 +652,23 @@ static int64_t check_lease(const run_state *st, int64_t now)
     if (q == 0 && hilock_lock_remaining_ms(&left, st->lock) == 0 && left > 0)
         return now + left + 5;
     return now + 1000; /* server trouble: look again soon */
+}
+
+/* A permit's renewal is due: a new lease, or the permit is found gone (the
+ * semaphore deleted, its lease ran out) or no renewal was confirmed for
+ * lease - lease/5 (in doubt): lost. Returns the next renewal time. */
+static int64_t renew_permit(run_state *st, int64_t now)
+{
+    int q = hilock_permit_semaphore_update_lease(st->sem, st->permit, st->permit_lease);
+    if (q == 0) {
+        st->renewed_at = now;
+        return now + st->permit_lease / 3;
+    }
+    if (q == HILOCK_ENOTOWNER || now - st->renewed_at >= st->permit_lease - st->permit_lease / 5) {
+        atomic_store(&lost_flag, 1);
+        return -1;
+    }
+    return now + 1000; /* server trouble: try again soon */
 }
 
 /* poll timeout until the earliest of the two times (-1 = none). */
@@ -570,7 +691,10 @@ static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
     for (;;) {
         int64_t now = cli_now_ms();
         struct pollfd p[2] = {{st->sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-        if (poll(p, 2, poll_timeout(now, kill_at, st->lost ? -1 : lease_check_at)) < 0 &&
+        int64_t due = lease_check_at;
+        if (st->renew_at >= 0 && (due < 0 || st->renew_at < due))
+            due = st->renew_at;
+        if (poll(p, 2, poll_timeout(now, kill_at, st->lost ? -1 : due)) < 0 &&
             errno != EINTR)
             break;
         if (p[0].revents & POLLIN)
@@ -580,6 +704,8 @@ static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
         now = cli_now_ms();
         if (!st->lost && lease_check_at >= 0 && now >= lease_check_at)
             lease_check_at = check_lease(st, now);
+        if (!st->lost && st->renew_at >= 0 && now >= st->renew_at)
+            st->renew_at = renew_permit(st, now);
         if (!st->lost && atomic_load(&lost_flag)) {
             st->lost = 1;
             if (o->on_lost == ON_LOST_KILL) {
@@ -604,15 +730,15 @@ static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
 static void release_after(run_state *st)
 {
     const run_opts *o = &st->o;
-    int rc = hilock_lock_release_tid(st->lock, st->tid);
+    int rc = give_back(st);
     if (rc == HILOCK_ENOTOWNER && !st->lost) {
         st->lost = 1;
         cli_err("%slock %s was no longer held when the command finished (lease ran out "
                 "or it was force-unlocked)",
                 o->on_lost == ON_LOST_WARN ? "warning: " : "", o->name);
     } else if (rc != 0 && rc != HILOCK_ENOTOWNER) {
-        cli_err("could not release lock %s: %s (%s); it expires after its lease", o->name,
-                hilock_strerror(rc), hilock_lock_errmsg(st->lock));
+        cli_err("could not release %s: %s (%s); it expires after its lease", o->name,
+                hilock_strerror(rc), hold_errmsg(st));
     }
 }
 
@@ -640,7 +766,7 @@ int cmd_run(int argc, char **argv)
     pid_t pid = spawn(st.o.cmd, &st.oldmask);
     if (pid < 0) {
         cli_err("cannot start the command: %s", strerror(errno));
-        hilock_lock_release_tid(st.lock, st.tid);
+        give_back(&st);
         close_lock(&st);
         return EXIT_UNAVAILABLE;
     }
@@ -648,6 +774,7 @@ int cmd_run(int argc, char **argv)
     release_after(&st);
     close_lock(&st);
     free(startup_fds);
+    free(st.o.sem_name);
     if (st.lost && st.o.on_lost == ON_LOST_KILL)
         return EXIT_LOST;
     return exit_status_of(st.child_status);

@@ -456,6 +456,12 @@ HILOCK_API int hilock_permit_semaphore_acquire_tid(char *id, hilock_permit_semap
  * (it is given back all the same, as Redisson does); HILOCK_EINVAL for an
  * id that is not 32 hex characters. */
 HILOCK_API int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const char *id);
+/* A new lease of lease_ms (> 0) from now for the taken permit `id`, as
+ * Redisson's updateLeaseTime: HILOCK_ENOTOWNER when it is not taken
+ * (released, or its lease had ended). Renew before the lease ends to keep
+ * a permit while working (hilock run --semaphore does). */
+HILOCK_API int hilock_permit_semaphore_update_lease(hilock_permit_semaphore *s, const char *id,
+                                                    int64_t lease_ms);
 HILOCK_API int hilock_permit_semaphore_available(int64_t *out, hilock_permit_semaphore *s);
 HILOCK_API int hilock_permit_semaphore_add_permits(hilock_permit_semaphore *s, int64_t delta);
 /* Deletes the count and every permit's lease; wakes waiters. */

@@ -99,6 +99,7 @@ typedef enum hl_script {
     HL_SCRIPT_LATCH_DELETE,   /* latch / semaphore: delete and wake waiters */
     HL_SCRIPT_INSPECT,        /* read-only snapshot of a lock (hilock_inspect) */
     HL_SCRIPT_RENEW_MANY,     /* watchdog: owner-guarded PEXPIRE of many holds */
+    HL_SCRIPT_PES_UPDATE,     /* permit-expirable semaphore: a new lease for a permit */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -776,6 +777,9 @@ HL_HIDDEN void hl_pes_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t pe
                                   int64_t lease_ms, const unsigned char *ids);
 HL_HIDDEN void hl_pes_cmd_release(hl_cmd *cmd, const hl_sem_names *n,
                                   const unsigned char id[HL_PES_ID_BYTES]);
+/* A new lease (> 0 ms from now) for a taken permit; reply 1 renewed, 0 gone. */
+HL_HIDDEN void hl_pes_cmd_update(hl_cmd *cmd, const hl_sem_names *n,
+                                 const unsigned char id[HL_PES_ID_BYTES], int64_t lease_ms);
 HL_HIDDEN void hl_latch_cmd_count_down(hl_cmd *cmd, const hl_sem_names *n);
 /* Delete a latch or semaphore (both keys) and wake its waiters. */
 HL_HIDDEN void hl_sem_cmd_delete(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n);

@@ -162,6 +162,20 @@ void hl_pes_cmd_release(hl_cmd *cmd, const hl_sem_names *n,
     hl_cmd_add_str(cmd, n->publish);
 }
 
+void hl_pes_cmd_update(hl_cmd *cmd, const hl_sem_names *n,
+                       const unsigned char id[HL_PES_ID_BYTES], int64_t lease_ms)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_PES_UPDATE, 3);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->timeout);
+    hl_cmd_add_str(cmd, n->channel);
+    cmd->argv[cmd->argc] = (const char *)id;
+    cmd->argvlen[cmd->argc] = HL_PES_ID_BYTES;
+    cmd->argc++;
+    hl_cmd_add_num(cmd, lease_ms);
+    hl_cmd_add_str(cmd, n->publish);
+}
+
 void hl_latch_cmd_count_down(hl_cmd *cmd, const hl_sem_names *n)
 {
     hl_cmd_begin_script(cmd, HL_SCRIPT_LATCH_COUNT_DOWN, 2);

@@ -564,6 +564,30 @@ int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const char *id)
     return 0;
 }
 
+int hilock_permit_semaphore_update_lease(hilock_permit_semaphore *s, const char *id,
+                                         int64_t lease_ms)
+{
+    int rc = obj_check(s ? &s->o : NULL);
+    if (rc)
+        return rc;
+    unsigned char raw[HL_PES_ID_BYTES];
+    if (hl_pes_id_parse(raw, id) != 0)
+        return obj_fail(&s->o, HILOCK_EINVAL, "a permit id is 32 hex characters");
+    if (lease_ms <= 0 || hl_check_lease(lease_ms))
+        return obj_fail(&s->o, HILOCK_EINVAL, "lease must be > 0 ms");
+    hl_cmd cmd;
+    hl_pes_cmd_update(&cmd, &s->o.names, raw, lease_ms);
+    int64_t v = 0;
+    rc = run(&s->o, &cmd, &v, hl_sem_decode_int);
+    if (rc == 0 && v != 1) {
+        char err[HL_ERRMSG_MAX];
+        snprintf(err, sizeof err, "permit %s of semaphore '%s' is not taken (released, or "
+                 "its lease ended)", id, s->o.names.name);
+        return obj_fail(&s->o, HILOCK_ENOTOWNER, err);
+    }
+    return rc;
+}
+
 int hilock_permit_semaphore_available(int64_t *out, hilock_permit_semaphore *s)
 {
     return obj_count(out, s ? &s->o : NULL);

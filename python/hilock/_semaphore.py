@@ -162,6 +162,14 @@ class PermitExpirableSemaphore(_Object):
             raise TypeError(f"permit_id must be a str, not {type(permit_id).__name__}")
         _capi.hilock_permit_semaphore_release(self._ptr, permit_id)
 
+    def update_lease(self, permit_id: str, lease: Seconds) -> None:
+        """A new lease of ``lease`` seconds from now for a taken permit
+        (NotOwnerError when it was released or its lease had ended)."""
+        if not isinstance(permit_id, str):
+            raise TypeError(f"permit_id must be a str, not {type(permit_id).__name__}")
+        _capi.hilock_permit_semaphore_update_lease(
+            self._ptr, permit_id, _to_ms(lease, "lease", zero_ok=False))
+
     def available_permits(self) -> int:
         return int(_capi.hilock_permit_semaphore_available(self._ptr))
 

@@ -498,6 +498,17 @@ static void t_permit_semaphore(void)
     int64_t v = -1;
     CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
     CU_ASSERT_EQUAL(v, 1);
+    /* a new lease keeps a permit past its first one */
+    char kept[HILOCK_PERMIT_ID_SIZE];
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(kept, s, 0, 200), 0);
+    for (int i = 0; i < 4; i++) {
+        th_sleep_ms(100);
+        CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 200), 0);
+    }
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, kept), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 200), HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, "x", 100), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id3), 0); /* no lease: held till now */
     CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
     CU_ASSERT_EQUAL(v, 2);

@@ -401,6 +401,44 @@ test_shared_exclusive_fenced() {
   check "--fair with --fenced is a usage error (got $rc)" [ "$rc" = 2 ]
 }
 
+test_semaphore() {
+  # two permits: two commands run at once, the third waits for a permit
+  bg "$HL" run --semaphore jobs:2 -- sh -c "$(holder_cmd j1)"; local j1=$LAST
+  bg "$HL" run --semaphore jobs:2 -- sh -c "$(holder_cmd j2)"; local j2=$LAST
+  wait_for 5 "two holders run at once" sh -c "test -e $T/j1.started && test -e $T/j2.started" || return 1
+  check "no permit left" [ "$(R GET jobs)" = 0 ] || return 1
+  check "two leases" [ "$(R ZCARD '{jobs}:timeout')" = 2 ] || return 1
+  "$HL" run --semaphore jobs:2 --wait 0 -q -- touch "$T/j.bad"; local rc=$?
+  check "third --wait 0 exits 1 (got $rc)" [ "$rc" = 1 ] || return 1
+  check "third command not run" test ! -e "$T/j.bad" || return 1
+  bg "$HL" run --semaphore jobs:2 -- sh -c 'echo "$HILOCK_LOCK_NAME $HILOCK_PERMIT_ID" >'"$T/j3.env"; local j3=$LAST
+  wait_for 5 "third waits on the semaphore channel" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_sc:{jobs}' | tail -1)\" = 1 ]" || return 1
+  touch "$T/j1.go"; wait_exit "$j1" 5; check "first exit 0 (got $WAIT_RC)" [ "$WAIT_RC" = 0 ] || return 1
+  wait_exit "$j3" 5; check "third ran once a permit came back (got $WAIT_RC)" [ "$WAIT_RC" = 0 ] || return 1
+  check "environment: name and a 32-hex permit id (got $(cat "$T/j3.env"))" grep -Eq '^jobs [0-9a-f]{32}$' "$T/j3.env" || return 1
+  touch "$T/j2.go"; wait_exit "$j2" 5
+  check "permits back" [ "$(R GET jobs)" = 2 ] || return 1
+  check "no leases left" [ "$(R ZCARD '{jobs}:timeout')" = 0 ] || return 1
+  # the permit's lease is renewed while the command runs (0.3 s watchdog lease)
+  "$HL" run --semaphore renew:1 --watchdog-lease 0.3 -- sleep 1; rc=$?
+  check "renewed past its lease: exit 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  check "renew permit back" [ "$(R GET renew)" = 1 ] || return 1
+  # a permit taken away (the semaphore deleted) stops the command: exit 75
+  bg "$HL" run --semaphore gone:1 --watchdog-lease 0.3 -- sleep 30; local g=$LAST
+  wait_for 5 "holder runs" sh -c "[ \"\$(redis-cli -p $PORT ZCARD '{gone}:timeout')\" = 1 ]" || return 1
+  R DEL gone '{gone}:timeout' >/dev/null
+  wait_exit "$g" 5; check "lost permit -> 75 (got $WAIT_RC)" [ "$WAIT_RC" = 75 ] || return 1
+  "$HL" run --semaphore jobs -- true 2>/dev/null; rc=$?
+  check "NAME without :PERMITS is a usage error (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" run --semaphore jobs:0 -- true 2>/dev/null; rc=$?
+  check "0 permits is a usage error (got $rc)" [ "$rc" = 2 ] || return 1
+  "$HL" run --semaphore jobs:2 -s -- true 2>/dev/null; rc=$?
+  check "--semaphore with -s is a usage error (got $rc)" [ "$rc" = 2 ] || return 1
+  R HSET hashy f 1 >/dev/null
+  "$HL" run --semaphore hashy:1 -- touch "$T/h.bad" 2>/dev/null; rc=$?
+  check "a hash at the name: exit 1, untouched (got $rc)" [ "$rc" = 1 ] && [ "$(R HGET hashy f)" = 1 ] || return 1
+}
+
 test_usage_and_errors() {
   local rc
   "$HL" >/dev/null 2>&1; rc=$?; check "no command -> 2 (got $rc)" [ "$rc" = 2 ] || return 1
@@ -436,7 +474,7 @@ for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_pa
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
          test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
-         test_usage_and_errors test_tls_options test_shared_exclusive_fenced; do
+         test_usage_and_errors test_tls_options test_shared_exclusive_fenced test_semaphore; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
