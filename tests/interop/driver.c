@@ -150,6 +150,155 @@ static void counter(const char *who, redisContext **redis, hilock_lock *l, const
     line_agent_say(who, "ok %" PRId64, n);
 }
 
+/* ---- semaphores and latch (same commands as the Redisson agent) ---- */
+
+#define MAX_OBJS 256
+typedef struct obj_slot {
+    char kind; /* 's' semaphore, 'p' permit-expirable, 'l' latch */
+    char *name;
+    void *h;
+} obj_slot;
+static obj_slot g_objs[MAX_OBJS];
+static size_t g_nobjs;
+
+static void *obj_of(char kind, const char *name)
+{
+    void *found = NULL;
+    pthread_mutex_lock(&g_locks_mu);
+    for (size_t i = 0; i < g_nobjs && !found; i++)
+        if (g_objs[i].kind == kind && strcmp(g_objs[i].name, name) == 0)
+            found = g_objs[i].h;
+    if (!found && g_nobjs < MAX_OBJS) {
+        int rc = kind == 's' ? hilock_semaphore_new((hilock_semaphore **)&found, g_client, name)
+                 : kind == 'p'
+                     ? hilock_permit_semaphore_new((hilock_permit_semaphore **)&found, g_client,
+                                                   name)
+                     : hilock_latch_new((hilock_latch **)&found, g_client, name);
+        if (rc == 0) {
+            g_objs[g_nobjs].kind = kind;
+            g_objs[g_nobjs].name = strdup(name);
+            g_objs[g_nobjs].h = found;
+            g_nobjs++;
+        }
+    }
+    pthread_mutex_unlock(&g_locks_mu);
+    return found;
+}
+
+/* semloop: N rounds of acquire 1, INCR KEY (INCR KEY:over above PERMITS),
+ * DECR KEY, release 1. */
+static void semloop(const char *who, redisContext **redis, hilock_semaphore *s, const char *key,
+                    int64_t n, int64_t permits)
+{
+    if (!*redis) {
+        *redis = redisConnect(g_host, g_port);
+        if (!*redis || (*redis)->err) {
+            line_agent_say(who, "err cannot connect for semloop");
+            return;
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int rc = hilock_semaphore_acquire(s, 1, HILOCK_WAIT_FOREVER);
+        if (rc != 0) {
+            line_agent_say(who, "err %s: %s", hilock_strerror(rc), hilock_semaphore_errmsg(s));
+            return;
+        }
+        redisReply *r = redisCommand(*redis, "INCR %s", key);
+        long long in = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        freeReplyObject(r);
+        if (in > permits || in < 0)
+            freeReplyObject(redisCommand(*redis, "INCR %s:over", key));
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        freeReplyObject(redisCommand(*redis, "DECR %s", key));
+        if ((rc = hilock_semaphore_release(s, 1)) != 0) {
+            line_agent_say(who, "err %s: %s", hilock_strerror(rc), hilock_semaphore_errmsg(s));
+            return;
+        }
+    }
+    line_agent_say(who, "ok %" PRId64, n);
+}
+
+/* 1 when cmd was one of the semaphore / latch commands (answered). */
+static int run_sem(const char *who, char **w, int nw, void **actor_data)
+{
+    const char *cmd = w[1];
+    if (nw < 3 || (strncmp(cmd, "sem", 3) && strncmp(cmd, "pes", 3) && strncmp(cmd, "latch", 5)))
+        return 0;
+    char kind = cmd[0] == 's' ? 's' : cmd[0] == 'p' ? 'p' : 'l';
+    void *h = obj_of(kind, w[2]);
+    if (!h) {
+        line_agent_say(who, "err cannot make a handle for %s", w[2]);
+        return 1;
+    }
+    hilock_semaphore *s = h;
+    hilock_permit_semaphore *p = h;
+    hilock_latch *l = h;
+    int rc = 0, v = 0;
+    int64_t n = 0, at;
+    if (!strcmp(cmd, "semset") && nw >= 4) {
+        if ((rc = hilock_semaphore_try_set_permits(&v, s, num(w[3]))) == 0)
+            line_agent_say(who, "ok %d", v);
+    } else if (!strcmp(cmd, "semacq") && nw >= 5) {
+        rc = hilock_semaphore_acquire(s, num(w[3]), num(w[4]));
+        at = epoch_us();
+        if (rc == 0 || rc == HILOCK_ETIMEDOUT) {
+            line_agent_say(who, "ok %d %" PRId64, rc == 0, at);
+            rc = 0;
+        }
+    } else if (!strcmp(cmd, "semrel") && nw >= 4) {
+        at = epoch_us();
+        if ((rc = hilock_semaphore_release(s, num(w[3]))) == 0)
+            line_agent_say(who, "ok %" PRId64, at);
+    } else if (!strcmp(cmd, "semavail")) {
+        if ((rc = hilock_semaphore_available(&n, s)) == 0)
+            line_agent_say(who, "ok %" PRId64, n);
+    } else if (!strcmp(cmd, "semloop") && nw >= 6) {
+        semloop(who, (redisContext **)actor_data, s, w[3], num(w[4]), num(w[5]));
+    } else if (!strcmp(cmd, "pesacq") && nw >= 5) {
+        char id[HILOCK_PERMIT_ID_SIZE];
+        rc = hilock_permit_semaphore_acquire(id, p, num(w[3]), num(w[4]));
+        at = epoch_us();
+        if (rc == 0 || rc == HILOCK_ETIMEDOUT) {
+            line_agent_say(who, "ok %s %" PRId64, rc == 0 ? id : "-", at);
+            rc = 0;
+        }
+    } else if (!strcmp(cmd, "pesrel") && nw >= 4) {
+        rc = hilock_permit_semaphore_release(p, w[3]);
+        if (rc == 0)
+            line_agent_say(who, "ok 1");
+        else if (rc == HILOCK_ENOTOWNER) {
+            line_agent_say(who, "err notowner");
+            rc = 0;
+        }
+    } else if (!strcmp(cmd, "latchset") && nw >= 4) {
+        if ((rc = hilock_latch_try_set_count(&v, l, num(w[3]))) == 0)
+            line_agent_say(who, "ok %d", v);
+    } else if (!strcmp(cmd, "latchdown")) {
+        at = epoch_us();
+        if ((rc = hilock_latch_count_down(NULL, l)) == 0)
+            line_agent_say(who, "ok %" PRId64, at);
+    } else if (!strcmp(cmd, "latchawait") && nw >= 4) {
+        rc = hilock_latch_await(l, num(w[3]));
+        at = epoch_us();
+        if (rc == 0 || rc == HILOCK_ETIMEDOUT) {
+            line_agent_say(who, "ok %d %" PRId64, rc == 0, at);
+            rc = 0;
+        }
+    } else if (!strcmp(cmd, "latchcount")) {
+        if ((rc = hilock_latch_count(&n, l)) == 0)
+            line_agent_say(who, "ok %" PRId64, n);
+    } else {
+        line_agent_say(who, "err usage: %s NAME ...", cmd);
+    }
+    if (rc)
+        line_agent_say(who, "err %s: %s", hilock_strerror(rc),
+                       kind == 's'   ? hilock_semaphore_errmsg(s)
+                       : kind == 'p' ? hilock_permit_semaphore_errmsg(p)
+                                     : hilock_latch_errmsg(l));
+    return 1;
+}
+
 static void run(void *ctx, const char *who, char *line, void **actor_data)
 {
     (void)ctx;
@@ -175,6 +324,8 @@ static void run(void *ctx, const char *who, char *line, void **actor_data)
         line_agent_say(who, "ok %s", owner);
         return;
     }
+    if (run_sem(who, w, nw, actor_data))
+        return;
     if ((strcmp(cmd, "flock") == 0 && nw >= 5) || (strcmp(cmd, "token") == 0 && nw >= 3)) {
         int frc = 0;
         hilock_lock *fl = lock_of('F', w[2], &frc);

@@ -855,6 +855,126 @@ def scn_fenced(c, A, B):
     return "tokens up to %d" % last
 
 
+def scn_sem(c, A, B):
+    """Semaphore: A sets 2 permits, B takes both, A waits for one and is woken
+    by B's release (the new count on redisson_sc:{N}) within tens of ms; the
+    count is what both sides read."""
+    name = "it:sem:%s>%s" % (A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    check(A.value(a, "semset", name, 2) == 1, "first trySetPermits refused")
+    check(B.value(b, "semset", name, 5) == 0, "second trySetPermits accepted")
+    check(c.r("GET", name) == "2", "count %r, want '2'" % c.r("GET", name))
+    check(int(B.call(b, "semacq", name, 2, 0)[0]) == 1, "%s could not take 2 of 2" % B.label)
+    check(int(A.call(a, "semacq", name, 1, 0)[0]) == 0, "%s took a permit of none" % A.label)
+
+    def handoff():
+        A.send(a, "semacq", name, 1, LONG_LEASE)
+        wait_until(lambda: numsub(c.r, companion("redisson_sc", name)) >= 1, 5,
+                   "waiter subscribed")
+        time.sleep(0.05)
+        check(not A.pending(a), "%s took a permit while none was free" % A.label)
+        before = int(B.call(b, "semrel", name, 1)[0])
+        st, vals = A.recv(a, 15)
+        check(st == "ok" and vals[0] == "1", "waiter: %s %s" % (st, vals))
+        B.call(b, "semacq", name, 1, 0)  # back to none free for the next try
+        A.call(a, "semrel", name, 1)
+        B.call(b, "semacq", name, 1, 0)
+        return (int(vals[1]) - before) / 1000.0
+    seen = timed_wake(handoff)
+    check(seen[-1] < WAKE_LIMIT_MS, "woken after %s ms (by message it is ~1 ms)" % seen)
+    B.call(b, "semrel", name, 2)
+    check(A.value(a, "semavail", name) == 2 and B.value(b, "semavail", name) == 2,
+          "available is not 2 on both sides")
+    c.r("DEL", name)
+    return "wake %.1f ms" % seen[-1]
+
+
+def scn_sem_count(c, parties, permits=3, per=40):
+    """Semaphore permits counted exactly: every actor loops acquire 1 /
+    release 1 with an inside counter; never more holders than permits, and
+    every permit is back at the end."""
+    name, key = "it:semcount:%d" % c.n, "it:seminside:%d" % c.n
+    c.r("DEL", name, key, key + ":over")
+    check(parties[0].value(c.actor("s"), "semset", name, permits) == 1, "trySetPermits refused")
+    actors = []
+    for side in parties:
+        actor = c.actor("k")
+        side.send(actor, "semloop", name, key, per, permits)
+        actors.append((side, actor))
+    t = time.monotonic()
+    for side, actor in actors:
+        st, vals = side.recv(actor, 150)
+        check(st == "ok", "%s semloop failed: %s" % (side.label, " ".join(vals)))
+    over = c.r("GET", key + ":over")
+    check(over is None, "%s times more holders than %d permits" % (over, permits))
+    check(c.r("GET", name) == str(permits), "count %r at the end, want %d"
+          % (c.r("GET", name), permits))
+    return "%d rounds by %d actors in %.2f s" % (per * len(parties), len(parties),
+                                                  time.monotonic() - t)
+
+
+def scn_pes(c, A, B):
+    """Permit-expirable semaphore: ids and leases in Redisson's ZSET; a permit
+    released by the other side; a waiter of either side gets a permit whose
+    lease ended (no message comes for that)."""
+    name = "it:pes:%s>%s" % (A.label, B.label)
+    a, b = c.actor("a"), c.actor("b")
+    check(A.value(a, "semset", name, 1) == 1, "trySetPermits refused")
+    pid = A.call(a, "pesacq", name, 0, LONG_LEASE)[0]
+    check(len(pid) == 32, "permit id %r" % pid)
+    check(c.r("ZCARD", companion_suffix(name, "timeout")) == 1, "no lease in the ZSET")
+    check(B.call(b, "pesacq", name, 0, LONG_LEASE)[0] == "-", "%s got a second permit of 1"
+          % B.label)
+    B.call(b, "pesrel", name, pid)          # any side may release by id
+    A.send(a, "pesrel", name, pid)
+    st, vals = A.recv(a)
+    check(st == "err" and vals[0] == "notowner", "released twice: %s %s" % (st, vals))
+    short = A.call(a, "pesacq", name, 0, 400)[0]
+    check(len(short) == 32, "no permit after the release")
+    t0 = time.monotonic()
+    got = B.call(b, "pesacq", name, 5000, LONG_LEASE, timeout=15)[0]
+    took = time.monotonic() - t0
+    check(len(got) == 32, "%s got nothing after the lease ended" % B.label)
+    check(0.2 < took < 3.0, "%s waited %.2f s for a 0.4 s lease" % (B.label, took))
+    A.send(a, "pesrel", name, short)
+    st, vals = A.recv(a)
+    check(st == "err", "a permit whose lease ended was released as held")
+    B.call(b, "pesrel", name, got)
+    c.r("DEL", name, companion_suffix(name, "timeout"))
+    return "expired permit taken after %.2f s" % took
+
+
+def scn_latch(c, A, B):
+    """Count-down latch: waiters of both sides wake when the other side's
+    count-down reaches zero (message "0")."""
+    name = "it:latch:%s>%s" % (A.label, B.label)
+    a, b, wa, wb = c.actor("a"), c.actor("b"), c.actor("w"), c.actor("w")
+    check(A.value(a, "latchset", name, 2) == 1, "trySetCount refused")
+    check(B.value(b, "latchset", name, 9) == 0, "second trySetCount accepted")
+    check(B.value(b, "latchcount", name) == 2, "count is not 2")
+    A.send(wa, "latchawait", name, LONG_LEASE)
+    B.send(wb, "latchawait", name, LONG_LEASE)
+    wait_until(lambda: numsub(c.r, "redisson_countdownlatch__channel__{%s}" % name) >= 2, 5,
+               "both waiters subscribed")
+    A.call(a, "latchdown", name)
+    time.sleep(0.1)
+    check(not A.pending(wa) and not B.pending(wb), "a waiter returned at count 1")
+    before = int(B.call(b, "latchdown", name)[0])
+    worst = 0.0
+    for S, w in ((A, wa), (B, wb)):
+        st, vals = S.recv(w, 15)
+        check(st == "ok" and vals[0] == "1", "%s waiter: %s %s" % (S.label, st, vals))
+        worst = max(worst, (int(vals[1]) - before) / 1000.0)
+    check(worst < 1000, "waiters woke %.1f ms after the count-down" % worst)
+    check(c.r("EXISTS", name) == 0, "latch key remains at zero")
+    return "both woken within %.1f ms" % worst
+
+
+def companion_suffix(name, suffix):
+    """Redisson's suffixName: "{name}:suffix", or "name:suffix" if name has a '{'."""
+    return "%s:%s" % (name if "{" in name else "{%s}" % name, suffix)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent-cmd", required=True)
@@ -956,6 +1076,15 @@ def main():
                 for side in ("R", "W"):
                     plan.append(("rw-watchdog[%s] %s" % (side, d), scn_rw_watchdog,
                                  (A, B, side)))
+    # semaphores and latch: the C side, both directions; permits counted
+    # across 4 Redisson threads and 4 hilock threads in two processes
+    for A, B in ((jvm, c1), (c1, jvm)):
+        d = "%s->%s" % (A.label, B.label)
+        plan.append(("semaphore %s" % d, scn_sem, (A, B)))
+        plan.append(("permit-semaphore %s" % d, scn_pes, (A, B)))
+        plan.append(("latch %s" % d, scn_latch, (A, B)))
+    plan.append(("semaphore-count redisson x4 + hilock-c x4", scn_sem_count,
+                 ([jvm] * 4 + [c1, c1, c2, c2],)))
     for S in [jvm] + hilocks:
         plan.append(("fair-stale %s" % S.label, scn_fair_stale, (S,)))
         plan.append(("fair-orphan-head %s" % S.label, scn_fair_orphan, (S,)))

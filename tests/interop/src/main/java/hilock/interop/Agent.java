@@ -12,9 +12,13 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.api.RAtomicLong;
 import org.redisson.api.RBucket;
+import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
@@ -45,6 +49,18 @@ import org.redisson.config.Config;
  *   flock NAME WAIT LEASE           -> ok TOKEN|0 EPOCH_US   (fenced lock; 0 = not acquired)
  *   token NAME                      -> ok TOKEN  (the fenced lock's latest token, 0 none)
  *   counter KIND NAME KEY N LEASE   -> ok N   (N locked read-modify-writes of KEY)
+ *   semset NAME N                   -> ok 1|0   (RSemaphore.trySetPermits)
+ *   semacq NAME K WAIT              -> ok 1|0 EPOCH_US
+ *   semrel NAME K                   -> ok EPOCH_US_BEFORE
+ *   semavail NAME                   -> ok N
+ *   semloop NAME KEY N PERMITS      -> ok N   (N rounds: acquire 1, INCR KEY, INCR
+ *                                     KEY:over when above PERMITS, DECR KEY, release 1)
+ *   pesacq NAME WAIT LEASE          -> ok ID|- EPOCH_US   (RPermitExpirableSemaphore)
+ *   pesrel NAME ID                  -> ok 1 | err notowner
+ *   latchset NAME N                 -> ok 1|0   (RCountDownLatch.trySetCount)
+ *   latchdown NAME                  -> ok EPOCH_US_BEFORE
+ *   latchawait NAME WAIT            -> ok 1|0 EPOCH_US
+ *   latchcount NAME                 -> ok N
  *
  * Usage: java hilock.interop.Agent redis://127.0.0.1:PORT WATCHDOG_TIMEOUT_MS
  */
@@ -134,6 +150,77 @@ public final class Agent {
                 boolean deleted = lock.forceUnlock();
                 return "ok " + (deleted ? 1 : 0) + " " + before;
             }
+            case "semset":
+                return "ok " + (redisson.getSemaphore(w[2]).trySetPermits(Integer.parseInt(w[3])) ? 1 : 0);
+            case "semacq": {
+                RSemaphore sem = redisson.getSemaphore(w[2]);
+                int k = Integer.parseInt(w[3]);
+                long wait = Long.parseLong(w[4]);
+                boolean got = true;
+                if (wait < 0) {
+                    sem.acquire(k);
+                } else {
+                    got = sem.tryAcquire(k, wait, TimeUnit.MILLISECONDS);
+                }
+                return "ok " + (got ? 1 : 0) + " " + epochMicros();
+            }
+            case "semrel": {
+                long before = epochMicros();
+                redisson.getSemaphore(w[2]).release(Integer.parseInt(w[3]));
+                return "ok " + before;
+            }
+            case "semavail":
+                return "ok " + redisson.getSemaphore(w[2]).availablePermits();
+            case "semloop": {
+                RSemaphore sem = redisson.getSemaphore(w[2]);
+                RAtomicLong inside = redisson.getAtomicLong(w[3]);
+                RAtomicLong over = redisson.getAtomicLong(w[3] + ":over");
+                int n = Integer.parseInt(w[4]);
+                long permits = Long.parseLong(w[5]);
+                for (int i = 0; i < n; i++) {
+                    sem.acquire(1);
+                    try {
+                        if (inside.incrementAndGet() > permits) {
+                            over.incrementAndGet();
+                        }
+                        Thread.sleep(1);
+                        inside.decrementAndGet();
+                    } finally {
+                        sem.release(1);
+                    }
+                }
+                return "ok " + n;
+            }
+            case "pesacq": {
+                RPermitExpirableSemaphore sem = redisson.getPermitExpirableSemaphore(w[2]);
+                long lease = Long.parseLong(w[4]);
+                String id = sem.tryAcquire(Long.parseLong(w[3]), lease > 0 ? lease : -1,
+                        TimeUnit.MILLISECONDS);
+                return "ok " + (id == null ? "-" : id) + " " + epochMicros();
+            }
+            case "pesrel":
+                return redisson.getPermitExpirableSemaphore(w[2]).tryRelease(w[3])
+                        ? "ok 1" : "err notowner";
+            case "latchset":
+                return "ok " + (redisson.getCountDownLatch(w[2]).trySetCount(Long.parseLong(w[3])) ? 1 : 0);
+            case "latchdown": {
+                long before = epochMicros();
+                redisson.getCountDownLatch(w[2]).countDown();
+                return "ok " + before;
+            }
+            case "latchawait": {
+                RCountDownLatch latch = redisson.getCountDownLatch(w[2]);
+                long wait = Long.parseLong(w[3]);
+                boolean open = true;
+                if (wait < 0) {
+                    latch.await();
+                } else {
+                    open = latch.await(wait, TimeUnit.MILLISECONDS);
+                }
+                return "ok " + (open ? 1 : 0) + " " + epochMicros();
+            }
+            case "latchcount":
+                return "ok " + redisson.getCountDownLatch(w[2]).getCount();
             case "islocked":
                 return "ok " + (lockOf(w[2], w[3]).isLocked() ? 1 : 0);
             case "held":
