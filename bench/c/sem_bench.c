@@ -1,0 +1,189 @@
+/*
+ * Uncontended semaphore acquire+release pairs per second from one thread,
+ * against the reentrant lock's acquire+release pairs in the same run.
+ *
+ *   sem_bench [-n pairs] [-r rounds] redis://127.0.0.1:PORT
+ *
+ * Series, interleaved round by round so that machine noise hits all alike:
+ *   lock      hilock_lock_acquire(l, 0, 30000) + hilock_lock_release(l)
+ *   sem       hilock_semaphore_acquire(s, 1, 0) + hilock_semaphore_release(s, 1)
+ *   pes       hilock_permit_semaphore_acquire(id, p, 0, 30000) + release(p, id)
+ *   sem_raw   EVALSHA sem_acquire + EVALSHA sem_release on one raw hiredis
+ *             connection (the same two scripts, two round trips, no library)
+ * Prints "name=value" lines: the median pairs/s of each series and the
+ * medians of the per-round ratios sem/lock, pes/lock and sem/sem_raw.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "hilock.h"
+#include "proto.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "%s failed: %s\n", what, hilock_strerror(rc));
+    exit(1);
+}
+
+static double run_lock(hilock_lock *l, int n)
+{
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        int rc = hilock_lock_acquire(l, 0, 30000);
+        if (rc || (rc = hilock_lock_release(l)))
+            die("lock pair", rc);
+    }
+    return n / (now_s() - t0);
+}
+
+static double run_sem(hilock_semaphore *s, int n)
+{
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        int rc = hilock_semaphore_acquire(s, 1, 0);
+        if (rc || (rc = hilock_semaphore_release(s, 1)))
+            die("semaphore pair", rc);
+    }
+    return n / (now_s() - t0);
+}
+
+static double run_pes(hilock_permit_semaphore *p, int n)
+{
+    char id[HILOCK_PERMIT_ID_SIZE];
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        int rc = hilock_permit_semaphore_acquire(id, p, 0, 30000);
+        if (rc || (rc = hilock_permit_semaphore_release(p, id)))
+            die("permit pair", rc);
+    }
+    return n / (now_s() - t0);
+}
+
+static double run_raw(redisContext *ctx, const hl_sem_names *names, int n)
+{
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        hl_cmd cmd;
+        hl_sem_cmd_acquire(&cmd, names, 1);
+        redisReply *r = redisCommandArgv(ctx, cmd.argc, cmd.argv, cmd.argvlen);
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+            die("raw acquire", HILOCK_EPROTO);
+        freeReplyObject(r);
+        hl_sem_cmd_release(&cmd, names, 1);
+        r = redisCommandArgv(ctx, cmd.argc, cmd.argv, cmd.argvlen);
+        if (!r || r->type != REDIS_REPLY_INTEGER)
+            die("raw release", HILOCK_EPROTO);
+        freeReplyObject(r);
+    }
+    return n / (now_s() - t0);
+}
+
+int main(int argc, char **argv)
+{
+    int n = 20000, rounds = 3, opt;
+    while ((opt = getopt(argc, argv, "n:r:")) != -1) {
+        if (opt == 'n')
+            n = atoi(optarg);
+        else if (opt == 'r')
+            rounds = atoi(optarg);
+        else
+            return 2;
+    }
+    if (optind >= argc || n <= 0 || rounds <= 0 || rounds > 1000) {
+        fprintf(stderr, "usage: sem_bench [-n pairs] [-r rounds] URL\n");
+        return 2;
+    }
+    const char *url = argv[optind];
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, url, NULL, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "open %s: %s (%s)\n", url, hilock_strerror(rc), err);
+        return 1;
+    }
+    hilock_lock *l = NULL;
+    hilock_semaphore *s = NULL;
+    hilock_permit_semaphore *p = NULL;
+    if (hilock_lock_new(&l, c, "bench:semlock") || hilock_semaphore_new(&s, c, "bench:sem") ||
+        hilock_permit_semaphore_new(&p, c, "bench:pes"))
+        return 1;
+    if (hilock_semaphore_set_permits(s, 1) || hilock_permit_semaphore_delete(NULL, p) ||
+        hilock_permit_semaphore_try_set_permits(NULL, p, 1))
+        return 1;
+    hl_sem_names raw_names;
+    if (hl_sem_names_init(&raw_names, HL_SEM_SEMAPHORE, "bench:semraw") != 0)
+        return 1;
+    int port = 6379;
+    const char *colon = strrchr(url, ':');
+    if (colon)
+        port = atoi(colon + 1);
+    redisContext *ctx = redisConnect("127.0.0.1", port);
+    if (!ctx || ctx->err)
+        return 1;
+    for (int sc = 0; sc < HL_SCRIPT_COUNT; sc++) {
+        redisReply *r = redisCommand(ctx, "SCRIPT LOAD %s", hl_script_source((hl_script)sc));
+        if (!r)
+            return 1;
+        freeReplyObject(r);
+    }
+    redisReply *r = redisCommand(ctx, "SET bench:semraw 1");
+    if (!r)
+        return 1;
+    freeReplyObject(r);
+
+    /* warm-up */
+    run_lock(l, n / 10 + 1);
+    run_sem(s, n / 10 + 1);
+    run_pes(p, n / 10 + 1);
+    run_raw(ctx, &raw_names, n / 10 + 1);
+    static double lk[1000], sm[1000], pe[1000], rw[1000], sl[1000], pl[1000], sr[1000];
+    for (int i = 0; i < rounds; i++) {
+        lk[i] = run_lock(l, n);
+        sm[i] = run_sem(s, n);
+        pe[i] = run_pes(p, n);
+        rw[i] = run_raw(ctx, &raw_names, n);
+        sl[i] = sm[i] / lk[i];
+        pl[i] = pe[i] / lk[i];
+        sr[i] = sm[i] / rw[i];
+    }
+    printf("pairs=%d\nrounds=%d\n", n, rounds);
+    printf("lock_pairs_per_s=%.0f\n", median(lk, rounds));
+    printf("sem_pairs_per_s=%.0f\n", median(sm, rounds));
+    printf("pes_pairs_per_s=%.0f\n", median(pe, rounds));
+    printf("sem_raw_pairs_per_s=%.0f\n", median(rw, rounds));
+    printf("sem_over_lock=%.3f\n", median(sl, rounds));
+    printf("pes_over_lock=%.3f\n", median(pl, rounds));
+    printf("sem_over_raw=%.3f\n", median(sr, rounds));
+    redisFree(ctx);
+    hl_sem_names_free(&raw_names);
+    hilock_semaphore_free(s);
+    hilock_permit_semaphore_free(p);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    return 0;
+}
