@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include "hilock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -447,4 +449,27 @@ redisReply *th_resp(const char *bytes, size_t len)
     if (rd)
         redisReaderFree(rd);
     return out;
+}
+
+th_redis th_srv;
+
+int th_srv_init(void)
+{
+    return th_redis_start(&th_srv, NULL);
+}
+
+int th_srv_clean(void)
+{
+    th_redis_stop(&th_srv);
+    return 0;
+}
+
+hilock_client *th_client_open(const char *url)
+{
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, url, NULL, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n  open %s: %d %s (%s)\n", url, rc, hilock_strerror(rc), err);
+    return c;
 }

@@ -78,6 +78,16 @@ pid_t th_sentinel_spawn(const char *conf);
  * list; env itself may be NULL. Returns the exit status, 128 + the signal
  * when it was killed, or -1 when it could not be started. */
 int th_run_capture(const char *prog, const char *const *env, char *out, size_t len);
+/* One server for a test program's CUnit suites: th_srv, started by
+ * th_srv_init (give it as the suite's init function) and stopped by
+ * th_srv_clean (its cleanup function). */
+extern th_redis th_srv;
+int th_srv_init(void);
+int th_srv_clean(void);
+/* hilock_client_open(url) with the default options; on failure prints the
+ * code and its detail to stderr and returns NULL. */
+struct hilock_client;
+struct hilock_client *th_client_open(const char *url);
 /* One RESP reply parsed from bytes with hiredis's reader (no socket); NULL
  * when the bytes are not one whole reply. Free with freeReplyObject.
  * TH_RESP("literal") for string literals (NUL bytes allowed). */

@@ -32,7 +32,6 @@
 #include "harness.h"
 #include "hilock.h"
 
-static th_redis srv;
 
 #define OWNER_LEN 64
 #define MAX_CHILDREN 32
@@ -187,9 +186,9 @@ static void child_main(int idx, int cmd_r, const child_cfg *cfg)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     int fail = 0;
-    hilock_client *c = open_client(&srv, cfg->window_ms, 0);
+    hilock_client *c = open_client(&th_srv, cfg->window_ms, 0);
     hilock_lock *l = NULL;
-    redisContext *ctx = th_redis_connect(&srv);
+    redisContext *ctx = th_redis_connect(&th_srv);
     if (!c || !ctx || hilock_fair_lock_new(&l, c, cfg->name) != 0)
         _exit(2);
     hilock_client_owner(c, hilock_thread_id(), shm->owner[idx], OWNER_LEN);
@@ -303,8 +302,8 @@ static void t_fifo_order(void)
     child_cfg cfg = {name, 0, 20000, 10000, "fifo:order"};
     CU_ASSERT_EQUAL_FATAL(spawn_children(ch, n, &cfg), 0);
 
-    hilock_client *c = open_client(&srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&srv);
+    hilock_client *c = open_client(&th_srv, 0, 0);
+    redisContext *ctx = th_redis_connect(&th_srv);
     hilock_lock *l = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
@@ -390,8 +389,8 @@ static void t_killed_waiter_skipped(void)
     child_cfg cfg = {name, window, -1, 5000, "fairkill:order"};
     CU_ASSERT_EQUAL_FATAL(spawn_children(ch, n, &cfg), 0);
 
-    hilock_client *c = open_client(&srv, window, 0);
-    redisContext *ctx = th_redis_connect(&srv);
+    hilock_client *c = open_client(&th_srv, window, 0);
+    redisContext *ctx = th_redis_connect(&th_srv);
     hilock_lock *l = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
@@ -461,8 +460,8 @@ static void t_trylock_zero(void)
     char q[256], t[256];
     queue_key(q, sizeof q, name);
     timeout_key(t, sizeof t, name);
-    hilock_client *c = open_client(&srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&srv);
+    hilock_client *c = open_client(&th_srv, 0, 0);
+    redisContext *ctx = th_redis_connect(&th_srv);
     hilock_lock *l = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
@@ -551,8 +550,8 @@ static void t_deadline_drift(void)
     char q[256], t[256];
     queue_key(q, sizeof q, name);
     timeout_key(t, sizeof t, name);
-    hilock_client *c = open_client(&srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&srv);
+    hilock_client *c = open_client(&th_srv, 0, 0);
+    redisContext *ctx = th_redis_connect(&th_srv);
     hilock_lock *l = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
@@ -731,9 +730,9 @@ static void t_unlock_expired_is_released(void)
     char q[256], t[256], chan[512];
     queue_key(q, sizeof q, name);
     timeout_key(t, sizeof t, name);
-    hilock_client *c = open_client(&srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&srv);
-    redisContext *sub = th_redis_connect(&srv);
+    hilock_client *c = open_client(&th_srv, 0, 0);
+    redisContext *ctx = th_redis_connect(&th_srv);
+    redisContext *sub = th_redis_connect(&th_srv);
     hilock_lock *l = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
@@ -782,9 +781,9 @@ static void t_unlock_wakes_only_head(void)
     const char *name = "fairwake";
     char q[256], cha[512], chb[512];
     queue_key(q, sizeof q, name);
-    hilock_client *c = open_client(&srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&srv);
-    redisContext *sub = th_redis_connect(&srv);
+    hilock_client *c = open_client(&th_srv, 0, 0);
+    redisContext *ctx = th_redis_connect(&th_srv);
+    redisContext *sub = th_redis_connect(&th_srv);
     hilock_lock *l = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
@@ -856,8 +855,8 @@ static void t_unlock_wakes_only_head(void)
 static void t_reentrant_and_not_owner(void)
 {
     const char *name = "fairre";
-    hilock_client *c = open_client(&srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&srv);
+    hilock_client *c = open_client(&th_srv, 0, 0);
+    redisContext *ctx = th_redis_connect(&th_srv);
     hilock_lock *l = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
@@ -903,7 +902,7 @@ static void t_reentrant_and_not_owner(void)
     cmd_int(ctx, "SET %s notalock", name);
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 1, 0, 5000), HILOCK_EWRONGTYPE);
     char buf[64] = "";
-    CU_ASSERT_EQUAL(th_redis_str(&srv, buf, sizeof buf, "GET %s", name), 0);
+    CU_ASSERT_EQUAL(th_redis_str(&th_srv, buf, sizeof buf, "GET %s", name), 0);
     CU_ASSERT_STRING_EQUAL(buf, "notalock");
     cmd_int(ctx, "DEL %s", name);
     CU_ASSERT(no_fair_keys(ctx, name));
@@ -921,7 +920,7 @@ static void t_fair_watchdog(void)
     hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
     o.watchdog_lease_ms = 450;
     hilock_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, &o, NULL, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0), 0);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, HILOCK_LEASE_WATCHDOG), 0);
@@ -931,20 +930,9 @@ static void t_fair_watchdog(void)
     CU_ASSERT_EQUAL(held, 1);
     CU_ASSERT_FALSE(hilock_lock_is_lost(l));
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS %s", name), 0);
     hilock_lock_free(l);
     hilock_client_close(c);
-}
-
-static int init_srv(void)
-{
-    return th_redis_start(&srv, NULL);
-}
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
 }
 
 int main(void)
@@ -954,7 +942,7 @@ int main(void)
         return 2;
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("fair lock", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("fair lock", th_srv_init, th_srv_clean);
     CU_add_test(s, "16 processes: grant order = arrival order", t_fifo_order);
     CU_add_test(s, "SIGKILLed waiter skipped after its deadline", t_killed_waiter_skipped);
     CU_add_test(s, "tryLock(0) never queues", t_trylock_zero);

@@ -14,21 +14,10 @@
 #include "hilock.h"
 #include "proto.h"
 
-static th_redis srv;
-
-static hilock_client *open_client(void)
-{
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, srv.url, NULL, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "\n  open %s: %d %s (%s)\n", srv.url, rc, hilock_strerror(rc), err);
-    return c;
-}
 
 static void t_tokens(void)
 {
-    hilock_client *c1 = open_client(), *c2 = open_client();
+    hilock_client *c1 = th_client_open(th_srv.url), *c2 = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
     hilock_lock *f1 = NULL, *f2 = NULL, *plain = NULL;
@@ -53,7 +42,7 @@ static void t_tokens(void)
         CU_ASSERT_EQUAL(hilock_lock_release(f), 0);
     }
     CU_ASSERT_EQUAL(last, 10);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET redisson_lock_token:{fence:a}"), 10);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "GET redisson_lock_token:{fence:a}"), 10);
     /* re-entry takes a new token too (as Redisson's RFencedLock) */
     CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f1, 0, 60000), 0);
     CU_ASSERT_EQUAL(t, 11);
@@ -64,7 +53,7 @@ static void t_tokens(void)
     CU_ASSERT_EQUAL(holds, 2);
     CU_ASSERT_EQUAL(hilock_lock_release(f1), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(f1), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:a"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS fence:a"), 0);
     /* plain acquire on a fenced lock still counts; other kinds: token 0 */
     CU_ASSERT_EQUAL(hilock_lock_acquire(f2, 0, 60000), 0);
     CU_ASSERT_EQUAL(hilock_lock_token(&cur, f2), 0);
@@ -87,24 +76,24 @@ static void t_tokens(void)
 /* A counter that is not a number (or not a string): clear error, no lock. */
 static void t_bad_counter(void)
 {
-    hilock_client *c = open_client();
+    hilock_client *c = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *f = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_fenced_lock_new(&f, c, "fence:bad"), 0);
-    th_redis_int(&srv, "SET redisson_lock_token:{fence:bad} abc");
+    th_redis_int(&th_srv, "SET redisson_lock_token:{fence:bad} abc");
     int64_t t = -1;
     CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f, 0, 60000), HILOCK_EPROTO);
     CU_ASSERT_EQUAL(t, 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:bad"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS fence:bad"), 0);
     CU_ASSERT_EQUAL(hilock_lock_token(&t, f), HILOCK_EPROTO);
-    th_redis_int(&srv, "DEL redisson_lock_token:{fence:bad}");
-    th_redis_int(&srv, "HSET redisson_lock_token:{fence:bad} x 1");
+    th_redis_int(&th_srv, "DEL redisson_lock_token:{fence:bad}");
+    th_redis_int(&th_srv, "HSET redisson_lock_token:{fence:bad} x 1");
     CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f, 0, 60000), HILOCK_EWRONGTYPE);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:bad"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS fence:bad"), 0);
     CU_ASSERT_EQUAL(hilock_lock_token(&t, f), HILOCK_EWRONGTYPE);
-    th_redis_int(&srv, "SET redisson_lock_token:{fence:bad} -5");
+    th_redis_int(&th_srv, "SET redisson_lock_token:{fence:bad} -5");
     CU_ASSERT_EQUAL(hilock_lock_acquire_token(&t, f, 0, 60000), HILOCK_EPROTO); /* token -4 */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS fence:bad"), 0); /* no hold left behind */
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS fence:bad"), 0); /* no hold left behind */
     CU_ASSERT_EQUAL(hilock_lock_token(&t, f), HILOCK_EPROTO);
     hilock_lock_free(f);
     hilock_client_close(c);
@@ -210,22 +199,11 @@ static void t_settle_new_kinds(void)
     hl_names_free(&n);
 }
 
-static int init_srv(void)
-{
-    return th_redis_start(&srv, NULL);
-}
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("fenced lock", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("fenced lock", th_srv_init, th_srv_clean);
     CU_add_test(s, "tokens strictly increasing across clients", t_tokens);
     CU_add_test(s, "decoder: token only on a fenced grant", t_decode);
     CU_add_test(s, "settling timed-out fenced/read/write attempts", t_settle_new_kinds);

@@ -15,17 +15,6 @@
 #include "hilock.h"
 #include "proto.h"
 
-static th_redis srv;
-
-static hilock_client *open_client(void)
-{
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, srv.url, NULL, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "\n  open %s: %d %s (%s)\n", srv.url, rc, hilock_strerror(rc), err);
-    return c;
-}
 
 static int owner_is(const char *owner, size_t len, hilock_client *c, uint64_t tid)
 {
@@ -36,7 +25,7 @@ static int owner_is(const char *owner, size_t len, hilock_client *c, uint64_t ti
 
 static void t_none_and_args(void)
 {
-    hilock_client *c = open_client();
+    hilock_client *c = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock_info *v = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:none"), 0);
@@ -71,7 +60,7 @@ static void t_none_and_args(void)
 
 static void t_reentrant(void)
 {
-    hilock_client *c = open_client();
+    hilock_client *c = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "insp:re"), 0);
@@ -93,7 +82,7 @@ static void t_reentrant(void)
     hilock_lock_free(l);
 
     /* as Redisson writes it, no expiry */
-    th_redis_int(&srv, "HSET insp:redisson 01234567-89ab-cdef-0123-456789abcdef:9 3");
+    th_redis_int(&th_srv, "HSET insp:redisson 01234567-89ab-cdef-0123-456789abcdef:9 3");
     CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:redisson"), 0);
     CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
     CU_ASSERT_EQUAL(v->lease_ms, -1);
@@ -119,12 +108,12 @@ static void *wait_thread(void *arg)
 
 static int queued(void *arg)
 {
-    return th_redis_int(&srv, "LLEN redisson_lock_queue:{insp:fair}") == *(long long *)arg;
+    return th_redis_int(&th_srv, "LLEN redisson_lock_queue:{insp:fair}") == *(long long *)arg;
 }
 
 static void t_fair_queue(void)
 {
-    hilock_client *c = open_client();
+    hilock_client *c = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, "insp:fair"), 0);
@@ -162,7 +151,7 @@ static void t_fair_queue(void)
     CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), 0);
     /* a deadline set with no list (a waiter in the middle of leaving) is
      * still fair-lock data */
-    th_redis_int(&srv, "ZADD redisson_lock_timeout:{insp:fair} 1 gone:1");
+    th_redis_int(&th_srv, "ZADD redisson_lock_timeout:{insp:fair} 1 gone:1");
     CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:fair"), 0);
     CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_FAIR);
     CU_ASSERT_EQUAL(v->locked, 0);
@@ -174,7 +163,7 @@ static void t_fair_queue(void)
 
 static void t_readwrite(void)
 {
-    hilock_client *c = open_client();
+    hilock_client *c = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_rwlock *rw = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_rwlock_new(&rw, c, "insp:rw"), 0);
@@ -211,7 +200,7 @@ static void t_readwrite(void)
 
 static void t_fenced(void)
 {
-    hilock_client *c = open_client();
+    hilock_client *c = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_fenced_lock_new(&l, c, "insp:fen"), 0);
@@ -238,17 +227,17 @@ static void t_fenced(void)
 
 static void t_not_locks(void)
 {
-    hilock_client *c = open_client();
+    hilock_client *c = th_client_open(th_srv.url);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock_info *v = NULL;
-    th_redis_int(&srv, "SET insp:str hello");
+    th_redis_int(&th_srv, "SET insp:str hello");
     CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:str"), 0);
     CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_UNKNOWN);
     CU_ASSERT_STRING_EQUAL(v->key_type, "string");
     CU_ASSERT_STRING_EQUAL(v->note, "the key holds a string, not a lock");
     hilock_lock_info_free(v);
     /* hold counts that are not counts */
-    th_redis_int(&srv, "HSET insp:odd a:1 notanumber b:2 99999999999999999999 c:3 -1 d:4 7");
+    th_redis_int(&th_srv, "HSET insp:odd a:1 notanumber b:2 99999999999999999999 c:3 -1 d:4 7");
     CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:odd"), 0);
     CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_UNKNOWN);
     CU_ASSERT(strstr(v->note, "not hold counts") != NULL);
@@ -259,7 +248,7 @@ static void t_not_locks(void)
     CU_ASSERT_EQUAL(bad, 3);
     hilock_lock_info_free(v);
     /* a binary owner: length exact, NUL inside */
-    redisContext *ctx = th_redis_connect(&srv);
+    redisContext *ctx = th_redis_connect(&th_srv);
     redisReply *r = redisCommand(ctx, "HSET insp:bin %b 1", "a\0b", (size_t)3);
     freeReplyObject(r);
     /* companion keys of the wrong type: the lock is still read */
@@ -272,8 +261,8 @@ static void t_not_locks(void)
               !memcmp(v->holders[0].owner, "a\0b", 3));
     CU_ASSERT_STRING_EQUAL(v->note, "fair queue keys hold unexpected types");
     hilock_lock_info_free(v);
-    th_redis_int(&srv, "HSET insp:tok o:1 1");
-    th_redis_int(&srv, "SET redisson_lock_token:{insp:tok} abc");
+    th_redis_int(&th_srv, "HSET insp:tok o:1 1");
+    th_redis_int(&th_srv, "SET redisson_lock_token:{insp:tok} abc");
     CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:tok"), 0);
     CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
     CU_ASSERT_EQUAL(v->token, 0);
@@ -348,22 +337,11 @@ static void t_decode_hostile(void)
                     HILOCK_EPROTO);
 }
 
-static int init_srv(void)
-{
-    return th_redis_start(&srv, NULL);
-}
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("inspection", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("inspection", th_srv_init, th_srv_clean);
     CU_add_test(s, "no lock; bad arguments", t_none_and_args);
     CU_add_test(s, "reentrant (library and Redisson data)", t_reentrant);
     CU_add_test(s, "fair: holder, queue in order, deadlines", t_fair_queue);

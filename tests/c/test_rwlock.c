@@ -14,7 +14,6 @@
 #include "harness.h"
 #include "hilock.h"
 
-static th_redis srv;
 
 static hilock_client *open_client(int64_t watchdog_lease_ms)
 {
@@ -24,9 +23,9 @@ static hilock_client *open_client(int64_t watchdog_lease_ms)
         o.watchdog_lease_ms = watchdog_lease_ms;
     hilock_client *c = NULL;
     char err[256] = "";
-    int rc = hilock_client_open(&c, srv.url, &o, err, sizeof err);
+    int rc = hilock_client_open(&c, th_srv.url, &o, err, sizeof err);
     if (rc)
-        fprintf(stderr, "\n  open %s: %d %s (%s)\n", srv.url, rc, hilock_strerror(rc), err);
+        fprintf(stderr, "\n  open %s: %d %s (%s)\n", th_srv.url, rc, hilock_strerror(rc), err);
     return c;
 }
 
@@ -45,11 +44,11 @@ static void t_layout_and_sharing(void)
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(r, 1, 0, 60000), 0); /* reentrant */
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(r, 2, 0, 60000), 0); /* readers share */
     char buf[128];
-    CU_ASSERT_EQUAL(th_redis_str(&srv, buf, sizeof buf, "HGET rw:layout mode"), 0);
+    CU_ASSERT_EQUAL(th_redis_str(&th_srv, buf, sizeof buf, "HGET rw:layout mode"), 0);
     CU_ASSERT_STRING_EQUAL(buf, "read");
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET rw:layout %s:1", hilock_client_id(c)), 2);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET rw:layout %s:2", hilock_client_id(c)), 1);
-    long long t = th_redis_int(&srv, "PTTL {rw:layout}:%s:1:rwlock_timeout:2", hilock_client_id(c));
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HGET rw:layout %s:1", hilock_client_id(c)), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HGET rw:layout %s:2", hilock_client_id(c)), 1);
+    long long t = th_redis_int(&th_srv, "PTTL {rw:layout}:%s:1:rwlock_timeout:2", hilock_client_id(c));
     CU_ASSERT(t > 50000 && t <= 60000);
     int64_t n = 0;
     CU_ASSERT_EQUAL(hilock_lock_hold_count_tid(&n, r, 1), 0);
@@ -66,12 +65,12 @@ static void t_layout_and_sharing(void)
     CU_ASSERT_EQUAL(hilock_lock_release_tid(r, 3), HILOCK_ENOTOWNER);
 
     CU_ASSERT_EQUAL(hilock_lock_release_tid(r, 1), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS {rw:layout}:%s:1:rwlock_timeout:2", hilock_client_id(c)), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS {rw:layout}:%s:1:rwlock_timeout:2", hilock_client_id(c)), 0);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(r, 1), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS rw:layout"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS rw:layout"), 1);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(r, 2), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS rw:layout"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS {rw:layout}:%s:2:rwlock_timeout:1", hilock_client_id(c)), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS rw:layout"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS {rw:layout}:%s:2:rwlock_timeout:1", hilock_client_id(c)), 0);
     hilock_rwlock_free(rw);
     hilock_client_close(c);
 }
@@ -85,7 +84,7 @@ static void t_writer_excludes(void)
     hilock_lock *r = hilock_rwlock_read_lock(rw), *w = hilock_rwlock_write_lock(rw);
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(w, 7, 0, 60000), 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(w, 7, 0, 60000), 0); /* reentrant */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET rw:{tag}w %s:7:write", hilock_client_id(c)), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HGET rw:{tag}w %s:7:write", hilock_client_id(c)), 2);
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(w, 8, 0, 60000), HILOCK_ETIMEDOUT);
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(r, 8, 0, 60000), HILOCK_ETIMEDOUT);
     int held = 0;
@@ -95,18 +94,18 @@ static void t_writer_excludes(void)
     CU_ASSERT_EQUAL(held, 0);
     /* the writer may read too; the name has a hash tag: prefix is the name */
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(r, 7, 0, 60000), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS rw:{tag}w:%s:7:rwlock_timeout:1", hilock_client_id(c)), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS rw:{tag}w:%s:7:rwlock_timeout:1", hilock_client_id(c)), 1);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(w, 8), HILOCK_ENOTOWNER);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(w, 7), 0);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(w, 7), 0);
     /* write side gone, read hold left: a read lock now, readers may join */
     char buf[64];
-    CU_ASSERT_EQUAL(th_redis_str(&srv, buf, sizeof buf, "HGET rw:{tag}w mode"), 0);
+    CU_ASSERT_EQUAL(th_redis_str(&th_srv, buf, sizeof buf, "HGET rw:{tag}w mode"), 0);
     CU_ASSERT_STRING_EQUAL(buf, "read");
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(r, 8, 0, 60000), 0);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(r, 8), 0);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(r, 7), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS rw:{tag}w"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS rw:{tag}w"), 0);
     hilock_rwlock_free(rw);
     hilock_client_close(c);
 }
@@ -147,7 +146,7 @@ static void t_wake_by_message(void)
     pthread_create(&tb, NULL, wait_main, &b);
     /* the waiters subscribed (the listener's connection) before we release */
     for (int i = 0; i < 400; i++) {
-        redisContext *x = th_redis_connect(&srv);
+        redisContext *x = th_redis_connect(&th_srv);
         redisReply *rep = redisCommand(x, "PUBSUB NUMSUB redisson_rwlock:{rw:wake}");
         long long subs = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2
                              ? rep->element[1]->integer : 0;
@@ -184,7 +183,7 @@ static void t_wake_by_message(void)
             (long long)(wr.got_at - t0));
     CU_ASSERT(wr.got_at - t0 < 2000);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(wr.l, 2), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS rw:wake"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS rw:wake"), 0);
     hilock_rwlock_free(rw);
     hilock_rwlock_free(rw2);
     hilock_client_close(c);
@@ -225,7 +224,7 @@ static void t_watchdog_and_force(void)
     CU_ASSERT_EQUAL(held, 1);
     CU_ASSERT_EQUAL(hilock_lock_is_held_tid(&held, w, 1), 0);
     CU_ASSERT_EQUAL(held, 1);
-    long long t = th_redis_int(&srv, "PTTL {rw:wd}:%s:1:rwlock_timeout:1", hilock_client_id(c));
+    long long t = th_redis_int(&th_srv, "PTTL {rw:wd}:%s:1:rwlock_timeout:1", hilock_client_id(c));
     CU_ASSERT(t > 0 && t <= 1200);
     CU_ASSERT_FALSE(hilock_lock_is_lost(r));
     int deleted = 0;
@@ -270,10 +269,10 @@ static void t_wrong_type(void)
     int deleted = 1;
     CU_ASSERT_EQUAL(hilock_lock_force_unlock(&deleted, w), 0);
     CU_ASSERT_EQUAL(deleted, 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN rw:plain"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HLEN rw:plain"), 1);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(plain, 1), 0);
 
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "SET rw:str hello") , -1000); /* status reply */
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "SET rw:str hello") , -1000); /* status reply */
     hilock_rwlock *rs = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_rwlock_new(&rs, c, "rw:str"), 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(hilock_rwlock_read_lock(rs), 1, 0, 60000),
@@ -283,7 +282,7 @@ static void t_wrong_type(void)
     int v = 0;
     CU_ASSERT_EQUAL(hilock_lock_is_locked(&v, hilock_rwlock_write_lock(rs)), HILOCK_EWRONGTYPE);
     char buf[32];
-    CU_ASSERT_EQUAL(th_redis_str(&srv, buf, sizeof buf, "GET rw:str"), 0);
+    CU_ASSERT_EQUAL(th_redis_str(&th_srv, buf, sizeof buf, "GET rw:str"), 0);
     CU_ASSERT_STRING_EQUAL(buf, "hello");
     hilock_rwlock_free(rs);
     hilock_lock_free(plain);
@@ -291,22 +290,11 @@ static void t_wrong_type(void)
     hilock_client_close(c);
 }
 
-static int init_srv(void)
-{
-    return th_redis_start(&srv, NULL);
-}
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("read-write lock", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("read-write lock", th_srv_init, th_srv_clean);
     CU_add_test(s, "Redisson layout, readers share, reentrant", t_layout_and_sharing);
     CU_add_test(s, "writer excludes; writer may read; downgrade", t_writer_excludes);
     CU_add_test(s, "waiters woken by the unlock message", t_wake_by_message);
