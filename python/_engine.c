@@ -383,26 +383,28 @@ typedef struct {
     char owner[HL_OWNER_MAX];
 } AcquireObject;
 
-/* n.acquire(owner, wait_ms, lease_ms, window_ms, latch_key=None, latch_ttl_ms=0) */
+/* n.acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0,
+ *           latch_ttl_ms=0) -> Acquire
+ * latch_epoch >= 0: every attempt of this call is idempotent under the
+ * owner's acquire latch (hl_acquire_latch_arg: epoch = the client's count of
+ * attempts whose reply was lost, seq = unique per call within the client),
+ * so an attempt lost with its connection is settled (on_reply_lost). */
 static PyObject *names_acquire(PyObject *self, PyObject *args)
 {
     NamesObject *n = (NamesObject *)self;
-    const char *owner, *latch = NULL;
-    long long wait, lease, window, latch_ttl = 0;
-    if (!PyArg_ParseTuple(args, "sLLL|zL:acquire", &owner, &wait, &lease, &window, &latch,
-                          &latch_ttl))
+    const char *owner;
+    long long wait, lease, window, epoch = -1, seq = 0, latch_ttl = 0;
+    if (!PyArg_ParseTuple(args, "sLLL|LLL:acquire", &owner, &wait, &lease, &window, &epoch,
+                          &seq, &latch_ttl))
         return NULL;
     const char *ow = check_owner(owner);
     if (!ow || check_range(wait, -1, HILOCK_MAX_TIME_MS, "wait_ms") ||
         check_range(lease, 1, HILOCK_MAX_TIME_MS, "lease_ms") ||
         check_range(window, 1, HILOCK_MAX_TIME_MS, "window_ms"))
         return NULL;
-    const char *lk = NULL;
-    if (latch) {
-        lk = check_str(latch, 4096 + 256, "latch key");
-        if (!lk || check_range(latch_ttl, 1, HILOCK_MAX_TIME_MS, "latch_ttl_ms"))
-            return NULL;
-    }
+    if (epoch >= 0 && (check_range(seq, 0, INT64_MAX, "latch_seq") ||
+                       check_range(latch_ttl, 1, HILOCK_MAX_TIME_MS, "latch_ttl_ms")))
+        return NULL;
     AcquireObject *m = PyObject_New(AcquireObject, AcquireType);
     if (!m)
         return NULL;
@@ -417,9 +419,22 @@ static PyObject *names_acquire(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     m->ok = 1;
-    if (lk && hl_acquire_set_latch(&m->a, lk, latch_ttl) != 0) {
-        Py_DECREF(m);
-        return PyErr_NoMemory();
+    if (epoch >= 0) {
+        size_t len = strlen(n->n.name) + 2 * HL_OWNER_MAX + 128;
+        char *latch = malloc(len);
+        if (!latch) {
+            Py_DECREF(m);
+            return PyErr_NoMemory();
+        }
+        int rc = hl_acquire_latch_arg(latch, len, &n->n, m->owner, (uint64_t)epoch,
+                                      (uint64_t)seq);
+        if (rc == 0)
+            rc = hl_acquire_set_latch(&m->a, latch, latch_ttl);
+        free(latch);
+        if (rc) {
+            Py_DECREF(m);
+            return raise_code(rc, "acquire latch");
+        }
     }
     return (PyObject *)m;
 }
@@ -657,7 +672,8 @@ static PyObject *names_wait_channel(PyObject *self, PyObject *args)
 static PyMethodDef names_methods[] = {
     {"wait_channel", names_wait_channel, METH_VARARGS, "wait_channel(owner) -> str"},
     {"acquire", names_acquire, METH_VARARGS,
-     "acquire(owner, wait_ms, lease_ms, window_ms, latch_key=None, latch_ttl_ms=0) -> Acquire"},
+     "acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0, latch_ttl_ms=0)"
+     " -> Acquire"},
     {"release", names_release, METH_VARARGS,
      "release(owner, acquired_lease_ms, watchdog_lease_ms, request_id, command_timeout_ms,"
      " timeout_ms=0) -> Release"},

@@ -675,6 +675,11 @@ class Client:
         self._listeners: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self._seq = 0
+        # acquire latch (the engine's hl_acquire_latch_arg): attempts are
+        # idempotent per call; the epoch moves on whenever an attempt's reply
+        # was lost, so later calls never overwrite what a late copy must find
+        self._latch_epoch = 0
+        self._latch_ttl_ms: int = _E.latch_ttl(self._cmd_ms)
 
     @staticmethod
     def _ssl_context(ca_file: Optional[str], ca_dir: Optional[str], cert: Optional[str],
@@ -969,7 +974,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     loop = c._loop
     pool = c._pool
     ps = c._pubsub
-    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms)
+    c._seq += 1
+    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms, c._latch_epoch, c._seq,
+                      c._latch_ttl_ms)
     w: Optional[_Waiter] = None
     channel = ""
     try:
@@ -1002,8 +1009,10 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 if st == 0:
                     pool.put(conn)
                 elif st == 1 and t[2]:
-                    # the attempt may still run on the server: settle it there
+                    # the attempt may still run on the server: settle it there;
+                    # later calls take another latch key (its late copy must find it)
                     conn.broken = True
+                    c._latch_epoch += 1
                     s = m.on_unknown(_E.E_CONN, c._request_id(), c._cmd_ms)
                     if s is None:
                         conn.close()
@@ -1012,6 +1021,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 else:
                     conn.close()
                     if st == 2 and t[2]:
+                        # sent, and the connection died: the engine settles it
+                        # through the latch before finishing
+                        c._latch_epoch += 1
                         m.on_reply_lost(_E.E_CONN)
                     else:
                         m.on_error(_E.E_CONN)

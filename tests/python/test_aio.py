@@ -291,6 +291,43 @@ def test_cancelled_release_keeps_hold_and_watchdog_in_step(redis: RedisServer, n
     run(main())
 
 
+def test_attempt_lost_with_its_connection_is_settled(own_redis: RedisServer, name: str) -> None:
+    """The connection dies after the attempt was sent and before its reply
+    (server stalled, connection closed under it): the acquire fails with
+    ConnectionError, and the grant the server makes late is given back
+    through the acquire latch instead of staying for its 30 s lease."""
+    async def main() -> None:
+        async with aio.Client(own_redis.url, command_timeout=5.0) as c:
+            lk = c.lock(name)
+            assert await lk.acquire(0)  # scripts loaded, a pooled connection
+            await lk.release()
+            own_redis.pause()
+            try:
+                t = asyncio.create_task(lk.acquire(0))
+                await asyncio.sleep(0.2)  # sent; the server does not answer
+                busy = _busy_conns()
+                assert len(busy) == 1, busy
+                busy[0].close()
+                await asyncio.sleep(0.1)
+            finally:
+                own_redis.resume()
+            with pytest.raises(hilock.ConnectionError):
+                await t
+            for _ in range(100):
+                if own_redis("EXISTS", name) == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert own_redis("EXISTS", name) == 0, own_redis("HGETALL", name)
+    run(main())
+
+
+def _busy_conns() -> List[Any]:
+    """The driver's command connections with a command on the wire."""
+    import gc
+    return [x for x in gc.get_objects() if isinstance(x, aio._Conn) and not x.closed
+            and x.pending and x.on_push is None]
+
+
 def test_on_lost_after_force_unlock(redis: RedisServer, name: str) -> None:
     async def main() -> None:
         async with aio.Client(redis.url, watchdog_lease=0.6) as c:
