@@ -75,6 +75,21 @@ void print_lock_human(FILE *f, const hilock_lock_info *v)
     }
 }
 
+/* A string at the name is no lock: a semaphore's free permits or a
+ * count-down latch's count (Redisson's RSemaphore, RPermitExpirableSemaphore,
+ * RCountDownLatch keep a plain integer there). Read with GET only. */
+static void print_count_human(FILE *f, hilock_client *cl, const hilock_lock_info *v)
+{
+    if (v->kind != HILOCK_INFO_UNKNOWN || !v->key_type || strcmp(v->key_type, "string") != 0)
+        return;
+    hilock_semaphore *s = NULL;
+    int64_t n = 0;
+    if (hilock_semaphore_new(&s, cl, v->name) == 0 && hilock_semaphore_available(&n, s) == 0)
+        fprintf(f, "  count %" PRId64 ": a semaphore's free permits or a count-down latch's "
+                   "count\n", n);
+    hilock_semaphore_free(s);
+}
+
 /* Stable JSON schema (version 1), see docs/cli.md. */
 void print_lock_json(FILE *f, const hilock_lock_info *v)
 {
@@ -197,6 +212,7 @@ int cmd_status(int argc, char **argv)
             print_lock_json(stdout, v);
         } else {
             print_lock_human(stdout, v);
+            print_count_human(stdout, cl, v);
         }
         hilock_lock_info_free(v);
     }

@@ -419,6 +419,10 @@ test_semaphore() {
   touch "$T/j2.go"; wait_exit "$j2" 5
   check "permits back" [ "$(R GET jobs)" = 2 ] || return 1
   check "no leases left" [ "$(R ZCARD '{jobs}:timeout')" = 0 ] || return 1
+  "$HL" status jobs >"$T/jobs.status" || return 1
+  check "status shows the free permits (got: $(tr '\n' ' ' <"$T/jobs.status"))" grep -q "count 2: a semaphore" "$T/jobs.status" || return 1
+  "$HL" unlock --force --yes jobs 2>/dev/null; rc=$?
+  check "unlock --force of a semaphore refused (1, got $rc), count kept" [ "$rc" = 1 ] && [ "$(R GET jobs)" = 2 ] || return 1
   # the permit's lease is renewed while the command runs (0.3 s watchdog lease)
   "$HL" run --semaphore renew:1 --watchdog-lease 0.3 -- sleep 1; rc=$?
   check "renewed past its lease: exit 0 (got $rc)" [ "$rc" = 0 ] || return 1
