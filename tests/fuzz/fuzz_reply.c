@@ -79,6 +79,21 @@ static void decoders(const redisReply *r)
 
     int is_master = 0;
     CHECK(hl_decode_role_replicas(r, &is_master) >= 0);
+
+    /* inspection: numbers checked, owners terminated, nothing on failure */
+    hilock_lock_info *info = NULL;
+    char ierr[HL_URL_ERR_MAX] = "";
+    if (hl_decode_inspect(r, "fuzz", &info, ierr) == 0) {
+        CHECK(info && info->lease_ms >= -2 && info->server_time_ms >= 0 && info->token >= 0);
+        for (size_t i = 0; i < info->nholders; i++)
+            CHECK(info->holders[i].holds >= -1 &&
+                  info->holders[i].owner[info->holders[i].owner_len] == 0);
+        for (size_t i = 0; i < info->nqueue; i++)
+            CHECK(info->queue[i].deadline_ms >= -1);
+        hl_info_free(info);
+    } else {
+        CHECK(info == NULL && ierr[0]);
+    }
     hl_renew_outcome ro = hl_renew_classify(r);
     CHECK(ro >= HL_RENEW_RENEWED && ro <= HL_RENEW_TROUBLE);
 
