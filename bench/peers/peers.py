@@ -176,6 +176,7 @@ class Bench:
     def __init__(self, a):
         self.a = a
         self.smoke = a.smoke
+        self.only = [f for f in a.only.split(",") if f]
         self.rounds = 1 if a.smoke else a.rounds
         self.c = contenders(a)
         self.work = tempfile.mkdtemp(prefix="hilock-peers-")
@@ -415,19 +416,24 @@ class Bench:
         t0 = self.t0 = time.monotonic()
         everyone = ["hilock (C)", "hilock (Python)", "Redisson", "redis-py Lock",
                     "python-redis-lock", "pottery Redlock", "node-redlock", "redsync"]
-        self.res["f1"] = self.fig_pairs("f1", everyone)
-        self.res["f2"] = self.fig_handoff("f2", everyone, 4 if self.smoke else 8, 1, False)
-        self.res["f3"] = self.fig_handoff("f3", ["hilock (C)", "Redisson"],
-                                          2 if self.smoke else 4, 2 if self.smoke else 4, True)
-        self.res["f4"] = self.fig_threads("f4", ["hilock (C)", "hilock (Python)", "Redisson",
-                                                 "redis-py Lock", "redis-py asyncio Lock",
-                                                 "node-redlock", "redsync"])
-        self.res["f5"] = self.fig_watchdog("f5", ["hilock (C)", "Redisson"])
-        self.res["f6"] = self.fig_redlock("f6", ["hilock (C)", "hilock (Python)", "Redisson",
-                                                 "pottery Redlock", "node-redlock", "redsync",
-                                                 "aioredlock"])
-        self.res["f7"] = self.fig_pairs("f7", ["hilock (asyncio)", "redis-py asyncio Lock",
-                                               "aioredlock"])
+        figs = {
+            "f1": lambda: self.fig_pairs("f1", everyone),
+            "f2": lambda: self.fig_handoff("f2", everyone, 4 if self.smoke else 8, 1, False),
+            "f3": lambda: self.fig_handoff("f3", ["hilock (C)", "Redisson"],
+                                           2 if self.smoke else 4, 2 if self.smoke else 4, True),
+            "f4": lambda: self.fig_threads("f4", ["hilock (C)", "hilock (Python)", "Redisson",
+                                                  "redis-py Lock", "redis-py asyncio Lock",
+                                                  "node-redlock", "redsync"]),
+            "f5": lambda: self.fig_watchdog("f5", ["hilock (C)", "Redisson"]),
+            "f6": lambda: self.fig_redlock("f6", ["hilock (C)", "hilock (Python)", "Redisson",
+                                                  "pottery Redlock", "node-redlock", "redsync",
+                                                  "aioredlock"]),
+            "f7": lambda: self.fig_pairs("f7", ["hilock (asyncio)", "redis-py asyncio Lock",
+                                                "aioredlock"]),
+        }
+        for f, run in figs.items():
+            if not self.only or f in self.only:
+                self.res[f] = run()
         self.load("end")
         self.res["elapsed_s"] = time.monotonic() - t0
         return self.res
@@ -460,6 +466,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--only", default="",
+                    help="comma-separated figures (f1..f7): run just those and print their "
+                         "rows as JSON instead of writing the report")
     a = ap.parse_args()
     a.venv = a.build + "/venv"
     # SIGTERM (the suite's timeout) unwinds through the finally blocks below,
@@ -471,6 +480,9 @@ def main():
     finally:
         b.close()
     res["failures"] = b.failures
+    if a.only:
+        print(json.dumps(res, indent=1, default=str))
+        sys.exit(1 if b.failures else 0)
     print(report.summary(res))
     if a.smoke:
         problems = report.smoke_problems(res)

@@ -5,6 +5,8 @@
 #
 #   bench/peers/run.sh [-r rounds]     full run (default 3 rounds, ~10 min):
 #                                      bench/peers/results/report.md + PNGs
+#   bench/peers/run.sh --only f5       just those figures (comma-separated
+#                                      f1..f7), rows printed as JSON, no report
 #   bench/peers/run.sh --smoke         one short round, no plots, no report;
 #                                      fails when a contender or a check fails
 #                                      (tests/peers-smoke runs this)
@@ -17,12 +19,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${HILOCK_PEERS_BUILD:-$root/build/peers}"
-smoke=0 rounds=3
+smoke=0 rounds=3 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) smoke=1 ;;
     -r) rounds="$2"; shift ;;
-    *) echo "usage: $0 [--smoke] [-r rounds]" >&2; exit 2 ;;
+    --only) only="$2"; shift ;;
+    *) echo "usage: $0 [--smoke] [-r rounds] [--only f1,...]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -50,5 +53,6 @@ fi
 args=(--root "$root" --build "$out" --hilock-c "$cb/bench/peers/peers_contender"
       --handoff-bench "$cb/bench/c/handoff_bench" --rounds "$rounds")
 [ $smoke = 1 ] && args+=(--smoke)
+[ -n "$only" ] && args+=(--only "$only")
 cd "$here"
 exec "$out/venv/bin/python" "$here/peers.py" "${args[@]}"

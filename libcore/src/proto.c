@@ -157,6 +157,7 @@ char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char *owner)
 static void cmd_start(hl_cmd *c, int script)
 {
     c->argc = 0;
+    c->nnum = 0;
     c->script = script;
     c->drained = 0;
     c->reply_lost = 0;
@@ -171,8 +172,10 @@ static void cmd_str(hl_cmd *c, const char *s)
 
 static void cmd_num(hl_cmd *c, int64_t v)
 {
-    int len = snprintf(c->num[c->argc], sizeof c->num[0], "%" PRId64, v);
-    c->argv[c->argc] = c->num[c->argc];
+    /* every builder adds far fewer numbers than HL_CMD_MAXNUM */
+    char *buf = c->num[c->nnum < HL_CMD_MAXNUM ? c->nnum++ : HL_CMD_MAXNUM - 1];
+    int len = snprintf(buf, sizeof c->num[0], "%" PRId64, v);
+    c->argv[c->argc] = buf;
     c->argvlen[c->argc] = (size_t)len;
     c->argc++;
 }

@@ -146,10 +146,11 @@ HL_HIDDEN char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char 
 /* A command as argv. Pointers refer to the names/owner strings given to
  * the builder (which must outlive the command) or to the cmd's own storage. */
 #define HL_CMD_MAXARGS (3 + 1 + 2 * HL_RENEW_MANY_MAX) /* the largest: hl_cmd_renew_many */
-/* Holds one hl_cmd_renew_many renews (Redisson renews up to 100 per call;
- * 30 keeps an hl_cmd at 2.5 KB and already spreads the script call's fixed
- * cost over 30 holds). */
-#define HL_RENEW_MANY_MAX 30
+/* Holds one hl_cmd_renew_many renews (as Redisson, up to 100 per call:
+ * measured server time per renewal 15.9 us one by one, 5.6 us in groups of
+ * 30, 4.4 us in groups of 100). */
+#define HL_RENEW_MANY_MAX 100
+#define HL_CMD_MAXNUM 12 /* numeric arguments of one command (the most today: 6) */
 typedef struct hl_cmd {
     int argc;
     int script; /* hl_script, or -1 for a plain command */
@@ -160,7 +161,8 @@ typedef struct hl_cmd {
                        have run it) */
     const char *argv[HL_CMD_MAXARGS];
     size_t argvlen[HL_CMD_MAXARGS];
-    char num[HL_CMD_MAXARGS][24];
+    int nnum;   /* numbers in num[] */
+    char num[HL_CMD_MAXNUM][24];
 } hl_cmd;
 
 /* The key a command is routed by (first key of a script, else argv[1]). */

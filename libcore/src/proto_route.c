@@ -147,17 +147,11 @@ int hl_decode_role_replicas(const redisReply *r, int *is_master)
 static void ack_cmd(hl_ack *k, const char *a0, const char *a1, int64_t a2)
 {
     hl_cmd *c = &k->cmd;
-    c->argc = 0;
-    c->script = -1;
-    c->drained = 0;
-    c->argv[c->argc] = a0;
-    c->argvlen[c->argc++] = strlen(a0);
+    hl_cmd_begin_plain(c);
+    hl_cmd_add_str(c, a0);
     if (a1) {
-        c->argv[c->argc] = a1;
-        c->argvlen[c->argc++] = strlen(a1);
-        int n = snprintf(c->num[c->argc], sizeof c->num[0], "%lld", (long long)a2);
-        c->argv[c->argc] = c->num[c->argc];
-        c->argvlen[c->argc++] = (size_t)n;
+        hl_cmd_add_str(c, a1);
+        hl_cmd_add_num(c, a2);
     }
 }
 
