@@ -1611,6 +1611,420 @@ static const luaL_Reg engine_funcs[] = {
     {NULL, NULL}};
 
 /* The engine's metatables; its functions into the proto table on the top. */
+
+/* ---- semaphores and the count-down latch (proto_sem.c) ---- */
+
+#define PSEM_MT "hilock.proto.sem"
+#define PSW_MT "hilock.proto.semwait"
+
+typedef struct psem {
+    hl_sem_names n;
+    hl_sem_kind kind;
+    int ok;
+} psem;
+
+static const char *const psem_kinds[] = {"semaphore", "permit", "latch", NULL};
+
+/* proto.sem(name, kind [, sharded]) -> the names of a semaphore
+ * ("semaphore", Redisson's RSemaphore), a permit-expirable semaphore
+ * ("permit") or a count-down latch ("latch"); sharded: SPUBLISH (cluster). */
+static int p_sem(lua_State *L)
+{
+    const char *name = lhl_check_name(L, 1);
+    hl_sem_kind kind = (hl_sem_kind)(luaL_checkoption(L, 2, NULL, psem_kinds) + 1);
+    int sharded = lua_toboolean(L, 3);
+    psem *p = (psem *)hlc_newuserdata(L, sizeof *p);
+    memset(p, 0, sizeof *p);
+    luaL_getmetatable(L, PSEM_MT);
+    lua_setmetatable(L, -2);
+    if (hl_sem_names_init(&p->n, kind, name) != 0)
+        return luaL_error(L, "out of memory");
+    p->kind = kind;
+    p->ok = 1;
+    if (sharded)
+        p->n.publish = "spublish";
+    if (sharded && !hl_sem_names_one_slot(&p->n))
+        return luaL_argerror(L, 1, "empty or unclosed hash tag: on a cluster the companion "
+                                   "keys would land in another slot");
+    return 1;
+}
+
+static psem *check_psem(lua_State *L, int idx)
+{
+    psem *p = (psem *)luaL_checkudata(L, idx, PSEM_MT);
+    if (!p->ok)
+        luaL_argerror(L, idx, "freed semaphore names");
+    return p;
+}
+
+static int psem_gc(lua_State *L)
+{
+    psem *p = (psem *)luaL_checkudata(L, 1, PSEM_MT);
+    if (p->ok) {
+        hl_sem_names_free(&p->n);
+        p->ok = 0;
+    }
+    return 0;
+}
+
+static int psem_name(lua_State *L)
+{
+    lua_pushstring(L, check_psem(L, 1)->n.name);
+    return 1;
+}
+
+static int psem_channel(lua_State *L)
+{
+    lua_pushstring(L, check_psem(L, 1)->n.channel);
+    return 1;
+}
+
+static int psem_kind(lua_State *L)
+{
+    lua_pushstring(L, psem_kinds[check_psem(L, 1)->kind - 1]);
+    return 1;
+}
+
+static int psem_slot(lua_State *L)
+{
+    psem *p = check_psem(L, 1);
+    lua_pushinteger(L, (lua_Integer)hl_key_slot(p->n.name, strlen(p->n.name)));
+    return 1;
+}
+
+/* A number argument as int64 (nil, err when it is not an integer in range). */
+static int sem_arg(lua_State *L, int idx, int64_t min, int64_t max, int64_t *out)
+{
+    lua_Number v = luaL_checknumber(L, idx);
+    if (v != v || v < (lua_Number)min || v > (lua_Number)max || v != (lua_Number)(int64_t)v)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int sem_invalid(lua_State *L, const char *what)
+{
+    return lhl_push_fail(L, HILOCK_EINVAL, what);
+}
+
+/* ---- one-command operations: s:op(verb, ...) -> machine | nil, err ----
+ *
+ *   "try_set", n        set the permits / the latch's count if none: 1 set, 0 kept
+ *   "release", k        semaphore: give back k permits
+ *   "add", k / "set", n semaphore: add k permits (may be < 0) / make them n
+ *   "drain"             semaphore: take every free permit: how many
+ *   "count"             free permits / the latch's count
+ *   "count_down"        latch: count down by one: the count left
+ *   "delete"            delete it and wake its waiters: 1 deleted, 0 none
+ *   "permit_release", id  permit-expirable: give back the permit id (32 hex):
+ *                       1 released, 0 not taken, -1 its lease had ended
+ * Machine: next() -> "send", bytes | "done", n | "done", nil, err;
+ * on_reply(r) (NOSCRIPT: the next send is the script body); on_error(err).
+ * Bad input is nil, "invalid argument: ..." before anything is sent. */
+
+#define PSOP_MT "hilock.proto.semop"
+
+typedef struct psop {
+    hl_cmd cmd;
+    int (*decode)(const redisReply *, int64_t *);
+    int eval, done, result;
+    int64_t value;
+    unsigned char id[HL_PES_ID_BYTES];
+    char err[256];
+} psop;
+
+static const char *const psop_verbs[] = {"try_set", "release", "add", "set", "drain", "count",
+                                         "count_down", "delete", "permit_release", NULL};
+
+static int psem_op(lua_State *L)
+{
+    psem *p = check_psem(L, 1);
+    int verb = luaL_checkoption(L, 2, NULL, psop_verbs);
+    int latch = p->kind == HL_SEM_LATCH, sem = p->kind == HL_SEM_SEMAPHORE;
+    psop *o = (psop *)hlc_newuserdata(L, sizeof *o);
+    memset(o, 0, sizeof *o);
+    luaL_getmetatable(L, PSOP_MT);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, 1); /* the command borrows the names */
+    hlc_setref(L, -2);
+    o->decode = hl_sem_decode_int;
+    int64_t n = 0;
+    switch (verb) {
+    case 0: /* try_set */
+        if (sem_arg(L, 3, 1, latch ? HL_SEM_COUNT_MAX : HL_SEM_PERMITS_MAX, &n) ||
+            (latch ? hl_sem_check_count(n) : hl_sem_check_permits(n)))
+            return sem_invalid(L, latch ? "a latch count is 1..999999999999999"
+                                        : "permits are 1..2147483647");
+        hl_sem_cmd_try_set(&o->cmd, p->kind, &p->n, n);
+        break;
+    case 1: /* release */
+        if (!sem)
+            return luaL_argerror(L, 1, "not a semaphore");
+        if (sem_arg(L, 3, 1, HL_SEM_PERMITS_MAX, &n) || hl_sem_check_permits(n))
+            return sem_invalid(L, "permits are 1..2147483647");
+        hl_sem_cmd_release(&o->cmd, &p->n, n);
+        break;
+    case 2: /* add */
+    case 3: /* set */
+        if (latch || (verb == 3 && !sem))
+            return luaL_argerror(L, 1, "not for this kind");
+        if (sem_arg(L, 3, verb == 3 ? 0 : -HL_SEM_PERMITS_MAX, HL_SEM_PERMITS_MAX, &n))
+            return sem_invalid(L, verb == 3 ? "permits are 0..2147483647"
+                                            : "the change is -2147483647..2147483647");
+        hl_sem_cmd_add(&o->cmd, &p->n, n, verb == 3);
+        break;
+    case 4: /* drain */
+        if (!sem)
+            return luaL_argerror(L, 1, "not a semaphore");
+        hl_sem_cmd_drain(&o->cmd, &p->n);
+        break;
+    case 5: /* count */
+        hl_sem_cmd_count(&o->cmd, p->kind, &p->n);
+        o->decode = hl_sem_decode_count;
+        break;
+    case 6: /* count_down */
+        if (!latch)
+            return luaL_argerror(L, 1, "not a latch");
+        hl_latch_cmd_count_down(&o->cmd, &p->n);
+        break;
+    case 7: /* delete */
+        hl_sem_cmd_delete(&o->cmd, p->kind, &p->n);
+        break;
+    default: /* permit_release */
+        if (p->kind != HL_SEM_PERMIT)
+            return luaL_argerror(L, 1, "not a permit-expirable semaphore");
+        if (hl_pes_id_parse(o->id, luaL_checkstring(L, 3)) != 0)
+            return sem_invalid(L, "a permit id is 32 hex characters");
+        hl_pes_cmd_release(&o->cmd, &p->n, o->id);
+        break;
+    }
+    return 1;
+}
+
+static psop *check_psop(lua_State *L, int idx)
+{
+    return (psop *)luaL_checkudata(L, idx, PSOP_MT);
+}
+
+static int psop_next(lua_State *L)
+{
+    psop *o = check_psop(L, 1);
+    if (!o->done) {
+        lua_pushliteral(L, "send");
+        push_cmd(L, &o->cmd, 0);
+        return 2;
+    }
+    lua_pushliteral(L, "done");
+    if (o->result)
+        return 1 + lhl_push_fail(L, o->result, o->err[0] ? o->err : NULL);
+    lhl_push_i64(L, o->value);
+    return 2;
+}
+
+static int psop_on_reply(lua_State *L)
+{
+    psop *o = check_psop(L, 1);
+    redisReply *r = check_reply(L, 2);
+    if (o->done)
+        return 0;
+    if (hl_reply_is_noscript(r) && o->cmd.script >= 0 && !o->eval) {
+        o->eval = 1; /* the server forgot the script: send its body */
+        hl_cmd_to_eval(&o->cmd);
+        return 0;
+    }
+    o->done = 1;
+    o->result = o->decode(r, &o->value);
+    if (o->result && r->type == REDIS_REPLY_ERROR && r->str)
+        snprintf(o->err, sizeof o->err, "%s", r->str);
+    return 0;
+}
+
+static int psop_on_error(lua_State *L)
+{
+    psop *o = check_psop(L, 1);
+    o->done = 1;
+    o->result = lhl_err_code(luaL_optstring(L, 2, NULL));
+    return 0;
+}
+
+/* s:wakes(r) -> how many waiters a pub/sub frame on the channel wakes: -1
+ * all, 0 none, n (a semaphore's published permits) */
+static int psem_wakes(lua_State *L)
+{
+    psem *p = check_psem(L, 1);
+    hl_ps_event ev;
+    hl_decode_pubsub(check_reply(L, 2), &ev);
+    lhl_push_i64(L, hl_ps_wakes(hl_sem_wake_rule(p->kind), &ev));
+    return 1;
+}
+
+/* ---- the wait machine of the three ---- */
+
+typedef struct psw {
+    hl_semwait m;
+    int ok;
+    int resent;
+    unsigned char ids[HL_PES_ID_BYTES]; /* permit-expirable: the permit's id */
+} psw;
+
+/* s:wait(permits, wait_ms [, lease_ms]) -> machine | nil, err: acquire
+ * permits (semaphore), one permit with its own lease (permit-expirable;
+ * lease_ms > 0), or await the latch (permits ignored). wait_ms: -1
+ * forever, 0 one try. */
+static int psem_wait(lua_State *L)
+{
+    psem *p = check_psem(L, 1);
+    int64_t permits = 1, wait, lease = 0;
+    if (p->kind == HL_SEM_SEMAPHORE &&
+        (sem_arg(L, 2, 1, HL_SEM_PERMITS_MAX, &permits) || hl_sem_check_permits(permits)))
+        return sem_invalid(L, "permits are 1..2147483647");
+    if (sem_arg(L, 3, -1, HILOCK_MAX_TIME_MS, &wait))
+        return sem_invalid(L, "bad wait");
+    if (p->kind == HL_SEM_PERMIT &&
+        (lhl_is_none_or_nil(L, 4) || sem_arg(L, 4, 1, HILOCK_MAX_TIME_MS, &lease)))
+        return sem_invalid(L, "a permit's lease is a positive time");
+    psw *m = (psw *)hlc_newuserdata(L, sizeof *m);
+    memset(m, 0, sizeof *m);
+    luaL_getmetatable(L, PSW_MT);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, 1); /* the machine borrows the names */
+    hlc_setref(L, -2);
+    if (p->kind == HL_SEM_PERMIT) {
+        /* 16 random bytes, as Redisson's generateId: a uuid4's 32 hex digits */
+        char u[HL_UUID_LEN + 1], hex[2 * HL_PES_ID_BYTES + 1];
+        size_t k = 0;
+        if (hl_uuid4(u) != 0)
+            return luaL_error(L, "hilock: no random bytes for a permit id");
+        for (const char *c = u; *c && k < sizeof hex - 1; c++)
+            if (*c != '-')
+                hex[k++] = *c;
+        hex[k] = 0;
+        if (hl_pes_id_parse(m->ids, hex) != 0)
+            return luaL_error(L, "hilock: bad permit id");
+    }
+    if (hl_semwait_init(&m->m, p->kind, &p->n, permits, lease, m->ids, wait, lhl_mono_ms()))
+        return sem_invalid(L, "bad permits, wait or lease");
+    m->ok = 1;
+    return 1;
+}
+
+static psw *check_psw(lua_State *L, int idx)
+{
+    psw *m = (psw *)luaL_checkudata(L, idx, PSW_MT);
+    if (!m->ok)
+        luaL_argerror(L, idx, "freed semaphore wait");
+    return m;
+}
+
+static int psw_free(lua_State *L)
+{
+    psw *m = (psw *)luaL_checkudata(L, 1, PSW_MT);
+    m->ok = 0;
+    return 0;
+}
+
+/* w:next() -> "send", bytes | "subscribe", channel | "wait", channel,
+ * sleep_ms (-1: until a message) | "unsubscribe", channel
+ * | "done", true [, permit id (permit-expirable)] | "done", nil, err */
+static int psw_next(lua_State *L)
+{
+    psw *m = check_psw(L, 1);
+    switch (hl_semwait_next(&m->m, lhl_mono_ms())) {
+    case HL_ACT_SEND:
+        m->resent = 0;
+        lua_pushliteral(L, "send");
+        push_cmd(L, &m->m.cmd, 0);
+        return 2;
+    case HL_ACT_SUBSCRIBE:
+        lua_pushliteral(L, "subscribe");
+        lua_pushstring(L, m->m.channel);
+        return 2;
+    case HL_ACT_WAIT:
+        lua_pushliteral(L, "wait");
+        lua_pushstring(L, m->m.channel);
+        lhl_push_i64(L, m->m.sleep_ms);
+        return 3;
+    case HL_ACT_UNSUBSCRIBE:
+        lua_pushliteral(L, "unsubscribe");
+        lua_pushstring(L, m->m.channel);
+        return 2;
+    default:
+        lua_pushliteral(L, "done");
+        if (m->m.result)
+            return 1 + lhl_push_fail(L, m->m.result, NULL);
+        lua_pushboolean(L, 1);
+        if (m->m.kind != HL_SEM_PERMIT)
+            return 2;
+        char hex[2 * HL_PES_ID_BYTES + 1];
+        hl_pes_id_hex(hex, m->ids);
+        lua_pushstring(L, hex);
+        return 3;
+    }
+}
+
+/* w:on_reply(r) -> nil, or the bytes to send again (EVAL after NOSCRIPT) */
+static int psw_on_reply(lua_State *L)
+{
+    psw *m = check_psw(L, 1);
+    redisReply *r = check_reply(L, 2);
+    if (hl_reply_is_noscript(r) && m->m.cmd.script >= 0 && !m->resent) {
+        m->resent = 1;
+        push_cmd(L, &m->m.cmd, 1);
+        return 1;
+    }
+    hl_semwait_on_reply(&m->m, r, lhl_mono_ms());
+    return 0;
+}
+
+static int psw_on_error(lua_State *L)
+{
+    hl_semwait_on_error(&check_psw(L, 1)->m, lhl_err_code(luaL_optstring(L, 2, NULL)),
+                        lhl_mono_ms());
+    return 0;
+}
+
+static int psw_on_subscribed(lua_State *L)
+{
+    hl_semwait_on_subscribed(&check_psw(L, 1)->m, lua_toboolean(L, 2), lhl_mono_ms());
+    return 0;
+}
+
+static int psw_on_wake(lua_State *L)
+{
+    hl_semwait_on_wake(&check_psw(L, 1)->m, lhl_mono_ms());
+    return 0;
+}
+
+static int psw_on_resubscribe(lua_State *L)
+{
+    hl_semwait_on_resubscribe(&check_psw(L, 1)->m, lhl_mono_ms());
+    return 0;
+}
+
+static const luaL_Reg psem_methods[] = {
+    {"name", psem_name},
+    {"channel", psem_channel},
+    {"kind", psem_kind},
+    {"slot", psem_slot},
+    {"op", psem_op},
+    {"wakes", psem_wakes},
+    {"wait", psem_wait},
+    {NULL, NULL}};
+static const luaL_Reg psem_meta[] = {{"__gc", psem_gc}, {NULL, NULL}};
+static const luaL_Reg psw_methods[] = {
+    {"next", psw_next},
+    {"on_reply", psw_on_reply},
+    {"on_error", psw_on_error},
+    {"on_subscribed", psw_on_subscribed},
+    {"on_wake", psw_on_wake},
+    {"on_resubscribe", psw_on_resubscribe},
+    {"free", psw_free},
+    {NULL, NULL}};
+static const luaL_Reg psw_meta[] = {{"__gc", psw_free}, {NULL, NULL}};
+static const luaL_Reg psop_methods[] = {
+    {"next", psop_next}, {"on_reply", psop_on_reply}, {"on_error", psop_on_error}, {NULL, NULL}};
+static const luaL_Reg sem_funcs[] = {{"sem", p_sem}, {NULL, NULL}};
+
 void lhl_engine_open(lua_State *L)
 {
     lhl_new_metatable(L, PLOCK_MT, plock_methods, plock_meta);
@@ -1624,4 +2038,8 @@ void lhl_engine_open(lua_State *L)
     lhl_new_metatable(L, PACK_MT, ack_methods, no_meta);
     lhl_new_metatable(L, PFORCE_MT, force_methods, no_meta);
     hlc_setfuncs(L, engine_funcs);
+    lhl_new_metatable(L, PSEM_MT, psem_methods, psem_meta);
+    lhl_new_metatable(L, PSW_MT, psw_methods, psw_meta);
+    lhl_new_metatable(L, PSOP_MT, psop_methods, no_meta);
+    hlc_setfuncs(L, sem_funcs);
 }

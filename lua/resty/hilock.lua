@@ -1199,14 +1199,18 @@ end
 -- Fair-lock waiters have a channel of their own and subscribe directly.
 local listeners = {} -- pool .. "\0" .. channel -> listener
 
--- Wake every request waiting on L (none may be left: sem:post(0) raises).
-local function wake_all(L)
-    local n = 0
+-- Wake up to n (nil: every) requests waiting on L (none may be left:
+-- sem:post(0) raises).
+local function wake_all(L, n)
+    local waiting = 0
     for _ in pairs(L.waiting) do
-        n = n + 1
+        waiting = waiting + 1
     end
-    if n > 0 then
-        L.sem:post(n)
+    if n and n < waiting then
+        waiting = n
+    end
+    if waiting > 0 then
+        L.sem:post(waiting)
     end
 end
 
@@ -1239,7 +1243,14 @@ local function listener_loop(premature, c, key, L)
             local r, err = read_reply(ps.sock, ps.rd)
             if r then
                 local typ, ch, payload = decode_pubsub(r)
-                if typ == "message" and ch == L.channel then
+                if typ == "message" and ch == L.channel and L.rule then
+                    -- a semaphore's or latch's channel: the engine says how
+                    -- many a message wakes (-1 all, n: the published permits)
+                    local n = L.rule:wakes(r)
+                    if n ~= 0 then
+                        wake_all(L, n > 0 and n or nil)
+                    end
+                elseif typ == "message" and ch == L.channel then
                     if payload == 0 then
                         L.sem:post(1)
                     elseif payload == 1 then
@@ -1272,11 +1283,13 @@ end
 
 -- Register the calling request on the worker's listener for channel; returns
 -- the listener once it is subscribed, or nil (then the machine polls).
-local function join_listener(c, channel, slot)
+-- rule: a semaphore's names (proto.sem), whose wakes(r) says how many a
+-- message wakes; nil for a lock channel ("0" one, "1" all).
+local function join_listener(c, channel, slot, rule)
     local key = c.pool .. "\0" .. channel
     local L = listeners[key]
     if not L then
-        L = { channel = channel, slot = slot, state = "starting", ready_waiting = 0,
+        L = { channel = channel, slot = slot, state = "starting", ready_waiting = 0, rule = rule,
               sem = semaphore.new(0), ready = semaphore.new(0),
               waiting = setmetatable({}, WEAK_KEYS) }
         if not timer_at(0, listener_loop, c, key, L) then
@@ -1722,6 +1735,244 @@ end
 
 function Lock:kind()
     return self.p:kind()
+end
+
+-- ---------------------------------------------------------------- semaphores
+
+-- Redisson's RSemaphore, RPermitExpirableSemaphore and RCountDownLatch, in
+-- their layouts (docs/protocol.md): client:semaphore(name),
+-- client:permit_semaphore(name), client:latch(name). The commands, replies
+-- and the wait (try, subscribe, try, sleep until a message or the nearest
+-- permit lease end) are the engine's (proto.sem and its wait machine); a
+-- waiting request sleeps on the worker's shared listener of the object's
+-- channel, and a message wakes as many as the engine says (a release of k
+-- permits: k; the latch at zero: all).
+local Sem = {}
+Sem.__index = Sem
+
+local function new_sem(self, name, kind)
+    if type(name) ~= "string" or name == "" then
+        argerr("name", "expected a non-empty string")
+    end
+    local p = proto.sem(name, kind, self.mode == "cluster")
+    return setmetatable({ client = self, name = name, p = p, slot = p:slot(), kind_name = kind },
+                        Sem)
+end
+
+function Client:semaphore(name)
+    return new_sem(self, name, "semaphore")
+end
+
+function Client:permit_semaphore(name)
+    return new_sem(self, name, "permit")
+end
+
+function Client:latch(name)
+    return new_sem(self, name, "latch")
+end
+
+local function need(self, what, ...)
+    for i = 1, select("#", ...) do
+        if self.kind_name == select(i, ...) then
+            return
+        end
+    end
+    error(what .. ": not for a " .. self.kind_name, 3)
+end
+
+-- One operation of the engine (p:op(verb, ...), NOSCRIPT handled there) on
+-- the object's master: its number | nil, err.
+local function sem_op(self, verb, arg)
+    local m, err = self.p:op(verb, arg)
+    if not m then
+        return nil, err
+    end
+    return run(self.client, self.slot, m)
+end
+
+-- Drive the engine's wait machine m; returns what its "done" says.
+local function sem_wait(self, m, err)
+    if not m then
+        return nil, err
+    end
+    local c, slot = self.client, self.slot
+    local st, L, joined = {}, nil, false
+    while true do
+        local act, a1, a2 = m:next()
+        if act == "send" then
+            local r, rerr = exec(c, slot, a1, st)
+            if r then
+                local again = m:on_reply(r)
+                if again then
+                    r, rerr = exec(c, slot, again, st)
+                    if r then
+                        m:on_reply(r)
+                    end
+                end
+            end
+            if not r then
+                st_close(st)
+                m:on_error(rerr)
+            end
+        elseif act == "subscribe" then
+            st_done(c, st) -- do not sit on a pooled connection while waiting
+            L = join_listener(c, a1, slot, self.p)
+            joined = L ~= nil
+            m:on_subscribed(joined)
+        elseif act == "wait" then
+            local ms = a2 < 0 and LONG_WAIT_MS or a2
+            if joined and (not L or L.state == "failed" or L.state == "closed") then
+                if L then
+                    leave_listener(L)
+                end
+                L = join_listener(c, a1, slot, self.p)
+                if not L then
+                    ngx_sleep(0.05)
+                end
+            elseif L then
+                L.sem:wait(ms / 1000)
+            else
+                ngx_sleep(ms / 1000)
+            end
+            m:on_wake()
+        elseif act == "unsubscribe" then
+            if L then
+                leave_listener(L)
+                L = nil
+            end
+        else
+            if L then
+                leave_listener(L)
+            end
+            m:free()
+            st_done(c, st)
+            return a1, a2
+        end
+    end
+end
+
+-- s:try_set_permits(n) (semaphores) / s:try_set_count(n) (latch) -> true
+-- (set) | false (a count was there already) | nil, err
+local function try_set(self, n)
+    local v, err = sem_op(self, "try_set", n)
+    if v == nil then
+        return nil, err
+    end
+    return v == 1
+end
+
+function Sem:try_set_permits(n)
+    need(self, "try_set_permits", "semaphore", "permit")
+    return try_set(self, n)
+end
+
+function Sem:try_set_count(n)
+    need(self, "try_set_count", "latch")
+    return try_set(self, n)
+end
+
+-- Semaphore: s:acquire([permits [, wait]]) -> true | nil, err ("timeout").
+-- Permit-expirable: s:acquire([wait,] lease) -> permit id | nil, err.
+-- wait: seconds, nil = forever, 0 = one try; lease: seconds.
+function Sem:acquire(a, b)
+    need(self, "acquire", "semaphore", "permit")
+    if self.kind_name == "permit" then
+        local lease_ms = seconds(b, nil, false, "lease")
+        if not lease_ms then
+            argerr("lease", "a permit needs a lease")
+        end
+        local ok, id = sem_wait(self, self.p:wait(1, seconds(a, -1, true, "wait"), lease_ms))
+        if not ok then
+            return nil, id
+        end
+        return id
+    end
+    return sem_wait(self, self.p:wait(a or 1, seconds(b, -1, true, "wait")))
+end
+
+-- Latch: l:await([wait]) -> true once the count is zero | nil, err ("timeout")
+function Sem:await(wait)
+    need(self, "await", "latch")
+    return sem_wait(self, self.p:wait(1, seconds(wait, -1, true, "wait")))
+end
+
+-- Semaphore: s:release([permits]) -> true | nil, err. Permit-expirable:
+-- s:release(id) -> true | nil, "not owner: ..." (not taken, or its lease
+-- had ended).
+function Sem:release(x)
+    need(self, "release", "semaphore", "permit")
+    if self.kind_name == "permit" then
+        local v, err = sem_op(self, "permit_release", x)
+        if v == nil then
+            return nil, err
+        end
+        if v ~= 1 then
+            return nil, v == 0 and "not owner: the permit is not taken (released before?)"
+                or "not owner: the permit's lease had ended (given back now)"
+        end
+        return true
+    end
+    local v, err = sem_op(self, "release", x or 1)
+    if v == nil then
+        return nil, err
+    end
+    return true
+end
+
+-- s:available() -> free permits; l:count() -> the latch's count
+function Sem:available()
+    need(self, "available", "semaphore", "permit")
+    return sem_op(self, "count")
+end
+
+function Sem:count()
+    need(self, "count", "latch")
+    return sem_op(self, "count")
+end
+
+-- s:drain() -> the permits taken (all free ones)
+function Sem:drain()
+    need(self, "drain", "semaphore")
+    return sem_op(self, "drain")
+end
+
+-- s:add_permits(delta) (may be negative) / s:set_permits(n) -> true | nil, err
+function Sem:add_permits(delta)
+    need(self, "add_permits", "semaphore", "permit")
+    local v, err = sem_op(self, "add", delta)
+    if v == nil then
+        return nil, err
+    end
+    return true
+end
+
+function Sem:set_permits(n)
+    need(self, "set_permits", "semaphore")
+    local v, err = sem_op(self, "set", n)
+    if v == nil then
+        return nil, err
+    end
+    return true
+end
+
+-- l:count_down() -> the count left | nil, err
+function Sem:count_down()
+    need(self, "count_down", "latch")
+    return sem_op(self, "count_down")
+end
+
+-- s:delete() -> deleted (boolean) | nil, err; waiters are woken (and find
+-- no permits / the latch open)
+function Sem:delete()
+    local v, err = sem_op(self, "delete")
+    if v == nil then
+        return nil, err
+    end
+    return v == 1
+end
+
+function Sem:kind()
+    return self.kind_name
 end
 
 return _M

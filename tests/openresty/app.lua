@@ -469,4 +469,93 @@ function _M.bench()
     ngx.say(n, " ", string.format("%.3f", now_ms() - t0))
 end
 
+-- /semcount?name=N: a 3-permit semaphore; each request takes a permit (wait
+-- up to 30 s), counts itself in, sleeps 50 ms, counts out, releases. Says
+-- "max=<most requests inside at once>".
+local inside, most = {}, {}
+function _M.semcount()
+    local name = ngx.var.arg_name
+    local s = client():semaphore(name)
+    local set, serr = s:try_set_permits(3)
+    if set == nil then
+        return fail(500, "try_set: ", serr)
+    end
+    local ok, err = s:acquire(1, 30)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    inside[name] = (inside[name] or 0) + 1
+    most[name] = math.max(most[name] or 0, inside[name])
+    ngx.sleep(0.05)
+    inside[name] = inside[name] - 1
+    local r, rerr = s:release(1)
+    if not r then
+        return fail(500, "release: ", rerr)
+    end
+    ngx.say("max=", most[name])
+end
+
+-- /sem?name=N: semaphore, permit-expirable semaphore and latch in one
+-- request (light threads stand for other requests); says one word per check.
+function _M.sem()
+    local c, name = client(), ngx.var.arg_name
+    local out = {}
+    local function say(k, v) out[#out + 1] = k .. "=" .. tostring(v) end
+    -- a waiter for the only permit is woken by the release (no lease, no poll)
+    local s = c:semaphore(name .. ":s")
+    assert(s:try_set_permits(1))
+    say("again", s:try_set_permits(5)) -- false: kept
+    assert(s:acquire(1, 0))
+    local t_rel
+    local waiter = ngx.thread.spawn(function()
+        local ok, err = s:acquire(1, 5)
+        return ok, err, mono_ms()
+    end)
+    ngx.sleep(0.3)
+    t_rel = mono_ms()
+    assert(s:release(1))
+    local _, ok, err, t_acq = ngx.thread.wait(waiter)
+    say("woken", ok and string.format("%s", t_acq - t_rel < 200) or err)
+    say("avail", s:available())
+    assert(s:release(1))
+    say("drain", s:drain())
+    say("zero", select(2, s:try_set_permits(0)))
+    -- permit-expirable: a permit whose lease ends comes back by itself
+    local pes = c:permit_semaphore(name .. ":p")
+    assert(pes:try_set_permits(1))
+    local id = assert(pes:acquire(0, 0.3))
+    local t0 = mono_ms()
+    local id2, perr = pes:acquire(3, 5)
+    say("expired", id2 and (#id2 == 32 and id2 ~= id and mono_ms() - t0 >= 250) or perr)
+    say("late", select(2, pes:release(id)))
+    say("own", pes:release(id2))
+    -- latch: two waiters, open at the third count-down
+    local l = c:latch(name .. ":l")
+    assert(l:try_set_count(3))
+    local waiters = {}
+    for i = 1, 2 do
+        waiters[i] = ngx.thread.spawn(function()
+            local ok2, err2 = l:await(5)
+            return ok2, err2, mono_ms()
+        end)
+    end
+    ngx.sleep(0.05)
+    l:count_down(); l:count_down()
+    ngx.sleep(0.1)
+    local t_open = mono_ms()
+    say("left", l:count_down())
+    local woke = 0
+    for i = 1, 2 do
+        local _, ok2, _, t = ngx.thread.wait(waiters[i])
+        if ok2 and t - t_open < 200 then woke = woke + 1 end
+    end
+    say("latch", woke)
+    say("count", l:count())
+    -- a key that is no count is refused and left alone
+    assert(c:command("SET", name .. ":w", "abc"))
+    say("wrong", select(2, c:semaphore(name .. ":w"):release(1)))
+    say("kept", c:command("GET", name .. ":w"))
+    ngx.say(table.concat(out, " "))
+end
+
 return _M

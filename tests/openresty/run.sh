@@ -298,6 +298,32 @@ else
   bad "(x) could not take the fenced lock from another process: $(cat "$HL_TMP/hold-x1.out")"
 fi
 
+# (y) semaphores and the count-down latch through the engine (proto.sem).
+#     y1: 30 concurrent requests on a 3-permit semaphore, each inside 50 ms:
+#     never more than 3 inside, all served, woken by release messages.
+name="or:sem:$RANDOM"; cfg="$HL_TMP/curl-sem.cfg"; : >"$cfg"
+for i in $(seq 1 30); do
+  printf 'url = "%s/semcount?name=%s&i=%d"\n' "$URL" "$name" "$i" >>"$cfg"
+done
+t0=$(ms_now)
+out=$(curl -sS -Z --parallel-max 30 --max-time 30 -K "$cfg" 2>"$HL_TMP/curl-sem.err")
+dt=$(( $(ms_now) - t0 ))
+served=$(grep -c '^max=' <<<"$out"); most=$(grep -o '^max=[0-9]*' <<<"$out" | cut -d= -f2 | sort -n | tail -1)
+label="(y1) 30 requests on a 3-permit semaphore: $served served, at most ${most:-?} inside at once, ${dt} ms, $(rcli GET "$name") permits left"
+if [ "$served" = 30 ] && [ "$most" = 3 ] && [ "$(rcli GET "$name")" = 3 ]; then
+  ok "$label"; else bad "$label"; head -3 "$HL_TMP/curl-sem.err"; fi
+#     y2: a waiter woken by the release within 200 ms (no lease, nothing to
+#     poll); try_set keeps an existing count; bad input and a key that is no
+#     count refused, the key untouched; a permit-expirable permit whose lease
+#     ends comes back without a message and its late release is "not owner";
+#     a latch opens both awaiting threads at the third count-down.
+res=$(curl -sS --max-time 30 "$URL/sem?name=or:sem2:$RANDOM")
+# (the late release finds its permit given back already: the second acquire's
+# try reclaimed the expired lease)
+want='again=false woken=true avail=0 drain=1 zero=invalid argument: permits are 1..2147483647 expired=true late=not owner: the permit is not taken \(released before\?\) own=true left=0 latch=2 count=0 wrong=wrong type.* kept=abc'
+label="(y2) semaphore, permit-expirable semaphore, latch: '$res'"
+if [[ "$res" =~ ^${want}$ ]]; then ok "$label"; else bad "$label"; fi
+
 # (u) the server stalls (SIGSTOP) while an acquire attempt is in flight: the
 #     request gets a connection error after its 300 ms command timeout; once
 #     the server resumes and runs the attempt, the driver settles it on the
