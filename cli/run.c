@@ -207,116 +207,96 @@ static void cloexec_new_fds(void)
 
 /* ---- option parsing ------------------------------------------------------ */
 
-static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
+enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE, O_FENCED, O_SEM };
+
+/* One option c (with its value arg; opt: how it was written, for messages)
+ * into o: 0, 1 for --help, -1 on a bad value (reported). */
+static int run_option(run_opts *o, int c, const char *arg, const char *opt)
 {
-    enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE, O_FENCED, O_SEM };
-    static const struct option lopts[] = {{"url", required_argument, 0, O_URL},
-                                          {"wait", required_argument, 0, 'w'},
-                                          {"lease", required_argument, 0, O_LEASE},
-                                          {"fair", no_argument, 0, O_FAIR},
-                                          {"shared", no_argument, 0, 's'},
-                                          {"exclusive", no_argument, 0, 'x'},
-                                          {"fenced", no_argument, 0, O_FENCED},
-                                          {"semaphore", required_argument, 0, O_SEM},
-                                          {"conflict-exit-code", required_argument, 0, 'E'},
-                                          {"on-lost", required_argument, 0, O_ONLOST},
-                                          {"grace", required_argument, 0, O_GRACE},
-                                          {"watchdog-lease", required_argument, 0, O_WDLEASE},
-                                          {"quiet", no_argument, 0, 'q'},
-                                          {"help", no_argument, 0, 'h'},
-                                          CLI_TLS_OPTIONS,
-                                          {0, 0, 0, 0}};
-    memset(o, 0, sizeof *o);
-    o->wait_ms = -1;
-    o->grace_ms = 10000;
-    o->conflict_code = EXIT_CONFLICT_DEFAULT;
-    *exit_now = -1;
-    int c;
     long n;
-    for (int first = 1; (c = cli_getopt(argc, argv, "+w:E:qhsx", lopts, first)) != -1; first = 0) {
-        if (c == CLI_OPT_BAD)
-            return -1;
-        switch (c) {
-        case O_URL: o->url = optarg; break;
-        case 'w':
-            if (cli_parse_seconds(optarg, &o->wait_ms) != 0) {
-                cli_err("run: --wait wants seconds >= 0, got '%s'", optarg);
-                return -1;
-            }
-            break;
-        case O_LEASE:
-            if (cli_parse_seconds(optarg, &o->lease_ms) != 0 || o->lease_ms <= 0) {
-                cli_err("run: --lease wants seconds > 0, got '%s'", optarg);
-                return -1;
-            }
-            break;
-        case O_FAIR: o->fair = 1; break;
-        case O_SEM: {
-            const char *colon = strrchr(optarg, ':');
-            if (o->sem_name || !colon || colon == optarg ||
-                cli_parse_uint(colon + 1, 2147483647, &n) != 0 || n < 1) {
-                cli_err("run: --semaphore wants NAME:PERMITS (PERMITS 1..2147483647), got '%s'",
-                        optarg);
-                return -1;
-            }
-            o->sem_name = strndup(optarg, (size_t)(colon - optarg));
-            o->sem_permits = n;
-            if (!o->sem_name)
-                return -1;
-            break;
-        }
-        case 's':
-        case 'x':
-        case O_FENCED:
-            if (o->mode) {
-                cli_err("run: -s, -x and --fenced exclude each other");
-                return -1;
-            }
-            o->mode = c == O_FENCED ? 'f' : c;
-            break;
-        case 'E':
-            if (cli_parse_uint(optarg, 255, &n) != 0) {
-                cli_err("run: --conflict-exit-code wants 0..255, got '%s'", optarg);
-                return -1;
-            }
-            o->conflict_code = (int)n;
-            break;
-        case O_ONLOST:
-            if (!strcmp(optarg, "kill")) {
-                o->on_lost = ON_LOST_KILL;
-            } else if (!strcmp(optarg, "warn")) {
-                o->on_lost = ON_LOST_WARN;
-            } else {
-                cli_err("run: --on-lost wants kill or warn, got '%s'", optarg);
-                return -1;
-            }
-            break;
-        case O_GRACE:
-            if (cli_parse_seconds(optarg, &o->grace_ms) != 0) {
-                cli_err("run: --grace wants seconds >= 0, got '%s'", optarg);
-                return -1;
-            }
-            break;
-        case O_WDLEASE:
-            if (cli_parse_seconds(optarg, &o->watchdog_lease_ms) != 0 ||
-                o->watchdog_lease_ms < 30) {
-                cli_err("run: --watchdog-lease wants seconds >= 0.03, got '%s'", optarg);
-                return -1;
-            }
-            break;
-        case 'q': o->quiet = 1; break;
-        case 'h':
-            run_usage(stdout);
-            *exit_now = 0;
-            return 0;
-        case ':':
-            cli_err("run: option '%s' needs a value", argv[optind - 1]);
-            return -1;
-        default:
-            cli_err("run: bad option '%s' (try: hilock run --help)", argv[optind - 1]);
+    switch (c) {
+    case O_URL: o->url = arg; break;
+    case 'w':
+        if (cli_parse_seconds(arg, &o->wait_ms) != 0) {
+            cli_err("run: --wait wants seconds >= 0, got '%s'", arg);
             return -1;
         }
+        break;
+    case O_LEASE:
+        if (cli_parse_seconds(arg, &o->lease_ms) != 0 || o->lease_ms <= 0) {
+            cli_err("run: --lease wants seconds > 0, got '%s'", arg);
+            return -1;
+        }
+        break;
+    case O_FAIR: o->fair = 1; break;
+    case O_SEM: {
+        const char *colon = strrchr(arg, ':');
+        if (o->sem_name || !colon || colon == arg ||
+            cli_parse_uint(colon + 1, 2147483647, &n) != 0 || n < 1) {
+            cli_err("run: --semaphore wants NAME:PERMITS (PERMITS 1..2147483647), got '%s'",
+                    arg);
+            return -1;
+        }
+        o->sem_name = strndup(arg, (size_t)(colon - arg));
+        o->sem_permits = n;
+        if (!o->sem_name)
+            return -1;
+        break;
     }
+    case 's':
+    case 'x':
+    case O_FENCED:
+        if (o->mode) {
+            cli_err("run: -s, -x and --fenced exclude each other");
+            return -1;
+        }
+        o->mode = c == O_FENCED ? 'f' : c;
+        break;
+    case 'E':
+        if (cli_parse_uint(arg, 255, &n) != 0) {
+            cli_err("run: --conflict-exit-code wants 0..255, got '%s'", arg);
+            return -1;
+        }
+        o->conflict_code = (int)n;
+        break;
+    case O_ONLOST:
+        if (!strcmp(arg, "kill")) {
+            o->on_lost = ON_LOST_KILL;
+        } else if (!strcmp(arg, "warn")) {
+            o->on_lost = ON_LOST_WARN;
+        } else {
+            cli_err("run: --on-lost wants kill or warn, got '%s'", arg);
+            return -1;
+        }
+        break;
+    case O_GRACE:
+        if (cli_parse_seconds(arg, &o->grace_ms) != 0) {
+            cli_err("run: --grace wants seconds >= 0, got '%s'", arg);
+            return -1;
+        }
+        break;
+    case O_WDLEASE:
+        if (cli_parse_seconds(arg, &o->watchdog_lease_ms) != 0 ||
+            o->watchdog_lease_ms < 30) {
+            cli_err("run: --watchdog-lease wants seconds >= 0.03, got '%s'", arg);
+            return -1;
+        }
+        break;
+    case 'q': o->quiet = 1; break;
+    case 'h': return 1;
+    case ':':
+        cli_err("run: option '%s' needs a value", opt);
+        return -1;
+    default:
+        cli_err("run: bad option '%s' (try: hilock run --help)", opt);
+        return -1;
+    }
+    return 0;
+}
+
+/* After the options: the combinations, NAME and COMMAND. 0 or -1 (reported). */
+static int run_operands(run_opts *o, int argc, char **argv)
+{
     if (o->fair && o->mode) {
         cli_err("run: --fair is a lock of its own; it does not combine with -s, -x or --fenced");
         return -1;
@@ -353,6 +333,43 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
     }
     o->cmd = argv + optind;
     return 0;
+}
+
+static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
+{
+    static const struct option lopts[] = {{"url", required_argument, 0, O_URL},
+                                          {"wait", required_argument, 0, 'w'},
+                                          {"lease", required_argument, 0, O_LEASE},
+                                          {"fair", no_argument, 0, O_FAIR},
+                                          {"shared", no_argument, 0, 's'},
+                                          {"exclusive", no_argument, 0, 'x'},
+                                          {"fenced", no_argument, 0, O_FENCED},
+                                          {"semaphore", required_argument, 0, O_SEM},
+                                          {"conflict-exit-code", required_argument, 0, 'E'},
+                                          {"on-lost", required_argument, 0, O_ONLOST},
+                                          {"grace", required_argument, 0, O_GRACE},
+                                          {"watchdog-lease", required_argument, 0, O_WDLEASE},
+                                          {"quiet", no_argument, 0, 'q'},
+                                          {"help", no_argument, 0, 'h'},
+                                          CLI_TLS_OPTIONS,
+                                          {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->wait_ms = -1;
+    o->grace_ms = 10000;
+    o->conflict_code = EXIT_CONFLICT_DEFAULT;
+    *exit_now = -1;
+    int c;
+    for (int first = 1; (c = cli_getopt(argc, argv, "+w:E:qhsx", lopts, first)) != -1; first = 0) {
+        int r = c == CLI_OPT_BAD ? -1 : run_option(o, c, optarg, argv[optind - 1]);
+        if (r < 0)
+            return -1;
+        if (r > 0) {
+            run_usage(stdout);
+            *exit_now = 0;
+            return 0;
+        }
+    }
+    return run_operands(o, argc, argv);
 }
 
 /* ---- the command ---------------------------------------------------------- */
