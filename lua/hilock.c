@@ -47,6 +47,7 @@ const char *lhl_err_prefix(int code)
     case HILOCK_ENOMEM: return "out of memory";
     case HILOCK_ECLOSED: return "closed";
     case HILOCK_ETLS: return "tls";
+    case HILOCK_ECANCELED: return "canceled";
     default: return "error";
     }
 }
@@ -57,7 +58,7 @@ int lhl_err_code(const char *msg)
     static const int codes[] = {HILOCK_EINVAL, HILOCK_ETIMEDOUT, HILOCK_ENOTOWNER,
                                 HILOCK_ELOST, HILOCK_ECONN, HILOCK_EPROTO,
                                 HILOCK_EAUTH, HILOCK_EWRONGTYPE, HILOCK_ENOMEM,
-                                HILOCK_ECLOSED, HILOCK_ETLS};
+                                HILOCK_ECLOSED, HILOCK_ETLS, HILOCK_ECANCELED};
     if (!msg)
         return HILOCK_ECONN;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {

@@ -4,9 +4,15 @@
  * the I/O, the waiting and the watchdog on its own threads. Conventions:
  * hilock.c.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* pipe2 */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hilock_lua.h"
 
@@ -265,6 +271,105 @@ typedef struct lock_op {
                   the watchdog; checked (raising) before the handle is */
 } lock_op;
 
+/*
+ * A waiting acquire that a signal can interrupt. Plain Lua has one thread:
+ * nothing else can call a cancel while the acquire blocks, but a signal
+ * handler can run, and the interpreter's Ctrl-C handler (lua.c, luajit.c)
+ * does what a signal handler may: it sets a Lua hook, which raises
+ * "interrupted!" at the next Lua instruction - after the blocking call
+ * returned, i.e. after the whole wait. So the wait runs on a helper thread
+ * (signals blocked there) while this thread sleeps in poll() on a pipe the
+ * helper writes when done, looking every INTR_CHECK_MS (or at once, when
+ * the signal lands on this thread) whether a hook was set. If so the
+ * acquire is cancelled through the C API (hilock_lock_cancel: it leaves the
+ * fair queue and its subscription), a grant that won the race is released,
+ * and the call returns nil, "canceled: ..."; the hook then stops the script.
+ * A first try on this thread comes before: an acquire that needs no wait
+ * starts no thread.
+ */
+#define INTR_CHECK_MS 50
+
+typedef struct acq_job {
+    hilock_lock *l;
+    uint64_t tid;
+    int64_t wait, lease;
+    int rc;
+    int64_t token;
+    int fd[2]; /* written when the acquire returned */
+} acq_job;
+
+static void *acq_main(void *arg)
+{
+    acq_job *j = arg;
+    j->rc = hilock_lock_acquire_token_tid(&j->token, j->l, j->tid, j->wait, j->lease);
+    char b = 1;
+    while (write(j->fd[1], &b, 1) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+static int hook_changed(lua_State *L, lua_Hook hook0, int mask0)
+{
+    return lua_gethook(L) != hook0 || lua_gethookmask(L) != mask0;
+}
+
+/* *interrupted: 1 when a signal's hook ended the wait (HILOCK_ECANCELED). */
+static int acquire_interruptible(lua_State *L, llock *k, const int64_t *time, int64_t *token,
+                                 int *interrupted)
+{
+    uint64_t tid = lock_tid(k);
+    int64_t t0 = lhl_mono_ms();
+    /* a first try: most acquires need no wait (and then no thread) */
+    int rc = hilock_lock_acquire_token_tid(token, k->l, tid, 0, time[1]);
+    if (rc != HILOCK_ETIMEDOUT || time[0] == 0)
+        return rc;
+    acq_job j = {k->l, tid, time[0], time[1], 0, 0, {-1, -1}};
+    if (time[0] > 0) {
+        j.wait = time[0] - (lhl_mono_ms() - t0);
+        if (j.wait <= 0)
+            return rc;
+    }
+    if (pipe2(j.fd, O_CLOEXEC) != 0) /* no pipe: an uninterruptible wait */
+        return hilock_lock_acquire_token_tid(token, k->l, tid, j.wait, time[1]);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* the helper takes no signal */
+    pthread_t th;
+    int prc = pthread_create(&th, NULL, acq_main, &j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (prc != 0) {
+        close(j.fd[0]);
+        close(j.fd[1]);
+        return hilock_lock_acquire_token_tid(token, k->l, tid, j.wait, time[1]);
+    }
+    lua_Hook hook0 = lua_gethook(L);
+    int mask0 = lua_gethookmask(L);
+    *interrupted = 0;
+    for (;;) {
+        struct pollfd pf = {j.fd[0], POLLIN, 0};
+        if (poll(&pf, 1, *interrupted ? 5 : INTR_CHECK_MS) > 0)
+            break; /* the acquire returned */
+        if (!*interrupted && hook_changed(L, hook0, mask0))
+            *interrupted = 1;
+        if (*interrupted) /* until it returns: it may not be waiting yet */
+            hilock_lock_cancel(NULL, k->l, tid);
+    }
+    pthread_join(th, NULL);
+    close(j.fd[0]);
+    close(j.fd[1]);
+    if (!*interrupted && hook_changed(L, hook0, mask0) && j.rc == HILOCK_ECANCELED)
+        *interrupted = 1;
+    if (*interrupted) {
+        if (j.rc == 0) /* the grant came first: give it back */
+            hilock_lock_release_tid(k->l, tid);
+        return HILOCK_ECANCELED;
+    }
+    *token = j.token;
+    return j.rc;
+}
+
+static int call_acquire(llock *k, const int64_t *time, int64_t *token);
+
 static int run_op(lua_State *L, const lock_op *op)
 {
     llock *k = check_lock(L, 1);
@@ -276,8 +381,17 @@ static int run_op(lua_State *L, const lock_op *op)
     int n = lock_unusable(L, k);
     if (n)
         return n;
-    int64_t v = 0;
-    int rc = op->call(k, time, &v);
+    int64_t v = 0, interrupted = 0;
+    int rc;
+    if (op->call == call_acquire) {
+        int intr = 0;
+        rc = acquire_interruptible(L, k, time, &v, &intr);
+        interrupted = intr;
+    } else {
+        rc = op->call(k, time, &v);
+    }
+    if (interrupted)
+        return lhl_push_fail(L, rc, "acquire interrupted by a signal (nothing held or queued)");
     if (rc == HILOCK_ENOTOWNER && op->holds == -1)
         k->holds = 0; /* not held any more, whatever we counted */
     if (rc)

@@ -365,6 +365,40 @@ test("wait wakes on the unlock message from another process", function()
   assert(lk:release())
 end)
 
+test("Ctrl-C (SIGINT) interrupts a waiting acquire; nothing held or queued", function()
+  -- the interpreter's SIGINT handler sets a hook; the waiting acquire sees it,
+  -- cancels through the C API and returns, and the hook stops the script
+  local n = name("sigint")
+  local lk = c:fair_lock(n)
+  assert(lk:acquire(0, 30))
+  local cmd = string.format("sh -c 'echo $$; exec %s %s wait %s %s 20 0 fair' 2>&1",
+                            T.INTERP, WORKER, URL, n)
+  local p = assert(io.popen(cmd, "r"))
+  local pid = assert(tonumber(p:read("*l")), "worker pid")
+  eq(p:read("*l"), "waiting", "worker waits")
+  local function queued()
+    local q = assert(io.popen(string.format("redis-cli -u %s LLEN 'redisson_lock_queue:{%s}'",
+                                            URL, n)))
+    local v = tonumber(q:read("*l"))
+    q:close()
+    return v
+  end
+  assert(wait_until(function() return queued() == 1 end, 5000), "worker in the fair queue")
+  local t0 = now_ms()
+  assert(os.execute("kill -INT " .. pid))
+  local out = p:read("*a")
+  local dt = now_ms() - t0
+  p:close()
+  assert(out:find("interrupted"), "worker output: " .. out)
+  assert(not out:find("acquired"), "worker output: " .. out)
+  assert(dt < 2000, "the wait ended " .. dt .. " ms after SIGINT (20 s wait)")
+  eq(queued(), 0, "left the fair queue")
+  eq(lk:held(), true, "still held here")
+  eq(lk:hold_count(), 1, "one hold")
+  assert(lk:release())
+  eq(lk:locked(), false, "free")
+end)
+
 test("contention between processes: exact non-atomic counter", function()
   T.exact_counter(c, URL, name("counter"), { tmp = TMP, worker = WORKER }, 4, 50)
 end)

@@ -5,6 +5,10 @@
 --   hold <url> <name> <lease-seconds> <hold-ms> [fair]
 --       acquire with that lease, print "held", keep it hold-ms, release,
 --       print "released". With "fair", a fair lock.
+--   wait <url> <name> <wait-seconds> <unused> [fair]
+--       print "waiting", then acquire with that wait (Ctrl-C / SIGINT
+--       interrupts it: the interpreter's "interrupted!" ends the process),
+--       then print "acquired" or the error, and release.
 local hilock = require "hilock"
 local now_ms = hilock.proto.now_ms
 local mode, url, name = arg[1], arg[2], arg[3]
@@ -40,6 +44,13 @@ elseif mode == "hold" then
   assert(lk:release())
   io.write("released\n")
   io.stdout:flush()
+elseif mode == "wait" then
+  io.write("waiting\n")
+  io.stdout:flush()
+  local ok, err = lk:acquire(tonumber(arg[4]), 10)
+  io.write(ok and "acquired\n" or (tostring(err) .. "\n"))
+  io.stdout:flush()
+  if ok then lk:release() end
 else
   error("unknown mode " .. tostring(mode))
 end
