@@ -1869,8 +1869,8 @@ typedef struct psw {
 
 /* s:wait(permits, wait_ms [, lease_ms]) -> machine | nil, err: acquire
  * permits (semaphore), one permit with its own lease (permit-expirable;
- * lease_ms > 0), or await the latch (permits ignored). wait_ms: -1
- * forever, 0 one try. */
+ * lease_ms nil or 0: until released), or await the latch (permits
+ * ignored). wait_ms: -1 forever, 0 one try. */
 static int psem_wait(lua_State *L)
 {
     psem *p = check_psem(L, 1);
@@ -1880,9 +1880,9 @@ static int psem_wait(lua_State *L)
         return sem_invalid(L, "permits are 1..2147483647");
     if (sem_arg(L, 3, -1, HILOCK_MAX_TIME_MS, &wait))
         return sem_invalid(L, "bad wait");
-    if (p->kind == HL_SEM_PERMIT &&
-        (lhl_is_none_or_nil(L, 4) || sem_arg(L, 4, 1, HILOCK_MAX_TIME_MS, &lease)))
-        return sem_invalid(L, "a permit's lease is a positive time");
+    if (p->kind == HL_SEM_PERMIT && !lhl_is_none_or_nil(L, 4) &&
+        sem_arg(L, 4, 0, HILOCK_MAX_TIME_MS, &lease))
+        return sem_invalid(L, "a permit's lease is a time (0: until released)");
     psw *m = (psw *)hlc_newuserdata(L, sizeof *m);
     memset(m, 0, sizeof *m);
     luaL_getmetatable(L, PSW_MT);

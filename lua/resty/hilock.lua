@@ -1872,15 +1872,13 @@ function Sem:try_set_count(n)
 end
 
 -- Semaphore: s:acquire([permits [, wait]]) -> true | nil, err ("timeout").
--- Permit-expirable: s:acquire([wait,] lease) -> permit id | nil, err.
--- wait: seconds, nil = forever, 0 = one try; lease: seconds.
+-- Permit-expirable: s:acquire([wait [, lease]]) -> permit id | nil, err.
+-- wait: seconds, nil = forever, 0 = one try; lease: seconds, nil = until
+-- released.
 function Sem:acquire(a, b)
     need(self, "acquire", "semaphore", "permit")
     if self.kind_name == "permit" then
-        local lease_ms = seconds(b, nil, false, "lease")
-        if not lease_ms then
-            argerr("lease", "a permit needs a lease")
-        end
+        local lease_ms = seconds(b, 0, false, "lease") -- nil: until released
         local ok, id = sem_wait(self, self.p:wait(1, seconds(a, -1, true, "wait"), lease_ms))
         if not ok then
             return nil, id

@@ -35,12 +35,21 @@ typedef struct lock_entry {
     hilock_rwlock *rw; /* owns lock for the read and write kinds */
 } lock_entry;
 
+/* A semaphore, permit-expirable semaphore or latch, by (kind, name). */
+typedef struct sem_entry {
+    char kind[8];
+    char *name;
+    void *h; /* hilock_semaphore / hilock_permit_semaphore / hilock_latch */
+} sem_entry;
+
 /* What the actors share (one instance, in main). */
 typedef struct agent {
     hilock_client *client;
     pthread_mutex_t locks_mu;
     lock_entry locks[MAX_LOCKS];
     size_t nlocks;
+    sem_entry sems[MAX_LOCKS];
+    size_t nsems;
 } agent;
 
 /* The conformance error kinds (the same words every agent uses). */
@@ -118,16 +127,127 @@ static hilock_lock *lock_of(agent *ag, const char *kind, const char *name, int *
     return found;
 }
 
+/* The object for (kind, name), made once, shared by every actor. */
+static void *sem_of(agent *ag, const char *kind, const char *name, int *rc)
+{
+    void *found = NULL;
+    pthread_mutex_lock(&ag->locks_mu);
+    for (size_t i = 0; i < ag->nsems && !found; i++)
+        if (strcmp(ag->sems[i].kind, kind) == 0 && strcmp(ag->sems[i].name, name) == 0)
+            found = ag->sems[i].h;
+    if (!found) {
+        char *copy = ag->nsems < MAX_LOCKS ? strdup(name) : NULL;
+        if (!copy) {
+            *rc = HILOCK_ENOMEM;
+        } else {
+            *rc = strcmp(kind, "sem") == 0
+                      ? hilock_semaphore_new((hilock_semaphore **)&found, ag->client, name)
+                  : strcmp(kind, "pes") == 0
+                      ? hilock_permit_semaphore_new((hilock_permit_semaphore **)&found,
+                                                    ag->client, name)
+                      : hilock_latch_new((hilock_latch **)&found, ag->client, name);
+            if (*rc == 0) {
+                snprintf(ag->sems[ag->nsems].kind, sizeof ag->sems[0].kind, "%s", kind);
+                ag->sems[ag->nsems].name = copy;
+                ag->sems[ag->nsems].h = found;
+                ag->nsems++;
+            } else {
+                free(copy);
+            }
+        }
+    }
+    pthread_mutex_unlock(&ag->locks_mu);
+    return found;
+}
+
+/* KIND sem | pes | latch (tests/conformance/README.md). The actor's last
+ * permit id (pes) is its actor_data. */
+static void run_sem(agent *ag, const char *actor, char **w, int nw, void **actor_data)
+{
+    const char *cmd = w[1], *kind = w[2];
+    int rc = 0, flag = 0;
+    int64_t n = 0;
+    void *h = sem_of(ag, kind, w[3], &rc);
+    if (!h) {
+        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
+        return;
+    }
+    int sem = strcmp(kind, "sem") == 0, pes = strcmp(kind, "pes") == 0;
+    int64_t a = nw > 4 ? strtoll(w[4], NULL, 10) : 0, b = nw > 5 ? strtoll(w[5], NULL, 10) : 0;
+    int64_t c = nw > 6 ? strtoll(w[6], NULL, 10) : 0;
+    if (strcmp(cmd, "setp") == 0 && nw == 5) {
+        rc = sem ? hilock_semaphore_try_set_permits(&flag, h, a)
+             : pes ? hilock_permit_semaphore_try_set_permits(&flag, h, a)
+                   : hilock_latch_try_set_count(&flag, h, a);
+    } else if (strcmp(cmd, "acquire") == 0 && nw == 7 && strcmp(kind, "latch") != 0) {
+        if (sem) {
+            rc = hilock_semaphore_acquire(h, a, b);
+        } else {
+            char id[HILOCK_PERMIT_ID_SIZE];
+            rc = hilock_permit_semaphore_acquire(id, h, b, c);
+            if (rc == 0) {
+                if (!*actor_data)
+                    *actor_data = calloc(1, HILOCK_PERMIT_ID_SIZE);
+                if (*actor_data)
+                    memcpy(*actor_data, id, HILOCK_PERMIT_ID_SIZE);
+            }
+        }
+        if (rc == HILOCK_ETIMEDOUT) {
+            line_agent_say(actor, "ok 0");
+            return;
+        }
+        flag = 1;
+    } else if (strcmp(cmd, "release") == 0 && (pes || nw == 5) && strcmp(kind, "latch") != 0) {
+        rc = sem ? hilock_semaphore_release(h, a)
+                 : hilock_permit_semaphore_release(h, *actor_data ? (char *)*actor_data : "");
+        if (rc == 0) {
+            line_agent_say(actor, "ok");
+            return;
+        }
+    } else if (strcmp(cmd, "avail") == 0) {
+        rc = sem ? hilock_semaphore_available(&n, h)
+             : pes ? hilock_permit_semaphore_available(&n, h)
+                   : hilock_latch_count(&n, h);
+        if (rc == 0) {
+            line_agent_say(actor, "ok %" PRId64, n);
+            return;
+        }
+    } else if (strcmp(cmd, "countdown") == 0 && strcmp(kind, "latch") == 0) {
+        rc = hilock_latch_count_down(&n, h);
+        if (rc == 0) {
+            line_agent_say(actor, "ok %" PRId64, n);
+            return;
+        }
+    } else if (strcmp(cmd, "await") == 0 && nw == 5 && strcmp(kind, "latch") == 0) {
+        rc = hilock_latch_await(h, a);
+        if (rc == HILOCK_ETIMEDOUT) {
+            line_agent_say(actor, "ok 0");
+            return;
+        }
+        flag = 1;
+    } else {
+        line_agent_say(actor, "err usage unknown command %s for %s", cmd, kind);
+        return;
+    }
+    if (rc == 0)
+        line_agent_say(actor, "ok %d", flag != 0);
+    else
+        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
+}
+
 static void run(void *ctx, const char *actor, char *line, void **actor_data)
 {
     agent *ag = ctx;
-    (void)actor_data;
     char *w[MAX_WORDS] = {0};
     int nw = 0;
     char *save = NULL;
     for (char *t = strtok_r(line, " \t\r\n", &save); t && nw < MAX_WORDS;
          t = strtok_r(NULL, " \t\r\n", &save))
         w[nw++] = t;
+    if (nw >= 4 && (!strcmp(w[2], "sem") || !strcmp(w[2], "pes") || !strcmp(w[2], "latch"))) {
+        run_sem(ag, actor, w, nw, actor_data);
+        return;
+    }
     if (nw < 4 || !kind_known(w[2])) {
         line_agent_say(actor, "err usage ACTOR CMD r|f|fenced|read|write NAME ...");
         return;

@@ -40,13 +40,16 @@ end
 local failure = _M.failure
 
 local function b(v) return v and "ok 1" or "ok 0" end
+local b2 = b
 
 -- w = { ACTOR, CMD, KIND, NAME, ARGS... }; lock_of(kind, name) -> lock handle.
 -- Returns the answer without the actor name.
 local KINDS_OK = { r = true, f = true, fenced = true, read = true, write = true }
+local SEM_MAKE = { sem = "semaphore", pes = "permit_semaphore", latch = "latch" }
 
 -- The handle of a request's KIND from a client (both modules' methods).
 function _M.make(client, kind, name, tid)
+  if SEM_MAKE[kind] then return client[SEM_MAKE[kind]](client, name) end
   if kind == "f" then return client:fair_lock(name, tid) end
   if kind == "fenced" then return client:fenced_lock(name, tid) end
   if kind == "read" then return client:read_lock(name, tid) end
@@ -54,8 +57,57 @@ function _M.make(client, kind, name, tid)
   return client:lock(name, tid)
 end
 
+-- KIND sem | pes | latch (both modules have the same methods); the actor's
+-- last permit id is kept in permits["<name> <actor>"].
+local permits = {}
+
+local function run_sem(lock_of, w)
+  local cmd, kind = w[2], w[3]
+  local s = lock_of(kind, w[4])
+  local a, b, c = tonumber(w[5]), tonumber(w[6]), tonumber(w[7])
+  local v, err
+  if cmd == "setp" and a then
+    if kind == "latch" then v, err = s:try_set_count(a) else v, err = s:try_set_permits(a) end
+    if v == nil then return failure(err) end
+    return b2(v)
+  elseif cmd == "acquire" and c and kind ~= "latch" then
+    local wait = b >= 0 and b / 1000 or nil
+    if kind == "sem" then
+      v, err = s:acquire(a, wait)
+    else
+      v, err = s:acquire(wait, c > 0 and c / 1000 or nil)
+      if v then permits[w[4] .. " " .. w[1]] = v end
+    end
+    if v then return "ok 1" end
+    if tostring(err):find("^timeout") then return "ok 0" end
+    return failure(err)
+  elseif cmd == "release" and kind ~= "latch" then
+    if kind == "sem" then
+      v, err = s:release(a)
+    else
+      v, err = s:release(permits[w[4] .. " " .. w[1]] or "")
+    end
+    if v then return "ok" end
+    return failure(err)
+  elseif cmd == "avail" then
+    if kind == "latch" then v, err = s:count() else v, err = s:available() end
+  elseif cmd == "countdown" and kind == "latch" then
+    v, err = s:count_down()
+  elseif cmd == "await" and kind == "latch" and a then
+    v, err = s:await(a >= 0 and a / 1000 or nil)
+    if v then return "ok 1" end
+    if tostring(err):find("^timeout") then return "ok 0" end
+    return failure(err)
+  else
+    return "err usage unknown command " .. tostring(cmd) .. " for " .. kind
+  end
+  if v == nil then return failure(err) end
+  return string.format("ok %d", v)
+end
+
 local function run(lock_of, w)
   local cmd, kind = w[2], w[3]
+  if SEM_MAKE[kind] then return run_sem(lock_of, w) end
   if not KINDS_OK[kind] then return "err usage kind must be r, f, fenced, read or write" end
   local lk = lock_of(kind, w[4])
   if cmd == "lock" and #w == 6 then
@@ -93,7 +145,13 @@ function _M.handle(lock_of, line)
   for word in line:gmatch("%S+") do w[#w + 1] = word end
   if #w < 4 then return "err usage ACTOR CMD r|f|fenced|read|write NAME ..." end
   local ok, reply = pcall(run, lock_of, w)
-  if not ok then return (failure(reply):gsub("^err %S+", "err other")) end
+  if not ok then
+    -- the modules raise on a bad argument (docs/lua.md): the "invalid" kind
+    if tostring(reply):find("bad argument", 1, true) then
+      return "err invalid " .. (tostring(reply):gsub("[\r\n]", " "))
+    end
+    return (failure(reply):gsub("^err %S+", "err other"))
+  end
   return reply
 end
 

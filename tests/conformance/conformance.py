@@ -68,6 +68,10 @@ KNOWN_FAILURES = {
     ("c-async", "replica-ack-failure"), ("c-async", "moved-during-migration"),
     ("c-async", "sentinel-failover"), ("c-async", "cluster-fair-handoff"),
     ("c-async", "moved-fair"),
+    # hilock.aio and hilock_async have no semaphore or count-down latch yet
+    # (issue 17 item 5 asks for them once the async issue landed)
+    ("asyncio", "semaphore"), ("asyncio", "permit-semaphore-latch"),
+    ("c-async", "semaphore"), ("c-async", "permit-semaphore-latch"),
 }
 # ---------------------------------------------------------------------------
 
@@ -607,8 +611,9 @@ def waiters_once(r, step):
         n = node("LLEN", "redisson_lock_queue:{%s}" % name)
     else:
         sub = "SHARDNUMSUB" if r.topo.name == "cluster" else "NUMSUB"
-        channel = "redisson_rwlock:{%s}" if step.get("kind") == "rw" else \
-            "redisson_lock__channel:{%s}"
+        channel = {"rw": "redisson_rwlock:{%s}", "sem": "redisson_sc:{%s}",
+                   "latch": "redisson_countdownlatch__channel__{%s}"}.get(
+                       step.get("kind"), "redisson_lock__channel:{%s}")
         n = node("PUBSUB", sub, channel % name)[1]
     return int(n) >= step["min"], "%s waiters seen" % n
 
