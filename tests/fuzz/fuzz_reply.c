@@ -56,6 +56,45 @@ static void decoders(const redisReply *r)
         CHECK(ev.channel != NULL);
     if (ev.payload >= 0)
         CHECK(ev.type == HL_PS_MESSAGE);
+    CHECK(ev.value >= -1);
+    if (ev.value >= 0)
+        CHECK(ev.type == HL_PS_MESSAGE);
+    for (int rule = HL_WAKE_LOCK; rule <= HL_WAKE_LATCH; rule++) {
+        int64_t w = hl_ps_wakes((hl_wake_rule)rule, &ev);
+        CHECK(w >= -1);
+        if (w != 0)
+            CHECK(ev.type == HL_PS_MESSAGE);
+    }
+
+    /* semaphores and latch: counts within the bounds the scripts keep */
+    if (hl_sem_decode_count(r, &v) == 0)
+        CHECK(v >= -HL_SEM_COUNT_MAX && v <= HL_SEM_COUNT_MAX);
+    if (hl_sem_decode_int(r, &v) == 0)
+        CHECK(v >= -HL_SEM_COUNT_MAX && v <= HL_SEM_COUNT_MAX);
+    (void)hl_sem_decode_error(r);
+    hl_sem_names sn;
+    static const unsigned char ids[HL_PES_ID_BYTES] = {1};
+    for (int kind = HL_SEM_SEMAPHORE; kind <= HL_SEM_LATCH; kind++) {
+        CHECK(hl_sem_names_init(&sn, (hl_sem_kind)kind, "fuzz") == 0);
+        hl_semwait m;
+        CHECK(hl_semwait_init(&m, (hl_sem_kind)kind, &sn, 1, 1000, ids, 5000, 0) == 0);
+        int64_t now = 0;
+        for (int step = 0; step < 12; step++, now += 10) {
+            hl_action act = hl_semwait_next(&m, now);
+            if (act == HL_ACT_DONE)
+                break;
+            if (act == HL_ACT_SEND)
+                hl_semwait_on_reply(&m, r, now);
+            else if (act == HL_ACT_SUBSCRIBE)
+                hl_semwait_on_subscribed(&m, 1, now);
+            else if (act == HL_ACT_WAIT) {
+                CHECK(m.sleep_ms >= 0 && m.sleep_ms <= 5000);
+                hl_semwait_on_wake(&m, now);
+            }
+        }
+        CHECK(m.result <= 0);
+        hl_sem_names_free(&sn);
+    }
 
     unsigned slot;
     char host[256];
