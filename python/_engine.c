@@ -1112,6 +1112,33 @@ static PyObject *m_handshake_reply(PyObject *self, PyObject *arg)
     return PyLong_FromLong(hl_decode_handshake(r));
 }
 
+/* ping_cmd() -> bytes: the liveness check a client sends when it opens
+ * (as hilock_client_open does) */
+static PyObject *m_ping_cmd(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    hl_cmd c;
+    hl_cmd_begin_plain(&c);
+    hl_cmd_add_str(&c, "PING");
+    return cmd_bytes(&c, 0);
+}
+
+/* decode_ping(reply) -> 0 | HILOCK_EAUTH (the server refused us: an error
+ * reply such as NOAUTH or NOPERM) | HILOCK_EPROTO (not a PONG) */
+static PyObject *m_decode_ping(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    if (r->type == REDIS_REPLY_ERROR)
+        return PyLong_FromLong(HILOCK_EAUTH);
+    if (r->type == REDIS_REPLY_STATUS && r->len == 4 && memcmp(r->str, "PONG", 4) == 0)
+        return PyLong_FromLong(0);
+    return PyLong_FromLong(HILOCK_EPROTO);
+}
+
 /* decode_pubsub(reply) -> (PS_*, channel str or None, payload) */
 static PyObject *m_decode_pubsub(PyObject *self, PyObject *arg)
 {
@@ -1343,6 +1370,8 @@ static PyMethodDef module_methods[] = {
     {"handshake_cmds", m_handshake_cmds, METH_VARARGS,
      "handshake_cmds(user, password, db) -> [bytes]"},
     {"handshake_reply", m_handshake_reply, METH_O, "handshake_reply(reply) -> 0 or a code"},
+    {"ping_cmd", m_ping_cmd, METH_NOARGS, "ping_cmd() -> bytes (the check at open)"},
+    {"decode_ping", m_decode_ping, METH_O, "decode_ping(reply) -> 0 or a code"},
     {"decode_pubsub", m_decode_pubsub, METH_O,
      "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
     {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},

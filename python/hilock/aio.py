@@ -703,6 +703,21 @@ class Client:
             return self
         self._loop = asyncio.get_running_loop()
         conn = await self._pool.get()
+        req = conn.request(_E.ping_cmd())  # the check hilock.Client makes at open
+        try:
+            st = await _await_req(self._loop, req, self._cmd_ms)
+        except BaseException:
+            conn.close()
+            raise
+        if st != 0:
+            conn.close()
+            raise from_code(_E.E_CONN, "no answer from the server at open (closed by it: "
+                            "a TLS client certificate it refused?)" if st == 2 else
+                            "no answer from the server at open within the command timeout")
+        rc = _E.decode_ping(req.reply)
+        if rc:
+            conn.close()
+            raise from_code(rc, f"refused at open: {req.reply.error or 'unexpected reply'}")
         self._pool.put(conn)
         self._opened = True
         return self

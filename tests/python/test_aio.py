@@ -435,6 +435,32 @@ def test_auth_and_db() -> None:
         s.stop()
 
 
+def test_unix_socket(name: str) -> None:
+    import tempfile
+    d = tempfile.mkdtemp(prefix="hilock-aio-unix-")
+    path = os.path.join(d, "redis.sock")
+    s = RedisServer(extra=["--unixsocket", path, "--unixsocketperm", "700"])
+    try:
+        async def main() -> None:
+            async with aio.Client(f"unix://{path}?db=2") as c:
+                lk = c.lock(name)
+                assert await lk.acquire(0)
+                r = s.cli()
+                try:  # in database 2, over the socket
+                    assert r("EXISTS", name) == 0 and r("SELECT", "2") == "OK"
+                    assert r("EXISTS", name) == 1
+                finally:
+                    r.close()
+                w = asyncio.create_task(c.lock(name).acquire(5))
+                await asyncio.sleep(0.1)
+                await lk.release()
+                assert await w
+        run(main())
+    finally:
+        s.stop()
+        os.rmdir(d) if not os.listdir(d) else None
+
+
 def test_server_restart_pubsub_reconnects(own_redis: RedisServer, name: str) -> None:
     """The pub/sub connection dies: waiters listen again and still wake on
     the next unlock."""

@@ -128,3 +128,33 @@ def test_tls_settings_without_tls_are_refused(certs, tls_server):
     with hilock.Client(f"redis://127.0.0.1:{tls_server.tls_port}", tls=True,
                        tls_ca_file=os.path.join(certs, "ca.crt")):
         pass
+
+
+def test_aio_rediss_and_mutual_tls(certs, tls_server, mtls_server):
+    """hilock.aio over TLS: verified against the CA, mutual TLS with a client
+    certificate, and a server whose certificate does not verify refused."""
+    import asyncio
+    import hilock.aio as aio
+
+    ca = os.path.join(certs, "ca.crt")
+
+    async def main() -> None:
+        url = f"rediss://127.0.0.1:{tls_server.tls_port}/0"
+        async with aio.Client(url, tls_ca_file=ca) as c:
+            lk = c.lock("py:aio:tls")
+            assert await lk.acquire(0)
+            assert tls_server("EXISTS", "py:aio:tls") == 1
+            w = asyncio.create_task(c.lock("py:aio:tls").acquire(5))  # another task waits
+            await asyncio.sleep(0.1)
+            await lk.release()
+            assert await w  # woken over the TLS pub/sub connection
+        murl = f"rediss://127.0.0.1:{mtls_server.tls_port}/0"
+        async with aio.Client(murl, tls_ca_file=ca, tls_cert_file=os.path.join(certs, "client.crt"),
+                              tls_key_file=os.path.join(certs, "client.key")) as c:
+            assert await c.lock("py:aio:mtls").acquire(0, lease=5)
+        with pytest.raises(hilock.ConnectionError):  # no client certificate
+            await aio.connect(murl, tls_ca_file=ca, connect_timeout=1)
+        with pytest.raises(hilock.TLSError):  # the system CAs do not know ours
+            await aio.connect(url, connect_timeout=1)
+
+    asyncio.run(main())
