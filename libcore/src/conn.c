@@ -93,7 +93,9 @@ fail:
 
 /* ---- reading replies, bounded ---- */
 
-int hl_reader_over(redisContext *c)
+/* After a redisBufferRead: 1 (and the context marked failed) when what
+ * waits in the reader is over HL_REPLY_MAX_BYTES. */
+static int hl_reader_over(redisContext *c)
 {
     const redisReader *r = c->reader;
     if (!r || r->len - r->pos <= HL_REPLY_MAX_BYTES)
@@ -102,6 +104,23 @@ int hl_reader_over(redisContext *c)
     snprintf(c->errstr, sizeof c->errstr, "a reply over the %zu MB hilock accepts",
              HL_REPLY_MAX_BYTES >> 20);
     return 1;
+}
+
+int hl_read_replies(redisContext *ctx, int (*fn)(void *arg, redisReply *r), void *arg)
+{
+    if (redisBufferRead(ctx) != REDIS_OK)
+        return -1;
+    if (hl_reader_over(ctx))
+        return -2;
+    for (;;) {
+        void *r = NULL;
+        if (redisGetReplyFromReader(ctx, &r) != REDIS_OK)
+            return -2;
+        if (!r)
+            return 0;
+        if (!fn(arg, r))
+            return 1;
+    }
 }
 
 /* hiredis's redisGetReply for our blocking contexts, except that one reply

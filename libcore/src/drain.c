@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "transport.h"
+#include "transport_impl.h"
 
 struct hl_drain_item {
     hl_drain_item *next;
@@ -67,6 +68,15 @@ static int advance(hl_drain_item *it)
     }
 }
 
+/* A late reply on the item's connection: the settle machine takes it. */
+static int take_reply(void *item, redisReply *r)
+{
+    hl_drain_item *it = item;
+    hl_settle_on_reply(&it->settle, r, hl_now_mono_ms());
+    freeReplyObject(r);
+    return advance(it);
+}
+
 static void *drain_main(void *arg)
 {
     hl_transport *c = arg;
@@ -107,22 +117,8 @@ static void *drain_main(void *arg)
         for (k = 1; k <= n; k++) {
             hl_drain_item *it = its[k];
             int keep = 1;
-            if (pf[k].revents) {
-                if (redisBufferRead(it->ctx) != REDIS_OK || hl_reader_over(it->ctx))
-                    keep = 0;
-                while (keep) {
-                    void *r = NULL;
-                    if (redisGetReplyFromReader(it->ctx, &r) != REDIS_OK) {
-                        keep = 0;
-                        break;
-                    }
-                    if (!r)
-                        break;
-                    hl_settle_on_reply(&it->settle, r, hl_now_mono_ms());
-                    freeReplyObject(r);
-                    keep = advance(it);
-                }
-            }
+            if (pf[k].revents)
+                keep = hl_read_replies(it->ctx, take_reply, it) == 0;
             if (keep)
                 keep = advance(it); /* gives up after HL_SETTLE_MAX_MS */
             if (!keep) {

@@ -165,24 +165,19 @@ static void fan_timed_out(hl_fan *f, int64_t now)
     fan_finish(f, HILOCK_ECONN);
 }
 
-/* Read what f's socket has; a complete reply ends the request. */
+/* A complete reply ends the request (or sends it again): take no more. */
+static int fan_take(void *f, redisReply *r)
+{
+    fan_on_reply(f, r);
+    return 0;
+}
+
+/* Read what f's socket has. */
 static void fan_read(hl_fan *f)
 {
-    if (redisBufferRead(f->ctx) != REDIS_OK) {
-        fan_io_error(f, errno);
-        return;
-    }
-    if (hl_reader_over(f->ctx)) {
-        fan_io_error(f, 0);
-        return;
-    }
-    void *r = NULL;
-    if (redisGetReplyFromReader(f->ctx, &r) != REDIS_OK) {
-        fan_io_error(f, 0);
-        return;
-    }
-    if (r)
-        fan_on_reply(f, r);
+    int rc = hl_read_replies(f->ctx, fan_take, f);
+    if (rc < 0)
+        fan_io_error(f, rc == -1 ? errno : 0);
 }
 
 void hl_exec_fan(hl_fan *reqs, size_t n)

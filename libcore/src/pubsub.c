@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "transport.h"
+#include "transport_impl.h"
 
 enum { HL_CH_PENDING = 0, HL_CH_SUBSCRIBED = 1, HL_CH_UNSUBSCRIBING = 2, HL_CH_MOVED = 3 };
 
@@ -170,6 +171,13 @@ static void handle_frame(hl_node *n, redisReply *r)
     }
 }
 
+static int take_frame(void *node, redisReply *r)
+{
+    handle_frame(node, r);
+    freeReplyObject(r);
+    return 1;
+}
+
 /* Queue SUBSCRIBE/UNSUBSCRIBE for channels that need it; mu held. */
 static int send_changes(hl_node *n)
 {
@@ -269,23 +277,8 @@ static void *listener_main(void *arg)
             drop_connection(node); /* the master moved: listen on the new one */
             continue;
         }
-        if (pf[1].revents && ps->ctx) {
-            if (redisBufferRead(ps->ctx) != REDIS_OK || hl_reader_over(ps->ctx)) {
-                drop_connection(node);
-                continue;
-            }
-            for (;;) {
-                void *r = NULL;
-                if (redisGetReplyFromReader(ps->ctx, &r) != REDIS_OK) {
-                    drop_connection(node);
-                    break;
-                }
-                if (!r)
-                    break;
-                handle_frame(node, r);
-                freeReplyObject(r);
-            }
-        }
+        if (pf[1].revents && ps->ctx && hl_read_replies(ps->ctx, take_frame, node) < 0)
+            drop_connection(node);
     }
     if (ps->ctx) {
         redisFree(ps->ctx);

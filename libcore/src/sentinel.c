@@ -48,6 +48,13 @@ static void on_message(hl_transport *c, const redisReply *r)
     note_master(c, addr);
 }
 
+static int take_message(void *c, redisReply *r)
+{
+    on_message(c, r);
+    freeReplyObject(r);
+    return 1;
+}
+
 static void *watch_main(void *arg)
 {
     hl_transport *c = arg;
@@ -90,21 +97,7 @@ static void *watch_main(void *arg)
                 break;
             if (!pf[1].revents)
                 continue;
-            if (redisBufferRead(ctx) != REDIS_OK || hl_reader_over(ctx))
-                break;
-            void *r = NULL;
-            int bad = 0;
-            while (!bad) {
-                if (redisGetReplyFromReader(ctx, &r) != REDIS_OK) {
-                    bad = 1;
-                    break;
-                }
-                if (!r)
-                    break;
-                on_message(c, r);
-                freeReplyObject(r);
-            }
-            if (bad)
+            if (hl_read_replies(ctx, take_message, c) < 0)
                 break;
         }
         redisFree(ctx);

@@ -61,14 +61,13 @@ HL_HIDDEN int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_m
                                  size_t hostlen, int *port, char *err);
 /* Reading replies on our blocking contexts (conn.c): hiredis's
  * redisGetReply/redisCommand(Argv), except that one reply may not bring
- * more than HL_REPLY_MAX_BYTES (REDIS_ERR_PROTOCOL on the context).
- * hl_reader_over: after a redisBufferRead of one's own, 1 (and the context
- * marked failed) when what waits in the reader is over that limit. */
+ * more than HL_REPLY_MAX_BYTES (REDIS_ERR_PROTOCOL on the context). A
+ * transport thread that polls its own connection reads with hl_read_replies
+ * (transport_impl.h). */
 HL_HIDDEN int hl_get_reply(redisContext *c, void **reply);
 HL_HIDDEN redisReply *hl_command(redisContext *c, const char *fmt, ...);
 HL_HIDDEN redisReply *hl_command_argv(redisContext *c, int argc, const char **argv,
                                       const size_t *argvlen);
-HL_HIDDEN int hl_reader_over(redisContext *c);
 /* A connection to sentinel i of ep (TLS and the sentinels' own AUTH as ep
  * says), or NULL with *code and err set. */
 HL_HIDDEN redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms,

@@ -14,6 +14,16 @@
 /* conn.c: ms as a struct timeval (hiredis timeouts). */
 HL_HIDDEN struct timeval hl_tv_ms(int64_t ms);
 
+/* conn.c: after poll said ctx is readable, read what arrived and hand each
+ * complete reply to fn in order; fn owns it (frees or keeps it) and returns
+ * 0 to take no more now (ctx is not touched again: fn may have given it
+ * back). 0 when every complete reply was taken, 1 when fn stopped, -1 when
+ * the read failed (errno says why), -2 when a reply was refused (over
+ * HL_REPLY_MAX_BYTES, malformed); on < 0 the caller drops the connection.
+ * The one reader loop of the pub/sub listener, the sentinel watcher, the
+ * drain and the fan-out. */
+HL_HIDDEN int hl_read_replies(redisContext *ctx, int (*fn)(void *arg, redisReply *r), void *arg);
+
 /* nodes.c: copy n's address (cluster nodes; 0 = the client's endpoint);
  * n's index in the node table, or -1. */
 HL_HIDDEN int hl_node_addr(hl_node *n, char *host, size_t len, int *port);
