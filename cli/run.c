@@ -759,40 +759,47 @@ static void release_after(run_state *st)
     }
 }
 
-int cmd_run(int argc, char **argv)
+/* The steps of one run; every early return leaves the freeing to cmd_run. */
+static int run_steps(run_state *st, int argc, char **argv)
 {
-    run_state st;
-    memset(&st, 0, sizeof st);
     int exit_now;
-    if (parse_run_opts(argc, argv, &st.o, &exit_now) != 0)
+    if (parse_run_opts(argc, argv, &st->o, &exit_now) != 0)
         return EXIT_USAGE;
     if (exit_now >= 0)
         return exit_now;
     record_startup_fds();
-    if (setup_signals(&st) != 0)
+    if (setup_signals(st) != 0)
         return EXIT_UNAVAILABLE;
-    int status = open_lock(&st, cli_url(st.o.url));
+    int status = open_lock(st, cli_url(st->o.url));
     if (status)
         return status;
     /* The owner is "<client-uuid>:<pid>": status shows which process holds it. */
-    st.tid = (uint64_t)getpid();
-    if ((status = acquire_outcome(&st, acquire_interruptible(&st))) != 0)
+    st->tid = (uint64_t)getpid();
+    if ((status = acquire_outcome(st, acquire_interruptible(st))) != 0)
         return status;
-    int64_t lease_check_at = first_lease_check(&st);
-    set_command_env(&st);
-    pid_t pid = spawn(st.o.cmd, &st.oldmask);
+    int64_t lease_check_at = first_lease_check(st);
+    set_command_env(st);
+    pid_t pid = spawn(st->o.cmd, &st->oldmask);
     if (pid < 0) {
         cli_err("cannot start the command: %s", strerror(errno));
-        give_back(&st);
-        close_lock(&st);
+        give_back(st);
+        close_lock(st);
         return EXIT_UNAVAILABLE;
     }
-    supervise(&st, pid, lease_check_at);
-    release_after(&st);
-    close_lock(&st);
+    supervise(st, pid, lease_check_at);
+    release_after(st);
+    close_lock(st);
+    if (st->lost && st->o.on_lost == ON_LOST_KILL)
+        return EXIT_LOST;
+    return exit_status_of(st->child_status);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_state st;
+    memset(&st, 0, sizeof st);
+    int status = run_steps(&st, argc, argv);
     free(startup_fds);
     free(st.o.sem_name);
-    if (st.lost && st.o.on_lost == ON_LOST_KILL)
-        return EXIT_LOST;
-    return exit_status_of(st.child_status);
+    return status;
 }
