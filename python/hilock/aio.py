@@ -65,6 +65,8 @@ from typing import (
 )
 
 from . import _engine as _E_module
+# the blocking API's argument rules, shared: seconds -> ms, thread ids, notes
+from ._core import _check_tid, _lease_ms, _note, _to_ms, _wait_ms
 from ._errors import (
     ClosedError,
     Error,
@@ -97,40 +99,11 @@ _WAIT = _E.ACT_WAIT
 _UNSUBSCRIBE = _E.ACT_UNSUBSCRIBE
 _DONE = _E.ACT_DONE
 _LONG_WAIT_MS = 60000  # "until a message": look again at least this often
-_MAX_MS: int = _E.MAX_TIME_MS
 
 
 # --------------------------------------------------------------------------
 # times and owners
 # --------------------------------------------------------------------------
-
-
-def _to_ms(value: Seconds, what: str, *, zero_ok: bool) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        raise InvalidArgument(f"invalid argument: {what} must be finite, got {value!r}")
-    if value < 0 or (value == 0 and not zero_ok):
-        bound = ">= 0" if zero_ok else "> 0"
-        raise InvalidArgument(f"invalid argument: {what} must be {bound}, got {value!r}")
-    ms = value * 1000 if isinstance(value, int) else math.ceil(round(value * 1000.0, 3))
-    if ms > _MAX_MS:
-        raise InvalidArgument(f"invalid argument: {what} too large ({value!r} s)")
-    return int(ms)
-
-
-def _wait_ms(wait: Optional[Seconds]) -> int:
-    """None or math.inf = forever (-1), 0 = one try, > 0 = at most."""
-    if wait is None or (isinstance(wait, float) and wait == math.inf):
-        return -1
-    return _to_ms(wait, "wait", zero_ok=True)
-
-
-def _lease_ms(lease: Optional[Seconds]) -> int:
-    """None = watchdog (0), > 0 = fixed lease."""
-    if lease is None:
-        return 0
-    return _to_ms(lease, "lease", zero_ok=False)
 
 
 _task_ids: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = weakref.WeakKeyDictionary()
@@ -147,16 +120,6 @@ def task_id() -> int:
     tid = _task_ids.get(t)
     if tid is None:
         tid = _task_ids[t] = next(_next_task_id)
-    return tid
-
-
-def _check_tid(tid: Optional[int]) -> Optional[int]:
-    if tid is None:
-        return None
-    if isinstance(tid, bool) or not isinstance(tid, int):
-        raise TypeError("thread_id must be an int")
-    if not 0 <= tid < 2**63:
-        raise InvalidArgument(f"invalid argument: thread_id out of range: {tid}")
     return tid
 
 
@@ -1316,12 +1279,6 @@ async def _exit_release(obj: Any, exc: Optional[BaseException]) -> None:
         if exc is None:
             raise
         _note(exc, f"hilock: release after the exception failed: {e}")
-
-
-def _note(exc: BaseException, text: str) -> None:
-    add = getattr(exc, "add_note", None)
-    if add is not None:
-        add(text)
 
 
 class FencedLock(Lock):
