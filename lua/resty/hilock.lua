@@ -1629,9 +1629,10 @@ local function acquire(self, wait, lease)
         local e = c.wd[key]
         if not e then
             -- confirmed: when the grant the server confirmed was sent
-            c.wd[key] = { p = self.p, owner = owner, slot = self.slot, confirmed = sent_at }
+            c.wd[key] = { p = self.p, owner = owner, slot = self.slot,
+                          confirmed = sent_at or now_ms() }
             start_watchdog(c)
-        else
+        elseif sent_at then
             confirmed(e, sent_at) -- a re-entry applied the lease again
         end
     end

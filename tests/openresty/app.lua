@@ -558,4 +558,33 @@ function _M.sem()
     ngx.say(table.concat(out, " "))
 end
 
+-- /rwcount?name=N&w=0|1: read (w=0) or write (w=1) side of N (wait 30 s,
+-- lease 10 s), 5 ms inside; counts who is inside in this worker. Says
+-- "bad=<entries that met a writer, or a writer that met anyone> maxr=<most
+-- readers inside at once>".
+local rw_in = {}
+function _M.rwcount()
+    local name, write = ngx.var.arg_name, ngx.var.arg_w == "1"
+    local c = client()
+    local lk = write and c:write_lock(name) or c:read_lock(name)
+    local ok, err = lk:acquire(30, 10)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    local st = rw_in[name] or { r = 0, w = 0, bad = 0, maxr = 0 }
+    rw_in[name] = st
+    if st.w > 0 or (write and st.r > 0) then
+        st.bad = st.bad + 1
+    end
+    if write then st.w = st.w + 1 else st.r = st.r + 1 end
+    st.maxr = math.max(st.maxr, st.r)
+    ngx.sleep(0.005)
+    if write then st.w = st.w - 1 else st.r = st.r - 1 end
+    local r, rerr = lk:release()
+    if not r then
+        return fail(500, "release: ", rerr)
+    end
+    ngx.say("bad=", st.bad, " maxr=", st.maxr)
+end
+
 return _M

@@ -270,6 +270,19 @@ if hold_elsewhere "$HL_TMP/hold-w2.out" "$name" 30 400 write; then
 else
   bad "(w2) could not take the write lock from another process: $(cat "$HL_TMP/hold-w2.out")"
 fi
+#     w4: 60 concurrent requests on one read-write lock, every third a
+#     writer: a writer never meets anyone inside, readers do share.
+name="or:rwx:$RANDOM"; cfg="$HL_TMP/curl-rw.cfg"; : >"$cfg"
+for i in $(seq 1 60); do
+  printf 'url = "%s/rwcount?name=%s&w=%d&i=%d"\n' "$URL" "$name" $(( i % 3 == 0 )) "$i" >>"$cfg"
+done
+out=$(curl -sS -Z --parallel-max 60 --max-time 60 -K "$cfg" 2>"$HL_TMP/curl-rw.err")
+served=$(grep -c '^bad=' <<<"$out")
+bad=$(grep -o 'bad=[0-9]*' <<<"$out" | cut -d= -f2 | sort -n | tail -1)
+maxr=$(grep -o 'maxr=[0-9]*' <<<"$out" | cut -d= -f2 | sort -n | tail -1)
+label="(w4) 60 requests on one read-write lock (20 writers): $served served, ${bad:-?} overlaps with a writer, up to ${maxr:-?} readers at once; $(rcli EXISTS "$name") keys left"
+if [ "$served" = 60 ] && [ "$bad" = 0 ] && [ "${maxr:-0}" -ge 2 ] && [ "$(rcli EXISTS "$name")" = 0 ]; then
+  ok "$label"; else bad "$label"; head -3 "$HL_TMP/curl-rw.err"; fi
 for kind in read write; do
   name="or:rwwd:$kind:$RANDOM"
   res=$(curl -sS --max-time 10 "$URL/watchdog?name=$name&kind=$kind")
