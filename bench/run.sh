@@ -20,7 +20,8 @@
 #      fixed lease, library with the watchdog, raw hiredis with the same
 #      scripts), 4 rounds of -n pairs (default 250) per series
 #   3. redis-benchmark -c 1 EVALSHA <the library's unlock script> on that key,
-#      a fresh latch key per call (__rand_int__): N real decrements
+#      the owner's unlock latch with a fresh seq per call (__rand_int__), as
+#      the library sends it: N real decrements
 #      The issue's limit is half the lock-script rate; a stricter one is the
 #      pair rate the two scripts allow: 1 / (1/lock_rps + 1/unlock_rps).
 #   4. redis-benchmark -c 1 PING: the round-trip floor
@@ -78,7 +79,7 @@ for run in $(seq "$RUNS"); do
     holds=$(redis-cli -p "$PORT" HGET bench:rb "$OWNER")
     "$BIN/lock_bench" -n "$PAIRS" -r 4 "$URL" >"$WORK/pairs"
     rb2=$(rb "$holds" -r 1000000000 EVALSHA "$USHA" 3 bench:rb 'redisson_lock__channel:{bench:rb}' \
-      'redisson_unlock_latch:{bench:rb}:__rand_int__' 0 30000 "$OWNER" 3000 publish)
+      "redisson_unlock_latch:{bench:rb}:$OWNER:e0" 0 30000 "$OWNER" 3000 publish __rand_int__)
     left=$(redis-cli -p "$PORT" HGET bench:rb "$OWNER"); redis-cli -p "$PORT" DEL bench:rb >/dev/null
     [ -z "$left" ] || echo "note: slice $slice: $left of $holds holds left after the unlock benchmark (cleaned up; does not affect the rates)" >&2
     awk -v a="$rb1" -v b="$rb2" -v f="$(val lib_fixed_pairs_per_s "$WORK/pairs")" \

@@ -86,15 +86,19 @@ static double run_raw(redisContext *ctx, int n, hilock_kind kind, const char *na
     int64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
         hl_cmd cmd;
-        hl_cmd_acquire(&cmd, kind, &names, owner, 30000, 300000);
+        /* the commands the library sends: the owner's acquire latch, and
+         * its unlock latch with the seq apart (see proto.h) */
+        char alatch[512];
+        snprintf(alatch, sizeof alatch, "%s:%s:e0:%" PRIu64, names.acquire_latch_prefix, owner,
+                 ++seq);
+        hl_cmd_acquire_latched(&cmd, kind, &names, owner, 30000, 300000, alatch, 5000);
         redisReply *r = redisCommandArgv(ctx, cmd.argc, cmd.argv, cmd.argvlen);
         if (!r || r->type != REDIS_REPLY_ARRAY || r->element[0]->integer != 1) {
             fprintf(stderr, "raw lock failed\n");
             exit(1);
         }
         freeReplyObject(r);
-        snprintf(latch, sizeof latch, "%s:raw:%ld:%" PRId64 ":%" PRIu64, names.latch_prefix,
-                 (long)getpid(), t0, ++seq);
+        snprintf(latch, sizeof latch, "%s:%s:e0|%" PRIu64, names.latch_prefix, owner, ++seq);
         hl_cmd_release(&cmd, kind, &names, owner, 30000, latch, 3000);
         r = redisCommandArgv(ctx, cmd.argc, cmd.argv, cmd.argvlen);
         if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 0) {

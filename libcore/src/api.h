@@ -124,7 +124,7 @@ typedef struct hl_rel {
     hl_release m;
     uint64_t tid;
     char owner[HL_OWNER_MAX];
-    char rid[HL_OWNER_MAX];
+    char rid[HL_OWNER_MAX + 48]; /* hl_release_request_id */
     char err[HL_ERRMSG_MAX];
     int64_t confirmed_at;
     int64_t release_sent;

@@ -1023,6 +1023,8 @@ static void feed_error(as_op *op, int code, int lost)
         }
         break;
     case OP_RELEASE:
+        if (lost) /* later releases use another unlock latch key */
+            __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
         hl_release_on_error(&op->rel, code, now);
         break;
     case OP_RENEW: /* trouble: retried at the next tick */
@@ -1683,7 +1685,10 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
     op->link = lk;
     hl_hold_owner(op->owner, l->kind, c->t.id, tid);
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    snprintf(op->rid, sizeof op->rid, "%s:%" PRIu64, c->t.id, seq);
+    /* "<client>:e<latch epoch>:<seq>", as lock.c */
+    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
+                              __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+        snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq); /* cannot happen */
     as_hold *h = hold_find(a, l, tid);
     int64_t lease = h && !h->watchdog ? h->lease_ms : 0; /* 0: the watchdog lease */
     if (hl_release_init(&op->rel, l->kind, &l->names, op->owner, lease,

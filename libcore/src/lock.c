@@ -377,10 +377,10 @@ static void latch_key(char *buf, size_t len, hilock_client *c, const hl_names *n
         buf[0] = 0; /* cannot happen: buf has room for the longest name */
 }
 
-/* An attempt's reply was lost (resent, settled or left to the drain): a late
- * copy of it may still reach the server. Later calls use another latch key,
- * so they cannot overwrite the answer (or the "given up" mark) that copy
- * must find. */
+/* An attempt's or a release's reply was lost (resent, settled or left to
+ * the drain): a late copy of it may still reach the server. Later calls use
+ * other latch keys (acquire and unlock), so they cannot overwrite the answer
+ * (or the "given up" mark) that copy must find. */
 static void latch_move_on(hilock_client *c, const hl_cmd *cmd)
 {
     if (cmd->reply_lost || cmd->drained)
@@ -735,7 +735,12 @@ int hl_lock_release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, hl_r
     r->confirmed_at = 0;
     r->stopped = hl_wd_release(&c->t, l, tid, &r->confirmed_at);
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    snprintf(r->rid, sizeof r->rid, "%s:%" PRIu64, c->t.id, seq);
+    /* "<client>:e<latch epoch>:<seq>": the engine keeps the answer in the
+     * owner's unlock latch of this epoch (proto_release.c); the read-write
+     * sides get a key per request, unique across clients */
+    if (hl_release_request_id(r->rid, sizeof r->rid, c->t.id,
+                              __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+        snprintf(r->rid, sizeof r->rid, "%" PRIu64, seq); /* cannot happen */
     pthread_mutex_lock(&l->mu);
     int64_t lease = r->stopped ? 0 : l->last_lease_ms; /* 0: the watchdog lease */
     pthread_mutex_unlock(&l->mu);
@@ -759,7 +764,7 @@ int hl_lock_release_next(hilock_lock *l, hl_rel *r)
 void hl_lock_release_feed(hilock_lock *l, hl_rel *r, int rc, redisReply *reply,
                           const char *err)
 {
-    (void)l;
+    latch_move_on(l->client, &r->m.cmd);
     if (err && *err)
         snprintf(r->err, sizeof r->err, "%s", err);
     if (rc) {

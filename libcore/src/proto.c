@@ -285,6 +285,34 @@ void hl_cmd_acquire_settle(hl_cmd *cmd, const char *latch_key, int64_t latch_ttl
     cmd_num(cmd, latch_ttl_ms > 0 ? latch_ttl_ms : 1);
 }
 
+/* A latch "<key>|<seq>" (seq all digits; the release machine's per-owner
+ * latch): the key as KEYS, the seq as the last argument. Else the whole
+ * string is the key and no seq is sent. */
+static void cmd_latch(hl_cmd *c, const char *latch_key, const char **seq, size_t *seq_len)
+{
+    const char *bar = strrchr(latch_key, '|');
+    *seq = NULL;
+    *seq_len = 0;
+    if (bar && bar[1] && strspn(bar + 1, "0123456789") == strlen(bar + 1)) {
+        c->argv[c->argc] = latch_key;
+        c->argvlen[c->argc] = (size_t)(bar - latch_key);
+        c->argc++;
+        *seq = bar + 1;
+        *seq_len = strlen(bar + 1);
+        return;
+    }
+    cmd_str(c, latch_key);
+}
+
+static void cmd_seq(hl_cmd *c, const char *seq, size_t len)
+{
+    if (!seq)
+        return;
+    c->argv[c->argc] = seq;
+    c->argvlen[c->argc] = len;
+    c->argc++;
+}
+
 void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                     int64_t lease_ms, const char *latch_key, int64_t latch_ttl_ms)
 {
@@ -292,26 +320,30 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
         hl_rw_cmd_release(cmd, kind, n, owner, lease_ms, latch_key, latch_ttl_ms);
         return;
     }
+    const char *seq;
+    size_t seq_len;
     if (kind == HILOCK_KIND_FAIR) {
         cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 5);
         cmd_fair_keys(cmd, n);
-        cmd_str(cmd, latch_key);
+        cmd_latch(cmd, latch_key, &seq, &seq_len);
         cmd_str(cmd, HL_MSG_UNLOCKED);
         cmd_num(cmd, lease_ms);
         cmd_str(cmd, owner);
         cmd_str(cmd, n->publish);
         cmd_num(cmd, latch_ttl_ms);
+        cmd_seq(cmd, seq, seq_len);
         return;
     }
     cmd_script(cmd, HL_SCRIPT_UNLOCK, 3);
     cmd_str(cmd, n->name);
     cmd_str(cmd, n->channel);
-    cmd_str(cmd, latch_key);
+    cmd_latch(cmd, latch_key, &seq, &seq_len);
     cmd_str(cmd, HL_MSG_UNLOCKED);
     cmd_num(cmd, lease_ms);
     cmd_str(cmd, owner);
     cmd_num(cmd, latch_ttl_ms);
     cmd_str(cmd, n->publish);
+    cmd_seq(cmd, seq, seq_len);
 }
 
 void hl_cmd_force(hl_cmd *cmd, hilock_kind kind, const hl_names *n)

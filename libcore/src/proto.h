@@ -491,6 +491,13 @@ HL_HIDDEN hl_action hl_release_next(hl_release *m, int64_t now_ms);
 HL_HIDDEN void hl_release_on_reply(hl_release *m, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_release_on_error(hl_release *m, int code, int64_t now_ms);
 HL_HIDDEN void hl_release_free(hl_release *m);
+/* A release request id "<client_id>:e<epoch>:<seq>" that opts in to the
+ * per-owner unlock latch (see proto_release.c): seq unique per release in
+ * the client, epoch the driver's count of lost replies (bumped after each,
+ * as for hl_acquire_latch_arg). Any other request id keeps a latch key per
+ * request. 0, or HILOCK_EINVAL when buf is too short. */
+HL_HIDDEN int hl_release_request_id(char *buf, size_t len, const char *client_id,
+                                    uint64_t epoch, uint64_t seq);
 /* The latch TTL for a client whose commands time out after command_timeout_ms. */
 HL_HIDDEN int64_t hl_latch_ttl(int64_t command_timeout_ms);
 

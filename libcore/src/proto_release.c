@@ -15,13 +15,52 @@ int64_t hl_latch_ttl(int64_t command_timeout_ms)
     return 2 * (command_timeout_ms > 0 ? command_timeout_ms : 0) + 1000;
 }
 
-static char *latch_key(const hl_names *n, const char *request_id)
+/* The unlock latch of one release. A request id ending in ":e<epoch>:<seq>"
+ * (hl_release_request_id) gives the reentrant, fenced and fair releases one
+ * latch per owner and epoch that the owner's releases overwrite,
+ * "<prefix>:<owner>:e<epoch>|<seq>" (hl_cmd_release sends the key and the
+ * seq apart; the script keeps "<seq>:<answer>"), so a pair leaves no key for
+ * the server to expire. A driver that builds such ids bumps its epoch after
+ * every lost reply, so later releases do not overwrite what a late copy of
+ * the lost one must find. Other request ids, and the read-write sides, get a
+ * key per request, "<prefix>:<request id>". */
+static int digits(const char *p, size_t n)
 {
-    size_t len = strlen(n->latch_prefix) + strlen(request_id) + 2;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+    return 1;
+}
+
+static char *latch_key(const hl_names *n, hilock_kind kind, const char *owner,
+                       const char *request_id)
+{
+    const char *seq = strrchr(request_id, ':'), *ep = NULL;
+    if (seq && digits(seq + 1, strlen(seq + 1)))
+        for (ep = seq; ep > request_id && ep[-1] != ':'; ep--)
+            ;
+    int per_owner = owner && ep && ep > request_id && ep[0] == 'e' &&
+                    digits(ep + 1, (size_t)(seq - ep - 1)) &&
+                    (kind == HILOCK_KIND_REENTRANT || kind == HILOCK_KIND_FENCED ||
+                     kind == HILOCK_KIND_FAIR);
+    size_t len = strlen(n->latch_prefix) + strlen(request_id) + (owner ? strlen(owner) : 0) + 3;
     char *k = malloc(len);
-    if (k)
+    if (!k)
+        return NULL;
+    if (per_owner)
+        snprintf(k, len, "%s:%s:%.*s|%s", n->latch_prefix, owner, (int)(seq - ep), ep, seq + 1);
+    else
         snprintf(k, len, "%s:%s", n->latch_prefix, request_id);
     return k;
+}
+
+int hl_release_request_id(char *buf, size_t len, const char *client_id, uint64_t epoch,
+                          uint64_t seq)
+{
+    int w = snprintf(buf, len, "%s:e%" PRIu64 ":%" PRIu64, client_id, epoch, seq);
+    return w < 0 || (size_t)w >= len ? HILOCK_EINVAL : 0;
 }
 
 int hl_release_init(hl_release *m, hilock_kind kind, const hl_names *n, const char *owner,
@@ -45,7 +84,7 @@ int hl_release_init(hl_release *m, hilock_kind kind, const hl_names *n, const ch
         m->state = RL_DONE;
         return HILOCK_EINVAL;
     }
-    if (!(m->latch = latch_key(n, request_id))) { /* both kinds have the unlock latch */
+    if (!(m->latch = latch_key(n, kind, owner, request_id))) { /* both kinds have the unlock latch */
         m->result = HILOCK_ENOMEM;
         m->state = RL_DONE;
         return HILOCK_ENOMEM;
@@ -203,7 +242,7 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
         bad = arg_i64(attempt, lease_at, &s->lease_ms) ||
               arg_copy(attempt, lease_at + 1, s->owner, sizeof s->owner);
     }
-    if (!bad && !(s->latch = latch_key(&s->names, request_id)))
+    if (!bad && !(s->latch = latch_key(&s->names, kind, s->owner, request_id)))
         rc = HILOCK_ENOMEM;
     if (bad || rc) {
         hl_settle_free(s);

@@ -17,7 +17,8 @@
 #include "proto.h"
 
 static hl_names N;
-static const char *OWNER = "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:42";
+#define OWNER_LIT "0d3c7d6e-5f3a-4c1e-9b1e-1234567890ab:42"
+static const char *OWNER = OWNER_LIT;
 
 
 static int arg_is(const hl_cmd *c, int i, const char *s)
@@ -41,10 +42,13 @@ static void t_release_partial_keeps_lease(void)
     hl_release m;
     /* acquired with a 7 s lease; the watchdog lease is 30 s */
     CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 7000, 30000,
-                                          "cid:1", 1000, 0, 100), 0);
+                                          "cid:e0:1", 1000, 0, 100), 0);
     CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
     CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_UNLOCK);
-    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:cid:1"));
+    /* the owner's latch (request id "<client>:e<epoch>:<seq>"), the seq sent apart */
+    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0"));
+    CU_ASSERT_EQUAL(m.cmd.argc, 12);
+    CU_ASSERT(arg_is(&m.cmd, 11, "1"));
     CU_ASSERT(arg_is(&m.cmd, 7, "7000")); /* the acquire's lease, not 30000 */
     CU_ASSERT(arg_is(&m.cmd, 8, OWNER));
     CU_ASSERT(arg_is(&m.cmd, 9, "3000")); /* latch ttl: 2 x command timeout + 1 s */
@@ -57,11 +61,13 @@ static void t_release_partial_keeps_lease(void)
     hl_release_free(&m);
 
     /* no lease known: the watchdog lease */
-    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_FAIR, &N, OWNER, 0, 30000, "cid:2",
+    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_FAIR, &N, OWNER, 0, 30000, "cid:e0:2",
                                           1000, 0, 100), 0);
     CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
     CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_FAIR_UNLOCK);
-    CU_ASSERT(arg_is(&m.cmd, 7, "redisson_unlock_latch:{res:1}:cid:2")); /* fair has one too */
+    CU_ASSERT(arg_is(&m.cmd, 7, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0")); /* fair too */
+    CU_ASSERT_EQUAL(m.cmd.argc, 14);
+    CU_ASSERT(arg_is(&m.cmd, 13, "2"));
     CU_ASSERT(arg_is(&m.cmd, 9, "30000"));
     FEED_REL(&m, ":0\r\n", 101);
     CU_ASSERT_EQUAL(hl_release_next(&m, 101), HL_ACT_DONE);
@@ -75,6 +81,9 @@ static void t_release_not_owner_and_errors(void)
     hl_release m;
     hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:3", 1000, 0, 0);
     CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    /* a request id without an epoch: a latch key of its own, no seq */
+    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:cid:3"));
+    CU_ASSERT_EQUAL(m.cmd.argc, 11);
     FEED_REL(&m, ":-1\r\n", 1);
     CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_DONE);
     CU_ASSERT_EQUAL(m.result, HILOCK_ENOTOWNER);
@@ -105,7 +114,7 @@ static void t_release_not_owner_and_errors(void)
 static void t_release_noscript_then_retry(void)
 {
     hl_release m;
-    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:6", 1000, 0, 0);
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:e0:6", 1000, 0, 0);
     CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
     CU_ASSERT(arg_is(&m.cmd, 0, "EVALSHA"));
     FEED_REL(&m, "-NOSCRIPT No matching script.\r\n", 1);
@@ -115,7 +124,8 @@ static void t_release_noscript_then_retry(void)
     hl_release_on_error(&m, HILOCK_ECONN, 2);
     CU_ASSERT_EQUAL(hl_release_next(&m, 2), HL_ACT_SEND);
     CU_ASSERT(arg_is(&m.cmd, 0, "EVAL"));
-    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:cid:6"));
+    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0"));
+    CU_ASSERT(arg_is(&m.cmd, 11, "6")); /* the same latch and seq when sent again */
     hl_release_on_error(&m, HILOCK_ECONN, 3);
     CU_ASSERT_EQUAL(hl_release_next(&m, 3), HL_ACT_DONE);
     CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
@@ -156,14 +166,15 @@ static void t_settle_late_grant_released(void)
     hl_cmd a;
     hl_cmd_acquire(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1);
     hl_settle s;
-    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "spublish", "cid:9", 1000, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "spublish", "cid:e0:9", 1000, 0), 0);
     CU_ASSERT_EQUAL(hl_settle_next(&s, 0), HL_ACT_WAIT);
     CU_ASSERT_EQUAL(s.sleep_ms, HL_SETTLE_MAX_MS);
     FEED_SET(&s, "*2\r\n:1\r\n:1\r\n", 10); /* the late grant */
     CU_ASSERT_EQUAL(hl_settle_next(&s, 10), HL_ACT_SEND);
     CU_ASSERT(arg_is(&s.cmd, 0, "EVAL")); /* the body: no NOSCRIPT round */
     CU_ASSERT(arg_is(&s.cmd, 3, "res:1"));
-    CU_ASSERT(arg_is(&s.cmd, 5, "redisson_unlock_latch:{res:1}:cid:9"));
+    CU_ASSERT(arg_is(&s.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0"));
+    CU_ASSERT(arg_is(&s.cmd, 11, "9"));
     CU_ASSERT(arg_is(&s.cmd, 7, "9000"));
     CU_ASSERT(arg_is(&s.cmd, 8, OWNER));
     CU_ASSERT(arg_is(&s.cmd, 10, "spublish"));

@@ -438,6 +438,51 @@ static void latch_case(hilock_kind kind)
     redisFree(ctx);
 }
 
+/* The per-owner unlock latch ("<key>|<seq>"): the same release sent again
+ * replays its answer, the owner's next release overwrites the one key. */
+static void t_unlock_latch_per_owner(void)
+{
+    hilock_kind kinds[] = {HILOCK_KIND_REENTRANT, HILOCK_KIND_FAIR};
+    for (int k = 0; k < 2; k++) {
+        redisContext *ctx = th_redis_connect(&srv);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+        hl_names n;
+        CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "res:ulatch"), 0);
+        char key[256], arg[300];
+        snprintf(key, sizeof key, "%s:%s:e0", n.latch_prefix, OWNER);
+        redisReply *r = redisCommand(ctx, "DEL res:ulatch %s", key);
+        freeReplyObject(r);
+        hl_cmd c;
+        hl_release_result rr;
+        for (int i = 0; i < 2; i++) { /* two holds */
+            memset(&c, 0, sizeof c);
+            hl_cmd_acquire(&c, kinds[k], &n, OWNER, 20000, 5000);
+            freeReplyObject(run_cmd(ctx, &c));
+        }
+        int64_t want[] = {1, 1, 0}; /* seq 1, seq 1 again (replayed), seq 2 */
+        const char *seqs[] = {"1", "1", "2"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(arg, sizeof arg, "%s|%s", key, seqs[i]);
+            memset(&c, 0, sizeof c);
+            hl_cmd_release(&c, kinds[k], &n, OWNER, 20000, arg, 4000);
+            r = run_cmd(ctx, &c);
+            CU_ASSERT_EQUAL(hl_decode_release(r, &rr), 0);
+            CU_ASSERT_EQUAL(rr.not_owner, 0);
+            CU_ASSERT_EQUAL(rr.remaining, want[i]);
+            freeReplyObject(r);
+        }
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS res:ulatch"), 0);
+        char v[64] = "";
+        CU_ASSERT_EQUAL(th_redis_str(&srv, v, sizeof v, "GET %s", key), 0);
+        CU_ASSERT_STRING_EQUAL(v, "2:0");
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s|2", key), 0); /* no key per release */
+        r = redisCommand(ctx, "DEL %s", key);
+        freeReplyObject(r);
+        hl_names_free(&n);
+        redisFree(ctx);
+    }
+}
+
 static void t_acquire_latch(void)
 {
     latch_case(HILOCK_KIND_REENTRANT);
@@ -1079,6 +1124,7 @@ int main(void)
     CU_add_test(s, "EVALSHA to EVAL", t_cmd_to_eval);
     CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
     CU_add_test(s, "acquire latch: one per owner, replay, given up", t_acquire_latch);
+    CU_add_test(s, "unlock latch: one per owner, replay", t_unlock_latch_per_owner);
     CU_add_test(s, "decode acquire", t_decode_acquire);
     CU_add_test(s, "decode release", t_decode_release);
     CU_add_test(s, "decode int/hold count/noscript", t_decode_int_holdcount_noscript);
