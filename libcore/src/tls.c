@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 
 #include "transport.h"
+#include "transport_impl.h"
 
 #ifdef HILOCK_TLS
 #include <openssl/err.h>

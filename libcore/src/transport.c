@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "transport.h"
+#include "transport_impl.h"
 
 void hl_transport_init(hl_transport *c)
 {

@@ -21,7 +21,9 @@
 
 /* Everything the transport keeps for one client (defined at the end). The
  * API's client handle embeds one; transport functions take it and name it c
- * (as they did when they took the client handle). */
+ * (as they did when they took the client handle). This header declares
+ * what the API calls and the structs hl_transport embeds; what transport
+ * files call in each other is in transport_impl.h. */
 typedef struct hl_transport hl_transport;
 
 /* ---- conn.c: connecting, reading replies; exec.c: running commands ---- */
@@ -31,51 +33,20 @@ typedef struct hl_tls hl_tls;
 /* The client's TLS context from ep's settings; *out stays NULL when ep is
  * not TLS. 0, HILOCK_EINVAL (bad files, built without TLS) or ENOMEM. */
 HL_HIDDEN int hl_tls_new(hl_tls **out, const hl_endpoint *ep, char *err);
-HL_HIDDEN void hl_tls_free(hl_tls *t);
-/* TLS handshake on a fresh connection to host, bounded by timeout_ms.
- * 0, or -1 with *code (HILOCK_ETLS: certificate or TLS-level refusal;
- * HILOCK_ECONN: closed or silent peer) and err set; ctx stays usable only
- * for redisFree then. */
-HL_HIDDEN int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
-                               const char *server_name, int64_t timeout_ms, const char *where,
-                               int *code, char *err);
 /* Start TLS on a fresh non-blocking context (hiredis async) to host: the
  * handshake continues with the context's reads and writes. 0, or -1 with
  * *code and err set. */
 HL_HIDDEN int hl_tls_start(hl_tls *t, redisContext *ctx, const char *host,
                            const char *server_name, int *code, char *err);
-HL_HIDDEN int hl_tls_available(void);
 /* After a failed read or write on a TLS connection: 1 when OpenSSL saw a
  * TLS-level refusal (e.g. the server's "certificate required" alert, which
  * TLS 1.3 delivers after the handshake), its reason in buf; else 0. */
 HL_HIDDEN int hl_tls_refused(char *buf, size_t len);
 
-/* Connect, AUTH, SELECT within timeout_ms (each step). Returns a context or
- * NULL with *code and err set. Sentinel: to the current master; cluster: to
- * the first seed that answers. */
-HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
-                                   int64_t command_timeout_ms, int *code, char *err);
-/* Ask sentinel i of ep (a fresh connection) where the master is. 0, or -1
- * with err set. */
-HL_HIDDEN int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
-                                 size_t hostlen, int *port, char *err);
-/* Reading replies on our blocking contexts (conn.c): hiredis's
- * redisGetReply/redisCommand(Argv), except that one reply may not bring
- * more than HL_REPLY_MAX_BYTES (REDIS_ERR_PROTOCOL on the context). A
- * transport thread that polls its own connection reads with hl_read_replies
- * (transport_impl.h). */
-HL_HIDDEN int hl_get_reply(redisContext *c, void **reply);
+/* hiredis's redisCommand on our blocking contexts, except that one reply
+ * may not bring more than HL_REPLY_MAX_BYTES (REDIS_ERR_PROTOCOL on the
+ * context); transport_impl.h has the argv form and the reader loops. */
 HL_HIDDEN redisReply *hl_command(redisContext *c, const char *fmt, ...);
-HL_HIDDEN redisReply *hl_command_argv(redisContext *c, int argc, const char **argv,
-                                      const size_t *argvlen);
-/* A connection to sentinel i of ep (TLS and the sentinels' own AUTH as ep
- * says), or NULL with *code and err set. */
-HL_HIDDEN redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms,
-                                            int *code, char *err);
-/* Connect to one given server with ep's credentials. */
-HL_HIDDEN redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host, int port,
-                                        int64_t connect_timeout_ms,
-                                        int64_t command_timeout_ms, int *code, char *err);
 
 typedef struct hl_pool {
     pthread_mutex_t mu;
@@ -100,11 +71,6 @@ HL_HIDDEN int hl_exec(hl_transport *c, hl_cmd *cmd, redisReply **reply,
  * replicas exist and none acknowledged within replica_ack_timeout_ms. */
 HL_HIDDEN int hl_exec_acked(hl_transport *c, hl_cmd *cmd, redisReply **reply,
                             int64_t timeout_ms, char *err, int *acked);
-/* Run several commands pipelined, one connection per node (watchdog
- * batches). replies[i] NULL where that command got no reply. HILOCK_ECONN
- * (err set) when any node failed; the others' replies are still filled. */
-HL_HIDDEN int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n,
-                               redisReply **replies, char *err);
 
 /* ---- pubsub.c: one listener connection + thread per client ---- */
 typedef struct hl_waiter {
@@ -136,7 +102,6 @@ HL_HIDDEN void hl_notify_fire(hl_notify *nt);
 /* Sleep until fired or ms pass (ms < 0: until fired); clears the flag.
  * 1 when it was fired. */
 HL_HIDDEN int hl_notify_wait(hl_notify *nt, int64_t ms);
-
 
 typedef struct hl_pubsub {
     pthread_mutex_t mu;
@@ -179,7 +144,6 @@ HL_HIDDEN void hl_sub_notify(hl_waiter *w, hl_notify *nt);
  * pass: a wake this waiter does not want is handed to the next waiter of
  * the channel not woken yet (as unregistering does), and 0 returned. */
 HL_HIDDEN int hl_sub_take(hl_waiter *w, int pass, int *moved);
-HL_HIDDEN void hl_pubsub_shutdown(hl_transport *c);
 
 /* ---- drain.c: settles acquire attempts whose reply timed out ---- */
 typedef struct hl_drain_item hl_drain_item;
@@ -194,21 +158,10 @@ typedef struct hl_drainer {
     uint64_t seq;
 } hl_drainer;
 
-/* Take over ctx, on which the acquire attempt cmd was sent and timed out:
- * wait (up to HL_SETTLE_MAX_MS) for its late reply on that same connection
- * and undo its effect (release a grant, leave the fair line). Returns 0, or
- * -1 when it could not (ctx is then freed by the caller). */
-HL_HIDDEN int hl_drain_add(hl_transport *c, struct hl_node *node, redisContext *ctx,
-                           const hl_cmd *cmd);
 /* At most this many attempts per node wait to be settled: a node that has
  * them is stalled (or its connection is), and every new attempt would park
  * one more connection there. */
 #define HL_SETTLE_PER_NODE 1
-/* 1 when node has fewer than HL_SETTLE_PER_NODE attempts waiting to be
- * settled, after waiting up to wait_ms (0: no wait) for one to end. */
-HL_HIDDEN int hl_drain_node_ready(hl_transport *c, struct hl_node *node,
-                                  int64_t wait_ms);
-HL_HIDDEN void hl_drain_shutdown(hl_transport *c);
 
 /* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
 typedef struct hl_sentinel_watch {
@@ -222,10 +175,6 @@ typedef struct hl_sentinel_watch {
 /* Start watching (sentinel clients); 0 or an error code. */
 HL_HIDDEN int hl_sentinel_start(hl_transport *c, char *err);
 HL_HIDDEN void hl_sentinel_stop(hl_transport *c);
-/* The master changed: drop every connection to the old one. */
-HL_HIDDEN void hl_master_switched(hl_transport *c);
-/* Wake the pub/sub listener so it notices a master switch. */
-HL_HIDDEN void hl_pubsub_poke(hl_transport *c);
 
 /* ---- watchdog.c: one renewal thread per client ---- */
 typedef struct hl_wd_entry {
@@ -256,14 +205,6 @@ typedef struct hl_deferred {
     void *arg;
 } hl_deferred;
 
-/* A hold whose renewals go unconfirmed for lease - margin since the last
- * confirmed one is reported lost (the server's copy ends at lease at the
- * latest, and another client may take it then). margin = lease / 5: renewals
- * go out every lease / 3, so two of them can fail before the report. A
- * renewal blocked on a dead link delays the report by up to one command
- * timeout (keep it below the margin). */
-HL_HIDDEN int64_t hl_wd_margin_ms(const hl_transport *c);
-
 typedef struct hl_watchdog {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* wakes the thread (stop) and waiters of inflight */
@@ -287,9 +228,7 @@ HL_HIDDEN int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const h
  * (so hl_wd_readd can undo it if the release left holds), 0 otherwise. */
 HL_HIDDEN int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid,
                             int64_t *confirmed_at);
-HL_HIDDEN void hl_wd_forget(hl_transport *c, const void *holder, uint64_t tid);
 HL_HIDDEN void hl_wd_forget_lock(hl_transport *c, const void *holder);
-HL_HIDDEN void hl_wd_shutdown(hl_transport *c, int from_watchdog);
 /* 1 when the calling thread is c's watchdog thread (so: inside a lost
  * callback of one of c's handles). */
 HL_HIDDEN int hl_wd_on_thread(hl_transport *c);
@@ -316,17 +255,10 @@ typedef struct hl_node {
     int64_t replicas_seen_at; /* monotonic ms of that reading, 0 = never (atomic) */
 } hl_node;
 
-/* The node for a key (cluster: by its hash slot), never NULL. */
-HL_HIDDEN hl_node *hl_route(hl_transport *c, const char *key, size_t len);
-/* Cluster: node for host:port, added when new (reusing a retired entry
- * nobody uses when the table holds max_nodes); NULL when full/no memory. */
-HL_HIDDEN hl_node *hl_node_get(hl_transport *c, const char *host, int port);
 /* Cluster: reload the slot map from any node. 0 or HILOCK_ECONN. */
 HL_HIDDEN int hl_cluster_refresh(hl_transport *c, char *err);
 HL_HIDDEN redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
                                         char *err);
-/* forked: in a child after fork(), free memory only (no destroy calls). */
-HL_HIDDEN void hl_node_free(hl_node *n, int forked);
 /* Create the client's node(s): one outside cluster mode, none in it (the
  * slot map brings them). 0 or HILOCK_ENOMEM. */
 HL_HIDDEN int hl_nodes_init(hl_transport *c, char *err);
@@ -367,7 +299,6 @@ typedef struct hl_fan {
     int64_t deadline;
 } hl_fan;
 HL_HIDDEN void hl_exec_fan(hl_fan *reqs, size_t n);
-
 
 /* How the transport reports to the layer above, which sets these before
  * the first thread starts. The transport never calls up otherwise. */
@@ -421,7 +352,5 @@ HL_HIDDEN void hl_transport_free(hl_transport *c, int forked);
 HL_HIDDEN void hl_transport_shutdown(hl_transport *c, int from_watchdog);
 /* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
 HL_HIDDEN int hl_transport_check(hl_transport *c, char *err);
-/* Hand msg to sinks.error (when set). */
-HL_HIDDEN void hl_transport_report(hl_transport *c, const char *msg);
 
 #endif

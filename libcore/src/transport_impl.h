@@ -46,4 +46,105 @@ HL_HIDDEN int hl_pool_has_free(hl_node *n);
  * command sent on it never ran (fanout.c). */
 HL_HIDDEN int hl_conn_stale(const redisContext *ctx);
 
+/* ---- what transport files call in each other (the API does not) ---- */
+
+/* hiredis's redisGetReply/redisCommandArgv on our blocking contexts, with
+ * the same bound on one reply as hl_command (transport.h). */
+HL_HIDDEN int hl_get_reply(redisContext *c, void **reply);
+HL_HIDDEN redisReply *hl_command_argv(redisContext *c, int argc, const char **argv,
+                                      const size_t *argvlen);
+
+/* TLS handshake on a fresh connection to host, bounded by timeout_ms.
+ * 0, or -1 with *code (HILOCK_ETLS: certificate or TLS-level refusal;
+ * HILOCK_ECONN: closed or silent peer) and err set; ctx stays usable only
+ * for redisFree then. */
+HL_HIDDEN int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
+                               const char *server_name, int64_t timeout_ms, const char *where,
+                               int *code, char *err);
+
+/* 1 when the library was built with TLS. */
+HL_HIDDEN int hl_tls_available(void);
+
+/* Connect, AUTH, SELECT within timeout_ms (each step). Returns a context or
+ * NULL with *code and err set. Sentinel: to the current master; cluster: to
+ * the first seed that answers. */
+HL_HIDDEN redisContext *hl_connect(const hl_endpoint *ep, int64_t connect_timeout_ms,
+                                   int64_t command_timeout_ms, int *code, char *err);
+
+/* Ask sentinel i of ep (a fresh connection) where the master is. 0, or a
+ * HILOCK_E* code with err set (EAUTH/ETLS when the sentinel refused us). */
+HL_HIDDEN int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
+                                 size_t hostlen, int *port, char *err);
+
+/* A connection to sentinel i of ep (TLS and the sentinels' own AUTH as ep
+ * says), or NULL with *code and err set. */
+HL_HIDDEN redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms,
+                                            int *code, char *err);
+
+/* Connect to one given server with ep's credentials. */
+HL_HIDDEN redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host, int port,
+                                        int64_t connect_timeout_ms,
+                                        int64_t command_timeout_ms, int *code, char *err);
+
+/* Run several commands pipelined, one connection per node (watchdog
+ * batches). replies[i] NULL where that command got no reply. HILOCK_ECONN
+ * (err set) when any node failed; the others' replies are still filled. */
+HL_HIDDEN int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n,
+                               redisReply **replies, char *err);
+
+/* Take over ctx, on which the acquire attempt cmd was sent and timed out:
+ * wait (up to HL_SETTLE_MAX_MS) for its late reply on that same connection
+ * and undo its effect (release a grant, leave the fair line). Returns 0, or
+ * -1 when it could not (ctx is then freed by the caller). */
+HL_HIDDEN int hl_drain_add(hl_transport *c, struct hl_node *node, redisContext *ctx,
+                           const hl_cmd *cmd);
+
+/* 1 when node has fewer than HL_SETTLE_PER_NODE attempts waiting to be
+ * settled, after waiting up to wait_ms (0: no wait) for one to end. */
+HL_HIDDEN int hl_drain_node_ready(hl_transport *c, struct hl_node *node,
+                                  int64_t wait_ms);
+
+/* Stop the drain thread; attempts still waiting are given up. */
+HL_HIDDEN void hl_drain_shutdown(hl_transport *c);
+
+/* The master changed: drop every connection to the old one. */
+HL_HIDDEN void hl_master_switched(hl_transport *c);
+
+/* Wake the pub/sub listener so it notices a master switch. */
+HL_HIDDEN void hl_pubsub_poke(hl_transport *c);
+
+/* Stop every node's listener and wake its waiters. */
+HL_HIDDEN void hl_pubsub_shutdown(hl_transport *c);
+
+/* A hold whose renewals go unconfirmed for lease - margin since the last
+ * confirmed one is reported lost (the server's copy ends at lease at the
+ * latest, and another client may take it then). margin = lease / 5: renewals
+ * go out every lease / 3, so two of them can fail before the report. A
+ * renewal blocked on a dead link delays the report by up to one command
+ * timeout (keep it below the margin). */
+HL_HIDDEN int64_t hl_wd_margin_ms(const hl_transport *c);
+
+/* Stop renewing (holder, tid) at once, whatever its hold count. */
+HL_HIDDEN void hl_wd_forget(hl_transport *c, const void *holder, uint64_t tid);
+
+/* Stop the watchdog thread (from_watchdog: it is the caller, detached
+ * instead of joined) and drop every entry. */
+HL_HIDDEN void hl_wd_shutdown(hl_transport *c, int from_watchdog);
+
+/* The node for a key (cluster: by its hash slot), never NULL. */
+HL_HIDDEN hl_node *hl_route(hl_transport *c, const char *key, size_t len);
+
+/* Cluster: node for host:port, added when new (reusing a retired entry
+ * nobody uses when the table holds max_nodes); NULL when full/no memory. */
+HL_HIDDEN hl_node *hl_node_get(hl_transport *c, const char *host, int port);
+
+/* forked: in a child after fork(), free memory only (no destroy calls). */
+HL_HIDDEN void hl_node_free(hl_node *n, int forked);
+
+/* Hand msg to sinks.error (when set). */
+HL_HIDDEN void hl_transport_report(hl_transport *c, const char *msg);
+
+/* NULL-safe. */
+HL_HIDDEN void hl_tls_free(hl_tls *t);
+
 #endif

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "transport.h"
+#include "transport_impl.h"
 
 static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
 {
