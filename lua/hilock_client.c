@@ -584,6 +584,103 @@ static int lock_tostring(lua_State *L)
     return 1;
 }
 
+/* c:inspect(name) -> what is stored under the name (hilock_inspect):
+ * {name, kind, locked, key_type, lease (seconds; -2 no key, -1 no expiry),
+ *  mode (read-write: "read"/"write", else nil), holders = {{owner, holds,
+ *  role}}, queue = {{owner, deadline_in (seconds, nil when none),
+ *  deadline_ms}}, token, server_time_ms, note (nil when none)} | nil, err */
+static void set_lstr(lua_State *L, const char *k, const char *v, size_t len)
+{
+    lua_pushlstring(L, v, len);
+    lua_setfield(L, -2, k);
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v)
+{
+    lhl_push_i64(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void push_seconds(lua_State *L, int64_t ms)
+{
+    if (ms < 0)
+        lhl_push_i64(L, ms);
+    else
+        lua_pushnumber(L, (lua_Number)ms / 1000.0);
+}
+
+static void push_info(lua_State *L, const hilock_lock_info *v)
+{
+    static const char *const roles[] = {"exclusive", "read", "write"};
+    lua_newtable(L);
+    set_lstr(L, "name", v->name, strlen(v->name));
+    lua_pushstring(L, hilock_info_kind_name(v->kind));
+    lua_setfield(L, -2, "kind");
+    lua_pushboolean(L, v->locked);
+    lua_setfield(L, -2, "locked");
+    set_lstr(L, "key_type", v->key_type, strlen(v->key_type));
+    push_seconds(L, v->lease_ms);
+    lua_setfield(L, -2, "lease");
+    if (v->mode[0])
+        set_lstr(L, "mode", v->mode, strlen(v->mode));
+    if (v->note[0])
+        set_lstr(L, "note", v->note, strlen(v->note));
+    set_int(L, "token", v->token);
+    set_int(L, "server_time_ms", v->server_time_ms);
+    lua_createtable(L, (int)v->nholders, 0);
+    for (size_t i = 0; i < v->nholders; i++) {
+        const hilock_holder_info *h = &v->holders[i];
+        lua_createtable(L, 0, 3);
+        set_lstr(L, "owner", h->owner, h->owner_len);
+        if (h->holds >= 0)
+            set_int(L, "holds", h->holds);
+        lua_pushstring(L, (unsigned)h->role < 3 ? roles[h->role] : "exclusive");
+        lua_setfield(L, -2, "role");
+        lua_rawseti(L, -2, (int)i + 1);
+    }
+    lua_setfield(L, -2, "holders");
+    lua_createtable(L, (int)v->nqueue, 0);
+    for (size_t i = 0; i < v->nqueue; i++) {
+        const hilock_waiter_info *w = &v->queue[i];
+        lua_createtable(L, 0, 3);
+        set_lstr(L, "owner", w->owner, w->owner_len);
+        if (w->deadline_ms >= 0) {
+            set_int(L, "deadline_ms", w->deadline_ms);
+            lua_pushnumber(L, (lua_Number)(w->deadline_ms - v->server_time_ms) / 1000.0);
+            lua_setfield(L, -2, "deadline_in");
+        }
+        lua_rawseti(L, -2, (int)i + 1);
+    }
+    lua_setfield(L, -2, "queue");
+}
+
+static int push_info_protected(lua_State *L)
+{
+    push_info(L, (const hilock_lock_info *)lua_touserdata(L, 1));
+    return 1;
+}
+
+static int client_inspect(lua_State *L)
+{
+    lclient *u = check_client(L, 1);
+    const char *name = lhl_check_name(L, 2);
+    if (!u->c)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "client is closed");
+    hilock_lock_info *v = NULL;
+    int rc = hilock_inspect(&v, u->c, name);
+    if (rc)
+        return lhl_push_fail(L, rc, hilock_client_errmsg(u->c));
+    /* building the table may raise (out of memory): in a protected call,
+     * so that v is freed whatever happens */
+    lua_pushcfunction(L, push_info_protected);
+    lua_pushlightuserdata(L, v);
+    int st = lua_pcall(L, 1, 1, 0);
+    hilock_lock_info_free(v);
+    if (st != 0)
+        return lua_error(L);
+    return 1;
+}
+
 static const luaL_Reg client_methods[] = {
     {"lock", client_lock},
     {"fair_lock", client_fair_lock},
@@ -593,6 +690,7 @@ static const luaL_Reg client_methods[] = {
     {"semaphore", lhl_client_semaphore},
     {"permit_semaphore", lhl_client_permit_semaphore},
     {"latch", lhl_client_latch},
+    {"inspect", client_inspect},
     {"close", client_close},
     {"closed", client_closed},
     {"id", client_id},
