@@ -642,7 +642,8 @@ HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m);
 
 /*
  * hilock_async runs acquires, releases, force unlocks and queries of any
- * lock handle (reentrant, fair, read-write sides, fenced) without blocking: each call returns at once and the outcome
+ * lock handle (reentrant, fair, read-write sides, fenced), and multi-lock
+ * and Redlock acquires and releases, without blocking: each call returns at once and the outcome
  * comes later through a completion callback. The application's event loop
  * does the waiting, in the shape of libcurl's multi_socket API: the library
  * says which descriptors it needs watched (hilock_async_loop.watch) and when
@@ -757,6 +758,20 @@ typedef enum hilock_query {
 /* Ask q about l (tid: for IS_HELD and HOLD_COUNT; ignored otherwise). */
 HILOCK_API int hilock_async_query(hilock_async *a, hilock_lock *l, hilock_query q,
                                   uint64_t tid, hilock_async_cb cb, void *payload);
+/* Multi-lock and Redlock (hilock_multilock_new / hilock_redlock_new), as
+ * hilock_multilock_acquire_tid / _release_tid / _cancel: every member's
+ * request in flight at once, a waiting acquire sleeping on its members'
+ * unlock messages. acquire's value: the validity left (ms) of a fixed
+ * lease, -1 under the watchdog; release's: the members released. Member
+ * holds are ordinary holds of a (renewed by its watchdog, lost callback per
+ * member lock). */
+HILOCK_API int hilock_async_multilock_acquire(hilock_async *a, hilock_multilock *m,
+                                              uint64_t tid, int64_t wait_ms, int64_t lease_ms,
+                                              hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_multilock_release(hilock_async *a, hilock_multilock *m,
+                                              uint64_t tid, hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_multilock_cancel(int *cancelled, hilock_async *a,
+                                             hilock_multilock *m, uint64_t tid);
 /* 1 when a watchdog renewal of a found the hold of (l, tid) gone. */
 HILOCK_API int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l,
                                     uint64_t tid);

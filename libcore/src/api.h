@@ -149,6 +149,17 @@ HL_HIDDEN int hl_lock_try_once(struct hilock_lock *l, uint64_t tid, int64_t leas
 HL_HIDDEN int hl_lock_release_timeout(struct hilock_lock *l, uint64_t tid,
                                       int64_t timeout_ms);
 
+/* What a driver of its own (the non-blocking one, async.c) needs of a
+ * multi-lock: its members and rules, read once per operation. */
+typedef struct hl_ml_view {
+    struct hilock_lock *const *locks;
+    size_t n;
+    int redlock;
+    int64_t member_timeout_ms; /* 0: each client's command timeout */
+    int64_t watchdog_lease_ms; /* the members' shortest */
+} hl_ml_view;
+HL_HIDDEN void hl_multilock_view(struct hilock_multilock *m, hl_ml_view *v);
+
 /* hilock_client_close's work; from_watchdog: run by the watchdog thread
  * itself (it is detached instead of joined). */
 HL_HIDDEN void hl_client_close_now(struct hilock_client *c, int from_watchdog);

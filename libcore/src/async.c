@@ -10,6 +10,7 @@
  * hilock_async_on_io / on_timer / free. No lock decision is made here.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +107,9 @@ struct as_hold {
     as_op *renewing;      /* renewal in flight */
 };
 
-enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW };
+enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN };
+
+typedef struct as_ml as_ml;
 
 struct as_op {
     as_op *next;       /* in a->ops (all live operations) */
@@ -152,6 +155,12 @@ struct as_op {
     int watchdog;
     /* renewal */
     as_hold *hold;
+    /* multi-lock: the parent operation and its members' children */
+    as_op *parent;       /* a child (member acquire/release, listener) */
+    size_t index;        /* its member */
+    as_ml *ml;           /* a parent's state */
+    int64_t timeout_ms;  /* > 0: this operation's request timeout */
+    int confirmed;       /* listener: its subscription is confirmed */
     /* outcome */
     int done;
     int rc;
@@ -168,6 +177,7 @@ struct hilock_async {
     as_op *ready, **ready_tail;
     as_op *done, **done_tail; /* finished, callbacks not yet run: FIFO */
     as_settle *settles;
+    struct as_mlhold *mlholds;
     int in_dispatch;
     int free_later;
     int closing;
@@ -283,13 +293,32 @@ static void chan_remove(as_link *lk, as_chan *ch)
 }
 
 /* Wake op: its WAIT ends now (or its next WAIT does, when it is busy). */
+static void ml_listener_signal(as_op *listener);
+static void ml_listener_subscribed(as_op *listener, int ok);
+
 static void op_signal(as_op *op)
 {
+    if (op->type == OP_LISTEN) {
+        ml_listener_signal(op);
+        return;
+    }
     op->signaled = 1;
     if (op->waiting) {
         op->waiting = 0;
         op_queue(op);
     }
+}
+
+/* op's subscription is confirmed (ok) or failed. */
+static void sub_result(as_op *op, int ok)
+{
+    op->sub_pending = 0;
+    if (op->type == OP_LISTEN) {
+        ml_listener_subscribed(op, ok);
+        return;
+    }
+    hl_acquire_on_subscribed(&op->acq, ok, now_ms());
+    op_queue(op);
 }
 
 static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub);
@@ -390,9 +419,9 @@ static void chan_drop_waiters_sub(as_link *lk)
             o->chan = NULL;
             o->chan_next = NULL;
             if (o->sub_pending) {
-                o->sub_pending = 0;
-                hl_acquire_on_subscribed(&o->acq, 0, now_ms());
-                op_queue(o);
+                sub_result(o, 0);
+            } else if (o->type == OP_LISTEN) {
+                ml_listener_subscribed(o, 0); /* no longer wakes its parent */
             } else {
                 /* subscribe again, then retry: an unlock may have been missed */
                 o->resub_req = 1;
@@ -432,12 +461,11 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
                     chan_remove(lk, ch);
                 break;
             }
-            for (as_op *o = ch->waiters; o; o = o->chan_next)
-                if (o->sub_pending) {
-                    o->sub_pending = 0;
-                    hl_acquire_on_subscribed(&o->acq, 1, now_ms());
-                    op_queue(o);
-                }
+            for (as_op *o = ch->waiters, *nx; o; o = nx) {
+                nx = o->chan_next;
+                if (o->sub_pending)
+                    sub_result(o, 1);
+            }
             break;
         case HL_PS_UNSUBSCRIBE:
             if (ch->state != CH_UNSUBSCRIBING)
@@ -448,12 +476,11 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
             } else { /* a waiter came back meanwhile: subscribe again */
                 ch->state = CH_PENDING;
                 if (chan_cmd(k->a, lk, ch, 0) != 0) {
-                    for (as_op *o = ch->waiters; o; o = o->chan_next)
-                        if (o->sub_pending) {
-                            o->sub_pending = 0;
-                            hl_acquire_on_subscribed(&o->acq, 0, now_ms());
-                            op_queue(o);
-                        }
+                    for (as_op *o = ch->waiters, *nx; o; o = nx) {
+                        nx = o->chan_next;
+                        if (o->sub_pending)
+                            sub_result(o, 0);
+                    }
                 }
             }
             break;
@@ -667,7 +694,8 @@ static int op_send(as_op *op, hl_cmd *cmd)
         snprintf(op->err, sizeof op->err, "%s", op->a->errmsg);
         return HILOCK_ECONN;
     }
-    as_req *q = req_new(k, op->link->client->t.opts.command_timeout_ms);
+    as_req *q = req_new(k, op->timeout_ms > 0 ? op->timeout_ms
+                                              : op->link->client->t.opts.command_timeout_ms);
     if (!q)
         return HILOCK_ENOMEM;
     q->op = op;
@@ -1173,6 +1201,10 @@ static void step_release(as_op *op)
     op_finish(op, rc, rc ? 0 : op->rel.remaining);
 }
 
+static void step_ml_acquire(as_op *op);
+static void step_ml_release(as_op *op);
+static void ml_child_done(as_op *child);
+
 static void step(as_op *op)
 {
     if (op->done)
@@ -1195,6 +1227,14 @@ static void step(as_op *op)
     case OP_RELEASE:
         step_release(op);
         break;
+    case OP_ML_ACQUIRE:
+        step_ml_acquire(op);
+        break;
+    case OP_ML_RELEASE:
+        step_ml_release(op);
+        break;
+    case OP_LISTEN:
+        break;
     default:
         if (!op->inited) {
             op->inited = 1;
@@ -1215,8 +1255,12 @@ static void op_unlink(hilock_async *a, as_op *op)
         }
 }
 
+static void ml_free(as_ml *ml);
+
 static void op_free(as_op *op)
 {
+    if (op->ml)
+        ml_free(op->ml);
     if (op->type == OP_ACQUIRE && op->inited)
         hl_acquire_free(&op->acq);
     if (op->type == OP_RELEASE && op->inited)
@@ -1251,7 +1295,9 @@ static void process(hilock_async *a, int callbacks)
             if (!a->done)
                 a->done_tail = &a->done;
             op_unlink(a, d);
-            if (d->cb) {
+            if (d->parent) {
+                ml_child_done(d);
+            } else if (d->cb) {
                 snprintf(a->errmsg, sizeof a->errmsg, "%s", d->rc ? d->err : "");
                 d->cb(a, d->rc, d->value, d->payload);
             }
@@ -1322,6 +1368,501 @@ static void finish_call(hilock_async *a, int callbacks)
     rearm(a);
 }
 
+/* ---- multi-lock and Redlock ----
+ * The rules are the engine's (hl_ml_*): quorum, validity, success, what a
+ * failed attempt gives back, fatal errors, the outcome, how long to wait
+ * and on which member's message. Each member's part is an ordinary child
+ * operation (an acquire with wait 0, a release) on that member's client,
+ * all in flight at once; a waiting multi-lock listens to its members'
+ * channels through listener children. */
+
+typedef struct as_mlhold {
+    struct as_mlhold *next;
+    hilock_multilock *m;
+    uint64_t tid;
+    int count;
+} as_mlhold;
+
+enum { ML_START = 0, ML_TRIED, ML_UNDONE, ML_SUBS, ML_RELEASED };
+
+struct as_ml {
+    hilock_multilock *m;
+    hl_ml_view v;
+    int phase;
+    size_t pending;     /* children outstanding */
+    int *rc;            /* per member: its acquire's (or release's) answer */
+    int64_t *ttl;       /* held: the holder's PTTL */
+    unsigned char *ready; /* its listener was confirmed before the attempt */
+    as_op **listen;
+    hl_ml_member *mb;
+    int64_t lease_ms, wait_ms, deadline, vlease, t0, t1;
+    int reentry;
+    unsigned attempt;
+    uint64_t rng;
+    size_t ok, busy;
+    int first_err, fatal, listening;
+};
+
+static void ml_free(as_ml *ml)
+{
+    free(ml->rc);
+    free(ml->ttl);
+    free(ml->ready);
+    free(ml->listen);
+    free(ml->mb);
+    free(ml);
+}
+
+static as_mlhold *mlhold_find(hilock_async *a, const hilock_multilock *m, uint64_t tid)
+{
+    for (as_mlhold *h = a->mlholds; h; h = h->next)
+        if (h->m == m && h->tid == tid)
+            return h;
+    return NULL;
+}
+
+static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
+                     hilock_async_cb cb, void *payload);
+static as_link *link_get(hilock_async *a, hilock_client *c, int *rc);
+static int op_start(as_op *op);
+static int64_t latch_ttl(const hilock_client *c);
+
+/* Start member i's child (OP_ACQUIRE wait 0, or OP_RELEASE) of parent op. */
+static int ml_child(as_op *op, size_t i, int type)
+{
+    hilock_async *a = op->a;
+    as_ml *ml = op->ml;
+    hilock_lock *l = ml->v.locks[i];
+    hilock_client *c = l->client;
+    int rc = 0;
+    as_link *lk = link_get(a, c, &rc);
+    if (!lk)
+        return rc;
+    as_op *ch = op_new(a, type, l, op->tid, NULL, NULL);
+    if (!ch)
+        return HILOCK_ENOMEM;
+    ch->parent = op;
+    ch->index = i;
+    ch->link = lk;
+    ch->timeout_ms = ml->v.member_timeout_ms;
+    hl_hold_owner(ch->owner, l->kind, c->t.id, op->tid);
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    int64_t now = now_ms();
+    if (type == OP_ACQUIRE) {
+        ch->watchdog = ml->lease_ms <= 0;
+        ch->lease_ms = ml->lease_ms > 0 ? ml->lease_ms : c->t.opts.watchdog_lease_ms;
+        if (hl_acquire_latch_arg(ch->latch, sizeof ch->latch, &l->names, ch->owner,
+                                 __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+            ch->latch[0] = 0;
+        if (hl_acquire_init(&ch->acq, l->kind, &l->names, ch->owner, 0, ch->lease_ms,
+                            c->t.opts.fair_wait_window_ms, now) != 0)
+            goto nomem;
+        ch->inited = 1;
+        if (hl_acquire_set_latch(&ch->acq, ch->latch, latch_ttl(c)) != 0)
+            goto nomem;
+    } else {
+        snprintf(ch->rid, sizeof ch->rid, "%s:%" PRIu64, c->t.id, seq);
+        as_hold *h = hold_find(a, l, op->tid);
+        int64_t lease = h && !h->watchdog ? h->lease_ms : 0;
+        if (hl_release_init(&ch->rel, l->kind, &l->names, ch->owner, lease,
+                            c->t.opts.watchdog_lease_ms, ch->rid, c->t.opts.command_timeout_ms,
+                            0, now) != 0)
+            goto nomem;
+        ch->inited = 1;
+    }
+    ml->pending++;
+    op_queue(ch);
+    return 0;
+nomem:
+    op_unlink(a, ch);
+    op_free(ch);
+    return HILOCK_ENOMEM;
+}
+
+static void ml_child_done(as_op *child)
+{
+    as_op *op = child->parent;
+    as_ml *ml = op->ml;
+    if (child->type == OP_ACQUIRE || child->type == OP_RELEASE) {
+        ml->rc[child->index] = child->rc;
+        ml->ttl[child->index] = child->type == OP_ACQUIRE ? child->acq.last_ttl : 0;
+    }
+    if (ml->pending > 0 && --ml->pending == 0) {
+        ml->t1 = now_ms();
+        op_queue(op);
+    }
+}
+
+/* Listeners: member i's channel wakes its parent (engine: hl_ml_wakes_on). */
+static void ml_listener_signal(as_op *listener)
+{
+    as_op *op = listener->parent;
+    as_ml *ml = op ? op->ml : NULL;
+    size_t i = listener->index;
+    if (ml && op->waiting && ml->phase == ML_START && hl_ml_wakes_on(&ml->mb[i])) {
+        op->waiting = 0;
+        op_queue(op);
+        return;
+    }
+    /* not ours to use (our own take-back publishes there too): pass it on */
+    as_chan *ch = listener->chan;
+    for (as_op *o = ch ? listener->chan_next : NULL; o; o = o->chan_next)
+        if (o->type != OP_LISTEN && !o->signaled) {
+            op_signal(o);
+            break;
+        }
+}
+
+static void ml_listener_subscribed(as_op *listener, int ok)
+{
+    listener->confirmed = ok;
+    as_op *op = listener->parent;
+    if (!op || op->ml->phase != ML_SUBS)
+        return;
+    for (size_t i = 0; i < op->ml->v.n; i++)
+        if (op->ml->listen[i] && op->ml->listen[i]->sub_pending)
+            return;
+    op->waiting = 0; /* every subscription answered: try again now */
+    op_queue(op);
+}
+
+static void ml_stop_listening(as_op *op)
+{
+    as_ml *ml = op->ml;
+    for (size_t i = 0; ml && i < ml->v.n; i++) {
+        as_op *ls = ml->listen[i];
+        if (!ls)
+            continue;
+        ml->listen[i] = NULL;
+        chan_leave(ls);
+        op_unlink(op->a, ls);
+        op_free(ls);
+    }
+}
+
+static void ml_start_listening(as_op *op)
+{
+    as_ml *ml = op->ml;
+    hilock_async *a = op->a;
+    for (size_t i = 0; i < ml->v.n; i++) {
+        hilock_lock *l = ml->v.locks[i];
+        if (l->kind == HILOCK_KIND_FAIR)
+            continue; /* its unlock wakes only the head of its own line */
+        int rc = 0;
+        as_link *lk = link_get(a, l->client, &rc);
+        as_op *ls = lk ? op_new(a, OP_LISTEN, l, op->tid, NULL, NULL) : NULL;
+        if (!ls)
+            continue;
+        ls->parent = op;
+        ls->index = i;
+        ls->link = lk;
+        char owner[HL_OWNER_MAX];
+        hl_hold_owner(owner, l->kind, l->client->t.id, op->tid);
+        char *chname = hl_wait_channel(l->kind, &l->names, owner);
+        int j = chname ? chan_join(ls, chname) : -1;
+        free(chname);
+        if (j < 0) {
+            op_unlink(a, ls);
+            op_free(ls);
+            continue;
+        }
+        ls->confirmed = j > 0;
+        ml->listen[i] = ls;
+    }
+}
+
+static void ml_finish(as_op *op, int rc, int64_t value, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void ml_finish(as_op *op, int rc, int64_t value, const char *fmt, ...)
+{
+    ml_stop_listening(op);
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(op->err, sizeof op->err, fmt, ap);
+        va_end(ap);
+    }
+    op_finish(op, rc, value);
+}
+
+static const char *ml_kind(const as_ml *ml)
+{
+    return ml->v.redlock ? "redlock" : "multi-lock";
+}
+
+static void step_ml_acquire(as_op *op)
+{
+    hilock_async *a = op->a;
+    as_ml *ml = op->ml;
+    const size_t n = ml->v.n;
+    if (ml->pending)
+        return;
+    for (;;) {
+        int64_t now = now_ms();
+        switch (ml->phase) {
+        case ML_SUBS:
+        case ML_START: {
+            if (op->cancel_req) {
+                ml_finish(op, HILOCK_ECANCELED, 0, "%s: acquire by thread %" PRIu64 " cancelled",
+                          ml_kind(ml), op->tid);
+                return;
+            }
+            for (size_t i = 0; i < n; i++)
+                ml->ready[i] = ml->listen[i] && ml->listen[i]->confirmed;
+            ml->phase = ML_TRIED;
+            ml->t0 = now;
+            for (size_t i = 0; i < n; i++) {
+                int rc = ml_child(op, i, OP_ACQUIRE);
+                if (rc)
+                    ml->rc[i] = rc, ml->ttl[i] = 0;
+            }
+            if (ml->pending)
+                return;
+            ml->t1 = now_ms();
+            continue;
+        }
+        case ML_TRIED: {
+            ml->ok = ml->busy = 0;
+            ml->first_err = ml->fatal = 0;
+            for (size_t i = 0; i < n; i++) {
+                int rc = ml->rc[i];
+                if (rc == 0)
+                    ml->ok++;
+                else if (rc == HILOCK_ETIMEDOUT)
+                    ml->busy++;
+                else {
+                    if (!ml->first_err)
+                        ml->first_err = rc;
+                    if (hl_ml_fatal(ml->v.redlock, rc) && !ml->fatal)
+                        ml->fatal = rc;
+                }
+            }
+            int64_t validity = hl_ml_validity(ml->vlease, ml->t0, ml->t1);
+            if (hl_ml_success(ml->v.redlock, n, ml->ok, ml->fatal, validity)) {
+                as_mlhold *h = mlhold_find(a, ml->m, op->tid);
+                if (!h && (h = calloc(1, sizeof *h)) != NULL) {
+                    h->m = ml->m;
+                    h->tid = op->tid;
+                    h->next = a->mlholds;
+                    a->mlholds = h;
+                }
+                if (h)
+                    h->count++;
+                ml_finish(op, 0, ml->lease_ms > 0 ? validity : -1, NULL);
+                return;
+            }
+            /* give back what this attempt may have taken (engine's rule) */
+            ml->phase = ML_UNDONE;
+            for (size_t i = 0; i < n; i++)
+                if (hl_ml_take_back(ml->v.redlock, ml->reentry, ml->rc[i]))
+                    ml_child(op, i, OP_RELEASE); /* its answer does not matter */
+            if (ml->pending)
+                return;
+            continue;
+        }
+        case ML_UNDONE: {
+            if (ml->fatal) {
+                ml_finish(op, ml->fatal, 0, "%s: %zu of %zu taken: %s", ml_kind(ml), ml->ok, n,
+                          hilock_strerror(ml->fatal));
+                return;
+            }
+            if (op->cancel_req) {
+                ml_finish(op, HILOCK_ECANCELED, 0, "%s: acquire by thread %" PRIu64 " cancelled",
+                          ml_kind(ml), op->tid);
+                return;
+            }
+            if (ml->wait_ms == 0 || (ml->deadline >= 0 && now >= ml->deadline)) {
+                ml_finish(op, hl_ml_fail_code(ml->v.redlock, n, ml->ok, ml->busy, ml->first_err),
+                          0, "%s: %zu of %zu taken (need %zu)", ml_kind(ml), ml->ok, n,
+                          hl_ml_quorum(ml->v.redlock, n));
+                return;
+            }
+            int64_t left = ml->deadline < 0 ? -1 : ml->deadline - now;
+            if (!ml->listening) {
+                /* the first failure: listen to the members' unlock messages,
+                 * then try again once the subscriptions answered */
+                ml->listening = 1;
+                ml_start_listening(op);
+                ml->phase = ML_SUBS;
+                int pending = 0;
+                for (size_t i = 0; i < n; i++)
+                    pending |= ml->listen[i] && ml->listen[i]->sub_pending;
+                if (!pending)
+                    continue;
+                int64_t limit = ml->v.member_timeout_ms > 0
+                                    ? ml->v.member_timeout_ms
+                                    : ml->v.locks[0]->client->t.opts.command_timeout_ms;
+                if (left >= 0 && left < limit)
+                    limit = left;
+                op->waiting = 1;
+                op->wake_at = now + limit;
+                return;
+            }
+            ml->rng = ml->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            int64_t backoff = hl_ml_backoff(ml->attempt++, ml->rng >> 17);
+            for (size_t i = 0; i < n; i++) {
+                ml->mb[i].rc = ml->rc[i];
+                ml->mb[i].ttl_ms = ml->ttl[i];
+                ml->mb[i].wakeable = ml->ready[i];
+            }
+            int64_t s = hl_ml_wait_ms(ml->v.redlock, ml->mb, n,
+                                      ml->v.redlock && ml->ok >= hl_ml_quorum(1, n), backoff, left);
+            ml->phase = ML_START;
+            if (s == 0)
+                continue;
+            op->waiting = 1;
+            op->wake_at = s < 0 ? -1 : now + s;
+            return;
+        }
+        default:
+            return;
+        }
+    }
+}
+
+static void step_ml_release(as_op *op)
+{
+    hilock_async *a = op->a;
+    as_ml *ml = op->ml;
+    const size_t n = ml->v.n;
+    if (ml->pending)
+        return;
+    if (ml->phase == ML_START) {
+        ml->phase = ML_RELEASED;
+        for (size_t i = 0; i < n; i++) {
+            int rc = ml_child(op, i, OP_RELEASE);
+            if (rc)
+                ml->rc[i] = rc;
+        }
+        if (ml->pending)
+            return;
+    }
+    size_t ok = 0, notowner = 0;
+    int first_err = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ml->rc[i] == 0)
+            ok++;
+        else if (ml->rc[i] == HILOCK_ENOTOWNER)
+            notowner++;
+        else if (!first_err)
+            first_err = ml->rc[i];
+    }
+    as_mlhold *h = mlhold_find(a, ml->m, op->tid);
+    if (h && --h->count <= 0) {
+        for (as_mlhold **pp = &a->mlholds; *pp; pp = &(*pp)->next)
+            if (*pp == h) {
+                *pp = h->next;
+                break;
+            }
+        free(h);
+    }
+    int rc = hl_ml_release_code(ml->v.redlock, n, ok, notowner, first_err);
+    ml_finish(op, rc, (int64_t)ok, rc ? "%s release: %zu of %zu released" : NULL, ml_kind(ml),
+              ok, n);
+}
+
+/* A parent operation of type on m; its checks as op_check's. */
+static int ml_op_new(as_op **out, hilock_async *a, hilock_multilock *m, int type, uint64_t tid,
+                     hilock_async_cb cb, void *payload)
+{
+    *out = NULL;
+    if (!a || !m || !cb)
+        return HILOCK_EINVAL;
+    if (a->free_later)
+        return HILOCK_ECLOSED;
+    as_ml *ml = calloc(1, sizeof *ml);
+    if (!ml)
+        return HILOCK_ENOMEM;
+    ml->m = m;
+    hl_multilock_view(m, &ml->v);
+    size_t n = ml->v.n;
+    for (size_t i = 0; i < n; i++) {
+        char err[HL_ERRMSG_MAX];
+        int rc = hl_client_check(ml->v.locks[i]->client, err);
+        if (!rc && !link_get(a, ml->v.locks[i]->client, &rc))
+            rc = rc ? rc : HILOCK_ENOMEM;
+        if (rc) {
+            free(ml);
+            return rc;
+        }
+    }
+    ml->rc = calloc(n, sizeof *ml->rc);
+    ml->ttl = calloc(n, sizeof *ml->ttl);
+    ml->ready = calloc(n, 1);
+    ml->listen = calloc(n, sizeof *ml->listen);
+    ml->mb = calloc(n, sizeof *ml->mb);
+    as_op *op = ml->rc && ml->ttl && ml->ready && ml->listen && ml->mb
+                    ? op_new(a, type, NULL, tid, cb, payload)
+                    : NULL;
+    if (!op) {
+        ml_free(ml);
+        return HILOCK_ENOMEM;
+    }
+    op->ml = ml;
+    ml->rng = (uint64_t)now_ms() * 0x9E3779B97F4A7C15ULL ^ tid ^ (uint64_t)(uintptr_t)op;
+    *out = op;
+    return 0;
+}
+
+int hilock_async_multilock_acquire(hilock_async *a, hilock_multilock *m, uint64_t tid,
+                                   int64_t wait_ms, int64_t lease_ms, hilock_async_cb cb,
+                                   void *payload)
+{
+    if (hl_check_wait(wait_ms) || hl_check_lease(lease_ms))
+        return HILOCK_EINVAL;
+    as_op *op;
+    int rc = ml_op_new(&op, a, m, OP_ML_ACQUIRE, tid, cb, payload);
+    if (rc)
+        return rc;
+    as_ml *ml = op->ml;
+    ml->wait_ms = wait_ms;
+    ml->lease_ms = lease_ms > 0 ? lease_ms : 0;
+    ml->deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
+    ml->vlease = lease_ms > 0 ? lease_ms : ml->v.watchdog_lease_ms;
+    ml->reentry = mlhold_find(a, m, tid) != NULL;
+    return op_start(op);
+}
+
+int hilock_async_multilock_release(hilock_async *a, hilock_multilock *m, uint64_t tid,
+                                   hilock_async_cb cb, void *payload)
+{
+    as_op *op;
+    int rc = ml_op_new(&op, a, m, OP_ML_RELEASE, tid, cb, payload);
+    return rc ? rc : op_start(op);
+}
+
+int hilock_async_multilock_cancel(int *cancelled, hilock_async *a, hilock_multilock *m,
+                                  uint64_t tid)
+{
+    if (cancelled)
+        *cancelled = 0;
+    if (!a || !m)
+        return HILOCK_EINVAL;
+    if (a->free_later)
+        return HILOCK_ECLOSED;
+    int n = 0;
+    for (as_op *op = a->ops; op; op = op->next) {
+        if (op->type != OP_ML_ACQUIRE || op->done || op->ml->m != m || op->tid != tid ||
+            op->cancel_req)
+            continue;
+        op->cancel_req = 1;
+        n++;
+        if (op->waiting) {
+            op->waiting = 0;
+            op_queue(op);
+        }
+    }
+    if (cancelled)
+        *cancelled = n > 0;
+    if (n) {
+        hl_nosigpipe ns;
+        hl_nosigpipe_enter(&ns);
+        finish_call(a, 0);
+        hl_nosigpipe_leave(&ns);
+    }
+    return 0;
+}
+
 /* ---- public API ---- */
 
 int hilock_async_new(hilock_async **out, const hilock_async_loop *loop)
@@ -1382,6 +1923,11 @@ static void async_free_now(hilock_async *a)
     while (a->holds) {
         as_hold *h = a->holds;
         a->holds = h->next;
+        free(h);
+    }
+    while (a->mlholds) {
+        struct as_mlhold *h = a->mlholds;
+        a->mlholds = h->next;
         free(h);
     }
     while (a->lost_q) {
@@ -1487,7 +2033,8 @@ int hilock_async_on_timer(hilock_async *a)
     for (as_op *op = a->ops; op; op = op->next)
         if (op->waiting && op->wake_at >= 0 && op->wake_at <= now) {
             op->waiting = 0;
-            hl_acquire_on_wake(&op->acq, now);
+            if (op->type == OP_ACQUIRE)
+                hl_acquire_on_wake(&op->acq, now);
             op_queue(op);
         }
     renew_due(a, now);
@@ -1645,8 +2192,8 @@ int hilock_async_cancel(int *cancelled, hilock_async *a, hilock_lock *l, uint64_
         return HILOCK_ECLOSED;
     int n = 0;
     for (as_op *op = a->ops; op; op = op->next) {
-        if (op->type != OP_ACQUIRE || op->done || op->lock != l || op->tid != tid ||
-            op->cancel_req)
+        if (op->type != OP_ACQUIRE || op->parent || op->done || op->lock != l ||
+            op->tid != tid || op->cancel_req)
             continue;
         op->cancel_req = 1;
         n++;

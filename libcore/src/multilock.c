@@ -36,8 +36,6 @@
 
 #define ML_REDLOCK_TIMEOUT_MS 50
 #define ML_WATCHDOG_LEASE_DEFAULT 30000
-#define ML_BACKOFF_MIN_MS 1
-#define ML_BACKOFF_MAX_MS 50
 
 enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD };
 
@@ -740,17 +738,6 @@ static void ml_subs_wait(hilock_multilock *m, ml_subs *s, ml_pending *pend, uint
 /* acquire                                                              */
 /* ------------------------------------------------------------------ */
 
-/* Errors after which trying again cannot help. A Redlock only gives up on
- * local ones; a node answering badly is just a node that failed. */
-static int ml_fatal(const hilock_multilock *m, int rc)
-{
-    if (rc == 0 || rc == HILOCK_ETIMEDOUT || rc == HILOCK_ECONN)
-        return 0;
-    if (m->redlock)
-        return rc == HILOCK_ECLOSED || rc == HILOCK_EINVAL || rc == HILOCK_ENOMEM;
-    return 1;
-}
-
 /* "member 2 ('x'): message; member 4 ('y'): message" of the failed jobs. */
 static void ml_describe_failures(const hilock_multilock *m, const ml_job *jobs, char *buf,
                                  size_t len)
@@ -870,7 +857,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
             else {
                 if (!first_err)
                     first_err = jobs[i].rc;
-                if (ml_fatal(m, jobs[i].rc) && !fatal)
+                if (hl_ml_fatal(m->redlock, jobs[i].rc) && !fatal)
                     fatal = jobs[i].rc;
             }
         }
@@ -943,10 +930,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
             else
                 ml_set_err(m, "%s: %zu of %zu taken (need %zu): %s", ml_kind(m), ok, n,
                            m->quorum, why);
-            /* only errors, nobody else holding: report the error */
-            result = (busy == 0 && first_err && !(m->redlock && ok >= m->quorum))
-                         ? first_err
-                         : HILOCK_ETIMEDOUT;
+            result = hl_ml_fail_code(m->redlock, n, ok, busy, first_err);
             goto out;
         }
         const int validity_failed = m->redlock && ok >= m->quorum;
@@ -962,10 +946,7 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
             ml_subs_start(m, &subs, &pend, tid, limit);
             continue;
         }
-        int64_t cap = ML_BACKOFF_MIN_MS + 5 + 5 * (int64_t)(attempt < 9 ? attempt : 9);
-        if (cap > ML_BACKOFF_MAX_MS)
-            cap = ML_BACKOFF_MAX_MS;
-        int64_t pause = ML_BACKOFF_MIN_MS + (int64_t)(ml_rand(&rng) % (uint64_t)cap);
+        int64_t pause = hl_ml_backoff(attempt, ml_rand(&rng));
         int64_t left = deadline < 0 ? -1 : deadline - now;
         if (!subs.mb) {
             if (left >= 0 && pause > left)
@@ -996,6 +977,15 @@ unlist:
         }
     pthread_mutex_unlock(&m->mu);
     return result;
+}
+
+void hl_multilock_view(hilock_multilock *m, hl_ml_view *v)
+{
+    v->locks = m->locks;
+    v->n = m->n;
+    v->redlock = m->redlock;
+    v->member_timeout_ms = ml_member_timeout(m);
+    v->watchdog_lease_ms = ml_watchdog_lease(m);
 }
 
 HILOCK_API int hilock_multilock_acquire(hilock_multilock *m, int64_t wait_ms,
@@ -1064,9 +1054,9 @@ HILOCK_API int hilock_multilock_release_tid(hilock_multilock *m, uint64_t tid)
     }
     pthread_mutex_unlock(&m->mu);
 
-    if (ok >= m->quorum)
-        return 0; /* multi-lock: quorum == n */
-    int result = notowner ? HILOCK_ENOTOWNER : first_err ? first_err : HILOCK_ENOTOWNER;
+    int result = hl_ml_release_code(m->redlock, n, ok, notowner, first_err);
+    if (result == 0)
+        return 0;
     ml_set_err(m, "%s release: %zu of %zu released (need %zu): %s", ml_kind(m), ok, n,
                m->quorum, why);
     return result;

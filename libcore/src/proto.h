@@ -702,6 +702,24 @@ HL_HIDDEN int hl_ml_wakes_on(const hl_ml_member *mb);
  * tell us (a member held without a subscription, one whose hold just ended,
  * errors leaving fewer than the quorum to wait for, or a Redlock whose
  * validity ran out) by backoff_ms, the driver's random pause. */
+/* Errors of one member's acquire after which trying again cannot help: a
+ * multi-lock gives up on any but "held by another owner" (HILOCK_ETIMEDOUT)
+ * and a connection failure; a Redlock only on local ones (closed client,
+ * invalid argument, no memory): a node answering badly is a node that failed. */
+HL_HIDDEN int hl_ml_fatal(int redlock, int rc);
+/* What a failed acquire returns once its wait is over: the first error when
+ * no member was held by another owner (busy 0) and a Redlock did not reach
+ * its quorum, else HILOCK_ETIMEDOUT. */
+HL_HIDDEN int hl_ml_fail_code(int redlock, size_t n, size_t ok, size_t busy, int first_err);
+/* What a release of every member returns: 0 when the quorum (n, or n/2+1)
+ * was released, else HILOCK_ENOTOWNER when a member was not held, else the
+ * first error. */
+HL_HIDDEN int hl_ml_release_code(int redlock, size_t n, size_t ok, size_t notowner,
+                                 int first_err);
+/* The random pause (ms) before the next attempt when no message can tell
+ * (hl_ml_wait_ms's backoff_ms): 1 + r mod a cap growing with the attempt
+ * number from 6 to 50 ms; r: a random number of the driver's. */
+HL_HIDDEN int64_t hl_ml_backoff(unsigned attempt, uint64_t r);
 HL_HIDDEN int64_t hl_ml_wait_ms(int redlock, const hl_ml_member *mb, size_t n,
                                 int validity_failed, int64_t backoff_ms, int64_t left_ms);
 

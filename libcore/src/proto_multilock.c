@@ -87,3 +87,38 @@ int64_t hl_ml_wait_ms(int redlock, const hl_ml_member *mb, size_t n, int validit
         s = shorter(s, left_ms);
     return s;
 }
+
+int hl_ml_fatal(int redlock, int rc)
+{
+    if (rc == 0 || rc == HILOCK_ETIMEDOUT || rc == HILOCK_ECONN)
+        return 0;
+    if (redlock)
+        return rc == HILOCK_ECLOSED || rc == HILOCK_EINVAL || rc == HILOCK_ENOMEM;
+    return 1;
+}
+
+int hl_ml_fail_code(int redlock, size_t n, size_t ok, size_t busy, int first_err)
+{
+    /* only errors, nobody else holding: report the error */
+    if (busy == 0 && first_err && !(redlock && ok >= hl_ml_quorum(1, n)))
+        return first_err;
+    return HILOCK_ETIMEDOUT;
+}
+
+int hl_ml_release_code(int redlock, size_t n, size_t ok, size_t notowner, int first_err)
+{
+    if (ok >= hl_ml_quorum(redlock, n))
+        return 0;
+    return notowner ? HILOCK_ENOTOWNER : first_err ? first_err : HILOCK_ENOTOWNER;
+}
+
+#define ML_BACKOFF_MIN_MS 1
+#define ML_BACKOFF_MAX_MS 50
+
+int64_t hl_ml_backoff(unsigned attempt, uint64_t r)
+{
+    int64_t cap = ML_BACKOFF_MIN_MS + 5 + 5 * (int64_t)(attempt < 9 ? attempt : 9);
+    if (cap > ML_BACKOFF_MAX_MS)
+        cap = ML_BACKOFF_MAX_MS;
+    return ML_BACKOFF_MIN_MS + (int64_t)(r % (uint64_t)cap);
+}

@@ -505,6 +505,117 @@ static void t_hung_server(void)
     th_redis_stop(&s2);
 }
 
+
+/* Multi-lock: all or nothing; a waiting one is woken by a member's unlock
+ * message (the holder's lease is a minute); cancel leaves nothing. */
+static void t_multilock(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *m1 = NULL, *m2 = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&m1, cl, "async-ml-1") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&m2, cl, "async-ml-2") == 0);
+    hilock_lock *members[2] = {m1, m2};
+    hilock_multilock *ml = NULL;
+    CU_ASSERT_FATAL(hilock_multilock_new(&ml, members, 2) == 0);
+    res r = {0}, rel = {0};
+    CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.value > 25000 && r.value <= 30000); /* validity of the lease */
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1 async-ml-2"), 2);
+    CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0 && rel.value == 2);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1 async-ml-2"), 0);
+
+    /* a member held elsewhere: nothing taken (wait 0) */
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(m2, 9, 0, 60000) == 0);
+    CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1"), 0);
+
+    /* waiting: woken by the member's unlock message */
+    CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 20000, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until_numsub(a, "redisson_lock__channel:{async-ml-2}", 1));
+    run_for(a, 200); /* past its retry after subscribing: asleep now */
+    CU_ASSERT_EQUAL(r.n, 2);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1"), 0); /* given back */
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_lock_release_tid(m2, 9) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 3, 5000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.at - t0 < 2000);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1 async-ml-2"), 2);
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-ml-2}", 0));
+    CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
+
+    /* cancel a waiting one: nothing held, no subscription left */
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(m1, 9, 0, 60000) == 0);
+    CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, -1, 0, on_done, &r) == 0);
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-ml-1}", 1));
+    int found = 0;
+    CU_ASSERT(hilock_async_multilock_cancel(&found, a, ml, 1) == 0 && found == 1);
+    CU_ASSERT_FATAL(run_until(a, &r, 4, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECANCELED);
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-ml-1}", 0));
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-2"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-ml-1"), 1);
+    /* a release of what is not held: not owner */
+    CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 3, 5000) && rel.rc == HILOCK_ENOTOWNER);
+    CU_ASSERT(hilock_lock_release_tid(m1, 9) == 0);
+    hilock_multilock_free(ml);
+    hilock_lock_free(m1);
+    hilock_lock_free(m2);
+    free_async(a);
+}
+
+/* Redlock over three servers: a majority suffices; one held elsewhere. */
+static void t_redlock(void)
+{
+    th_redis s[2];
+    CU_ASSERT_FATAL(th_redis_start(&s[0], NULL) == 0);
+    CU_ASSERT_FATAL(th_redis_start(&s[1], NULL) == 0);
+    hilock_client *c[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_FATAL(hilock_client_open(&c[i], s[i].url, NULL, NULL, 0) == 0);
+    hilock_lock *l[3] = {NULL, NULL, NULL};
+    CU_ASSERT_FATAL(hilock_lock_new(&l[0], cl, "async-red") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l[1], c[0], "async-red") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l[2], c[1], "async-red") == 0);
+    hilock_multilock *rl = NULL;
+    CU_ASSERT_FATAL(hilock_redlock_new(&rl, l, 3) == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(l[2], 9, 0, 60000) == 0);
+    hilock_async *a = new_async();
+    res r = {0}, rel = {0};
+    CU_ASSERT(hilock_async_multilock_acquire(a, rl, 1, 0, 10000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.value > 0 && r.value <= 10000);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-red"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&s[0], "EXISTS async-red"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&s[1], "HLEN async-red"), 1); /* the other holder's */
+    CU_ASSERT(hilock_async_multilock_release(a, rl, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0 && rel.value == 2);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-red"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&s[0], "EXISTS async-red"), 0);
+    /* two of three held elsewhere: no majority, nothing kept */
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(l[1], 9, 0, 60000) == 0);
+    CU_ASSERT(hilock_async_multilock_acquire(a, rl, 1, 0, 10000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-red"), 0);
+    free_async(a);
+    hilock_multilock_free(rl);
+    for (int i = 0; i < 3; i++)
+        hilock_lock_free(l[i]);
+    for (int i = 0; i < 2; i++) {
+        hilock_client_close(c[i]);
+        th_redis_stop(&s[i]);
+    }
+}
+
 static hilock_async *freed_in_cb;
 static void free_in_cb(hilock_async *a, int rc, int64_t value, void *payload)
 {
@@ -646,6 +757,8 @@ int main(void)
     CU_add_test(s, "read-write sides and fenced tokens", t_rw_and_fenced);
     CU_add_test(s, "hung server: ECONN in time, attempt settled", t_hung_server);
     CU_add_test(s, "free with operations pending", t_free_pending);
+    CU_add_test(s, "multi-lock: all or nothing, woken by a member's message, cancel", t_multilock);
+    CU_add_test(s, "redlock: a majority of three servers", t_redlock);
 #ifdef HILOCK_TEST_LIBUV
     CU_add_test(s, "libuv adapter: hand-off", t_libuv);
 #endif

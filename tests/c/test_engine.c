@@ -434,6 +434,29 @@ static void t_multilock_rules(void)
     CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 0, 20, -1), 5000);
     rl[4].rc = HILOCK_ECONN; /* 3 down: the quorum needs a failed node */
     CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 0, 20, -1), 20);
+    /* fatal errors, the outcome of a failed acquire and of a release, the
+     * back-off (shared by the blocking and the non-blocking driver) */
+    CU_ASSERT(!hl_ml_fatal(0, 0) && !hl_ml_fatal(0, HILOCK_ETIMEDOUT) && !hl_ml_fatal(0, HILOCK_ECONN));
+    CU_ASSERT(hl_ml_fatal(0, HILOCK_EAUTH) && hl_ml_fatal(0, HILOCK_EWRONGTYPE));
+    CU_ASSERT(!hl_ml_fatal(1, HILOCK_EAUTH) && !hl_ml_fatal(1, HILOCK_EWRONGTYPE));
+    CU_ASSERT(hl_ml_fatal(1, HILOCK_ECLOSED) && hl_ml_fatal(1, HILOCK_EINVAL) &&
+              hl_ml_fatal(1, HILOCK_ENOMEM));
+    CU_ASSERT_EQUAL(hl_ml_fail_code(0, 3, 1, 1, HILOCK_ECONN), HILOCK_ETIMEDOUT); /* one held */
+    CU_ASSERT_EQUAL(hl_ml_fail_code(0, 3, 1, 0, HILOCK_ECONN), HILOCK_ECONN);     /* errors only */
+    CU_ASSERT_EQUAL(hl_ml_fail_code(0, 3, 3, 0, 0), HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(hl_ml_fail_code(1, 3, 2, 0, HILOCK_ECONN), HILOCK_ETIMEDOUT); /* validity */
+    CU_ASSERT_EQUAL(hl_ml_fail_code(1, 3, 1, 0, HILOCK_ECONN), HILOCK_ECONN);
+    CU_ASSERT_EQUAL(hl_ml_release_code(0, 3, 3, 0, 0), 0);
+    CU_ASSERT_EQUAL(hl_ml_release_code(0, 3, 2, 1, HILOCK_ECONN), HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(hl_ml_release_code(0, 3, 2, 0, HILOCK_ECONN), HILOCK_ECONN);
+    CU_ASSERT_EQUAL(hl_ml_release_code(0, 3, 0, 0, 0), HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(hl_ml_release_code(1, 3, 2, 1, 0), 0); /* a majority */
+    CU_ASSERT_EQUAL(hl_ml_release_code(1, 3, 1, 0, HILOCK_ECONN), HILOCK_ECONN);
+    for (unsigned att = 0; att < 20; att++)
+        for (uint64_t r = 0; r < 100; r++) {
+            int64_t b = hl_ml_backoff(att, r);
+            CU_ASSERT(b >= 1 && b <= 50 && b <= 6 + 5 * (int64_t)att);
+        }
     rl[0].rc = rl[1].rc = rl[4].rc = 0; /* a majority without validity */
     CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 1, 20, -1), 20);
     CU_ASSERT(!hl_ml_hold_lost(1, 5, 3, 0));
