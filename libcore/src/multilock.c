@@ -34,7 +34,6 @@
 
 #include "api.h"
 
-#define ML_REDLOCK_TIMEOUT_MS 50
 #define ML_WATCHDOG_LEASE_DEFAULT 30000
 
 enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD };
@@ -592,9 +591,7 @@ static int64_t ml_member_timeout(hilock_multilock *m)
     pthread_mutex_lock(&m->mu);
     int64_t t = m->member_timeout_ms;
     pthread_mutex_unlock(&m->mu);
-    if (t == 0 && m->redlock)
-        t = ML_REDLOCK_TIMEOUT_MS;
-    return t; /* 0 for a multi-lock: each client's own timeouts */
+    return hl_ml_member_timeout(m->redlock, t); /* 0: each client's own timeouts */
 }
 
 /* The lease the watchdog gives the members: the shortest of their clients'. */

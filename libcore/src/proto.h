@@ -682,6 +682,12 @@ HL_HIDDEN int hl_ml_take_back(int redlock, int reentry, int rc);
 /* Is a hold lost once nlost of its nacquired members were: a multi-lock at
  * the first, a Redlock when fewer than the quorum remain. */
 HL_HIDDEN int hl_ml_hold_lost(int redlock, size_t n, size_t nacquired, size_t nlost);
+/* The time limit of one member's request: the one configured (> 0), else
+ * 50 ms for a Redlock (a node that does not answer fast is a node that
+ * failed), else 0 = the member client's own timeouts (a multi-lock needs
+ * every member, so it waits for each as long as a single lock would). */
+#define HL_ML_REDLOCK_MEMBER_TIMEOUT_MS 50
+HL_HIDDEN int64_t hl_ml_member_timeout(int redlock, int64_t configured_ms);
 /* One member's part in an attempt that failed, for the wait before the next. */
 typedef struct hl_ml_member {
     int rc;         /* its acquire's answer: 0 taken, HILOCK_ETIMEDOUT held by

@@ -8,6 +8,13 @@ size_t hl_ml_quorum(int redlock, size_t n)
     return redlock ? n / 2 + 1 : n;
 }
 
+int64_t hl_ml_member_timeout(int redlock, int64_t configured_ms)
+{
+    if (configured_ms > 0)
+        return configured_ms;
+    return redlock ? HL_ML_REDLOCK_MEMBER_TIMEOUT_MS : 0;
+}
+
 int64_t hl_ml_drift(int64_t lease_ms)
 {
     return lease_ms / 100 + 2;

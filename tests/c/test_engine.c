@@ -409,6 +409,11 @@ static void t_multilock_rules(void)
     CU_ASSERT(hl_ml_hold_lost(0, 3, 3, 1));
     CU_ASSERT(!hl_ml_hold_lost(1, 5, 5, 2));
     CU_ASSERT(hl_ml_hold_lost(1, 5, 5, 3));
+    /* member timeouts: configured, else 50 ms for a Redlock, else the clients' */
+    CU_ASSERT_EQUAL(hl_ml_member_timeout(1, 0), 50);
+    CU_ASSERT_EQUAL(hl_ml_member_timeout(0, 0), 0);
+    CU_ASSERT_EQUAL(hl_ml_member_timeout(1, 300), 300);
+    CU_ASSERT_EQUAL(hl_ml_member_timeout(0, 300), 300);
     /* the wait after a failed attempt: messages, bounded by the holders' PTTL */
     hl_ml_member mb[3] = {{0, -1, 1}, {HILOCK_ETIMEDOUT, 8000, 1}, {HILOCK_ETIMEDOUT, 3000, 1}};
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 3000);    /* shortest lease */
