@@ -130,3 +130,57 @@ def test_count_down_latch(client: hilock.Client, redis: RedisServer, name: str) 
     assert redis("EXISTS", name) == 0
     with pytest.raises(hilock.InvalidArgument):
         latch.try_set_count(0)
+
+
+SEM_CHILD = r"""
+import sys, time, hilock
+url, name, kind = sys.argv[1:4]
+c = hilock.Client(url)
+print("ready", flush=True)
+try:
+    if kind == "sem":
+        c.semaphore(name).acquire(1, wait=None)
+    elif kind == "pes":
+        c.permit_expirable_semaphore(name).acquire(wait=None, lease=60)
+    else:
+        c.count_down_latch(name).wait(None)
+    print("done", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic(), flush=True)
+c.close()
+"""
+
+
+@pytest.mark.parametrize("kind", ["sem", "pes", "latch"])
+def test_ctrl_c_ends_a_wait(client: hilock.Client, redis: RedisServer, name: str,
+                            kind: str) -> None:
+    """Ctrl-C (SIGINT to a waiting process's main thread) ends a semaphore
+    acquire or a latch wait at once; no permit is taken."""
+    import signal
+    import subprocess
+    import sys
+    if kind == "latch":
+        client.count_down_latch(name).try_set_count(1)
+        channel = "redisson_countdownlatch__channel__{%s}" % name
+    else:
+        client.semaphore(name).set_permits(0)  # exists, no permit free
+        channel = "redisson_sc:{%s}" % name
+    child = subprocess.Popen([sys.executable, "-c", SEM_CHILD, redis.url, name, kind],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        wait_for(lambda: redis("PUBSUB", "NUMSUB", channel)[1] == 1, 10, "child waiting")
+        t0 = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        line = child.stdout.readline().split()
+        assert line and line[0] == "interrupted", line
+        assert float(line[1]) - t0 < 0.5
+        assert child.wait(10) == 0
+        if kind != "latch":
+            assert redis("GET", name) == "0"  # nothing taken
+            assert redis("ZCARD", "{%s}:timeout" % name) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
