@@ -18,7 +18,9 @@
 #      owner, overwritten by each call under a fresh call number (SET PX)
 #   2. lock_bench: uncontended lock+unlock pairs/s, one thread (library with a
 #      fixed lease, library with the watchdog, raw hiredis with the same
-#      scripts), 4 rounds of -n pairs (default 250) per series
+#      scripts), 4 rounds of -n pairs (default 250) per series; for the fixed
+#      lease also the server's CPU per pair (INFO cpu) and the keys a pair
+#      leaves for the server to expire (DBSIZE), which load hardly moves
 #   3. redis-benchmark -c 1 EVALSHA <the library's unlock script> on that key,
 #      the owner's unlock latch with a fresh seq per call (__rand_int__), as
 #      the library sends it: N real decrements
@@ -84,12 +86,13 @@ for run in $(seq "$RUNS"); do
     [ -z "$left" ] || echo "note: slice $slice: $left of $holds holds left after the unlock benchmark (cleaned up; does not affect the rates)" >&2
     awk -v a="$rb1" -v b="$rb2" -v f="$(val lib_fixed_pairs_per_s "$WORK/pairs")" \
         -v w="$(val lib_watchdog_pairs_per_s "$WORK/pairs")" -v r="$(val raw_pairs_per_s "$WORK/pairs")" \
-        -v lr="$(val lib_fixed_over_raw "$WORK/pairs")" -v wr="$(val lib_watchdog_over_raw "$WORK/pairs")" '
+        -v lr="$(val lib_fixed_over_raw "$WORK/pairs")" -v wr="$(val lib_watchdog_over_raw "$WORK/pairs")" \
+        -v su="$(val lib_fixed_server_us_per_pair "$WORK/pairs")" -v kl="$(val lib_fixed_keys_left_per_pair "$WORK/pairs")" '
       BEGIN { split(a, x, ","); split(b, y, ",");
               lim = 1 / (1 / x[2] + 1 / y[2]);
               printf "%.0f %.1f %.0f %.0f %.0f %.0f %.0f %.3f %.3f %.3f %.3f ",
                      x[2], x[5] * 1000, y[2], lim, f, w, r, f / (x[2] / 2), w / (x[2] / 2), f / lim, lr;
-              printf "%.3f\n", wr }' \
+              printf "%.3f %s %s\n", wr, su, kl }' \
       >>"$WORK/slices"
   done
   col() { awk -v c="$1" '{print $c}' "$WORK/slices" | tr '\n' ' '; }
@@ -97,6 +100,7 @@ for run in $(seq "$RUNS"); do
   pairlim=$(median "$(col 4)"); fixed=$(median "$(col 5)"); wd=$(median "$(col 6)")
   raw=$(median "$(col 7)"); r_fixed=$(median "$(col 8)"); r_wd=$(median "$(col 9)")
   r_pair=$(median "$(col 10)"); r_raw=$(median "$(col 11)"); r_wraw=$(median "$(col 12)")
+  srv_us=$(median "$(col 13)"); keys_left=$(median "$(col 14)")
   r_fixed_min=$(col 8 | tr ' ' '\n' | grep -v '^$' | sort -g | head -1)
   r_fixed_max=$(col 8 | tr ' ' '\n' | grep -v '^$' | sort -g | tail -1)
   ping=$(rb 20000 PING)
@@ -127,6 +131,7 @@ for run in $(seq "$RUNS"); do
   printf '  %-52s %12s  ratio %5s\n' "  same vs the lock+unlock script limit $pairlim" "$fixed" "$r_pair"
   printf '  %-52s %12s  ratio %5s\n' "pairs/s, library, watchdog lease" "$wd" "$r_wd"
   printf '  %-52s %12s  lib/raw %5s (watchdog/raw %s)\n' "pairs/s, raw hiredis, same two scripts" "$raw" "$r_raw" "$r_wraw"
+  printf '  %-52s %12s  keys left per pair %s\n' "server CPU per library pair (INFO cpu) us" "$srv_us" "$keys_left"
   printf '  %-52s %12s\n' "hand-off floor (raw publish + 1 EVALSHA) p50/p99 us" "$fl50 / $fl99"
   printf '  %-52s %12s\n' "  same, from the PUBLISH call p50 us" "$flc50"
   printf '  %-52s %12s  (target p50 <= 500, p99 <= 2000; %s samples < 0)\n' "hand-off, reentrant, 8 procs p50/p99 us" "$re50 / $re99" "$renote"
@@ -134,7 +139,7 @@ for run in $(seq "$RUNS"); do
   printf '  %-52s %12s  (target p50 <= 1000; %s samples < 0)\n' "hand-off, fair, 16 procs p50/p99 us" "$fa50 / $fa99" "$fanote"
   printf '  %-52s %12s  p50/floor %5s\n' "  same, from the unlock CALL p50/p99 us" "$fac50 / $fac99" "$r_fa"
 
-  for k in ping_p50 rb_rps rb_p50 rbu_rps pairlim r_pair flc50 fixed wd raw r_fixed r_wd r_raw r_wraw fl50 fl99 re50 re99 rec50 rec99 r_re fa50 fa99 fac50 fac99 r_fa; do
+  for k in srv_us keys_left ping_p50 rb_rps rb_p50 rbu_rps pairlim r_pair flc50 fixed wd raw r_fixed r_wd r_raw r_wraw fl50 fl99 re50 re99 rec50 rec99 r_re fa50 fa99 fac50 fac99 r_fa; do
     record "$k" "${!k}"
   done
 done
@@ -149,6 +154,7 @@ printf '  %-44s %s  ratio %s (>= 0.90)\n' "pairs/s library fixed lease" "$(m fix
 printf '  %-44s %s  ratio %s\n' "  vs lock+unlock script limit" "$(m pairlim)" "$(m r_pair)"
 printf '  %-44s %s  ratio %s\n' "pairs/s library watchdog" "$(m wd)" "$(m r_wd)"
 printf '  %-44s %s  library/raw %s (watchdog/raw %s)\n' "pairs/s raw hiredis" "$(m raw)" "$(m r_raw)" "$(m r_wraw)"
+printf '  %-44s %s  keys left per pair %s\n' "server CPU us per library pair" "$(m srv_us)" "$(m keys_left)"
 printf '  %-44s %s / %s  (from PUBLISH call p50 %s)\n' "hand-off floor p50/p99 us" "$(m fl50)" "$(m fl99)" "$(m flc50)"
 printf '  %-44s %s / %s  (p50 <= 500, p99 <= 2000)\n' "reentrant 8 procs p50/p99 us" "$(m re50)" "$(m re99)"
 printf '  %-44s %s / %s  p50/floor %s\n' "  from unlock call p50/p99 us" "$(m rec50)" "$(m rec99)" "$(m r_re)"

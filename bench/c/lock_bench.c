@@ -10,7 +10,9 @@
  *   raw           EVALSHA lock script + EVALSHA unlock script on one raw
  *                 hiredis connection (two round trips, no library)
  * Prints "name=value" lines (the median over rounds of pairs/s, and the
- * median of the per-round library/raw ratios); bench/run.sh
+ * median of the per-round library/raw ratios; for lib_fixed also the
+ * server's CPU per pair and the keys a pair leaves for the server to expire,
+ * both from INFO/DBSIZE, so load on the machine hardly moves them); bench/run.sh
  * divides them by half of redis-benchmark's EVALSHA rate from the same run.
  * With a kind other than reentrant it also runs, in the same rounds,
  *   lib_reentrant hilock_lock_acquire(30000) + release on a reentrant lock
@@ -66,6 +68,29 @@ static double run_lib(hilock_lock *l, int n, int64_t lease)
     return n / ((now_ns() - t0) / 1e9);
 }
 
+/* The server's CPU seconds (user + sys, INFO cpu) and its key count: per
+ * pair they show what a pair costs the server whatever the machine's load
+ * does to the rates, and how many keys a pair leaves behind for the server
+ * to expire later (latches). */
+static void server_cost(redisContext *ctx, double *cpu_s, long long *keys)
+{
+    *cpu_s = 0;
+    *keys = 0;
+    redisReply *r = redisCommand(ctx, "INFO cpu");
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *u = strstr(r->str, "used_cpu_user:"), *y = strstr(r->str, "used_cpu_sys:");
+        if (u && y)
+            *cpu_s = strtod(u + 14, NULL) + strtod(y + 13, NULL);
+    }
+    if (r)
+        freeReplyObject(r);
+    r = redisCommand(ctx, "DBSIZE");
+    if (r && r->type == REDIS_REPLY_INTEGER)
+        *keys = r->integer;
+    if (r)
+        freeReplyObject(r);
+}
+
 static int script_load(redisContext *ctx, hl_script s)
 {
     redisReply *r = redisCommand(ctx, "SCRIPT LOAD %s", hl_script_source(s));
@@ -80,7 +105,10 @@ static double run_raw(redisContext *ctx, int n, hilock_kind kind, const char *na
     hl_names names;
     if (hl_names_init(&names, name) != 0)
         exit(1);
-    const char *owner = "00000000-0000-0000-0000-000000000000:1";
+    /* an owner of this process: its latches are keyed by owner and call
+     * number, and the numbers start again in every process */
+    char owner[64];
+    snprintf(owner, sizeof owner, "00000000-0000-0000-0000-%012ld:1", (long)getpid());
     static uint64_t seq;
     char latch[512];
     int64_t t0 = now_ns();
@@ -173,7 +201,8 @@ int main(int argc, char **argv)
     /* warm-up: connections, scripts, caches */
     run_lib(l, n / 10 + 1, 30000);
     run_raw(ctx, n / 10 + 1, kind, "bench:raw");
-    static double fixed[1000], wd[1000], raw[1000], fr[1000], wr[1000], re[1000], kr[1000];
+    static double fixed[1000], wd[1000], raw[1000], fr[1000], wr[1000], re[1000], kr[1000],
+        srv_us[1000], keys_left[1000];
     int compare = kind != HILOCK_KIND_REENTRANT;
     if (compare)
         run_lib(base, n / 10 + 1, 30000);
@@ -182,7 +211,13 @@ int main(int argc, char **argv)
             re[r] = run_lib(base, n, 30000);
             kr[r] = run_lib(l, n, 30000) / re[r];
         }
+        double c0, c1;
+        long long k0, k1;
+        server_cost(ctx, &c0, &k0);
         fixed[r] = run_lib(l, n, 30000);
+        server_cost(ctx, &c1, &k1);
+        srv_us[r] = (c1 - c0) * 1e6 / n;
+        keys_left[r] = (double)(k1 - k0) / n;
         wd[r] = run_lib(l, n, HILOCK_LEASE_WATCHDOG);
         raw[r] = run_raw(ctx, n, kind, "bench:raw");
         fr[r] = fixed[r] / raw[r];
@@ -208,6 +243,10 @@ int main(int argc, char **argv)
         hl_names_free(&nm);
     }
     printf("lib_fixed_pairs_per_s=%.0f\n", median(fixed, rounds));
+    /* the library with a fixed lease: server CPU per pair (INFO cpu, so
+     * includes the server's own overhead in that time), keys left per pair */
+    printf("lib_fixed_server_us_per_pair=%.2f\n", median(srv_us, rounds));
+    printf("lib_fixed_keys_left_per_pair=%.3f\n", median(keys_left, rounds));
     printf("lib_watchdog_pairs_per_s=%.0f\n", median(wd, rounds));
     printf("raw_pairs_per_s=%.0f\n", median(raw, rounds));
     /* per-round ratios (neighbouring in time, so less exposed to drift) */
