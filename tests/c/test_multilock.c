@@ -245,6 +245,39 @@ static void t_redlock_no_threads(void)
     free_locks(l, NS);
 }
 
+static void t_multi_one_connection(void)
+{
+    /* Three members on one client whose pool holds one connection: the
+     * requests that find no free connection follow the first one's reply
+     * (no wait on a connection this very call holds). */
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.pool_size = 1;
+    hilock_client *c = NULL;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv[0].url, &o, err, sizeof err), 0);
+    hilock_lock *l[3] = {NULL, NULL, NULL};
+    const char *names[3] = {"ml:pool1:a", "ml:pool1:b", "ml:pool1:c"};
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l[i], c, names[i]), 0);
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, l, 3), 0);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(key_exists(0, names[i]), 1);
+    int held = 0;
+    CU_ASSERT_EQUAL(hilock_multilock_is_held(&held, m), 0);
+    CU_ASSERT_EQUAL(held, 1);
+    CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
+    CU_ASSERT(th_now_ms() - t0 < 2000); /* not a pool wait (3 s + 1 s) */
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(key_exists(0, names[i]), 0);
+    hilock_multilock_free(m);
+    free_locks(l, 3);
+    hilock_client_close(c);
+}
+
 static void t_multi_mixed_reentrant(void)
 {
     /* reentrant + fair on one client, reentrant on another client */
@@ -706,6 +739,7 @@ int main(void)
     CU_add_test(s, "multi-lock: busy member, all or nothing", t_multi_busy_member);
     CU_add_test(s, "multi-lock: waits on unlock messages, no polling", t_multi_waits_on_messages);
     CU_add_test(s, "redlock: no threads of its own", t_redlock_no_threads);
+    CU_add_test(s, "multi-lock: three members, one pooled connection", t_multi_one_connection);
     CU_add_test(s, "multi-lock: mixed kinds, re-entry, not owner", t_multi_mixed_reentrant);
     CU_add_test(s, "redlock: 2 of 5 down acquires", t_redlock_two_down);
     CU_add_test(s, "redlock: 3 of 5 down fails, leaves nothing", t_redlock_three_down);
