@@ -34,7 +34,7 @@ LAYER_OF = {
     "tls.c": "transport",
     "pubsub.c": "transport", "drain.c": "transport", "sentinel.c": "transport",
     "watchdog.c": "transport",
-    "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "semaphore.c": "api",
+    "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "pending.c": "api", "semaphore.c": "api",
     "multilock.c": "api", "inspect.c": "api",
     "async.c": "api",
 }

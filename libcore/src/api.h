@@ -49,6 +49,21 @@ typedef struct hl_pending {
     struct hl_waiter *w;     /* while subscribed (guarded by the lock's mu) */
 } hl_pending;
 
+/* The waits in progress on one handle (a lock, a semaphore, a latch): a list
+ * guarded by the handle's mutex mu, for the handle's cancel call. A wait adds
+ * its entry before it starts and removes it when it ends. */
+HL_HIDDEN void hl_pending_add(pthread_mutex_t *mu, hl_pending **head, hl_pending *p,
+                              uint64_t tid);
+HL_HIDDEN void hl_pending_remove(pthread_mutex_t *mu, hl_pending **head, hl_pending *p);
+/* The wait's subscription (w != NULL), or none: about to unsubscribe. */
+HL_HIDDEN void hl_pending_set_waiter(pthread_mutex_t *mu, hl_pending *p, struct hl_waiter *w);
+HL_HIDDEN int hl_pending_is_cancelled(const hl_pending *p); /* p may be NULL */
+/* Marks every wait of thread tid not yet cancelled and wakes it if asleep
+ * on its subscription; returns how many it marked. */
+HL_HIDDEN int hl_pending_cancel(pthread_mutex_t *mu, hl_pending *head, uint64_t tid);
+/* Milliseconds until a monotonic deadline (>= 0), or -1 for none (< 0). */
+HL_HIDDEN int64_t hl_ms_left(int64_t deadline);
+
 struct hilock_lock {
     struct hilock_client *client;
     hilock_kind kind;

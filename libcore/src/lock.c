@@ -387,71 +387,13 @@ static void latch_move_on(hilock_client *c, const hl_cmd *cmd)
         __atomic_add_fetch(&c->t.latch_epoch, 1, __ATOMIC_RELAXED);
 }
 
-static int64_t remaining_of(int64_t deadline)
-{
-    if (deadline < 0)
-        return -1;
-    int64_t left = deadline - hl_now_mono_ms();
-    return left > 0 ? left : 0;
-}
-
-/* ---- cancellation ---- */
-
-static void pending_add(hilock_lock *l, hl_pending *p, uint64_t tid)
-{
-    memset(p, 0, sizeof *p);
-    p->tid = tid;
-    pthread_mutex_lock(&l->mu);
-    p->next = l->pending;
-    l->pending = p;
-    pthread_mutex_unlock(&l->mu);
-}
-
-static void pending_remove(hilock_lock *l, hl_pending *p)
-{
-    pthread_mutex_lock(&l->mu);
-    for (hl_pending **pp = &l->pending; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    pthread_mutex_unlock(&l->mu);
-}
-
-/* The waiter w of p is subscribed (w != NULL) or about to unsubscribe. */
-static void pending_set_waiter(hilock_lock *l, hl_pending *p, hl_waiter *w)
-{
-    pthread_mutex_lock(&l->mu);
-    p->w = w;
-    pthread_mutex_unlock(&l->mu);
-}
-
-static int is_cancelled(const hl_pending *p)
-{
-    return p && __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE);
-}
-
 int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid)
 {
     if (cancelled)
         *cancelled = 0;
     if (!l)
         return HILOCK_EINVAL;
-    int n = 0;
-    pthread_mutex_lock(&l->mu);
-    for (hl_pending *p = l->pending; p; p = p->next) {
-        if (p->tid != tid || __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
-            continue;
-        __atomic_store_n(&p->cancelled, 1, __ATOMIC_RELEASE);
-        n++;
-        if (p->w) { /* asleep (or about to be) on its subscription */
-            hl_pubsub *ps = &p->w->node->ps;
-            pthread_mutex_lock(&ps->mu);
-            pthread_cond_signal(&p->w->cv);
-            pthread_mutex_unlock(&ps->mu);
-        }
-    }
-    pthread_mutex_unlock(&l->mu);
+    int n = hl_pending_cancel(&l->mu, l->pending, tid);
     if (cancelled)
         *cancelled = n > 0;
     return 0;
@@ -480,7 +422,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     hl_waiter w;
     memset(&w, 0, sizeof w);
     for (int done = 0; !done;) {
-        if (is_cancelled(p))
+        if (hl_pending_is_cancelled(p))
             hl_acquire_cancel(&a, hl_now_mono_ms()); /* idempotent */
         switch (hl_acquire_next(&a, hl_now_mono_ms())) {
         case HL_ACT_SEND: {
@@ -510,13 +452,13 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
         }
         case HL_ACT_SUBSCRIBE: {
             int64_t limit = c->t.opts.command_timeout_ms;
-            int64_t left = remaining_of(a.deadline);
+            int64_t left = hl_ms_left(a.deadline);
             if (left >= 0 && left < limit)
                 limit = left;
             int src = hl_sub_register(&c->t, &w, a.channel, limit);
             if (p && w.chan) { /* registered: a cancel may now wake it */
                 w.cancel = &p->cancelled;
-                pending_set_waiter(l, p, &w);
+                hl_pending_set_waiter(&l->mu, p, &w);
             }
             hl_acquire_on_subscribed(&a, src == 0, hl_now_mono_ms());
             break;
@@ -529,7 +471,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             break;
         case HL_ACT_UNSUBSCRIBE:
             if (p)
-                pending_set_waiter(l, p, NULL);
+                hl_pending_set_waiter(&l->mu, p, NULL);
             hl_sub_unregister(&c->t, &w);
             break;
         case HL_ACT_DONE:
@@ -566,11 +508,11 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     hl_pending pend, *p = NULL;
     if (wait_ms != 0) { /* only a wait can be cancelled */
         p = &pend;
-        pending_add(l, p, tid);
+        hl_pending_add(&l->mu, &l->pending, p, tid);
     }
     for (;;) {
         int acked = 1;
-        rc = acquire_once(l, owner, wait_ms < 0 ? -1 : remaining_of(deadline), lease, &acked,
+        rc = acquire_once(l, owner, wait_ms < 0 ? -1 : hl_ms_left(deadline), lease, &acked,
                           err, &token, p, &sent_at);
         if (rc != 0 || acked)
             break;
@@ -587,10 +529,10 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         int64_t pause;
         if (!hl_ack_retry(wait_ms, deadline, hl_now_mono_ms(), &pause)) {
             if (p)
-                pending_remove(l, p);
+                hl_pending_remove(&l->mu, &l->pending, p);
             return lock_fail(l, HILOCK_ECONN, err);
         }
-        if (is_cancelled(p)) {
+        if (hl_pending_is_cancelled(p)) {
             rc = HILOCK_ECANCELED;
             break;
         }
@@ -598,7 +540,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         nanosleep(&ts, NULL);
     }
     if (p)
-        pending_remove(l, p);
+        hl_pending_remove(&l->mu, &l->pending, p);
     if (rc == 0) {
         rc = granted(l, tid, lease, lease_ms <= 0, sent_at);
         if (rc == 0 && token_out)

@@ -128,69 +128,19 @@ static int run(hl_obj *o, hl_cmd *cmd, int64_t *out, int (*decode)(const redisRe
 
 /* ---- cancellation (as hilock_lock_cancel) ---- */
 
-static void pending_add(hl_obj *o, hl_pending *p, uint64_t tid)
-{
-    memset(p, 0, sizeof *p);
-    p->tid = tid;
-    pthread_mutex_lock(&o->mu);
-    p->next = o->pending;
-    o->pending = p;
-    pthread_mutex_unlock(&o->mu);
-}
-
-static void pending_remove(hl_obj *o, hl_pending *p)
-{
-    pthread_mutex_lock(&o->mu);
-    for (hl_pending **pp = &o->pending; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    pthread_mutex_unlock(&o->mu);
-}
-
-static void pending_set_waiter(hl_obj *o, hl_pending *p, hl_waiter *w)
-{
-    pthread_mutex_lock(&o->mu);
-    p->w = w;
-    pthread_mutex_unlock(&o->mu);
-}
-
 static int obj_cancel(int *cancelled, hl_obj *o, uint64_t tid)
 {
     if (cancelled)
         *cancelled = 0;
     if (!o)
         return HILOCK_EINVAL;
-    int n = 0;
-    pthread_mutex_lock(&o->mu);
-    for (hl_pending *p = o->pending; p; p = p->next) {
-        if (p->tid != tid || __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
-            continue;
-        __atomic_store_n(&p->cancelled, 1, __ATOMIC_RELEASE);
-        n++;
-        if (p->w) {
-            hl_pubsub *ps = &p->w->node->ps;
-            pthread_mutex_lock(&ps->mu);
-            pthread_cond_signal(&p->w->cv);
-            pthread_mutex_unlock(&ps->mu);
-        }
-    }
-    pthread_mutex_unlock(&o->mu);
+    int n = hl_pending_cancel(&o->mu, o->pending, tid);
     if (cancelled)
         *cancelled = n > 0;
     return 0;
 }
 
 /* ---- the wait (acquire k, acquire with ids, await) ---- */
-
-static int64_t left_of(int64_t deadline)
-{
-    if (deadline < 0)
-        return -1;
-    int64_t left = deadline - hl_now_mono_ms();
-    return left > 0 ? left : 0;
-}
 
 static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
                     const unsigned char *ids, int64_t wait_ms)
@@ -205,7 +155,7 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
     hl_pending pend, *p = NULL;
     if (wait_ms != 0) {
         p = &pend;
-        pending_add(o, p, tid);
+        hl_pending_add(&o->mu, &o->pending, p, tid);
     }
     hl_waiter w;
     memset(&w, 0, sizeof w);
@@ -227,13 +177,13 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
             break;
         }
         case HL_ACT_SUBSCRIBE: {
-            int64_t limit = c->t.opts.command_timeout_ms, left = left_of(m.deadline);
+            int64_t limit = c->t.opts.command_timeout_ms, left = hl_ms_left(m.deadline);
             if (left >= 0 && left < limit)
                 limit = left;
             int src = hl_sub_register_rule(&c->t, &w, m.channel, limit, hl_sem_wake_rule(o->kind));
             if (p && w.chan) {
                 w.cancel = &p->cancelled;
-                pending_set_waiter(o, p, &w);
+                hl_pending_set_waiter(&o->mu, p, &w);
             }
             hl_semwait_on_subscribed(&m, src == 0, hl_now_mono_ms());
             break;
@@ -252,7 +202,7 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
             break;
         case HL_ACT_UNSUBSCRIBE:
             if (p)
-                pending_set_waiter(o, p, NULL);
+                hl_pending_set_waiter(&o->mu, p, NULL);
             hl_sub_unregister(&c->t, &w);
             break;
         case HL_ACT_DONE:
@@ -261,7 +211,7 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
         }
     }
     if (p)
-        pending_remove(o, p);
+        hl_pending_remove(&o->mu, &o->pending, p);
     int rc = m.result;
     if (rc == 0) {
         pthread_mutex_lock(&o->mu);

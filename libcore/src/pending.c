@@ -1,0 +1,66 @@
+/* API layer: the list of waits in progress on a handle, which its cancel
+ * call walks (hilock_lock_cancel, hilock_semaphore_cancel, ...). */
+#include <string.h>
+
+#include "api.h"
+
+void hl_pending_add(pthread_mutex_t *mu, hl_pending **head, hl_pending *p, uint64_t tid)
+{
+    memset(p, 0, sizeof *p);
+    p->tid = tid;
+    pthread_mutex_lock(mu);
+    p->next = *head;
+    *head = p;
+    pthread_mutex_unlock(mu);
+}
+
+void hl_pending_remove(pthread_mutex_t *mu, hl_pending **head, hl_pending *p)
+{
+    pthread_mutex_lock(mu);
+    for (hl_pending **pp = head; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    pthread_mutex_unlock(mu);
+}
+
+void hl_pending_set_waiter(pthread_mutex_t *mu, hl_pending *p, hl_waiter *w)
+{
+    pthread_mutex_lock(mu);
+    p->w = w;
+    pthread_mutex_unlock(mu);
+}
+
+int hl_pending_is_cancelled(const hl_pending *p)
+{
+    return p && __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE);
+}
+
+int hl_pending_cancel(pthread_mutex_t *mu, hl_pending *head, uint64_t tid)
+{
+    int n = 0;
+    pthread_mutex_lock(mu);
+    for (hl_pending *p = head; p; p = p->next) {
+        if (p->tid != tid || __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
+            continue;
+        __atomic_store_n(&p->cancelled, 1, __ATOMIC_RELEASE);
+        n++;
+        if (p->w) { /* asleep (or about to be) on its subscription */
+            hl_pubsub *ps = &p->w->node->ps;
+            pthread_mutex_lock(&ps->mu);
+            pthread_cond_signal(&p->w->cv);
+            pthread_mutex_unlock(&ps->mu);
+        }
+    }
+    pthread_mutex_unlock(mu);
+    return n;
+}
+
+int64_t hl_ms_left(int64_t deadline)
+{
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - hl_now_mono_ms();
+    return left > 0 ? left : 0;
+}
