@@ -1831,36 +1831,13 @@ int hilock_async_multilock_release(hilock_async *a, hilock_multilock *m, uint64_
     return rc ? rc : op_start(op);
 }
 
+static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *target,
+                      uint64_t tid);
+
 int hilock_async_multilock_cancel(int *cancelled, hilock_async *a, hilock_multilock *m,
                                   uint64_t tid)
 {
-    if (cancelled)
-        *cancelled = 0;
-    if (!a || !m)
-        return HILOCK_EINVAL;
-    if (a->free_later)
-        return HILOCK_ECLOSED;
-    int n = 0;
-    for (as_op *op = a->ops; op; op = op->next) {
-        if (op->type != OP_ML_ACQUIRE || op->done || op->ml->m != m || op->tid != tid ||
-            op->cancel_req)
-            continue;
-        op->cancel_req = 1;
-        n++;
-        if (op->waiting) {
-            op->waiting = 0;
-            op_queue(op);
-        }
-    }
-    if (cancelled)
-        *cancelled = n > 0;
-    if (n) {
-        hl_nosigpipe ns;
-        hl_nosigpipe_enter(&ns);
-        finish_call(a, 0);
-        hl_nosigpipe_leave(&ns);
-    }
-    return 0;
+    return cancel_ops(cancelled, a, OP_ML_ACQUIRE, m, tid);
 }
 
 /* ---- public API ---- */
@@ -2182,18 +2159,23 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
     return op_start(op);
 }
 
-int hilock_async_cancel(int *cancelled, hilock_async *a, hilock_lock *l, uint64_t tid)
+/* Cancel the pending acquires of type on target (a lock, or a multi-lock)
+ * for tid: each takes the cancel between its actions. */
+static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *target,
+                      uint64_t tid)
 {
     if (cancelled)
         *cancelled = 0;
-    if (!a || !l)
+    if (!a || !target)
         return HILOCK_EINVAL;
     if (gone(a))
         return HILOCK_ECLOSED;
     int n = 0;
     for (as_op *op = a->ops; op; op = op->next) {
-        if (op->type != OP_ACQUIRE || op->parent || op->done || op->lock != l ||
-            op->tid != tid || op->cancel_req)
+        const void *t = type == OP_ML_ACQUIRE ? (const void *)(op->ml ? op->ml->m : NULL)
+                                              : (const void *)op->lock;
+        if (op->type != type || op->parent || op->done || t != target || op->tid != tid ||
+            op->cancel_req)
             continue;
         op->cancel_req = 1;
         n++;
@@ -2216,6 +2198,11 @@ int hilock_async_cancel(int *cancelled, hilock_async *a, hilock_lock *l, uint64_
         hl_nosigpipe_leave(&ns);
     }
     return 0;
+}
+
+int hilock_async_cancel(int *cancelled, hilock_async *a, hilock_lock *l, uint64_t tid)
+{
+    return cancel_ops(cancelled, a, OP_ACQUIRE, l, tid);
 }
 
 int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_async_cb cb,
