@@ -1361,9 +1361,23 @@ static void rearm(hilock_async *a)
 
 /* The end of every entry point: work what is ready, deliver (when allowed),
  * free what is gone, re-arm the timer. */
+/* Write what the commands just queued on connected connections now, instead
+ * of one more turn of the loop for write readiness (hiredis writes only on
+ * a write event): 1 when that made something ready (a failed write). */
+static int flush_writes(hilock_async *a)
+{
+    for (as_conn *k = a->conns; k; k = k->next)
+        if (k->ac && (k->want & HILOCK_IO_WRITE) && (k->ac->c.flags & REDIS_CONNECTED) &&
+            !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
+            redisAsyncHandleWrite(k->ac);
+    return a->ready != NULL || a->done != NULL;
+}
+
 static void finish_call(hilock_async *a, int callbacks)
 {
-    process(a, callbacks);
+    do
+        process(a, callbacks);
+    while (!a->closing && flush_writes(a) && callbacks);
     conns_reap(a);
     rearm(a);
 }
