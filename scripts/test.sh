@@ -50,7 +50,9 @@ for s in "${suites[@]}"; do
       # under ASan is the same as against redis-server
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --test-dir "$here/build/asan" --output-on-failure -LE valkey -j 2 ;;
-    c-valgrind) HILOCK_VALGRIND=1 ctest --test-dir "$HILOCK_BUILD" --output-on-failure -L unit ;;
+    # valgrind runs a program's threads on one core: two programs at a time
+    # use the machine's two cores
+    c-valgrind) HILOCK_VALGRIND=1 ctest --test-dir "$HILOCK_BUILD" --output-on-failure -L unit -j 2 ;;
     c-tsan)
       # ThreadSanitizer over the unit tests and the thread stress program;
       # any report fails the test (exitcode 66). No suppressions. Two
