@@ -28,6 +28,39 @@ static void print_duration(FILE *f, int64_t ms)
         fprintf(f, "%" PRId64 "h%02" PRId64 "m", ms / 3600000, (ms / 60000) % 60);
 }
 
+/* A semaphore's or latch's count (Redisson stores both as one integer,
+ * so a count of 1 or more may be either; a latch at zero is deleted), or a
+ * permit-expirable semaphore with its permits taken. */
+static void print_count_human(FILE *f, const hilock_lock_info *v)
+{
+    if (v->kind == HILOCK_INFO_COUNT && v->count >= 1)
+        fprintf(f, "semaphore or count-down latch, count %" PRId64
+                   " (a semaphore's free permits, or a latch's count)\n",
+                v->count);
+    else if (v->kind == HILOCK_INFO_COUNT)
+        fprintf(f, "semaphore, %" PRId64 " permits free\n", v->count);
+    else
+        fprintf(f, "permit-expirable semaphore, %" PRId64 " permits free, %zu taken\n",
+                v->count, v->permits_taken);
+    if (v->note[0])
+        fprintf(f, "  note: %s\n", v->note);
+    for (size_t i = 0; i < v->npermits; i++) {
+        fprintf(f, "  permit %s  ", v->permits[i].id);
+        int64_t left = v->permits[i].lease_end_ms - v->server_time_ms;
+        if (v->permits[i].lease_end_ms < 0) {
+            fputs("no lease\n", f);
+        } else if (left <= 0) {
+            fputs("lease ended (given back at the next use)\n", f);
+        } else {
+            fputs("lease ", f);
+            print_duration(f, left);
+            fputs(" left\n", f);
+        }
+    }
+    if (v->npermits < v->permits_taken)
+        fprintf(f, "  ... and %zu more\n", v->permits_taken - v->npermits);
+}
+
 void print_lock_human(FILE *f, const hilock_lock_info *v)
 {
     fputs("lock ", f);
@@ -35,6 +68,10 @@ void print_lock_human(FILE *f, const hilock_lock_info *v)
     fputs(": ", f);
     if (v->kind == HILOCK_INFO_NONE) {
         fputs("not locked\n", f);
+        return;
+    }
+    if (v->kind == HILOCK_INFO_COUNT || v->kind == HILOCK_INFO_PERMIT_SEMAPHORE) {
+        print_count_human(f, v);
         return;
     }
     fprintf(f, "%s, %s", hilock_info_kind_name(v->kind), v->locked ? "locked" : "not locked");
@@ -73,21 +110,6 @@ void print_lock_human(FILE *f, const hilock_lock_info *v)
         }
         fputc('\n', f);
     }
-}
-
-/* A string at the name is no lock: a semaphore's free permits or a
- * count-down latch's count (Redisson's RSemaphore, RPermitExpirableSemaphore,
- * RCountDownLatch keep a plain integer there). Read with GET only. */
-static void print_count_human(FILE *f, hilock_client *cl, const hilock_lock_info *v)
-{
-    if (v->kind != HILOCK_INFO_UNKNOWN || !v->key_type || strcmp(v->key_type, "string") != 0)
-        return;
-    hilock_semaphore *s = NULL;
-    int64_t n = 0;
-    if (hilock_semaphore_new(&s, cl, v->name) == 0 && hilock_semaphore_available(&n, s) == 0)
-        fprintf(f, "  count %" PRId64 ": a semaphore's free permits or a count-down latch's "
-                   "count\n", n);
-    hilock_semaphore_free(s);
 }
 
 /* Stable JSON schema (version 1), see docs/cli.md. */
@@ -133,6 +155,21 @@ void print_lock_json(FILE *f, const hilock_lock_info *v)
         else
             fputs(",\"deadline_ms\":null,\"deadline_in_ms\":null}", f);
     }
+    fputs("],\"count\":", f);
+    if (v->kind == HILOCK_INFO_COUNT || v->kind == HILOCK_INFO_PERMIT_SEMAPHORE)
+        fprintf(f, "%" PRId64, v->count);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"permits_taken\":%zu,\"permits\":[", v->permits_taken);
+    for (size_t i = 0; i < v->npermits; i++) {
+        const hilock_permit_info *p = &v->permits[i];
+        fprintf(f, "%s{\"id\":\"%s\",", i ? "," : "", p->id); /* hex digits only */
+        if (p->lease_end_ms >= 0)
+            fprintf(f, "\"lease_end_ms\":%" PRId64 ",\"lease_in_ms\":%" PRId64 "}",
+                    p->lease_end_ms, p->lease_end_ms - v->server_time_ms);
+        else
+            fputs("\"lease_end_ms\":null,\"lease_in_ms\":null}", f);
+    }
     fprintf(f, "],\"token\":%" PRId64 ",\"server_time_ms\":%" PRId64 ",\"note\":", v->token,
             v->server_time_ms);
     if (v->note[0])
@@ -146,10 +183,12 @@ static void status_usage(FILE *f)
 {
     fputs("Usage: hilock status [--url URL] [--json] NAME...\n"
           "\n"
-          "Show each lock's kind (reentrant, fair, read-write, fenced, unknown, or none\n"
-          "when there is no lock data), holders with hold counts, remaining lease, the\n"
-          "fair queue with each waiter's deadline and the fencing token. Works for\n"
-          "locks taken by Redisson or any hilock binding.\n"
+          "Show each lock's kind (reentrant, fair, read-write, fenced, count,\n"
+          "permit-semaphore, unknown, or none when there is no lock data), holders with\n"
+          "hold counts, remaining lease, the fair queue with each waiter's deadline and\n"
+          "the fencing token; a semaphore's free permits or a latch's count, a\n"
+          "permit-expirable semaphore's permits with their leases. Works for data\n"
+          "written by Redisson or any hilock binding.\n"
           "\n"
           "  --url URL   server (default: $HILOCK_URL, else " DEFAULT_URL ")\n"
           CLI_TLS_USAGE
@@ -212,7 +251,6 @@ int cmd_status(int argc, char **argv)
             print_lock_json(stdout, v);
         } else {
             print_lock_human(stdout, v);
-            print_count_human(stdout, cl, v);
         }
         hilock_lock_info_free(v);
     }
@@ -353,6 +391,11 @@ int cmd_unlock(int argc, char **argv)
         say_lock(name, " was not locked\n");
     } else if (v->kind == HILOCK_INFO_UNKNOWN) {
         cli_err("%s: %s; not touching it", name, v->note);
+        status = 1;
+    } else if (v->kind == HILOCK_INFO_COUNT || v->kind == HILOCK_INFO_PERMIT_SEMAPHORE) {
+        cli_err("%s: a semaphore or count-down latch (%s), not a lock: its permits have no "
+                "holder to unlock; not touching it",
+                name, hilock_info_kind_name(v->kind));
         status = 1;
     } else if (!yes && isatty(STDIN_FILENO) && !confirm(v)) {
         cli_err("not unlocked");

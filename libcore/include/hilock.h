@@ -511,8 +511,18 @@ HILOCK_API const char *hilock_latch_errmsg(const hilock_latch *l);
  *              reentrant lock and reads REENTRANT (or FENCED)
  *   READWRITE  the hash has a "mode" field (Redisson RReadWriteLock)
  *   FENCED     a reentrant hash whose name has a fencing token counter
- *   UNKNOWN    the key is not a hash, or the hash has fields that are not
- *              hold counts (note says which)
+ *   COUNT      the key is a string holding a whole number: a semaphore's
+ *              free permits or a count-down latch's count (Redisson's
+ *              RSemaphore and RCountDownLatch store both the same way, so
+ *              the data cannot tell them apart; a count below 1 is a
+ *              semaphore's, a latch at zero is deleted). The number is in
+ *              count. A permit-expirable semaphore with no permit taken
+ *              reads COUNT too.
+ *   PERMIT_SEMAPHORE  the name has a permit-expirable semaphore's leases
+ *              (ZSET "{N}:timeout"): count holds the free permits, permits
+ *              the permits taken with their ids and lease ends
+ *   UNKNOWN    the key is not a hash or a count, or the hash has fields that
+ *              are not hold counts (note says which)
  * Values may be added for later lock kinds: treat a value you do not know
  * as UNKNOWN.
  */
@@ -522,7 +532,9 @@ typedef enum hilock_info_kind {
     HILOCK_INFO_REENTRANT = 1,
     HILOCK_INFO_FAIR = 2,
     HILOCK_INFO_READWRITE = 3,
-    HILOCK_INFO_FENCED = 4
+    HILOCK_INFO_FENCED = 4,
+    HILOCK_INFO_COUNT = 5,
+    HILOCK_INFO_PERMIT_SEMAPHORE = 6
 } hilock_info_kind;
 
 typedef enum hilock_holder_role {
@@ -548,6 +560,17 @@ typedef struct hilock_waiter_info {
                             waiter is dropped; -1 when it has none */
 } hilock_waiter_info;
 
+typedef struct hilock_permit_info {
+    const char *id;      /* a permit-expirable semaphore's permit id as
+                            Redisson prints it: 32 lowercase hex digits (an id
+                            that is not 16 bytes is shown in hex all the same,
+                            up to 64 bytes, and the note says so) */
+    int64_t lease_end_ms; /* epoch ms on the server's clock when the permit's
+                            lease ends (compare with server_time_ms; an ended
+                            one is given back at the semaphore's next use);
+                            -1 no lease */
+} hilock_permit_info;
+
 /* Allocated by the library and read-only for the caller. Later versions
  * add fields at the end only (never allocate or copy this struct). */
 typedef struct hilock_lock_info {
@@ -566,6 +589,13 @@ typedef struct hilock_lock_info {
                                   (its counter), 0 when none was */
     const char *note;          /* a remark ("the key holds a string, not a
                                   lock"), or "" */
+    /* added with semaphores and latches (kinds COUNT, PERMIT_SEMAPHORE) */
+    int64_t count;             /* the whole number at the name: free permits,
+                                  or a latch's count; 0 for other kinds */
+    const hilock_permit_info *permits; /* permit-expirable: permits taken,
+                                  soonest lease end first, at most 1000 */
+    size_t npermits;
+    size_t permits_taken;      /* every permit taken (>= npermits) */
 } hilock_lock_info;
 
 /* Inspect the lock `name` (same rules as hilock_lock_new) through client c.
@@ -578,7 +608,8 @@ typedef struct hilock_lock_info {
 HILOCK_API int hilock_inspect(hilock_lock_info **out, hilock_client *c, const char *name);
 /* NULL-safe. */
 HILOCK_API void hilock_lock_info_free(hilock_lock_info *info);
-/* "none", "reentrant", "fair", "read-write", "fenced", "unknown"; never NULL. */
+/* "none", "reentrant", "fair", "read-write", "fenced", "count",
+ * "permit-semaphore", "unknown"; never NULL. */
 HILOCK_API const char *hilock_info_kind_name(hilock_info_kind kind);
 
 /* ------------------------------------------------------------------ */

@@ -2,12 +2,17 @@
 -- (hilock_inspect, `hilock status`). Reads only; never fails on a key of an
 -- unexpected type (it reports the type instead).
 -- KEYS[1] lock hash, KEYS[2] fair queue (LIST), KEYS[3] fair deadlines
--- (ZSET), KEYS[4] fencing token counter
+-- (ZSET), KEYS[4] fencing token counter, KEYS[5] a permit-expirable
+-- semaphore's leases (ZSET "{N}:timeout")
 -- Returns {lock key type, PTTL, HGETALL (flat, empty unless a hash),
 --          queue key type, queue (LRANGE, empty unless a list),
 --          deadline of each queued owner (ZSCORE, nil when missing),
 --          deadlines key type, ZCARD of the deadlines (0 unless a zset), TIME,
---          counter key type, counter value (nil unless a string)}
+--          counter key type, counter value (nil unless a string),
+--          the lock key's value when it is a string of at most 20 bytes (a
+--          semaphore's or latch's count; nil otherwise),
+--          leases key type, ZCARD of the leases (0 unless a zset),
+--          the first 1000 leases, soonest end first (flat member, score)}
 local kt = redis.call('type', KEYS[1])['ok']
 local fields = {}
 if kt == 'hash' then
@@ -32,5 +37,15 @@ local token = false
 if tt == 'string' then
     token = redis.call('get', KEYS[4])
 end
+local count = false
+if kt == 'string' and redis.call('strlen', KEYS[1]) <= 20 then
+    count = redis.call('get', KEYS[1])
+end
+local lt = redis.call('type', KEYS[5])['ok']
+local nleases, leases = 0, {}
+if lt == 'zset' then
+    nleases = redis.call('zcard', KEYS[5])
+    leases = redis.call('zrange', KEYS[5], 0, 999, 'withscores')
+end
 return {kt, redis.call('pttl', KEYS[1]), fields, qt, queue, deadlines, zt, zcard,
-        redis.call('time'), tt, token}
+        redis.call('time'), tt, token, count, lt, nleases, leases}

@@ -36,14 +36,20 @@ int hilock_inspect(hilock_lock_info **out, hilock_client *c, const char *name)
                             "lock name has an empty or unclosed hash tag ('{}', 'x{y'): "
                             "on a cluster its companion keys are in another slot");
     }
+    hl_sem_names sn;
+    if ((rc = hl_sem_names_init(&sn, HL_SEM_PERMIT, name)) != 0) {
+        hl_names_free(&n);
+        return inspect_fail(c, rc, NULL);
+    }
     hl_cmd cmd;
-    hl_cmd_inspect(&cmd, &n);
+    hl_cmd_inspect(&cmd, &n, sn.timeout);
     redisReply *reply = NULL;
     rc = hl_exec(&c->t, &cmd, &reply, 0, err);
     if (rc == 0) {
         rc = hl_decode_inspect(reply, name, out, err);
         freeReplyObject(reply);
     }
+    hl_sem_names_free(&sn);
     hl_names_free(&n);
     if (rc)
         return inspect_fail(c, rc, err);

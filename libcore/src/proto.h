@@ -234,7 +234,9 @@ HL_HIDDEN int hl_decode_token(const redisReply *r, int64_t *out);
  * allocated here (hl_info_free). hl_decode_inspect: 0, or HILOCK_EPROTO
  * (error reply or wrong shape) / HILOCK_ENOMEM with a message in err
  * (HL_URL_ERR_MAX bytes); every number is checked before use. */
-HL_HIDDEN void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n);
+/* leases: a permit-expirable semaphore's ZSET for the name (hl_sem_names'
+ * timeout), read too */
+HL_HIDDEN void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n, const char *leases);
 HL_HIDDEN int hl_decode_inspect(const redisReply *r, const char *name, hilock_lock_info **out,
                                 char *err);
 HL_HIDDEN void hl_info_free(hilock_lock_info *info);

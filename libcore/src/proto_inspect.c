@@ -14,6 +14,7 @@ typedef struct info_box {
     char *name;
     hilock_holder_info *holders;
     hilock_waiter_info *queue;
+    hilock_permit_info *permits;
     char key_type[32];
     char mode[16];
     char note[160];
@@ -21,15 +22,19 @@ typedef struct info_box {
 
 /* Positions in the script's reply. */
 enum { I_TYPE, I_PTTL, I_FIELDS, I_QTYPE, I_QUEUE, I_DEADLINES, I_ZTYPE, I_ZCARD, I_TIME,
-       I_TTYPE, I_TOKEN, I_COUNT };
+       I_TTYPE, I_TOKEN, I_VALUE, I_LTYPE, I_NLEASES, I_LEASES, I_COUNT };
 
-void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n)
+#define HL_NO_LEASE_MS 922337203685477LL /* Redisson's score of a permit without lease */
+#define HL_ID_SHOWN_MAX 64                 /* bytes of a foreign lease member shown */
+
+void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n, const char *leases)
 {
-    hl_cmd_begin_script(cmd, HL_SCRIPT_INSPECT, 4);
+    hl_cmd_begin_script(cmd, HL_SCRIPT_INSPECT, 5);
     hl_cmd_add_str(cmd, n->name);
     hl_cmd_add_str(cmd, n->queue);
     hl_cmd_add_str(cmd, n->timeout);
     hl_cmd_add_str(cmd, n->token);
+    hl_cmd_add_str(cmd, leases);
 }
 
 void hl_info_free(hilock_lock_info *info)
@@ -41,6 +46,9 @@ void hl_info_free(hilock_lock_info *info)
         free((char *)b->holders[i].owner);
     for (size_t i = 0; i < b->pub.nqueue; i++)
         free((char *)b->queue[i].owner);
+    for (size_t i = 0; i < b->pub.npermits; i++)
+        free((char *)b->permits[i].id);
+    free(b->permits);
     free(b->holders);
     free(b->queue);
     free(b->name);
@@ -55,6 +63,8 @@ const char *hl_info_kind_name(hilock_info_kind k)
     case HILOCK_INFO_FAIR: return "fair";
     case HILOCK_INFO_READWRITE: return "read-write";
     case HILOCK_INFO_FENCED: return "fenced";
+    case HILOCK_INFO_COUNT: return "count";
+    case HILOCK_INFO_PERMIT_SEMAPHORE: return "permit-semaphore";
     default: return "unknown";
     }
 }
@@ -122,8 +132,15 @@ static int shape_ok(const redisReply *r)
         e[I_DEADLINES]->elements != e[I_QUEUE]->elements ||
         !is_str(e[I_ZTYPE]) || e[I_ZCARD]->type != REDIS_REPLY_INTEGER || e[I_TIME]->type != REDIS_REPLY_ARRAY ||
         e[I_TIME]->elements != 2 || !is_str(e[I_TTYPE]) ||
-        (e[I_TOKEN]->type != REDIS_REPLY_NIL && e[I_TOKEN]->type != REDIS_REPLY_STRING))
+        (e[I_TOKEN]->type != REDIS_REPLY_NIL && e[I_TOKEN]->type != REDIS_REPLY_STRING) ||
+        (e[I_VALUE]->type != REDIS_REPLY_NIL && e[I_VALUE]->type != REDIS_REPLY_STRING) ||
+        !is_str(e[I_LTYPE]) || e[I_NLEASES]->type != REDIS_REPLY_INTEGER ||
+        e[I_NLEASES]->integer < 0 || e[I_LEASES]->type != REDIS_REPLY_ARRAY ||
+        e[I_LEASES]->elements % 2 || e[I_LEASES]->elements / 2 > (size_t)e[I_NLEASES]->integer)
         return 0;
+    for (size_t i = 0; i < e[I_LEASES]->elements; i++)
+        if (e[I_LEASES]->element[i]->type != REDIS_REPLY_STRING)
+            return 0;
     for (size_t i = 0; i < e[I_FIELDS]->elements; i++)
         if (e[I_FIELDS]->element[i]->type != REDIS_REPLY_STRING)
             return 0;
@@ -183,6 +200,40 @@ static int decode_queue(info_box *b, const redisReply *q, const redisReply *d)
     return 0;
 }
 
+/* A permit-expirable semaphore's leases (member, score pairs) as permits;
+ * *odd = 1 when a member is not a 16-byte permit id. */
+static int decode_permits(info_box *b, const redisReply *l, int *odd)
+{
+    size_t n = l->elements / 2;
+    if (n == 0)
+        return 0;
+    b->permits = calloc(n, sizeof *b->permits);
+    if (!b->permits)
+        return HILOCK_ENOMEM;
+    b->pub.permits = b->permits;
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *m = l->element[2 * i];
+        size_t len = m->len < HL_ID_SHOWN_MAX ? m->len : HL_ID_SHOWN_MAX;
+        char *id = malloc(2 * len + 1);
+        if (!id)
+            return HILOCK_ENOMEM;
+        for (size_t k = 0; k < len; k++) {
+            id[2 * k] = hex[(unsigned char)m->str[k] >> 4];
+            id[2 * k + 1] = hex[(unsigned char)m->str[k] & 15];
+        }
+        id[2 * len] = 0;
+        if (m->len != HL_PES_ID_BYTES)
+            *odd = 1;
+        hilock_permit_info *p = &b->permits[i];
+        p->id = id;
+        b->pub.npermits++;
+        int64_t end = parse_deadline(l->element[2 * i + 1]);
+        p->lease_end_ms = end == HL_NO_LEASE_MS ? -1 : end;
+    }
+    return 0;
+}
+
 static int decode_time(const redisReply *t, int64_t *ms)
 {
     int64_t sec = 0, usec = 0;
@@ -195,11 +246,16 @@ static int decode_time(const redisReply *t, int64_t *ms)
     return 0;
 }
 
-static void classify(info_box *b, int odd, int fair_data, int has_counter)
+static void classify(info_box *b, int odd, int fair_data, int has_counter, int has_count,
+                     int has_leases)
 {
     hilock_lock_info *v = &b->pub;
     if (!strcmp(b->key_type, "none")) {
-        v->kind = fair_data ? HILOCK_INFO_FAIR : HILOCK_INFO_NONE;
+        v->kind = fair_data    ? HILOCK_INFO_FAIR
+                  : has_leases ? HILOCK_INFO_PERMIT_SEMAPHORE
+                               : HILOCK_INFO_NONE;
+    } else if (has_count) {
+        v->kind = has_leases ? HILOCK_INFO_PERMIT_SEMAPHORE : HILOCK_INFO_COUNT;
     } else if (strcmp(b->key_type, "hash") != 0) {
         v->kind = HILOCK_INFO_UNKNOWN;
         snprintf(b->note, sizeof b->note, "the key holds a %s, not a lock", b->key_type);
@@ -259,6 +315,9 @@ int hl_decode_inspect(const redisReply *r, const char *name, hilock_lock_info **
         rc = decode_holders(b, e[I_FIELDS], &odd);
     if (!rc)
         rc = decode_queue(b, e[I_QUEUE], e[I_DEADLINES]);
+    int odd_id = 0;
+    if (!rc)
+        rc = decode_permits(b, e[I_LEASES], &odd_id);
     if (rc == HILOCK_ENOMEM)
         snprintf(err, HL_URL_ERR_MAX, "out of memory");
     if (rc) {
@@ -269,12 +328,32 @@ int hl_decode_inspect(const redisReply *r, const char *name, hilock_lock_info **
     if (has_counter && (parse_i64(e[I_TOKEN]->str, e[I_TOKEN]->len, &v->token) != 0 || v->token < 0))
         v->token = 0, has_counter = 0;
     int fair_data = v->nqueue > 0 || e[I_ZCARD]->integer > 0;
-    classify(b, odd, fair_data, has_counter);
+    /* a count as the semaphore scripts keep it: an optional '-' and at
+     * most 16 digits (sem_count.lua) */
+    int has_count = 0;
+    if (e[I_VALUE]->type == REDIS_REPLY_STRING && e[I_VALUE]->len <= 16 &&
+        parse_i64(e[I_VALUE]->str, e[I_VALUE]->len, &v->count) == 0)
+        has_count = 1;
+    else
+        v->count = 0;
+    int has_leases = e[I_NLEASES]->integer > 0;
+    v->permits_taken = (size_t)e[I_NLEASES]->integer;
+    classify(b, odd, fair_data, has_counter, has_count, has_leases);
+    if (v->kind != HILOCK_INFO_PERMIT_SEMAPHORE && v->kind != HILOCK_INFO_COUNT)
+        v->count = 0;
     int queue_bad = (strcmp(e[I_QTYPE]->str, "list") && strcmp(e[I_QTYPE]->str, "none")) ||
                     (strcmp(e[I_ZTYPE]->str, "zset") && strcmp(e[I_ZTYPE]->str, "none"));
     int counter_bad = strcmp(e[I_TTYPE]->str, "string") && strcmp(e[I_TTYPE]->str, "none");
+    int leases_bad = strcmp(e[I_LTYPE]->str, "zset") && strcmp(e[I_LTYPE]->str, "none");
     if (!b->note[0] && queue_bad)
         snprintf(b->note, sizeof b->note, "fair queue keys hold unexpected types");
+    else if (!b->note[0] && leases_bad)
+        snprintf(b->note, sizeof b->note, "the permit leases key holds a %s", e[I_LTYPE]->str);
+    else if (!b->note[0] && has_leases && v->kind != HILOCK_INFO_PERMIT_SEMAPHORE)
+        snprintf(b->note, sizeof b->note, "permit leases exist next to a %s",
+                 hl_info_kind_name(v->kind));
+    else if (!b->note[0] && odd_id)
+        snprintf(b->note, sizeof b->note, "a permit lease is not a 16-byte permit id");
     else if (!b->note[0] && (counter_bad || (e[I_TOKEN]->type == REDIS_REPLY_STRING && !has_counter)))
         snprintf(b->note, sizeof b->note, "the fencing token counter is not a counter");
     *out = v;

@@ -271,6 +271,130 @@ static void t_not_locks(void)
     hilock_client_close(c);
 }
 
+static void t_semaphores(void)
+{
+    hilock_client *c = th_client_open(th_srv.url);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock_info *v = NULL;
+    /* a semaphore with 3 permits, 1 taken: count 2 */
+    hilock_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "insp:sem"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 3), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 1, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:sem"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_COUNT);
+    CU_ASSERT_STRING_EQUAL(hilock_info_kind_name(v->kind), "count");
+    CU_ASSERT_STRING_EQUAL(v->key_type, "string");
+    CU_ASSERT_EQUAL(v->count, 2);
+    CU_ASSERT_EQUAL(v->npermits, 0);
+    CU_ASSERT_EQUAL(v->permits_taken, 0);
+    CU_ASSERT_EQUAL(v->nholders, 0);
+    CU_ASSERT_STRING_EQUAL(v->note, "");
+    hilock_lock_info_free(v);
+    /* every permit drained, and below zero (add_permits may do that) */
+    int64_t drained = 0;
+    CU_ASSERT_EQUAL(hilock_semaphore_drain(&drained, s), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, -4), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:sem"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_COUNT);
+    CU_ASSERT_EQUAL(v->count, -4);
+    hilock_lock_info_free(v);
+    hilock_semaphore_free(s);
+
+    /* a count-down latch: its count */
+    hilock_latch *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_latch_new(&l, c, "insp:latch"), 0);
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, l, 5), 0);
+    CU_ASSERT_EQUAL(hilock_latch_count_down(NULL, l), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:latch"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_COUNT);
+    CU_ASSERT_EQUAL(v->count, 4);
+    hilock_lock_info_free(v);
+    hilock_latch_free(l);
+
+    /* a permit-expirable semaphore: ids and lease ends of the permits taken */
+    hilock_permit_semaphore *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&p, c, "insp:pes"), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(NULL, p, 4), 0);
+    /* nothing taken: stored as a plain count */
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:pes"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_COUNT);
+    CU_ASSERT_EQUAL(v->count, 4);
+    hilock_lock_info_free(v);
+    char id1[HILOCK_PERMIT_ID_SIZE], id2[HILOCK_PERMIT_ID_SIZE];
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id1, p, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id2, p, 0, 0), 0); /* no lease */
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:pes"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_PERMIT_SEMAPHORE);
+    CU_ASSERT_STRING_EQUAL(hilock_info_kind_name(v->kind), "permit-semaphore");
+    CU_ASSERT_EQUAL(v->count, 2);
+    CU_ASSERT_EQUAL(v->permits_taken, 2);
+    CU_ASSERT_EQUAL_FATAL(v->npermits, 2);
+    /* soonest lease end first: the leased one, then the one without */
+    CU_ASSERT_STRING_EQUAL(v->permits[0].id, id1);
+    CU_ASSERT(v->permits[0].lease_end_ms > v->server_time_ms &&
+              v->permits[0].lease_end_ms <= v->server_time_ms + 60000);
+    CU_ASSERT_STRING_EQUAL(v->permits[1].id, id2);
+    CU_ASSERT_EQUAL(v->permits[1].lease_end_ms, -1);
+    CU_ASSERT_STRING_EQUAL(v->note, "");
+    hilock_lock_info_free(v);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(p, id1), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(p, id2), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:pes"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_COUNT);
+    CU_ASSERT_EQUAL(v->count, 4);
+    CU_ASSERT_EQUAL(v->npermits, 0);
+    hilock_lock_info_free(v);
+    hilock_permit_semaphore_free(p);
+
+    /* a hash-tagged name: the leases are "N:timeout" */
+    th_redis_int(&th_srv, "SET {insp}pes 1");
+    th_redis_int(&th_srv, "ZADD {insp}pes:timeout 5 0123456789abcdef");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "{insp}pes"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_PERMIT_SEMAPHORE);
+    CU_ASSERT_EQUAL_FATAL(v->npermits, 1);
+    CU_ASSERT_STRING_EQUAL(v->permits[0].id, "30313233343536373839616263646566");
+    CU_ASSERT_EQUAL(v->permits[0].lease_end_ms, 5); /* ended long ago */
+    hilock_lock_info_free(v);
+
+    /* foreign data: a lease member that is no permit id, leases of the
+     * wrong type, a string that is no count, a count next to nothing */
+    th_redis_int(&th_srv, "SET insp:fpes 0");
+    th_redis_int(&th_srv, "ZADD {insp:fpes}:timeout 922337203685477 short");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:fpes"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_PERMIT_SEMAPHORE);
+    CU_ASSERT(v->npermits == 1 && !strcmp(v->permits[0].id, "73686f7274") &&
+              v->permits[0].lease_end_ms == -1);
+    CU_ASSERT_STRING_EQUAL(v->note, "a permit lease is not a 16-byte permit id");
+    hilock_lock_info_free(v);
+    th_redis_int(&th_srv, "SET insp:wpes 3");
+    th_redis_int(&th_srv, "SET {insp:wpes}:timeout x");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:wpes"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_COUNT);
+    CU_ASSERT_EQUAL(v->count, 3);
+    CU_ASSERT_STRING_EQUAL(v->note, "the permit leases key holds a string");
+    hilock_lock_info_free(v);
+    const char *not_counts[] = {"SET insp:nc 12345678901234567", "SET insp:nc 1.5",
+                                "SET insp:nc -", "SET insp:nc +3", "SET insp:nc 3x"};
+    for (size_t i = 0; i < sizeof not_counts / sizeof *not_counts; i++) {
+        th_redis_int(&th_srv, not_counts[i]);
+        CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:nc"), 0);
+        CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_UNKNOWN);
+        CU_ASSERT_EQUAL(v->count, 0);
+        CU_ASSERT_STRING_EQUAL(v->note, "the key holds a string, not a lock");
+        hilock_lock_info_free(v);
+    }
+    /* leases next to a lock: the lock is read, the leases noted */
+    th_redis_int(&th_srv, "HSET insp:lk o:1 1");
+    th_redis_int(&th_srv, "ZADD {insp:lk}:timeout 5 0123456789abcdef");
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "insp:lk"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
+    CU_ASSERT_EQUAL(v->count, 0);
+    CU_ASSERT_STRING_EQUAL(v->note, "permit leases exist next to a reentrant");
+    hilock_lock_info_free(v);
+    hilock_client_close(c);
+}
+
 /* The decoder alone: replies no server sends. */
 static int decode(const char *bytes, size_t len, hilock_lock_info **v)
 {
@@ -285,8 +409,9 @@ static int decode(const char *bytes, size_t len, hilock_lock_info **v)
 #define DECODE(s, v) decode(s, sizeof(s) - 1, v)
 /* A well-formed reply around one queue entry's score and the TIME pair. */
 #define REPLY(pttl, holds, score, sec)                                                  \
-    "*11\r\n+hash\r\n:" pttl "\r\n*2\r\n$3\r\no:1\r\n$" holds "\r\n+list\r\n*1\r\n$3\r\nw:2\r\n" \
-    "*1\r\n" score "+zset\r\n:1\r\n*2\r\n$" sec "\r\n$1\r\n5\r\n+none\r\n$-1\r\n"
+    "*15\r\n+hash\r\n:" pttl "\r\n*2\r\n$3\r\no:1\r\n$" holds "\r\n+list\r\n*1\r\n$3\r\nw:2\r\n" \
+    "*1\r\n" score "+zset\r\n:1\r\n*2\r\n$" sec "\r\n$1\r\n5\r\n+none\r\n$-1\r\n" \
+    "$-1\r\n+none\r\n:0\r\n*0\r\n"
 
 static void t_decode_hostile(void)
 {
@@ -326,15 +451,38 @@ static void t_decode_hostile(void)
     CU_ASSERT_EQUAL(DECODE(REPLY("100", "1\r\n2", "$4\r\n1000\r\n", "3\r\nabc"), &v),
                     HILOCK_EPROTO);
     /* a deadline list that does not match the queue */
-    CU_ASSERT_EQUAL(DECODE("*11\r\n+hash\r\n:1\r\n*0\r\n+list\r\n*1\r\n$1\r\nw\r\n*0\r\n"
-                           "+zset\r\n:1\r\n*2\r\n$1\r\n1\r\n$1\r\n5\r\n+none\r\n$-1\r\n",
+    CU_ASSERT_EQUAL(DECODE("*15\r\n+hash\r\n:1\r\n*0\r\n+list\r\n*1\r\n$1\r\nw\r\n*0\r\n"
+                           "+zset\r\n:1\r\n*2\r\n$1\r\n1\r\n$1\r\n5\r\n+none\r\n$-1\r\n"
+                           "$-1\r\n+none\r\n:0\r\n*0\r\n",
                            &v),
                     HILOCK_EPROTO);
     /* an odd number of hash elements */
-    CU_ASSERT_EQUAL(DECODE("*11\r\n+hash\r\n:1\r\n*1\r\n$1\r\nx\r\n+none\r\n*0\r\n*0\r\n"
-                           "+none\r\n:0\r\n*2\r\n$1\r\n1\r\n$1\r\n5\r\n+none\r\n$-1\r\n",
+    CU_ASSERT_EQUAL(DECODE("*15\r\n+hash\r\n:1\r\n*1\r\n$1\r\nx\r\n+none\r\n*0\r\n*0\r\n"
+                           "+none\r\n:0\r\n*2\r\n$1\r\n1\r\n$1\r\n5\r\n+none\r\n$-1\r\n"
+                           "$-1\r\n+none\r\n:0\r\n*0\r\n",
                            &v),
                     HILOCK_EPROTO);
+    /* the leases: more pairs than ZCARD says, an odd count, a negative ZCARD,
+     * a number where a member goes, a count that is not a string */
+#define TAIL(x) "*15\r\n+string\r\n:-1\r\n*0\r\n+none\r\n*0\r\n*0\r\n+none\r\n:0\r\n" \
+                "*2\r\n$1\r\n1\r\n$1\r\n5\r\n+none\r\n$-1\r\n" x
+    CU_ASSERT_EQUAL(DECODE(TAIL("$1\r\n2\r\n+zset\r\n:1\r\n*2\r\n$1\r\na\r\n$1\r\n9\r\n"), &v), 0);
+    CU_ASSERT(v && v->kind == HILOCK_INFO_PERMIT_SEMAPHORE && v->count == 2 && v->npermits == 1 &&
+              v->permits[0].lease_end_ms == 9);
+    hilock_lock_info_free(v);
+    CU_ASSERT_EQUAL(DECODE(TAIL("$1\r\n2\r\n+zset\r\n:0\r\n*2\r\n$1\r\na\r\n$1\r\n9\r\n"), &v),
+                    HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(TAIL("$1\r\n2\r\n+zset\r\n:1\r\n*1\r\n$1\r\na\r\n"), &v),
+                    HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(TAIL("$1\r\n2\r\n+zset\r\n:-1\r\n*0\r\n"), &v), HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(TAIL("$1\r\n2\r\n+zset\r\n:1\r\n*2\r\n:1\r\n$1\r\n9\r\n"), &v),
+                    HILOCK_EPROTO);
+    CU_ASSERT_EQUAL(DECODE(TAIL(":2\r\n+none\r\n:0\r\n*0\r\n"), &v), HILOCK_EPROTO);
+    /* a lease end that is not epoch ms reads -1 */
+    CU_ASSERT_EQUAL(DECODE(TAIL("$1\r\n2\r\n+zset\r\n:1\r\n*2\r\n$1\r\na\r\n$3\r\nnan\r\n"), &v), 0);
+    CU_ASSERT(v && v->npermits == 1 && v->permits[0].lease_end_ms == -1);
+    hilock_lock_info_free(v);
+#undef TAIL
 }
 
 int main(void)
@@ -348,6 +496,7 @@ int main(void)
     CU_add_test(s, "read-write: read and write modes", t_readwrite);
     CU_add_test(s, "fenced: kind and token", t_fenced);
     CU_add_test(s, "keys that are not locks", t_not_locks);
+    CU_add_test(s, "semaphore, latch, permit-expirable semaphore", t_semaphores);
     CU_add_test(s, "decoder: bad shapes and numbers", t_decode_hostile);
     return th_cu_run();
 }

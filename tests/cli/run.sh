@@ -408,6 +408,10 @@ test_semaphore() {
   wait_for 5 "two holders run at once" sh -c "test -e $T/j1.started && test -e $T/j2.started" || return 1
   check "no permit left" [ "$(R GET jobs)" = 0 ] || return 1
   check "two leases" [ "$(R ZCARD '{jobs}:timeout')" = 2 ] || return 1
+  "$HL" status --json jobs >"$T/jobs.json" || return 1
+  jcheck "$T/jobs.json" "(lambda l: l['kind']=='permit-semaphore' and l['count']==0 and l['permits_taken']==2 and len(l['permits'])==2 and all(len(p['id'])==32 and 0 < p['lease_in_ms'] <= 30000 for p in l['permits']))(d['locks'][0])" || return 1
+  "$HL" status jobs >"$T/jobs.held" || return 1
+  check "status lists the permits taken (got: $(tr '\n' ' ' <"$T/jobs.held"))" sh -c "grep -q 'permit-expirable semaphore, 0 permits free, 2 taken' $T/jobs.held && [ \"\$(grep -Ec '^  permit [0-9a-f]{32}  lease .* left' $T/jobs.held)\" = 2 ]" || return 1
   "$HL" run --semaphore jobs:2 --wait 0 -q -- touch "$T/j.bad"; local rc=$?
   check "third --wait 0 exits 1 (got $rc)" [ "$rc" = 1 ] || return 1
   check "third command not run" test ! -e "$T/j.bad" || return 1
@@ -420,7 +424,11 @@ test_semaphore() {
   check "permits back" [ "$(R GET jobs)" = 2 ] || return 1
   check "no leases left" [ "$(R ZCARD '{jobs}:timeout')" = 0 ] || return 1
   "$HL" status jobs >"$T/jobs.status" || return 1
-  check "status shows the free permits (got: $(tr '\n' ' ' <"$T/jobs.status"))" grep -q "count 2: a semaphore" "$T/jobs.status" || return 1
+  check "status shows the free permits (got: $(tr '\n' ' ' <"$T/jobs.status"))" grep -q "semaphore or count-down latch, count 2" "$T/jobs.status" || return 1
+  R SET drained 0 >/dev/null
+  "$HL" status --json drained >"$T/drained.json" || return 1
+  jcheck "$T/drained.json" "d['locks'][0]['kind']=='count' and d['locks'][0]['count']==0 and d['locks'][0]['permits']==[]" || return 1
+  "$HL" status drained | grep -q "semaphore, 0 permits free" || { echo "    human output: $("$HL" status drained)"; return 1; }
   "$HL" unlock --force --yes jobs 2>/dev/null; rc=$?
   check "unlock --force of a semaphore refused (1, got $rc), count kept" [ "$rc" = 1 ] && [ "$(R GET jobs)" = 2 ] || return 1
   # the permit's lease is renewed while the command runs (0.3 s watchdog lease)

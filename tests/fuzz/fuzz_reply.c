@@ -129,6 +129,9 @@ static void decoders(const redisReply *r)
                   info->holders[i].owner[info->holders[i].owner_len] == 0);
         for (size_t i = 0; i < info->nqueue; i++)
             CHECK(info->queue[i].deadline_ms >= -1);
+        CHECK(info->npermits <= info->permits_taken);
+        for (size_t i = 0; i < info->npermits; i++)
+            CHECK(info->permits[i].lease_end_ms >= -1 && strlen(info->permits[i].id) <= 128);
         hl_info_free(info);
     } else {
         CHECK(info == NULL && ierr[0]);
