@@ -319,12 +319,19 @@ static int acquire_interruptible(lua_State *L, llock *k, const int64_t *time, in
 {
     uint64_t tid = lock_tid(k);
     int64_t t0 = lhl_mono_ms();
-    /* a first try: most acquires need no wait (and then no thread) */
-    int rc = hilock_lock_acquire_token_tid(token, k->l, tid, 0, time[1]);
-    if (rc != HILOCK_ETIMEDOUT || time[0] == 0)
-        return rc;
+    /* a first try: most acquires need no wait (and then no thread). Not on
+     * a fair lock: there the wait is also the waiter's window in the line
+     * (its deadline steps), which a second call with the wait left would
+     * shorten by the try's time (tests/interop fair-order saw 19999 ms) */
+    int fair = hilock_lock_kind(k->l) == HILOCK_KIND_FAIR;
+    int rc = HILOCK_ETIMEDOUT;
+    if (!fair || time[0] == 0) {
+        rc = hilock_lock_acquire_token_tid(token, k->l, tid, 0, time[1]);
+        if (rc != HILOCK_ETIMEDOUT || time[0] == 0)
+            return rc;
+    }
     acq_job j = {k->l, tid, time[0], time[1], 0, 0, {-1, -1}};
-    if (time[0] > 0) {
+    if (time[0] > 0 && !fair) {
         j.wait = time[0] - (lhl_mono_ms() - t0);
         if (j.wait <= 0)
             return rc;

@@ -53,8 +53,72 @@ local function must(v, err)
   return v
 end
 
+local sems = {}
+local function sem_of(kind, name)
+  local key = kind .. " " .. name
+  if not sems[key] then
+    sems[key] = assert(kind == "s" and client:semaphore(name)
+                       or kind == "p" and client:permit_semaphore(name) or client:latch(name))
+  end
+  return sems[key]
+end
+
+local function secs(ms) return ms >= 0 and ms / 1000 or nil end
+
+-- The semaphore / latch commands of Agent.java and driver.c; nil: not one.
+local function run_sem(w)
+  local cmd, name, a, b = w[2], w[3], tonumber(w[4]), tonumber(w[5])
+  local v, err
+  if cmd == "semset" then
+    v, err = sem_of("s", name):try_set_permits(a)
+    if v == nil then return "err " .. tostring(err) end
+    return "ok " .. (v and "1" or "0")
+  elseif cmd == "semacq" then
+    v, err = sem_of("s", name):acquire(a, secs(b))
+    if v then return "ok 1 @" end
+    if err and err:find("^timeout") then return "ok 0 @" end
+    return "err " .. tostring(err)
+  elseif cmd == "semrel" then
+    v, err = sem_of("s", name):release(a)
+    if v then return "ok ^" end
+    return "err " .. tostring(err)
+  elseif cmd == "semavail" then
+    return "ok " .. string.format("%d", must(sem_of("s", name):available()))
+  elseif cmd == "pesacq" then
+    v, err = sem_of("p", name):acquire(secs(a), b > 0 and b / 1000 or nil)
+    if v then return "ok " .. v .. " @" end
+    if err and err:find("^timeout") then return "ok - @" end
+    return "err " .. tostring(err)
+  elseif cmd == "pesrel" then
+    v, err = sem_of("p", name):release(w[4])
+    if v then return "ok 1" end
+    if err and err:find("^not owner") then return "err notowner" end
+    return "err " .. tostring(err)
+  elseif cmd == "latchset" then
+    v, err = sem_of("l", name):try_set_count(a)
+    if v == nil then return "err " .. tostring(err) end
+    return "ok " .. (v and "1" or "0")
+  elseif cmd == "latchdown" then
+    v, err = sem_of("l", name):count_down()
+    if v == nil then return "err " .. tostring(err) end
+    return "ok ^"
+  elseif cmd == "latchawait" then
+    v, err = sem_of("l", name):await(secs(a))
+    if v then return "ok 1 @" end
+    if err and err:find("^timeout") then return "ok 0 @" end
+    return "err " .. tostring(err)
+  elseif cmd == "latchcount" then
+    return "ok " .. string.format("%d", must(sem_of("l", name):count()))
+  end
+  return nil
+end
+
 local function run(w)
   local cmd = w[2]
+  if cmd:find("^sem") or cmd:find("^pes") or cmd:find("^latch") then
+    local answer = run_sem(w)
+    if answer then return answer end
+  end
   if cmd == "id" then return "ok " .. client:id() end
   if cmd == "tid" then return "ok " .. tostring(hilock.thread_id()) end
   if cmd == "owner" then return "ok " .. client:id() .. ":" .. tostring(hilock.thread_id()) end

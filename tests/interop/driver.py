@@ -61,8 +61,64 @@ class Driver:
         lease = None if lease_ms <= 0 else lease_ms / 1000.0
         return lk.acquire(wait=wait, lease=lease)
 
+    def sem(self, kind, name):
+        with self.locks_mu:
+            s = self.locks.get((kind, name))
+            if s is None:
+                c = self.client
+                s = (c.semaphore(name) if kind == "s" else
+                     c.permit_expirable_semaphore(name) if kind == "p" else
+                     c.count_down_latch(name))
+                self.locks[(kind, name)] = s
+            return s
+
+    def run_sem(self, w):
+        """The semaphore / latch commands of Agent.java and driver.c."""
+        cmd, name = w[1], w[2]
+        num = [int(x) for x in w[3:] if x.lstrip("-").isdigit()]
+
+        def secs(ms):
+            return None if ms < 0 else ms / 1000.0
+        if cmd == "semset":
+            return "ok %d" % self.sem("s", name).try_set_permits(num[0])
+        if cmd == "semacq":
+            got = self.sem("s", name).acquire(num[0], wait=secs(num[1]))
+            return "ok %d %d" % (1 if got else 0, epoch_us())
+        if cmd == "semrel":
+            before = epoch_us()
+            self.sem("s", name).release(num[0])
+            return "ok %d" % before
+        if cmd == "semavail":
+            return "ok %d" % self.sem("s", name).available_permits()
+        if cmd == "pesacq":
+            pid = self.sem("p", name).acquire(wait=secs(num[0]),
+                                              lease=num[1] / 1000.0 if num[1] > 0 else None)
+            return "ok %s %d" % (pid or "-", epoch_us())
+        if cmd == "pesrel":
+            try:
+                self.sem("p", name).release(w[3])
+            except hilock.NotOwnerError:
+                return "err notowner"
+            return "ok 1"
+        if cmd == "latchset":
+            return "ok %d" % self.sem("l", name).try_set_count(num[0])
+        if cmd == "latchdown":
+            before = epoch_us()
+            self.sem("l", name).count_down()
+            return "ok %d" % before
+        if cmd == "latchawait":
+            got = self.sem("l", name).wait(secs(num[0]))
+            return "ok %d %d" % (1 if got else 0, epoch_us())
+        if cmd == "latchcount":
+            return "ok %d" % self.sem("l", name).count
+        return None
+
     def run(self, w, state):
         cmd = w[1]
+        if cmd.startswith(("sem", "pes", "latch")):
+            answer = self.run_sem(w)
+            if answer is not None:
+                return answer
         if cmd == "id":
             return "ok " + self.client.id
         if cmd == "tid":

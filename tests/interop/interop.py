@@ -1076,13 +1076,15 @@ def main():
                 for side in ("R", "W"):
                     plan.append(("rw-watchdog[%s] %s" % (side, d), scn_rw_watchdog,
                                  (A, B, side)))
-    # semaphores and latch: the C side, both directions; permits counted
-    # across 4 Redisson threads and 4 hilock threads in two processes
-    for A, B in ((jvm, c1), (c1, jvm)):
-        d = "%s->%s" % (A.label, B.label)
-        plan.append(("semaphore %s" % d, scn_sem, (A, B)))
-        plan.append(("permit-semaphore %s" % d, scn_pes, (A, B)))
-        plan.append(("latch %s" % d, scn_latch, (A, B)))
+    # semaphores and latch: every side (C, Python, Lua), both directions;
+    # permits counted across 4 Redisson threads and 4 hilock threads in two
+    # processes (the C side)
+    for hl in hilocks:
+        for A, B in ((jvm, hl), (hl, jvm)):
+            d = "%s->%s" % (A.label, B.label)
+            plan.append(("semaphore %s" % d, scn_sem, (A, B)))
+            plan.append(("permit-semaphore %s" % d, scn_pes, (A, B)))
+            plan.append(("latch %s" % d, scn_latch, (A, B)))
     plan.append(("semaphore-count redisson x4 + hilock-c x4", scn_sem_count,
                  ([jvm] * 4 + [c1, c1, c2, c2],)))
     for S in [jvm] + hilocks:
