@@ -1112,6 +1112,154 @@ static PyObject *m_handshake_reply(PyObject *self, PyObject *arg)
     return PyLong_FromLong(hl_decode_handshake(r));
 }
 
+/* ---- sentinel: the master, roles, replica acknowledgement ---- */
+
+/* sentinel_master_cmd(master_name) -> bytes (ask a sentinel for the master) */
+static PyObject *m_sentinel_master_cmd(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s:sentinel_master_cmd", &name) ||
+        !check_str(name, 1024, "master name"))
+        return NULL;
+    hl_cmd c;
+    hl_cmd_sentinel_master(&c, name);
+    return cmd_bytes(&c, 0);
+}
+
+/* decode_master_addr(reply) -> (host, port); ProtocolError when the
+ * sentinel does not know the master or answers something else */
+static PyObject *m_decode_master_addr(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    char host[256];
+    int port;
+    if (hl_decode_master_addr(r, host, sizeof host, &port) != 0)
+        return raise_code(HILOCK_EPROTO, "the sentinel names no such master");
+    return Py_BuildValue("(si)", host, port);
+}
+
+static PyObject *m_role_cmd(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    hl_cmd c;
+    hl_cmd_role(&c);
+    return cmd_bytes(&c, 0);
+}
+
+/* decode_role(reply) -> (is_master, connected replicas) */
+static PyObject *m_decode_role(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    int master = 0;
+    int n = hl_decode_role_replicas(r, &master);
+    return Py_BuildValue("(Oi)", master ? Py_True : Py_False, n);
+}
+
+/* not_master(reply) -> bool: the node is no master any more (READONLY,
+ * MASTERDOWN, in a plain or a script error): find the master again */
+static PyObject *m_not_master(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    return PyBool_FromLong(hl_reply_not_master(r));
+}
+
+typedef struct {
+    PyObject_HEAD
+    hl_ack k;
+} AckObject;
+
+static PyTypeObject *AckType;
+
+/* Ack(cached_replicas (-1 unknown), cache_age_ms (-1 unknown), ack_timeout_ms) */
+static PyObject *ack_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    long long n, age, t;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "LLL:Ack", &n, &age, &t))
+        return NULL;
+    if (check_range(n, -1, INT32_MAX, "cached_replicas") ||
+        check_range(age, -1, INT64_MAX / 2, "cache_age_ms") ||
+        check_range(t, 1, HILOCK_MAX_TIME_MS, "ack_timeout_ms"))
+        return NULL;
+    AckObject *o = PyObject_New(AckObject, type);
+    if (!o)
+        return NULL;
+    hl_ack_init(&o->k, (int)n, age, t);
+    return (PyObject *)o;
+}
+
+/* a.next() -> (ACT_SEND, bytes, extra_timeout_ms)
+ *           | (ACT_DONE, acked, failed, replicas (-1: not refreshed)) */
+static PyObject *ack_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    AckObject *o = (AckObject *)self;
+    if (hl_ack_next(&o->k) == HL_ACT_SEND) {
+        PyObject *b = cmd_bytes(&o->k.cmd, 0);
+        if (!b)
+            return NULL;
+        return Py_BuildValue("(iNL)", HL_ACT_SEND, b, (long long)o->k.timeout_ms);
+    }
+    return Py_BuildValue("(iOOi)", HL_ACT_DONE, o->k.acked ? Py_True : Py_False,
+                         o->k.failed ? Py_True : Py_False, o->k.refreshed ? o->k.replicas : -1);
+}
+
+static PyObject *ack_on_reply(PyObject *self, PyObject *arg)
+{
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    hl_ack_on_reply(&((AckObject *)self)->k, r);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ack_on_error(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_ack_on_error(&((AckObject *)self)->k);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ack_methods[] = {
+    {"next", ack_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
+    {"on_reply", ack_on_reply, METH_O, "on_reply(reply)"},
+    {"on_error", ack_on_error, METH_NOARGS, "on_error()"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot ack_slots[] = {
+    {Py_tp_new, ack_new},
+    {Py_tp_dealloc, generic_dealloc_tail},
+    {Py_tp_methods, ack_methods},
+    {Py_tp_doc, "Ack(cached_replicas, cache_age_ms, ack_timeout_ms): replica acknowledgement "
+                "of the write just made, on the same connection."},
+    {0, NULL}};
+
+static PyType_Spec ack_spec = {"hilock._engine.Ack", sizeof(AckObject), 0, Py_TPFLAGS_DEFAULT,
+                               ack_slots};
+
+/* ack_retry(wait_ms, deadline_ms (-1 none)) -> pause_ms | None (give up) */
+static PyObject *m_ack_retry(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long wait, deadline;
+    if (!PyArg_ParseTuple(args, "LL:ack_retry", &wait, &deadline))
+        return NULL;
+    int64_t pause;
+    if (!hl_ack_retry(wait, deadline, mono_ms(), &pause))
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(pause);
+}
+
 /* ping_cmd() -> bytes: the liveness check a client sends when it opens
  * (as hilock_client_open does) */
 static PyObject *m_ping_cmd(PyObject *self, PyObject *unused)
@@ -1371,6 +1519,13 @@ static PyMethodDef module_methods[] = {
      "handshake_cmds(user, password, db) -> [bytes]"},
     {"handshake_reply", m_handshake_reply, METH_O, "handshake_reply(reply) -> 0 or a code"},
     {"ping_cmd", m_ping_cmd, METH_NOARGS, "ping_cmd() -> bytes (the check at open)"},
+    {"sentinel_master_cmd", m_sentinel_master_cmd, METH_VARARGS,
+     "sentinel_master_cmd(master_name) -> bytes"},
+    {"decode_master_addr", m_decode_master_addr, METH_O, "decode_master_addr(reply) -> (host, port)"},
+    {"role_cmd", m_role_cmd, METH_NOARGS, "role_cmd() -> bytes"},
+    {"decode_role", m_decode_role, METH_O, "decode_role(reply) -> (is_master, replicas)"},
+    {"not_master", m_not_master, METH_O, "not_master(reply) -> bool"},
+    {"ack_retry", m_ack_retry, METH_VARARGS, "ack_retry(wait_ms, deadline_ms) -> pause_ms or None"},
     {"decode_ping", m_decode_ping, METH_O, "decode_ping(reply) -> 0 or a code"},
     {"decode_pubsub", m_decode_pubsub, METH_O,
      "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
@@ -1424,7 +1579,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &AcquireType, &acquire_spec, "Acquire") ||
         add_type(m, &ReleaseType, &release_spec, "Release") ||
         add_type(m, &SettleType, &settle_spec, "Settle") ||
-        add_type(m, &CallType, &call_spec, "Call"))
+        add_type(m, &CallType, &call_spec, "Call") ||
+        add_type(m, &AckType, &ack_spec, "Ack"))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

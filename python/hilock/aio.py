@@ -34,8 +34,10 @@ Cancelling a waiting acquire (``task.cancel()``, ``asyncio.timeout()``,
 waiter leaves the queue, the subscription is dropped, a grant that raced
 with the cancel is given back, and then the CancelledError propagates.
 
-Supported URLs: ``redis://``, ``rediss://`` (TLS) and ``unix://`` (one
-server). Sentinel and cluster URLs raise InvalidArgument for now.
+Supported URLs: ``redis://``, ``rediss://`` (TLS), ``unix://`` and
+``redis[s]+sentinel://`` (the master asked of the sentinels, followed on
+failover, grants acknowledged by a replica). Redis Cluster URLs raise
+InvalidArgument for now.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from . import _engine as _E_module
 from ._core import _check_tid, _lease_ms, _note, _to_ms, _wait_ms
 from ._errors import (
     ClosedError,
+    ConnectionError,
     Error,
     InvalidArgument,
     LockLostError,
@@ -99,6 +102,8 @@ _WAIT = _E.ACT_WAIT
 _UNSUBSCRIBE = _E.ACT_UNSUBSCRIBE
 _DONE = _E.ACT_DONE
 _LONG_WAIT_MS = 60000  # "until a message": look again at least this often
+_MAX_REDIRECTS = 20    # sentinel: "no master" answers followed per command
+_REDIRECT_PAUSE = 0.1  # seconds between them (a failover takes a moment)
 
 
 # --------------------------------------------------------------------------
@@ -164,6 +169,7 @@ class _Conn(asyncio.Protocol):
         self.on_push = on_push
         self.on_close = on_close
         self.broken = False  # a reply timed out: never reused
+        self.gen = 0  # the client's master generation it was opened in
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -265,6 +271,14 @@ class _Cancel:
                         req.fut.set_result(None)
                 timeout_ms = max(1, int((deadline - loop.time()) * 1000))
 
+    async def sleep(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        fut: "asyncio.Future[None]" = loop.create_future()
+        h = loop.call_later(seconds, _wake, fut)
+        try:
+            await self.sleep_on(fut)
+        finally:
+            h.cancel()
+
     async def sleep_on(self, fut: "asyncio.Future[None]") -> None:
         try:
             await fut
@@ -285,10 +299,12 @@ class _Pool:
 
     def get_nowait(self) -> Optional[_Conn]:
         idle = self.idle
+        gen = self.client._gen
         while idle:
             c = idle.pop()
-            if not c.closed:
+            if not c.closed and c.gen == gen:
                 return c
+            c.close()  # closed, or to a master that is no more
         return None
 
     async def get(self) -> _Conn:
@@ -317,8 +333,13 @@ class _Pool:
             return await self.get()
         return got
 
+    def drop_idle(self) -> None:
+        for c in self.idle:
+            c.close()
+        self.idle.clear()
+
     def put(self, c: _Conn) -> None:
-        if c.closed or c.broken or c.pending or self.client._closed:
+        if c.closed or c.broken or c.pending or self.client._closed or c.gen != self.client._gen:
             c.close()
             return
         while self.waiting:
@@ -574,7 +595,9 @@ class Client:
     hilock.aio.Client(url) as client``. Keyword arguments as
     :class:`hilock.Client` (seconds): ``connect_timeout``,
     ``command_timeout``, ``watchdog_lease``, ``fair_wait_window``,
-    ``pool_size``, ``tls`` and ``tls_*``. ``close()`` stops the watchdog
+    ``pool_size``, ``tls`` and ``tls_*``, ``replica_ack`` (None: on for
+    sentinel URLs), ``replica_ack_timeout``, ``sentinel_user`` /
+    ``sentinel_password``. ``close()`` stops the watchdog
     (locks still held are not released: they expire after their lease).
     """
 
@@ -594,6 +617,10 @@ class Client:
         tls_key_file: Optional[str] = None,
         tls_server_name: Optional[str] = None,
         tls_insecure: bool = False,
+        replica_ack: Optional[bool] = None,
+        replica_ack_timeout: Seconds = 1.0,
+        sentinel_user: Optional[str] = None,
+        sentinel_password: Optional[str] = None,
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
@@ -604,10 +631,23 @@ class Client:
         if not 1 <= pool_size <= 1024:
             raise InvalidArgument(f"invalid argument: pool_size must be in 1..1024, got {pool_size}")
         ep: Dict[str, Any] = _E.parse_url(url)
-        if ep["mode"] not in ("single", "unix"):
+        if ep["mode"] not in ("single", "unix", "sentinel"):
             raise InvalidArgument(
                 f"invalid argument: hilock.aio does not speak {ep['mode']} URLs yet "
-                "(use hilock.Client for sentinel and cluster)", _E.E_INVAL)
+                "(use hilock.Client for Redis Cluster)", _E.E_INVAL)
+        if replica_ack is not None and not isinstance(replica_ack, bool):
+            raise TypeError("replica_ack must be None, True or False")
+        self._sentinel = ep["mode"] == "sentinel"
+        self._sentinel_user = ep.get("sentinel_user") or sentinel_user
+        self._sentinel_password = ep.get("sentinel_password") or sentinel_password
+        # replica acknowledgement: on by default where a failover can happen
+        self._ack = self._sentinel if replica_ack is None else replica_ack
+        self._ack_ms = _to_ms(replica_ack_timeout, "replica_ack_timeout", zero_ok=False)
+        self._nrep = -1  # replicas of the master (cached), and when learnt
+        self._nrep_at = 0
+        self._master: Optional[Tuple[str, int]] = None  # sentinel: the master, cached
+        self._master_at = 0
+        self._gen = 0  # bumped when the master changes: older connections are dropped
         self._url = url
         self._ep = ep
         self._connect_ms = ep.get("connect_timeout_ms") or _to_ms(
@@ -746,24 +786,117 @@ class Client:
 
     async def _open_conn(self, on_close: Callable[[_Conn], None],
                          on_push: Optional[Callable[[Any], None]] = None) -> _Conn:
+        ep = self._ep
+        if self._sentinel:
+            host, port = await self._master_addr()
+            gen = self._gen
+            conn = await self._connect(host, port, None, ep.get("user"), ep.get("password"),
+                                       ep.get("db", 0), on_push)
+            conn.gen = gen
+        else:
+            conn = await self._connect(ep.get("host"), ep.get("port", 0), ep.get("path"),
+                                       ep.get("user"), ep.get("password"), ep.get("db", 0),
+                                       on_push)
+        conn.on_close = on_close
+        return conn
+
+    async def _master_addr(self) -> Tuple[str, int]:
+        """Sentinel: the master the sentinels name (asked at most once a
+        second; _not_master() asks again at once)."""
+        now = _E.now_ms()
+        if self._master is not None and now - self._master_at < 1000:
+            return self._master
+        last: Optional[BaseException] = None
+        for host, port in self._ep["seeds"]:
+            try:
+                conn = await self._connect(host, port, None, self._sentinel_user,
+                                           self._sentinel_password, 0, None)
+            except Error as e:
+                last = e
+                continue
+            try:
+                req = conn.request(_E.sentinel_master_cmd(self._ep["master_name"]))
+                if await _await_req(self._loop, req, self._cmd_ms) != 0:
+                    continue
+                try:
+                    addr: Tuple[str, int] = _E.decode_master_addr(req.reply)
+                except Error as e:
+                    last = e
+                    continue
+            finally:
+                conn.close()
+            if self._master is not None and addr != self._master:
+                self._gen += 1  # a failover: connections to the old master go
+                ps = self._pubsub.conn
+                if ps is not None:
+                    ps.close()  # waiters listen again on the new master, and retry
+            self._master, self._master_at = addr, _E.now_ms()
+            return addr
+        raise from_code(_E.E_CONN, f"no sentinel named master {self._ep['master_name']!r}"
+                        + (f" ({last})" if last else ""))
+
+    def _not_master(self) -> None:
+        """A node answered that it is no master (failover): find it again,
+        drop the connections to the old one."""
+        self._master = None
+        self._gen += 1
+        self._pool.drop_idle()
+        ps = self._pubsub.conn
+        if ps is not None and getattr(ps, "gen", self._gen) != self._gen:
+            ps.close()  # listen on the new master (a replica relays messages, but may go)
+
+    def _redirected(self, reply: Any) -> bool:
+        """Sentinel: True when the reply says the node is no master any more
+        (then the master is looked up again and the command goes there)."""
+        if self._sentinel and reply.error is not None and _E.not_master(reply):
+            self._not_master()
+            return True
+        return False
+
+    async def _replica_ack(self, conn: _Conn, cancel: _Cancel) -> bool:
+        """The engine's replica acknowledgement of the write just made on
+        conn (same connection); gives conn back (or closes it)."""
+        k = _E.Ack(self._nrep, _E.now_ms() - self._nrep_at if self._nrep >= 0 else -1,
+                   self._ack_ms)
+        while True:
+            t = k.next()
+            if t[0] == _SEND:
+                req = conn.request(t[1])
+                if await cancel.req(self._loop, req, self._cmd_ms + t[2]) == 0:
+                    k.on_reply(req.reply)
+                else:
+                    k.on_error()
+                continue
+            _act, acked, failed, nrep = t
+            if nrep >= 0:
+                self._nrep, self._nrep_at = nrep, _E.now_ms()
+            if failed:
+                conn.close()
+            else:
+                self._pool.put(conn)
+            return bool(acked)
+
+    async def _connect(self, host: Optional[str], port: int, path: Optional[str],
+                       user: Optional[str], password: Optional[str], db: int,
+                       on_push: Optional[Callable[[Any], None]]) -> _Conn:
         loop = self._loop
         ep = self._ep
         proto = _Conn(loop, on_push=on_push)
-        what = ep.get("path") or f"{ep.get('host')}:{ep.get('port')}"
+        what = path or f"{host}:{port}"
         try:
-            if ep["mode"] == "unix":
-                coro = loop.create_unix_connection(lambda: proto, ep["path"], ssl=self._ssl,
+            if path:
+                coro = loop.create_unix_connection(lambda: proto, path, ssl=self._ssl,
                                                    server_hostname=self._server_name)
             else:
-                coro = loop.create_connection(lambda: proto, ep["host"], ep["port"],
-                                              ssl=self._ssl,
-                                              server_hostname=self._server_name if self._ssl else None)
+                coro = loop.create_connection(
+                    lambda: proto, host or "", port, ssl=self._ssl,
+                    server_hostname=(self._server_name or host) if self._ssl else None)
             await asyncio.wait_for(coro, self._connect_ms / 1000.0)
         except ssl.SSLError as e:
             raise from_code(_E.E_TLS, f"TLS handshake with {what}: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:
             raise from_code(_E.E_CONN, f"cannot connect to {what}: {e or 'timeout'}") from None
-        for cmd in _E.handshake_cmds(ep.get("user"), ep.get("password"), ep.get("db", 0)):
+        for cmd in _E.handshake_cmds(user, password, db):
             req = proto.request(cmd)
             try:
                 st = await _await_req(loop, req, self._cmd_ms)
@@ -777,21 +910,27 @@ class Client:
             if rc:
                 proto.close()
                 raise from_code(rc, f"{what}: {req.reply.error or 'unexpected reply'}")
-        proto.on_close = on_close
+        del ep
         return proto
 
     async def _call(self, data: bytes) -> Any:
         """One command, one reply (a plain query): the reply or an error."""
         self._check()
         pool = self._pool
-        conn = pool.get_nowait() or await pool.get()
-        req = conn.request(data)
-        try:
-            st = await _await_req(self._loop, req, self._cmd_ms)
-        except BaseException:
-            conn.broken = True
-            conn.close()
-            raise
+        for redirects in range(_MAX_REDIRECTS + 1):
+            conn = pool.get_nowait() or await pool.get()
+            req = conn.request(data)
+            try:
+                st = await _await_req(self._loop, req, self._cmd_ms)
+            except BaseException:
+                conn.broken = True
+                conn.close()
+                raise
+            if st == 0 and redirects < _MAX_REDIRECTS and self._redirected(req.reply):
+                conn.close()
+                await asyncio.sleep(_REDIRECT_PAUSE)
+                continue
+            break
         if st == 0:
             pool.put(conn)
             return req.reply
@@ -892,8 +1031,22 @@ class Client:
                 pass  # trouble: the next tick tries again
 
     async def _renew_all(self) -> None:
+        for _ in range(3):
+            if self._sentinel:
+                # at most one question to the sentinels a second: after a
+                # failover the renewals go to the new master within a tick,
+                # not only once the old one refuses writes
+                await self._master_addr()
+            if not await self._renew_batch():
+                return
+            await asyncio.sleep(_REDIRECT_PAUSE)  # redirected: again, on the new master
+
+    async def _renew_batch(self) -> bool:
+        """One pipelined renewal of every watched hold; True when the node
+        said it is no master any more (then the master is looked up again)."""
         items = list(self._wd.items())
         pool = self._pool
+        redirected = False
         conn = pool.get_nowait() or await pool.get()
         reqs = [conn.request(n.renew_cmd(owner, self._wd_ms)) for _k, (n, owner, _t) in items]
         good = True
@@ -910,6 +1063,12 @@ class Client:
                     good = False
                     continue
                 out = _E.renew_outcome(again.reply)
+            if out == _E.RENEW_REDIRECT:
+                if not redirected:
+                    self._not_master()
+                redirected = True
+                good = False
+                continue
             if out == _E.RENEW_LOST and self._wd.get(key) is entry:
                 del self._wd[key]
                 self._mark_lost(key, entry[2])
@@ -917,6 +1076,7 @@ class Client:
             pool.put(conn)
         else:
             conn.close()
+        return redirected
 
     def _mark_lost(self, key: Tuple[int, str, str], tid: int) -> None:
         if len(self._lost) >= 65536:
@@ -947,8 +1107,11 @@ class Client:
 
 
 async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
-                       cancel: _Cancel) -> Tuple[int, int, int]:
-    """One run of the acquire machine: (result, hold_count, token)."""
+                       cancel: _Cancel, keep: bool = False
+                       ) -> Tuple[int, int, int, Optional[_Conn]]:
+    """One run of the acquire machine: (result, hold_count, token, conn);
+    keep: conn is the granting attempt's connection (for the replica
+    acknowledgement; the caller gives it back), else None."""
     loop = c._loop
     pool = c._pool
     ps = c._pubsub
@@ -957,6 +1120,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                       c._latch_ttl_ms)
     w: Optional[_Waiter] = None
     channel = ""
+    held: Optional[_Conn] = None  # the last attempt's connection (keep)
+    redirects = 0
     try:
         while True:
             if cancel.exc is not None:
@@ -977,6 +1142,11 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         continue
                 req = conn.request(t[1])
                 st = await cancel.req(loop, req, c._cmd_ms)
+                if st == 0 and redirects < _MAX_REDIRECTS and c._redirected(req.reply):
+                    conn.close()  # no master any more: the same attempt on the new one
+                    redirects += 1
+                    await cancel.sleep(loop, _REDIRECT_PAUSE)
+                    continue
                 if st == 0:
                     again = m.on_reply(req.reply)
                     if again is not None:
@@ -985,7 +1155,12 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         if st == 0:
                             m.on_reply(req.reply)
                 if st == 0:
-                    pool.put(conn)
+                    if keep and t[2]:
+                        if held is not None:
+                            pool.put(held)
+                        held = conn
+                    else:
+                        pool.put(conn)
                 elif st == 1 and t[2]:
                     # the attempt may still run on the server: settle it there;
                     # later calls take another latch key (its late copy must find it)
@@ -1006,6 +1181,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     else:
                         m.on_error(_E.E_CONN)
             elif act == _SUBSCRIBE:
+                if held is not None:  # do not sit on a connection while waiting
+                    pool.put(held)
+                    held = None
                 channel = t[1]
                 w = _Waiter()
                 limit = c._cmd_ms
@@ -1025,10 +1203,13 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     ps.leave(t[1], w)
                     w = None
             else:
-                return t[1], t[2], t[3]
+                got, held = (held if t[1] == 0 else None), None
+                return t[1], t[2], t[3], got
     finally:
         if w is not None:
             ps.leave(channel, w)
+        if held is not None:
+            pool.put(held)
 
 
 async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
@@ -1038,6 +1219,7 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
     loop = c._loop
     pool = c._pool
     cancel = _Cancel()
+    redirects = 0
     m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._request_id(), c._cmd_ms)
     while True:
         t = m.next()
@@ -1054,6 +1236,11 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
                 continue
         req = conn.request(t[1])
         st = await cancel.req(loop, req, t[2] if t[2] > 0 else c._cmd_ms)
+        if st == 0 and redirects < _MAX_REDIRECTS and c._redirected(req.reply):
+            conn.close()
+            redirects += 1
+            await cancel.sleep(loop, _REDIRECT_PAUSE)
+            continue
         if st == 0:
             pool.put(conn)
             m.on_reply(req.reply)
@@ -1152,8 +1339,28 @@ class Lock:
         watchdog = l == 0
         lease = c._wd_ms if watchdog else l
         cancel = _Cancel()
-        result, _holds, token = await _run_acquire(c, self._n, owner, w, lease, cancel)
         key = self._key(owner)
+        deadline = -1 if w <= 0 else _E.now_ms() + w
+        while True:
+            left = w if deadline < 0 else max(1, deadline - _E.now_ms())
+            result, _holds, token, conn = await _run_acquire(c, self._n, owner, left, lease,
+                                                             cancel, keep=c._ack)
+            if conn is None:
+                break
+            if await c._replica_ack(conn, cancel) or cancel.exc is not None:
+                break
+            # nobody replicated the grant, so a failover now would forget it:
+            # give it back, and try again while the caller may still wait
+            c._leases[key] = lease
+            await _release_quietly(c, self._n, owner, key)
+            pause = _E.ack_retry(w, deadline)
+            if pause is None:
+                raise ConnectionError(
+                    f"connection: lock {self.name!r} released again: no replica acknowledged "
+                    f"it within {c._ack_ms} ms", _E.E_CONN)
+            await cancel.sleep(c._loop, pause / 1000.0)
+            if cancel.exc is not None:
+                raise cancel.exc
         if result == 0:
             if watchdog:
                 c._leases.pop(key, None)
@@ -1371,7 +1578,11 @@ class MultiLock:
         lease = c._wd_ms if lease_ms == 0 else lease_ms
         cancel = _Cancel()
         try:
-            result, _h, _t = await _run_acquire(c, n, owner, 0, lease, cancel)
+            result, _h, _t, conn = await _run_acquire(c, n, owner, 0, lease, cancel,
+                                                      keep=c._ack)
+            if conn is not None and not await c._replica_ack(conn, cancel):
+                await _release_quietly(c, n, owner, (n.kind, n.name, owner))
+                result = _E.E_CONN
         except Error as e:
             return e.code or _E.E_CONN
         key = (n.kind, n.name, owner)

@@ -35,11 +35,10 @@ def client_kwargs(pairs):
     for p in pairs:
         k, v = p.split("=", 1)
         v = int(v)
-        if k in ("replica_ack", "replica_ack_timeout_ms"):
-            # only the sentinel and cluster scenarios ask for it, and hilock.aio
-            # refuses their URLs when the client is made
-            continue
-        if k in ("watchdog_lease_ms", "command_timeout_ms", "connect_timeout_ms"):
+        if k == "replica_ack":
+            kw[k] = bool(v)
+        elif k in ("watchdog_lease_ms", "command_timeout_ms", "connect_timeout_ms",
+                   "replica_ack_timeout_ms"):
             kw[k[:-3]] = v / 1000.0
         else:
             raise ValueError("unknown option " + k)

@@ -435,6 +435,40 @@ def test_sentinel_replica_ack(sentinel: SentinelSet) -> None:
         assert wait_calls(master) == waits
 
 
+def test_aio_sentinel_master_and_replica_ack(sentinel: SentinelSet) -> None:
+    """hilock.aio on a sentinel URL: the master is asked of the sentinels,
+    a grant is acknowledged by the replica before acquire returns (WAIT on
+    the granting connection), and a waiter is woken by the unlock."""
+    import asyncio
+    import hilock.aio as aio
+
+    master, replica = sentinel.master, sentinel.replica
+    assert master is not None and replica is not None
+    name = uniq("aio-sent")
+
+    async def main() -> None:
+        async with aio.Client(sentinel.url, connect_timeout=0.5) as c:  # replica_ack on
+            lk = c.lock(name)
+            waits = wait_calls(master)
+            for _ in range(5):
+                assert await lk.acquire(wait=5, lease=10)
+                assert replica("HGET", name, c.owner()) == "1"  # no polling: WAIT returned
+                await lk.release()
+            assert wait_calls(master) >= waits + 5
+            assert await lk.acquire(0, lease=10)
+            w = asyncio.create_task(c.lock(name).acquire(wait=5, lease=10))
+            await asyncio.sleep(0.2)
+            await lk.release()
+            assert await w
+        async with aio.Client(sentinel.url, connect_timeout=0.5, replica_ack=False) as c:
+            waits = wait_calls(master)
+            assert await c.lock(name + ":n").acquire(0, lease=10)
+            await c.lock(name + ":n").release()
+            assert wait_calls(master) == waits
+
+    asyncio.run(main())
+
+
 def test_sentinel_failover_while_held_and_waited_on(sentinel: SentinelSet) -> None:
     """Last sentinel test: it swaps master and replica for good."""
     old, new = sentinel.master, sentinel.replica
