@@ -119,3 +119,43 @@ void line_agent_serve(line_agent_fn fn, void *ctx)
     fflush(stdout);
     _exit(0);
 }
+
+/* The conformance error kinds (the same words every agent uses). */
+const char *line_agent_err_kind(int rc)
+{
+    switch (rc) {
+    case HILOCK_ETIMEDOUT: return "timeout";
+    case HILOCK_ENOTOWNER: return "notowner";
+    case HILOCK_ELOST: return "lost";
+    case HILOCK_ECONN: return "connection";
+    case HILOCK_EPROTO: return "protocol";
+    case HILOCK_EAUTH: return "auth";
+    case HILOCK_EWRONGTYPE: return "wrongtype";
+    case HILOCK_ECLOSED: return "closed";
+    case HILOCK_ENOMEM: return "nomem";
+    case HILOCK_EINVAL: return "invalid";
+    default: return "other";
+    }
+}
+
+int line_agent_set_option(hilock_options *o, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (!eq)
+        return -1;
+    size_t klen = (size_t)(eq - kv);
+    int64_t v = strtoll(eq + 1, NULL, 10);
+    if (klen == 17 && strncmp(kv, "watchdog_lease_ms", klen) == 0)
+        o->watchdog_lease_ms = v;
+    else if (klen == 18 && strncmp(kv, "command_timeout_ms", klen) == 0)
+        o->command_timeout_ms = v;
+    else if (klen == 18 && strncmp(kv, "connect_timeout_ms", klen) == 0)
+        o->connect_timeout_ms = v;
+    else if (klen == 11 && strncmp(kv, "replica_ack", klen) == 0)
+        o->replica_ack = v ? 1 : -1;
+    else if (klen == 22 && strncmp(kv, "replica_ack_timeout_ms", klen) == 0)
+        o->replica_ack_timeout_ms = v;
+    else
+        return -1;
+    return 0;
+}

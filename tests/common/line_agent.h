@@ -15,6 +15,18 @@
  * (it may be modified); `*actor_data` starts NULL and is the actor's own. */
 typedef void (*line_agent_fn)(void *ctx, const char *actor, char *line, void **actor_data);
 
+#include "hilock.h"
+
+/* The conformance protocol's error kind of a HILOCK_E* code: timeout,
+ * notowner, lost, connection, protocol, auth, wrongtype, closed, nomem,
+ * invalid, other (tests/conformance/README.md). */
+const char *line_agent_err_kind(int rc);
+
+/* One "key=value" client option of the agents' command line into o:
+ * watchdog_lease_ms command_timeout_ms connect_timeout_ms replica_ack (1/0)
+ * replica_ack_timeout_ms. 0, or -1 for an unknown key. */
+int line_agent_set_option(hilock_options *o, const char *kv);
+
 /* Writes "WHO <formatted text>\n" to stdout as one line (thread-safe). */
 void line_agent_say(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

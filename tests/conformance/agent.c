@@ -52,24 +52,6 @@ typedef struct agent {
     size_t nsems;
 } agent;
 
-/* The conformance error kinds (the same words every agent uses). */
-static const char *err_kind(int rc)
-{
-    switch (rc) {
-    case HILOCK_ETIMEDOUT: return "timeout";
-    case HILOCK_ENOTOWNER: return "notowner";
-    case HILOCK_ELOST: return "lost";
-    case HILOCK_ECONN: return "connection";
-    case HILOCK_EPROTO: return "protocol";
-    case HILOCK_EAUTH: return "auth";
-    case HILOCK_EWRONGTYPE: return "wrongtype";
-    case HILOCK_ECLOSED: return "closed";
-    case HILOCK_ENOMEM: return "nomem";
-    case HILOCK_EINVAL: return "invalid";
-    default: return "other";
-    }
-}
-
 static const char *const kinds[] = {"r", "f", "fenced", "read", "write", NULL};
 
 static int kind_known(const char *kind)
@@ -169,7 +151,7 @@ static void run_sem(agent *ag, const char *actor, char **w, int nw, void **actor
     int64_t n = 0;
     void *h = sem_of(ag, kind, w[3], &rc);
     if (!h) {
-        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
+        line_agent_say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
         return;
     }
     int sem = strcmp(kind, "sem") == 0, pes = strcmp(kind, "pes") == 0;
@@ -232,7 +214,7 @@ static void run_sem(agent *ag, const char *actor, char **w, int nw, void **actor
     if (rc == 0)
         line_agent_say(actor, "ok %d", flag != 0);
     else
-        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
+        line_agent_say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
 }
 
 static void run(void *ctx, const char *actor, char *line, void **actor_data)
@@ -256,7 +238,7 @@ static void run(void *ctx, const char *actor, char *line, void **actor_data)
     int rc = 0;
     hilock_lock *l = lock_of(ag, w[2], w[3], &rc);
     if (!l) {
-        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
+        line_agent_say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
         return;
     }
     int flag = 0;
@@ -305,29 +287,7 @@ static void run(void *ctx, const char *actor, char *line, void **actor_data)
     if (rc == 0)
         line_agent_say(actor, "ok %d", flag != 0);
     else
-        line_agent_say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
-}
-
-static int set_option(hilock_options *o, const char *kv)
-{
-    const char *eq = strchr(kv, '=');
-    if (!eq)
-        return -1;
-    size_t klen = (size_t)(eq - kv);
-    int64_t v = strtoll(eq + 1, NULL, 10);
-    if (klen == 17 && strncmp(kv, "watchdog_lease_ms", klen) == 0)
-        o->watchdog_lease_ms = v;
-    else if (klen == 18 && strncmp(kv, "command_timeout_ms", klen) == 0)
-        o->command_timeout_ms = v;
-    else if (klen == 18 && strncmp(kv, "connect_timeout_ms", klen) == 0)
-        o->connect_timeout_ms = v;
-    else if (klen == 11 && strncmp(kv, "replica_ack", klen) == 0)
-        o->replica_ack = v ? 1 : -1;
-    else if (klen == 22 && strncmp(kv, "replica_ack_timeout_ms", klen) == 0)
-        o->replica_ack_timeout_ms = v;
-    else
-        return -1;
-    return 0;
+        line_agent_say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
 }
 
 int main(int argc, char **argv)
@@ -342,14 +302,14 @@ int main(int argc, char **argv)
     }
     hilock_options_init(&opts, HILOCK_OPTIONS_VERSION);
     for (int i = 2; i < argc; i++) {
-        if (set_option(&opts, argv[i]) != 0) {
+        if (line_agent_set_option(&opts, argv[i]) != 0) {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
         }
     }
     int rc = hilock_client_open(&ag.client, argv[1], &opts, err, sizeof err);
     if (rc != 0) {
-        line_agent_say("agent", "err %s %s", err_kind(rc), err);
+        line_agent_say("agent", "err %s %s", line_agent_err_kind(rc), err);
         return 1;
     }
     line_agent_say("agent", "ok ready");

@@ -31,6 +31,7 @@
 
 #include "hilock.h"
 #include "hilock/adapters/epoll.h"
+#include "line_agent.h"
 
 #define MAX_LOCKS 64
 #define MAX_ACTORS 64
@@ -67,23 +68,6 @@ static void say(const char *who, const char *fmt, ...)
     printf("\n");
     fflush(stdout);
     va_end(ap);
-}
-
-static const char *err_kind(int rc)
-{
-    switch (rc) {
-    case HILOCK_ETIMEDOUT: return "timeout";
-    case HILOCK_ENOTOWNER: return "notowner";
-    case HILOCK_ELOST: return "lost";
-    case HILOCK_ECONN: return "connection";
-    case HILOCK_EPROTO: return "protocol";
-    case HILOCK_EAUTH: return "auth";
-    case HILOCK_EWRONGTYPE: return "wrongtype";
-    case HILOCK_ECLOSED: return "closed";
-    case HILOCK_ENOMEM: return "nomem";
-    case HILOCK_EINVAL: return "invalid";
-    default: return "other";
-    }
 }
 
 /* The actor's thread id: 1, 2, ... by first appearance. */
@@ -135,7 +119,7 @@ static void answer(hilock_async *a, int rc, int64_t value, void *payload)
     if (strcmp(q->cmd, "lock") == 0 && rc == HILOCK_ETIMEDOUT)
         say(q->actor, "ok 0");
     else if (rc)
-        say(q->actor, "err %s %s", err_kind(rc), hilock_async_errmsg(a));
+        say(q->actor, "err %s %s", line_agent_err_kind(rc), hilock_async_errmsg(a));
     else if (strcmp(q->cmd, "lock") == 0 && q->fenced)
         say(q->actor, "ok 1 %" PRId64, value);
     else if (strcmp(q->cmd, "lock") == 0)
@@ -173,7 +157,7 @@ static void handle(char *line)
     int rc = 0;
     hilock_lock *l = lock_of(w[2], w[3], &rc);
     if (!l) {
-        say(actor, "err %s %s", err_kind(rc), hilock_strerror(rc));
+        say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
         return;
     }
     const char *cmd = w[1];
@@ -213,30 +197,8 @@ static void handle(char *line)
     }
     if (rc) { /* refused at once: no callback comes */
         free(q);
-        say(actor, "err %s %s", err_kind(rc), hilock_async_errmsg(as));
+        say(actor, "err %s %s", line_agent_err_kind(rc), hilock_async_errmsg(as));
     }
-}
-
-static int set_option(hilock_options *o, const char *kv)
-{
-    const char *eq = strchr(kv, '=');
-    if (!eq)
-        return -1;
-    size_t klen = (size_t)(eq - kv);
-    int64_t v = strtoll(eq + 1, NULL, 10);
-    if (klen == 17 && strncmp(kv, "watchdog_lease_ms", klen) == 0)
-        o->watchdog_lease_ms = v;
-    else if (klen == 18 && strncmp(kv, "command_timeout_ms", klen) == 0)
-        o->command_timeout_ms = v;
-    else if (klen == 18 && strncmp(kv, "connect_timeout_ms", klen) == 0)
-        o->connect_timeout_ms = v;
-    else if (klen == 11 && strncmp(kv, "replica_ack", klen) == 0)
-        o->replica_ack = v ? 1 : -1;
-    else if (klen == 22 && strncmp(kv, "replica_ack_timeout_ms", klen) == 0)
-        o->replica_ack_timeout_ms = v;
-    else
-        return -1;
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -249,13 +211,13 @@ int main(int argc, char **argv)
     }
     hilock_options_init(&opts, HILOCK_OPTIONS_VERSION);
     for (int i = 2; i < argc; i++)
-        if (set_option(&opts, argv[i]) != 0) {
+        if (line_agent_set_option(&opts, argv[i]) != 0) {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
         }
     int rc = hilock_client_open(&client, argv[1], &opts, err, sizeof err);
     if (rc != 0) {
-        say("agent", "err %s %s", err_kind(rc), err);
+        say("agent", "err %s %s", line_agent_err_kind(rc), err);
         return 1;
     }
     hilock_epoll ep;

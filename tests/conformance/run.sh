@@ -28,8 +28,9 @@ fi
 # C, non-blocking: hilock_async on an epoll loop (one thread), same library.
 if [ ! -f "$lib/libhilock.so" ]; then
   drivers+=(--driver "c-async=missing:cannot build libhilock (see $out/c-build.log)")
-elif cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" \
-     "$here/agent_async.c" -o "$out/agent-c-async" -L"$lib" -lhilock -Wl,-rpath,"$lib" >"$out/c-async-build.log" 2>&1; then
+elif cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" -I"$root/tests/common" \
+     "$here/agent_async.c" "$root/tests/common/line_agent.c" -o "$out/agent-c-async" -L"$lib" -lhilock \
+     -Wl,-rpath,"$lib" -lpthread >"$out/c-async-build.log" 2>&1; then
   drivers+=(--driver "c-async=threads:$out/agent-c-async")
 else
   drivers+=(--driver "c-async=missing:cannot build agent_async.c (see $out/c-async-build.log)")
