@@ -13,7 +13,8 @@ if not latch then
 end
 local v = redis.call('get', latch)
 if v then
-    local x, s, holds = string.match(v, '^(x?)(%d+):(%d*)$')
+    -- "<seq>:<holds>", or "<seq>:<holds>:<token>" (fenced_lock.lua)
+    local x, s, holds = string.match(v, '^(x?)(%d+):(%d*)')
     if s == seq then
         if x == 'x' then
             return holds

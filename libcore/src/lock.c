@@ -604,7 +604,8 @@ int hl_lock_try_end(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t time
     snprintf(err, sizeof err, "%s", err_in ? err_in : "");
     latch_move_on(c, &t->cmd);
     if (rc == HILOCK_ECONN && t->cmd.reply_lost && !t->cmd.drained && !c->t.ep.cluster &&
-        (l->kind == HILOCK_KIND_REENTRANT || l->kind == HILOCK_KIND_FAIR)) {
+        (l->kind == HILOCK_KIND_REENTRANT || l->kind == HILOCK_KIND_FAIR ||
+         l->kind == HILOCK_KIND_FENCED)) {
         /* the connection died: the attempt may have run and its reply been
          * lost. Settle it (idempotent: tried a few times) */
         for (int k = 0; k < HL_SETTLE_TRIES; k++) {

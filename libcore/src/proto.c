@@ -262,12 +262,16 @@ void hl_cmd_acquire_latched(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
         cmd_str(cmd, latch_key);
         return;
     }
-    if (kind == HILOCK_KIND_FENCED) { /* no acquire latch (yet) */
+    if (kind == HILOCK_KIND_FENCED) {
         cmd_script(cmd, HL_SCRIPT_FENCED_LOCK, 2);
         cmd_str(cmd, n->name);
         cmd_str(cmd, n->token);
         cmd_num(cmd, lease_ms);
         cmd_str(cmd, owner);
+        if (latch_ttl_ms > 0) { /* without a latch: the script's old shape */
+            cmd_num(cmd, latch_ttl_ms);
+            cmd_str(cmd, latch_key);
+        }
         return;
     }
     cmd_script(cmd, HL_SCRIPT_LOCK, 1);
@@ -699,8 +703,9 @@ int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl
     free(a->undo_latch);
     a->latch = a->undo_latch = NULL;
     if (!latch_key || latch_ttl_ms <= 0 ||
-        (a->kind != HILOCK_KIND_REENTRANT && a->kind != HILOCK_KIND_FAIR))
-        return 0; /* only lock.lua and fair_lock.lua keep an acquire latch */
+        (a->kind != HILOCK_KIND_REENTRANT && a->kind != HILOCK_KIND_FAIR &&
+         a->kind != HILOCK_KIND_FENCED))
+        return 0; /* lock.lua, fair_lock.lua and fenced_lock.lua keep an acquire latch */
     size_t len = strlen(latch_key) + 3;
     a->latch = strdup(latch_key);
     a->undo_latch = malloc(len);

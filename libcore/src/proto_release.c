@@ -215,7 +215,11 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
     switch (attempt->script) {
     case HL_SCRIPT_LOCK: break;
     case HL_SCRIPT_FAIR_LOCK: kind = HILOCK_KIND_FAIR; argc = 12; break;
-    case HL_SCRIPT_FENCED_LOCK: kind = HILOCK_KIND_FENCED; lease_at = 5; argc = 7; break;
+    case HL_SCRIPT_FENCED_LOCK: /* with its acquire latch: + latch ttl, key */
+        kind = HILOCK_KIND_FENCED;
+        lease_at = 5;
+        argc = attempt->argc == 9 ? 9 : 7;
+        break;
     case HL_SCRIPT_RW_READ_LOCK: kind = HILOCK_KIND_READ; lease_at = 5; argc = 7; break;
     case HL_SCRIPT_RW_WRITE_LOCK: kind = HILOCK_KIND_WRITE; argc = 6; break;
     default: return HILOCK_EINVAL;

@@ -483,6 +483,57 @@ static void t_unlock_latch_per_owner(void)
     }
 }
 
+/* The fenced lock's acquire latch keeps the token: the same call sent again
+ * answers the same hold count and token and takes no new token. */
+static void t_fenced_latch(void)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    hl_names n;
+    CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "res:flatch"), 0);
+    char key[256], arg[300];
+    snprintf(key, sizeof key, "%s:%s:e0", n.acquire_latch_prefix, OWNER);
+    redisReply *r = redisCommand(ctx, "DEL res:flatch %s %s", key, n.token);
+    freeReplyObject(r);
+    hl_cmd c;
+    hl_acquire_result ar;
+    const char *seqs[] = {"5", "5", "6"};
+    int64_t holds[] = {1, 1, 2}, tokens[] = {1, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        snprintf(arg, sizeof arg, "%s:%s", key, seqs[i]);
+        memset(&c, 0, sizeof c);
+        hl_cmd_acquire_latched(&c, HILOCK_KIND_FENCED, &n, OWNER, 20000, 5000, arg, 4000);
+        CU_ASSERT_EQUAL(c.argc, 9);
+        r = run_cmd(ctx, &c);
+        CU_ASSERT_EQUAL(hl_decode_acquire_kind(HILOCK_KIND_FENCED, r, &ar), 0);
+        CU_ASSERT_EQUAL(ar.acquired, 1);
+        CU_ASSERT_EQUAL(ar.hold_count, holds[i]);
+        CU_ASSERT_EQUAL(ar.token, tokens[i]);
+        freeReplyObject(r);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET %s", n.token), 2); /* the resend took none */
+    /* settling call 6 finds its grant (its value carries the token too) */
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_settle(&c, arg, 4000);
+    r = run_cmd(ctx, &c);
+    int granted = 0;
+    CU_ASSERT_EQUAL(hl_decode_acquire_settle(r, &granted), 0);
+    CU_ASSERT_EQUAL(granted, 1);
+    freeReplyObject(r);
+    /* a late copy of call 6 takes nothing now */
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, HILOCK_KIND_FENCED, &n, OWNER, 20000, 5000, arg, 4000);
+    r = run_cmd(ctx, &c);
+    CU_ASSERT_EQUAL(hl_decode_acquire_kind(HILOCK_KIND_FENCED, r, &ar), 0);
+    CU_ASSERT_EQUAL(ar.acquired, 0);
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:flatch %s", OWNER), 2);
+    r = redisCommand(ctx, "DEL res:flatch %s %s", key, n.token);
+    freeReplyObject(r);
+    hl_names_free(&n);
+    redisFree(ctx);
+}
+
 static void t_acquire_latch(void)
 {
     latch_case(HILOCK_KIND_REENTRANT);
@@ -1125,6 +1176,7 @@ int main(void)
     CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
     CU_add_test(s, "acquire latch: one per owner, replay, given up", t_acquire_latch);
     CU_add_test(s, "unlock latch: one per owner, replay", t_unlock_latch_per_owner);
+    CU_add_test(s, "fenced acquire latch: replay keeps the token", t_fenced_latch);
     CU_add_test(s, "decode acquire", t_decode_acquire);
     CU_add_test(s, "decode release", t_decode_release);
     CU_add_test(s, "decode int/hold count/noscript", t_decode_int_holdcount_noscript);
