@@ -226,6 +226,41 @@ static void t_multi_waits_on_messages(void)
     free_locks(l, 3);
 }
 
+static void t_multi_cancel_while_sleeping(void)
+{
+    /* A multi-lock asleep on its members' messages (holder's lease 20 s)
+     * wakes on hilock_multilock_cancel at once and gives back what it took. */
+    hilock_lock *l[3] = {NULL, NULL, NULL}, *other = NULL;
+    const char *names[3] = {"ml:cnl:a", "ml:cnl:b", "ml:cnl:c"};
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l[i], A[i], names[i]), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&other, B[2], "ml:cnl:c"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(other, 777, 0, 20000), 0);
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, l, 3), 0);
+    waiter_run w = {m, 32, -100, 0};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, multi_waiter, &w), 0);
+    th_sleep_ms(th_valgrind() ? 2000 : 400); /* subscribed, tried again, asleep */
+    long long before = scripts_run(2);
+    int found = 0;
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_multilock_cancel(&found, m, 32), 0);
+    pthread_join(th, NULL);
+    int64_t took = w.done_at - t0;
+    printf("[cancel to return %lld ms] ", (long long)took);
+    CU_ASSERT_EQUAL(found, 1);
+    CU_ASSERT_EQUAL(w.rc, HILOCK_ECANCELED);
+    CU_ASSERT(took < (th_valgrind() ? 1000 : 200));
+    CU_ASSERT_EQUAL(scripts_run(2) - before, 0); /* no attempt after the cancel */
+    CU_ASSERT_EQUAL(key_exists(0, names[0]), 0);
+    CU_ASSERT_EQUAL(key_exists(1, names[1]), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(other, 777), 0);
+    hilock_multilock_free(m);
+    hilock_lock_free(other);
+    free_locks(l, 3);
+}
+
 static void t_redlock_no_threads(void)
 {
     /* The members' requests go out from the calling thread: a Redlock
@@ -738,6 +773,7 @@ int main(void)
     CU_add_test(s, "errors", t_errors);
     CU_add_test(s, "multi-lock: busy member, all or nothing", t_multi_busy_member);
     CU_add_test(s, "multi-lock: waits on unlock messages, no polling", t_multi_waits_on_messages);
+    CU_add_test(s, "multi-lock: cancel wakes a wait on messages", t_multi_cancel_while_sleeping);
     CU_add_test(s, "redlock: no threads of its own", t_redlock_no_threads);
     CU_add_test(s, "multi-lock: three members, one pooled connection", t_multi_one_connection);
     CU_add_test(s, "multi-lock: mixed kinds, re-entry, not owner", t_multi_mixed_reentrant);
