@@ -711,6 +711,9 @@ HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m);
  *   Memory:  payload is passed back as given; the library never frees it.
  *            Every accepted operation gets exactly one completion call (with
  *            HILOCK_ECLOSED at hilock_async_free at the latest).
+ *   Order:   a hilock_async keeps the holds it took (and renews them) and
+ *            connections of the clients it served: free it before freeing
+ *            those lock handles or closing those clients.
  */
 typedef struct hilock_async hilock_async;
 
