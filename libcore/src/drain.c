@@ -36,10 +36,21 @@ static void item_free(hl_drain_item *it)
     free(it);
 }
 
-/* Write it->settle.cmd on it->ctx without blocking for the reply; 0 or -1. */
+/* Write it->settle.cmd on it->ctx (on a new connection to the same server
+ * when the machine says so) without blocking for the reply; 0 or -1. */
 static int send_undo(hl_drain_item *it)
 {
     hl_cmd *u = &it->settle.cmd;
+    if (it->settle.reconnect || !it->ctx) {
+        if (it->ctx)
+            redisFree(it->ctx);
+        int code = 0;
+        char err[HL_ERRMSG_MAX];
+        it->ctx = hl_node_connect(it->node, it->node->client->opts.connect_timeout_ms, &code,
+                                  err);
+        if (!it->ctx)
+            return -1;
+    }
     if (redisAppendCommandArgv(it->ctx, u->argc, u->argv, u->argvlen) != REDIS_OK)
         return -1;
     int done = 0;
@@ -57,10 +68,8 @@ static int advance(hl_drain_item *it)
         case HL_ACT_WAIT:
             return 1;
         case HL_ACT_SEND:
-            if (send_undo(it) != 0) {
+            if (send_undo(it) != 0) /* the machine may try a new connection */
                 hl_settle_on_error(&it->settle, hl_now_mono_ms());
-                return 0;
-            }
             continue;
         default:
             return 0;
@@ -117,8 +126,12 @@ static void *drain_main(void *arg)
         for (k = 1; k <= n; k++) {
             hl_drain_item *it = its[k];
             int keep = 1;
-            if (pf[k].revents)
-                keep = hl_read_replies(it->ctx, take_reply, it) == 0;
+            if (pf[k].revents) {
+                int rr = hl_read_replies(it->ctx, take_reply, it);
+                if (rr < 0) /* the connection died: the machine says what now */
+                    hl_settle_on_error(&it->settle, hl_now_mono_ms());
+                keep = rr <= 0;
+            }
             if (keep)
                 keep = advance(it); /* gives up after HL_SETTLE_MAX_MS */
             if (!keep) {

@@ -160,7 +160,8 @@ void hl_release_on_error(hl_release *m, int code, int64_t now_ms)
 
 /* ---- settle ---- */
 
-enum { SE_AWAIT_ATTEMPT = 1, SE_SEND_UNDO, SE_AWAIT_UNDO, SE_DONE };
+enum { SE_AWAIT_ATTEMPT = 1, SE_SEND_UNDO, SE_AWAIT_UNDO, SE_SEND_SETTLE, SE_AWAIT_SETTLE,
+       SE_DONE };
 
 static int arg_i64(const hl_cmd *c, int i, int64_t *out)
 {
@@ -248,6 +249,24 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
     }
     if (!bad && !(s->latch = latch_key(&s->names, kind, s->owner, request_id)))
         rc = HILOCK_ENOMEM;
+    /* lock.lua, fair_lock.lua and fenced_lock.lua keep the attempt's grant
+     * in an acquire latch (its last two arguments: lifetime, "<key>:<seq>";
+     * "" = none): with it, an attempt whose connection dies unanswered can be
+     * settled on another connection (acquire_settle.lua) */
+    if (!bad && !rc &&
+        (kind == HILOCK_KIND_REENTRANT || kind == HILOCK_KIND_FAIR ||
+         (kind == HILOCK_KIND_FENCED && argc == 9)) &&
+        attempt->argvlen[argc - 1] > 0) {
+        size_t ll = attempt->argvlen[argc - 1];
+        if (arg_i64(attempt, argc - 2, &s->acq_latch_ttl_ms) || s->acq_latch_ttl_ms <= 0) {
+            bad = 1;
+        } else if (!(s->acq_latch = malloc(ll + 1))) {
+            rc = HILOCK_ENOMEM;
+        } else {
+            memcpy(s->acq_latch, attempt->argv[argc - 1], ll);
+            s->acq_latch[ll] = 0;
+        }
+    }
     if (bad || rc) {
         hl_settle_free(s);
         return bad ? HILOCK_EINVAL : rc;
@@ -264,7 +283,8 @@ void hl_settle_free(hl_settle *s)
         return;
     hl_names_free(&s->names);
     free(s->latch);
-    s->latch = NULL;
+    free(s->acq_latch);
+    s->latch = s->acq_latch = NULL;
     s->state = SE_DONE;
 }
 
@@ -273,6 +293,7 @@ hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
     switch (s->state) {
     case SE_AWAIT_ATTEMPT:
     case SE_AWAIT_UNDO:
+    case SE_AWAIT_SETTLE:
         if (now_ms >= s->give_up_at) {
             s->state = SE_DONE; /* the server never answered: nothing known */
             return HL_ACT_DONE;
@@ -282,26 +303,18 @@ hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
     case SE_SEND_UNDO:
         s->state = SE_AWAIT_UNDO;
         return HL_ACT_SEND;
+    case SE_SEND_SETTLE:
+        s->state = SE_AWAIT_SETTLE;
+        return HL_ACT_SEND;
     default:
         return HL_ACT_DONE;
     }
 }
 
-void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms)
+/* Undo a grant (release) or a place in the fair line (leave it), or end. */
+static void undo(hl_settle *s, int acquired)
 {
-    (void)now_ms;
-    if (s->state == SE_AWAIT_UNDO) {
-        s->state = SE_DONE;
-        return;
-    }
-    if (s->state != SE_AWAIT_ATTEMPT)
-        return;
-    hl_acquire_result res;
-    if (hl_decode_acquire_kind(s->kind, r, &res) != 0) {
-        s->state = SE_DONE; /* an error (NOSCRIPT included): it changed nothing */
-        return;
-    }
-    if (res.acquired) {
+    if (acquired) {
         hl_cmd_release(&s->cmd, s->kind, &s->names, s->owner, s->lease_ms, s->latch,
                        s->latch_ttl_ms);
         s->outcome = HL_SETTLE_RELEASED;
@@ -315,10 +328,63 @@ void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms)
     /* the script body: this connection gets no NOSCRIPT round trip */
     hl_cmd_to_eval(&s->cmd);
     s->state = SE_SEND_UNDO;
+    s->tries = 0;
+}
+
+void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms)
+{
+    (void)now_ms;
+    s->reconnect = 0;
+    if (s->state == SE_AWAIT_UNDO) {
+        s->state = SE_DONE;
+        return;
+    }
+    if (s->state == SE_AWAIT_SETTLE) {
+        int granted = 0;
+        if (hl_decode_acquire_settle(r, &granted) != 0) {
+            s->state = SE_DONE; /* refused: the latch is unknown, nothing to go on */
+            return;
+        }
+        /* given up now: a late copy of the attempt takes nothing. A fair
+         * attempt that ran without a grant may have left us in line. */
+        undo(s, granted);
+        return;
+    }
+    if (s->state != SE_AWAIT_ATTEMPT)
+        return;
+    hl_acquire_result res;
+    if (hl_decode_acquire_kind(s->kind, r, &res) != 0) {
+        s->state = SE_DONE; /* an error (NOSCRIPT included): it changed nothing */
+        return;
+    }
+    undo(s, res.acquired);
 }
 
 void hl_settle_on_error(hl_settle *s, int64_t now_ms)
 {
-    (void)now_ms;
+    s->reconnect = 0;
+    int st = s->state;
     s->state = SE_DONE;
+    if (now_ms >= s->give_up_at || s->tries >= HL_SETTLE_TRIES)
+        return;
+    if (st == SE_AWAIT_ATTEMPT || st == SE_SEND_SETTLE || st == SE_AWAIT_SETTLE) {
+        /* the connection died before the attempt's reply: whether it ran is
+         * unknown. Without an acquire latch nothing can tell. With one,
+         * acquire_settle.lua answers on a new connection (idempotent: a
+         * resend answers the same), and the attempt's late copy is refused */
+        if (!s->acq_latch)
+            return;
+        hl_cmd_acquire_settle(&s->cmd, s->acq_latch, s->acq_latch_ttl_ms);
+        hl_cmd_to_eval(&s->cmd);
+        s->state = SE_SEND_SETTLE;
+    } else if (st == SE_AWAIT_UNDO || st == SE_SEND_UNDO) {
+        /* the attempt's outcome is known; the undo is idempotent (a release
+         * answers by its unlock latch, leaving the line twice changes
+         * nothing the second time): send it again */
+        s->state = SE_SEND_UNDO;
+    } else {
+        return;
+    }
+    s->tries++;
+    s->reconnect = 1;
 }

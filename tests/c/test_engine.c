@@ -240,6 +240,92 @@ static void t_settle_errors_and_give_up(void)
     CU_ASSERT_EQUAL(hl_settle_init(&s, NULL, NULL, "cid:16", 1000, 0), HILOCK_EINVAL);
 }
 
+/* The kept connection dies before the attempt's reply: with an acquire
+ * latch the machine asks on a new connection whether it was granted. */
+static void t_settle_connection_lost(void)
+{
+    const char *latch = "hilock_acquire_latch:{res:1}:" OWNER_LIT ":0:7";
+    hl_cmd a;
+    hl_cmd_acquire_latched(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1, latch, 5000);
+    hl_settle s;
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:20", 1000, 0), 0);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 0), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.reconnect, 0);
+    hl_settle_on_error(&s, 5);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 5), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.reconnect, 1);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    CU_ASSERT(arg_is(&s.cmd, 0, "EVAL")); /* a new connection: the body */
+    CU_ASSERT(arg_is(&s.cmd, 3, latch));
+    CU_ASSERT(arg_is(&s.cmd, 4, "5000"));
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 6), HL_ACT_WAIT);
+    FEED_SET(&s, "$1\r\n1\r\n", 7); /* it had been granted: give it back */
+    CU_ASSERT_EQUAL(s.reconnect, 0);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 7), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_UNLOCK);
+    CU_ASSERT(arg_is(&s.cmd, 8, OWNER));
+    /* that connection dies too: the latched release is sent again */
+    hl_settle_on_error(&s, 8);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 8), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.reconnect, 1);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_UNLOCK);
+    FEED_SET(&s, ":1\r\n", 9);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 9), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_RELEASED);
+    hl_settle_free(&s);
+
+    /* not granted: nothing to undo; every new connection failing: give up
+     * after HL_SETTLE_TRIES */
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:21", 1000, 0), 0);
+    hl_settle_on_error(&s, 1);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_SEND);
+    FEED_SET(&s, "$0\r\n\r\n", 2);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_NOTHING);
+    hl_settle_free(&s);
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:22", 1000, 0), 0);
+    int sends = 0;
+    hl_settle_on_error(&s, 1);
+    while (hl_settle_next(&s, 1) == HL_ACT_SEND) {
+        sends++;
+        hl_settle_on_error(&s, 1);
+    }
+    CU_ASSERT_EQUAL(sends, HL_SETTLE_TRIES);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_NOTHING);
+    hl_settle_free(&s);
+
+    /* a fair waiter that may have joined the line leaves it */
+    hl_cmd_acquire_latched(&a, HILOCK_KIND_FAIR, &N, OWNER, 9000, 120000, latch, 5000);
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:23", 1000, 0), 0);
+    hl_settle_on_error(&s, 1);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    FEED_SET(&s, "$0\r\n\r\n", 2);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_FAIR_CANCEL);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_LEFT_LINE);
+    hl_settle_free(&s);
+
+    /* a fenced attempt keeps an acquire latch too; a grant is released */
+    hl_cmd_acquire_latched(&a, HILOCK_KIND_FENCED, &N, OWNER, 9000, -1, latch, 5000);
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:25", 1000, 0), 0);
+    hl_settle_on_error(&s, 1);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    CU_ASSERT(arg_is(&s.cmd, 3, latch));
+    FEED_SET(&s, "$1\r\n1\r\n", 2);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_RELEASED);
+    hl_settle_free(&s);
+
+    /* past the give-up time nothing more is tried */
+    hl_cmd_acquire_latched(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1, latch, 5000);
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:24", 1000, 0), 0);
+    hl_settle_on_error(&s, HL_SETTLE_MAX_MS);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, HL_SETTLE_MAX_MS), HL_ACT_DONE);
+    hl_settle_free(&s);
+}
+
 /* ---------------------------------------------------------------- watchdog */
 
 static hl_renew_outcome classify(const char *bytes, size_t len)
@@ -663,6 +749,7 @@ int main(void)
     CU_add_test(s, "settle: late grant released", t_settle_late_grant_released);
     CU_add_test(s, "settle: fair waiter leaves the line", t_settle_fair_waiter_leaves);
     CU_add_test(s, "settle: errors and giving up", t_settle_errors_and_give_up);
+    CU_add_test(s, "settle: kept connection lost", t_settle_connection_lost);
     CU_add_test(s, "watchdog: renewal outcomes", t_renew_classify);
     CU_add_test(s, "route: cluster redirects", t_route_cluster);
     CU_add_test(s, "route: single server and sentinel", t_route_single_sentinel);

@@ -395,6 +395,35 @@ def test_blackhole_acquire_bounded_and_no_phantom(server, proxy, name):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_drained_attempt_settled_when_kept_connection_dies(server, proxy, name, kind):
+    """The server grants the attempt, its reply comes after the command
+    timeout (the connection is kept to settle the late outcome), then that
+    connection dies before the reply: the grant must still be given back
+    (before: held until the 30 s lease ended)."""
+    c = opened(proxy.url(), command_timeout=0.5)
+    try:
+        lk = make(c, kind, name)
+        warm(c, kind, name)
+        proxy.latency(down=3.0)  # every reply from now on arrives 3 s late
+        t0 = time.monotonic()
+        with pytest.raises(hilock.ConnectionError):
+            lk.acquire(wait=0, lease=30)
+        assert time.monotonic() - t0 < 0.5 + 1.0
+        assert server("EXISTS", name) == 1, "the server did not run the attempt"
+        proxy.latency(down=0.0)
+        proxy.reset()  # the kept connection dies; its late reply never comes
+        t_cut = time.monotonic()
+        wait_for(lambda: server("EXISTS", name) == 0, 5, "the unanswered grant given back")
+        report(f"kept connection reset ({kind}): grant given back after", time.monotonic() - t_cut)
+        assert lk.acquire(wait=1, lease=30)  # and the client can take it again
+        assert lk.hold_count == 1
+        lk.release()
+        assert server("EXISTS", name) == 0
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_reset_on_request_then_works(server, proxy, name, kind):
     c = opened(proxy.url())
     try:
