@@ -595,7 +595,10 @@ static int lock_tostring(lua_State *L)
  * {name, kind, locked, key_type, lease (seconds; -2 no key, -1 no expiry),
  *  mode (read-write: "read"/"write", else nil), holders = {{owner, holds,
  *  role}}, queue = {{owner, deadline_in (seconds, nil when none),
- *  deadline_ms}}, token, server_time_ms, note (nil when none)} | nil, err */
+ *  deadline_ms}}, token, server_time_ms, note (nil when none), count
+ *  (kinds "count" and "permit-semaphore": free permits or a latch's count,
+ *  else nil), permits_taken, permits = {{id, lease_end_ms, lease_in
+ *  (seconds); both nil without lease}}} | nil, err */
 static void set_lstr(lua_State *L, const char *k, const char *v, size_t len)
 {
     lua_pushlstring(L, v, len);
@@ -659,6 +662,22 @@ static void push_info(lua_State *L, const hilock_lock_info *v)
         lua_rawseti(L, -2, (int)i + 1);
     }
     lua_setfield(L, -2, "queue");
+    if (v->kind == HILOCK_INFO_COUNT || v->kind == HILOCK_INFO_PERMIT_SEMAPHORE)
+        set_int(L, "count", v->count);
+    set_int(L, "permits_taken", (int64_t)v->permits_taken);
+    lua_createtable(L, (int)v->npermits, 0);
+    for (size_t i = 0; i < v->npermits; i++) {
+        const hilock_permit_info *pm = &v->permits[i];
+        lua_createtable(L, 0, 3);
+        set_lstr(L, "id", pm->id, strlen(pm->id));
+        if (pm->lease_end_ms >= 0) {
+            set_int(L, "lease_end_ms", pm->lease_end_ms);
+            lua_pushnumber(L, (lua_Number)(pm->lease_end_ms - v->server_time_ms) / 1000.0);
+            lua_setfield(L, -2, "lease_in");
+        }
+        lua_rawseti(L, -2, (int)i + 1);
+    }
+    lua_setfield(L, -2, "permits");
 }
 
 static int push_info_protected(lua_State *L)
