@@ -71,6 +71,7 @@ struct as_conn {
     int nsettles;
     as_req *reqs, **reqs_tail;
     int tls;
+    int unwatched;         /* the loop refused to watch it: closed at once */
     int tls_refused;       /* OpenSSL refused the peer (or it us): ETLS */
     char tls_err[128];
 };
@@ -202,8 +203,12 @@ static void conn_watch(as_conn *k)
     if (ev == k->watched || k->fd < 0)
         return;
     k->watched = ev;
-    if (k->a->loop.watch)
-        k->a->loop.watch(k->a->loop.data, k->fd, ev);
+    if (k->a->loop.watch && k->a->loop.watch(k->a->loop.data, k->fd, ev) != 0 && ev) {
+        /* nothing would ever wake its commands: close it (finish_call) */
+        k->unwatched = 1;
+        snprintf(k->a->errmsg, sizeof k->a->errmsg,
+                 "the event loop refused to watch descriptor %d", k->fd);
+    }
 }
 
 static void ev_add_read(void *p) { as_conn *k = p; k->want |= HILOCK_IO_READ; conn_watch(k); }
@@ -747,6 +752,9 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         int code = k && k->hs_code ? k->hs_code : k && k->tls_refused ? HILOCK_ETLS : HILOCK_ECONN;
         if (code == HILOCK_ETLS)
             snprintf(op->err, sizeof op->err, "TLS: %s", k->tls_err);
+        else if (k && k->unwatched)
+            snprintf(op->err, sizeof op->err, "the event loop refused to watch descriptor %d",
+                     k->fd);
         else
             snprintf(op->err, sizeof op->err, "%s",
                      k && k->hs_code ? op->a->errmsg
@@ -1364,8 +1372,13 @@ static void rearm(hilock_async *a)
 /* Write what the commands just queued on connected connections now, instead
  * of one more turn of the loop for write readiness (hiredis writes only on
  * a write event): 1 when that made something ready (a failed write). */
+static void conn_close(as_conn *k);
+
 static int flush_writes(hilock_async *a)
 {
+    for (as_conn *k = a->conns; k; k = k->next)
+        if (k->ac && k->unwatched)
+            conn_close(k); /* its operations fail with HILOCK_ECONN */
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac && (k->want & HILOCK_IO_WRITE) && (k->ac->c.flags & REDIS_CONNECTED) &&
             !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))

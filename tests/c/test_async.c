@@ -616,6 +616,33 @@ static void t_redlock(void)
     }
 }
 
+static int refuse_watch(void *data, int fd, int events)
+{
+    (void)data, (void)fd;
+    return events ? -1 : 0;
+}
+
+/* A loop that cannot watch hilock's descriptor: the operation fails with
+ * HILOCK_ECONN and a message saying why, instead of never completing. */
+static void t_loop_refuses(void)
+{
+    CU_ASSERT_FATAL(hilock_epoll_init(&ep) == 0);
+    hilock_async_loop loop = hilock_epoll_loop(&ep);
+    loop.watch = refuse_watch;
+    hilock_async *a = NULL;
+    CU_ASSERT_FATAL(hilock_async_new(&a, &loop) == 0);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-refused") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
+    CU_ASSERT(strstr(r.err, "refused to watch") != NULL);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-refused"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+}
+
 static hilock_async *freed_in_cb;
 static void free_in_cb(hilock_async *a, int rc, int64_t value, void *payload)
 {
@@ -757,6 +784,7 @@ int main(void)
     CU_add_test(s, "read-write sides and fenced tokens", t_rw_and_fenced);
     CU_add_test(s, "hung server: ECONN in time, attempt settled", t_hung_server);
     CU_add_test(s, "free with operations pending", t_free_pending);
+    CU_add_test(s, "a loop that refuses to watch: ECONN, not a hang", t_loop_refuses);
     CU_add_test(s, "multi-lock: all or nothing, woken by a member's message, cancel", t_multilock);
     CU_add_test(s, "redlock: a majority of three servers", t_redlock);
 #ifdef HILOCK_TEST_LIBUV
