@@ -440,6 +440,93 @@ def test_reset_on_request_then_works(server, proxy, name, kind):
         c.close()
 
 
+# ---- a replica: stopped, killed, or the client pointed at it ----
+
+@pytest.fixture
+def replica(server):
+    server("CONFIG", "SET", "repl-diskless-sync-delay", "0")  # default: 5 s before a sync
+    r = RedisServer(extra=["--replicaof", "127.0.0.1", str(server.port)])
+    try:
+        wait_for(lambda: "state=online" in server("INFO", "replication"), 10, "replica online")
+        yield r
+    finally:
+        r.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_replica_stopped_ack_refused_nothing_held(server, replica, name, kind):
+    """replica_ack on, the replica SIGSTOPped (the master still counts it):
+    the documented ConnectionError within wait + ack timeouts, the grant
+    given back, another client gets the lock at once; with the replica back,
+    acquire works again."""
+    c = opened(server.url, replica_ack=True, replica_ack_timeout=0.3)
+    other = opened(server.url)
+    try:
+        lk = make(c, kind, name)
+        warm(c, kind, name)  # the master's replica count is known (ROLE)
+        replica.pause()
+        t0 = time.monotonic()
+        with pytest.raises(hilock.ConnectionError) as ei:
+            lk.acquire(wait=0.5, lease=30)
+        took = time.monotonic() - t0
+        report(f"replica stopped ({kind}): unacknowledged acquire refused after", took)
+        assert took < 0.5 + 2 * 0.3 + 1.5, took
+        assert "no replica acknowledged" in str(ei.value)
+        assert server("EXISTS", name) == 0, "an acquire that failed left a hold behind"
+        if kind == "fair":
+            assert server("LLEN", "redisson_lock_queue:{%s}" % name) == 0
+        o = make(other, kind, name)
+        assert o.acquire(wait=0, lease=30), "the refused grant was not given back"
+        o.release()
+        replica.resume()
+        assert lk.acquire(wait=2, lease=30)
+        assert lk.hold_count == 1
+        # an unacknowledged release still counts as a release (docs/c-api.md)
+        replica.pause()
+        lk.release()
+        assert server("EXISTS", name) == 0
+    finally:
+        replica.resume()
+        c.close()
+        other.close()
+
+
+def test_replica_killed_ack_acquires_once(server, replica, name):
+    """The replica killed: the master drops it, the client stops asking for
+    an acknowledgement nobody can give; one acquire is one hold."""
+    c = opened(server.url, replica_ack=True, replica_ack_timeout=0.3)
+    try:
+        lk = c.lock(name)
+        warm(c, "reentrant", name)
+        replica.kill9()
+        t0 = time.monotonic()
+        assert lk.acquire(wait=4, lease=30)
+        report("replica killed: acquire with replica_ack after", time.monotonic() - t0)
+        assert lk.hold_count == 1
+        lk.release()
+        assert server("EXISTS", name) == 0
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_client_on_replica_clear_error_no_hang(server, replica, name, kind):
+    """A client pointed at a replica: READONLY is a clear ConnectionError at
+    once (no retry loop, no hang) and nothing is written anywhere."""
+    c = opened(replica.url)
+    try:
+        lk = make(c, kind, name)
+        t0 = time.monotonic()
+        with pytest.raises(hilock.ConnectionError) as ei:
+            lk.acquire(wait=1, lease=30)
+        assert time.monotonic() - t0 < 1 + 1.0 + 1.0
+        assert "READONLY" in str(ei.value) or "not the master" in str(ei.value)
+        assert server("EXISTS", name) == 0 and replica("EXISTS", name) == 0
+        assert server("DBSIZE") == 0
+    finally:
+        c.close()
+
+
 def test_latency_both_ways_still_exclusive(server, proxy, name):
     proxy.latency(up=0.02, down=0.02)
     a, b = opened(proxy.url()), opened(server.url)
