@@ -726,7 +726,8 @@ typedef struct hilock_async_loop {
     void *data;           /* passed to watch and timer */
     /* Watch fd for events (HILOCK_IO_READ | HILOCK_IO_WRITE), replacing what
      * was asked for it before; events 0: stop watching it (it is about to
-     * be closed). Return 0, or -1 when the loop cannot watch it. */
+     * be closed). Return 0, or -1 when the loop cannot watch it (that
+     * connection is then closed: its operations fail with HILOCK_ECONN). */
     int (*watch)(void *data, int fd, int events);
     /* Call hilock_async_on_timer once, after ms milliseconds (0: as soon as
      * possible), replacing the timer asked for before; ms -1: no timer. */
