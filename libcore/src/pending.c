@@ -46,12 +46,8 @@ int hl_pending_cancel(pthread_mutex_t *mu, hl_pending *head, uint64_t tid)
             continue;
         __atomic_store_n(&p->cancelled, 1, __ATOMIC_RELEASE);
         n++;
-        if (p->w) { /* asleep (or about to be) on its subscription */
-            hl_pubsub *ps = &p->w->node->ps;
-            pthread_mutex_lock(&ps->mu);
-            pthread_cond_signal(&p->w->cv);
-            pthread_mutex_unlock(&ps->mu);
-        }
+        if (p->w) /* asleep (or about to be) on its subscription */
+            hl_sub_poke(p->w);
     }
     pthread_mutex_unlock(mu);
     return n;

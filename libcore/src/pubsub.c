@@ -403,6 +403,14 @@ int hl_sub_wait(hl_transport *c, hl_waiter *w, int64_t ms)
     return moved;
 }
 
+void hl_sub_poke(hl_waiter *w)
+{
+    hl_pubsub *ps = &w->node->ps;
+    pthread_mutex_lock(&ps->mu);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&ps->mu);
+}
+
 void hl_sub_unregister(hl_transport *c, hl_waiter *w)
 {
     (void)c;

@@ -133,6 +133,9 @@ HL_HIDDEN int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *ch
  * to another node (unregister, register again), else 0. */
 HL_HIDDEN int hl_sub_wait(hl_transport *c, hl_waiter *w, int64_t ms);
 HL_HIDDEN void hl_sub_unregister(hl_transport *c, hl_waiter *w);
+/* Wake w's hl_sub_wait (from another thread) so that it looks at its
+ * cancel flag; w must be registered. */
+HL_HIDDEN void hl_sub_poke(hl_waiter *w);
 /* 1 when w's channel is subscribed (the server confirmed it), after waiting
  * up to ms for that (0: just look). */
 HL_HIDDEN int hl_sub_confirmed(hl_waiter *w, int64_t ms);
@@ -177,24 +180,6 @@ HL_HIDDEN int hl_sentinel_start(hl_transport *c, char *err);
 HL_HIDDEN void hl_sentinel_stop(hl_transport *c);
 
 /* ---- watchdog.c: one renewal thread per client ---- */
-typedef struct hl_wd_entry {
-    struct hl_wd_entry *next;
-    void *holder;      /* opaque: given back to sinks.lost */
-    hilock_kind kind;  /* which renew command */
-    const hl_names *names; /* the holder's, valid while the entry lives */
-    uint64_t tid;
-    char owner[HL_OWNER_MAX];
-    int holds;         /* watchdog acquisitions not yet released */
-    int inflight;      /* in the batch being renewed (or its loss being reported) */
-    int removed;       /* claimed by a remover, who frees it once !inflight */
-    int lost;          /* found gone; the watchdog thread frees it */
-    int doubt;         /* reported lost "in doubt" (no renewal confirmed for
-                          lease - margin); still renewed */
-    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
-                             server confirmed was sent (the lease runs from
-                             no earlier than that) */
-} hl_wd_entry;
-
 /* Work a lost callback asked for that cannot run inside it (freeing a
  * handle the report is using, closing the client whose watchdog thread
  * runs the callback): queued, run by the watchdog thread once the pass's
@@ -211,7 +196,7 @@ typedef struct hl_watchdog {
     pthread_t thread;
     int running;
     int stop;
-    hl_wd_entry *entries;
+    struct hl_wd_entry *entries; /* watchdog.c */
     hl_deferred *deferred, **deferred_tail; /* FIFO */
     int close_deferred;  /* the client's close was asked from a lost callback */
 } hl_watchdog;

@@ -23,6 +23,25 @@
 #include "transport.h"
 #include "transport_impl.h"
 
+/* One watched hold (holder, tid). */
+typedef struct hl_wd_entry {
+    struct hl_wd_entry *next;
+    void *holder;      /* opaque: given back to sinks.lost */
+    hilock_kind kind;  /* which renew command */
+    const hl_names *names; /* the holder's, valid while the entry lives */
+    uint64_t tid;
+    char owner[HL_OWNER_MAX];
+    int holds;         /* watchdog acquisitions not yet released */
+    int inflight;      /* in the batch being renewed (or its loss being reported) */
+    int removed;       /* claimed by a remover, who frees it once !inflight */
+    int lost;          /* found gone; the watchdog thread frees it */
+    int doubt;         /* reported lost "in doubt" (no renewal confirmed for
+                          lease - margin); still renewed */
+    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
+                             server confirmed was sent (the lease runs from
+                             no earlier than that) */
+} hl_wd_entry;
+
 static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
 {
     for (hl_wd_entry *e = wd->entries; e; e = e->next)
