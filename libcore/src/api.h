@@ -59,8 +59,9 @@ HL_HIDDEN void hl_pending_remove(pthread_mutex_t *mu, hl_pending **head, hl_pend
 HL_HIDDEN void hl_pending_set_waiter(pthread_mutex_t *mu, hl_pending *p, struct hl_waiter *w);
 HL_HIDDEN int hl_pending_is_cancelled(const hl_pending *p); /* p may be NULL */
 /* Marks every wait of thread tid not yet cancelled and wakes it if asleep
- * on its subscription; returns how many it marked. */
-HL_HIDDEN int hl_pending_cancel(pthread_mutex_t *mu, hl_pending *head, uint64_t tid);
+ * on its subscription; returns how many it marked. *head is read under mu
+ * (waits are added to it concurrently). */
+HL_HIDDEN int hl_pending_cancel(pthread_mutex_t *mu, hl_pending **head, uint64_t tid);
 /* Milliseconds until a monotonic deadline (>= 0), or -1 for none (< 0). */
 HL_HIDDEN int64_t hl_ms_left(int64_t deadline);
 

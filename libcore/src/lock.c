@@ -393,7 +393,7 @@ int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid)
         *cancelled = 0;
     if (!l)
         return HILOCK_EINVAL;
-    int n = hl_pending_cancel(&l->mu, l->pending, tid);
+    int n = hl_pending_cancel(&l->mu, &l->pending, tid);
     if (cancelled)
         *cancelled = n > 0;
     return 0;

@@ -37,11 +37,11 @@ int hl_pending_is_cancelled(const hl_pending *p)
     return p && __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE);
 }
 
-int hl_pending_cancel(pthread_mutex_t *mu, hl_pending *head, uint64_t tid)
+int hl_pending_cancel(pthread_mutex_t *mu, hl_pending **head, uint64_t tid)
 {
     int n = 0;
     pthread_mutex_lock(mu);
-    for (hl_pending *p = head; p; p = p->next) {
+    for (hl_pending *p = *head; p; p = p->next) { /* *head read under mu */
         if (p->tid != tid || __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
             continue;
         __atomic_store_n(&p->cancelled, 1, __ATOMIC_RELEASE);

@@ -134,7 +134,7 @@ static int obj_cancel(int *cancelled, hl_obj *o, uint64_t tid)
         *cancelled = 0;
     if (!o)
         return HILOCK_EINVAL;
-    int n = hl_pending_cancel(&o->mu, o->pending, tid);
+    int n = hl_pending_cancel(&o->mu, &o->pending, tid);
     if (cancelled)
         *cancelled = n > 0;
     return 0;
