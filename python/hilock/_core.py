@@ -148,7 +148,12 @@ def _interruptible(run: Callable[[], Any], cancel: Callable[[], Any],
 
     threading.Thread(target=body, name="hilock-acquire", daemon=True).start()
     try:
-        done.wait()
+        # In short waits, not one long one: the kernel may deliver SIGINT to
+        # the helper thread, whose C-level handler only flags it; a main
+        # thread blocked in one long wait would not see the flag (no EINTR)
+        # until the acquire ends. Each return to Python runs the handler.
+        while not done.wait(0.02):
+            pass
     except BaseException as first:
         while not done.is_set():
             try:
