@@ -83,6 +83,15 @@ def test_reply_lost_on_pooled_connection_enters_once(server, proxy, name, kind):
         assert lk.acquire(wait=2, lease=30)
         assert proxy.fired("reset-on-reply") == 1
         assert lk.hold_count == 1
+        # the resent call's answer stays where a late copy of it would look:
+        # after a lost reply the client's next call takes another latch key
+        pattern = "hilock_acquire_latch:{%s}:*" % name
+        before = set(server("KEYS", pattern))
+        assert lk.acquire(wait=0, lease=30)  # re-entry
+        after = set(server("KEYS", pattern))
+        assert len(before) == 1 and len(after) == 2 and before <= after, (before, after)
+        lk.release()
+        assert lk.hold_count == 1
         lk.release()
         assert server("EXISTS", name) == 0, "one acquire + one release left the lock held"
     finally:
