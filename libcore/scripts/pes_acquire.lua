@@ -5,7 +5,8 @@
 -- clock), KEYS[3] channel redisson_sc:{N}
 -- ARGV[1] permits k, ARGV[2] lease ms (<= 0: none), ARGV[3] publish command,
 -- ARGV[4] the k ids, 16 bytes each, concatenated
--- Returns {1} taken, or {0, ms until the nearest lease ends (-1 none)}.
+-- Returns {1} taken (also when the ids were taken by this same request
+-- before), or {0, ms until the nearest lease ends (-1 none)}.
 -- #include sem_count.lua
 -- #include pes_evict.lua
 local k = tonumber(ARGV[1])
@@ -15,6 +16,12 @@ end
 local n = hl_count(KEYS[1])
 if type(n) == 'table' then return n end
 redis.call('zcard', KEYS[2]) -- WRONGTYPE before any change
+-- The ids are this request's own (random per acquire call): if the first is
+-- taken, this is the same request again (its reply was lost and the
+-- transport sent it once more on a new connection): it took its permits.
+if redis.call('zscore', KEYS[2], string.sub(ARGV[4], 1, 16)) then
+    return {1}
+end
 local now = hl_now_ms()
 hl_pes_evict(KEYS[1], KEYS[2], KEYS[3], ARGV[3], now)
 n = hl_count(KEYS[1])

@@ -874,7 +874,12 @@ HL_HIDDEN hl_wake_rule hl_sem_wake_rule(hl_sem_kind kind);
  * would be missed otherwise) and after every wake-up; a permit-expirable
  * try that failed says when the nearest lease ends, and the wait is cut
  * there (expired permits are given back by the next try, with no message);
- * without a subscription, retry every HL_SEMWAIT_POLL_MS.
+ * without a subscription, retry every HL_SEMWAIT_POLL_MS. A
+ * permit-expirable acquire whose reply was lost (the driver's transport set
+ * cmd.reply_lost before hl_semwait_on_error) sends one release per permit
+ * id before ending with the error, so a failed acquire keeps nothing (a
+ * resend of the acquire itself is harmless: pes_acquire.lua takes an id
+ * only once). A plain semaphore's lost acquire is not settled (no id).
  */
 #define HL_SEMWAIT_POLL_MS 100
 typedef struct hl_semwait {
@@ -895,6 +900,11 @@ typedef struct hl_semwait {
     int result;
     int64_t attempts;
     int64_t count;              /* latch: the count last seen */
+    /* permit-expirable: an acquire whose reply was lost with its connection
+     * (cmd.reply_lost) is settled by giving back each of its ids (the
+     * server may have taken them), then ends with the error */
+    int settle_code;
+    int64_t settle_next;        /* next id to give back */
 } hl_semwait;
 /* 0 or HILOCK_EINVAL (bad kind, permits or wait). permits: 1 for a latch. */
 HL_HIDDEN int hl_semwait_init(hl_semwait *m, hl_sem_kind kind, const hl_sem_names *n,

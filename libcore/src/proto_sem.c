@@ -321,7 +321,7 @@ int64_t hl_ps_wakes(hl_wake_rule rule, const hl_ps_event *ev)
 
 /* ---- the wait machine ---- */
 
-enum { SW_TRY = 1, SW_SUBSCRIBE, SW_WAIT, SW_UNSUB, SW_DONE };
+enum { SW_TRY = 1, SW_SUBSCRIBE, SW_WAIT, SW_UNSUB, SW_SETTLE, SW_DONE };
 
 int hl_semwait_init(hl_semwait *m, hl_sem_kind kind, const hl_sem_names *n, int64_t permits,
                     int64_t lease_ms, const unsigned char *ids, int64_t wait_ms, int64_t now_ms)
@@ -365,6 +365,9 @@ hl_action hl_semwait_next(hl_semwait *m, int64_t now_ms)
         else
             hl_sem_cmd_count(&m->cmd, HL_SEM_LATCH, m->names);
         return HL_ACT_SEND;
+    case SW_SETTLE: /* give back one id of the lost acquire */
+        hl_pes_cmd_release(&m->cmd, m->names, m->ids + HL_PES_ID_BYTES * m->settle_next);
+        return HL_ACT_SEND;
     case SW_SUBSCRIBE:
         return HL_ACT_SUBSCRIBE;
     case SW_WAIT: {
@@ -391,8 +394,22 @@ hl_action hl_semwait_next(hl_semwait *m, int64_t now_ms)
     }
 }
 
+/* One id of a lost acquire settled (given back, or never taken), or the
+ * settling failed: the next id, or the end with the acquire's error. */
+static void sw_settled(hl_semwait *m, int ok)
+{
+    if (ok && ++m->settle_next < m->permits)
+        return;
+    sw_finish(m, m->settle_code);
+}
+
 void hl_semwait_on_reply(hl_semwait *m, const redisReply *r, int64_t now_ms)
 {
+    if (m->state == SW_SETTLE) {
+        int64_t v = 0; /* 1 given back, 0 not taken, -1 given back (lease ended) */
+        sw_settled(m, hl_sem_decode_error(r) == 0 && hl_sem_decode_int(r, &v) == 0);
+        return;
+    }
     if (m->state != SW_TRY)
         return;
     int taken = 0;
@@ -438,6 +455,16 @@ void hl_semwait_on_error(hl_semwait *m, int code, int64_t now_ms)
     (void)now_ms;
     if (m->state == SW_DONE || m->state == SW_UNSUB)
         return;
+    if (m->state == SW_SETTLE) { /* no way to settle now: the leases will */
+        sw_settled(m, 0);
+        return;
+    }
+    if (m->state == SW_TRY && m->kind == HL_SEM_PERMIT && m->cmd.reply_lost) {
+        m->settle_code = code ? code : HILOCK_EPROTO;
+        m->settle_next = 0;
+        m->state = SW_SETTLE;
+        return;
+    }
     sw_finish(m, code ? code : HILOCK_EPROTO);
 }
 
@@ -474,8 +501,8 @@ void hl_semwait_on_resubscribe(hl_semwait *m, int64_t now_ms)
 void hl_semwait_cancel(hl_semwait *m, int64_t now_ms)
 {
     (void)now_ms;
-    if (m->state == SW_DONE || m->state == SW_UNSUB)
-        return;
+    if (m->state == SW_DONE || m->state == SW_UNSUB || m->state == SW_SETTLE)
+        return; /* a settling acquire gives its ids back first */
     m->resub = 0;
     sw_finish(m, HILOCK_ECANCELED);
 }

@@ -173,6 +173,42 @@ static void t_engine_machine(void)
     CU_ASSERT_EQUAL(hl_semwait_next(&m, 252), HL_ACT_UNSUBSCRIBE);
     CU_ASSERT_EQUAL(hl_semwait_next(&m, 252), HL_ACT_DONE);
     CU_ASSERT_EQUAL(m.result, 0);
+    /* an acquire of 2 whose reply was lost with its connection gives both
+     * ids back (one release each), then ends with the error; a cancel
+     * meanwhile does not stop that; a failing release ends it */
+    unsigned char two[32];
+    for (int i = 0; i < 32; i++)
+        two[i] = (unsigned char)i;
+    redisReply *rel1 = RESP(":1\r\n"), *rel0 = RESP(":0\r\n");
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_PERMIT, &n, 2, 5000, two, 10000, 0), 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SEND);
+    m.cmd.reply_lost = 1; /* as the transport sets it */
+    hl_semwait_on_error(&m, HILOCK_ECONN, 1);
+    hl_semwait_cancel(&m, 1);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 1), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_PES_RELEASE);
+    CU_ASSERT(m.cmd.argvlen[6] == 16 && !memcmp(m.cmd.argv[6], two, 16));
+    hl_semwait_on_reply(&m, rel1, 2);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 2), HL_ACT_SEND);
+    CU_ASSERT(m.cmd.argvlen[6] == 16 && !memcmp(m.cmd.argv[6], two + 16, 16));
+    hl_semwait_on_reply(&m, rel0, 3);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 3), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_PERMIT, &n, 2, 5000, two, 10000, 0), 0);
+    hl_semwait_next(&m, 0);
+    m.cmd.reply_lost = 1;
+    hl_semwait_on_error(&m, HILOCK_ECONN, 1);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 1), HL_ACT_SEND);
+    hl_semwait_on_error(&m, HILOCK_ECONN, 2);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 2), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
+    /* an error without a lost reply (refused before sending) ends at once */
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_PERMIT, &n, 1, 5000, two, 10000, 0), 0);
+    hl_semwait_next(&m, 0);
+    hl_semwait_on_error(&m, HILOCK_ECONN, 1);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 1), HL_ACT_DONE);
+    freeReplyObject(rel1);
+    freeReplyObject(rel0);
     freeReplyObject(later);
     freeReplyObject(got);
     hl_sem_names_free(&n);

@@ -118,6 +118,80 @@ def test_reply_lost_on_fresh_connection_leaves_no_hold(server, proxy, name, kind
         c.close()
 
 
+# ---- semaphores: a lost acquire reply never takes permits twice ----
+
+def sem_warm(c, kind, name):
+    """Load the acquire and release scripts and leave a pooled connection."""
+    if kind == "semaphore":
+        w = c.semaphore(name + ":warm")
+        w.try_set_permits(1)
+        assert w.acquire(1, wait=0)
+        w.release(1)
+    else:
+        w = c.permit_expirable_semaphore(name + ":warm")
+        w.try_set_permits(1)
+        w.release(w.acquire(wait=0, lease=5))
+
+
+# A plain semaphore's acquire carries no request id yet: the same faults
+# take its permits twice (pooled) or keep them (fresh connection); see
+# docs/c-api.md, Semaphores. Only the permit-expirable one is covered.
+@pytest.mark.parametrize("kind", ["permit-expirable"])
+def test_sem_reply_lost_on_pooled_connection_takes_once(server, proxy, name, kind):
+    """The transport sends an attempt again once when its pooled connection
+    turns out dead; the server may have run the first copy. Three permits,
+    one acquire + one release: three free again, none taken twice."""
+    c = opened(proxy.url())
+    try:
+        sem_warm(c, kind, name)
+        if kind == "semaphore":
+            s = c.semaphore(name)
+            s.try_set_permits(3)
+            proxy.reset_on_reply(name.encode())
+            assert s.acquire(1, wait=2)
+            assert proxy.fired("reset-on-reply") == 1
+            assert server("GET", name) == "2", "one acquire took two permits"
+            s.release(1)
+        else:
+            s = c.permit_expirable_semaphore(name)
+            s.try_set_permits(3)
+            proxy.reset_on_reply(name.encode())
+            pid = s.acquire(wait=2)
+            assert pid
+            assert proxy.fired("reset-on-reply") == 1
+            assert server("GET", name) == "2", "one acquire took two permits"
+            assert server("ZCARD", "{%s}:timeout" % name) == 1
+            s.release(pid)
+        assert server("GET", name) == "3"
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", ["permit-expirable"])
+def test_sem_reply_lost_on_fresh_connection_keeps_nothing(server, proxy, name, kind):
+    """No resend on a fresh connection: the acquire fails, and the permits
+    the server may have taken for it are given back (the permit ids are the
+    request's own)."""
+    c = opened(proxy.url())
+    try:
+        sem_warm(c, kind, name)
+        s = c.semaphore(name) if kind == "semaphore" else c.permit_expirable_semaphore(name)
+        s.try_set_permits(3)
+        proxy.reset()  # no live connection: the acquire goes out on a new one
+        proxy.reset_on_reply(name.encode())
+        with pytest.raises(hilock.ConnectionError):
+            if kind == "semaphore":
+                s.acquire(1, wait=2)
+            else:
+                s.acquire(wait=2)
+        assert proxy.fired("reset-on-reply") == 1
+        assert server("GET", name) == "3", "a failed acquire kept a permit"
+        if kind != "semaphore":
+            assert server("ZCARD", "{%s}:timeout" % name) == 0
+    finally:
+        c.close()
+
+
 # ---- item 2: a retried fair release returns the first answer ----
 
 def test_fair_release_reply_lost_hands_over(server, proxy, name):
