@@ -225,8 +225,7 @@ static int open_check(hilock_client *c, char *err)
     }
     /* Verify server, credentials and database once; keep the connection. */
     int code = 0;
-    hl_node *first = c->t.nodes[0];
-    redisContext *ctx = hl_node_connect(first, c->t.opts.connect_timeout_ms, &code, err);
+    redisContext *ctx = hl_transport_connect_first(&c->t, &code, err);
     if (!ctx)
         return code;
     redisReply *r = hl_command(ctx, "PING");
@@ -264,7 +263,7 @@ static int open_check(hilock_client *c, char *err)
         redisFree(ctx);
         return rc;
     }
-    hl_pool_add_idle(first, ctx);
+    hl_transport_keep_first(&c->t, ctx);
     return 0;
 }
 

@@ -75,3 +75,13 @@ void hl_transport_report(hl_transport *c, const char *msg)
     if (c->sinks.error)
         c->sinks.error(c->sinks.ctx, msg);
 }
+
+redisContext *hl_transport_connect_first(hl_transport *c, int *code, char *err)
+{
+    return hl_node_connect(c->nodes[0], c->opts.connect_timeout_ms, code, err);
+}
+
+void hl_transport_keep_first(hl_transport *c, redisContext *ctx)
+{
+    hl_pool_add_idle(c->nodes[0], ctx);
+}

@@ -242,13 +242,9 @@ typedef struct hl_node {
 
 /* Cluster: reload the slot map from any node. 0 or HILOCK_ECONN. */
 HL_HIDDEN int hl_cluster_refresh(hl_transport *c, char *err);
-HL_HIDDEN redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
-                                        char *err);
 /* Create the client's node(s): one outside cluster mode, none in it (the
  * slot map brings them). 0 or HILOCK_ENOMEM. */
 HL_HIDDEN int hl_nodes_init(hl_transport *c, char *err);
-/* Hand a fresh connection to n's pool. */
-HL_HIDDEN void hl_pool_add_idle(hl_node *n, redisContext *ctx);
 
 /* ---- fanout.c: several commands in flight at once from one thread ----
  *
@@ -337,5 +333,11 @@ HL_HIDDEN void hl_transport_free(hl_transport *c, int forked);
 HL_HIDDEN void hl_transport_shutdown(hl_transport *c, int from_watchdog);
 /* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
 HL_HIDDEN int hl_transport_check(hl_transport *c, char *err);
+/* The open check's connection: to the first node (the server, the current
+ * master, or in cluster mode the first master of the slot map: call
+ * hl_cluster_refresh first); NULL with *code and err set.
+ * hl_transport_keep_first puts it in that node's pool. */
+HL_HIDDEN redisContext *hl_transport_connect_first(hl_transport *c, int *code, char *err);
+HL_HIDDEN void hl_transport_keep_first(hl_transport *c, redisContext *ctx);
 
 #endif

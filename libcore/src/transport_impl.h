@@ -147,4 +147,11 @@ HL_HIDDEN void hl_transport_report(hl_transport *c, const char *msg);
 /* NULL-safe. */
 HL_HIDDEN void hl_tls_free(hl_tls *t);
 
+/* A fresh connection to n (its address, the endpoint's credentials). */
+HL_HIDDEN redisContext *hl_node_connect(hl_node *n, int64_t connect_timeout_ms, int *code,
+                                        char *err);
+
+/* Hand a fresh connection to n's pool. */
+HL_HIDDEN void hl_pool_add_idle(hl_node *n, redisContext *ctx);
+
 #endif
