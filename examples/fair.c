@@ -69,9 +69,11 @@ int main(void)
         started++;
         sleep_ms(300);
     }
-    rc = hilock_lock_release(lock); /* wakes worker 1 only */
-    printf("main released\n");
+    /* Said before the release: worker 1 may print before this thread
+     * returns from it. */
+    printf("main releases\n");
     fflush(stdout);
+    rc = hilock_lock_release(lock); /* wakes worker 1 only */
     for (int i = 0; i < started; i++) {
         pthread_join(threads[i], NULL);
         if (workers[i].rc != HILOCK_OK && rc == HILOCK_OK)

@@ -48,7 +48,7 @@ static void fair(const char *prog, th_redis *r)
     char out[8192];
     int rc = run(prog, r->url, NULL, out, sizeof out);
     CHECK(rc == 0, "exit %d", rc);
-    CHECK(in_order(out, 5, "main has the lock", "main released", "worker 1 has the lock",
+    CHECK(in_order(out, 5, "main has the lock", "main releases", "worker 1 has the lock",
                    "worker 2 has the lock", "worker 3 has the lock"),
           "not first come, first served");
     CHECK(th_redis_int(r, "EXISTS jobs:nightly") == 0, "lock left behind");
