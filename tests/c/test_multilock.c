@@ -391,7 +391,15 @@ static void t_redlock_three_down(void)
     int64_t took = th_now_ms() - t0;
     CU_ASSERT_EQUAL(rc, HILOCK_ECONN); /* nobody else holds it: the nodes are the problem */
     CU_ASSERT(took >= 400 && took < 400 + 1500);
-    CU_ASSERT_PTR_NOT_NULL(strstr(hilock_multilock_errmsg(m), "2 of 5"));
+    /* the last attempt's count: 2 of 5 with both live members answering in
+     * time; on a loaded machine one may miss its member timeout (50 ms) in
+     * that attempt, so fewer, but never a majority */
+    const char *msg = hilock_multilock_errmsg(m);
+    const char *of5 = msg ? strstr(msg, " of 5") : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(of5);
+    CU_ASSERT(of5 > msg && of5[-1] >= '0' && of5[-1] <= '2' && (of5 - 1 == msg || of5[-2] == ' '));
+    if (!(of5 > msg && of5[-1] == '2'))
+        printf("\n  [last attempt: %s]\n", msg);
     CU_ASSERT_EQUAL(key_exists(0, "rl:3down"), 0);
     CU_ASSERT_EQUAL(key_exists(1, "rl:3down"), 0);
     for (int i = 2; i < NS; i++) {
