@@ -60,6 +60,17 @@ static int send_undo(hl_drain_item *it)
     return 0;
 }
 
+/* The machine gave up on the item's connection (it says so with reconnect):
+ * close it now, so it is not polled while the machine pauses. */
+static void on_conn_error(hl_drain_item *it)
+{
+    hl_settle_on_error(&it->settle, hl_now_mono_ms());
+    if (it->settle.reconnect && it->ctx) {
+        redisFree(it->ctx);
+        it->ctx = NULL;
+    }
+}
+
 /* Run the machine until it waits for a reply (1: keep the item) or ends (0). */
 static int advance(hl_drain_item *it)
 {
@@ -69,7 +80,7 @@ static int advance(hl_drain_item *it)
             return 1;
         case HL_ACT_SEND:
             if (send_undo(it) != 0) /* the machine may try a new connection */
-                hl_settle_on_error(&it->settle, hl_now_mono_ms());
+                on_conn_error(it);
             continue;
         default:
             return 0;
@@ -111,11 +122,11 @@ static void *drain_main(void *arg)
         int64_t now = hl_now_mono_ms(), next = now + HL_SETTLE_MAX_MS;
         int k = 1;
         for (hl_drain_item *it = d->items; it; it = it->next, k++) {
-            pf[k].fd = it->ctx->fd;
+            pf[k].fd = it->ctx ? it->ctx->fd : -1; /* none while pausing */
             pf[k].events = POLLIN;
             its[k] = it;
-            if (it->settle.give_up_at < next)
-                next = it->settle.give_up_at;
+            if (it->settle.wake_at < next)
+                next = it->settle.wake_at;
         }
         pthread_mutex_unlock(&d->mu);
         poll(pf, (nfds_t)n + 1, (int)(next > now ? next - now : 0));
@@ -129,7 +140,7 @@ static void *drain_main(void *arg)
             if (pf[k].revents) {
                 int rr = hl_read_replies(it->ctx, take_reply, it);
                 if (rr < 0) /* the connection died: the machine says what now */
-                    hl_settle_on_error(&it->settle, hl_now_mono_ms());
+                    on_conn_error(it);
                 keep = rr <= 0;
             }
             if (keep)

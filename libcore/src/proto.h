@@ -519,11 +519,13 @@ HL_HIDDEN int64_t hl_latch_ttl(int64_t command_timeout_ms);
  * attempt: a late grant is released, a fair waiter leaves the line.
  * When that connection dies first (hl_settle_on_error while waiting for the
  * attempt) and the attempt carried an acquire latch, the machine asks for
- * HL_ACT_SEND with s.reconnect set: acquire_settle.lua on a new connection
- * (up to HL_SETTLE_TRIES times) says whether the attempt was granted and
+ * HL_ACT_SEND with s.reconnect set (after a pause: HL_ACT_WAIT with nothing
+ * to read): acquire_settle.lua on a new connection (up to
+ * HL_SETTLE_RECONNECTS times) says whether the attempt was granted and
  * stops a late copy of it; a grant is then released, a fair waiter leaves
  * the line, on that new connection. */
 #define HL_SETTLE_MAX_MS 60000
+#define HL_SETTLE_RECONNECTS 8
 /* 1 when cmd is an acquire attempt of any kind (settled when its reply
  * never came; acknowledged by a replica when the client asks for that). */
 HL_HIDDEN int hl_cmd_is_attempt(const hl_cmd *cmd);
@@ -542,13 +544,15 @@ typedef struct hl_settle {
     char *acq_latch;       /* owned: the attempt's acquire latch argument, or NULL */
     int64_t acq_latch_ttl_ms;
     int tries;             /* sends on a new connection since the last answer */
-    int state;
-    int64_t give_up_at;
+    int state, after_pause;
+    int64_t give_up_at, resume_at;
     /* outputs */
     hl_cmd cmd;            /* for HL_ACT_SEND (script body: no NOSCRIPT round) */
-    int reconnect;         /* with HL_ACT_SEND: close THAT connection and send
-                              on a new one to the same server */
+    int reconnect;         /* THAT connection is dead: close it (nothing more to
+                              read on it); the next HL_ACT_SEND goes on a new
+                              connection to the same server */
     int64_t sleep_ms;      /* for HL_ACT_WAIT */
+    int64_t wake_at;       /* for HL_ACT_WAIT: now_ms + sleep_ms */
     hl_settle_outcome outcome;
 } hl_settle;
 /* 0, HILOCK_EINVAL (cmd is not an acquire attempt), HILOCK_ENOMEM.

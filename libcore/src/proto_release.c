@@ -161,7 +161,7 @@ void hl_release_on_error(hl_release *m, int code, int64_t now_ms)
 /* ---- settle ---- */
 
 enum { SE_AWAIT_ATTEMPT = 1, SE_SEND_UNDO, SE_AWAIT_UNDO, SE_SEND_SETTLE, SE_AWAIT_SETTLE,
-       SE_DONE };
+       SE_PAUSE, SE_DONE };
 
 static int arg_i64(const hl_cmd *c, int i, int64_t *out)
 {
@@ -272,7 +272,7 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
         return bad ? HILOCK_EINVAL : rc;
     }
     s->latch_ttl_ms = hl_latch_ttl(command_timeout_ms);
-    s->give_up_at = now_ms + HL_SETTLE_MAX_MS;
+    s->give_up_at = s->wake_at = now_ms + HL_SETTLE_MAX_MS;
     s->state = SE_AWAIT_ATTEMPT;
     return 0;
 }
@@ -290,6 +290,18 @@ void hl_settle_free(hl_settle *s)
 
 hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
 {
+    if (s->state == SE_PAUSE) {
+        if (now_ms >= s->give_up_at) {
+            s->state = SE_DONE;
+            return HL_ACT_DONE;
+        }
+        if (now_ms < s->resume_at) {
+            s->sleep_ms = s->resume_at - now_ms;
+            s->wake_at = s->resume_at;
+            return HL_ACT_WAIT;
+        }
+        s->state = s->after_pause;
+    }
     switch (s->state) {
     case SE_AWAIT_ATTEMPT:
     case SE_AWAIT_UNDO:
@@ -299,6 +311,7 @@ hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
             return HL_ACT_DONE;
         }
         s->sleep_ms = s->give_up_at - now_ms;
+        s->wake_at = s->give_up_at;
         return HL_ACT_WAIT;
     case SE_SEND_UNDO:
         s->state = SE_AWAIT_UNDO;
@@ -364,8 +377,8 @@ void hl_settle_on_error(hl_settle *s, int64_t now_ms)
 {
     s->reconnect = 0;
     int st = s->state;
-    s->state = SE_DONE;
-    if (now_ms >= s->give_up_at || s->tries >= HL_SETTLE_TRIES)
+    s->state = SE_DONE; /* also in a pause: a driver with nothing to wait on */
+    if (now_ms >= s->give_up_at || s->tries >= HL_SETTLE_RECONNECTS)
         return;
     if (st == SE_AWAIT_ATTEMPT || st == SE_SEND_SETTLE || st == SE_AWAIT_SETTLE) {
         /* the connection died before the attempt's reply: whether it ran is
@@ -376,15 +389,19 @@ void hl_settle_on_error(hl_settle *s, int64_t now_ms)
             return;
         hl_cmd_acquire_settle(&s->cmd, s->acq_latch, s->acq_latch_ttl_ms);
         hl_cmd_to_eval(&s->cmd);
-        s->state = SE_SEND_SETTLE;
+        s->after_pause = SE_SEND_SETTLE;
     } else if (st == SE_AWAIT_UNDO || st == SE_SEND_UNDO) {
         /* the attempt's outcome is known; the undo is idempotent (a release
          * answers by its unlock latch, leaving the line twice changes
          * nothing the second time): send it again */
-        s->state = SE_SEND_UNDO;
+        s->after_pause = SE_SEND_UNDO;
     } else {
         return;
     }
+    /* at once the first time, then after 50, 100, 200, 400, 800 ms and 1 s:
+     * a server restarting (or a failover) gets a few seconds to come back */
+    s->state = SE_PAUSE;
+    s->resume_at = now_ms + (s->tries == 0 ? 0 : s->tries > 5 ? 1000 : (int64_t)25 << s->tries);
     s->tries++;
     s->reconnect = 1;
 }

@@ -275,7 +275,7 @@ static void t_settle_connection_lost(void)
     hl_settle_free(&s);
 
     /* not granted: nothing to undo; every new connection failing: give up
-     * after HL_SETTLE_TRIES */
+     * after HL_SETTLE_RECONNECTS */
     CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:21", 1000, 0), 0);
     hl_settle_on_error(&s, 1);
     CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_SEND);
@@ -285,12 +285,24 @@ static void t_settle_connection_lost(void)
     hl_settle_free(&s);
     CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:22", 1000, 0), 0);
     int sends = 0;
-    hl_settle_on_error(&s, 1);
-    while (hl_settle_next(&s, 1) == HL_ACT_SEND) {
+    int64_t now = 1;
+    hl_settle_on_error(&s, now);
+    for (;;) {
+        hl_action act = hl_settle_next(&s, now);
+        if (act == HL_ACT_WAIT) { /* a pause between new connections */
+            CU_ASSERT(s.reconnect);
+            CU_ASSERT(s.sleep_ms > 0 && s.sleep_ms <= 1000);
+            CU_ASSERT_EQUAL(s.wake_at, now + s.sleep_ms);
+            now += s.sleep_ms;
+            continue;
+        }
+        if (act != HL_ACT_SEND)
+            break;
         sends++;
-        hl_settle_on_error(&s, 1);
+        hl_settle_on_error(&s, now);
     }
-    CU_ASSERT_EQUAL(sends, HL_SETTLE_TRIES);
+    CU_ASSERT_EQUAL(sends, HL_SETTLE_RECONNECTS);
+    CU_ASSERT(now > 1 + 500); /* spread over time, not back to back */
     CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_NOTHING);
     hl_settle_free(&s);
 

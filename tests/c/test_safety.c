@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -557,6 +558,68 @@ static void t_validity_per_tid(void)
 
 /* ---------------------------------------------------------------- main */
 
+/* An attempt whose reply timed out (server stopped) is kept for the drain;
+ * then its connection dies (the stopped server killed and started again on
+ * the same port) before any reply. The drain settles it on a new
+ * connection: acquire_settle.lua leaves its "given up" mark in the acquire
+ * latch on the new server (before the fix: the item was dropped, nothing
+ * sent), and the client goes on working. */
+static int latch_marked(void *arg)
+{
+    char buf[64] = "";
+    th_redis_str(arg, buf, sizeof buf, "RANDOMKEY");
+    return strncmp(buf, "hilock_acquire_latch:", 21) == 0;
+}
+
+static int server_stopped(void *arg)
+{
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)((th_redis *)arg)->pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return p && p[1] == ' ' && p[2] == 'T';
+}
+
+static void t_drain_settles_on_new_connection(void)
+{
+    th_redis r;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&r, NULL), 0);
+    hilock_client *c = open_url(r.url, 0, 300);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "drain-reconnect");
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 1, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), 0);
+    th_redis_pause(&r);
+    /* stopped before the attempt is sent: it cannot have run */
+    CU_ASSERT_FATAL(th_wait_for(server_stopped, &r, 5000));
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 1, 0, 10000), HILOCK_ECONN);
+    /* killed while stopped (th_redis_restart would let it run first), then
+     * started again on the same port */
+    kill(r.pid, SIGKILL);
+    waitpid(r.pid, NULL, 0);
+    r.pid = 0;
+    CU_ASSERT_EQUAL_FATAL(th_redis_restart(&r), 0);
+    CU_ASSERT(th_wait_for(latch_marked, &r, 5000));
+    int64_t t0 = th_now_ms();
+    int rc;
+    while ((rc = hilock_lock_acquire_tid(l, 1, 0, 10000)) != 0 && th_now_ms() - t0 < 5000)
+        th_sleep_ms(20);
+    CU_ASSERT_EQUAL(rc, 0);
+    int64_t holds = 0;
+    CU_ASSERT_EQUAL(hilock_lock_hold_count_tid(&holds, l, 1), 0);
+    CU_ASSERT_EQUAL(holds, 1);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&r, "EXISTS drain-reconnect"), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_redis_stop(&r);
+}
+
 static int init(void)
 {
     snprintf(usock, sizeof usock, "/tmp/hilock-safety-%d.sock", (int)getpid());
@@ -598,6 +661,7 @@ int main(int argc, char **argv)
     add(s, "multi-lock lost callback frees its multi-lock", t_cb_frees_own_multilock);
     add(s, "error messages are per thread", t_errmsg_per_thread);
     add(s, "stalled Redlock member: fds stay bounded", t_stalled_member_fds_bounded);
+    add(s, "drain: kept connection dies, settled on a new one", t_drain_settles_on_new_connection);
     add(s, "lost thread ids: memory bounded over 10,000", t_lost_list_bounded);
     add(s, "Redlock validity per thread id", t_validity_per_tid);
     return th_cu_run();
