@@ -760,6 +760,261 @@ static void ml_describe_failures(const hilock_multilock *m, const ml_job *jobs, 
         memcpy(buf + len - 4, "...", 4);
 }
 
+/* One multi-lock acquire call: its inputs, the rules' figures derived from
+ * them, and the buffers its attempts reuse. */
+typedef struct ml_acq {
+    hilock_multilock *m;
+    uint64_t tid;
+    int64_t wait_ms, lease_ms;
+    int64_t deadline;  /* monotonic ms, -1: none */
+    int64_t vlease;    /* the lease validity is counted against */
+    int64_t drift;
+    int64_t timeout;   /* per member */
+    int reentry;       /* tid already holds it */
+    ml_pending pend;   /* for hilock_multilock_cancel */
+    ml_subs subs;      /* the members' unlock messages, after a first failure */
+    ml_job *jobs, *undo;
+    unsigned char *ready;
+    ml_hold *fresh;    /* the hold record a first grant files */
+    uint64_t rng;
+    /* the last attempt */
+    int64_t t0, t1;
+    size_t ok, busy;
+    int first_err, fatal;
+} ml_acq;
+
+/* Lists the call for cancel and allocates its buffers; the result code. */
+static int ml_acq_begin(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    pthread_mutex_lock(&m->mu);
+    q->reentry = ml_hold_find(m, q->tid) != NULL;
+    if (q->wait_ms != 0) { /* only a wait can be cancelled */
+        q->pend.next = m->pending;
+        m->pending = &q->pend;
+    }
+    pthread_mutex_unlock(&m->mu);
+    q->jobs = calloc(m->n, sizeof *q->jobs);
+    q->undo = calloc(m->n, sizeof *q->undo);
+    q->ready = calloc(m->n, 1);
+    q->fresh = q->reentry ? NULL : ml_hold_alloc(m->n, q->tid);
+    if (!q->jobs || !q->undo || !q->ready || (!q->reentry && !q->fresh)) {
+        ml_set_err(m, "out of memory");
+        return HILOCK_ENOMEM;
+    }
+    q->rng = (uint64_t)hl_now_mono_ms() * 0x9E3779B97F4A7C15ULL ^ q->tid ^
+             (uint64_t)(uintptr_t)&q->rng ^ (uint64_t)(uintptr_t)m;
+    if (!q->rng)
+        q->rng = 0x1234567;
+    return 0;
+}
+
+/* Stops listening, frees the buffers, takes the call off the cancel list. */
+static void ml_acq_end(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    ml_subs_stop(m, &q->subs, &q->pend); /* also when it never listened */
+    free(q->jobs);
+    free(q->undo);
+    free(q->ready);
+    ml_hold_free(q->fresh);
+    pthread_mutex_lock(&m->mu);
+    for (ml_pending **pp = &m->pending; *pp; pp = &(*pp)->next)
+        if (*pp == &q->pend) {
+            *pp = q->pend.next;
+            break;
+        }
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Before an attempt: cancelled, or a member's client unusable? 0 or the
+ * result code (the message set). */
+static int ml_acq_precheck(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    if (ml_pending_check(m, &q->pend)) {
+        ml_set_err(m, "%s: acquire by thread %llu cancelled", ml_kind(m),
+                   (unsigned long long)q->tid);
+        return HILOCK_ECANCELED;
+    }
+    char err[HL_ERRMSG_MAX] = "";
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = hl_client_check(m->locks[i]->client, err);
+        if (rc != 0) {
+            ml_set_err(m, "%s: member #%zu '%s': %s", ml_kind(m), i, m->locks[i]->names.name,
+                       err[0] ? err : hilock_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* One attempt: every member's acquire in flight at once, then the tally. */
+static void ml_acq_attempt(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    const size_t n = m->n;
+    /* the members whose unlock message would reach us from now on */
+    for (size_t i = 0; i < n; i++)
+        q->ready[i] = q->subs.started && q->subs.on[i] && hl_sub_confirmed(&q->subs.w[i], 0);
+    for (size_t i = 0; i < n; i++) {
+        memset(&q->jobs[i], 0, sizeof q->jobs[i]);
+        q->jobs[i].op = ML_OP_ACQUIRE;
+        q->jobs[i].index = i;
+        q->jobs[i].lock = m->locks[i];
+        q->jobs[i].tid = q->tid;
+        q->jobs[i].lease_ms = q->lease_ms > 0 ? q->lease_ms : 0;
+        q->jobs[i].timeout_ms = q->timeout;
+    }
+    q->t0 = hl_now_mono_ms();
+    ml_run_batch(q->jobs, n);
+    q->t1 = hl_now_mono_ms();
+    q->ok = q->busy = 0;
+    q->first_err = q->fatal = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = q->jobs[i].rc;
+        if (rc == 0)
+            q->ok++;
+        else if (rc == HILOCK_ETIMEDOUT)
+            q->busy++;
+        else {
+            if (!q->first_err)
+                q->first_err = rc;
+            if (hl_ml_fatal(m->redlock, rc) && !q->fatal)
+                q->fatal = rc;
+        }
+    }
+}
+
+/* The attempt succeeded: file the members taken under tid's hold. */
+static void ml_acq_record(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    pthread_mutex_lock(&m->mu);
+    ml_hold *h = ml_hold_find(m, q->tid);
+    if (!h) {
+        h = q->fresh;
+        q->fresh = NULL;
+        h->next = m->holds;
+        m->holds = h;
+    }
+    h->count++;
+    for (size_t i = 0; i < m->n; i++)
+        if (q->jobs[i].rc == 0) {
+            h->acquired[i] = 1;
+            h->lostm[i] = 0;
+        }
+    h->nacquired = h->nlost = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        h->nacquired += h->acquired[i];
+        h->nlost += h->lostm[i];
+    }
+    h->lost = 0;
+    __atomic_store_n(&m->lost, 0, __ATOMIC_RELEASE);
+    h->valid_watchdog = q->lease_ms <= 0;
+    h->valid_until = q->t0 + q->vlease - q->drift;
+    m->errmsg[0] = 0;
+    pthread_mutex_unlock(&m->mu);
+    hl_err_forget(m);
+}
+
+/* The attempt failed: release what it may have taken. A Redlock asks every
+ * node; a multi-lock the members taken or in doubt. On a re-entry only
+ * members that answered "taken": an unanswered one may still carry the
+ * outer hold, which must survive. */
+static void ml_acq_take_back(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    size_t nu = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        if (!hl_ml_take_back(m->redlock, q->reentry, q->jobs[i].rc))
+            continue;
+        memset(&q->undo[nu], 0, sizeof q->undo[nu]);
+        q->undo[nu].op = ML_OP_RELEASE;
+        q->undo[nu].index = i;
+        q->undo[nu].lock = m->locks[i];
+        q->undo[nu].tid = q->tid;
+        q->undo[nu].timeout_ms = q->timeout;
+        nu++;
+    }
+    ml_run_batch(q->undo, nu);
+}
+
+/* After a failed attempt with time left: listen to the members' unlock
+ * messages (the first time: then try again at once, since an unlock before
+ * the subscription took effect would not reach us), else sleep until a held
+ * member's message, its lease or the back-off, as the engine's rules say. */
+static void ml_acq_wait(ml_acq *q, unsigned attempt, int64_t now)
+{
+    hilock_multilock *m = q->m;
+    const size_t n = m->n;
+    const int validity_failed = m->redlock && q->ok >= m->quorum;
+    if (!q->subs.mb && ml_subs_alloc(&q->subs, n) != 0)
+        q->subs.mb = NULL; /* no memory to listen: poll as below */
+    if (q->subs.mb && !q->subs.started) {
+        int64_t limit = q->timeout > 0 ? q->timeout
+                                       : m->locks[0]->client->t.opts.command_timeout_ms;
+        if (q->deadline >= 0 && q->deadline - now < limit)
+            limit = q->deadline - now;
+        ml_subs_start(m, &q->subs, &q->pend, q->tid, limit);
+        return;
+    }
+    int64_t pause = hl_ml_backoff(attempt, ml_rand(&q->rng));
+    int64_t left = q->deadline < 0 ? -1 : q->deadline - now;
+    if (!q->subs.mb) {
+        if (left >= 0 && pause > left)
+            pause = left;
+        ml_pause(m, &q->pend, pause); /* a cancel is seen before the next attempt */
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        q->subs.mb[i].rc = q->jobs[i].rc;
+        q->subs.mb[i].ttl_ms = q->jobs[i].value;
+        q->subs.mb[i].wakeable = q->ready[i];
+    }
+    ml_subs_wait(m, &q->subs, &q->pend, q->tid,
+                 hl_ml_wait_ms(m->redlock, q->subs.mb, n, validity_failed, pause, left));
+}
+
+/* The attempts: until one succeeds, a fatal error, the end of the wait or a
+ * cancel. The result code (the message set on failure). */
+static int ml_acq_run(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    const size_t n = m->n;
+    for (unsigned attempt = 0;; attempt++) {
+        int rc = ml_acq_precheck(q);
+        if (rc)
+            return rc;
+        ml_acq_attempt(q);
+        const int64_t validity = hl_ml_validity(q->vlease, q->t0, q->t1);
+        if (hl_ml_success(m->redlock, n, q->ok, q->fatal, validity)) {
+            ml_acq_record(q);
+            return 0;
+        }
+        char why[HL_ERRMSG_MAX];
+        ml_describe_failures(m, q->jobs, why, sizeof why);
+        ml_acq_take_back(q);
+        if (q->fatal) {
+            ml_set_err(m, "%s: %zu of %zu taken: %s", ml_kind(m), q->ok, n, why);
+            return q->fatal;
+        }
+        int64_t now = hl_now_mono_ms();
+        if (q->wait_ms == 0 || (q->deadline >= 0 && now >= q->deadline)) {
+            if (m->redlock && q->ok >= m->quorum)
+                ml_set_err(m, "redlock: %zu of %zu taken but validity %lld ms <= 0 "
+                              "(lease %lld, took %lld ms)",
+                           q->ok, n, (long long)validity, (long long)q->vlease,
+                           (long long)(q->t1 - q->t0));
+            else
+                ml_set_err(m, "%s: %zu of %zu taken (need %zu): %s", ml_kind(m), q->ok, n,
+                           m->quorum, why);
+            return hl_ml_fail_code(m->redlock, n, q->ok, q->busy, q->first_err);
+        }
+        ml_acq_wait(q, attempt, now);
+    }
+}
+
 HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
                                             int64_t wait_ms, int64_t lease_ms)
 {
@@ -773,207 +1028,22 @@ HILOCK_API int hilock_multilock_acquire_tid(hilock_multilock *m, uint64_t tid,
                    (long long)lease_ms);
         return rc;
     }
-    const size_t n = m->n;
-    const int64_t t_start = hl_now_mono_ms();
-    const int64_t deadline = wait_ms < 0 ? -1 : t_start + wait_ms;
-    const int64_t vlease = lease_ms > 0 ? lease_ms : ml_watchdog_lease(m);
-    const int64_t drift = hl_ml_drift(vlease);
-    const int64_t timeout = ml_member_timeout(m);
-
-    int result = HILOCK_ETIMEDOUT;
-    ml_pending pend = {NULL, tid, 0, NULL};
-    pthread_mutex_lock(&m->mu);
-    ml_hold *existing = ml_hold_find(m, tid);
-    int reentry = existing != NULL;
-    if (wait_ms != 0) { /* only a wait can be cancelled */
-        pend.next = m->pending;
-        m->pending = &pend;
-    }
-    pthread_mutex_unlock(&m->mu);
-
-    ml_subs subs;
-    memset(&subs, 0, sizeof subs);
-    ml_job *jobs = calloc(n, sizeof *jobs);
-    ml_job *undo = calloc(n, sizeof *undo);
-    unsigned char *ready = calloc(n, 1);
-    ml_hold *fresh = reentry ? NULL : ml_hold_alloc(n, tid);
-    if (!jobs || !undo || !ready || (!reentry && !fresh)) {
-        free(jobs);
-        free(undo);
-        free(ready);
-        ml_hold_free(fresh);
-        result = HILOCK_ENOMEM;
-        ml_set_err(m, "out of memory");
-        goto unlist;
-    }
-    uint64_t rng = (uint64_t)hl_now_mono_ms() * 0x9E3779B97F4A7C15ULL ^ tid ^
-                   (uint64_t)(uintptr_t)&rng ^ (uint64_t)(uintptr_t)m;
-    if (!rng)
-        rng = 0x1234567;
-
-    for (unsigned attempt = 0;; attempt++) {
-        if (ml_pending_check(m, &pend)) {
-            ml_set_err(m, "%s: acquire by thread %llu cancelled", ml_kind(m),
-                       (unsigned long long)tid);
-            result = HILOCK_ECANCELED;
-            goto out;
-        }
-        char err[HL_ERRMSG_MAX] = "";
-        for (size_t i = 0; i < n; i++) {
-            rc = hl_client_check(m->locks[i]->client, err);
-            if (rc != 0) {
-                ml_set_err(m, "%s: member #%zu '%s': %s", ml_kind(m), i,
-                           m->locks[i]->names.name, err[0] ? err : hilock_strerror(rc));
-                result = rc;
-                goto out;
-            }
-        }
-        /* the members whose unlock message would reach us from now on */
-        for (size_t i = 0; i < n; i++)
-            ready[i] = subs.started && subs.on[i] && hl_sub_confirmed(&subs.w[i], 0);
-        for (size_t i = 0; i < n; i++) {
-            memset(&jobs[i], 0, sizeof jobs[i]);
-            jobs[i].op = ML_OP_ACQUIRE;
-            jobs[i].index = i;
-            jobs[i].lock = m->locks[i];
-            jobs[i].tid = tid;
-            jobs[i].lease_ms = lease_ms > 0 ? lease_ms : 0;
-            jobs[i].timeout_ms = timeout;
-        }
-        const int64_t t0 = hl_now_mono_ms();
-        ml_run_batch(jobs, n);
-        const int64_t t1 = hl_now_mono_ms();
-
-        size_t ok = 0, busy = 0;
-        int first_err = 0, fatal = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (jobs[i].rc == 0)
-                ok++;
-            else if (jobs[i].rc == HILOCK_ETIMEDOUT)
-                busy++;
-            else {
-                if (!first_err)
-                    first_err = jobs[i].rc;
-                if (hl_ml_fatal(m->redlock, jobs[i].rc) && !fatal)
-                    fatal = jobs[i].rc;
-            }
-        }
-        const int64_t validity = hl_ml_validity(vlease, t0, t1);
-        const int success = hl_ml_success(m->redlock, n, ok, fatal, validity);
-
-        if (success) {
-            pthread_mutex_lock(&m->mu);
-            ml_hold *h = ml_hold_find(m, tid);
-            if (!h) {
-                h = fresh;
-                fresh = NULL;
-                h->next = m->holds;
-                m->holds = h;
-            }
-            h->count++;
-            for (size_t i = 0; i < n; i++)
-                if (jobs[i].rc == 0) {
-                    h->acquired[i] = 1;
-                    h->lostm[i] = 0;
-                }
-            h->nacquired = h->nlost = 0;
-            for (size_t i = 0; i < n; i++) {
-                h->nacquired += h->acquired[i];
-                h->nlost += h->lostm[i];
-            }
-            h->lost = 0;
-            __atomic_store_n(&m->lost, 0, __ATOMIC_RELEASE);
-            h->valid_watchdog = lease_ms <= 0;
-            h->valid_until = t0 + vlease - drift;
-            m->errmsg[0] = 0;
-            pthread_mutex_unlock(&m->mu);
-            hl_err_forget(m);
-            result = 0;
-            goto out;
-        }
-
-        /* Failed: release what this attempt may have taken. A Redlock asks
-         * every node; a multi-lock the members taken or in doubt. On a
-         * re-entry only members that answered "taken": an unanswered one
-         * may still carry the outer hold, which must survive. */
-        char why[HL_ERRMSG_MAX];
-        ml_describe_failures(m, jobs, why, sizeof why);
-        size_t nu = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (!hl_ml_take_back(m->redlock, reentry, jobs[i].rc))
-                continue;
-            memset(&undo[nu], 0, sizeof undo[nu]);
-            undo[nu].op = ML_OP_RELEASE;
-            undo[nu].index = i;
-            undo[nu].lock = m->locks[i];
-            undo[nu].tid = tid;
-            undo[nu].timeout_ms = timeout;
-            nu++;
-        }
-        ml_run_batch(undo, nu);
-
-        if (fatal) {
-            ml_set_err(m, "%s: %zu of %zu taken: %s", ml_kind(m), ok, n, why);
-            result = fatal;
-            goto out;
-        }
-        int64_t now = hl_now_mono_ms();
-        if (wait_ms == 0 || (deadline >= 0 && now >= deadline)) {
-            if (m->redlock && ok >= m->quorum)
-                ml_set_err(m, "redlock: %zu of %zu taken but validity %lld ms <= 0 "
-                              "(lease %lld, took %lld ms)",
-                           ok, n, (long long)validity, (long long)vlease,
-                           (long long)(t1 - t0));
-            else
-                ml_set_err(m, "%s: %zu of %zu taken (need %zu): %s", ml_kind(m), ok, n,
-                           m->quorum, why);
-            result = hl_ml_fail_code(m->redlock, n, ok, busy, first_err);
-            goto out;
-        }
-        const int validity_failed = m->redlock && ok >= m->quorum;
-        if (!subs.mb && ml_subs_alloc(&subs, n) != 0)
-            subs.mb = NULL; /* no memory to listen: poll as below */
-        if (subs.mb && !subs.started) {
-            /* The first failure: listen to the members' unlock messages,
-             * then try again at once (an unlock before the subscription
-             * took effect would not reach us). */
-            int64_t limit = timeout > 0 ? timeout : m->locks[0]->client->t.opts.command_timeout_ms;
-            if (deadline >= 0 && deadline - now < limit)
-                limit = deadline - now;
-            ml_subs_start(m, &subs, &pend, tid, limit);
-            continue;
-        }
-        int64_t pause = hl_ml_backoff(attempt, ml_rand(&rng));
-        int64_t left = deadline < 0 ? -1 : deadline - now;
-        if (!subs.mb) {
-            if (left >= 0 && pause > left)
-                pause = left;
-            ml_pause(m, &pend, pause); /* a cancel is seen at the loop's top */
-            continue;
-        }
-        for (size_t i = 0; i < n; i++) {
-            subs.mb[i].rc = jobs[i].rc;
-            subs.mb[i].ttl_ms = jobs[i].value;
-            subs.mb[i].wakeable = ready[i];
-        }
-        ml_subs_wait(m, &subs, &pend, tid,
-                     hl_ml_wait_ms(m->redlock, subs.mb, n, validity_failed, pause, left));
-    }
-out:
-    ml_subs_stop(m, &subs, &pend);
-    free(jobs);
-    free(undo);
-    free(ready);
-    ml_hold_free(fresh);
-unlist:
-    pthread_mutex_lock(&m->mu);
-    for (ml_pending **pp = &m->pending; *pp; pp = &(*pp)->next)
-        if (*pp == &pend) {
-            *pp = pend.next;
-            break;
-        }
-    pthread_mutex_unlock(&m->mu);
-    return result;
+    ml_acq q;
+    memset(&q, 0, sizeof q);
+    q.m = m;
+    q.tid = tid;
+    q.wait_ms = wait_ms;
+    q.lease_ms = lease_ms;
+    q.deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
+    q.vlease = lease_ms > 0 ? lease_ms : ml_watchdog_lease(m);
+    q.drift = hl_ml_drift(q.vlease);
+    q.timeout = ml_member_timeout(m);
+    q.pend = (ml_pending){NULL, tid, 0, NULL};
+    rc = ml_acq_begin(&q);
+    if (rc == 0)
+        rc = ml_acq_run(&q);
+    ml_acq_end(&q);
+    return rc;
 }
 
 void hl_multilock_view(hilock_multilock *m, hl_ml_view *v)
