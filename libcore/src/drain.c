@@ -112,12 +112,12 @@ static void *drain_main(void *arg)
             free(pf);
             free(its);
             pthread_mutex_unlock(&d->mu);
-            struct pollfd w = {d->wake_fd[0], POLLIN, 0};
+            struct pollfd w = {d->wk.wake_fd[0], POLLIN, 0};
             poll(&w, 1, 100);
             pthread_mutex_lock(&d->mu);
             continue;
         }
-        pf[0].fd = d->wake_fd[0];
+        pf[0].fd = d->wk.wake_fd[0];
         pf[0].events = POLLIN;
         int64_t now = hl_now_mono_ms(), next = now + HL_SETTLE_MAX_MS;
         int k = 1;
@@ -131,7 +131,7 @@ static void *drain_main(void *arg)
         pthread_mutex_unlock(&d->mu);
         poll(pf, (nfds_t)n + 1, (int)(next > now ? next - now : 0));
         if (pf[0].revents) {
-            hl_wake_drain(d->wake_fd[0]);
+            hl_wake_drain(d->wk.wake_fd[0]);
         }
         /* only this thread removes items, so its[] stays valid */
         for (k = 1; k <= n; k++) {
@@ -210,27 +210,16 @@ int hl_drain_add(hl_transport *c, hl_node *node, redisContext *ctx, const hl_cmd
         item_free(it);
         return -1;
     }
-    if (!d->running) {
-        if (d->wake_fd[0] < 0) {
-            if (hl_wake_pipe(d->wake_fd) != 0) {
-                pthread_mutex_unlock(&d->mu);
-                it->ctx = NULL;
-                item_free(it);
-                return -1;
-            }
-        }
-        if (hl_thread_create(&d->thread, NULL, drain_main, c) != 0) {
-            pthread_mutex_unlock(&d->mu);
-            it->ctx = NULL;
-            item_free(it);
-            return -1;
-        }
-        d->running = 1;
+    if (!d->wk.running && hl_worker_start(&d->wk, 1, drain_main, c) != 0) {
+        pthread_mutex_unlock(&d->mu);
+        it->ctx = NULL;
+        item_free(it);
+        return -1;
     }
     it->next = d->items;
     d->items = it;
     node->settling++;
-    hl_wake(d->wake_fd[1]);
+    hl_worker_wake(&d->wk);
     pthread_mutex_unlock(&d->mu);
     return 0;
 }
@@ -240,14 +229,12 @@ void hl_drain_shutdown(hl_transport *c)
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);
     d->stop = 1;
-    int running = d->running;
-    if (running) {
-        hl_wake(d->wake_fd[1]);
-    }
+    int running = d->wk.running;
+    if (running)
+        hl_worker_wake(&d->wk);
     pthread_mutex_unlock(&d->mu);
     if (running)
-        pthread_join(d->thread, NULL);
-    d->running = 0;
+        hl_worker_join(&d->wk);
     pthread_mutex_lock(&d->mu);
     while (d->items) {
         hl_drain_item *it = d->items;
@@ -257,9 +244,5 @@ void hl_drain_shutdown(hl_transport *c)
     }
     pthread_cond_broadcast(&d->settled);
     pthread_mutex_unlock(&d->mu);
-    if (d->wake_fd[0] >= 0) {
-        close(d->wake_fd[0]);
-        close(d->wake_fd[1]);
-        d->wake_fd[0] = d->wake_fd[1] = -1;
-    }
+    hl_worker_close(&d->wk);
 }

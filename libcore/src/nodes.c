@@ -32,7 +32,7 @@ static hl_node *node_new(hl_transport *c, const char *host, int port)
     hl_cond_init_mono(&n->pool.cv);
     pthread_mutex_init(&n->ps.mu, NULL);
     hl_cond_init_mono(&n->ps.cv);
-    n->ps.wake_fd[0] = n->ps.wake_fd[1] = -1;
+    hl_worker_init(&n->ps.wk);
     return n;
 }
 
@@ -52,10 +52,7 @@ void hl_node_free(hl_node *n, int forked)
     }
     for (int i = 0; i < n->pool.nidle; i++)
         redisFree(n->pool.idle[i]);
-    if (n->ps.wake_fd[0] >= 0) {
-        close(n->ps.wake_fd[0]);
-        close(n->ps.wake_fd[1]);
-    }
+    hl_worker_close(&n->ps.wk);
     pthread_mutex_destroy(&n->pool.mu);
     pthread_cond_destroy(&n->pool.cv);
     pthread_mutex_destroy(&n->ps.mu);
@@ -106,7 +103,7 @@ static hl_node *node_reuse(hl_transport *c, const char *host, int port)
         pthread_mutex_lock(&c->drain.mu);
         pthread_mutex_lock(&n->ps.mu);
         pthread_mutex_lock(&n->pool.mu);
-        int idle = n->pool.inuse == 0 && !n->ps.running && !n->ps.channels && n->settling == 0;
+        int idle = n->pool.inuse == 0 && !n->ps.wk.running && !n->ps.channels && n->settling == 0;
         if (idle) {
             for (int j = 0; j < n->pool.nidle; j++)
                 redisFree(n->pool.idle[j]);

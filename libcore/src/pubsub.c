@@ -91,7 +91,7 @@ static void pass_wake(hl_channel *ch, hl_waiter *w)
 
 static void poke(hl_pubsub *ps)
 {
-    hl_wake(ps->wake_fd[1]);
+    hl_worker_wake(&ps->wk);
 }
 
 static void drop_connection(hl_node *n)
@@ -224,9 +224,9 @@ static void *listener_main(void *arg)
             if (!ps->channels) {
                 /* nothing to listen to: sleep until someone registers */
                 pthread_mutex_unlock(&ps->mu);
-                struct pollfd pf = {ps->wake_fd[0], POLLIN, 0};
+                struct pollfd pf = {ps->wk.wake_fd[0], POLLIN, 0};
                 poll(&pf, 1, -1);
-                hl_wake_drain(ps->wake_fd[0]);
+                hl_wake_drain(ps->wk.wake_fd[0]);
                 pthread_mutex_lock(&ps->mu);
                 continue;
             }
@@ -244,7 +244,7 @@ static void *listener_main(void *arg)
                 hl_transport_report(c, ps->errmsg);
                 pthread_cond_broadcast(&ps->cv);
                 pthread_mutex_unlock(&ps->mu);
-                struct pollfd pf = {ps->wake_fd[0], POLLIN, 0};
+                struct pollfd pf = {ps->wk.wake_fd[0], POLLIN, 0};
                 poll(&pf, 1, (int)backoff);
                 backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
                 pthread_mutex_lock(&ps->mu);
@@ -265,13 +265,13 @@ static void *listener_main(void *arg)
         }
         int fd = ps->ctx->fd;
         pthread_mutex_unlock(&ps->mu);
-        struct pollfd pf[2] = {{ps->wake_fd[0], POLLIN, 0}, {fd, POLLIN, 0}};
+        struct pollfd pf[2] = {{ps->wk.wake_fd[0], POLLIN, 0}, {fd, POLLIN, 0}};
         int n = poll(pf, 2, -1);
         pthread_mutex_lock(&ps->mu);
         if (n < 0)
             continue;
         if (pf[0].revents) {
-            hl_wake_drain(ps->wake_fd[0]);
+            hl_wake_drain(ps->wk.wake_fd[0]);
         }
         if (ps->ctx && ps->conn_gen != __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE)) {
             drop_connection(node); /* the master moved: listen on the new one */
@@ -293,21 +293,15 @@ static void *listener_main(void *arg)
 static int ensure_listener(hl_node *n, char *err)
 {
     hl_pubsub *ps = &n->ps;
-    if (ps->running)
+    if (ps->wk.running)
         return 0;
-    if (ps->wake_fd[0] < 0) {
-        if (hl_wake_pipe(ps->wake_fd) != 0) {
-            hl_set_err(err, "pipe: %s", strerror(errno));
-            return HILOCK_ECONN;
-        }
-    }
     ps->stop = 0;
-    if (hl_thread_create(&ps->thread, NULL, listener_main, n) != 0) {
+    int rc = hl_worker_start(&ps->wk, 1, listener_main, n);
+    if (rc == HILOCK_ECONN)
+        hl_set_err(err, "pipe: %s", strerror(errno));
+    else if (rc)
         hl_set_err(err, "cannot start the pub/sub listener thread");
-        return HILOCK_ENOMEM;
-    }
-    ps->running = 1;
-    return 0;
+    return rc;
 }
 
 int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel, int64_t timeout_ms)
@@ -378,7 +372,7 @@ void hl_pubsub_poke(hl_transport *c)
 {
     hl_pubsub *ps = &c->nodes[0]->ps;
     pthread_mutex_lock(&ps->mu);
-    if (ps->running)
+    if (ps->wk.running)
         poke(ps);
     pthread_mutex_unlock(&ps->mu);
 }
@@ -432,7 +426,7 @@ void hl_sub_unregister(hl_transport *c, hl_waiter *w)
     if (ch->refs == 0) {
         if (ps->stop || ch->state == HL_CH_MOVED || (ch->state == HL_CH_PENDING && !ch->sent))
             remove_channel(ps, ch);
-        else if (ps->running)
+        else if (ps->wk.running)
             poke(ps);
     }
     w->chan = NULL;
@@ -529,7 +523,7 @@ static void node_pubsub_shutdown(hl_node *n)
 {
     hl_pubsub *ps = &n->ps;
     pthread_mutex_lock(&ps->mu);
-    int running = ps->running;
+    int running = ps->wk.running;
     ps->stop = 1;
     wake_all_waiters(ps);
     pthread_cond_broadcast(&ps->cv);
@@ -537,8 +531,7 @@ static void node_pubsub_shutdown(hl_node *n)
         poke(ps);
     pthread_mutex_unlock(&ps->mu);
     if (running)
-        pthread_join(ps->thread, NULL);
-    ps->running = 0;
+        hl_worker_join(&ps->wk);
     /* Channels still used by a waiter of another thread (closing a client
      * in use) are freed by that waiter's hl_sub_unregister. */
     pthread_mutex_lock(&ps->mu);

@@ -26,7 +26,7 @@ static int stopping(hl_transport *c)
 /* Sleep up to ms, waking early on stop. */
 static void pause_ms(hl_transport *c, int ms)
 {
-    struct pollfd pf = {c->sw.wake_fd[0], POLLIN, 0};
+    struct pollfd pf = {c->sw.wk.wake_fd[0], POLLIN, 0};
     poll(&pf, 1, ms);
 }
 
@@ -92,7 +92,7 @@ static void *watch_main(void *arg)
         }
         backoff = 50;
         while (!stopping(c)) {
-            struct pollfd pf[2] = {{c->sw.wake_fd[0], POLLIN, 0}, {ctx->fd, POLLIN, 0}};
+            struct pollfd pf[2] = {{c->sw.wk.wake_fd[0], POLLIN, 0}, {ctx->fd, POLLIN, 0}};
             if (poll(pf, 2, -1) < 0 && errno != EINTR)
                 break;
             if (!pf[1].revents)
@@ -107,34 +107,25 @@ static void *watch_main(void *arg)
 
 int hl_sentinel_start(hl_transport *c, char *err)
 {
-    c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
+    hl_worker_init(&c->sw.wk);
     if (!c->ep.nseeds || c->ep.cluster)
         return 0;
-    if (hl_wake_pipe(c->sw.wake_fd) != 0) {
+    int rc = hl_worker_start(&c->sw.wk, 1, watch_main, c);
+    if (rc == HILOCK_ECONN)
         hl_set_err(err, "pipe: %s", strerror(errno));
-        return HILOCK_ECONN;
-    }
-    if (hl_thread_create(&c->sw.thread, NULL, watch_main, c) != 0) {
+    else if (rc)
         hl_set_err(err, "cannot start the sentinel watcher thread");
-        return HILOCK_ENOMEM;
-    }
-    c->sw.running = 1;
-    return 0;
+    return rc;
 }
 
 void hl_sentinel_stop(hl_transport *c)
 {
-    if (c->sw.running) {
+    if (c->sw.wk.running) {
         __atomic_store_n(&c->sw.stop, 1, __ATOMIC_RELEASE);
-        hl_wake(c->sw.wake_fd[1]);
-        pthread_join(c->sw.thread, NULL);
-        c->sw.running = 0;
+        hl_worker_wake(&c->sw.wk);
+        hl_worker_join(&c->sw.wk);
     }
-    if (c->sw.wake_fd[0] >= 0) {
-        close(c->sw.wake_fd[0]);
-        close(c->sw.wake_fd[1]);
-        c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
-    }
+    hl_worker_close(&c->sw.wk);
 }
 
 /* ---- discovery: asking a sentinel where the master is ---- */

@@ -11,14 +11,15 @@
 void hl_transport_init(hl_transport *c)
 {
     c->pid = getpid();
-    c->sw.wake_fd[0] = c->sw.wake_fd[1] = -1;
-    c->drain.wake_fd[0] = c->drain.wake_fd[1] = -1;
+    hl_worker_init(&c->sw.wk);
+    hl_worker_init(&c->drain.wk);
     pthread_mutex_init(&c->drain.mu, NULL);
     hl_cond_init_mono(&c->drain.settled);
     pthread_mutex_init(&c->nodes_mu, NULL);
     c->max_nodes = HL_MAX_NODES;
     pthread_mutex_init(&c->refresh_mu, NULL);
     pthread_mutex_init(&c->wd.mu, NULL);
+    hl_worker_init(&c->wd.wk);
     hl_cond_init_mono(&c->wd.cv);
 }
 

@@ -106,10 +106,8 @@ HL_HIDDEN int hl_notify_wait(hl_notify *nt, int64_t ms);
 typedef struct hl_pubsub {
     pthread_mutex_t mu;
     pthread_cond_t cv;  /* subscription state changes */
-    pthread_t thread;
-    int running;
+    hl_worker wk;       /* the listener thread and the pipe that wakes it */
     int stop;
-    int wake_fd[2];     /* pipe to wake the listener */
     struct hl_channel *channels; /* pubsub.c */
     int connected;
     int conn_failed;    /* the last connection attempt failed */
@@ -153,10 +151,8 @@ typedef struct hl_drain_item hl_drain_item;
 typedef struct hl_drainer {
     pthread_mutex_t mu;
     pthread_cond_t settled; /* an item ended (waiters of hl_drain_node_ready) */
-    pthread_t thread;
-    int running;
+    hl_worker wk;
     int stop;
-    int wake_fd[2];
     hl_drain_item *items;
     uint64_t seq;
 } hl_drainer;
@@ -168,10 +164,8 @@ typedef struct hl_drainer {
 
 /* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
 typedef struct hl_sentinel_watch {
-    pthread_t thread;
-    int running;
+    hl_worker wk;
     int stop;           /* atomic */
-    int wake_fd[2];
     char master[300];   /* "ip port" last seen */
 } hl_sentinel_watch;
 
@@ -193,8 +187,7 @@ typedef struct hl_deferred {
 typedef struct hl_watchdog {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* wakes the thread (stop) and waiters of inflight */
-    pthread_t thread;
-    int running;
+    hl_worker wk;        /* no pipe: the thread sleeps on cv */
     int stop;
     struct hl_wd_entry *entries; /* watchdog.c */
     hl_deferred *deferred, **deferred_tail; /* FIFO */

@@ -186,3 +186,40 @@ const char *hl_err_view(const void *handle, pthread_mutex_t *mu, const char *sha
     pthread_mutex_unlock(mu);
     return tls_err.view;
 }
+
+void hl_worker_init(hl_worker *w)
+{
+    memset(w, 0, sizeof *w);
+    w->wake_fd[0] = w->wake_fd[1] = -1;
+}
+
+int hl_worker_start(hl_worker *w, int with_pipe, void *(*fn)(void *), void *arg)
+{
+    if (with_pipe && w->wake_fd[0] < 0 && hl_wake_pipe(w->wake_fd) != 0)
+        return HILOCK_ECONN;
+    if (hl_thread_create(&w->thread, NULL, fn, arg) != 0)
+        return HILOCK_ENOMEM;
+    w->running = 1;
+    return 0;
+}
+
+void hl_worker_wake(const hl_worker *w)
+{
+    if (w->wake_fd[1] >= 0)
+        hl_wake(w->wake_fd[1]);
+}
+
+void hl_worker_join(hl_worker *w)
+{
+    pthread_join(w->thread, NULL);
+    w->running = 0;
+}
+
+void hl_worker_close(hl_worker *w)
+{
+    if (w->wake_fd[0] >= 0) {
+        close(w->wake_fd[0]);
+        close(w->wake_fd[1]);
+        w->wake_fd[0] = w->wake_fd[1] = -1;
+    }
+}

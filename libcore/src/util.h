@@ -48,4 +48,22 @@ HL_HIDDEN void hl_nosigpipe_leave(hl_nosigpipe *s);
 HL_HIDDEN int hl_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
                                void *arg);
 
+/* A library thread its owner starts once and stops (the pub/sub listener,
+ * the sentinel watcher, the drainer, the watchdog): the thread, whether it
+ * runs (guarded as its owner guards its own state), and an optional pipe
+ * that wakes it from poll(): wake_fd[0] for the thread, -1 when not open. */
+typedef struct hl_worker {
+    pthread_t thread;
+    int running;
+    int wake_fd[2];
+} hl_worker;
+HL_HIDDEN void hl_worker_init(hl_worker *w); /* not running, no pipe */
+/* Opens the wake pipe first if with_pipe and it is not open yet, then
+ * starts fn(arg) (hl_thread_create). 0, HILOCK_ECONN (pipe; errno set) or
+ * HILOCK_ENOMEM (no thread). */
+HL_HIDDEN int hl_worker_start(hl_worker *w, int with_pipe, void *(*fn)(void *), void *arg);
+HL_HIDDEN void hl_worker_wake(const hl_worker *w); /* one byte down the pipe, if open */
+HL_HIDDEN void hl_worker_join(hl_worker *w);       /* joins it; not running after */
+HL_HIDDEN void hl_worker_close(hl_worker *w);      /* closes the pipe, if open */
+
 #endif

@@ -342,7 +342,7 @@ int hl_wd_on_thread(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
-    int on = wd->running && pthread_equal(wd->thread, pthread_self());
+    int on = wd->wk.running && pthread_equal(wd->wk.thread, pthread_self());
     pthread_mutex_unlock(&wd->mu);
     return on;
 }
@@ -394,13 +394,10 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     e->holds = 1;
     e->confirmed_at = sent_at;
     hl_hold_owner(e->owner, kind, c->id, tid);
-    if (!wd->running && !wd->stop) {
-        if (hl_thread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
-            pthread_mutex_unlock(&wd->mu);
-            free(e);
-            return HILOCK_ENOMEM;
-        }
-        wd->running = 1;
+    if (!wd->wk.running && !wd->stop && hl_worker_start(&wd->wk, 0, watchdog_main, c) != 0) {
+        pthread_mutex_unlock(&wd->mu);
+        free(e);
+        return HILOCK_ENOMEM;
     }
     e->next = wd->entries;
     wd->entries = e;
@@ -455,17 +452,17 @@ void hl_wd_shutdown(hl_transport *c, int from_watchdog)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
-    int running = wd->running;
+    int running = wd->wk.running;
     wd->stop = 1;
     pthread_cond_broadcast(&wd->cv);
     pthread_mutex_unlock(&wd->mu);
     if (running && from_watchdog)
-        pthread_detach(wd->thread); /* we are it: it ends right after the close */
+        pthread_detach(wd->wk.thread); /* we are it: it ends right after the close */
     else if (running)
-        pthread_join(wd->thread, NULL);
+        hl_worker_join(&wd->wk);
     /* under the lock: a lock handle freed meanwhile asks hl_wd_on_thread */
     pthread_mutex_lock(&wd->mu);
-    wd->running = 0;
+    wd->wk.running = 0;
     while (wd->entries) {
         hl_wd_entry *e = wd->entries;
         wd->entries = e->next;
