@@ -100,6 +100,7 @@ typedef enum hl_script {
     HL_SCRIPT_INSPECT,        /* read-only snapshot of a lock (hilock_inspect) */
     HL_SCRIPT_RENEW_MANY,     /* watchdog: owner-guarded PEXPIRE of many holds */
     HL_SCRIPT_PES_UPDATE,     /* permit-expirable semaphore: a new lease for a permit */
+    HL_SCRIPT_SEM_SETTLE,     /* semaphore: give up an acquire whose reply was lost */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -793,6 +794,7 @@ typedef struct hl_sem_names {
     char *name;          /* the count's key */
     char *channel;
     char *timeout;       /* permit-expirable: the leases ZSET; else = name */
+    char *latch_prefix;  /* semaphore: "hilock_sem_latch:{N}" (request latches) */
     const char *publish; /* "publish", or "spublish" on Redis Cluster */
 } hl_sem_names;
 HL_HIDDEN int hl_sem_names_init(hl_sem_names *n, hl_sem_kind kind, const char *name);
@@ -815,6 +817,22 @@ HL_HIDDEN int hl_sem_check_count(int64_t count);     /* 1..HL_SEM_COUNT_MAX */
 HL_HIDDEN void hl_sem_cmd_try_set(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n,
                                   int64_t count);
 HL_HIDDEN void hl_sem_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits);
+/* The same, idempotent per request: latch is the owner's request latch key
+ * (hl_sem_latch_arg's key part), seq this request's number, latch_ttl_ms its
+ * lifetime (sem_acquire.lua). latch NULL: as hl_sem_cmd_acquire. */
+HL_HIDDEN void hl_sem_cmd_acquire_latched(hl_cmd *cmd, const hl_sem_names *n, int64_t permits,
+                                          const char *latch, const char *seq,
+                                          int64_t latch_ttl_ms);
+/* Give up the request (latch, seq) whose reply was lost: its permits, if it
+ * took any, are given back once (sem_settle.lua; idempotent). */
+HL_HIDDEN void hl_sem_cmd_settle(hl_cmd *cmd, const hl_sem_names *n, const char *latch,
+                                 const char *seq, int64_t latch_ttl_ms);
+/* The request latch argument of one semaphore acquire call,
+ * "hilock_sem_latch:{N}:<owner>:<epoch>:<seq>" (as hl_acquire_latch_arg:
+ * one key per owner and epoch, seq unique per call within the client).
+ * 0, or HILOCK_EINVAL when buf is too short. */
+HL_HIDDEN int hl_sem_latch_arg(char *buf, size_t len, const hl_sem_names *n, const char *owner,
+                               uint64_t epoch, uint64_t seq);
 HL_HIDDEN void hl_sem_cmd_release(hl_cmd *cmd, const hl_sem_names *n, int64_t permits);
 /* set 0: add permits (may be negative); set 1: make the count exactly permits */
 HL_HIDDEN void hl_sem_cmd_add(hl_cmd *cmd, const hl_sem_names *n, int64_t permits, int set);
@@ -883,7 +901,11 @@ HL_HIDDEN hl_wake_rule hl_sem_wake_rule(hl_sem_kind kind);
  * cmd.reply_lost before hl_semwait_on_error) sends one release per permit
  * id before ending with the error, so a failed acquire keeps nothing (a
  * resend of the acquire itself is harmless: pes_acquire.lua takes an id
- * only once). A plain semaphore's lost acquire is not settled (no id).
+ * only once). A plain semaphore's acquire is idempotent under a request
+ * latch when the driver gives one (hl_semwait_set_latch): a resend answers
+ * the first copy's grant, and an acquire whose reply was lost is settled
+ * (hl_sem_cmd_settle: its permits given back, a late copy takes nothing)
+ * before the machine ends with the error. Without a latch it is not.
  */
 #define HL_SEMWAIT_POLL_MS 100
 typedef struct hl_semwait {
@@ -909,11 +931,21 @@ typedef struct hl_semwait {
      * server may have taken them), then ends with the error */
     int settle_code;
     int64_t settle_next;        /* next id to give back */
+    /* semaphore: the request latch (hl_semwait_set_latch), or NULL */
+    char *latch;                /* the key */
+    char latch_seq[24];
+    int64_t latch_ttl_ms;
+    int settle_tries;
 } hl_semwait;
 /* 0 or HILOCK_EINVAL (bad kind, permits or wait). permits: 1 for a latch. */
 HL_HIDDEN int hl_semwait_init(hl_semwait *m, hl_sem_kind kind, const hl_sem_names *n,
                               int64_t permits, int64_t lease_ms, const unsigned char *ids,
                               int64_t wait_ms, int64_t now_ms);
+/* Semaphore only: make every try of this call idempotent under latch_arg
+ * (from hl_sem_latch_arg; copied). 0, HILOCK_EINVAL (not a semaphore, or a
+ * malformed argument) or HILOCK_ENOMEM. hl_semwait_free releases it. */
+HL_HIDDEN int hl_semwait_set_latch(hl_semwait *m, const char *latch_arg, int64_t latch_ttl_ms);
+HL_HIDDEN void hl_semwait_free(hl_semwait *m);
 HL_HIDDEN hl_action hl_semwait_next(hl_semwait *m, int64_t now_ms);
 HL_HIDDEN void hl_semwait_on_reply(hl_semwait *m, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_semwait_on_error(hl_semwait *m, int code, int64_t now_ms);

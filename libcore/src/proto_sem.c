@@ -38,7 +38,10 @@ int hl_sem_names_init(hl_sem_names *n, hl_sem_kind kind, const char *name)
     } else {
         n->timeout = strdup(name);
     }
-    if (!n->name || !n->channel || !n->timeout) {
+    if (kind == HL_SEM_SEMAPHORE) /* hilock's request latches, in the name's slot */
+        n->latch_prefix = hl_companion("hilock_sem_latch", name);
+    if (!n->name || !n->channel || !n->timeout ||
+        (kind == HL_SEM_SEMAPHORE && !n->latch_prefix)) {
         hl_sem_names_free(n);
         return HILOCK_ENOMEM;
     }
@@ -52,6 +55,7 @@ void hl_sem_names_free(hl_sem_names *n)
     free(n->name);
     free(n->channel);
     free(n->timeout);
+    free(n->latch_prefix);
     memset(n, 0, sizeof *n);
 }
 
@@ -59,7 +63,8 @@ int hl_sem_names_one_slot(const hl_sem_names *n)
 {
     unsigned slot = hl_key_slot(n->name, strlen(n->name));
     return hl_key_slot(n->channel, strlen(n->channel)) == slot &&
-           hl_key_slot(n->timeout, strlen(n->timeout)) == slot;
+           hl_key_slot(n->timeout, strlen(n->timeout)) == slot &&
+           (!n->latch_prefix || hl_key_slot(n->latch_prefix, strlen(n->latch_prefix)) == slot);
 }
 
 int hl_sem_check_permits(int64_t permits)
@@ -92,6 +97,42 @@ void hl_sem_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits)
     hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_ACQUIRE, 1);
     hl_cmd_add_str(cmd, n->name);
     hl_cmd_add_num(cmd, permits);
+}
+
+void hl_sem_cmd_acquire_latched(hl_cmd *cmd, const hl_sem_names *n, int64_t permits,
+                                const char *latch, const char *seq, int64_t latch_ttl_ms)
+{
+    if (!latch || !seq || latch_ttl_ms <= 0) {
+        hl_sem_cmd_acquire(cmd, n, permits);
+        return;
+    }
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_ACQUIRE, 2);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, latch); /* a KEY: the cluster routes and redirects by it */
+    hl_cmd_add_num(cmd, permits);
+    hl_cmd_add_num(cmd, latch_ttl_ms);
+    hl_cmd_add_str(cmd, seq);
+}
+
+void hl_sem_cmd_settle(hl_cmd *cmd, const hl_sem_names *n, const char *latch, const char *seq,
+                       int64_t latch_ttl_ms)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_SETTLE, 3);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_str(cmd, latch);
+    hl_cmd_add_str(cmd, seq);
+    hl_cmd_add_num(cmd, latch_ttl_ms > 0 ? latch_ttl_ms : 1);
+    hl_cmd_add_str(cmd, n->publish);
+}
+
+int hl_sem_latch_arg(char *buf, size_t len, const hl_sem_names *n, const char *owner,
+                     uint64_t epoch, uint64_t seq)
+{
+    if (!n->latch_prefix || !owner)
+        return HILOCK_EINVAL;
+    int w = snprintf(buf, len, "%s:%s:%" PRIu64 ":%" PRIu64, n->latch_prefix, owner, epoch, seq);
+    return w < 0 || (size_t)w >= len ? HILOCK_EINVAL : 0;
 }
 
 void hl_sem_cmd_release(hl_cmd *cmd, const hl_sem_names *n, int64_t permits)
@@ -347,6 +388,33 @@ int hl_semwait_init(hl_semwait *m, hl_sem_kind kind, const hl_sem_names *n, int6
     return 0;
 }
 
+int hl_semwait_set_latch(hl_semwait *m, const char *latch_arg, int64_t latch_ttl_ms)
+{
+    free(m->latch);
+    m->latch = NULL;
+    m->latch_seq[0] = 0;
+    if (m->kind != HL_SEM_SEMAPHORE || !latch_arg || latch_ttl_ms <= 0)
+        return HILOCK_EINVAL;
+    const char *colon = strrchr(latch_arg, ':');
+    size_t sl = colon ? strlen(colon + 1) : 0;
+    if (!colon || colon == latch_arg || sl == 0 || sl >= sizeof m->latch_seq ||
+        strspn(colon + 1, "0123456789") != sl)
+        return HILOCK_EINVAL;
+    if (!(m->latch = strndup(latch_arg, (size_t)(colon - latch_arg))))
+        return HILOCK_ENOMEM;
+    memcpy(m->latch_seq, colon + 1, sl + 1);
+    m->latch_ttl_ms = latch_ttl_ms;
+    return 0;
+}
+
+void hl_semwait_free(hl_semwait *m)
+{
+    if (!m)
+        return;
+    free(m->latch);
+    m->latch = NULL;
+}
+
 static void sw_finish(hl_semwait *m, int code)
 {
     m->result = code;
@@ -359,14 +427,18 @@ hl_action hl_semwait_next(hl_semwait *m, int64_t now_ms)
     case SW_TRY:
         m->attempts++;
         if (m->kind == HL_SEM_SEMAPHORE)
-            hl_sem_cmd_acquire(&m->cmd, m->names, m->permits);
+            hl_sem_cmd_acquire_latched(&m->cmd, m->names, m->permits, m->latch, m->latch_seq,
+                                       m->latch_ttl_ms);
         else if (m->kind == HL_SEM_PERMIT)
             hl_pes_cmd_acquire(&m->cmd, m->names, m->permits, m->lease_ms, m->ids);
         else
             hl_sem_cmd_count(&m->cmd, HL_SEM_LATCH, m->names);
         return HL_ACT_SEND;
-    case SW_SETTLE: /* give back one id of the lost acquire */
-        hl_pes_cmd_release(&m->cmd, m->names, m->ids + HL_PES_ID_BYTES * m->settle_next);
+    case SW_SETTLE:
+        if (m->kind == HL_SEM_SEMAPHORE) /* give the request up, its permits back */
+            hl_sem_cmd_settle(&m->cmd, m->names, m->latch, m->latch_seq, m->latch_ttl_ms);
+        else /* give back one id of the lost acquire */
+            hl_pes_cmd_release(&m->cmd, m->names, m->ids + HL_PES_ID_BYTES * m->settle_next);
         return HL_ACT_SEND;
     case SW_SUBSCRIBE:
         return HL_ACT_SUBSCRIBE;
@@ -405,6 +477,12 @@ static void sw_settled(hl_semwait *m, int ok)
 
 void hl_semwait_on_reply(hl_semwait *m, const redisReply *r, int64_t now_ms)
 {
+    if (m->state == SW_SETTLE && m->kind == HL_SEM_SEMAPHORE) {
+        /* the permits given back, or 0: settled either way; an error reply
+         * (NOSCRIPT is the driver's) changed nothing: nothing more to do */
+        sw_finish(m, m->settle_code);
+        return;
+    }
     if (m->state == SW_SETTLE) {
         int64_t v = 0; /* 1 given back, 0 not taken, -1 given back (lease ended) */
         sw_settled(m, hl_sem_decode_error(r) == 0 && hl_sem_decode_int(r, &v) == 0);
@@ -455,8 +533,22 @@ void hl_semwait_on_error(hl_semwait *m, int code, int64_t now_ms)
     (void)now_ms;
     if (m->state == SW_DONE || m->state == SW_UNSUB)
         return;
+    if (m->state == SW_SETTLE && m->kind == HL_SEM_SEMAPHORE) {
+        /* idempotent (the latch): sent again a few times; then the permits
+         * a lost copy took stay taken */
+        if (++m->settle_tries >= HL_SETTLE_TRIES)
+            sw_finish(m, m->settle_code);
+        return;
+    }
     if (m->state == SW_SETTLE) { /* no way to settle now: the leases will */
         sw_settled(m, 0);
+        return;
+    }
+    if (m->state == SW_TRY && m->kind == HL_SEM_SEMAPHORE && m->latch && m->cmd.reply_lost) {
+        /* the server may have run it: settle through the latch */
+        m->settle_code = code ? code : HILOCK_EPROTO;
+        m->settle_tries = 0;
+        m->state = SW_SETTLE;
         return;
     }
     if (m->state == SW_TRY && m->kind == HL_SEM_PERMIT && m->cmd.reply_lost) {

@@ -152,6 +152,20 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
                         hl_now_mono_ms()) != 0)
         return obj_fail(o, HILOCK_EINVAL,
                         "permits must be 1..2147483647, wait -1, 0 or a positive ms count");
+    if (o->kind == HL_SEM_SEMAPHORE) {
+        /* the owner's request latch: a resend after a lost reply takes
+         * nothing twice, and a lost acquire is settled (proto_sem.c) */
+        char owner[HL_OWNER_MAX], latch[HL_NAME_MAX + HL_OWNER_MAX + 96];
+        hl_owner(owner, c->t.id, tid);
+        uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+        uint64_t epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
+        int64_t ttl = 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
+        int lrc = hl_sem_latch_arg(latch, sizeof latch, &o->names, owner, epoch, seq);
+        if (lrc == 0)
+            lrc = hl_semwait_set_latch(&m, latch, ttl);
+        if (lrc)
+            return obj_fail(o, lrc == HILOCK_ENOMEM ? lrc : HILOCK_EINVAL, "request latch");
+    }
     hl_pending pend, *p = NULL;
     if (wait_ms != 0) {
         p = &pend;
@@ -166,6 +180,8 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
         case HL_ACT_SEND: {
             redisReply *reply = NULL;
             int erc = hl_exec(&c->t, &m.cmd, &reply, 0, err);
+            if (m.cmd.reply_lost || m.cmd.drained) /* a late copy may still come: */
+                __atomic_add_fetch(&c->t.latch_epoch, 1, __ATOMIC_RELAXED); /* new latch key */
             if (erc) {
                 hl_semwait_on_error(&m, erc, hl_now_mono_ms());
             } else {
@@ -212,6 +228,7 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
     }
     if (p)
         hl_pending_remove(&o->mu, &o->pending, p);
+    hl_semwait_free(&m);
     int rc = m.result;
     if (rc == 0) {
         pthread_mutex_lock(&o->mu);

@@ -11,6 +11,7 @@ printed (pytest -s, or the summary the runner prints).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -133,10 +134,12 @@ def sem_warm(c, kind, name):
         w.release(w.acquire(wait=0, lease=5))
 
 
-# A plain semaphore's acquire carries no request id yet: the same faults
-# take its permits twice (pooled) or keep them (fresh connection); see
-# docs/c-api.md, Semaphores. Only the permit-expirable one is covered.
-@pytest.mark.parametrize("kind", ["permit-expirable"])
+# The plain semaphore's acquire carries a per-owner request latch
+# (hilock_sem_latch:{N}:<owner>:<epoch>), the permit-expirable one its ids.
+SEM_KINDS = ["semaphore", "permit-expirable"]
+
+
+@pytest.mark.parametrize("kind", SEM_KINDS)
 def test_sem_reply_lost_on_pooled_connection_takes_once(server, proxy, name, kind):
     """The transport sends an attempt again once when its pooled connection
     turns out dead; the server may have run the first copy. Three permits,
@@ -167,7 +170,7 @@ def test_sem_reply_lost_on_pooled_connection_takes_once(server, proxy, name, kin
         c.close()
 
 
-@pytest.mark.parametrize("kind", ["permit-expirable"])
+@pytest.mark.parametrize("kind", SEM_KINDS)
 def test_sem_reply_lost_on_fresh_connection_keeps_nothing(server, proxy, name, kind):
     """No resend on a fresh connection: the acquire fails, and the permits
     the server may have taken for it are given back (the permit ids are the
@@ -188,6 +191,12 @@ def test_sem_reply_lost_on_fresh_connection_keeps_nothing(server, proxy, name, k
         assert server("GET", name) == "3", "a failed acquire kept a permit"
         if kind != "semaphore":
             assert server("ZCARD", "{%s}:timeout" % name) == 0
+        else:
+            # the request is marked given up (a late copy takes nothing),
+            # with the one permit it had taken and that was given back
+            latches = server("KEYS", "hilock_sem_latch:{%s}:*" % name)
+            assert len(latches) == 1, latches
+            assert re.fullmatch(r"x\d+:1", server("GET", latches[0])), server("GET", latches[0])
     finally:
         c.close()
 
