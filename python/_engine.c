@@ -238,6 +238,24 @@ static PyObject *reader_feed(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* rd.feed_from(bytearray, n): the first n bytes of a bytearray (an asyncio
+   BufferedProtocol's receive buffer), with no bytes object in between */
+static PyObject *reader_feed_from(PyObject *self, PyObject *args)
+{
+    ReaderObject *o = (ReaderObject *)self;
+    PyObject *ba;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!n:feed_from", &PyByteArray_Type, &ba, &n))
+        return NULL;
+    if (n < 0 || n > PyByteArray_Size(ba)) {
+        PyErr_SetString(PyExc_ValueError, "feed_from: n out of the buffer's range");
+        return NULL;
+    }
+    if (o->broken || redisReaderFeed(o->rd, PyByteArray_AsString(ba), (size_t)n) != REDIS_OK)
+        return reader_fail(o);
+    Py_RETURN_NONE;
+}
+
 /* rd.get() -> Reply | None (needs more bytes); raises ProtocolError on a bad stream */
 static PyObject *reader_get(PyObject *self, PyObject *unused)
 {
@@ -261,6 +279,8 @@ static PyObject *reader_pending(PyObject *self, PyObject *unused)
 
 static PyMethodDef reader_methods[] = {
     {"feed", reader_feed, METH_O, "feed(bytes): bytes read from the connection"},
+    {"feed_from", reader_feed_from, METH_VARARGS,
+     "feed_from(bytearray, n): its first n bytes, read from the connection"},
     {"get", reader_get, METH_NOARGS, "get() -> Reply or None (more bytes needed)"},
     {"pending", reader_pending, METH_NOARGS, "bytes not yet returned as replies"},
     {NULL, NULL, 0, NULL}};

@@ -481,6 +481,8 @@ def main() -> None:
     ap.add_argument("--handoffs", type=int, default=30, help="rounds per hand-off worker")
     ap.add_argument("--waiters", type=int, default=10000)
     ap.add_argument("--cancels", type=int, default=200)
+    ap.add_argument("--only", choices=["pairs", "pairs1"], default=None,
+                    help="pairs: figure 1 only; pairs1: its one-task half only")
     a = ap.parse_args()
     srv = Server()
     try:
@@ -488,7 +490,11 @@ def main() -> None:
               "ratios in the same run are what count)" % (srv.port, sys.version.split()[0],
                                                           os.cpu_count() or 0))
         pairs_figure(srv, 1, a.slices, a.pairs)
+        if a.only == "pairs1":
+            return
         pairs_figure(srv, 8, max(3, a.slices // 2), max(50, a.pairs // 4))
+        if a.only == "pairs":
+            return
 
         h_aio = run_on("default", aio_handoff(srv.url, 8, a.handoffs))
         h_sync = sync_handoff(srv.url, 8, a.handoffs)

@@ -423,6 +423,45 @@ def test_bad_input(redis: RedisServer) -> None:
     run(main())
 
 
+def test_reader_feed_from_and_command_timeout(own_redis: RedisServer, name: str) -> None:
+    """The connections read into their own buffer (Reader.feed_from) and
+    time out a reply with one timer per connection: a stalled server gives
+    ConnectionError after command_timeout, and the client works again after."""
+    from hilock import _engine as E
+    rd = E.Reader()
+    buf = bytearray(b"+OK\r\n:12\r\n" + bytes(20))
+    rd.feed_from(buf, 8)  # "+OK\r\n:12"
+    assert rd.get() is not None and rd.get() is None
+    buf[0:2] = b"\r\n"
+    rd.feed_from(buf, 2)
+    assert E.decode_int(rd.get()) == 12
+    with pytest.raises(ValueError):
+        rd.feed_from(buf, len(buf) + 1)
+    with pytest.raises(ValueError):
+        rd.feed_from(buf, -1)
+    with pytest.raises(TypeError):
+        rd.feed_from(b"+OK\r\n", 5)
+
+    async def main() -> None:
+        async with aio.Client(own_redis.url, command_timeout=0.3) as c:
+            lk = c.lock(name)
+            assert await lk.acquire(0, lease=30)
+            await asyncio.sleep(0.5)  # the connection's timer fired idle
+            own_redis.pause()
+            try:
+                t0 = time.monotonic()
+                with pytest.raises(hilock.ConnectionError):
+                    await lk.locked()
+                took = time.monotonic() - t0
+            finally:
+                own_redis.resume()
+            assert 0.25 <= took < 3.0, took
+            assert await lk.locked()
+            await lk.release()
+            assert not await lk.locked()
+    run(main())
+
+
 def test_auth_and_db() -> None:
     s = RedisServer(password="s3cret")
     try:
