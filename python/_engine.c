@@ -34,6 +34,7 @@
 
 #include "hilock.h"
 #include "proto.h"
+#include "uuid.h"
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
@@ -1588,6 +1589,9 @@ static int add_type(PyObject *m, PyTypeObject **slot, PyType_Spec *spec, const c
     return 0;
 }
 
+/* semaphores, permit-expirable semaphore, count-down latch: their own file */
+#include "_engine_sem.c"
+
 PyMODINIT_FUNC PyInit__engine(void)
 {
     PyObject *m = PyModule_Create(&engine_module);
@@ -1600,7 +1604,7 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &ReleaseType, &release_spec, "Release") ||
         add_type(m, &SettleType, &settle_spec, "Settle") ||
         add_type(m, &CallType, &call_spec, "Call") ||
-        add_type(m, &AckType, &ack_spec, "Ack"))
+        add_type(m, &AckType, &ack_spec, "Ack") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

@@ -90,6 +90,9 @@ __all__ = [
     "ReadWriteLock",
     "MultiLock",
     "RedLock",
+    "Semaphore",
+    "PermitExpirableSemaphore",
+    "CountDownLatch",
     "task_id",
 ]
 
@@ -437,12 +440,15 @@ class _Waiter:
 
 
 class _Channel:
-    __slots__ = ("name", "members", "ready")
+    __slots__ = ("name", "members", "ready", "wakes")
 
     def __init__(self, name: str, ready: "asyncio.Future[bool]") -> None:
         self.name = name
         self.members: Dict[_Waiter, None] = {}
         self.ready = ready
+        # the engine's wake rule of a semaphore or latch channel (SemNames.wakes:
+        # reply -> -1 all, n waiters); None: a lock's ("0" one, "1" all)
+        self.wakes: Optional[Callable[[Any], int]] = None
 
 
 class _PubSub:
@@ -480,7 +486,9 @@ class _PubSub:
             c = self.channels.get(ch)
             if c is None:
                 return
-            if payload == 0:
+            if c.wakes is not None:
+                self._wake_n(c, c.wakes(r))
+            elif payload == 0:
                 self._wake_one(c)
             elif payload == 1:
                 for w in c.members:
@@ -510,6 +518,15 @@ class _PubSub:
                     spare = w
         if spare is not None:
             spare.wake()
+
+    @classmethod
+    def _wake_n(cls, c: _Channel, n: int) -> None:
+        if n < 0:
+            for w in c.members:
+                w.wake()
+            return
+        for _ in range(min(n, len(c.members))):
+            cls._wake_one(c)
 
     def _on_close(self, conn: _Conn) -> None:
         if self.conn is conn:
@@ -543,12 +560,15 @@ class _PubSub:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
-    async def join(self, name: str, w: _Waiter, timeout_ms: int) -> bool:
+    async def join(self, name: str, w: _Waiter, timeout_ms: int,
+                   wakes: Optional[Callable[[Any], int]] = None) -> bool:
         """Make w a member of channel name, subscribed. False: could not
-        subscribe (the machine then falls back to timed retries)."""
+        subscribe (the machine then falls back to timed retries). wakes:
+        the channel's wake rule when it is no lock's."""
         c = self.channels.get(name)
         if c is None:
             c = _Channel(name, self.client._loop.create_future())
+            c.wakes = wakes
             self.channels[name] = c
             c.members[w] = None
             conn = await self._connection()
@@ -1056,6 +1076,21 @@ class Client:
     def read_write_lock(self, name: str) -> "ReadWriteLock":
         """A read-write lock (Redisson RReadWriteLock layout)."""
         return ReadWriteLock(self, name)
+
+    # -- semaphores and the count-down latch (hilock/_aio_sem.py) ------------
+
+    def semaphore(self, name: str) -> "Semaphore":
+        """A counting semaphore (Redisson RSemaphore layout)."""
+        return Semaphore(self, name)
+
+    def permit_expirable_semaphore(self, name: str) -> "PermitExpirableSemaphore":
+        """A semaphore whose permits have ids and leases (Redisson
+        RPermitExpirableSemaphore layout)."""
+        return PermitExpirableSemaphore(self, name)
+
+    def count_down_latch(self, name: str) -> "CountDownLatch":
+        """A count-down latch (Redisson RCountDownLatch layout)."""
+        return CountDownLatch(self, name)
 
     # -- watchdog -----------------------------------------------------------
 
@@ -1743,3 +1778,8 @@ class RedLock(MultiLock):
     released too."""
 
     _redlock = True
+
+
+# the semaphores and the latch drive the engine's wait machine with this
+# module's connections and pub/sub (their own file, off the locks' path)
+from ._aio_sem import CountDownLatch, PermitExpirableSemaphore, Semaphore  # noqa: E402

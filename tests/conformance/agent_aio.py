@@ -74,8 +74,51 @@ class Agent:
             lk = self.locks[(kind, name)] = self.make(kind, name)
         return lk
 
-    async def run(self, w):
+    def sem(self, kind, name):
+        s = self.locks.get((kind, name))
+        if s is None:
+            c = self.client
+            s = (c.semaphore(name) if kind == "sem" else
+                 c.permit_expirable_semaphore(name) if kind == "pes" else
+                 c.count_down_latch(name))
+            self.locks[(kind, name)] = s
+        return s
+
+    async def run_sem(self, w, state):
+        # KIND sem | pes | latch; the actor's last permit id is in its state
         cmd, kind, name = w[1], w[2], w[3]
+        s = self.sem(kind, name)
+        arg = [int(x) for x in w[4:]]
+        if cmd == "setp" and len(arg) == 1:
+            ok = (await s.try_set_count(arg[0]) if kind == "latch"
+                  else await s.try_set_permits(arg[0]))
+            return "ok %d" % (1 if ok else 0)
+        if cmd == "acquire" and len(arg) == 3 and kind != "latch":
+            wait = None if arg[1] < 0 else arg[1] / 1000.0
+            if kind == "sem":
+                return "ok %d" % (1 if await s.acquire(arg[0], wait=wait) else 0)
+            pid = await s.acquire(wait=wait, lease=arg[2] / 1000.0 if arg[2] > 0 else None)
+            if pid:
+                state["permit"] = pid
+            return "ok %d" % (1 if pid else 0)
+        if cmd == "release" and kind != "latch":
+            if kind == "sem":
+                await s.release(arg[0])
+            else:
+                await s.release(state.get("permit", ""))
+            return "ok"
+        if cmd == "avail":
+            return "ok %d" % (await s.count() if kind == "latch" else await s.available_permits())
+        if cmd == "countdown" and kind == "latch":
+            return "ok %d" % await s.count_down()
+        if cmd == "await" and kind == "latch" and len(arg) == 1:
+            return "ok %d" % (1 if await s.wait(None if arg[0] < 0 else arg[0] / 1000.0) else 0)
+        return "err usage unknown command %s for %s" % (cmd, kind)
+
+    async def run(self, w, state):
+        cmd, kind, name = w[1], w[2], w[3]
+        if kind in ("sem", "pes", "latch"):
+            return await self.run_sem(w, state)
         if kind not in ("r", "f", "fenced", "read", "write"):
             return "err usage kind must be r, f, fenced, read or write"
         lk = self.lock(kind, name)
@@ -108,10 +151,11 @@ class Agent:
         return "err usage unknown command " + cmd
 
     async def actor(self, name, q):
+        state = {}  # this actor's own: its last permit id
         while True:
             w = await q.get()
             try:
-                reply = await self.run(w)
+                reply = await self.run(w, state)
             except Exception as e:  # noqa: BLE001 - reported to the harness
                 reply = failure(e)
             say(name, reply)

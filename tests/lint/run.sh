@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lint suite: the drivers that do their own I/O -- the OpenResty driver
-# (lua/resty/hilock.lua) and the asyncio driver (python/hilock/aio.py) --
+# (lua/resty/hilock.lua) and the asyncio driver (python/hilock/aio.py and
+# _aio_sem.py, its semaphores) --
 # only move bytes, and libcore's files keep to their layers (see the end of
 # this file). Every command, script, key, channel and Redis error string
 # belongs to the engine (libcore's proto layer, exposed as hilock.proto and
@@ -41,7 +42,7 @@ if [ "$(scan "$pysample" | wc -l)" != 2 ]; then
   echo "  FAIL  lint self-check: the scan missed protocol strings in a Python sample"; fails=$((fails+1))
 fi
 
-for rel in lua/resty/hilock.lua python/hilock/aio.py; do
+for rel in lua/resty/hilock.lua python/hilock/aio.py python/hilock/_aio_sem.py; do
   driver="$root/$rel"
   if [ ! -f "$driver" ]; then
     echo "  FAIL  $rel is missing"; fails=$((fails+1)); continue

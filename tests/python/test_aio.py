@@ -599,8 +599,10 @@ def test_mypy_strict_on_example() -> None:
     example = os.path.join(root, "examples", "asyncio_lock.py")
     if not root or not os.path.exists(example):
         pytest.skip("HILOCK_ROOT (the source tree with examples/) not given")
+    # one mypy run for both asyncio examples (the semaphore one: test_aio_sem.py runs it)
     out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                          "--cache-dir", "/dev/null", example],
+                          "--cache-dir", "/dev/null", example,
+                          os.path.join(root, "examples", "asyncio_semaphore.py")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
 
