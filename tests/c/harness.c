@@ -256,12 +256,18 @@ int th_redis_start(th_redis *r, const char *extra)
     return -1;
 }
 
+/* Send sig and reap the server (SIGKILL after 3 s). SIGKILL ends a stopped
+ * (th_redis_pause) process as it is: no SIGCONT first, which would let it
+ * run, for a moment, the commands queued while it was stopped. Any other
+ * signal stays pending in a stopped process: SIGCONT after it, so that the
+ * server handles it as soon as it runs again. */
 static void th_kill(th_redis *r, int sig)
 {
     if (r->pid <= 0)
         return;
-    kill(r->pid, SIGCONT);
     kill(r->pid, sig);
+    if (sig != SIGKILL)
+        kill(r->pid, SIGCONT);
     int64_t end = th_now_ms() + 3000;
     while (th_now_ms() < end) {
         if (waitpid(r->pid, NULL, WNOHANG) == r->pid) {
