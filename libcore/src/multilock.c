@@ -656,6 +656,8 @@ static void ml_sub_one(hilock_multilock *m, ml_subs *s, size_t i, uint64_t tid)
     if (s->w[i].chan) {
         s->on[i] = 1;
         hl_sub_notify(&s->w[i], &s->nt);
+    } else {
+        hl_sub_unregister(&l->client->t, &s->w[i]); /* not registered: its cv */
     }
 }
 

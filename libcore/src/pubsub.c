@@ -318,10 +318,10 @@ int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
     w->node = node;
     w->wake_rule = wake_rule;
     hl_cond_init_mono(&w->cv);
+    w->cv_live = 1; /* the caller waits on it and unregisters w, even on failure */
     pthread_mutex_lock(&ps->mu);
     if (ps->stop) { /* client closing */
         pthread_mutex_unlock(&ps->mu);
-        pthread_cond_destroy(&w->cv);
         return HILOCK_ECLOSED;
     }
     size_t len = strlen(channel);
@@ -331,7 +331,6 @@ int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
         if (!ch || !(ch->name = hl_strdup(channel))) {
             free(ch);
             pthread_mutex_unlock(&ps->mu);
-            pthread_cond_destroy(&w->cv);
             w->chan = NULL;
             return HILOCK_ENOMEM;
         }
@@ -405,12 +404,21 @@ void hl_sub_poke(hl_waiter *w)
     pthread_mutex_unlock(&ps->mu);
 }
 
+static void waiter_done(hl_waiter *w)
+{
+    if (w->cv_live)
+        pthread_cond_destroy(&w->cv);
+    w->cv_live = 0;
+}
+
 void hl_sub_unregister(hl_transport *c, hl_waiter *w)
 {
     (void)c;
     hl_channel *ch = w->chan;
-    if (!ch)
+    if (!ch) { /* never registered (closing, no memory) or unregistered */
+        waiter_done(w);
         return;
+    }
     hl_pubsub *ps = &w->node->ps;
     pthread_mutex_lock(&ps->mu);
     for (hl_waiter **pp = &ch->waiters; *pp; pp = &(*pp)->next) {
@@ -431,7 +439,7 @@ void hl_sub_unregister(hl_transport *c, hl_waiter *w)
     }
     w->chan = NULL;
     pthread_mutex_unlock(&ps->mu);
-    pthread_cond_destroy(&w->cv);
+    waiter_done(w);
 }
 
 void hl_sub_notify(hl_waiter *w, hl_notify *nt)

@@ -86,6 +86,8 @@ typedef struct hl_waiter {
                             means (set by hl_sub_register_rule; 0 = a lock's) */
     struct hl_notify *notify; /* may be NULL: also fired on every wake of
                                  this waiter (hl_sub_notify) */
+    int cv_live;         /* cv initialised by hl_sub_register_rule, destroyed
+                            by hl_sub_unregister (even when not registered) */
 } hl_waiter;
 
 /* One wake-up shared by several waiters, possibly on different clients (a
@@ -119,7 +121,10 @@ typedef struct hl_pubsub {
 
 /* Register w on a channel; subscribes if it is the first waiter. Waits up
  * to timeout_ms for the subscription; returns 0 subscribed, or HILOCK_ECONN /
- * ETIMEDOUT (still registered: waits then fall back to timed retries). */
+ * ETIMEDOUT (still registered: waits then fall back to timed retries), or
+ * HILOCK_ENOMEM / HILOCK_ECLOSED (not registered: w->chan is NULL, and
+ * hl_sub_wait is a plain timed sleep). Whatever it returns, w is usable
+ * until hl_sub_unregister, which the caller calls once in every case. */
 HL_HIDDEN int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel,
                               int64_t timeout_ms);
 /* As hl_sub_register, for a channel whose messages follow wake_rule
