@@ -226,6 +226,12 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
             break;
         }
     }
+    /* A subscription the server never confirmed (HILOCK_ETIMEDOUT/ECONN)
+     * stays registered, but the machine does not ask to drop it: the waiter
+     * must not stay on the channel's list once this frame is gone. */
+    if (p && w.chan)
+        hl_pending_set_waiter(&o->mu, p, NULL); /* a cancel no longer pokes it */
+    hl_sub_unregister(&c->t, &w); /* no-op when already unregistered */
     if (p)
         hl_pending_remove(&o->mu, &o->pending, p);
     hl_semwait_free(&m);
