@@ -992,7 +992,11 @@ static void settle_dealloc(PyObject *self)
 
 /* s.next() -> (ACT_WAIT, ms): read the next reply on the attempt's
  *             connection (up to ms), then on_reply / on_error
- *           | (ACT_SEND, bytes): write them on that connection (no read yet)
+ *           | (ACT_SEND, bytes, reconnect): write them on that connection (no
+ *             read yet); reconnect: that connection is dead, open a new one
+ *             to the same server and write them there
+ *           An ACT_WAIT while the connection is dead (s.reconnect, after
+ *           on_error) is a pause: nothing to read, call next() after ms.
  *           | (ACT_DONE, outcome): SETTLE_NOTHING / _RELEASED / _LEFT_LINE */
 static PyObject *settle_next(PyObject *self, PyObject *unused)
 {
@@ -1005,7 +1009,7 @@ static PyObject *settle_next(PyObject *self, PyObject *unused)
         PyObject *b = cmd_bytes(&s->s.cmd, 0);
         if (!b)
             return NULL;
-        return Py_BuildValue("(iN)", ACT_SEND, b);
+        return Py_BuildValue("(iNi)", ACT_SEND, b, s->s.reconnect);
     }
     default:
         return Py_BuildValue("(ii)", ACT_DONE, (int)s->s.outcome);
@@ -1028,6 +1032,17 @@ static PyObject *settle_on_error(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *settle_reconnect(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((SettleObject *)self)->s.reconnect);
+}
+
+static PyGetSetDef settle_getset[] = {
+    {"reconnect", settle_reconnect, NULL,
+     "the attempt's connection is dead: close it; the next send goes on a new one", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
 static PyMethodDef settle_methods[] = {
     {"next", settle_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
     {"on_reply", settle_on_reply, METH_O, "on_reply(reply)"},
@@ -1037,6 +1052,7 @@ static PyMethodDef settle_methods[] = {
 static PyType_Slot settle_slots[] = {
     {Py_tp_dealloc, settle_dealloc},
     {Py_tp_methods, settle_methods},
+    {Py_tp_getset, settle_getset},
     {Py_tp_doc, "Settles an attempt whose reply never came (Acquire.on_unknown)."},
     {0, NULL}};
 
@@ -1267,6 +1283,154 @@ static PyType_Slot ack_slots[] = {
 
 static PyType_Spec ack_spec = {"hilock._engine.Ack", sizeof(AckObject), 0, Py_TPFLAGS_DEFAULT,
                                ack_slots};
+
+/* ------------------------------------------------------------------ */
+/* Router: redirects and topology (proto_route.c)                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    hl_router rt;
+} RouterObject;
+
+static PyTypeObject *RouterType;
+
+/* Router(mode): one routed command's hops and retries; mode "single",
+ * "cluster" or "sentinel" (parse_url's modes; "unix" routes as "single"). */
+static PyObject *router_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    const char *m;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "s:Router", &m))
+        return NULL;
+    hl_mode mode;
+    if (strcmp(m, "single") == 0 || strcmp(m, "unix") == 0)
+        mode = HL_MODE_SINGLE;
+    else if (strcmp(m, "cluster") == 0)
+        mode = HL_MODE_CLUSTER;
+    else if (strcmp(m, "sentinel") == 0)
+        mode = HL_MODE_SENTINEL;
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown routing mode %s", m);
+        return NULL;
+    }
+    RouterObject *o = PyObject_New(RouterObject, type);
+    if (!o)
+        return NULL;
+    hl_router_init(&o->rt, mode);
+    return (PyObject *)o;
+}
+
+static PyObject *route_tuple(RouterObject *o, hl_route_action a)
+{
+    hl_router *rt = &o->rt;
+    switch (a) {
+    case HL_ROUTE_DONE:
+        return Py_BuildValue("(i)", (int)a);
+    case HL_ROUTE_MOVED:
+        return Py_BuildValue("(iIsiL)", (int)a, rt->slot, rt->host, rt->port,
+                             (long long)rt->sleep_ms);
+    case HL_ROUTE_ASK:
+        return Py_BuildValue("(isi)", (int)a, rt->host, rt->port);
+    case HL_ROUTE_RETRY:
+    case HL_ROUTE_REFRESH:
+        return Py_BuildValue("(iL)", (int)a, (long long)rt->sleep_ms);
+    default:
+        return Py_BuildValue("(ii)", (int)HL_ROUTE_FAIL, rt->result ? rt->result : HILOCK_ECONN);
+    }
+}
+
+/* r.on_reply(reply) -> (ROUTE_DONE,)            the reply is the answer
+ *   | (ROUTE_MOVED, slot, host, port, sleep_ms) the slot lives there now
+ *   | (ROUTE_ASK, host, port)                   send asking_cmd() + the command there, once
+ *   | (ROUTE_RETRY, sleep_ms)                   same node again after the pause
+ *   | (ROUTE_REFRESH, sleep_ms)                 no master: look the topology up again
+ *   | (ROUTE_FAIL, code)                        give up */
+static PyObject *router_on_reply(PyObject *self, PyObject *arg)
+{
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    RouterObject *o = (RouterObject *)self;
+    return route_tuple(o, hl_router_on_reply(&o->rt, r));
+}
+
+/* r.on_conn_error(sent) -> (ROUTE_REFRESH, sleep_ms) | (ROUTE_FAIL, code).
+ * sent: the command may have reached the server (never resent here). */
+static PyObject *router_on_conn_error(PyObject *self, PyObject *arg)
+{
+    int sent = PyObject_IsTrue(arg);
+    if (sent < 0)
+        return NULL;
+    RouterObject *o = (RouterObject *)self;
+    return route_tuple(o, hl_router_on_conn_error(&o->rt, sent));
+}
+
+static PyMethodDef router_methods[] = {
+    {"on_reply", router_on_reply, METH_O, "on_reply(reply) -> (ROUTE_*, ...)"},
+    {"on_conn_error", router_on_conn_error, METH_O, "on_conn_error(sent) -> (ROUTE_*, ...)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot router_slots[] = {
+    {Py_tp_new, router_new},
+    {Py_tp_dealloc, generic_dealloc_tail},
+    {Py_tp_methods, router_methods},
+    {Py_tp_doc, "Router(mode): what an error reply or a failed connection means for one "
+                "routed command (MOVED/ASK/TRYAGAIN/CLUSTERDOWN/LOADING/not master)."},
+    {0, NULL}};
+
+static PyType_Spec router_spec = {"hilock._engine.Router", sizeof(RouterObject), 0,
+                                  Py_TPFLAGS_DEFAULT, router_slots};
+
+/* cluster_slots_cmd() -> bytes: the slot map question */
+static PyObject *m_cluster_slots_cmd(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    hl_cmd c;
+    hl_cmd_cluster_slots(&c);
+    return cmd_bytes(&c, 0);
+}
+
+/* asking_cmd() -> bytes: sent right before a command that follows an ASK */
+static PyObject *m_asking_cmd(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    hl_cmd c;
+    hl_cmd_asking(&c);
+    return cmd_bytes(&c, 0);
+}
+
+/* decode_slots(reply) -> [(first, last, host, port), ...]: the slot map's
+ * masters (validated; malformed entries skipped; an empty host is the node
+ * asked, reported as 127.0.0.1 as the C transport does). An error reply or
+ * a non-array raises ProtocolError. */
+static PyObject *m_decode_slots(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return raise_code(HILOCK_EPROTO, r->type == REDIS_REPLY_ERROR && r->str
+                                             ? r->str : "slot map: not an array");
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < r->elements; i++) {
+        hl_slot_range g;
+        if (hl_decode_slot_range(r->element[i], &g) != 0)
+            continue;
+        PyObject *t = Py_BuildValue("(IIsi)", g.lo, g.hi, g.host, g.port);
+        if (!t || PyList_Append(out, t) != 0) {
+            Py_XDECREF(t);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    return out;
+}
 
 /* ack_retry(wait_ms, deadline_ms (-1 none)) -> pause_ms | None (give up) */
 static PyObject *m_ack_retry(PyObject *self, PyObject *args)
@@ -1569,6 +1733,10 @@ static PyMethodDef module_methods[] = {
     {"ml_hold_lost", m_ml_hold_lost, METH_VARARGS,
      "ml_hold_lost(redlock, n, nacquired, nlost) -> bool"},
     {"now_ms", m_now_ms, METH_NOARGS, "the engine's monotonic clock, ms"},
+    {"cluster_slots_cmd", m_cluster_slots_cmd, METH_NOARGS, "cluster_slots_cmd() -> bytes"},
+    {"asking_cmd", m_asking_cmd, METH_NOARGS, "asking_cmd() -> bytes (before a command sent on an ASK)"},
+    {"decode_slots", m_decode_slots, METH_O,
+     "decode_slots(reply) -> [(first, last, host, port)] (the slot map's masters)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef engine_module = {
@@ -1604,7 +1772,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &ReleaseType, &release_spec, "Release") ||
         add_type(m, &SettleType, &settle_spec, "Settle") ||
         add_type(m, &CallType, &call_spec, "Call") ||
-        add_type(m, &AckType, &ack_spec, "Ack") || sem_module_init(m))
+        add_type(m, &AckType, &ack_spec, "Ack") ||
+        add_type(m, &RouterType, &router_spec, "Router") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},
@@ -1616,6 +1785,10 @@ PyMODINIT_FUNC PyInit__engine(void)
         {"RENEW_TROUBLE", HL_RENEW_TROUBLE},
         {"SETTLE_NOTHING", HL_SETTLE_NOTHING}, {"SETTLE_RELEASED", HL_SETTLE_RELEASED},
         {"SETTLE_LEFT_LINE", HL_SETTLE_LEFT_LINE},
+        {"ROUTE_DONE", HL_ROUTE_DONE}, {"ROUTE_MOVED", HL_ROUTE_MOVED},
+        {"ROUTE_ASK", HL_ROUTE_ASK}, {"ROUTE_RETRY", HL_ROUTE_RETRY},
+        {"ROUTE_REFRESH", HL_ROUTE_REFRESH}, {"ROUTE_FAIL", HL_ROUTE_FAIL},
+        {"NSLOTS", HL_SLOTS},
         {"Q_LOCKED", Q_LOCKED}, {"Q_HELD", Q_HELD}, {"Q_HOLDS", Q_HOLDS}, {"Q_TTL", Q_TTL},
         {"Q_TOKEN", Q_TOKEN},
         {"KIND_REENTRANT", HILOCK_KIND_REENTRANT}, {"KIND_FAIR", HILOCK_KIND_FAIR},

@@ -34,10 +34,12 @@ Cancelling a waiting acquire (``task.cancel()``, ``asyncio.timeout()``,
 waiter leaves the queue, the subscription is dropped, a grant that raced
 with the cancel is given back, and then the CancelledError propagates.
 
-Supported URLs: ``redis://``, ``rediss://`` (TLS), ``unix://`` and
+Supported URLs: ``redis://``, ``rediss://`` (TLS), ``unix://``,
 ``redis[s]+sentinel://`` (the master asked of the sentinels, followed on
-failover, grants acknowledged by a replica). Redis Cluster URLs raise
-InvalidArgument for now.
+failover, grants acknowledged by a replica) and ``redis[s]+cluster://``
+(the slot map asked of any node, a pool and a pub/sub connection per
+master, redirects and retries as the engine's router decides, sharded
+pub/sub on the slot's master, grants acknowledged by a replica).
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ class _Conn(asyncio.BufferedProtocol):
         self.gen = 0  # the client's master generation it was opened in
         self.timer: Optional[asyncio.TimerHandle] = None
         self.timer_at = 0.0
+        self.pool: Optional["_Pool"] = None  # the pool it belongs to (None: pub/sub)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -336,11 +339,14 @@ class _Cancel:
 
 
 class _Pool:
-    """Connections to the one server, one command in flight on each."""
+    """Connections to one server (the client's endpoint or master; on a
+    cluster one pool per master, addr), one command in flight on each."""
 
-    def __init__(self, client: "Client", size: int) -> None:
+    def __init__(self, client: "Client", size: int,
+                 addr: Optional[Tuple[str, int]] = None) -> None:
         self.client = client
         self.size = size
+        self.addr = addr
         self.idle: List[_Conn] = []
         self.nopen = 0
         self.waiting: Deque["asyncio.Future[Optional[_Conn]]"] = collections.deque()
@@ -364,7 +370,9 @@ class _Pool:
         if self.nopen < self.size:
             self.nopen += 1
             try:
-                return await self.client._open_conn(self._on_close)
+                c = await self.client._open_conn(self._on_close, addr=self.addr)
+                c.pool = self
+                return c
             except BaseException:
                 self.nopen -= 1
                 self._hand_on()
@@ -425,13 +433,20 @@ class _Pool:
 
 class _Waiter:
     """One acquire (or multi-lock) listening on channels. woken: a wake-up
-    arrived that it has not used yet; fut: set while it sleeps."""
+    arrived that it has not used yet; fut: set while it sleeps; moved: a
+    channel it listened on is gone from its connection (cluster: the slot
+    moved, or the node's connection closed), so it must subscribe again."""
 
-    __slots__ = ("fut", "woken")
+    __slots__ = ("fut", "woken", "moved")
 
     def __init__(self) -> None:
         self.fut: Optional["asyncio.Future[None]"] = None
         self.woken = False
+        self.moved = False
+
+    def move(self) -> None:
+        self.moved = True
+        self.wake()
 
     def wake(self) -> None:
         self.woken = True
@@ -452,12 +467,18 @@ class _Channel:
 
 
 class _PubSub:
-    def __init__(self, client: "Client") -> None:
+    """One pub/sub connection and its channels: the client's (one server,
+    sentinel) or, on a cluster, one per master (addr) with shard channels."""
+
+    def __init__(self, client: "Client", addr: Optional[Tuple[str, int]] = None) -> None:
         self.client = client
+        self.addr = addr
+        self.sharded = client._cluster
         self.conn: Optional[_Conn] = None
         self.connecting: Optional["asyncio.Future[Optional[_Conn]]"] = None
         self.channels: Dict[str, _Channel] = {}
         self.unsub_pending: Dict[str, int] = {}
+        self.subscribing: Deque[str] = collections.deque()  # sharded: answers due, in order
 
     async def _connection(self) -> Optional[_Conn]:
         if self.conn is not None and not self.conn.closed:
@@ -468,7 +489,8 @@ class _PubSub:
         self.connecting = loop.create_future()
         conn: Optional[_Conn] = None
         try:
-            conn = await self.client._open_conn(self._on_close, on_push=self._on_push)
+            conn = await self.client._open_conn(self._on_close, on_push=self._on_push,
+                                                addr=self.addr)
         except Error:
             conn = None
         except asyncio.CancelledError:
@@ -481,6 +503,16 @@ class _PubSub:
         return conn
 
     def _on_push(self, r: Any) -> None:
+        if self.sharded and r.error is not None:
+            # a subscription refused (its slot is not served here): the
+            # oldest one awaiting its answer; its waiters look again
+            self.client._map_stale = True
+            while self.subscribing:
+                c = self.channels.get(self.subscribing.popleft())
+                if c is not None and not c.ready.done():
+                    self._moved(c)
+                    break
+            return
         typ, ch, payload = _E.decode_pubsub(r)
         if typ == _E.PS_MESSAGE:
             c = self.channels.get(ch)
@@ -494,6 +526,11 @@ class _PubSub:
                 for w in c.members:
                     w.wake()
         elif typ == _E.PS_SUBSCRIBE:
+            if self.sharded:
+                try:
+                    self.subscribing.remove(ch)
+                except ValueError:
+                    pass
             c = self.channels.get(ch)
             if c is not None and not c.ready.done():
                 c.ready.set_result(True)
@@ -504,6 +541,23 @@ class _PubSub:
                     del self.unsub_pending[ch]
                 else:
                     self.unsub_pending[ch] = n - 1
+            elif self.sharded:
+                # not asked for: the server dropped the shard channel, its
+                # slot moved to another master
+                c = self.channels.get(ch)
+                if c is not None:
+                    self.client._map_stale = True
+                    self._moved(c)
+
+    def _moved(self, c: _Channel) -> None:
+        """The channel is no longer heard here: forget it, tell its waiters
+        (their machines subscribe again where the slot map says)."""
+        if self.channels.get(c.name) is c:
+            del self.channels[c.name]
+        if not c.ready.done():
+            c.ready.set_result(False)
+        for w in list(c.members):
+            w.move()
 
     @staticmethod
     def _wake_one(c: _Channel) -> None:
@@ -532,6 +586,15 @@ class _PubSub:
         if self.conn is conn:
             self.conn = None
         self.unsub_pending.clear()
+        self.subscribing.clear()
+        if self.sharded:
+            # the master may be gone (failover): every waiter subscribes
+            # again where the reloaded slot map says
+            if not self.client._closed:
+                self.client._map_stale = True
+            for c in list(self.channels.values()):
+                self._moved(c)
+            return
         chans = list(self.channels.values())
         for c in chans:
             if not c.ready.done():
@@ -549,7 +612,7 @@ class _PubSub:
                 for name, c in list(self.channels.items()):
                     if c.ready.done():
                         c.ready = loop.create_future()
-                    conn.write(_E.subscribe_cmd(name))
+                    conn.write(_E.subscribe_cmd(name, self.sharded))
                 for c in list(self.channels.values()):
                     for w in list(c.members):
                         w.wake()
@@ -575,7 +638,11 @@ class _PubSub:
             if conn is None:
                 self.leave(name, w)
                 return False
-            conn.write(_E.subscribe_cmd(name))
+            if self.channels.get(name) is not c:  # moved or closed meanwhile
+                return False
+            if self.sharded:
+                self.subscribing.append(name)
+            conn.write(_E.subscribe_cmd(name, self.sharded))
         else:
             c.members[w] = None
         if not c.ready.done():
@@ -603,7 +670,7 @@ class _PubSub:
             conn = self.conn
             if conn is not None and not conn.closed:
                 self.unsub_pending[name] = self.unsub_pending.get(name, 0) + 1
-                conn.write(_E.subscribe_cmd(name, False, True))
+                conn.write(_E.subscribe_cmd(name, self.sharded, True))
 
     def close(self) -> None:
         for c in self.channels.values():
@@ -696,20 +763,26 @@ class Client:
         if not 1 <= pool_size <= 1024:
             raise InvalidArgument(f"invalid argument: pool_size must be in 1..1024, got {pool_size}")
         ep: Dict[str, Any] = _E.parse_url(url)
-        if ep["mode"] not in ("single", "unix", "sentinel"):
-            raise InvalidArgument(
-                f"invalid argument: hilock.aio does not speak {ep['mode']} URLs yet "
-                "(use hilock.Client for Redis Cluster)", _E.E_INVAL)
         if replica_ack is not None and not isinstance(replica_ack, bool):
             raise TypeError("replica_ack must be None, True or False")
-        self._sentinel = ep["mode"] == "sentinel"
+        self._mode: str = ep["mode"]
+        self._sentinel = self._mode == "sentinel"
+        self._cluster = self._mode == "cluster"
         self._sentinel_user = ep.get("sentinel_user") or sentinel_user
         self._sentinel_password = ep.get("sentinel_password") or sentinel_password
         # replica acknowledgement: on by default where a failover can happen
-        self._ack = self._sentinel if replica_ack is None else replica_ack
+        self._ack = (self._sentinel or self._cluster) if replica_ack is None else replica_ack
         self._ack_ms = _to_ms(replica_ack_timeout, "replica_ack_timeout", zero_ok=False)
-        self._nrep = -1  # replicas of the master (cached), and when learnt
-        self._nrep_at = 0
+        # replicas of a master (cached), and when learnt: per pool address
+        # (None: the client's one server or master)
+        self._nreps: Dict[Optional[Tuple[str, int]], Tuple[int, int]] = {}
+        # cluster: the slot map (master address per slot), the pools and
+        # pub/sub connections per master
+        self._slot_node: List[Optional[Tuple[str, int]]] = []
+        self._map_stale = True
+        self._map_loading: Optional["asyncio.Future[None]"] = None
+        self._pools: Dict[Tuple[str, int], _Pool] = {}
+        self._pubsubs: Dict[Tuple[str, int], _PubSub] = {}
         self._master: Optional[Tuple[str, int]] = None  # sentinel: the master, cached
         self._master_at = 0
         self._gen = 0  # bumped when the master changes: older connections are dropped
@@ -770,6 +843,10 @@ class Client:
         if self._opened:
             return self
         self._loop = asyncio.get_running_loop()
+        if self._cluster:
+            await self._load_slots()  # connection, credentials, a slot map
+            self._opened = True
+            return self
         conn = await self._pool.get()
         req = conn.request(_E.ping_cmd())  # the check hilock.Client makes at open
         try:
@@ -800,6 +877,10 @@ class Client:
             self._wd_task.cancel()
         self._pool.close()
         self._pubsub.close()
+        for p in self._pools.values():
+            p.close()
+        for ps in self._pubsubs.values():
+            ps.close()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -850,9 +931,13 @@ class Client:
     # -- connections --------------------------------------------------------
 
     async def _open_conn(self, on_close: Callable[[_Conn], None],
-                         on_push: Optional[Callable[[Any], None]] = None) -> _Conn:
+                         on_push: Optional[Callable[[Any], None]] = None,
+                         addr: Optional[Tuple[str, int]] = None) -> _Conn:
         ep = self._ep
-        if self._sentinel:
+        if addr is not None:  # a cluster node
+            conn = await self._connect(addr[0], addr[1], None, ep.get("user"),
+                                       ep.get("password"), 0, on_push)
+        elif self._sentinel:
             host, port = await self._master_addr()
             gen = self._gen
             conn = await self._connect(host, port, None, ep.get("user"), ep.get("password"),
@@ -921,8 +1006,9 @@ class Client:
     async def _replica_ack(self, conn: _Conn, cancel: _Cancel) -> bool:
         """The engine's replica acknowledgement of the write just made on
         conn (same connection); gives conn back (or closes it)."""
-        k = _E.Ack(self._nrep, _E.now_ms() - self._nrep_at if self._nrep >= 0 else -1,
-                   self._ack_ms)
+        where = conn.pool.addr if conn.pool is not None else None
+        nrep, nrep_at = self._nreps.get(where, (-1, 0))
+        k = _E.Ack(nrep, _E.now_ms() - nrep_at if nrep >= 0 else -1, self._ack_ms)
         while True:
             t = k.next()
             if t[0] == _SEND:
@@ -934,12 +1020,245 @@ class Client:
                 continue
             _act, acked, failed, nrep = t
             if nrep >= 0:
-                self._nrep, self._nrep_at = nrep, _E.now_ms()
-            if failed:
+                self._nreps[where] = (nrep, _E.now_ms())
+            if failed or conn.pool is None:
                 conn.close()
             else:
-                self._pool.put(conn)
+                conn.pool.put(conn)
             return bool(acked)
+
+    # -- cluster topology and routing ---------------------------------------
+
+    def _pool_at(self, addr: Tuple[str, int]) -> _Pool:
+        p = self._pools.get(addr)
+        if p is None:
+            p = self._pools[addr] = _Pool(self, self._pool.size, addr)
+        return p
+
+    async def _slot_addr(self, slot: int) -> Tuple[str, int]:
+        """Cluster: the master serving slot (the map reloaded first when a
+        redirect or a lost connection made it stale)."""
+        if self._map_stale or not self._slot_node or self._slot_node[slot] is None:
+            try:
+                await self._load_slots()
+            except Error:
+                if not self._slot_node:
+                    raise
+        addr = self._slot_node[slot] if self._slot_node else None
+        if addr is None:
+            raise from_code(_E.E_CONN, f"no master serves slot {slot}")
+        return addr
+
+    async def _load_slots(self) -> None:
+        """Cluster: ask the known masters, then the URL's nodes, for the slot
+        map (one question at a time per client)."""
+        if self._map_loading is not None:
+            await asyncio.shield(self._map_loading)
+            return
+        fut = self._map_loading = self._loop.create_future()
+        try:
+            seen: Set[Tuple[str, int]] = set()
+            cands: List[Tuple[str, int]] = []
+            seeds: List[Tuple[str, int]] = [(str(h), int(p)) for h, p in self._ep["seeds"]]
+            for a in list(self._pools) + seeds:
+                if a not in seen:
+                    seen.add(a)
+                    cands.append(a)
+            last: Optional[Error] = None
+            for addr in cands:
+                try:
+                    ranges = await self._ask_slots(addr)
+                except Error as e:
+                    last = e
+                    continue
+                if not ranges:
+                    last = from_code(_E.E_CONN, f"{addr[0]}:{addr[1]}: empty slot map "
+                                     "(cluster not ready)")
+                    continue
+                m: List[Optional[Tuple[str, int]]] = [None] * _E.NSLOTS
+                for lo, hi, host, port in ranges:
+                    m[lo:hi + 1] = [(host, port)] * (hi - lo + 1)
+                self._slot_node = m
+                self._map_stale = False
+                return
+            raise last or from_code(_E.E_CONN, "no cluster node reachable")
+        finally:
+            self._map_loading = None
+            fut.set_result(None)
+
+    async def _ask_slots(self, addr: Tuple[str, int]) -> Any:
+        pool = self._pools.get(addr)
+        conn = pool.get_nowait() if pool is not None else None
+        if conn is None:
+            ep = self._ep
+            conn = await self._connect(addr[0], addr[1], None, ep.get("user"),
+                                       ep.get("password"), 0, None)
+        req = conn.request(_E.cluster_slots_cmd())
+        try:
+            st = await _await_req(self._loop, req, self._cmd_ms)
+        except BaseException:
+            conn.close()
+            raise
+        if st != 0:
+            conn.close()
+            raise from_code(_E.E_CONN, f"{addr[0]}:{addr[1]}: no answer to the slot map "
+                            "question")
+        if conn.pool is not None:
+            conn.pool.put(conn)
+        else:
+            conn.close()
+        return _E.decode_slots(req.reply)
+
+    async def _routed(self, slot: int, data: bytes, timeout_ms: int,
+                      cancel: Optional[_Cancel] = None) -> Tuple[int, Any, Optional[_Conn], int]:
+        """Send one command to the master that serves slot and wait for its
+        answer, following what the engine's router makes of an error reply
+        (cluster: the slot moved, is moving, is not served for a moment, the
+        node is loading or no master; sentinel: no master) or of a
+        connection that could not be made.
+        Returns (st, req, conn, code): st 0 = the answer in req.reply, conn
+        to give back; 1 = no answer within timeout_ms (the command may
+        still run: conn is left as it is); 2 = conn closed after the send;
+        3 = nothing more to try (code: why; req and conn None).
+        cancel: a cancellation is remembered there (see _Cancel) and ends
+        the routing before the next send."""
+        loop = self._loop
+        if not self._cluster:
+            pool = self._pool
+            for redirects in range(_MAX_REDIRECTS + 1):
+                conn = pool.get_nowait()
+                if conn is None:
+                    try:
+                        conn = await pool.get()
+                    except asyncio.CancelledError as e:
+                        if cancel is None:
+                            raise
+                        cancel.exc = cancel.exc or e
+                        return 3, None, None, _E.E_CANCELED
+                    except Error as e:
+                        return 3, None, None, e.code or _E.E_CONN
+                req = conn.request(data)
+                if cancel is None:
+                    try:
+                        st = await _await_req(loop, req, timeout_ms)
+                    except BaseException:
+                        conn.broken = True
+                        conn.close()
+                        raise
+                else:
+                    st = await cancel.req(loop, req, timeout_ms)
+                if st == 0 and redirects < _MAX_REDIRECTS and self._redirected(req.reply):
+                    conn.close()  # no master any more: the same command on the new one
+                    if cancel is None:
+                        await asyncio.sleep(_REDIRECT_PAUSE)
+                    else:
+                        await cancel.sleep(loop, _REDIRECT_PAUSE)
+                        if cancel.exc is not None:
+                            return 3, None, None, _E.E_CANCELED
+                    continue
+                return st, req, conn, 0
+        rt: Any = None
+        ask: Optional[Tuple[str, int]] = None
+        while True:
+            if cancel is not None and cancel.exc is not None:
+                return 3, None, None, _E.E_CANCELED
+            try:
+                pool = self._pool_at(ask) if ask is not None else self._pool_at(
+                    await self._slot_addr(slot))
+                conn = pool.get_nowait() or await pool.get()
+            except asyncio.CancelledError as e:
+                if cancel is None:
+                    raise
+                cancel.exc = cancel.exc or e
+                return 3, None, None, _E.E_CANCELED
+            except Error as e:
+                self._map_stale = True
+                rt = rt or _E.Router(self._mode)
+                a = rt.on_conn_error(False)
+                if a[0] != _E.ROUTE_REFRESH:
+                    return 3, None, None, e.code or _E.E_CONN
+                ask = None
+                await self._route_pause(a[1], cancel)
+                continue
+            if ask is not None:
+                conn.request(_E.asking_cmd())  # its answer is read and dropped
+            req = conn.request(data)
+            if cancel is None:
+                try:
+                    st = await _await_req(loop, req, timeout_ms)
+                except BaseException:
+                    conn.broken = True
+                    conn.close()
+                    raise
+            else:
+                st = await cancel.req(loop, req, timeout_ms)
+            if st != 0:
+                self._map_stale = True  # the node may be gone
+                return st, req, conn, 0
+            r = req.reply
+            if r.error is None:
+                return 0, req, conn, 0
+            rt = rt or _E.Router(self._mode)
+            a = rt.on_reply(r)
+            act = a[0]
+            if act == _E.ROUTE_DONE:
+                return 0, req, conn, 0
+            ask = None
+            if act == _E.ROUTE_REFRESH:
+                conn.close()
+                self._map_stale = True
+                await self._route_pause(a[1], cancel)
+                continue
+            if conn.pool is not None:
+                conn.pool.put(conn)
+            else:
+                conn.close()
+            if act == _E.ROUTE_MOVED:
+                _slot, host, port, pause = a[1], a[2], a[3], a[4]
+                if self._slot_node and 0 <= _slot < len(self._slot_node):
+                    self._slot_node[_slot] = (host, port)
+                self._map_stale = True  # the rest of the map later
+                if pause > 0:
+                    await self._route_pause(pause, cancel)
+            elif act == _E.ROUTE_ASK:
+                ask = (a[1], a[2])
+            elif act == _E.ROUTE_RETRY:
+                await self._route_pause(a[1], cancel)
+            else:
+                return 3, None, None, a[1]
+
+    async def _route_pause(self, ms: int, cancel: Optional[_Cancel]) -> None:
+        if ms <= 0:
+            return
+        if cancel is None:
+            await asyncio.sleep(ms / 1000.0)
+        else:
+            await cancel.sleep(self._loop, ms / 1000.0)
+
+    async def _join(self, slot: int, name: str, w: _Waiter,
+                    timeout_ms: int) -> Tuple[Optional[_PubSub], bool]:
+        """Make w a member of channel name on the pub/sub connection that
+        hears it (cluster: the slot's master, followed when the slot moved
+        while subscribing). (the _PubSub to leave later or None, subscribed)."""
+        if not self._cluster:
+            return self._pubsub, await self._pubsub.join(name, w, timeout_ms)
+        ps: Optional[_PubSub] = None
+        for _ in range(3):
+            try:
+                addr = await self._slot_addr(slot)
+            except Error:
+                return ps, False
+            if ps is not None and ps.addr != addr:
+                ps.leave(name, w)
+            ps = self._pubsubs.get(addr)
+            if ps is None:
+                ps = self._pubsubs[addr] = _PubSub(self, addr)
+            if await ps.join(name, w, timeout_ms):
+                return ps, True
+            if not w.moved:
+                return ps, False
+            w.moved = w.woken = False  # refused there: where does the slot live now?
+        return ps, False
 
     async def _connect(self, host: Optional[str], port: int, path: Optional[str],
                        user: Optional[str], password: Optional[str], db: int,
@@ -978,32 +1297,22 @@ class Client:
         del ep
         return proto
 
-    async def _call(self, data: bytes) -> Any:
-        """One command, one reply (a plain query): the reply or an error."""
+    async def _call(self, data: bytes, slot: int = 0) -> Any:
+        """One command, one reply (a plain query) on the master of slot: the
+        reply or an error."""
         self._check()
-        pool = self._pool
-        for redirects in range(_MAX_REDIRECTS + 1):
-            conn = pool.get_nowait() or await pool.get()
-            req = conn.request(data)
-            try:
-                st = await _await_req(self._loop, req, self._cmd_ms)
-            except BaseException:
-                conn.broken = True
-                conn.close()
-                raise
-            if st == 0 and redirects < _MAX_REDIRECTS and self._redirected(req.reply):
-                conn.close()
-                await asyncio.sleep(_REDIRECT_PAUSE)
-                continue
-            break
+        st, req, conn, code = await self._routed(slot, data, self._cmd_ms)
+        if st == 3:
+            raise from_code(code, "no master to send the command to")
+        assert conn is not None and conn.pool is not None
         if st == 0:
-            pool.put(conn)
+            conn.pool.put(conn)
             return req.reply
         conn.close()
         raise from_code(_E.E_CONN, "no reply within the command timeout" if st == 1
                         else "connection closed")
 
-    async def _run_call(self, m: Any, what: str) -> int:
+    async def _run_call(self, m: Any, what: str, slot: int = 0) -> int:
         """Drive a one-command machine (Names.force, Names.extend): its
         decoded value, or the error raised."""
         while True:
@@ -1011,7 +1320,7 @@ class Client:
             if t[0] != _SEND:
                 break
             try:
-                m.on_reply(await self._call(t[1]))
+                m.on_reply(await self._call(t[1], slot))
             except Error as e:
                 m.on_error(e.code or _E.E_CONN)
         if t[1]:
@@ -1051,7 +1360,9 @@ class Client:
             raise InvalidArgument("invalid argument: empty lock name or one with a NUL byte",
                                   _E.E_INVAL)
         try:
-            return _E.Names(name, kind)
+            return _E.Names(name, kind, self._cluster)
+        except InvalidArgument:
+            raise
         except ValueError as e:
             raise InvalidArgument(f"invalid argument: {e}", _E.E_INVAL) from None
 
@@ -1122,10 +1433,21 @@ class Client:
             await asyncio.sleep(_REDIRECT_PAUSE)  # redirected: again, on the new master
 
     async def _renew_batch(self) -> bool:
-        """One pipelined renewal of every watched hold; True when the node
-        said it is no master any more (then the master is looked up again)."""
+        """One pipelined renewal of every watched hold (cluster: one per
+        master, all at once); True when a node said it is no master of a
+        lock any more (then the master or the slot map is looked up again)."""
         items = list(self._wd.items())
-        pool = self._pool
+        if not self._cluster:
+            return await self._renew_on(self._pool, items)
+        groups: Dict[Tuple[str, int], List[Tuple[Tuple[int, str, str], Tuple[Any, str, int]]]] = {}
+        for it in items:
+            groups.setdefault(await self._slot_addr(it[1][0].slot), []).append(it)
+        res = await asyncio.gather(*(self._renew_on(self._pool_at(a), g)
+                                     for a, g in groups.items()), return_exceptions=True)
+        return any(r is True for r in res)
+
+    async def _renew_on(self, pool: _Pool,
+                        items: List[Tuple[Tuple[int, str, str], Tuple[Any, str, int]]]) -> bool:
         redirected = False
         conn = pool.get_nowait() or await pool.get()
         reqs = [conn.request(n.renew_cmd(owner, self._wd_ms)) for _k, (n, owner, _t) in items]
@@ -1144,7 +1466,9 @@ class Client:
                     continue
                 out = _E.renew_outcome(again.reply)
             if out == _E.RENEW_REDIRECT:
-                if not redirected:
+                if self._cluster:
+                    self._map_stale = True  # the slot moved (or a failover)
+                elif not redirected:
                     self._not_master()
                 redirected = True
                 good = False
@@ -1193,15 +1517,16 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     keep: conn is the granting attempt's connection (for the replica
     acknowledgement; the caller gives it back), else None."""
     loop = c._loop
-    pool = c._pool
-    ps = c._pubsub
+    ps: Optional[_PubSub] = None  # where w listens
+    slot = names.slot
     c._seq += 1
-    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms, c._latch_epoch, c._seq,
-                      c._latch_ttl_ms)
+    # no acquire latch on a cluster (as the C client): while a slot migrates
+    # the script's read of the latch, a key it does not declare, is refused
+    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms,
+                      -1 if c._cluster else c._latch_epoch, c._seq, c._latch_ttl_ms)
     w: Optional[_Waiter] = None
     channel = ""
     held: Optional[_Conn] = None  # the last attempt's connection (keep)
-    redirects = 0
     try:
         while True:
             if cancel.exc is not None:
@@ -1209,38 +1534,31 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
             t = m.next()
             act = t[0]
             if act == _SEND:
-                conn = pool.get_nowait()
-                if conn is None:
-                    try:
-                        conn = await pool.get()
-                    except asyncio.CancelledError as e:
-                        cancel.exc = cancel.exc or e
-                        m.on_error(_E.E_CANCELED)
-                        continue
-                    except Error as e:
-                        m.on_error(e.code or _E.E_CONN)
-                        continue
-                req = conn.request(t[1])
-                st = await cancel.req(loop, req, c._cmd_ms)
-                if st == 0 and redirects < _MAX_REDIRECTS and c._redirected(req.reply):
-                    conn.close()  # no master any more: the same attempt on the new one
-                    redirects += 1
-                    await cancel.sleep(loop, _REDIRECT_PAUSE)
+                st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
+                if st == 3:
+                    m.on_error(code)
                     continue
+                assert conn is not None
                 if st == 0:
                     again = m.on_reply(req.reply)
-                    if again is not None:
-                        req = conn.request(again)
-                        st = await cancel.req(loop, req, c._cmd_ms)
+                    if again is not None:  # the script body: routed again (the
+                        # node that answered may not be the slot's master)
+                        conn.pool.put(conn)  # type: ignore[union-attr]
+                        st, req, conn2, code = await c._routed(slot, again, c._cmd_ms, cancel)
+                        if st == 3:
+                            m.on_error(code)
+                            continue
+                        assert conn2 is not None
+                        conn = conn2
                         if st == 0:
                             m.on_reply(req.reply)
                 if st == 0:
                     if keep and t[2]:
                         if held is not None:
-                            pool.put(held)
+                            held.pool.put(held)  # type: ignore[union-attr]
                         held = conn
                     else:
-                        pool.put(conn)
+                        conn.pool.put(conn)  # type: ignore[union-attr]
                 elif st == 1 and t[2]:
                     # the attempt may still run on the server: settle it there;
                     # later calls take another latch key (its late copy must find it)
@@ -1262,13 +1580,13 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         m.on_error(_E.E_CONN)
             elif act == _SUBSCRIBE:
                 if held is not None:  # do not sit on a connection while waiting
-                    pool.put(held)
+                    held.pool.put(held)  # type: ignore[union-attr]
                     held = None
                 channel = t[1]
                 w = _Waiter()
                 limit = c._cmd_ms
                 try:
-                    ok = await ps.join(channel, w, limit)
+                    ps, ok = await c._join(slot, channel, w, limit)
                 except asyncio.CancelledError as e:
                     cancel.exc = cancel.exc or e
                     ok = False
@@ -1277,29 +1595,31 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 if w is None:
                     w = _Waiter()
                 await _sleep_wait(loop, w, t[2], cancel)
-                m.on_wake()
+                if w.moved:  # its channel moved (cluster): listen where it is now
+                    w.moved = False
+                    m.on_resubscribe()
+                else:
+                    m.on_wake()
             elif act == _UNSUBSCRIBE:
                 if w is not None:
-                    ps.leave(t[1], w)
+                    if ps is not None:
+                        ps.leave(t[1], w)
                     w = None
             else:
                 got, held = (held if t[1] == 0 else None), None
                 return t[1], t[2], t[3], got
     finally:
-        if w is not None:
+        if w is not None and ps is not None:
             ps.leave(channel, w)
         if held is not None:
-            pool.put(held)
+            held.pool.put(held)  # type: ignore[union-attr]
 
 
 async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
     """Run the release machine. A cancellation while a command is on the
     wire waits for its answer first (so the hold and the watchdog agree),
     then propagates."""
-    loop = c._loop
-    pool = c._pool
     cancel = _Cancel()
-    redirects = 0
     m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._request_id(), c._cmd_ms)
     while True:
         t = m.next()
@@ -1307,24 +1627,18 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
             break
         if cancel.exc is not None:
             raise cancel.exc  # nothing on the wire: the hold is as it was
-        conn = pool.get_nowait()
-        if conn is None:
-            try:
-                conn = await pool.get()
-            except Error as e:
-                m.on_error(e.code or _E.E_CONN)
-                continue
-        req = conn.request(t[1])
-        st = await cancel.req(loop, req, t[2] if t[2] > 0 else c._cmd_ms)
-        if st == 0 and redirects < _MAX_REDIRECTS and c._redirected(req.reply):
-            conn.close()
-            redirects += 1
-            await cancel.sleep(loop, _REDIRECT_PAUSE)
-            continue
-        if st == 0:
-            pool.put(conn)
+        st, req, conn, code = await c._routed(names.slot, t[1],
+                                              t[2] if t[2] > 0 else c._cmd_ms, cancel)
+        if st == 3:
+            if cancel.exc is not None and code == _E.E_CANCELED:
+                raise cancel.exc  # nothing more on the wire
+            m.on_error(code)
+        elif st == 0:
+            assert conn is not None and conn.pool is not None
+            conn.pool.put(conn)
             m.on_reply(req.reply)
         else:
+            assert conn is not None
             conn.close()
             m.on_error(_E.E_CONN)
     _act, result, _remaining, still_held = t
@@ -1473,7 +1787,8 @@ class Lock:
         """Add lease seconds to this owner's hold (fixed leases)."""
         ms = _to_ms(lease, "lease", zero_ok=False)
         owner, _tid = self._owner()
-        v = await self._c._run_call(self._n.extend(owner, ms), f"extend of {self.name!r}")
+        v = await self._c._run_call(self._n.extend(owner, ms), f"extend of {self.name!r}",
+                                    self._n.slot)
         if v == 0:
             raise NotOwnerError(f"not owner: lock {self.name!r} is not held by {owner}",
                                 _E.E_NOTOWNER)
@@ -1484,26 +1799,27 @@ class Lock:
     async def force_unlock(self) -> bool:
         """Delete the lock whoever holds it, and wake a waiter. Returns
         whether there was a lock to delete."""
-        return bool(await self._c._run_call(self._n.force(), f"force unlock of {self.name!r}"))
+        return bool(await self._c._run_call(self._n.force(), f"force unlock of {self.name!r}",
+                                            self._n.slot))
 
     async def locked(self) -> bool:
         """Whether anyone holds the lock."""
-        return bool(self._n.decode_locked(await self._c._call(self._n.query_cmd(_E.Q_LOCKED))))
+        return bool(self._n.decode_locked(await self._c._call(self._n.query_cmd(_E.Q_LOCKED), self._n.slot)))
 
     async def owned(self) -> bool:
         """Whether this owner holds the lock."""
         owner, _tid = self._owner()
-        return bool(_E.decode_flag(await self._c._call(self._n.query_cmd(_E.Q_HELD, owner))))
+        return bool(_E.decode_flag(await self._c._call(self._n.query_cmd(_E.Q_HELD, owner), self._n.slot)))
 
     async def hold_count(self) -> int:
         """How many times this owner holds the lock (0 = not held)."""
         owner, _tid = self._owner()
-        return int(_E.decode_holds(await self._c._call(self._n.query_cmd(_E.Q_HOLDS, owner))))
+        return int(_E.decode_holds(await self._c._call(self._n.query_cmd(_E.Q_HOLDS, owner), self._n.slot)))
 
     async def ttl(self) -> Optional[float]:
         """Remaining lease in seconds; None when there is no lock; math.inf
         when the key has no expiry."""
-        ms = int(_E.decode_pttl(await self._c._call(self._n.query_cmd(_E.Q_TTL))))
+        ms = int(_E.decode_pttl(await self._c._call(self._n.query_cmd(_E.Q_TTL), self._n.slot)))
         if ms == -2:
             return None
         if ms == -1:
@@ -1581,7 +1897,7 @@ class FencedLock(Lock):
 
     async def token(self) -> int:
         """The lock's current token (0 before the first grant)."""
-        return int(_E.decode_token(await self._c._call(self._n.query_cmd(_E.Q_TOKEN))))
+        return int(_E.decode_token(await self._c._call(self._n.query_cmd(_E.Q_TOKEN), self._n.slot)))
 
 
 class ReadWriteLock:
@@ -1698,14 +2014,25 @@ class MultiLock:
         tid = self._tid_now()
         waiter = _Waiter()
         joined: List[Tuple[_PubSub, str]] = []
-        try:
+
+        async def listen() -> None:
             for lk in locks:  # listen first: an unlock during the attempt still wakes us
                 c, nm, owner, _tid = self._member(lk, tid)
                 c._check()
                 ch = nm.wait_channel(owner)
-                if await c._pubsub.join(ch, waiter, c._cmd_ms):
-                    joined.append((c._pubsub, ch))
+                ps, _ok = await c._join(nm.slot, ch, waiter, c._cmd_ms)
+                if ps is not None:
+                    joined.append((ps, ch))
+
+        try:
+            await listen()
             while True:
+                if waiter.moved:  # a member's channel moved (cluster): listen again
+                    for ps, ch in joined:
+                        ps.leave(ch, waiter)
+                    joined.clear()
+                    waiter.moved = False
+                    await listen()
                 waiter.woken = False
                 t0 = _E.now_ms()
                 rcs = await asyncio.gather(*(self._one_try(lk, l, tid) for lk in locks),

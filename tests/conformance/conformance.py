@@ -57,11 +57,8 @@ from test_topologies import Cluster, SentinelSet  # noqa: E402
 # passes fails the suite ("XPASS"), so the list cannot outlive the bug.
 # (The OpenResty late-grant and partial-unlock entries went with issue 12's
 # engine: resty.hilock now settles attempts and releases through it.)
-# hilock.aio (asyncio) speaks to one server or a sentinel set so far: its
-# client refuses Redis Cluster URLs, so the agent cannot start for these.
+# (The asyncio cluster entries went when hilock.aio learnt Redis Cluster.)
 KNOWN_FAILURES = {
-    ("asyncio", "moved-during-migration"), ("asyncio", "cluster-fair-handoff"),
-    ("asyncio", "moved-fair"),
     # hilock_async (the c-async driver) serves single-server clients only so
     # far (docs/c-api.md, "Not yet"): cluster and sentinel URLs are refused.
     ("c-async", "replica-ack-failure"), ("c-async", "moved-during-migration"),

@@ -402,8 +402,12 @@ def test_fenced_and_read_write(redis: RedisServer, name: str) -> None:
 
 def test_bad_input(redis: RedisServer) -> None:
     async def main() -> None:
-        with pytest.raises(hilock.InvalidArgument):
-            aio.Client("redis+cluster://127.0.0.1:1")
+        cl = aio.Client("redis+cluster://127.0.0.1:1")
+        for bad in ("x{y", "{}", "{}x{y}"):  # companion keys in another slot
+            with pytest.raises(hilock.InvalidArgument, match="hash tag"):
+                cl.lock(bad)
+        with pytest.raises(hilock.ConnectionError):
+            await cl.open()  # no node to ask for the slot map
         with pytest.raises(hilock.InvalidArgument):
             aio.Client("nope://x")
         with pytest.raises(hilock.ConnectionError):

@@ -312,6 +312,57 @@ def test_cluster_multilock_across_masters(cluster: Cluster, cclient: hilock.Clie
         other.close()
 
 
+def test_aio_cluster_masters_watchdog_multilock(cluster: Cluster) -> None:
+    """hilock.aio on a cluster URL: each lock goes to its slot's master, the
+    watchdog renews holds on every master, a waiter on another master is
+    woken by the sharded unlock, a multi-lock spans the masters (all or
+    nothing against a rival client)."""
+    import asyncio
+    import time
+    import hilock.aio as aio
+
+    names = cluster.names_on_every_master("aio-cl")
+    masters = [cluster.master_of(n) for n in names]
+
+    async def main() -> None:
+        async with aio.Client(cluster.url, watchdog_lease=1.5) as c, \
+                aio.Client(cluster.url) as other:
+            locks = [c.lock(n) for n in names]
+            for lk, n, m in zip(locks, names, masters):
+                assert await lk.acquire(wait=0)  # watchdog lease
+                assert m("HGET", n, c.owner()) == "1"
+                assert await lk.hold_count() == 1 and await lk.locked()
+            await asyncio.sleep(1.8)  # past the 1.5 s lease: renewed on every master
+            for lk, n, m in zip(locks, names, masters):
+                assert 0 < int(m("PTTL", n)) <= 1500
+                await lk.release()
+                assert m("EXISTS", n) == 0
+
+            # a waiter on the last master, woken by the sharded message
+            held, waiter = c.lock(names[2], thread_id=1), c.lock(names[2], thread_id=2)
+            assert await held.acquire(wait=0, lease=20)
+            w = asyncio.create_task(waiter.acquire(wait=10, lease=10))
+            await asyncio.sleep(0.2)
+            t0 = time.monotonic()
+            await held.release()
+            assert await w
+            assert time.monotonic() - t0 < 1.0  # the message, not the 20 s lease
+            assert await waiter.force_unlock()
+
+            ml = aio.MultiLock([c.lock(names[0]), c.fair_lock(names[1]), c.lock(names[2])])
+            rival = aio.MultiLock([other.lock(n) for n in names])
+            assert await ml.acquire(wait=1, lease=10)
+            assert all(m("HLEN", n) == 1 for n, m in zip(names, masters))
+            assert await rival.acquire(wait=0.3, lease=10) is False
+            assert all(m("HLEN", n) == 1 for n, m in zip(names, masters))
+            await ml.release()
+            assert await rival.acquire(wait=1, lease=10)
+            await rival.release()
+            assert all(m("EXISTS", n) == 0 for n, m in zip(names, masters))
+
+    asyncio.run(main())
+
+
 # ---------------------------------------------------------------- sentinel
 
 class Sentinel(RedisServer):
