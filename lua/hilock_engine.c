@@ -50,14 +50,52 @@ typedef struct preply {
 
 typedef struct pacq {
     hl_acquire a;
+    const struct plock *p; /* whose names the machine uses (kept by its ref) */
     int ok;
     int resent; /* the current command was switched to EVAL already */
     char owner[HL_OWNER_MAX];
 } pacq;
 
-/* RESP array of bulk strings. */
+/* Decimal digits of v into out (room for 20); returns their count. */
+static size_t dec_u64(char *out, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* RESP array of bulk strings, built in one piece (one string for the
+ * driver to send): on the stack when it fits, else in a Lua buffer. */
 static void push_resp(lua_State *L, int argc, const char *const *argv, const size_t *lens)
 {
+    size_t total = 1 + 20 + 2;
+    for (int i = 0; i < argc; i++)
+        total += 1 + 20 + 2 + lens[i] + 2;
+    if (total <= 2048) {
+        char buf[2048], *o = buf;
+        *o++ = '*';
+        o += dec_u64(o, (uint64_t)argc);
+        *o++ = '\r';
+        *o++ = '\n';
+        for (int i = 0; i < argc; i++) {
+            *o++ = '$';
+            o += dec_u64(o, (uint64_t)lens[i]);
+            *o++ = '\r';
+            *o++ = '\n';
+            memcpy(o, argv[i], lens[i]);
+            o += lens[i];
+            *o++ = '\r';
+            *o++ = '\n';
+        }
+        lua_pushlstring(L, buf, (size_t)(o - buf));
+        return;
+    }
     luaL_Buffer b;
     char hdr[32];
     luaL_buffinit(L, &b);
@@ -535,6 +573,21 @@ static int reader_get(lua_State *L)
     return 1;
 }
 
+/* rd:feed_get(bytes) -> reply | nil (needs more bytes) | nil, err: feed
+ * then get in one call (a driver's read loop). */
+static int reader_feed_get(lua_State *L)
+{
+    preader *r = check_reader(L, 1);
+    size_t len;
+    const char *s = luaL_checklstring(L, 2, &len);
+    if (r->broken || redisReaderFeed(r->r, s, len) != REDIS_OK) {
+        r->broken = 1;
+        return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr);
+    }
+    lua_settop(L, 1);
+    return reader_get(L);
+}
+
 /* Bytes fed but not yet consumed as replies. */
 static int reader_pending(lua_State *L)
 {
@@ -744,30 +797,43 @@ static int p_decode_pubsub(lua_State *L)
 
 /* ---- the acquire state machine ---- */
 
+/* (Re)start machine m of lock p from the arguments at idx.. (owner,
+ * wait_ms, lease_ms, window_ms); a machine that ran before is freed first. */
+static void acq_start(lua_State *L, pacq *m, const plock *p, int idx)
+{
+    const char *owner = check_owner(L, idx);
+    size_t olen = strlen(owner);
+    int64_t wait = lhl_check_int(L, idx + 1, -1, HILOCK_MAX_TIME_MS);
+    int64_t lease = lhl_check_int(L, idx + 2, 1, HILOCK_MAX_TIME_MS);
+    int64_t window = lhl_check_int(L, idx + 3, 1, HILOCK_MAX_TIME_MS);
+    if (m->ok) {
+        hl_acquire_free(&m->a);
+        m->ok = 0;
+    }
+    m->resent = 0;
+    memcpy(m->owner, owner, olen + 1);
+    if (hl_acquire_init(&m->a, p->kind, &p->n, m->owner, wait, lease, window, lhl_mono_ms()) != 0) {
+        hl_acquire_free(&m->a);
+        luaL_error(L, "out of memory");
+        return;
+    }
+    m->ok = 1;
+}
+
 /* p:acquire(owner, wait_ms, lease_ms, window_ms) -> machine
  * wait_ms: -1 forever, 0 one try; lease_ms > 0 (the driver applies its
  * watchdog lease itself); window_ms: the fair wait window. */
 static int plock_acquire(lua_State *L)
 {
     plock *p = check_plock(L, 1);
-    size_t olen;
-    const char *owner = check_owner(L, 2);
-    olen = strlen(owner);
-    int64_t wait = lhl_check_int(L, 3, -1, HILOCK_MAX_TIME_MS);
-    int64_t lease = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
-    int64_t window = lhl_check_int(L, 5, 1, HILOCK_MAX_TIME_MS);
     pacq *m = (pacq *)hlc_newuserdata(L, sizeof *m);
     memset(m, 0, sizeof *m);
     luaL_getmetatable(L, PACQ_MT);
     lua_setmetatable(L, -2);
     lua_pushvalue(L, 1); /* the machine borrows the names */
     hlc_setref(L, -2);
-    memcpy(m->owner, owner, olen + 1);
-    if (hl_acquire_init(&m->a, p->kind, &p->n, m->owner, wait, lease, window, lhl_mono_ms()) != 0) {
-        hl_acquire_free(&m->a);
-        return luaL_error(L, "out of memory");
-    }
-    m->ok = 1;
+    m->p = p;
+    acq_start(L, m, p, 2);
     return 1;
 }
 
@@ -787,6 +853,18 @@ static int acq_free(lua_State *L)
         m->ok = 0;
     }
     return 0;
+}
+
+/* m:restart(owner, wait_ms, lease_ms, window_ms) -> m: the same machine
+ * (same lock) starts a new acquire with p:acquire's arguments; whatever it
+ * did before is forgotten (a driver keeps one per lock instead of making a
+ * machine per call). */
+static int acq_restart(lua_State *L)
+{
+    pacq *m = (pacq *)luaL_checkudata(L, 1, PACQ_MT);
+    acq_start(L, m, m->p, 2);
+    lua_settop(L, 1);
+    return 1;
 }
 
 /*
@@ -905,10 +983,37 @@ static int acq_attempts(lua_State *L)
 
 typedef struct prel {
     hl_release m;
+    const plock *p; /* whose names the machine uses (kept by its ref) */
     int ok;
     char owner[HL_OWNER_MAX];
     char err[256]; /* the server's refusal, if it refused */
 } prel;
+
+/* (Re)start release machine m of lock p from the arguments at idx.. */
+static void rel_start(lua_State *L, prel *m, const plock *p, int idx)
+{
+    const char *owner = check_owner(L, idx);
+    int64_t lease = lhl_check_int(L, idx + 1, 0, HILOCK_MAX_TIME_MS);
+    int64_t wd_lease = lhl_check_int(L, idx + 2, 1, HILOCK_MAX_TIME_MS);
+    size_t rlen;
+    const char *rid = luaL_checklstring(L, idx + 3, &rlen);
+    if (rlen == 0 || rlen > 128 || strlen(rid) != rlen)
+        luaL_argerror(L, idx + 3, "expected a request id (1..128 bytes)");
+    int64_t cmd_timeout = lhl_check_int(L, idx + 4, 1, HILOCK_MAX_TIME_MS);
+    int64_t timeout = lhl_is_none_or_nil(L, idx + 5) ? 0
+                                                     : lhl_check_int(L, idx + 5, 0, HILOCK_MAX_TIME_MS);
+    if (m->ok) {
+        hl_release_free(&m->m);
+        m->ok = 0;
+    }
+    m->err[0] = 0;
+    memcpy(m->owner, owner, strlen(owner) + 1);
+    int rc = hl_release_init(&m->m, p->kind, &p->n, m->owner, lease, wd_lease, rid,
+                             cmd_timeout, timeout, lhl_mono_ms());
+    m->ok = 1;
+    if (rc == HILOCK_ENOMEM)
+        luaL_error(L, "out of memory");
+}
 
 /* p:release(owner, acquired_lease_ms, watchdog_lease_ms, request_id,
  *           command_timeout_ms [, timeout_ms]) -> machine
@@ -917,27 +1022,26 @@ typedef struct prel {
 static int plock_release(lua_State *L)
 {
     plock *p = check_plock(L, 1);
-    const char *owner = check_owner(L, 2);
-    int64_t lease = lhl_check_int(L, 3, 0, HILOCK_MAX_TIME_MS);
-    int64_t wd_lease = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
-    size_t rlen;
-    const char *rid = luaL_checklstring(L, 5, &rlen);
-    if (rlen == 0 || rlen > 128 || strlen(rid) != rlen)
-        luaL_argerror(L, 5, "expected a request id (1..128 bytes)");
-    int64_t cmd_timeout = lhl_check_int(L, 6, 1, HILOCK_MAX_TIME_MS);
-    int64_t timeout = lhl_is_none_or_nil(L, 7) ? 0 : lhl_check_int(L, 7, 0, HILOCK_MAX_TIME_MS);
+    lua_settop(L, 7); /* the machine goes after the arguments */
     prel *m = (prel *)hlc_newuserdata(L, sizeof *m);
     memset(m, 0, sizeof *m);
     luaL_getmetatable(L, PREL_MT);
     lua_setmetatable(L, -2);
     lua_pushvalue(L, 1); /* the machine borrows the names */
     hlc_setref(L, -2);
-    memcpy(m->owner, owner, strlen(owner) + 1);
-    int rc = hl_release_init(&m->m, p->kind, &p->n, m->owner, lease, wd_lease, rid,
-                             cmd_timeout, timeout, lhl_mono_ms());
-    m->ok = 1;
-    if (rc == HILOCK_ENOMEM)
-        return luaL_error(L, "out of memory");
+    m->p = p;
+    rel_start(L, m, p, 2);
+    return 1;
+}
+
+/* rel:restart(owner, ...) -> rel: the same machine (same lock) starts a
+ * new release with p:release's arguments (see acquire's m:restart). */
+static int rel_restart(lua_State *L)
+{
+    prel *m = (prel *)luaL_checkudata(L, 1, PREL_MT);
+    lua_settop(L, 7);
+    rel_start(L, m, m->p, 2);
+    lua_settop(L, 1);
     return 1;
 }
 
@@ -1524,6 +1628,7 @@ static const luaL_Reg plock_meta[] = {{"__gc", plock_gc}, {NULL, NULL}};
 static const luaL_Reg reader_methods[] = {
     {"feed", reader_feed},
     {"get", reader_get},
+    {"feed_get", reader_feed_get},
     {"pending", reader_pending},
     {NULL, NULL}};
 
@@ -1550,6 +1655,7 @@ static const luaL_Reg acq_methods[] = {
     {"channel", acq_channel},
     {"attempts", acq_attempts},
     {"free", acq_free},
+    {"restart", acq_restart},
     {NULL, NULL}};
 
 static const luaL_Reg acq_meta[] = {{"__gc", acq_free}, {NULL, NULL}};
@@ -1573,7 +1679,7 @@ static const luaL_Reg proto_funcs[] = {
 
 static const luaL_Reg rel_methods[] = {
     {"next", rel_next}, {"on_reply", rel_on_reply}, {"on_error", rel_on_error},
-    {"free", rel_free}, {NULL, NULL}};
+    {"free", rel_free}, {"restart", rel_restart}, {NULL, NULL}};
 static const luaL_Reg rel_meta[] = {{"__gc", rel_free}, {NULL, NULL}};
 static const luaL_Reg set_methods[] = {
     {"next", set_next}, {"on_reply", set_on_reply}, {"on_error", set_on_error},

@@ -120,11 +120,8 @@ end
 
 -- One complete reply from sock (feeding rd as bytes arrive).
 local function read_reply(sock, rd)
-    while true do
-        local r, err = rd:get()
-        if r then
-            return r
-        end
+    local r, err = rd:get()
+    while not r do
         if err then
             return nil, err
         end
@@ -132,8 +129,9 @@ local function read_reply(sock, rd)
         if not data then
             return nil, "connection: " .. tostring(rerr)
         end
-        rd:feed(data)
+        r, err = rd:feed_get(data)
     end
+    return r
 end
 
 local function send_read(sock, rd, bytes)
@@ -309,6 +307,7 @@ function _M.new(opts)
         pool_size = o.pool_size or 64,
         uuid = proto.uuid(),
         seq = 0,
+        latch_epoch = 0,  -- bumped when a command's reply was lost (latch keys)
         nodes = {},       -- "host:port" -> node
         wd = {},          -- key -> {p = proto lock, owner = ...}
         wd_running = false,
@@ -316,7 +315,8 @@ function _M.new(opts)
         lost_old = {},    -- the previous generation of lost (see mark_lost)
         lost_n = 0,
         lost_max = o.lost_memory or 1024,
-        leases = {},      -- key -> {lease_ms, expires}: explicit leases of holds
+        leases = {},      -- key -> lease_ms: explicit leases of holds
+        lease_ends = {},  -- key -> when that lease ends (now_ms)
         nleases = 0,
     }, Client)
     if o.replica_ack == nil then
@@ -680,7 +680,10 @@ end
 local function st_done(self, st)
     if st.sock then
         if st.rd:pending() == 0 then
-            put_reader(st.rd)
+            if nreaders < 64 then
+                nreaders = nreaders + 1
+                readers[nreaders] = st.rd
+            end
             keepalive(self, st.sock)
         else
             st.sock:close()
@@ -1045,15 +1048,27 @@ renew_tick = function(premature, self)
     start_watchdog(self)
 end
 
+-- The key of a (lock, owner) hold in the client's tables; the lock keeps
+-- the last one it made (a request uses one owner).
 local function wd_key(lock, owner)
-    return lock.name .. "\0" .. owner
+    if lock.key_owner == owner then
+        return lock.key
+    end
+    local key = lock.name .. "\0" .. owner
+    lock.key_owner, lock.key = owner, key
+    return key
 end
 
 -- ---------------------------------------------------------------- lock
 
--- The hold's owner field (the engine adds ":write" on a write side).
+-- The hold's owner field (the engine adds ":write" on a write side); the
+-- lock keeps the last one it made.
 local function owner_of(lock)
-    return lock.p:hold_owner(lock.client.uuid, lock.tid or request_tid())
+    local tid = lock.tid or request_tid()
+    if lock.owner_tid ~= tid then
+        lock.owner_tid, lock.owner = tid, lock.p:hold_owner(lock.client.uuid, tid)
+    end
+    return lock.owner
 end
 
 -- A subscription on its own connection to the master of slot: {sock, rd,
@@ -1359,7 +1374,7 @@ local LEASES_PRUNE_AT = 1024
 
 local function forget_lease(c, key)
     if c.leases[key] then
-        c.leases[key] = nil
+        c.leases[key], c.lease_ends[key] = nil, nil
         c.nleases = c.nleases - 1
     end
 end
@@ -1371,21 +1386,33 @@ local function remember_lease(c, key, lease_ms)
     local now = now_ms()
     if not c.leases[key] then
         if c.nleases >= LEASES_PRUNE_AT then
-            for k, e in pairs(c.leases) do
-                if e[2] < now then
+            for k, ends in pairs(c.lease_ends) do
+                if ends < now then
                     forget_lease(c, k)
                 end
             end
         end
         c.nleases = c.nleases + 1
     end
-    c.leases[key] = { lease_ms, now + lease_ms }
+    c.leases[key], c.lease_ends[key] = lease_ms, now + lease_ms
 end
 
--- A unique id for one request of this client (latch keys).
+-- A unique id for one request of this client (latch keys):
+-- "<client>:e<latch epoch>:<seq>", the form for which the engine keeps one
+-- unlock latch per owner (per epoch) instead of a key per request.
+-- The worker's pid is part of the epoch: a client made before nginx forked
+-- its workers has the same id in all of them.
 local function request_id(c)
     c.seq = c.seq + 1
-    return str_format("%s:%d:%d", c.uuid, worker_pid(), c.seq)
+    return str_format("%s:e%d:%d", c.uuid, worker_pid() * TID_SPAN + c.latch_epoch % TID_SPAN,
+                      c.seq)
+end
+
+-- A command of this client whose reply was lost may still reach the
+-- server: later calls use other latch keys, so they cannot overwrite the
+-- answer that late copy must find.
+local function latch_move_on(c)
+    c.latch_epoch = c.latch_epoch + 1
 end
 
 -- Drive a settle machine on the connection whose reply never came.
@@ -1435,7 +1462,15 @@ end
 local function acquire_once(self, owner, wait_ms, lease_ms)
     local c = self.client
     local slot = self.slot
-    local m = self.p:acquire(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
+    -- one machine per lock, started again by each call (a light thread
+    -- acquiring the same lock object meanwhile makes its own)
+    local m = self.am
+    if m then
+        self.am = nil
+        m:restart(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
+    else
+        m = self.p:acquire(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
+    end
     -- every kind but the fair lock waits on a channel shared by all waiters
     local shared = self.kind_name ~= "fair"
     local st = {}
@@ -1511,7 +1546,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms)
             if L then
                 leave_listener(L)
             end
-            m:free()
+            self.am = m
             if a1 then
                 return true, st, a3, sent_at
             end
@@ -1544,11 +1579,17 @@ end
 local function release(self, owner, ack)
     local c = self.client
     local key = wd_key(self, owner)
-    local held = c.leases[key]
-    local m = self.p:release(owner, held and held[1] or 0, c.watchdog_lease_ms,
-                             request_id(c), c.command_timeout_ms)
+    local lease = c.leases[key] or 0
+    local m = self.rm -- one machine per lock, as acquire's
+    if m then
+        self.rm = nil
+        m:restart(owner, lease, c.watchdog_lease_ms, request_id(c), c.command_timeout_ms)
+    else
+        m = self.p:release(owner, lease, c.watchdog_lease_ms, request_id(c),
+                           c.command_timeout_ms)
+    end
     local st = {}
-    local ok, left, still
+    local ok, left, still, failed
     while true do
         local act, a1, a2, a3 = m:next()
         if act == "send" then
@@ -1558,13 +1599,17 @@ local function release(self, owner, ack)
             else
                 st_close(st)
                 m:on_error(err)
+                failed = true
             end
         else
             ok, left, still = a1, a2, a3
             break
         end
     end
-    m:free()
+    self.rm = m
+    if failed then
+        latch_move_on(c) -- a copy of this unlock may still come
+    end
     if ok and ack then
         -- a release stays a release without an acknowledgement; the WAIT
         -- only lets a failover right after it see the lock free

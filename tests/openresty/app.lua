@@ -20,7 +20,8 @@ local function client(watchdog_lease, which)
     return c
 end
 
-local mono_ms = require("hilock").proto.now_ms
+local hilock_proto = require("hilock").proto
+local mono_ms = hilock_proto.now_ms
 
 local function now_ms()
     ngx.update_time()
@@ -451,9 +452,44 @@ function _M.partial()
     ngx.say(string.format("ttl=%d holds=%d", ttl * 1000, n))
 end
 
+-- /bench?raw=1&n=N: the platform's floor for a pair: 2N round trips of the
+-- lock script's attempt (the engine's bytes, built once) on one cosocket,
+-- no driver; says "<n> <ms>".
+local function bench_raw(n)
+    local p = hilock_proto.lock("bench:raw:" .. ngx.worker.pid())
+    local _, cmd = p:acquire(hilock_proto.uuid() .. ":1", 0, 10000, 300000):next()
+    local u = hilock_proto.parse_url(os.getenv("REDIS_URL"))
+    local sock = ngx.socket.tcp()
+    local ok, err = sock:connect(u.host, u.port, { pool = "bench:raw" })
+    if not ok then
+        return fail(500, "connect: ", err)
+    end
+    local rd = hilock_proto.reader()
+    local t0 = now_ms()
+    for _ = 1, 2 * n do
+        sock:send(cmd)
+        local r = rd:get()
+        while not r do
+            local data
+            data, err = sock:receiveany(65536)
+            if not data then
+                return fail(500, "receive: ", err)
+            end
+            rd:feed(data)
+            r = rd:get()
+        end
+    end
+    local ms = now_ms() - t0
+    sock:setkeepalive()
+    ngx.say(n, " ", string.format("%.3f", ms))
+end
+
 -- /bench?n=N: N uncontended acquire+release pairs; says "<n> <ms>".
 function _M.bench()
     local n = tonumber(ngx.var.arg_n) or 1000
+    if ngx.var.arg_raw then
+        return bench_raw(n)
+    end
     local lk = client():lock("bench:or:" .. ngx.worker.pid())
     local t0 = now_ms()
     for _ = 1, n do
