@@ -683,6 +683,10 @@ class _PubSub:
             self.conn = None
 
 
+def _settle_conn_closed(conn: "_Conn") -> None:
+    """A settling connection of its own (no pool) closed: nothing to do."""
+
+
 def _wake_false(fut: "asyncio.Future[bool]") -> None:
     if not fut.done():
         fut.set_result(False)
@@ -1329,27 +1333,47 @@ class Client:
 
     async def _settle(self, conn: _Conn, first: _Req, s: Any) -> None:
         """Drive a settle machine on the connection whose attempt's reply
-        did not come in time (its undo must follow the attempt there)."""
+        did not come in time (its undo must follow the attempt there). When
+        that connection dies first, the machine says so (s.reconnect) and
+        its next steps go on new connections to the same server, with the
+        pauses it asks for in between (as libcore's drain)."""
+        addr = conn.pool.addr if conn.pool is not None else None
+        cur: Optional[_Conn] = conn
         reqs: Deque[_Req] = collections.deque([first])
         try:
             while True:
                 t = s.next()
                 if t[0] == _WAIT:
+                    if cur is None:  # between two connections: a pause
+                        await asyncio.sleep(max(1, t[1]) / 1000.0)
+                        continue
                     req = reqs.popleft() if reqs else None
                     st = 2 if req is None else await _await_req(self._loop, req, max(1, t[1]))
                     if st == 0:
                         s.on_reply(req.reply)  # type: ignore[union-attr]
-                    else:
-                        s.on_error()
+                        continue
+                    s.on_error()
+                    if s.reconnect:  # nothing more will come on it
+                        cur.close()
+                        cur = None
+                        reqs.clear()
                 elif t[0] == _SEND:
-                    if conn.closed:
-                        s.on_error()
-                    else:
-                        reqs.append(conn.request(t[1]))
+                    if t[2] or cur is None:
+                        if cur is not None:
+                            cur.close()
+                        cur = None
+                        reqs.clear()
+                        try:
+                            cur = await self._open_conn(_settle_conn_closed, addr=addr)
+                        except Error:
+                            s.on_error()  # the machine decides: another try later, or done
+                            continue
+                    reqs.append(cur.request(t[1]))
                 else:
                     return
         finally:
-            conn.close()
+            if cur is not None:
+                cur.close()
 
     # -- locks --------------------------------------------------------------
 

@@ -516,6 +516,57 @@ def test_drained_attempt_settled_when_kept_connection_dies(server, proxy, name, 
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_aio_drained_attempt_settled_when_kept_connection_dies(server, proxy, name, kind):
+    """hilock.aio, as the test above: the attempt's reply comes after the
+    command timeout (its connection is kept to settle the late outcome),
+    then that connection dies before the reply. The settle machine asks
+    for a new connection (reconnect); the grant must be given back on it
+    and no queue entry left (before: the settling ended with the dead
+    connection and the grant stayed for its 30 s lease)."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    async def gone(cmd, within):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < within:
+            if server(*cmd) == 0:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    async def main():
+        c = await aio.connect(proxy.url(), command_timeout=0.5, connect_timeout=1.0)
+        try:
+            lk = c.lock(name) if kind == "reentrant" else c.fair_lock(name)
+            w = c.lock(name + ":warm") if kind == "reentrant" else c.fair_lock(name + ":warm")
+            assert await w.acquire(wait=0, lease=5)  # scripts loaded, a pooled connection
+            await w.release()
+            proxy.latency(down=3.0)  # every reply from now on arrives 3 s late
+            t0 = time.monotonic()
+            with pytest.raises(hilock.ConnectionError):
+                await lk.acquire(wait=0, lease=30)
+            assert time.monotonic() - t0 < 0.5 + 1.0
+            assert server("EXISTS", name) == 1, "the server did not run the attempt"
+            proxy.latency(down=0.0)
+            proxy.reset()  # the kept connection dies; its late reply never comes
+            t_cut = time.monotonic()
+            assert await gone(["EXISTS", name], 5), "the unanswered grant was not given back"
+            report(f"aio: kept connection reset ({kind}): grant given back after",
+                   time.monotonic() - t_cut)
+            assert server("EXISTS", f"redisson_lock_queue:{{{name}}}",
+                          f"redisson_lock_timeout:{{{name}}}") == 0
+            assert await lk.acquire(wait=1, lease=30)  # and the client can take it again
+            assert await lk.hold_count() == 1
+            await lk.release()
+            assert server("EXISTS", name) == 0
+        finally:
+            await c.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_reset_on_request_then_works(server, proxy, name, kind):
     c = opened(proxy.url())
     try:
