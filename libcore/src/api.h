@@ -113,6 +113,8 @@ HL_HIDDEN void hl_lock_lost_sink(void *holder, uint64_t tid, int unconfirmed,
 /* For multi-locks, one member's attempt in steps, so that the members'
  * requests can be in flight at once (hl_exec_fan):
  *   hl_lock_try_begin   checks and builds t->cmd (0, or an error code);
+ *                       line_window_ms: a fair lock's attempt joins its line
+ *                       with this window (hl_ml_line_window), -1: no line;
  *   send t->cmd (hl_exec or hl_exec_fan), then
  *   hl_lock_try_end     with that outcome (rc, reply: taken over, err):
  *                       settles a lost reply, decodes, starts the watchdog.
@@ -126,7 +128,7 @@ typedef struct hl_try {
     int64_t sent_at;
 } hl_try;
 HL_HIDDEN int hl_lock_try_begin(struct hilock_lock *l, uint64_t tid, int64_t lease_ms,
-                                hl_try *t);
+                                int64_t line_window_ms, hl_try *t);
 HL_HIDDEN int hl_lock_try_end(struct hilock_lock *l, uint64_t tid, int64_t lease_ms,
                               int64_t timeout_ms, hl_try *t, int rc, redisReply *reply,
                               const char *err, int64_t *ttl_ms);

@@ -579,7 +579,8 @@ int hilock_lock_acquire_token_tid(int64_t *token, hilock_lock *l, uint64_t tid, 
     return acquire(l, tid, wait_ms, lease_ms, token);
 }
 
-int hl_lock_try_begin(hilock_lock *l, uint64_t tid, int64_t lease_ms, hl_try *t)
+int hl_lock_try_begin(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t line_window_ms,
+                      hl_try *t)
 {
     int rc = check_lock(l);
     if (rc)
@@ -590,7 +591,7 @@ int hl_lock_try_begin(hilock_lock *l, uint64_t tid, int64_t lease_ms, hl_try *t)
     hl_hold_owner(t->owner, l->kind, c->t.id, tid);
     t->lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     latch_key(t->latch, sizeof t->latch, c, &l->names, t->owner);
-    hl_cmd_acquire_latched(&t->cmd, l->kind, &l->names, t->owner, t->lease, -1,
+    hl_cmd_acquire_latched(&t->cmd, l->kind, &l->names, t->owner, t->lease, line_window_ms,
                            c->t.ep.cluster ? NULL : t->latch, latch_ttl(c)); /* see acquire_once */
     t->sent_at = hl_now_mono_ms();
     return 0;
@@ -650,7 +651,7 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
                      int64_t *ttl_ms)
 {
     hl_try t;
-    int rc = hl_lock_try_begin(l, tid, lease_ms, &t);
+    int rc = hl_lock_try_begin(l, tid, lease_ms, -1, &t);
     if (rc)
         return rc;
     char err[HL_ERRMSG_MAX] = "";

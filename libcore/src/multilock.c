@@ -36,7 +36,7 @@
 
 #define ML_WATCHDOG_LEASE_DEFAULT 30000
 
-enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD };
+enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD, ML_OP_LEAVE };
 
 typedef struct ml_job {
     int op;
@@ -44,6 +44,7 @@ typedef struct ml_job {
     hilock_lock *lock;
     uint64_t tid;
     int64_t lease_ms;
+    int64_t window_ms; /* acquire, leave: a fair member's line window, -1 none */
     int64_t timeout_ms;
     int rc;
     int64_t value; /* acquire: holder's ttl; held: 1/0 */
@@ -52,7 +53,7 @@ typedef struct ml_job {
     union {
         hl_try t;  /* acquire */
         hl_rel r;  /* release */
-        struct {   /* held */
+        struct {   /* held, leave */
             hl_cmd cmd;
             char owner[HL_OWNER_MAX];
         } h;
@@ -231,7 +232,7 @@ static int ml_job_begin(ml_job *j)
     j->value = 0;
     switch (j->op) {
     case ML_OP_ACQUIRE:
-        j->rc = hl_lock_try_begin(l, j->tid, j->lease_ms, &j->u.t);
+        j->rc = hl_lock_try_begin(l, j->tid, j->lease_ms, j->window_ms, &j->u.t);
         if (j->rc)
             ml_copy_lock_err(j);
         return j->rc == 0;
@@ -249,6 +250,13 @@ static int ml_job_begin(ml_job *j)
             return 0;
         hl_hold_owner(j->u.h.owner, l->kind, l->client->t.id, j->tid);
         hl_cmd_hexists(&j->u.h.cmd, &l->names, j->u.h.owner);
+        return 1;
+    case ML_OP_LEAVE: /* give up a place in a fair member's line */
+        j->rc = hl_client_check(l->client, j->err);
+        if (j->rc)
+            return 0;
+        hl_hold_owner(j->u.h.owner, l->kind, l->client->t.id, j->tid);
+        hl_cmd_fair_cancel(&j->u.h.cmd, &l->names, j->u.h.owner, j->window_ms);
         return 1;
     default:
         j->rc = HILOCK_EINVAL;
@@ -268,6 +276,7 @@ static int ml_job_next(ml_job *j, int round, hl_fan *f)
         j->u.t.sent_at = hl_now_mono_ms();
         return round == 0;
     case ML_OP_HELD:
+    case ML_OP_LEAVE:
         f->cmd = &j->u.h.cmd;
         return round == 0;
     case ML_OP_RELEASE:
@@ -318,6 +327,18 @@ static void ml_job_feed(ml_job *j, hl_fan *f)
         j->active = 0;
         break;
     }
+    case ML_OP_LEAVE:
+        /* 1 left, 0 was not in line; an error leaves the entry to the
+         * line's own eviction of silent waiters (its deadline) */
+        j->rc = f->rc;
+        if (f->rc == 0 && f->reply->type == REDIS_REPLY_ERROR) {
+            j->rc = HILOCK_EPROTO;
+            snprintf(j->err, sizeof j->err, "server error: %s", f->reply->str);
+        }
+        if (f->reply)
+            freeReplyObject(f->reply);
+        j->active = 0;
+        break;
     }
     f->reply = NULL;
 }
@@ -612,9 +633,9 @@ static int64_t ml_watchdog_lease(const hilock_multilock *m)
 /* waiting on the members' unlock messages                              */
 /* ------------------------------------------------------------------ */
 
-/* The subscriptions of one waiting acquire: a waiter per member (none for
- * fair members, whose unlock wakes only the head of their own line), all
- * attached to one notify. */
+/* The subscriptions of one waiting acquire: a waiter per member (a fair
+ * member: on the call's own waiter channel, which the member's unlock uses
+ * once the call heads its line), all attached to one notify. */
 typedef struct ml_subs {
     hl_waiter *w;
     unsigned char *on;    /* w[i] registered */
@@ -642,8 +663,6 @@ static int ml_subs_alloc(ml_subs *s, size_t n)
 static void ml_sub_one(hilock_multilock *m, ml_subs *s, size_t i, uint64_t tid)
 {
     hilock_lock *l = m->locks[i];
-    if (l->kind == HILOCK_KIND_FAIR)
-        return;
     char owner[HL_OWNER_MAX];
     hl_hold_owner(owner, l->kind, l->client->t.id, tid);
     char *ch = hl_wait_channel(l->kind, &l->names, owner);
@@ -777,6 +796,8 @@ typedef struct ml_acq {
     ml_subs subs;      /* the members' unlock messages, after a first failure */
     ml_job *jobs, *undo;
     unsigned char *ready;
+    int64_t *window;   /* per member: hl_ml_line_window */
+    unsigned char *in_line; /* per member: the call may have an entry in its line */
     ml_hold *fresh;    /* the hold record a first grant files */
     uint64_t rng;
     /* the last attempt */
@@ -784,6 +805,19 @@ typedef struct ml_acq {
     size_t ok, busy;
     int first_err, fatal;
 } ml_acq;
+
+/* Job j: op on member i for this call. */
+static void ml_acq_job(const ml_acq *q, ml_job *j, int op, size_t i)
+{
+    memset(j, 0, sizeof *j);
+    j->op = op;
+    j->index = i;
+    j->lock = q->m->locks[i];
+    j->tid = q->tid;
+    j->lease_ms = q->lease_ms > 0 ? q->lease_ms : 0;
+    j->window_ms = q->window[i];
+    j->timeout_ms = q->timeout;
+}
 
 /* Lists the call for cancel and allocates its buffers; the result code. */
 static int ml_acq_begin(ml_acq *q)
@@ -799,8 +833,11 @@ static int ml_acq_begin(ml_acq *q)
     q->jobs = calloc(m->n, sizeof *q->jobs);
     q->undo = calloc(m->n, sizeof *q->undo);
     q->ready = calloc(m->n, 1);
+    q->window = calloc(m->n, sizeof *q->window);
+    q->in_line = calloc(m->n, 1);
     q->fresh = q->reentry ? NULL : ml_hold_alloc(m->n, q->tid);
-    if (!q->jobs || !q->undo || !q->ready || (!q->reentry && !q->fresh)) {
+    if (!q->jobs || !q->undo || !q->ready || !q->window || !q->in_line ||
+        (!q->reentry && !q->fresh)) {
         ml_set_err(m, "out of memory");
         return HILOCK_ENOMEM;
     }
@@ -808,17 +845,40 @@ static int ml_acq_begin(ml_acq *q)
              (uint64_t)(uintptr_t)&q->rng ^ (uint64_t)(uintptr_t)m;
     if (!q->rng)
         q->rng = 0x1234567;
+    for (size_t i = 0; i < m->n; i++)
+        q->window[i] = hl_ml_line_window(m->locks[i]->kind, q->wait_ms,
+                                         m->locks[i]->client->t.opts.fair_wait_window_ms);
     return 0;
+}
+
+/* The call is over: leave the lines of the fair members it may still be
+ * waiting in (all in flight at once), so that nobody behind waits for it. */
+static void ml_acq_leave_lines(ml_acq *q)
+{
+    hilock_multilock *m = q->m;
+    if (!q->in_line || !q->undo)
+        return;
+    size_t nu = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        if (!q->in_line[i])
+            continue;
+        ml_acq_job(q, &q->undo[nu++], ML_OP_LEAVE, i);
+        q->in_line[i] = 0;
+    }
+    ml_run_batch(q->undo, nu);
 }
 
 /* Stops listening, frees the buffers, takes the call off the cancel list. */
 static void ml_acq_end(ml_acq *q)
 {
     hilock_multilock *m = q->m;
+    ml_acq_leave_lines(q);
     ml_subs_stop(m, &q->subs, &q->pend); /* also when it never listened */
     free(q->jobs);
     free(q->undo);
     free(q->ready);
+    free(q->window);
+    free(q->in_line);
     ml_hold_free(q->fresh);
     pthread_mutex_lock(&m->mu);
     for (ml_pending **pp = &m->pending; *pp; pp = &(*pp)->next)
@@ -859,15 +919,8 @@ static void ml_acq_attempt(ml_acq *q)
     /* the members whose unlock message would reach us from now on */
     for (size_t i = 0; i < n; i++)
         q->ready[i] = q->subs.started && q->subs.on[i] && hl_sub_confirmed(&q->subs.w[i], 0);
-    for (size_t i = 0; i < n; i++) {
-        memset(&q->jobs[i], 0, sizeof q->jobs[i]);
-        q->jobs[i].op = ML_OP_ACQUIRE;
-        q->jobs[i].index = i;
-        q->jobs[i].lock = m->locks[i];
-        q->jobs[i].tid = q->tid;
-        q->jobs[i].lease_ms = q->lease_ms > 0 ? q->lease_ms : 0;
-        q->jobs[i].timeout_ms = q->timeout;
-    }
+    for (size_t i = 0; i < n; i++)
+        ml_acq_job(q, &q->jobs[i], ML_OP_ACQUIRE, i);
     q->t0 = hl_now_mono_ms();
     ml_run_batch(q->jobs, n);
     q->t1 = hl_now_mono_ms();
@@ -875,6 +928,7 @@ static void ml_acq_attempt(ml_acq *q)
     q->first_err = q->fatal = 0;
     for (size_t i = 0; i < n; i++) {
         int rc = q->jobs[i].rc;
+        q->in_line[i] = (unsigned char)hl_ml_in_line(q->window[i], rc);
         if (rc == 0)
             q->ok++;
         else if (rc == HILOCK_ETIMEDOUT)
@@ -929,15 +983,8 @@ static void ml_acq_take_back(ml_acq *q)
     hilock_multilock *m = q->m;
     size_t nu = 0;
     for (size_t i = 0; i < m->n; i++) {
-        if (!hl_ml_take_back(m->redlock, q->reentry, q->jobs[i].rc))
-            continue;
-        memset(&q->undo[nu], 0, sizeof q->undo[nu]);
-        q->undo[nu].op = ML_OP_RELEASE;
-        q->undo[nu].index = i;
-        q->undo[nu].lock = m->locks[i];
-        q->undo[nu].tid = q->tid;
-        q->undo[nu].timeout_ms = q->timeout;
-        nu++;
+        if (hl_ml_take_back(m->redlock, q->reentry, q->jobs[i].rc))
+            ml_acq_job(q, &q->undo[nu++], ML_OP_RELEASE, i);
     }
     ml_run_batch(q->undo, nu);
 }
@@ -973,6 +1020,7 @@ static void ml_acq_wait(ml_acq *q, unsigned attempt, int64_t now)
         q->subs.mb[i].rc = q->jobs[i].rc;
         q->subs.mb[i].ttl_ms = q->jobs[i].value;
         q->subs.mb[i].wakeable = q->ready[i];
+        q->subs.mb[i].line_window_ms = q->in_line[i] ? q->window[i] : -1;
     }
     ml_subs_wait(m, &q->subs, &q->pend, q->tid,
                  hl_ml_wait_ms(m->redlock, q->subs.mb, n, validity_failed, pause, left));

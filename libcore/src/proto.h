@@ -711,17 +711,36 @@ typedef struct hl_ml_member {
     int rc;         /* its acquire's answer: 0 taken, HILOCK_ETIMEDOUT held by
                        another owner, else an error */
     int64_t ttl_ms; /* held: the holder's PTTL (-1 no expiry) */
-    int wakeable;   /* its unlock message reaches the waiter (subscribed and
-                       confirmed; not a fair lock, whose unlock wakes only the
-                       head of its own line) */
+    int wakeable;   /* its unlock message reaches the waiter: subscribed
+                       and confirmed (a fair member: to the waiter's own
+                       channel, which its unlock uses once the waiter heads
+                       its line, see hl_ml_line_window) */
+    int64_t line_window_ms; /* > 0: it may be in the member's line with this
+                               window (0 or -1: in no line) */
 } hl_ml_member;
+/* A fair member's line. A multi-lock or Redlock that may wait joins the
+ * line of each fair member found held, as a single fair waiter does, and
+ * listens on its own waiter channel "<channel>:<owner>": the member's unlock
+ * wakes only the head of its line, so a waiter not in line would have to
+ * poll. hl_ml_line_window: the wait window each attempt on the member
+ * passes (hl_cmd_acquire's wait_window_ms, the same for every attempt of a
+ * call): -1 = joins no line (not a fair lock, or a single try, wait 0, which
+ * leaves no trace), else the wait when > 0, else the client's fair window.
+ * hl_ml_in_line: after an attempt that answered rc, may the call have an
+ * entry in the member's line (taken: no; held by another or an error: yes).
+ * A call that ends (granted, timed out, cancelled, failed) with entries
+ * left sends hl_cmd_fair_cancel (owner, the same window) for each. */
+HL_HIDDEN int64_t hl_ml_line_window(hilock_kind kind, int64_t wait_ms, int64_t client_window_ms);
+HL_HIDDEN int hl_ml_in_line(int64_t window_ms, int rc);
 /* Does a message on member mb's channel call for a new attempt: it was held
  * by another owner and we listen to it. A wake on any other member's channel
  * is not ours to use (our own take-back publishes there too): pass it on. */
 HL_HIDDEN int hl_ml_wakes_on(const hl_ml_member *mb);
 /* How long a failed multi-lock or Redlock attempt sleeps before the next one,
  * waking earlier on a message of a member hl_ml_wakes_on names; -1: until
- * such a message. Bounded by the shortest PTTL of the members held, and by
+ * such a message. Bounded by the shortest PTTL of the members held (a fair
+ * member in line: its hint, and half its window, as a single fair waiter,
+ * so that a silent waiter is not dropped from the line), and by
  * left_ms (what is left of the wait, -1 none). Only when messages cannot
  * tell us (a member held without a subscription, one whose hold just ended,
  * errors leaving fewer than the quorum to wait for, or a Redlock whose

@@ -52,6 +52,22 @@ int hl_ml_hold_lost(int redlock, size_t n, size_t nacquired, size_t nlost)
     return nacquired - nlost < hl_ml_quorum(1, n);
 }
 
+int64_t hl_ml_line_window(hilock_kind kind, int64_t wait_ms, int64_t client_window_ms)
+{
+    if (kind != HILOCK_KIND_FAIR || wait_ms == 0)
+        return -1; /* no line, or a single try: leave no trace */
+    return wait_ms > 0 ? wait_ms : client_window_ms; /* as a single fair waiter's */
+}
+
+int hl_ml_in_line(int64_t window_ms, int rc)
+{
+    if (window_ms < 0)
+        return 0; /* it never joins a line */
+    /* a grant takes the waiter out of the line; "held by another" joined it
+     * (or kept its place), an error may have */
+    return rc != 0;
+}
+
 int hl_ml_wakes_on(const hl_ml_member *mb)
 {
     return mb->rc == HILOCK_ETIMEDOUT && mb->wakeable;
@@ -84,6 +100,8 @@ int64_t hl_ml_wait_ms(int redlock, const hl_ml_member *mb, size_t n, int validit
                 s = shorter(s, mb[i].ttl_ms); /* its lease ends by then */
             else if (mb[i].ttl_ms != -1)
                 poll = 1; /* ending right now, or unknown */
+            if (mb[i].line_window_ms > 1) /* in line: not silent for a window */
+                s = shorter(s, mb[i].line_window_ms / 2);
         }
     }
     if (may < hl_ml_quorum(redlock, n))

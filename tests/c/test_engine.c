@@ -513,7 +513,7 @@ static void t_multilock_rules(void)
     CU_ASSERT_EQUAL(hl_ml_member_timeout(1, 300), 300);
     CU_ASSERT_EQUAL(hl_ml_member_timeout(0, 300), 300);
     /* the wait after a failed attempt: messages, bounded by the holders' PTTL */
-    hl_ml_member mb[3] = {{0, -1, 1}, {HILOCK_ETIMEDOUT, 8000, 1}, {HILOCK_ETIMEDOUT, 3000, 1}};
+    hl_ml_member mb[3] = {{0, -1, 1, -1}, {HILOCK_ETIMEDOUT, 8000, 1, -1}, {HILOCK_ETIMEDOUT, 3000, 1, -1}};
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 3000);    /* shortest lease */
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, 1200), 1200);  /* the wait ends first */
     CU_ASSERT(!hl_ml_wakes_on(&mb[0]) && hl_ml_wakes_on(&mb[1]));
@@ -521,19 +521,35 @@ static void t_multilock_rules(void)
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 8000);
     mb[1].ttl_ms = -1;
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), -1);
-    mb[1].wakeable = 0; /* not subscribed (fair, or unconfirmed): polled */
+    mb[1].wakeable = 0; /* not subscribed (unconfirmed): polled */
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 20);
     CU_ASSERT(!hl_ml_wakes_on(&mb[1]));
-    mb[1] = (hl_ml_member){HILOCK_ECONN, -1, 1}; /* a multi-lock needs the failed one */
+    mb[1] = (hl_ml_member){HILOCK_ECONN, -1, 1, -1}; /* a multi-lock needs the failed one */
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 20);
     mb[1].ttl_ms = 0;
-    mb[2] = (hl_ml_member){HILOCK_ETIMEDOUT, 0, 1}; /* its lease just ended */
+    mb[2] = (hl_ml_member){HILOCK_ETIMEDOUT, 0, 1, -1}; /* its lease just ended */
     mb[1].rc = 0;
     CU_ASSERT_EQUAL(hl_ml_wait_ms(0, mb, 3, 0, 20, -1), 20);
+    /* a fair member found held: the call is in its line and listens on its
+     * own channel (the unlock wakes the head only); sleeps at most half the
+     * window, as a single fair waiter, so as not to be dropped as silent */
+    CU_ASSERT_EQUAL(hl_ml_line_window(HILOCK_KIND_FAIR, 4000, 300000), 4000);
+    CU_ASSERT_EQUAL(hl_ml_line_window(HILOCK_KIND_FAIR, -1, 300000), 300000);
+    CU_ASSERT_EQUAL(hl_ml_line_window(HILOCK_KIND_FAIR, 0, 300000), -1); /* one try */
+    CU_ASSERT_EQUAL(hl_ml_line_window(HILOCK_KIND_REENTRANT, 4000, 300000), -1);
+    CU_ASSERT(!hl_ml_in_line(-1, HILOCK_ETIMEDOUT));
+    CU_ASSERT(!hl_ml_in_line(4000, 0));                  /* the grant left the line */
+    CU_ASSERT(hl_ml_in_line(4000, HILOCK_ETIMEDOUT));
+    CU_ASSERT(hl_ml_in_line(4000, HILOCK_ECONN));        /* it may have joined */
+    hl_ml_member fm[2] = {{0, -1, 1, -1}, {HILOCK_ETIMEDOUT, -1, 1, 300000}};
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, fm, 2, 0, 20, -1), 150000);
+    CU_ASSERT(hl_ml_wakes_on(&fm[1]));
+    fm[1].ttl_ms = 9000; /* its hint comes first */
+    CU_ASSERT_EQUAL(hl_ml_wait_ms(0, fm, 2, 0, 20, -1), 9000);
     /* Redlock of 5: 2 down, 3 held with messages: wait for those */
-    hl_ml_member rl[5] = {{HILOCK_ECONN, -1, 1}, {HILOCK_ECONN, -1, 1},
-                          {HILOCK_ETIMEDOUT, 5000, 1}, {HILOCK_ETIMEDOUT, 5000, 1},
-                          {HILOCK_ETIMEDOUT, 6000, 1}};
+    hl_ml_member rl[5] = {{HILOCK_ECONN, -1, 1, -1}, {HILOCK_ECONN, -1, 1, -1},
+                          {HILOCK_ETIMEDOUT, 5000, 1, -1}, {HILOCK_ETIMEDOUT, 5000, 1, -1},
+                          {HILOCK_ETIMEDOUT, 6000, 1, -1}};
     CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 0, 20, -1), 5000);
     rl[4].rc = HILOCK_ECONN; /* 3 down: the quorum needs a failed node */
     CU_ASSERT_EQUAL(hl_ml_wait_ms(1, rl, 5, 0, 20, -1), 20);

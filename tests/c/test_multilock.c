@@ -183,6 +183,52 @@ static void *multi_waiter(void *arg)
     return NULL;
 }
 
+/* No entry of the multi-lock's (tid) left in fair lock `name`'s line on server i. */
+static int no_line_entry(int i, const char *name, uint64_t tid)
+{
+    char owner[128];
+    snprintf(owner, sizeof owner, "%s:%llu", hilock_client_id(A[i]), (unsigned long long)tid);
+    long long pos = th_redis_int(&srv[i], "LPOS redisson_lock_queue:{%s} %s", name, owner);
+    long long score = th_redis_int(&srv[i], "ZSCORE redisson_lock_timeout:{%s} %s", name, owner);
+    return pos == -1001 && score == -1001; /* both nil */
+}
+
+/* The multi-lock m (members names[0..2] on servers 0..2) waits as tid while
+ * `other` (tid 777) holds member 1 with a 20 s lease; after 800 ms the holder
+ * lets go. The waiter must have run member 1's script at most 3 times (the
+ * first attempt, the one right after subscribing, and at most one from a
+ * stray wake-up: polling ran it some 30 times) and get all members within
+ * 200 ms of the unlock. fair: member 1 is a fair lock, in whose line the
+ * waiter must be while waiting and no longer once granted. */
+static void wait_then_handoff(hilock_multilock *m, hilock_lock *other, uint64_t tid,
+                              const char *const names[3], int fair)
+{
+    long long before = scripts_run(1);
+    waiter_run w = {m, tid, -100, 0};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, multi_waiter, &w), 0);
+    th_sleep_ms(800);
+    long long during = scripts_run(1) - before;
+    if (fair)
+        CU_ASSERT(!no_line_entry(1, names[1], tid)); /* it waits in line */
+    int64_t released_at = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(other, 777), 0);
+    pthread_join(th, NULL);
+    long long handoff = w.done_at - released_at;
+    printf("[%lld attempts on the held %smember while waiting, hand-off %lld ms] ", during,
+           fair ? "fair " : "", handoff);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT(during >= 1 && during <= 3);
+    CU_ASSERT(handoff < (th_valgrind() ? 1000 : 200)); /* the lease had 19 s left */
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(key_exists(i, names[i]), 1);
+    if (fair)
+        CU_ASSERT(no_line_entry(1, names[1], tid));
+    CU_ASSERT_EQUAL(hilock_multilock_release_tid(m, tid), 0);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(key_exists(i, names[i]), 0);
+}
+
 static void t_multi_waits_on_messages(void)
 {
     /* A waiting multi-lock sleeps on its members' unlock messages: while a
@@ -197,29 +243,59 @@ static void t_multi_waits_on_messages(void)
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(other, 777, 0, 20000), 0);
     hilock_multilock *m = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, l, 3), 0);
+    wait_then_handoff(m, other, 31, names, 0);
+    hilock_multilock_free(m);
+    hilock_lock_free(other);
+    free_locks(l, 3);
+}
 
-    long long before = scripts_run(1);
-    waiter_run w = {m, 31, -100, 0};
+
+static void t_multi_fair_member_messages(void)
+{
+    /* A held FAIR member wakes a waiting multi-lock by message too: the
+     * multi-lock joins its line and listens on its own waiter channel, which
+     * the member's unlock uses for the head of the line. While the member is
+     * held (lease 20 s) the waiter runs its script some 2 times (it polled
+     * it every 1-50 ms before: some 30 times in 800 ms); the unlock hands
+     * over at once; the grant leaves no entry in the line. */
+    hilock_lock *l[3] = {NULL, NULL, NULL}, *other = NULL;
+    const char *names[3] = {"ml:fmsg:a", "ml:fmsg:b", "ml:fmsg:c"};
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l[0], A[0], names[0]), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l[1], A[1], names[1]), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l[2], A[2], names[2]), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&other, B[1], names[1]), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(other, 777, 0, 20000), 0);
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, l, 3), 0);
+    wait_then_handoff(m, other, 33, names, 1);
+
+    /* the wait runs out: it leaves the line, and took nothing */
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(other, 777, 0, 20000), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_acquire_tid(m, 34, 300, 10000), HILOCK_ETIMEDOUT);
+    CU_ASSERT(no_line_entry(1, names[1], 34));
+    CU_ASSERT_EQUAL(th_redis_int(&srv[1], "EXISTS redisson_lock_queue:{%s}", names[1]), 0);
+    CU_ASSERT_EQUAL(key_exists(0, names[0]), 0);
+    CU_ASSERT_EQUAL(key_exists(2, names[2]), 0);
+
+    /* cancelled while asleep in line: leaves it at once */
+    waiter_run c = {m, 35, -100, 0};
     pthread_t th;
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, multi_waiter, &w), 0);
-    th_sleep_ms(800);
-    long long during = scripts_run(1) - before;
-    int64_t released_at = th_now_ms();
-    CU_ASSERT_EQUAL(hilock_lock_release_tid(other, 777), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, multi_waiter, &c), 0);
+    th_sleep_ms(th_valgrind() ? 2000 : 400);
+    CU_ASSERT(!no_line_entry(1, names[1], 35));
+    int found = 0;
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_multilock_cancel(&found, m, 35), 0);
     pthread_join(th, NULL);
-    long long handoff = w.done_at - released_at;
-    printf("[%lld attempts on the held member while waiting, hand-off %lld ms] ", during,
-           handoff);
-    CU_ASSERT_EQUAL(w.rc, 0);
-    /* the first attempt, the one right after subscribing, and at most one
-     * from a stray wake-up */
-    CU_ASSERT(during >= 1 && during <= 3);
-    CU_ASSERT(handoff < (th_valgrind() ? 1000 : 200)); /* the lease had 19 s left */
-    for (int i = 0; i < 3; i++)
-        CU_ASSERT_EQUAL(key_exists(i, names[i]), 1);
-    CU_ASSERT_EQUAL(hilock_multilock_release_tid(m, 31), 0);
-    for (int i = 0; i < 3; i++)
-        CU_ASSERT_EQUAL(key_exists(i, names[i]), 0);
+    CU_ASSERT_EQUAL(found, 1);
+    CU_ASSERT_EQUAL(c.rc, HILOCK_ECANCELED);
+    CU_ASSERT(c.done_at - t0 < (th_valgrind() ? 1000 : 200));
+    CU_ASSERT(no_line_entry(1, names[1], 35));
+    CU_ASSERT_EQUAL(th_redis_int(&srv[1], "EXISTS redisson_lock_queue:{%s}", names[1]), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv[1], "EXISTS redisson_lock_timeout:{%s}", names[1]), 0);
+    CU_ASSERT_EQUAL(key_exists(0, names[0]), 0);
+    CU_ASSERT_EQUAL(key_exists(2, names[2]), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release_tid(other, 777), 0);
     hilock_multilock_free(m);
     hilock_lock_free(other);
     free_locks(l, 3);
@@ -781,6 +857,8 @@ int main(void)
     CU_add_test(s, "multi-lock: busy member, all or nothing", t_multi_busy_member);
     CU_add_test(s, "multi-lock: waits on unlock messages, no polling", t_multi_waits_on_messages);
     CU_add_test(s, "multi-lock: cancel wakes a wait on messages", t_multi_cancel_while_sleeping);
+    CU_add_test(s, "multi-lock: a held fair member wakes it by message, no line entry left",
+                t_multi_fair_member_messages);
     CU_add_test(s, "redlock: no threads of its own", t_redlock_no_threads);
     CU_add_test(s, "multi-lock: three members, one pooled connection", t_multi_one_connection);
     CU_add_test(s, "multi-lock: mixed kinds, re-entry, not owner", t_multi_mixed_reentrant);
