@@ -245,16 +245,27 @@ typedef struct {
     unsigned char ids[HL_PES_ID_BYTES];
 } SemWaitObject;
 
-/* n.wait(permits, wait_ms, lease_ms=0) -> SemWait: take permits
+/* n.wait(permits, wait_ms, lease_ms=0, owner=None, latch_epoch=-1,
+ *        latch_seq=0, latch_ttl_ms=0) -> SemWait: take permits
  * (semaphore), one permit with its own lease (permit-expirable; lease_ms 0:
  * until released; permits must be 1) or wait for the latch to open
- * (permits ignored). wait_ms: -1 forever, 0 one try. */
+ * (permits ignored). wait_ms: -1 forever, 0 one try.
+ * Semaphore, latch_epoch >= 0: every try of this call is idempotent under
+ * the owner's request latch (hl_sem_latch_arg: epoch = the client's count
+ * of attempts whose reply was lost, seq unique per call), and a try whose
+ * reply was lost (on_reply_lost) is settled before the machine ends. */
 static PyObject *semnames_wait(PyObject *self, PyObject *args)
 {
     SemNamesObject *n = (SemNamesObject *)self;
-    long long permits, wait, lease = 0;
-    if (!PyArg_ParseTuple(args, "LL|L:wait", &permits, &wait, &lease))
+    long long permits, wait, lease = 0, epoch = -1, seq = 0, latch_ttl = 0;
+    const char *owner = NULL;
+    if (!PyArg_ParseTuple(args, "LL|LzLLL:wait", &permits, &wait, &lease, &owner, &epoch, &seq,
+                          &latch_ttl))
         return NULL;
+    if (epoch >= 0 && n->kind == HL_SEM_SEMAPHORE &&
+        (!owner || !check_owner(owner) || check_range(seq, 0, INT64_MAX, "latch_seq") ||
+         check_range(latch_ttl, 1, HILOCK_MAX_TIME_MS, "latch_ttl_ms")))
+        return PyErr_Occurred() ? NULL : sem_invalid("a request latch needs an owner");
     if (n->kind == HL_SEM_LATCH)
         permits = 1;
     if (hl_sem_check_permits(permits) || (n->kind == HL_SEM_PERMIT && permits != 1))
@@ -267,6 +278,7 @@ static PyObject *semnames_wait(PyObject *self, PyObject *args)
     SemWaitObject *o = PyObject_New(SemWaitObject, SemWaitType);
     if (!o)
         return NULL;
+    memset(&o->m, 0, sizeof o->m); /* dealloc frees m.latch on every path */
     Py_INCREF(self);
     o->names = self;
     o->resent = 0;
@@ -292,11 +304,28 @@ static PyObject *semnames_wait(PyObject *self, PyObject *args)
         Py_DECREF(o);
         return sem_invalid("bad permits, wait or lease");
     }
+    if (epoch >= 0 && n->kind == HL_SEM_SEMAPHORE) {
+        size_t len = strlen(n->n.latch_prefix) + strlen(owner) + 48;
+        char *latch = malloc(len);
+        if (!latch) {
+            Py_DECREF(o);
+            return PyErr_NoMemory();
+        }
+        int rc = hl_sem_latch_arg(latch, len, &n->n, owner, (uint64_t)epoch, (uint64_t)seq);
+        if (rc == 0)
+            rc = hl_semwait_set_latch(&o->m, latch, latch_ttl);
+        free(latch);
+        if (rc) {
+            Py_DECREF(o);
+            return raise_code(rc, "request latch");
+        }
+    }
     return (PyObject *)o;
 }
 
 static void semwait_dealloc(PyObject *self)
 {
+    hl_semwait_free(&((SemWaitObject *)self)->m);
     Py_XDECREF(((SemWaitObject *)self)->names);
     generic_dealloc_tail(self);
 }
@@ -415,7 +444,9 @@ static PyObject *semwait_cancel(PyObject *self, PyObject *unused)
 
 static PyMethodDef semnames_methods[] = {
     {"op", semnames_op, METH_VARARGS, "op(verb, arg=None) -> Call"},
-    {"wait", semnames_wait, METH_VARARGS, "wait(permits, wait_ms, lease_ms=0) -> SemWait"},
+    {"wait", semnames_wait, METH_VARARGS,
+     "wait(permits, wait_ms, lease_ms=0, owner=None, latch_epoch=-1, latch_seq=0, "
+     "latch_ttl_ms=0) -> SemWait"},
     {"wakes", semnames_wakes, METH_O, "wakes(reply) -> -1 all, 0 none, n waiters"},
     {NULL, NULL, 0, NULL}};
 

@@ -18,7 +18,9 @@ script, key or channel (tests/lint checks it).
 Cancelling a waiting acquire (``task.cancel()``, ``asyncio.timeout()``)
 ends it through the engine's cancel input; a command already on the wire
 answers first, and permits it took are given back before the
-CancelledError propagates.
+CancelledError propagates. A try whose answer never came is settled by
+the engine (a plain semaphore's through its request latch, a
+permit-expirable one by giving its id back) before the call fails.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
                     # gives back a permit-expirable acquire's id before ending)
                     conn.broken = True
                     conn.close()
+                    c._latch_epoch += 1  # later calls: a new latch key (a late copy may come)
                     m.on_reply_lost(_E.E_CONN)
             elif act == _SUBSCRIBE:
                 channel = t[1]
@@ -203,7 +206,14 @@ class _Object:
         propagates."""
         c = self._c
         c._check()
-        m = self._sn.wait(permits, wait_ms, lease_ms)
+        if self._kind == _E.SEM_SEMAPHORE:
+            # the owner's request latch: a resend takes nothing twice, and a
+            # try whose reply was lost is settled by the engine before it ends
+            c._seq += 1
+            m = self._sn.wait(permits, wait_ms, lease_ms, c.owner(), c._latch_epoch, c._seq,
+                              c._latch_ttl_ms)
+        else:
+            m = self._sn.wait(permits, wait_ms, lease_ms)
         cancel = _Cancel()
         result, pid = await _run_wait(c, self._sn, m, cancel)
         if cancel.exc is not None:

@@ -347,3 +347,40 @@ def test_example_runs(redis: RedisServer) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "latch open: True most at once: 3" in out.stdout, out.stdout
     assert redis("EXISTS", "examples:jobs", "examples:done", "examples:slots") == 0
+
+
+def test_lost_reply_settled(own_redis: RedisServer, name: str) -> None:
+    """The server stops (SIGSTOP) with an acquire on the wire: the driver
+    times out, the engine settles the try through its request latch, and
+    once the server runs again the permit the late acquire took is given
+    back -- the call failed, so nothing stays taken. Same for a
+    permit-expirable acquire (its id given back)."""
+    async def main() -> None:
+        c = await aio.connect(own_redis.url, command_timeout=0.3)
+        try:
+            sem = c.semaphore(name)
+            pes = c.permit_expirable_semaphore(name + "P")
+            assert await sem.try_set_permits(1) and await pes.try_set_permits(1)
+            # the scripts loaded (a late EVALSHA of an unknown script would take nothing)
+            assert await sem.acquire(1, wait=0)
+            await sem.release(1)
+            pid = await pes.acquire(wait=0)
+            assert pid is not None
+            await pes.release(pid)
+            for acquire, left in ((lambda: sem.acquire(1, wait=0), lambda: own_redis("GET", name)),
+                                  (lambda: pes.acquire(wait=0),
+                                   lambda: own_redis("ZCARD", "{%sP}:timeout" % name))):
+                own_redis.pause()
+                try:
+                    t = asyncio.create_task(acquire())
+                    await asyncio.sleep(0.6)  # the try timed out; settling goes on
+                finally:
+                    own_redis.resume()
+                with pytest.raises(hilock.ConnectionError):
+                    await t
+                # the late acquire ran, then the settle: nothing taken
+                assert left() in ("1", 0)
+            assert own_redis("GET", name) == "1" and await pes.available_permits() == 1
+        finally:
+            await c.close()
+    run(main())
