@@ -8,8 +8,9 @@
  * so the semaphore bindings live in their own file without a second
  * extension module.
  *
- *   SemNames(name, kind)   one object's names (kind SEM_SEMAPHORE,
- *                          SEM_PERMIT or SEM_LATCH)
+ *   SemNames(name, kind, sharded=False)   one object's names (kind
+ *                          SEM_SEMAPHORE, SEM_PERMIT or SEM_LATCH; sharded:
+ *                          Redis Cluster, SPUBLISH and one slot)
  *     .op(verb, arg=None)  a one-command machine (Call): see sem_op
  *     .wait(permits, wait_ms, lease_ms=0)  the wait machine (SemWait)
  *     .wakes(reply)        how many waiters a pub/sub frame on its channel
@@ -33,8 +34,9 @@ static PyTypeObject *SemNamesType, *SemWaitType;
 static PyObject *semnames_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     const char *name;
-    int kind;
-    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "si:SemNames", &name, &kind) ||
+    int kind, sharded = 0;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "si|p:SemNames", &name, &kind,
+                                                     &sharded) ||
         !check_str(name, 4096, "name")) /* as hilock_semaphore_new */
         return NULL;
     if (kind < HL_SEM_SEMAPHORE || kind > HL_SEM_LATCH) {
@@ -51,6 +53,15 @@ static PyObject *semnames_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         return PyErr_NoMemory();
     }
     o->ok = 1;
+    if (sharded) { /* Redis Cluster: SPUBLISH, and every key in the name's slot */
+        o->n.publish = "spublish";
+        if (!hl_sem_names_one_slot(&o->n)) {
+            Py_DECREF(o);
+            PyErr_SetString(PyExc_ValueError, "empty or unclosed hash tag: on a cluster the "
+                                              "companion keys would land in another slot");
+            return NULL;
+        }
+    }
     return (PyObject *)o;
 }
 
@@ -80,7 +91,15 @@ static PyObject *semnames_kind(PyObject *self, void *c)
     return PyLong_FromLong((long)((SemNamesObject *)self)->kind);
 }
 
+static PyObject *semnames_slot(PyObject *self, void *c)
+{
+    (void)c;
+    const char *k = ((SemNamesObject *)self)->n.name;
+    return PyLong_FromLong((long)hl_key_slot(k, strlen(k)));
+}
+
 static PyGetSetDef semnames_getset[] = {
+    {"slot", semnames_slot, NULL, "the Redis Cluster slot of its keys and channel", NULL},
     {"name", semnames_name, NULL, "the object's name (its count's key)", NULL},
     {"channel", semnames_channel, NULL, "the channel its waiters listen on", NULL},
     {"kind", semnames_kind, NULL, "SEM_SEMAPHORE, SEM_PERMIT or SEM_LATCH", NULL},

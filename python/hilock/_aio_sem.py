@@ -10,8 +10,9 @@ layouts), on the same engine as hilock.Semaphore & co.
 A driver like hilock/aio.py: the engine (``hilock._engine.SemNames``, over
 libcore's proto_sem.c) says what to send, what each answer means, when to
 listen, for how long to sleep and how a lost answer is settled; this file
-moves the bytes with the client's connection pool, sleeps on the client's
-one pub/sub connection (the engine's wake rule per channel: a release of k
+moves the bytes with the client's router (on a cluster: the master of the
+object's slot, sharded pub/sub), sleeps on the client's
+pub/sub connection (the engine's wake rule per channel: a release of k
 wakes k waiters, a latch reaching zero wakes all) and names no command,
 script, key or channel (tests/lint checks it).
 
@@ -33,8 +34,6 @@ from . import _engine as _E_module
 from ._core import _to_ms, _wait_ms
 from ._errors import Error, InvalidArgument, from_code
 from .aio import (
-    _MAX_REDIRECTS,
-    _REDIRECT_PAUSE,
     _SEND,
     _SUBSCRIBE,
     _UNSUBSCRIBE,
@@ -59,16 +58,23 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
+def _give(conn: Any) -> None:
+    if conn.pool is not None:
+        conn.pool.put(conn)
+    else:
+        conn.close()
+
+
 async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, Optional[str]]:
     """Drive one wait machine (SemNames.wait) to its end: (result, permit
-    id or None). A cancellation is remembered in cancel and fed to the
+    id or None). Commands go to the master of the object's slot (the
+    client's router); a cancellation is remembered in cancel and fed to the
     machine between its steps."""
     loop = c._loop
-    pool = c._pool
-    ps = c._pubsub
+    slot = sn.slot
+    ps: Any = None  # the _PubSub w listens on
     w: Optional[_Waiter] = None
     channel = ""
-    redirects = 0
     try:
         while True:
             if cancel.exc is not None:
@@ -76,36 +82,26 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
             t = m.next()
             act = t[0]
             if act == _SEND:
-                conn = pool.get_nowait()
-                if conn is None:
-                    try:
-                        conn = await pool.get()
-                    except asyncio.CancelledError as e:
-                        cancel.exc = cancel.exc or e
-                        m.on_error(_E.E_CANCELED)
-                        continue
-                    except Error as e:
-                        m.on_error(e.code or _E.E_CONN)
-                        continue
-                req = conn.request(t[1])
-                st = await cancel.req(loop, req, c._cmd_ms)
-                if st == 0 and redirects < _MAX_REDIRECTS and c._redirected(req.reply):
-                    conn.close()  # no master any more: the same step on the new one
-                    redirects += 1
-                    await cancel.sleep(loop, _REDIRECT_PAUSE)
+                st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
+                if st == 3:
+                    m.on_error(code)
                     continue
                 if st == 0:
                     again = m.on_reply(req.reply)
-                    if again is not None:
-                        req = conn.request(again)
-                        st = await cancel.req(loop, req, c._cmd_ms)
+                    if again is not None:  # the script's body, routed again
+                        _give(conn)
+                        st, req, conn, code = await c._routed(slot, again, c._cmd_ms, cancel)
+                        if st == 3:
+                            m.on_error(code)
+                            continue
                         if st == 0:
                             m.on_reply(req.reply)
+                assert conn is not None
                 if st == 0:
-                    pool.put(conn)
+                    _give(conn)
                 else:
                     # sent, no answer: the server may have run it (the engine
-                    # gives back a permit-expirable acquire's id before ending)
+                    # settles it through the request latch or the permit id)
                     conn.broken = True
                     conn.close()
                     c._latch_epoch += 1  # later calls: a new latch key (a late copy may come)
@@ -114,7 +110,7 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
                 channel = t[1]
                 w = _Waiter()
                 try:
-                    ok = await ps.join(channel, w, c._cmd_ms, sn.wakes)
+                    ps, ok = await c._join(slot, channel, w, c._cmd_ms, sn.wakes)
                 except asyncio.CancelledError as e:
                     cancel.exc = cancel.exc or e
                     ok = False
@@ -123,16 +119,24 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
                 if w is None:
                     w = _Waiter()
                 await _sleep_wait(loop, w, t[2], cancel)
-                m.on_wake()
+                if w.moved:  # its channel moved (cluster): listen where it is now
+                    w.moved = False
+                    m.on_resubscribe()
+                else:
+                    m.on_wake()
             elif act == _UNSUBSCRIBE:
                 if w is not None:
-                    ps.leave(t[1], w)
+                    if ps is not None:
+                        ps.leave(t[1], w)
                     w = None
             else:
                 return int(t[1]), t[2]
     finally:
         if w is not None:
-            ps.leave(channel, w)
+            # ps is None when a cancel came while joining: w may be a member
+            # of any of them (leave is a no-op where it is not)
+            for p in ([ps] if ps is not None else [c._pubsub, *c._pubsubs.values()]):
+                p.leave(channel, w)
 
 
 async def _quietly(coro: Any) -> None:
@@ -161,7 +165,7 @@ class _Object:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
         try:
-            self._sn: Any = _E.SemNames(name, self._kind)
+            self._sn: Any = _E.SemNames(name, self._kind, client._cluster)
         except ValueError as e:
             raise InvalidArgument(f"invalid argument: {self._what} name: {e}",
                                   _E.E_INVAL) from None
@@ -194,7 +198,7 @@ class _Object:
             if t[0] != _SEND:
                 break
             try:
-                m.on_reply(await self._c._call(t[1]))
+                m.on_reply(await self._c._call(t[1], self._sn.slot))
             except Error as e:
                 m.on_error(e.code or _E.E_CONN)
         if t[1]:

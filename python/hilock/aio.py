@@ -1239,13 +1239,15 @@ class Client:
         else:
             await cancel.sleep(self._loop, ms / 1000.0)
 
-    async def _join(self, slot: int, name: str, w: _Waiter,
-                    timeout_ms: int) -> Tuple[Optional[_PubSub], bool]:
+    async def _join(self, slot: int, name: str, w: _Waiter, timeout_ms: int,
+                    wakes: Optional[Callable[[Any], int]] = None
+                    ) -> Tuple[Optional[_PubSub], bool]:
         """Make w a member of channel name on the pub/sub connection that
         hears it (cluster: the slot's master, followed when the slot moved
-        while subscribing). (the _PubSub to leave later or None, subscribed)."""
+        while subscribing). (the _PubSub to leave later or None, subscribed).
+        wakes: the channel's wake rule when it is no lock's (_PubSub.join)."""
         if not self._cluster:
-            return self._pubsub, await self._pubsub.join(name, w, timeout_ms)
+            return self._pubsub, await self._pubsub.join(name, w, timeout_ms, wakes)
         ps: Optional[_PubSub] = None
         for _ in range(3):
             try:
@@ -1257,7 +1259,7 @@ class Client:
             ps = self._pubsubs.get(addr)
             if ps is None:
                 ps = self._pubsubs[addr] = _PubSub(self, addr)
-            if await ps.join(name, w, timeout_ms):
+            if await ps.join(name, w, timeout_ms, wakes):
                 return ps, True
             if not w.moved:
                 return ps, False

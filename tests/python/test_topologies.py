@@ -363,6 +363,43 @@ def test_aio_cluster_masters_watchdog_multilock(cluster: Cluster) -> None:
     asyncio.run(main())
 
 
+def test_aio_cluster_semaphore_latch(cluster: Cluster) -> None:
+    """hilock.aio semaphores on a cluster URL: each object's keys on its
+    slot's master, a waiter on every master woken by the sharded release
+    message, a latch opened by the sharded count-down, a name whose keys
+    would span slots refused."""
+    import asyncio
+    import time
+    import hilock.aio as aio
+
+    names = cluster.names_on_every_master("aio-sem")
+    masters = [cluster.master_of(n) for n in names]
+
+    async def main() -> None:
+        async with aio.Client(cluster.url) as c, aio.Client(cluster.url) as other:
+            for n, m in zip(names, masters):
+                sem = c.semaphore(n)
+                assert await sem.try_set_permits(1) and await sem.acquire(1, wait=0)
+                assert m("GET", n) == "0"
+                w = asyncio.create_task(other.semaphore(n).acquire(1, wait=10))
+                await asyncio.sleep(0.2)
+                t0 = time.monotonic()
+                await sem.release(1)
+                assert await w and time.monotonic() - t0 < 1.0  # the sharded message
+                assert await sem.delete() and m("EXISTS", n) == 0
+            latch = c.count_down_latch(names[1])
+            assert await latch.try_set_count(1)
+            w = asyncio.create_task(other.count_down_latch(names[1]).wait(10))
+            await asyncio.sleep(0.2)
+            t0 = time.monotonic()
+            assert await latch.count_down() == 0
+            assert await w and time.monotonic() - t0 < 1.0
+            with pytest.raises(hilock.InvalidArgument):
+                c.semaphore("open{brace")
+
+    asyncio.run(main())
+
+
 # ---------------------------------------------------------------- sentinel
 
 class Sentinel(RedisServer):
