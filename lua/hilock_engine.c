@@ -554,7 +554,8 @@ static void push_reply(lua_State *L, redisReply *rep)
     lua_setmetatable(L, -2);
 }
 
-/* rd:get() -> reply | nil (needs more bytes) | nil, err (bad stream) */
+/* rd:get() -> reply, nil, is_error | nil (needs more bytes) | nil, err (bad
+ * stream); is_error: the reply is an error reply (r:type() == "error"). */
 static int reader_get(lua_State *L)
 {
     preader *r = check_reader(L, 1);
@@ -569,8 +570,11 @@ static int reader_get(lua_State *L)
         lua_pushnil(L);
         return 1;
     }
+    int is_error = ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
     push_reply(L, (redisReply *)rep);
-    return 1;
+    lua_pushnil(L);
+    lua_pushboolean(L, is_error);
+    return 3;
 }
 
 /* rd:feed_get(bytes) -> reply | nil (needs more bytes) | nil, err: feed

@@ -67,7 +67,7 @@ awk -v c="$c" -v j="$j" -v o="$o" -v l="$l" -v f="$f" 'BEGIN {
   printf "  C API            %8d pairs/s\n", c
   printf "  LuaJIT module    %8d pairs/s\n", j
   printf "  OpenResty driver %8d pairs/s\n", o
-  printf "  OpenResty floor  %8d pairs/s   (2 script round trips on one cosocket, no driver)\n", f
+  printf "  OpenResty floor  %8d pairs/s   (the same commands, built beforehand, on one cosocket)\n", f
   printf "  limit            %8d pairs/s   (redis-benchmark -c 1 EVALSHA lock script, rps/2)\n", l }'
 echo "per-group ratios, median [quartiles]:"
 echo "  LuaJIT/C      $(echo "$jc_r" | quart)"

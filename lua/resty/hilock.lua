@@ -37,6 +37,7 @@ local proto = hilock.proto
 local ngx = ngx
 local tcp = ngx.socket.tcp
 local ngx_sleep = ngx.sleep
+local ngx_now = ngx.now
 local timer_at = ngx.timer.at
 local worker_pid = ngx.worker.pid
 local now_ms = proto.now_ms
@@ -118,9 +119,14 @@ local function put_reader(rd)
     end
 end
 
--- One complete reply from sock (feeding rd as bytes arrive).
-local function read_reply(sock, rd)
-    local r, err = rd:get()
+-- One complete reply from sock (feeding rd as bytes arrive): reply, nil,
+-- is_error | nil, err. fresh: rd holds no reply yet (it was empty when the
+-- command was sent), so the socket is read first.
+local function read_reply(sock, rd, fresh)
+    local r, err, is_error
+    if not fresh then
+        r, err, is_error = rd:get()
+    end
     while not r do
         if err then
             return nil, err
@@ -129,9 +135,9 @@ local function read_reply(sock, rd)
         if not data then
             return nil, "connection: " .. tostring(rerr)
         end
-        r, err = rd:feed_get(data)
+        r, err, is_error = rd:feed_get(data)
     end
-    return r
+    return r, nil, is_error
 end
 
 local function send_read(sock, rd, bytes)
@@ -735,12 +741,13 @@ local function exec(self, slot, bytes, st)
                 invalidate(self)
                 return nil, "connection: " .. tostring(err)
             end
-            local r
+            local r, is_error
             if asking then
                 r, err = read_reply(st.sock, st.rd)
             end
             if r or not asking then
-                r, err = read_reply(st.sock, st.rd)
+                -- rd is empty unless the ASKING reply came with this one
+                r, err, is_error = read_reply(st.sock, st.rd, not asking)
             end
             if not r then
                 invalidate(self)
@@ -750,7 +757,7 @@ local function exec(self, slot, bytes, st)
                 st_close(st)
                 return nil, err
             end
-            if r:type() ~= "error" then
+            if not is_error then
                 return r -- the common case: no router needed
             end
             rt = rt or proto.router(self.mode)
@@ -1383,7 +1390,7 @@ local function remember_lease(c, key, lease_ms)
     if lease_ms <= 0 then
         return forget_lease(c, key)
     end
-    local now = now_ms()
+    local now = ngx_now() * 1000 -- the cached clock is good enough here
     if not c.leases[key] then
         if c.nleases >= LEASES_PRUNE_AT then
             for k, ends in pairs(c.lease_ends) do
@@ -1459,7 +1466,7 @@ end
 -- granting attempt, for the replica acknowledgement), token (a fenced
 -- grant's fencing token, else 0), sent_at (when the granting attempt was
 -- sent) or nil, err.
-local function acquire_once(self, owner, wait_ms, lease_ms)
+local function acquire_once(self, owner, wait_ms, lease_ms, watched)
     local c = self.client
     local slot = self.slot
     -- one machine per lock, started again by each call (a light thread
@@ -1478,7 +1485,9 @@ local function acquire_once(self, owner, wait_ms, lease_ms)
     while true do
         local act, a1, a2, a3 = m:next()
         if act == "send" then
-            sent_at = now_ms()
+            if watched then -- the watchdog's lease runs from the grant's sending
+                sent_at = now_ms()
+            end
             local r, err, unknown = exec(c, slot, a1, st)
             if r then
                 local again = m:on_reply(r)
@@ -1647,7 +1656,7 @@ local function acquire(self, wait, lease)
                 left = 1
             end
         end
-        local ok, st, tok, sent = acquire_once(self, owner, left, lease_ms)
+        local ok, st, tok, sent = acquire_once(self, owner, left, lease_ms, watchdog)
         if not ok then
             return nil, st
         end

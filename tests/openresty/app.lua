@@ -452,12 +452,20 @@ function _M.partial()
     ngx.say(string.format("ttl=%d holds=%d", ttl * 1000, n))
 end
 
--- /bench?raw=1&n=N: the platform's floor for a pair: 2N round trips of the
--- lock script's attempt (the engine's bytes, built once) on one cosocket,
--- no driver; says "<n> <ms>".
+-- /bench?raw=1&n=N: the platform's floor for a pair: the engine's bytes of
+-- N acquire + release pairs of one owner, all built before the clock
+-- starts, sent on one cosocket (no pool, no machine, no driver); says
+-- "<n> <ms>". The server does what it does for the driver's pairs.
 local function bench_raw(n)
     local p = hilock_proto.lock("bench:raw:" .. ngx.worker.pid())
-    local _, cmd = p:acquire(hilock_proto.uuid() .. ":1", 0, 10000, 300000):next()
+    local id = hilock_proto.uuid()
+    local owner = id .. ":1"
+    local _, lock_cmd = p:acquire(owner, 0, 10000, 300000):next()
+    local cmds = {}
+    for i = 1, n do
+        local _, unlock_cmd = p:release(owner, 10000, 30000, id .. ":e0:" .. i, 1000):next()
+        cmds[2 * i - 1], cmds[2 * i] = lock_cmd, unlock_cmd
+    end
     local u = hilock_proto.parse_url(os.getenv("REDIS_URL"))
     local sock = ngx.socket.tcp()
     local ok, err = sock:connect(u.host, u.port, { pool = "bench:raw" })
@@ -466,8 +474,8 @@ local function bench_raw(n)
     end
     local rd = hilock_proto.reader()
     local t0 = now_ms()
-    for _ = 1, 2 * n do
-        sock:send(cmd)
+    for i = 1, 2 * n do
+        sock:send(cmds[i])
         local r = rd:get()
         while not r do
             local data
@@ -475,8 +483,10 @@ local function bench_raw(n)
             if not data then
                 return fail(500, "receive: ", err)
             end
-            rd:feed(data)
-            r = rd:get()
+            r = rd:feed_get(data)
+        end
+        if r:type() == "error" then
+            return fail(500, "reply: ", r:error())
         end
     end
     local ms = now_ms() - t0
