@@ -132,11 +132,8 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
             else:
                 return int(t[1]), t[2]
     finally:
-        if w is not None:
-            # ps is None when a cancel came while joining: w may be a member
-            # of any of them (leave is a no-op where it is not)
-            for p in ([ps] if ps is not None else [c._pubsub, *c._pubsubs.values()]):
-                p.leave(channel, w)
+        if w is not None and ps is not None:  # (a join that raised left nothing)
+            ps.leave(channel, w)
 
 
 async def _quietly(coro: Any) -> None:

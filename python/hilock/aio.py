@@ -627,7 +627,16 @@ class _PubSub:
                    wakes: Optional[Callable[[Any], int]] = None) -> bool:
         """Make w a member of channel name, subscribed. False: could not
         subscribe (the machine then falls back to timed retries). wakes:
-        the channel's wake rule when it is no lock's."""
+        the channel's wake rule when it is no lock's. Cancelled while
+        joining: w is no member (its caller never learns where it joined)."""
+        try:
+            return await self._join(name, w, timeout_ms, wakes)
+        except BaseException:
+            self.leave(name, w)
+            raise
+
+    async def _join(self, name: str, w: _Waiter, timeout_ms: int,
+                    wakes: Optional[Callable[[Any], int]]) -> bool:
         c = self.channels.get(name)
         if c is None:
             c = _Channel(name, self.client._loop.create_future())

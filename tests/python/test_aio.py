@@ -268,6 +268,29 @@ def test_cancel_racing_a_grant_gives_it_back(redis: RedisServer, name: str) -> N
     run(main())
 
 
+def test_cancel_while_subscribing_leaves_no_listener(redis: RedisServer, name: str) -> None:
+    """Waiting acquires (a lock and a multi-lock) cancelled at every point
+    around their subscription, the SUBSCRIBE's confirmation included:
+    afterwards no waiter is left on the channel (a stale member would take
+    a later waiter's wake-up) and the client has unsubscribed."""
+    async def main() -> None:
+        async with aio.Client(redis.url) as c:
+            assert await c.lock(name, thread_id=1).acquire(wait=0, lease=60)
+            for i in range(60):
+                acq = (c.lock(name).acquire(wait=10) if i % 2 else
+                       aio.MultiLock([c.lock(name)]).acquire(wait=10))
+                t = asyncio.create_task(acq)
+                await asyncio.sleep(0.0005 * (i % 7))
+                t.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await t
+            assert sum(len(ch.members) for ch in c._pubsub.channels.values()) == 0
+            await asyncio.sleep(0.05)  # the UNSUBSCRIBE reached the server
+            assert redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}}}")[1] == 0
+            await c.lock(name, thread_id=1).release()
+    run(main())
+
+
 def test_cancelled_release_keeps_hold_and_watchdog_in_step(redis: RedisServer, name: str) -> None:
     """A release cancelled while its command is on the wire waits for the
     answer: afterwards the lock is either released and unwatched, or still
