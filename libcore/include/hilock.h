@@ -674,7 +674,8 @@ HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m);
 /*
  * hilock_async runs acquires, releases, force unlocks and queries of any
  * lock handle (reentrant, fair, read-write sides, fenced), and multi-lock
- * and Redlock acquires and releases, without blocking: each call returns at once and the outcome
+ * and Redlock acquires and releases, and the operations of semaphores and
+ * count-down latches, without blocking: each call returns at once and the outcome
  * comes later through a completion callback. The application's event loop
  * does the waiting, in the shape of libcurl's multi_socket API: the library
  * says which descriptors it needs watched (hilock_async_loop.watch) and when
@@ -807,6 +808,77 @@ HILOCK_API int hilock_async_multilock_release(hilock_async *a, hilock_multilock 
                                               uint64_t tid, hilock_async_cb cb, void *payload);
 HILOCK_API int hilock_async_multilock_cancel(int *cancelled, hilock_async *a,
                                              hilock_multilock *m, uint64_t tid);
+/*
+ * Semaphores, permit-expirable semaphores and count-down latches
+ * (hilock_semaphore_new & co.) on a hilock_async: the same conventions and
+ * callback rules as the lock calls above. The start call checks its
+ * arguments and returns at once (0: cb follows; an error: no callback);
+ * the outcome is cb's rc (the code the blocking function returns) and
+ * value. A waiting acquire or await subscribes to the object's channel and
+ * sleeps until a message (a release, the latch reaching zero) or its wait
+ * ends on the loop's timer (a permit-expirable waiter also looks again when
+ * the nearest lease ends): no polling. Its cancel (thread id tid, as
+ * hilock_async_cancel) completes it with HILOCK_ECANCELED having taken
+ * nothing (or with 0 when the permits came first: they are then the
+ * caller's). The handle must outlive its pending operations.
+ */
+/* Take `permits` permits: value = permits taken; HILOCK_ETIMEDOUT when
+ * they were not free within wait_ms (0: one try, -1: forever). */
+HILOCK_API int hilock_async_semaphore_acquire(hilock_async *a, hilock_semaphore *s,
+                                              uint64_t tid, int64_t permits, int64_t wait_ms,
+                                              hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_semaphore_release(hilock_async *a, hilock_semaphore *s,
+                                              int64_t permits, hilock_async_cb cb,
+                                              void *payload);
+HILOCK_API int hilock_async_semaphore_cancel(int *cancelled, hilock_async *a,
+                                             hilock_semaphore *s, uint64_t tid);
+/* Take one permit with a lease of lease_ms (<= 0: none). Its id is written
+ * into id (HILOCK_PERMIT_ID_SIZE bytes, which must stay valid until cb)
+ * before cb runs with rc 0 and value 1; on failure id is "". */
+HILOCK_API int hilock_async_permit_semaphore_acquire(char *id, hilock_async *a,
+                                                     hilock_permit_semaphore *s, uint64_t tid,
+                                                     int64_t wait_ms, int64_t lease_ms,
+                                                     hilock_async_cb cb, void *payload);
+/* Give back permit id (copied): as hilock_permit_semaphore_release. */
+HILOCK_API int hilock_async_permit_semaphore_release(hilock_async *a,
+                                                     hilock_permit_semaphore *s,
+                                                     const char *id, hilock_async_cb cb,
+                                                     void *payload);
+HILOCK_API int hilock_async_permit_semaphore_update_lease(hilock_async *a,
+                                                          hilock_permit_semaphore *s,
+                                                          const char *id, int64_t lease_ms,
+                                                          hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_permit_semaphore_cancel(int *cancelled, hilock_async *a,
+                                                    hilock_permit_semaphore *s, uint64_t tid);
+/* Wait until the latch's count is 0: value 0; HILOCK_ETIMEDOUT after
+ * wait_ms. */
+HILOCK_API int hilock_async_latch_await(hilock_async *a, hilock_latch *l, uint64_t tid,
+                                        int64_t wait_ms, hilock_async_cb cb, void *payload);
+/* Count down by one: value = the count left (0: the latch opened). */
+HILOCK_API int hilock_async_latch_count_down(hilock_async *a, hilock_latch *l,
+                                             hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_latch_cancel(int *cancelled, hilock_async *a, hilock_latch *l,
+                                         uint64_t tid);
+/* The other operations on the count, as the blocking functions of the same
+ * name (which kinds take which is said per line; others: HILOCK_EINVAL). */
+typedef enum hilock_count_op {
+    HILOCK_COUNT_TRY_SET = 1, /* all: arg = permits / count if none; value 1 set, 0 kept */
+    HILOCK_COUNT_GET = 2,     /* all: value = free permits / the latch's count */
+    HILOCK_COUNT_ADD = 3,     /* semaphores: add arg permits (may be negative) */
+    HILOCK_COUNT_SET = 4,     /* semaphore: make the free count exactly arg (>= 0) */
+    HILOCK_COUNT_DRAIN = 5,   /* semaphore: take every free permit; value = how many */
+    HILOCK_COUNT_DELETE = 6   /* all: delete and wake waiters; value 1 when deleted */
+} hilock_count_op;
+HILOCK_API int hilock_async_semaphore_count_op(hilock_async *a, hilock_semaphore *s,
+                                               hilock_count_op op, int64_t arg,
+                                               hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_permit_semaphore_count_op(hilock_async *a,
+                                                      hilock_permit_semaphore *s,
+                                                      hilock_count_op op, int64_t arg,
+                                                      hilock_async_cb cb, void *payload);
+HILOCK_API int hilock_async_latch_count_op(hilock_async *a, hilock_latch *l, hilock_count_op op,
+                                           int64_t arg, hilock_async_cb cb, void *payload);
+
 /* 1 when a watchdog renewal of a found the hold of (l, tid) gone. */
 HILOCK_API int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l,
                                     uint64_t tid);

@@ -178,6 +178,65 @@ typedef struct hl_ml_view {
 } hl_ml_view;
 HL_HIDDEN void hl_multilock_view(struct hilock_multilock *m, hl_ml_view *v);
 
+/* What the non-blocking driver (async_sem.c) needs of a semaphore,
+ * permit-expirable semaphore or latch handle (h of that kind). */
+typedef struct hl_sem_view {
+    struct hilock_client *client;
+    const hl_sem_names *names;
+} hl_sem_view;
+HL_HIDDEN void hl_sem_view_of(const void *h, hl_sem_view *v);
+/* 16 random bytes for a permit id (Redisson's generateId): 0 or -1. */
+HL_HIDDEN int hl_pes_random_id(unsigned char id[HL_PES_ID_BYTES]);
+
+/*
+ * Operations of hilock_async whose machine lives outside async.c
+ * (async_sem.c). async.c sends their commands on the client's command
+ * connection (NOSCRIPT handled), keeps their subscriptions (messages counted
+ * by the channel's wake rule), timers, cancel and completion; the kind's
+ * functions only feed its engine machine. All on the loop's thread.
+ */
+typedef struct as_op as_op;
+typedef struct hl_as_kind {
+    /* Work the machine: return once hl_as_send / hl_as_join (pending) /
+     * hl_as_sleep (sleeping) has something under way, or hl_as_finish. */
+    void (*step)(as_op *op, void *self, int64_t now);
+    void (*on_reply)(void *self, const redisReply *r, int64_t now);
+    /* lost: the command was sent and its reply will never come (the server
+     * may have run it) */
+    void (*on_error)(void *self, int code, int lost, int64_t now);
+    void (*on_subscribed)(void *self, int ok, int64_t now);
+    void (*on_wake)(void *self, int64_t now); /* its sleep ended on time */
+    void (*free)(void *self);
+} hl_as_kind;
+/* Checks of every start (a, c usable, cb given): 0 or the error (then
+ * hilock_async_errmsg says why). */
+HL_HIDDEN int hl_as_check(hilock_async *a, struct hilock_client *c, hilock_async_cb cb);
+/* Start an operation on c's connections; self belongs to it from here on
+ * (kind->free at its end, also when this fails). target and tid are what
+ * hl_as_cancel matches. 0 started (cb follows), or an error (no cb). */
+HL_HIDDEN int hl_as_start(hilock_async *a, struct hilock_client *c, const hl_as_kind *kind,
+                          void *self, const void *target, uint64_t tid, hilock_async_cb cb,
+                          void *payload);
+/* From step: send cmd (it must live until its reply): 0, or an error
+ * code (nothing sent). */
+HL_HIDDEN int hl_as_send(as_op *op, hl_cmd *cmd);
+/* From step: listen on channel: 1 subscribed, 0 pending (on_subscribed
+ * follows), -1 failed. */
+HL_HIDDEN int hl_as_join(as_op *op, const char *channel, hl_wake_rule rule);
+HL_HIDDEN void hl_as_leave(as_op *op);
+enum { HL_AS_SLEEPING = 0, HL_AS_WOKEN = 1, HL_AS_RESUBSCRIBE = 2 };
+/* From step: sleep up to ms (-1: until a message). HL_AS_SLEEPING: return
+ * (step comes again when woken); HL_AS_WOKEN: a message came already;
+ * HL_AS_RESUBSCRIBE: the subscription was lost with its connection. */
+HL_HIDDEN int hl_as_sleep(as_op *op, int64_t ms, int64_t now);
+HL_HIDDEN int hl_as_cancelled(const as_op *op);
+/* err: the detail for hilock_async_errmsg (NULL: the server's error, or
+ * hilock_strerror(rc)). */
+HL_HIDDEN void hl_as_finish(as_op *op, int rc, int64_t value, const char *err);
+/* Cancel the pending operations on (target, tid) (as hilock_async_cancel). */
+HL_HIDDEN int hl_as_cancel(int *cancelled, hilock_async *a, const void *target, uint64_t tid);
+HL_HIDDEN void hl_as_set_err(hilock_async *a, const char *msg);
+
 /* hilock_client_close's work; from_watchdog: run by the watchdog thread
  * itself (it is detached instead of joined). */
 HL_HIDDEN void hl_client_close_now(struct hilock_client *c, int from_watchdog);

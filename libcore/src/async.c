@@ -24,7 +24,6 @@
 
 typedef struct as_conn as_conn;
 typedef struct as_link as_link;
-typedef struct as_op as_op;
 typedef struct as_chan as_chan;
 typedef struct as_hold as_hold;
 typedef struct as_req as_req;
@@ -84,6 +83,7 @@ struct as_chan {
     int refs;
     int state;
     int64_t deadline; /* its (UN)SUBSCRIBE unconfirmed until then; -1 */
+    hl_wake_rule rule; /* how many waiters a message wakes */
     as_op *waiters; /* FIFO through op->chan_next */
 };
 
@@ -108,7 +108,8 @@ struct as_hold {
     as_op *renewing;      /* renewal in flight */
 };
 
-enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN };
+enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN,
+       OP_EXT };
 
 typedef struct as_ml as_ml;
 
@@ -162,6 +163,10 @@ struct as_op {
     as_ml *ml;           /* a parent's state */
     int64_t timeout_ms;  /* > 0: this operation's request timeout */
     int confirmed;       /* listener: its subscription is confirmed */
+    /* OP_EXT: a kind of async_sem.c (hl_as_kind), its state, its target */
+    const hl_as_kind *kind;
+    void *self;
+    const void *target;
     /* outcome */
     int done;
     int rc;
@@ -322,7 +327,10 @@ static void sub_result(as_op *op, int ok)
         ml_listener_subscribed(op, ok);
         return;
     }
-    hl_acquire_on_subscribed(&op->acq, ok, now_ms());
+    if (op->type == OP_EXT)
+        op->kind->on_subscribed(op->self, ok, now_ms());
+    else
+        hl_acquire_on_subscribed(&op->acq, ok, now_ms());
     op_queue(op);
 }
 
@@ -348,7 +356,7 @@ static int chan_cmd(hilock_async *a, as_link *lk, as_chan *ch, int unsubscribe)
 }
 
 /* op joins the channel; 1 subscribed already, 0 pending, -1 failed. */
-static int chan_join(as_op *op, const char *name)
+static int chan_join(as_op *op, const char *name, hl_wake_rule rule)
 {
     hilock_async *a = op->a;
     as_link *lk = op->link;
@@ -362,6 +370,7 @@ static int chan_join(as_op *op, const char *name)
             return -1;
         }
         ch->state = CH_PENDING;
+        ch->rule = rule;
         ch->next = lk->chans;
         lk->chans = ch;
         if (chan_cmd(a, lk, ch, 0) != 0) {
@@ -489,15 +498,18 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
                 }
             }
             break;
-        case HL_PS_MESSAGE:
-            for (as_op *o = ch->waiters; o; o = o->chan_next) {
-                if (ev.payload == 1 || (ev.payload == 0 && !o->signaled)) {
+        case HL_PS_MESSAGE: {
+            /* the engine's rule: all (-1), none, or the n longest waiting */
+            int64_t n = hl_ps_wakes(ch->rule, &ev);
+            for (as_op *o = ch->waiters; o && n != 0; o = o->chan_next) {
+                if (n < 0 || !o->signaled) {
                     op_signal(o);
-                    if (ev.payload == 0)
-                        break;
+                    if (n > 0)
+                        n--;
                 }
             }
             break;
+        }
         default:
             break;
         }
@@ -932,7 +944,8 @@ static void conn_timed_out(as_conn *k, int64_t now)
         if (op->type == OP_ACQUIRE && op->attempt && settle_start(q, op) == 0)
             hl_acquire_on_unknown(&op->acq, HILOCK_ECONN, now);
         else
-            feed_error(op, HILOCK_ECONN, op->type == OP_ACQUIRE && op->attempt);
+            feed_error(op, HILOCK_ECONN,
+                       (op->type == OP_ACQUIRE && op->attempt) || op->type == OP_EXT);
         op_queue(op);
     }
     if (k->nsettles == 0)
@@ -1066,6 +1079,9 @@ static void feed_error(as_op *op, int code, int lost)
     case OP_RENEW: /* trouble: retried at the next tick */
         op_finish(op, code, 0);
         break;
+    case OP_EXT:
+        op->kind->on_error(op->self, code, lost, now);
+        break;
     default:
         op_finish(op, code, 0);
         break;
@@ -1081,6 +1097,9 @@ static void feed_reply(as_op *op, redisReply *r)
         break;
     case OP_RELEASE:
         hl_release_on_reply(&op->rel, r, now);
+        break;
+    case OP_EXT:
+        op->kind->on_reply(op->self, r, now);
         break;
     case OP_RENEW: {
         as_hold *h = op->hold;
@@ -1141,7 +1160,7 @@ static void step_acquire(as_op *op)
             continue;
         }
         case HL_ACT_SUBSCRIBE: {
-            int j = chan_join(op, op->acq.channel);
+            int j = chan_join(op, op->acq.channel, HL_WAKE_LOCK);
             if (j == 0)
                 return; /* the confirmation queues us */
             hl_acquire_on_subscribed(&op->acq, j > 0, now);
@@ -1243,6 +1262,9 @@ static void step(as_op *op)
         break;
     case OP_LISTEN:
         break;
+    case OP_EXT:
+        op->kind->step(op, op->self, now_ms());
+        break;
     default:
         if (!op->inited) {
             op->inited = 1;
@@ -1275,6 +1297,8 @@ static void op_free(as_op *op)
         hl_release_free(&op->rel);
     if (op->hold && op->hold->renewing == op)
         op->hold->renewing = NULL;
+    if (op->kind)
+        op->kind->free(op->self);
     free(op);
 }
 
@@ -1586,7 +1610,7 @@ static void ml_start_listening(as_op *op)
         char owner[HL_OWNER_MAX];
         hl_hold_owner(owner, l->kind, l->client->t.id, op->tid);
         char *chname = hl_wait_channel(l->kind, &l->names, owner);
-        int j = chname ? chan_join(ls, chname) : -1;
+        int j = chname ? chan_join(ls, chname, HL_WAKE_LOCK) : -1;
         free(chname);
         if (j < 0) {
             op_unlink(a, ls);
@@ -2039,6 +2063,8 @@ int hilock_async_on_timer(hilock_async *a)
             op->waiting = 0;
             if (op->type == OP_ACQUIRE)
                 hl_acquire_on_wake(&op->acq, now);
+            else if (op->type == OP_EXT)
+                op->kind->on_wake(op->self, now);
             op_queue(op);
         }
     renew_due(a, now);
@@ -2200,6 +2226,7 @@ static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *tar
     int n = 0;
     for (as_op *op = a->ops; op; op = op->next) {
         const void *t = type == OP_ML_ACQUIRE ? (const void *)(op->ml ? op->ml->m : NULL)
+                        : type == OP_EXT      ? op->target
                                               : (const void *)op->lock;
         if (op->type != type || op->parent || op->done || t != target || op->tid != tid ||
             op->cancel_req)
@@ -2208,7 +2235,10 @@ static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *tar
         n++;
         if (op->sub_pending) { /* the machine takes the cancel once "subscribed" */
             op->sub_pending = 0;
-            hl_acquire_on_subscribed(&op->acq, 1, now_ms());
+            if (op->type == OP_EXT)
+                op->kind->on_subscribed(op->self, 1, now_ms());
+            else
+                hl_acquire_on_subscribed(&op->acq, 1, now_ms());
             op_queue(op);
         }
         if (op->waiting) {
@@ -2321,4 +2351,92 @@ int hilock_async_query(hilock_async *a, hilock_lock *l, hilock_query q, uint64_t
         break;
     }
     return op_start(op);
+}
+
+/* ---- operations of other files (async_sem.c): api.h, hl_as_kind ---- */
+
+int hl_as_check(hilock_async *a, hilock_client *c, hilock_async_cb cb)
+{
+    if (!a || !c || !cb)
+        return HILOCK_EINVAL;
+    if (gone(a))
+        return HILOCK_ECLOSED;
+    char err[HL_ERRMSG_MAX];
+    int rc = hl_client_check(c, err);
+    if (rc) {
+        snprintf(a->errmsg, sizeof a->errmsg, "%s", err);
+        return rc;
+    }
+    return link_get(a, c, &rc) ? 0 : rc;
+}
+
+int hl_as_start(hilock_async *a, hilock_client *c, const hl_as_kind *kind, void *self,
+                const void *target, uint64_t tid, hilock_async_cb cb, void *payload)
+{
+    int rc = hl_as_check(a, c, cb);
+    as_op *op = rc ? NULL : op_new(a, OP_EXT, NULL, tid, cb, payload);
+    if (!op) {
+        kind->free(self);
+        return rc ? rc : HILOCK_ENOMEM;
+    }
+    op->link = link_get(a, c, &rc);
+    op->kind = kind;
+    op->self = self;
+    op->target = target;
+    return op_start(op);
+}
+
+int hl_as_send(as_op *op, hl_cmd *cmd)
+{
+    return op_send(op, cmd);
+}
+
+int hl_as_join(as_op *op, const char *channel, hl_wake_rule rule)
+{
+    return chan_join(op, channel, rule);
+}
+
+void hl_as_leave(as_op *op)
+{
+    chan_leave(op);
+}
+
+int hl_as_sleep(as_op *op, int64_t ms, int64_t now)
+{
+    if (op->resub_req) {
+        op->resub_req = 0;
+        op->signaled = 0;
+        return HL_AS_RESUBSCRIBE;
+    }
+    if (op->signaled || ms == 0) {
+        op->signaled = 0;
+        return HL_AS_WOKEN;
+    }
+    op->waiting = 1;
+    op->wake_at = ms < 0 ? -1 : now + ms;
+    return HL_AS_SLEEPING;
+}
+
+int hl_as_cancelled(const as_op *op)
+{
+    return op->cancel_req;
+}
+
+void hl_as_finish(as_op *op, int rc, int64_t value, const char *err)
+{
+    chan_leave(op);
+    if (err)
+        snprintf(op->err, sizeof op->err, "%s", err);
+    op_finish(op, rc, rc ? 0 : value);
+}
+
+int hl_as_cancel(int *cancelled, hilock_async *a, const void *target, uint64_t tid)
+{
+    return cancel_ops(cancelled, a, OP_EXT, target, tid);
+}
+
+void hl_as_set_err(hilock_async *a, const char *msg)
+{
+    if (a)
+        snprintf(a->errmsg, sizeof a->errmsg, "%s", msg);
 }

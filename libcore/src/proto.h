@@ -880,6 +880,11 @@ HL_HIDDEN int hl_sem_decode_count(const redisReply *r, int64_t *out);
 /* An integer reply within +-HL_SEM_COUNT_MAX (release, add, drain, try_set,
  * pes_release, delete). */
 HL_HIDDEN int hl_sem_decode_int(const redisReply *r, int64_t *out);
+/* What a permit-expirable release's answer (1 given back, 0 not taken,
+ * -1 given back but its lease had ended) and a lease update's (1 renewed,
+ * 0 not taken) mean for the caller: 0 or HILOCK_ENOTOWNER. */
+HL_HIDDEN int hl_pes_release_code(int64_t answer);
+HL_HIDDEN int hl_pes_update_code(int64_t answer);
 /* Permit ids as text: 32 lowercase hex chars (Redisson's), both ways.
  * hex -> bytes: 0, or HILOCK_EINVAL for anything but 32 hex digits. */
 HL_HIDDEN void hl_pes_id_hex(char out[2 * HL_PES_ID_BYTES + 1],

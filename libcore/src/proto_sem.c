@@ -304,6 +304,16 @@ int hl_sem_decode_int(const redisReply *r, int64_t *out)
     return 0;
 }
 
+int hl_pes_release_code(int64_t answer)
+{
+    return answer > 0 ? 0 : HILOCK_ENOTOWNER;
+}
+
+int hl_pes_update_code(int64_t answer)
+{
+    return answer == 1 ? 0 : HILOCK_ENOTOWNER;
+}
+
 void hl_pes_id_hex(char out[2 * HL_PES_ID_BYTES + 1], const unsigned char id[HL_PES_ID_BYTES])
 {
     static const char hex[] = "0123456789abcdef";

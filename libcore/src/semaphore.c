@@ -126,6 +126,13 @@ static int run(hl_obj *o, hl_cmd *cmd, int64_t *out, int (*decode)(const redisRe
     return obj_fail(o, rc, err);
 }
 
+void hl_sem_view_of(const void *h, hl_sem_view *v)
+{
+    const hl_obj *o = &((const hilock_semaphore *)h)->o; /* the three begin alike */
+    v->client = o->client;
+    v->names = &o->names;
+}
+
 /* ---- cancellation (as hilock_lock_cancel) ---- */
 
 static int obj_cancel(int *cancelled, hl_obj *o, uint64_t tid)
@@ -464,7 +471,7 @@ int hilock_permit_semaphore_try_set_permits(int *set, hilock_permit_semaphore *s
 }
 
 /* 16 random bytes (the kernel's), as Redisson's generateId. */
-static int random_id(unsigned char id[HL_PES_ID_BYTES])
+int hl_pes_random_id(unsigned char id[HL_PES_ID_BYTES])
 {
     char u[HL_UUID_LEN + 1];
     if (hl_uuid4(u) != 0)
@@ -494,7 +501,7 @@ int hilock_permit_semaphore_acquire_tid(char *id, hilock_permit_semaphore *s, ui
     if (hl_check_lease(lease_ms))
         return obj_fail(&s->o, HILOCK_EINVAL, "lease must be at most HILOCK_MAX_TIME_MS");
     unsigned char raw[HL_PES_ID_BYTES];
-    if (random_id(raw) != 0)
+    if (hl_pes_random_id(raw) != 0)
         return obj_fail(&s->o, HILOCK_EPROTO, "no random bytes for a permit id");
     rc = obj_wait(&s->o, tid, 1, lease_ms, raw, wait_ms);
     if (rc == 0)
@@ -523,6 +530,8 @@ int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const char *id)
     if (rc)
         return rc;
     char err[HL_ERRMSG_MAX];
+    if (hl_pes_release_code(v) == 0)
+        return 0;
     if (v == 0) {
         snprintf(err, sizeof err, "permit %s of semaphore '%s' is not taken (released before?)",
                  id, s->o.names.name);
@@ -552,7 +561,7 @@ int hilock_permit_semaphore_update_lease(hilock_permit_semaphore *s, const char 
     hl_pes_cmd_update(&cmd, &s->o.names, raw, lease_ms);
     int64_t v = 0;
     rc = run(&s->o, &cmd, &v, hl_sem_decode_int);
-    if (rc == 0 && v != 1) {
+    if (rc == 0 && hl_pes_update_code(v) != 0) {
         char err[HL_ERRMSG_MAX];
         snprintf(err, sizeof err, "permit %s of semaphore '%s' is not taken (released, or "
                  "its lease ended)", id, s->o.names.name);

@@ -11,7 +11,9 @@
  * conformance agent speaks (tests/conformance/README.md):
  *
  *   request : ACTOR CMD KIND NAME [ARGS...]
- *             KIND r (reentrant) | f (fair) | fenced | read | write
+ *             KIND r (reentrant) | f (fair) | fenced | read | write,
+ *             or sem | pes | latch with their own commands (setp, acquire,
+ *             release, avail, countdown, await)
  *   answer  : ACTOR ok [VALUES...]   or   ACTOR err ERRKIND [detail]
  *
  * Usage: agent-c-async URL [key=value ...]
@@ -44,11 +46,20 @@ typedef struct lock_entry {
     hilock_rwlock *rw; /* owns lock for the read and write kinds */
 } lock_entry;
 
+/* A semaphore, permit-expirable semaphore or latch, by (kind, name). */
+typedef struct sem_entry {
+    char kind[8];
+    char *name;
+    void *h;
+} sem_entry;
+
 /* One request in flight: what its answer needs. */
 typedef struct request {
     char actor[64];
     char cmd[16];
     int fenced;
+    uint64_t tid;
+    char id[HILOCK_PERMIT_ID_SIZE]; /* a permit-expirable acquire's id */
 } request;
 
 static hilock_client *client;
@@ -57,6 +68,9 @@ static lock_entry locks[MAX_LOCKS];
 static size_t nlocks;
 static char *actors[MAX_ACTORS];
 static size_t nactors;
+static sem_entry sems[MAX_LOCKS];
+static size_t nsems;
+static char permit_ids[MAX_ACTORS + 1][HILOCK_PERMIT_ID_SIZE]; /* each actor's last permit */
 
 static void say(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const char *who, const char *fmt, ...)
@@ -134,6 +148,94 @@ static void answer(hilock_async *a, int rc, int64_t value, void *payload)
     free(q);
 }
 
+static void *sem_of(const char *kind, const char *name, int *rc)
+{
+    for (size_t i = 0; i < nsems; i++)
+        if (strcmp(sems[i].kind, kind) == 0 && strcmp(sems[i].name, name) == 0)
+            return sems[i].h;
+    if (nsems == MAX_LOCKS) {
+        *rc = HILOCK_ENOMEM;
+        return NULL;
+    }
+    void *h = NULL;
+    *rc = strcmp(kind, "sem") == 0 ? hilock_semaphore_new((hilock_semaphore **)&h, client, name)
+          : strcmp(kind, "pes") == 0
+              ? hilock_permit_semaphore_new((hilock_permit_semaphore **)&h, client, name)
+              : hilock_latch_new((hilock_latch **)&h, client, name);
+    if (*rc)
+        return NULL;
+    snprintf(sems[nsems].kind, sizeof sems[0].kind, "%s", kind);
+    sems[nsems].name = strdup(name);
+    sems[nsems].h = h;
+    nsems++;
+    return h;
+}
+
+/* Answers of the sem, pes and latch commands (tests/conformance/README.md). */
+static void sem_answer(hilock_async *a, int rc, int64_t value, void *payload)
+{
+    request *q = payload;
+    int wait = strcmp(q->cmd, "acquire") == 0 || strcmp(q->cmd, "await") == 0;
+    if (wait && rc == HILOCK_ETIMEDOUT)
+        say(q->actor, "ok 0");
+    else if (rc)
+        say(q->actor, "err %s %s", line_agent_err_kind(rc), hilock_async_errmsg(a));
+    else if (wait) {
+        if (q->id[0])
+            memcpy(permit_ids[q->tid], q->id, sizeof q->id);
+        say(q->actor, "ok 1");
+    } else if (strcmp(q->cmd, "release") == 0)
+        say(q->actor, "ok");
+    else
+        say(q->actor, "ok %" PRId64, value);
+    free(q);
+}
+
+static void run_sem(request *q, char **w, int nw)
+{
+    int rc = 0;
+    const char *cmd = w[1], *kind = w[2];
+    void *h = sem_of(kind, w[3], &rc);
+    if (!h) {
+        say(q->actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
+        free(q);
+        return;
+    }
+    int sem = strcmp(kind, "sem") == 0, pes = strcmp(kind, "pes") == 0, latch = !sem && !pes;
+    int64_t x = nw > 4 ? strtoll(w[4], NULL, 10) : 0, y = nw > 5 ? strtoll(w[5], NULL, 10) : 0;
+    int64_t z = nw > 6 ? strtoll(w[6], NULL, 10) : 0;
+    hilock_count_op op = 0;
+    if (strcmp(cmd, "setp") == 0 && nw == 5)
+        op = HILOCK_COUNT_TRY_SET;
+    else if (strcmp(cmd, "avail") == 0)
+        op = HILOCK_COUNT_GET;
+    if (op)
+        rc = sem ? hilock_async_semaphore_count_op(as, h, op, x, sem_answer, q)
+             : pes ? hilock_async_permit_semaphore_count_op(as, h, op, x, sem_answer, q)
+                   : hilock_async_latch_count_op(as, h, op, x, sem_answer, q);
+    else if (strcmp(cmd, "acquire") == 0 && nw == 7 && sem)
+        rc = hilock_async_semaphore_acquire(as, h, q->tid, x, y, sem_answer, q);
+    else if (strcmp(cmd, "acquire") == 0 && nw == 7 && pes)
+        rc = hilock_async_permit_semaphore_acquire(q->id, as, h, q->tid, y, z, sem_answer, q);
+    else if (strcmp(cmd, "release") == 0 && nw == 5 && sem)
+        rc = hilock_async_semaphore_release(as, h, x, sem_answer, q);
+    else if (strcmp(cmd, "release") == 0 && pes)
+        rc = hilock_async_permit_semaphore_release(as, h, permit_ids[q->tid], sem_answer, q);
+    else if (strcmp(cmd, "countdown") == 0 && latch)
+        rc = hilock_async_latch_count_down(as, h, sem_answer, q);
+    else if (strcmp(cmd, "await") == 0 && nw == 5 && latch)
+        rc = hilock_async_latch_await(as, h, q->tid, x, sem_answer, q);
+    else {
+        say(q->actor, "err usage unknown command %s for %s", cmd, kind);
+        free(q);
+        return;
+    }
+    if (rc) { /* refused at once: no callback comes */
+        say(q->actor, "err %s %s", line_agent_err_kind(rc), hilock_async_errmsg(as));
+        free(q);
+    }
+}
+
 static void handle(char *line)
 {
     char *w[MAX_WORDS] = {0};
@@ -150,6 +252,19 @@ static void handle(char *line)
     for (int i = 0; nw >= 4 && kinds[i]; i++)
         known |= strcmp(kinds[i], w[2]) == 0;
     uint64_t tid = tid_of(actor);
+    if (nw >= 4 && tid &&
+        (!strcmp(w[2], "sem") || !strcmp(w[2], "pes") || !strcmp(w[2], "latch"))) {
+        request *q = calloc(1, sizeof *q);
+        if (!q) {
+            say(actor, "err nomem out of memory");
+            return;
+        }
+        snprintf(q->actor, sizeof q->actor, "%s", actor);
+        snprintf(q->cmd, sizeof q->cmd, "%s", w[1]);
+        q->tid = tid;
+        run_sem(q, w, nw);
+        return;
+    }
     if (!known || !tid) {
         say(actor, "err usage ACTOR CMD r|f|fenced|read|write NAME ...");
         return;
@@ -276,6 +391,15 @@ int main(int argc, char **argv)
         else
             hilock_lock_free(locks[i].lock);
         free(locks[i].name);
+    }
+    for (size_t i = 0; i < nsems; i++) {
+        if (strcmp(sems[i].kind, "sem") == 0)
+            hilock_semaphore_free(sems[i].h);
+        else if (strcmp(sems[i].kind, "pes") == 0)
+            hilock_permit_semaphore_free(sems[i].h);
+        else
+            hilock_latch_free(sems[i].h);
+        free(sems[i].name);
     }
     for (size_t i = 0; i < nactors; i++)
         free(actors[i]);

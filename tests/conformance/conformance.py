@@ -64,9 +64,6 @@ KNOWN_FAILURES = {
     ("c-async", "replica-ack-failure"), ("c-async", "moved-during-migration"),
     ("c-async", "sentinel-failover"), ("c-async", "cluster-fair-handoff"),
     ("c-async", "moved-fair"),
-    # hilock_async has no semaphore or count-down latch yet (issue 17 item 5
-    # asks for them once the async issue landed)
-    ("c-async", "semaphore"), ("c-async", "permit-semaphore-latch"),
 }
 # ---------------------------------------------------------------------------
 
