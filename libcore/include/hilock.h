@@ -741,7 +741,9 @@ typedef struct hilock_async_loop {
  * holds left; force unlock: 1 when a lock was deleted; query: the answer. */
 typedef void (*hilock_async_cb)(hilock_async *a, int rc, int64_t value, void *payload);
 /* A watchdog renewal found the hold of (lock, tid) gone (expired, forced,
- * taken): it is no longer renewed. Rules as for hilock_async_cb. */
+ * taken): it is no longer renewed; or no renewal of it was confirmed for
+ * lease - lease/5: lost "in doubt" (see hilock_async_is_lost). Rules as for
+ * hilock_async_cb. */
 typedef void (*hilock_async_lost_cb)(hilock_async *a, hilock_lock *lock, uint64_t tid,
                                      void *payload);
 
@@ -879,7 +881,24 @@ HILOCK_API int hilock_async_permit_semaphore_count_op(hilock_async *a,
 HILOCK_API int hilock_async_latch_count_op(hilock_async *a, hilock_latch *l, hilock_count_op op,
                                            int64_t arg, hilock_async_cb cb, void *payload);
 
-/* 1 when a watchdog renewal of a found the hold of (l, tid) gone. */
+/* A multi-lock or Redlock hold of tid taken through a is lost: enough of
+ * its members were found gone, or in doubt, that it no longer holds (a
+ * multi-lock: any member; a Redlock: fewer than a majority left). Called
+ * once per hold (after the members' own lost callbacks), after
+ * hilock_async_multilock_is_lost says 1. Rules as for hilock_async_cb. */
+typedef void (*hilock_async_multilock_lost_cb)(hilock_async *a, hilock_multilock *m,
+                                               uint64_t tid, void *payload);
+HILOCK_API void hilock_async_set_multilock_lost_callback(hilock_async *a,
+                                                         hilock_async_multilock_lost_cb cb,
+                                                         void *payload);
+HILOCK_API int hilock_async_multilock_is_lost(const hilock_async *a, const hilock_multilock *m,
+                                              uint64_t tid);
+/* 1 when a watchdog renewal of a found the hold of (l, tid) gone, or when it
+ * was reported lost "in doubt": no renewal confirmed by the server for
+ * lease - lease/5 (the link is down; the lease may end there and another
+ * client take the lock; the lost callback's hilock_async_errmsg says "in
+ * doubt"). A hold in doubt is still renewed; if a renewal then finds it
+ * gone, that is reported too (a second call). */
 HILOCK_API int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l,
                                     uint64_t tid);
 

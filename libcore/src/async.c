@@ -104,6 +104,11 @@ struct as_hold {
     int64_t lease_ms;     /* the lease it was taken with */
     int watchdog;
     int lost;
+    int doubt;            /* reported lost "in doubt" (no renewal confirmed
+                             for hl_renew_doubt_after); still renewed */
+    int doubted;          /* it was: hilock_async_is_lost says 1 */
+    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
+                             server confirmed was sent */
     int64_t next_renew;   /* monotonic ms; watchdog holds */
     as_op *renewing;      /* renewal in flight */
 };
@@ -190,8 +195,17 @@ struct hilock_async {
     int64_t timer_armed; /* absolute ms asked of the loop; -1 none */
     hilock_async_lost_cb lost_cb;
     void *lost_payload;
-    /* lost reports to deliver: (lock, tid) pairs */
-    struct as_lost { struct as_lost *next; hilock_lock *lock; uint64_t tid; } *lost_q;
+    hilock_async_multilock_lost_cb ml_lost_cb;
+    void *ml_lost_payload;
+    /* lost reports to deliver: (lock, tid) or (multi-lock, tid) */
+    struct as_lost {
+        struct as_lost *next;
+        hilock_lock *lock;
+        hilock_multilock *m;
+        uint64_t tid;
+        int64_t silent_ms; /* >= 0: in doubt, no renewal confirmed for that long */
+        char member[64];   /* a multi-lock's: the member lost */
+    } *lost_q;
     char errmsg[HL_ERRMSG_MAX];
 };
 
@@ -1017,21 +1031,53 @@ static int hold_granted(as_op *op, int64_t sent_at)
     h->lease_ms = op->lease_ms;
     h->watchdog = op->watchdog;
     h->lost = 0;
+    h->doubt = h->doubted = 0;
+    h->confirmed_at = sent_at;
     h->next_renew = sent_at + hl_renew_period(op->link->client->t.opts.watchdog_lease_ms);
     return 0;
 }
 
-static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid)
+static struct as_lost *queue_report(hilock_async *a, hilock_lock *l, hilock_multilock *m,
+                                     uint64_t tid, int64_t silent_ms)
 {
     struct as_lost *e = calloc(1, sizeof *e);
     if (!e)
-        return;
+        return NULL;
     e->lock = l;
+    e->m = m;
     e->tid = tid;
+    e->silent_ms = silent_ms;
     struct as_lost **pp = &a->lost_q;
     while (*pp)
         pp = &(*pp)->next;
     *pp = e;
+    return e;
+}
+
+static void ml_member_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t silent_ms);
+
+/* The hold of (l, tid) is lost (silent_ms < 0) or in doubt: report it, and
+ * the multi-lock holds it belongs to when they are lost by that. */
+static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t silent_ms)
+{
+    queue_report(a, l, NULL, tid, silent_ms);
+    ml_member_lost(a, l, tid, silent_ms);
+}
+
+/* Watchdog holds with no renewal confirmed for hl_renew_doubt_after (the
+ * engine's rule): reported lost "in doubt" once per silence, still renewed
+ * (as the blocking watchdog.c). */
+static void check_doubt(hilock_async *a, int64_t now)
+{
+    for (as_hold *h = a->holds; h; h = h->next) {
+        if (!h->watchdog || h->lost || h->doubt)
+            continue;
+        int64_t limit = hl_renew_doubt_after(h->link->client->t.opts.watchdog_lease_ms);
+        if (now - h->confirmed_at < limit)
+            continue;
+        h->doubt = h->doubted = 1;
+        queue_lost(a, h->lock, h->tid, now - h->confirmed_at);
+    }
 }
 
 static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
@@ -1107,7 +1153,7 @@ static void feed_reply(as_op *op, redisReply *r)
         case HL_RENEW_LOST:
             if (h) {
                 h->lost = 1;
-                queue_lost(op->a, h->lock, h->tid);
+                queue_lost(op->a, h->lock, h->tid, -1);
             }
             op_finish(op, HILOCK_ELOST, 0);
             break;
@@ -1122,6 +1168,10 @@ static void feed_reply(as_op *op, redisReply *r)
             op_finish(op, HILOCK_EPROTO, 0);
             break;
         case HL_RENEW_RENEWED:
+            if (h) {
+                h->confirmed_at = op->sent_at;
+                h->doubt = 0; /* a later silence is reported again */
+            }
             op_finish(op, 0, 1);
             break;
         default: /* trouble or redirect: the next tick tries again */
@@ -1339,10 +1389,24 @@ static void process(hilock_async *a, int callbacks)
         if (a->lost_q) {
             struct as_lost *e = a->lost_q;
             a->lost_q = e->next;
-            snprintf(a->errmsg, sizeof a->errmsg, "lock '%s' was lost (thread %" PRIu64 ")",
-                     e->lock->names.name, e->tid);
-            if (a->lost_cb)
-                a->lost_cb(a, e->lock, e->tid, a->lost_payload);
+            char doubt[160] = "";
+            if (e->silent_ms >= 0)
+                snprintf(doubt, sizeof doubt,
+                         " (in doubt): no renewal confirmed by the server for %" PRId64
+                         " ms, so its lease may have run out there; stop using it",
+                         e->silent_ms);
+            if (e->m) {
+                snprintf(a->errmsg, sizeof a->errmsg,
+                         "multi-lock lost%s (thread %" PRIu64 "): member '%s'", doubt, e->tid,
+                         e->member);
+                if (a->ml_lost_cb)
+                    a->ml_lost_cb(a, e->m, e->tid, a->ml_lost_payload);
+            } else {
+                snprintf(a->errmsg, sizeof a->errmsg, "lock '%s' was lost%s (thread %" PRIu64 ")",
+                         e->lock->names.name, doubt, e->tid);
+                if (a->lost_cb)
+                    a->lost_cb(a, e->lock, e->tid, a->lost_payload);
+            }
             free(e);
             continue;
         }
@@ -1381,9 +1445,13 @@ static void rearm(hilock_async *a)
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac && k->timer_at >= 0)
             at = min_at(at, k->timer_at);
-    for (as_hold *h = a->holds; h; h = h->next)
+    for (as_hold *h = a->holds; h; h = h->next) {
         if (h->watchdog && !h->lost && !h->renewing)
             at = min_at(at, h->next_renew);
+        if (h->watchdog && !h->lost && !h->doubt)
+            at = min_at(at, h->confirmed_at +
+                                hl_renew_doubt_after(h->link->client->t.opts.watchdog_lease_ms));
+    }
     if (at == a->timer_armed && at != now)
         return;
     a->timer_armed = at;
@@ -1432,7 +1500,17 @@ typedef struct as_mlhold {
     hilock_multilock *m;
     uint64_t tid;
     int count;
+    size_t n, nacquired, nlost;
+    unsigned char *acquired, *lostm; /* per member */
+    int lost;                        /* reported (hl_ml_hold_lost) */
 } as_mlhold;
+
+static void mlhold_free(as_mlhold *h)
+{
+    free(h->acquired);
+    free(h->lostm);
+    free(h);
+}
 
 enum { ML_START = 0, ML_TRIED, ML_UNDONE, ML_SUBS, ML_RELEASED };
 
@@ -1470,6 +1548,52 @@ static as_mlhold *mlhold_find(hilock_async *a, const hilock_multilock *m, uint64
         if (h->m == m && h->tid == tid)
             return h;
     return NULL;
+}
+
+/* Member lock l of thread tid was lost (or is in doubt): each multi-lock
+ * hold of tid with l among its taken members counts it; one that the
+ * engine's rule (hl_ml_hold_lost) says is lost by that is reported once. */
+static void ml_member_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t silent_ms)
+{
+    for (as_mlhold *h = a->mlholds; h; h = h->next) {
+        if (h->tid != tid || h->lost)
+            continue;
+        hl_ml_view v;
+        hl_multilock_view(h->m, &v);
+        for (size_t i = 0; i < v.n && i < h->n; i++) {
+            if (v.locks[i] != l || !h->acquired[i] || h->lostm[i])
+                continue;
+            h->lostm[i] = 1;
+            h->nlost++;
+            if (hl_ml_hold_lost(v.redlock, v.n, h->nacquired, h->nlost)) {
+                h->lost = 1;
+                struct as_lost *e = queue_report(a, NULL, h->m, tid, silent_ms);
+                if (e)
+                    snprintf(e->member, sizeof e->member, "%s", l->names.name);
+            }
+            break;
+        }
+    }
+}
+
+int hilock_async_multilock_is_lost(const hilock_async *a, const hilock_multilock *m,
+                                   uint64_t tid)
+{
+    if (!a || !m)
+        return 0;
+    for (as_mlhold *h = a->mlholds; h; h = h->next)
+        if (h->m == m && h->tid == tid)
+            return h->lost;
+    return 0;
+}
+
+void hilock_async_set_multilock_lost_callback(hilock_async *a, hilock_async_multilock_lost_cb cb,
+                                              void *payload)
+{
+    if (!a)
+        return;
+    a->ml_lost_cb = cb;
+    a->ml_lost_payload = payload;
 }
 
 static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
@@ -1694,11 +1818,29 @@ static void step_ml_acquire(as_op *op)
                 if (!h && (h = calloc(1, sizeof *h)) != NULL) {
                     h->m = ml->m;
                     h->tid = op->tid;
-                    h->next = a->mlholds;
-                    a->mlholds = h;
+                    h->n = n;
+                    h->acquired = calloc(n, 1);
+                    h->lostm = calloc(n, 1);
+                    if (!h->acquired || !h->lostm) {
+                        mlhold_free(h);
+                        h = NULL;
+                    } else {
+                        h->next = a->mlholds;
+                        a->mlholds = h;
+                    }
                 }
-                if (h)
+                if (h) {
+                    /* the members this grant took (a re-entry: held again) */
                     h->count++;
+                    h->nacquired = h->nlost = 0;
+                    for (size_t i = 0; i < n; i++) {
+                        if (ml->rc[i] == 0)
+                            h->acquired[i] = 1, h->lostm[i] = 0;
+                        h->nacquired += h->acquired[i];
+                        h->nlost += h->lostm[i];
+                    }
+                    h->lost = 0;
+                }
                 ml_finish(op, 0, ml->lease_ms > 0 ? validity : -1, NULL);
                 return;
             }
@@ -1805,7 +1947,7 @@ static void step_ml_release(as_op *op)
                 *pp = h->next;
                 break;
             }
-        free(h);
+        mlhold_free(h);
     }
     int rc = hl_ml_release_code(ml->v.redlock, n, ok, notowner, first_err);
     ml_finish(op, rc, (int64_t)ok, rc ? "%s release: %zu of %zu released" : NULL, ml_kind(ml),
@@ -1956,7 +2098,7 @@ static void async_free_now(hilock_async *a)
     while (a->mlholds) {
         struct as_mlhold *h = a->mlholds;
         a->mlholds = h->next;
-        free(h);
+        mlhold_free(h);
     }
     while (a->lost_q) {
         struct as_lost *e = a->lost_q;
@@ -2067,6 +2209,7 @@ int hilock_async_on_timer(hilock_async *a)
                 op->kind->on_wake(op->self, now);
             op_queue(op);
         }
+    check_doubt(a, now);
     renew_due(a, now);
     dispatch_end(a, &ns, outer);
     return 0;
@@ -2091,7 +2234,7 @@ int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l, uint64_t t
         return 0;
     for (as_hold *h = a->holds; h; h = h->next)
         if (h->lock == l && h->tid == tid)
-            return h->lost;
+            return h->lost || h->doubted;
     return 0;
 }
 

@@ -1,0 +1,234 @@
+/*
+ * The non-blocking API (hilock_async) when holds are lost: a watchdog hold
+ * cut off from its server (SIGSTOP) is reported lost "in doubt" within
+ * lease - lease/5 of its last confirmed renewal, before the lease can end
+ * there; a multi-lock or Redlock hold whose member is lost is reported
+ * through the multi-lock lost callback. Against real redis-servers, through
+ * the epoll adapter; the loop runs until the awaited event, with a bound.
+ */
+#include <CUnit/Basic.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "hilock/adapters/epoll.h"
+
+static th_redis srv, srv2, srv3;
+static hilock_epoll ep;
+
+typedef struct res {
+    int n;
+    int rc;
+    int64_t value;
+} res;
+
+static void on_done(hilock_async *a, int rc, int64_t value, void *payload)
+{
+    (void)a;
+    res *r = payload;
+    r->n++;
+    r->rc = rc;
+    r->value = value;
+}
+
+typedef struct seen {
+    int n;
+    hilock_lock *lock;
+    hilock_multilock *m;
+    uint64_t tid;
+    int64_t at;
+    char msg[512];
+} seen;
+
+static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
+{
+    seen *s = payload;
+    s->n++;
+    s->lock = lock;
+    s->tid = tid;
+    s->at = th_now_ms();
+    snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
+}
+
+static void on_ml_lost(hilock_async *a, hilock_multilock *m, uint64_t tid, void *payload)
+{
+    seen *s = payload;
+    s->n++;
+    s->m = m;
+    s->tid = tid;
+    s->at = th_now_ms();
+    snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
+}
+
+static hilock_async *new_async(void)
+{
+    CU_ASSERT_FATAL(hilock_epoll_init(&ep) == 0);
+    hilock_async_loop loop = hilock_epoll_loop(&ep);
+    hilock_async *a = NULL;
+    CU_ASSERT_FATAL(hilock_async_new(&a, &loop) == 0);
+    return a;
+}
+
+static void free_async(hilock_async *a)
+{
+    hilock_async_free(a);
+    hilock_epoll_close(&ep);
+}
+
+static int run_until(hilock_async *a, int *n, int want, int64_t ms)
+{
+    int64_t end = th_now_ms() + ms;
+    while (*n < want) {
+        int64_t left = end - th_now_ms();
+        if (left <= 0)
+            return 0;
+        hilock_epoll_run_once(&ep, a, (int)(left > 20 ? 20 : left));
+    }
+    return 1;
+}
+
+static void run_for(hilock_async *a, int64_t ms)
+{
+    int64_t end = th_now_ms() + ms;
+    while (th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, (int)(end - th_now_ms()));
+}
+
+static hilock_client *open_client(th_redis *r, int64_t lease_ms)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = lease_ms;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, r->url, &o, NULL, 0) == 0);
+    return c;
+}
+
+/* Renewals that keep failing on a dead link: the holder is told "in doubt"
+ * before the lease (1500 ms) can end on the server; once the link is back
+ * the hold is renewed again and released normally. */
+static void t_in_doubt(void)
+{
+    enum { LEASE = 1500 };
+    hilock_client *c = open_client(&srv, LEASE);
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "adoubt") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 3, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r.n, 1, 5000) && r.rc == 0);
+    run_for(a, 600); /* one renewal confirmed (every 500 ms) */
+    CU_ASSERT_EQUAL(s.n, 0);
+    int64_t t0 = th_now_ms(); /* the last confirmed renewal was sent before this */
+    th_redis_pause(&srv);
+    int told = run_until(a, &s.n, 1, 4000);
+    th_redis_resume(&srv);
+    CU_ASSERT_FATAL(told);
+    CU_ASSERT(s.lock == l && s.tid == 3);
+    CU_ASSERT(s.at - t0 < LEASE); /* lease - lease/5 after the last confirmed renewal */
+    CU_ASSERT(strstr(s.msg, "in doubt") != NULL);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 3), 1);
+    /* the link is back: still renewed, still ours, released normally */
+    run_for(a, 1500);
+    CU_ASSERT(th_redis_int(&srv, "PTTL adoubt") > 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 3, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel.n, 1, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS adoubt"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+}
+
+/* A multi-lock hold whose member is taken away is reported once through the
+ * multi-lock lost callback (after the member's own report); a Redlock of
+ * three keeps its majority when one member goes and is lost at the second. */
+static void t_multilock_lost(void)
+{
+    hilock_client *c1 = open_client(&srv, 1500), *c2 = open_client(&srv2, 1500),
+                  *c3 = open_client(&srv3, 1500);
+    hilock_async *a = new_async();
+    seen s = {0}, ms = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_async_set_multilock_lost_callback(a, on_ml_lost, &ms);
+    hilock_lock *l[3] = {NULL, NULL, NULL};
+    CU_ASSERT_FATAL(hilock_lock_new(&l[0], c1, "aml-lost") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l[1], c2, "aml-lost") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l[2], c3, "aml-lost") == 0);
+    hilock_multilock *m = NULL, *rl = NULL;
+    CU_ASSERT_FATAL(hilock_multilock_new(&m, l, 2) == 0);
+    CU_ASSERT_FATAL(hilock_redlock_new(&rl, l, 3) == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_multilock_acquire(a, m, 4, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) ==
+              0);
+    CU_ASSERT_FATAL(run_until(a, &r.n, 1, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, m, 4), 0);
+    th_redis_int(&srv2, "DEL aml-lost"); /* one member gone */
+    CU_ASSERT_FATAL(run_until(a, &ms.n, 1, 4000));
+    CU_ASSERT(ms.m == m && ms.tid == 4);
+    CU_ASSERT(s.n >= 1 && s.lock == l[1]); /* the member's own report came first */
+    CU_ASSERT(strstr(ms.msg, "aml-lost") != NULL);
+    CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, m, 4), 1);
+    run_for(a, 700);
+    CU_ASSERT_EQUAL(ms.n, 1); /* once */
+    res rel = {0};
+    CU_ASSERT(hilock_async_multilock_release(a, m, 4, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel.n, 1, 5000));
+    CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, m, 4), 0); /* no hold any more */
+    /* Redlock of three: one member gone keeps the majority, two lose it */
+    CU_ASSERT(hilock_async_multilock_acquire(a, rl, 5, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) ==
+              0);
+    CU_ASSERT_FATAL(run_until(a, &r.n, 2, 5000) && r.rc == 0);
+    int before = s.n;
+    th_redis_int(&srv3, "DEL aml-lost");
+    CU_ASSERT(run_until(a, &s.n, before + 1, 4000));
+    run_for(a, 100);
+    CU_ASSERT_EQUAL(ms.n, 1);
+    CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, rl, 5), 0);
+    th_redis_int(&srv, "DEL aml-lost");
+    CU_ASSERT_FATAL(run_until(a, &ms.n, 2, 4000));
+    CU_ASSERT(ms.m == rl && ms.tid == 5);
+    CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, rl, 5), 1);
+    CU_ASSERT(hilock_async_multilock_release(a, rl, 5, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel.n, 2, 5000));
+    free_async(a);
+    hilock_multilock_free(m);
+    hilock_multilock_free(rl);
+    for (int i = 0; i < 3; i++)
+        hilock_lock_free(l[i]);
+    hilock_client_close(c1);
+    hilock_client_close(c2);
+    hilock_client_close(c3);
+}
+
+static int init_srv(void)
+{
+    if (th_redis_start(&srv, NULL) != 0 || th_redis_start(&srv2, NULL) != 0 ||
+        th_redis_start(&srv3, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+static int clean_srv(void)
+{
+    th_redis_stop(&srv);
+    th_redis_stop(&srv2);
+    th_redis_stop(&srv3);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("non-blocking API: losses", init_srv, clean_srv);
+    CU_add_test(s, "a hold cut off from its server is reported in doubt in time", t_in_doubt);
+    CU_add_test(s, "multi-lock and Redlock lost callback", t_multilock_lost);
+    return th_cu_run();
+}
