@@ -34,6 +34,7 @@ static void describe(char *err, size_t len, int rc, hl_sem_kind kind, const char
 
 typedef struct sem_wait {
     hl_semwait m;
+    hilock_client *client;
     hl_sem_kind kind;
     const hl_sem_names *names; /* the handle's */
     uint64_t tid;
@@ -110,8 +111,12 @@ static void wait_on_reply(void *self, const redisReply *r, int64_t now)
 static void wait_on_error(void *self, int code, int lost, int64_t now)
 {
     sem_wait *w = self;
-    if (lost)
-        w->m.cmd.reply_lost = 1; /* the engine settles a permit-expirable acquire */
+    if (lost) {
+        /* the engine settles the acquire (its permits given back); later
+         * calls use another request latch key, as semaphore.c */
+        w->m.cmd.reply_lost = 1;
+        __atomic_add_fetch(&w->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
+    }
     hl_semwait_on_error(&w->m, code, now);
 }
 
@@ -125,8 +130,15 @@ static void wait_on_wake(void *self, int64_t now)
     hl_semwait_on_wake(&((sem_wait *)self)->m, now);
 }
 
+static void wait_free(void *self)
+{
+    sem_wait *w = self;
+    hl_semwait_free(&w->m);
+    free(w);
+}
+
 static const hl_as_kind wait_kind = {wait_step, wait_on_reply, wait_on_error,
-                                     wait_on_subscribed, wait_on_wake, free};
+                                     wait_on_subscribed, wait_on_wake, wait_free};
 
 static int start_wait(hilock_async *a, const void *h, hl_sem_kind kind, uint64_t tid,
                       int64_t permits, int64_t lease_ms, int64_t wait_ms, char *id_out,
@@ -142,6 +154,7 @@ static int start_wait(hilock_async *a, const void *h, hl_sem_kind kind, uint64_t
     sem_wait *w = calloc(1, sizeof *w);
     if (!w)
         return HILOCK_ENOMEM;
+    w->client = v.client;
     w->kind = kind;
     w->names = v.names;
     w->tid = tid;
@@ -157,6 +170,24 @@ static int start_wait(hilock_async *a, const void *h, hl_sem_kind kind, uint64_t
         free(w);
         hl_as_set_err(a, "permits must be 1..2147483647, wait -1, 0 or a positive ms count");
         return HILOCK_EINVAL;
+    }
+    if (kind == HL_SEM_SEMAPHORE) {
+        /* the owner's request latch (as semaphore.c): a resend takes nothing
+         * twice, an acquire whose reply was lost is settled */
+        hilock_client *c = v.client;
+        char owner[HL_OWNER_MAX], latch[4096 + HL_OWNER_MAX + 96];
+        hl_owner(owner, c->t.id, tid);
+        uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+        uint64_t epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
+        int64_t ttl = 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
+        rc = hl_sem_latch_arg(latch, sizeof latch, v.names, owner, epoch, seq);
+        if (rc == 0)
+            rc = hl_semwait_set_latch(&w->m, latch, ttl);
+        if (rc) {
+            wait_free(w);
+            hl_as_set_err(a, "request latch");
+            return rc == HILOCK_ENOMEM ? rc : HILOCK_EINVAL;
+        }
     }
     return hl_as_start(a, v.client, &wait_kind, w, h, tid, cb, payload);
 }
