@@ -45,6 +45,7 @@ struct as_req {
 struct as_settle {
     as_settle *next;
     hilock_async *a;
+    as_link *link;    /* its server: a new connection when the machine says */
     as_conn *conn;
     hl_settle s;
     int pending;      /* its requests awaiting replies */
@@ -860,6 +861,7 @@ static int settle_start(as_req *q, as_op *op)
         return -1;
     }
     st->a = a;
+    st->link = op->link;
     st->conn = q->conn;
     st->pending = 1; /* the attempt's own late reply */
     q->conn->nsettles++;
@@ -869,6 +871,24 @@ static int settle_start(as_req *q, as_op *op)
     a->settles = st;
     st->ready = 1;
     return 0;
+}
+
+/* st leaves its connection (the machine said it is dead: s.reconnect):
+ * its requests there are dropped, and the connection is closed when no
+ * other settle uses it and it was taken out of use. Not from inside a
+ * hiredis callback. */
+static void settle_detach(as_settle *st)
+{
+    as_conn *k = st->conn;
+    if (!k)
+        return;
+    st->conn = NULL;
+    st->pending = 0;
+    for (as_req *q = k->reqs; q; q = q->next)
+        if (q->settle == st)
+            q->settle = NULL;
+    if (--k->nsettles == 0 && k->draining)
+        conn_close(k);
 }
 
 static void settle_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
@@ -903,6 +923,15 @@ static void settle_step(as_settle *st)
         switch (hl_settle_next(&st->s, now)) {
         case HL_ACT_SEND: {
             as_conn *k = st->conn;
+            if (st->s.reconnect || !k || !k->ac) {
+                /* on a new connection to the same server (drain.c's rule) */
+                settle_detach(st);
+                k = conn_get(st->a, st->link, 0);
+                if (k) {
+                    st->conn = k;
+                    k->nsettles++;
+                }
+            }
             as_req *q = k && k->ac ? req_new(k, -1) : NULL;
             if (!q || redisAsyncCommandArgv(k->ac, settle_reply_cb, q, st->s.cmd.argc,
                                             st->s.cmd.argv, st->s.cmd.argvlen) != REDIS_OK) {
@@ -918,17 +947,20 @@ static void settle_step(as_settle *st)
             continue;
         }
         case HL_ACT_WAIT:
-            if (st->pending <= 0 || !st->conn || !st->conn->ac) {
+            if (st->s.reconnect) {
+                settle_detach(st); /* a pause before a new connection: the timer */
+            } else if (st->pending <= 0 || !st->conn || !st->conn->ac) {
                 hl_settle_on_error(&st->s, now); /* nothing can come */
                 continue;
             }
             st->waiting = 1;
             st->wait_until = now + (st->s.sleep_ms > 0 ? st->s.sleep_ms : 0);
             return;
-        default: { /* done: the connection goes when its last settle is done */
+        default: { /* done: a connection taken out of use goes when its last
+                      settle is done */
             as_conn *k = st->conn;
             settle_free(st);
-            if (k && k->nsettles == 0)
+            if (k && k->nsettles == 0 && k->draining)
                 conn_close(k);
             return;
         }
@@ -978,8 +1010,7 @@ static void check_deadlines(hilock_async *a, int64_t now)
                 }
     for (as_settle *st = a->settles; st; st = st->next)
         if (st->waiting && st->wait_until <= now) {
-            st->waiting = 0;
-            hl_settle_on_error(&st->s, now);
+            st->waiting = 0; /* the machine decides: give up, or end a pause */
             st->ready = 1;
         }
     for (as_link *lk = a->links; lk; lk = lk->next)

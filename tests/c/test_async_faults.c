@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "hilock.h"
@@ -207,6 +209,79 @@ static void t_multilock_lost(void)
     hilock_client_close(c3);
 }
 
+
+static int server_stopped(th_redis *r)
+{
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)r->pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return p && p[1] == ' ' && p[2] == 'T';
+}
+
+/* An attempt whose reply timed out is settled on its connection; that
+ * connection dies (the stopped server is killed) before the reply: the
+ * settle goes on a new connection to the restarted server (drain.c's rule:
+ * acquire_settle.lua marks the attempt's acquire latch, so a late copy
+ * takes nothing), and the client works again. Before: nothing was sent. */
+static void t_settle_on_new_connection(void)
+{
+    th_redis r;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&r, NULL), 0);
+    hilock_client *c = open_client(&r, 30000);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "asettle") == 0);
+    res q = {0};
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT_FATAL(run_until(a, &q.n, 1, 5000) && q.rc == 0); /* connected */
+    th_redis_pause(&r);
+    int64_t end = th_now_ms() + 5000;
+    while (!server_stopped(&r) && th_now_ms() < end)
+        th_sleep_ms(2);
+    res acq = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &acq) == 0);
+    CU_ASSERT_FATAL(run_until(a, &acq.n, 1, 5000));
+    CU_ASSERT_EQUAL(acq.rc, HILOCK_ECONN); /* timed out: settled on its connection */
+    /* killed while stopped (the attempt never runs), started on the same port */
+    kill(r.pid, SIGKILL);
+    waitpid(r.pid, NULL, 0);
+    r.pid = 0;
+    CU_ASSERT_EQUAL_FATAL(th_redis_restart(&r), 0);
+    int marked = 0;
+    end = th_now_ms() + 6000;
+    while (!marked && th_now_ms() < end) {
+        hilock_epoll_run_once(&ep, a, 20);
+        char buf[64] = "";
+        th_redis_str(&r, buf, sizeof buf, "RANDOMKEY");
+        marked = strncmp(buf, "hilock_acquire_latch:", 21) == 0;
+    }
+    CU_ASSERT(marked);
+    /* the client works again: a fresh acquire and release */
+    int rc = -1;
+    end = th_now_ms() + 5000;
+    while (rc != 0 && th_now_ms() < end) {
+        res x = {0};
+        CU_ASSERT_FATAL(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &x) == 0);
+        CU_ASSERT_FATAL(run_until(a, &x.n, 1, 5000));
+        rc = x.rc;
+    }
+    CU_ASSERT_EQUAL(rc, 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel.n, 1, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&r, "EXISTS asettle"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+    th_redis_stop(&r);
+}
+
 static int init_srv(void)
 {
     if (th_redis_start(&srv, NULL) != 0 || th_redis_start(&srv2, NULL) != 0 ||
@@ -230,5 +305,6 @@ int main(void)
     CU_pSuite s = CU_add_suite("non-blocking API: losses", init_srv, clean_srv);
     CU_add_test(s, "a hold cut off from its server is reported in doubt in time", t_in_doubt);
     CU_add_test(s, "multi-lock and Redlock lost callback", t_multilock_lost);
+    CU_add_test(s, "a settle whose connection died goes on a new one", t_settle_on_new_connection);
     return th_cu_run();
 }
