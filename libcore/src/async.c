@@ -1427,9 +1427,8 @@ static void process(hilock_async *a, int callbacks)
                          " ms, so its lease may have run out there; stop using it",
                          e->silent_ms);
             if (e->m) {
-                snprintf(a->errmsg, sizeof a->errmsg,
-                         "multi-lock lost%s (thread %" PRIu64 "): member '%s'", doubt, e->tid,
-                         e->member);
+                hl_set_err(a->errmsg, "multi-lock lost%s (thread %" PRIu64 "): member '%s'",
+                           doubt, e->tid, e->member);
                 if (a->ml_lost_cb)
                     a->ml_lost_cb(a, e->m, e->tid, a->ml_lost_payload);
             } else {
