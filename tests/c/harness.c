@@ -318,6 +318,20 @@ void th_redis_resume(th_redis *r)
         kill(r->pid, SIGCONT);
 }
 
+int th_redis_stopped(const th_redis *r)
+{
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)r->pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return p && p[1] == ' ' && p[2] == 'T';
+}
+
 /* ---- additions ---- */
 #include <dirent.h>
 #include <CUnit/Basic.h>

@@ -30,6 +30,8 @@ int th_redis_restart(th_redis *r);
 /* Pause/resume the server process (SIGSTOP/SIGCONT) to simulate a hang. */
 void th_redis_pause(th_redis *r);
 void th_redis_resume(th_redis *r);
+/* 1 once the paused server process is stopped (state T in /proc). */
+int th_redis_stopped(const th_redis *r);
 /* A plain hiredis connection to inspect keys (caller frees with redisFree). */
 redisContext *th_redis_connect(const th_redis *r);
 /* Run a command on a fresh connection and return the integer reply (or

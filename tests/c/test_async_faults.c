@@ -19,22 +19,7 @@
 #include "hilock/adapters/epoll.h"
 
 static th_redis srv, srv2, srv3;
-static hilock_epoll ep;
-
-typedef struct res {
-    int n;
-    int rc;
-    int64_t value;
-} res;
-
-static void on_done(hilock_async *a, int rc, int64_t value, void *payload)
-{
-    (void)a;
-    res *r = payload;
-    r->n++;
-    r->rc = rc;
-    r->value = value;
-}
+#include "async_helpers.h"
 
 typedef struct seen {
     int n;
@@ -65,40 +50,6 @@ static void on_ml_lost(hilock_async *a, hilock_multilock *m, uint64_t tid, void 
     snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
 }
 
-static hilock_async *new_async(void)
-{
-    CU_ASSERT_FATAL(hilock_epoll_init(&ep) == 0);
-    hilock_async_loop loop = hilock_epoll_loop(&ep);
-    hilock_async *a = NULL;
-    CU_ASSERT_FATAL(hilock_async_new(&a, &loop) == 0);
-    return a;
-}
-
-static void free_async(hilock_async *a)
-{
-    hilock_async_free(a);
-    hilock_epoll_close(&ep);
-}
-
-static int run_until(hilock_async *a, int *n, int want, int64_t ms)
-{
-    int64_t end = th_now_ms() + ms;
-    while (*n < want) {
-        int64_t left = end - th_now_ms();
-        if (left <= 0)
-            return 0;
-        hilock_epoll_run_once(&ep, a, (int)(left > 20 ? 20 : left));
-    }
-    return 1;
-}
-
-static void run_for(hilock_async *a, int64_t ms)
-{
-    int64_t end = th_now_ms() + ms;
-    while (th_now_ms() < end)
-        hilock_epoll_run_once(&ep, a, (int)(end - th_now_ms()));
-}
-
 static hilock_client *open_client(th_redis *r, int64_t lease_ms)
 {
     hilock_options o = HILOCK_OPTIONS_INIT;
@@ -124,12 +75,12 @@ static void t_in_doubt(void)
     CU_ASSERT_FATAL(hilock_lock_new(&l, c, "adoubt") == 0);
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 3, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
-    CU_ASSERT_FATAL(run_until(a, &r.n, 1, 5000) && r.rc == 0);
+    CU_ASSERT_FATAL(run_until_n(a, &r.n, 1, 5000) && r.rc == 0);
     run_for(a, 600); /* one renewal confirmed (every 500 ms) */
     CU_ASSERT_EQUAL(s.n, 0);
     int64_t t0 = th_now_ms(); /* the last confirmed renewal was sent before this */
     th_redis_pause(&srv);
-    int told = run_until(a, &s.n, 1, 4000);
+    int told = run_until_n(a, &s.n, 1, 4000);
     th_redis_resume(&srv);
     CU_ASSERT_FATAL(told);
     CU_ASSERT(s.lock == l && s.tid == 3);
@@ -141,7 +92,7 @@ static void t_in_doubt(void)
     CU_ASSERT(th_redis_int(&srv, "PTTL adoubt") > 0);
     res rel = {0};
     CU_ASSERT(hilock_async_release(a, l, 3, on_done, &rel) == 0);
-    CU_ASSERT(run_until(a, &rel.n, 1, 5000) && rel.rc == 0);
+    CU_ASSERT(run_until_n(a, &rel.n, 1, 5000) && rel.rc == 0);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS adoubt"), 0);
     hilock_lock_free(l);
     free_async(a);
@@ -169,10 +120,10 @@ static void t_multilock_lost(void)
     res r = {0};
     CU_ASSERT(hilock_async_multilock_acquire(a, m, 4, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) ==
               0);
-    CU_ASSERT_FATAL(run_until(a, &r.n, 1, 5000) && r.rc == 0);
+    CU_ASSERT_FATAL(run_until_n(a, &r.n, 1, 5000) && r.rc == 0);
     CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, m, 4), 0);
     th_redis_int(&srv2, "DEL aml-lost"); /* one member gone */
-    CU_ASSERT_FATAL(run_until(a, &ms.n, 1, 4000));
+    CU_ASSERT_FATAL(run_until_n(a, &ms.n, 1, 4000));
     CU_ASSERT(ms.m == m && ms.tid == 4);
     CU_ASSERT(s.n >= 1 && s.lock == l[1]); /* the member's own report came first */
     CU_ASSERT(strstr(ms.msg, "aml-lost") != NULL);
@@ -181,24 +132,24 @@ static void t_multilock_lost(void)
     CU_ASSERT_EQUAL(ms.n, 1); /* once */
     res rel = {0};
     CU_ASSERT(hilock_async_multilock_release(a, m, 4, on_done, &rel) == 0);
-    CU_ASSERT(run_until(a, &rel.n, 1, 5000));
+    CU_ASSERT(run_until_n(a, &rel.n, 1, 5000));
     CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, m, 4), 0); /* no hold any more */
     /* Redlock of three: one member gone keeps the majority, two lose it */
     CU_ASSERT(hilock_async_multilock_acquire(a, rl, 5, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) ==
               0);
-    CU_ASSERT_FATAL(run_until(a, &r.n, 2, 5000) && r.rc == 0);
+    CU_ASSERT_FATAL(run_until_n(a, &r.n, 2, 5000) && r.rc == 0);
     int before = s.n;
     th_redis_int(&srv3, "DEL aml-lost");
-    CU_ASSERT(run_until(a, &s.n, before + 1, 4000));
+    CU_ASSERT(run_until_n(a, &s.n, before + 1, 4000));
     run_for(a, 100);
     CU_ASSERT_EQUAL(ms.n, 1);
     CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, rl, 5), 0);
     th_redis_int(&srv, "DEL aml-lost");
-    CU_ASSERT_FATAL(run_until(a, &ms.n, 2, 4000));
+    CU_ASSERT_FATAL(run_until_n(a, &ms.n, 2, 4000));
     CU_ASSERT(ms.m == rl && ms.tid == 5);
     CU_ASSERT_EQUAL(hilock_async_multilock_is_lost(a, rl, 5), 1);
     CU_ASSERT(hilock_async_multilock_release(a, rl, 5, on_done, &rel) == 0);
-    CU_ASSERT(run_until(a, &rel.n, 2, 5000));
+    CU_ASSERT(run_until_n(a, &rel.n, 2, 5000));
     free_async(a);
     hilock_multilock_free(m);
     hilock_multilock_free(rl);
@@ -209,20 +160,6 @@ static void t_multilock_lost(void)
     hilock_client_close(c3);
 }
 
-
-static int server_stopped(th_redis *r)
-{
-    char path[64], buf[256] = "";
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)r->pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
-    return p && p[1] == ' ' && p[2] == 'T';
-}
 
 /* An attempt whose reply timed out is settled on its connection; that
  * connection dies (the stopped server is killed) before the reply: the
@@ -239,14 +176,14 @@ static void t_settle_on_new_connection(void)
     CU_ASSERT_FATAL(hilock_lock_new(&l, c, "asettle") == 0);
     res q = {0};
     CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
-    CU_ASSERT_FATAL(run_until(a, &q.n, 1, 5000) && q.rc == 0); /* connected */
+    CU_ASSERT_FATAL(run_until_n(a, &q.n, 1, 5000) && q.rc == 0); /* connected */
     th_redis_pause(&r);
     int64_t end = th_now_ms() + 5000;
-    while (!server_stopped(&r) && th_now_ms() < end)
+    while (!th_redis_stopped(&r) && th_now_ms() < end)
         th_sleep_ms(2);
     res acq = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &acq) == 0);
-    CU_ASSERT_FATAL(run_until(a, &acq.n, 1, 5000));
+    CU_ASSERT_FATAL(run_until_n(a, &acq.n, 1, 5000));
     CU_ASSERT_EQUAL(acq.rc, HILOCK_ECONN); /* timed out: settled on its connection */
     /* killed while stopped (the attempt never runs), started on the same port */
     kill(r.pid, SIGKILL);
@@ -268,13 +205,13 @@ static void t_settle_on_new_connection(void)
     while (rc != 0 && th_now_ms() < end) {
         res x = {0};
         CU_ASSERT_FATAL(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &x) == 0);
-        CU_ASSERT_FATAL(run_until(a, &x.n, 1, 5000));
+        CU_ASSERT_FATAL(run_until_n(a, &x.n, 1, 5000));
         rc = x.rc;
     }
     CU_ASSERT_EQUAL(rc, 0);
     res rel = {0};
     CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
-    CU_ASSERT(run_until(a, &rel.n, 1, 5000) && rel.rc == 0);
+    CU_ASSERT(run_until_n(a, &rel.n, 1, 5000) && rel.rc == 0);
     CU_ASSERT_EQUAL(th_redis_int(&r, "EXISTS asettle"), 0);
     hilock_lock_free(l);
     free_async(a);

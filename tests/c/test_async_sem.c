@@ -20,85 +20,8 @@
 
 static th_redis srv;
 static hilock_client *cl;
-static hilock_epoll ep;
 
-typedef struct res {
-    int n;
-    int rc;
-    int64_t value;
-    int64_t at;
-    char err[256];
-} res;
-
-static void on_done(hilock_async *a, int rc, int64_t value, void *payload)
-{
-    res *r = payload;
-    r->n++;
-    r->rc = rc;
-    r->value = value;
-    r->at = th_now_ms();
-    snprintf(r->err, sizeof r->err, "%s", hilock_async_errmsg(a));
-}
-
-static hilock_async *new_async(void)
-{
-    CU_ASSERT_FATAL(hilock_epoll_init(&ep) == 0);
-    hilock_async_loop loop = hilock_epoll_loop(&ep);
-    hilock_async *a = NULL;
-    CU_ASSERT_FATAL(hilock_async_new(&a, &loop) == 0);
-    return a;
-}
-
-static void free_async(hilock_async *a)
-{
-    hilock_async_free(a);
-    hilock_epoll_close(&ep);
-}
-
-static int run_until(hilock_async *a, res *r, int n, int64_t ms)
-{
-    int64_t end = th_now_ms() + ms;
-    while (r->n < n) {
-        int64_t left = end - th_now_ms();
-        if (left <= 0)
-            return 0;
-        hilock_epoll_run_once(&ep, a, (int)(left > 50 ? 50 : left));
-    }
-    return 1;
-}
-
-static void run_for(hilock_async *a, int64_t ms)
-{
-    int64_t end = th_now_ms() + ms;
-    while (th_now_ms() < end)
-        hilock_epoll_run_once(&ep, a, (int)(end - th_now_ms()));
-}
-
-static long long numsub(const char *channel)
-{
-    redisContext *ctx = th_redis_connect(&srv);
-    long long v = -1000;
-    redisReply *r = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r)
-        freeReplyObject(r);
-    if (ctx)
-        redisFree(ctx);
-    return v;
-}
-
-static int run_until_numsub(hilock_async *a, const char *channel, long long want)
-{
-    int64_t end = th_now_ms() + 5000;
-    while (th_now_ms() < end) {
-        if (numsub(channel) == want)
-            return 1;
-        hilock_epoll_run_once(&ep, a, 5);
-    }
-    return 0;
-}
+#include "async_helpers.h"
 
 /* One count operation run to its end: its rc; *value its value. */
 static int sem_op(hilock_async *a, hilock_semaphore *s, hilock_count_op op, int64_t arg,

@@ -573,16 +573,7 @@ static int latch_marked(void *arg)
 
 static int server_stopped(void *arg)
 {
-    char path[64], buf[256] = "";
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)((th_redis *)arg)->pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
-    return p && p[1] == ' ' && p[2] == 'T';
+    return th_redis_stopped(arg);
 }
 
 static void t_drain_settles_on_new_connection(void)
