@@ -23,6 +23,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -1696,6 +1697,363 @@ static PyObject *m_now_ms(PyObject *self, PyObject *unused)
     return PyLong_FromLongLong(mono_ms());
 }
 
+/* ------------------------------------------------------------------ */
+/* ReplyFuture: the future of one reply, for hilock.aio's connections  */
+/* ------------------------------------------------------------------ */
+
+/* asyncio.Future's protocol (what a Task awaits, cancels and is called
+ * back by), plus wake_now(). asyncio.Future hands its done-callbacks to
+ * loop.call_soon, so a task awaiting a reply runs one loop iteration after
+ * the reply was read: a second pass through the selector for every round
+ * trip. wake_now(), called by a connection's read callback, runs the
+ * waiting task's wake-up there and then when no task is running (the
+ * callback was called by the loop itself); anywhere else -- set_result,
+ * cancel, or wake_now inside a task -- the callbacks go through call_soon
+ * as asyncio.Future's do. Written in C because the per-reply Python frames
+ * of a Python version cost what the saved iteration saves. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *loop;
+    PyObject *cbs; /* list of (fn, context) tuples, or NULL */
+    int state;     /* 0 pending, 1 done, 2 cancelled */
+    char blocking; /* _asyncio_future_blocking */
+} FutObject;
+
+static PyTypeObject *FutType;
+/* asyncio's and contextvars' functions and exceptions, looked up once (the
+   first future made) and kept for the process's life, as the types are */
+static PyObject *aio_current_task, *aio_cancelled, *aio_invalid_state, *cv_copy_context;
+
+static int fut_imports(void)
+{
+    if (aio_current_task)
+        return 0;
+    PyObject *a = PyImport_ImportModule("asyncio");
+    PyObject *cv = a ? PyImport_ImportModule("contextvars") : NULL;
+    if (!cv) {
+        Py_XDECREF(a);
+        return -1;
+    }
+    PyObject *ct = PyObject_GetAttrString(a, "current_task");
+    PyObject *ce = PyObject_GetAttrString(a, "CancelledError");
+    PyObject *ie = PyObject_GetAttrString(a, "InvalidStateError");
+    PyObject *cc = PyObject_GetAttrString(cv, "copy_context");
+    Py_DECREF(a);
+    Py_DECREF(cv);
+    if (!ct || !ce || !ie || !cc) {
+        Py_XDECREF(ct);
+        Py_XDECREF(ce);
+        Py_XDECREF(ie);
+        Py_XDECREF(cc);
+        return -1;
+    }
+    aio_current_task = ct;
+    aio_cancelled = ce;
+    aio_invalid_state = ie;
+    cv_copy_context = cc;
+    return 0;
+}
+
+static PyObject *fut_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *loop;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "O:ReplyFuture", &loop)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "ReplyFuture(loop) takes no keyword arguments");
+        return NULL;
+    }
+    if (fut_imports() != 0)
+        return NULL;
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    FutObject *o = (FutObject *)alloc(type, 0);
+    if (!o)
+        return NULL;
+    Py_INCREF(loop);
+    o->loop = loop;
+    o->cbs = NULL;
+    o->state = 0;
+    o->blocking = 0;
+    return (PyObject *)o;
+}
+
+static int fut_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    FutObject *o = (FutObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(o->loop);
+    Py_VISIT(o->cbs);
+    return 0;
+}
+
+static int fut_clear(PyObject *self)
+{
+    FutObject *o = (FutObject *)self;
+    Py_CLEAR(o->loop);
+    Py_CLEAR(o->cbs);
+    return 0;
+}
+
+static void fut_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    fut_clear(self);
+    freefunc fr = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    fr(self);
+    Py_DECREF(tp);
+}
+
+/* loop.call_soon(fn, self, context=ctx) */
+static int fut_call_soon(FutObject *o, PyObject *fn, PyObject *ctx)
+{
+    PyObject *meth = PyObject_GetAttrString(o->loop, "call_soon");
+    PyObject *args = meth ? PyTuple_Pack(2, fn, (PyObject *)o) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{s:O}", "context", ctx) : NULL;
+    PyObject *r = kw ? PyObject_Call(meth, args, kw) : NULL;
+    Py_XDECREF(meth);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *fut_finish(FutObject *o, int state, int now)
+{
+    o->state = state;
+    PyObject *cbs = o->cbs;
+    if (!cbs)
+        Py_RETURN_NONE;
+    o->cbs = NULL;
+    int direct = 0;
+    if (now) {
+        PyObject *t = PyObject_CallFunctionObjArgs(aio_current_task, o->loop, NULL);
+        if (!t) {
+            Py_DECREF(cbs);
+            return NULL;
+        }
+        direct = t == Py_None;
+        Py_DECREF(t);
+    }
+    Py_ssize_t n = PyList_Size(cbs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GetItem(cbs, i); /* borrowed */
+        PyObject *fn = PyTuple_GetItem(pair, 0), *ctx = PyTuple_GetItem(pair, 1);
+        if (direct) {
+            PyObject *r = PyObject_CallMethod(ctx, "run", "OO", fn, (PyObject *)o);
+            if (!r) {
+                /* what a task's wake-up lets through (KeyboardInterrupt,
+                   SystemExit): the rest still run, later */
+                PyObject *et, *ev, *tb;
+                PyErr_Fetch(&et, &ev, &tb);
+                for (Py_ssize_t j = i + 1; j < n; j++) {
+                    PyObject *p2 = PyList_GetItem(cbs, j);
+                    if (fut_call_soon(o, PyTuple_GetItem(p2, 0), PyTuple_GetItem(p2, 1)) != 0)
+                        PyErr_Clear();
+                }
+                PyErr_Restore(et, ev, tb);
+                Py_DECREF(cbs);
+                return NULL;
+            }
+            Py_DECREF(r);
+        } else if (fut_call_soon(o, fn, ctx) != 0) {
+            Py_DECREF(cbs);
+            return NULL;
+        }
+    }
+    Py_DECREF(cbs);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fut_get_loop(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *l = ((FutObject *)self)->loop;
+    Py_INCREF(l);
+    return l;
+}
+
+static PyObject *fut_done(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(((FutObject *)self)->state != 0);
+}
+
+static PyObject *fut_cancelled(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(((FutObject *)self)->state == 2);
+}
+
+static PyObject *fut_result(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    int st = ((FutObject *)self)->state;
+    if (st == 1)
+        Py_RETURN_NONE;
+    if (st == 2)
+        PyErr_SetNone(aio_cancelled);
+    else
+        PyErr_SetString(aio_invalid_state, "result is not set");
+    return NULL;
+}
+
+static PyObject *fut_add_done_callback(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"fn", "context", NULL};
+    FutObject *o = (FutObject *)self;
+    PyObject *fn, *ctx = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$O:add_done_callback", kwlist, &fn, &ctx))
+        return NULL;
+    if (ctx == Py_None)
+        ctx = PyObject_CallObject(cv_copy_context, NULL);
+    else
+        Py_INCREF(ctx);
+    if (!ctx)
+        return NULL;
+    int rc;
+    if (o->state) {
+        rc = fut_call_soon(o, fn, ctx);
+    } else {
+        PyObject *pair = PyTuple_Pack(2, fn, ctx);
+        rc = -1;
+        if (pair) {
+            if (!o->cbs)
+                o->cbs = PyList_New(0);
+            rc = o->cbs ? PyList_Append(o->cbs, pair) : -1;
+            Py_DECREF(pair);
+        }
+    }
+    Py_DECREF(ctx);
+    if (rc != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *fut_remove_done_callback(PyObject *self, PyObject *fn)
+{
+    FutObject *o = (FutObject *)self;
+    long removed = 0;
+    if (o->cbs) {
+        for (Py_ssize_t i = PyList_Size(o->cbs) - 1; i >= 0; i--) {
+            PyObject *f = PyTuple_GetItem(PyList_GetItem(o->cbs, i), 0);
+            int eq = PyObject_RichCompareBool(f, fn, Py_EQ);
+            if (eq < 0)
+                return NULL;
+            if (eq) {
+                if (PySequence_DelItem(o->cbs, i) != 0)
+                    return NULL;
+                removed++;
+            }
+        }
+    }
+    return PyLong_FromLong(removed);
+}
+
+static PyObject *fut_set_result(PyObject *self, PyObject *args)
+{
+    FutObject *o = (FutObject *)self;
+    PyObject *ignored = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:set_result", &ignored))
+        return NULL;
+    if (o->state) {
+        PyErr_SetString(aio_invalid_state, "the future is already done");
+        return NULL;
+    }
+    return fut_finish(o, 1, 0);
+}
+
+static PyObject *fut_wake_now(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    FutObject *o = (FutObject *)self;
+    if (o->state)
+        Py_RETURN_NONE;
+    return fut_finish(o, 1, 1);
+}
+
+static PyObject *fut_cancel(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"msg", NULL};
+    FutObject *o = (FutObject *)self;
+    PyObject *msg = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:cancel", kwlist, &msg))
+        return NULL;
+    if (o->state)
+        Py_RETURN_FALSE;
+    PyObject *r = fut_finish(o, 2, 0);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *fut_exception(PyObject *self, PyObject *unused)
+{
+    PyObject *r = fut_result(self, unused);
+    return r; /* None when done; the same errors as result() otherwise */
+}
+
+/* await fut: the future itself is the iterator; it yields itself while
+   pending (as asyncio.Future's iterator does) and then ends */
+static PyObject *fut_await(PyObject *self)
+{
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *fut_iternext(PyObject *self)
+{
+    FutObject *o = (FutObject *)self;
+    if (o->state == 0) {
+        o->blocking = 1;
+        Py_INCREF(self);
+        return self;
+    }
+    if (o->state == 2) {
+        PyErr_SetNone(aio_cancelled);
+        return NULL;
+    }
+    return NULL; /* StopIteration(None) */
+}
+
+static PyMethodDef fut_methods[] = {
+    {"get_loop", fut_get_loop, METH_NOARGS, NULL},
+    {"done", fut_done, METH_NOARGS, NULL},
+    {"cancelled", fut_cancelled, METH_NOARGS, NULL},
+    {"result", fut_result, METH_NOARGS, "None when done; CancelledError when cancelled"},
+    {"exception", fut_exception, METH_NOARGS, NULL},
+    {"add_done_callback", (PyCFunction)(void (*)(void))fut_add_done_callback,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {"remove_done_callback", fut_remove_done_callback, METH_O, NULL},
+    {"set_result", fut_set_result, METH_VARARGS, "done; callbacks through loop.call_soon"},
+    {"wake_now", fut_wake_now, METH_NOARGS,
+     "done (if not yet); the waiter runs now when called from a loop callback"},
+    {"cancel", (PyCFunction)(void (*)(void))fut_cancel, METH_VARARGS | METH_KEYWORDS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef fut_members[] = {
+    {"_asyncio_future_blocking", T_BOOL, offsetof(FutObject, blocking), 0, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot fut_slots[] = {
+    {Py_tp_new, fut_new},
+    {Py_tp_dealloc, fut_dealloc},
+    {Py_tp_traverse, fut_traverse},
+    {Py_tp_clear, fut_clear},
+    {Py_tp_methods, fut_methods},
+    {Py_tp_members, fut_members},
+    {Py_am_await, fut_await},
+    {Py_tp_iter, fut_await},
+    {Py_tp_iternext, fut_iternext},
+    {Py_tp_doc, "ReplyFuture(loop): the future of one reply (see wake_now)."},
+    {0, NULL}};
+
+static PyType_Spec fut_spec = {"hilock._engine.ReplyFuture", sizeof(FutObject), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, fut_slots};
+
 static PyMethodDef module_methods[] = {
     {"hold_owner", m_hold_owner, METH_VARARGS, "hold_owner(kind, client_id, thread_id) -> str"},
     {"subscribe_cmd", m_subscribe_cmd, METH_VARARGS,
@@ -1773,7 +2131,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &SettleType, &settle_spec, "Settle") ||
         add_type(m, &CallType, &call_spec, "Call") ||
         add_type(m, &AckType, &ack_spec, "Ack") ||
-        add_type(m, &RouterType, &router_spec, "Router") || sem_module_init(m))
+        add_type(m, &RouterType, &router_spec, "Router") ||
+        add_type(m, &FutType, &fut_spec, "ReplyFuture") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

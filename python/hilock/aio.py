@@ -142,13 +142,20 @@ def _raise(code: int, detail: str = "") -> None:
 # --------------------------------------------------------------------------
 
 
+# The future of one reply (hilock._engine.ReplyFuture): asyncio.Future's
+# protocol plus wake_now(), which a connection's read callback uses to run
+# the waiting task at once instead of one loop iteration later (see its
+# docstring in python/_engine.c).
+_Fut: Any = _E.ReplyFuture
+
+
 class _Req:
     """One command on a connection: its reply, or why none came. deadline:
     the loop time after which a waiter gives up on it (0: nobody waits)."""
 
     __slots__ = ("conn", "fut", "reply", "failed", "deadline")
 
-    def __init__(self, conn: "_Conn", fut: "asyncio.Future[None]") -> None:
+    def __init__(self, conn: "_Conn", fut: Any) -> None:
         self.conn = conn
         self.fut = fut
         self.reply: Any = None
@@ -210,8 +217,7 @@ class _Conn(asyncio.BufferedProtocol):
                 if self.pending:
                     req = self.pending.popleft()
                     req.reply = r
-                    if not req.fut.done():
-                        req.fut.set_result(None)
+                    req.fut.wake_now()
                 elif self.on_push is not None:
                     self.on_push(r)
         except Error:
@@ -241,7 +247,7 @@ class _Conn(asyncio.BufferedProtocol):
         self._closed()
 
     def request(self, data: bytes) -> _Req:
-        req = _Req(self, self.loop.create_future())
+        req = _Req(self, _Fut(self.loop))
         if self.closed or self.transport is None:
             req.failed = True
             req.fut.set_result(None)
@@ -286,7 +292,7 @@ async def _await_req(loop: asyncio.AbstractEventLoop, req: _Req, timeout_ms: int
     first feed it to its machine: see _Cancel)."""
     fut = req.fut
     if fut.done() and req.reply is None and not req.failed:
-        fut = req.fut = loop.create_future()  # waited before and timed out: wait again
+        fut = req.fut = _Fut(loop)  # waited before and timed out: wait again
     if not fut.done():
         req.deadline = d = loop.time() + timeout_ms / 1000.0
         req.conn.arm(d)
@@ -309,7 +315,28 @@ class _Cancel:
         self.exc: Optional[BaseException] = None
 
     async def req(self, loop: asyncio.AbstractEventLoop, req: _Req, timeout_ms: int) -> int:
-        deadline = loop.time() + timeout_ms / 1000.0
+        """_await_req, finishing the wait when cancelled (see the class)."""
+        fut = req.fut
+        if not fut.done():
+            # the usual case, inline (no coroutine per layer on the hot path)
+            req.deadline = deadline = loop.time() + timeout_ms / 1000.0
+            req.conn.arm(deadline)
+            try:
+                await fut
+            except asyncio.CancelledError as e:
+                self.exc = self.exc or e
+                if req.fut.cancelled():
+                    req.fut = _Fut(loop)
+                    if req.reply is not None or req.failed:
+                        req.fut.set_result(None)
+                timeout_ms = max(1, int((deadline - loop.time()) * 1000))
+            else:
+                req.deadline = 0.0
+                if req.reply is not None:
+                    return 0
+                return 2 if req.failed else 1
+        else:
+            deadline = loop.time() + timeout_ms / 1000.0
         while True:
             try:
                 return await _await_req(loop, req, timeout_ms)
@@ -317,7 +344,7 @@ class _Cancel:
                 if self.exc is None:
                     self.exc = e
                 if req.fut.cancelled():
-                    req.fut = loop.create_future()
+                    req.fut = _Fut(loop)
                     if req.reply is not None or req.failed:
                         req.fut.set_result(None)
                 timeout_ms = max(1, int((deadline - loop.time()) * 1000))
@@ -1160,7 +1187,8 @@ class Client:
                         raise
                 else:
                     st = await cancel.req(loop, req, timeout_ms)
-                if st == 0 and redirects < _MAX_REDIRECTS and self._redirected(req.reply):
+                if (st == 0 and self._sentinel and redirects < _MAX_REDIRECTS
+                        and self._redirected(req.reply)):
                     conn.close()  # no master any more: the same command on the new one
                     if cancel is None:
                         await asyncio.sleep(_REDIRECT_PAUSE)
@@ -1720,6 +1748,7 @@ class Lock:
         self._lease = lease
         self._on_lost: Optional[LostCallback] = None
         self._token = 0
+        self._last: Optional[Tuple[Any, str, int]] = None  # (task ref, owner, tid)
 
     @property
     def name(self) -> str:
@@ -1745,8 +1774,19 @@ class Lock:
         return self._tid
 
     def _owner(self) -> Tuple[str, int]:
-        tid = task_id() if self._tid is None else self._tid
-        return _E.hold_owner(self._n.kind, self._c._id, tid), tid
+        if self._tid is not None:
+            tid = self._tid
+            return _E.hold_owner(self._n.kind, self._c._id, tid), tid
+        # the last task's owner, kept (a weak reference: a task that ended
+        # can neither be kept alive nor mistaken for a new one)
+        t = asyncio.current_task()
+        last = self._last
+        if last is not None and t is not None and last[0]() is t:
+            return last[1], last[2]
+        tid = task_id()
+        owner = _E.hold_owner(self._n.kind, self._c._id, tid)
+        self._last = (weakref.ref(t), owner, tid)  # type: ignore[arg-type]
+        return owner, tid
 
     def _key(self, owner: str) -> Tuple[int, str, str]:
         return (self._n.kind, self._n.name, owner)
