@@ -83,6 +83,24 @@ static const char *check_str(const char *s, size_t max, const char *what)
 }
 
 /* RESP array of bulk strings as bytes. */
+/* "<c><n>\r\n" at p (a RESP length line); returns the end. Written out by
+   hand: snprintf per argument was a visible part of building a command. */
+static char *put_len(char *p, char c, size_t n)
+{
+    char digits[24];
+    int k = 0;
+    do {
+        digits[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    *p++ = c;
+    while (k)
+        *p++ = digits[--k];
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
 static PyObject *cmd_bytes(hl_cmd *cmd, int eval)
 {
     if (eval)
@@ -95,9 +113,9 @@ static PyObject *cmd_bytes(hl_cmd *cmd, int eval)
     if (!buf)
         return PyErr_NoMemory();
     char *p = buf;
-    p += snprintf(p, 32, "*%d\r\n", cmd->argc);
+    p = put_len(p, '*', (size_t)cmd->argc);
     for (int i = 0; i < cmd->argc; i++) {
-        p += snprintf(p, 32, "$%zu\r\n", cmd->argvlen[i]);
+        p = put_len(p, '$', cmd->argvlen[i]);
         memcpy(p, cmd->argv[i], cmd->argvlen[i]);
         p += cmd->argvlen[i];
         *p++ = '\r';
@@ -1724,6 +1742,10 @@ static PyTypeObject *FutType;
 /* asyncio's and contextvars' functions and exceptions, looked up once (the
    first future made) and kept for the process's life, as the types are */
 static PyObject *aio_current_task, *aio_cancelled, *aio_invalid_state, *cv_copy_context;
+/* Python 3.9-3.11 write asyncio.current_task in Python, over the dict
+   asyncio.tasks._current_tasks (loop -> running task): read the dict then,
+   a Python call per reply saved; later versions have it in C: call it */
+static PyObject *aio_current_tasks;
 
 static int fut_imports(void)
 {
@@ -1748,6 +1770,14 @@ static int fut_imports(void)
         Py_XDECREF(cc);
         return -1;
     }
+    PyObject *tasks = PyImport_ImportModule("asyncio.tasks");
+    PyObject *cur = tasks ? PyObject_GetAttrString(tasks, "_current_tasks") : NULL;
+    Py_XDECREF(tasks);
+    PyErr_Clear();
+    /* the dict only where current_task itself is a plain Python function */
+    if (cur && (!PyDict_Check(cur) || !PyObject_HasAttrString(ct, "__code__")))
+        Py_CLEAR(cur);
+    aio_current_tasks = cur;
     aio_current_task = ct;
     aio_cancelled = ce;
     aio_invalid_state = ie;
@@ -1828,7 +1858,14 @@ static PyObject *fut_finish(FutObject *o, int state, int now)
         Py_RETURN_NONE;
     o->cbs = NULL;
     int direct = 0;
-    if (now) {
+    if (now && aio_current_tasks) {
+        PyObject *t = PyDict_GetItemWithError(aio_current_tasks, o->loop); /* borrowed */
+        if (!t && PyErr_Occurred()) {
+            Py_DECREF(cbs);
+            return NULL;
+        }
+        direct = !t || t == Py_None;
+    } else if (now) {
         PyObject *t = PyObject_CallFunctionObjArgs(aio_current_task, o->loop, NULL);
         if (!t) {
             Py_DECREF(cbs);

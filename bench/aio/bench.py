@@ -224,6 +224,7 @@ def pairs_figure(srv: Server, ntasks: int, slices: int, per: int) -> None:
         series["aio_uvloop"] = AioPairs(srv.url, "uvloop", ntasks)
     series["redispy_aio"] = RedispyPairs(srv.url, ntasks)
     got: Dict[str, List[float]] = {k: [] for k in ["limit"] + list(series)}
+    cpu: Dict[str, List[float]] = {k: [] for k in series}  # this process's CPU per pair
     try:
         for s in series.values():
             s.slice(50)  # warm: connections, scripts
@@ -231,7 +232,9 @@ def pairs_figure(srv: Server, ntasks: int, slices: int, per: int) -> None:
             if ntasks == 1:
                 got["limit"].append(limit_pairs(srv, per * 2))
             for k, s in series.items():
+                c0 = time.process_time()
                 got[k].append(s.slice(per))
+                cpu[k].append((time.process_time() - c0) * 1e6 / (per * ntasks))
     finally:
         for s in series.values():
             s.close()
@@ -252,7 +255,8 @@ def pairs_figure(srv: Server, ntasks: int, slices: int, per: int) -> None:
                      ("redispy_aio", "redis-py asyncio Lock, default loop")):
         if k in med:
             extra = "  %.2f of limit" % (med[k] / med["limit"]) if "limit" in med else ""
-            print("   %-52s %8.0f%s" % (label, med[k], extra))
+            print("   %-52s %8.0f%s  (client CPU %.1f us/pair)"
+                  % (label, med[k], extra, statistics.median(cpu[k])))
     print("   aio / blocking             %.2f (slices q1..q3 %.2f..%.2f)  target >= 0.8"
           % ratio("aio", "blocking"))
     if "aio_uvloop" in med:

@@ -309,10 +309,7 @@ class _Cancel:
     """Remembers a CancelledError that arrived while a machine had a
     command in flight or was waiting, so the machine can be finished first."""
 
-    __slots__ = ("exc",)
-
-    def __init__(self) -> None:
-        self.exc: Optional[BaseException] = None
+    exc: Optional[BaseException] = None  # a class default: no __init__ to run per call
 
     async def req(self, loop: asyncio.AbstractEventLoop, req: _Req, timeout_ms: int) -> int:
         """_await_req, finishing the wait when cancelled (see the class)."""
@@ -320,7 +317,9 @@ class _Cancel:
         if not fut.done():
             # the usual case, inline (no coroutine per layer on the hot path)
             req.deadline = deadline = loop.time() + timeout_ms / 1000.0
-            req.conn.arm(deadline)
+            conn = req.conn
+            if conn.timer is None or deadline < conn.timer_at:
+                conn.arm(deadline)
             try:
                 await fut
             except asyncio.CancelledError as e:
@@ -1597,10 +1596,16 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
             t = m.next()
             act = t[0]
             if act == _SEND:
-                st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
-                if st == 3:
-                    m.on_error(code)
-                    continue
+                # one server and an idle connection (the usual case): nothing to route
+                conn = None if c._cluster or c._sentinel else c._pool.get_nowait()
+                if conn is not None:
+                    req = conn.request(t[1])
+                    st = await cancel.req(loop, req, c._cmd_ms)
+                else:
+                    st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
+                    if st == 3:
+                        m.on_error(code)
+                        continue
                 assert conn is not None
                 if st == 0:
                     again = m.on_reply(req.reply)
@@ -1690,8 +1695,15 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
             break
         if cancel.exc is not None:
             raise cancel.exc  # nothing on the wire: the hold is as it was
-        st, req, conn, code = await c._routed(names.slot, t[1],
-                                              t[2] if t[2] > 0 else c._cmd_ms, cancel)
+        # one server and an idle connection (the usual case): nothing to route
+        conn = None if c._cluster or c._sentinel else c._pool.get_nowait()
+        if conn is not None:
+            req = conn.request(t[1])
+            st = await cancel.req(c._loop, req, t[2] if t[2] > 0 else c._cmd_ms)
+            code = 0
+        else:
+            st, req, conn, code = await c._routed(names.slot, t[1],
+                                                  t[2] if t[2] > 0 else c._cmd_ms, cancel)
         if st == 3:
             if cancel.exc is not None and code == _E.E_CANCELED:
                 raise cancel.exc  # nothing more on the wire
@@ -1803,12 +1815,13 @@ class Lock:
 
     async def _acquire(self, w: int, l: int) -> bool:
         c = self._c
-        c._check()
+        if c._closed or not c._opened:
+            c._check()
         owner, tid = self._owner()
         watchdog = l == 0
         lease = c._wd_ms if watchdog else l
         cancel = _Cancel()
-        key = self._key(owner)
+        key = (self._n.kind, self._n.name, owner)
         deadline = -1 if w <= 0 else _E.now_ms() + w
         while True:
             left = w if deadline < 0 else max(1, deadline - _E.now_ms())
@@ -1854,9 +1867,11 @@ class Lock:
 
     async def release(self) -> None:
         """Release one hold. NotOwnerError when this owner does not hold it."""
-        self._c._check()
+        c = self._c
+        if c._closed or not c._opened:
+            c._check()
         owner, _tid = self._owner()
-        await _release(self._c, self._n, owner, self._key(owner))
+        await _release(c, self._n, owner, (self._n.kind, self._n.name, owner))
 
     async def extend(self, lease: Seconds) -> None:
         """Add lease seconds to this owner's hold (fixed leases)."""
