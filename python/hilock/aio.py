@@ -1670,17 +1670,24 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     m.on_wake()
             elif act == _UNSUBSCRIBE:
                 if w is not None:
-                    if ps is not None:
-                        ps.leave(t[1], w)
+                    _leave(c, ps, t[1], w)
                     w = None
             else:
                 got, held = (held if t[1] == 0 else None), None
                 return t[1], t[2], t[3], got
     finally:
-        if w is not None and ps is not None:
-            ps.leave(channel, w)
+        if w is not None:
+            _leave(c, ps, channel, w)
         if held is not None:
             held.pool.put(held)  # type: ignore[union-attr]
+
+
+def _leave(c: Client, ps: Optional[_PubSub], channel: str, w: _Waiter) -> None:
+    """w leaves channel. ps is None when a cancellation came while joining:
+    w may then be a member on any pub/sub connection (leave is a no-op
+    where it is not), and must not stay subscribed (as _aio_sem does)."""
+    for p in ([ps] if ps is not None else [c._pubsub, *c._pubsubs.values()]):
+        p.leave(channel, w)
 
 
 async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
@@ -1791,7 +1798,8 @@ class Lock:
             return _E.hold_owner(self._n.kind, self._c._id, tid), tid
         # the last task's owner, kept (a weak reference: a task that ended
         # can neither be kept alive nor mistaken for a new one)
-        t = asyncio.current_task()
+        # (the client's loop given: no running-loop lookup, which costs a getpid() call)
+        t = asyncio.current_task(self._c._loop)
         last = self._last
         if last is not None and t is not None and last[0]() is t:
             return last[1], last[2]
@@ -2110,7 +2118,11 @@ class MultiLock:
                 c, nm, owner, _tid = self._member(lk, tid)
                 c._check()
                 ch = nm.wait_channel(owner)
-                ps, _ok = await c._join(nm.slot, ch, waiter, c._cmd_ms)
+                try:
+                    ps, _ok = await c._join(nm.slot, ch, waiter, c._cmd_ms)
+                except BaseException:
+                    _leave(c, None, ch, waiter)  # cancelled while joining
+                    raise
                 if ps is not None:
                     joined.append((ps, ch))
 
