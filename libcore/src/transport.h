@@ -197,6 +197,7 @@ typedef struct hl_watchdog {
     struct hl_wd_entry *entries; /* watchdog.c */
     hl_deferred *deferred, **deferred_tail; /* FIFO */
     int close_deferred;  /* the client's close was asked from a lost callback */
+    struct hl_wd_scratch *scratch; /* watchdog.c: the thread's buffers between ticks */
 } hl_watchdog;
 
 /* A watchdog acquisition of (holder, tid): starts renewing or counts a hold.

@@ -146,10 +146,78 @@ static int item_cmp(const void *pa, const void *pb)
     return (a->slot > b->slot) - (a->slot < b->slot);
 }
 
-/* Build the commands for items[0..n) in groups; first[g], size[g] say which
- * items command g renews. Returns the number of commands. */
-static int build_groups(hl_transport *c, wd_item *items, int n, hl_cmd *cmds, int *first,
-                        int *size, int batch)
+/* The watchdog thread's buffers, kept between ticks and grown as needed
+ * (a tick allocates nothing once they are large enough): per hold
+ * (ncap) and per renewal command (gcap, an hl_cmd is some 3.6 KB: one
+ * per group of up to HL_RENEW_MANY_MAX holds, not one per hold). Used by
+ * the watchdog thread only; freed by hl_wd_shutdown. */
+typedef struct hl_wd_scratch {
+    int ncap, gcap;
+    wd_item *items, *again;
+    hl_renew_outcome *out, *out2;
+    int *retry, *unused, *first, *size;
+    hl_cmd *cmds;
+    redisReply **replies;
+} hl_wd_scratch;
+
+static void scratch_free(hl_wd_scratch *s)
+{
+    if (!s)
+        return;
+    free(s->items);
+    free(s->again);
+    free(s->out);
+    free(s->out2);
+    free(s->retry);
+    free(s->unused);
+    free(s->first);
+    free(s->size);
+    free(s->cmds);
+    free(s->replies);
+    free(s);
+}
+
+/* Room for n holds: 0, or -1 (no memory: try again next tick). */
+static int scratch_holds(hl_watchdog *wd, int n)
+{
+    hl_wd_scratch *s = wd->scratch;
+    if (!s && !(s = wd->scratch = calloc(1, sizeof *s)))
+        return -1;
+    if (n <= s->ncap)
+        return 0;
+    int cap = n < 2 * s->ncap ? 2 * s->ncap : n;
+    size_t k = (size_t)cap;
+#define HL_GROW(f) do { free(s->f); s->f = malloc(k * sizeof *s->f); ok = ok && s->f; } while (0)
+    int ok = 1;
+    HL_GROW(items);
+    HL_GROW(again);
+    HL_GROW(out);
+    HL_GROW(out2);
+    HL_GROW(retry);
+    HL_GROW(unused);
+    HL_GROW(first);
+    HL_GROW(size);
+#undef HL_GROW
+    s->ncap = ok ? cap : 0;
+    return ok ? 0 : -1;
+}
+
+/* Room for m commands: 0 or -1. */
+static int scratch_cmds(hl_wd_scratch *s, int m)
+{
+    if (m <= s->gcap)
+        return 0;
+    free(s->cmds);
+    free(s->replies);
+    s->cmds = malloc(sizeof *s->cmds * (size_t)m);
+    s->replies = malloc(sizeof *s->replies * (size_t)m);
+    s->gcap = s->cmds && s->replies ? m : 0;
+    return s->gcap ? 0 : -1;
+}
+
+/* The groups of items[0..n): first[g], size[g] say which items command g
+ * renews. Returns the number of commands. */
+static int plan_groups(const wd_item *items, int n, int *first, int *size, int batch)
 {
     int m = 0;
     for (int i = 0; i < n;) {
@@ -158,18 +226,6 @@ static int build_groups(hl_transport *c, wd_item *items, int n, hl_cmd *cmds, in
             while (i + k < n && k < HL_RENEW_MANY_MAX && !items[i + k].single &&
                    items[i + k].slot == items[i].slot)
                 k++;
-        if (k == 1) {
-            hl_wd_entry *e = items[i].e;
-            hl_cmd_renew_kind(&cmds[m], e->kind, e->names, e->owner, c->opts.watchdog_lease_ms);
-        } else {
-            const hl_names *names[HL_RENEW_MANY_MAX];
-            const char *owners[HL_RENEW_MANY_MAX];
-            for (int j = 0; j < k; j++) {
-                names[j] = items[i + j].e->names;
-                owners[j] = items[i + j].e->owner;
-            }
-            hl_cmd_renew_many(&cmds[m], names, owners, k, c->opts.watchdog_lease_ms);
-        }
         first[m] = i;
         size[m] = k;
         m++;
@@ -178,25 +234,45 @@ static int build_groups(hl_transport *c, wd_item *items, int n, hl_cmd *cmds, in
     return m;
 }
 
+/* Command g renews items[first[g] .. first[g] + size[g]). */
+static void build_group(hl_transport *c, const wd_item *items, int first, int size, hl_cmd *cmd)
+{
+    if (size == 1) {
+        hl_wd_entry *e = items[first].e;
+        hl_cmd_renew_kind(cmd, e->kind, e->names, e->owner, c->opts.watchdog_lease_ms);
+        return;
+    }
+    const hl_names *names[HL_RENEW_MANY_MAX];
+    const char *owners[HL_RENEW_MANY_MAX];
+    for (int j = 0; j < size; j++) {
+        names[j] = items[first + j].e->names;
+        owners[j] = items[first + j].e->owner;
+    }
+    hl_cmd_renew_many(cmd, names, owners, size, c->opts.watchdog_lease_ms);
+}
+
 /* Send the groups of items[0..n) (one pipeline per node) and write each
  * item's outcome. With batch set, the holds of a group whose answer was an
  * error for the whole call (a slot moving under a multi-key call, say) are
- * marked *retry so the caller renews them one by one. */
-static void renew_items(hl_transport *c, wd_item *items, int n, int batch,
-                        hl_renew_outcome *out, int *retry)
+ * marked *retry so the caller renews them one by one. first and size have
+ * room for n. */
+static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items, int n,
+                        int batch, hl_renew_outcome *out, int *retry)
 {
-    hl_cmd *cmds = malloc(sizeof *cmds * (size_t)n);
-    int *first = malloc(sizeof *first * (size_t)n);
-    int *size = malloc(sizeof *size * (size_t)n);
-    redisReply **replies = calloc((size_t)n, sizeof *replies);
-    if (!cmds || !first || !size || !replies) {
+    int m = plan_groups(items, n, s->first, s->size, batch);
+    if (scratch_cmds(s, m) != 0) {
         for (int i = 0; i < n; i++)
             out[i] = HL_RENEW_TROUBLE; /* try again next tick */
-        goto done;
+        return;
     }
-    int m = build_groups(c, items, n, cmds, first, size, batch);
+    const int *first = s->first, *size = s->size;
+    redisReply **replies = s->replies;
+    for (int g = 0; g < m; g++) {
+        build_group(c, items, first[g], size[g], &s->cmds[g]);
+        replies[g] = NULL;
+    }
     char err[HL_ERRMSG_MAX];
-    if (hl_exec_pipeline(c, cmds, m, replies, err)) {
+    if (hl_exec_pipeline(c, s->cmds, m, replies, err)) {
         char msg[HL_ERRMSG_MAX + 32];
         snprintf(msg, sizeof msg, "watchdog renewal failed: %s", err);
         hl_transport_report(c, msg);
@@ -215,13 +291,10 @@ static void renew_items(hl_transport *c, wd_item *items, int n, int batch,
     for (int g = 0; g < m; g++)
         if (replies[g])
             freeReplyObject(replies[g]);
-done:
-    free(replies);
-    free(size);
-    free(first);
-    free(cmds);
 }
 
+/* One tick: renew every live hold; mu held, released while the renewals
+ * are in flight. */
 static void renew_batch(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
@@ -229,23 +302,13 @@ static void renew_batch(hl_transport *c)
     for (hl_wd_entry *e = wd->entries; e; e = e->next)
         if (!e->removed && !e->lost)
             n++;
-    if (n == 0)
-        return;
-    wd_item *items = malloc(sizeof *items * (size_t)n);
-    hl_renew_outcome *out = malloc(sizeof *out * (size_t)n);
-    int *retry = calloc((size_t)n, sizeof *retry);
-    wd_item *again = malloc(sizeof *again * (size_t)n);
-    hl_renew_outcome *out2 = malloc(sizeof *out2 * (size_t)n);
-    int *unused = calloc((size_t)n, sizeof *unused);
-    if (!items || !out || !retry || !again || !out2 || !unused) {
-        free(items);
-        free(out);
-        free(retry);
-        free(again);
-        free(out2);
-        free(unused);
-        return; /* try again next tick */
-    }
+    if (n == 0 || scratch_holds(wd, n) != 0)
+        return; /* nothing to do, or no memory: try again next tick */
+    hl_wd_scratch *s = wd->scratch;
+    wd_item *items = s->items, *again = s->again;
+    hl_renew_outcome *out = s->out, *out2 = s->out2;
+    int *retry = s->retry, *unused = s->unused;
+    memset(retry, 0, sizeof *retry * (size_t)n);
     int i = 0;
     for (hl_wd_entry *e = wd->entries; e && i < n; e = e->next) {
         if (e->removed || e->lost)
@@ -259,13 +322,13 @@ static void renew_batch(hl_transport *c)
     pthread_mutex_unlock(&wd->mu);
     qsort(items, (size_t)n, sizeof *items, item_cmp);
     int64_t sent_at = hl_now_mono_ms();
-    renew_items(c, items, n, 1, out, retry);
+    renew_items(c, s, items, n, 1, out, retry);
     int nagain = 0;
     for (i = 0; i < n; i++)
         if (retry[i])
             again[nagain++] = items[i];
     if (nagain) { /* one by one, as before batching */
-        renew_items(c, again, nagain, 0, out2, unused);
+        renew_items(c, s, again, nagain, 0, out2, unused);
         for (i = 0, nagain = 0; i < n; i++)
             if (retry[i])
                 out[i] = out2[nagain++];
@@ -303,12 +366,6 @@ static void renew_batch(hl_transport *c)
             free(e);
         }
     }
-    free(items);
-    free(out);
-    free(retry);
-    free(again);
-    free(out2);
-    free(unused);
     run_deferred(wd);
 }
 
@@ -468,5 +525,7 @@ void hl_wd_shutdown(hl_transport *c, int from_watchdog)
         wd->entries = e->next;
         free(e);
     }
+    scratch_free(wd->scratch); /* the thread has ended (or is us, done renewing) */
+    wd->scratch = NULL;
     pthread_mutex_unlock(&wd->mu);
 }
