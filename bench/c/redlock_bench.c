@@ -563,6 +563,55 @@ static void *handoff_thread(void *arg)
     return NULL;
 }
 
+/* turns hand-offs of a multi-lock of 5 between two threads with their own
+ * clients, into s; members fair locks when fair (the waiter is then in each
+ * member's line, woken on its own waiter channel). 0, or -1 on set-up
+ * failure. */
+static int run_handoff(const char *const *urls, int fair, int turns, series *s)
+{
+    handoff h;
+    memset(&h, 0, sizeof h);
+    h.turns = turns;
+    h.holder = -1;
+    h.s = s;
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    hilock_client *hc[2][NODES] = {{0}};
+    hilock_lock *hl[2][NODES] = {{0}};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        for (int i = 0; i < NODES && rc == 0; i++) {
+            char err[256];
+            const char *name = fair ? "bench:handoff:fair" : "bench:handoff";
+            if (hilock_client_open(&hc[k][i], urls[i], NULL, err, sizeof err) != 0 ||
+                (fair ? hilock_fair_lock_new(&hl[k][i], hc[k][i], name)
+                      : hilock_lock_new(&hl[k][i], hc[k][i], name)) != 0)
+                rc = -1;
+        }
+        if (rc == 0 && hilock_multilock_new(&h.m[k], hl[k], NODES) != 0)
+            rc = -1;
+    }
+    if (rc == 0) {
+        pthread_t ht[2];
+        handoff_arg ha[2] = {{&h, 0}, {&h, 1}};
+        for (int k = 0; k < 2; k++)
+            pthread_create(&ht[k], NULL, handoff_thread, &ha[k]);
+        for (int k = 0; k < 2; k++)
+            pthread_join(ht[k], NULL);
+        s->failures += h.failures;
+    }
+    for (int k = 0; k < 2; k++) {
+        hilock_multilock_free(h.m[k]);
+        for (int i = 0; i < NODES; i++) {
+            hilock_lock_free(hl[k][i]);
+            hilock_client_close(hc[k][i]);
+        }
+    }
+    pthread_mutex_destroy(&h.mu);
+    pthread_cond_destroy(&h.cv);
+    return rc;
+}
+
 /* The same, one node after another (what a sequential Redlock costs). */
 static int seq_pair(redisContext **cs)
 {
@@ -788,41 +837,24 @@ int main(int argc, char **argv)
     }
     double rb_p50 = redis_benchmark_p50(host, port0, delay_us > 0 ? 1000 : 20000);
 
-    /* multi-lock hand-off between two threads, each with its own clients */
+    /* multi-lock hand-off between two threads, each with its own clients:
+     * reentrant members, then fair ones, alternating in 5 rounds */
     int turns = delay_us > 0 ? 100 : 500;
     series s_hand = {"multi-lock-of-5 hand-off to a waiter", calloc((size_t)turns * 2, 8), 0,
                      (size_t)turns * 2, 0, 0};
-    handoff h;
-    memset(&h, 0, sizeof h);
-    h.turns = turns;
-    h.holder = -1;
-    h.s = &s_hand;
-    pthread_mutex_init(&h.mu, NULL);
-    pthread_cond_init(&h.cv, NULL);
-    hilock_client *hc[2][NODES] = {{0}};
-    hilock_lock *hl[2][NODES] = {{0}};
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < NODES; i++) {
-            char err[256];
-            if (hilock_client_open(&hc[k][i], urls[i], NULL, err, sizeof err) != 0 ||
-                hilock_lock_new(&hl[k][i], hc[k][i], "bench:handoff") != 0)
-                return 1;
-        }
-        if (hilock_multilock_new(&h.m[k], hl[k], NODES) != 0)
+    series s_fhand = {"same, fair members", calloc((size_t)turns * 2, 8), 0,
+                      (size_t)turns * 2, 0, 0};
+    if (!s_hand.v || !s_fhand.v)
+        return 1;
+    for (int r = 0; r < 5; r++)
+        if (run_handoff(urls, 0, turns / 5, &s_hand) != 0 ||
+            run_handoff(urls, 1, turns / 5, &s_fhand) != 0)
             return 1;
-    }
-    pthread_t ht[2];
-    handoff_arg ha[2] = {{&h, 0}, {&h, 1}};
-    for (int k = 0; k < 2; k++)
-        pthread_create(&ht[k], NULL, handoff_thread, &ha[k]);
-    for (int k = 0; k < 2; k++)
-        pthread_join(ht[k], NULL);
-    s_hand.failures = h.failures;
 
-    series *all[7] = {&s_raw, &s_one, &s_seq, &s_par, &s_lib, &s_red, &s_hand};
+    series *all[8] = {&s_raw, &s_one, &s_seq, &s_par, &s_lib, &s_red, &s_hand, &s_fhand};
     printf("%-38s %9s %9s %9s %8s %12s\n", "latency (us)", "p50", "p90", "p99", "failed",
            "client CPU/op");
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         qsort(all[i]->v, all[i]->n, 8, cmp_i64);
         printf("%-38s %9.1f %9.1f %9.1f %8ld %12.1f\n", all[i]->name, pct(all[i], 0.5),
                pct(all[i], 0.9), pct(all[i], 0.99), all[i]->failures,
@@ -849,6 +881,9 @@ int main(int argc, char **argv)
     printf("multi-lock-of-5 hand-off p50 = %.1f us (target <= 1000 us, no polling), %zu "
            "samples; RATIO hand-off/raw-parallel5-library-scripts p50 = %.2f\n",
            pct(&s_hand, 0.5), s_hand.n, pct(&s_hand, 0.5) / pct(&s_lib, 0.5));
+    printf("multi-lock-of-5 hand-off, fair members, p50 = %.1f us, %zu samples; RATIO "
+           "fair/reentrant hand-off p50 = %.2f\n",
+           pct(&s_fhand, 0.5), s_fhand.n, pct(&s_fhand, 0.5) / pct(&s_hand, 0.5));
     printf("RATIO redlock5/raw-2RTT p50    = %.2f\n", red / rawp);
     if (rb_p50 > 0)
         printf("RATIO redlock5/redis-benchmark-2RTT p50 = %.2f\n", red / (2 * rb_p50 * 1000));
@@ -860,16 +895,8 @@ int main(int argc, char **argv)
     free(s_seq.v);
     free(s_lib.v);
     free(s_hand.v);
+    free(s_fhand.v);
     hl_names_free(&lib_names);
-    for (int k = 0; k < 2; k++) {
-        hilock_multilock_free(h.m[k]);
-        for (int i = 0; i < NODES; i++) {
-            hilock_lock_free(hl[k][i]);
-            hilock_client_close(hc[k][i]);
-        }
-    }
-    pthread_mutex_destroy(&h.mu);
-    pthread_cond_destroy(&h.cv);
     hilock_multilock_free(m);
     hilock_lock_free(single);
     for (int i = 0; i < NODES; i++) {
@@ -879,5 +906,8 @@ int main(int argc, char **argv)
     free(s_raw.v);
     free(s_one.v);
     free(s_red.v);
-    return s_red.failures || s_one.failures || s_lib.failures || s_hand.failures ? 1 : 0;
+    return s_red.failures || s_one.failures || s_lib.failures || s_hand.failures ||
+                   s_fhand.failures
+               ? 1
+               : 0;
 }
