@@ -384,3 +384,35 @@ def test_lost_reply_settled(own_redis: RedisServer, name: str) -> None:
         finally:
             await c.close()
     run(main())
+
+
+def test_uvloop(redis: RedisServer, name: str) -> None:
+    """On uvloop: a waiter woken by the release message, a cancelled wait
+    leaves nothing taken."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main() -> None:
+        assert "uvloop" in type(asyncio.get_running_loop()).__module__
+        async with aio.Client(redis.url) as c:
+            sem = c.semaphore(name)
+            assert await sem.try_set_permits(1) and await sem.acquire(1, wait=0)
+            w = asyncio.create_task(c.semaphore(name).acquire(1, wait=10))
+            await subscribers(redis, sem_channel(name), 1)
+            t0 = time.monotonic()
+            await sem.release(1)
+            assert await w and time.monotonic() - t0 < 1.0
+            t = asyncio.create_task(sem.acquire(1))
+            await subscribers(redis, sem_channel(name), 1)
+            t.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            await sem.release(1)
+            assert redis("GET", name) == "1"
+    if sys.version_info >= (3, 12):
+        uvloop.run(main())
+    else:
+        uvloop.install()
+        try:
+            asyncio.run(main())
+        finally:
+            asyncio.set_event_loop_policy(None)
