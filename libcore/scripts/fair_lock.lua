@@ -2,9 +2,8 @@
 -- KEYS[1] lock hash, KEYS[2] waiter queue (LIST), KEYS[3] waiter deadlines (ZSET)
 -- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] wait window ms, ARGV[4] "1" to queue
 -- up when the lock cannot be taken now, "0" for a single try that leaves no trace,
--- ARGV[5] latch lifetime ms (0 = no latch), ARGV[6] "<acquire latch key>:<request
--- seq>" (one latch per owner, same slot; an argument for the reason given in
--- lock.lua). A grant leaves "<seq>:<hold count>" in the latch: the same
+-- ARGV[5] latch lifetime ms, ARGV[6] "<acquire latch key>:<request seq>" (one
+-- latch per owner, same slot, as in lock.lua; absent: no latch). A grant leaves "<seq>:<hold count>" in the latch: the same
 -- request sent again returns that answer instead of entering twice;
 -- "x<seq>:..." (the caller gave the request up) makes a late copy take
 -- nothing and queue nowhere. The owner's next call overwrites it (lock.lua).
@@ -12,18 +11,16 @@
 -- Returns {1, hold count} when taken or re-entered; {0, ms} otherwise, where
 -- ms is how long this waiter can expect to wait before its next try.
 -- #include fair_evict.lua
+-- #include acquire_latch.lua
 local window = tonumber(ARGV[3])
-local latch, seq
-if tonumber(ARGV[5] or 0) > 0 then -- (benchmarks call it without a latch)
-    latch, seq = string.match(ARGV[6], '^(.+):(%d+)$')
-end
+local latch, seq = hl_latch_arg(ARGV[5], ARGV[6])
 -- this request's earlier outcome: nil (none), 'x' (given up) or a hold count;
 -- read only on the paths that would change something
 local function earlier()
     if not latch then
         return nil
     end
-    local v = redis.call('get', latch)
+    local v = hl_latch_get(latch)
     if not v then
         return nil
     end
@@ -35,7 +32,7 @@ local function earlier()
 end
 local function granted(holds)
     if latch then
-        redis.call('set', latch, seq .. ':' .. holds, 'px', ARGV[5])
+        hl_latch_set(latch, seq .. ':' .. holds, ARGV[5])
     end
     return {1, holds}
 end

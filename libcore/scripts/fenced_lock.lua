@@ -1,9 +1,9 @@
 -- Fenced lock acquire: the reentrant lock plus a fencing token, idempotent
 -- per request as lock.lua.
 -- KEYS[1] lock hash, KEYS[2] token counter (redisson_lock_token:{N})
--- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] latch lifetime ms (0 or absent = no
--- latch), ARGV[4] "<latch key>:<request seq>" (the owner's acquire latch, an
--- argument for the reason given in lock.lua)
+-- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] latch lifetime ms, ARGV[4]
+-- "<latch key>:<request seq>" (the owner's acquire latch, as in lock.lua;
+-- absent: no latch)
 -- Returns {1, hold count, token} when taken or re-entered (every grant,
 -- re-entry included, takes the next value of the counter, as Redisson's
 -- RFencedLock does), {0, holder pttl} otherwise.
@@ -11,14 +11,12 @@
 -- sent again returns that answer (the same token) instead of entering and
 -- counting once more; "x<seq>:..." (given up, acquire_settle.lua) makes a
 -- late copy take nothing.
+-- #include acquire_latch.lua
 local free = redis.call('exists', KEYS[1]) == 0
 if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local latch, seq
-    if tonumber(ARGV[3] or 0) > 0 then
-        latch, seq = string.match(ARGV[4], '^(.+):(%d+)$')
-    end
+    local latch, seq = hl_latch_arg(ARGV[3], ARGV[4])
     if latch then
-        local earlier = redis.call('get', latch)
+        local earlier = hl_latch_get(latch)
         if earlier then
             local x, s, v, t = string.match(earlier, '^(x?)(%d+):(%d*):?(%d*)$')
             if s == seq then
@@ -36,7 +34,7 @@ if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if latch then
-        redis.call('set', latch, seq .. ':' .. holds .. ':' .. token, 'px', ARGV[3])
+        hl_latch_set(latch, seq .. ':' .. holds .. ':' .. token, ARGV[3])
     end
     return {1, holds, token}
 end

@@ -1,10 +1,9 @@
 -- Reentrant acquire, idempotent per request.
 -- KEYS[1] lock hash
--- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] latch lifetime ms (0 or absent = no latch),
--- ARGV[4] "<latch key>:<request seq>": the acquire latch (one per owner, same
--- hash slot as KEYS[1]; an argument, not a KEY: while a cluster slot
--- migrates, a second key that does not exist yet would turn every attempt
--- into TRYAGAIN) and this acquire call's number
+-- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] latch lifetime ms, ARGV[4]
+-- "<latch key>:<request seq>": the owner's acquire latch (same hash slot as
+-- KEYS[1]; see acquire_latch.lua for why it is an argument) and this acquire
+-- call's number. ARGV[3..4] absent: no latch.
 -- Returns {1, hold count} when taken or re-entered, {0, holder pttl} otherwise.
 -- A grant leaves "<seq>:<hold count>" in the latch, so the same request sent
 -- again (its first reply was lost with the connection) returns that answer
@@ -16,14 +15,12 @@
 -- answer). The latch is only read when the lock is free or ours (a lock held
 -- by another answers as before).
 -- A key of another type makes HEXISTS fail with WRONGTYPE and nothing changes.
+-- #include acquire_latch.lua
 local free = redis.call('exists', KEYS[1]) == 0
 if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local latch, seq
-    if tonumber(ARGV[3] or 0) > 0 then -- (benchmarks call it without a latch)
-        latch, seq = string.match(ARGV[4], '^(.+):(%d+)$')
-    end
+    local latch, seq = hl_latch_arg(ARGV[3], ARGV[4])
     if latch then
-        local earlier = redis.call('get', latch)
+        local earlier = hl_latch_get(latch)
         if earlier then
             local x, s, v = string.match(earlier, '^(x?)(%d+):(%d*)$')
             if s == seq then
@@ -37,7 +34,7 @@ if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if latch then
-        redis.call('set', latch, seq .. ':' .. holds, 'px', ARGV[3])
+        hl_latch_set(latch, seq .. ':' .. holds, ARGV[3])
     end
     return {1, holds}
 end

@@ -1,17 +1,37 @@
--- Read-write lock: take (or re-enter) the read side.
+-- Read-write lock: take (or re-enter) the read side, idempotent per request.
 -- KEYS[1] lock hash, KEYS[2] key prefix of the per-hold timeout keys ("{N}")
--- ARGV[1] lease ms, ARGV[2] owner ("<uuid>:<tid>")
+-- ARGV[1] lease ms, ARGV[2] owner ("<uuid>:<tid>"), ARGV[3] latch lifetime
+-- ms, ARGV[4] "<acquire latch key>:<request seq>" (as in lock.lua; absent:
+-- no latch)
 -- Layout (Redisson's): field "mode" = "read" | "write"; one field per reader
 -- owner holding its read count; the writer's field is "<owner>:write"; each
 -- read hold k of an owner has a key "{N}:<owner>:rwlock_timeout:<k>" whose
 -- PTTL is that hold's lease.
 -- Returns {1, read holds of the owner} or {0, the lock's pttl}.
+-- A grant leaves "<seq>:<holds>" in the latch: the same request sent again
+-- (its reply lost with the connection) answers that instead of taking a
+-- second read hold; "x<seq>:..." (given up, acquire_settle.lua) makes a late
+-- copy take nothing. Read only on the paths that would change the lock.
+-- #include acquire_latch.lua
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false and redis.call('exists', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE key holds a lock that is not a read-write lock')
 end
 if mode == false or mode == 'read' or
    (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 1) then
+    local latch, seq = hl_latch_arg(ARGV[3], ARGV[4])
+    if latch then
+        local earlier = hl_latch_get(latch)
+        if earlier then
+            local x, s, v = string.match(earlier, '^(x?)(%d+):(%d*)$')
+            if s == seq then
+                if x == 'x' then
+                    return {0, redis.call('pttl', KEYS[1])}
+                end
+                return {1, tonumber(v)}
+            end
+        end
+    end
     if mode == false then
         redis.call('hset', KEYS[1], 'mode', 'read')
     end
@@ -20,6 +40,9 @@ if mode == false or mode == 'read' or
                'px', ARGV[1])
     local left = redis.call('pttl', KEYS[1])
     redis.call('pexpire', KEYS[1], math.max(left, tonumber(ARGV[1])))
+    if latch then
+        hl_latch_set(latch, seq .. ':' .. holds, ARGV[3])
+    end
     return {1, holds}
 end
 return {0, redis.call('pttl', KEYS[1])}

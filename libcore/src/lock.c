@@ -413,9 +413,10 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     if (hl_acquire_init(&a, l->kind, &l->names, owner, wait_ms, lease,
                         c->t.opts.fair_wait_window_ms, hl_now_mono_ms()) != 0)
         return HILOCK_ENOMEM;
-    /* Not on Redis Cluster yet: while a slot migrates, the script's read of
-     * the latch (an undeclared key) is refused there as a non-local key. */
-    if (!c->t.ep.cluster && hl_acquire_set_latch(&a, latch, latch_ttl(c)) != 0) {
+    /* every kind, every topology: the latch is a declared KEY in the lock's
+     * slot, so a migrating slot redirects (ASK) or answers TRYAGAIN before
+     * the script runs, and the router handles both */
+    if (hl_acquire_set_latch(&a, latch, latch_ttl(c)) != 0) {
         hl_acquire_free(&a);
         return HILOCK_ENOMEM;
     }
@@ -592,7 +593,7 @@ int hl_lock_try_begin(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t li
     t->lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     latch_key(t->latch, sizeof t->latch, c, &l->names, t->owner);
     hl_cmd_acquire_latched(&t->cmd, l->kind, &l->names, t->owner, t->lease, line_window_ms,
-                           c->t.ep.cluster ? NULL : t->latch, latch_ttl(c)); /* see acquire_once */
+                           t->latch, latch_ttl(c)); /* see acquire_once */
     t->sent_at = hl_now_mono_ms();
     return 0;
 }
@@ -604,9 +605,7 @@ int hl_lock_try_end(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t time
     char err[HL_ERRMSG_MAX];
     snprintf(err, sizeof err, "%s", err_in ? err_in : "");
     latch_move_on(c, &t->cmd);
-    if (rc == HILOCK_ECONN && t->cmd.reply_lost && !t->cmd.drained && !c->t.ep.cluster &&
-        (l->kind == HILOCK_KIND_REENTRANT || l->kind == HILOCK_KIND_FAIR ||
-         l->kind == HILOCK_KIND_FENCED)) {
+    if (rc == HILOCK_ECONN && t->cmd.reply_lost && !t->cmd.drained) {
         /* the connection died: the attempt may have run and its reply been
          * lost. Settle it (idempotent: tried a few times) */
         for (int k = 0; k < HL_SETTLE_TRIES; k++) {

@@ -235,58 +235,81 @@ void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
     hl_cmd_acquire_latched(cmd, kind, n, owner, lease_ms, wait_window_ms, NULL, 0);
 }
 
+/* "<latch key>:<seq>" (hl_acquire_latch_arg): the key's length and the seq,
+ * or 0 when arg is not of that shape. */
+static int latch_split(const char *arg, size_t *key_len, const char **seq)
+{
+    const char *colon = arg ? strrchr(arg, ':') : NULL;
+    if (!colon || colon == arg || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return 0;
+    *key_len = (size_t)(colon - arg);
+    *seq = colon + 1;
+    return 1;
+}
+
+static void cmd_strn(hl_cmd *c, const char *s, size_t len)
+{
+    c->argv[c->argc] = s;
+    c->argvlen[c->argc] = len;
+    c->argc++;
+}
+
 void hl_cmd_acquire_latched(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                             const char *owner, int64_t lease_ms, int64_t wait_window_ms,
                             const char *latch_key, int64_t latch_ttl_ms)
 {
-    if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
-        hl_rw_cmd_acquire(cmd, kind, n, owner, lease_ms);
-        return;
-    }
-    /* the latch key is an argument (see lock.lua); "" without a latch */
-    if (!latch_key || latch_ttl_ms <= 0) {
-        latch_key = "";
-        latch_ttl_ms = 0;
-    }
+    /* The latch "<key>:<seq>" and its lifetime are the last two arguments
+     * (acquire_latch.lua: an argument, not a KEY, so that a cluster slot
+     * migration does not turn every attempt into TRYAGAIN). */
+    size_t klen = 0;
+    const char *seq = NULL;
+    int latched = latch_ttl_ms > 0 && latch_split(latch_key, &klen, &seq);
     if (kind == HILOCK_KIND_FAIR) {
         /* wait_window_ms < 0 means: one try, do not queue up */
         cmd_script(cmd, HL_SCRIPT_FAIR_LOCK, 3);
         cmd_str(cmd, n->name);
         cmd_str(cmd, n->queue);
         cmd_str(cmd, n->timeout);
-        cmd_num(cmd, lease_ms);
-        cmd_str(cmd, owner);
-        cmd_num(cmd, wait_window_ms < 0 ? 0 : wait_window_ms);
-        cmd_str(cmd, wait_window_ms < 0 ? "0" : "1");
-        cmd_num(cmd, latch_ttl_ms);
-        cmd_str(cmd, latch_key);
-        return;
-    }
-    if (kind == HILOCK_KIND_FENCED) {
+    } else if (kind == HILOCK_KIND_FENCED) {
         cmd_script(cmd, HL_SCRIPT_FENCED_LOCK, 2);
         cmd_str(cmd, n->name);
         cmd_str(cmd, n->token);
-        cmd_num(cmd, lease_ms);
-        cmd_str(cmd, owner);
-        if (latch_ttl_ms > 0) { /* without a latch: the script's old shape */
-            cmd_num(cmd, latch_ttl_ms);
-            cmd_str(cmd, latch_key);
-        }
-        return;
+    } else if (kind == HILOCK_KIND_WRITE) {
+        cmd_script(cmd, HL_SCRIPT_RW_WRITE_LOCK, 1);
+        cmd_str(cmd, n->name);
+    } else if (kind == HILOCK_KIND_READ) {
+        cmd_script(cmd, HL_SCRIPT_RW_READ_LOCK, 2);
+        cmd_str(cmd, n->name);
+        cmd_str(cmd, n->rw_prefix);
+    } else {
+        cmd_script(cmd, HL_SCRIPT_LOCK, 1);
+        cmd_str(cmd, n->name);
     }
-    cmd_script(cmd, HL_SCRIPT_LOCK, 1);
-    cmd_str(cmd, n->name);
     cmd_num(cmd, lease_ms);
     cmd_str(cmd, owner);
-    cmd_num(cmd, latch_ttl_ms);
-    cmd_str(cmd, latch_key);
+    if (kind == HILOCK_KIND_FAIR) {
+        cmd_num(cmd, wait_window_ms < 0 ? 0 : wait_window_ms);
+        cmd_str(cmd, wait_window_ms < 0 ? "0" : "1");
+    }
+    if (latched) {
+        cmd_num(cmd, latch_ttl_ms);
+        cmd_str(cmd, latch_key);
+    }
 }
 
 void hl_cmd_acquire_settle(hl_cmd *cmd, const char *latch_key, int64_t latch_ttl_ms)
 {
+    size_t klen = 0;
+    const char *seq = NULL;
     cmd_script(cmd, HL_SCRIPT_ACQUIRE_SETTLE, 1);
-    cmd_str(cmd, latch_key);
-    cmd_num(cmd, latch_ttl_ms > 0 ? latch_ttl_ms : 1);
+    if (latch_split(latch_key, &klen, &seq)) {
+        cmd_strn(cmd, latch_key, klen);
+        cmd_num(cmd, latch_ttl_ms > 0 ? latch_ttl_ms : 1);
+        cmd_str(cmd, seq);
+    } else { /* the script refuses it: "bad acquire latch argument" */
+        cmd_str(cmd, latch_key ? latch_key : "");
+        cmd_num(cmd, latch_ttl_ms > 0 ? latch_ttl_ms : 1);
+    }
 }
 
 /* A latch "<key>|<seq>" (seq all digits; the release machine's per-owner
@@ -702,10 +725,12 @@ int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl
     free(a->latch);
     free(a->undo_latch);
     a->latch = a->undo_latch = NULL;
-    if (!latch_key || latch_ttl_ms <= 0 ||
-        (a->kind != HILOCK_KIND_REENTRANT && a->kind != HILOCK_KIND_FAIR &&
-         a->kind != HILOCK_KIND_FENCED))
-        return 0; /* lock.lua, fair_lock.lua and fenced_lock.lua keep an acquire latch */
+    if (!latch_key || latch_ttl_ms <= 0)
+        return 0; /* every acquire script keeps an acquire latch (lock.lua) */
+    size_t klen;
+    const char *seq;
+    if (!latch_split(latch_key, &klen, &seq))
+        return HILOCK_EINVAL;
     size_t len = strlen(latch_key) + 3;
     a->latch = strdup(latch_key);
     a->undo_latch = malloc(len);

@@ -175,17 +175,20 @@ HL_HIDDEN void hl_cmd_to_eval(hl_cmd *cmd);
 /* Builders. Times in ms. */
 HL_HIDDEN void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t lease_ms, int64_t wait_window_ms);
-/* As hl_cmd_acquire, idempotent per request: latch_key (unique per acquire
- * call, under n->acquire_latch_prefix) keeps a grant's hold count for
+/* As hl_cmd_acquire, idempotent per request: latch_key ("<key>:<seq>" from
+ * hl_acquire_latch_arg; sent with latch_ttl_ms as the last two arguments,
+ * not as a KEY: acquire_latch.lua) keeps a grant's hold count for
  * latch_ttl_ms, so the same command sent again returns the first answer.
- * latch_key NULL: no latch (as hl_cmd_acquire). */
+ * latch_key NULL (or not of that shape): no latch (as hl_cmd_acquire).
+ * Every kind has it. */
 HL_HIDDEN void hl_cmd_acquire_latched(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                                       const char *owner, int64_t lease_ms,
                                       int64_t wait_window_ms, const char *latch_key,
                                       int64_t latch_ttl_ms);
-/* Give up an acquire request whose reply was lost (acquire_settle.lua): the
- * latch becomes "x<answer>" (a late copy then takes nothing) and the reply is
- * what the request had taken; idempotent, so it may be sent again. */
+/* Give up an acquire request whose reply was lost (acquire_settle.lua;
+ * latch_key "<key>:<seq>" as for hl_cmd_acquire_latched): the latch becomes
+ * "x<answer>" (a late copy then takes nothing) and the reply is what the
+ * request had taken; idempotent, so it may be sent again. */
 HL_HIDDEN void hl_cmd_acquire_settle(hl_cmd *cmd, const char *latch_key, int64_t latch_ttl_ms);
 HL_HIDDEN void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t lease_ms, const char *latch_key,
@@ -211,10 +214,9 @@ HL_HIDDEN void hl_cmd_begin_script(hl_cmd *cmd, hl_script s, int nkeys);
 HL_HIDDEN void hl_cmd_begin_plain(hl_cmd *cmd);
 HL_HIDDEN void hl_cmd_add_str(hl_cmd *cmd, const char *s);
 HL_HIDDEN void hl_cmd_add_num(hl_cmd *cmd, int64_t v);
-/* Read-write builders (proto_rwlock.c); hl_cmd_acquire/release/force call
- * them for HILOCK_KIND_READ and HILOCK_KIND_WRITE. */
-HL_HIDDEN void hl_rw_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
-                                 const char *owner, int64_t lease_ms);
+/* Read-write builders (proto_rwlock.c); hl_cmd_release/force call them for
+ * HILOCK_KIND_READ and HILOCK_KIND_WRITE (hl_cmd_acquire_latched builds
+ * every kind's attempt itself: one argument layout, the latch last). */
 HL_HIDDEN void hl_rw_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                                  const char *owner, int64_t lease_ms, const char *latch_key,
                                  int64_t latch_ttl_ms);
@@ -411,7 +413,7 @@ HL_HIDDEN int hl_acquire_latch_arg(char *buf, size_t len, const hl_names *n, con
  * lost with its connection (hl_acquire_on_reply_lost) is then settled before
  * the machine finishes: it sends hl_cmd_acquire_settle
  * and, when the lost attempt had taken a hold, a release of that hold.
- * 0 or HILOCK_ENOMEM. */
+ * 0, HILOCK_EINVAL (latch_key not "<key>:<seq>") or HILOCK_ENOMEM. */
 #define HL_SETTLE_TRIES 3
 HL_HIDDEN int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl_ms);
 HL_HIDDEN hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms);

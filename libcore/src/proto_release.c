@@ -209,24 +209,25 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
     s->outcome = HL_SETTLE_NOTHING;
     if (!attempt || !request_id)
         return HILOCK_EINVAL;
-    /* argv: EVALSHA sha nkeys KEYS... ARGV... (hl_cmd_acquire); the other
-     * objects' attempts: KEYS then lease and owner (hold field) */
-    int fair = attempt->script == HL_SCRIPT_FAIR_LOCK, lease_at = 4, argc = 8; /* + latch ttl, key */
+    /* argv: EVALSHA sha nkeys KEYS... ARGV... (hl_cmd_acquire_latched): the
+     * kind's keys; lease, owner (fair: + window, enqueue flag), then, with an
+     * acquire latch, its lifetime and "<latch key>:<seq>" */
+    int base_keys = 1, base_args = 2;
     hilock_kind kind = HILOCK_KIND_REENTRANT;
     switch (attempt->script) {
     case HL_SCRIPT_LOCK: break;
-    case HL_SCRIPT_FAIR_LOCK: kind = HILOCK_KIND_FAIR; argc = 12; break;
-    case HL_SCRIPT_FENCED_LOCK: /* with its acquire latch: + latch ttl, key */
-        kind = HILOCK_KIND_FENCED;
-        lease_at = 5;
-        argc = attempt->argc == 9 ? 9 : 7;
-        break;
-    case HL_SCRIPT_RW_READ_LOCK: kind = HILOCK_KIND_READ; lease_at = 5; argc = 7; break;
-    case HL_SCRIPT_RW_WRITE_LOCK: kind = HILOCK_KIND_WRITE; argc = 6; break;
+    case HL_SCRIPT_FAIR_LOCK: kind = HILOCK_KIND_FAIR; base_keys = 3; base_args = 4; break;
+    case HL_SCRIPT_FENCED_LOCK: kind = HILOCK_KIND_FENCED; base_keys = 2; break;
+    case HL_SCRIPT_RW_READ_LOCK: kind = HILOCK_KIND_READ; base_keys = 2; break;
+    case HL_SCRIPT_RW_WRITE_LOCK: kind = HILOCK_KIND_WRITE; break;
     default: return HILOCK_EINVAL;
     }
-    if (attempt->argc != argc || attempt->argvlen[3] == 0)
+    int64_t nkeys;
+    int lease_at = 3 + base_keys, plain = lease_at + base_args;
+    if (attempt->argc < 4 || arg_i64(attempt, 2, &nkeys) || nkeys != base_keys ||
+        (attempt->argc != plain && attempt->argc != plain + 2) || attempt->argvlen[3] == 0)
         return HILOCK_EINVAL;
+    int latched = attempt->argc == plain + 2;
     char *name = malloc(attempt->argvlen[3] + 1);
     if (!name)
         return HILOCK_ENOMEM;
@@ -238,32 +239,26 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
     if (publish)
         s->names.publish = strcmp(publish, "spublish") == 0 ? "spublish" : "publish";
     s->kind = kind;
-    int bad;
-    if (fair) {
-        bad = arg_i64(attempt, 6, &s->lease_ms) || arg_copy(attempt, 7, s->owner, sizeof s->owner) ||
-              arg_i64(attempt, 8, &s->window_ms);
-        s->enqueued = attempt->argvlen[9] == 1 && attempt->argv[9][0] == '1';
-    } else {
-        bad = arg_i64(attempt, lease_at, &s->lease_ms) ||
+    int bad = arg_i64(attempt, lease_at, &s->lease_ms) ||
               arg_copy(attempt, lease_at + 1, s->owner, sizeof s->owner);
+    if (kind == HILOCK_KIND_FAIR) {
+        bad = bad || arg_i64(attempt, lease_at + 2, &s->window_ms);
+        s->enqueued = attempt->argvlen[lease_at + 3] == 1 && attempt->argv[lease_at + 3][0] == '1';
     }
     if (!bad && !(s->latch = latch_key(&s->names, kind, s->owner, request_id)))
         rc = HILOCK_ENOMEM;
-    /* lock.lua, fair_lock.lua and fenced_lock.lua keep the attempt's grant
-     * in an acquire latch (its last two arguments: lifetime, "<key>:<seq>";
-     * "" = none): with it, an attempt whose connection dies unanswered can be
-     * settled on another connection (acquire_settle.lua) */
-    if (!bad && !rc &&
-        (kind == HILOCK_KIND_REENTRANT || kind == HILOCK_KIND_FAIR ||
-         (kind == HILOCK_KIND_FENCED && argc == 9)) &&
-        attempt->argvlen[argc - 1] > 0) {
-        size_t ll = attempt->argvlen[argc - 1];
-        if (arg_i64(attempt, argc - 2, &s->acq_latch_ttl_ms) || s->acq_latch_ttl_ms <= 0) {
+    /* the attempt's acquire latch: with it, an attempt whose connection dies
+     * unanswered can be settled on another connection (acquire_settle.lua) */
+    if (!bad && !rc && latched) {
+        int li = attempt->argc - 1;
+        size_t ll = attempt->argvlen[li];
+        if (arg_i64(attempt, li - 1, &s->acq_latch_ttl_ms) || s->acq_latch_ttl_ms <= 0 ||
+            ll == 0) {
             bad = 1;
         } else if (!(s->acq_latch = malloc(ll + 1))) {
             rc = HILOCK_ENOMEM;
         } else {
-            memcpy(s->acq_latch, attempt->argv[argc - 1], ll);
+            memcpy(s->acq_latch, attempt->argv[li], ll);
             s->acq_latch[ll] = 0;
         }
     }

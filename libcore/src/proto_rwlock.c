@@ -8,21 +8,6 @@
 #define HL_MSG_WRITER_MAY_GO "0" /* read unlock: wake one (a writer) */
 #define HL_MSG_ALL_MAY_GO "1"    /* write unlock / force: wake every waiter */
 
-void hl_rw_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
-                       int64_t lease_ms)
-{
-    if (kind == HILOCK_KIND_WRITE) {
-        hl_cmd_begin_script(cmd, HL_SCRIPT_RW_WRITE_LOCK, 1);
-        hl_cmd_add_str(cmd, n->name);
-    } else {
-        hl_cmd_begin_script(cmd, HL_SCRIPT_RW_READ_LOCK, 2);
-        hl_cmd_add_str(cmd, n->name);
-        hl_cmd_add_str(cmd, n->rw_prefix);
-    }
-    hl_cmd_add_num(cmd, lease_ms);
-    hl_cmd_add_str(cmd, owner);
-}
-
 void hl_rw_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                        int64_t lease_ms, const char *latch_key, int64_t latch_ttl_ms)
 {

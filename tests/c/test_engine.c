@@ -242,9 +242,10 @@ static void t_settle_errors_and_give_up(void)
 
 /* The kept connection dies before the attempt's reply: with an acquire
  * latch the machine asks on a new connection whether it was granted. */
+#define LATCH_KEY "hilock_acquire_latch:{res:1}:" OWNER_LIT ":0"
 static void t_settle_connection_lost(void)
 {
-    const char *latch = "hilock_acquire_latch:{res:1}:" OWNER_LIT ":0:7";
+    const char *latch = LATCH_KEY ":7";
     hl_cmd a;
     hl_cmd_acquire_latched(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1, latch, 5000);
     hl_settle s;
@@ -256,8 +257,9 @@ static void t_settle_connection_lost(void)
     CU_ASSERT_EQUAL(s.reconnect, 1);
     CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
     CU_ASSERT(arg_is(&s.cmd, 0, "EVAL")); /* a new connection: the body */
-    CU_ASSERT(arg_is(&s.cmd, 3, latch));
+    CU_ASSERT(arg_is(&s.cmd, 3, LATCH_KEY)); /* the latch a KEY, the seq apart */
     CU_ASSERT(arg_is(&s.cmd, 4, "5000"));
+    CU_ASSERT(arg_is(&s.cmd, 5, "7"));
     CU_ASSERT_EQUAL(hl_settle_next(&s, 6), HL_ACT_WAIT);
     FEED_SET(&s, "$1\r\n1\r\n", 7); /* it had been granted: give it back */
     CU_ASSERT_EQUAL(s.reconnect, 0);
@@ -324,11 +326,29 @@ static void t_settle_connection_lost(void)
     hl_settle_on_error(&s, 1);
     CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_SEND);
     CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
-    CU_ASSERT(arg_is(&s.cmd, 3, latch));
+    CU_ASSERT(arg_is(&s.cmd, 3, LATCH_KEY) && arg_is(&s.cmd, 5, "7"));
     FEED_SET(&s, "$1\r\n1\r\n", 2);
     CU_ASSERT_EQUAL(hl_settle_next(&s, 2), HL_ACT_SEND);
     CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_RELEASED);
     hl_settle_free(&s);
+
+    /* the read-write sides keep one as well: a read grant is given back
+     * with the read unlock, a write grant with the write unlock */
+    hilock_kind rw[] = {HILOCK_KIND_READ, HILOCK_KIND_WRITE};
+    hl_script undo[] = {HL_SCRIPT_RW_READ_UNLOCK, HL_SCRIPT_RW_WRITE_UNLOCK};
+    for (int i = 0; i < 2; i++) {
+        hl_cmd_acquire_latched(&a, rw[i], &N, OWNER, 9000, -1, latch, 5000);
+        CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:26", 1000, 0), 0);
+        hl_settle_on_error(&s, 1);
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_SEND);
+        CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+        CU_ASSERT(arg_is(&s.cmd, 3, LATCH_KEY) && arg_is(&s.cmd, 5, "7"));
+        FEED_SET(&s, "$1\r\n1\r\n", 2);
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 2), HL_ACT_SEND);
+        CU_ASSERT_EQUAL(s.cmd.script, undo[i]);
+        CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_RELEASED);
+        hl_settle_free(&s);
+    }
 
     /* past the give-up time nothing more is tried */
     hl_cmd_acquire_latched(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1, latch, 5000);

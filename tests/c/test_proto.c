@@ -138,37 +138,58 @@ static void t_cmd_acquire(void)
     memset(&c, 0, sizeof c);
     hl_cmd_acquire(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 30000, 300000);
     CU_ASSERT_EQUAL(c.script, HL_SCRIPT_LOCK);
-    CU_ASSERT_EQUAL(c.argc, 8);
+    CU_ASSERT_EQUAL(c.argc, 6);
     CU_ASSERT(arg_is_ci(&c, 0, "EVALSHA"));
     CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_LOCK)));
-    CU_ASSERT(arg_is(&c, 2, "1"));
+    CU_ASSERT(arg_is(&c, 2, "1")); /* no latch: one key */
     CU_ASSERT(arg_is(&c, 3, "res:1"));
     CU_ASSERT(arg_is(&c, 4, "30000"));
     CU_ASSERT(arg_is(&c, 5, OWNER));
-    CU_ASSERT(arg_is(&c, 6, "0")); /* no latch */
-    CU_ASSERT(arg_is(&c, 7, ""));
 
-    /* idempotent per request: the latch key and its lifetime as arguments */
+    /* idempotent per request: the latch "<key>:<seq>" and its lifetime as
+     * the last arguments (not a KEY: acquire_latch.lua) */
     memset(&c, 0, sizeof c);
     hl_cmd_acquire_latched(&c, HILOCK_KIND_REENTRANT, &N, OWNER, 30000, 300000,
                            "hilock_acquire_latch:{res:1}:id:1", 4000);
     CU_ASSERT_EQUAL(c.argc, 8);
     CU_ASSERT(arg_is(&c, 2, "1"));
+    CU_ASSERT(arg_is(&c, 3, "res:1"));
+    CU_ASSERT(arg_is(&c, 4, "30000"));
+    CU_ASSERT(arg_is(&c, 5, OWNER));
     CU_ASSERT(arg_is(&c, 6, "4000"));
     CU_ASSERT(arg_is(&c, 7, "hilock_acquire_latch:{res:1}:id:1"));
+    CU_ASSERT_EQUAL(hl_key_slot("hilock_acquire_latch:{res:1}:id", 30), hl_key_slot("res:1", 5));
     CU_ASSERT_STRING_EQUAL(N.acquire_latch_prefix, "hilock_acquire_latch:{res:1}");
     memset(&c, 0, sizeof c);
     hl_cmd_acquire_settle(&c, "hilock_acquire_latch:{res:1}:id:1", 4000);
-    CU_ASSERT_EQUAL(c.argc, 5);
+    CU_ASSERT_EQUAL(c.argc, 6);
     CU_ASSERT_EQUAL(c.script, HL_SCRIPT_ACQUIRE_SETTLE);
     CU_ASSERT(arg_is(&c, 2, "1"));
-    CU_ASSERT(arg_is(&c, 3, "hilock_acquire_latch:{res:1}:id:1"));
+    CU_ASSERT(arg_is(&c, 3, "hilock_acquire_latch:{res:1}:id"));
     CU_ASSERT(arg_is(&c, 4, "4000"));
+    CU_ASSERT(arg_is(&c, 5, "1"));
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, HILOCK_KIND_FAIR, &N, OWNER, 1500, 5000, "L:7", 4000);
+    CU_ASSERT_EQUAL(c.argc, 12);
+    CU_ASSERT(arg_is(&c, 2, "3"));
+    CU_ASSERT(arg_is(&c, 10, "4000"));
+    CU_ASSERT(arg_is(&c, 11, "L:7"));
+    /* not "<key>:<seq>": no latch */
     memset(&c, 0, sizeof c);
     hl_cmd_acquire_latched(&c, HILOCK_KIND_FAIR, &N, OWNER, 1500, 5000, "L", 4000);
-    CU_ASSERT_EQUAL(c.argc, 12);
-    CU_ASSERT(arg_is(&c, 10, "4000"));
-    CU_ASSERT(arg_is(&c, 11, "L"));
+    CU_ASSERT_EQUAL(c.argc, 10);
+    /* the read-write sides have it too */
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, HILOCK_KIND_READ, &N, OWNER, 1500, -1, "L:8", 4000);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_RW_READ_LOCK);
+    CU_ASSERT_EQUAL(c.argc, 9);
+    CU_ASSERT(arg_is(&c, 2, "2") && arg_is(&c, 4, "{res:1}"));
+    CU_ASSERT(arg_is(&c, 7, "4000") && arg_is(&c, 8, "L:8"));
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, HILOCK_KIND_WRITE, &N, OWNER, 1500, -1, "L:9", 4000);
+    CU_ASSERT_EQUAL(c.script, HL_SCRIPT_RW_WRITE_LOCK);
+    CU_ASSERT_EQUAL(c.argc, 8);
+    CU_ASSERT(arg_is(&c, 2, "1") && arg_is(&c, 7, "L:9"));
 
     memset(&c, 0, sizeof c);
     hl_cmd_acquire(&c, HILOCK_KIND_FAIR, &N, OWNER, 1500, 5000);
@@ -883,7 +904,7 @@ static void t_sm_reply_lost_settled(void)
     hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
-    CU_ASSERT(arg_is(&a.cmd, 3, L));
+    CU_ASSERT(arg_is(&a.cmd, 3, "hilock_acquire_latch:{res:1}:id") && arg_is(&a.cmd, 5, "7"));
     /* the settle's own reply lost: sent again (it is idempotent) */
     hl_acquire_on_error(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);

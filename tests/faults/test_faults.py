@@ -11,6 +11,7 @@ printed (pytest -s, or the summary the runner prints).
 from __future__ import annotations
 
 import os
+import random
 import re
 import socket
 import subprocess
@@ -58,6 +59,10 @@ def opened(url: str, **kw):
 
 
 def make(c, kind, name):
+    if kind == "read":
+        return c.read_write_lock(name).read_lock()
+    if kind == "write":
+        return c.read_write_lock(name).write_lock()
     return c.lock(name) if kind == "reentrant" else c.fair_lock(name)
 
 
@@ -70,13 +75,14 @@ def warm(c, kind, name):
 
 
 KINDS = ["reentrant", "fair"]
+# the acquire latch: every lock kind, the read-write sides included
+LATCHED_KINDS = KINDS + ["read", "write"]
 
 
 # ---- item 1: a lost acquire reply is never turned into a second hold ----
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_reply_lost_on_pooled_connection_enters_once(server, proxy, name, kind):
-    c = opened(proxy.url())
+def pooled_reply_lost_enters_once(server, proxy, url, name, kind):
+    c = opened(url)
     try:
         lk = make(c, kind, name)
         warm(c, kind, name)  # a pooled connection, then its reply is lost
@@ -99,9 +105,8 @@ def test_reply_lost_on_pooled_connection_enters_once(server, proxy, name, kind):
         c.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_reply_lost_on_fresh_connection_leaves_no_hold(server, proxy, name, kind):
-    c = opened(proxy.url())
+def fresh_reply_lost_leaves_no_hold(server, proxy, url, name, kind):
+    c = opened(url)
     try:
         lk = make(c, kind, name)
         warm(c, kind, name)
@@ -115,6 +120,135 @@ def test_reply_lost_on_fresh_connection_leaves_no_hold(server, proxy, name, kind
         assert server("EXISTS", name) == 0, "an acquire that failed left a hold behind"
         if kind == "fair":
             assert server("LLEN", "redisson_lock_queue:{%s}" % name) == 0
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", LATCHED_KINDS)
+def test_reply_lost_on_pooled_connection_enters_once(server, proxy, name, kind):
+    pooled_reply_lost_enters_once(server, proxy, proxy.url(), name, kind)
+
+
+@pytest.mark.parametrize("kind", LATCHED_KINDS)
+def test_reply_lost_on_fresh_connection_leaves_no_hold(server, proxy, name, kind):
+    fresh_reply_lost_leaves_no_hold(server, proxy, proxy.url(), name, kind)
+
+
+# The same on Redis Cluster: a one-master cluster that announces the fault
+# proxy's port, so that every connection the client makes from the slot map
+# goes through the proxy.
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+class ClusterNode(RedisServer):
+    """A cluster node: its bus port (port + 10000) must be free too."""
+
+    def start(self) -> None:
+        for attempt in range(5):
+            while not (10000 <= self.port < 22000 and _port_free(self.port)
+                       and _port_free(self.port + 10000)):
+                self.port = random.randrange(10000, 22000)
+            try:
+                return super().start()
+            except RuntimeError:  # lost a race for one of the two ports
+                if attempt == 4:
+                    raise
+                self.port = 0
+
+
+@pytest.fixture(scope="module")
+def cluster_node():
+    n = ClusterNode(extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+    try:
+        n("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+        wait_for(lambda: "cluster_state:ok" in n("CLUSTER", "INFO"), 10, "cluster_state:ok")
+        yield n
+    finally:
+        n.stop()
+
+
+@pytest.fixture
+def cluster_proxy(cluster_node):
+    p = FaultProxy(cluster_node.port)
+    cluster_node("CONFIG", "SET", "cluster-announce-ip", "127.0.0.1")
+    cluster_node("CONFIG", "SET", "cluster-announce-port", str(p.port))
+    wait_for(lambda: cluster_node("CLUSTER", "SLOTS")[0][2][1] == p.port, 5, "announced port")
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("kind", LATCHED_KINDS)
+def test_cluster_reply_lost_on_pooled_connection_enters_once(cluster_node, cluster_proxy, name,
+                                                             kind):
+    url = "redis+cluster://127.0.0.1:%d" % cluster_proxy.port
+    pooled_reply_lost_enters_once(cluster_node, cluster_proxy, url, name, kind)
+
+
+@pytest.mark.parametrize("kind", LATCHED_KINDS)
+def test_cluster_reply_lost_on_fresh_connection_leaves_no_hold(cluster_node, cluster_proxy, name,
+                                                               kind):
+    url = "redis+cluster://127.0.0.1:%d" % cluster_proxy.port
+    fresh_reply_lost_leaves_no_hold(cluster_node, cluster_proxy, url, name, kind)
+
+
+@pytest.fixture(scope="module")
+def two_masters():
+    """A cluster of two masters (slots 0-8191, 8192-16383), no replicas."""
+    a = b = None
+    try:
+        a = ClusterNode(extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+        b = ClusterNode(extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+        a("CLUSTER", "ADDSLOTSRANGE", "0", "8191")
+        b("CLUSTER", "ADDSLOTSRANGE", "8192", "16383")
+        a("CLUSTER", "MEET", "127.0.0.1", str(b.port))
+        wait_for(lambda: all("cluster_state:ok" in n("CLUSTER", "INFO") and
+                             "cluster_known_nodes:2" in n("CLUSTER", "INFO") for n in (a, b)),
+                 20, "two-master cluster ok")
+        yield a, b
+    finally:
+        for n in (a, b):
+            if n is not None:
+                n.stop()
+
+
+def test_cluster_latched_reentry_while_slot_migrates(two_masters):
+    """The acquire latch is read where the lock is free or ours. While the
+    lock's slot is MIGRATING, the owner's latch key is not on the old master
+    (the latch of an earlier call expired, or it was never written): a plain
+    read of it inside the script fails as a non-local key. The scripts read
+    and write it with redis.pcall, so the re-entry goes on (as one without a
+    latch) instead of failing; after the migration ends it works as before."""
+    a, b = two_masters
+    name = next(n for n in ("f:" + uuid.uuid4().hex[:12] for _ in range(100))
+                if int(a("CLUSTER", "KEYSLOT", n)) < 8192)
+    slot = int(a("CLUSTER", "KEYSLOT", name))
+    ida, idb = a("CLUSTER", "MYID"), b("CLUSTER", "MYID")
+    c = opened("redis+cluster://127.0.0.1:%d,127.0.0.1:%d" % (a.port, b.port))
+    try:
+        lk = c.lock(name)
+        assert lk.acquire(wait=0, lease=30)
+        for k in a("KEYS", "hilock_acquire_latch:{%s}:*" % name):
+            a("DEL", k)  # as after the latch lifetime
+        b("CLUSTER", "SETSLOT", str(slot), "IMPORTING", ida)
+        a("CLUSTER", "SETSLOT", str(slot), "MIGRATING", idb)
+        try:
+            assert lk.acquire(wait=0, lease=30)  # re-entry while the slot migrates
+            assert a("HGET", name, c.owner()) == "2"
+        finally:
+            a("CLUSTER", "SETSLOT", str(slot), "STABLE")
+            b("CLUSTER", "SETSLOT", str(slot), "STABLE")
+        assert lk.acquire(wait=0, lease=30)
+        assert lk.hold_count == 3
+        for _ in range(3):
+            lk.release()
+        assert a("EXISTS", name) == 0
     finally:
         c.close()
 
