@@ -185,6 +185,9 @@ typedef struct hl_sem_view {
     const hl_sem_names *names;
 } hl_sem_view;
 HL_HIDDEN void hl_sem_view_of(const void *h, hl_sem_view *v);
+/* A plain semaphore wait's request latch for thread id tid of c (every
+ * driver of hl_semwait in C sets it): 0, HILOCK_EINVAL or HILOCK_ENOMEM. */
+HL_HIDDEN int hl_sem_wait_latch(hl_semwait *m, struct hilock_client *c, uint64_t tid);
 /* 16 random bytes for a permit id (Redisson's generateId): 0 or -1. */
 HL_HIDDEN int hl_pes_random_id(unsigned char id[HL_PES_ID_BYTES]);
 

@@ -2344,7 +2344,7 @@ static int op_start(as_op *op)
 /* How long an acquire latch answers a request sent again (as lock.c). */
 static int64_t latch_ttl(const hilock_client *c)
 {
-    return 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
+    return hl_acquire_latch_ttl(c->t.opts.command_timeout_ms, c->t.opts.connect_timeout_ms);
 }
 
 int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t wait_ms,

@@ -171,23 +171,10 @@ static int start_wait(hilock_async *a, const void *h, hl_sem_kind kind, uint64_t
         hl_as_set_err(a, "permits must be 1..2147483647, wait -1, 0 or a positive ms count");
         return HILOCK_EINVAL;
     }
-    if (kind == HL_SEM_SEMAPHORE) {
-        /* the owner's request latch (as semaphore.c): a resend takes nothing
-         * twice, an acquire whose reply was lost is settled */
-        hilock_client *c = v.client;
-        char owner[HL_OWNER_MAX], latch[4096 + HL_OWNER_MAX + 96];
-        hl_owner(owner, c->t.id, tid);
-        uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-        uint64_t epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
-        int64_t ttl = 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
-        rc = hl_sem_latch_arg(latch, sizeof latch, v.names, owner, epoch, seq);
-        if (rc == 0)
-            rc = hl_semwait_set_latch(&w->m, latch, ttl);
-        if (rc) {
-            wait_free(w);
-            hl_as_set_err(a, "request latch");
-            return rc == HILOCK_ENOMEM ? rc : HILOCK_EINVAL;
-        }
+    if (kind == HL_SEM_SEMAPHORE && (rc = hl_sem_wait_latch(&w->m, v.client, tid)) != 0) {
+        wait_free(w);
+        hl_as_set_err(a, "request latch");
+        return rc == HILOCK_ENOMEM ? rc : HILOCK_EINVAL;
     }
     return hl_as_start(a, v.client, &wait_kind, w, h, tid, cb, payload);
 }

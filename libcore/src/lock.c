@@ -361,7 +361,7 @@ static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms);
  * than a retry after a lost reply can take (reconnect + command, twice). */
 static int64_t latch_ttl(const hilock_client *c)
 {
-    return 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
+    return hl_acquire_latch_ttl(c->t.opts.command_timeout_ms, c->t.opts.connect_timeout_ms);
 }
 
 /* The acquire latch argument of one acquire call: "<key>:<seq>". The key is

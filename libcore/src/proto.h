@@ -505,6 +505,10 @@ HL_HIDDEN int hl_release_request_id(char *buf, size_t len, const char *client_id
                                     uint64_t epoch, uint64_t seq);
 /* The latch TTL for a client whose commands time out after command_timeout_ms. */
 HL_HIDDEN int64_t hl_latch_ttl(int64_t command_timeout_ms);
+/* How long an acquire's (or a semaphore acquire's) request latch answers a
+ * request sent again: longer than a retry after a lost reply can take
+ * (reconnect + command, twice). */
+HL_HIDDEN int64_t hl_acquire_latch_ttl(int64_t command_timeout_ms, int64_t connect_timeout_ms);
 
 /* ---- settling an attempt whose reply never came (proto_release.c) ----
  *

@@ -15,6 +15,14 @@ int64_t hl_latch_ttl(int64_t command_timeout_ms)
     return 2 * (command_timeout_ms > 0 ? command_timeout_ms : 0) + 1000;
 }
 
+int64_t hl_acquire_latch_ttl(int64_t command_timeout_ms, int64_t connect_timeout_ms)
+{
+    /* a retry after a lost reply: reconnect and command, twice */
+    return 2 * ((command_timeout_ms > 0 ? command_timeout_ms : 0) +
+                (connect_timeout_ms > 0 ? connect_timeout_ms : 0)) +
+           1000;
+}
+
 /* The unlock latch of one release. A request id ending in ":e<epoch>:<seq>"
  * (hl_release_request_id) gives the reentrant, fenced and fair releases one
  * latch per owner and epoch that the owner's releases overwrite,

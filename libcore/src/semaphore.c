@@ -149,6 +149,21 @@ static int obj_cancel(int *cancelled, hl_obj *o, uint64_t tid)
 
 /* ---- the wait (acquire k, acquire with ids, await) ---- */
 
+int hl_sem_wait_latch(hl_semwait *m, hilock_client *c, uint64_t tid)
+{
+    /* the owner's request latch: a resend after a lost reply takes nothing
+     * twice, and a lost acquire is settled (proto_sem.c) */
+    char owner[HL_OWNER_MAX], latch[HL_NAME_MAX + HL_OWNER_MAX + 96];
+    hl_owner(owner, c->t.id, tid);
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    uint64_t epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
+    int rc = hl_sem_latch_arg(latch, sizeof latch, m->names, owner, epoch, seq);
+    return rc ? rc
+              : hl_semwait_set_latch(m, latch,
+                                     hl_acquire_latch_ttl(c->t.opts.command_timeout_ms,
+                                                          c->t.opts.connect_timeout_ms));
+}
+
 static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
                     const unsigned char *ids, int64_t wait_ms)
 {
@@ -160,16 +175,7 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
         return obj_fail(o, HILOCK_EINVAL,
                         "permits must be 1..2147483647, wait -1, 0 or a positive ms count");
     if (o->kind == HL_SEM_SEMAPHORE) {
-        /* the owner's request latch: a resend after a lost reply takes
-         * nothing twice, and a lost acquire is settled (proto_sem.c) */
-        char owner[HL_OWNER_MAX], latch[HL_NAME_MAX + HL_OWNER_MAX + 96];
-        hl_owner(owner, c->t.id, tid);
-        uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-        uint64_t epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
-        int64_t ttl = 2 * (c->t.opts.command_timeout_ms + c->t.opts.connect_timeout_ms) + 1000;
-        int lrc = hl_sem_latch_arg(latch, sizeof latch, &o->names, owner, epoch, seq);
-        if (lrc == 0)
-            lrc = hl_semwait_set_latch(&m, latch, ttl);
+        int lrc = hl_sem_wait_latch(&m, c, tid);
         if (lrc)
             return obj_fail(o, lrc == HILOCK_ENOMEM ? lrc : HILOCK_EINVAL, "request latch");
     }
