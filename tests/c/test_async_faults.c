@@ -219,6 +219,40 @@ static void t_settle_on_new_connection(void)
     th_redis_stop(&r);
 }
 
+/* A semaphore acquire whose reply never came (the server stopped): the
+ * engine settles it through its request latch on another connection, so
+ * whichever of the two the server runs first, no permit stays taken. */
+static void t_semaphore_reply_lost(void)
+{
+    hilock_client *c = open_client(&srv, 30000);
+    hilock_async *a = new_async();
+    hilock_semaphore *s = NULL;
+    CU_ASSERT_FATAL(hilock_semaphore_new(&s, c, "asem-lost") == 0);
+    CU_ASSERT_FATAL(hilock_semaphore_try_set_permits(NULL, s, 2) == 0);
+    /* the server knows the acquire script (no NOSCRIPT round for the copy) */
+    CU_ASSERT_FATAL(hilock_semaphore_acquire(s, 1, 0) == 0);
+    CU_ASSERT_FATAL(hilock_semaphore_release(s, 1) == 0);
+    res q = {0};
+    CU_ASSERT(hilock_async_semaphore_count_op(a, s, HILOCK_COUNT_GET, 0, on_done, &q) == 0);
+    CU_ASSERT_FATAL(run_until(a, &q, 1, 5000) && q.rc == 0 && q.value == 2); /* connected */
+    th_redis_pause(&srv);
+    int64_t end = th_now_ms() + 5000;
+    while (!th_redis_stopped(&srv) && th_now_ms() < end)
+        th_sleep_ms(2);
+    res r = {0};
+    CU_ASSERT(hilock_async_semaphore_acquire(a, s, 1, 1, 0, on_done, &r) == 0);
+    run_for(a, 500); /* its reply times out (300 ms); the settle is tried */
+    th_redis_resume(&srv);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 10000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
+    run_for(a, 300);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET asem-lost"), 2); /* nothing kept */
+    th_redis_int(&srv, "DEL asem-lost");
+    hilock_semaphore_free(s);
+    free_async(a);
+    hilock_client_close(c);
+}
+
 static int init_srv(void)
 {
     if (th_redis_start(&srv, NULL) != 0 || th_redis_start(&srv2, NULL) != 0 ||
@@ -243,5 +277,6 @@ int main(void)
     CU_add_test(s, "a hold cut off from its server is reported in doubt in time", t_in_doubt);
     CU_add_test(s, "multi-lock and Redlock lost callback", t_multilock_lost);
     CU_add_test(s, "a settle whose connection died goes on a new one", t_settle_on_new_connection);
+    CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);
     return th_cu_run();
 }
