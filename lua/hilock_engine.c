@@ -942,6 +942,43 @@ static int acq_on_error(lua_State *L)
     return 0;
 }
 
+/* m:on_reply_lost([err]) -- the attempt was sent and its connection died
+ * before the reply (the server may have run it): with an acquire latch
+ * (m:latch) the machine settles it before it ends with err (next() says
+ * what to send, on a new connection); without one, as on_error. */
+static int acq_on_reply_lost(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_acquire_on_reply_lost(&m->a, lhl_err_code(luaL_optstring(L, 2, NULL)), lhl_mono_ms());
+    return 0;
+}
+
+/* m:latch(epoch, seq, ttl_ms) -- make every attempt of this call
+ * idempotent (before its first next()): the engine's acquire latch of the
+ * machine's owner, "<latch prefix>:<owner>:<epoch>:<seq>" (seq unique per
+ * call of the client; epoch: moved on by the driver after a command whose
+ * reply was lost), kept ttl_ms. A reentrant, fair or fenced lock keeps it;
+ * other kinds ignore it. */
+static int acq_latch(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    uint64_t epoch = (uint64_t)lhl_check_int(L, 2, 0, INT64_MAX);
+    uint64_t seq = (uint64_t)lhl_check_int(L, 3, 0, INT64_MAX);
+    int64_t ttl = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    const hl_names *n = m->a.names;
+    size_t len = strlen(n->acquire_latch_prefix) + strlen(m->owner) + 48;
+    char *buf = malloc(len);
+    if (!buf)
+        return luaL_error(L, "out of memory");
+    int rc = hl_acquire_latch_arg(buf, len, n, m->owner, epoch, seq);
+    if (rc == 0)
+        rc = hl_acquire_set_latch(&m->a, buf, ttl);
+    free(buf);
+    if (rc)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
 static int acq_on_subscribed(lua_State *L)
 {
     pacq *m = check_acq(L, 1);
@@ -1115,6 +1152,7 @@ static int rel_on_error(lua_State *L)
 typedef struct pset {
     hl_settle s;
     int ok;
+    int sent; /* a send since the last reply or error: a wait reads it */
 } pset;
 
 static pset *check_set(lua_State *L, int idx)
@@ -1168,9 +1206,17 @@ static int acq_on_unknown(lua_State *L)
 
 static const char *const settle_outcomes[] = {"nothing", "released", "left line"};
 
-/* set:next() -> "wait", ms   read the next reply on the attempt's connection
- *                            (up to ms), then set:on_reply(r) / set:on_error()
- *            | "send", bytes write them on that connection (no read yet)
+/* set:next() -> "wait", ms, paused
+ *                            read the next reply on the attempt's connection
+ *                            (up to ms), then set:on_reply(r) / set:on_error();
+ *                            paused: that connection is dead (close it) and
+ *                            there is nothing to read: sleep ms, then next()
+ *            | "send", bytes, reconnect
+ *                            write them on that connection (no read yet);
+ *                            reconnect: on a new connection to the same
+ *                            server instead (the old one is dead; a failed
+ *                            connect is set:on_error(), the machine tries
+ *                            again later, 8 tries over ~3.5 s)
  *            | "done", outcome ("nothing" | "released" | "left line") */
 static int set_next(lua_State *L)
 {
@@ -1179,11 +1225,14 @@ static int set_next(lua_State *L)
     case HL_ACT_WAIT:
         lua_pushliteral(L, "wait");
         lhl_push_i64(L, s->s.sleep_ms);
-        return 2;
+        lua_pushboolean(L, s->s.reconnect && !s->sent); /* a pause */
+        return 3;
     case HL_ACT_SEND:
+        s->sent = 1;
         lua_pushliteral(L, "send");
         push_cmd(L, &s->s.cmd, 0);
-        return 2;
+        lua_pushboolean(L, s->s.reconnect);
+        return 3;
     default:
         lua_pushliteral(L, "done");
         lua_pushstring(L, settle_outcomes[s->s.outcome]);
@@ -1193,13 +1242,17 @@ static int set_next(lua_State *L)
 
 static int set_on_reply(lua_State *L)
 {
-    hl_settle_on_reply(&check_set(L, 1)->s, check_reply(L, 2), lhl_mono_ms());
+    pset *s = check_set(L, 1);
+    s->sent = 0;
+    hl_settle_on_reply(&s->s, check_reply(L, 2), lhl_mono_ms());
     return 0;
 }
 
 static int set_on_error(lua_State *L)
 {
-    hl_settle_on_error(&check_set(L, 1)->s, lhl_mono_ms());
+    pset *s = check_set(L, 1);
+    s->sent = 0;
+    hl_settle_on_error(&s->s, lhl_mono_ms());
     return 0;
 }
 
@@ -1398,6 +1451,17 @@ static int ack_on_error(lua_State *L)
     pack *k = (pack *)luaL_checkudata(L, 1, PACK_MT);
     hl_ack_on_error(&k->k);
     return 0;
+}
+
+/* proto.acquire_latch_ttl(command_timeout_ms, connect_timeout_ms) -> ms:
+ * how long an acquire latch (m:latch) must answer a request sent again
+ * (the engine's one rule, as the C client's). */
+static int p_acquire_latch_ttl(lua_State *L)
+{
+    int64_t cmd = lhl_check_int(L, 1, 1, HILOCK_MAX_TIME_MS);
+    int64_t conn = lhl_check_int(L, 2, 1, HILOCK_MAX_TIME_MS);
+    lhl_push_i64(L, hl_acquire_latch_ttl(cmd, conn));
+    return 1;
 }
 
 /* proto.ack_retry(wait_ms, deadline_ms (-1 none)) -> pause_ms | nil
@@ -1660,6 +1724,8 @@ static const luaL_Reg acq_methods[] = {
     {"attempts", acq_attempts},
     {"free", acq_free},
     {"restart", acq_restart},
+    {"on_reply_lost", acq_on_reply_lost},
+    {"latch", acq_latch},
     {NULL, NULL}};
 
 static const luaL_Reg acq_meta[] = {{"__gc", acq_free}, {NULL, NULL}};
@@ -1702,6 +1768,7 @@ static const luaL_Reg engine_funcs[] = {
     {"router", p_router},
     {"ack", p_ack},
     {"ack_retry", p_ack_retry},
+    {"acquire_latch_ttl", p_acquire_latch_ttl},
     {"renew_outcome", p_renew_outcome},
     {"renew_period", p_renew_period},
     {"renew_doubt_after", p_renew_doubt_after},

@@ -359,6 +359,8 @@ function _M.new(opts)
                                self.password and ngx.md5(self.password) or "",
                                self.tls_tag)
     end
+    -- how long an acquire latch answers a request sent again (the engine's rule)
+    self.latch_ttl_ms = proto.acquire_latch_ttl(self.command_timeout_ms, self.connect_timeout_ms)
     local hs = proto.handshake_cmds(self.user, self.password, self.db)
     self.handshake = #hs > 0 and hs or nil
     return self
@@ -703,9 +705,13 @@ end
 -- (the answer, a redirection to follow, a pause, a new master to look up).
 -- Returns the reply or nil, err; st keeps the connection. nil, err, true:
 -- the command was sent and its reply did not come in time (the server may
--- still run it); st still holds that connection, for settling.
-local function exec(self, slot, bytes, st)
-    local rt, asking
+-- still run it); st still holds that connection, for settling. A fourth
+-- result, lost, says the command went out and its connection died before
+-- the reply (the server may have run it). resend: such a command may be
+-- sent again, once, when its connection came from the pool (a dead idle
+-- connection; the caller's latch makes the copy answer like the first).
+local function exec(self, slot, bytes, st, resend)
+    local rt, asking, lost
     while true do
         local node, err = asking, nil
         if not node then
@@ -732,6 +738,7 @@ local function exec(self, slot, bytes, st)
                 goto continue
             end
             st.rd, st.node = get_reader(), node
+            st.reused = resend and st.sock:getreusedtimes() > 0
         end
         do
             local ok
@@ -752,18 +759,26 @@ local function exec(self, slot, bytes, st)
             if not r then
                 invalidate(self)
                 if err == "connection: timeout" then
-                    return nil, err, true
+                    return nil, err, true, lost
                 end
+                local reused = st.reused
                 st_close(st)
-                return nil, err
+                if err:find("^connection:") then
+                    lost = true
+                    if resend and reused then
+                        resend = false
+                        goto continue
+                    end
+                end
+                return nil, err, nil, lost
             end
             if not is_error then
-                return r -- the common case: no router needed
+                return r, nil, nil, lost -- the common case: no router needed
             end
             rt = rt or proto.router(self.mode)
             act, a1, a2, a3, a4 = rt:on_reply(r)
             if act == "done" then
-                return r
+                return r, nil, nil, lost
             end
             asking = nil
             if act == "moved" then
@@ -831,8 +846,13 @@ local function new_lock(self, name, kind, tid)
         argerr("thread_id", "expected a non-negative integer")
     end
     local p = proto.lock(name, kind, self.mode == "cluster")
+    -- the kinds whose scripts keep an acquire latch; not on a cluster yet
+    -- (as the C client: while a slot migrates, the script's read of the
+    -- latch, an undeclared key, is refused there as a non-local key)
+    local latched = self.mode ~= "cluster" and (kind == "reentrant" or kind == "fair"
+                                                 or kind == "fenced")
     return setmetatable({ client = self, name = name, p = p, slot = p:slot(), tid = tid,
-                          kind_name = kind }, Lock)
+                          kind_name = kind, latched = latched }, Lock)
 end
 
 -- client:lock(name [, thread_id]) / client:fair_lock(...) /
@@ -1409,10 +1429,13 @@ end
 -- unlock latch per owner (per epoch) instead of a key per request.
 -- The worker's pid is part of the epoch: a client made before nginx forked
 -- its workers has the same id in all of them.
+local function latch_epoch(c)
+    return worker_pid() * TID_SPAN + c.latch_epoch % TID_SPAN
+end
+
 local function request_id(c)
     c.seq = c.seq + 1
-    return str_format("%s:e%d:%d", c.uuid, worker_pid() * TID_SPAN + c.latch_epoch % TID_SPAN,
-                      c.seq)
+    return str_format("%s:e%d:%d", c.uuid, latch_epoch(c), c.seq)
 end
 
 -- A command of this client whose reply was lost may still reach the
@@ -1422,20 +1445,36 @@ local function latch_move_on(c)
     c.latch_epoch = c.latch_epoch + 1
 end
 
--- Drive a settle machine on the connection whose reply never came.
-local function settle(sock, rd, s)
+-- Drive a settle machine on the connection whose reply never came. When
+-- that connection dies the machine may go on on a new one to the same
+-- node (paused first: nothing to read meanwhile).
+local function settle(c, node, sock, rd, s)
     while true do
-        local act, a1 = s:next()
+        local act, a1, a2 = s:next()
         if act == "wait" then
-            sock:settimeout(a1)
-            local r = read_reply(sock, rd)
-            if r then
-                s:on_reply(r)
+            if a2 or not sock then -- a pause: the connection is dead
+                if sock then
+                    sock:close()
+                    sock = nil
+                end
+                ngx_sleep(a1 / 1000)
             else
-                s:on_error()
+                sock:settimeout(a1)
+                local r = read_reply(sock, rd)
+                if r then
+                    s:on_reply(r)
+                else
+                    s:on_error()
+                end
             end
         elseif act == "send" then
-            if not sock:send(a1) then
+            if a2 or not sock then
+                if sock then
+                    sock:close()
+                end
+                sock, rd = connect(c, node), proto.reader()
+            end
+            if not sock or not sock:send(a1) then
                 s:on_error()
             end
         else
@@ -1443,22 +1482,24 @@ local function settle(sock, rd, s)
         end
     end
     s:free()
-    sock:close()
+    if sock then
+        sock:close()
+    end
 end
 
 -- The attempt on st's connection got no reply in time: settle its late
 -- outcome there (a light thread, so the caller gets its error now; the
 -- request ends once it is done), or close it when there is nothing to settle.
-local function settle_later(st, s)
-    local sock, rd = st.sock, st.rd
+local function settle_later(c, st, s)
+    local sock, rd, node = st.sock, st.rd, st.node
     st.sock, st.rd, st.node = nil, nil, nil
     if not s then
         sock:close()
         return
     end
-    local ok = pcall(ngx.thread.spawn, settle, sock, rd, s)
+    local ok = pcall(ngx.thread.spawn, settle, c, node, sock, rd, s)
     if not ok then
-        settle(sock, rd, s) -- no light threads here: settle before returning
+        settle(c, node, sock, rd, s) -- no light threads here: settle before returning
     end
 end
 
@@ -1478,6 +1519,13 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
     else
         m = self.p:acquire(owner, wait_ms, lease_ms, c.fair_wait_window_ms)
     end
+    local latched = self.latched
+    if latched then
+        -- every attempt of this call is idempotent: one whose reply was
+        -- lost is sent again or settled, never taken twice
+        c.seq = c.seq + 1
+        m:latch(latch_epoch(c), c.seq, c.latch_ttl_ms)
+    end
     -- every kind but the fair lock waits on a channel shared by all waiters
     local shared = self.kind_name ~= "fair"
     local st = {}
@@ -1488,21 +1536,30 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
             if watched then -- the watchdog's lease runs from the grant's sending
                 sent_at = now_ms()
             end
-            local r, err, unknown = exec(c, slot, a1, st)
+            local r, err, unknown, lost = exec(c, slot, a1, st, latched)
             if r then
                 local again = m:on_reply(r)
                 if again then
-                    r, err, unknown = exec(c, slot, again, st)
+                    local lost2
+                    r, err, unknown, lost2 = exec(c, slot, again, st, latched)
+                    lost = lost or lost2
                     if r then
                         m:on_reply(r)
                     end
                 end
             end
+            if lost or unknown then
+                latch_move_on(c) -- a copy may still come: later calls use other keys
+            end
             if unknown then
-                settle_later(st, m:on_unknown(err, request_id(c), c.command_timeout_ms))
+                settle_later(c, st, m:on_unknown(err, request_id(c), c.command_timeout_ms))
             elseif not r then
                 st_close(st)
-                m:on_error(err)
+                if lost then
+                    m:on_reply_lost(err) -- settled with the latch, else an error
+                else
+                    m:on_error(err)
+                end
             end
         elseif act == "subscribe" then
             st_done(c, st) -- do not sit on a pooled connection while waiting

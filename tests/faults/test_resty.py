@@ -10,9 +10,14 @@ behind the same TCP fault proxy as the C/Python scenarios.
 - a release whose PUBLISH the ACL refuses is truthful: nothing released,
   still held (item 4);
 - garbage payloads on a lock channel wake nobody.
+- an acquire whose reply is lost with its pooled connection is sent once
+  more and its acquire latch answers like the first run: exactly one hold,
+  one release frees the lock; on a fresh connection it is not sent again
+  but settled (the engine's machine asks the latch): no hold is left;
+- an acquire whose reply timed out is settled on its own connection; when
+  that connection dies too, on a new one (the settle machine's reconnect).
 (The pub/sub connection killed during a wait is tests/openresty (i) and the
-conformance pubsub-killed scenario; a lost acquire reply needs the acquire
-latch in the OpenResty driver, which it does not have yet.)
+conformance pubsub-killed scenario.)
 """
 
 from __future__ import annotations
@@ -191,6 +196,66 @@ def test_resty_release_reply_lost_answers_once(nginx, server, proxy, name, kind)
     assert proxy.fired("reset-on-reply") == 1
     assert server("EXISTS", name) == 0
     assert a("held %s %s" % (kind, name)) == "ok 0"
+
+
+@pytest.mark.parametrize("kind", ["r", "f"])
+def test_resty_acquire_reply_lost_on_pooled_connection_holds_once(nginx, server, proxy, name,
+                                                                  kind):
+    """The attempt runs, its reply is lost with its (pooled) connection: the
+    driver sends it once more on a new connection and the acquire latch
+    answers the first run's grant (before: the reply's loss was an error
+    and the grant stayed behind, or a resend re-entered: two holds)."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
+    assert a("lock %s %s:warm 0 5000" % (kind, name)) == "ok 1"  # scripts loaded, pooled
+    assert a("unlock %s %s:warm" % (kind, name)) == "ok"
+    proxy.reset_on_reply(name.encode())
+    assert a("lock %s %s 2000 30000" % (kind, name)) == "ok 1"
+    assert proxy.fired("reset-on-reply") == 1
+    assert a("holds %s %s" % (kind, name)) == "ok 1"
+    assert a("unlock %s %s" % (kind, name)) == "ok"
+    assert server("EXISTS", name) == 0, "one acquire + one release left the lock held"
+
+
+@pytest.mark.parametrize("kind", ["r", "f"])
+def test_resty_acquire_reply_lost_on_fresh_connection_leaves_no_hold(nginx, server, proxy, name,
+                                                                     kind):
+    """No pooled connection: the attempt goes out on a new one, its reply is
+    lost with it. Not sent again; the machine asks the latch on another
+    connection and gives the grant back: the acquire fails, nothing held."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
+    assert a("lock %s %s:warm 0 5000" % (kind, name)) == "ok 1"
+    assert a("unlock %s %s:warm" % (kind, name)) == "ok"
+    proxy.reset()  # the pooled connections die (nginx drops them): the next one is new
+    time.sleep(0.2)
+    proxy.reset_on_reply(name.encode())
+    answer = a("lock %s %s 2000 30000" % (kind, name))
+    assert answer.startswith("err connection"), answer
+    assert proxy.fired("reset-on-reply") == 1
+    assert server("EXISTS", name) == 0, "an acquire that failed left a hold behind"
+    if kind == "f":
+        assert server("LLEN", "redisson_lock_queue:{%s}" % name) == 0
+
+
+def test_resty_stalled_attempt_settled_on_a_new_connection(nginx, server, proxy, name):
+    """The attempt's reply is late (the driver gives up after 300 ms and
+    settles it on that connection), then that connection dies before the
+    reply comes: the settle machine goes on on a new connection, where the
+    acquire latch tells the grant and it is released (before: the settle
+    ended with the dead connection and the grant stayed for its lease)."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=300)
+    assert a("lock r %s:warm 0 5000" % name) == "ok 1"
+    assert a("unlock r %s:warm" % name) == "ok"
+    proxy.latency(down=2.0)  # the attempt's reply waits 2 s in the proxy
+    t0 = time.monotonic()
+    answer = a("lock r %s 0 30000" % name)
+    assert answer.startswith("err connection"), answer
+    assert server("EXISTS", name) == 1  # granted on the server, reply late
+    time.sleep(max(0.0, 0.6 - (time.monotonic() - t0)))
+    proxy.latency()
+    proxy.reset()  # the attempt's connection dies with its reply
+    wait_for(lambda: server("EXISTS", name) == 0, 5, "the late grant released")
+    report("openresty stalled attempt, connection lost: grant released after",
+           time.monotonic() - t0)
 
 
 def test_resty_release_with_publish_refused_is_truthful(nginx, server, name):
