@@ -62,6 +62,33 @@ HL_HIDDEN int hl_pending_is_cancelled(const hl_pending *p); /* p may be NULL */
  * on its subscription; returns how many it marked. *head is read under mu
  * (waits are added to it concurrently). */
 HL_HIDDEN int hl_pending_cancel(pthread_mutex_t *mu, hl_pending **head, uint64_t tid);
+/* The subscription of one blocking wait, for the SUBSCRIBE, WAIT and
+ * UNSUBSCRIBE actions of its machine (the acquire machine in lock.c, the
+ * semaphore and latch wait in semaphore.c):
+ *   hl_wait_sub_init(&s, transport, &handle->mu, p);   p may be NULL
+ *   SUBSCRIBE:   ok = hl_wait_sub_subscribe(&s, channel, wake_rule, deadline)
+ *                (waits for the server's confirmation up to the command
+ *                timeout or the deadline; from then on a cancel of p wakes
+ *                the wait);
+ *   WAIT:        moved = hl_wait_sub_sleep(&s, ms): until a message, a
+ *                cancel or ms (-1: no limit); without a subscription a
+ *                plain sleep; 1 when the channel's slot moved;
+ *   UNSUBSCRIBE: hl_wait_sub_unsubscribe(&s).
+ * The caller also calls hl_wait_sub_unsubscribe when the wait ends (it is
+ * idempotent): a subscription the server never confirmed is still
+ * registered, and a machine only asks to drop one it was told works. */
+typedef struct hl_wait_sub {
+    hl_transport *t;
+    pthread_mutex_t *mu; /* the handle's: guards p->w */
+    hl_pending *p;
+    hl_waiter w;
+} hl_wait_sub;
+HL_HIDDEN void hl_wait_sub_init(hl_wait_sub *s, hl_transport *t, pthread_mutex_t *mu,
+                                hl_pending *p);
+HL_HIDDEN int hl_wait_sub_subscribe(hl_wait_sub *s, const char *channel, int wake_rule,
+                                    int64_t deadline);
+HL_HIDDEN int hl_wait_sub_sleep(hl_wait_sub *s, int64_t ms);
+HL_HIDDEN void hl_wait_sub_unsubscribe(hl_wait_sub *s);
 /* Milliseconds until a monotonic deadline (>= 0), or -1 for none (< 0). */
 HL_HIDDEN int64_t hl_ms_left(int64_t deadline);
 

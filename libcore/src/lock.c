@@ -420,8 +420,8 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
         hl_acquire_free(&a);
         return HILOCK_ENOMEM;
     }
-    hl_waiter w;
-    memset(&w, 0, sizeof w);
+    hl_wait_sub ws;
+    hl_wait_sub_init(&ws, &c->t, &l->mu, p);
     for (int done = 0; !done;) {
         if (hl_pending_is_cancelled(p))
             hl_acquire_cancel(&a, hl_now_mono_ms()); /* idempotent */
@@ -452,34 +452,25 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             break;
         }
         case HL_ACT_SUBSCRIBE: {
-            int64_t limit = c->t.opts.command_timeout_ms;
-            int64_t left = hl_ms_left(a.deadline);
-            if (left >= 0 && left < limit)
-                limit = left;
-            int src = hl_sub_register(&c->t, &w, a.channel, limit);
-            if (p && w.chan) { /* registered: a cancel may now wake it */
-                w.cancel = &p->cancelled;
-                hl_pending_set_waiter(&l->mu, p, &w);
-            }
-            hl_acquire_on_subscribed(&a, src == 0, hl_now_mono_ms());
+            int ok = hl_wait_sub_subscribe(&ws, a.channel, HL_WAKE_LOCK, a.deadline);
+            hl_acquire_on_subscribed(&a, ok, hl_now_mono_ms());
             break;
         }
         case HL_ACT_WAIT:
-            if (hl_sub_wait(&c->t, &w, a.sleep_ms))
+            if (hl_wait_sub_sleep(&ws, a.sleep_ms))
                 hl_acquire_on_resubscribe(&a, hl_now_mono_ms());
             else
                 hl_acquire_on_wake(&a, hl_now_mono_ms());
             break;
         case HL_ACT_UNSUBSCRIBE:
-            if (p)
-                hl_pending_set_waiter(&l->mu, p, NULL);
-            hl_sub_unregister(&c->t, &w);
+            hl_wait_sub_unsubscribe(&ws);
             break;
         case HL_ACT_DONE:
             done = 1;
             break;
         }
     }
+    hl_wait_sub_unsubscribe(&ws); /* no-op: the machine unsubscribed */
     int rc = a.result;
     *token = rc == 0 ? a.token : 0;
     hl_acquire_free(&a);

@@ -184,8 +184,8 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
         p = &pend;
         hl_pending_add(&o->mu, &o->pending, p, tid);
     }
-    hl_waiter w;
-    memset(&w, 0, sizeof w);
+    hl_wait_sub ws;
+    hl_wait_sub_init(&ws, &c->t, &o->mu, p);
     for (int done = 0; !done;) {
         if (p && __atomic_load_n(&p->cancelled, __ATOMIC_ACQUIRE))
             hl_semwait_cancel(&m, hl_now_mono_ms());
@@ -206,33 +206,19 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
             break;
         }
         case HL_ACT_SUBSCRIBE: {
-            int64_t limit = c->t.opts.command_timeout_ms, left = hl_ms_left(m.deadline);
-            if (left >= 0 && left < limit)
-                limit = left;
-            int src = hl_sub_register_rule(&c->t, &w, m.channel, limit, hl_sem_wake_rule(o->kind));
-            if (p && w.chan) {
-                w.cancel = &p->cancelled;
-                hl_pending_set_waiter(&o->mu, p, &w);
-            }
-            hl_semwait_on_subscribed(&m, src == 0, hl_now_mono_ms());
+            int ok = hl_wait_sub_subscribe(&ws, m.channel, hl_sem_wake_rule(o->kind),
+                                           m.deadline);
+            hl_semwait_on_subscribed(&m, ok, hl_now_mono_ms());
             break;
         }
         case HL_ACT_WAIT:
-            if (w.chan && hl_sub_wait(&c->t, &w, m.sleep_ms))
+            if (hl_wait_sub_sleep(&ws, m.sleep_ms))
                 hl_semwait_on_resubscribe(&m, hl_now_mono_ms());
-            else if (!w.chan) { /* no subscription: the machine polls */
-                struct timespec ts = {(time_t)(m.sleep_ms / 1000),
-                                      (long)(m.sleep_ms % 1000) * 1000000L};
-                if (m.sleep_ms > 0)
-                    nanosleep(&ts, NULL);
-                hl_semwait_on_wake(&m, hl_now_mono_ms());
-            } else
+            else
                 hl_semwait_on_wake(&m, hl_now_mono_ms());
             break;
         case HL_ACT_UNSUBSCRIBE:
-            if (p)
-                hl_pending_set_waiter(&o->mu, p, NULL);
-            hl_sub_unregister(&c->t, &w);
+            hl_wait_sub_unsubscribe(&ws);
             break;
         case HL_ACT_DONE:
             done = 1;
@@ -242,9 +228,7 @@ static int obj_wait(hl_obj *o, uint64_t tid, int64_t permits, int64_t lease_ms,
     /* A subscription the server never confirmed (HILOCK_ETIMEDOUT/ECONN)
      * stays registered, but the machine does not ask to drop it: the waiter
      * must not stay on the channel's list once this frame is gone. */
-    if (p && w.chan)
-        hl_pending_set_waiter(&o->mu, p, NULL); /* a cancel no longer pokes it */
-    hl_sub_unregister(&c->t, &w); /* no-op when already unregistered */
+    hl_wait_sub_unsubscribe(&ws);
     if (p)
         hl_pending_remove(&o->mu, &o->pending, p);
     hl_semwait_free(&m);
