@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import threading
+import time
 import urllib.parse
 import weakref
 from types import TracebackType
@@ -34,6 +35,7 @@ from . import capi as _capi_module
 _capi: Any = _capi_module  # the SWIG module carries no type information
 from ._errors import (
     ClosedError,
+    ConnectionError,
     Error,
     InvalidArgument,
     LockLostError,
@@ -44,6 +46,11 @@ from ._errors import (
 __all__ = ["Client", "Lock", "MultiLock", "RedLock", "thread_id"]
 
 _log = logging.getLogger("hilock")
+
+# What libcore's lock.c says when a grant no replica acknowledged was given
+# back: with wait > 0 the C acquire tries again while the wait lasts; a
+# single try (wait 0) reports it as a ConnectionError.
+_UNACKED = "no replica acknowledged it"
 
 Seconds = Union[int, float]
 LostCallback = Callable[[Any, int], None]
@@ -696,7 +703,21 @@ class Lock:
         ptr = self._h.ptr
         if w != 0 and _on_main_thread():
             tid = self._tid if self._tid is not None else int(_capi.hilock_thread_id())
-            ok = _capi.hilock_lock_acquire_tid(ptr, tid, 0, l)  # uncontended: no thread
+            t0 = time.monotonic()
+            try:
+                ok = _capi.hilock_lock_acquire_tid(ptr, tid, 0, l)  # uncontended: no thread
+            except ConnectionError as e:
+                # a grant no replica acknowledged (given back): the waiting
+                # call below retries it for what is left of the wait, as a
+                # call without this shortcut would; any other error, or no
+                # wait left, is the answer
+                if _UNACKED not in str(e):
+                    raise
+                if w > 0:
+                    w = int(w - (time.monotonic() - t0) * 1000)
+                    if w <= 0:
+                        raise
+                ok = False
             if not ok:
                 ok = _interruptible(
                     lambda: _capi.hilock_lock_acquire_tid(ptr, tid, w, l),

@@ -783,6 +783,38 @@ def test_replica_stopped_ack_refused_nothing_held(server, replica, name, kind):
         other.close()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_replica_ack_retried_while_the_wait_lasts(server, replica, name, kind):
+    """replica_ack on (0.3 s), the replica stopped for 1.5 s: an acquire
+    that may wait 5 s keeps taking the lock, asking for the acknowledgement
+    and giving it back until the replica answers, then holds it once (the
+    docs promise retries while the wait lasts); nothing is left behind by
+    the attempts given back."""
+    c = opened(server.url, replica_ack=True, replica_ack_timeout=0.3)
+    try:
+        lk = make(c, kind, name)
+        warm_acked(c, kind, name)
+        replica.pause()
+        timer = threading.Timer(1.5, replica.resume)
+        timer.start()
+        t0 = time.monotonic()
+        try:
+            assert lk.acquire(wait=5, lease=30), "not acquired"
+        finally:
+            timer.join()
+        took = time.monotonic() - t0
+        report(f"replica stopped 1.5 s ({kind}): acquired with replica_ack after", took)
+        assert 1.4 < took < 5, took
+        assert lk.hold_count == 1
+        lk.release()
+        assert server("EXISTS", name) == 0
+        if kind == "fair":
+            assert server("LLEN", "redisson_lock_queue:{%s}" % name) == 0
+    finally:
+        replica.resume()
+        c.close()
+
+
 def test_replica_killed_ack_acquires_once(server, replica, name):
     """The replica killed: the master drops it, the client stops asking for
     an acknowledgement nobody can give; one acquire is one hold."""
