@@ -1281,9 +1281,14 @@ class Client:
         """Make w a member of channel name on the pub/sub connection that
         hears it (cluster: the slot's master, followed when the slot moved
         while subscribing). (the _PubSub to leave later or None, subscribed).
-        wakes: the channel's wake rule when it is no lock's (_PubSub.join)."""
+        wakes: the channel's wake rule when it is no lock's (_PubSub.join).
+        Cancelled meanwhile: w is no member anywhere, CancelledError raised."""
         if not self._cluster:
-            return self._pubsub, await self._pubsub.join(name, w, timeout_ms, wakes)
+            try:
+                return self._pubsub, await self._pubsub.join(name, w, timeout_ms, wakes)
+            except BaseException:
+                self._pubsub.leave(name, w)
+                raise
         ps: Optional[_PubSub] = None
         for _ in range(3):
             try:
@@ -1295,7 +1300,12 @@ class Client:
             ps = self._pubsubs.get(addr)
             if ps is None:
                 ps = self._pubsubs[addr] = _PubSub(self, addr)
-            if await ps.join(name, w, timeout_ms, wakes):
+            try:
+                ok = await ps.join(name, w, timeout_ms, wakes)
+            except BaseException:
+                ps.leave(name, w)
+                raise
+            if ok:
                 return ps, True
             if not w.moved:
                 return ps, False

@@ -222,6 +222,42 @@ def test_cancelled_waits_leave_nothing(redis: RedisServer, name: str, kind: str)
     run(main())
 
 
+def test_cancel_while_subscribing_leaves_no_subscription(redis: RedisServer, name: str) -> None:
+    """A waiting acquire cancelled after it sent its subscription and before
+    the server confirmed it: the task's waiter leaves the channel, so the
+    client unsubscribes (before: the waiter stayed a member of the channel
+    and the subscription was kept for the client's life)."""
+    async def main() -> None:
+        async with aio.Client(redis.url) as c:
+            other = f"{name}:keep"  # keeps the pub/sub connection open
+            assert await c.lock(other, thread_id=1 << 40).acquire(0, lease=30)
+            keeper = asyncio.create_task(c.lock(other).acquire(wait=30))
+            while not c._pubsub.channels:
+                await asyncio.sleep(0.01)
+            hit = 0
+            for i in range(20):
+                lname = f"{name}:{i}"
+                ch = f"redisson_lock__channel:{{{lname}}}"
+                assert await c.lock(lname, thread_id=1 << 40).acquire(0, lease=30)
+                t = asyncio.create_task(c.lock(lname).acquire(wait=30))
+                while ch not in c._pubsub.channels and not t.done():
+                    await asyncio.sleep(0)
+                if not c._pubsub.channels[ch].ready.done():
+                    hit += 1  # subscribing: its confirmation not read yet
+                t.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await t
+                assert ch not in c._pubsub.channels, i
+                await c.lock(lname, thread_id=1 << 40).release()
+            assert hit > 0
+            await asyncio.sleep(0.1)
+            assert redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}:0}}")[1] == 0
+            keeper.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await keeper
+    run(main())
+
+
 def test_asyncio_timeout_cancels_cleanly(redis: RedisServer, name: str) -> None:
     async def main() -> None:
         async with aio.Client(redis.url) as c:
