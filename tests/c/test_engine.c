@@ -358,6 +358,87 @@ static void t_settle_connection_lost(void)
     hl_settle_free(&s);
 }
 
+/* ------------------------------------------------- semaphore request latch */
+
+static void sem_feed(hl_semwait *m, const char *bytes, size_t len, int64_t now)
+{
+    redisReply *r = th_resp(bytes, len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    hl_semwait_on_reply(m, r, now);
+    freeReplyObject(r);
+}
+#define FEED_SEM(m, b, now) sem_feed(m, b, sizeof(b) - 1, now)
+
+/* A plain semaphore's acquire under the owner's request latch: the latch a
+ * KEY of sem_acquire.lua, the seq an argument; a try whose reply was lost is
+ * settled (sem_settle.lua, sent again while it fails) before the error. */
+static void t_semwait_latch(void)
+{
+    hl_sem_names sn;
+    CU_ASSERT_EQUAL_FATAL(hl_sem_names_init(&sn, HL_SEM_SEMAPHORE, "res:1"), 0);
+    CU_ASSERT_STRING_EQUAL(sn.latch_prefix, "hilock_sem_latch:{res:1}");
+    char arg[256];
+    CU_ASSERT_EQUAL(hl_sem_latch_arg(arg, sizeof arg, &sn, OWNER, 3, 5), 0);
+    CU_ASSERT_STRING_EQUAL(arg, "hilock_sem_latch:{res:1}:" OWNER_LIT ":3:5");
+    CU_ASSERT_EQUAL(hl_sem_latch_arg(arg, 10, &sn, OWNER, 3, 5), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_sem_latch_arg(arg, sizeof arg, &sn, OWNER, 3, 5), 0);
+
+    hl_semwait m;
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &sn, 2, 0, NULL, 1000, 0), 0);
+    CU_ASSERT_EQUAL(hl_semwait_set_latch(&m, "no-seq", 4000), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_set_latch(&m, arg, 4000), 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_SEM_ACQUIRE);
+    CU_ASSERT(arg_is(&m.cmd, 2, "2") && arg_is(&m.cmd, 3, "res:1"));
+    CU_ASSERT(arg_is(&m.cmd, 4, "hilock_sem_latch:{res:1}:" OWNER_LIT ":3"));
+    CU_ASSERT(arg_is(&m.cmd, 5, "2") && arg_is(&m.cmd, 6, "4000") && arg_is(&m.cmd, 7, "5"));
+    /* sent, the connection died: settle, sent again while it fails */
+    m.cmd.reply_lost = 1;
+    hl_semwait_on_error(&m, HILOCK_ECONN, 1);
+    for (int i = 0; i < HL_SETTLE_TRIES; i++) {
+        CU_ASSERT_EQUAL_FATAL(hl_semwait_next(&m, 2), HL_ACT_SEND);
+        CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_SEM_SETTLE);
+        CU_ASSERT(arg_is(&m.cmd, 2, "3") && arg_is(&m.cmd, 4, "redisson_sc:{res:1}"));
+        CU_ASSERT(arg_is(&m.cmd, 5, "hilock_sem_latch:{res:1}:" OWNER_LIT ":3"));
+        CU_ASSERT(arg_is(&m.cmd, 6, "5") && arg_is(&m.cmd, 7, "4000"));
+        CU_ASSERT(arg_is(&m.cmd, 8, "publish"));
+        if (i < 1) {
+            hl_semwait_cancel(&m, 2); /* a settling acquire ignores a cancel */
+            hl_semwait_on_error(&m, HILOCK_ECONN, 2);
+        } else {
+            FEED_SEM(&m, ":2\r\n", 3); /* it had taken 2: given back */
+            break;
+        }
+    }
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 3), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
+    hl_semwait_free(&m);
+
+    /* settling that keeps failing ends with the acquire's error */
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &sn, 1, 0, NULL, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_set_latch(&m, arg, 4000), 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SEND);
+    m.cmd.reply_lost = 1;
+    hl_semwait_on_error(&m, HILOCK_ECONN, 1);
+    for (int i = 0; i < HL_SETTLE_TRIES; i++) {
+        CU_ASSERT_EQUAL_FATAL(hl_semwait_next(&m, 2), HL_ACT_SEND);
+        hl_semwait_on_error(&m, HILOCK_ECONN, 2);
+    }
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 3), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
+    hl_semwait_free(&m);
+
+    /* without a latch: the old shape, a lost reply ends at once */
+    CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_SEMAPHORE, &sn, 1, 0, NULL, 0, 0), 0);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&m.cmd, 2, "1") && m.cmd.argc == 5);
+    m.cmd.reply_lost = 1;
+    hl_semwait_on_error(&m, HILOCK_ECONN, 1);
+    CU_ASSERT_EQUAL(hl_semwait_next(&m, 1), HL_ACT_DONE);
+    hl_semwait_free(&m);
+    hl_sem_names_free(&sn);
+}
+
 /* ---------------------------------------------------------------- watchdog */
 
 static hl_renew_outcome classify(const char *bytes, size_t len)
@@ -798,6 +879,7 @@ int main(void)
     CU_add_test(s, "settle: fair waiter leaves the line", t_settle_fair_waiter_leaves);
     CU_add_test(s, "settle: errors and giving up", t_settle_errors_and_give_up);
     CU_add_test(s, "settle: kept connection lost", t_settle_connection_lost);
+    CU_add_test(s, "semaphore: request latch, settling a lost acquire", t_semwait_latch);
     CU_add_test(s, "watchdog: renewal outcomes", t_renew_classify);
     CU_add_test(s, "route: cluster redirects", t_route_cluster);
     CU_add_test(s, "route: single server and sentinel", t_route_single_sentinel);
