@@ -20,197 +20,14 @@
 
 #include "api.h"
 
-#define AS_NAME_MAX 4096
-
-typedef struct as_conn as_conn;
-typedef struct as_link as_link;
-typedef struct as_chan as_chan;
-typedef struct as_hold as_hold;
-typedef struct as_req as_req;
-typedef struct as_settle as_settle;
-
-/* One command sent on a connection whose reply is awaited (hiredis's
- * privdata): for an operation, for a settle, or abandoned (its operation
- * gave up on it: the reply is dropped). FIFO per connection. */
-struct as_req {
-    as_req *next;
-    as_conn *conn;
-    as_op *op;
-    as_settle *settle;
-    int64_t deadline; /* -1: none (settles bound their own waits) */
-};
-
-/* An acquire attempt whose reply timed out, settled on its own connection
- * (the engine's hl_settle machine): the undo runs after the attempt. */
-struct as_settle {
-    as_settle *next;
-    hilock_async *a;
-    as_link *link;    /* its server: a new connection when the machine says */
-    as_conn *conn;
-    hl_settle s;
-    int pending;      /* its requests awaiting replies */
-    int ready;        /* fed: step it */
-    int waiting;      /* HL_ACT_WAIT */
-    int64_t wait_until;
-    char rid[HL_OWNER_MAX + 32];
-};
-
-struct as_conn {
-    as_conn *next;
-    hilock_async *a;
-    as_link *link;
-    redisAsyncContext *ac; /* NULL once hiredis freed it */
-    int fd;
-    int want;              /* events hiredis asked for */
-    int watched;           /* events the loop was told */
-    int64_t timer_at;      /* hiredis's timeout, monotonic ms; -1 none */
-    int pubsub;
-    int hs_code;           /* the handshake was refused: its code */
-    int draining;          /* a command timed out: no new command; kept
-                              while attempts are settled on it */
-    int nsettles;
-    as_req *reqs, **reqs_tail;
-    int tls;
-    int unwatched;         /* the loop refused to watch it: closed at once */
-    int tls_refused;       /* OpenSSL refused the peer (or it us): ETLS */
-    char tls_err[128];
-};
-
-enum { CH_PENDING = 0, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
-
-struct as_chan {
-    as_chan *next;
-    char *name;
-    int refs;
-    int state;
-    int64_t deadline; /* its (UN)SUBSCRIBE unconfirmed until then; -1 */
-    hl_wake_rule rule; /* how many waiters a message wakes */
-    as_op *waiters; /* FIFO through op->chan_next */
-};
-
-/* One client's connections, channels. */
-struct as_link {
-    as_link *next;
-    hilock_client *client;
-    as_conn *cmd, *sub;
-    as_chan *chans;
-};
-
-struct as_hold {
-    as_hold *next;
-    hilock_lock *lock;
-    uint64_t tid;
-    as_link *link;
-    char owner[HL_OWNER_MAX];
-    int64_t lease_ms;     /* the lease it was taken with */
-    int watchdog;
-    int lost;
-    int doubt;            /* reported lost "in doubt" (no renewal confirmed
-                             for hl_renew_doubt_after); still renewed */
-    int doubted;          /* it was: hilock_async_is_lost says 1 */
-    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
-                             server confirmed was sent */
-    int64_t next_renew;   /* monotonic ms; watchdog holds */
-    as_op *renewing;      /* renewal in flight */
-};
-
-enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN,
-       OP_EXT };
-
-typedef struct as_ml as_ml;
-
-struct as_op {
-    as_op *next;       /* in a->ops (all live operations) */
-    as_op *qnext;      /* in the ready queue */
-    as_op *dnext;      /* in the done queue (completion order) */
-    int queued;
-    hilock_async *a;
-    int type;
-    hilock_lock *lock;
-    uint64_t tid;
-    as_link *link;
-    hilock_async_cb cb;
-    void *payload;
-    char owner[HL_OWNER_MAX];
-    char rid[HL_OWNER_MAX + 32];
-    char latch[AS_NAME_MAX + HL_OWNER_MAX + 96];
-    /* machines */
-    hl_acquire acq;
-    hl_release rel;
-    hl_cmd cmd;  /* OP_SIMPLE, OP_RENEW */
-    int (*decode)(const redisReply *, int64_t *);
-    hilock_kind decode_kind; /* for hl_decode_is_locked */
-    int is_locked;
-    int inited;
-    /* transport state */
-    hl_cmd *sent;      /* command in flight (NULL: none) */
-    as_req *req;       /* its request record */
-    int resend;        /* NOSCRIPT: send *sent again as EVAL */
-    int eval_tried;
-    int64_t sent_at;
-    int attempt;       /* the command in flight is an acquire attempt */
-    /* waiting */
-    as_chan *chan;
-    as_op *chan_next;
-    int sub_pending;
-    int waiting;
-    int64_t wake_at;   /* -1: only a message */
-    int signaled;
-    int resub_req;
-    int cancel_req;
-    /* acquire inputs */
-    int64_t lease_ms;  /* the lease sent */
-    int watchdog;
-    /* renewal */
-    as_hold *hold;
-    /* multi-lock: the parent operation and its members' children */
-    as_op *parent;       /* a child (member acquire/release, listener) */
-    size_t index;        /* its member */
-    as_ml *ml;           /* a parent's state */
-    int64_t timeout_ms;  /* > 0: this operation's request timeout */
-    int confirmed;       /* listener: its subscription is confirmed */
-    /* OP_EXT: a kind of async_sem.c (hl_as_kind), its state, its target */
-    const hl_as_kind *kind;
-    void *self;
-    const void *target;
-    /* outcome */
-    int done;
-    int rc;
-    int64_t value;
-    char err[HL_ERRMSG_MAX];
-};
-
-struct hilock_async {
-    hilock_async_loop loop;
-    as_conn *conns;
-    as_link *links;
-    as_hold *holds;
-    as_op *ops;
-    as_op *ready, **ready_tail;
-    as_op *done, **done_tail; /* finished, callbacks not yet run: FIFO */
-    as_settle *settles;
-    struct as_mlhold *mlholds;
-    int in_dispatch;
-    int free_later;
-    int closing;
-    int64_t timer_armed; /* absolute ms asked of the loop; -1 none */
-    hilock_async_lost_cb lost_cb;
-    void *lost_payload;
-    hilock_async_multilock_lost_cb ml_lost_cb;
-    void *ml_lost_payload;
-    /* lost reports to deliver: (lock, tid) or (multi-lock, tid) */
-    struct as_lost {
-        struct as_lost *next;
-        hilock_lock *lock;
-        hilock_multilock *m;
-        uint64_t tid;
-        int64_t silent_ms; /* >= 0: in doubt, no renewal confirmed for that long */
-        char member[64];   /* a multi-lock's: the member lost */
-    } *lost_q;
-    char errmsg[HL_ERRMSG_MAX];
-};
+#include "async_impl.h"
 
 static int64_t now_ms(void)
+{
+    return hl_now_mono_ms();
+}
+
+int64_t hl_as_now(void)
 {
     return hl_now_mono_ms();
 }
@@ -260,11 +77,11 @@ static void conn_gone(void *p)
         return;
     k->ac = NULL;
     k->timer_at = -1;
-    if (k->link) {
-        if (k->link->cmd == k)
-            k->link->cmd = NULL;
-        if (k->link->sub == k)
-            k->link->sub = NULL;
+    if (k->node) {
+        if (k->node->cmd == k)
+            k->node->cmd = NULL;
+        if (k->node->sub == k)
+            k->node->sub = NULL;
     }
 }
 
@@ -272,6 +89,8 @@ static void conn_gone(void *p)
 
 static void op_queue(as_op *op)
 {
+    if (op->parked)
+        return; /* queued when the topology is known */
     hilock_async *a = op->a;
     if (op->queued || op->done)
         return;
@@ -298,17 +117,17 @@ static void op_finish(as_op *op, int rc, int64_t value)
 
 /* ---- channels (pub/sub wake-ups) ---- */
 
-static as_chan *chan_find(as_link *lk, const char *name, size_t len)
+static as_chan *chan_find(as_node *nd, const char *name, size_t len)
 {
-    for (as_chan *ch = lk->chans; ch; ch = ch->next)
+    for (as_chan *ch = nd->chans; ch; ch = ch->next)
         if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
             return ch;
     return NULL;
 }
 
-static void chan_remove(as_link *lk, as_chan *ch)
+static void chan_remove(as_node *nd, as_chan *ch)
 {
-    for (as_chan **pp = &lk->chans; *pp; pp = &(*pp)->next)
+    for (as_chan **pp = &nd->chans; *pp; pp = &(*pp)->next)
         if (*pp == ch) {
             *pp = ch->next;
             break;
@@ -349,35 +168,52 @@ static void sub_result(as_op *op, int ok)
     op_queue(op);
 }
 
-static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub);
+static as_conn *conn_get(hilock_async *a, as_node *nd, int pubsub);
 static void sub_cb(redisAsyncContext *ac, void *reply, void *priv);
 
-static void chan_drop_waiters_sub(as_link *lk);
+static void chan_drop_waiters_sub(as_node *nd);
 
-/* SUBSCRIBE or UNSUBSCRIBE ch on lk's pub/sub connection (only when it is
- * healthy: a new connection is made by chan_join alone); 0 or -1. */
-static int chan_cmd(hilock_async *a, as_link *lk, as_chan *ch, int unsubscribe)
+/* SUBSCRIBE or UNSUBSCRIBE ch on its node's pub/sub connection (only when
+ * it is healthy: a new connection is made by chan_join alone); 0 or -1.
+ * Sharded (SSUBSCRIBE) on Redis Cluster, where the scripts SPUBLISH. */
+static int chan_cmd(hilock_async *a, as_node *nd, as_chan *ch, int unsubscribe)
 {
     (void)a;
-    as_conn *k = lk->sub;
+    as_conn *k = nd->sub;
     if (!k || !k->ac || (k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) || k->hs_code)
         return -1;
     hl_cmd cmd;
-    hl_cmd_subscribe(&cmd, ch->name, 0, unsubscribe);
-    if (redisAsyncCommandArgv(k->ac, sub_cb, lk, cmd.argc, cmd.argv, cmd.argvlen) != REDIS_OK)
+    int sharded = nd->link->mode == HL_MODE_CLUSTER;
+    hl_cmd_subscribe(&cmd, ch->name, sharded, unsubscribe);
+    if (sharded) {
+        /* answered by pushes (sub_push_cb): no callback waits for them */
+        if (redisAppendCommandArgv(&k->ac->c, cmd.argc, cmd.argv, cmd.argvlen) != REDIS_OK)
+            return -1;
+        k->want |= HILOCK_IO_WRITE; /* what hiredis's own commands ask for */
+        conn_watch(k);
+    } else if (redisAsyncCommandArgv(k->ac, sub_cb, nd, cmd.argc, cmd.argv, cmd.argvlen) !=
+               REDIS_OK) {
         return -1;
-    ch->deadline = now_ms() + lk->client->t.opts.command_timeout_ms;
+    }
+    ch->deadline = now_ms() + nd->link->client->t.opts.command_timeout_ms;
     return 0;
 }
 
-/* op joins the channel; 1 subscribed already, 0 pending, -1 failed. */
+/* op joins the channel (its messages wake by rule); 1 subscribed already,
+ * 0 pending, -1 failed, 2 parked until the topology is known (then op is
+ * queued again). */
 static int chan_join(as_op *op, const char *name, hl_wake_rule rule)
 {
     hilock_async *a = op->a;
-    as_link *lk = op->link;
-    if (!conn_get(a, lk, 1)) /* first: replacing a broken one drops its channels */
+    as_node *nd = NULL;
+    int r = hl_as_route_channel(op, name, &nd);
+    if (r == 1)
+        return 2;
+    if (r)
         return -1;
-    as_chan *ch = chan_find(lk, name, strlen(name));
+    if (!conn_get(a, nd, 1)) /* first: replacing a broken one drops its channels */
+        return -1;
+    as_chan *ch = chan_find(nd, name, strlen(name));
     if (!ch) {
         ch = calloc(1, sizeof *ch);
         if (!ch || !(ch->name = hl_strdup(name))) {
@@ -386,10 +222,11 @@ static int chan_join(as_op *op, const char *name, hl_wake_rule rule)
         }
         ch->state = CH_PENDING;
         ch->rule = rule;
-        ch->next = lk->chans;
-        lk->chans = ch;
-        if (chan_cmd(a, lk, ch, 0) != 0) {
-            chan_remove(lk, ch);
+        ch->node = nd;
+        ch->next = nd->chans;
+        nd->chans = ch;
+        if (chan_cmd(a, nd, ch, 0) != 0) {
+            chan_remove(nd, ch);
             return -1;
         }
     }
@@ -431,18 +268,27 @@ static void chan_leave(as_op *op)
         return;
     if (ch->state == CH_SUBSCRIBED) {
         ch->state = CH_UNSUBSCRIBING;
-        if (chan_cmd(op->a, op->link, ch, 1) != 0)
-            chan_remove(op->link, ch);
+        if (chan_cmd(op->a, ch->node, ch, 1) != 0)
+            chan_remove(ch->node, ch);
     }
     /* PENDING: removed when its confirmation comes (then unsubscribed);
      * UNSUBSCRIBING: removed when that is confirmed */
 }
 
-/* Every subscription of lk is gone (its connection died). */
-static void chan_drop_waiters_sub(as_link *lk)
+/* Every subscription of nd is gone (its connection died, or the slot map
+ * changed under them). */
+static void chan_drop_one(as_node *nd, as_chan *ch);
+
+static void chan_drop_waiters_sub(as_node *nd)
 {
-    while (lk->chans) {
-        as_chan *ch = lk->chans;
+    while (nd->chans)
+        chan_drop_one(nd, nd->chans);
+}
+
+/* ch is gone from the server: its waiters are told, it is removed. */
+static void chan_drop_one(as_node *nd, as_chan *ch)
+{
+    {
         for (as_op *o = ch->waiters, *nx; o; o = nx) {
             nx = o->chan_next;
             o->chan = NULL;
@@ -460,22 +306,18 @@ static void chan_drop_waiters_sub(as_link *lk)
                 }
             }
         }
-        lk->chans = ch->next;
-        free(ch->name);
-        free(ch);
+        chan_remove(nd, ch);
     }
 }
 
-static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
+void hl_as_chans_drop(as_node *nd)
 {
-    as_conn *k = ac->data;
-    as_link *lk = priv;
-    redisReply *r = reply;
-    if (!k || k->a->closing || !r) {
-        if (r)
-            freeReplyObject(r);
-        return;
-    }
+    chan_drop_waiters_sub(nd);
+}
+
+/* One pub/sub frame r from k, a connection of lk (not freed here). */
+static void sub_frame(as_conn *k, as_node *lk, redisReply *r)
+{
     hl_ps_event ev;
     hl_decode_pubsub(r, &ev);
     as_chan *ch = ev.type == HL_PS_OTHER ? NULL : chan_find(lk, ev.channel, ev.channel_len);
@@ -497,6 +339,13 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
             }
             break;
         case HL_PS_UNSUBSCRIBE:
+            if (ch->state == CH_SUBSCRIBED && lk->link->mode == HL_MODE_CLUSTER) {
+                /* not asked for: the slot left this node; its waiters
+                 * subscribe again where the slot lives now */
+                chan_drop_one(lk, ch);
+                hl_as_route_chan_moved(lk);
+                break;
+            }
             if (ch->state != CH_UNSUBSCRIBING)
                 break;
             ch->deadline = -1;
@@ -529,7 +378,43 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
             break;
         }
     }
-    freeReplyObject(r);
+}
+
+static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    as_conn *k = ac->data;
+    redisReply *r = reply;
+    if (k && !k->a->closing && r && k->node == priv)
+        sub_frame(k, priv, r);
+    if (r)
+        freeReplyObject(r);
+}
+
+/* Sharded pub/sub (Redis Cluster) frames: hiredis's async API knows only
+ * SUBSCRIBE's, so a cluster pub/sub connection speaks RESP3, where the
+ * server pushes ssubscribe, smessage and sunsubscribe frames, which hiredis
+ * hands here (and frees). */
+static void sub_push_cb(redisAsyncContext *ac, void *reply)
+{
+    as_conn *k = ac->data;
+    if (k && !k->a->closing && reply && k->node)
+        sub_frame(k, k->node, reply);
+}
+
+/* The HELLO 3 of such a connection: a refusal is a refused handshake. */
+static void hello_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    (void)priv;
+    as_conn *k = ac->data;
+    redisReply *r = reply;
+    if (k && !k->a->closing && r && r->type == REDIS_REPLY_ERROR && !k->hs_code) {
+        k->hs_code = HILOCK_EPROTO;
+        snprintf(k->a->errmsg, sizeof k->a->errmsg, "HELLO 3 refused: %s",
+                 r->str ? r->str : "error");
+        redisAsyncDisconnect(ac);
+    }
+    if (r)
+        freeReplyObject(r);
 }
 
 /* ---- connections ---- */
@@ -556,22 +441,29 @@ static void conn_failed(as_conn *k);
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
-    (void)status;
     as_conn *k = ac->data;
-    if (k && k->link && k->pubsub && !k->a->closing)
-        chan_drop_waiters_sub(k->link);
+    if (!k || !k->node || k->a->closing)
+        return;
+    if (status != REDIS_OK) /* not asked for: the server went, or failed over */
+        hl_as_route_conn_lost(k);
+    if (k->pubsub && k->node && k->node->sub == k)
+        chan_drop_waiters_sub(k->node);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     as_conn *k = (as_conn *)ac->data;
+    if (status == REDIS_OK && k)
+        k->connected = 1;
     if (status != REDIS_OK && k)
         conn_failed(k);
     if (status != REDIS_OK && k && !k->a->closing) {
         snprintf(k->a->errmsg, sizeof k->a->errmsg, "cannot connect: %s",
                  ac->errstr[0] ? ac->errstr : "connection failed");
-        if (k->pubsub && k->link)
-            chan_drop_waiters_sub(k->link);
+        if (k->node)
+            hl_as_route_conn_lost(k);
+        if (k->pubsub && k->node && k->node->sub == k)
+            chan_drop_waiters_sub(k->node);
     }
 }
 
@@ -581,34 +473,36 @@ static struct timeval ms_tv(int64_t ms)
     return tv;
 }
 
-/* lk's command (pubsub 0) or pub/sub connection, opened when missing. */
-static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub)
+/* nd's command (pubsub 0) or pub/sub connection, opened when missing. */
+static as_conn *conn_get(hilock_async *a, as_node *nd, int pubsub)
 {
-    as_conn *k = pubsub ? lk->sub : lk->cmd;
+    as_conn *k = pubsub ? nd->sub : nd->cmd;
     if (k && k->ac && !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) &&
         !k->hs_code && !k->draining)
         return k;
     if (k) { /* broken: detach it; hiredis frees it */
         if (pubsub) {
-            lk->sub = NULL;
-            chan_drop_waiters_sub(lk); /* its subscriptions go with it */
+            nd->sub = NULL;
+            chan_drop_waiters_sub(nd); /* its subscriptions go with it */
         } else {
-            lk->cmd = NULL;
+            nd->cmd = NULL;
         }
-        k->link = NULL;
+        k->node = NULL;
     }
-    hilock_client *c = lk->client;
+    hilock_client *c = nd->link->client;
     k = calloc(1, sizeof *k);
     if (!k)
         return NULL;
     k->a = a;
-    k->link = lk;
+    k->node = nd;
     k->fd = -1;
     k->timer_at = -1;
     k->pubsub = pubsub;
     k->reqs_tail = &k->reqs;
     redisOptions o = {0};
-    if (c->t.ep.path)
+    if (nd->host)
+        REDIS_OPTIONS_SET_TCP(&o, nd->host, nd->port);
+    else if (c->t.ep.path)
         REDIS_OPTIONS_SET_UNIX(&o, c->t.ep.path);
     else
         REDIS_OPTIONS_SET_TCP(&o, c->t.ep.host, c->t.ep.port);
@@ -629,7 +523,7 @@ static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub)
     if (c->t.ep.tls) {
         int code = 0;
         char err[HL_ERRMSG_MAX];
-        const char *host = c->t.ep.host ? c->t.ep.host : "localhost";
+        const char *host = nd->host ? nd->host : c->t.ep.host ? c->t.ep.host : "localhost";
         if (hl_tls_start(c->t.ep.tls_ctx, &ac->c, host, c->t.ep.tls_server_name, &code, err)) {
             snprintf(a->errmsg, sizeof a->errmsg, "%s", err);
             redisAsyncFree(ac);
@@ -655,13 +549,24 @@ static as_conn *conn_get(hilock_async *a, as_link *lk, int pubsub)
     k->next = a->conns;
     a->conns = k;
     if (pubsub)
-        lk->sub = k;
+        nd->sub = k;
     else
-        lk->cmd = k;
+        nd->cmd = k;
     hl_cmd hs[HL_HANDSHAKE_MAX];
-    int n = hl_cmd_handshake(hs, c->t.ep.user, c->t.ep.password, c->t.ep.db);
+    int n = nd->sentinel ? (c->t.ep.sentinel_password || c->t.ep.sentinel_user
+                                ? hl_cmd_handshake(hs, c->t.ep.sentinel_user,
+                                                   c->t.ep.sentinel_password
+                                                       ? c->t.ep.sentinel_password
+                                                       : "",
+                                                   0)
+                                : 0)
+                         : hl_cmd_handshake(hs, c->t.ep.user, c->t.ep.password, c->t.ep.db);
     for (int i = 0; i < n; i++)
         redisAsyncCommandArgv(ac, hs_cb, NULL, hs[i].argc, hs[i].argv, hs[i].argvlen);
+    if (pubsub && nd->link->mode == HL_MODE_CLUSTER) {
+        redisAsyncSetPushCallback(ac, sub_push_cb);
+        redisAsyncCommand(ac, hello_cb, NULL, "HELLO 3");
+    }
     /* the first command asks for write readiness: the connect completes */
     ev_add_write(k);
     return k;
@@ -718,13 +623,42 @@ static void req_unlink(as_req *q)
         }
 }
 
-/* Send *cmd for op on its link's command connection; 0 or an error code. */
-static int op_send(as_op *op, hl_cmd *cmd)
+/* Send *cmd for op on the command connection of the server it routes to
+ * (again: a resend of the same command, which keeps the router's count);
+ * 0 (sent, or parked until the topology is known) or an error code. */
+static int op_send_to(as_op *op, hl_cmd *cmd, int again)
 {
-    as_conn *k = conn_get(op->a, op->link, 0);
+    if (!again)
+        hl_router_init(&op->rt, op->link->mode);
+    as_node *nd = NULL;
+    int r = hl_as_route(op, cmd, &nd);
+    if (r == 1) { /* parked: sent again (resend) once the topology is known */
+        op->sent = cmd;
+        op->req = NULL;
+        return 0;
+    }
+    if (r)
+        return r;
+    int asking = op->ask != NULL;
+    op->ask = NULL;
+    as_conn *k = conn_get(op->a, nd, 0);
     if (!k) {
         snprintf(op->err, sizeof op->err, "%s", op->a->errmsg);
         return HILOCK_ECONN;
+    }
+    if (asking) { /* one command during a slot migration: its reply is dropped */
+        hl_cmd ask;
+        hl_cmd_asking(&ask);
+        as_req *aq = req_new(k, -1);
+        if (!aq)
+            return HILOCK_ENOMEM;
+        aq->asking = 1;
+        if (redisAsyncCommandArgv(k->ac, op_reply_cb, aq, ask.argc, ask.argv, ask.argvlen) !=
+            REDIS_OK) {
+            req_unlink(aq);
+            free(aq);
+            return HILOCK_ECONN;
+        }
     }
     as_req *q = req_new(k, op->timeout_ms > 0 ? op->timeout_ms
                                               : op->link->client->t.opts.command_timeout_ms);
@@ -746,10 +680,30 @@ static int op_send(as_op *op, hl_cmd *cmd)
     return 0;
 }
 
+static int op_send(as_op *op, hl_cmd *cmd)
+{
+    return op_send_to(op, cmd, 0);
+}
+
 static void feed_error(as_op *op, int code, int lost);
 static void feed_reply(as_op *op, redisReply *r);
 
 static void settle_feed(as_settle *st, redisReply *r);
+
+/* An acknowledgement reply for op (NULL: none came); once the machine is
+ * done, the attempt's kept reply goes to op's acquire machine. */
+static void ack_feed(as_op *op, redisReply *r)
+{
+    op->req = NULL;
+    if (hl_as_ack_feed(op, r)) {
+        redisReply *kept = op->ack_reply;
+        op->ack_reply = NULL;
+        op->acking = 0;
+        feed_reply(op, kept);
+        freeReplyObject(kept);
+    }
+    op_queue(op);
+}
 
 static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
@@ -758,12 +712,18 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     redisReply *r = reply;
     as_op *op = q->op;
     as_settle *st = q->settle;
+    as_link *probe = q->probe;
+    int ack = q->ack;
     req_unlink(q);
     free(q);
     if (k && k->a->closing)
-        op = NULL, st = NULL;
+        op = NULL, st = NULL, probe = NULL;
     if (st) {
         settle_feed(st, r); /* takes r */
+        return;
+    }
+    if (probe) {
+        hl_as_probe_reply(probe, r); /* takes r */
         return;
     }
     if (!op) { /* abandoned: its operation went on without it */
@@ -771,10 +731,17 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
             freeReplyObject(r);
         return;
     }
+    if (ack) { /* the replica acknowledgement of op's attempt */
+        ack_feed(op, r);
+        return;
+    }
     hl_cmd *cmd = op->sent;
+    int rc_route = 0;
     op->sent = NULL;
     op->req = NULL;
-    if (!r) {
+    if (!r && cmd && hl_as_route_conn_error(op, k)) {
+        op->sent = cmd; /* nothing reached a server: sent again */
+    } else if (!r) {
         conn_failed(k);
         int code = k && k->hs_code ? k->hs_code : k && k->tls_refused ? HILOCK_ETLS : HILOCK_ECONN;
         if (code == HILOCK_ETLS)
@@ -790,6 +757,12 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     } else if (k && k->hs_code) {
         freeReplyObject(r);
         feed_error(op, k->hs_code, 0);
+    } else if (cmd && r->type == REDIS_REPLY_ERROR && (rc_route = hl_as_route_reply(op, k, r))) {
+        /* redirected, retried or failed over (r freed) */
+        if (rc_route > 0)
+            op->sent = cmd;
+        else
+            feed_error(op, HILOCK_ECONN, 0);
     } else if (cmd && cmd->script >= 0 && !op->eval_tried && hl_reply_is_noscript(r)) {
         /* the server lost its scripts: send the body (as hl_exec does) */
         freeReplyObject(r);
@@ -797,6 +770,8 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         op->eval_tried = 1;
         op->sent = cmd;
         op->resend = 1;
+    } else if (op->attempt && op->type == OP_ACQUIRE && hl_as_ack_start(op, k, r)) {
+        op->acking = 1; /* r is fed once a replica acknowledged (or not) */
     } else {
         if (r->type == REDIS_REPLY_ERROR && r->str)
             snprintf(op->err, sizeof op->err, "server error: %s", r->str);
@@ -811,19 +786,31 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 /* Close k now (not from inside a hiredis callback): hiredis answers its
  * remaining requests with NULL (abandoned ones are dropped); a pub/sub
  * connection takes its subscriptions along. */
-static void conn_close(as_conn *k)
+static void conn_unhook(as_conn *k)
 {
-    if (k->link) {
-        if (k->link->cmd == k)
-            k->link->cmd = NULL;
-        if (k->link->sub == k) {
-            k->link->sub = NULL;
-            chan_drop_waiters_sub(k->link);
+    if (k->node) {
+        if (k->node->cmd == k)
+            k->node->cmd = NULL;
+        if (k->node->sub == k) {
+            k->node->sub = NULL;
+            chan_drop_waiters_sub(k->node);
         }
     }
-    k->link = NULL;
+    k->node = NULL;
+}
+
+static void conn_close(as_conn *k)
+{
+    conn_unhook(k);
     if (k->ac)
         redisAsyncFree(k->ac);
+}
+
+void hl_as_conn_detach(as_conn *k)
+{
+    conn_unhook(k);
+    if (k->ac && !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
+        redisAsyncDisconnect(k->ac);
 }
 
 static void settle_free(as_settle *st)
@@ -861,7 +848,7 @@ static int settle_start(as_req *q, as_op *op)
         return -1;
     }
     st->a = a;
-    st->link = op->link;
+    st->node = q->conn->node;
     st->conn = q->conn;
     st->pending = 1; /* the attempt's own late reply */
     q->conn->nsettles++;
@@ -926,7 +913,7 @@ static void settle_step(as_settle *st)
             if (st->s.reconnect || !k || !k->ac) {
                 /* on a new connection to the same server (drain.c's rule) */
                 settle_detach(st);
-                k = conn_get(st->a, st->link, 0);
+                k = st->node ? conn_get(st->a, st->node, 0) : NULL;
                 if (k) {
                     st->conn = k;
                     k->nsettles++;
@@ -974,14 +961,25 @@ static void settle_step(as_settle *st)
 static void conn_timed_out(as_conn *k, int64_t now)
 {
     k->draining = 1;
-    if (k->link && k->link->cmd == k)
-        k->link->cmd = NULL;
+    if (k->node && k->node->cmd == k)
+        k->node->cmd = NULL;
     for (as_req *q = k->reqs; q; q = q->next) {
+        if (q->probe) { /* a topology question: the next candidate */
+            as_link *lk = q->probe;
+            q->probe = NULL;
+            hl_as_probe_reply(lk, NULL);
+            continue;
+        }
         as_op *op = q->op;
         if (!op)
             continue;
         q->op = NULL;
         op->req = NULL;
+        if (q->ack) { /* no acknowledgement in time: not acknowledged */
+            q->ack = 0;
+            ack_feed(op, NULL);
+            continue;
+        }
         op->sent = NULL;
         snprintf(op->err, sizeof op->err, "no reply within %lld ms",
                  (long long)op->link->client->t.opts.command_timeout_ms);
@@ -1004,7 +1002,7 @@ static void check_deadlines(hilock_async *a, int64_t now)
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac && !k->draining && !k->pubsub)
             for (as_req *q = k->reqs; q; q = q->next)
-                if (q->op && q->deadline >= 0 && q->deadline <= now) {
+                if ((q->op || q->probe) && q->deadline >= 0 && q->deadline <= now) {
                     conn_timed_out(k, now);
                     break;
                 }
@@ -1014,13 +1012,14 @@ static void check_deadlines(hilock_async *a, int64_t now)
             st->ready = 1;
         }
     for (as_link *lk = a->links; lk; lk = lk->next)
-        for (as_chan *ch = lk->chans; ch; ch = ch->next)
-            if (ch->deadline >= 0 && ch->deadline <= now && lk->sub) {
-                /* a (un)subscription the server does not confirm: drop the
-                 * connection; the waiters fall back to timed retries */
-                conn_close(lk->sub);
-                break;
-            }
+        for (as_node *nd = lk->nodes; nd; nd = nd->next)
+            for (as_chan *ch = nd->chans; ch; ch = ch->next)
+                if (ch->deadline >= 0 && ch->deadline <= now && nd->sub) {
+                    /* a (un)subscription the server does not confirm: drop the
+                     * connection; the waiters fall back to timed retries */
+                    conn_close(nd->sub);
+                    break;
+                }
 }
 
 /* ---- holds and the watchdog ---- */
@@ -1138,6 +1137,10 @@ static void renew_due(hilock_async *a, int64_t now)
 static void feed_error(as_op *op, int code, int lost)
 {
     int64_t now = now_ms();
+    if (op->type == OP_ACQUIRE && op->ack_phase == 1) { /* giving an unacked grant back */
+        hl_release_on_error(&op->rel, code, now);
+        return;
+    }
     switch (op->type) {
     case OP_ACQUIRE:
         if (lost && op->attempt) {
@@ -1168,6 +1171,10 @@ static void feed_error(as_op *op, int code, int lost)
 static void feed_reply(as_op *op, redisReply *r)
 {
     int64_t now = now_ms();
+    if (op->type == OP_ACQUIRE && op->ack_phase == 1) {
+        hl_release_on_reply(&op->rel, r, now);
+        return;
+    }
     switch (op->type) {
     case OP_ACQUIRE:
         hl_acquire_on_reply(&op->acq, r, now);
@@ -1225,6 +1232,8 @@ static void feed_reply(as_op *op, redisReply *r)
 
 /* ---- machines: stepping ---- */
 
+static int ack_release_start(as_op *op);
+
 static void step_acquire(as_op *op)
 {
     for (;;) {
@@ -1242,8 +1251,8 @@ static void step_acquire(as_op *op)
         }
         case HL_ACT_SUBSCRIBE: {
             int j = chan_join(op, op->acq.channel, HL_WAKE_LOCK);
-            if (j == 0)
-                return; /* the confirmation queues us */
+            if (j == 0 || j == 2)
+                return; /* the confirmation (or the topology) queues us */
             hl_acquire_on_subscribed(&op->acq, j > 0, now);
             continue;
         }
@@ -1269,6 +1278,13 @@ static void step_acquire(as_op *op)
             chan_leave(op);
             int rc = op->acq.result;
             int64_t v = op->lock->kind == HILOCK_KIND_FENCED ? op->acq.token : op->acq.hold_count;
+            if (rc == 0 && op->unacked) {
+                /* nobody replicated it, so a failover now would forget it:
+                 * give it back (then perhaps try again: hl_ack_retry) */
+                if (ack_release_start(op) == 0)
+                    return;
+                rc = HILOCK_ENOMEM;
+            }
             if (rc == 0)
                 rc = hold_granted(op, op->sent_at);
             if (rc == HILOCK_ETIMEDOUT)
@@ -1288,17 +1304,74 @@ static void step_acquire(as_op *op)
     }
 }
 
-static void step_release(as_op *op)
+/* Start giving back a grant no replica acknowledged (op's release
+ * machine, on the lease the attempt was sent with). 0 or HILOCK_ENOMEM. */
+static int ack_release_start(as_op *op)
 {
-    int64_t now = now_ms();
-    if (hl_release_next(&op->rel, now) == HL_ACT_SEND) {
-        int rc = op_send(op, &op->rel.cmd);
-        if (rc == 0)
-            return;
+    hilock_client *c = op->lock->client;
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
+                              __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+        snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq);
+    if (hl_release_init(&op->rel, op->lock->kind, &op->lock->names, op->owner,
+                        op->watchdog ? 0 : op->lease_ms, c->t.opts.watchdog_lease_ms, op->rid,
+                        c->t.opts.command_timeout_ms, 0, now_ms()) != 0)
+        return HILOCK_ENOMEM;
+    op->unacked = 0;
+    op->ack_phase = 1;
+    op_queue(op);
+    return 0;
+}
+
+static int acquire_setup(as_op *op, int64_t wait_ms);
+
+/* Send the release machine's next command: 1 when something is under way
+ * (sent, or the machine retries), 0 when the machine is done. */
+static int release_send(as_op *op, int64_t now)
+{
+    if (hl_release_next(&op->rel, now) != HL_ACT_SEND)
+        return 0;
+    int rc = op_send(op, &op->rel.cmd);
+    if (rc) {
         hl_release_on_error(&op->rel, rc, now);
         op_queue(op); /* the machine decides whether to retry */
+    }
+    return 1;
+}
+
+/* The release of an unacknowledged grant: drive it; when it is over, try
+ * the acquire again (hl_ack_retry) after a pause, or fail. */
+static void step_ack_release(as_op *op)
+{
+    int64_t now = now_ms();
+    if (release_send(op, now))
+        return;
+    hl_release_free(&op->rel);
+    op->ack_phase = 0;
+    hilock_client *c = op->lock->client;
+    int64_t pause = 0;
+    if (op->cancel_req || !hl_ack_retry(op->wait_ms, op->deadline, now, &pause)) {
+        int rc = op->cancel_req ? HILOCK_ECANCELED : HILOCK_ECONN;
+        snprintf(op->err, sizeof op->err,
+                 "lock '%s' released again: no replica acknowledged it within %lld ms",
+                 op->lock->names.name, (long long)c->t.opts.replica_ack_timeout_ms);
+        op_finish(op, rc, 0);
         return;
     }
+    hl_acquire_free(&op->acq);
+    op->inited = 0;
+    if (acquire_setup(op, op->wait_ms < 0 ? -1 : op->deadline - now > 0 ? op->deadline - now : 0)) {
+        op_finish(op, HILOCK_ENOMEM, 0);
+        return;
+    }
+    op->waiting = 1;
+    op->wake_at = now + pause;
+}
+
+static void step_release(as_op *op)
+{
+    if (release_send(op, now_ms()))
+        return;
     int rc = op->rel.result;
     as_hold *h = hold_find(op->a, op->lock, op->tid);
     if (h && !op->rel.still_held)
@@ -1321,16 +1394,19 @@ static void step(as_op *op)
         op->resend = 0;
         hl_cmd *cmd = op->sent;
         op->sent = NULL;
-        int rc = op_send(op, cmd);
+        int rc = op_send_to(op, cmd, 1);
         if (rc == 0)
             return;
         feed_error(op, rc, 0);
     }
-    if (op->sent || op->sub_pending || op->waiting)
+    if (op->sent || op->sub_pending || op->waiting || op->acking || op->parked)
         return; /* something is under way */
     switch (op->type) {
     case OP_ACQUIRE:
-        step_acquire(op);
+        if (op->ack_phase == 1)
+            step_ack_release(op);
+        else
+            step_acquire(op);
         break;
     case OP_RELEASE:
         step_release(op);
@@ -1374,8 +1450,10 @@ static void op_free(as_op *op)
         ml_free(op->ml);
     if (op->type == OP_ACQUIRE && op->inited)
         hl_acquire_free(&op->acq);
-    if (op->type == OP_RELEASE && op->inited)
+    if ((op->type == OP_RELEASE && op->inited) || (op->type == OP_ACQUIRE && op->ack_phase == 1))
         hl_release_free(&op->rel);
+    if (op->ack_reply)
+        freeReplyObject(op->ack_reply);
     if (op->hold && op->hold->renewing == op)
         op->hold->renewing = NULL;
     if (op->kind)
@@ -1387,6 +1465,7 @@ static void op_free(as_op *op)
 static void process(hilock_async *a, int callbacks)
 {
     for (;;) {
+        hl_as_route_work(a);
         for (as_settle *st = a->settles, *nx; st; st = nx) {
             nx = st->next;
             if (st->ready)
@@ -1455,23 +1534,28 @@ static void rearm(hilock_async *a)
     if (a->closing)
         return;
     int64_t at = -1, now = now_ms();
-    for (as_op *op = a->ops; op; op = op->next)
+    for (as_op *op = a->ops; op; op = op->next) {
         if (!op->done && op->waiting && op->wake_at >= 0)
             at = min_at(at, op->wake_at);
+        if (!op->done && op->route_at >= 0)
+            at = min_at(at, op->route_at);
+    }
+    at = min_at(at, hl_as_route_next_at(a));
     if (a->lost_q || a->ready || a->done)
         at = now;
     for (as_settle *st = a->settles; st; st = st->next)
         at = st->ready ? now : st->waiting ? min_at(at, st->wait_until) : at;
     for (as_conn *k = a->conns; k; k = k->next)
         for (as_req *q = k->ac && !k->draining ? k->reqs : NULL; q; q = q->next)
-            if (q->op && q->deadline >= 0) {
+            if ((q->op || q->probe) && q->deadline >= 0) {
                 at = min_at(at, q->deadline);
                 break;
             }
     for (as_link *lk = a->links; lk; lk = lk->next)
-        for (as_chan *ch = lk->chans; ch; ch = ch->next)
-            if (ch->deadline >= 0)
-                at = min_at(at, ch->deadline);
+        for (as_node *nd = lk->nodes; nd; nd = nd->next)
+            for (as_chan *ch = nd->chans; ch; ch = ch->next)
+                if (ch->deadline >= 0)
+                    at = min_at(at, ch->deadline);
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac && k->timer_at >= 0)
             at = min_at(at, k->timer_at);
@@ -1663,6 +1747,8 @@ static int ml_child(as_op *op, size_t i, int type)
                             c->t.opts.fair_wait_window_ms, now) != 0)
             goto nomem;
         ch->inited = 1;
+        ch->wait_ms = 0;
+        ch->deadline = now;
         if (hl_acquire_set_latch(&ch->acq, ch->latch, latch_ttl(c)) != 0)
             goto nomem;
     } else {
@@ -2138,13 +2224,7 @@ static void async_free_now(hilock_async *a)
     while (a->links) {
         as_link *lk = a->links;
         a->links = lk->next;
-        while (lk->chans) {
-            as_chan *ch = lk->chans;
-            lk->chans = ch->next;
-            free(ch->name);
-            free(ch);
-        }
-        free(lk);
+        hl_as_link_free(lk);
     }
     if (a->timer_armed >= 0 && a->loop.timer)
         a->loop.timer(a->loop.data, -1);
@@ -2230,7 +2310,7 @@ int hilock_async_on_timer(hilock_async *a)
             redisAsyncHandleTimeout(k->ac);
         }
     check_deadlines(a, now);
-    for (as_op *op = a->ops; op; op = op->next)
+    for (as_op *op = a->ops; op; op = op->next) {
         if (op->waiting && op->wake_at >= 0 && op->wake_at <= now) {
             op->waiting = 0;
             if (op->type == OP_ACQUIRE)
@@ -2239,6 +2319,12 @@ int hilock_async_on_timer(hilock_async *a)
                 op->kind->on_wake(op->self, now);
             op_queue(op);
         }
+        if (op->route_at >= 0 && op->route_at <= now) { /* the router's pause is over */
+            op->route_at = -1;
+            op->resend = 1;
+            op_queue(op);
+        }
+    }
     check_doubt(a, now);
     renew_due(a, now);
     dispatch_end(a, &ns, outer);
@@ -2273,19 +2359,9 @@ static as_link *link_get(hilock_async *a, hilock_client *c, int *rc)
     for (as_link *lk = a->links; lk; lk = lk->next)
         if (lk->client == c)
             return lk;
-    if (c->t.ep.cluster || c->t.ep.master_name || c->t.replica_ack) {
-        snprintf(a->errmsg, sizeof a->errmsg,
-                 "hilock_async: cluster and sentinel clients and replica "
-                 "acknowledgement are not supported yet");
-        *rc = HILOCK_EINVAL;
+    as_link *lk = hl_as_link_new(a, c, rc);
+    if (!lk)
         return NULL;
-    }
-    as_link *lk = calloc(1, sizeof *lk);
-    if (!lk) {
-        *rc = HILOCK_ENOMEM;
-        return NULL;
-    }
-    lk->client = c;
     lk->next = a->links;
     a->links = lk;
     return lk;
@@ -2304,6 +2380,7 @@ static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
     op->cb = cb;
     op->payload = payload;
     op->wake_at = -1;
+    op->route_at = -1;
     as_op **pp = &a->ops;
     while (*pp)
         pp = &(*pp)->next;
@@ -2366,23 +2443,34 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
     hl_hold_owner(op->owner, l->kind, c->t.id, tid);
     op->watchdog = lease_ms <= 0;
     op->lease_ms = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
-    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    if (hl_acquire_latch_arg(op->latch, sizeof op->latch, &l->names, op->owner,
-                             __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
-        op->latch[0] = 0; /* cannot happen: room for the longest name */
-    if (hl_acquire_init(&op->acq, l->kind, &l->names, op->owner, wait_ms, op->lease_ms,
-                        c->t.opts.fair_wait_window_ms, now_ms()) != 0) {
-        op_unlink(a, op);
-        free(op);
-        return HILOCK_ENOMEM;
-    }
-    op->inited = 1;
-    if (hl_acquire_set_latch(&op->acq, op->latch, latch_ttl(c)) != 0) {
+    op->wait_ms = wait_ms;
+    op->deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
+    if (acquire_setup(op, wait_ms) != 0) {
         op_unlink(a, op);
         op_free(op);
         return HILOCK_ENOMEM;
     }
     return op_start(op);
+}
+
+/* op's acquire machine for a wait of wait_ms, with a latch key of its own
+ * (each run: a run after an unacknowledged grant must not find the first
+ * run's answer). */
+static int acquire_setup(as_op *op, int64_t wait_ms)
+{
+    hilock_lock *l = op->lock;
+    hilock_client *c = l->client;
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    if (hl_acquire_latch_arg(op->latch, sizeof op->latch, &l->names, op->owner,
+                             __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+        op->latch[0] = 0; /* cannot happen: room for the longest name */
+    if (hl_acquire_init(&op->acq, l->kind, &l->names, op->owner, wait_ms, op->lease_ms,
+                        c->t.opts.fair_wait_window_ms, now_ms()) != 0)
+        return HILOCK_ENOMEM;
+    op->inited = 1;
+    if (hl_acquire_set_latch(&op->acq, op->latch, latch_ttl(c)) != 0)
+        return HILOCK_ENOMEM;
+    return 0;
 }
 
 /* Cancel the pending acquires of type on target (a lock, or a multi-lock)
@@ -2416,6 +2504,10 @@ static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *tar
         }
         if (op->waiting) {
             op->waiting = 0;
+            op_queue(op);
+        }
+        if (op->parked && !op->sent) { /* waiting for the topology to subscribe */
+            op->parked = 0;
             op_queue(op);
         }
     }
@@ -2566,7 +2658,9 @@ int hl_as_send(as_op *op, hl_cmd *cmd)
 
 int hl_as_join(as_op *op, const char *channel, hl_wake_rule rule)
 {
-    return chan_join(op, channel, rule);
+    int j = chan_join(op, channel, rule);
+    return j == 2 ? 0 : j; /* parked: the machine is stepped again once the
+                              topology is known (or told it failed) */
 }
 
 void hl_as_leave(as_op *op)
@@ -2612,4 +2706,36 @@ void hl_as_set_err(hilock_async *a, const char *msg)
 {
     if (a)
         snprintf(a->errmsg, sizeof a->errmsg, "%s", msg);
+}
+
+/* ---- for async_route.c ---- */
+
+as_conn *hl_as_conn_get(hilock_async *a, as_node *n, int pubsub)
+{
+    return conn_get(a, n, pubsub);
+}
+
+as_req *hl_as_req_new(as_conn *k, int64_t timeout_ms)
+{
+    return req_new(k, timeout_ms);
+}
+
+void hl_as_req_unlink(as_req *q)
+{
+    req_unlink(q);
+}
+
+void hl_as_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    op_reply_cb(ac, reply, priv);
+}
+
+void hl_as_op_queue(as_op *op)
+{
+    op_queue(op);
+}
+
+void hl_as_feed_error(as_op *op, int code)
+{
+    feed_error(op, code, 0);
 }

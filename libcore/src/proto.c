@@ -645,8 +645,13 @@ void hl_decode_pubsub(const redisReply *r, hl_ps_event *ev)
     memset(ev, 0, sizeof *ev);
     ev->payload = -1;
     ev->value = -1;
+#ifdef REDIS_REPLY_PUSH
+    if (!r || (r->type != REDIS_REPLY_ARRAY && r->type != REDIS_REPLY_PUSH) || r->elements < 3)
+        return;
+#else
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3)
         return;
+#endif
     const redisReply *kind = r->element[0], *chan = r->element[1], *data = r->element[2];
     if (!chan || chan->type != REDIS_REPLY_STRING)
         return;

@@ -14,6 +14,9 @@
 #include "hilock.h"
 #include "../../libcore/src/internal.h" /* the node table */
 
+static th_redis srv; /* async_helpers.h's numsub asks it: unused here */
+#include "async_helpers.h"
+
 #define NNODES 6
 static th_redis node[NNODES];
 static char url[512];
@@ -621,6 +624,136 @@ static void t_node_churn(void)
     hilock_client_close(c);
 }
 
+/* ---- the non-blocking API (hilock_async) on the cluster ---- */
+
+/* Run the loop until cond(arg) holds (bounded); 1 when it does. */
+static int as_until(hilock_async *a, int (*cond)(void *), void *arg, int64_t ms)
+{
+    int64_t end = th_now_ms() + ms;
+    while (th_now_ms() < end) {
+        if (cond(arg))
+            return 1;
+        hilock_epoll_run_once(&ep, a, 20);
+    }
+    return cond(arg);
+}
+
+typedef struct {
+    int node;
+    int64_t floor;
+    const char *key;
+} as_pttl_arg;
+
+static int as_pttl_rose(void *p)
+{
+    as_pttl_arg *a = p;
+    return th_redis_int(&node[a->node], "PTTL %s", a->key) > a->floor;
+}
+
+/* hilock_async on a cluster: locks land on their slot's master (the map
+ * learned with CLUSTER SLOTS on the loop), a waiter sleeps on the sharded
+ * message of its slot's master; the slot of a held (watchdog) and waited-on
+ * lock migrates: a newcomer is refused by ASK and then MOVED, the holder's
+ * renewals follow to the new master, the waiter subscribes there again and
+ * is woken by the unlock. */
+static void t_async(void)
+{
+    hilock_client *c = open_client(3000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_async *a = new_async();
+
+    enum { N = 12 };
+    hilock_lock *sp[N];
+    int used[NNODES] = {0};
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "aspread-%d", i);
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&sp[i], c, name), 0);
+        res r = {0};
+        CU_ASSERT_EQUAL(hilock_async_acquire(a, sp[i], 1, 0, 20000, on_done, &r), 0);
+        CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+        int m = master_of_key(name);
+        CU_ASSERT_FATAL(m >= 0);
+        CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS %s", name), 1);
+        used[m] = 1;
+    }
+    int masters = 0;
+    for (int i = 0; i < NNODES; i++)
+        masters += used[i];
+    CU_ASSERT_EQUAL(masters, 3);
+    for (int i = 0; i < N; i++) {
+        res r = {0};
+        CU_ASSERT_EQUAL(hilock_async_release(a, sp[i], 1, on_done, &r), 0);
+        CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+        hilock_lock_free(sp[i]);
+    }
+
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "amig"), 0);
+    res held = {0}, waiter = {0};
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 1, 0, 0, on_done, &held), 0); /* watchdog */
+    CU_ASSERT_FATAL(run_until(a, &held, 1, 5000) && held.rc == 0);
+    unsigned slot = slot_of("amig");
+    int from = master_of_slot(slot), to = -1;
+    for (int i = 0; i < NNODES && to < 0; i++)
+        if (i != from && is_master_port(i))
+            to = i;
+    CU_ASSERT_FATAL(from >= 0 && to >= 0);
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 2, 20000, 10000, on_done, &waiter), 0);
+    sub_arg s_from = {from, "redisson_lock__channel:{amig}"};
+    CU_ASSERT(as_until(a, shard_subscribed, &s_from, 5000));
+
+    char id_from[64], id_to[64];
+    node_id(from, id_from, sizeof id_from);
+    node_id(to, id_to, sizeof id_to);
+    redisReply *r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = node_cmd(from, "MIGRATE 127.0.0.1 %d amig 0 5000", node[to].port);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    long long asks = stat_calls(to, "asking");
+    res other = {0};
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 3, 0, 5000, on_done, &other), 0);
+    CU_ASSERT(run_until(a, &other, 1, 5000));
+    CU_ASSERT_EQUAL(other.rc, HILOCK_ETIMEDOUT); /* refused on the importing node */
+    CU_ASSERT(stat_calls(to, "asking") > asks);
+    for (int i = 0; i < NNODES; i++) {
+        if (!is_master_port(i))
+            continue;
+        r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
+        if (r)
+            freeReplyObject(r);
+    }
+    memset(&other, 0, sizeof other);
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 3, 0, 5000, on_done, &other), 0);
+    CU_ASSERT(run_until(a, &other, 1, 5000));
+    CU_ASSERT_EQUAL(other.rc, HILOCK_ETIMEDOUT); /* MOVED followed: still held */
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS amig"), 1);
+    as_pttl_arg pa = {to, th_redis_int(&node[to], "PTTL amig"), "amig"};
+    CU_ASSERT(as_until(a, as_pttl_rose, &pa, 3000 / 3 + 2000)); /* renewed there */
+    sub_arg s_to = {to, "redisson_lock__channel:{amig}"};
+    CU_ASSERT(as_until(a, shard_subscribed, &s_to, 5000)); /* the waiter followed */
+    CU_ASSERT_EQUAL(waiter.n, 0);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), 0);
+    res rel = {0};
+    CU_ASSERT_EQUAL(hilock_async_release(a, l, 1, on_done, &rel), 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0);
+    CU_ASSERT(run_until(a, &waiter, 1, 5000));
+    CU_ASSERT_EQUAL(waiter.rc, 0);
+    CU_ASSERT(waiter.at - rel.at < 2000); /* by the message, not the 3 s lease */
+    memset(&rel, 0, sizeof rel);
+    CU_ASSERT_EQUAL(hilock_async_release(a, l, 2, on_done, &rel), 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS amig"), 0);
+    free_async(a);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -638,6 +771,7 @@ int main(void)
 #endif
     CU_add_test(s, "slot migrated while held and waited on", t_migration);
     CU_add_test(s, "node table bounded under address churn", t_node_churn);
+    CU_add_test(s, "non-blocking API: slot map, sharded wake, slot migrated", t_async);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

@@ -24,6 +24,8 @@ static struct {
     char dir[64];
 } sent[NSENT];
 static char url[512];
+static th_redis srv; /* async_helpers.h's numsub asks it: unused here */
+#include "async_helpers.h"
 
 static void stop_sentinels(void)
 {
@@ -417,6 +419,72 @@ static void t_failover(void)
     hilock_client_close(b);
 }
 
+/* ---- the non-blocking API (hilock_async) ---- */
+
+/* hilock_async on a sentinel URL: the master is found through the
+ * sentinels on the loop, and every grant is acknowledged by the replica
+ * (WAIT) before the acquire completes. With the replica stopped, a one-try
+ * acquire gives the grant back and fails; a waiting one keeps trying and
+ * takes the lock once the replica is back. */
+static void t_async(void)
+{
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.replica_ack_timeout_ms = 200;
+    o.connect_timeout_ms = 500;
+    hilock_client *c = open_client(url, 0), *c2 = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c2, url, &o, NULL, 0), 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL, *l2 = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "async-acked") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l2, c2, "async-unacked") == 0);
+    char owner[64];
+    hilock_client_owner(c, 1, owner, sizeof owner);
+    long long waits = stat_calls(&master, "wait");
+    for (int i = 0; i < 5; i++) {
+        res r = {0}, u = {0};
+        CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &r), 0);
+        CU_ASSERT_FATAL(run_until(a, &r, 1, 8000));
+        CU_ASSERT_EQUAL(r.rc, 0);
+        if (r.rc)
+            fprintf(stderr, "async acquire: %s\n", r.err);
+        /* read at once from the replica: acknowledged before completion */
+        CU_ASSERT_EQUAL(th_redis_int(&replica, "HGET async-acked %s", owner), 1);
+        CU_ASSERT_EQUAL(hilock_async_release(a, l, 1, on_done, &u), 0);
+        CU_ASSERT(run_until(a, &u, 1, 8000) && u.rc == 0);
+    }
+    CU_ASSERT(stat_calls(&master, "wait") >= waits + 5);
+
+    th_redis_pause(&replica);
+    res r = {0}, w = {0};
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l2, 1, 0, 10000, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "replica"));
+    CU_ASSERT(r.at - t0 >= 200 && r.at - t0 < 3000);
+    CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS async-unacked"), 0); /* given back */
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l2, 2, 10000, 10000, on_done, &w), 0);
+    run_until(a, &w, 1, 600);
+    CU_ASSERT_EQUAL(w.n, 0); /* still trying while nobody acknowledges */
+    th_redis_resume(&replica);
+    CU_ASSERT(run_until(a, &w, 1, 10000));
+    CU_ASSERT_EQUAL(w.rc, 0);
+    hilock_client_owner(c2, 2, owner, sizeof owner);
+    CU_ASSERT_EQUAL(th_redis_int(&replica, "HGET async-unacked %s", owner), 1);
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(hilock_async_release(a, l2, 2, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS async-unacked"), 0);
+    free_async(a);
+    hilock_lock_free(l);
+    hilock_lock_free(l2);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+    CU_ASSERT(th_wait_for(replica_linked, &replica, 10000));
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -426,6 +494,7 @@ int main(void)
     CU_add_test(s, "replica acknowledgement (WAIT) on acquire", t_replica_ack);
     CU_add_test(s, "no acknowledgement: acquire fails, nothing left", t_replica_ack_failure);
     CU_add_test(s, "acknowledgement on, no replicas: no WAIT", t_replica_ack_no_replicas);
+    CU_add_test(s, "non-blocking API: discovery, replica acknowledgement", t_async);
     CU_add_test(s, "failover while held and waited on", t_failover);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

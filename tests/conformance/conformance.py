@@ -58,13 +58,9 @@ from test_topologies import Cluster, SentinelSet  # noqa: E402
 # (The OpenResty late-grant and partial-unlock entries went with issue 12's
 # engine: resty.hilock now settles attempts and releases through it.)
 # (The asyncio cluster entries went when hilock.aio learnt Redis Cluster.)
-KNOWN_FAILURES = {
-    # hilock_async (the c-async driver) serves single-server clients only so
-    # far (docs/c-api.md, "Not yet"): cluster and sentinel URLs are refused.
-    ("c-async", "replica-ack-failure"), ("c-async", "moved-during-migration"),
-    ("c-async", "sentinel-failover"), ("c-async", "cluster-fair-handoff"),
-    ("c-async", "moved-fair"),
-}
+# (The c-async cluster, sentinel and replica-ack entries went when hilock_async
+# learnt them: libcore/src/async_route.c.)
+KNOWN_FAILURES = set()  # every driver passes every scenario
 # ---------------------------------------------------------------------------
 
 REPLY_SLACK_MS = 10000  # an answer may take this long beyond the request's own wait

@@ -1,0 +1,305 @@
+/*
+ * What the non-blocking driver's files share (async.c: operations,
+ * connections, channels, the loop; async_route.c: servers, topology,
+ * routing, replica acknowledgement). API layer, like async.c.
+ */
+#ifndef HILOCK_ASYNC_IMPL_H
+#define HILOCK_ASYNC_IMPL_H
+
+#include <hiredis/async.h>
+
+#include "api.h"
+
+#define AS_NAME_MAX 4096
+
+typedef struct as_conn as_conn;
+typedef struct as_node as_node;
+typedef struct as_link as_link;
+typedef struct as_chan as_chan;
+typedef struct as_hold as_hold;
+typedef struct as_req as_req;
+typedef struct as_settle as_settle;
+
+/* One command sent on a connection whose reply is awaited (hiredis's
+ * privdata): for an operation, for a settle, or abandoned (its operation
+ * gave up on it: the reply is dropped). FIFO per connection. */
+struct as_req {
+    as_req *next;
+    as_conn *conn;
+    as_op *op;
+    as_settle *settle;
+    as_link *probe;   /* a topology question (CLUSTER SLOTS, SENTINEL ...) */
+    int ack;          /* op's replica acknowledgement (ROLE, WAIT) */
+    int asking;       /* ASKING before op's command: its reply is dropped */
+    int64_t deadline; /* -1: none (settles bound their own waits) */
+};
+
+/* An acquire attempt whose reply timed out, settled on its own connection
+ * (the engine's hl_settle machine): the undo runs after the attempt. */
+struct as_settle {
+    as_settle *next;
+    hilock_async *a;
+    as_node *node;    /* its server: a new connection when the machine says */
+    as_conn *conn;
+    hl_settle s;
+    int pending;      /* its requests awaiting replies */
+    int ready;        /* fed: step it */
+    int waiting;      /* HL_ACT_WAIT */
+    int64_t wait_until;
+    char rid[HL_OWNER_MAX + 32];
+};
+
+struct as_conn {
+    as_conn *next;
+    hilock_async *a;
+    as_node *node;         /* whose connection it is (NULL once detached) */
+    redisAsyncContext *ac; /* NULL once hiredis freed it */
+    int fd;
+    int want;              /* events hiredis asked for */
+    int watched;           /* events the loop was told */
+    int64_t timer_at;      /* hiredis's timeout, monotonic ms; -1 none */
+    int pubsub;
+    int connected;         /* the connect completed (a command may have gone) */
+    int hs_code;           /* the handshake was refused: its code */
+    int draining;          /* a command timed out: no new command; kept
+                              while attempts are settled on it */
+    int nsettles;
+    as_req *reqs, **reqs_tail;
+    int tls;
+    int unwatched;         /* the loop refused to watch it: closed at once */
+    int tls_refused;       /* OpenSSL refused the peer (or it us): ETLS */
+    char tls_err[128];
+};
+
+enum { CH_PENDING = 0, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
+
+struct as_chan {
+    as_chan *next;
+    as_node *node;    /* whose pub/sub connection carries it */
+    hl_wake_rule rule; /* how many waiters a message wakes */
+    char *name;
+    int refs;
+    int state;
+    int64_t deadline; /* its (UN)SUBSCRIBE unconfirmed until then; -1 */
+    as_op *waiters; /* FIFO through op->chan_next */
+};
+
+/* One server of a client: the single server, the sentinel master, a cluster
+ * node or a sentinel; its command and pub/sub connections and channels. */
+struct as_node {
+    as_node *next;
+    as_link *link;
+    char *host;            /* NULL: the client's endpoint (single server) */
+    int port;
+    int sentinel;          /* a sentinel: its own credentials, no SELECT */
+    as_conn *cmd, *sub;
+    as_chan *chans;
+    int replicas;          /* replica acknowledgement: ROLE's count */
+    int64_t replicas_at;   /* when read (monotonic ms); -1 never */
+};
+
+/* One client's servers and what is known of its topology (async_route.c). */
+struct as_link {
+    as_link *next;
+    hilock_async *a;
+    hilock_client *client;
+    hl_mode mode;
+    as_node *nodes;        /* single, sentinel: one (the master); cluster: the map's */
+    int nnodes;
+    as_node *sentinels;
+    as_node **slots;       /* cluster: HL_SLOTS entries, NULL unknown */
+    int known;             /* the master's address / the slot map was learned */
+    int stale;             /* ask again (sentinel: before the next send) */
+    int resolving;         /* a topology question is out */
+    int probe_next, probe_known;
+    redisReply *probe_reply;
+    int probe_ready;       /* probe_reply (NULL: failed) waits to be read */
+    /* sentinel: a sentinel's pub/sub connection follows +switch-master */
+    as_node *watch;        /* the sentinel watched (its sub connection) */
+    int watch_next;        /* the next sentinel to watch */
+    int64_t watch_at;      /* (re)subscribe then when not watching; -1 */
+    char switch_host[256]; /* a +switch-master to apply (switch_port > 0) */
+    int switch_port;
+    char errmsg[HL_ERRMSG_MAX];
+};
+
+struct as_hold {
+    as_hold *next;
+    hilock_lock *lock;
+    uint64_t tid;
+    as_link *link;
+    char owner[HL_OWNER_MAX];
+    int64_t lease_ms;     /* the lease it was taken with */
+    int watchdog;
+    int lost;
+    int64_t next_renew;   /* monotonic ms; watchdog holds */
+    int doubt;            /* reported lost "in doubt" (no renewal confirmed
+                             for hl_renew_doubt_after); still renewed */
+    int doubted;          /* it was: hilock_async_is_lost says 1 */
+    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
+                             server confirmed was sent */
+    as_op *renewing;      /* renewal in flight */
+};
+
+enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN,
+       OP_EXT };
+
+typedef struct as_ml as_ml;
+
+struct as_op {
+    as_op *next;       /* in a->ops (all live operations) */
+    as_op *qnext;      /* in the ready queue */
+    as_op *dnext;      /* in the done queue (completion order) */
+    int queued;
+    hilock_async *a;
+    int type;
+    hilock_lock *lock;
+    uint64_t tid;
+    as_link *link;
+    hilock_async_cb cb;
+    void *payload;
+    char owner[HL_OWNER_MAX];
+    char rid[HL_OWNER_MAX + 32];
+    char latch[AS_NAME_MAX + HL_OWNER_MAX + 96];
+    /* machines */
+    hl_acquire acq;
+    hl_release rel;
+    hl_cmd cmd;  /* OP_SIMPLE, OP_RENEW */
+    int (*decode)(const redisReply *, int64_t *);
+    hilock_kind decode_kind; /* for hl_decode_is_locked */
+    int is_locked;
+    int inited;
+    /* transport state */
+    hl_cmd *sent;      /* command in flight (NULL: none) */
+    as_req *req;       /* its request record */
+    int resend;        /* NOSCRIPT: send *sent again as EVAL */
+    int eval_tried;
+    int64_t sent_at;
+    int attempt;       /* the command in flight is an acquire attempt */
+    /* routing (async_route.c) */
+    hl_router rt;
+    as_node *ask;      /* ASK: the next send goes there, after ASKING */
+    int parked;        /* waits for the topology (the send in sent, or a subscribe) */
+    int64_t route_at;  /* a resend of sent after the router's pause; -1 none */
+    /* replica acknowledgement of a grant (the engine's hl_ack) */
+    hl_ack ack;
+    as_conn *ack_conn; /* the connection the attempt was answered on */
+    int acking;
+    redisReply *ack_reply; /* the attempt's reply, fed once acknowledged */
+    int unacked;       /* no replica acknowledged the last attempt */
+    int ack_phase;     /* 1: releasing the unacknowledged grant */
+    int64_t wait_ms, deadline;
+    uint64_t acq_seq;
+    /* waiting */
+    as_chan *chan;
+    as_op *chan_next;
+    int sub_pending;
+    int waiting;
+    int64_t wake_at;   /* -1: only a message */
+    int signaled;
+    int resub_req;
+    int cancel_req;
+    /* acquire inputs */
+    int64_t lease_ms;  /* the lease sent */
+    int watchdog;
+    /* renewal */
+    as_hold *hold;
+    /* multi-lock: the parent operation and its members' children */
+    as_op *parent;       /* a child (member acquire/release, listener) */
+    size_t index;        /* its member */
+    as_ml *ml;           /* a parent's state */
+    int64_t timeout_ms;  /* > 0: this operation's request timeout */
+    int confirmed;       /* listener: its subscription is confirmed */
+    /* OP_EXT: a kind of async_sem.c (hl_as_kind), its state, its target */
+    const hl_as_kind *kind;
+    void *self;
+    const void *target;
+    /* outcome */
+    int done;
+    int rc;
+    int64_t value;
+    char err[HL_ERRMSG_MAX];
+};
+
+struct hilock_async {
+    hilock_async_loop loop;
+    as_conn *conns;
+    as_link *links;
+    as_hold *holds;
+    as_op *ops;
+    as_op *ready, **ready_tail;
+    as_op *done, **done_tail; /* finished, callbacks not yet run: FIFO */
+    as_settle *settles;
+    struct as_mlhold *mlholds;
+    int in_dispatch;
+    int free_later;
+    int closing;
+    int64_t timer_armed; /* absolute ms asked of the loop; -1 none */
+    hilock_async_lost_cb lost_cb;
+    void *lost_payload;
+    hilock_async_multilock_lost_cb ml_lost_cb;
+    void *ml_lost_payload;
+    /* lost reports to deliver: (lock, tid) or (multi-lock, tid) */
+    struct as_lost {
+        struct as_lost *next;
+        hilock_lock *lock;
+        hilock_multilock *m;
+        uint64_t tid;
+        int64_t silent_ms; /* >= 0: in doubt, no renewal confirmed for that long */
+        char member[64];   /* a multi-lock's: the member lost */
+    } *lost_q;
+    char errmsg[HL_ERRMSG_MAX];
+};
+
+/* ---- async.c, for async_route.c ---- */
+HL_HIDDEN int64_t hl_as_now(void);
+/* node's command (pubsub 0) or pub/sub connection, opened when missing */
+HL_HIDDEN as_conn *hl_as_conn_get(hilock_async *a, as_node *n, int pubsub);
+/* A request record at the end of k's FIFO (timeout_ms > 0: its deadline). */
+HL_HIDDEN as_req *hl_as_req_new(as_conn *k, int64_t timeout_ms);
+HL_HIDDEN void hl_as_req_unlink(as_req *q);
+HL_HIDDEN void hl_as_reply_cb(redisAsyncContext *ac, void *reply, void *priv);
+HL_HIDDEN void hl_as_op_queue(as_op *op);
+/* op's command failed before it was sent: tell op's machine. */
+HL_HIDDEN void hl_as_feed_error(as_op *op, int code);
+/* Stop using k for new commands; it closes once its replies are in (a
+ * pub/sub connection takes its subscriptions along). */
+HL_HIDDEN void hl_as_conn_detach(as_conn *k);
+/* Every channel of n moved or is gone: its waiters subscribe again. */
+HL_HIDDEN void hl_as_chans_drop(as_node *n);
+
+/* ---- async_route.c ---- */
+/* The link of client c (created with its topology unknown); NULL with *rc. */
+HL_HIDDEN as_link *hl_as_link_new(hilock_async *a, hilock_client *c, int *rc);
+HL_HIDDEN void hl_as_link_free(as_link *lk);
+/* Where op's cmd goes: 0 with *out (and op->ask used up), 1 parked until
+ * the topology is known (op->parked set), or an error code. */
+HL_HIDDEN int hl_as_route(as_op *op, const hl_cmd *cmd, as_node **out);
+/* Where channel goes (pub/sub): 0 with *out, 1 parked (op->parked), or an
+ * error code. */
+HL_HIDDEN int hl_as_route_channel(as_op *op, const char *channel, as_node **out);
+/* A reply r to op's cmd from k: 0 it is the answer; 1 the router took it
+ * (r freed; op resends after a pause, or waits for the topology); -1 give
+ * up (r freed, op->err set): the operation fails with HILOCK_ECONN. */
+HL_HIDDEN int hl_as_route_reply(as_op *op, as_conn *k, redisReply *r);
+/* op's command got no reply from k (connection failed): 1 resent (nothing
+ * reached the server), 0 an error for the machine. */
+HL_HIDDEN int hl_as_route_conn_error(as_op *op, as_conn *k);
+/* k went away unasked: what it says of the topology. */
+HL_HIDDEN void hl_as_route_conn_lost(as_conn *k);
+/* A pub/sub channel of n was dropped by the server (cluster: its slot moved). */
+HL_HIDDEN void hl_as_route_chan_moved(as_node *n);
+/* Reply to a topology question (NULL: failed); from a hiredis callback. */
+HL_HIDDEN void hl_as_probe_reply(as_link *lk, redisReply *r);
+/* Outside hiredis: read answered topology questions, unpark operations. */
+HL_HIDDEN void hl_as_route_work(hilock_async *a);
+/* The next deadline of the topology questions (-1 none); their expiry. */
+HL_HIDDEN int64_t hl_as_route_next_at(hilock_async *a);
+/* Replica acknowledgement of op's attempt reply r on k: 1 started (r kept
+ * until it ends), 0 not wanted (feed r now). */
+HL_HIDDEN int hl_as_ack_start(as_op *op, as_conn *k, redisReply *r);
+/* An acknowledgement reply (NULL: failed); 1 when it ended: the kept
+ * reply is op->ack_reply (to feed and free), op->unacked set. */
+HL_HIDDEN int hl_as_ack_feed(as_op *op, redisReply *r);
+
+#endif
