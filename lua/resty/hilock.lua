@@ -371,7 +371,19 @@ end
 -- nginx's lua_ssl_trusted_certificate and the server name (tls_server_name,
 -- else the host).
 local function open_socket(self, host, port, pool_opts)
-    local sock = tcp()
+    -- a cosocket object this request put back after keepalive (making one
+    -- costs more than the rest of a pooled checkout); objects are bound to
+    -- their request, so the spare one lives in ngx.ctx. Plain connections
+    -- only: an object keeps its TLS client certificate across connects.
+    local sock
+    if not self.tls then
+        local ctx = ngx.ctx
+        sock = ctx.hilock_sock
+        if sock then
+            ctx.hilock_sock = nil
+        end
+    end
+    sock = sock or tcp()
     sock:settimeouts(self.connect_timeout_ms, self.command_timeout_ms,
                      self.command_timeout_ms)
     local ok, err
@@ -429,6 +441,13 @@ local function keepalive(self, sock)
     local ok = sock:setkeepalive(self.keepalive_ms, self.pool_size)
     if not ok then
         sock:close()
+        return
+    end
+    if not self.tls then
+        local ctx = ngx.ctx -- the object may connect again (open_socket)
+        if not ctx.hilock_sock then
+            ctx.hilock_sock = sock
+        end
     end
 end
 
