@@ -754,6 +754,53 @@ static void t_async(void)
     hilock_client_close(c);
 }
 
+/* Semaphore and latch of hilock_async on a cluster: the count and the
+ * request latch on the name's master, a waiter woken by the sharded
+ * message there (SPUBLISH), the latch's waiters too. */
+static void t_async_semaphore(void)
+{
+    hilock_client *c = open_client(3000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_async *a = new_async();
+    hilock_semaphore *s = NULL;
+    hilock_latch *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "asemc"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_latch_new(&l, c, "alatchc"), 0);
+    res r = {0}, w = {0};
+    CU_ASSERT_EQUAL(hilock_async_semaphore_count_op(a, s, HILOCK_COUNT_TRY_SET, 1, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0 && r.value == 1);
+    int m = master_of_key("asemc");
+    CU_ASSERT_FATAL(m >= 0);
+    CU_ASSERT_EQUAL(th_redis_int(&node[m], "GET asemc"), 1);
+    CU_ASSERT_EQUAL(hilock_async_semaphore_acquire(a, s, 1, 1, 0, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 2, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(hilock_async_semaphore_acquire(a, s, 2, 1, 10000, on_done, &w), 0);
+    sub_arg sa = {m, "redisson_sc:{asemc}"};
+    CU_ASSERT(as_until(a, shard_subscribed, &sa, 5000));
+    CU_ASSERT_EQUAL(w.n, 0);
+    CU_ASSERT_EQUAL(hilock_async_semaphore_release(a, s, 1, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 3, 5000) && r.rc == 0);
+    CU_ASSERT(run_until(a, &w, 1, 5000) && w.rc == 0);
+    CU_ASSERT(w.at - r.at < 2000); /* the sharded message */
+    CU_ASSERT_EQUAL(th_redis_int(&node[m], "GET asemc"), 0);
+    res lw = {0};
+    CU_ASSERT_EQUAL(hilock_async_latch_count_op(a, l, HILOCK_COUNT_TRY_SET, 1, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 4, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(hilock_async_latch_await(a, l, 3, 10000, on_done, &lw), 0);
+    int ml = master_of_key("alatchc");
+    sub_arg sl = {ml, "redisson_countdownlatch__channel__{alatchc}"};
+    CU_ASSERT(as_until(a, shard_subscribed, &sl, 5000));
+    CU_ASSERT_EQUAL(hilock_async_latch_count_down(a, l, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 5, 5000) && r.rc == 0 && r.value == 0);
+    CU_ASSERT(run_until(a, &lw, 1, 5000) && lw.rc == 0);
+    CU_ASSERT(lw.at - r.at < 2000);
+    th_redis_int(&node[m], "DEL asemc");
+    free_async(a);
+    hilock_semaphore_free(s);
+    hilock_latch_free(l);
+    hilock_client_close(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -772,6 +819,7 @@ int main(void)
     CU_add_test(s, "slot migrated while held and waited on", t_migration);
     CU_add_test(s, "node table bounded under address churn", t_node_churn);
     CU_add_test(s, "non-blocking API: slot map, sharded wake, slot migrated", t_async);
+    CU_add_test(s, "non-blocking API: semaphore and latch, sharded wake", t_async_semaphore);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
