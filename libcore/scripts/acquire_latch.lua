@@ -23,3 +23,19 @@ end
 local function hl_latch_set(latch, v, ttl)
     redis.pcall('set', latch, v, 'px', ttl)
 end
+-- This request's earlier answer when the latch holds one for seq: a
+-- grant "<seq>:<holds>" answers {1, holds}; "x<seq>:..." (given up,
+-- acquire_settle.lua) answers {0, the lock's pttl}; else nil.
+local function hl_latch_replay(latch, seq, lock)
+    local earlier = hl_latch_get(latch)
+    if earlier then
+        local x, s, v = string.match(earlier, '^(x?)(%d+):(%d*)$')
+        if s == seq then
+            if x == 'x' then
+                return {0, redis.call('pttl', lock)}
+            end
+            return {1, tonumber(v)}
+        end
+    end
+    return nil
+end

@@ -19,17 +19,9 @@
 local free = redis.call('exists', KEYS[1]) == 0
 if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local latch, seq = hl_latch_arg(ARGV[3], ARGV[4])
-    if latch then
-        local earlier = hl_latch_get(latch)
-        if earlier then
-            local x, s, v = string.match(earlier, '^(x?)(%d+):(%d*)$')
-            if s == seq then
-                if x == 'x' then
-                    return {0, redis.call('pttl', KEYS[1])}
-                end
-                return {1, tonumber(v)}
-            end
-        end
+    local replay = latch and hl_latch_replay(latch, seq, KEYS[1])
+    if replay then
+        return replay
     end
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -11,7 +11,6 @@ printed (pytest -s, or the summary the runner prints).
 from __future__ import annotations
 
 import os
-import random
 import re
 import socket
 import subprocess
@@ -22,7 +21,7 @@ import uuid
 import pytest
 
 import hilock
-from conftest import Redis, RedisServer, RespError, wait_for
+from conftest import ClusterNode, Redis, RedisServer, RespError, wait_for
 from faultproxy import FaultProxy
 
 TIMES = []  # (scenario, seconds) printed at the end of the session
@@ -137,31 +136,6 @@ def test_reply_lost_on_fresh_connection_leaves_no_hold(server, proxy, name, kind
 # The same on Redis Cluster: a one-master cluster that announces the fault
 # proxy's port, so that every connection the client makes from the slot map
 # goes through the proxy.
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-class ClusterNode(RedisServer):
-    """A cluster node: its bus port (port + 10000) must be free too."""
-
-    def start(self) -> None:
-        for attempt in range(5):
-            while not (10000 <= self.port < 22000 and _port_free(self.port)
-                       and _port_free(self.port + 10000)):
-                self.port = random.randrange(10000, 22000)
-            try:
-                return super().start()
-            except RuntimeError:  # lost a race for one of the two ports
-                if attempt == 4:
-                    raise
-                self.port = 0
-
 
 @pytest.fixture(scope="module")
 def cluster_node():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -234,3 +235,29 @@ def client(redis: RedisServer) -> Any:
 def name() -> str:
     """A fresh lock name per test."""
     return "test:" + uuid.uuid4().hex[:12]
+
+
+class ClusterNode(RedisServer):
+    """A cluster node: its bus port (port + 10000) must exist and be free too."""
+
+    def start(self) -> None:
+        for attempt in range(5):
+            # below the ephemeral range, so that no outgoing connection takes the bus port
+            while not (10000 <= self.port < 22000 and port_free(self.port)
+                       and port_free(self.port + 10000)):
+                self.port = random.randrange(10000, 22000)
+            try:
+                return super().start()
+            except RuntimeError:  # lost a race for one of the two ports
+                if attempt == 4:
+                    raise
+                self.port = 0
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False

@@ -10,8 +10,6 @@ master owning the name's slot, or the sentinel master and its replica.
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
 import sys
 import textwrap
@@ -23,7 +21,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 import hilock
-from conftest import REDIS_SERVER, RedisServer, RespError, _pdeathsig, wait_for
+from conftest import REDIS_SERVER, ClusterNode, RedisServer, RespError, _pdeathsig, wait_for
 
 CLUSTER_ARGS = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", "3000"]
@@ -47,32 +45,6 @@ def wait_calls(server: RedisServer) -> int:
 
 
 # ---------------------------------------------------------------- cluster
-
-class ClusterNode(RedisServer):
-    """A cluster node: its bus port (port + 10000) must exist and be free too."""
-
-    def start(self) -> None:
-        for attempt in range(5):
-            # below the ephemeral range, so that no outgoing connection takes the bus port
-            while not (10000 <= self.port < 22000 and _port_free(self.port)
-                       and _port_free(self.port + 10000)):
-                self.port = random.randrange(10000, 22000)
-            try:
-                return super().start()
-            except RuntimeError:  # lost a race for one of the two ports
-                if attempt == 4:
-                    raise
-                self.port = 0
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
 
 class Cluster:
     def __init__(self) -> None:
