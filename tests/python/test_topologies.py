@@ -372,6 +372,69 @@ def test_aio_cluster_semaphore_latch(cluster: Cluster) -> None:
     asyncio.run(main())
 
 
+def _cluster_failover(cluster: Cluster, to: RedisServer, was: RedisServer,
+                      *how: str) -> None:
+    """CLUSTER FAILOVER [how] on replica `to` of master `was`; returns once
+    every node names `to` the master and `was` replicates from it, online."""
+    to("CLUSTER", "FAILOVER", *how)
+
+    def done() -> bool:
+        return (to("ROLE")[0] == "master" and was("ROLE")[0] == "slave"
+                and was("ROLE")[3] == "connected"
+                and info_field(to, "replication", "connected_slaves") == "1"
+                and "state=online" in (info_field(to, "replication", "slave0") or "")
+                and all(any(int(m[1]) == to.port for _lo, _hi, m, *_ in n("CLUSTER", "SLOTS"))
+                        for n in cluster.nodes))
+    wait_for(done, 20, f"{to.port} took over from {was.port}")
+
+
+def test_aio_cluster_failover_moves_hold_and_waiter(cluster: Cluster) -> None:
+    """hilock.aio across a cluster failover (CLUSTER FAILOVER on the
+    replica, then back): the hold is found on the new master (MOVED from the
+    demoted one), the waiter's sharded subscription, dropped by the demoted
+    master, is made again on the new one, and the release wakes it at once.
+    The module's cluster is restored to its first masters afterwards."""
+    import asyncio
+    import hilock.aio as aio
+
+    name = cluster.names_on_every_master("aio-fo")[0]
+    old = cluster.master_of(name)
+    new = next(n for n in cluster.nodes if n.port != old.port and n("ROLE")[0] == "slave"
+               and int(n("ROLE")[2]) == old.port)
+    chan = f"redisson_lock__channel:{{{name}}}"
+
+    async def main() -> None:
+        async with aio.Client(cluster.url) as a, aio.Client(cluster.url) as b:
+            assert await a.lock(name).acquire(wait=0, lease=30)
+            w = asyncio.create_task(b.lock(name, thread_id=7).acquire(wait=20, lease=10))
+            deadline = time.monotonic() + 5
+            while old("PUBSUB", "SHARDNUMSUB", chan)[1] != 1:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+            await asyncio.get_running_loop().run_in_executor(
+                None, _cluster_failover, cluster, new, old)
+            deadline = time.monotonic() + 5
+            while new("PUBSUB", "SHARDNUMSUB", chan)[1] != 1:  # listening again
+                assert time.monotonic() < deadline, "the waiter did not subscribe again"
+                await asyncio.sleep(0.02)
+            assert await a.lock(name).hold_count() == 1
+            t0 = time.monotonic()
+            await a.lock(name).release()
+            assert await w
+            assert time.monotonic() - t0 < 1.0  # the message, not the 30 s lease
+            assert new("HGET", name, b.owner(7)) == "1"
+            await b.lock(name, thread_id=7).release()
+            assert new("EXISTS", name) == 0
+
+    try:
+        asyncio.run(main())
+    finally:
+        if new("ROLE")[0] == "master":
+            # back at once: TAKEOVER (the masters vote for one failover of a
+            # master per 2 x node timeout; nothing is written meanwhile)
+            _cluster_failover(cluster, old, new, "TAKEOVER")
+
+
 # ---------------------------------------------------------------- sentinel
 
 class Sentinel(RedisServer):
