@@ -9,7 +9,7 @@ interruptible by Ctrl-C on the main thread.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 from . import capi as _capi_module
 from ._core import Seconds, _interruptible, _on_main_thread, _to_ms, _wait_ms
@@ -62,7 +62,7 @@ class _Object:
             first = run(tid, 0)  # a free permit needs no helper thread
             if first:
                 return first
-            box: dict = {}
+            box: Dict[str, Any] = {}
 
             def body() -> bool:
                 box["r"] = run(tid, w)
