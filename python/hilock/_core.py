@@ -620,10 +620,46 @@ class _Handle:
             _dispatcher.unregister(self.token)
 
 
-_L = TypeVar("_L", bound="Lock")
+_G = TypeVar("_G", bound="_WithBlock")
 
 
-class Lock:
+def _check_on_lost(cb: Optional[LostCallback]) -> Optional[LostCallback]:
+    if cb is not None and not callable(cb):
+        raise TypeError("on_lost must be callable or None")
+    return cb
+
+
+class _WithBlock:
+    """``with obj:`` acquires with the object's default wait and lease
+    (LockTimeout when the wait elapses) and releases at the block's end
+    (see _exit_release). Lock and MultiLock (RedLock) share it."""
+
+    _kind = "lock"  # the word in the timeout message
+    _wait: Optional[Seconds]
+    _lease: Optional[Seconds]
+    name: Any
+
+    def acquire(self, wait: Any = None, lease: Optional[Seconds] = None) -> bool:
+        raise NotImplementedError
+
+    def __enter__(self: _G) -> _G:
+        if not self.acquire(self._wait, self._lease):
+            raise LockTimeout(
+                f"timed out: {self._kind} {self.name!r} not acquired within {self._wait} s",
+                _capi.HILOCK_ETIMEDOUT,
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        _exit_release(self, exc)
+
+
+class Lock(_WithBlock):
     """A reentrant or fair lock. Get one with ``client.lock(name)`` or
     ``client.fair_lock(name)``.
 
@@ -806,9 +842,7 @@ class Lock:
 
     @on_lost.setter
     def on_lost(self, cb: Optional[LostCallback]) -> None:
-        if cb is not None and not callable(cb):
-            raise TypeError("on_lost must be callable or None")
-        self._on_lost = cb
+        self._on_lost = _check_on_lost(cb)
         if cb is not None:
             self._h.listen(self)
 
@@ -816,24 +850,6 @@ class Lock:
     def errmsg(self) -> str:
         """Detail message of the last failure on the C handle."""
         return str(_capi.hilock_lock_errmsg(self._h.ptr))
-
-    # -- context manager ----------------------------------------------------
-
-    def __enter__(self: _L) -> _L:
-        if not self.acquire(self._wait, self._lease):
-            raise LockTimeout(
-                f"timed out: lock {self.name!r} not acquired within {self._wait} s",
-                _capi.HILOCK_ETIMEDOUT,
-            )
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        _exit_release(self, exc)
 
     def __repr__(self) -> str:
         kind = "fair_lock" if self.fair else "lock"
@@ -874,7 +890,7 @@ def _note(exc: BaseException, text: str) -> None:
 # --------------------------------------------------------------------------
 
 
-class MultiLock:
+class MultiLock(_WithBlock):
     """All-or-nothing over several locks (any kinds, any clients).
 
     ``acquire`` takes every member or none. Members are Lock objects; their
@@ -993,9 +1009,7 @@ class MultiLock:
 
     @on_lost.setter
     def on_lost(self, cb: Optional[LostCallback]) -> None:
-        if cb is not None and not callable(cb):
-            raise TypeError("on_lost must be callable or None")
-        self._on_lost = cb
+        self._on_lost = _check_on_lost(cb)
         with self._mu:
             if cb is not None and self._token == 0:
                 self._token = _dispatcher.register(self)
@@ -1007,22 +1021,6 @@ class MultiLock:
     @property
     def errmsg(self) -> str:
         return str(_capi.hilock_multilock_errmsg(self._ptr))
-
-    def __enter__(self) -> "MultiLock":
-        if not self.acquire(self._wait, self._lease):
-            raise LockTimeout(
-                f"timed out: {self._kind} {self.name!r} not acquired within {self._wait} s",
-                _capi.HILOCK_ETIMEDOUT,
-            )
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        _exit_release(self, exc)
 
     def __del__(self) -> None:
         # free the C multi-lock before its member handles can go
