@@ -2391,19 +2391,10 @@ static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
 /* Checks shared by the operations; on success *lk is l's link. */
 static int op_check(hilock_async *a, hilock_lock *l, hilock_async_cb cb, as_link **lk)
 {
-    if (!a || !l || !cb)
-        return HILOCK_EINVAL;
-    if (gone(a))
-        return HILOCK_ECLOSED;
-    char err[HL_ERRMSG_MAX];
-    int rc = hl_client_check(l->client, err);
-    if (rc) {
-        snprintf(a->errmsg, sizeof a->errmsg, "%s", err);
-        return rc;
-    }
-    rc = 0;
-    *lk = link_get(a, l->client, &rc);
-    return *lk ? 0 : rc;
+    int rc = l ? hl_as_check(a, l->client, cb) : HILOCK_EINVAL;
+    if (rc == 0)
+        *lk = link_get(a, l->client, &rc); /* made by the check */
+    return rc;
 }
 
 /* Start op: queue it and work the queue (no user callback runs here). */
