@@ -309,6 +309,33 @@ def test_sem_reply_lost_on_fresh_connection_keeps_nothing(server, proxy, name, k
         c.close()
 
 
+def test_sem_acquire_timed_out_on_stopped_server_keeps_nothing(server, name):
+    """The server SIGSTOPped with a plain semaphore's acquire on the wire:
+    the reply times out (0.4 s), the settle goes out on a new connection
+    and is answered once the server resumes, in whichever order the server
+    then runs the two: the late acquire finds the request given up and
+    takes nothing, or takes its permit and the settle gives it back."""
+    c = opened(server.url, command_timeout=0.4)
+    try:
+        sem_warm(c, "semaphore", name)
+        s = c.semaphore(name)
+        s.try_set_permits(3)
+        server.pause()
+        timer = threading.Timer(0.9, server.resume)
+        timer.start()
+        try:
+            with pytest.raises(hilock.ConnectionError):
+                s.acquire(1, wait=2)
+        finally:
+            timer.join()
+        wait_for(lambda: server("GET", name) == "3", 5, "every permit free again")
+        time.sleep(0.3)  # nothing late takes one afterwards
+        assert server("GET", name) == "3", "a timed-out acquire kept a permit"
+    finally:
+        server.resume()
+        c.close()
+
+
 # ---- item 2: a retried fair release returns the first answer ----
 
 def test_fair_release_reply_lost_hands_over(server, proxy, name):
