@@ -26,25 +26,7 @@
 
 #include "hilock.h"
 #include "hilock/adapters/epoll.h"
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "bench_util.h"
 
 typedef struct owner {
     hilock_async *a;
@@ -138,12 +120,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [-n pairs] [-r rounds] [-c concurrency] URL\n", argv[0]);
         return 2;
     }
-    char err[256];
-    hilock_client *cl;
-    if (hilock_client_open(&cl, argv[optind], NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "open: %s\n", err);
-        return 1;
-    }
+    hilock_client *cl = bench_open(argv[optind]);
     hilock_lock **locks = calloc((size_t)c, sizeof *locks);
     for (int i = 0; i < c; i++) {
         char name[64];

@@ -48,6 +48,7 @@
 
 #include "hilock.h"
 #include "proto.h"
+#include "bench_util.h"
 
 #define MAX_PROCS 64
 #define MAX_GRANTS 200000
@@ -69,13 +70,6 @@ typedef struct shared {
 } shared;
 
 static shared *sh;
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void sleep_us(long us)
 {
@@ -325,12 +319,6 @@ static void floor_sender(int port, int64_t n)
     redisFree(ctx);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
     const char *kind = "reentrant";
@@ -356,8 +344,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *url = argv[optind];
-    const char *colon = strrchr(url, ':');
-    int port = colon ? atoi(colon + 1) : 6379;
+    int port = bench_url_port(url);
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED)
         return 1;

@@ -32,25 +32,7 @@
 
 #include "hilock.h"
 #include "proto.h"
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "bench_util.h"
 
 static double run_lib(hilock_lock *l, int n, int64_t lease)
 {
@@ -164,13 +146,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *url = argv[optind];
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, url, NULL, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "open %s: %s (%s)\n", url, hilock_strerror(rc), err);
-        return 1;
-    }
+    hilock_client *c = bench_open(url);
+    int rc;
     hilock_lock *l = NULL, *base = NULL;
     hilock_rwlock *rw = NULL;
     if (kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE) {
@@ -184,10 +161,7 @@ int main(int argc, char **argv)
     }
     if (rc || hilock_lock_new(&base, c, "bench:base") != 0)
         return 1;
-    int port = 6379;
-    const char *colon = strrchr(url, ':');
-    if (colon)
-        port = atoi(colon + 1);
+    int port = bench_url_port(url);
     redisContext *ctx = redisConnect("127.0.0.1", port);
     if (!ctx || ctx->err)
         return 1;

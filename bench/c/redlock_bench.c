@@ -55,19 +55,13 @@
 
 #include "hilock.h"
 #include "proto.h" /* the library's own scripts, for the parallel limit */
+#include "bench_util.h"
 
 #define NODES 5
 
 static pid_t servers[NODES];
 static int ports[NODES];
 static char dirs[NODES][64];
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void sleep_ms(int ms)
 {
@@ -298,12 +292,6 @@ static int px_start(px_listener *px, int upstream, int64_t delay_us)
         return -1;
     pthread_detach(t);
     return ntohs(a.sin_port);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
 }
 
 typedef struct series {

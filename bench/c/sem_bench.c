@@ -28,25 +28,7 @@
 #include "hilock.h"
 #include "hilock/adapters/epoll.h"
 #include "proto.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "bench_util.h"
 
 static void die(const char *what, int rc)
 {
@@ -153,13 +135,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *url = argv[optind];
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, url, NULL, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "open %s: %s (%s)\n", url, hilock_strerror(rc), err);
-        return 1;
-    }
+    hilock_client *c = bench_open(url);
     hilock_lock *l = NULL;
     hilock_semaphore *s = NULL;
     hilock_permit_semaphore *p = NULL;
@@ -172,10 +148,7 @@ int main(int argc, char **argv)
     hl_sem_names raw_names;
     if (hl_sem_names_init(&raw_names, HL_SEM_SEMAPHORE, "bench:semraw") != 0)
         return 1;
-    int port = 6379;
-    const char *colon = strrchr(url, ':');
-    if (colon)
-        port = atoi(colon + 1);
+    int port = bench_url_port(url);
     redisContext *ctx = redisConnect("127.0.0.1", port);
     if (!ctx || ctx->err)
         return 1;
