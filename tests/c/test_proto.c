@@ -330,6 +330,39 @@ static redisReply *run_cmd(redisContext *ctx, hl_cmd *c)
     return r;
 }
 
+/* One latched acquire by OWNER (lease 20000 ms, wait 5000 ms, latch TTL
+ * 4000 ms) with latch argument arg, run on ctx: *ar gets the decoded
+ * answer, argc (when not NULL) the command's argument count; returns the
+ * decoder's code. */
+static int run_latched(redisContext *ctx, hilock_kind kind, const hl_names *n, const char *arg,
+                       hl_acquire_result *ar, int *argc)
+{
+    hl_cmd c;
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_latched(&c, kind, n, OWNER, 20000, 5000, arg, 4000);
+    if (argc)
+        *argc = c.argc;
+    redisReply *r = run_cmd(ctx, &c);
+    int rc = hl_decode_acquire_kind(kind, r, ar);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Settles the latched call arg on ctx: its grant (0 or 1), -1 when the
+ * answer does not decode. */
+static int run_settle(redisContext *ctx, const char *arg)
+{
+    hl_cmd c;
+    memset(&c, 0, sizeof c);
+    hl_cmd_acquire_settle(&c, arg, 4000);
+    redisReply *r = run_cmd(ctx, &c);
+    int granted = -1;
+    if (hl_decode_acquire_settle(r, &granted) != 0)
+        granted = -1;
+    freeReplyObject(r);
+    return granted;
+}
+
 static void t_cmd_roundtrip(void)
 {
     redisContext *ctx = th_redis_connect(&srv);
@@ -391,68 +424,38 @@ static void latch_case(hilock_kind kind)
     snprintf(key, sizeof key, "%s:%s:0", n.acquire_latch_prefix, OWNER);
     redisReply *r = redisCommand(ctx, "DEL res:latch %s", key);
     freeReplyObject(r);
-    hl_cmd c;
     hl_acquire_result ar;
     /* call 5 granted; the same call again replays it */
+    snprintf(arg, sizeof arg, "%s:5", key);
     for (int i = 0; i < 2; i++) {
-        snprintf(arg, sizeof arg, "%s:5", key);
-        memset(&c, 0, sizeof c);
-        hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
-        r = run_cmd(ctx, &c);
-        CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+        CU_ASSERT_EQUAL(run_latched(ctx, kind, &n, arg, &ar, NULL), 0);
         CU_ASSERT_EQUAL(ar.acquired, 1);
         CU_ASSERT_EQUAL(ar.hold_count, 1);
-        freeReplyObject(r);
     }
     CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:latch %s", OWNER), 1);
     /* call 6 enters again and overwrites the one latch: no key per call */
     snprintf(arg, sizeof arg, "%s:6", key);
-    memset(&c, 0, sizeof c);
-    hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
-    r = run_cmd(ctx, &c);
-    CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+    CU_ASSERT_EQUAL(run_latched(ctx, kind, &n, arg, &ar, NULL), 0);
     CU_ASSERT_EQUAL(ar.hold_count, 2);
-    freeReplyObject(r);
     char v[64] = "";
     CU_ASSERT_EQUAL(th_redis_str(&srv, v, sizeof v, "GET %s", key), 0);
     CU_ASSERT_STRING_EQUAL(v, "6:2");
     CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s:5", key), 0);
     CU_ASSERT(th_redis_int(&srv, "PTTL %s", key) > 3000);
     /* settling call 6 answers its grant; sent again, the same */
-    for (int i = 0; i < 2; i++) {
-        memset(&c, 0, sizeof c);
-        hl_cmd_acquire_settle(&c, arg, 4000);
-        r = run_cmd(ctx, &c);
-        int granted = 0;
-        CU_ASSERT_EQUAL(hl_decode_acquire_settle(r, &granted), 0);
-        CU_ASSERT_EQUAL(granted, 1);
-        freeReplyObject(r);
-    }
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL(run_settle(ctx, arg), 1);
     /* call 7 given up before it ran: a late copy of it takes nothing */
     snprintf(arg, sizeof arg, "%s:7", key);
-    memset(&c, 0, sizeof c);
-    hl_cmd_acquire_settle(&c, arg, 4000);
-    r = run_cmd(ctx, &c);
-    int granted = 1;
-    CU_ASSERT_EQUAL(hl_decode_acquire_settle(r, &granted), 0);
-    CU_ASSERT_EQUAL(granted, 0);
-    freeReplyObject(r);
-    memset(&c, 0, sizeof c);
-    hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
-    r = run_cmd(ctx, &c);
-    CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+    CU_ASSERT_EQUAL(run_settle(ctx, arg), 0);
+    CU_ASSERT_EQUAL(run_latched(ctx, kind, &n, arg, &ar, NULL), 0);
     CU_ASSERT_EQUAL(ar.acquired, 0);
-    freeReplyObject(r);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:latch %s", OWNER), 2);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", n.queue), 0); /* queued nowhere */
     /* a call under the next epoch's key enters */
     snprintf(arg, sizeof arg, "%s:%s:1:8", n.acquire_latch_prefix, OWNER);
-    memset(&c, 0, sizeof c);
-    hl_cmd_acquire_latched(&c, kind, &n, OWNER, 20000, 5000, arg, 4000);
-    r = run_cmd(ctx, &c);
-    CU_ASSERT_EQUAL(hl_decode_acquire_kind(kind, r, &ar), 0);
+    CU_ASSERT_EQUAL(run_latched(ctx, kind, &n, arg, &ar, NULL), 0);
     CU_ASSERT_EQUAL(ar.hold_count, 3);
-    freeReplyObject(r);
     r = redisCommand(ctx, "DEL res:latch %s %s:%s:1", key, n.acquire_latch_prefix, OWNER);
     freeReplyObject(r);
     hl_names_free(&n);
@@ -516,38 +519,24 @@ static void t_fenced_latch(void)
     snprintf(key, sizeof key, "%s:%s:e0", n.acquire_latch_prefix, OWNER);
     redisReply *r = redisCommand(ctx, "DEL res:flatch %s %s", key, n.token);
     freeReplyObject(r);
-    hl_cmd c;
     hl_acquire_result ar;
     const char *seqs[] = {"5", "5", "6"};
     int64_t holds[] = {1, 1, 2}, tokens[] = {1, 1, 2};
     for (int i = 0; i < 3; i++) {
         snprintf(arg, sizeof arg, "%s:%s", key, seqs[i]);
-        memset(&c, 0, sizeof c);
-        hl_cmd_acquire_latched(&c, HILOCK_KIND_FENCED, &n, OWNER, 20000, 5000, arg, 4000);
-        CU_ASSERT_EQUAL(c.argc, 9);
-        r = run_cmd(ctx, &c);
-        CU_ASSERT_EQUAL(hl_decode_acquire_kind(HILOCK_KIND_FENCED, r, &ar), 0);
+        int argc = 0;
+        CU_ASSERT_EQUAL(run_latched(ctx, HILOCK_KIND_FENCED, &n, arg, &ar, &argc), 0);
+        CU_ASSERT_EQUAL(argc, 9);
         CU_ASSERT_EQUAL(ar.acquired, 1);
         CU_ASSERT_EQUAL(ar.hold_count, holds[i]);
         CU_ASSERT_EQUAL(ar.token, tokens[i]);
-        freeReplyObject(r);
     }
     CU_ASSERT_EQUAL(th_redis_int(&srv, "GET %s", n.token), 2); /* the resend took none */
     /* settling call 6 finds its grant (its value carries the token too) */
-    memset(&c, 0, sizeof c);
-    hl_cmd_acquire_settle(&c, arg, 4000);
-    r = run_cmd(ctx, &c);
-    int granted = 0;
-    CU_ASSERT_EQUAL(hl_decode_acquire_settle(r, &granted), 0);
-    CU_ASSERT_EQUAL(granted, 1);
-    freeReplyObject(r);
+    CU_ASSERT_EQUAL(run_settle(ctx, arg), 1);
     /* a late copy of call 6 takes nothing now */
-    memset(&c, 0, sizeof c);
-    hl_cmd_acquire_latched(&c, HILOCK_KIND_FENCED, &n, OWNER, 20000, 5000, arg, 4000);
-    r = run_cmd(ctx, &c);
-    CU_ASSERT_EQUAL(hl_decode_acquire_kind(HILOCK_KIND_FENCED, r, &ar), 0);
+    CU_ASSERT_EQUAL(run_latched(ctx, HILOCK_KIND_FENCED, &n, arg, &ar, NULL), 0);
     CU_ASSERT_EQUAL(ar.acquired, 0);
-    freeReplyObject(r);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:flatch %s", OWNER), 2);
     r = redisCommand(ctx, "DEL res:flatch %s %s", key, n.token);
     freeReplyObject(r);
