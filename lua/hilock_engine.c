@@ -1484,11 +1484,70 @@ static int p_ack_retry(lua_State *L)
 
 /* proto.renew_outcome(r) -> "renewed" | "lost" | "eval" (send the body now)
  *   | "redirect" (send again through the routed path) | "trouble" (next tick) */
+static const char *const renew_outcome_names[] = {"renewed", "lost", "eval", "redirect",
+                                                   "trouble"};
+
 static int p_renew_outcome(lua_State *L)
 {
-    static const char *const names[] = {"renewed", "lost", "eval", "redirect", "trouble"};
-    lua_pushstring(L, names[hl_renew_classify(check_reply(L, 1))]);
+    lua_pushstring(L, renew_outcome_names[hl_renew_classify(check_reply(L, 1))]);
     return 1;
+}
+
+/* proto.renew_many_cmd(locks, owners, lease_ms [, eval]) -> bytes: one
+ * script call renewing the holds owners[i] of locks[i] (proto.lock objects;
+ * 1..100 of them, no read side; on a cluster all in one slot). */
+static int p_renew_many_cmd(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    size_t n = hlc_rawlen(L, 1);
+    if (n < 1 || n > HL_RENEW_MANY_MAX)
+        return luaL_argerror(L, 1, "expected 1..100 locks");
+    if (hlc_rawlen(L, 2) != n)
+        return luaL_argerror(L, 2, "expected one owner per lock");
+    int64_t lease = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
+    int eval = eval_flag(L, 4);
+    lua_settop(L, 4);
+    const hl_names *names[HL_RENEW_MANY_MAX];
+    const char *owners[HL_RENEW_MANY_MAX];
+    for (size_t i = 0; i < n; i++) {
+        /* the tables keep the objects and strings alive during the call */
+        lua_rawgeti(L, 1, (int)i + 1);
+        plock *p = (plock *)hlc_testudata(L, -1, PLOCK_MT);
+        if (!p || !p->ok || p->kind == HILOCK_KIND_READ)
+            return luaL_argerror(L, 1, "expected proto.lock objects (no read side)");
+        names[i] = &p->n;
+        lua_rawgeti(L, 2, (int)i + 1);
+        size_t len;
+        const char *o = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        if (!o || len == 0 || len >= HL_OWNER_MAX || strlen(o) != len)
+            return luaL_argerror(L, 2, "expected owner strings");
+        owners[i] = o;
+        lua_pop(L, 2);
+    }
+    hl_cmd cmd;
+    hl_cmd_renew_many(&cmd, names, owners, (int)n, lease);
+    push_cmd(L, &cmd, eval);
+    return 1;
+}
+
+/* proto.renew_outcomes(r, n) -> {outcome, ...}, per_hold: the answer of a
+ * renew_many_cmd of n holds, one proto.renew_outcome word per hold (an
+ * error reply gives every hold its outcome; a malformed answer "trouble"
+ * for all); per_hold: the answer was one per hold. */
+static int p_renew_outcomes(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    int64_t n = lhl_check_int(L, 2, 1, HL_RENEW_MANY_MAX);
+    hl_renew_outcome out[HL_RENEW_MANY_MAX];
+    int per_hold = hl_renew_classify_many(r, (int)n, out);
+    lua_createtable(L, (int)n, 0);
+    for (int i = 0; i < (int)n; i++) {
+        lua_pushstring(L, renew_outcome_names[out[i]]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_pushboolean(L, per_hold);
+    return 2;
 }
 
 /* proto.renew_period(watchdog_lease_ms) -> ms between renewals */
@@ -1770,6 +1829,8 @@ static const luaL_Reg engine_funcs[] = {
     {"ack_retry", p_ack_retry},
     {"acquire_latch_ttl", p_acquire_latch_ttl},
     {"renew_outcome", p_renew_outcome},
+    {"renew_many_cmd", p_renew_many_cmd},
+    {"renew_outcomes", p_renew_outcomes},
     {"renew_period", p_renew_period},
     {"renew_doubt_after", p_renew_doubt_after},
     {"subscribe_cmd", p_subscribe_cmd},

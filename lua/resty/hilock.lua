@@ -976,13 +976,58 @@ local function clear_lost(self, key)
     self.lost_old[key] = nil
 end
 
--- Renew a group of watched entries pipelined on one connection to node.
--- Redirected or failed renewals come back in the retry list.
+-- The watched entries of one node in renewal groups (lists of indexes):
+-- up to RENEW_MANY_MAX holds of one slot share one script call (the
+-- engine's renew_many_cmd, as the C watchdog); a read side (its renewal
+-- touches its timeout keys too) goes alone.
+local RENEW_MANY_MAX = 100
+
+local function renew_groups(self, entries)
+    local open, groups = {}, {}
+    for i, e in ipairs(entries) do
+        if e.read then
+            groups[#groups + 1] = { i }
+        else
+            local s = self.mode == "cluster" and e.slot or 0
+            local g = open[s]
+            if not g or #g >= RENEW_MANY_MAX then
+                g = {}
+                open[s] = g
+                groups[#groups + 1] = g
+            end
+            g[#g + 1] = i
+        end
+    end
+    return groups
+end
+
+local function renew_cmd(self, entries, g, eval)
+    if #g == 1 then
+        local e = entries[g[1]]
+        return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
+    end
+    local locks, owners = {}, {}
+    for j, i in ipairs(g) do
+        locks[j], owners[j] = entries[i].p, entries[i].owner
+    end
+    return proto.renew_many_cmd(locks, owners, self.watchdog_lease_ms, eval)
+end
+
+-- The outcome of each hold of group g from its reply.
+local function renew_outcomes(r, g)
+    if #g == 1 then
+        return { proto.renew_outcome(r) }
+    end
+    return (proto.renew_outcomes(r, #g))
+end
+
+-- Renew the watched entries of node, their groups pipelined on one
+-- connection. Redirected or failed renewals come back in the retry list.
 local function renew_on(self, node, keys, entries, retry)
-    local n = #keys
+    local groups = renew_groups(self, entries)
     local cmds = {}
-    for i = 1, n do
-        cmds[i] = entries[i].p:renew_cmd(entries[i].owner, self.watchdog_lease_ms)
+    for j, g in ipairs(groups) do
+        cmds[j] = renew_cmd(self, entries, g, false)
     end
     local sock = connect(self, node)
     if not sock then
@@ -992,7 +1037,7 @@ local function renew_on(self, node, keys, entries, retry)
     local rd = get_reader()
     local sent_at = now_ms()
     local good = sock:send(cmds) and true or false
-    for i = 1, n do
+    for _, g in ipairs(groups) do
         if not good then
             break
         end
@@ -1001,25 +1046,27 @@ local function renew_on(self, node, keys, entries, retry)
             good = false
             break
         end
-        local out = proto.renew_outcome(r)
-        if out == "eval" then
-            r = send_read(sock, rd, entries[i].p:renew_cmd(entries[i].owner,
-                                                           self.watchdog_lease_ms, true))
+        local outs = renew_outcomes(r, g)
+        if outs[1] == "eval" then -- NOSCRIPT: the script body, now
+            r = send_read(sock, rd, renew_cmd(self, entries, g, true))
             if not r then
                 good = false
                 break
             end
-            out = proto.renew_outcome(r)
+            outs = renew_outcomes(r, g)
         end
-        if out == "redirect" then
-            retry[#retry + 1] = i
-        elseif out == "renewed" then
-            confirmed(entries[i], sent_at)
-        elseif out == "lost" and self.wd[keys[i]] == entries[i] then
-            -- only if the entry is still the one we renewed (not released
-            -- and taken again meanwhile)
-            self.wd[keys[i]] = nil
-            mark_lost(self, keys[i])
+        for j, i in ipairs(g) do
+            local out = outs[j]
+            if out == "redirect" then
+                retry[#retry + 1] = i
+            elseif out == "renewed" then
+                confirmed(entries[i], sent_at)
+            elseif out == "lost" and self.wd[keys[i]] == entries[i] then
+                -- only if the entry is still the one we renewed (not
+                -- released and taken again meanwhile)
+                self.wd[keys[i]] = nil
+                mark_lost(self, keys[i])
+            end
         end
     end
     if good then
@@ -1760,7 +1807,7 @@ local function acquire(self, wait, lease)
         if not e then
             -- confirmed: when the grant the server confirmed was sent
             c.wd[key] = { p = self.p, owner = owner, slot = self.slot,
-                          confirmed = sent_at or now_ms() }
+                          read = self.kind_name == "read", confirmed = sent_at or now_ms() }
             start_watchdog(c)
         elseif sent_at then
             confirmed(e, sent_at) -- a re-entry applied the lease again

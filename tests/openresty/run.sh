@@ -173,6 +173,21 @@ label="(e) watchdog lease 0.6 s kept the lock 1.5 s: '$res'"
 if [ "$res" = "kept lost=false" ] && [ "$(rcli EXISTS "$name")" = 0 ]; then
   ok "$label"; else bad "$label"; fi
 
+# (e4) ... renewing many holds with one script call per tick (the engine's
+#      renew_many): 20 holds, ~7 ticks in 1.5 s; one call per hold would
+#      make ~140.
+res=$(curl -sS --max-time 10 "$URL/wdmany?name=or:wdm:$RANDOM&n=20")
+label="(e4) watchdog renews 20 holds for 1.5 s (lease 0.6 s): '$res'"
+if [[ "$res" =~ ^kept=true\ calls=([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 3 ] &&
+   [ "${BASH_REMATCH[1]}" -le 20 ]; then ok "$label"; else bad "$label"; fi
+
+# (e5) unlock latches: one key per owner (the engine's per-owner request ids),
+#      not one per release: 50 pairs of one request leave at most one.
+res=$(curl -sS --max-time 20 "$URL/bench?n=50")
+latches=$(rcli --scan --pattern 'redisson_unlock_latch:{bench:or:*' | wc -l)
+label="(e5) 50 lock+unlock pairs of one request: '$res', unlock latch keys: $latches"
+if [[ "$res" =~ ^50\  ]] && [ "$latches" -le 1 ]; then ok "$label"; else bad "$label"; fi
+
 # (e2) ... and reports a watchdog lock deleted behind its back as lost.
 res=$(curl -sS --max-time 10 "$URL/lost?name=or:lost:$RANDOM")
 label="(e2) watchdog notices a forced unlock: '$res'"
