@@ -865,11 +865,9 @@ local function new_lock(self, name, kind, tid)
         argerr("thread_id", "expected a non-negative integer")
     end
     local p = proto.lock(name, kind, self.mode == "cluster")
-    -- the kinds whose scripts keep an acquire latch; not on a cluster yet
-    -- (as the C client: while a slot migrates, the script's read of the
-    -- latch, an undeclared key, is refused there as a non-local key)
-    local latched = self.mode ~= "cluster" and (kind == "reentrant" or kind == "fair"
-                                                 or kind == "fenced")
+    -- every kind's attempts keep an acquire latch, on every topology (while
+    -- a cluster slot migrates the engine's scripts go on without it)
+    local latched = true
     return setmetatable({ client = self, name = name, p = p, slot = p:slot(), tid = tid,
                           kind_name = kind, latched = latched }, Lock)
 end

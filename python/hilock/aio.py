@@ -1592,10 +1592,10 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
     c._seq += 1
-    # no acquire latch on a cluster (as the C client): while a slot migrates
-    # the script's read of the latch, a key it does not declare, is refused
-    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms,
-                      -1 if c._cluster else c._latch_epoch, c._seq, c._latch_ttl_ms)
+    # the acquire latch on every topology (a migrating slot makes the
+    # scripts go on without it: acquire_latch.lua)
+    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms, c._latch_epoch, c._seq,
+                      c._latch_ttl_ms)
     w: Optional[_Waiter] = None
     channel = ""
     held: Optional[_Conn] = None  # the last attempt's connection (keep)
