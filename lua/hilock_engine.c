@@ -532,16 +532,24 @@ static int reader_gc(lua_State *L)
     return 0;
 }
 
-/* rd:feed(bytes) -> true | nil, err */
-static int reader_feed(lua_State *L)
+/* Feed the bytes at index 2 to r: 0, or what a failure pushed (nil, err). */
+static int feed_bytes(lua_State *L, preader *r)
 {
-    preader *r = check_reader(L, 1);
     size_t len;
     const char *s = luaL_checklstring(L, 2, &len);
     if (r->broken || redisReaderFeed(r->r, s, len) != REDIS_OK) {
         r->broken = 1;
         return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr);
     }
+    return 0;
+}
+
+/* rd:feed(bytes) -> true | nil, err */
+static int reader_feed(lua_State *L)
+{
+    int n = feed_bytes(L, check_reader(L, 1));
+    if (n)
+        return n;
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -581,13 +589,9 @@ static int reader_get(lua_State *L)
  * then get in one call (a driver's read loop). */
 static int reader_feed_get(lua_State *L)
 {
-    preader *r = check_reader(L, 1);
-    size_t len;
-    const char *s = luaL_checklstring(L, 2, &len);
-    if (r->broken || redisReaderFeed(r->r, s, len) != REDIS_OK) {
-        r->broken = 1;
-        return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr);
-    }
+    int n = feed_bytes(L, check_reader(L, 1));
+    if (n)
+        return n;
     lua_settop(L, 1);
     return reader_get(L);
 }
