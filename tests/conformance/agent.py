@@ -16,30 +16,7 @@ import hilock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from line_agent import say, serve  # noqa: E402
-
-# The conformance error kinds; the first matching class wins (subclasses first).
-ERR_KINDS = [
-    (hilock.LockTimeout, "timeout"), (hilock.NotOwnerError, "notowner"),
-    (hilock.LockLostError, "lost"), (hilock.AuthenticationError, "auth"),
-    (hilock.ConnectionError, "connection"), (hilock.WrongTypeError, "wrongtype"),
-    (hilock.ProtocolError, "protocol"), (hilock.ClosedError, "closed"),
-    (hilock.InvalidArgument, "invalid"),
-]
-
-
-def client_kwargs(pairs):
-    kw = {}
-    for p in pairs:
-        k, v = p.split("=", 1)
-        v = int(v)
-        if k == "replica_ack":
-            kw[k] = bool(v)
-        elif k.endswith("_ms") and k[:-3] in ("watchdog_lease", "command_timeout",
-                                             "connect_timeout", "replica_ack_timeout"):
-            kw[k[:-3]] = v / 1000.0
-        else:
-            raise ValueError("unknown option " + k)
-    return kw
+from agent_common import client_kwargs, failure, make_lock, make_sem  # noqa: E402
 
 
 class Agent:
@@ -48,24 +25,12 @@ class Agent:
         self.locks = {}
         self.locks_mu = threading.Lock()
 
-    def make(self, kind, name):
-        c = self.client
-        if kind == "f":
-            return c.fair_lock(name)
-        if kind == "fenced":
-            return c.fenced_lock(name)
-        if kind == "read":
-            return c.read_write_lock(name).read_lock()
-        if kind == "write":
-            return c.read_write_lock(name).write_lock()
-        return c.lock(name)
-
     def lock(self, kind, name):
         # one Lock per (kind, name); it acts for the calling thread
         with self.locks_mu:
             lk = self.locks.get((kind, name))
             if lk is None:
-                lk = self.make(kind, name)
+                lk = make_lock(self.client, kind, name)
                 self.locks[(kind, name)] = lk
             return lk
 
@@ -73,10 +38,7 @@ class Agent:
         with self.locks_mu:
             s = self.locks.get((kind, name))
             if s is None:
-                c = self.client
-                s = (c.semaphore(name) if kind == "sem" else
-                     c.permit_expirable_semaphore(name) if kind == "pes" else
-                     c.count_down_latch(name))
+                s = make_sem(self.client, kind, name)
                 self.locks[(kind, name)] = s
             return s
 
@@ -145,14 +107,9 @@ class Agent:
             return "ok %d" % (-2 if t is None else -1 if t == float("inf") else round(t * 1000))
         return "err usage unknown command " + cmd
 
-    @staticmethod
-    def failure(e):
-        kind = next((k for cls, k in ERR_KINDS if isinstance(e, cls)), "other")
-        return "err %s %s: %s" % (kind, type(e).__name__, str(e).replace("\n", " "))
-
     def serve(self):
         say("agent", "ok ready")
-        serve(self.run, self.failure, min_words=4, usage="err usage ACTOR CMD r|f|fenced|read|write NAME ...")
+        serve(self.run, failure, min_words=4, usage="err usage ACTOR CMD r|f|fenced|read|write NAME ...")
 
 
 def main():

@@ -15,14 +15,7 @@ import threading
 
 import hilock
 import hilock.aio as aio
-
-ERR_KINDS = [
-    (hilock.LockTimeout, "timeout"), (hilock.NotOwnerError, "notowner"),
-    (hilock.LockLostError, "lost"), (hilock.AuthenticationError, "auth"),
-    (hilock.ConnectionError, "connection"), (hilock.WrongTypeError, "wrongtype"),
-    (hilock.ProtocolError, "protocol"), (hilock.ClosedError, "closed"),
-    (hilock.InvalidArgument, "invalid"),
-]
+from agent_common import client_kwargs, failure, make_lock, make_sem
 
 
 def say(who, text):
@@ -30,57 +23,22 @@ def say(who, text):
     sys.stdout.flush()
 
 
-def client_kwargs(pairs):
-    kw = {}
-    for p in pairs:
-        k, v = p.split("=", 1)
-        v = int(v)
-        if k == "replica_ack":
-            kw[k] = bool(v)
-        elif k in ("watchdog_lease_ms", "command_timeout_ms", "connect_timeout_ms",
-                   "replica_ack_timeout_ms"):
-            kw[k[:-3]] = v / 1000.0
-        else:
-            raise ValueError("unknown option " + k)
-    return kw
-
-
-def failure(e):
-    kind = next((k for cls, k in ERR_KINDS if isinstance(e, cls)), "other")
-    return "err %s %s: %s" % (kind, type(e).__name__, str(e).replace("\n", " "))
-
-
 class Agent:
     def __init__(self, client):
         self.client = client
         self.locks = {}
 
-    def make(self, kind, name):
-        c = self.client
-        if kind == "f":
-            return c.fair_lock(name)
-        if kind == "fenced":
-            return c.fenced_lock(name)
-        if kind == "read":
-            return c.read_write_lock(name).read_lock()
-        if kind == "write":
-            return c.read_write_lock(name).write_lock()
-        return c.lock(name)
-
     def lock(self, kind, name):
         # one Lock per (kind, name); it acts for the task that calls it
         lk = self.locks.get((kind, name))
         if lk is None:
-            lk = self.locks[(kind, name)] = self.make(kind, name)
+            lk = self.locks[(kind, name)] = make_lock(self.client, kind, name)
         return lk
 
     def sem(self, kind, name):
         s = self.locks.get((kind, name))
         if s is None:
-            c = self.client
-            s = (c.semaphore(name) if kind == "sem" else
-                 c.permit_expirable_semaphore(name) if kind == "pes" else
-                 c.count_down_latch(name))
+            s = make_sem(self.client, kind, name)
             self.locks[(kind, name)] = s
         return s
 
