@@ -121,6 +121,31 @@ void line_agent_serve(line_agent_fn fn, void *ctx)
 }
 
 /* The conformance error kinds (the same words every agent uses). */
+int line_agent_new_lock(hilock_lock **out, hilock_rwlock **rw, hilock_client *c, const char *kind,
+                        const char *name)
+{
+    if (strcmp(kind, "f") == 0)
+        return hilock_fair_lock_new(out, c, name);
+    if (strcmp(kind, "fenced") == 0)
+        return hilock_fenced_lock_new(out, c, name);
+    if (strcmp(kind, "read") == 0 || strcmp(kind, "write") == 0) {
+        int rc = hilock_rwlock_new(rw, c, name);
+        if (rc == 0)
+            *out = kind[0] == 'r' ? hilock_rwlock_read_lock(*rw) : hilock_rwlock_write_lock(*rw);
+        return rc;
+    }
+    return hilock_lock_new(out, c, name);
+}
+
+int line_agent_new_sem(void **out, hilock_client *c, const char *kind, const char *name)
+{
+    if (strcmp(kind, "sem") == 0)
+        return hilock_semaphore_new((hilock_semaphore **)out, c, name);
+    if (strcmp(kind, "pes") == 0)
+        return hilock_permit_semaphore_new((hilock_permit_semaphore **)out, c, name);
+    return hilock_latch_new((hilock_latch **)out, c, name);
+}
+
 const char *line_agent_err_kind(int rc)
 {
     switch (rc) {

@@ -27,6 +27,15 @@ const char *line_agent_err_kind(int rc);
  * replica_ack_timeout_ms. 0, or -1 for an unknown key. */
 int line_agent_set_option(hilock_options *o, const char *kv);
 
+/* The conformance agents' objects (tests/conformance/README.md).
+ * line_agent_new_lock: kind r | f | fenced | read | write; for read and
+ * write *rw gets the read-write lock that owns *out (else it stays NULL).
+ * line_agent_new_sem: kind sem | pes | latch; *out a hilock_semaphore,
+ * hilock_permit_semaphore or hilock_latch. Return 0 or the HILOCK_E* code. */
+int line_agent_new_lock(hilock_lock **out, hilock_rwlock **rw, hilock_client *c, const char *kind,
+                        const char *name);
+int line_agent_new_sem(void **out, hilock_client *c, const char *kind, const char *name);
+
 /* Writes "WHO <formatted text>\n" to stdout as one line (thread-safe). */
 void line_agent_say(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -62,22 +62,6 @@ static int kind_known(const char *kind)
     return 0;
 }
 
-static int new_lock(hilock_lock **out, hilock_rwlock **rw, hilock_client *c, const char *kind,
-                    const char *name)
-{
-    if (strcmp(kind, "f") == 0)
-        return hilock_fair_lock_new(out, c, name);
-    if (strcmp(kind, "fenced") == 0)
-        return hilock_fenced_lock_new(out, c, name);
-    if (strcmp(kind, "read") == 0 || strcmp(kind, "write") == 0) {
-        int rc = hilock_rwlock_new(rw, c, name);
-        if (rc == 0)
-            *out = kind[0] == 'r' ? hilock_rwlock_read_lock(*rw) : hilock_rwlock_write_lock(*rw);
-        return rc;
-    }
-    return hilock_lock_new(out, c, name);
-}
-
 /* The handle for (kind, name), made once and shared by every actor: a
  * handle acts for the calling thread. */
 static hilock_lock *lock_of(agent *ag, const char *kind, const char *name, int *rc)
@@ -93,7 +77,7 @@ static hilock_lock *lock_of(agent *ag, const char *kind, const char *name, int *
         if (!copy) {
             *rc = HILOCK_ENOMEM;
         } else {
-            *rc = new_lock(&found, &rw, ag->client, kind, name);
+            *rc = line_agent_new_lock(&found, &rw, ag->client, kind, name);
             if (*rc == 0) {
                 snprintf(ag->locks[ag->nlocks].kind, sizeof ag->locks[0].kind, "%s", kind);
                 ag->locks[ag->nlocks].name = copy;
@@ -122,12 +106,7 @@ static void *sem_of(agent *ag, const char *kind, const char *name, int *rc)
         if (!copy) {
             *rc = HILOCK_ENOMEM;
         } else {
-            *rc = strcmp(kind, "sem") == 0
-                      ? hilock_semaphore_new((hilock_semaphore **)&found, ag->client, name)
-                  : strcmp(kind, "pes") == 0
-                      ? hilock_permit_semaphore_new((hilock_permit_semaphore **)&found,
-                                                    ag->client, name)
-                      : hilock_latch_new((hilock_latch **)&found, ag->client, name);
+            *rc = line_agent_new_sem(&found, ag->client, kind, name);
             if (*rc == 0) {
                 snprintf(ag->sems[ag->nsems].kind, sizeof ag->sems[0].kind, "%s", kind);
                 ag->sems[ag->nsems].name = copy;

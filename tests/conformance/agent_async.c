@@ -107,16 +107,7 @@ static hilock_lock *lock_of(const char *kind, const char *name, int *rc)
     }
     hilock_lock *l = NULL;
     hilock_rwlock *rw = NULL;
-    if (strcmp(kind, "f") == 0)
-        *rc = hilock_fair_lock_new(&l, client, name);
-    else if (strcmp(kind, "fenced") == 0)
-        *rc = hilock_fenced_lock_new(&l, client, name);
-    else if (strcmp(kind, "read") == 0 || strcmp(kind, "write") == 0) {
-        *rc = hilock_rwlock_new(&rw, client, name);
-        if (*rc == 0)
-            l = kind[0] == 'r' ? hilock_rwlock_read_lock(rw) : hilock_rwlock_write_lock(rw);
-    } else
-        *rc = hilock_lock_new(&l, client, name);
+    *rc = line_agent_new_lock(&l, &rw, client, kind, name);
     if (*rc)
         return NULL;
     snprintf(locks[nlocks].kind, sizeof locks[0].kind, "%s", kind);
@@ -158,10 +149,7 @@ static void *sem_of(const char *kind, const char *name, int *rc)
         return NULL;
     }
     void *h = NULL;
-    *rc = strcmp(kind, "sem") == 0 ? hilock_semaphore_new((hilock_semaphore **)&h, client, name)
-          : strcmp(kind, "pes") == 0
-              ? hilock_permit_semaphore_new((hilock_permit_semaphore **)&h, client, name)
-              : hilock_latch_new((hilock_latch **)&h, client, name);
+    *rc = line_agent_new_sem(&h, client, kind, name);
     if (*rc)
         return NULL;
     snprintf(sems[nsems].kind, sizeof sems[0].kind, "%s", kind);
