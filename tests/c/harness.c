@@ -389,6 +389,50 @@ int th_redis_str(const th_redis *r, char *buf, size_t len, const char *fmt, ...)
     return rc;
 }
 
+typedef struct th_nodes {
+    th_redis *nodes;
+    int n;
+} th_nodes;
+
+static int th_cluster_ok(void *arg)
+{
+    const th_nodes *c = arg;
+    for (int i = 0; i < c->n; i++) {
+        char buf[4096] = "";
+        if (th_redis_str(&c->nodes[i], buf, sizeof buf, "CLUSTER INFO") != 0 ||
+            !strstr(buf, "cluster_state:ok"))
+            return 0;
+    }
+    return 1;
+}
+
+int th_cluster_create(th_redis *nodes, int n, int replicas)
+{
+    char cmd[2048];
+    size_t len = (size_t)snprintf(cmd, sizeof cmd, "redis-cli --cluster create");
+    for (int i = 0; i < n && len < sizeof cmd; i++)
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len, " 127.0.0.1:%d", nodes[i].port);
+    if (replicas > 0 && len < sizeof cmd)
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len, " --cluster-replicas %d", replicas);
+    if (len < sizeof cmd)
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len, " --cluster-yes >/dev/null 2>&1");
+    if (len >= sizeof cmd || system(cmd) != 0)
+        return -1;
+    th_nodes c = {nodes, n};
+    return th_wait_for(th_cluster_ok, &c, 20000) ? 0 : -1;
+}
+
+void th_cluster_stop(th_redis *nodes, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/nodes.conf", nodes[i].dir);
+        th_redis_stop(&nodes[i]); /* a node may write nodes.conf as it stops */
+        unlink(path);
+        rmdir(nodes[i].dir);
+    }
+}
+
 int th_cu_run(void)
 {
     CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -86,6 +86,14 @@ int th_run_capture(const char *prog, const char *const *env, char *out, size_t l
 extern th_redis th_srv;
 int th_srv_init(void);
 int th_srv_clean(void);
+/* A Redis Cluster of the n servers in nodes, started by the caller with
+ * "--cluster-enabled yes --cluster-config-file nodes.conf" (and their own
+ * options): redis-cli --cluster create over their plain ports (replicas per
+ * master, 0 for masters only), then up to 20 s until every node says
+ * cluster_state:ok. Returns 0 or -1. */
+int th_cluster_create(th_redis *nodes, int n, int replicas);
+/* Stops the n nodes and removes their nodes.conf and directories. */
+void th_cluster_stop(th_redis *nodes, int n);
 /* hilock_client_open(url) with the default options; on failure prints the
  * code and its detail to stderr and returns NULL. */
 struct hilock_client;

@@ -198,30 +198,12 @@ static void t_missing_eval_or_publish(void)
 #define NNODES 3
 static th_redis node[NNODES];
 
-static int cluster_ok(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < NNODES; i++) {
-        char buf[4096] = "";
-        if (th_redis_str(&node[i], buf, sizeof buf, "CLUSTER INFO") != 0 ||
-            !strstr(buf, "cluster_state:ok"))
-            return 0;
-    }
-    return 1;
-}
-
 static int init_cluster(void)
 {
-    char cmd[1024] = "redis-cli --cluster create";
-    for (int i = 0; i < NNODES; i++) {
+    for (int i = 0; i < NNODES; i++)
         if (th_redis_start(&node[i], "--cluster-enabled yes --cluster-config-file nodes.conf"))
             return -1;
-        char one[32];
-        snprintf(one, sizeof one, " 127.0.0.1:%d", node[i].port);
-        strcat(cmd, one);
-    }
-    strcat(cmd, " --cluster-yes >/dev/null 2>&1");
-    if (system(cmd) != 0 || !th_wait_for(cluster_ok, NULL, 20000))
+    if (th_cluster_create(node, NNODES, 0) != 0)
         return -1;
     for (int i = 0; i < NNODES; i++)
         if (setuser_on(&node[i], "hilock", NULL) || setuser_on(&node[i], "nospublish", "-spublish"))
@@ -231,12 +213,7 @@ static int init_cluster(void)
 
 static int clean_cluster(void)
 {
-    for (int i = 0; i < NNODES; i++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/nodes.conf", node[i].dir);
-        unlink(path);
-        th_redis_stop(&node[i]);
-    }
+    th_cluster_stop(node, NNODES);
     return 0;
 }
 

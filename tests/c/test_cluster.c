@@ -34,20 +34,6 @@ static redisReply *node_cmd(int i, const char *fmt, ...)
     return r;
 }
 
-static int cluster_ok(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < NNODES; i++) {
-        redisReply *r = node_cmd(i, "CLUSTER INFO");
-        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok");
-        if (r)
-            freeReplyObject(r);
-        if (!ok)
-            return 0;
-    }
-    return 1;
-}
-
 /* Every master has its replica attached and in sync (WAIT can succeed). */
 static int replicas_online(void *arg)
 {
@@ -103,21 +89,13 @@ static int master_of_key(const char *key)
 
 static int init_suite(void)
 {
-    char cmd[1024] = "redis-cli --cluster create";
-    for (int i = 0; i < NNODES; i++) {
+    for (int i = 0; i < NNODES; i++)
         if (th_redis_start(&node[i], "--cluster-enabled yes --cluster-config-file nodes.conf "
                                      "--cluster-node-timeout 3000 --bind 127.0.0.1 "
                                      "127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5 127.0.0.6 "
                                      "127.0.0.7 127.0.0.8"))
             return -1;
-        char one[32];
-        snprintf(one, sizeof one, " 127.0.0.1:%d", node[i].port);
-        strcat(cmd, one);
-    }
-    strcat(cmd, " --cluster-replicas 1 --cluster-yes >/dev/null 2>&1");
-    if (system(cmd) != 0)
-        return -1;
-    if (!th_wait_for(cluster_ok, NULL, 20000) || !th_wait_for(replicas_online, NULL, 20000))
+    if (th_cluster_create(node, NNODES, 1) != 0 || !th_wait_for(replicas_online, NULL, 20000))
         return -1;
     snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", node[0].port,
              node[1].port);
@@ -126,13 +104,7 @@ static int init_suite(void)
 
 static int clean_suite(void)
 {
-    for (int i = 0; i < NNODES; i++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/nodes.conf", node[i].dir);
-        th_redis_stop(&node[i]);
-        unlink(path);
-        rmdir(node[i].dir);
-    }
+    th_cluster_stop(node, NNODES);
     return 0;
 }
 

@@ -384,28 +384,8 @@ static void t_bad_settings(void)
 static th_redis node[NNODES];
 static int node_tls[NNODES];
 
-static int cluster_ok(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < NNODES; i++) {
-        char buf[64] = "";
-        redisContext *ctx = th_redis_connect(&node[i]);
-        redisReply *r = ctx ? redisCommand(ctx, "CLUSTER INFO") : NULL;
-        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok");
-        (void)buf;
-        if (r)
-            freeReplyObject(r);
-        if (ctx)
-            redisFree(ctx);
-        if (!ok)
-            return 0;
-    }
-    return 1;
-}
-
 static int init_cluster(void)
 {
-    char cmd[1024] = "redis-cli --cluster create";
     for (int i = 0; i < NNODES; i++) {
         char more[128];
         int bus = th_free_port();
@@ -415,24 +395,13 @@ static int init_cluster(void)
                  bus);
         if (start_tls(&node[i], &node_tls[i], "server.crt", "server.key", "no", more))
             return -1;
-        char one[32];
-        snprintf(one, sizeof one, " 127.0.0.1:%d", node[i].port);
-        strcat(cmd, one);
     }
-    strcat(cmd, " --cluster-yes >/dev/null 2>&1");
-    if (system(cmd) != 0)
-        return -1;
-    return th_wait_for(cluster_ok, NULL, 20000) ? 0 : -1;
+    return th_cluster_create(node, NNODES, 0);
 }
 
 static int clean_cluster(void)
 {
-    for (int i = 0; i < NNODES; i++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/nodes.conf", node[i].dir);
-        unlink(path);
-        th_redis_stop(&node[i]);
-    }
+    th_cluster_stop(node, NNODES);
     return 0;
 }
 
