@@ -858,6 +858,15 @@ static int sim_run(sim *s, hl_acquire *a)
     return 12345;
 }
 
+/* Feeds the machine one reply (RESP bytes without NUL) at time now. */
+static void feed(hl_acquire *a, const char *resp, int64_t now)
+{
+    redisReply *r = th_resp(resp, strlen(resp));
+    CU_ASSERT_PTR_NOT_NULL(r);
+    hl_acquire_on_reply(a, r, now);
+    freeReplyObject(r);
+}
+
 static void t_sm_free_lock(void)
 {
     const char *rep[] = {"*2\r\n:1\r\n:1\r\n"};
@@ -869,13 +878,25 @@ static void t_sm_free_lock(void)
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_LOCK);
     CU_ASSERT(arg_is(&a.cmd, 4, "5000"));
     CU_ASSERT(arg_is(&a.cmd, 5, OWNER));
-    redisReply *r = TH_RESP("*2\r\n:1\r\n:1\r\n");
-    hl_acquire_on_reply(&a, r, s.now);
-    freeReplyObject(r);
+    feed(&a, "*2\r\n:1\r\n:1\r\n", s.now);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, s.now), HL_ACT_DONE);
     CU_ASSERT_EQUAL(a.result, 0);
     CU_ASSERT_EQUAL(a.hold_count, 1);
     hl_acquire_free(&a);
+}
+
+/* A reentrant acquire by OWNER (wait 0, lease 5000) with the acquire latch
+ * L, its attempt sent at 1000. */
+static int start_latched(hl_acquire *a, const char *L)
+{
+    if (hl_acquire_init(a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000, 300000, 1000) != 0)
+        return -1;
+    if (hl_acquire_set_latch(a, L, 4000) != 0) {
+        hl_acquire_free(a);
+        return -1;
+    }
+    CU_ASSERT_EQUAL(hl_acquire_next(a, 1000), HL_ACT_SEND);
+    return 0;
 }
 
 /* A reply lost with its connection: the machine settles the attempt before
@@ -885,10 +906,7 @@ static void t_sm_reply_lost_settled(void)
 {
     const char *L = "hilock_acquire_latch:{res:1}:id:7";
     hl_acquire a;
-    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
-                                          300000, 1000), 0);
-    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
-    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    CU_ASSERT_EQUAL_FATAL(start_latched(&a, L), 0);
     CU_ASSERT(arg_is(&a.cmd, 7, L));
     hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
@@ -898,38 +916,26 @@ static void t_sm_reply_lost_settled(void)
     hl_acquire_on_error(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
-    redisReply *r = TH_RESP("$1\r\n1\r\n"); /* the lost attempt had taken one hold */
-    hl_acquire_on_reply(&a, r, 1002);
-    freeReplyObject(r);
+    feed(&a, "$1\r\n1\r\n", 1002); /* the lost attempt had taken one hold */
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_SEND);
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_UNLOCK);
     CU_ASSERT(arg_is(&a.cmd, 5, "hilock_acquire_latch:{res:1}:id:7:u"));
-    r = TH_RESP(":0\r\n");
-    hl_acquire_on_reply(&a, r, 1003);
-    freeReplyObject(r);
+    feed(&a, ":0\r\n", 1003);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1003), HL_ACT_DONE);
     CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
     hl_acquire_free(&a);
 
     /* nothing there (the attempt never ran): no release */
-    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
-                                          300000, 1000), 0);
-    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
-    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    CU_ASSERT_EQUAL_FATAL(start_latched(&a, L), 0);
     hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
-    r = TH_RESP("$0\r\n\r\n");
-    hl_acquire_on_reply(&a, r, 1002);
-    freeReplyObject(r);
+    feed(&a, "$0\r\n\r\n", 1002);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_DONE);
     CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
     hl_acquire_free(&a);
 
     /* an error with nothing sent: done at once */
-    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000,
-                                          300000, 1000), 0);
-    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
-    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    CU_ASSERT_EQUAL_FATAL(start_latched(&a, L), 0);
     hl_acquire_on_error(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_DONE);
     CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
