@@ -61,6 +61,29 @@ static hilock_client *open_client(const th_redis *r, int64_t window_ms, int64_t 
     return c;
 }
 
+/* What most tests here start with: a client of their own on th_srv (default
+ * options), a plain connection to look at the keys, and the fair lock name.
+ * 0, or -1 with nothing left open. fair_close frees the three. */
+static void fair_close(hilock_client *c, redisContext *ctx, hilock_lock *l)
+{
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    if (ctx)
+        redisFree(ctx);
+}
+
+static int fair_open(const char *name, hilock_client **c, redisContext **ctx, hilock_lock **l)
+{
+    *c = open_client(&th_srv, 0, 0);
+    *ctx = th_redis_connect(&th_srv);
+    *l = NULL;
+    if (!*c || !*ctx || hilock_fair_lock_new(l, *c, name) != 0) {
+        fair_close(*c, *ctx, *l);
+        return -1;
+    }
+    return 0;
+}
+
 static void queue_key(char *buf, size_t len, const char *name)
 {
     snprintf(buf, len, "redisson_lock_queue:{%s}", name);
@@ -302,12 +325,10 @@ static void t_fifo_order(void)
     child_cfg cfg = {name, 0, 20000, 10000, "fifo:order"};
     CU_ASSERT_EQUAL_FATAL(spawn_children(ch, n, &cfg), 0);
 
-    hilock_client *c = open_client(&th_srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&th_srv);
-    hilock_lock *l = NULL;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
+    hilock_client *c;
+    redisContext *ctx;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(fair_open(name, &c, &ctx, &l), 0);
 
     int grants = 0, good_runs = 0;
     int64_t t0 = th_now_ms();
@@ -369,9 +390,7 @@ static void t_fifo_order(void)
     CU_ASSERT_EQUAL(good_runs, runs);
     CU_ASSERT_EQUAL(reap_children(ch, n, 10000), 0);
     cmd_int(ctx, "DEL fifo:order");
-    hilock_lock_free(l);
-    hilock_client_close(c);
-    redisFree(ctx);
+    fair_close(c, ctx, l);
 }
 
 /* A waiter in the middle of the queue is SIGKILLed: the ones behind it (four
@@ -446,9 +465,7 @@ static void t_killed_waiter_skipped(void)
     CU_ASSERT(no_fair_keys(ctx, name));
     CU_ASSERT_EQUAL(reap_children(ch, n, 10000), 0);
     cmd_int(ctx, "DEL fairkill:order");
-    hilock_lock_free(l);
-    hilock_client_close(c);
-    redisFree(ctx);
+    fair_close(c, ctx, l);
 }
 
 /* tryLock(0): succeeds on a free lock; on a held one fails at once and
@@ -460,12 +477,10 @@ static void t_trylock_zero(void)
     char q[256], t[256];
     queue_key(q, sizeof q, name);
     timeout_key(t, sizeof t, name);
-    hilock_client *c = open_client(&th_srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&th_srv);
-    hilock_lock *l = NULL;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
+    hilock_client *c;
+    redisContext *ctx;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(fair_open(name, &c, &ctx, &l), 0);
 
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 1, 0, 5000), 0);
     int held = 0;
@@ -497,9 +512,7 @@ static void t_trylock_zero(void)
     CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 2), 0);
     CU_ASSERT_EQUAL(cmd_int(ctx, "EXISTS %s", name), 0);
 
-    hilock_lock_free(l);
-    hilock_client_close(c);
-    redisFree(ctx);
+    fair_close(c, ctx, l);
 }
 
 /* ---- waiter threads (one client, explicit thread ids) ---- */
@@ -550,12 +563,10 @@ static void t_deadline_drift(void)
     char q[256], t[256];
     queue_key(q, sizeof q, name);
     timeout_key(t, sizeof t, name);
-    hilock_client *c = open_client(&th_srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&th_srv);
-    hilock_lock *l = NULL;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
+    hilock_client *c;
+    redisContext *ctx;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(fair_open(name, &c, &ctx, &l), 0);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(l, 1, 0, lease), 0);
 
     waiter_arg shorts[5 * 10], longs[5];
@@ -616,9 +627,7 @@ static void t_deadline_drift(void)
     }
     CU_ASSERT_EQUAL(cmd_int(ctx, "EXISTS %s", name), 0);
     CU_ASSERT(no_fair_keys(ctx, name));
-    hilock_lock_free(l);
-    hilock_client_close(c);
-    redisFree(ctx);
+    fair_close(c, ctx, l);
 }
 
 /* A Redis stall while a waiter waits (its retry times out): once the server
@@ -730,14 +739,12 @@ static void t_unlock_expired_is_released(void)
     char q[256], t[256], chan[512];
     queue_key(q, sizeof q, name);
     timeout_key(t, sizeof t, name);
-    hilock_client *c = open_client(&th_srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&th_srv);
+    hilock_client *c;
+    redisContext *ctx;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(fair_open(name, &c, &ctx, &l), 0);
     redisContext *sub = th_redis_connect(&th_srv);
-    hilock_lock *l = NULL;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
     CU_ASSERT_PTR_NOT_NULL_FATAL(sub);
-    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
 
     CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l, 1, 0, 150), 0);
     /* a waiter of another client at the head (Redisson layout) */
@@ -769,9 +776,7 @@ static void t_unlock_expired_is_released(void)
     CU_ASSERT_EQUAL(wait_int_eq(ctx, 0, 3000, "EXISTS", "rexp"), 0);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(rl, 1), HILOCK_ENOTOWNER);
     hilock_lock_free(rl);
-    hilock_lock_free(l);
-    hilock_client_close(c);
-    redisFree(ctx);
+    fair_close(c, ctx, l);
     redisFree(sub);
 }
 
@@ -781,14 +786,12 @@ static void t_unlock_wakes_only_head(void)
     const char *name = "fairwake";
     char q[256], cha[512], chb[512];
     queue_key(q, sizeof q, name);
-    hilock_client *c = open_client(&th_srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&th_srv);
+    hilock_client *c;
+    redisContext *ctx;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(fair_open(name, &c, &ctx, &l), 0);
     redisContext *sub = th_redis_connect(&th_srv);
-    hilock_lock *l = NULL;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
     CU_ASSERT_PTR_NOT_NULL_FATAL(sub);
-    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(l, 1, 0, 10000), 0);
 
     volatile int release_a = 0;
@@ -845,9 +848,7 @@ static void t_unlock_wakes_only_head(void)
     /* b acquired right after a's release (woken, not polling its lease hint) */
     CU_ASSERT(b.elapsed_ms < 5000);
     CU_ASSERT(no_fair_keys(ctx, name));
-    hilock_lock_free(l);
-    hilock_client_close(c);
-    redisFree(ctx);
+    fair_close(c, ctx, l);
     redisFree(sub);
 }
 
@@ -855,12 +856,10 @@ static void t_unlock_wakes_only_head(void)
 static void t_reentrant_and_not_owner(void)
 {
     const char *name = "fairre";
-    hilock_client *c = open_client(&th_srv, 0, 0);
-    redisContext *ctx = th_redis_connect(&th_srv);
-    hilock_lock *l = NULL;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
+    hilock_client *c;
+    redisContext *ctx;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(fair_open(name, &c, &ctx, &l), 0);
     CU_ASSERT_EQUAL(hilock_lock_kind(l), HILOCK_KIND_FAIR);
 
     int64_t n = -1;
@@ -907,9 +906,7 @@ static void t_reentrant_and_not_owner(void)
     cmd_int(ctx, "DEL %s", name);
     CU_ASSERT(no_fair_keys(ctx, name));
 
-    hilock_lock_free(l);
-    hilock_client_close(c);
-    redisFree(ctx);
+    fair_close(c, ctx, l);
 }
 
 /* The watchdog keeps a fair lock alive past its lease while held. */
