@@ -103,6 +103,16 @@ struct hilock_client *th_client_open(const char *url);
  * TH_RESP("literal") for string literals (NUL bytes allowed). */
 redisReply *th_resp(const char *bytes, size_t len);
 #define TH_RESP(s) th_resp(s, sizeof(s) - 1)
+/* Feeds the RESP literal b (NUL bytes allowed) to an engine machine's reply
+ * step, on_reply(m, reply, now), and frees the reply; a literal that is not
+ * one whole reply fails the CUnit test. */
+#define TH_FEED(on_reply, m, b, now)                \
+    do {                                            \
+        redisReply *th_feed_r_ = TH_RESP(b);        \
+        CU_ASSERT_PTR_NOT_NULL_FATAL(th_feed_r_);   \
+        on_reply(m, th_feed_r_, now);               \
+        freeReplyObject(th_feed_r_);                \
+    } while (0)
 /* Failed-check counter for test programs that do not use CUnit: prints
  * "FAIL file:line: <message>" and adds one to counter when cond is false. */
 #define TH_CHECK(counter, cond, ...)                               \

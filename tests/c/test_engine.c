@@ -26,14 +26,7 @@ static int arg_is(const hl_cmd *c, int i, const char *s)
     return i < c->argc && c->argvlen[i] == strlen(s) && memcmp(c->argv[i], s, c->argvlen[i]) == 0;
 }
 
-static void feed_release(hl_release *m, const char *bytes, size_t len, int64_t now)
-{
-    redisReply *r = th_resp(bytes, len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-    hl_release_on_reply(m, r, now);
-    freeReplyObject(r);
-}
-#define FEED_REL(m, s, now) feed_release(m, s, sizeof(s) - 1, now)
+#define FEED_REL(m, s, now) TH_FEED(hl_release_on_reply, m, s, now)
 
 /* ---------------------------------------------------------------- release */
 
@@ -152,14 +145,7 @@ static void t_release_noscript_then_retry(void)
 
 /* ---------------------------------------------------------------- settle */
 
-static void settle_feed(hl_settle *s, const char *bytes, size_t len, int64_t now)
-{
-    redisReply *r = th_resp(bytes, len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-    hl_settle_on_reply(s, r, now);
-    freeReplyObject(r);
-}
-#define FEED_SET(s, b, now) settle_feed(s, b, sizeof(b) - 1, now)
+#define FEED_SET(s, b, now) TH_FEED(hl_settle_on_reply, s, b, now)
 
 static void t_settle_late_grant_released(void)
 {
@@ -360,14 +346,7 @@ static void t_settle_connection_lost(void)
 
 /* ------------------------------------------------- semaphore request latch */
 
-static void sem_feed(hl_semwait *m, const char *bytes, size_t len, int64_t now)
-{
-    redisReply *r = th_resp(bytes, len);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-    hl_semwait_on_reply(m, r, now);
-    freeReplyObject(r);
-}
-#define FEED_SEM(m, b, now) sem_feed(m, b, sizeof(b) - 1, now)
+#define FEED_SEM(m, b, now) TH_FEED(hl_semwait_on_reply, m, b, now)
 
 /* A plain semaphore's acquire under the owner's request latch: the latch a
  * KEY of sem_acquire.lua, the seq an argument; a try whose reply was lost is

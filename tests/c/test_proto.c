@@ -858,14 +858,7 @@ static int sim_run(sim *s, hl_acquire *a)
     return 12345;
 }
 
-/* Feeds the machine one reply (RESP bytes without NUL) at time now. */
-static void feed(hl_acquire *a, const char *resp, int64_t now)
-{
-    redisReply *r = th_resp(resp, strlen(resp));
-    CU_ASSERT_PTR_NOT_NULL(r);
-    hl_acquire_on_reply(a, r, now);
-    freeReplyObject(r);
-}
+#define FEED(a, b, now) TH_FEED(hl_acquire_on_reply, a, b, now)
 
 static void t_sm_free_lock(void)
 {
@@ -878,7 +871,7 @@ static void t_sm_free_lock(void)
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_LOCK);
     CU_ASSERT(arg_is(&a.cmd, 4, "5000"));
     CU_ASSERT(arg_is(&a.cmd, 5, OWNER));
-    feed(&a, "*2\r\n:1\r\n:1\r\n", s.now);
+    FEED(&a, "*2\r\n:1\r\n:1\r\n", s.now);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, s.now), HL_ACT_DONE);
     CU_ASSERT_EQUAL(a.result, 0);
     CU_ASSERT_EQUAL(a.hold_count, 1);
@@ -916,11 +909,11 @@ static void t_sm_reply_lost_settled(void)
     hl_acquire_on_error(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
-    feed(&a, "$1\r\n1\r\n", 1002); /* the lost attempt had taken one hold */
+    FEED(&a, "$1\r\n1\r\n", 1002); /* the lost attempt had taken one hold */
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_SEND);
     CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_UNLOCK);
     CU_ASSERT(arg_is(&a.cmd, 5, "hilock_acquire_latch:{res:1}:id:7:u"));
-    feed(&a, ":0\r\n", 1003);
+    FEED(&a, ":0\r\n", 1003);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1003), HL_ACT_DONE);
     CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
     hl_acquire_free(&a);
@@ -929,7 +922,7 @@ static void t_sm_reply_lost_settled(void)
     CU_ASSERT_EQUAL_FATAL(start_latched(&a, L), 0);
     hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
-    feed(&a, "$0\r\n\r\n", 1002);
+    FEED(&a, "$0\r\n\r\n", 1002);
     CU_ASSERT_EQUAL(hl_acquire_next(&a, 1002), HL_ACT_DONE);
     CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
     hl_acquire_free(&a);
