@@ -28,6 +28,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OWNER = "00000000-0000-0000-0000-000000000000:9"
 
 
+def embedded_script(root, name):
+    """A libcore script as the library embeds it: each "-- #include f" line
+    replaced by f (cmake/embed_scripts.cmake does the same at build time)."""
+    d = os.path.join(root, "libcore", "scripts")
+    out = []
+    for line in open(os.path.join(d, name)):
+        if line.startswith("-- #include "):
+            out.append(open(os.path.join(d, line.split()[2])).read())
+        else:
+            out.append(line)
+    return "".join(out)
+
+
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
@@ -202,7 +215,7 @@ class Bench:
             return None
 
     def lock_sha(self, server):
-        src = open(os.path.join(self.a.root, "libcore/scripts/lock.lua")).read()
+        src = embedded_script(self.a.root, "lock.lua")
         sha = server.r.script_load(src)
         # the script takes KEYS[1] = lock, ARGV = lease, owner (check it still does)
         server.r.evalsha(sha, 1, "peers:check", 30000, OWNER)
