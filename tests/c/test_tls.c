@@ -106,15 +106,32 @@ static int try_open(const char *url, const hilock_options *o, char *msg, size_t 
     return leaked ? -1000 : rc; /* a failed open leaves *out NULL */
 }
 
+/* A client of srv's TLS port opened with o (NULL: the test CA) and its lock
+ * name in *l; 0, or the code with the detail printed and nothing left open. */
+static int tls_lock(hilock_client **c, hilock_lock **l, const hilock_options *o, const char *name)
+{
+    char url[128], msg[256] = "";
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", srv_tls);
+    hilock_options ca = opts_ca("ca.crt");
+    *c = NULL;
+    *l = NULL;
+    int rc = hilock_client_open(c, url, o ? o : &ca, msg, sizeof msg);
+    if (rc == HILOCK_OK)
+        rc = hilock_lock_new(l, *c, name);
+    if (rc != HILOCK_OK) {
+        printf("\n  %s: %s %s\n", url, hilock_strerror(rc), msg);
+        hilock_client_close(*c);
+        *c = NULL;
+    }
+    return rc;
+}
+
 static void t_verified(void)
 {
     char url[128], msg[256];
-    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", srv_tls);
-    hilock_options o = opts_ca("ca.crt");
-    hilock_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, url, &o, msg, sizeof msg), HILOCK_OK);
-    hilock_lock *l = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "tls:basic"), HILOCK_OK);
+    hilock_client *c;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(tls_lock(&c, &l, NULL, "tls:basic"), HILOCK_OK);
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), HILOCK_OK);
     /* the data is on the server, seen through its plain port */
     CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS tls:basic"), 1);
@@ -155,14 +172,11 @@ static void *waiter_main(void *p)
  * the watchdog renews over TLS. */
 static void t_handoff_and_watchdog(void)
 {
-    char url[128], msg[256];
-    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", srv_tls);
     hilock_options o = opts_ca("ca.crt");
     o.watchdog_lease_ms = 600;
-    hilock_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, url, &o, msg, sizeof msg), HILOCK_OK);
-    hilock_lock *l = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "tls:handoff"), HILOCK_OK);
+    hilock_client *c;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(tls_lock(&c, &l, &o, "tls:handoff"), HILOCK_OK);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire_tid(l, 1, 0, HILOCK_LEASE_WATCHDOG), HILOCK_OK);
     waiter_arg a = {l, -100, 0};
     pthread_t th;
@@ -202,13 +216,9 @@ static int async_run_until(hilock_epoll *ep, hilock_async *a, const int *r, int 
  * the loop; a waiter is woken by the unlock message over TLS. */
 static void t_async(void)
 {
-    char url[128], msg[256];
-    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", srv_tls);
-    hilock_options o = opts_ca("ca.crt");
-    hilock_client *c = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, url, &o, msg, sizeof msg), HILOCK_OK);
-    hilock_lock *l = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "tls:async"), HILOCK_OK);
+    hilock_client *c;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(tls_lock(&c, &l, NULL, "tls:async"), HILOCK_OK);
     hilock_epoll ep;
     CU_ASSERT_FATAL(hilock_epoll_init(&ep) == 0);
     hilock_async_loop loop = hilock_epoll_loop(&ep);
