@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hilock.h"
 
@@ -45,6 +46,29 @@ static inline double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The options -n pairs and -r rounds (*n and *rounds keep their defaults
+ * when absent), then urls URLs. 0, or the usage on stderr and 2 (the exit
+ * code) for another option, another number of URLs, or numbers out of
+ * range (pairs >= 1, rounds 1..1000). */
+static inline int bench_args(int argc, char **argv, int *n, int *rounds, int urls,
+                             const char *usage)
+{
+    int opt;
+    while ((opt = getopt(argc, argv, "n:r:")) != -1) {
+        if (opt == 'n')
+            *n = atoi(optarg);
+        else if (opt == 'r')
+            *rounds = atoi(optarg);
+        else
+            return 2;
+    }
+    if (argc - optind != urls || *n < 1 || *rounds < 1 || *rounds > 1000) {
+        fprintf(stderr, "usage: %s\n", usage);
+        return 2;
+    }
+    return 0;
 }
 
 /* The client for url; on failure the reason on stderr and exit(1). */

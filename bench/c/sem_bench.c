@@ -121,19 +121,9 @@ static double run_async(hilock_epoll *ep, hilock_async *a, hilock_semaphore *s, 
 
 int main(int argc, char **argv)
 {
-    int n = 20000, rounds = 3, opt;
-    while ((opt = getopt(argc, argv, "n:r:")) != -1) {
-        if (opt == 'n')
-            n = atoi(optarg);
-        else if (opt == 'r')
-            rounds = atoi(optarg);
-        else
-            return 2;
-    }
-    if (optind >= argc || n <= 0 || rounds <= 0 || rounds > 1000) {
-        fprintf(stderr, "usage: sem_bench [-n pairs] [-r rounds] URL\n");
+    int n = 20000, rounds = 3;
+    if (bench_args(argc, argv, &n, &rounds, 1, "sem_bench [-n pairs] [-r rounds] URL"))
         return 2;
-    }
     const char *url = argv[optind];
     hilock_client *c = bench_open(url);
     hilock_lock *l = NULL;

@@ -35,19 +35,9 @@ static double pairs(hilock_lock *l, int n)
 
 int main(int argc, char **argv)
 {
-    int n = 500, rounds = 8, opt;
-    while ((opt = getopt(argc, argv, "n:r:")) != -1) {
-        if (opt == 'n')
-            n = atoi(optarg);
-        else if (opt == 'r')
-            rounds = atoi(optarg);
-        else
-            return 2;
-    }
-    if (argc - optind != 2 || n < 1 || rounds < 1 || rounds > 1000) {
-        fprintf(stderr, "usage: tls_pairs [-n pairs] [-r rounds] PLAIN_URL TLS_URL\n");
+    int n = 500, rounds = 8;
+    if (bench_args(argc, argv, &n, &rounds, 2, "tls_pairs [-n pairs] [-r rounds] PLAIN_URL TLS_URL"))
         return 2;
-    }
     hilock_client *c[2] = {NULL, NULL};
     hilock_lock *l[2] = {NULL, NULL};
     char err[256];
