@@ -685,11 +685,13 @@ HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m);
  * <hilock/adapters/epoll.h> and <hilock/adapters/libuv.h>.
  *
  * One hilock_async has its own non-blocking connections (one for commands
- * and one for pub/sub per client used) and its own watchdog, driven by the
- * loop's timer: no thread is started. It serves the lock handles of
- * clients opened on redis://, rediss:// (TLS: the handshake runs on the
- * loop) or unix:// URLs; sentinel and cluster clients, and clients with
- * replica_ack on, are refused with HILOCK_EINVAL (not yet supported).
+ * and one for pub/sub per server used: the server, the sentinel master,
+ * each cluster node) and its own watchdog, driven by the loop's timer: no
+ * thread is started. It serves the lock handles of clients opened on every
+ * URL form (TLS: the handshake runs on the loop); on sentinel and cluster
+ * URLs it learns the master or the slot map on the loop too, and follows
+ * failovers and slot moves; with replica_ack on, a grant completes once a
+ * replica acknowledged it (docs/c-api.md).
  *
  * Callback rules (hilock_async_cb, hilock_async_lost_cb, and the loop's
  * watch and timer functions):

@@ -134,10 +134,12 @@ void hl_as_link_free(as_link *lk)
 static void resolve_done(as_link *lk, int ok)
 {
     lk->resolving = 0;
-    if (ok) {
+    if (ok)
         lk->known = 1;
+    /* asking again failed: go on with what was known (the next READONLY,
+     * MOVED or lost connection asks again) rather than ask in a loop */
+    if (ok || lk->known)
         lk->stale = 0;
-    }
     /* what waited for the answer goes on (or fails: no server answered) */
     for (as_op *op = lk->a->ops; op; op = op->next) {
         if (!op->parked || op->link != lk)

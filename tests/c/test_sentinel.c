@@ -485,6 +485,80 @@ static void t_async(void)
     CU_ASSERT(th_wait_for(replica_linked, &replica, 10000));
 }
 
+static int lone_port;
+
+static int lone_sentinel_up(void *arg)
+{
+    (void)arg;
+    redisContext *c = connect_port(lone_port);
+    if (!c)
+        return 0;
+    redisReply *r = redisCommand(c, "SENTINEL get-master-addr-by-name hm2");
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2;
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+/* The only sentinel of the URL stops answering, then the master drops the
+ * client's connections: asking for the master again times out, and the
+ * client goes on with the master it knew instead of asking again and again
+ * (an acquire completes soon after one question's time limit). */
+static void t_async_sentinel_stalled(void)
+{
+    char dir[64] = "/tmp/hilock-sentinel-XXXXXX", conf[128];
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    lone_port = th_free_port();
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", dir);
+    FILE *f = fopen(conf, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor hm2 127.0.0.1 %d 1\n", lone_port,
+            dir, master.port);
+    fclose(f);
+    pid_t pid = th_sentinel_spawn(conf);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_FATAL(th_wait_for(lone_sentinel_up, NULL, 5000));
+    char u[128];
+    snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d/hm2", lone_port);
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 1000;
+    o.replica_ack = -1;
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, u, &o, NULL, 0), 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "async-stalled-sentinel") == 0);
+    res r = {0};
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(hilock_async_release(a, l, 1, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+    kill(pid, SIGSTOP);
+    CU_ASSERT(th_redis_int(&master, "CLIENT KILL TYPE normal") >= 1);
+    run_for(a, 100); /* the loss is seen */
+    memset(&r, 0, sizeof r);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 8000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.at - t0 < 5000);
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(hilock_async_release(a, l, 1, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS async-stalled-sentinel"), 0);
+    free_async(a);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(conf);
+    rmdir(dir);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -495,6 +569,8 @@ int main(void)
     CU_add_test(s, "no acknowledgement: acquire fails, nothing left", t_replica_ack_failure);
     CU_add_test(s, "acknowledgement on, no replicas: no WAIT", t_replica_ack_no_replicas);
     CU_add_test(s, "non-blocking API: discovery, replica acknowledgement", t_async);
+    CU_add_test(s, "non-blocking API: the sentinel stalls, the known master is used",
+                t_async_sentinel_stalled);
     CU_add_test(s, "failover while held and waited on", t_failover);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
