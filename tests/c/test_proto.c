@@ -552,134 +552,125 @@ static void t_acquire_latch(void)
 
 /* ---------------------------------------------------------------- decoders */
 
-static void t_decode_acquire(void)
+/* One reply and what a decoder makes of it: the code and, when that is 0,
+ * the numbers it fills (DC_ANY: not checked). */
+#define DC_ANY INT64_MIN
+typedef struct dcase {
+    const char *reply;
+    int rc;
+    int64_t a, b;
+} dcase;
+typedef int (*dc_decode)(const redisReply *r, int64_t *a, int64_t *b);
+
+static void run_dcases(const char *what, dc_decode fn, const dcase *c, size_t n)
 {
-    hl_acquire_result a;
-    redisReply *r;
-
-    r = TH_RESP("*2\r\n:1\r\n:1\r\n");
-    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
-    CU_ASSERT_EQUAL(a.acquired, 1);
-    CU_ASSERT_EQUAL(a.hold_count, 1);
-    freeReplyObject(r);
-
-    r = TH_RESP("*2\r\n:1\r\n:7\r\n");
-    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
-    CU_ASSERT_EQUAL(a.acquired, 1);
-    CU_ASSERT_EQUAL(a.hold_count, 7);
-    freeReplyObject(r);
-
-    r = TH_RESP("*2\r\n:0\r\n:2500\r\n");
-    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
-    CU_ASSERT_EQUAL(a.acquired, 0);
-    CU_ASSERT_EQUAL(a.ttl_ms, 2500);
-    freeReplyObject(r);
-
-    r = TH_RESP("*2\r\n:0\r\n:-1\r\n");
-    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), 0);
-    CU_ASSERT_EQUAL(a.acquired, 0);
-    CU_ASSERT_EQUAL(a.ttl_ms, -1);
-    freeReplyObject(r);
-
-    r = TH_RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
-    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), HILOCK_EWRONGTYPE);
-    freeReplyObject(r);
-    r = TH_RESP("-WRONGTYPE key is not a lock\r\n");
-    CU_ASSERT_EQUAL(hl_decode_acquire(r, &a), HILOCK_EWRONGTYPE);
-    freeReplyObject(r);
-
-    const char *bad[] = {
-        "-ERR unknown command\r\n", "$3\r\nfoo\r\n", "$-1\r\n", ":1\r\n", "+OK\r\n",
-        "*0\r\n", "*1\r\n:1\r\n", "*2\r\n$3\r\nabc\r\n:1\r\n", "*-1\r\n",
-        "*2\r\n*1\r\n:1\r\n:1\r\n",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        r = th_resp(bad[i], strlen(bad[i]));
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = th_resp(c[i].reply, strlen(c[i].reply));
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-        int rc = hl_decode_acquire(r, &a);
-        if (rc != HILOCK_EPROTO)
-            printf("\n  acquire decoder accepted bad reply #%zu (rc=%d)\n", i, rc);
-        CU_ASSERT_EQUAL(rc, HILOCK_EPROTO);
+        int64_t a = -99, b = -99;
+        int rc = fn(r, &a, &b);
+        int ok = rc == c[i].rc && (rc != 0 || ((c[i].a == DC_ANY || a == c[i].a) &&
+                                               (c[i].b == DC_ANY || b == c[i].b)));
+        if (!ok)
+            printf("\n  %s decoder, case #%zu: rc=%d %lld %lld\n", what, i, rc, (long long)a,
+                   (long long)b);
+        CU_ASSERT(ok);
         freeReplyObject(r);
     }
+}
+#define RUN_DCASES(what, fn, cases) run_dcases(what, fn, cases, sizeof cases / sizeof cases[0])
+
+/* acquired, then the hold count (acquired) or the holder's PTTL (not) */
+static int dc_acquire(const redisReply *r, int64_t *a, int64_t *b)
+{
+    hl_acquire_result x = {0};
+    int rc = hl_decode_acquire(r, &x);
+    *a = x.acquired;
+    *b = x.acquired ? x.hold_count : x.ttl_ms;
+    return rc;
+}
+
+static int dc_release(const redisReply *r, int64_t *a, int64_t *b)
+{
+    hl_release_result x = {0};
+    int rc = hl_decode_release(r, &x);
+    *a = x.not_owner;
+    *b = x.remaining;
+    return rc;
+}
+
+static int dc_int(const redisReply *r, int64_t *a, int64_t *b)
+{
+    (void)b;
+    return hl_decode_int(r, a);
+}
+
+static int dc_hold_count(const redisReply *r, int64_t *a, int64_t *b)
+{
+    (void)b;
+    return hl_decode_hold_count(r, a);
+}
+
+#define WRONGTYPE_REPLY "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+
+static void t_decode_acquire(void)
+{
+    static const dcase cases[] = {
+        {"*2\r\n:1\r\n:1\r\n", 0, 1, 1},
+        {"*2\r\n:1\r\n:7\r\n", 0, 1, 7},
+        {"*2\r\n:0\r\n:2500\r\n", 0, 0, 2500},
+        {"*2\r\n:0\r\n:-1\r\n", 0, 0, -1},
+        {WRONGTYPE_REPLY, HILOCK_EWRONGTYPE, DC_ANY, DC_ANY},
+        {"-WRONGTYPE key is not a lock\r\n", HILOCK_EWRONGTYPE, DC_ANY, DC_ANY},
+        /* shapes no acquire answers */
+        {"-ERR unknown command\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"$3\r\nfoo\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"$-1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {":1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"+OK\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"*0\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"*1\r\n:1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"*2\r\n$3\r\nabc\r\n:1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"*-1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"*2\r\n*1\r\n:1\r\n:1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+    };
+    RUN_DCASES("acquire", dc_acquire, cases);
 }
 
 static void t_decode_release(void)
 {
-    hl_release_result x;
-    redisReply *r = TH_RESP(":-1\r\n");
-    CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
-    CU_ASSERT_EQUAL(x.not_owner, 1);
-    freeReplyObject(r);
-
-    r = TH_RESP(":0\r\n");
-    CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
-    CU_ASSERT_EQUAL(x.not_owner, 0);
-    CU_ASSERT_EQUAL(x.remaining, 0);
-    freeReplyObject(r);
-
-    r = TH_RESP(":3\r\n");
-    CU_ASSERT_EQUAL(hl_decode_release(r, &x), 0);
-    CU_ASSERT_EQUAL(x.not_owner, 0);
-    CU_ASSERT_EQUAL(x.remaining, 3);
-    freeReplyObject(r);
-
-    r = TH_RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
-    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EWRONGTYPE);
-    freeReplyObject(r);
-    r = TH_RESP("-ERR boom\r\n");
-    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
-    freeReplyObject(r);
-    r = TH_RESP("*1\r\n:1\r\n");
-    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
-    freeReplyObject(r);
-    r = TH_RESP("$-1\r\n");
-    CU_ASSERT_EQUAL(hl_decode_release(r, &x), HILOCK_EPROTO);
-    freeReplyObject(r);
+    static const dcase cases[] = {
+        {":-1\r\n", 0, 1, DC_ANY}, /* not owner */
+        {":0\r\n", 0, 0, 0},
+        {":3\r\n", 0, 0, 3},
+        {WRONGTYPE_REPLY, HILOCK_EWRONGTYPE, DC_ANY, DC_ANY},
+        {"-ERR boom\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"*1\r\n:1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"$-1\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+    };
+    RUN_DCASES("release", dc_release, cases);
 }
 
 static void t_decode_int_holdcount_noscript(void)
 {
-    int64_t v = 99;
-    redisReply *r = TH_RESP(":1\r\n");
-    CU_ASSERT_EQUAL(hl_decode_int(r, &v), 0);
-    CU_ASSERT_EQUAL(v, 1);
-    freeReplyObject(r);
-    r = TH_RESP(":-2\r\n");
-    CU_ASSERT_EQUAL(hl_decode_int(r, &v), 0);
-    CU_ASSERT_EQUAL(v, -2);
-    freeReplyObject(r);
-    r = TH_RESP("-ERR x\r\n");
-    CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EPROTO);
-    freeReplyObject(r);
-    r = TH_RESP("-WRONGTYPE x\r\n");
-    CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EWRONGTYPE);
-    freeReplyObject(r);
-    r = TH_RESP("*0\r\n");
-    CU_ASSERT_EQUAL(hl_decode_int(r, &v), HILOCK_EPROTO);
-    freeReplyObject(r);
+    static const dcase ints[] = {
+        {":1\r\n", 0, 1, DC_ANY},
+        {":-2\r\n", 0, -2, DC_ANY},
+        {"-ERR x\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {"-WRONGTYPE x\r\n", HILOCK_EWRONGTYPE, DC_ANY, DC_ANY},
+        {"*0\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+    };
+    RUN_DCASES("int", dc_int, ints);
+    static const dcase holds[] = {
+        {"$-1\r\n", 0, 0, DC_ANY}, /* no field: 0 holds */
+        {"$1\r\n3\r\n", 0, 3, DC_ANY},
+        {"$2\r\n12\r\n", 0, 12, DC_ANY},
+        {"$3\r\nabc\r\n", HILOCK_EPROTO, DC_ANY, DC_ANY},
+        {WRONGTYPE_REPLY, HILOCK_EWRONGTYPE, DC_ANY, DC_ANY},
+    };
+    RUN_DCASES("hold count", dc_hold_count, holds);
 
-    r = TH_RESP("$-1\r\n");
-    v = 99;
-    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
-    CU_ASSERT_EQUAL(v, 0);
-    freeReplyObject(r);
-    r = TH_RESP("$1\r\n3\r\n");
-    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
-    CU_ASSERT_EQUAL(v, 3);
-    freeReplyObject(r);
-    r = TH_RESP("$2\r\n12\r\n");
-    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), 0);
-    CU_ASSERT_EQUAL(v, 12);
-    freeReplyObject(r);
-    r = TH_RESP("$3\r\nabc\r\n");
-    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), HILOCK_EPROTO);
-    freeReplyObject(r);
-    r = TH_RESP("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
-    CU_ASSERT_EQUAL(hl_decode_hold_count(r, &v), HILOCK_EWRONGTYPE);
-    freeReplyObject(r);
-
-    r = TH_RESP("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+    redisReply *r = TH_RESP("-NOSCRIPT No matching script. Please use EVAL.\r\n");
     CU_ASSERT_TRUE(hl_reply_is_noscript(r));
     freeReplyObject(r);
     r = TH_RESP("-ERR NOSCRIPT-ish but not\r\n");
