@@ -1606,10 +1606,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
             t = m.next()
             act = t[0]
             if act == _SEND:
-                # one server and an idle connection (the usual case): nothing to route
-                conn = None if c._cluster or c._sentinel else c._pool.get_nowait()
-                if conn is not None:
-                    req = conn.request(t[1])
+                req = _send_idle(c, t[1])
+                if req is not None:
+                    conn = req.conn
                     st = await cancel.req(loop, req, c._cmd_ms)
                 else:
                     st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
@@ -1692,6 +1691,27 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
             held.pool.put(held)  # type: ignore[union-attr]
 
 
+def _send_idle(c: Client, data: bytes) -> Optional[_Req]:
+    """The usual case of a send: one server (nothing to route) and an idle
+    connection. data is sent on it; its request, or None (then the caller
+    goes through Client._routed). Pool.get_nowait and _Conn.request in one
+    call: this runs twice per acquire+release pair."""
+    if c._cluster or c._sentinel:
+        return None
+    idle = c._pool.idle
+    gen = c._gen
+    while idle:
+        conn = idle.pop()
+        if conn.closed or conn.gen != gen or conn.transport is None:
+            conn.close()  # closed, or to a master that is no more
+            continue
+        req = _Req(conn, _Fut(conn.loop))
+        conn.pending.append(req)
+        conn.transport.write(data)
+        return req
+    return None
+
+
 def _leave(c: Client, ps: Optional[_PubSub], channel: str, w: _Waiter) -> None:
     """w leaves channel. ps is None when a cancellation came while joining:
     w may then be a member on any pub/sub connection (leave is a no-op
@@ -1712,10 +1732,9 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
             break
         if cancel.exc is not None:
             raise cancel.exc  # nothing on the wire: the hold is as it was
-        # one server and an idle connection (the usual case): nothing to route
-        conn = None if c._cluster or c._sentinel else c._pool.get_nowait()
-        if conn is not None:
-            req = conn.request(t[1])
+        req = _send_idle(c, t[1])
+        if req is not None:
+            conn = req.conn
             st = await cancel.req(c._loop, req, t[2] if t[2] > 0 else c._cmd_ms)
             code = 0
         else:
@@ -1872,7 +1891,11 @@ class Lock:
                 raise cancel.exc
             self._token = token
             if watchdog and key not in c._wd:
-                c._watch(key, (self._n, owner, tid))
+                wd = c._wd_task
+                if wd is None or wd.done():
+                    c._watch(key, (self._n, owner, tid))
+                else:
+                    c._wd[key] = (self._n, owner, tid)
             return True
         if cancel.exc is not None:
             raise cancel.exc
