@@ -2109,10 +2109,15 @@ typedef struct psw {
     unsigned char ids[HL_PES_ID_BYTES]; /* permit-expirable: the permit's id */
 } psw;
 
-/* s:wait(permits, wait_ms [, lease_ms]) -> machine | nil, err: acquire
- * permits (semaphore), one permit with its own lease (permit-expirable;
- * lease_ms nil or 0: until released), or await the latch (permits
- * ignored). wait_ms: -1 forever, 0 one try. */
+/* s:wait(permits, wait_ms [, lease_ms [, owner, latch_epoch, latch_seq,
+ * latch_ttl_ms]]) -> machine | nil, err: acquire permits (semaphore), one
+ * permit with its own lease (permit-expirable; lease_ms nil or 0: until
+ * released), or await the latch (permits ignored). wait_ms: -1 forever, 0
+ * one try. Semaphore with an owner: every try of this call is idempotent
+ * under the owner's request latch (hl_sem_latch_arg: epoch = the client's
+ * count of attempts whose reply was lost, seq unique per call, ttl the
+ * latch's life, hl_acquire_latch_ttl), and a try whose reply was lost
+ * (w:on_reply_lost) is settled before the machine ends. */
 static int psem_wait(lua_State *L)
 {
     psem *p = check_psem(L, 1);
@@ -2146,7 +2151,25 @@ static int psem_wait(lua_State *L)
     }
     if (hl_semwait_init(&m->m, p->kind, &p->n, permits, lease, m->ids, wait, lhl_mono_ms()))
         return sem_invalid(L, "bad permits, wait or lease");
-    m->ok = 1;
+    m->ok = 1; /* from here on __gc frees the machine (its latch) */
+    if (p->kind == HL_SEM_SEMAPHORE && !lhl_is_none_or_nil(L, 5)) {
+        const char *owner = luaL_checkstring(L, 5);
+        uint64_t epoch = (uint64_t)lhl_check_int(L, 6, 0, INT64_MAX);
+        uint64_t seq = (uint64_t)lhl_check_int(L, 7, 0, INT64_MAX);
+        int64_t ttl = lhl_check_int(L, 8, 1, HILOCK_MAX_TIME_MS);
+        size_t len = strlen(p->n.latch_prefix) + strlen(owner) + 48;
+        char *buf = malloc(len);
+        if (!buf)
+            return luaL_error(L, "out of memory");
+        int rc = hl_sem_latch_arg(buf, len, &p->n, owner, epoch, seq);
+        if (rc == 0)
+            rc = hl_semwait_set_latch(&m->m, buf, ttl);
+        free(buf);
+        if (rc == HILOCK_ENOMEM)
+            return luaL_error(L, "out of memory");
+        if (rc)
+            return sem_invalid(L, "a request latch needs an owner (no ':' at its end)");
+    }
     return 1;
 }
 
@@ -2161,6 +2184,8 @@ static psw *check_psw(lua_State *L, int idx)
 static int psw_free(lua_State *L)
 {
     psw *m = (psw *)luaL_checkudata(L, 1, PSW_MT);
+    if (m->ok)
+        hl_semwait_free(&m->m);
     m->ok = 0;
     return 0;
 }
@@ -2225,6 +2250,18 @@ static int psw_on_error(lua_State *L)
     return 0;
 }
 
+/* w:on_reply_lost([err]) -- the try was sent and no reply came (its
+ * connection died or timed out): the server may have run it. A latched
+ * semaphore try or a permit-expirable one is then settled by the machine
+ * (its next sends say how) before it ends with the error. */
+static int psw_on_reply_lost(lua_State *L)
+{
+    psw *m = check_psw(L, 1);
+    m->m.cmd.reply_lost = 1;
+    hl_semwait_on_error(&m->m, lhl_err_code(luaL_optstring(L, 2, NULL)), lhl_mono_ms());
+    return 0;
+}
+
 static int psw_on_subscribed(lua_State *L)
 {
     hl_semwait_on_subscribed(&check_psw(L, 1)->m, lua_toboolean(L, 2), lhl_mono_ms());
@@ -2257,6 +2294,7 @@ static const luaL_Reg psw_methods[] = {
     {"next", psw_next},
     {"on_reply", psw_on_reply},
     {"on_error", psw_on_error},
+    {"on_reply_lost", psw_on_reply_lost},
     {"on_subscribed", psw_on_subscribed},
     {"on_wake", psw_on_wake},
     {"on_resubscribe", psw_on_resubscribe},

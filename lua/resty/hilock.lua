@@ -1967,7 +1967,12 @@ local function sem_op(self, verb, arg)
 end
 
 -- Drive the engine's wait machine m; returns what its "done" says.
-local function sem_wait(self, m, err)
+-- resend: a try whose pooled connection turns out dead may be sent once
+-- more (a latched semaphore try or a permit-expirable one: the copy takes
+-- nothing twice). A try that went out and got no reply (its connection
+-- died, or the reply timed out) is the machine's to settle
+-- (m:on_reply_lost: its next sends give back what it may have taken).
+local function sem_wait(self, m, err, resend)
     if not m then
         return nil, err
     end
@@ -1976,19 +1981,28 @@ local function sem_wait(self, m, err)
     while true do
         local act, a1, a2 = m:next()
         if act == "send" then
-            local r, rerr = exec(c, slot, a1, st)
+            local r, rerr, unknown, lost = exec(c, slot, a1, st, resend)
             if r then
                 local again = m:on_reply(r)
                 if again then
-                    r, rerr = exec(c, slot, again, st)
+                    local lost2
+                    r, rerr, unknown, lost2 = exec(c, slot, again, st, resend)
+                    lost = lost or lost2
                     if r then
                         m:on_reply(r)
                     end
                 end
             end
+            if lost or unknown then
+                latch_move_on(c) -- a copy may still come: later calls use other keys
+            end
             if not r then
-                st_close(st)
-                m:on_error(rerr)
+                st_close(st) -- a timed-out reply is never read: its connection goes
+                if lost or unknown then
+                    m:on_reply_lost(rerr)
+                else
+                    m:on_error(rerr)
+                end
             end
         elseif act == "subscribe" then
             st_done(c, st) -- do not sit on a pooled connection while waiting
@@ -2055,13 +2069,21 @@ function Sem:acquire(a, b)
     need(self, "acquire", "semaphore", "permit")
     if self.kind_name == "permit" then
         local lease_ms = seconds(b, 0, false, "lease") -- nil: until released
-        local ok, id = sem_wait(self, self.p:wait(1, seconds(a, -1, true, "wait"), lease_ms))
+        local ok, id = sem_wait(self, self.p:wait(1, seconds(a, -1, true, "wait"), lease_ms),
+                                nil, true)
         if not ok then
             return nil, id
         end
         return id
     end
-    return sem_wait(self, self.p:wait(a or 1, seconds(b, -1, true, "wait")))
+    -- the owner's request latch: a try sent again takes nothing twice, and
+    -- one whose reply was lost is settled before the call fails
+    local c = self.client
+    c.seq = c.seq + 1
+    local m, err = self.p:wait(a or 1, seconds(b, -1, true, "wait"), nil,
+                               str_format("%s:%d", c.uuid, request_tid()), latch_epoch(c),
+                               c.seq, c.latch_ttl_ms)
+    return sem_wait(self, m, err, true)
 end
 
 -- Latch: l:await([wait]) -> true once the count is zero | nil, err ("timeout")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -294,3 +295,86 @@ def test_resty_garbage_payloads_on_lock_channel_are_ignored(nginx, server, name)
         report("openresty waiter woken after garbage payloads", time.monotonic() - t0)
     finally:
         holder.close()
+
+
+# ---- a plain semaphore's acquire under the engine's request latch ----
+
+def _sem_warm(a, name):
+    """Scripts loaded (acquire, release) and a pooled connection; 3 permits."""
+    assert a("setp sem %s 3" % name) == "ok 1"
+    assert a("acquire sem %s 1 0 0" % name) == "ok 1"
+    assert a("release sem %s 1" % name) == "ok"
+
+
+def test_resty_sem_reply_lost_on_pooled_connection_takes_once(nginx, server, proxy, name):
+    """The try's reply is lost with its pooled connection: sent once more,
+    the request latch answers the first copy's grant. Three permits, one
+    acquire: two free, one release: three (before: the lost reply was an
+    error and the first copy's permit stayed taken)."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
+    _sem_warm(a, name)
+    proxy.reset_on_reply(name.encode())
+    assert a("acquire sem %s 1 2000 0" % name) == "ok 1"
+    assert proxy.fired("reset-on-reply") == 1
+    assert server("GET", name) == "2", "one acquire took two permits, or none"
+    assert a("release sem %s 1" % name) == "ok"
+    assert server("GET", name) == "3"
+
+
+def test_resty_sem_reply_lost_on_fresh_connection_keeps_nothing(nginx, server, proxy, name):
+    """No pooled connection: not sent again; the machine settles the try
+    through its latch (sem_settle.lua gives its permit back, a late copy
+    takes nothing): the acquire fails and every permit is free (before: the
+    failed acquire kept the permit the server had taken)."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
+    _sem_warm(a, name)
+    proxy.reset()  # the pooled connections die: the next one is new
+    time.sleep(0.2)
+    proxy.reset_on_reply(name.encode())
+    answer = a("acquire sem %s 1 2000 0" % name)
+    assert answer.startswith("err connection"), answer
+    assert proxy.fired("reset-on-reply") == 1
+    assert server("GET", name) == "3", "a failed acquire kept a permit"
+    # the request is marked given up (a late copy takes nothing), with the
+    # one permit it had taken and that was given back
+    marks = [server("GET", k) for k in server("KEYS", "hilock_sem_latch:{%s}:*" % name)]
+    assert [v for v in marks if re.fullmatch(r"x\d+:1", v)], marks
+
+
+def test_resty_sem_acquire_timed_out_on_stopped_server_keeps_nothing(nginx, server, name):
+    """The server SIGSTOPped with the acquire on the wire: its reply times
+    out (400 ms), the settle goes out on a new connection and is answered
+    once the server resumes; whichever of the two runs first, no permit
+    stays taken (before: the late acquire kept its permit)."""
+    a = Actor(nginx, server.url, command_timeout_ms=400)
+    _sem_warm(a, name)
+    server.pause()
+    timer = threading.Timer(0.9, server.resume)
+    timer.start()
+    try:
+        answer = a("acquire sem %s 1 2000 0" % name)
+    finally:
+        timer.join()
+        server.resume()
+    assert answer.startswith("err connection"), answer
+    wait_for(lambda: server("GET", name) == "3", 5, "every permit free again")
+    time.sleep(0.3)  # nothing late takes one afterwards
+    assert server("GET", name) == "3", "a timed-out acquire kept a permit"
+
+
+def test_resty_permit_reply_lost_on_fresh_connection_keeps_nothing(nginx, server, proxy, name):
+    """A permit-expirable acquire's reply lost on a connection opened for
+    it: the machine gives its id back before the call fails (before: the
+    permit stayed taken until its lease ended, forever without one)."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
+    assert a("setp pes %s 3" % name) == "ok 1"
+    assert a("acquire pes %s 1 0 0" % name) == "ok 1"
+    assert a("release pes %s" % name) == "ok"
+    proxy.reset()
+    time.sleep(0.2)
+    proxy.reset_on_reply(name.encode())
+    answer = a("acquire pes %s 1 2000 0" % name)
+    assert answer.startswith("err connection"), answer
+    assert proxy.fired("reset-on-reply") == 1
+    assert server("GET", name) == "3", "a failed acquire kept a permit"
+    assert server("ZCARD", "{%s}:timeout" % name) == 0

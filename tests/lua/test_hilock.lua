@@ -584,6 +584,22 @@ test("proto: acquire and release machines start again (m:restart)", function()
   assert(not b1:find(":" .. o1 .. ":3:7", 1, true), "no latch before")
   raises(function() m:latch(-1, 7, 5000) end)
   eq(proto.acquire_latch_ttl(1000, 1000), 5000, "the engine's latch lifetime")
+  -- a plain semaphore's request latch: the key "<prefix>:<owner>:<epoch>",
+  -- its seq and lifetime; a lost try is settled through it
+  local sp = proto.sem("sl", "semaphore")
+  local _, pb = sp:wait(2, 0):next()
+  assert(not pb:find("hilock_sem_latch", 1, true), "no latch unless asked")
+  local sw = sp:wait(2, 0, nil, "u:9", 3, 7, 5000)
+  local _, sb = sw:next()
+  assert(sb:find("hilock_sem_latch:{sl}:u:9:3", 1, true) and sb:find("5000", 1, true),
+         "latched try")
+  sw:on_reply_lost("connection: reset")
+  local sact, ssb = sw:next()
+  eq(sact, "send", "a lost try is settled")
+  assert(ssb ~= sb and ssb:find("hilock_sem_latch:{sl}:u:9:3", 1, true), "the settle, latched")
+  sw:free()
+  raises(function() sp:wait(2, 0, nil, "u:9", -1, 7, 5000) end)
+  raises(function() sp:wait(2, 0, nil, "u:9", 3, 7, 0) end)
   -- renewals of many holds in one script call, one outcome per hold
   local q = proto.lock("rs{y}")
   local many = proto.renew_many_cmd({ p, q }, { o1, o2 }, 30000)
