@@ -16,6 +16,11 @@ behind the same TCP fault proxy as the C/Python scenarios.
   but settled (the engine's machine asks the latch): no hold is left;
 - an acquire whose reply timed out is settled on its own connection; when
   that connection dies too, on a new one (the settle machine's reconnect).
+- a plain semaphore's acquire whose reply is lost is sent once more on a
+  dead pooled connection (its request latch answers the first copy) or
+  settled by the machine (a fresh connection, a timed-out reply on a
+  SIGSTOPped server): the permits left taken are the ones the caller holds;
+  a permit-expirable acquire's lost try gives its id back.
 (The pub/sub connection killed during a wait is tests/openresty (i) and the
 conformance pubsub-killed scenario.)
 """
@@ -299,11 +304,24 @@ def test_resty_garbage_payloads_on_lock_channel_are_ignored(nginx, server, name)
 
 # ---- a plain semaphore's acquire under the engine's request latch ----
 
-def _sem_warm(a, name):
+def _sem_warm(a, name, kind="sem"):
     """Scripts loaded (acquire, release) and a pooled connection; 3 permits."""
-    assert a("setp sem %s 3" % name) == "ok 1"
-    assert a("acquire sem %s 1 0 0" % name) == "ok 1"
-    assert a("release sem %s 1" % name) == "ok"
+    assert a("setp %s %s 3" % (kind, name)) == "ok 1"
+    assert a("acquire %s %s 1 0 0" % (kind, name)) == "ok 1"
+    assert a("release %s %s 1" % (kind, name)) == "ok"
+
+
+def _sem_lost_on_fresh_connection(a, server, proxy, name, kind):
+    """An acquire whose reply is lost with the connection opened for it
+    fails, and every permit is free again when it returns."""
+    _sem_warm(a, name, kind)
+    proxy.reset()  # the pooled connections die: the next one is new
+    time.sleep(0.2)
+    proxy.reset_on_reply(name.encode())
+    answer = a("acquire %s %s 1 2000 0" % (kind, name))
+    assert answer.startswith("err connection"), answer
+    assert proxy.fired("reset-on-reply") == 1
+    assert server("GET", name) == "3", "a failed acquire kept a permit"
 
 
 def test_resty_sem_reply_lost_on_pooled_connection_takes_once(nginx, server, proxy, name):
@@ -326,15 +344,8 @@ def test_resty_sem_reply_lost_on_fresh_connection_keeps_nothing(nginx, server, p
     through its latch (sem_settle.lua gives its permit back, a late copy
     takes nothing): the acquire fails and every permit is free (before: the
     failed acquire kept the permit the server had taken)."""
-    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
-    _sem_warm(a, name)
-    proxy.reset()  # the pooled connections die: the next one is new
-    time.sleep(0.2)
-    proxy.reset_on_reply(name.encode())
-    answer = a("acquire sem %s 1 2000 0" % name)
-    assert answer.startswith("err connection"), answer
-    assert proxy.fired("reset-on-reply") == 1
-    assert server("GET", name) == "3", "a failed acquire kept a permit"
+    _sem_lost_on_fresh_connection(Actor(nginx, proxy.url(), command_timeout_ms=1000), server,
+                                  proxy, name, "sem")
     # the request is marked given up (a late copy takes nothing), with the
     # one permit it had taken and that was given back
     marks = [server("GET", k) for k in server("KEYS", "hilock_sem_latch:{%s}:*" % name)]
@@ -366,15 +377,6 @@ def test_resty_permit_reply_lost_on_fresh_connection_keeps_nothing(nginx, server
     """A permit-expirable acquire's reply lost on a connection opened for
     it: the machine gives its id back before the call fails (before: the
     permit stayed taken until its lease ended, forever without one)."""
-    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
-    assert a("setp pes %s 3" % name) == "ok 1"
-    assert a("acquire pes %s 1 0 0" % name) == "ok 1"
-    assert a("release pes %s" % name) == "ok"
-    proxy.reset()
-    time.sleep(0.2)
-    proxy.reset_on_reply(name.encode())
-    answer = a("acquire pes %s 1 2000 0" % name)
-    assert answer.startswith("err connection"), answer
-    assert proxy.fired("reset-on-reply") == 1
-    assert server("GET", name) == "3", "a failed acquire kept a permit"
+    _sem_lost_on_fresh_connection(Actor(nginx, proxy.url(), command_timeout_ms=1000), server,
+                                  proxy, name, "pes")
     assert server("ZCARD", "{%s}:timeout" % name) == 0
