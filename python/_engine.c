@@ -424,7 +424,9 @@ typedef struct {
 } AcquireObject;
 
 /* n.acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0,
- *           latch_ttl_ms=0) -> Acquire
+ *           latch_ttl_ms=0, line_window_ms=0) -> Acquire
+ * line_window_ms > 0 (with wait_ms 0): a multi-lock member's one try that
+ * joins a fair lock's line (hl_acquire_set_line; see ml_line_window).
  * latch_epoch >= 0: every attempt of this call is idempotent under the
  * owner's acquire latch (hl_acquire_latch_arg: epoch = the client's count of
  * attempts whose reply was lost, seq = unique per call within the client),
@@ -433,14 +435,15 @@ static PyObject *names_acquire(PyObject *self, PyObject *args)
 {
     NamesObject *n = (NamesObject *)self;
     const char *owner;
-    long long wait, lease, window, epoch = -1, seq = 0, latch_ttl = 0;
-    if (!PyArg_ParseTuple(args, "sLLL|LLL:acquire", &owner, &wait, &lease, &window, &epoch,
-                          &seq, &latch_ttl))
+    long long wait, lease, window, epoch = -1, seq = 0, latch_ttl = 0, line = 0;
+    if (!PyArg_ParseTuple(args, "sLLL|LLLL:acquire", &owner, &wait, &lease, &window, &epoch,
+                          &seq, &latch_ttl, &line))
         return NULL;
     const char *ow = check_owner(owner);
     if (!ow || check_range(wait, -1, HILOCK_MAX_TIME_MS, "wait_ms") ||
         check_range(lease, 1, HILOCK_MAX_TIME_MS, "lease_ms") ||
-        check_range(window, 1, HILOCK_MAX_TIME_MS, "window_ms"))
+        check_range(window, 1, HILOCK_MAX_TIME_MS, "window_ms") ||
+        check_range(line, -1, HILOCK_MAX_TIME_MS, "line_window_ms"))
         return NULL;
     if (epoch >= 0 && (check_range(seq, 0, INT64_MAX, "latch_seq") ||
                        check_range(latch_ttl, 1, HILOCK_MAX_TIME_MS, "latch_ttl_ms")))
@@ -459,6 +462,7 @@ static PyObject *names_acquire(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     m->ok = 1;
+    hl_acquire_set_line(&m->a, line);
     if (epoch >= 0) {
         size_t len = strlen(n->n.name) + 2 * HL_OWNER_MAX + 128;
         char *latch = malloc(len);
@@ -628,6 +632,31 @@ static PyObject *names_extend(PyObject *self, PyObject *args)
     return (PyObject *)m;
 }
 
+/* n.fair_cancel(owner, window_ms) -> Call: leave the fair lock's line
+ * (done value 1 left, 0 was not in it); window_ms: the one the attempts
+ * joined it with (a multi-lock's, ml_line_window) */
+static PyObject *names_fair_cancel(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    const char *owner;
+    long long window;
+    if (!PyArg_ParseTuple(args, "sL:fair_cancel", &owner, &window))
+        return NULL;
+    const char *ow = check_owner(owner);
+    if (!ow || check_range(window, 1, HILOCK_MAX_TIME_MS, "window_ms"))
+        return NULL;
+    if (n->kind != HILOCK_KIND_FAIR) {
+        PyErr_SetString(PyExc_ValueError, "fair_cancel: not a fair lock");
+        return NULL;
+    }
+    CallObject *m = new_call(self, hl_decode_int);
+    if (!m)
+        return NULL;
+    memcpy(m->owner, ow, strlen(ow) + 1);
+    hl_cmd_fair_cancel(&m->cmd, &n->n, m->owner, window);
+    return (PyObject *)m;
+}
+
 /* n.renew_cmd(owner, lease_ms, eval=False) -> bytes */
 static PyObject *names_renew_cmd(PyObject *self, PyObject *args)
 {
@@ -712,8 +741,10 @@ static PyObject *names_wait_channel(PyObject *self, PyObject *args)
 static PyMethodDef names_methods[] = {
     {"wait_channel", names_wait_channel, METH_VARARGS, "wait_channel(owner) -> str"},
     {"acquire", names_acquire, METH_VARARGS,
-     "acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0, latch_ttl_ms=0)"
-     " -> Acquire"},
+     "acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0, latch_ttl_ms=0,"
+     " line_window_ms=0) -> Acquire"},
+    {"fair_cancel", names_fair_cancel, METH_VARARGS,
+     "fair_cancel(owner, window_ms) -> Call (value 1 left the line, 0 was not in it)"},
     {"release", names_release, METH_VARARGS,
      "release(owner, acquired_lease_ms, watchdog_lease_ms, request_id, command_timeout_ms,"
      " timeout_ms=0) -> Release"},
@@ -1694,6 +1725,26 @@ static PyObject *m_ml_take_back(PyObject *self, PyObject *args)
     return PyBool_FromLong(hl_ml_take_back(redlock, reentry, rc));
 }
 
+static PyObject *m_ml_line_window(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int kind;
+    long long wait, window;
+    if (!PyArg_ParseTuple(args, "iLL:ml_line_window", &kind, &wait, &window))
+        return NULL;
+    return PyLong_FromLongLong(hl_ml_line_window((hilock_kind)kind, wait, window));
+}
+
+static PyObject *m_ml_in_line(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long window;
+    int rc;
+    if (!PyArg_ParseTuple(args, "Li:ml_in_line", &window, &rc))
+        return NULL;
+    return PyBool_FromLong(hl_ml_in_line(window, rc));
+}
+
 static PyObject *m_ml_hold_lost(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -2125,6 +2176,11 @@ static PyMethodDef module_methods[] = {
      "ml_success(redlock, n, ok, fatal, validity_ms) -> bool"},
     {"ml_take_back", m_ml_take_back, METH_VARARGS,
      "ml_take_back(redlock, reentry, rc) -> bool: release member after a failed attempt"},
+    {"ml_line_window", m_ml_line_window, METH_VARARGS,
+     "ml_line_window(kind, wait_ms, client_window_ms) -> ms: a fair member's line window,"
+     " -1 none"},
+    {"ml_in_line", m_ml_in_line, METH_VARARGS,
+     "ml_in_line(window_ms, rc) -> bool: the call may have an entry in the member's line"},
     {"ml_hold_lost", m_ml_hold_lost, METH_VARARGS,
      "ml_hold_lost(redlock, n, nacquired, nlost) -> bool"},
     {"now_ms", m_now_ms, METH_NOARGS, "the engine's monotonic clock, ms"},

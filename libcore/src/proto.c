@@ -750,6 +750,11 @@ int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl
     return 0;
 }
 
+void hl_acquire_set_line(hl_acquire *a, int64_t window_ms)
+{
+    a->line_window_ms = window_ms > 0 && a->wait_ms == 0 ? window_ms : 0;
+}
+
 void hl_acquire_free(hl_acquire *a)
 {
     if (!a)
@@ -775,7 +780,10 @@ hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
             if (a->kind == HILOCK_KIND_FAIR && a->wait_ms != 0)
                 a->queued = 1; /* the script may put us in line */
             hl_cmd_acquire_latched(&a->cmd, a->kind, a->names, a->owner, a->lease_ms,
-                                   a->wait_ms == 0 ? -1 : a->window_ms, a->latch,
+                                   a->wait_ms != 0         ? a->window_ms
+                                   : a->line_window_ms > 0 ? a->line_window_ms
+                                                           : -1,
+                                   a->latch,
                                    a->latch_ttl_ms);
             return HL_ACT_SEND;
         case ST_SETTLE:

@@ -368,6 +368,10 @@ typedef struct hl_acquire {
     int64_t lease_ms;
     int64_t wait_ms;   /* 0 one try, -1 forever */
     int64_t window_ms; /* fair: this waiter's window */
+    int64_t line_window_ms; /* a one try (wait 0) that joins a fair lock's
+                               line with this window (> 0), for a multi-lock
+                               that waits in it (hl_ml_line_window; the
+                               multi-lock leaves the line itself); 0: none */
     /* state */
     int state;
     int subscribed;    /* 1 while the driver holds a subscription for us */
@@ -416,6 +420,11 @@ HL_HIDDEN int hl_acquire_latch_arg(char *buf, size_t len, const hl_names *n, con
  * 0, HILOCK_EINVAL (latch_key not "<key>:<seq>") or HILOCK_ENOMEM. */
 #define HL_SETTLE_TRIES 3
 HL_HIDDEN int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl_ms);
+/* A one-try machine (wait_ms 0) of a multi-lock member: its attempt joins
+ * the fair lock's line with window_ms (hl_ml_line_window; < 1: no line, the
+ * default). The machine does not leave the line when it finishes: the
+ * multi-lock does, once its whole call ends (hl_ml_in_line, hl_cmd_fair_cancel). */
+HL_HIDDEN void hl_acquire_set_line(hl_acquire *a, int64_t window_ms);
 HL_HIDDEN hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_reply(hl_acquire *a, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms);

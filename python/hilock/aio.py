@@ -480,6 +480,27 @@ class _Waiter:
             self.fut.set_result(None)
 
 
+class _MemberWaiter(_Waiter):
+    """A multi-lock's listener on one member's channel: passes a wake-up
+    on to the call's waiter only while the member is held by another owner
+    (the engine's hl_ml_wakes_on); the call's own take-back of a member it
+    took publishes there too, and must not wake it."""
+
+    __slots__ = ("parent", "armed")
+
+    def __init__(self, parent: _Waiter) -> None:
+        super().__init__()
+        self.parent = parent
+        self.armed = True
+
+    def move(self) -> None:
+        self.parent.move()
+
+    def wake(self) -> None:
+        if self.armed:
+            self.parent.wake()
+
+
 class _Channel:
     __slots__ = ("name", "members", "ready", "wakes")
 
@@ -1583,11 +1604,13 @@ class Client:
 
 
 async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
-                       cancel: _Cancel, keep: bool = False
+                       cancel: _Cancel, keep: bool = False, line_ms: int = 0
                        ) -> Tuple[int, int, int, Optional[_Conn]]:
     """One run of the acquire machine: (result, hold_count, token, conn);
     keep: conn is the granting attempt's connection (for the replica
-    acknowledgement; the caller gives it back), else None."""
+    acknowledgement; the caller gives it back), else None. line_ms > 0: a
+    multi-lock member's one try joins the fair lock's line with that window
+    (the multi-lock leaves it)."""
     loop = c._loop
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
@@ -1595,7 +1618,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     # the acquire latch on every topology (a migrating slot makes the
     # scripts go on without it: acquire_latch.lua)
     m = names.acquire(owner, wait_ms, lease_ms, c._window_ms, c._latch_epoch, c._seq,
-                      c._latch_ttl_ms)
+                      c._latch_ttl_ms, line_ms)
     w: Optional[_Waiter] = None
     channel = ""
     held: Optional[_Conn] = None  # the last attempt's connection (keep)
@@ -2099,14 +2122,14 @@ class MultiLock:
     def _member(lk: Lock, tid: int) -> Tuple[Client, Any, str, int]:
         return lk._c, lk._n, _E.hold_owner(lk._n.kind, lk._c._id, tid), tid
 
-    async def _one_try(self, lk: Lock, lease_ms: int, tid: int) -> int:
+    async def _one_try(self, lk: Lock, lease_ms: int, tid: int, line_ms: int) -> int:
         c, n, owner, tid = self._member(lk, tid)
         c._check()
         lease = c._wd_ms if lease_ms == 0 else lease_ms
         cancel = _Cancel()
         try:
             result, _h, _t, conn = await _run_acquire(c, n, owner, 0, lease, cancel,
-                                                      keep=c._ack)
+                                                      keep=c._ack, line_ms=line_ms)
             if conn is not None and not await c._replica_ack(conn, cancel):
                 await _release_quietly(c, n, owner, (n.kind, n.name, owner))
                 result = _E.E_CONN
@@ -2124,6 +2147,14 @@ class MultiLock:
         if cancel.exc is not None:
             raise cancel.exc
         return int(result)
+
+    async def _leave_line(self, lk: Lock, tid: int, window_ms: int) -> None:
+        c, n, owner, _tid = self._member(lk, tid)
+        try:
+            await c._run_call(n.fair_cancel(owner, window_ms),
+                              f"leaving the line of {lk.name!r}", n.slot)
+        except Error:
+            pass  # best effort: the line drops a silent waiter at its deadline
 
     async def _give_back(self, lk: Lock, tid: int) -> None:
         c, n, owner, _tid = self._member(lk, tid)
@@ -2145,36 +2176,48 @@ class MultiLock:
         tid = self._tid_now()
         waiter = _Waiter()
         joined: List[Tuple[_PubSub, str]] = []
+        # a held fair member's unlock wakes only the head of its line: the
+        # call waits in that line (the engine's window) on its own channel
+        window = [_E.ml_line_window(lk._n.kind, w, lk._c._window_ms) for lk in locks]
+        in_line = [False] * n
+        mws = [_MemberWaiter(waiter) for _ in locks]
+        joined_w: List[_Waiter] = []
 
         async def listen() -> None:
-            for lk in locks:  # listen first: an unlock during the attempt still wakes us
+            for lk, mw in zip(locks, mws):  # listen first: an unlock during the attempt wakes us
                 c, nm, owner, _tid = self._member(lk, tid)
                 c._check()
                 ch = nm.wait_channel(owner)
                 try:
-                    ps, _ok = await c._join(nm.slot, ch, waiter, c._cmd_ms)
+                    ps, _ok = await c._join(nm.slot, ch, mw, c._cmd_ms)
                 except BaseException:
-                    _leave(c, None, ch, waiter)  # cancelled while joining
+                    _leave(c, None, ch, mw)  # cancelled while joining
                     raise
                 if ps is not None:
                     joined.append((ps, ch))
+                    joined_w.append(mw)
 
         try:
             await listen()
             while True:
                 if waiter.moved:  # a member's channel moved (cluster): listen again
-                    for ps, ch in joined:
-                        ps.leave(ch, waiter)
+                    for (ps, ch), mw in zip(joined, joined_w):
+                        ps.leave(ch, mw)
                     joined.clear()
+                    joined_w.clear()
                     waiter.moved = False
                     await listen()
                 waiter.woken = False
                 t0 = _E.now_ms()
-                rcs = await asyncio.gather(*(self._one_try(lk, l, tid) for lk in locks),
+                rcs = await asyncio.gather(*(self._one_try(lk, l, tid, max(0, window[i]))
+                                             for i, lk in enumerate(locks)),
                                            return_exceptions=True)
                 t1 = _E.now_ms()
                 cancelled = next((r for r in rcs if isinstance(r, BaseException)), None)
                 codes = [r if isinstance(r, int) else _E.E_CANCELED for r in rcs]
+                for i, r in enumerate(codes):
+                    in_line[i] = _E.ml_in_line(window[i], r)
+                    mws[i].armed = r == _E.E_TIMEDOUT  # held by another: its unlock is ours
                 ok = sum(1 for r in codes if r == 0)
                 fatal = next((r for r in codes if r not in (0, _E.E_TIMEDOUT)
                               and r not in (_E.E_CONN, _E.E_CANCELED)), 0)
@@ -2195,6 +2238,9 @@ class MultiLock:
                 ttls = await asyncio.gather(*(lk.ttl() for lk, r in zip(locks, codes) if r != 0),
                                             return_exceptions=True)
                 bound = max([t for t in ttls if isinstance(t, float) and t != math.inf] or [0.05])
+                for i, r in enumerate(codes):  # in a line: not silent for a window
+                    if in_line[i] and window[i] > 1:
+                        bound = min(bound, window[i] / 2000.0)
                 if deadline is not None:
                     bound = min(bound, deadline - loop.time())
                 if bound > 0:
@@ -2203,8 +2249,14 @@ class MultiLock:
                     if cancel.exc is not None:
                         raise cancel.exc
         finally:
-            for ps, ch in joined:
-                ps.leave(ch, waiter)
+            for (ps, ch), mw in zip(joined, joined_w):
+                ps.leave(ch, mw)
+            # leave every line the call may still be in (granted, wait over,
+            # cancelled, failed), all at once; a second cancel does not stop it
+            leave = [self._leave_line(lk, tid, window[i]) for i, lk in enumerate(locks)
+                     if in_line[i]]
+            if leave:
+                await asyncio.shield(asyncio.gather(*leave))
 
     async def release(self) -> None:
         """Release every member (each one that fails is reported after all

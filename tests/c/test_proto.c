@@ -1035,6 +1035,38 @@ static void t_sm_cancel(void)
     hl_acquire_free(&a);
 }
 
+/* hl_acquire_set_line: a multi-lock member's one try joins the fair line
+ * with the window given and leaves it in place when it finishes (the
+ * multi-lock leaves it at the end of its call); without it, or on a machine
+ * that waits, nothing changes. */
+static void t_sm_one_try_line(void)
+{
+    for (int line = 0; line < 2; line++) {
+        hl_acquire a;
+        CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_FAIR, &N, OWNER, 0, 5000, 300000,
+                                              1000), 0);
+        if (line)
+            hl_acquire_set_line(&a, 4000);
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+        CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_FAIR_LOCK);
+        CU_ASSERT(arg_is(&a.cmd, 8, line ? "4000" : "0"));
+        CU_ASSERT(arg_is(&a.cmd, 9, line ? "1" : "0"));
+        redisReply *r = TH_RESP("*2\r\n:0\r\n:4000\r\n");
+        hl_acquire_on_reply(&a, r, 1001);
+        freeReplyObject(r);
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_DONE); /* no fair_cancel */
+        CU_ASSERT_EQUAL(a.result, HILOCK_ETIMEDOUT);
+        hl_acquire_free(&a);
+    }
+    hl_acquire a; /* a waiting machine keeps its own window */
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_FAIR, &N, OWNER, 7000, 5000, 300000,
+                                          1000), 0);
+    hl_acquire_set_line(&a, 4000);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1000), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&a.cmd, 8, "7000"));
+    hl_acquire_free(&a);
+}
+
 static void t_sm_subscribe_fails(void)
 {
     /* Without a subscription the machine still retries on its own timer
@@ -1192,6 +1224,7 @@ int main(void)
     CU_add_test(m, "acquired after a wait", t_sm_acquire_after_wait);
     CU_add_test(m, "WRONGTYPE stops at once", t_sm_wrongtype_stops);
     CU_add_test(m, "cancel: leaves the line, unsubscribes, ECANCELED", t_sm_cancel);
+    CU_add_test(m, "one try in a multi-lock's fair line", t_sm_one_try_line);
     CU_add_test(m, "subscribe failure: timed retries", t_sm_subscribe_fails);
     return th_cu_run();
 }

@@ -623,6 +623,85 @@ def test_multilock_and_redlock(servers: List[RedisServer], name: str) -> None:
     run(main())
 
 
+def scripts_run(s: RedisServer) -> int:
+    """Script runs the server has answered (INFO commandstats)."""
+    info = s("INFO", "commandstats")
+    info = info.decode() if isinstance(info, bytes) else info
+    n = 0
+    for line in info.splitlines():
+        if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")):
+            n += int(line.split("calls=")[1].split(",")[0])
+    return n
+
+
+def test_multilock_fair_member_messages(servers: List[RedisServer], name: str) -> None:
+    """A held FAIR member wakes a waiting multi-lock by message: the call
+    joins the member's line and listens on its own waiter channel, which the
+    member's unlock uses for the head of the line (as libcore's multi-lock,
+    test_multilock 'fair member'). While the member is held (lease 20 s) the
+    waiter runs few scripts there, the unlock hands over at once, and no line
+    entry is left after a grant, a wait that runs out, a cancel or an
+    asyncio timeout."""
+    fair = servers[1]
+    queue, zset = f"redisson_lock_queue:{{{name}}}", f"redisson_lock_timeout:{{{name}}}"
+
+    async def main() -> None:
+        cs = [await aio.connect(s.url) for s in servers]
+        try:
+            def multi() -> aio.MultiLock:
+                return aio.MultiLock([cs[0].lock(name + "a"), cs[1].fair_lock(name),
+                                      cs[2].lock(name + "c")], thread_id=33)
+            other = cs[1].fair_lock(name, thread_id=777)
+            assert await other.acquire(0, lease=20)
+            m = multi()
+            t = asyncio.create_task(m.acquire(wait=5))
+            await asyncio.sleep(0.2)  # tried, in line, asleep
+            assert fair("LLEN", queue) == 1
+            before = scripts_run(fair)
+            await asyncio.sleep(0.8)
+            runs = scripts_run(fair) - before
+            assert not t.done()
+            t0 = time.monotonic()
+            await other.release()
+            assert await t
+            handoff = time.monotonic() - t0
+            print(f"[fair member: {runs} scripts in 800 ms, hand-off {handoff * 1000:.0f} ms]")
+            assert runs <= 2
+            assert handoff < 0.5  # by message, not the 20 s lease
+            assert fair("EXISTS", queue) == 0 and fair("EXISTS", zset) == 0
+            await m.release()
+
+            # the wait runs out: it leaves the line and took nothing
+            assert await other.acquire(0, lease=20)
+            assert not await multi().acquire(wait=0.3)
+            assert fair("EXISTS", queue) == 0 and fair("EXISTS", zset) == 0
+            assert servers[0]("EXISTS", name + "a") == 0
+            assert servers[2]("EXISTS", name + "c") == 0
+
+            # cancelled while asleep in line
+            t = asyncio.create_task(multi().acquire(wait=10))
+            await asyncio.sleep(0.3)
+            assert fair("LLEN", queue) == 1
+            t.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            assert fair("EXISTS", queue) == 0 and fair("EXISTS", zset) == 0
+
+            # an asyncio timeout around the wait
+            if hasattr(asyncio, "timeout"):
+                with pytest.raises(TimeoutError):
+                    async with asyncio.timeout(0.3):
+                        await multi().acquire(wait=10)
+                assert fair("EXISTS", queue) == 0 and fair("EXISTS", zset) == 0
+            assert servers[0]("EXISTS", name + "a") == 0
+            assert servers[2]("EXISTS", name + "c") == 0
+            await other.release()
+        finally:
+            for c in cs:
+                await c.close()
+    run(main())
+
+
 def test_uvloop(redis: RedisServer, name: str) -> None:
     uvloop = pytest.importorskip("uvloop")
 
