@@ -702,6 +702,35 @@ def test_multilock_fair_member_messages(servers: List[RedisServer], name: str) -
     run(main())
 
 
+def test_multilock_own_give_back_does_not_wake(servers: List[RedisServer], name: str) -> None:
+    """A multi-lock waiting on a held (reentrant) member while it took and
+    gave back the others: its give-back's unlock messages on those members'
+    channels do not wake it. It ran the held member's script some 1700
+    times in 800 ms before (woken by its own publishes)."""
+    async def main() -> None:
+        cs = [await aio.connect(s.url) for s in servers]
+        try:
+            other = cs[1].lock(name, thread_id=777)
+            assert await other.acquire(0, lease=20)
+            m = aio.MultiLock([cs[0].lock(name + "a"), cs[1].lock(name),
+                               cs[2].lock(name + "c")], thread_id=33)
+            t = asyncio.create_task(m.acquire(wait=5))
+            await asyncio.sleep(0.2)
+            before = scripts_run(servers[1])
+            await asyncio.sleep(0.8)
+            runs = scripts_run(servers[1]) - before
+            t0 = time.monotonic()
+            await other.release()
+            assert await t
+            assert time.monotonic() - t0 < 0.5  # woken by the holder's unlock
+            assert runs <= 2
+            await m.release()
+        finally:
+            for c in cs:
+                await c.close()
+    run(main())
+
+
 def test_uvloop(redis: RedisServer, name: str) -> None:
     uvloop = pytest.importorskip("uvloop")
 
