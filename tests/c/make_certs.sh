@@ -15,7 +15,10 @@ cd "$d"
 key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
 ca() { # name cn
   key "$1.key"
-  openssl req -x509 -new -key "$1.key" -out "$1.crt" -days 2 -subj "/CN=$2" 2>/dev/null
+  # keyUsage: Python 3.13's default contexts verify strictly (VERIFY_X509_STRICT)
+  # and refuse a CA certificate without it
+  openssl req -x509 -new -key "$1.key" -out "$1.crt" -days 2 -subj "/CN=$2" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
 }
 leaf() { # name ca days cn
   key "$1.key"
