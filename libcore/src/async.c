@@ -1626,7 +1626,7 @@ static void mlhold_free(as_mlhold *h)
     free(h);
 }
 
-enum { ML_START = 0, ML_TRIED, ML_UNDONE, ML_SUBS, ML_RELEASED };
+enum { ML_START = 0, ML_TRIED, ML_UNDONE, ML_SUBS, ML_RELEASED, ML_LEAVING };
 
 struct as_ml {
     hilock_multilock *m;
@@ -1638,6 +1638,10 @@ struct as_ml {
     unsigned char *ready; /* its listener was confirmed before the attempt */
     as_op **listen;
     hl_ml_member *mb;
+    int64_t *window;        /* per member: hl_ml_line_window */
+    unsigned char *in_line; /* per member: the call may have an entry in its line */
+    int fin_rc;             /* ML_LEAVING: the outcome, once the lines are left */
+    int64_t fin_value;
     int64_t lease_ms, wait_ms, deadline, vlease, t0, t1;
     int reentry;
     unsigned attempt;
@@ -1653,6 +1657,8 @@ static void ml_free(as_ml *ml)
     free(ml->ready);
     free(ml->listen);
     free(ml->mb);
+    free(ml->window);
+    free(ml->in_line);
     free(ml);
 }
 
@@ -1747,6 +1753,7 @@ static int ml_child(as_op *op, size_t i, int type)
                             c->t.opts.fair_wait_window_ms, now) != 0)
             goto nomem;
         ch->inited = 1;
+        hl_acquire_set_line(&ch->acq, ml->window[i]); /* a held fair member: wait in line */
         ch->wait_ms = 0;
         ch->deadline = now;
         if (hl_acquire_set_latch(&ch->acq, ch->latch, latch_ttl(c)) != 0)
@@ -1837,8 +1844,8 @@ static void ml_start_listening(as_op *op)
     hilock_async *a = op->a;
     for (size_t i = 0; i < ml->v.n; i++) {
         hilock_lock *l = ml->v.locks[i];
-        if (l->kind == HILOCK_KIND_FAIR)
-            continue; /* its unlock wakes only the head of its own line */
+        /* a fair member: our own waiter channel, which its unlock uses
+         * once we head the line we joined (hl_ml_line_window) */
         int rc = 0;
         as_link *lk = link_get(a, l->client, &rc);
         as_op *ls = lk ? op_new(a, OP_LISTEN, l, op->tid, NULL, NULL) : NULL;
@@ -1864,14 +1871,51 @@ static void ml_start_listening(as_op *op)
 
 static void ml_finish(as_op *op, int rc, int64_t value, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Member i's child that leaves its fair line (fair_cancel.lua). */
+static void ml_leave_line(as_op *op, size_t i)
+{
+    hilock_async *a = op->a;
+    as_ml *ml = op->ml;
+    hilock_lock *l = ml->v.locks[i];
+    int rc = 0;
+    as_link *lk = link_get(a, l->client, &rc);
+    as_op *ch = lk ? op_new(a, OP_SIMPLE, l, op->tid, NULL, NULL) : NULL;
+    if (!ch)
+        return; /* best effort: the line drops a silent waiter at its deadline */
+    ch->parent = op;
+    ch->index = i;
+    ch->link = lk;
+    ch->timeout_ms = ml->v.member_timeout_ms;
+    hl_hold_owner(ch->owner, l->kind, l->client->t.id, op->tid);
+    hl_cmd_fair_cancel(&ch->cmd, &l->names, ch->owner, ml->window[i]);
+    ch->decode = hl_decode_int;
+    ml->pending++;
+    op_queue(ch);
+}
+
+/* The call is over: leave every line it may still be in (all in flight at
+ * once, ML_LEAVING), then finish with rc and value. */
 static void ml_finish(as_op *op, int rc, int64_t value, const char *fmt, ...)
 {
+    as_ml *ml = op->ml;
     ml_stop_listening(op);
     if (fmt) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(op->err, sizeof op->err, fmt, ap);
         va_end(ap);
+    }
+    for (size_t i = 0; ml->in_line && i < ml->v.n; i++) {
+        if (!ml->in_line[i])
+            continue;
+        ml->in_line[i] = 0;
+        ml_leave_line(op, i);
+    }
+    if (ml->pending) {
+        ml->phase = ML_LEAVING;
+        ml->fin_rc = rc;
+        ml->fin_value = value;
+        return;
     }
     op_finish(op, rc, value);
 }
@@ -1912,11 +1956,15 @@ static void step_ml_acquire(as_op *op)
             ml->t1 = now_ms();
             continue;
         }
+        case ML_LEAVING:
+            op_finish(op, ml->fin_rc, ml->fin_value);
+            return;
         case ML_TRIED: {
             ml->ok = ml->busy = 0;
             ml->first_err = ml->fatal = 0;
             for (size_t i = 0; i < n; i++) {
                 int rc = ml->rc[i];
+                ml->in_line[i] = (unsigned char)hl_ml_in_line(ml->window[i], rc);
                 if (rc == 0)
                     ml->ok++;
                 else if (rc == HILOCK_ETIMEDOUT)
@@ -2013,6 +2061,7 @@ static void step_ml_acquire(as_op *op)
                 ml->mb[i].rc = ml->rc[i];
                 ml->mb[i].ttl_ms = ml->ttl[i];
                 ml->mb[i].wakeable = ml->ready[i];
+                ml->mb[i].line_window_ms = ml->in_line[i] ? ml->window[i] : -1;
             }
             int64_t s = hl_ml_wait_ms(ml->v.redlock, ml->mb, n,
                                       ml->v.redlock && ml->ok >= hl_ml_quorum(1, n), backoff, left);
@@ -2100,7 +2149,10 @@ static int ml_op_new(as_op **out, hilock_async *a, hilock_multilock *m, int type
     ml->ready = calloc(n, 1);
     ml->listen = calloc(n, sizeof *ml->listen);
     ml->mb = calloc(n, sizeof *ml->mb);
-    as_op *op = ml->rc && ml->ttl && ml->ready && ml->listen && ml->mb
+    ml->window = calloc(n, sizeof *ml->window);
+    ml->in_line = calloc(n, 1);
+    as_op *op = ml->rc && ml->ttl && ml->ready && ml->listen && ml->mb && ml->window &&
+                        ml->in_line
                     ? op_new(a, type, NULL, tid, cb, payload)
                     : NULL;
     if (!op) {
@@ -2129,6 +2181,9 @@ int hilock_async_multilock_acquire(hilock_async *a, hilock_multilock *m, uint64_
     ml->deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
     ml->vlease = lease_ms > 0 ? lease_ms : ml->v.watchdog_lease_ms;
     ml->reentry = mlhold_find(a, m, tid) != NULL;
+    for (size_t i = 0; i < ml->v.n; i++)
+        ml->window[i] = hl_ml_line_window(ml->v.locks[i]->kind, wait_ms,
+                                          ml->v.locks[i]->client->t.opts.fair_wait_window_ms);
     return op_start(op);
 }
 

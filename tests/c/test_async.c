@@ -492,6 +492,87 @@ static void t_multilock(void)
     free_async(a);
 }
 
+/* Scripts the server has run (EVALSHA + EVAL), from INFO commandstats. */
+static long long scripts_run(void)
+{
+    char buf[8192];
+    if (th_redis_str(&srv, buf, sizeof buf, "INFO commandstats") != 0)
+        return -1;
+    long long total = 0;
+    const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(buf, names[k]);
+        if (p)
+            total += atoll(p + strlen(names[k]));
+    }
+    return total;
+}
+
+/* A held FAIR member wakes a waiting multi-lock by message: the call joins
+ * its line and listens on its own waiter channel (as libcore's blocking
+ * multi-lock, test_multilock 'fair member'). While the member is held
+ * (lease 20 s) the waiter runs few scripts (it polled before: every 1-50
+ * ms), the unlock hands over at once, and no line entry is left after a
+ * grant, a wait that runs out or a cancel. */
+static void t_multilock_fair_member(void)
+{
+    hilock_async *a = new_async();
+    hilock_lock *m1 = NULL, *m2 = NULL, *other = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&m1, cl, "async-mf-1") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&m2, cl, "async-mf-2") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&other, cl, "async-mf-2") == 0);
+    hilock_lock *members[2] = {m1, m2};
+    hilock_multilock *ml = NULL;
+    CU_ASSERT_FATAL(hilock_multilock_new(&ml, members, 2) == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(other, 777, 0, 20000) == 0);
+    res r = {0}, rel = {0};
+    CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 5000, 30000, on_done, &r) == 0);
+    run_for(a, 300); /* tried, in line, asleep */
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-mf-2}"), 1);
+    long long before = scripts_run();
+    run_for(a, 800);
+    long long runs = scripts_run() - before;
+    CU_ASSERT_EQUAL(r.n, 0);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_lock_release_tid(other, 777) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    printf("[%lld scripts in 800 ms, hand-off %lld ms] ", runs, (long long)(r.at - t0));
+    CU_ASSERT(runs <= 3);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.at - t0 < (th_valgrind() ? 2000 : 500));
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
+    CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0);
+
+    /* the wait runs out: it leaves the line, and took nothing */
+    CU_ASSERT_FATAL(hilock_lock_acquire_tid(other, 777, 0, 20000) == 0);
+    CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 300, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-mf-1"), 0);
+
+    /* cancelled while asleep in line */
+    CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, -1, 30000, on_done, &r) == 0);
+    run_for(a, 300);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-mf-2}"), 1);
+    int found = 0;
+    CU_ASSERT(hilock_async_multilock_cancel(&found, a, ml, 1) == 0 && found == 1);
+    CU_ASSERT_FATAL(run_until(a, &r, 3, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECANCELED);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-mf-1"), 0);
+    CU_ASSERT(hilock_lock_release_tid(other, 777) == 0);
+    hilock_multilock_free(ml);
+    hilock_lock_free(m1);
+    hilock_lock_free(m2);
+    hilock_lock_free(other);
+    free_async(a);
+}
+
 /* Redlock over three servers: a majority suffices; one held elsewhere. */
 static void t_redlock(void)
 {
@@ -711,6 +792,7 @@ int main(void)
     CU_add_test(s, "free with operations pending", t_free_pending);
     CU_add_test(s, "a loop that refuses to watch: ECONN, not a hang", t_loop_refuses);
     CU_add_test(s, "multi-lock: all or nothing, woken by a member's message, cancel", t_multilock);
+    CU_add_test(s, "multi-lock: a held fair member wakes it by message", t_multilock_fair_member);
     CU_add_test(s, "redlock: a majority of three servers", t_redlock);
 #ifdef HILOCK_TEST_LIBUV
     CU_add_test(s, "libuv adapter: hand-off", t_libuv);
