@@ -743,6 +743,45 @@ def _settle_conn_closed(conn: "_Conn") -> None:
     """A settling connection of its own (no pool) closed: nothing to do."""
 
 
+async def _connect_within(loop: asyncio.AbstractEventLoop, coro: Any, seconds: float,
+                          proto: "_Conn") -> None:
+    """Run coro (a connection to make for proto) for at most seconds:
+    asyncio.TimeoutError after that. Not asyncio.wait_for: before Python
+    3.12 it returns the result when the caller is cancelled in the loop
+    iteration the connection was made, and the cancellation is lost (an
+    acquire cancelled while its pub/sub connection opened then waited its
+    whole wait). Here the caller's cancellation always raises; a
+    connection made after all is closed."""
+    task = loop.create_task(coro)
+    waiter: "asyncio.Future[None]" = loop.create_future()
+
+    def done(_: Any = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    h = loop.call_later(seconds, done)
+    task.add_done_callback(done)
+    try:
+        await waiter  # set by the task or the timer; cancelled only with the caller
+    except BaseException:
+        _abandon(task, done, proto)
+        raise
+    finally:
+        h.cancel()
+    if not task.done():
+        _abandon(task, done, proto)
+        raise asyncio.TimeoutError()
+    task.result()  # OSError, ssl.SSLError
+
+
+def _abandon(task: "asyncio.Task[Any]", done: Callable[..., None], proto: "_Conn") -> None:
+    """A connection task nobody waits for any more: cancelled; whatever it
+    made is closed and its outcome read (no 'never retrieved' log)."""
+    task.remove_done_callback(done)
+    task.cancel()
+    task.add_done_callback(lambda t: (proto.close(), t.cancelled() or t.exception()))
+
+
 def _wake_false(fut: "asyncio.Future[bool]") -> None:
     if not fut.done():
         fut.set_result(False)
@@ -1348,7 +1387,7 @@ class Client:
                 coro = loop.create_connection(
                     lambda: proto, host or "", port, ssl=self._ssl,
                     server_hostname=(self._server_name or host) if self._ssl else None)
-            await asyncio.wait_for(coro, self._connect_ms / 1000.0)
+            await _connect_within(loop, coro, self._connect_ms / 1000.0, proto)
         except ssl.SSLError as e:
             raise from_code(_E.E_TLS, f"TLS handshake with {what}: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:

@@ -327,6 +327,35 @@ def test_cancel_while_subscribing_leaves_no_listener(redis: RedisServer, name: s
     run(main())
 
 
+def test_cancel_as_connection_is_made_is_not_lost() -> None:
+    """A caller cancelled in the loop iteration its connection was made
+    (the task already due to resume) gets CancelledError, and the
+    connection is closed. asyncio.wait_for before 3.12 returned the result
+    instead: an acquire cancelled while its pub/sub connection opened
+    waited its whole wait (test_cancel_while_subscribing_leaves_no_listener,
+    about 1 run in 25)."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        gate = loop.create_future()
+        proto = aio._Conn(loop)
+
+        async def made() -> None:
+            await gate
+
+        t = asyncio.create_task(aio._connect_within(loop, made(), 5.0, proto))
+        while t._fut_waiter is None:  # type: ignore[attr-defined]
+            await asyncio.sleep(0)
+        gate.set_result(None)
+        while not t._fut_waiter.done():  # type: ignore[attr-defined]
+            await asyncio.sleep(0)  # the connection is made: t is due to resume
+        assert t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        await asyncio.sleep(0)
+        assert proto.closed
+    run(main())
+
+
 def test_cancelled_release_keeps_hold_and_watchdog_in_step(redis: RedisServer, name: str) -> None:
     """A release cancelled while its command is on the wire waits for the
     answer: afterwards the lock is either released and unwatched, or still
