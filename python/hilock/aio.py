@@ -484,7 +484,7 @@ class _MemberWaiter(_Waiter):
     """A multi-lock's listener on one member's channel: passes a wake-up
     on to the call's waiter only while the member is held by another owner
     (the engine's hl_ml_wakes_on); the call's own take-back of a member it
-    took publishes there too, and must not wake it."""
+    took is announced on that channel too, and must not wake it."""
 
     __slots__ = ("parent", "armed")
 
