@@ -1486,9 +1486,10 @@ static int p_ack_retry(lua_State *L)
 
 /* ---- watchdog ---- */
 
-/* proto.renew_outcome(r) -> "renewed" | "lost" | "eval" (send the body now)
+/* proto.renew_outcome(r) -> "renewed" | "lost" | "send_body" (send the command
+ *   again with its script body, now)
  *   | "redirect" (send again through the routed path) | "trouble" (next tick) */
-static const char *const renew_outcome_names[] = {"renewed", "lost", "eval", "redirect",
+static const char *const renew_outcome_names[] = {"renewed", "lost", "send_body", "redirect",
                                                    "trouble"};
 
 static int p_renew_outcome(lua_State *L)

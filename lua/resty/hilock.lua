@@ -1045,7 +1045,7 @@ local function renew_on(self, node, keys, entries, retry)
             break
         end
         local outs = renew_outcomes(r, g)
-        if outs[1] == "eval" then -- NOSCRIPT: the script body, now
+        if outs[1] == "send_body" then -- the script body, now
             r = send_read(sock, rd, renew_cmd(self, entries, g, true))
             if not r then
                 good = false
@@ -1122,7 +1122,7 @@ renew_tick = function(premature, self)
             end
             local sent_at = now_ms()
             local r = call(self, build(false), e.slot)
-            if r and proto.renew_outcome(r) == "eval" then
+            if r and proto.renew_outcome(r) == "send_body" then
                 r = call(self, build(true), e.slot)
             end
             local out = r and proto.renew_outcome(r)
