@@ -48,6 +48,7 @@ const char *lhl_err_prefix(int code)
     case HILOCK_ECLOSED: return "closed";
     case HILOCK_ETLS: return "tls";
     case HILOCK_ECANCELED: return "canceled";
+    case HILOCK_EUNACKED: return "not acknowledged";
     default: return "error";
     }
 }
@@ -58,7 +59,8 @@ int lhl_err_code(const char *msg)
     static const int codes[] = {HILOCK_EINVAL, HILOCK_ETIMEDOUT, HILOCK_ENOTOWNER,
                                 HILOCK_ELOST, HILOCK_ECONN, HILOCK_EPROTO,
                                 HILOCK_EAUTH, HILOCK_EWRONGTYPE, HILOCK_ENOMEM,
-                                HILOCK_ECLOSED, HILOCK_ETLS, HILOCK_ECANCELED};
+                                HILOCK_ECLOSED, HILOCK_ETLS, HILOCK_ECANCELED,
+                                HILOCK_EUNACKED};
     if (!msg)
         return HILOCK_ECONN;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {

@@ -327,12 +327,10 @@ static int acquire_interruptible(lua_State *L, llock *k, const int64_t *time, in
     int rc = HILOCK_ETIMEDOUT;
     if (!fair || time[0] == 0) {
         rc = hilock_lock_acquire_token_tid(token, k->l, tid, 0, time[1]);
-        /* a grant no replica acknowledged was given back (libcore's lock.c
-         * says so): one call with the wait would try again while the wait
-         * lasts, so the waiting call below does; no wait left: the error */
-        const char *msg = rc == HILOCK_ECONN ? hilock_lock_errmsg(k->l) : NULL;
-        int unacked = msg && strstr(msg, "no replica acknowledged it") != NULL;
-        if ((rc != HILOCK_ETIMEDOUT && !unacked) || time[0] == 0)
+        /* a grant no replica acknowledged was given back (HILOCK_EUNACKED):
+         * one call with the wait would try again while the wait lasts, so
+         * the waiting call below does; no wait left: the error */
+        if ((rc != HILOCK_ETIMEDOUT && rc != HILOCK_EUNACKED) || time[0] == 0)
             return rc;
     }
     acq_job j = {k->l, tid, time[0], time[1], 0, 0, {-1, -1}};

@@ -2251,6 +2251,7 @@ PyMODINIT_FUNC PyInit__engine(void)
         {"E_PROTO", HILOCK_EPROTO}, {"E_AUTH", HILOCK_EAUTH},
         {"E_WRONGTYPE", HILOCK_EWRONGTYPE}, {"E_NOMEM", HILOCK_ENOMEM},
         {"E_CLOSED", HILOCK_ECLOSED}, {"E_TLS", HILOCK_ETLS}, {"E_CANCELED", HILOCK_ECANCELED},
+        {"E_UNACKED", HILOCK_EUNACKED},
         {NULL, 0}};
     for (int i = 0; consts[i].n; i++)
         if (PyModule_AddIntConstant(m, consts[i].n, consts[i].v) != 0)

@@ -79,8 +79,13 @@ enum {
     HILOCK_ECLOSED = -10,   /* handle closed, or client inherited across fork() */
     HILOCK_ETLS = -11,      /* TLS handshake failed: the server's certificate did not
                                verify (CA, expiry, name), or the server refused ours */
-    HILOCK_ECANCELED = -12  /* a pending acquire was cancelled (hilock_lock_cancel,
+    HILOCK_ECANCELED = -12, /* a pending acquire was cancelled (hilock_lock_cancel,
                                hilock_multilock_cancel); nothing is held or queued */
+    HILOCK_EUNACKED = -13   /* replica_ack: the server granted the lock but no
+                               replica acknowledged it in time, so it was released
+                               again; nothing is held (a waiting acquire tries again
+                               while its wait lasts and returns this only when the
+                               wait is over) */
 };
 
 /* Static description of a code ("not owner", ...); never NULL. */
@@ -248,7 +253,9 @@ HILOCK_API hilock_client *hilock_lock_client(const hilock_lock *l);
  * While such an attempt on a server is still unsettled, a new attempt there
  * first waits for it (up to the command timeout), then fails with
  * HILOCK_ECONN: a stalled server never collects one connection per attempt
- * (multi-lock and Redlock members fail at once). */
+ * (multi-lock and Redlock members fail at once). With replica_ack on,
+ * HILOCK_EUNACKED when the wait ended while grants were given back because
+ * no replica acknowledged them (nothing held). */
 HILOCK_API int hilock_lock_acquire(hilock_lock *l, int64_t wait_ms, int64_t lease_ms);
 HILOCK_API int hilock_lock_acquire_tid(hilock_lock *l, uint64_t tid, int64_t wait_ms,
                                        int64_t lease_ms);

@@ -1351,7 +1351,7 @@ static void step_ack_release(as_op *op)
     hilock_client *c = op->lock->client;
     int64_t pause = 0;
     if (op->cancel_req || !hl_ack_retry(op->wait_ms, op->deadline, now, &pause)) {
-        int rc = op->cancel_req ? HILOCK_ECANCELED : HILOCK_ECONN;
+        int rc = op->cancel_req ? HILOCK_ECANCELED : HILOCK_EUNACKED;
         snprintf(op->err, sizeof op->err,
                  "lock '%s' released again: no replica acknowledged it within %lld ms",
                  op->lock->names.name, (long long)c->t.opts.replica_ack_timeout_ms);

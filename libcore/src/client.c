@@ -35,6 +35,7 @@ const char *hilock_strerror(int code)
     case HILOCK_ECLOSED: return "client closed or used after fork";
     case HILOCK_ETLS: return "TLS handshake failed (certificate not verified or refused)";
     case HILOCK_ECANCELED: return "acquire cancelled";
+    case HILOCK_EUNACKED: return "released again: no replica acknowledged the grant";
     default: return "unknown error";
     }
 }

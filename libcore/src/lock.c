@@ -522,7 +522,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
         if (!hl_ack_retry(wait_ms, deadline, hl_now_mono_ms(), &pause)) {
             if (p)
                 hl_pending_remove(&l->mu, &l->pending, p);
-            return lock_fail(l, HILOCK_ECONN, err);
+            return lock_fail(l, HILOCK_EUNACKED, err);
         }
         if (hl_pending_is_cancelled(p)) {
             rc = HILOCK_ECANCELED;

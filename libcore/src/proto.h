@@ -686,7 +686,7 @@ HL_HIDDEN void hl_ack_on_reply(hl_ack *k, const redisReply *r);
 HL_HIDDEN void hl_ack_on_error(hl_ack *k);
 /* A grant no replica acknowledged was given back (released): try again?
  * 1 with *pause_ms: sleep that long, then run the acquire again with what
- * is left of the wait; 0: give up (HILOCK_ECONN, "released again: no
+ * is left of the wait; 0: give up (HILOCK_EUNACKED, "released again: no
  * replica acknowledged it"). wait_ms as given to the acquire (-1 forever,
  * 0 one try); deadline_ms: when the wait ends (-1 none). */
 #define HL_ACK_RETRY_MS 100

@@ -1793,7 +1793,7 @@ local function acquire(self, wait, lease)
         release(self, owner, false)
         local pause = proto.ack_retry(wait_ms, deadline or -1)
         if not pause then
-            return nil, str_format("connection: lock '%s' released again: no replica "
+            return nil, str_format("not acknowledged: lock '%s' released again: no replica "
                                    .. "acknowledged it within %d ms", self.name, c.replica_ack_ms)
         end
         ngx_sleep(pause / 1000)

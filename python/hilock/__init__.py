@@ -20,6 +20,7 @@ from ._errors import (
     InvalidArgument,
     LockLostError,
     LockTimeout,
+    NotAcknowledgedError,
     NotOwnerError,
     OutOfMemoryError,
     ProtocolError,
@@ -68,5 +69,6 @@ __all__ = [
     "OutOfMemoryError",
     "ClosedError",
     "AcquireCancelled",
+    "NotAcknowledgedError",
     "__version__",
 ]

@@ -35,22 +35,17 @@ from . import capi as _capi_module
 _capi: Any = _capi_module  # the SWIG module carries no type information
 from ._errors import (
     ClosedError,
-    ConnectionError,
     Error,
     InvalidArgument,
     LockLostError,
     LockTimeout,
+    NotAcknowledgedError,
     NotOwnerError,
 )
 
 __all__ = ["Client", "Lock", "MultiLock", "RedLock", "thread_id"]
 
 _log = logging.getLogger("hilock")
-
-# What libcore's lock.c says when a grant no replica acknowledged was given
-# back: with wait > 0 the C acquire tries again while the wait lasts; a
-# single try (wait 0) reports it as a ConnectionError.
-_UNACKED = "no replica acknowledged it"
 
 Seconds = Union[int, float]
 LostCallback = Callable[[Any, int], None]
@@ -742,13 +737,12 @@ class Lock(_WithBlock):
             t0 = time.monotonic()
             try:
                 ok = _capi.hilock_lock_acquire_tid(ptr, tid, 0, l)  # uncontended: no thread
-            except ConnectionError as e:
-                # a grant no replica acknowledged (given back): the waiting
-                # call below retries it for what is left of the wait, as a
-                # call without this shortcut would; any other error, or no
-                # wait left, is the answer
-                if _UNACKED not in str(e):
-                    raise
+            except NotAcknowledgedError:
+                # a grant no replica acknowledged (given back; a single try
+                # reports it as HILOCK_EUNACKED): the waiting call below
+                # retries it for what is left of the wait, as a call without
+                # this shortcut would; any other error, or no wait left, is
+                # the answer
                 if w > 0:
                     w = int(w - (time.monotonic() - t0) * 1000)
                     if w <= 0:

@@ -22,6 +22,7 @@ __all__ = [
     "WrongTypeError",
     "OutOfMemoryError",
     "ClosedError",
+    "NotAcknowledgedError",
     "from_code",
     "CODES",
 ]
@@ -40,6 +41,7 @@ ENOMEM = -9
 ECLOSED = -10
 ETLS = -11
 ECANCELED = -12
+EUNACKED = -13
 
 
 class Error(Exception):
@@ -106,6 +108,17 @@ class TLSError(ConnectionError):
     code = ETLS
 
 
+class NotAcknowledgedError(ConnectionError):
+    """``replica_ack``: the server granted the lock but no replica
+    acknowledged the grant within ``replica_ack_timeout``, so it was released
+    again and nothing is held (HILOCK_EUNACKED). A waiting acquire tries
+    again while its wait lasts; this is raised when the wait is over. A
+    subclass of :class:`ConnectionError`: a failover now could have lost the
+    grant, as a broken connection could."""
+
+    code = EUNACKED
+
+
 class ProtocolError(Error):
     """Unexpected reply or server error (HILOCK_EPROTO)."""
 
@@ -152,6 +165,7 @@ CODES: Dict[int, Type[Error]] = {
     ECLOSED: ClosedError,
     ETLS: TLSError,
     ECANCELED: AcquireCancelled,
+    EUNACKED: NotAcknowledgedError,
 }
 
 _NAMES = {
@@ -167,6 +181,7 @@ _NAMES = {
     ECLOSED: "closed",
     ETLS: "tls",
     ECANCELED: "cancelled",
+    EUNACKED: "not acknowledged",
 }
 
 

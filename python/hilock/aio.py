@@ -73,7 +73,6 @@ from . import _engine as _E_module
 from ._core import _check_tid, _lease_ms, _note, _to_ms, _wait_ms
 from ._errors import (
     ClosedError,
-    ConnectionError,
     Error,
     InvalidArgument,
     LockLostError,
@@ -1936,9 +1935,8 @@ class Lock:
             await _release_quietly(c, self._n, owner, key)
             pause = _E.ack_retry(w, deadline)
             if pause is None:
-                raise ConnectionError(
-                    f"connection: lock {self.name!r} released again: no replica acknowledged "
-                    f"it within {c._ack_ms} ms", _E.E_CONN)
+                raise from_code(_E.E_UNACKED, f"lock {self.name!r} released again: no replica "
+                                f"acknowledged it within {c._ack_ms} ms")
             await cancel.sleep(c._loop, pause / 1000.0)
             if cancel.exc is not None:
                 raise cancel.exc

@@ -148,8 +148,8 @@ static void t_version_strerror(void)
              HILOCK_VERSION_PATCH);
     CU_ASSERT_STRING_EQUAL(HILOCK_VERSION_STRING, expect);
 
-    const char *seen[11];
-    for (int code = 0; code >= HILOCK_ECLOSED; code--) {
+    const char *seen[14];
+    for (int code = 0; code >= HILOCK_EUNACKED; code--) {
         const char *s = hilock_strerror(code);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
         CU_ASSERT(s[0] != 0);

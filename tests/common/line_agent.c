@@ -153,6 +153,7 @@ const char *line_agent_err_kind(int rc)
     case HILOCK_ENOTOWNER: return "notowner";
     case HILOCK_ELOST: return "lost";
     case HILOCK_ECONN: return "connection";
+    case HILOCK_EUNACKED: return "unacked";
     case HILOCK_EPROTO: return "protocol";
     case HILOCK_EAUTH: return "auth";
     case HILOCK_EWRONGTYPE: return "wrongtype";

@@ -9,6 +9,7 @@ import hilock
 ERR_KINDS = [
     (hilock.LockTimeout, "timeout"), (hilock.NotOwnerError, "notowner"),
     (hilock.LockLostError, "lost"), (hilock.AuthenticationError, "auth"),
+    (hilock.NotAcknowledgedError, "unacked"),
     (hilock.ConnectionError, "connection"), (hilock.WrongTypeError, "wrongtype"),
     (hilock.ProtocolError, "protocol"), (hilock.ClosedError, "closed"),
     (hilock.InvalidArgument, "invalid"),

@@ -27,7 +27,7 @@ local KINDS = {
   { "^timeout", "timeout" }, { "^not owner", "notowner" }, { "^lost", "lost" },
   { "^connection", "connection" }, { "^auth", "auth" }, { "^wrong type", "wrongtype" },
   { "^protocol", "protocol" }, { "^closed", "closed" }, { "^out of memory", "nomem" },
-  { "^invalid argument", "invalid" },
+  { "^invalid argument", "invalid" }, { "^not acknowledged", "unacked" },
 }
 
 function _M.failure(err)

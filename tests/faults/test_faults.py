@@ -749,7 +749,8 @@ def warm_acked(c, kind, name):
 def test_replica_stopped_ack_refused_nothing_held(server, replica, name, kind):
     """replica_ack on (1 s: a loaded machine's replica may take 0.3 s), the
     replica SIGSTOPped (the master still counts it):
-    the documented ConnectionError within wait + ack timeouts, the grant
+    the documented NotAcknowledgedError (a ConnectionError, HILOCK_EUNACKED)
+    within wait + ack timeouts, the grant
     given back, another client gets the lock at once; with the replica back,
     acquire works again."""
     c = opened(server.url, replica_ack=True, replica_ack_timeout=1.0)
@@ -759,11 +760,12 @@ def test_replica_stopped_ack_refused_nothing_held(server, replica, name, kind):
         warm_acked(c, kind, name)
         replica.pause()
         t0 = time.monotonic()
-        with pytest.raises(hilock.ConnectionError) as ei:
+        with pytest.raises(hilock.NotAcknowledgedError) as ei:
             lk.acquire(wait=0.5, lease=30)
         took = time.monotonic() - t0
         report(f"replica stopped ({kind}): unacknowledged acquire refused after", took)
         assert took < 0.5 + 2 * 1.0 + 1.5, took
+        assert ei.value.code == -13 and isinstance(ei.value, hilock.ConnectionError)
         assert "no replica acknowledged" in str(ei.value)
         assert server("EXISTS", name) == 0, "an acquire that failed left a hold behind"
         if kind == "fair":

@@ -326,7 +326,7 @@ function _M.noack()
     end
     local lk = c:lock(ngx.var.arg_name)
     local ok, err = lk:acquire(0, 10)
-    ngx.say(tostring(ok), " ", tostring(err and err:match("^%a+")),
+    ngx.say(tostring(ok), " ", tostring(err and err:match("^[^:]+")),
             " again=", tostring(err ~= nil and err:find("released again", 1, true) ~= nil),
             " locked=", tostring(lk:locked()))
 end

@@ -570,7 +570,7 @@ if [ "$SENTINEL_UP" = 1 ]; then
   res=$(curl -sS --max-time 10 "$URL/noack?name=or:noack:$RANDOM")
   kill -CONT "$SENT_REPLICA_PID"
   label="(p) replica stopped: one try through the sentinel URL: '$res'"
-  if [ "$res" = "nil connection again=true locked=false" ]; then ok "$label"; else bad "$label"; fi
+  if [ "$res" = "nil not acknowledged again=true locked=false" ]; then ok "$label"; else bad "$label"; fi
   hl_wait_until 10000 bash -c "redis-cli -p $SENT_MASTER_PORT INFO replication | grep -q 'slave0:.*state=online'"
 
   # (n) SENTINEL FAILOVER while a request holds a lock (watchdog, 3 s
