@@ -1208,7 +1208,8 @@ class Client:
         return _E.decode_slots(req.reply)
 
     async def _routed(self, slot: int, data: bytes, timeout_ms: int,
-                      cancel: Optional[_Cancel] = None) -> Tuple[int, Any, Optional[_Conn], int]:
+                      cancel: Optional[_Cancel] = None,
+                      first: Optional[_Req] = None) -> Tuple[int, Any, Optional[_Conn], int]:
         """Send one command to the master that serves slot and wait for its
         answer, following what the engine's router makes of an error reply
         (cluster: the slot moved, is moving, is not served for a moment, the
@@ -1219,34 +1220,46 @@ class Client:
         still run: conn is left as it is); 2 = conn closed after the send;
         3 = nothing more to try (code: why; req and conn None).
         cancel: a cancellation is remembered there (see _Cancel) and ends
-        the routing before the next send."""
+        the routing before the next send. first (one server): data was
+        already sent directly (_send_idle) and first holds its error reply:
+        routing starts from that reply."""
         loop = self._loop
         if not self._cluster:
             pool = self._pool
-            for redirects in range(_MAX_REDIRECTS + 1):
-                conn = pool.get_nowait()
-                if conn is None:
-                    try:
-                        conn = await pool.get()
-                    except asyncio.CancelledError as e:
-                        if cancel is None:
-                            raise
-                        cancel.exc = cancel.exc or e
-                        return 3, None, None, _E.E_CANCELED
-                    except Error as e:
-                        return 3, None, None, e.code or _E.E_CONN
-                req = conn.request(data)
-                if cancel is None:
-                    try:
-                        st = await _await_req(loop, req, timeout_ms)
-                    except BaseException:
-                        conn.broken = True
-                        conn.close()
-                        raise
+            rt: Any = None
+            redirects = 0
+            while True:
+                if first is not None:
+                    req, first = first, None
+                    conn = req.conn
+                    st = 0
                 else:
-                    st = await cancel.req(loop, req, timeout_ms)
-                if (st == 0 and self._sentinel and redirects < _MAX_REDIRECTS
+                    conn = pool.get_nowait()
+                    if conn is None:
+                        try:
+                            conn = await pool.get()
+                        except asyncio.CancelledError as e:
+                            if cancel is None:
+                                raise
+                            cancel.exc = cancel.exc or e
+                            return 3, None, None, _E.E_CANCELED
+                        except Error as e:
+                            return 3, None, None, e.code or _E.E_CONN
+                    req = conn.request(data)
+                    if cancel is None:
+                        try:
+                            st = await _await_req(loop, req, timeout_ms)
+                        except BaseException:
+                            conn.broken = True
+                            conn.close()
+                            raise
+                    else:
+                        st = await cancel.req(loop, req, timeout_ms)
+                if st != 0 or req.reply.error is None:
+                    return st, req, conn, 0
+                if (self._sentinel and redirects < _MAX_REDIRECTS
                         and self._redirected(req.reply)):
+                    redirects += 1
                     conn.close()  # no master any more: the same command on the new one
                     if cancel is None:
                         await asyncio.sleep(_REDIRECT_PAUSE)
@@ -1255,7 +1268,23 @@ class Client:
                         if cancel.exc is not None:
                             return 3, None, None, _E.E_CANCELED
                     continue
-                return st, req, conn, 0
+                # what the engine's router makes of any other error reply (a
+                # server still loading its data: the same command after a
+                # pause, a bounded number of times)
+                rt = rt or _E.Router(self._mode)
+                a = rt.on_reply(req.reply)
+                if a[0] == _E.ROUTE_RETRY:
+                    pool.put(conn)
+                elif a[0] == _E.ROUTE_REFRESH:
+                    conn.close()  # a demoted server: a new connection, once
+                elif a[0] == _E.ROUTE_FAIL:
+                    pool.put(conn)
+                    return 3, None, None, a[1]
+                else:
+                    return 0, req, conn, 0
+                await self._route_pause(a[1], cancel)
+                if cancel is not None and cancel.exc is not None:
+                    return 3, None, None, _E.E_CANCELED
         rt: Any = None
         ask: Optional[Tuple[str, int]] = None
         while True:
@@ -1671,6 +1700,11 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 if req is not None:
                     conn = req.conn
                     st = await cancel.req(loop, req, c._cmd_ms)
+                    if st == 0 and req.reply.error is not None:  # the router's say first
+                        st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel, req)
+                        if st == 3:
+                            m.on_error(code)
+                            continue
                 else:
                     st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
                     if st == 3:
@@ -1798,6 +1832,9 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
             conn = req.conn
             st = await cancel.req(c._loop, req, t[2] if t[2] > 0 else c._cmd_ms)
             code = 0
+            if st == 0 and req.reply.error is not None:  # the router's say first
+                st, req, conn, code = await c._routed(names.slot, t[1], t[2] if t[2] > 0
+                                                      else c._cmd_ms, cancel, req)
         else:
             st, req, conn, code = await c._routed(names.slot, t[1],
                                                   t[2] if t[2] > 0 else c._cmd_ms, cancel)

@@ -9,6 +9,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Awaitable, Iterator, List, TypeVar
 
@@ -592,6 +593,63 @@ def test_unix_socket(name: str) -> None:
     finally:
         s.stop()
         os.rmdir(d) if not os.listdir(d) else None
+
+
+def _errorstat(server: RedisServer, err: str) -> int:
+    """How many error replies of that kind the server sent (INFO errorstats)."""
+    for line in server("INFO", "errorstats").splitlines():
+        if line.startswith(f"errorstat_{err}:count="):
+            return int(line.split("=", 1)[1].split(",", 1)[0])
+    return 0
+
+
+def test_single_server_loading_is_retried(name: str) -> None:
+    """A single server that is loading its data answers every command with
+    a LOADING error for a while: an acquire, a release and a query sent
+    then are sent again after the engine router's pause (as the C clients
+    do) instead of failing. The load: DEBUG RELOAD of 40 keys at 10 ms each
+    (key-load-delay), the server answering between keys."""
+    s = RedisServer(["--enable-debug-command", "local", "--rdbcompression", "no",
+                     "--loading-process-events-interval-bytes", "1024"])
+    try:
+        s("DEBUG", "POPULATE", "40", "filler", "2048")
+        s("CONFIG", "SET", "key-load-delay", "10000")
+
+        async def main() -> None:
+            async with aio.Client(s.url) as c:
+                a, b = c.lock(name + "a", thread_id=1), c.lock(name + "b")
+                assert await a.acquire(0, lease=30)
+                # three idle connections: the acquire and the release below
+                # each send on one directly (_send_idle), the query is routed
+                await asyncio.gather(*(c.lock(name + "c").locked() for _ in range(3)))
+                assert len(c._pool.idle) >= 3
+                reload = threading.Thread(target=s, args=("DEBUG", "RELOAD"))
+                reload.start()
+                try:
+                    r = s.cli()
+                    try:
+                        for _ in range(400):  # until the server says it is loading
+                            try:
+                                r("PING")
+                            except Exception as e:
+                                assert "LOADING" in str(e), e
+                                break
+                            await asyncio.sleep(0.005)
+                        else:
+                            raise AssertionError("the server never said it was loading")
+                    finally:
+                        r.close()
+                    before = _errorstat(s, "LOADING")
+                    got, _rel, locked = await asyncio.gather(
+                        b.acquire(0, lease=30), a.release(), c.lock(name + "c").locked())
+                    assert _errorstat(s, "LOADING") > before  # the driver's commands were refused
+                finally:
+                    reload.join()
+                assert got is True and locked is False
+                assert s("EXISTS", name + "a") == 0 and s("EXISTS", name + "b") == 1
+        run(main())
+    finally:
+        s.stop()
 
 
 def test_server_restart_pubsub_reconnects(own_redis: RedisServer, name: str) -> None:
