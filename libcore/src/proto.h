@@ -829,6 +829,8 @@ typedef struct hl_sem_names {
     char *channel;
     char *timeout;       /* permit-expirable: the leases ZSET; else = name */
     char *latch_prefix;  /* semaphore: "hilock_sem_latch:{N}" (request latches) */
+    char *gone;          /* permit-expirable: "hilock_pes_gone:{N}", the ids
+                            given back lately (pes_gone.lua); else NULL */
     const char *publish; /* "publish", or "spublish" on Redis Cluster */
 } hl_sem_names;
 HL_HIDDEN int hl_sem_names_init(hl_sem_names *n, hl_sem_kind kind, const char *name);
@@ -843,6 +845,10 @@ HL_HIDDEN int hl_sem_names_one_slot(const hl_sem_names *n);
 #define HL_SEM_COUNT_MAX ((int64_t)999999999999999)
 #define HL_PES_IDS_MAX 1024
 #define HL_PES_ID_BYTES 16
+/* How long a permit-expirable id given back stays refused to a late copy of
+ * its acquire (the given-back set's entries, pes_gone.lua): as long as the
+ * settle machine waits for a late reply. */
+#define HL_PES_GONE_MS HL_SETTLE_MAX_MS
 /* Validation shared by every driver: 0 or HILOCK_EINVAL. */
 HL_HIDDEN int hl_sem_check_permits(int64_t permits); /* 1..HL_SEM_PERMITS_MAX */
 HL_HIDDEN int hl_sem_check_count(int64_t count);     /* 1..HL_SEM_COUNT_MAX */
@@ -874,7 +880,9 @@ HL_HIDDEN void hl_sem_cmd_drain(hl_cmd *cmd, const hl_sem_names *n);
 /* Free permits (GET; the permit-expirable one first gives back expired
  * permits), or a latch's count (GET). Decoded by hl_sem_decode_count. */
 HL_HIDDEN void hl_sem_cmd_count(hl_cmd *cmd, hl_sem_kind kind, const hl_sem_names *n);
-/* ids: permits * HL_PES_ID_BYTES raw bytes (must outlive cmd); lease_ms <= 0: none */
+/* ids: permits * HL_PES_ID_BYTES raw bytes (must outlive cmd); lease_ms <= 0: none.
+ * A late copy of it takes nothing once its first id was given back
+ * (hl_pes_cmd_release files every id in the given-back set). */
 HL_HIDDEN void hl_pes_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits,
                                   int64_t lease_ms, const unsigned char *ids);
 HL_HIDDEN void hl_pes_cmd_release(hl_cmd *cmd, const hl_sem_names *n,

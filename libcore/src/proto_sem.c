@@ -40,8 +40,10 @@ int hl_sem_names_init(hl_sem_names *n, hl_sem_kind kind, const char *name)
     }
     if (kind == HL_SEM_SEMAPHORE) /* hilock's request latches, in the name's slot */
         n->latch_prefix = hl_companion("hilock_sem_latch", name);
+    if (kind == HL_SEM_PERMIT) /* hilock's given-back ids, in the name's slot */
+        n->gone = hl_companion("hilock_pes_gone", name);
     if (!n->name || !n->channel || !n->timeout ||
-        (kind == HL_SEM_SEMAPHORE && !n->latch_prefix)) {
+        (kind == HL_SEM_SEMAPHORE && !n->latch_prefix) || (kind == HL_SEM_PERMIT && !n->gone)) {
         hl_sem_names_free(n);
         return HILOCK_ENOMEM;
     }
@@ -56,6 +58,7 @@ void hl_sem_names_free(hl_sem_names *n)
     free(n->channel);
     free(n->timeout);
     free(n->latch_prefix);
+    free(n->gone);
     memset(n, 0, sizeof *n);
 }
 
@@ -64,7 +67,8 @@ int hl_sem_names_one_slot(const hl_sem_names *n)
     unsigned slot = hl_key_slot(n->name, strlen(n->name));
     return hl_key_slot(n->channel, strlen(n->channel)) == slot &&
            hl_key_slot(n->timeout, strlen(n->timeout)) == slot &&
-           (!n->latch_prefix || hl_key_slot(n->latch_prefix, strlen(n->latch_prefix)) == slot);
+           (!n->latch_prefix || hl_key_slot(n->latch_prefix, strlen(n->latch_prefix)) == slot) &&
+           (!n->gone || hl_key_slot(n->gone, strlen(n->gone)) == slot);
 }
 
 int hl_sem_check_permits(int64_t permits)
@@ -188,6 +192,8 @@ void hl_pes_cmd_acquire(hl_cmd *cmd, const hl_sem_names *n, int64_t permits, int
     cmd->argv[cmd->argc] = (const char *)ids; /* binary: its own length */
     cmd->argvlen[cmd->argc] = (size_t)permits * HL_PES_ID_BYTES;
     cmd->argc++;
+    hl_cmd_add_str(cmd, n->gone ? n->gone : ""); /* an argument, not a KEY: pes_gone.lua */
+    hl_cmd_add_num(cmd, HL_PES_GONE_MS);
 }
 
 void hl_pes_cmd_release(hl_cmd *cmd, const hl_sem_names *n,
@@ -201,6 +207,8 @@ void hl_pes_cmd_release(hl_cmd *cmd, const hl_sem_names *n,
     cmd->argvlen[cmd->argc] = HL_PES_ID_BYTES;
     cmd->argc++;
     hl_cmd_add_str(cmd, n->publish);
+    hl_cmd_add_str(cmd, n->gone ? n->gone : "");
+    hl_cmd_add_num(cmd, HL_PES_GONE_MS);
 }
 
 void hl_pes_cmd_update(hl_cmd *cmd, const hl_sem_names *n,

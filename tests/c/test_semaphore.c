@@ -158,7 +158,9 @@ static void t_engine_machine(void)
     unsigned char ids[16] = {0};
     CU_ASSERT_EQUAL_FATAL(hl_semwait_init(&m, HL_SEM_PERMIT, &n, 1, 5000, ids, 10000, 0), 0);
     hl_semwait_next(&m, 0);
-    CU_ASSERT_EQUAL(m.cmd.argvlen[m.cmd.argc - 1], 16);
+    /* ... ids (16 bytes each), the given-back set and its lifetime */
+    CU_ASSERT_EQUAL(m.cmd.argvlen[m.cmd.argc - 3], 16);
+    CU_ASSERT(!strcmp(m.cmd.argv[m.cmd.argc - 2], "hilock_pes_gone:{p}"));
     redisReply *later = RESP("*2\r\n:0\r\n:250\r\n"), *got = RESP("*1\r\n:1\r\n");
     hl_semwait_on_reply(&m, later, 0);
     CU_ASSERT_EQUAL(hl_semwait_next(&m, 0), HL_ACT_SUBSCRIBE);
@@ -188,6 +190,7 @@ static void t_engine_machine(void)
     CU_ASSERT_EQUAL(hl_semwait_next(&m, 1), HL_ACT_SEND);
     CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_PES_RELEASE);
     CU_ASSERT(m.cmd.argvlen[6] == 16 && !memcmp(m.cmd.argv[6], two, 16));
+    CU_ASSERT(!strcmp(m.cmd.argv[8], "hilock_pes_gone:{p}")); /* filed as given back */
     hl_semwait_on_reply(&m, rel1, 2);
     CU_ASSERT_EQUAL(hl_semwait_next(&m, 2), HL_ACT_SEND);
     CU_ASSERT(m.cmd.argvlen[6] == 16 && !memcmp(m.cmd.argv[6], two + 16, 16));
@@ -582,6 +585,106 @@ static void t_permit_semaphore(void)
     hilock_client_close(c);
 }
 
+/* Send a command built by the engine on a raw connection, as the transport
+ * would (EVALSHA, then EVAL after NOSCRIPT): the same bytes a connection
+ * that died or timed out may still deliver to the server later. */
+static redisReply *send_raw(redisContext *r, hl_cmd *cmd)
+{
+    redisReply *x = redisCommandArgv(r, cmd->argc, cmd->argv, cmd->argvlen);
+    if (x && x->type == REDIS_REPLY_ERROR && strncmp(x->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(x);
+        hl_cmd_to_eval(cmd);
+        x = redisCommandArgv(r, cmd->argc, cmd->argv, cmd->argvlen);
+    }
+    return x;
+}
+
+/* 1 when the reply is pes_acquire.lua's {1} (taken), 0 for {0, ...}, -1 else */
+static int pes_taken(redisReply *x)
+{
+    int v = x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+                    x->element[0]->type == REDIS_REPLY_INTEGER
+                ? (int)x->element[0]->integer
+                : -1;
+    freeReplyObject(x);
+    return v;
+}
+
+/* A late copy of a permit-expirable acquire (its connection died or timed
+ * out, and the server ran it after the caller gave the id back) takes
+ * nothing: not after a release of the permit it took, not after the
+ * settle's give-back of a request that had not run yet. The same request
+ * sent twice before any give-back still takes its permit once. */
+static void t_permit_late_copy(void)
+{
+    hilock_client *c = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_permit_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&s, c, "pes-late"), 0);
+    int set = 0;
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(&set, s, 1), 0);
+    CU_ASSERT_EQUAL(set, 1);
+    hl_sem_names n;
+    CU_ASSERT_EQUAL_FATAL(hl_sem_names_init(&n, HL_SEM_PERMIT, "pes-late"), 0);
+    CU_ASSERT_STRING_EQUAL(n.gone, "hilock_pes_gone:{pes-late}");
+    CU_ASSERT(hl_sem_names_one_slot(&n));
+    redisContext *r1 = th_redis_connect(&srv), *r2 = th_redis_connect(&srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r2);
+    unsigned char ids[3][HL_PES_ID_BYTES];
+    char hex[3][2 * HL_PES_ID_BYTES + 1];
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < HL_PES_ID_BYTES; j++)
+            ids[i][j] = (unsigned char)(0xa0 + 16 * i + j);
+        hl_pes_id_hex(hex[i], ids[i]);
+    }
+    hl_cmd cmd;
+
+    /* taken, released by its holder, then the late copy */
+    hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[0]);
+    CU_ASSERT_EQUAL(pes_taken(send_raw(r1, &cmd)), 1);
+    CU_ASSERT_EQUAL(get_int("pes-late"), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, hex[0]), 0);
+    CU_ASSERT_EQUAL(get_int("pes-late"), 1);
+    hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[0]);
+    CU_ASSERT_EQUAL(pes_taken(send_raw(r2, &cmd)), 0); /* the late copy */
+    CU_ASSERT_EQUAL(get_int("pes-late"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes-late}:timeout"), 0);
+
+    /* given back before it ran (the settle of a lost acquire: nothing to
+     * release yet), then the request arrives */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, hex[1]), HILOCK_ENOTOWNER);
+    hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[1]);
+    CU_ASSERT_EQUAL(pes_taken(send_raw(r1, &cmd)), 0);
+    CU_ASSERT_EQUAL(get_int("pes-late"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes-late}:timeout"), 0);
+
+    /* a resend before any give-back answers the first copy's grant */
+    hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[2]);
+    CU_ASSERT_EQUAL(pes_taken(send_raw(r1, &cmd)), 1);
+    hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[2]);
+    CU_ASSERT_EQUAL(pes_taken(send_raw(r2, &cmd)), 1);
+    CU_ASSERT_EQUAL(get_int("pes-late"), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, hex[2]), 0);
+    CU_ASSERT_EQUAL(get_int("pes-late"), 1);
+
+    /* the given-back set is hilock's own key, in the name's slot, and
+     * expires; new acquires are not affected */
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD hilock_pes_gone:{pes-late}"), 3);
+    long long ttl = th_redis_int(&srv, "PTTL hilock_pes_gone:{pes-late}");
+    CU_ASSERT(ttl > 0 && ttl <= HL_PES_GONE_MS);
+    char id[HILOCK_PERMIT_ID_SIZE];
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id, s, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id), 0);
+    CU_ASSERT_EQUAL(get_int("pes-late"), 1);
+
+    redisFree(r1);
+    redisFree(r2);
+    hl_sem_names_free(&n);
+    hilock_permit_semaphore_free(s);
+    hilock_client_close(c);
+}
+
 /* ---- count-down latch ---- */
 
 typedef struct lwaiter {
@@ -709,6 +812,8 @@ int main(void)
                 t_semaphore_processes);
     CU_add_test(s, "semaphore: bad input and wrong types, key untouched", t_semaphore_bad_input);
     CU_add_test(s, "permit-expirable semaphore: ids, leases, release", t_permit_semaphore);
+    CU_add_test(s, "permit-expirable semaphore: a late copy of an acquire takes nothing",
+                t_permit_late_copy);
     CU_add_test(s, "count-down latch: await woken on zero, delete, cancel", t_latch);
     return th_cu_run();
 }
