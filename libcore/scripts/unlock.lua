@@ -1,11 +1,19 @@
 -- Reentrant release of one hold, idempotent per request.
--- KEYS[1] lock hash, KEYS[2] wake-up channel, KEYS[3] unlock latch
--- ARGV[1] message ("0"), ARGV[2] lease ms re-applied while holds remain,
--- ARGV[3] owner, ARGV[4] latch lifetime ms, ARGV[5] publish command,
--- ARGV[6] (optional) the request's seq: then KEYS[3] is the owner's latch,
+-- KEYS[1] lock hash
+-- ARGV[1] wake-up channel, ARGV[2] unlock latch, ARGV[3] message ("0"),
+-- ARGV[4] lease ms re-applied while holds remain, ARGV[5] owner, ARGV[6]
+-- latch lifetime ms, ARGV[7] publish command,
+-- ARGV[8] (optional) the request's seq: then ARGV[2] is the owner's latch,
 -- overwritten by each of its releases, holding "<seq>:<answer>", and only an
 -- answer under the same seq replays (no key per release for the server to
--- expire); without it KEYS[3] is the request's own latch (Redisson's way).
+-- expire); without it ARGV[2] is the request's own latch (Redisson's way).
+-- The channel and the latch are arguments, not KEYS (both in the lock's
+-- slot): while a cluster slot migrates, a declared key the node does not
+-- have (a channel never is one; a latch rarely exists) turns the whole call
+-- into TRYAGAIN until the migration ends. The latch is read and written
+-- with redis.pcall instead, as acquire_latch.lua does: one that is not on
+-- this node during a migration is not replayed or kept, and the release
+-- goes on as one without a latch.
 -- Returns the holds left (0 = released and waiters told), or -1 = not owner.
 -- Out of memory (maxmemory with noeviction) a release must still work: the
 -- server refuses a command that may grow memory only while the script has
@@ -17,9 +25,9 @@
 -- The wake-up is published before anything changes: a PUBLISH refused by the
 -- server's ACL aborts the script with nothing released, instead of deleting
 -- the lock and then failing.
-local seq = ARGV[6]
-local earlier = redis.call('get', KEYS[3])
-if earlier then
+local seq = ARGV[8]
+local earlier = redis.pcall('get', ARGV[2])
+if type(earlier) == 'string' then
     if not seq then
         return tonumber(earlier)
     end
@@ -28,18 +36,18 @@ if earlier then
         return tonumber(v)
     end
 end
-local holds = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[5]))
 if not holds then
     return -1
 end
 local left = holds - 1
 if left > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    redis.call('pexpire', KEYS[1], ARGV[4])
+    redis.call('hincrby', KEYS[1], ARGV[5], -1)
 else
     left = 0
-    redis.call(ARGV[5], KEYS[2], ARGV[1])
+    redis.call(ARGV[7], ARGV[1], ARGV[3])
     redis.call('del', KEYS[1])
 end
-redis.call('set', KEYS[3], seq and (seq .. ':' .. left) or left, 'px', ARGV[4])
+redis.pcall('set', ARGV[2], seq and (seq .. ':' .. left) or left, 'px', ARGV[6])
 return left

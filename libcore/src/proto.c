@@ -361,7 +361,8 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
         cmd_seq(cmd, seq, seq_len);
         return;
     }
-    cmd_script(cmd, HL_SCRIPT_UNLOCK, 3);
+    /* one KEY: the channel and the latch are the first arguments (unlock.lua) */
+    cmd_script(cmd, HL_SCRIPT_UNLOCK, 1);
     cmd_str(cmd, n->name);
     cmd_str(cmd, n->channel);
     cmd_latch(cmd, latch_key, &seq, &seq_len);

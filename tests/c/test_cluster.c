@@ -428,6 +428,70 @@ static void t_migration(void)
     hilock_client_close(other);
 }
 
+/* A release while the lock's slot migrates is served at once: on the old
+ * master before the key moves, on the new one (ASK) after. unlock.lua
+ * declares the lock as its one KEY; with the channel and the latch declared
+ * too (keys the node does not have) the server answered TRYAGAIN until the
+ * migration ended, and the release failed after the router's 16 tries. */
+static void t_release_during_migration(void)
+{
+    hilock_client *c = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "relmig"), 0);
+    unsigned slot = slot_of("relmig");
+    int from = master_of_slot(slot), to = -1;
+    for (int i = 0; i < NNODES && to < 0; i++)
+        if (i != from && is_master_port(i))
+            to = i;
+    CU_ASSERT_FATAL(from >= 0 && to >= 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 30000), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 30000), 0); /* hold count 2 */
+    char id_from[64], id_to[64];
+    node_id(from, id_from, sizeof id_from);
+    node_id(to, id_to, sizeof id_to);
+    redisReply *r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
+    freeReplyObject(r);
+    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
+    freeReplyObject(r);
+    /* migrating, the key still on the old master: one hold released there */
+    int64_t t0 = th_now_ms();
+    int rc = hilock_lock_release(l);
+    int64_t took = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc)
+        fprintf(stderr, "\n  release while migrating: %d %s (%lld ms)\n", rc,
+                hilock_lock_errmsg(l), (long long)took);
+    CU_ASSERT(took < 500);
+    CU_ASSERT_EQUAL(th_redis_int(&node[from], "HLEN relmig"), 1);
+    r = node_cmd(from, "MIGRATE 127.0.0.1 %d relmig 0 5000", node[to].port);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    /* the key moved, the slot not yet: the last hold released on the new
+     * master (ASK) */
+    t0 = th_now_ms();
+    rc = hilock_lock_release(l);
+    took = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc)
+        fprintf(stderr, "\n  release after the key moved: %d %s (%lld ms)\n", rc,
+                hilock_lock_errmsg(l), (long long)took);
+    CU_ASSERT(took < 500);
+    for (int i = 0; i < NNODES; i++) {
+        if (!is_master_port(i))
+            continue;
+        r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
+        if (r)
+            freeReplyObject(r);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS relmig"), 0); /* released there */
+    /* and the lock works on its new master */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 /* Fair locks work on a cluster too: queue keys share the lock's slot. */
 static void t_fair(void)
 {
@@ -789,6 +853,7 @@ int main(void)
     CU_add_test(s, "hilock status on a cluster", t_cli_status);
 #endif
     CU_add_test(s, "slot migrated while held and waited on", t_migration);
+    CU_add_test(s, "release while the slot migrates: no TRYAGAIN", t_release_during_migration);
     CU_add_test(s, "node table bounded under address churn", t_node_churn);
     CU_add_test(s, "non-blocking API: slot map, sharded wake, slot migrated", t_async);
     CU_add_test(s, "non-blocking API: semaphore and latch, sharded wake", t_async_semaphore);

@@ -214,7 +214,7 @@ static void t_cmd_release(void)
     CU_ASSERT_EQUAL(c.argc, 11);
     CU_ASSERT(arg_is_ci(&c, 0, "EVALSHA"));
     CU_ASSERT(arg_is(&c, 1, hl_script_sha1(HL_SCRIPT_UNLOCK)));
-    CU_ASSERT(arg_is(&c, 2, "3"));
+    CU_ASSERT(arg_is(&c, 2, "1")); /* one KEY: channel and latch are arguments */
     CU_ASSERT(arg_is(&c, 3, "res:1"));
     CU_ASSERT(arg_is(&c, 4, "redisson_lock__channel:{res:1}"));
     CU_ASSERT(arg_is(&c, 5, latch));
