@@ -36,7 +36,8 @@ LAYER_OF = {
     "watchdog.c": "transport",
     "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "pending.c": "api", "semaphore.c": "api",
     "multilock.c": "api", "inspect.c": "api",
-    "async.c": "api", "async_sem.c": "api", "async_route.c": "api", "async_impl.h": "api",
+    "async.c": "api", "async_sem.c": "api", "async_route.c": "api", "async_multilock.c": "api",
+    "async_impl.h": "api",
 }
 
 # Headers only the files of their own layer may include (the layer above

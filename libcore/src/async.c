@@ -100,7 +100,7 @@ static void op_queue(as_op *op)
     a->ready_tail = &op->qnext;
 }
 
-static void op_finish(as_op *op, int rc, int64_t value)
+void hl_as_op_finish(as_op *op, int rc, int64_t value)
 {
     if (op->done)
         return;
@@ -137,13 +137,11 @@ static void chan_remove(as_node *nd, as_chan *ch)
 }
 
 /* Wake op: its WAIT ends now (or its next WAIT does, when it is busy). */
-static void ml_listener_signal(as_op *listener);
-static void ml_listener_subscribed(as_op *listener, int ok);
 
-static void op_signal(as_op *op)
+void hl_as_op_signal(as_op *op)
 {
     if (op->type == OP_LISTEN) {
-        ml_listener_signal(op);
+        hl_as_ml_listener_signal(op);
         return;
     }
     op->signaled = 1;
@@ -158,7 +156,7 @@ static void sub_result(as_op *op, int ok)
 {
     op->sub_pending = 0;
     if (op->type == OP_LISTEN) {
-        ml_listener_subscribed(op, ok);
+        hl_as_ml_listener_subscribed(op, ok);
         return;
     }
     if (op->type == OP_EXT)
@@ -174,7 +172,7 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv);
 static void chan_drop_waiters_sub(as_node *nd);
 
 /* SUBSCRIBE or UNSUBSCRIBE ch on its node's pub/sub connection (only when
- * it is healthy: a new connection is made by chan_join alone); 0 or -1.
+ * it is healthy: a new connection is made by hl_as_chan_join alone); 0 or -1.
  * Sharded (SSUBSCRIBE) on Redis Cluster, where the scripts SPUBLISH. */
 static int chan_cmd(hilock_async *a, as_node *nd, as_chan *ch, int unsubscribe)
 {
@@ -202,7 +200,7 @@ static int chan_cmd(hilock_async *a, as_node *nd, as_chan *ch, int unsubscribe)
 /* op joins the channel (its messages wake by rule); 1 subscribed already,
  * 0 pending, -1 failed, 2 parked until the topology is known (then op is
  * queued again). */
-static int chan_join(as_op *op, const char *name, hl_wake_rule rule)
+int hl_as_chan_join(as_op *op, const char *name, hl_wake_rule rule)
 {
     hilock_async *a = op->a;
     as_node *nd = NULL;
@@ -259,7 +257,7 @@ static void chan_leave(as_op *op)
     if (op->signaled) {
         for (as_op *o = ch->waiters; o; o = o->chan_next)
             if (!o->signaled) {
-                op_signal(o);
+                hl_as_op_signal(o);
                 break;
             }
     }
@@ -296,7 +294,7 @@ static void chan_drop_one(as_node *nd, as_chan *ch)
             if (o->sub_pending) {
                 sub_result(o, 0);
             } else if (o->type == OP_LISTEN) {
-                ml_listener_subscribed(o, 0); /* no longer wakes its parent */
+                hl_as_ml_listener_subscribed(o, 0); /* no longer wakes its parent */
             } else {
                 /* subscribe again, then retry: an unlock may have been missed */
                 o->resub_req = 1;
@@ -367,7 +365,7 @@ static void sub_frame(as_conn *k, as_node *lk, redisReply *r)
             int64_t n = hl_ps_wakes(ch->rule, &ev);
             for (as_op *o = ch->waiters; o && n != 0; o = o->chan_next) {
                 if (n < 0 || !o->signaled) {
-                    op_signal(o);
+                    hl_as_op_signal(o);
                     if (n > 0)
                         n--;
                 }
@@ -1024,7 +1022,7 @@ static void check_deadlines(hilock_async *a, int64_t now)
 
 /* ---- holds and the watchdog ---- */
 
-static as_hold *hold_find(hilock_async *a, const hilock_lock *l, uint64_t tid)
+as_hold *hl_as_hold_find(hilock_async *a, const hilock_lock *l, uint64_t tid)
 {
     for (as_hold *h = a->holds; h; h = h->next)
         if (h->lock == l && h->tid == tid)
@@ -1047,7 +1045,7 @@ static void hold_remove(hilock_async *a, as_hold *h)
 static int hold_granted(as_op *op, int64_t sent_at)
 {
     hilock_async *a = op->a;
-    as_hold *h = hold_find(a, op->lock, op->tid);
+    as_hold *h = hl_as_hold_find(a, op->lock, op->tid);
     if (!h) {
         if (!(h = calloc(1, sizeof *h)))
             return HILOCK_ENOMEM;
@@ -1067,7 +1065,7 @@ static int hold_granted(as_op *op, int64_t sent_at)
     return 0;
 }
 
-static struct as_lost *queue_report(hilock_async *a, hilock_lock *l, hilock_multilock *m,
+struct as_lost *hl_as_queue_report(hilock_async *a, hilock_lock *l, hilock_multilock *m,
                                      uint64_t tid, int64_t silent_ms)
 {
     struct as_lost *e = calloc(1, sizeof *e);
@@ -1084,14 +1082,12 @@ static struct as_lost *queue_report(hilock_async *a, hilock_lock *l, hilock_mult
     return e;
 }
 
-static void ml_member_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t silent_ms);
-
 /* The hold of (l, tid) is lost (silent_ms < 0) or in doubt: report it, and
  * the multi-lock holds it belongs to when they are lost by that. */
 static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t silent_ms)
 {
-    queue_report(a, l, NULL, tid, silent_ms);
-    ml_member_lost(a, l, tid, silent_ms);
+    hl_as_queue_report(a, l, NULL, tid, silent_ms);
+    hl_as_ml_member_lost(a, l, tid, silent_ms);
 }
 
 /* Watchdog holds with no renewal confirmed for hl_renew_doubt_after (the
@@ -1110,9 +1106,6 @@ static void check_doubt(hilock_async *a, int64_t now)
     }
 }
 
-static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
-                     hilock_async_cb cb, void *payload);
-
 static void renew_due(hilock_async *a, int64_t now)
 {
     for (as_hold *h = a->holds; h; h = h->next) {
@@ -1120,7 +1113,7 @@ static void renew_due(hilock_async *a, int64_t now)
             continue;
         hilock_client *c = h->link->client;
         h->next_renew = now + hl_renew_period(c->t.opts.watchdog_lease_ms);
-        as_op *op = op_new(a, OP_RENEW, h->lock, h->tid, NULL, NULL);
+        as_op *op = hl_as_op_new(a, OP_RENEW, h->lock, h->tid, NULL, NULL);
         if (!op)
             continue;
         op->link = h->link;
@@ -1157,13 +1150,13 @@ static void feed_error(as_op *op, int code, int lost)
         hl_release_on_error(&op->rel, code, now);
         break;
     case OP_RENEW: /* trouble: retried at the next tick */
-        op_finish(op, code, 0);
+        hl_as_op_finish(op, code, 0);
         break;
     case OP_EXT:
         op->kind->on_error(op->self, code, lost, now);
         break;
     default:
-        op_finish(op, code, 0);
+        hl_as_op_finish(op, code, 0);
         break;
     }
 }
@@ -1193,7 +1186,7 @@ static void feed_reply(as_op *op, redisReply *r)
                 h->lost = 1;
                 queue_lost(op->a, h->lock, h->tid, -1);
             }
-            op_finish(op, HILOCK_ELOST, 0);
+            hl_as_op_finish(op, HILOCK_ELOST, 0);
             break;
         case HL_RENEW_EVAL:
             if (!op->eval_tried) {
@@ -1203,17 +1196,17 @@ static void feed_reply(as_op *op, redisReply *r)
                 op->resend = 1;
                 break;
             }
-            op_finish(op, HILOCK_EPROTO, 0);
+            hl_as_op_finish(op, HILOCK_EPROTO, 0);
             break;
         case HL_RENEW_RENEWED:
             if (h) {
                 h->confirmed_at = op->sent_at;
                 h->doubt = 0; /* a later silence is reported again */
             }
-            op_finish(op, 0, 1);
+            hl_as_op_finish(op, 0, 1);
             break;
         default: /* trouble or redirect: the next tick tries again */
-            op_finish(op, HILOCK_EPROTO, 0);
+            hl_as_op_finish(op, HILOCK_EPROTO, 0);
             break;
         }
         break;
@@ -1224,7 +1217,7 @@ static void feed_reply(as_op *op, redisReply *r)
         if (rc == HILOCK_EWRONGTYPE)
             snprintf(op->err, sizeof op->err, "key '%s' holds a value that is not a lock",
                      op->lock->names.name);
-        op_finish(op, rc, rc ? 0 : v);
+        hl_as_op_finish(op, rc, rc ? 0 : v);
         break;
     }
     }
@@ -1250,7 +1243,7 @@ static void step_acquire(as_op *op)
             continue;
         }
         case HL_ACT_SUBSCRIBE: {
-            int j = chan_join(op, op->acq.channel, HL_WAKE_LOCK);
+            int j = hl_as_chan_join(op, op->acq.channel, HL_WAKE_LOCK);
             if (j == 0 || j == 2)
                 return; /* the confirmation (or the topology) queues us */
             hl_acquire_on_subscribed(&op->acq, j > 0, now);
@@ -1297,7 +1290,7 @@ static void step_acquire(as_op *op)
                 snprintf(op->err, sizeof op->err,
                          "acquire of lock '%s' by thread %" PRIu64 " cancelled",
                          op->lock->names.name, op->tid);
-            op_finish(op, rc, rc ? 0 : v);
+            hl_as_op_finish(op, rc, rc ? 0 : v);
             return;
         }
         }
@@ -1355,13 +1348,13 @@ static void step_ack_release(as_op *op)
         snprintf(op->err, sizeof op->err,
                  "lock '%s' released again: no replica acknowledged it within %lld ms",
                  op->lock->names.name, (long long)c->t.opts.replica_ack_timeout_ms);
-        op_finish(op, rc, 0);
+        hl_as_op_finish(op, rc, 0);
         return;
     }
     hl_acquire_free(&op->acq);
     op->inited = 0;
     if (acquire_setup(op, op->wait_ms < 0 ? -1 : op->deadline - now > 0 ? op->deadline - now : 0)) {
-        op_finish(op, HILOCK_ENOMEM, 0);
+        hl_as_op_finish(op, HILOCK_ENOMEM, 0);
         return;
     }
     op->waiting = 1;
@@ -1373,18 +1366,15 @@ static void step_release(as_op *op)
     if (release_send(op, now_ms()))
         return;
     int rc = op->rel.result;
-    as_hold *h = hold_find(op->a, op->lock, op->tid);
+    as_hold *h = hl_as_hold_find(op->a, op->lock, op->tid);
     if (h && !op->rel.still_held)
         hold_remove(op->a, h);
     if (rc == HILOCK_ENOTOWNER)
         snprintf(op->err, sizeof op->err, "lock '%s' is not held by %s", op->lock->names.name,
                  op->owner);
-    op_finish(op, rc, rc ? 0 : op->rel.remaining);
+    hl_as_op_finish(op, rc, rc ? 0 : op->rel.remaining);
 }
 
-static void step_ml_acquire(as_op *op);
-static void step_ml_release(as_op *op);
-static void ml_child_done(as_op *child);
 
 static void step(as_op *op)
 {
@@ -1412,10 +1402,10 @@ static void step(as_op *op)
         step_release(op);
         break;
     case OP_ML_ACQUIRE:
-        step_ml_acquire(op);
+        hl_as_ml_step_acquire(op);
         break;
     case OP_ML_RELEASE:
-        step_ml_release(op);
+        hl_as_ml_step_release(op);
         break;
     case OP_LISTEN:
         break;
@@ -1427,7 +1417,7 @@ static void step(as_op *op)
             op->inited = 1;
             int rc = op_send(op, &op->cmd);
             if (rc)
-                op_finish(op, rc, 0);
+                hl_as_op_finish(op, rc, 0);
         }
         break;
     }
@@ -1442,12 +1432,10 @@ static void op_unlink(hilock_async *a, as_op *op)
         }
 }
 
-static void ml_free(as_ml *ml);
-
 static void op_free(as_op *op)
 {
     if (op->ml)
-        ml_free(op->ml);
+        hl_as_ml_free(op->ml);
     if (op->type == OP_ACQUIRE && op->inited)
         hl_acquire_free(&op->acq);
     if ((op->type == OP_RELEASE && op->inited) || (op->type == OP_ACQUIRE && op->ack_phase == 1))
@@ -1459,6 +1447,12 @@ static void op_free(as_op *op)
     if (op->kind)
         op->kind->free(op->self);
     free(op);
+}
+
+void hl_as_op_drop(as_op *op)
+{
+    op_unlink(op->a, op);
+    op_free(op);
 }
 
 /* Work the ready queue; with user callbacks: deliver completions. */
@@ -1488,7 +1482,7 @@ static void process(hilock_async *a, int callbacks)
                 a->done_tail = &a->done;
             op_unlink(a, d);
             if (d->parent) {
-                ml_child_done(d);
+                hl_as_ml_child_done(d);
             } else if (d->cb) {
                 snprintf(a->errmsg, sizeof a->errmsg, "%s", d->rc ? d->err : "");
                 d->cb(a, d->rc, d->value, d->payload);
@@ -1601,609 +1595,6 @@ static void finish_call(hilock_async *a, int callbacks)
     rearm(a);
 }
 
-/* ---- multi-lock and Redlock ----
- * The rules are the engine's (hl_ml_*): quorum, validity, success, what a
- * failed attempt gives back, fatal errors, the outcome, how long to wait
- * and on which member's message. Each member's part is an ordinary child
- * operation (an acquire with wait 0, a release) on that member's client,
- * all in flight at once; a waiting multi-lock listens to its members'
- * channels through listener children. */
-
-typedef struct as_mlhold {
-    struct as_mlhold *next;
-    hilock_multilock *m;
-    uint64_t tid;
-    int count;
-    size_t n, nacquired, nlost;
-    unsigned char *acquired, *lostm; /* per member */
-    int lost;                        /* reported (hl_ml_hold_lost) */
-} as_mlhold;
-
-static void mlhold_free(as_mlhold *h)
-{
-    free(h->acquired);
-    free(h->lostm);
-    free(h);
-}
-
-enum { ML_START = 0, ML_TRIED, ML_UNDONE, ML_SUBS, ML_RELEASED, ML_LEAVING };
-
-struct as_ml {
-    hilock_multilock *m;
-    hl_ml_view v;
-    int phase;
-    size_t pending;     /* children outstanding */
-    int *rc;            /* per member: its acquire's (or release's) answer */
-    int64_t *ttl;       /* held: the holder's PTTL */
-    unsigned char *ready; /* its listener was confirmed before the attempt */
-    as_op **listen;
-    hl_ml_member *mb;
-    int64_t *window;        /* per member: hl_ml_line_window */
-    unsigned char *in_line; /* per member: the call may have an entry in its line */
-    int fin_rc;             /* ML_LEAVING: the outcome, once the lines are left */
-    int64_t fin_value;
-    int64_t lease_ms, wait_ms, deadline, vlease, t0, t1;
-    int reentry;
-    unsigned attempt;
-    uint64_t rng;
-    size_t ok, busy;
-    int first_err, fatal, listening;
-};
-
-static void ml_free(as_ml *ml)
-{
-    free(ml->rc);
-    free(ml->ttl);
-    free(ml->ready);
-    free(ml->listen);
-    free(ml->mb);
-    free(ml->window);
-    free(ml->in_line);
-    free(ml);
-}
-
-static as_mlhold *mlhold_find(hilock_async *a, const hilock_multilock *m, uint64_t tid)
-{
-    for (as_mlhold *h = a->mlholds; h; h = h->next)
-        if (h->m == m && h->tid == tid)
-            return h;
-    return NULL;
-}
-
-/* Member lock l of thread tid was lost (or is in doubt): each multi-lock
- * hold of tid with l among its taken members counts it; one that the
- * engine's rule (hl_ml_hold_lost) says is lost by that is reported once. */
-static void ml_member_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t silent_ms)
-{
-    for (as_mlhold *h = a->mlholds; h; h = h->next) {
-        if (h->tid != tid || h->lost)
-            continue;
-        hl_ml_view v;
-        hl_multilock_view(h->m, &v);
-        for (size_t i = 0; i < v.n && i < h->n; i++) {
-            if (v.locks[i] != l || !h->acquired[i] || h->lostm[i])
-                continue;
-            h->lostm[i] = 1;
-            h->nlost++;
-            if (hl_ml_hold_lost(v.redlock, v.n, h->nacquired, h->nlost)) {
-                h->lost = 1;
-                struct as_lost *e = queue_report(a, NULL, h->m, tid, silent_ms);
-                if (e)
-                    snprintf(e->member, sizeof e->member, "%s", l->names.name);
-            }
-            break;
-        }
-    }
-}
-
-int hilock_async_multilock_is_lost(const hilock_async *a, const hilock_multilock *m,
-                                   uint64_t tid)
-{
-    if (!a || !m)
-        return 0;
-    for (as_mlhold *h = a->mlholds; h; h = h->next)
-        if (h->m == m && h->tid == tid)
-            return h->lost;
-    return 0;
-}
-
-void hilock_async_set_multilock_lost_callback(hilock_async *a, hilock_async_multilock_lost_cb cb,
-                                              void *payload)
-{
-    if (!a)
-        return;
-    a->ml_lost_cb = cb;
-    a->ml_lost_payload = payload;
-}
-
-static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
-                     hilock_async_cb cb, void *payload);
-static as_link *link_get(hilock_async *a, hilock_client *c, int *rc);
-static int op_start(as_op *op);
-static int64_t latch_ttl(const hilock_client *c);
-
-/* Start member i's child (OP_ACQUIRE wait 0, or OP_RELEASE) of parent op. */
-static int ml_child(as_op *op, size_t i, int type)
-{
-    hilock_async *a = op->a;
-    as_ml *ml = op->ml;
-    hilock_lock *l = ml->v.locks[i];
-    hilock_client *c = l->client;
-    int rc = 0;
-    as_link *lk = link_get(a, c, &rc);
-    if (!lk)
-        return rc;
-    as_op *ch = op_new(a, type, l, op->tid, NULL, NULL);
-    if (!ch)
-        return HILOCK_ENOMEM;
-    ch->parent = op;
-    ch->index = i;
-    ch->link = lk;
-    ch->timeout_ms = ml->v.member_timeout_ms;
-    hl_hold_owner(ch->owner, l->kind, c->t.id, op->tid);
-    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    int64_t now = now_ms();
-    if (type == OP_ACQUIRE) {
-        ch->watchdog = ml->lease_ms <= 0;
-        ch->lease_ms = ml->lease_ms > 0 ? ml->lease_ms : c->t.opts.watchdog_lease_ms;
-        if (hl_acquire_latch_arg(ch->latch, sizeof ch->latch, &l->names, ch->owner,
-                                 __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
-            ch->latch[0] = 0;
-        if (hl_acquire_init(&ch->acq, l->kind, &l->names, ch->owner, 0, ch->lease_ms,
-                            c->t.opts.fair_wait_window_ms, now) != 0)
-            goto nomem;
-        ch->inited = 1;
-        hl_acquire_set_line(&ch->acq, ml->window[i]); /* a held fair member: wait in line */
-        ch->wait_ms = 0;
-        ch->deadline = now;
-        if (hl_acquire_set_latch(&ch->acq, ch->latch, latch_ttl(c)) != 0)
-            goto nomem;
-    } else {
-        snprintf(ch->rid, sizeof ch->rid, "%s:%" PRIu64, c->t.id, seq);
-        as_hold *h = hold_find(a, l, op->tid);
-        int64_t lease = h && !h->watchdog ? h->lease_ms : 0;
-        if (hl_release_init(&ch->rel, l->kind, &l->names, ch->owner, lease,
-                            c->t.opts.watchdog_lease_ms, ch->rid, c->t.opts.command_timeout_ms,
-                            0, now) != 0)
-            goto nomem;
-        ch->inited = 1;
-    }
-    ml->pending++;
-    op_queue(ch);
-    return 0;
-nomem:
-    op_unlink(a, ch);
-    op_free(ch);
-    return HILOCK_ENOMEM;
-}
-
-static void ml_child_done(as_op *child)
-{
-    as_op *op = child->parent;
-    as_ml *ml = op->ml;
-    if (child->type == OP_ACQUIRE || child->type == OP_RELEASE) {
-        ml->rc[child->index] = child->rc;
-        ml->ttl[child->index] = child->type == OP_ACQUIRE ? child->acq.last_ttl : 0;
-    }
-    if (ml->pending > 0 && --ml->pending == 0) {
-        ml->t1 = now_ms();
-        op_queue(op);
-    }
-}
-
-/* Listeners: member i's channel wakes its parent (engine: hl_ml_wakes_on). */
-static void ml_listener_signal(as_op *listener)
-{
-    as_op *op = listener->parent;
-    as_ml *ml = op ? op->ml : NULL;
-    size_t i = listener->index;
-    if (ml && op->waiting && ml->phase == ML_START && hl_ml_wakes_on(&ml->mb[i])) {
-        op->waiting = 0;
-        op_queue(op);
-        return;
-    }
-    /* not ours to use (our own take-back publishes there too): pass it on */
-    as_chan *ch = listener->chan;
-    for (as_op *o = ch ? listener->chan_next : NULL; o; o = o->chan_next)
-        if (o->type != OP_LISTEN && !o->signaled) {
-            op_signal(o);
-            break;
-        }
-}
-
-static void ml_listener_subscribed(as_op *listener, int ok)
-{
-    listener->confirmed = ok;
-    as_op *op = listener->parent;
-    if (!op || op->ml->phase != ML_SUBS)
-        return;
-    for (size_t i = 0; i < op->ml->v.n; i++)
-        if (op->ml->listen[i] && op->ml->listen[i]->sub_pending)
-            return;
-    op->waiting = 0; /* every subscription answered: try again now */
-    op_queue(op);
-}
-
-static void ml_stop_listening(as_op *op)
-{
-    as_ml *ml = op->ml;
-    for (size_t i = 0; ml && i < ml->v.n; i++) {
-        as_op *ls = ml->listen[i];
-        if (!ls)
-            continue;
-        ml->listen[i] = NULL;
-        chan_leave(ls);
-        op_unlink(op->a, ls);
-        op_free(ls);
-    }
-}
-
-static void ml_start_listening(as_op *op)
-{
-    as_ml *ml = op->ml;
-    hilock_async *a = op->a;
-    for (size_t i = 0; i < ml->v.n; i++) {
-        hilock_lock *l = ml->v.locks[i];
-        /* a fair member: our own waiter channel, which its unlock uses
-         * once we head the line we joined (hl_ml_line_window) */
-        int rc = 0;
-        as_link *lk = link_get(a, l->client, &rc);
-        as_op *ls = lk ? op_new(a, OP_LISTEN, l, op->tid, NULL, NULL) : NULL;
-        if (!ls)
-            continue;
-        ls->parent = op;
-        ls->index = i;
-        ls->link = lk;
-        char owner[HL_OWNER_MAX];
-        hl_hold_owner(owner, l->kind, l->client->t.id, op->tid);
-        char *chname = hl_wait_channel(l->kind, &l->names, owner);
-        int j = chname ? chan_join(ls, chname, HL_WAKE_LOCK) : -1;
-        free(chname);
-        if (j < 0) {
-            op_unlink(a, ls);
-            op_free(ls);
-            continue;
-        }
-        ls->confirmed = j > 0;
-        ml->listen[i] = ls;
-    }
-}
-
-static void ml_finish(as_op *op, int rc, int64_t value, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Member i's child that leaves its fair line (fair_cancel.lua). */
-static void ml_leave_line(as_op *op, size_t i)
-{
-    hilock_async *a = op->a;
-    as_ml *ml = op->ml;
-    hilock_lock *l = ml->v.locks[i];
-    int rc = 0;
-    as_link *lk = link_get(a, l->client, &rc);
-    as_op *ch = lk ? op_new(a, OP_SIMPLE, l, op->tid, NULL, NULL) : NULL;
-    if (!ch)
-        return; /* best effort: the line drops a silent waiter at its deadline */
-    ch->parent = op;
-    ch->index = i;
-    ch->link = lk;
-    ch->timeout_ms = ml->v.member_timeout_ms;
-    hl_hold_owner(ch->owner, l->kind, l->client->t.id, op->tid);
-    hl_cmd_fair_cancel(&ch->cmd, &l->names, ch->owner, ml->window[i]);
-    ch->decode = hl_decode_int;
-    ml->pending++;
-    op_queue(ch);
-}
-
-/* The call is over: leave every line it may still be in (all in flight at
- * once, ML_LEAVING), then finish with rc and value. */
-static void ml_finish(as_op *op, int rc, int64_t value, const char *fmt, ...)
-{
-    as_ml *ml = op->ml;
-    ml_stop_listening(op);
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(op->err, sizeof op->err, fmt, ap);
-        va_end(ap);
-    }
-    for (size_t i = 0; ml->in_line && i < ml->v.n; i++) {
-        if (!ml->in_line[i])
-            continue;
-        ml->in_line[i] = 0;
-        ml_leave_line(op, i);
-    }
-    if (ml->pending) {
-        ml->phase = ML_LEAVING;
-        ml->fin_rc = rc;
-        ml->fin_value = value;
-        return;
-    }
-    op_finish(op, rc, value);
-}
-
-static const char *ml_kind(const as_ml *ml)
-{
-    return ml->v.redlock ? "redlock" : "multi-lock";
-}
-
-static void step_ml_acquire(as_op *op)
-{
-    hilock_async *a = op->a;
-    as_ml *ml = op->ml;
-    const size_t n = ml->v.n;
-    if (ml->pending)
-        return;
-    for (;;) {
-        int64_t now = now_ms();
-        switch (ml->phase) {
-        case ML_SUBS:
-        case ML_START: {
-            if (op->cancel_req) {
-                ml_finish(op, HILOCK_ECANCELED, 0, "%s: acquire by thread %" PRIu64 " cancelled",
-                          ml_kind(ml), op->tid);
-                return;
-            }
-            for (size_t i = 0; i < n; i++)
-                ml->ready[i] = ml->listen[i] && ml->listen[i]->confirmed;
-            ml->phase = ML_TRIED;
-            ml->t0 = now;
-            for (size_t i = 0; i < n; i++) {
-                int rc = ml_child(op, i, OP_ACQUIRE);
-                if (rc)
-                    ml->rc[i] = rc, ml->ttl[i] = 0;
-            }
-            if (ml->pending)
-                return;
-            ml->t1 = now_ms();
-            continue;
-        }
-        case ML_LEAVING:
-            op_finish(op, ml->fin_rc, ml->fin_value);
-            return;
-        case ML_TRIED: {
-            ml->ok = ml->busy = 0;
-            ml->first_err = ml->fatal = 0;
-            for (size_t i = 0; i < n; i++) {
-                int rc = ml->rc[i];
-                ml->in_line[i] = (unsigned char)hl_ml_in_line(ml->window[i], rc);
-                if (rc == 0)
-                    ml->ok++;
-                else if (rc == HILOCK_ETIMEDOUT)
-                    ml->busy++;
-                else {
-                    if (!ml->first_err)
-                        ml->first_err = rc;
-                    if (hl_ml_fatal(ml->v.redlock, rc) && !ml->fatal)
-                        ml->fatal = rc;
-                }
-            }
-            int64_t validity = hl_ml_validity(ml->vlease, ml->t0, ml->t1);
-            if (hl_ml_success(ml->v.redlock, n, ml->ok, ml->fatal, validity)) {
-                as_mlhold *h = mlhold_find(a, ml->m, op->tid);
-                if (!h && (h = calloc(1, sizeof *h)) != NULL) {
-                    h->m = ml->m;
-                    h->tid = op->tid;
-                    h->n = n;
-                    h->acquired = calloc(n, 1);
-                    h->lostm = calloc(n, 1);
-                    if (!h->acquired || !h->lostm) {
-                        mlhold_free(h);
-                        h = NULL;
-                    } else {
-                        h->next = a->mlholds;
-                        a->mlholds = h;
-                    }
-                }
-                if (h) {
-                    /* the members this grant took (a re-entry: held again) */
-                    h->count++;
-                    h->nacquired = h->nlost = 0;
-                    for (size_t i = 0; i < n; i++) {
-                        if (ml->rc[i] == 0)
-                            h->acquired[i] = 1, h->lostm[i] = 0;
-                        h->nacquired += h->acquired[i];
-                        h->nlost += h->lostm[i];
-                    }
-                    h->lost = 0;
-                }
-                ml_finish(op, 0, ml->lease_ms > 0 ? validity : -1, NULL);
-                return;
-            }
-            /* give back what this attempt may have taken (engine's rule) */
-            ml->phase = ML_UNDONE;
-            for (size_t i = 0; i < n; i++)
-                if (hl_ml_take_back(ml->v.redlock, ml->reentry, ml->rc[i]))
-                    ml_child(op, i, OP_RELEASE); /* its answer does not matter */
-            if (ml->pending)
-                return;
-            continue;
-        }
-        case ML_UNDONE: {
-            if (ml->fatal) {
-                ml_finish(op, ml->fatal, 0, "%s: %zu of %zu taken: %s", ml_kind(ml), ml->ok, n,
-                          hilock_strerror(ml->fatal));
-                return;
-            }
-            if (op->cancel_req) {
-                ml_finish(op, HILOCK_ECANCELED, 0, "%s: acquire by thread %" PRIu64 " cancelled",
-                          ml_kind(ml), op->tid);
-                return;
-            }
-            if (ml->wait_ms == 0 || (ml->deadline >= 0 && now >= ml->deadline)) {
-                ml_finish(op, hl_ml_fail_code(ml->v.redlock, n, ml->ok, ml->busy, ml->first_err),
-                          0, "%s: %zu of %zu taken (need %zu)", ml_kind(ml), ml->ok, n,
-                          hl_ml_quorum(ml->v.redlock, n));
-                return;
-            }
-            int64_t left = ml->deadline < 0 ? -1 : ml->deadline - now;
-            if (!ml->listening) {
-                /* the first failure: listen to the members' unlock messages,
-                 * then try again once the subscriptions answered */
-                ml->listening = 1;
-                ml_start_listening(op);
-                ml->phase = ML_SUBS;
-                int pending = 0;
-                for (size_t i = 0; i < n; i++)
-                    pending |= ml->listen[i] && ml->listen[i]->sub_pending;
-                if (!pending)
-                    continue;
-                int64_t limit = ml->v.member_timeout_ms > 0
-                                    ? ml->v.member_timeout_ms
-                                    : ml->v.locks[0]->client->t.opts.command_timeout_ms;
-                if (left >= 0 && left < limit)
-                    limit = left;
-                op->waiting = 1;
-                op->wake_at = now + limit;
-                return;
-            }
-            ml->rng = ml->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-            int64_t backoff = hl_ml_backoff(ml->attempt++, ml->rng >> 17);
-            for (size_t i = 0; i < n; i++) {
-                ml->mb[i].rc = ml->rc[i];
-                ml->mb[i].ttl_ms = ml->ttl[i];
-                ml->mb[i].wakeable = ml->ready[i];
-                ml->mb[i].line_window_ms = ml->in_line[i] ? ml->window[i] : -1;
-            }
-            int64_t s = hl_ml_wait_ms(ml->v.redlock, ml->mb, n,
-                                      ml->v.redlock && ml->ok >= hl_ml_quorum(1, n), backoff, left);
-            ml->phase = ML_START;
-            if (s == 0)
-                continue;
-            op->waiting = 1;
-            op->wake_at = s < 0 ? -1 : now + s;
-            return;
-        }
-        default:
-            return;
-        }
-    }
-}
-
-static void step_ml_release(as_op *op)
-{
-    hilock_async *a = op->a;
-    as_ml *ml = op->ml;
-    const size_t n = ml->v.n;
-    if (ml->pending)
-        return;
-    if (ml->phase == ML_START) {
-        ml->phase = ML_RELEASED;
-        for (size_t i = 0; i < n; i++) {
-            int rc = ml_child(op, i, OP_RELEASE);
-            if (rc)
-                ml->rc[i] = rc;
-        }
-        if (ml->pending)
-            return;
-    }
-    size_t ok = 0, notowner = 0;
-    int first_err = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ml->rc[i] == 0)
-            ok++;
-        else if (ml->rc[i] == HILOCK_ENOTOWNER)
-            notowner++;
-        else if (!first_err)
-            first_err = ml->rc[i];
-    }
-    as_mlhold *h = mlhold_find(a, ml->m, op->tid);
-    if (h && --h->count <= 0) {
-        for (as_mlhold **pp = &a->mlholds; *pp; pp = &(*pp)->next)
-            if (*pp == h) {
-                *pp = h->next;
-                break;
-            }
-        mlhold_free(h);
-    }
-    int rc = hl_ml_release_code(ml->v.redlock, n, ok, notowner, first_err);
-    ml_finish(op, rc, (int64_t)ok, rc ? "%s release: %zu of %zu released" : NULL, ml_kind(ml),
-              ok, n);
-}
-
-/* A parent operation of type on m; its checks as op_check's. */
-static int ml_op_new(as_op **out, hilock_async *a, hilock_multilock *m, int type, uint64_t tid,
-                     hilock_async_cb cb, void *payload)
-{
-    *out = NULL;
-    if (!a || !m || !cb)
-        return HILOCK_EINVAL;
-    if (a->free_later)
-        return HILOCK_ECLOSED;
-    as_ml *ml = calloc(1, sizeof *ml);
-    if (!ml)
-        return HILOCK_ENOMEM;
-    ml->m = m;
-    hl_multilock_view(m, &ml->v);
-    size_t n = ml->v.n;
-    for (size_t i = 0; i < n; i++) {
-        char err[HL_ERRMSG_MAX];
-        int rc = hl_client_check(ml->v.locks[i]->client, err);
-        if (!rc && !link_get(a, ml->v.locks[i]->client, &rc))
-            rc = rc ? rc : HILOCK_ENOMEM;
-        if (rc) {
-            free(ml);
-            return rc;
-        }
-    }
-    ml->rc = calloc(n, sizeof *ml->rc);
-    ml->ttl = calloc(n, sizeof *ml->ttl);
-    ml->ready = calloc(n, 1);
-    ml->listen = calloc(n, sizeof *ml->listen);
-    ml->mb = calloc(n, sizeof *ml->mb);
-    ml->window = calloc(n, sizeof *ml->window);
-    ml->in_line = calloc(n, 1);
-    as_op *op = ml->rc && ml->ttl && ml->ready && ml->listen && ml->mb && ml->window &&
-                        ml->in_line
-                    ? op_new(a, type, NULL, tid, cb, payload)
-                    : NULL;
-    if (!op) {
-        ml_free(ml);
-        return HILOCK_ENOMEM;
-    }
-    op->ml = ml;
-    ml->rng = (uint64_t)now_ms() * 0x9E3779B97F4A7C15ULL ^ tid ^ (uint64_t)(uintptr_t)op;
-    *out = op;
-    return 0;
-}
-
-int hilock_async_multilock_acquire(hilock_async *a, hilock_multilock *m, uint64_t tid,
-                                   int64_t wait_ms, int64_t lease_ms, hilock_async_cb cb,
-                                   void *payload)
-{
-    if (hl_check_wait(wait_ms) || hl_check_lease(lease_ms))
-        return HILOCK_EINVAL;
-    as_op *op;
-    int rc = ml_op_new(&op, a, m, OP_ML_ACQUIRE, tid, cb, payload);
-    if (rc)
-        return rc;
-    as_ml *ml = op->ml;
-    ml->wait_ms = wait_ms;
-    ml->lease_ms = lease_ms > 0 ? lease_ms : 0;
-    ml->deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
-    ml->vlease = lease_ms > 0 ? lease_ms : ml->v.watchdog_lease_ms;
-    ml->reentry = mlhold_find(a, m, tid) != NULL;
-    for (size_t i = 0; i < ml->v.n; i++)
-        ml->window[i] = hl_ml_line_window(ml->v.locks[i]->kind, wait_ms,
-                                          ml->v.locks[i]->client->t.opts.fair_wait_window_ms);
-    return op_start(op);
-}
-
-int hilock_async_multilock_release(hilock_async *a, hilock_multilock *m, uint64_t tid,
-                                   hilock_async_cb cb, void *payload)
-{
-    as_op *op;
-    int rc = ml_op_new(&op, a, m, OP_ML_RELEASE, tid, cb, payload);
-    return rc ? rc : op_start(op);
-}
-
-static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *target,
-                      uint64_t tid);
-
-int hilock_async_multilock_cancel(int *cancelled, hilock_async *a, hilock_multilock *m,
-                                  uint64_t tid)
-{
-    return cancel_ops(cancelled, a, OP_ML_ACQUIRE, m, tid);
-}
-
 /* ---- public API ---- */
 
 int hilock_async_new(hilock_async **out, const hilock_async_loop *loop)
@@ -2266,11 +1657,7 @@ static void async_free_now(hilock_async *a)
         a->holds = h->next;
         free(h);
     }
-    while (a->mlholds) {
-        struct as_mlhold *h = a->mlholds;
-        a->mlholds = h->next;
-        mlhold_free(h);
-    }
+    hl_as_mlholds_free(a);
     while (a->lost_q) {
         struct as_lost *e = a->lost_q;
         a->lost_q = e->next;
@@ -2409,7 +1796,7 @@ int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l, uint64_t t
     return 0;
 }
 
-static as_link *link_get(hilock_async *a, hilock_client *c, int *rc)
+as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc)
 {
     for (as_link *lk = a->links; lk; lk = lk->next)
         if (lk->client == c)
@@ -2422,7 +1809,7 @@ static as_link *link_get(hilock_async *a, hilock_client *c, int *rc)
     return lk;
 }
 
-static as_op *op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
+as_op *hl_as_op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
                      hilock_async_cb cb, void *payload)
 {
     as_op *op = calloc(1, sizeof *op);
@@ -2448,12 +1835,12 @@ static int op_check(hilock_async *a, hilock_lock *l, hilock_async_cb cb, as_link
 {
     int rc = l ? hl_as_check(a, l->client, cb) : HILOCK_EINVAL;
     if (rc == 0)
-        *lk = link_get(a, l->client, &rc); /* made by the check */
+        *lk = hl_as_link_get(a, l->client, &rc); /* made by the check */
     return rc;
 }
 
 /* Start op: queue it and work the queue (no user callback runs here). */
-static int op_start(as_op *op)
+int hl_as_op_start(as_op *op)
 {
     hilock_async *a = op->a;
     hl_nosigpipe ns;
@@ -2465,7 +1852,7 @@ static int op_start(as_op *op)
 }
 
 /* How long an acquire latch answers a request sent again (as lock.c). */
-static int64_t latch_ttl(const hilock_client *c)
+int64_t hl_as_latch_ttl(const hilock_client *c)
 {
     return hl_acquire_latch_ttl(c->t.opts.command_timeout_ms, c->t.opts.connect_timeout_ms);
 }
@@ -2482,7 +1869,7 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
         return HILOCK_EINVAL;
     }
     hilock_client *c = l->client;
-    as_op *op = op_new(a, OP_ACQUIRE, l, tid, cb, payload);
+    as_op *op = hl_as_op_new(a, OP_ACQUIRE, l, tid, cb, payload);
     if (!op)
         return HILOCK_ENOMEM;
     op->link = lk;
@@ -2496,7 +1883,7 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
         op_free(op);
         return HILOCK_ENOMEM;
     }
-    return op_start(op);
+    return hl_as_op_start(op);
 }
 
 /* op's acquire machine for a wait of wait_ms, with a latch key of its own
@@ -2514,14 +1901,14 @@ static int acquire_setup(as_op *op, int64_t wait_ms)
                         c->t.opts.fair_wait_window_ms, now_ms()) != 0)
         return HILOCK_ENOMEM;
     op->inited = 1;
-    if (hl_acquire_set_latch(&op->acq, op->latch, latch_ttl(c)) != 0)
+    if (hl_acquire_set_latch(&op->acq, op->latch, hl_as_latch_ttl(c)) != 0)
         return HILOCK_ENOMEM;
     return 0;
 }
 
 /* Cancel the pending acquires of type on target (a lock, or a multi-lock)
  * for tid: each takes the cancel between its actions. */
-static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *target,
+int hl_as_cancel_ops(int *cancelled, hilock_async *a, int type, const void *target,
                       uint64_t tid)
 {
     if (cancelled)
@@ -2532,9 +1919,8 @@ static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *tar
         return HILOCK_ECLOSED;
     int n = 0;
     for (as_op *op = a->ops; op; op = op->next) {
-        const void *t = type == OP_ML_ACQUIRE ? (const void *)(op->ml ? op->ml->m : NULL)
-                        : type == OP_EXT      ? op->target
-                                              : (const void *)op->lock;
+        const void *t =
+            type == OP_ML_ACQUIRE || type == OP_EXT ? op->target : (const void *)op->lock;
         if (op->type != type || op->parent || op->done || t != target || op->tid != tid ||
             op->cancel_req)
             continue;
@@ -2570,7 +1956,7 @@ static int cancel_ops(int *cancelled, hilock_async *a, int type, const void *tar
 
 int hilock_async_cancel(int *cancelled, hilock_async *a, hilock_lock *l, uint64_t tid)
 {
-    return cancel_ops(cancelled, a, OP_ACQUIRE, l, tid);
+    return hl_as_cancel_ops(cancelled, a, OP_ACQUIRE, l, tid);
 }
 
 int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_async_cb cb,
@@ -2581,7 +1967,7 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
     if (rc)
         return rc;
     hilock_client *c = l->client;
-    as_op *op = op_new(a, OP_RELEASE, l, tid, cb, payload);
+    as_op *op = hl_as_op_new(a, OP_RELEASE, l, tid, cb, payload);
     if (!op)
         return HILOCK_ENOMEM;
     op->link = lk;
@@ -2591,7 +1977,7 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
     if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
                               __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
         snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq); /* cannot happen */
-    as_hold *h = hold_find(a, l, tid);
+    as_hold *h = hl_as_hold_find(a, l, tid);
     int64_t lease = h && !h->watchdog ? h->lease_ms : 0; /* 0: the watchdog lease */
     if (hl_release_init(&op->rel, l->kind, &l->names, op->owner, lease,
                         c->t.opts.watchdog_lease_ms, op->rid, c->t.opts.command_timeout_ms, 0,
@@ -2601,7 +1987,7 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
         return HILOCK_ENOMEM;
     }
     op->inited = 1;
-    return op_start(op);
+    return hl_as_op_start(op);
 }
 
 int hilock_async_force_unlock(hilock_async *a, hilock_lock *l, hilock_async_cb cb,
@@ -2611,13 +1997,13 @@ int hilock_async_force_unlock(hilock_async *a, hilock_lock *l, hilock_async_cb c
     int rc = op_check(a, l, cb, &lk);
     if (rc)
         return rc;
-    as_op *op = op_new(a, OP_SIMPLE, l, 0, cb, payload);
+    as_op *op = hl_as_op_new(a, OP_SIMPLE, l, 0, cb, payload);
     if (!op)
         return HILOCK_ENOMEM;
     op->link = lk;
     hl_cmd_force(&op->cmd, l->kind, &l->names);
     op->decode = hl_decode_flag;
-    return op_start(op);
+    return hl_as_op_start(op);
 }
 
 int hilock_async_query(hilock_async *a, hilock_lock *l, hilock_query q, uint64_t tid,
@@ -2629,7 +2015,7 @@ int hilock_async_query(hilock_async *a, hilock_lock *l, hilock_query q, uint64_t
         return rc;
     if (q < HILOCK_QUERY_IS_LOCKED || q > HILOCK_QUERY_TOKEN)
         return HILOCK_EINVAL;
-    as_op *op = op_new(a, OP_SIMPLE, l, tid, cb, payload);
+    as_op *op = hl_as_op_new(a, OP_SIMPLE, l, tid, cb, payload);
     if (!op)
         return HILOCK_ENOMEM;
     op->link = lk;
@@ -2661,7 +2047,7 @@ int hilock_async_query(hilock_async *a, hilock_lock *l, hilock_query q, uint64_t
         op->decode = hl_decode_token;
         break;
     }
-    return op_start(op);
+    return hl_as_op_start(op);
 }
 
 /* ---- operations of other files (async_sem.c): api.h, hl_as_kind ---- */
@@ -2678,23 +2064,23 @@ int hl_as_check(hilock_async *a, hilock_client *c, hilock_async_cb cb)
         snprintf(a->errmsg, sizeof a->errmsg, "%s", err);
         return rc;
     }
-    return link_get(a, c, &rc) ? 0 : rc;
+    return hl_as_link_get(a, c, &rc) ? 0 : rc;
 }
 
 int hl_as_start(hilock_async *a, hilock_client *c, const hl_as_kind *kind, void *self,
                 const void *target, uint64_t tid, hilock_async_cb cb, void *payload)
 {
     int rc = hl_as_check(a, c, cb);
-    as_op *op = rc ? NULL : op_new(a, OP_EXT, NULL, tid, cb, payload);
+    as_op *op = rc ? NULL : hl_as_op_new(a, OP_EXT, NULL, tid, cb, payload);
     if (!op) {
         kind->free(self);
         return rc ? rc : HILOCK_ENOMEM;
     }
-    op->link = link_get(a, c, &rc);
+    op->link = hl_as_link_get(a, c, &rc);
     op->kind = kind;
     op->self = self;
     op->target = target;
-    return op_start(op);
+    return hl_as_op_start(op);
 }
 
 int hl_as_send(as_op *op, hl_cmd *cmd)
@@ -2704,7 +2090,7 @@ int hl_as_send(as_op *op, hl_cmd *cmd)
 
 int hl_as_join(as_op *op, const char *channel, hl_wake_rule rule)
 {
-    int j = chan_join(op, channel, rule);
+    int j = hl_as_chan_join(op, channel, rule);
     return j == 2 ? 0 : j; /* parked: the machine is stepped again once the
                               topology is known (or told it failed) */
 }
@@ -2740,12 +2126,12 @@ void hl_as_finish(as_op *op, int rc, int64_t value, const char *err)
     chan_leave(op);
     if (err)
         snprintf(op->err, sizeof op->err, "%s", err);
-    op_finish(op, rc, rc ? 0 : value);
+    hl_as_op_finish(op, rc, rc ? 0 : value);
 }
 
 int hl_as_cancel(int *cancelled, hilock_async *a, const void *target, uint64_t tid)
 {
-    return cancel_ops(cancelled, a, OP_EXT, target, tid);
+    return hl_as_cancel_ops(cancelled, a, OP_EXT, target, tid);
 }
 
 void hl_as_set_err(hilock_async *a, const char *msg)

@@ -1,7 +1,8 @@
 /*
  * What the non-blocking driver's files share (async.c: operations,
  * connections, channels, the loop; async_route.c: servers, topology,
- * routing, replica acknowledgement). API layer, like async.c.
+ * routing, replica acknowledgement; async_multilock.c: multi-lock and
+ * Redlock). API layer, like async.c.
  */
 #ifndef HILOCK_ASYNC_IMPL_H
 #define HILOCK_ASYNC_IMPL_H
@@ -267,6 +268,50 @@ HL_HIDDEN void hl_as_feed_error(as_op *op, int code);
 HL_HIDDEN void hl_as_conn_detach(as_conn *k);
 /* Every channel of n moved or is gone: its waiters subscribe again. */
 HL_HIDDEN void hl_as_chans_drop(as_node *n);
+
+/* ---- async.c, for async_multilock.c ---- */
+/* A new operation, in a->ops; not queued. */
+HL_HIDDEN as_op *hl_as_op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
+                              hilock_async_cb cb, void *payload);
+/* Unlink op from a->ops and free it (never queued, or done with). */
+HL_HIDDEN void hl_as_op_drop(as_op *op);
+/* Queue op and work the queue (no user callback runs here); 0. */
+HL_HIDDEN int hl_as_op_start(as_op *op);
+/* op is done: its callback runs with rc and value (op->err, else
+ * hilock_strerror(rc)). */
+HL_HIDDEN void hl_as_op_finish(as_op *op, int rc, int64_t value);
+/* Wake op (a listener: its parent's rule decides). */
+HL_HIDDEN void hl_as_op_signal(as_op *op);
+/* The link of client c, made when missing; NULL with *rc. */
+HL_HIDDEN as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc);
+/* How long an acquire latch answers a request sent again (as lock.c). */
+HL_HIDDEN int64_t hl_as_latch_ttl(const hilock_client *c);
+HL_HIDDEN as_hold *hl_as_hold_find(hilock_async *a, const hilock_lock *l, uint64_t tid);
+/* A lost report (lock l, or multi-lock m) queued for delivery; NULL: no memory. */
+HL_HIDDEN struct as_lost *hl_as_queue_report(hilock_async *a, hilock_lock *l, hilock_multilock *m,
+                                             uint64_t tid, int64_t silent_ms);
+/* op joins the channel (its messages wake by rule); 1 subscribed already,
+ * 0 pending, -1 failed, 2 parked until the topology is known. */
+HL_HIDDEN int hl_as_chan_join(as_op *op, const char *name, hl_wake_rule rule);
+/* Cancel the pending acquires of type (OP_ACQUIRE: op->lock; OP_ML_ACQUIRE,
+ * OP_EXT: op->target) on target for tid. */
+HL_HIDDEN int hl_as_cancel_ops(int *cancelled, hilock_async *a, int type, const void *target,
+                               uint64_t tid);
+
+/* ---- async_multilock.c, for async.c ---- */
+HL_HIDDEN void hl_as_ml_step_acquire(as_op *op);
+HL_HIDDEN void hl_as_ml_step_release(as_op *op);
+/* A member's child (acquire, release, line leave) is done: its parent counts it. */
+HL_HIDDEN void hl_as_ml_child_done(as_op *child);
+/* A listener's channel message, or its subscription answered (ok) or dropped. */
+HL_HIDDEN void hl_as_ml_listener_signal(as_op *listener);
+HL_HIDDEN void hl_as_ml_listener_subscribed(as_op *listener, int ok);
+/* Member l of tid's holds was lost (silent_ms < 0) or is in doubt. */
+HL_HIDDEN void hl_as_ml_member_lost(hilock_async *a, hilock_lock *l, uint64_t tid,
+                                    int64_t silent_ms);
+HL_HIDDEN void hl_as_ml_free(as_ml *ml);
+/* Free every multi-lock hold of a (hilock_async_free). */
+HL_HIDDEN void hl_as_mlholds_free(hilock_async *a);
 
 /* ---- async_route.c ---- */
 /* The link of client c (created with its topology unknown); NULL with *rc. */
