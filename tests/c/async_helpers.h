@@ -2,8 +2,8 @@
  * What the test programs of the non-blocking API (hilock_async) share: a
  * completion record, one epoll adapter per program, running the loop until
  * an awaited event with a bound, and counting a channel's subscribers.
- * Header-only (static functions): include it once per program, after
- * defining `static th_redis srv;` (the server numsub asks).
+ * Header-only (static functions): include it once per program. numsub
+ * asks the harness's server, th_srv (th_srv_init / th_srv_client_init).
  */
 #ifndef HILOCK_TEST_ASYNC_HELPERS_H
 #define HILOCK_TEST_ASYNC_HELPERS_H
@@ -79,7 +79,7 @@ static inline void run_for(hilock_async *a, int64_t ms)
 
 static inline long long numsub(const char *channel)
 {
-    redisContext *ctx = th_redis_connect(&srv);
+    redisContext *ctx = th_redis_connect(&th_srv);
     long long v = -1000;
     redisReply *r = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&

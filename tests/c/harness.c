@@ -537,3 +537,20 @@ hilock_client *th_client_open(const char *url)
         fprintf(stderr, "\n  open %s: %d %s (%s)\n", url, rc, hilock_strerror(rc), err);
     return c;
 }
+
+hilock_client *th_cl;
+
+int th_srv_client_init(void)
+{
+    if (th_srv_init() != 0)
+        return -1;
+    th_cl = th_client_open(th_srv.url);
+    return th_cl ? 0 : -1;
+}
+
+int th_srv_client_clean(void)
+{
+    hilock_client_close(th_cl);
+    th_cl = NULL;
+    return th_srv_clean();
+}

@@ -86,6 +86,12 @@ int th_run_capture(const char *prog, const char *const *env, char *out, size_t l
 extern th_redis th_srv;
 int th_srv_init(void);
 int th_srv_clean(void);
+/* The same server with a client open on it (default options): th_cl, opened
+ * by th_srv_client_init and closed by th_srv_client_clean. */
+struct hilock_client;
+extern struct hilock_client *th_cl;
+int th_srv_client_init(void);
+int th_srv_client_clean(void);
 /* A Redis Cluster of the n servers in nodes, started by the caller with
  * "--cluster-enabled yes --cluster-config-file nodes.conf" (and their own
  * options): redis-cli --cluster create over their plain ports (replicas per

@@ -21,8 +21,6 @@
 #include "hilock/adapters/libuv.h"
 #endif
 
-static th_redis srv;
-static hilock_client *cl;
 
 #include "async_helpers.h"
 
@@ -30,7 +28,7 @@ static void t_basic(void)
 {
     hilock_async *a = new_async();
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-basic") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, th_cl, "async-basic") == 0);
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 7, 0, 10000, on_done, &r) == 0);
     CU_ASSERT_EQUAL(r.n, 0); /* never completes inside the call */
@@ -42,7 +40,7 @@ static void t_basic(void)
     CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT_EQUAL(r.value, 2);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-basic"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HLEN async-basic"), 1);
     /* queries */
     res q[5] = {{0}};
     CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q[0]) == 0);
@@ -69,7 +67,7 @@ static void t_basic(void)
     CU_ASSERT(hilock_async_release(a, l, 7, on_done, &rel) == 0);
     CU_ASSERT_FATAL(run_until(a, &rel, 3, 5000));
     CU_ASSERT(rel.rc == 0 && rel.value == 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-basic"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-basic"), 0);
     /* force unlock of a lock held by someone else (the blocking API) */
     CU_ASSERT(hilock_lock_acquire_tid(l, 9, 0, 60000) == 0);
     res f = {0};
@@ -80,13 +78,13 @@ static void t_basic(void)
     CU_ASSERT_FATAL(run_until(a, &f, 2, 5000));
     CU_ASSERT(f.rc == 0 && f.value == 0);
     /* a key of another type: EWRONGTYPE at once, untouched */
-    th_redis_int(&srv, "SET async-basic x");
+    th_redis_int(&th_srv, "SET async-basic x");
     CU_ASSERT(hilock_async_acquire(a, l, 7, 1000, 0, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 3, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_EWRONGTYPE);
     char buf[16] = "";
-    CU_ASSERT(th_redis_str(&srv, buf, sizeof buf, "GET async-basic") == 0 && !strcmp(buf, "x"));
-    th_redis_int(&srv, "DEL async-basic");
+    CU_ASSERT(th_redis_str(&th_srv, buf, sizeof buf, "GET async-basic") == 0 && !strcmp(buf, "x"));
+    th_redis_int(&th_srv, "DEL async-basic");
     hilock_lock_free(l);
     free_async(a);
 }
@@ -95,7 +93,7 @@ static void t_bad_args(void)
 {
     hilock_async *a = new_async();
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-args") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, th_cl, "async-args") == 0);
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, -5, 0, on_done, &r) == HILOCK_EINVAL);
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, -2, on_done, &r) == HILOCK_EINVAL);
@@ -123,7 +121,7 @@ static void t_handoff_by_message(void)
 {
     hilock_async *a = new_async();
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-handoff") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, th_cl, "async-handoff") == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 60000) == 0);
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 2, 30000, 10000, on_done, &r) == 0);
@@ -152,7 +150,7 @@ static void t_many_waiters(void)
 {
     hilock_async *a = new_async();
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-many") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, th_cl, "async-many") == 0);
     enum { N = 50 };
     static res r[N];
     memset(r, 0, sizeof r);
@@ -177,7 +175,7 @@ static void t_many_waiters(void)
     CU_ASSERT_EQUAL(granted, N);
     CU_ASSERT(run_until(a, &rel, N, 5000));
     CU_ASSERT_EQUAL(th_thread_count(), threads);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-many"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-many"), 0);
     hilock_lock_free(l);
     free_async(a);
 }
@@ -186,18 +184,18 @@ static void t_fair_order_and_cancel(void)
 {
     hilock_async *a = new_async();
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, cl, "async-fair") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, th_cl, "async-fair") == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 60000) == 0);
     res r2 = {0}, r3 = {0}, r4 = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 2, 30000, 30000, on_done, &r2) == 0);
     int64_t end = th_now_ms() + 5000;
-    while (th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}") < 1 && th_now_ms() < end)
+    while (th_redis_int(&th_srv, "LLEN redisson_lock_queue:{async-fair}") < 1 && th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, 5);
     CU_ASSERT(hilock_async_acquire(a, l, 3, 30000, 30000, on_done, &r3) == 0);
     CU_ASSERT(hilock_async_acquire(a, l, 4, 30000, 30000, on_done, &r4) == 0);
-    while (th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}") < 3 && th_now_ms() < end)
+    while (th_redis_int(&th_srv, "LLEN redisson_lock_queue:{async-fair}") < 3 && th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, 5);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}"), 3);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "LLEN redisson_lock_queue:{async-fair}"), 3);
     /* the middle one gives up: it leaves the line, the others keep their turn */
     int found = 0;
     CU_ASSERT(hilock_async_cancel(&found, a, l, 3) == 0);
@@ -205,8 +203,8 @@ static void t_fair_order_and_cancel(void)
     CU_ASSERT_EQUAL(r3.n, 0); /* completes from the loop, not inside cancel */
     CU_ASSERT_FATAL(run_until(a, &r3, 1, 5000));
     CU_ASSERT_EQUAL(r3.rc, HILOCK_ECANCELED);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-fair}"), 2);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{async-fair}"), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "LLEN redisson_lock_queue:{async-fair}"), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "ZCARD redisson_lock_timeout:{async-fair}"), 2);
     CU_ASSERT(hilock_async_cancel(&found, a, l, 3) == 0 && found == 0);
     CU_ASSERT(hilock_lock_release_tid(l, 1) == 0);
     CU_ASSERT_FATAL(run_until(a, &r2, 1, 5000));
@@ -218,8 +216,8 @@ static void t_fair_order_and_cancel(void)
     CU_ASSERT_EQUAL(r4.rc, 0);
     CU_ASSERT(hilock_async_release(a, l, 4, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-fair"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-fair}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-fair"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_queue:{async-fair}"), 0);
     hilock_lock_free(l);
     free_async(a);
 }
@@ -229,8 +227,8 @@ static void t_cancel_many(void)
 {
     hilock_async *a = new_async();
     hilock_lock *re = NULL, *fa = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&re, cl, "async-cancel-re") == 0);
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&fa, cl, "async-cancel-fair") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&re, th_cl, "async-cancel-re") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&fa, th_cl, "async-cancel-fair") == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(re, 1, 0, 600000) == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(fa, 1, 0, 600000) == 0);
     int rounds = th_valgrind() ? 10 : 100, ok = 0;
@@ -249,10 +247,10 @@ static void t_cancel_many(void)
     CU_ASSERT_EQUAL(ok, rounds);
     run_for(a, 20); /* the last unsubscribe goes out */
     CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-cancel-re}", 0));
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-cancel-re"), 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-cancel-fair"), 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-cancel-fair}"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-cancel-fair}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HLEN async-cancel-re"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HLEN async-cancel-fair"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_queue:{async-cancel-fair}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_timeout:{async-cancel-fair}"), 0);
     hilock_lock_force_unlock(NULL, re);
     hilock_lock_force_unlock(NULL, fa);
     hilock_lock_free(re);
@@ -284,7 +282,7 @@ static void t_watchdog(void)
      * reported in doubt: slack for a loaded machine */
     o.watchdog_lease_ms = 2400;
     hilock_client *c = NULL;
-    CU_ASSERT_FATAL(hilock_client_open(&c, srv.url, &o, NULL, 0) == 0);
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0) == 0);
     hilock_async *a = new_async();
     lost_seen seen = {0};
     hilock_async_set_lost_callback(a, on_lost, &seen);
@@ -294,11 +292,11 @@ static void t_watchdog(void)
     CU_ASSERT(hilock_async_acquire(a, l, 5, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
     run_for(a, 2500); /* three renewals */
-    long long pttl = th_redis_int(&srv, "PTTL async-wd");
+    long long pttl = th_redis_int(&th_srv, "PTTL async-wd");
     CU_ASSERT(pttl > 0 && pttl <= 2400);
     CU_ASSERT_EQUAL(seen.n, 0);
     /* gone behind its back: reported at the next renewal */
-    th_redis_int(&srv, "DEL async-wd");
+    th_redis_int(&th_srv, "DEL async-wd");
     int64_t end = th_now_ms() + 3000;
     while (seen.n == 0 && th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, 50);
@@ -313,10 +311,10 @@ static void t_watchdog(void)
     CU_ASSERT(run_until(a, &r, 2, 5000) && r.rc == 0);
     CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 5), 0);
     run_for(a, 1500);
-    CU_ASSERT(th_redis_int(&srv, "PTTL async-wd") > 0);
+    CU_ASSERT(th_redis_int(&th_srv, "PTTL async-wd") > 0);
     CU_ASSERT(hilock_async_release(a, l, 5, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-wd"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-wd"), 0);
     run_for(a, 400);
     CU_ASSERT_EQUAL(seen.n, 1);
     hilock_lock_free(l);
@@ -328,7 +326,7 @@ static void t_rw_and_fenced(void)
 {
     hilock_async *a = new_async();
     hilock_rwlock *rw = NULL;
-    CU_ASSERT_FATAL(hilock_rwlock_new(&rw, cl, "async-rw") == 0);
+    CU_ASSERT_FATAL(hilock_rwlock_new(&rw, th_cl, "async-rw") == 0);
     hilock_lock *rd = hilock_rwlock_read_lock(rw), *wr = hilock_rwlock_write_lock(rw);
     res r1 = {0}, r2 = {0}, w = {0}, q = {0};
     CU_ASSERT(hilock_async_acquire(a, rd, 1, 0, 30000, on_done, &r1) == 0);
@@ -350,11 +348,11 @@ static void t_rw_and_fenced(void)
     CU_ASSERT(run_until(a, &q, 2, 5000) && q.rc == 0 && q.value == 1);
     CU_ASSERT(hilock_async_release(a, wr, 3, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 3, 5000) && rel.rc == 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-rw"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-rw"), 0);
     hilock_rwlock_free(rw);
 
     hilock_lock *f = NULL;
-    CU_ASSERT_FATAL(hilock_fenced_lock_new(&f, cl, "async-fenced") == 0);
+    CU_ASSERT_FATAL(hilock_fenced_lock_new(&f, th_cl, "async-fenced") == 0);
     res t1 = {0}, t2 = {0}, tq = {0};
     CU_ASSERT(hilock_async_acquire(a, f, 1, 0, 30000, on_done, &t1) == 0);
     CU_ASSERT(run_until(a, &t1, 1, 5000) && t1.rc == 0 && t1.value >= 1);
@@ -433,8 +431,8 @@ static void t_multilock(void)
 {
     hilock_async *a = new_async();
     hilock_lock *m1 = NULL, *m2 = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&m1, cl, "async-ml-1") == 0);
-    CU_ASSERT_FATAL(hilock_lock_new(&m2, cl, "async-ml-2") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&m1, th_cl, "async-ml-1") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&m2, th_cl, "async-ml-2") == 0);
     hilock_lock *members[2] = {m1, m2};
     hilock_multilock *ml = NULL;
     CU_ASSERT_FATAL(hilock_multilock_new(&ml, members, 2) == 0);
@@ -443,30 +441,30 @@ static void t_multilock(void)
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(r.value > 25000 && r.value <= 30000); /* validity of the lease */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1 async-ml-2"), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-ml-1 async-ml-2"), 2);
     CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0 && rel.value == 2);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1 async-ml-2"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-ml-1 async-ml-2"), 0);
 
     /* a member held elsewhere: nothing taken (wait 0) */
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(m2, 9, 0, 60000) == 0);
     CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 0, 30000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_ETIMEDOUT);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-ml-1"), 0);
 
     /* waiting: woken by the member's unlock message */
     CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 20000, 30000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until_numsub(a, "redisson_lock__channel:{async-ml-2}", 1));
     run_for(a, 200); /* past its retry after subscribing: asleep now */
     CU_ASSERT_EQUAL(r.n, 2);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1"), 0); /* given back */
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-ml-1"), 0); /* given back */
     int64_t t0 = th_now_ms();
     CU_ASSERT(hilock_lock_release_tid(m2, 9) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 3, 5000));
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(r.at - t0 < 2000);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-1 async-ml-2"), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-ml-1 async-ml-2"), 2);
     CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-ml-2}", 0));
     CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
@@ -480,8 +478,8 @@ static void t_multilock(void)
     CU_ASSERT_FATAL(run_until(a, &r, 4, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_ECANCELED);
     CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{async-ml-1}", 0));
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-ml-2"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN async-ml-1"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-ml-2"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HLEN async-ml-1"), 1);
     /* a release of what is not held: not owner */
     CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 3, 5000) && rel.rc == HILOCK_ENOTOWNER);
@@ -496,7 +494,7 @@ static void t_multilock(void)
 static long long scripts_run(void)
 {
     char buf[8192];
-    if (th_redis_str(&srv, buf, sizeof buf, "INFO commandstats") != 0)
+    if (th_redis_str(&th_srv, buf, sizeof buf, "INFO commandstats") != 0)
         return -1;
     long long total = 0;
     const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
@@ -518,9 +516,9 @@ static void t_multilock_fair_member(void)
 {
     hilock_async *a = new_async();
     hilock_lock *m1 = NULL, *m2 = NULL, *other = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&m1, cl, "async-mf-1") == 0);
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&m2, cl, "async-mf-2") == 0);
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&other, cl, "async-mf-2") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&m1, th_cl, "async-mf-1") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&m2, th_cl, "async-mf-2") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&other, th_cl, "async-mf-2") == 0);
     hilock_lock *members[2] = {m1, m2};
     hilock_multilock *ml = NULL;
     CU_ASSERT_FATAL(hilock_multilock_new(&ml, members, 2) == 0);
@@ -528,7 +526,7 @@ static void t_multilock_fair_member(void)
     res r = {0}, rel = {0};
     CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 5000, 30000, on_done, &r) == 0);
     run_for(a, 300); /* tried, in line, asleep */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-mf-2}"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "LLEN redisson_lock_queue:{async-mf-2}"), 1);
     long long before = scripts_run();
     run_for(a, 800);
     long long runs = scripts_run() - before;
@@ -540,8 +538,8 @@ static void t_multilock_fair_member(void)
     CU_ASSERT(runs <= 3);
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(r.at - t0 < (th_valgrind() ? 2000 : 500));
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
     CU_ASSERT(hilock_async_multilock_release(a, ml, 1, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0);
 
@@ -550,21 +548,21 @@ static void t_multilock_fair_member(void)
     CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 300, 30000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_ETIMEDOUT);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-mf-1"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-mf-1"), 0);
 
     /* cancelled while asleep in line */
     CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, -1, 30000, on_done, &r) == 0);
     run_for(a, 300);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN redisson_lock_queue:{async-mf-2}"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "LLEN redisson_lock_queue:{async-mf-2}"), 1);
     int found = 0;
     CU_ASSERT(hilock_async_multilock_cancel(&found, a, ml, 1) == 0 && found == 1);
     CU_ASSERT_FATAL(run_until(a, &r, 3, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_ECANCELED);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-mf-1"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_queue:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS redisson_lock_timeout:{async-mf-2}"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-mf-1"), 0);
     CU_ASSERT(hilock_lock_release_tid(other, 777) == 0);
     hilock_multilock_free(ml);
     hilock_lock_free(m1);
@@ -583,7 +581,7 @@ static void t_redlock(void)
     for (int i = 0; i < 2; i++)
         CU_ASSERT_FATAL(hilock_client_open(&c[i], s[i].url, NULL, NULL, 0) == 0);
     hilock_lock *l[3] = {NULL, NULL, NULL};
-    CU_ASSERT_FATAL(hilock_lock_new(&l[0], cl, "async-red") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l[0], th_cl, "async-red") == 0);
     CU_ASSERT_FATAL(hilock_lock_new(&l[1], c[0], "async-red") == 0);
     CU_ASSERT_FATAL(hilock_lock_new(&l[2], c[1], "async-red") == 0);
     hilock_multilock *rl = NULL;
@@ -595,19 +593,19 @@ static void t_redlock(void)
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(r.value > 0 && r.value <= 10000);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-red"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-red"), 1);
     CU_ASSERT_EQUAL(th_redis_int(&s[0], "EXISTS async-red"), 1);
     CU_ASSERT_EQUAL(th_redis_int(&s[1], "HLEN async-red"), 1); /* the other holder's */
     CU_ASSERT(hilock_async_multilock_release(a, rl, 1, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0 && rel.value == 2);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-red"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-red"), 0);
     CU_ASSERT_EQUAL(th_redis_int(&s[0], "EXISTS async-red"), 0);
     /* two of three held elsewhere: no majority, nothing kept */
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l[1], 9, 0, 60000) == 0);
     CU_ASSERT(hilock_async_multilock_acquire(a, rl, 1, 0, 10000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_ETIMEDOUT);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-red"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-red"), 0);
     free_async(a);
     hilock_multilock_free(rl);
     for (int i = 0; i < 3; i++)
@@ -634,13 +632,13 @@ static void t_loop_refuses(void)
     hilock_async *a = NULL;
     CU_ASSERT_FATAL(hilock_async_new(&a, &loop) == 0);
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-refused") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, th_cl, "async-refused") == 0);
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
     CU_ASSERT(strstr(r.err, "refused to watch") != NULL);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-refused"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-refused"), 0);
     hilock_lock_free(l);
     free_async(a);
 }
@@ -659,7 +657,7 @@ static void t_free_pending(void)
 {
     hilock_async *a = new_async();
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "async-free") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, th_cl, "async-free") == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 60000) == 0);
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 2, -1, 0, on_done, &r) == 0);
@@ -731,7 +729,7 @@ static void t_libuv(void)
     hilock_async_loop hl = hilock_uv_loop(&u);
     CU_ASSERT_FATAL(hilock_async_new(&u.async, &hl) == 0);
     uv_case c = {&u, NULL, {0}, {0}, 0};
-    CU_ASSERT_FATAL(hilock_lock_new(&c.l, cl, "async-uv") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&c.l, th_cl, "async-uv") == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(c.l, 1, 0, 60000) == 0);
     CU_ASSERT(hilock_async_acquire(u.async, c.l, 2, 10000, 30000, uv_granted, &c) == 0);
     uv_timer_t t;
@@ -750,7 +748,7 @@ static void t_libuv(void)
     /* granted after the holder's release (the timer's 200 ms count on
      * libuv's cached clock: not comparable to t0 to the millisecond) */
     CU_ASSERT(c.freed_at > 0 && c.acq.at >= c.freed_at);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS async-uv"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-uv"), 0);
     hilock_async_free(u.async);
     hilock_uv_close(&u);
     uv_close((uv_handle_t *)&t, NULL);
@@ -761,25 +759,11 @@ static void t_libuv(void)
 }
 #endif
 
-static int init_srv(void)
-{
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    return hilock_client_open(&cl, srv.url, NULL, NULL, 0) == 0 ? 0 : -1;
-}
-
-static int clean_srv(void)
-{
-    hilock_client_close(cl);
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("non-blocking API", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("non-blocking API", th_srv_client_init, th_srv_client_clean);
     CU_add_test(s, "acquire, re-enter, queries, release, force, wrong type", t_basic);
     CU_add_test(s, "bad arguments: clear codes, no callback", t_bad_args);
     CU_add_test(s, "waiter woken by the unlock message", t_handoff_by_message);

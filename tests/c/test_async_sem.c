@@ -18,8 +18,6 @@
 #include "hilock.h"
 #include "hilock/adapters/epoll.h"
 
-static th_redis srv;
-static hilock_client *cl;
 
 #include "async_helpers.h"
 
@@ -41,11 +39,11 @@ static void t_semaphore(void)
 {
     hilock_async *a = new_async();
     hilock_semaphore *s = NULL;
-    CU_ASSERT_FATAL(hilock_semaphore_new(&s, cl, "asem") == 0);
+    CU_ASSERT_FATAL(hilock_semaphore_new(&s, th_cl, "asem") == 0);
     int64_t v = -1;
     CU_ASSERT(sem_op(a, s, HILOCK_COUNT_TRY_SET, 2, &v) == 0 && v == 1);
     CU_ASSERT(sem_op(a, s, HILOCK_COUNT_TRY_SET, 5, &v) == 0 && v == 0); /* kept */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET asem"), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "GET asem"), 2);
     res r1 = {0}, r2 = {0};
     CU_ASSERT(hilock_async_semaphore_acquire(a, s, 1, 2, 0, on_done, &r1) == 0);
     CU_ASSERT_EQUAL(r1.n, 0); /* never inside the call */
@@ -63,10 +61,10 @@ static void t_semaphore(void)
     CU_ASSERT(sem_op(a, s, HILOCK_COUNT_GET, 0, &v) == 0 && v == 5);
     CU_ASSERT(sem_op(a, s, HILOCK_COUNT_DRAIN, 0, &v) == 0 && v == 5);
     CU_ASSERT(sem_op(a, s, HILOCK_COUNT_SET, 4, NULL) == 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET asem"), 4);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "GET asem"), 4);
     CU_ASSERT(sem_op(a, s, HILOCK_COUNT_DELETE, 0, &v) == 0 && v == 1);
     CU_ASSERT(sem_op(a, s, HILOCK_COUNT_DELETE, 0, &v) == 0 && v == 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS asem"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS asem"), 0);
     hilock_semaphore_free(s);
     free_async(a);
 }
@@ -79,9 +77,9 @@ static void t_bad_input(void)
     hilock_semaphore *s = NULL;
     hilock_permit_semaphore *p = NULL;
     hilock_latch *l = NULL;
-    CU_ASSERT_FATAL(hilock_semaphore_new(&s, cl, "asem-bad") == 0);
-    CU_ASSERT_FATAL(hilock_permit_semaphore_new(&p, cl, "apes-bad") == 0);
-    CU_ASSERT_FATAL(hilock_latch_new(&l, cl, "alatch-bad") == 0);
+    CU_ASSERT_FATAL(hilock_semaphore_new(&s, th_cl, "asem-bad") == 0);
+    CU_ASSERT_FATAL(hilock_permit_semaphore_new(&p, th_cl, "apes-bad") == 0);
+    CU_ASSERT_FATAL(hilock_latch_new(&l, th_cl, "alatch-bad") == 0);
     res r = {0};
     char id[HILOCK_PERMIT_ID_SIZE] = "x";
     CU_ASSERT(hilock_async_semaphore_acquire(a, s, 1, 0, 0, on_done, &r) == HILOCK_EINVAL);
@@ -122,9 +120,9 @@ static void t_bad_input(void)
     CU_ASSERT_STRING_NOT_EQUAL(hilock_async_errmsg(a), "");
     run_for(a, 20);
     CU_ASSERT_EQUAL(r.n, 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS asem-bad apes-bad alatch-bad"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS asem-bad apes-bad alatch-bad"), 0);
     /* a key that is no count */
-    th_redis_int(&srv, "SET asem-bad abc");
+    th_redis_int(&th_srv, "SET asem-bad abc");
     CU_ASSERT(hilock_async_semaphore_release(a, s, 1, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_EWRONGTYPE);
@@ -133,13 +131,13 @@ static void t_bad_input(void)
     CU_ASSERT_FATAL(run_until(a, &r, 2, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_EWRONGTYPE);
     char buf[16] = "";
-    CU_ASSERT(th_redis_str(&srv, buf, sizeof buf, "GET asem-bad") == 0 && !strcmp(buf, "abc"));
-    th_redis_int(&srv, "HSET alatch-bad f 1");
+    CU_ASSERT(th_redis_str(&th_srv, buf, sizeof buf, "GET asem-bad") == 0 && !strcmp(buf, "abc"));
+    th_redis_int(&th_srv, "HSET alatch-bad f 1");
     CU_ASSERT(hilock_async_latch_await(a, l, 1, 1000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 3, 5000));
     CU_ASSERT_EQUAL(r.rc, HILOCK_EWRONGTYPE);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET alatch-bad f"), 1);
-    th_redis_int(&srv, "DEL asem-bad alatch-bad");
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HGET alatch-bad f"), 1);
+    th_redis_int(&th_srv, "DEL asem-bad alatch-bad");
     hilock_semaphore_free(s);
     hilock_permit_semaphore_free(p);
     hilock_latch_free(l);
@@ -152,7 +150,7 @@ static void t_wake_by_message(void)
 {
     hilock_async *a = new_async();
     hilock_semaphore *s = NULL;
-    CU_ASSERT_FATAL(hilock_semaphore_new(&s, cl, "asem-wake") == 0);
+    CU_ASSERT_FATAL(hilock_semaphore_new(&s, th_cl, "asem-wake") == 0);
     CU_ASSERT_FATAL(hilock_semaphore_try_set_permits(NULL, s, 1) == 0);
     CU_ASSERT_FATAL(hilock_semaphore_acquire_tid(s, 1, 1, 0) == 0); /* a blocking holder */
     res r = {0};
@@ -166,8 +164,8 @@ static void t_wake_by_message(void)
     CU_ASSERT(r.rc == 0 && r.value == 1);
     CU_ASSERT(r.at - t0 < 1000);
     CU_ASSERT(run_until_numsub(a, "redisson_sc:{asem-wake}", 0)); /* it left */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET asem-wake"), 0);
-    th_redis_int(&srv, "DEL asem-wake");
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "GET asem-wake"), 0);
+    th_redis_int(&th_srv, "DEL asem-wake");
     hilock_semaphore_free(s);
     free_async(a);
 }
@@ -180,7 +178,7 @@ static void t_exclusion(void)
 {
     hilock_async *a = new_async();
     hilock_semaphore *s = NULL;
-    CU_ASSERT_FATAL(hilock_semaphore_new(&s, cl, "asem-excl") == 0);
+    CU_ASSERT_FATAL(hilock_semaphore_new(&s, th_cl, "asem-excl") == 0);
     CU_ASSERT_FATAL(hilock_semaphore_try_set_permits(NULL, s, 3) == 0);
     CU_ASSERT_FATAL(hilock_semaphore_acquire_tid(s, 99, 1, 0) == 0);
     enum { N = 12 };
@@ -221,8 +219,8 @@ static void t_exclusion(void)
     }
     CU_ASSERT_EQUAL(done, N);
     CU_ASSERT(max_holders >= 2 && max_holders <= 3);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET asem-excl"), 3);
-    th_redis_int(&srv, "DEL asem-excl");
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "GET asem-excl"), 3);
+    th_redis_int(&th_srv, "DEL asem-excl");
     hilock_semaphore_free(s);
     free_async(a);
 }
@@ -235,10 +233,10 @@ static void t_cancel(void)
     hilock_semaphore *s = NULL;
     hilock_permit_semaphore *p = NULL;
     hilock_latch *l = NULL;
-    CU_ASSERT_FATAL(hilock_semaphore_new(&s, cl, "asem-cancel") == 0);
-    CU_ASSERT_FATAL(hilock_permit_semaphore_new(&p, cl, "apes-cancel") == 0);
-    CU_ASSERT_FATAL(hilock_latch_new(&l, cl, "alatch-cancel") == 0);
-    th_redis_int(&srv, "SET asem-cancel 1");
+    CU_ASSERT_FATAL(hilock_semaphore_new(&s, th_cl, "asem-cancel") == 0);
+    CU_ASSERT_FATAL(hilock_permit_semaphore_new(&p, th_cl, "apes-cancel") == 0);
+    CU_ASSERT_FATAL(hilock_latch_new(&l, th_cl, "alatch-cancel") == 0);
+    th_redis_int(&th_srv, "SET asem-cancel 1");
     CU_ASSERT_FATAL(hilock_latch_try_set_count(NULL, l, 1) == 0);
     int rounds = th_valgrind() ? 6 : 30, ok = 0;
     for (int i = 0; i < rounds; i++) {
@@ -268,13 +266,13 @@ static void t_cancel(void)
         ok += r.rc == HILOCK_ECANCELED;
     }
     CU_ASSERT_EQUAL(ok, rounds);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET asem-cancel"), 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS apes-cancel {apes-cancel}:timeout"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "GET alatch-cancel"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "GET asem-cancel"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS apes-cancel {apes-cancel}:timeout"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "GET alatch-cancel"), 1);
     CU_ASSERT(run_until_numsub(a, "redisson_sc:{asem-cancel}", 0));
     CU_ASSERT(run_until_numsub(a, "redisson_sc:{apes-cancel}", 0));
     CU_ASSERT(run_until_numsub(a, "redisson_countdownlatch__channel__{alatch-cancel}", 0));
-    th_redis_int(&srv, "DEL asem-cancel alatch-cancel");
+    th_redis_int(&th_srv, "DEL asem-cancel alatch-cancel");
     hilock_semaphore_free(s);
     hilock_permit_semaphore_free(p);
     hilock_latch_free(l);
@@ -287,7 +285,7 @@ static void t_permit_semaphore(void)
 {
     hilock_async *a = new_async();
     hilock_permit_semaphore *p = NULL;
-    CU_ASSERT_FATAL(hilock_permit_semaphore_new(&p, cl, "apes") == 0);
+    CU_ASSERT_FATAL(hilock_permit_semaphore_new(&p, th_cl, "apes") == 0);
     res r = {0}, w = {0};
     CU_ASSERT(hilock_async_permit_semaphore_count_op(a, p, HILOCK_COUNT_TRY_SET, 1, on_done,
                                                      &r) == 0);
@@ -326,7 +324,7 @@ static void t_latch(void)
 {
     hilock_async *a = new_async();
     hilock_latch *l = NULL;
-    CU_ASSERT_FATAL(hilock_latch_new(&l, cl, "alatch") == 0);
+    CU_ASSERT_FATAL(hilock_latch_new(&l, th_cl, "alatch") == 0);
     res r = {0}, w1 = {0}, w2 = {0};
     CU_ASSERT(hilock_async_latch_count_op(a, l, HILOCK_COUNT_TRY_SET, 2, on_done, &r) == 0);
     CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0 && r.value == 1);
@@ -359,36 +357,22 @@ static void t_free_pending(void)
 {
     hilock_async *a = new_async();
     hilock_latch *l = NULL;
-    CU_ASSERT_FATAL(hilock_latch_new(&l, cl, "alatch-free") == 0);
+    CU_ASSERT_FATAL(hilock_latch_new(&l, th_cl, "alatch-free") == 0);
     CU_ASSERT_FATAL(hilock_latch_try_set_count(NULL, l, 1) == 0);
     res w = {0};
     CU_ASSERT(hilock_async_latch_await(a, l, 1, -1, on_done, &w) == 0);
     run_for(a, 50);
     free_async(a);
     CU_ASSERT(w.n == 1 && w.rc == HILOCK_ECLOSED);
-    th_redis_int(&srv, "DEL alatch-free");
+    th_redis_int(&th_srv, "DEL alatch-free");
     hilock_latch_free(l);
-}
-
-static int init_srv(void)
-{
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    return hilock_client_open(&cl, srv.url, NULL, NULL, 0) == 0 ? 0 : -1;
-}
-
-static int clean_srv(void)
-{
-    hilock_client_close(cl);
-    th_redis_stop(&srv);
-    return 0;
 }
 
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("non-blocking semaphores and latch", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("non-blocking semaphores and latch", th_srv_client_init, th_srv_client_clean);
     CU_add_test(s, "semaphore: try-set, acquire, release, count operations", t_semaphore);
     CU_add_test(s, "bad input: clear codes, no callback; wrong type untouched", t_bad_input);
     CU_add_test(s, "waiter woken by the release message", t_wake_by_message);

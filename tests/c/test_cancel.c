@@ -20,8 +20,6 @@
 #include "harness.h"
 #include "hilock.h"
 
-static th_redis srv;
-static hilock_client *cl;
 
 #define HOLDER_TID 1
 #define WAITER_TID 2
@@ -111,15 +109,15 @@ static void cancel_many(int fair)
 {
     const char *name = fair ? "cancel-fair" : "cancel-reentrant";
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL((fair ? hilock_fair_lock_new(&l, cl, name) : hilock_lock_new(&l, cl, name)) ==
+    CU_ASSERT_FATAL((fair ? hilock_fair_lock_new(&l, th_cl, name) : hilock_lock_new(&l, th_cl, name)) ==
                     0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, HOLDER_TID, 0, 600000) == 0);
-    redisContext *ctx = th_redis_connect(&srv);
+    redisContext *ctx = th_redis_connect(&th_srv);
     CU_ASSERT_FATAL(ctx != NULL);
     char queue[128], timeouts[128], channel[256], owner[128];
     snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", name);
     snprintf(timeouts, sizeof timeouts, "redisson_lock_timeout:{%s}", name);
-    snprintf(owner, sizeof owner, "%s:%d", hilock_client_id(cl), WAITER_TID);
+    snprintf(owner, sizeof owner, "%s:%d", hilock_client_id(th_cl), WAITER_TID);
     if (fair)
         snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}:%s", name, owner);
     else
@@ -182,7 +180,7 @@ static void t_cancel_fair(void)
 static void t_cancel_nothing_pending(void)
 {
     hilock_lock *l = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, cl, "cancel-idle") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, th_cl, "cancel-idle") == 0);
     int found = 7;
     CU_ASSERT(hilock_lock_cancel(&found, l, WAITER_TID) == 0);
     CU_ASSERT_EQUAL(found, 0);
@@ -198,16 +196,16 @@ static void t_cancel_nothing_pending(void)
 static void t_cancel_multilock(void)
 {
     hilock_lock *a = NULL, *b = NULL, *c = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&a, cl, "cancel-ml-a") == 0);
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&b, cl, "cancel-ml-b") == 0);
-    CU_ASSERT_FATAL(hilock_lock_new(&c, cl, "cancel-ml-c") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&a, th_cl, "cancel-ml-a") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&b, th_cl, "cancel-ml-b") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&c, th_cl, "cancel-ml-c") == 0);
     hilock_lock *all[3] = {a, b, c};
     hilock_multilock *m = NULL, *r = NULL;
     CU_ASSERT_FATAL(hilock_multilock_new(&m, all, 2) == 0);  /* a, b */
     CU_ASSERT_FATAL(hilock_redlock_new(&r, all, 3) == 0);    /* quorum 2 of 3 */
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(a, HOLDER_TID, 0, 600000) == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(c, HOLDER_TID, 0, 600000) == 0);
-    redisContext *ctx = th_redis_connect(&srv);
+    redisContext *ctx = th_redis_connect(&th_srv);
     CU_ASSERT_FATAL(ctx != NULL);
     hilock_multilock *which[2] = {m, r};
     for (int k = 0; k < 2; k++) {
@@ -249,26 +247,11 @@ static void t_cancel_multilock(void)
     hilock_lock_free(c);
 }
 
-static int suite_init(void)
-{
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    char err[256] = "";
-    return hilock_client_open(&cl, srv.url, NULL, err, sizeof err) == 0 ? 0 : -1;
-}
-
-static int suite_clean(void)
-{
-    hilock_client_close(cl);
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("cancel", suite_init, suite_clean);
+    CU_pSuite s = CU_add_suite("cancel", th_srv_client_init, th_srv_client_clean);
     CU_add_test(s, "cancel with nothing pending; NULL handles", t_cancel_nothing_pending);
     CU_add_test(s, "1000 cancelled waits on a reentrant lock leave nothing",
                 t_cancel_reentrant);

@@ -14,7 +14,6 @@
 #include "hilock.h"
 #include "../../libcore/src/internal.h" /* the node table */
 
-static th_redis srv; /* async_helpers.h's numsub asks it: unused here */
 #include "async_helpers.h"
 
 #define NNODES 6

@@ -24,7 +24,6 @@ static struct {
     char dir[64];
 } sent[NSENT];
 static char url[512];
-static th_redis srv; /* async_helpers.h's numsub asks it: unused here */
 #include "async_helpers.h"
 
 static void stop_sentinels(void)
