@@ -324,6 +324,54 @@ static int is_master_port(int i)
     return yes;
 }
 
+/* A migration of key's slot: its master (*from) and another (*to). */
+static unsigned migration_for(const char *key, int *from, int *to)
+{
+    unsigned slot = slot_of(key);
+    *from = master_of_slot(slot);
+    *to = -1;
+    for (int i = 0; i < NNODES && *to < 0; i++)
+        if (i != *from && is_master_port(i))
+            *to = i;
+    return slot;
+}
+
+/* Start moving slot: IMPORTING on to, MIGRATING on from. */
+static void migrate_begin(unsigned slot, int from, int to)
+{
+    char id_from[64], id_to[64];
+    node_id(from, id_from, sizeof id_from);
+    node_id(to, id_to, sizeof id_to);
+    redisReply *r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+}
+
+/* Move one key of the slot to its new master (the old one answers ASK). */
+static void migrate_key(int from, int to, const char *key)
+{
+    redisReply *r = node_cmd(from, "MIGRATE 127.0.0.1 %d %s 0 5000", node[to].port, key);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+}
+
+/* End: every master learns that to serves slot (the others answer MOVED). */
+static void migrate_end(unsigned slot, int to)
+{
+    char id_to[64];
+    node_id(to, id_to, sizeof id_to);
+    for (int i = 0; i < NNODES; i++) {
+        if (!is_master_port(i))
+            continue;
+        redisReply *r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
 /* The slot of a held and waited-on lock is migrated to another master:
  * exclusion holds, the holder's watchdog renews it on the new master, the
  * waiter moves its subscription there and is woken by the unlock. */
@@ -366,11 +414,8 @@ static void t_migration(void)
     hilock_lock_new(&lw, w, "mig");
     hilock_lock_new(&lo, other, "mig");
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(lh, 0, 0), 0); /* watchdog */
-    unsigned slot = slot_of("mig");
-    int from = master_of_slot(slot), to = -1;
-    for (int i = 0; i < NNODES && to < 0; i++)
-        if (i != from && is_master_port(i))
-            to = i;
+    int from, to;
+    unsigned slot = migration_for("mig", &from, &to);
     CU_ASSERT_FATAL(from >= 0 && to >= 0);
     waiter_arg wa = {lw, -100, 0, 0};
     pthread_t t;
@@ -378,30 +423,13 @@ static void t_migration(void)
     sub_arg s_from = {from, "redisson_lock__channel:{mig}"};
     CU_ASSERT(th_wait_for(shard_subscribed, &s_from, 5000));
 
-    char id_from[64], id_to[64];
-    node_id(from, id_from, sizeof id_from);
-    node_id(to, id_to, sizeof id_to);
-    redisReply *r;
-    r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    migrate_begin(slot, from, to);
     /* halfway: the key is still on the old master; a newcomer still fails */
     CU_ASSERT_EQUAL(hilock_lock_acquire(lo, 0, 5000), HILOCK_ETIMEDOUT);
-    r = node_cmd(from, "MIGRATE 127.0.0.1 %d mig 0 5000", node[to].port);
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    migrate_key(from, to, "mig");
     /* key moved, slot not yet: the old master answers ASK */
     CU_ASSERT_EQUAL(hilock_lock_acquire(lo, 0, 5000), HILOCK_ETIMEDOUT);
-    for (int i = 0; i < NNODES; i++) {
-        if (!is_master_port(i))
-            continue;
-        r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
-        if (r)
-            freeReplyObject(r);
-    }
+    migrate_end(slot, to);
     /* done: exclusion still holds (MOVED is followed) */
     CU_ASSERT_EQUAL(hilock_lock_acquire(lo, 0, 5000), HILOCK_ETIMEDOUT);
     CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS mig"), 1);
@@ -438,21 +466,12 @@ static void t_release_during_migration(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "relmig"), 0);
-    unsigned slot = slot_of("relmig");
-    int from = master_of_slot(slot), to = -1;
-    for (int i = 0; i < NNODES && to < 0; i++)
-        if (i != from && is_master_port(i))
-            to = i;
+    int from, to;
+    unsigned slot = migration_for("relmig", &from, &to);
     CU_ASSERT_FATAL(from >= 0 && to >= 0);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 30000), 0);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 30000), 0); /* hold count 2 */
-    char id_from[64], id_to[64];
-    node_id(from, id_from, sizeof id_from);
-    node_id(to, id_to, sizeof id_to);
-    redisReply *r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
-    freeReplyObject(r);
-    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
-    freeReplyObject(r);
+    migrate_begin(slot, from, to);
     /* migrating, the key still on the old master: one hold released there */
     int64_t t0 = th_now_ms();
     int rc = hilock_lock_release(l);
@@ -463,9 +482,7 @@ static void t_release_during_migration(void)
                 hilock_lock_errmsg(l), (long long)took);
     CU_ASSERT(took < 500);
     CU_ASSERT_EQUAL(th_redis_int(&node[from], "HLEN relmig"), 1);
-    r = node_cmd(from, "MIGRATE 127.0.0.1 %d relmig 0 5000", node[to].port);
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    migrate_key(from, to, "relmig");
     /* the key moved, the slot not yet: the last hold released on the new
      * master (ASK) */
     t0 = th_now_ms();
@@ -476,13 +493,7 @@ static void t_release_during_migration(void)
         fprintf(stderr, "\n  release after the key moved: %d %s (%lld ms)\n", rc,
                 hilock_lock_errmsg(l), (long long)took);
     CU_ASSERT(took < 500);
-    for (int i = 0; i < NNODES; i++) {
-        if (!is_master_port(i))
-            continue;
-        r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
-        if (r)
-            freeReplyObject(r);
-    }
+    migrate_end(slot, to);
     CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS relmig"), 0); /* released there */
     /* and the lock works on its new master */
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
@@ -728,41 +739,22 @@ static void t_async(void)
     res held = {0}, waiter = {0};
     CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 1, 0, 0, on_done, &held), 0); /* watchdog */
     CU_ASSERT_FATAL(run_until(a, &held, 1, 5000) && held.rc == 0);
-    unsigned slot = slot_of("amig");
-    int from = master_of_slot(slot), to = -1;
-    for (int i = 0; i < NNODES && to < 0; i++)
-        if (i != from && is_master_port(i))
-            to = i;
+    int from, to;
+    unsigned slot = migration_for("amig", &from, &to);
     CU_ASSERT_FATAL(from >= 0 && to >= 0);
     CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 2, 20000, 10000, on_done, &waiter), 0);
     sub_arg s_from = {from, "redisson_lock__channel:{amig}"};
     CU_ASSERT(as_until(a, shard_subscribed, &s_from, 5000));
 
-    char id_from[64], id_to[64];
-    node_id(from, id_from, sizeof id_from);
-    node_id(to, id_to, sizeof id_to);
-    redisReply *r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    r = node_cmd(from, "MIGRATE 127.0.0.1 %d amig 0 5000", node[to].port);
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    migrate_begin(slot, from, to);
+    migrate_key(from, to, "amig");
     long long asks = stat_calls(to, "asking");
     res other = {0};
     CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 3, 0, 5000, on_done, &other), 0);
     CU_ASSERT(run_until(a, &other, 1, 5000));
     CU_ASSERT_EQUAL(other.rc, HILOCK_ETIMEDOUT); /* refused on the importing node */
     CU_ASSERT(stat_calls(to, "asking") > asks);
-    for (int i = 0; i < NNODES; i++) {
-        if (!is_master_port(i))
-            continue;
-        r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
-        if (r)
-            freeReplyObject(r);
-    }
+    migrate_end(slot, to);
     memset(&other, 0, sizeof other);
     CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 3, 0, 5000, on_done, &other), 0);
     CU_ASSERT(run_until(a, &other, 1, 5000));

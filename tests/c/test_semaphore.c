@@ -497,15 +497,22 @@ static void *pes_release_main(void *arg)
     return NULL;
 }
 
+/* A new permit-expirable semaphore `name` of c with `permits` permits. */
+static hilock_permit_semaphore *new_pes(hilock_client *c, const char *name, int64_t permits)
+{
+    hilock_permit_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&s, c, name), 0);
+    int set = 0;
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(&set, s, permits), 0);
+    CU_ASSERT_EQUAL(set, 1);
+    return s;
+}
+
 static void t_permit_semaphore(void)
 {
     hilock_client *c = open_client();
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    hilock_permit_semaphore *s = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&s, c, "pes"), 0);
-    int set = 0;
-    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(&set, s, 2), 0);
-    CU_ASSERT_EQUAL(set, 1);
+    hilock_permit_semaphore *s = new_pes(c, "pes", 2);
     char id1[HILOCK_PERMIT_ID_SIZE], id2[HILOCK_PERMIT_ID_SIZE], id3[HILOCK_PERMIT_ID_SIZE];
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id1, s, 0, 60000), 0);
     CU_ASSERT_EQUAL(strlen(id1), 32);
@@ -619,11 +626,7 @@ static void t_permit_late_copy(void)
 {
     hilock_client *c = open_client();
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    hilock_permit_semaphore *s = NULL;
-    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&s, c, "pes-late"), 0);
-    int set = 0;
-    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(&set, s, 1), 0);
-    CU_ASSERT_EQUAL(set, 1);
+    hilock_permit_semaphore *s = new_pes(c, "pes-late", 1);
     hl_sem_names n;
     CU_ASSERT_EQUAL_FATAL(hl_sem_names_init(&n, HL_SEM_PERMIT, "pes-late"), 0);
     CU_ASSERT_STRING_EQUAL(n.gone, "hilock_pes_gone:{pes-late}");
