@@ -80,7 +80,8 @@ for run in $(seq "$RUNS"); do
       'hilock_acquire_latch:{bench:rb}:__rand_int__')
     holds=$(redis-cli -p "$PORT" HGET bench:rb "$OWNER")
     "$BIN/lock_bench" -n "$PAIRS" -r 4 "$URL" >"$WORK/pairs"
-    rb2=$(rb "$holds" -r 1000000000 EVALSHA "$USHA" 3 bench:rb 'redisson_lock__channel:{bench:rb}' \
+    # (one KEY, the lock: the channel and the latch are arguments, unlock.lua)
+    rb2=$(rb "$holds" -r 1000000000 EVALSHA "$USHA" 1 bench:rb 'redisson_lock__channel:{bench:rb}' \
       "redisson_unlock_latch:{bench:rb}:$OWNER:e0" 0 30000 "$OWNER" 3000 publish __rand_int__)
     left=$(redis-cli -p "$PORT" HGET bench:rb "$OWNER"); redis-cli -p "$PORT" DEL bench:rb >/dev/null
     [ -z "$left" ] || echo "note: slice $slice: $left of $holds holds left after the unlock benchmark (cleaned up; does not affect the rates)" >&2
