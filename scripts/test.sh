@@ -49,19 +49,23 @@ for s in "${suites[@]}"; do
       build "$here/build/asan" -DCMAKE_BUILD_TYPE=Debug -DHILOCK_SANITIZE=ON &&
       # the valkey_* repeats run in suite c; the library code they exercise
       # under ASan is the same as against redis-server
+      # Three programs at a time, as in suite c (2026-11-23, load 11-14, no
+      # cost data: 104 s of tests at -j 2, 68 and 72 s at -j 3)
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest --test-dir "$here/build/asan" --output-on-failure -LE valkey -j 2 ;;
+        ctest --test-dir "$here/build/asan" --output-on-failure -LE valkey -j 3 ;;
     # valgrind runs a program's threads on one core: two programs at a time
     # use the machine's two cores
     c-valgrind) HILOCK_VALGRIND=1 ctest --test-dir "$HILOCK_BUILD" --output-on-failure -L unit -j 2 ;;
     c-tsan)
       # ThreadSanitizer over the unit tests and the thread stress program;
-      # any report fails the test (exitcode 66). No suppressions. Two
+      # any report fails the test (exitcode 66). No suppressions. Three
       # programs at a time, as in suite c: they mostly wait on their own
-      # servers and timers (measured 165 s -> 83 s of tests).
+      # servers and timers (measured 165 s -> 83 s of tests from -j 1 to
+      # -j 2; 2026-11-23, load 14-16, no cost data: 100 s at -j 2, 69 and
+      # 67 s at -j 3).
       build "$here/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHILOCK_TSAN=ON &&
       TSAN_OPTIONS="exitcode=66 second_deadlock_stack=1" \
-        ctest --test-dir "$here/build/tsan" --output-on-failure -L "unit|stress" -j 2 ;;
+        ctest --test-dir "$here/build/tsan" --output-on-failure -L "unit|stress" -j 3 ;;
     *) bash "tests/$s/run.sh" ;;
   esac
   rc=$?
