@@ -56,58 +56,17 @@ typedef struct pacq {
     char owner[HL_OWNER_MAX];
 } pacq;
 
-/* Decimal digits of v into out (room for 20); returns their count. */
-static size_t dec_u64(char *out, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
-}
-
-/* RESP array of bulk strings, built in one piece (one string for the
- * driver to send): on the stack when it fits, else in a Lua buffer. */
+/* A command's RESP bytes (the engine's hl_resp_*) as one Lua string for the
+ * driver to send: built on the stack when they fit, else in a userdata. */
 static void push_resp(lua_State *L, int argc, const char *const *argv, const size_t *lens)
 {
-    size_t total = 1 + 20 + 2;
-    for (int i = 0; i < argc; i++)
-        total += 1 + 20 + 2 + lens[i] + 2;
-    if (total <= 2048) {
-        char buf[2048], *o = buf;
-        *o++ = '*';
-        o += dec_u64(o, (uint64_t)argc);
-        *o++ = '\r';
-        *o++ = '\n';
-        for (int i = 0; i < argc; i++) {
-            *o++ = '$';
-            o += dec_u64(o, (uint64_t)lens[i]);
-            *o++ = '\r';
-            *o++ = '\n';
-            memcpy(o, argv[i], lens[i]);
-            o += lens[i];
-            *o++ = '\r';
-            *o++ = '\n';
-        }
-        lua_pushlstring(L, buf, (size_t)(o - buf));
-        return;
-    }
-    luaL_Buffer b;
-    char hdr[32];
-    luaL_buffinit(L, &b);
-    int n = snprintf(hdr, sizeof hdr, "*%d\r\n", argc);
-    luaL_addlstring(&b, hdr, (size_t)n);
-    for (int i = 0; i < argc; i++) {
-        n = snprintf(hdr, sizeof hdr, "$%zu\r\n", lens[i]);
-        luaL_addlstring(&b, hdr, (size_t)n);
-        luaL_addlstring(&b, argv[i], lens[i]);
-        luaL_addlstring(&b, "\r\n", 2);
-    }
-    luaL_pushresult(&b);
+    size_t n = hl_resp_len(argc, lens);
+    char stack[2048];
+    char *buf = n <= sizeof stack ? stack : lua_newuserdata(L, n);
+    hl_resp_write(buf, argc, argv, lens);
+    lua_pushlstring(L, buf, n);
+    if (buf != stack)
+        lua_remove(L, -2);
 }
 
 static void push_cmd(lua_State *L, hl_cmd *cmd, int eval)

@@ -82,46 +82,18 @@ static const char *check_str(const char *s, size_t max, const char *what)
     return s;
 }
 
-/* RESP array of bulk strings as bytes. */
-/* "<c><n>\r\n" at p (a RESP length line); returns the end. Written out by
-   hand: snprintf per argument was a visible part of building a command. */
-static char *put_len(char *p, char c, size_t n)
-{
-    char digits[24];
-    int k = 0;
-    do {
-        digits[k++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    *p++ = c;
-    while (k)
-        *p++ = digits[--k];
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
+/* A command's RESP bytes (the engine's hl_resp_*) as bytes. */
 static PyObject *cmd_bytes(hl_cmd *cmd, int eval)
 {
     if (eval)
         hl_cmd_to_eval(cmd);
-    size_t n = 16;
-    for (int i = 0; i < cmd->argc; i++)
-        n += cmd->argvlen[i] + 32;
+    size_t n = hl_resp_len(cmd->argc, cmd->argvlen);
     char stack[4096];
     char *buf = n <= sizeof stack ? stack : malloc(n);
     if (!buf)
         return PyErr_NoMemory();
-    char *p = buf;
-    p = put_len(p, '*', (size_t)cmd->argc);
-    for (int i = 0; i < cmd->argc; i++) {
-        p = put_len(p, '$', cmd->argvlen[i]);
-        memcpy(p, cmd->argv[i], cmd->argvlen[i]);
-        p += cmd->argvlen[i];
-        *p++ = '\r';
-        *p++ = '\n';
-    }
-    PyObject *b = PyBytes_FromStringAndSize(buf, (Py_ssize_t)(p - buf));
+    hl_resp_write(buf, cmd->argc, cmd->argv, cmd->argvlen);
+    PyObject *b = PyBytes_FromStringAndSize(buf, (Py_ssize_t)n);
     if (buf != stack)
         free(buf);
     return b;

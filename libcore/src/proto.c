@@ -229,6 +229,55 @@ void hl_cmd_to_eval(hl_cmd *cmd)
     cmd->argvlen[1] = strlen(cmd->argv[1]);
 }
 
+static size_t dec_len(size_t n)
+{
+    size_t k = 1;
+    while (n >= 10) {
+        n /= 10;
+        k++;
+    }
+    return k;
+}
+
+/* "<c><n>\r\n" at p (a RESP length line); returns the end. Digits by hand:
+ * snprintf per argument was a visible part of building a command. */
+static char *put_len(char *p, char c, size_t n)
+{
+    char digits[24];
+    int k = 0;
+    do {
+        digits[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    *p++ = c;
+    while (k)
+        *p++ = digits[--k];
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+size_t hl_resp_len(int argc, const size_t *lens)
+{
+    size_t n = 1 + dec_len((size_t)argc) + 2;
+    for (int i = 0; i < argc; i++)
+        n += 1 + dec_len(lens[i]) + 2 + lens[i] + 2;
+    return n;
+}
+
+char *hl_resp_write(char *out, int argc, const char *const *argv, const size_t *lens)
+{
+    char *p = put_len(out, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        p = put_len(p, '$', lens[i]);
+        memcpy(p, argv[i], lens[i]);
+        p += lens[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    return p;
+}
+
 void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                     int64_t lease_ms, int64_t wait_window_ms)
 {

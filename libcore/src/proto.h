@@ -172,6 +172,13 @@ HL_HIDDEN const char *hl_cmd_key(const hl_cmd *cmd, size_t *len);
 /* Switch an EVALSHA command to EVAL with the script body (after NOSCRIPT). */
 HL_HIDDEN void hl_cmd_to_eval(hl_cmd *cmd);
 
+/* The RESP bytes of a command (an array of argc bulk strings), for a driver
+ * that writes to its own socket: hl_resp_len is their exact count,
+ * hl_resp_write puts them at out (room for hl_resp_len bytes) and returns
+ * the end. */
+HL_HIDDEN size_t hl_resp_len(int argc, const size_t *lens);
+HL_HIDDEN char *hl_resp_write(char *out, int argc, const char *const *argv, const size_t *lens);
+
 /* Builders. Times in ms. */
 HL_HIDDEN void hl_cmd_acquire(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                               const char *owner, int64_t lease_ms, int64_t wait_window_ms);

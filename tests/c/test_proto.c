@@ -318,6 +318,35 @@ static void t_cmd_to_eval(void)
     CU_ASSERT(arg_is(&c, 5, OWNER));
 }
 
+/* A command's RESP bytes: the exact length, the bytes hiredis's reader
+ * parses back to the same arguments (empty, binary, 10- and 1000-byte). */
+static void t_resp(void)
+{
+    char big[1000];
+    memset(big, 'x', sizeof big);
+    const char *argv[] = {"SET", "", "a\r\n\0b", "0123456789", big};
+    const size_t lens[] = {3, 0, 5, 10, sizeof big};
+    size_t n = hl_resp_len(5, lens);
+    char *buf = malloc(n + 1);
+    CU_ASSERT_FATAL(buf != NULL);
+    buf[n] = '#';
+    char *end = hl_resp_write(buf, 5, argv, lens);
+    CU_ASSERT_EQUAL((size_t)(end - buf), n);
+    CU_ASSERT_EQUAL(buf[n], '#');
+    CU_ASSERT(memcmp(buf, "*5\r\n$3\r\nSET\r\n$0\r\n\r\n$5\r\na\r\n\0b\r\n$10\r\n", 35) == 0);
+    redisReply *r = th_resp(buf, n);
+    CU_ASSERT_FATAL(r && r->type == REDIS_REPLY_ARRAY && r->elements == 5);
+    for (size_t i = 0; i < 5; i++)
+        CU_ASSERT(r->element[i]->len == lens[i] && !memcmp(r->element[i]->str, argv[i], lens[i]));
+    freeReplyObject(r);
+    free(buf);
+    char one[16];
+    const char *ping[] = {"PING"};
+    const size_t plen[] = {4};
+    CU_ASSERT_EQUAL(hl_resp_write(one, 1, ping, plen) - one, (long)hl_resp_len(1, plen));
+    CU_ASSERT(memcmp(one, "*1\r\n$4\r\nPING\r\n", 14) == 0);
+}
+
 /* Built commands really work against Redis (EVAL path) and give the data. */
 static redisReply *run_cmd(redisContext *ctx, hl_cmd *c)
 {
@@ -1205,6 +1234,7 @@ int main(void)
     CU_add_test(s, "cluster: companions in the lock's slot", t_names_one_slot);
     CU_add_test(s, "force/renew/query commands", t_cmd_force_renew_queries);
     CU_add_test(s, "EVALSHA to EVAL", t_cmd_to_eval);
+    CU_add_test(s, "RESP bytes of a command", t_resp);
     CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
     CU_add_test(s, "acquire latch: one per owner, replay, given up", t_acquire_latch);
     CU_add_test(s, "unlock latch: one per owner, replay", t_unlock_latch_per_owner);
