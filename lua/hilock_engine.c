@@ -369,15 +369,6 @@ static int plock_release_cmd(lua_State *L)
     return 1;
 }
 
-static int plock_force_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    hl_cmd_force(&cmd, p->kind, &p->n);
-    push_cmd(L, &cmd, eval_flag(L, 2));
-    return 1;
-}
-
 static int plock_renew_cmd(lua_State *L)
 {
     plock *p = check_plock(L, 1);
@@ -400,62 +391,48 @@ static int plock_cancel_cmd(lua_State *L)
     return 1;
 }
 
-static int plock_exists_cmd(lua_State *L)
+/* The lock's one-command builders that need only the lock (and an owner):
+ * p:<verb>_cmd([owner]) -> the engine's command bytes. */
+static int push_kind_cmd(lua_State *L, void (*build)(hl_cmd *, hilock_kind, const hl_names *),
+                         int eval)
 {
     plock *p = check_plock(L, 1);
     hl_cmd cmd;
-    hl_cmd_exists(&cmd, &p->n);
+    build(&cmd, p->kind, &p->n);
+    push_cmd(L, &cmd, eval);
+    return 1;
+}
+
+static int push_names_cmd(lua_State *L, void (*build)(hl_cmd *, const hl_names *))
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    build(&cmd, &p->n);
     push_cmd(L, &cmd, 0);
     return 1;
 }
 
+static int push_owner_cmd(lua_State *L,
+                          void (*build)(hl_cmd *, const hl_names *, const char *))
+{
+    plock *p = check_plock(L, 1);
+    hl_cmd cmd;
+    build(&cmd, &p->n, check_owner(L, 2));
+    push_cmd(L, &cmd, 0);
+    return 1;
+}
+
+/* p:force_cmd([eval]) */
+static int plock_force_cmd(lua_State *L) { return push_kind_cmd(L, hl_cmd_force, eval_flag(L, 2)); }
 /* p:locked_cmd() -> "is it locked" (EXISTS; on a read-write side, whether
  * the lock's mode is that side's), answered through p:decode_locked(r). */
-static int plock_locked_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    hl_cmd_is_locked(&cmd, p->kind, &p->n);
-    push_cmd(L, &cmd, 0);
-    return 1;
-}
-
+static int plock_locked_cmd(lua_State *L) { return push_kind_cmd(L, hl_cmd_is_locked, 0); }
+static int plock_exists_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_exists); }
 /* p:token_cmd() -> GET of the fencing token counter (proto.decode_token) */
-static int plock_token_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    hl_cmd_token(&cmd, &p->n);
-    push_cmd(L, &cmd, 0);
-    return 1;
-}
-
-static int plock_hexists_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    hl_cmd_hexists(&cmd, &p->n, check_owner(L, 2));
-    push_cmd(L, &cmd, 0);
-    return 1;
-}
-
-static int plock_hget_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    hl_cmd_hget(&cmd, &p->n, check_owner(L, 2));
-    push_cmd(L, &cmd, 0);
-    return 1;
-}
-
-static int plock_pttl_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    hl_cmd_pttl(&cmd, &p->n);
-    push_cmd(L, &cmd, 0);
-    return 1;
-}
+static int plock_token_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_token); }
+static int plock_pttl_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_pttl); }
+static int plock_hexists_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hexists); }
+static int plock_hget_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hget); }
 
 /* ---- reader and replies ---- */
 
