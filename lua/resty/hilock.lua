@@ -877,24 +877,11 @@ end
 -- thread_id defaults to the current request's id. read_lock and write_lock
 -- are the two sides of one read-write lock (Redisson's RReadWriteLock);
 -- fenced_lock's grants carry fencing tokens (lk:acquire_token()).
-function Client:lock(name, tid)
-    return new_lock(self, name, "reentrant", tid)
-end
-
-function Client:fair_lock(name, tid)
-    return new_lock(self, name, "fair", tid)
-end
-
-function Client:fenced_lock(name, tid)
-    return new_lock(self, name, "fenced", tid)
-end
-
-function Client:read_lock(name, tid)
-    return new_lock(self, name, "read", tid)
-end
-
-function Client:write_lock(name, tid)
-    return new_lock(self, name, "write", tid)
+for method, kind in pairs({ lock = "reentrant", fair_lock = "fair", fenced_lock = "fenced",
+                           read_lock = "read", write_lock = "write" }) do
+    Client[method] = function(self, name, tid)
+        return new_lock(self, name, kind, tid)
+    end
 end
 
 -- ---------------------------------------------------------------- watchdog
@@ -1935,16 +1922,12 @@ local function new_sem(self, name, kind)
                         Sem)
 end
 
-function Client:semaphore(name)
-    return new_sem(self, name, "semaphore")
-end
-
-function Client:permit_semaphore(name)
-    return new_sem(self, name, "permit")
-end
-
-function Client:latch(name)
-    return new_sem(self, name, "latch")
+-- client:semaphore(name) / client:permit_semaphore(name) / client:latch(name)
+for method, kind in pairs({ semaphore = "semaphore", permit_semaphore = "permit",
+                           latch = "latch" }) do
+    Client[method] = function(self, name)
+        return new_sem(self, name, kind)
+    end
 end
 
 local function need(self, what, ...)
