@@ -132,6 +132,20 @@ def task_id() -> int:
     return tid
 
 
+# this process's id, for request ids (a release runs one: no getpid() call
+# each time); a forked child takes its own
+_pid = os.getpid()
+
+
+def _after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _raise(code: int, detail: str = "") -> None:
     raise from_code(code, detail)
 
@@ -1024,7 +1038,7 @@ class Client:
 
     def _request_id(self) -> str:
         self._seq += 1
-        return f"{self._id}:{os.getpid()}:{self._seq}"
+        return f"{self._id}:{_pid}:{self._seq}"
 
     # -- connections --------------------------------------------------------
 
@@ -1670,36 +1684,54 @@ class Client:
 # --------------------------------------------------------------------------
 
 
+def _new_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
+                 line_ms: int = 0) -> Any:
+    """The engine's acquire machine for one run."""
+    c._seq += 1
+    # the acquire latch on every topology (a migrating slot makes the
+    # scripts go on without it: acquire_latch.lua)
+    return names.acquire(owner, wait_ms, lease_ms, c._window_ms, c._latch_epoch, c._seq,
+                         c._latch_ttl_ms, line_ms)
+
+
 async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
-                       cancel: _Cancel, keep: bool = False, line_ms: int = 0
+                       cancel: _Cancel, keep: bool = False, line_ms: int = 0,
+                       m: Any = None, first: Any = None,
+                       sent: Optional[Tuple[_Req, int]] = None
                        ) -> Tuple[int, int, int, Optional[_Conn]]:
     """One run of the acquire machine: (result, hold_count, token, conn);
     keep: conn is the granting attempt's connection (for the replica
     acknowledgement; the caller gives it back), else None. line_ms > 0: a
     multi-lock member's one try joins the fair lock's line with that window
-    (the multi-lock leaves it)."""
+    (the multi-lock leaves it). m: a machine already started (Lock._acquire's
+    first attempt), first: its action taken but not yet done, and when that
+    is a send already made directly, sent = (its request, cancel.req's
+    status)."""
     loop = c._loop
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
-    c._seq += 1
-    # the acquire latch on every topology (a migrating slot makes the
-    # scripts go on without it: acquire_latch.lua)
-    m = names.acquire(owner, wait_ms, lease_ms, c._window_ms, c._latch_epoch, c._seq,
-                      c._latch_ttl_ms, line_ms)
+    if m is None:
+        m = _new_acquire(c, names, owner, wait_ms, lease_ms, line_ms)
     w: Optional[_Waiter] = None
     channel = ""
     held: Optional[_Conn] = None  # the last attempt's connection (keep)
     try:
         while True:
-            if cancel.exc is not None:
-                m.cancel()
-            t = m.next()
+            if first is not None:
+                t, first = first, None
+            else:
+                if cancel.exc is not None:
+                    m.cancel()
+                t = m.next()
             act = t[0]
             if act == _SEND:
-                req = _send_idle(c, t[1])
+                if sent is None:
+                    req = _send_idle(c, t[1])
+                    st = await cancel.req(loop, req, c._cmd_ms) if req is not None else 0
+                else:
+                    (req, st), sent = sent, None
                 if req is not None:
                     conn = req.conn
-                    st = await cancel.req(loop, req, c._cmd_ms)
                     if st == 0 and req.reply.error is not None:  # the router's say first
                         st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel, req)
                         if st == 3:
@@ -1960,6 +1992,27 @@ class Lock:
         deadline = -1 if w <= 0 else _E.now_ms() + w
         while True:
             left = w if deadline < 0 else max(1, deadline - _E.now_ms())
+            if not (c._ack or c._cluster or c._sentinel):
+                # one server: the first attempt inline, without the general
+                # machinery's frames (the uncontended acquire ends here)
+                m = _new_acquire(c, self._n, owner, left, lease)
+                t = m.next()
+                req = _send_idle(c, t[1]) if t[0] == _SEND else None
+                sent: Optional[Tuple[_Req, int]] = None
+                if req is not None:
+                    st = await cancel.req(c._loop, req, c._cmd_ms)
+                    if st == 0 and req.reply.error is None:
+                        m.on_reply(req.reply)  # None: no NOSCRIPT (an error reply)
+                        c._pool.put(req.conn)
+                        t = None if cancel.exc is not None else m.next()
+                    else:
+                        sent = (req, st)
+                if t is not None and t[0] == _DONE:
+                    result, token = t[1], t[3]
+                else:
+                    result, _holds, token, _c = await _run_acquire(
+                        c, self._n, owner, left, lease, cancel, m=m, first=t, sent=sent)
+                break
             result, _holds, token, conn = await _run_acquire(c, self._n, owner, left, lease,
                                                              cancel, keep=c._ack)
             if conn is None:
