@@ -1496,6 +1496,29 @@ local function latch_move_on(c)
     c.latch_epoch = c.latch_epoch + 1
 end
 
+-- Send a waiting machine's try (bytes) and feed it the reply; when the
+-- machine asks for it again (NOSCRIPT: the script body), send that too.
+-- Returns exec's r, err, unknown, lost (lost of either send); after a lost
+-- or unknown reply later calls use other latch keys (a copy may still come).
+local function send_try(c, slot, m, bytes, st, resend)
+    local r, err, unknown, lost = exec(c, slot, bytes, st, resend)
+    if r then
+        local again = m:on_reply(r)
+        if again then
+            local lost2
+            r, err, unknown, lost2 = exec(c, slot, again, st, resend)
+            lost = lost or lost2
+            if r then
+                m:on_reply(r)
+            end
+        end
+    end
+    if lost or unknown then
+        latch_move_on(c)
+    end
+    return r, err, unknown, lost
+end
+
 -- Drive a settle machine on the connection whose reply never came. When
 -- that connection dies the machine may go on on a new one to the same
 -- node (paused first: nothing to read meanwhile).
@@ -1587,21 +1610,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
             if watched then -- the watchdog's lease runs from the grant's sending
                 sent_at = now_ms()
             end
-            local r, err, unknown, lost = exec(c, slot, a1, st, latched)
-            if r then
-                local again = m:on_reply(r)
-                if again then
-                    local lost2
-                    r, err, unknown, lost2 = exec(c, slot, again, st, latched)
-                    lost = lost or lost2
-                    if r then
-                        m:on_reply(r)
-                    end
-                end
-            end
-            if lost or unknown then
-                latch_move_on(c) -- a copy may still come: later calls use other keys
-            end
+            local r, err, unknown, lost = send_try(c, slot, m, a1, st, latched)
             if unknown then
                 settle_later(c, st, m:on_unknown(err, request_id(c), c.command_timeout_ms))
             elseif not r then
@@ -1964,21 +1973,7 @@ local function sem_wait(self, m, err, resend)
     while true do
         local act, a1, a2 = m:next()
         if act == "send" then
-            local r, rerr, unknown, lost = exec(c, slot, a1, st, resend)
-            if r then
-                local again = m:on_reply(r)
-                if again then
-                    local lost2
-                    r, rerr, unknown, lost2 = exec(c, slot, again, st, resend)
-                    lost = lost or lost2
-                    if r then
-                        m:on_reply(r)
-                    end
-                end
-            end
-            if lost or unknown then
-                latch_move_on(c) -- a copy may still come: later calls use other keys
-            end
+            local r, rerr, unknown, lost = send_try(c, slot, m, a1, st, resend)
             if not r then
                 st_close(st) -- a timed-out reply is never read: its connection goes
                 if lost or unknown then
