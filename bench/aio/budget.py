@@ -13,7 +13,15 @@ for; wall is what the caller sees):
                     loop's own part, no hilock code at all
   floor+wake_now    the same with hilock._engine.ReplyFuture woken from the
                     read callback (what hilock.aio does)
-  hilock.aio        lock.acquire(0) / lock.release() on the same loop
+  conn layer        hilock.aio's own connection (_Conn: its transport,
+                    reader, request queue, ReplyFuture) and its timed wait
+                    (_Cancel.req), the same bytes: what hilock.aio's I/O costs
+  + machines        the engine's acquire and release machines driven by hand
+                    over that layer (commands built, replies decoded, a
+                    fresh request id per release): the least a driver on
+                    this connection can do
+  hilock.aio        lock.acquire(0) / lock.release() on the same loop (the
+                    difference to "+ machines" is the driver's own Python)
   ... on uvloop     the last three again on uvloop, when installed
 
 Run:  build/venv/bin/python bench/aio/budget.py [--slices 9] [--pairs 1000]
@@ -95,6 +103,29 @@ def main() -> None:
                 await p.fut
             tr.close()
 
+        async def layer(c: Any) -> None:
+            loop = asyncio.get_running_loop()
+            cancel = aio._Cancel()
+            for _ in range(2 * n):
+                conn = c._pool.idle.pop()
+                await cancel.req(loop, conn.request(cmd), c._cmd_ms)
+                c._pool.idle.append(conn)
+
+        async def machines(c: Any) -> None:
+            loop = asyncio.get_running_loop()
+            cancel = aio._Cancel()
+            own = E.hold_owner(E.KIND_REENTRANT, c.id, 1)
+            nm = E.Names("bench:budget:machines", E.KIND_REENTRANT)
+            for _ in range(n):
+                for m in (aio._new_acquire(c, nm, own, 0, c._wd_ms),
+                          nm.release(own, 0, c._wd_ms, c._request_id(), c._cmd_ms)):
+                    conn = c._pool.idle.pop()
+                    req = conn.request(m.next()[1])
+                    await cancel.req(loop, req, c._cmd_ms)
+                    m.on_reply(req.reply)
+                    m.next()
+                    c._pool.idle.append(conn)
+
         async def driver(c: Any) -> None:
             x = c.lock("bench:budget:aio")
             for _ in range(n):
@@ -112,8 +143,10 @@ def main() -> None:
                 floor(False)))(loop)
             series["floor+wake_now" + sfx] = (lambda lp: lambda: lp.run_until_complete(
                 floor(True)))(loop)
-            series["hilock.aio" + sfx] = (lambda lp, cl: lambda: lp.run_until_complete(
-                driver(cl)))(loop, c)
+            for label, fn in (("conn layer", layer), ("+ machines", machines),
+                              ("hilock.aio", driver)):
+                series[label + sfx] = (lambda lp, f, cl: lambda: lp.run_until_complete(
+                    f(cl)))(loop, fn, c)
         wall: Dict[str, List[float]] = {k: [] for k in series}
         cpu: Dict[str, List[float]] = {k: [] for k in series}
         for f in series.values():
