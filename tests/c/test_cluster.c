@@ -134,6 +134,25 @@ static void t_url_errors(void)
     CU_ASSERT_PTR_NULL(c);
 }
 
+/* The n locks named prefix-0 .. prefix-<n-1>, held: each is on the master
+ * of its slot, and they use all three masters. */
+static void spread_check(const char *prefix, int n)
+{
+    int used[NNODES] = {0};
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s-%d", prefix, i);
+        int m = master_of_key(name);
+        CU_ASSERT_FATAL(m >= 0);
+        CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS %s", name), 1);
+        used[m] = 1;
+    }
+    int masters = 0;
+    for (int i = 0; i < NNODES; i++)
+        masters += used[i];
+    CU_ASSERT_EQUAL(masters, 3);
+}
+
 /* Locks land on the master owning their slot, spread over all three. */
 static void t_spread(void)
 {
@@ -141,7 +160,6 @@ static void t_spread(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     enum { N = 48 };
     hilock_lock *l[N];
-    int used[NNODES] = {0};
     for (int i = 0; i < N; i++) {
         char name[32];
         snprintf(name, sizeof name, "spread-%d", i);
@@ -150,18 +168,11 @@ static void t_spread(void)
         CU_ASSERT_EQUAL(rc, 0);
         if (rc)
             fprintf(stderr, "%s: %s\n", name, hilock_lock_errmsg(l[i]));
-        int m = master_of_key(name);
-        CU_ASSERT_FATAL(m >= 0);
-        CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS %s", name), 1);
-        used[m] = 1;
         int locked = 0;
         CU_ASSERT_EQUAL(hilock_lock_is_locked(&locked, l[i]), 0);
         CU_ASSERT_EQUAL(locked, 1);
     }
-    int masters = 0;
-    for (int i = 0; i < NNODES; i++)
-        masters += used[i];
-    CU_ASSERT_EQUAL(masters, 3);
+    spread_check("spread", N);
     for (int i = 0; i < N; i++) {
         CU_ASSERT_EQUAL(hilock_lock_release(l[i]), 0);
         hilock_lock_free(l[i]);
@@ -229,6 +240,7 @@ typedef struct {
     int rc;
     int64_t at;
     uint64_t tid;
+    pthread_t thread;
 } waiter_arg;
 
 static void *waiter_main(void *p)
@@ -238,6 +250,24 @@ static void *waiter_main(void *p)
     w->rc = hilock_lock_acquire(w->lock, 20000, 10000);
     w->at = th_now_ms();
     return NULL;
+}
+
+/* A thread that waits up to 20 s for lock (w->rc -100 until it is answered). */
+static void waiter_start(waiter_arg *w, hilock_lock *lock)
+{
+    *w = (waiter_arg){.lock = lock, .rc = -100};
+    CU_ASSERT_FATAL(pthread_create(&w->thread, NULL, waiter_main, w) == 0);
+}
+
+/* The holder releases: the waiter is granted within 2 s (by the message, not
+ * a lease). */
+static void waiter_handed(waiter_arg *w, hilock_lock *holder)
+{
+    int64_t released = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release(holder), 0);
+    pthread_join(w->thread, NULL);
+    CU_ASSERT_EQUAL(w->rc, 0);
+    CU_ASSERT(w->at - released < 2000);
 }
 
 typedef struct {
@@ -278,16 +308,11 @@ static void t_sharded_wake(void)
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(la, 0, 30000), 0);
     int m = master_of_key("swake");
     long long spub = stat_calls(m, "spublish");
-    waiter_arg w = {lb, -100, 0, 0};
-    pthread_t t;
-    pthread_create(&t, NULL, waiter_main, &w);
+    waiter_arg w;
+    waiter_start(&w, lb);
     sub_arg s = {m, "redisson_lock__channel:{swake}"};
     CU_ASSERT(th_wait_for(shard_subscribed, &s, 5000));
-    int64_t released = th_now_ms();
-    CU_ASSERT_EQUAL(hilock_lock_release(la), 0);
-    pthread_join(t, NULL);
-    CU_ASSERT_EQUAL(w.rc, 0);
-    CU_ASSERT(w.at - released < 2000);
+    waiter_handed(&w, la);
     CU_ASSERT(stat_calls(m, "spublish") > spub);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(lb, w.tid), 0);
     hilock_lock_free(la);
@@ -417,9 +442,8 @@ static void t_migration(void)
     int from, to;
     unsigned slot = migration_for("mig", &from, &to);
     CU_ASSERT_FATAL(from >= 0 && to >= 0);
-    waiter_arg wa = {lw, -100, 0, 0};
-    pthread_t t;
-    pthread_create(&t, NULL, waiter_main, &wa);
+    waiter_arg wa;
+    waiter_start(&wa, lw);
     sub_arg s_from = {from, "redisson_lock__channel:{mig}"};
     CU_ASSERT(th_wait_for(shard_subscribed, &s_from, 5000));
 
@@ -440,11 +464,7 @@ static void t_migration(void)
     sub_arg s_to = {to, "redisson_lock__channel:{mig}"};
     CU_ASSERT(th_wait_for(shard_subscribed, &s_to, 5000));
     CU_ASSERT_EQUAL(wa.rc, -100);
-    int64_t released = th_now_ms();
-    CU_ASSERT_EQUAL(hilock_lock_release(lh), 0);
-    pthread_join(t, NULL);
-    CU_ASSERT_EQUAL(wa.rc, 0);
-    CU_ASSERT(wa.at - released < 2000);
+    waiter_handed(&wa, lh);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(lw, wa.tid), 0);
     CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS mig"), 0);
     hilock_lock_free(lh);
@@ -510,19 +530,14 @@ static void t_fair(void)
     hilock_fair_lock_new(&la, a, "cfair");
     hilock_fair_lock_new(&lb, b, "cfair");
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(la, 0, 30000), 0);
-    waiter_arg w = {lb, -100, 0, 0};
-    pthread_t t;
-    pthread_create(&t, NULL, waiter_main, &w);
+    waiter_arg w;
+    waiter_start(&w, lb);
     int m = master_of_key("cfair");
     CU_ASSERT_FATAL(m >= 0);
     for (int i = 0; i < 500 && th_redis_int(&node[m], "LLEN redisson_lock_queue:{cfair}") != 1; i++)
         th_sleep_ms(10);
     CU_ASSERT_EQUAL(th_redis_int(&node[m], "LLEN redisson_lock_queue:{cfair}"), 1);
-    int64_t released = th_now_ms();
-    CU_ASSERT_EQUAL(hilock_lock_release(la), 0);
-    pthread_join(t, NULL);
-    CU_ASSERT_EQUAL(w.rc, 0);
-    CU_ASSERT(w.at - released < 2000);
+    waiter_handed(&w, la);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(lb, w.tid), 0);
     CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS redisson_lock_queue:{cfair}"), 0);
     CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS redisson_lock_timeout:{cfair}"), 0);
@@ -710,7 +725,6 @@ static void t_async(void)
 
     enum { N = 12 };
     hilock_lock *sp[N];
-    int used[NNODES] = {0};
     for (int i = 0; i < N; i++) {
         char name[32];
         snprintf(name, sizeof name, "aspread-%d", i);
@@ -718,15 +732,8 @@ static void t_async(void)
         res r = {0};
         CU_ASSERT_EQUAL(hilock_async_acquire(a, sp[i], 1, 0, 20000, on_done, &r), 0);
         CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
-        int m = master_of_key(name);
-        CU_ASSERT_FATAL(m >= 0);
-        CU_ASSERT_EQUAL(th_redis_int(&node[m], "EXISTS %s", name), 1);
-        used[m] = 1;
     }
-    int masters = 0;
-    for (int i = 0; i < NNODES; i++)
-        masters += used[i];
-    CU_ASSERT_EQUAL(masters, 3);
+    spread_check("aspread", N);
     for (int i = 0; i < N; i++) {
         res r = {0};
         CU_ASSERT_EQUAL(hilock_async_release(a, sp[i], 1, on_done, &r), 0);
