@@ -139,8 +139,13 @@ def _interruptible(run: Callable[[], Any], cancel: Callable[[], Any],
     the exception propagates. Nothing is held or queued afterwards."""
     box: Dict[str, Any] = {}
     done = threading.Event()
+    mu = threading.Lock()
 
     def body() -> None:
+        with mu:  # the caller may have given up before this thread ran
+            if box.get("abandoned"):
+                return
+            box["started"] = True
         try:
             box["ok"] = run()
         except BaseException as e:  # noqa: B036 - handed to the caller
@@ -148,8 +153,11 @@ def _interruptible(run: Callable[[], Any], cancel: Callable[[], Any],
         finally:
             done.set()
 
-    threading.Thread(target=body, name="hilock-acquire", daemon=True).start()
     try:
+        # Started inside the try: Thread.start() waits for the new thread,
+        # which may already be waiting on the server (in the fair queue) when
+        # a signal's exception comes out of that wait.
+        threading.Thread(target=body, name="hilock-acquire", daemon=True).start()
         # In short waits, not one long one: the kernel may deliver SIGINT to
         # the helper thread, whose C-level handler only flags it; a main
         # thread blocked in one long wait would not see the flag (no EINTR)
@@ -157,7 +165,15 @@ def _interruptible(run: Callable[[], Any], cancel: Callable[[], Any],
         while not done.wait(0.02):
             pass
     except BaseException as first:
-        while not done.is_set():
+        while True:  # a helper that has not begun never will
+            try:
+                with mu:
+                    if not box.get("started"):
+                        box["abandoned"] = True
+                break
+            except BaseException:  # another Ctrl-C: the cleanup comes first
+                pass
+        while box.get("started") and not done.is_set():
             try:
                 cancel()  # asks until the acquire has returned (it may not wait yet)
                 done.wait(0.005)
