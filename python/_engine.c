@@ -2182,6 +2182,8 @@ static int add_type(PyObject *m, PyTypeObject **slot, PyType_Spec *spec, const c
 
 /* semaphores, permit-expirable semaphore, count-down latch: their own file */
 #include "_engine_sem.c"
+/* a plain connection's socket, read and written here (hilock.aio) */
+#include "_engine_wire.c"
 
 PyMODINIT_FUNC PyInit__engine(void)
 {
@@ -2197,7 +2199,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &CallType, &call_spec, "Call") ||
         add_type(m, &AckType, &ack_spec, "Ack") ||
         add_type(m, &RouterType, &router_spec, "Router") ||
-        add_type(m, &FutType, &fut_spec, "ReplyFuture") || sem_module_init(m))
+        add_type(m, &FutType, &fut_spec, "ReplyFuture") ||
+        add_type(m, &WireType, &wire_spec, "Wire") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

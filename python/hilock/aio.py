@@ -49,6 +49,7 @@ import collections
 import itertools
 import math
 import os
+import socket
 import ssl
 import uuid
 import weakref
@@ -215,6 +216,27 @@ class _Conn(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+
+    def attach(self, sock: socket.socket) -> None:
+        """A plain (not TLS) connected socket, read and written by the
+        engine's Wire instead of an asyncio transport: it parses, matches
+        and wakes in one C call per read (python/_engine_wire.c). The Wire
+        takes the fd over; it stands where the transport would (write,
+        close)."""
+        wire = _E.Wire(sock.detach(), self.loop, self.reader, self.pending, self._on_wire)
+        self.transport = wire
+        if self.closed:  # closed (abandoned) while connecting
+            wire.close()
+            return
+        self.loop.add_reader(wire.fileno(), wire)
+
+    def _on_wire(self, r: Any) -> None:
+        """The Wire's word: a reply nobody asked for (a message), or None
+        (end of stream, a socket error, a stream the reader cannot parse)."""
+        if r is None:
+            self.close()
+        elif self.on_push is not None:
+            self.on_push(r)
 
     def get_buffer(self, sizehint: int) -> bytearray:
         return self.buf
@@ -785,6 +807,39 @@ async def _connect_within(loop: asyncio.AbstractEventLoop, coro: Any, seconds: f
         _abandon(task, done, proto)
         raise asyncio.TimeoutError()
     task.result()  # OSError, ssl.SSLError
+
+
+async def _open_plain(loop: asyncio.AbstractEventLoop, host: Optional[str], port: int,
+                      path: Optional[str], proto: "_Conn") -> None:
+    """Connect a plain TCP or unix socket (every address host resolves to,
+    in order, as loop.create_connection does) and attach it to proto."""
+    if path:
+        targets: List[Tuple[int, Any]] = [(socket.AF_UNIX, path)]
+    else:
+        try:  # a numeric address: no resolver thread (loop.getaddrinfo's executor)
+            infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_NUMERICHOST)
+        except socket.gaierror:
+            infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)
+        targets = [(i[0], i[4]) for i in infos]
+    err: Optional[OSError] = None
+    for family, addr in targets:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.setblocking(False)
+            if family != socket.AF_UNIX:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.sock_connect(s, addr)
+        except OSError as e:
+            s.close()
+            err = e
+            continue
+        except BaseException:
+            s.close()
+            raise
+        proto.attach(s)
+        return
+    raise err or OSError(f"cannot resolve {host}")
 
 
 def _abandon(task: "asyncio.Task[Any]", done: Callable[..., None], proto: "_Conn") -> None:
@@ -1422,7 +1477,9 @@ class Client:
         proto = _Conn(loop, on_push=on_push)
         what = path or f"{host}:{port}"
         try:
-            if path:
+            if self._ssl is None:  # plain: the engine's Wire does the socket's I/O
+                coro = _open_plain(loop, host, port, path, proto)
+            elif path:
                 coro = loop.create_unix_connection(lambda: proto, path, ssl=self._ssl,
                                                    server_hostname=self._server_name)
             else:

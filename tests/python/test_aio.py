@@ -878,3 +878,95 @@ def test_example_runs(redis: RedisServer) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "counter: 20" in out.stdout
     assert redis("EXISTS", "examples:counter", "examples:fair") == 0
+
+
+def test_wire_on_a_socket_pair() -> None:
+    """hilock._engine.Wire, the plain connections' socket I/O, on a socket
+    pair: a write the kernel cannot take at once goes out in full from the
+    write callback, in order; a reply goes to the oldest request and wakes
+    its future; a reply nobody asked for and the end of the stream go to
+    on_event; a stream the reader cannot parse ends it; close() leaves the
+    loop and is idempotent."""
+    import collections
+    import socket
+    from hilock import _engine as E
+
+    class Req:
+        def __init__(self, loop: Any) -> None:
+            self.reply: Any = None
+            self.fut = E.ReplyFuture(loop)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        events: List[Any] = []
+        pending: Any = collections.deque()
+        wire = E.Wire(a.detach(), loop, E.Reader(), pending, events.append)
+        loop.add_reader(wire.fileno(), wire)
+        big = bytes(range(256)) * 16384  # 4 MiB: more than the socket buffers
+        wire.write(big)
+        wire.write(b"tail")
+        assert wire.buffered() > 0
+        got = bytearray()
+        while len(got) < len(big) + 4:
+            try:
+                chunk = b.recv(1 << 20)
+            except BlockingIOError:
+                await asyncio.sleep(0.001)
+                continue
+            got += chunk
+        assert bytes(got) == big + b"tail"
+        for _ in range(100):  # the writer callback runs once more and leaves
+            if wire.buffered() == 0:
+                break
+            await asyncio.sleep(0.001)
+        assert wire.buffered() == 0
+        r1, r2 = Req(loop), Req(loop)
+        pending.extend([r1, r2])
+        b.send(b":1\r\n+OK\r\n$3\r\nmsg\r\n")  # two replies, then one nobody asked for
+        await asyncio.wait_for(r2.fut, 2)
+        assert r1.fut.done() and r1.reply is not None and r2.reply is not None
+        assert E.decode_int(r1.reply) == 1 and r2.reply.error is None
+        for _ in range(100):
+            if events:
+                break
+            await asyncio.sleep(0.001)
+        assert len(events) == 1 and events[0] is not None
+        b.send(b"?garbage\r\n")  # not RESP: the stream ends
+        for _ in range(100):
+            if len(events) > 1:
+                break
+            await asyncio.sleep(0.001)
+        assert events[1:] == [None]
+        wire.close()
+        wire.close()
+        assert wire.fileno() == -1
+        wire.write(b"x")  # closed: nothing sent, no error
+        b.close()
+        # the end of the stream, on a fresh pair
+        a, b = socket.socketpair()
+        ended: List[Any] = []
+        wire = E.Wire(a.detach(), loop, E.Reader(), collections.deque(), ended.append)
+        loop.add_reader(wire.fileno(), wire)
+        b.close()
+        for _ in range(100):
+            if ended:
+                break
+            await asyncio.sleep(0.001)
+        assert ended == [None]
+        wire.close()
+        # a write error: said through call_soon, once
+        a, b = socket.socketpair()
+        failed: List[Any] = []
+        wire = E.Wire(a.detach(), loop, E.Reader(), collections.deque(), failed.append)
+        loop.add_reader(wire.fileno(), wire)
+        b.close()
+        wire.write(b"x")
+        wire.write(b"y")
+        assert failed == []
+        await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
+        assert failed == [None]
+        wire.close()
+    run(main())
