@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,12 +253,19 @@ static int p_lock(lua_State *L)
     return 1;
 }
 
+/* The userdata at idx with metatable mt whose int flag at ok_at (offsetof
+ * its `ok`) says it was not freed yet; else an argument error (freed). */
+static void *check_live(lua_State *L, int idx, const char *mt, size_t ok_at, const char *freed)
+{
+    void *u = luaL_checkudata(L, idx, mt);
+    if (!*(const int *)((const char *)u + ok_at))
+        luaL_argerror(L, idx, freed);
+    return u;
+}
+
 static plock *check_plock(lua_State *L, int idx)
 {
-    plock *p = (plock *)luaL_checkudata(L, idx, PLOCK_MT);
-    if (!p->ok)
-        luaL_argerror(L, idx, "freed lock names");
-    return p;
+    return check_live(L, idx, PLOCK_MT, offsetof(plock, ok), "freed lock names");
 }
 
 static int plock_gc(lua_State *L)
@@ -783,10 +791,7 @@ static int plock_acquire(lua_State *L)
 
 static pacq *check_acq(lua_State *L, int idx)
 {
-    pacq *m = (pacq *)luaL_checkudata(L, idx, PACQ_MT);
-    if (!m->ok)
-        luaL_argerror(L, idx, "freed acquire machine");
-    return m;
+    return check_live(L, idx, PACQ_MT, offsetof(pacq, ok), "freed acquire machine");
 }
 
 static int acq_free(lua_State *L)
@@ -1028,10 +1033,7 @@ static int rel_restart(lua_State *L)
 
 static prel *check_rel(lua_State *L, int idx)
 {
-    prel *m = (prel *)luaL_checkudata(L, idx, PREL_MT);
-    if (!m->ok)
-        luaL_argerror(L, idx, "freed release machine");
-    return m;
+    return check_live(L, idx, PREL_MT, offsetof(prel, ok), "freed release machine");
 }
 
 static int rel_free(lua_State *L)
@@ -1097,10 +1099,7 @@ typedef struct pset {
 
 static pset *check_set(lua_State *L, int idx)
 {
-    pset *s = (pset *)luaL_checkudata(L, idx, PSET_MT);
-    if (!s->ok)
-        luaL_argerror(L, idx, "freed settle machine");
-    return s;
+    return check_live(L, idx, PSET_MT, offsetof(pset, ok), "freed settle machine");
 }
 
 static int set_free(lua_State *L)
@@ -1830,10 +1829,7 @@ static int p_sem(lua_State *L)
 
 static psem *check_psem(lua_State *L, int idx)
 {
-    psem *p = (psem *)luaL_checkudata(L, idx, PSEM_MT);
-    if (!p->ok)
-        luaL_argerror(L, idx, "freed semaphore names");
-    return p;
+    return check_live(L, idx, PSEM_MT, offsetof(psem, ok), "freed semaphore names");
 }
 
 static int psem_gc(lua_State *L)
@@ -2112,10 +2108,7 @@ static int psem_wait(lua_State *L)
 
 static psw *check_psw(lua_State *L, int idx)
 {
-    psw *m = (psw *)luaL_checkudata(L, idx, PSW_MT);
-    if (!m->ok)
-        luaL_argerror(L, idx, "freed semaphore wait");
-    return m;
+    return check_live(L, idx, PSW_MT, offsetof(psw, ok), "freed semaphore wait");
 }
 
 static int psw_free(lua_State *L)
