@@ -1769,6 +1769,7 @@ static PyObject *aio_current_task, *aio_cancelled, *aio_invalid_state, *cv_copy_
    asyncio.tasks._current_tasks (loop -> running task): read the dict then,
    a Python call per reply saved; later versions have it in C: call it */
 static PyObject *aio_current_tasks;
+static PyObject *s_run; /* "run", interned: Context.run, called per reply */
 
 static int fut_imports(void)
 {
@@ -1791,6 +1792,13 @@ static int fut_imports(void)
         Py_XDECREF(ce);
         Py_XDECREF(ie);
         Py_XDECREF(cc);
+        return -1;
+    }
+    if (!s_run && !(s_run = PyUnicode_InternFromString("run"))) {
+        Py_DECREF(ct);
+        Py_DECREF(ce);
+        Py_DECREF(ie);
+        Py_DECREF(cc);
         return -1;
     }
     PyObject *tasks = PyImport_ImportModule("asyncio.tasks");
@@ -1902,7 +1910,7 @@ static PyObject *fut_finish(FutObject *o, int state, int now)
         PyObject *pair = PyList_GetItem(cbs, i); /* borrowed */
         PyObject *fn = PyTuple_GetItem(pair, 0), *ctx = PyTuple_GetItem(pair, 1);
         if (direct) {
-            PyObject *r = PyObject_CallMethod(ctx, "run", "OO", fn, (PyObject *)o);
+            PyObject *r = PyObject_CallMethodObjArgs(ctx, s_run, fn, (PyObject *)o, NULL);
             if (!r) {
                 /* what a task's wake-up lets through (KeyboardInterrupt,
                    SystemExit): the rest still run, later */

@@ -13,7 +13,7 @@ for; wall is what the caller sees):
                     loop's own part, no hilock code at all
   floor+wake_now    the same with hilock._engine.ReplyFuture woken from the
                     read callback (what hilock.aio does)
-  conn layer        hilock.aio's own connection (_Conn: its transport,
+  conn layer        hilock.aio's own connection (_Conn: its _engine.Wire,
                     reader, request queue, ReplyFuture) and its timed wait
                     (_Cancel.req), the same bytes: what hilock.aio's I/O costs
   + machines        the engine's acquire and release machines driven by hand

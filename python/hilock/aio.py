@@ -9,12 +9,13 @@
         await client.close()
 
 This module is a driver: it opens connections with the running loop
-(asyncio streams' transports, so uvloop works too), writes the bytes the
-engine's machines (``hilock._engine``, libcore's protocol layer) ask for and
-feeds the replies back. Every decision -- what to send, what a reply means,
-when to wait and for how long, how to settle an attempt whose reply never
-came -- is the engine's; this file names no command, script, key, channel or
-server error (tests/lint checks it).
+(plain sockets read and written by ``hilock._engine.Wire`` through
+loop.add_reader, TLS through the loop's transports; uvloop works too),
+writes the bytes the engine's machines (``hilock._engine``, libcore's
+protocol layer) ask for and feeds the replies back. Every decision -- what
+to send, what a reply means, when to wait and for how long, how to settle an
+attempt whose reply never came -- is the engine's; this file names no
+command, script, key, channel or server error (tests/lint checks it).
 
 Per client: a small pool of connections (one command in flight on each), one
 pub/sub connection shared by every waiter (an unlock message wakes one waiter
