@@ -339,6 +339,17 @@ static const char *ml_kind(const as_ml *ml)
     return ml->v.redlock ? "redlock" : "multi-lock";
 }
 
+/* The caller cancelled the acquire (taken between its steps): finish it
+ * with HILOCK_ECANCELED; 1 when it did. */
+static int ml_cancelled(as_op *op)
+{
+    if (!op->cancel_req)
+        return 0;
+    ml_finish(op, HILOCK_ECANCELED, 0, "%s: acquire by thread %" PRIu64 " cancelled",
+              ml_kind(op->ml), op->tid);
+    return 1;
+}
+
 void hl_as_ml_step_acquire(as_op *op)
 {
     hilock_async *a = op->a;
@@ -351,11 +362,8 @@ void hl_as_ml_step_acquire(as_op *op)
         switch (ml->phase) {
         case ML_SUBS:
         case ML_START: {
-            if (op->cancel_req) {
-                ml_finish(op, HILOCK_ECANCELED, 0, "%s: acquire by thread %" PRIu64 " cancelled",
-                          ml_kind(ml), op->tid);
+            if (ml_cancelled(op))
                 return;
-            }
             for (size_t i = 0; i < n; i++)
                 ml->ready[i] = ml->listen[i] && ml->listen[i]->confirmed;
             ml->phase = ML_TRIED;
@@ -437,11 +445,8 @@ void hl_as_ml_step_acquire(as_op *op)
                           hilock_strerror(ml->fatal));
                 return;
             }
-            if (op->cancel_req) {
-                ml_finish(op, HILOCK_ECANCELED, 0, "%s: acquire by thread %" PRIu64 " cancelled",
-                          ml_kind(ml), op->tid);
+            if (ml_cancelled(op))
                 return;
-            }
             if (ml->wait_ms == 0 || (ml->deadline >= 0 && now >= ml->deadline)) {
                 ml_finish(op, hl_ml_fail_code(ml->v.redlock, n, ml->ok, ml->busy, ml->first_err),
                           0, "%s: %zu of %zu taken (need %zu)", ml_kind(ml), ml->ok, n,
