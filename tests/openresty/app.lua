@@ -90,9 +90,12 @@ function _M.wait()
     ngx.say(err, " ", string.format("%d", dt))
 end
 
--- /hold?name=N&ms=M: take N (twice: reentrant), keep it M ms, release both.
+-- /hold?name=N&ms=M: take N (twice: reentrant), keep it until the key
+-- "or:stop:{N}" appears (at most M ms), release both.
 function _M.hold()
-    local lk = client():lock(ngx.var.arg_name)
+    local c = client()
+    local name = ngx.var.arg_name
+    local lk = c:lock(name)
     local ok, err = lk:acquire(0, 10)
     if not ok then
         return fail(500, "acquire: ", err)
@@ -102,7 +105,13 @@ function _M.hold()
     if n ~= 2 then
         return fail(500, "hold count ", tostring(n))
     end
-    ngx.sleep(tonumber(ngx.var.arg_ms) / 1000)
+    local t0 = now_ms()
+    while now_ms() - t0 < tonumber(ngx.var.arg_ms) do
+        if c:command("GET", "or:stop:{" .. name .. "}") then -- nil reply: false
+            break
+        end
+        ngx.sleep(0.01)
+    end
     assert(lk:release())
     assert(lk:release())
     if lk:locked() then

@@ -115,24 +115,35 @@ concurrent_count 0 200
 concurrent_count 1 200
 
 # (b) a request waiting 2 s for a lock held elsewhere does not block the
-#     worker: /ping answers in < 50 ms throughout the wait.
+#     worker (nginx runs one): /ping, asked every 50 ms from 0.2 s into the
+#     wait until it ends, is answered while the request still waits. A worker blocked by
+#     the wait answers no ping before the wait ends. The pings answered
+#     during the wait (at least 3) take < 50 ms at the median: on a loaded
+#     machine a single ping can wait longer for a CPU, a worker blocked in
+#     slices of the wait delays most of them.
 name="or:busy:$RANDOM"
 if hold_elsewhere "$HL_TMP/hold-b.out" "$name" 30 2800; then
-  curl -sS --max-time 10 "$URL/wait?name=$name&wait=2" >"$HL_TMP/wait-b.out" &
+  ( curl -sS --max-time 10 "$URL/wait?name=$name&wait=2" >"$HL_TMP/wait-b.out"
+    ms_now >"$HL_TMP/wait-b.end" ) &
   WAITER=$!
   sleep 0.2
-  worst=0; slow=0
-  for i in $(seq 1 10); do
+  pings=()
+  while [ ! -s "$HL_TMP/wait-b.end" ] && [ "${#pings[@]}" -lt 40 ]; do
     t=$(curl -sS -o /dev/null -w '%{time_total}' "$URL/ping")
-    us=$(awk -v t="$t" 'BEGIN { printf "%d", t * 1000000 }')
-    [ "$us" -gt "$worst" ] && worst=$us
-    [ "$us" -ge 50000 ] && slow=$((slow+1))
-    sleep 0.15
+    pings+=("$(ms_now) $(awk -v t="$t" 'BEGIN { printf "%d", t * 1000000 }')")
+    sleep 0.05
   done
   wait "$WAITER"
+  ended=$(cat "$HL_TMP/wait-b.end")
   read -r res waited _ <"$HL_TMP/wait-b.out"
-  label="(b) /ping during a 2 s lock wait: worst $((worst/1000)).$(( (worst%1000)/100 )) ms over 10; waiter: $res after ${waited} ms"
-  if [ "$slow" = 0 ] && [ "$res" = timeout ] && [ "$waited" -ge 1900 ] && [ "$waited" -lt 2700 ]; then
+  # latencies (us) of the pings answered before the wait's answer came back
+  during=$(printf '%s\n' "${pings[@]}" | awk -v e="$ended" '$1 < e { print $2 }' | sort -n)
+  n=$(grep -c . <<<"$during")
+  median=$(sed -n "$(( (n + 1) / 2 ))p" <<<"$during"); median=${median:-0}
+  worst=$(tail -1 <<<"$during"); worst=${worst:-0}
+  label="(b) /ping during a 2 s lock wait: $n answered during the wait, median $((median/1000)).$(( (median%1000)/100 )) ms, worst $((worst/1000)).$(( (worst%1000)/100 )) ms; waiter: $res after ${waited} ms"
+  if [ "$n" -ge 3 ] && [ "$median" -lt 50000 ] && [ "$res" = timeout ] &&
+     [ "$waited" -ge 1900 ] && [ "$waited" -lt 2700 ]; then
     ok "$label"; else bad "$label"; fi
   wait "$HOLDER_PID" 2>/dev/null
 else
@@ -155,11 +166,14 @@ fi
 
 # (d) two requests in one worker are different owners; reentrancy within one.
 name="or:ident:$RANDOM"
-curl -sS --max-time 10 "$URL/hold?name=$name&ms=1000" >"$HL_TMP/hold-d.out" &
+# The first holds until told (the key or:stop:{N}), not for a fixed time:
+# on a loaded machine the second request could start after a 1 s hold ended.
+curl -sS --max-time 20 "$URL/hold?name=$name&ms=15000" >"$HL_TMP/hold-d.out" &
 HOLDREQ=$!
 deadline=$(( $(ms_now) + 3000 ))
 while [ "$(rcli EXISTS "$name")" != 1 ] && [ "$(ms_now)" -lt "$deadline" ]; do sleep 0.01; done
 other=$(curl -sS --max-time 10 "$URL/try?name=$name")
+rcli SET "or:stop:{$name}" 1 PX 60000 >/dev/null
 wait "$HOLDREQ"
 holder=$(cat "$HL_TMP/hold-d.out")
 label="(d) second request while the first holds: '$other'; first: '$holder'"
