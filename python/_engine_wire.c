@@ -22,7 +22,8 @@
  * it). A write error is reported through loop.call_soon, never from inside
  * write() (the caller may be half-way through queueing its request).
  *
- * The Wire owns the fd from construction (socket.detach()) and makes it
+ * The Wire owns the fd from construction (socket.detach()), closes it if
+ * the construction fails after its arguments were read, and makes it
  * non-blocking; close() removes
  * it from the loop and closes it; a Wire that is freed still open closes
  * the fd (it cannot be registered then: the loop's handle holds a reference).
@@ -87,19 +88,28 @@ static PyObject *wire_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "Wire: fd must be >= 0");
         return NULL;
     }
+    /* from here the fd is the Wire's: closed on every failure */
     if (!PyCallable_Check(on_event)) {
         PyErr_SetString(PyExc_TypeError, "Wire: on_event must be callable");
+        close(fd);
         return NULL;
     }
-    if (wire_strings() != 0 || fut_imports() != 0)
+    if (wire_strings() != 0 || fut_imports() != 0) {
+        close(fd);
         return NULL;
+    }
     int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0))
-        return PyErr_SetFromErrno(PyExc_OSError);
+    if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        close(fd);
+        return NULL;
+    }
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
     WireObject *o = (WireObject *)alloc(type, 0);
-    if (!o)
+    if (!o) {
+        close(fd);
         return NULL;
+    }
     o->fd = fd;
     o->writing = 0;
     o->ended = 0;

@@ -969,4 +969,12 @@ def test_wire_on_a_socket_pair() -> None:
         await asyncio.sleep(0.01)
         assert failed == [None]
         wire.close()
+        # a Wire that cannot be made still closes the fd it was given
+        a, b = socket.socketpair()
+        fd = a.detach()
+        with pytest.raises(TypeError):
+            E.Wire(fd, loop, E.Reader(), collections.deque(), "not callable")
+        with pytest.raises(OSError):
+            os.fstat(fd)
+        b.close()
     run(main())
