@@ -528,6 +528,25 @@ int th_srv_clean(void)
     return 0;
 }
 
+long long th_script_calls(const th_redis *r)
+{
+    enum { INFO_MAX = 65536 }; /* a server that ran many commands lists them all */
+    char *info = malloc(INFO_MAX);
+    if (!info || th_redis_str(r, info, INFO_MAX, "INFO commandstats") != 0) {
+        free(info);
+        return -1;
+    }
+    long long total = 0;
+    const char *names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(info, names[i]);
+        if (p)
+            total += atoll(p + strlen(names[i]));
+    }
+    free(info);
+    return total;
+}
+
 hilock_client *th_client_open(const char *url)
 {
     hilock_client *c = NULL;

@@ -100,6 +100,9 @@ int th_srv_client_clean(void);
 int th_cluster_create(th_redis *nodes, int n, int replicas);
 /* Stops the n nodes and removes their nodes.conf and directories. */
 void th_cluster_stop(th_redis *nodes, int n);
+/* Script calls the server has run (EVALSHA + EVAL), from INFO
+ * commandstats; -1 when it did not answer. */
+long long th_script_calls(const th_redis *r);
 /* hilock_client_open(url) with the default options; on failure prints the
  * code and its detail to stderr and returns NULL. */
 struct hilock_client;

@@ -490,22 +490,6 @@ static void t_multilock(void)
     free_async(a);
 }
 
-/* Scripts the server has run (EVALSHA + EVAL), from INFO commandstats. */
-static long long scripts_run(void)
-{
-    char buf[8192];
-    if (th_redis_str(&th_srv, buf, sizeof buf, "INFO commandstats") != 0)
-        return -1;
-    long long total = 0;
-    const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (int k = 0; k < 2; k++) {
-        const char *p = strstr(buf, names[k]);
-        if (p)
-            total += atoll(p + strlen(names[k]));
-    }
-    return total;
-}
-
 /* A held FAIR member wakes a waiting multi-lock by message: the call joins
  * its line and listens on its own waiter channel (as libcore's blocking
  * multi-lock, test_multilock 'fair member'). While the member is held
@@ -527,9 +511,9 @@ static void t_multilock_fair_member(void)
     CU_ASSERT(hilock_async_multilock_acquire(a, ml, 1, 5000, 30000, on_done, &r) == 0);
     run_for(a, 300); /* tried, in line, asleep */
     CU_ASSERT_EQUAL(th_redis_int(&th_srv, "LLEN redisson_lock_queue:{async-mf-2}"), 1);
-    long long before = scripts_run();
+    long long before = th_script_calls(&th_srv);
     run_for(a, 800);
-    long long runs = scripts_run() - before;
+    long long runs = th_script_calls(&th_srv) - before;
     CU_ASSERT_EQUAL(r.n, 0);
     int64_t t0 = th_now_ms();
     CU_ASSERT(hilock_lock_release_tid(other, 777) == 0);

@@ -442,25 +442,6 @@ static void t_waiters_chain(void)
     hilock_lock_free(w);
 }
 
-/* Script calls so far (EVALSHA + EVAL) from INFO commandstats. */
-static long long script_calls(void)
-{
-    redisContext *ctx = th_redis_connect(&srv);
-    redisReply *r = redisCommand(ctx, "INFO commandstats");
-    long long total = 0;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        const char *names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-        for (int i = 0; i < 2; i++) {
-            const char *p = strstr(r->str, names[i]);
-            if (p)
-                total += atoll(p + strlen(names[i]));
-        }
-    }
-    freeReplyObject(r);
-    redisFree(ctx);
-    return total;
-}
-
 /* Connections with a (s)subscription, and subscribers of one channel. */
 static int subscribed_connections(void)
 {
@@ -580,7 +561,7 @@ static void t_one_unlock_wakes_one(void)
     atomic_int waiting = 0;
     sub_arg args[8];
     pthread_t th[8];
-    long long before = script_calls();
+    long long before = th_script_calls(&srv);
     for (int i = 0; i < nw; i++) {
         args[i] = (sub_arg){wl, &waiting, 99};
         CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, sub_waiter, &args[i]), 0);
@@ -592,7 +573,7 @@ static void t_one_unlock_wakes_one(void)
         pthread_join(th[i], NULL);
         CU_ASSERT_EQUAL(args[i].rc, 0);
     }
-    long long calls = script_calls() - before;
+    long long calls = th_script_calls(&srv) - before;
     long long acquires = calls - (nw + 1); /* minus the unlocks */
     printf("\n  %d waiters: %lld acquire attempts\n", nw, acquires);
     CU_ASSERT(acquires >= nw);
@@ -727,14 +708,14 @@ static void *garbage_publisher(void *arg)
     /* wait until the waiter is subscribed, let it settle, then measure */
     th_wait_for(one_waiting_on_garbage, NULL, 2000);
     th_sleep_ms(50);
-    long long before = script_calls();
+    long long before = th_script_calls(&srv);
     const char *junk[] = {"hello", "", "2", "-1", "0x", "1.5", "10", "unlocked"};
     redisContext *ctx = th_redis_connect(&srv);
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++)
         freeReplyObject(redisCommand(ctx, "PUBLISH %s %b", ch, junk[i], strlen(junk[i])));
     redisFree(ctx);
     th_sleep_ms(100);
-    garbage_extra_attempts = script_calls() - before;
+    garbage_extra_attempts = th_script_calls(&srv) - before;
     return NULL;
 }
 

@@ -152,22 +152,6 @@ static void t_multi_busy_member(void)
     free_locks(l, 3);
 }
 
-/* Scripts server i has run (EVALSHA + EVAL), from INFO commandstats. */
-static long long scripts_run(int i)
-{
-    char buf[8192];
-    if (th_redis_str(&srv[i], buf, sizeof buf, "INFO commandstats") != 0)
-        return -1;
-    long long total = 0;
-    const char *names[2] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (int k = 0; k < 2; k++) {
-        const char *p = strstr(buf, names[k]);
-        if (p)
-            total += atoll(p + strlen(names[k]));
-    }
-    return total;
-}
-
 typedef struct waiter_run {
     hilock_multilock *m;
     uint64_t tid;
@@ -203,12 +187,12 @@ static int no_line_entry(int i, const char *name, uint64_t tid)
 static void wait_then_handoff(hilock_multilock *m, hilock_lock *other, uint64_t tid,
                               const char *const names[3], int fair)
 {
-    long long before = scripts_run(1);
+    long long before = th_script_calls(&srv[1]);
     waiter_run w = {m, tid, -100, 0};
     pthread_t th;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, multi_waiter, &w), 0);
     th_sleep_ms(800);
-    long long during = scripts_run(1) - before;
+    long long during = th_script_calls(&srv[1]) - before;
     if (fair)
         CU_ASSERT(!no_line_entry(1, names[1], tid)); /* it waits in line */
     int64_t released_at = th_now_ms();
@@ -317,7 +301,7 @@ static void t_multi_cancel_while_sleeping(void)
     pthread_t th;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, multi_waiter, &w), 0);
     th_sleep_ms(th_valgrind() ? 2000 : 400); /* subscribed, tried again, asleep */
-    long long before = scripts_run(2);
+    long long before = th_script_calls(&srv[2]);
     int found = 0;
     int64_t t0 = th_now_ms();
     CU_ASSERT_EQUAL(hilock_multilock_cancel(&found, m, 32), 0);
@@ -327,7 +311,7 @@ static void t_multi_cancel_while_sleeping(void)
     CU_ASSERT_EQUAL(found, 1);
     CU_ASSERT_EQUAL(w.rc, HILOCK_ECANCELED);
     CU_ASSERT(took < (th_valgrind() ? 1000 : 200));
-    CU_ASSERT_EQUAL(scripts_run(2) - before, 0); /* no attempt after the cancel */
+    CU_ASSERT_EQUAL(th_script_calls(&srv[2]) - before, 0); /* no attempt after the cancel */
     CU_ASSERT_EQUAL(key_exists(0, names[0]), 0);
     CU_ASSERT_EQUAL(key_exists(1, names[1]), 0);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(other, 777), 0);

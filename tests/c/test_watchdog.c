@@ -147,22 +147,6 @@ static void t_many_locks(void)
     }
 }
 
-/* Script calls the server has run (EVALSHA + EVAL), from INFO commandstats. */
-static long long script_calls(const th_redis *r)
-{
-    char info[8192];
-    if (th_redis_str(r, info, sizeof info, "INFO commandstats") != 0)
-        return -1;
-    long long total = 0;
-    const char *names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-    for (int i = 0; i < 2; i++) {
-        const char *p = strstr(info, names[i]);
-        if (p)
-            total += atoll(p + strlen(names[i]));
-    }
-    return total;
-}
-
 /* Renewals are batched: 70 holds on one server cost one script call per
  * tick (groups of up to 100), not one per hold; every hold stays alive, and a
  * hold forced away inside a batch is reported lost on its own. */
@@ -187,10 +171,10 @@ static void t_batched_renewal(void)
         hilock_lock_set_lost_callback(ls[i], on_lost, &rec[i]);
         CU_ASSERT_EQUAL(hilock_lock_acquire(ls[i], 0, 0), 0);
     }
-    long long before = script_calls(&h);
+    long long before = th_script_calls(&h);
     int64_t t0 = th_now_ms();
     th_sleep_ms(2 * WD_LEASE); /* about 6 ticks */
-    long long calls = script_calls(&h) - before;
+    long long calls = th_script_calls(&h) - before;
     int64_t ticks = (th_now_ms() - t0) / (WD_LEASE / 3) + 1;
     printf("\n  %lld script calls in %lld ticks for %d holds\n", calls, (long long)ticks, NL);
     CU_ASSERT(before >= 0 && calls > 0);
