@@ -896,14 +896,26 @@ def test_wire_on_a_socket_pair() -> None:
             self.reply: Any = None
             self.fut = E.ReplyFuture(loop)
 
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
+    async def until(cond: Any) -> None:
+        """Let the loop run until cond() holds (at most ~1 s)."""
+        for _ in range(1000):
+            if cond():
+                return
+            await asyncio.sleep(0.001)
+
+    def wired(loop: Any, events: List[Any], pending: Any) -> Any:
+        """A Wire on one end of a socket pair, in the loop; the other end."""
         a, b = socket.socketpair()
-        b.setblocking(False)
-        events: List[Any] = []
-        pending: Any = collections.deque()
         wire = E.Wire(a.detach(), loop, E.Reader(), pending, events.append)
         loop.add_reader(wire.fileno(), wire)
+        return wire, b
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        events: List[Any] = []
+        pending: Any = collections.deque()
+        wire, b = wired(loop, events, pending)
+        b.setblocking(False)
         big = bytes(range(256)) * 16384  # 4 MiB: more than the socket buffers
         wire.write(big)
         wire.write(b"tail")
@@ -917,10 +929,7 @@ def test_wire_on_a_socket_pair() -> None:
                 continue
             got += chunk
         assert bytes(got) == big + b"tail"
-        for _ in range(100):  # the writer callback runs once more and leaves
-            if wire.buffered() == 0:
-                break
-            await asyncio.sleep(0.001)
+        await until(lambda: wire.buffered() == 0)  # the writer callback leaves
         assert wire.buffered() == 0
         r1, r2 = Req(loop), Req(loop)
         pending.extend([r1, r2])
@@ -928,16 +937,10 @@ def test_wire_on_a_socket_pair() -> None:
         await asyncio.wait_for(r2.fut, 2)
         assert r1.fut.done() and r1.reply is not None and r2.reply is not None
         assert E.decode_int(r1.reply) == 1 and r2.reply.error is None
-        for _ in range(100):
-            if events:
-                break
-            await asyncio.sleep(0.001)
+        await until(lambda: events)
         assert len(events) == 1 and events[0] is not None
         b.send(b"?garbage\r\n")  # not RESP: the stream ends
-        for _ in range(100):
-            if len(events) > 1:
-                break
-            await asyncio.sleep(0.001)
+        await until(lambda: len(events) > 1)
         assert events[1:] == [None]
         wire.close()
         wire.close()
@@ -945,22 +948,15 @@ def test_wire_on_a_socket_pair() -> None:
         wire.write(b"x")  # closed: nothing sent, no error
         b.close()
         # the end of the stream, on a fresh pair
-        a, b = socket.socketpair()
         ended: List[Any] = []
-        wire = E.Wire(a.detach(), loop, E.Reader(), collections.deque(), ended.append)
-        loop.add_reader(wire.fileno(), wire)
+        wire, b = wired(loop, ended, collections.deque())
         b.close()
-        for _ in range(100):
-            if ended:
-                break
-            await asyncio.sleep(0.001)
+        await until(lambda: ended)
         assert ended == [None]
         wire.close()
         # a write error: said through call_soon, once
-        a, b = socket.socketpair()
         failed: List[Any] = []
-        wire = E.Wire(a.detach(), loop, E.Reader(), collections.deque(), failed.append)
-        loop.add_reader(wire.fileno(), wire)
+        wire, b = wired(loop, failed, collections.deque())
         b.close()
         wire.write(b"x")
         wire.write(b"y")
