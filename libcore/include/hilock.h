@@ -210,7 +210,10 @@ typedef enum hilock_kind {
  *   When:    the renewal found the hold gone; or no renewal of it was
  *            confirmed by the server for lease - lease/5 (the link is down:
  *            the lease may run out there and another client take the lock;
- *            the handle's message then says "in doubt"). A hold reported in
+ *            the handle's message then says "in doubt"; a renewal that is
+ *            due is sent and answered first, so a watchdog thread held up
+ *            past that time, by a slow callback say, does not by itself
+ *            make a live hold in doubt). A hold reported in
  *            doubt is still renewed; if a renewal then finds it gone, that is
  *            reported as well (a second call for the same hold).
  *   May call: any hilock function, on any handle. In particular it may

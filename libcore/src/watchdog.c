@@ -378,15 +378,20 @@ static void *watchdog_main(void *arg)
     int64_t next = hl_now_mono_ms() + period;
     while (!wd->stop && !wd->close_deferred) {
         int64_t now = hl_now_mono_ms();
-        int64_t due = report_unconfirmed(c, now);
-        if (now < next) {
-            struct timespec ts;
-            hl_abs_timespec(&ts, (due < next ? due : next) - now);
-            pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
+        if (now >= next) {
+            /* A renewal that is due goes out before any hold is reported in
+             * doubt: when this thread itself was held up (a lost callback
+             * that took long, a loaded machine) past lease - lease/5, the
+             * server is asked first instead of reporting holds whose
+             * renewal was simply not sent yet. */
+            next = now + period;
+            renew_batch(c);
             continue;
         }
-        next = now + period;
-        renew_batch(c);
+        int64_t due = report_unconfirmed(c, now);
+        struct timespec ts;
+        hl_abs_timespec(&ts, (due < next ? due : next) - now);
+        pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
     }
     int close_now = wd->close_deferred && !wd->stop;
     pthread_mutex_unlock(&wd->mu);

@@ -556,6 +556,54 @@ static void t_close_stops_renewal(void)
     hilock_lock_free(l);
 }
 
+/* ---------------------------------------------------------------- held-up watchdog */
+
+static int64_t stall_ms;
+
+static void on_lost_stall(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)l;
+    (void)tid;
+    int *calls = payload;
+    if ((*calls)++ == 0)
+        th_sleep_ms(stall_ms); /* on the watchdog thread: it renews nothing meanwhile */
+}
+
+static void t_held_up_watchdog_renews_before_doubt(void)
+{
+    /* The watchdog thread is held up (here by a slow lost callback of
+     * another lock) for longer than lease - lease/5 but less than the lease.
+     * The renewal due meanwhile must go out before anything is reported in
+     * doubt: the other hold is alive on the server and stays not lost (it
+     * was reported lost "in doubt" without a renewal being tried). */
+    const int64_t lease = th_valgrind() ? 6000 : 3000;
+    /* past the doubt limit (lease - lease/5) by lease/20, lease/4 before the end */
+    stall_ms = lease - lease / 5 + lease / 20;
+    hilock_client *c = open_client(&srv, lease, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *a = new_lock(c, "stall-a"), *b = new_lock(c, "stall-b");
+    int calls = 0;
+    hilock_lock_set_lost_callback(a, on_lost_stall, &calls);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(a, 0, 0), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(b, 0, 0), 0);
+    /* right after a tick, so that the next one finds stall-a gone */
+    CU_ASSERT_FATAL(wait_renewal(&srv, "stall-b", 2 * lease));
+    th_redis_int(&srv, "DEL stall-a");
+    CU_ASSERT(th_wait_for(key_gone, "stall-a", 10)); /* (already gone) */
+    for (int64_t end = th_now_ms() + lease / 3 + 2 * stall_ms + 1000;
+         th_now_ms() < end && !hilock_lock_is_lost(a);)
+        th_sleep_ms(10);
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(a), 1);
+    /* the callback's stall is over once the next renewal of stall-b is seen */
+    CU_ASSERT(wait_renewal(&srv, "stall-b", 2 * lease));
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(b), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(b), 0);
+    CU_ASSERT_EQUAL(calls, 1);
+    hilock_lock_free(a);
+    hilock_lock_free(b);
+    hilock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- main */
 
 static int init(void)
@@ -593,5 +641,7 @@ int main(void)
     CU_add_test(s, "server pause is not loss", t_pause_is_not_loss);
     CU_add_test(s, "free stops renewal", t_free_stops_renewal);
     CU_add_test(s, "close stops renewal", t_close_stops_renewal);
+    CU_add_test(s, "held-up watchdog renews before reporting doubt",
+                t_held_up_watchdog_renews_before_doubt);
     return th_cu_run();
 }
