@@ -25,16 +25,22 @@
  *
  * Signals
  *   The library never changes the process's signal dispositions, and no
- *   SIGPIPE it causes reaches the host process (hiredis writes to sockets
- *   with write(2), which raises SIGPIPE when the server has gone away):
+ *   SIGPIPE it causes reaches the host process (a write to a socket whose
+ *   server has gone away raises SIGPIPE unless sent with MSG_NOSIGNAL):
+ *   - plain connections (TCP, unix socket) are written with
+ *     send(MSG_NOSIGNAL): a call in the caller's thread that only writes
+ *     on those leaves the thread's signal mask alone (no signal system
+ *     calls at all);
  *   - the library's own threads (watchdog, pub/sub listener, settling of
  *     timed-out attempts, sentinel watcher) run with
  *     SIGPIPE blocked in their signal mask for their whole life;
- *   - in the caller's thread, every call that may write blocks SIGPIPE for
- *     its duration, consumes a SIGPIPE it raised (sigtimedwait) and restores
- *     the thread's mask before returning. A SIGPIPE already pending on a
- *     thread that had it blocked before the call is left alone; one sent to
- *     the process (kill -PIPE) while such a call runs may be consumed.
+ *   - in the caller's thread, a call that may write on a TLS connection
+ *     (OpenSSL writes with write(2)), or any connection in a build against
+ *     the system's hiredis 0.14, blocks SIGPIPE for its duration, consumes
+ *     a SIGPIPE it raised (sigtimedwait) and restores the thread's mask
+ *     before returning. A SIGPIPE already pending on a thread that had it
+ *     blocked before the call is left alone; one sent to the process
+ *     (kill -PIPE) while such a call runs may be consumed.
  *   Broken connections show up as HILOCK_ECONN (or are reconnected).
  */
 #ifndef HILOCK_H
@@ -179,7 +185,9 @@ HILOCK_API const char *hilock_client_id(const hilock_client *c);
  * connection trouble, use after fork). Never NULL. */
 HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
 
-/* Id of the calling OS thread, as used in owner strings. */
+/* Id of the calling OS thread (gettid), as used in owner strings. Asked of
+ * the kernel once per thread and kept in the thread's storage; a child
+ * after fork() gets its own id again (a fork handler forgets the kept one). */
 HILOCK_API uint64_t hilock_thread_id(void);
 
 /* Write "<client-uuid>:<tid>" into buf (at least 58 bytes). */

@@ -1,5 +1,6 @@
 /* Client handle: options, identity, lifecycle. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,9 +57,39 @@ int hilock_options_init(hilock_options *opts, unsigned int version)
     return 0;
 }
 
+/* The calling thread's id, asked of the kernel once per thread (gettid is
+ * a system call on every lock call otherwise) and kept in the thread's own
+ * storage, as the per-thread error messages are (util.c). A child after
+ * fork() runs on a copy of the forking thread with a new id but the same
+ * thread storage: a fork handler, registered once (before anything is
+ * kept) and run in the child by its only thread, forgets the copy. If it
+ * cannot be registered, nothing is kept. A child made without fork()'s
+ * handlers (a raw clone system call) keeps the stale id: such a process
+ * runs no library code before exec. */
+static _Thread_local uint64_t tid_cache;
+static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
+static int tid_keep; /* written once under tid_once */
+
+static void tid_forget(void)
+{
+    tid_cache = 0;
+}
+
+static void tid_register(void)
+{
+    tid_keep = pthread_atfork(NULL, NULL, tid_forget) == 0;
+}
+
 uint64_t hilock_thread_id(void)
 {
-    return (uint64_t)syscall(SYS_gettid);
+    uint64_t t = tid_cache;
+    if (t)
+        return t;
+    t = (uint64_t)syscall(SYS_gettid);
+    pthread_once(&tid_once, tid_register);
+    if (tid_keep)
+        tid_cache = t;
+    return t;
 }
 
 static int fill_options(hilock_options *out, const hilock_options *in, char *err)
@@ -196,7 +227,7 @@ static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
 
 static void client_destroy(hilock_client *c)
 {
-    int forked = c->t.pid != getpid(); /* a child after fork(): memory only */
+    int forked = hl_transport_forked(&c->t); /* a child after fork(): memory only */
     hl_transport_free(&c->t, forked);
     if (!forked)
         pthread_mutex_destroy(&c->err_mu);
@@ -322,7 +353,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     if ((rc = hl_nodes_init(&c->t, err)) != 0)
         goto done;
     hl_nosigpipe sp;
-    hl_nosigpipe_enter(&sp);
+    hl_transport_nosigpipe_enter(&c->t, &sp);
     rc = open_check(c, err);
     hl_nosigpipe_leave(&sp);
     if (rc)
@@ -348,7 +379,7 @@ void hilock_client_close(hilock_client *c)
 {
     if (!c)
         return;
-    if (c->t.pid != getpid()) {
+    if (hl_transport_forked(&c->t)) {
         /* Child after fork(): the threads are not ours and mutexes may be held
          * by threads that do not exist here. Only let go of the memory and the
          * descriptors (closing a descriptor does not disturb the parent). */

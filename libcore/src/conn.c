@@ -7,12 +7,72 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "transport.h"
 #include "transport_impl.h"
+
+/* ---- writing without SIGPIPE ----
+ * hiredis 1.x writes a plain connection with send(fd, obuf, len, 0): a
+ * server gone away raises SIGPIPE in the writing thread. Its context holds
+ * a table of I/O functions; ours is hiredis's own for a plain socket except
+ * for write, which passes MSG_NOSIGNAL (EPIPE comes back as an error
+ * instead). A caller's call on such connections then needs no signal-mask
+ * system calls (util.c). hiredis 0.14 has no such table: masks there. */
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+#include <hiredis/async.h>
+#include <hiredis/net.h>
+#include <hiredis/sds.h>
+
+static ssize_t hl_net_write(redisContext *c)
+{
+    ssize_t n = send(c->fd, c->obuf, sdslen(c->obuf), MSG_NOSIGNAL);
+    if (n >= 0)
+        return n;
+    int e = errno;
+    if ((e == EWOULDBLOCK && !(c->flags & REDIS_BLOCK)) || e == EINTR)
+        return 0; /* try again, as hiredis's own write */
+    c->err = REDIS_ERR_IO;
+    snprintf(c->errstr, sizeof c->errstr, "%s", strerror(e));
+    errno = e; /* callers tell a reset or EPIPE from a timeout by errno */
+    return -1;
+}
+
+static const redisContextFuncs hl_net_funcs = {
+    .close = redisNetClose,
+    .free_privctx = NULL,
+    .async_read = redisAsyncRead,
+    .async_write = redisAsyncWrite,
+    .read = redisNetRead,
+    .write = hl_net_write,
+};
+
+void hl_conn_nosignal(redisContext *ctx)
+{
+    /* only over hiredis's plain-socket table: anything else is not ours */
+    if (ctx && ctx->funcs && ctx->funcs->write == redisNetWrite && !ctx->privctx)
+        ctx->funcs = &hl_net_funcs;
+}
+
+int hl_conn_writes_signal(int tls)
+{
+    return tls != 0;
+}
+#else
+void hl_conn_nosignal(redisContext *ctx)
+{
+    (void)ctx;
+}
+
+int hl_conn_writes_signal(int tls)
+{
+    (void)tls;
+    return 1;
+}
+#endif
 
 /* ---- connecting ---- */
 
@@ -48,6 +108,7 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
         return NULL;
     }
     hl_reader_bound(ctx->reader);
+    hl_conn_nosignal(ctx);
     if (!ep->path)
         redisEnableKeepAlive(ctx);
     if (ep->tls_ctx && hl_tls_handshake(ep->tls_ctx, ctx, host, ep->tls_server_name,

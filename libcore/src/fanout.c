@@ -182,8 +182,16 @@ static void fan_read(hl_fan *f)
 
 void hl_exec_fan(hl_fan *reqs, size_t n)
 {
+    /* the caller's thread writes: no SIGPIPE escapes (masked only when
+     * some member's connections can raise one: TLS) */
+    int tls = 0;
+    for (size_t i = 0; i < n; i++)
+        tls |= reqs[i].client->ep.tls_ctx != NULL;
     hl_nosigpipe sp;
-    hl_nosigpipe_enter(&sp); /* the caller's thread writes: no SIGPIPE escapes */
+    if (hl_conn_writes_signal(tls))
+        hl_nosigpipe_enter(&sp);
+    else
+        hl_nosigpipe_skip(&sp);
     int64_t now = hl_now_mono_ms();
     for (size_t i = 0; i < n; i++) {
         hl_fan *f = &reqs[i];

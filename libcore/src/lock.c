@@ -85,7 +85,7 @@ static void lock_free_now(void *arg)
     hilock_lock *l = arg;
     hl_err_forget(l);
     hilock_client *c = l->client;
-    if (c->t.pid == getpid() && !__atomic_load_n(&c->t.closed, __ATOMIC_ACQUIRE))
+    if (!hl_transport_forked(&c->t) && !__atomic_load_n(&c->t.closed, __ATOMIC_ACQUIRE))
         hl_wd_forget_lock(&c->t, l);
     while (l->lost) {
         hl_lost_state *s = l->lost;
@@ -98,7 +98,7 @@ static void lock_free_now(void *arg)
         free(h);
     }
     hl_names_free(&l->names);
-    if (c->t.pid == getpid()) { /* a child after fork() only frees memory */
+    if (!hl_transport_forked(&c->t)) { /* a child after fork() only frees memory */
         pthread_mutex_destroy(&l->mu);
         pthread_mutex_destroy(&l->hook_mu);
     }
@@ -118,7 +118,7 @@ void hilock_lock_free(hilock_lock *l)
 static void lock_free(hilock_lock *l)
 {
     hilock_client *c = l->client;
-    if (c->t.pid == getpid() && hl_wd_on_thread(&c->t)) {
+    if (!hl_transport_forked(&c->t) && hl_wd_on_thread(&c->t)) {
         /* from a lost callback: the report in progress may be about this
          * very handle (and the watchdog would wait for itself); the
          * watchdog frees it when the pass's reports are over */

@@ -579,7 +579,7 @@ HILOCK_API void hilock_multilock_free(hilock_multilock *m)
         return;
     for (size_t i = 0; i < m->n; i++) {
         hilock_client *c = m->locks[i]->client;
-        if (c->t.pid == getpid() && hl_wd_on_thread(&c->t)) {
+        if (!hl_transport_forked(&c->t) && hl_wd_on_thread(&c->t)) {
             /* from a lost callback (ours or a member's): a member's report
              * in progress holds that member's hook list; freed when the
              * pass's reports are over, and no further report reaches m */

@@ -80,7 +80,7 @@ static void obj_free(hl_obj *o)
     hl_err_forget(o);
     hilock_client *c = o->client;
     hl_sem_names_free(&o->names);
-    if (c->t.pid == getpid()) /* a child after fork() only frees memory */
+    if (!hl_transport_forked(&c->t)) /* a child after fork() only frees memory */
         pthread_mutex_destroy(&o->mu);
     hl_client_unref(c);
 }

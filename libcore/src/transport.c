@@ -10,7 +10,7 @@
 
 void hl_transport_init(hl_transport *c)
 {
-    c->pid = getpid();
+    hl_forkguard_init(&c->fork);
     hl_worker_init(&c->sw.wk);
     hl_worker_init(&c->drain.wk);
     pthread_mutex_init(&c->drain.mu, NULL);
@@ -32,6 +32,7 @@ void hl_transport_free(hl_transport *c, int forked)
         hl_node_free(c->nodes[i], forked);
     hl_tls_free(c->ep.tls_ctx);
     hl_endpoint_free(&c->ep);
+    hl_forkguard_free(&c->fork);
     if (forked)
         return;
     pthread_mutex_destroy(&c->nodes_mu);
@@ -60,7 +61,7 @@ void hl_transport_shutdown(hl_transport *c, int from_watchdog)
 
 int hl_transport_check(hl_transport *c, char *err)
 {
-    if (c->pid != getpid()) {
+    if (hl_forkguard_forked(&c->fork)) {
         hl_set_err(err, "client used in a child process after fork(); open a new client");
         return HILOCK_ECLOSED;
     }
@@ -69,6 +70,19 @@ int hl_transport_check(hl_transport *c, char *err)
         return HILOCK_ECLOSED;
     }
     return 0;
+}
+
+int hl_transport_forked(const hl_transport *c)
+{
+    return hl_forkguard_forked(&c->fork);
+}
+
+void hl_transport_nosigpipe_enter(const hl_transport *c, hl_nosigpipe *s)
+{
+    if (hl_conn_writes_signal(c->ep.tls_ctx != NULL))
+        hl_nosigpipe_enter(s);
+    else
+        hl_nosigpipe_skip(s);
 }
 
 void hl_transport_report(hl_transport *c, const char *msg)

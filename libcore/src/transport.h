@@ -301,7 +301,7 @@ struct hl_transport {
     hl_endpoint ep;
     hilock_options opts;
     char id[37];          /* the client's id (owner strings) */
-    pid_t pid;            /* fork detection */
+    hl_forkguard fork;    /* fork detection: hl_transport_forked */
     int closed;           /* atomic */
     hl_node *nodes[HL_MAX_NODES]; /* [0] = the only node outside cluster mode */
     int nnodes;           /* atomic; entries are only added (or reused for a
@@ -332,6 +332,13 @@ HL_HIDDEN void hl_transport_free(hl_transport *c, int forked);
 HL_HIDDEN void hl_transport_shutdown(hl_transport *c, int from_watchdog);
 /* 0, or HILOCK_ECLOSED with a message when closed or used after fork(). */
 HL_HIDDEN int hl_transport_check(hl_transport *c, char *err);
+/* 1 in a child process after fork() (no system call: hl_forkguard). */
+HL_HIDDEN int hl_transport_forked(const hl_transport *c);
+/* hl_nosigpipe_enter for a stretch of a caller's thread that writes on c's
+ * connections, when those writes can raise SIGPIPE (TLS, or the system's
+ * hiredis 0.14); else hl_nosigpipe_skip: plain connections write with
+ * send(MSG_NOSIGNAL). Ends with hl_nosigpipe_leave either way. */
+HL_HIDDEN void hl_transport_nosigpipe_enter(const hl_transport *c, hl_nosigpipe *s);
 /* The open check's connection: to the first node (the server, the current
  * master, or in cluster mode the first master of the slot map: call
  * hl_cluster_refresh first); NULL with *code and err set.

@@ -48,6 +48,17 @@ HL_HIDDEN int hl_conn_stale(const redisContext *ctx);
 
 /* ---- what transport files call in each other (the API does not) ---- */
 
+/* conn.c: every connection we open (servers, sentinels) writes with
+ * send(MSG_NOSIGNAL) instead of hiredis's plain send(), so its writes never
+ * raise SIGPIPE; call on a fresh plain context, before any TLS handshake
+ * (which installs hiredis's TLS functions instead). With the system's
+ * hiredis 0.14 (no function table) it does nothing.
+ * hl_conn_writes_signal: 1 when a connection of this kind may still raise
+ * SIGPIPE on write (tls: a TLS connection, whose OpenSSL socket BIO writes
+ * with write(2); any connection with hiredis 0.14). */
+HL_HIDDEN void hl_conn_nosignal(redisContext *ctx);
+HL_HIDDEN int hl_conn_writes_signal(int tls);
+
 /* hiredis's redisGetReply/redisCommandArgv on our blocking contexts, with
  * the same bound on one reply as hl_command (transport.h). */
 HL_HIDDEN int hl_get_reply(redisContext *c, void **reply);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,8 +91,11 @@ void hl_wake_drain(int fd)
 
 /* ---- SIGPIPE ----
  * A write on a socket whose peer is gone raises SIGPIPE in the writing
- * thread (hiredis writes with write(2), without MSG_NOSIGNAL). The default
- * action kills the process, so every thread of ours that writes runs with
+ * thread unless it is a send() with MSG_NOSIGNAL. The default action kills
+ * the process. Plain connections (TCP, unix) write with send(MSG_NOSIGNAL)
+ * (conn.c, hl_conn_nosignal), so a caller's call on them needs nothing
+ * here. Everything else that writes (OpenSSL's socket BIO on a TLS
+ * connection uses write(2); the system's hiredis 0.14 too) runs with
  * SIGPIPE blocked: the library's own threads for their whole life, callers'
  * threads for the duration of a call. A SIGPIPE raised meanwhile stays
  * pending on the thread and is consumed before the mask is restored; the
@@ -107,6 +111,7 @@ void hl_nosigpipe_enter(hl_nosigpipe *s)
 {
     sigset_t set;
     sigpipe_set(&set);
+    s->active = 0;
     s->restore = 0;
     s->pending_before = 0;
     if (pthread_sigmask(SIG_BLOCK, &set, &s->old) != 0)
@@ -120,10 +125,20 @@ void hl_nosigpipe_enter(hl_nosigpipe *s)
     } else {
         s->restore = 1;
     }
+    s->active = 1;
+}
+
+void hl_nosigpipe_skip(hl_nosigpipe *s)
+{
+    s->active = 0;
+    s->restore = 0;
+    s->pending_before = 0;
 }
 
 void hl_nosigpipe_leave(hl_nosigpipe *s)
 {
+    if (!s->active)
+        return;
     sigset_t set, pend;
     sigpipe_set(&set);
     if (!s->pending_before && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE)) {
@@ -133,6 +148,53 @@ void hl_nosigpipe_leave(hl_nosigpipe *s)
     }
     if (s->restore)
         pthread_sigmask(SIG_SETMASK, &s->old, NULL);
+}
+
+/* ---- fork detection ----
+ * A handle used in a child after fork() must fail (its connections and
+ * threads are the parent's). Asking getpid() on every call costs a system
+ * call; instead each handle owns one anonymous page marked MADV_WIPEONFORK
+ * (Linux 4.14+), holding 1: the kernel hands a child that page zeroed, so
+ * a 0 there means "forked" -- for any fork, whatever called it, with no
+ * handler and no state outside the handle. Where the kernel refuses the
+ * advice (or under an emulator that does not pass it on), the handle keeps
+ * its opener's pid and compares with getpid() as before (also when no
+ * page could be mapped: init cannot fail). */
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+
+void hl_forkguard_init(hl_forkguard *g)
+{
+    g->page = NULL;
+    g->pid = getpid();
+    long psz = sysconf(_SC_PAGESIZE);
+    size_t len = psz > 0 ? (size_t)psz : 4096;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return; /* getpid() it is */
+    if (madvise(p, len, MADV_WIPEONFORK) != 0) {
+        munmap(p, len);
+        return;
+    }
+    g->page = p;
+    g->page[0] = 1;
+}
+
+int hl_forkguard_forked(const hl_forkguard *g)
+{
+    if (g->page)
+        return __atomic_load_n(&g->page[0], __ATOMIC_RELAXED) == 0;
+    return g->pid != getpid();
+}
+
+void hl_forkguard_free(hl_forkguard *g)
+{
+    if (!g->page)
+        return;
+    long psz = sysconf(_SC_PAGESIZE);
+    munmap(g->page, psz > 0 ? (size_t)psz : 4096);
+    g->page = NULL;
 }
 
 int hl_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)

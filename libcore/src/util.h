@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "proto.h"
@@ -35,16 +36,32 @@ HL_HIDDEN int hl_wake_pipe(int fd[2]);
 HL_HIDDEN void hl_wake(int fd);       /* write one byte */
 HL_HIDDEN void hl_wake_drain(int fd); /* read everything there is */
 /* SIGPIPE never reaches the host process (see util.c): a caller's thread
- * runs every stretch that may write to a socket between enter and leave;
- * the library's threads are started by hl_thread_create, with SIGPIPE
- * blocked for their whole life. Nesting is fine. */
+ * runs every stretch that may write to a socket with write(2) (a TLS
+ * connection: OpenSSL's socket BIO) between enter and leave; the library's
+ * threads are started by hl_thread_create, with SIGPIPE blocked for their
+ * whole life. Nesting is fine. hl_nosigpipe_skip marks s as "nothing to
+ * do" for a stretch that only writes with send(MSG_NOSIGNAL); leave is
+ * then a no-op. */
 typedef struct hl_nosigpipe {
     sigset_t old;
+    int active;         /* enter masked; leave has work to do */
     int restore;        /* SIGPIPE was not blocked before: unblock at leave */
     int pending_before; /* one was pending already: not ours to consume */
 } hl_nosigpipe;
 HL_HIDDEN void hl_nosigpipe_enter(hl_nosigpipe *s);
+HL_HIDDEN void hl_nosigpipe_skip(hl_nosigpipe *s);
 HL_HIDDEN void hl_nosigpipe_leave(hl_nosigpipe *s);
+
+/* Fork detection for one handle, without a system call (see util.c):
+ * hl_forkguard_forked is 1 in a child process after fork(). init cannot
+ * fail (without a page it falls back to getpid()); free is for the page. */
+typedef struct hl_forkguard {
+    unsigned char *page; /* MADV_WIPEONFORK page: 1 here, 0 in a child */
+    pid_t pid;           /* the opener's pid, when no such page could be had */
+} hl_forkguard;
+HL_HIDDEN void hl_forkguard_init(hl_forkguard *g);
+HL_HIDDEN int hl_forkguard_forked(const hl_forkguard *g);
+HL_HIDDEN void hl_forkguard_free(hl_forkguard *g);
 HL_HIDDEN int hl_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
                                void *arg);
 

@@ -5,10 +5,12 @@
  * and after fork(), threads ending with the client.
  */
 #include <CUnit/Basic.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -600,6 +602,49 @@ static void t_fork_child(void)
     hilock_client_close(c);
 }
 
+/* hilock_thread_id asks the kernel once per thread and keeps the answer:
+ * each thread gets its own id, and a child after fork() (a copy of the
+ * forking thread, which had its id kept) gets its own new id, not the
+ * parent thread's (two threads of the child could share an owner string
+ * otherwise once the parent thread's id is reused). */
+static void *thread_id_of(void *arg)
+{
+    uint64_t *out = arg;
+    out[0] = hilock_thread_id();
+    out[1] = hilock_thread_id();
+    out[2] = (uint64_t)syscall(SYS_gettid);
+    return NULL;
+}
+
+static void t_thread_id_kept_per_thread_and_fork(void)
+{
+    uint64_t mine = hilock_thread_id();
+    CU_ASSERT_EQUAL(mine, (uint64_t)syscall(SYS_gettid));
+    CU_ASSERT_EQUAL(hilock_thread_id(), mine);
+    uint64_t other[3] = {0, 0, 0};
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, thread_id_of, other), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(other[0], other[2]);
+    CU_ASSERT_EQUAL(other[1], other[2]);
+    CU_ASSERT_NOT_EQUAL(other[0], mine);
+
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        uint64_t now = hilock_thread_id();
+        int bad = (now != (uint64_t)syscall(SYS_gettid)) | (now == mine) << 1 |
+                  (hilock_thread_id() != now) << 2;
+        _exit(bad); /* _exit: the harness's atexit must not stop the servers */
+    }
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        printf("\n  thread id in the child after fork: failure mask %d\n", WEXITSTATUS(status));
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CU_ASSERT_EQUAL(hilock_thread_id(), mine);
+}
+
 typedef struct waiter_arg {
     hilock_lock *l;
     int rc;
@@ -698,6 +743,8 @@ int main(void)
     CU_add_test(s, "SELECT database", t_select_db);
     CU_add_test(s, "use after close: ECLOSED", t_use_after_close);
     CU_add_test(s, "fork: child gets ECLOSED, parent intact", t_fork_child);
+    CU_add_test(s, "thread id: kept per thread, new in a child after fork",
+                t_thread_id_kept_per_thread_and_fork);
     CU_add_test(s, "threads end when the client closes", t_threads_end_on_close);
     CU_pSuite a = CU_add_suite("auth", init_auth, clean_auth);
     CU_add_test(a, "password", t_password);
