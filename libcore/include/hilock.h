@@ -27,16 +27,18 @@
  *   The library never changes the process's signal dispositions, and no
  *   SIGPIPE it causes reaches the host process (a write to a socket whose
  *   server has gone away raises SIGPIPE unless sent with MSG_NOSIGNAL):
- *   - plain connections (TCP, unix socket) are written with
- *     send(MSG_NOSIGNAL): a call in the caller's thread that only writes
- *     on those leaves the thread's signal mask alone (no signal system
- *     calls at all);
+ *   - connections (TCP, unix socket, and TLS once its handshake is done)
+ *     are written with send(MSG_NOSIGNAL): a blocking call that only
+ *     writes on those leaves the thread's signal mask alone (no signal
+ *     system calls at all);
  *   - the library's own threads (watchdog, pub/sub listener, settling of
  *     timed-out attempts, sentinel watcher) run with
  *     SIGPIPE blocked in their signal mask for their whole life;
- *   - in the caller's thread, a call that may write on a TLS connection
- *     (OpenSSL writes with write(2)), or any connection in a build against
- *     the system's hiredis 0.14, blocks SIGPIPE for its duration, consumes
+ *   - in the caller's thread, a TLS handshake (OpenSSL writes it with
+ *     write(2)), a call of the non-blocking API that may write (hiredis's
+ *     own async connections), or any call that writes in a build against
+ *     the system's hiredis 0.14,
+ *     blocks SIGPIPE for its duration, consumes
  *     a SIGPIPE it raised (sigtimedwait) and restores the thread's mask
  *     before returning. A SIGPIPE already pending on a thread that had it
  *     blocked before the call is left alone; one sent to the process

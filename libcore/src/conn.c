@@ -59,7 +59,8 @@ void hl_conn_nosignal(redisContext *ctx)
 
 int hl_conn_writes_signal(int tls)
 {
-    return tls != 0;
+    (void)tls; /* hl_tls_handshake's connections write with MSG_NOSIGNAL too */
+    return 0;
 }
 #else
 void hl_conn_nosignal(redisContext *ctx)
@@ -75,6 +76,17 @@ int hl_conn_writes_signal(int tls)
 #endif
 
 /* ---- connecting ---- */
+
+int hl_conn_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
+                          const char *server_name, int64_t timeout_ms, const char *where,
+                          int *code, char *err)
+{
+    hl_nosigpipe sp;
+    hl_nosigpipe_enter(&sp);
+    int rc = hl_tls_handshake(t, ctx, host, server_name, timeout_ms, where, code, err);
+    hl_nosigpipe_leave(&sp);
+    return rc;
+}
 
 struct timeval hl_tv_ms(int64_t ms)
 {
@@ -111,7 +123,7 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
     hl_conn_nosignal(ctx);
     if (!ep->path)
         redisEnableKeepAlive(ctx);
-    if (ep->tls_ctx && hl_tls_handshake(ep->tls_ctx, ctx, host, ep->tls_server_name,
+    if (ep->tls_ctx && hl_conn_tls_handshake(ep->tls_ctx, ctx, host, ep->tls_server_name,
                                         connect_timeout_ms, where, code, err)) {
         redisFree(ctx);
         return NULL;

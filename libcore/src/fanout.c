@@ -182,8 +182,8 @@ static void fan_read(hl_fan *f)
 
 void hl_exec_fan(hl_fan *reqs, size_t n)
 {
-    /* the caller's thread writes: no SIGPIPE escapes (masked only when
-     * some member's connections can raise one: TLS) */
+    /* the caller's thread writes: no SIGPIPE escapes (masked only where
+     * a connection can raise one: hl_conn_writes_signal) */
     int tls = 0;
     for (size_t i = 0; i < n; i++)
         tls |= reqs[i].client->ep.tls_ctx != NULL;

@@ -4,10 +4,13 @@
  * built once from the endpoint's settings; each connection gets its own SSL
  * object with SNI and the name its certificate must carry.
  */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include "transport.h"
 #include "transport_impl.h"
@@ -20,8 +23,99 @@
 
 struct hl_tls {
     SSL_CTX *ctx;
+    BIO_METHOD *nosig; /* the socket BIO of our blocking connections */
     int insecure;
 };
+
+/* ---- a socket BIO that writes with MSG_NOSIGNAL ----
+ * OpenSSL's socket BIO (SSL_set_fd, as hiredis sets up a connection) writes
+ * with write(2): a server gone away raises SIGPIPE in the writing thread.
+ * After the handshake, a blocking connection's SSL gets this BIO instead:
+ * the same reads and writes on the same descriptor, as OpenSSL's own
+ * socket BIO does them, except that it writes with send(MSG_NOSIGNAL).
+ * Then no write on such a connection can raise SIGPIPE, and a caller's call
+ * needs no signal mask (util.c); the handshake itself (a few writes at
+ * connect time) still runs masked. The descriptor stays hiredis's: the BIO
+ * never closes it. One method per client (hl_tls), freed after every
+ * connection (hl_transport_free frees the nodes first). */
+#define HL_BIO_TYPE (0x70 | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR)
+
+static int nosig_fd(BIO *b)
+{
+    return (int)(intptr_t)BIO_get_data(b);
+}
+
+static int nosig_write(BIO *b, const char *buf, int len)
+{
+    errno = 0; /* BIO_sock_should_retry reads errno, also after a 0 */
+    ssize_t n = send(nosig_fd(b), buf, len > 0 ? (size_t)len : 0, MSG_NOSIGNAL);
+    BIO_clear_retry_flags(b);
+    if (n <= 0 && BIO_sock_should_retry((int)n))
+        BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static int nosig_read(BIO *b, char *buf, int len)
+{
+    if (!buf)
+        return 0;
+    errno = 0;
+    ssize_t n = recv(nosig_fd(b), buf, len > 0 ? (size_t)len : 0, 0);
+    BIO_clear_retry_flags(b);
+    if (n <= 0) {
+        if (BIO_sock_should_retry((int)n))
+            BIO_set_retry_read(b);
+        else if (n == 0)
+            BIO_set_flags(b, BIO_FLAGS_IN_EOF);
+    }
+    return (int)n;
+}
+
+static long nosig_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    switch (cmd) {
+    case BIO_C_GET_FD:
+        if (!BIO_get_init(b))
+            return -1;
+        if (ptr)
+            *(int *)ptr = nosig_fd(b);
+        return nosig_fd(b);
+    case BIO_CTRL_GET_CLOSE:
+        return BIO_NOCLOSE;
+    case BIO_CTRL_DUP:
+    case BIO_CTRL_FLUSH:
+        return 1;
+    case BIO_CTRL_EOF:
+        return BIO_test_flags(b, BIO_FLAGS_IN_EOF) != 0;
+    default:
+        return 0;
+    }
+}
+
+static BIO_METHOD *nosig_method(void)
+{
+    BIO_METHOD *m = BIO_meth_new(HL_BIO_TYPE, "hilock socket (MSG_NOSIGNAL)");
+    if (m && (BIO_meth_set_write(m, nosig_write) != 1 || BIO_meth_set_read(m, nosig_read) != 1 ||
+              BIO_meth_set_ctrl(m, nosig_ctrl) != 1)) {
+        BIO_meth_free(m);
+        m = NULL;
+    }
+    return m;
+}
+
+/* After the handshake: ssl reads and writes fd through the method above.
+ * 0, or -1 (out of memory; ssl unchanged). */
+static int nosig_attach(hl_tls *t, SSL *ssl, int fd)
+{
+    BIO *b = BIO_new(t->nosig);
+    if (!b)
+        return -1;
+    BIO_set_data(b, (void *)(intptr_t)fd);
+    BIO_set_init(b, 1);
+    SSL_set_bio(ssl, b, b); /* frees the socket BIO SSL_set_fd made (it does not close fd) */
+    return 0;
+}
 
 /* The reason of OpenSSL's last error, or fallback. */
 static const char *ssl_reason(const char *fallback)
@@ -53,7 +147,8 @@ int hl_tls_new(hl_tls **out, const hl_endpoint *ep, char *err)
     int rc = HILOCK_EINVAL;
     ERR_clear_error();
     t->ctx = SSL_CTX_new(TLS_client_method());
-    if (!t->ctx) {
+    t->nosig = t->ctx ? nosig_method() : NULL;
+    if (!t->ctx || !t->nosig) {
         hl_set_err(err, "TLS: cannot create a context: %s", ssl_reason("unknown error"));
         rc = HILOCK_ENOMEM;
         goto fail;
@@ -103,6 +198,8 @@ void hl_tls_free(hl_tls *t)
         return;
     if (t->ctx)
         SSL_CTX_free(t->ctx);
+    if (t->nosig)
+        BIO_meth_free(t->nosig);
     free(t);
 }
 
@@ -163,8 +260,13 @@ int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host, const char 
     /* the handshake is bounded by the socket's timeouts */
     struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)((timeout_ms % 1000) * 1000)};
     redisSetTimeout(ctx, tv);
-    if (redisInitiateSSL(ctx, ssl) == REDIS_OK)
-        return 0; /* ctx owns ssl now */
+    if (redisInitiateSSL(ctx, ssl) == REDIS_OK) { /* ctx owns ssl now */
+        if (nosig_attach(t, ssl, ctx->fd) == 0)
+            return 0;
+        *code = HILOCK_ENOMEM;
+        hl_set_err(err, "TLS to %s: out of memory", where);
+        return -1; /* ctx (and ssl with it) for redisFree only */
+    }
     long vr = SSL_get_verify_result(ssl);
     unsigned long e = ERR_peek_last_error();
     if (vr != X509_V_OK) {

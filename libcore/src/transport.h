@@ -335,9 +335,10 @@ HL_HIDDEN int hl_transport_check(hl_transport *c, char *err);
 /* 1 in a child process after fork() (no system call: hl_forkguard). */
 HL_HIDDEN int hl_transport_forked(const hl_transport *c);
 /* hl_nosigpipe_enter for a stretch of a caller's thread that writes on c's
- * connections, when those writes can raise SIGPIPE (TLS, or the system's
- * hiredis 0.14); else hl_nosigpipe_skip: plain connections write with
- * send(MSG_NOSIGNAL). Ends with hl_nosigpipe_leave either way. */
+ * connections, when those writes can raise SIGPIPE (built with the
+ * system's hiredis 0.14); else hl_nosigpipe_skip: every connection, plain
+ * or TLS, writes with send(MSG_NOSIGNAL) (conn.c, tls.c), and a TLS
+ * handshake masks itself. Ends with hl_nosigpipe_leave either way. */
 HL_HIDDEN void hl_transport_nosigpipe_enter(const hl_transport *c, hl_nosigpipe *s);
 /* The open check's connection: to the first node (the server, the current
  * master, or in cluster mode the first master of the slot map: call

@@ -54,10 +54,15 @@ HL_HIDDEN int hl_conn_stale(const redisContext *ctx);
  * (which installs hiredis's TLS functions instead). With the system's
  * hiredis 0.14 (no function table) it does nothing.
  * hl_conn_writes_signal: 1 when a connection of this kind may still raise
- * SIGPIPE on write (tls: a TLS connection, whose OpenSSL socket BIO writes
- * with write(2); any connection with hiredis 0.14). */
+ * SIGPIPE on write once connected: any connection with hiredis 0.14 (a TLS
+ * connection made by hl_tls_handshake writes with MSG_NOSIGNAL too, tls.c). */
 HL_HIDDEN void hl_conn_nosignal(redisContext *ctx);
 HL_HIDDEN int hl_conn_writes_signal(int tls);
+/* hl_tls_handshake with SIGPIPE blocked for its duration (the handshake
+ * writes through OpenSSL's socket BIO). */
+HL_HIDDEN int hl_conn_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
+                                    const char *server_name, int64_t timeout_ms,
+                                    const char *where, int *code, char *err);
 
 /* hiredis's redisGetReply/redisCommandArgv on our blocking contexts, with
  * the same bound on one reply as hl_command (transport.h). */
@@ -67,8 +72,10 @@ HL_HIDDEN redisReply *hl_command_argv(redisContext *c, int argc, const char **ar
 
 /* TLS handshake on a fresh connection to host, bounded by timeout_ms.
  * 0, or -1 with *code (HILOCK_ETLS: certificate or TLS-level refusal;
- * HILOCK_ECONN: closed or silent peer) and err set; ctx stays usable only
- * for redisFree then. */
+ * HILOCK_ECONN: closed or silent peer; HILOCK_ENOMEM) and err set; ctx
+ * stays usable only for redisFree then. After the handshake the connection
+ * writes with send(MSG_NOSIGNAL) (tls.c); the handshake's own writes may
+ * raise SIGPIPE: run it masked (hl_conn_tls_handshake). */
 HL_HIDDEN int hl_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
                                const char *server_name, int64_t timeout_ms, const char *where,
                                int *code, char *err);

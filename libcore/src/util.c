@@ -92,12 +92,15 @@ void hl_wake_drain(int fd)
 /* ---- SIGPIPE ----
  * A write on a socket whose peer is gone raises SIGPIPE in the writing
  * thread unless it is a send() with MSG_NOSIGNAL. The default action kills
- * the process. Plain connections (TCP, unix) write with send(MSG_NOSIGNAL)
- * (conn.c, hl_conn_nosignal), so a caller's call on them needs nothing
- * here. Everything else that writes (OpenSSL's socket BIO on a TLS
- * connection uses write(2); the system's hiredis 0.14 too) runs with
- * SIGPIPE blocked: the library's own threads for their whole life, callers'
- * threads for the duration of a call. A SIGPIPE raised meanwhile stays
+ * the process. Connections write with send(MSG_NOSIGNAL) (plain ones:
+ * conn.c, hl_conn_nosignal; TLS ones after the handshake: tls.c), so a
+ * caller's call on them needs nothing here. What else writes (a TLS
+ * handshake through OpenSSL's socket BIO, which uses write(2); the
+ * non-blocking API's connections, which hiredis's async layer writes;
+ * every connection of a build with the
+ * system's hiredis 0.14) runs with SIGPIPE blocked: the library's own
+ * threads for their whole life, callers' threads for the duration of a
+ * call. A SIGPIPE raised meanwhile stays
  * pending on the thread and is consumed before the mask is restored; the
  * process's signal dispositions are never touched. */
 

@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include "hilock.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -572,4 +573,15 @@ int th_srv_client_clean(void)
     hilock_client_close(th_cl);
     th_cl = NULL;
     return th_srv_clean();
+}
+
+int th_pool_shut_writes(struct hilock_client *c)
+{
+    hl_pool *p = &c->t.nodes[0]->pool;
+    pthread_mutex_lock(&p->mu);
+    int n = 0;
+    for (int i = 0; i < p->nidle; i++)
+        n += shutdown(p->idle[i]->fd, SHUT_WR) == 0;
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }

@@ -107,6 +107,10 @@ long long th_script_calls(const th_redis *r);
  * code and its detail to stderr and returns NULL. */
 struct hilock_client;
 struct hilock_client *th_client_open(const char *url);
+/* Shuts the write side (shutdown SHUT_WR) of every idle pooled connection
+ * of c's first node: the next write on one fails with EPIPE, which raises
+ * SIGPIPE unless written with MSG_NOSIGNAL. Returns how many. */
+int th_pool_shut_writes(struct hilock_client *c);
 /* One RESP reply parsed from bytes with hiredis's reader (no socket); NULL
  * when the bytes are not one whole reply. Free with freeReplyObject.
  * TH_RESP("literal") for string literals (NUL bytes allowed). */

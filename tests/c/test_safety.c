@@ -84,6 +84,30 @@ static void t_sigpipe_caller_thread(void)
     hilock_client_close(c);
 }
 
+/* The same over TCP, made certain: the pooled connection's write side is
+ * shut, so the acquire's write fails with EPIPE at once. The caller's
+ * thread runs the call without a signal mask (every connection writes with
+ * MSG_NOSIGNAL): a plain write(2) or send() would kill the test here. */
+static void t_sigpipe_caller_thread_tcp(void)
+{
+    assert_sigpipe_untouched();
+    hilock_client *c = open_url(usrv.url, 0, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "sigpipe-caller-tcp");
+    for (int round = 0; round < 3; round++) {
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), 0); /* connection back to the pool */
+        CU_ASSERT_EQUAL_FATAL(th_pool_shut_writes(c), 1);
+        /* EPIPE on the idle connection: resent on a new one */
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&usrv, "EXISTS sigpipe-caller-tcp"), 0);
+    assert_sigpipe_untouched();
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 static int lost_flag(void *arg)
 {
     return hilock_lock_is_lost(arg);
@@ -645,6 +669,7 @@ int main(int argc, char **argv)
         return 2;
     CU_pSuite s = CU_add_suite("safety", init, cleanup);
     add(s, "SIGPIPE: caller thread, server restarted under pool", t_sigpipe_caller_thread);
+    add(s, "SIGPIPE: caller thread, TCP connection that cannot write", t_sigpipe_caller_thread_tcp);
     add(s, "SIGPIPE: watchdog thread renewal", t_sigpipe_watchdog_thread);
     add(s, "failed renewal pass with 2 locks is reported", t_failed_renewal_reported);
     add(s, "lost callback frees its own lock", t_cb_frees_own_lock);

@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "hilock.h"
+#include "internal.h"
 #include "hilock/adapters/epoll.h"
 
 static char certs[64];     /* directory of the throwaway certificates */
@@ -149,6 +150,43 @@ static void t_verified(void)
     CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_OK);
     hilock_lock_free(l);
     hilock_client_close(c);
+}
+
+/* A TLS connection whose socket can no longer write (its write side shut:
+ * EPIPE at once) under a caller with SIGPIPE at its default disposition
+ * and unblocked: the library writes TLS records with send(MSG_NOSIGNAL)
+ * through its own socket BIO and calls without a signal mask, so the
+ * record's write fails quietly and the command goes out on a new
+ * connection. With OpenSSL's socket BIO (write(2)) and no mask the process
+ * dies of SIGPIPE here. */
+static void t_sigpipe_caller(void)
+{
+    struct sigaction old, dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    CU_ASSERT_EQUAL_FATAL(sigaction(SIGPIPE, &dfl, &old), 0);
+    sigset_t pipe_only, was;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    CU_ASSERT_EQUAL_FATAL(pthread_sigmask(SIG_UNBLOCK, &pipe_only, &was), 0);
+    hilock_client *c;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(tls_lock(&c, &l, NULL, "tls:sigpipe"), HILOCK_OK);
+    for (int round = 0; round < 3; round++) {
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), HILOCK_OK);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_OK);
+        CU_ASSERT_EQUAL_FATAL(th_pool_shut_writes(c), 1);
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), HILOCK_OK);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_OK);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS tls:sigpipe"), 0);
+    sigset_t pend;
+    sigpending(&pend);
+    CU_ASSERT_FALSE(sigismember(&pend, SIGPIPE));
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    sigaction(SIGPIPE, &old, NULL);
 }
 
 typedef struct {
@@ -543,6 +581,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("tls: one server", init_single, clean_single);
     CU_add_test(s, "verified connection, db, host name", t_verified);
     CU_add_test(s, "hand-off and watchdog over TLS", t_handoff_and_watchdog);
+    CU_add_test(s, "SIGPIPE: caller thread, TLS connection that cannot write", t_sigpipe_caller);
     CU_add_test(s, "non-blocking API over TLS", t_async);
     CU_add_test(s, "wrong CA: ETLS; skip-verify", t_wrong_ca);
     CU_add_test(s, "expired certificate: ETLS", t_expired);
