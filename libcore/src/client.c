@@ -353,7 +353,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     if ((rc = hl_nodes_init(&c->t, err)) != 0)
         goto done;
     hl_nosigpipe sp;
-    hl_transport_nosigpipe_enter(&c->t, &sp);
+    hl_transport_nosigpipe_enter(&sp);
     rc = open_check(c, err);
     hl_nosigpipe_leave(&sp);
     if (rc)

@@ -57,10 +57,11 @@ void hl_conn_nosignal(redisContext *ctx)
         ctx->funcs = &hl_net_funcs;
 }
 
-int hl_conn_writes_signal(int tls)
+/* every connection (plain, and TLS after hl_tls_handshake) writes with
+ * MSG_NOSIGNAL: nothing to mask */
+void hl_transport_nosigpipe_enter(hl_nosigpipe *s)
 {
-    (void)tls; /* hl_tls_handshake's connections write with MSG_NOSIGNAL too */
-    return 0;
+    hl_nosigpipe_skip(s);
 }
 #else
 void hl_conn_nosignal(redisContext *ctx)
@@ -68,10 +69,10 @@ void hl_conn_nosignal(redisContext *ctx)
     (void)ctx;
 }
 
-int hl_conn_writes_signal(int tls)
+/* hiredis 0.14 writes with write(2): mask */
+void hl_transport_nosigpipe_enter(hl_nosigpipe *s)
 {
-    (void)tls;
-    return 1;
+    hl_nosigpipe_enter(s);
 }
 #endif
 

@@ -151,7 +151,7 @@ int hl_exec_acked(hl_transport *c, hl_cmd *cmd, redisReply **reply, int64_t time
                   char *err, int *acked)
 {
     hl_nosigpipe s;
-    hl_transport_nosigpipe_enter(c, &s);
+    hl_transport_nosigpipe_enter(&s);
     int rc = exec_acked(c, cmd, reply, timeout_ms, err, acked);
     hl_nosigpipe_leave(&s);
     return rc;
@@ -460,7 +460,7 @@ int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n, redisReply **replies,
     }
     /* one pipeline (one round trip) per node */
     hl_nosigpipe sp;
-    hl_transport_nosigpipe_enter(c, &sp);
+    hl_transport_nosigpipe_enter(&sp);
     int failures = 0;
     for (int i = 0; i < n; i++) {
         if (!at[i])

@@ -183,15 +183,9 @@ static void fan_read(hl_fan *f)
 void hl_exec_fan(hl_fan *reqs, size_t n)
 {
     /* the caller's thread writes: no SIGPIPE escapes (masked only where
-     * a connection can raise one: hl_conn_writes_signal) */
-    int tls = 0;
-    for (size_t i = 0; i < n; i++)
-        tls |= reqs[i].client->ep.tls_ctx != NULL;
+     * a connection can raise one: hl_transport_nosigpipe_enter) */
     hl_nosigpipe sp;
-    if (hl_conn_writes_signal(tls))
-        hl_nosigpipe_enter(&sp);
-    else
-        hl_nosigpipe_skip(&sp);
+    hl_transport_nosigpipe_enter(&sp);
     int64_t now = hl_now_mono_ms();
     for (size_t i = 0; i < n; i++) {
         hl_fan *f = &reqs[i];

@@ -227,7 +227,7 @@ static int load_slots(hl_transport *c, redisContext *ctx, char *err)
 int hl_cluster_refresh(hl_transport *c, char *err)
 {
     hl_nosigpipe sp;
-    hl_transport_nosigpipe_enter(c, &sp);
+    hl_transport_nosigpipe_enter(&sp);
     pthread_mutex_lock(&c->refresh_mu);
     __atomic_store_n(&c->map_stale, 0, __ATOMIC_RELEASE);
     int ok = 0, last = HILOCK_ECONN;

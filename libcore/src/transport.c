@@ -77,14 +77,6 @@ int hl_transport_forked(const hl_transport *c)
     return hl_forkguard_forked(&c->fork);
 }
 
-void hl_transport_nosigpipe_enter(const hl_transport *c, hl_nosigpipe *s)
-{
-    if (hl_conn_writes_signal(c->ep.tls_ctx != NULL))
-        hl_nosigpipe_enter(s);
-    else
-        hl_nosigpipe_skip(s);
-}
-
 void hl_transport_report(hl_transport *c, const char *msg)
 {
     if (c->sinks.error)

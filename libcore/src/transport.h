@@ -334,12 +334,12 @@ HL_HIDDEN void hl_transport_shutdown(hl_transport *c, int from_watchdog);
 HL_HIDDEN int hl_transport_check(hl_transport *c, char *err);
 /* 1 in a child process after fork() (no system call: hl_forkguard). */
 HL_HIDDEN int hl_transport_forked(const hl_transport *c);
-/* hl_nosigpipe_enter for a stretch of a caller's thread that writes on c's
+/* hl_nosigpipe_enter for a stretch of a caller's thread that writes on
  * connections, when those writes can raise SIGPIPE (built with the
  * system's hiredis 0.14); else hl_nosigpipe_skip: every connection, plain
  * or TLS, writes with send(MSG_NOSIGNAL) (conn.c, tls.c), and a TLS
  * handshake masks itself. Ends with hl_nosigpipe_leave either way. */
-HL_HIDDEN void hl_transport_nosigpipe_enter(const hl_transport *c, hl_nosigpipe *s);
+HL_HIDDEN void hl_transport_nosigpipe_enter(hl_nosigpipe *s);
 /* The open check's connection: to the first node (the server, the current
  * master, or in cluster mode the first master of the slot map: call
  * hl_cluster_refresh first); NULL with *code and err set.

@@ -52,12 +52,9 @@ HL_HIDDEN int hl_conn_stale(const redisContext *ctx);
  * send(MSG_NOSIGNAL) instead of hiredis's plain send(), so its writes never
  * raise SIGPIPE; call on a fresh plain context, before any TLS handshake
  * (which installs hiredis's TLS functions instead). With the system's
- * hiredis 0.14 (no function table) it does nothing.
- * hl_conn_writes_signal: 1 when a connection of this kind may still raise
- * SIGPIPE on write once connected: any connection with hiredis 0.14 (a TLS
- * connection made by hl_tls_handshake writes with MSG_NOSIGNAL too, tls.c). */
+ * hiredis 0.14 (no function table) it does nothing, and
+ * hl_transport_nosigpipe_enter masks instead. */
 HL_HIDDEN void hl_conn_nosignal(redisContext *ctx);
-HL_HIDDEN int hl_conn_writes_signal(int tls);
 /* hl_tls_handshake with SIGPIPE blocked for its duration (the handshake
  * writes through OpenSSL's socket BIO). */
 HL_HIDDEN int hl_conn_tls_handshake(hl_tls *t, redisContext *ctx, const char *host,
