@@ -403,14 +403,12 @@ typedef struct {
  * owner's acquire latch (hl_acquire_latch_arg: epoch = the client's count of
  * attempts whose reply was lost, seq = unique per call within the client),
  * so an attempt lost with its connection is settled (on_reply_lost). */
-static PyObject *names_acquire(PyObject *self, PyObject *args)
+/* an acquire machine (names.acquire's checks and construction) */
+static PyObject *acquire_make(PyObject *self, const char *owner, long long wait,
+                              long long lease, long long window, long long epoch,
+                              long long seq, long long latch_ttl, long long line)
 {
     NamesObject *n = (NamesObject *)self;
-    const char *owner;
-    long long wait, lease, window, epoch = -1, seq = 0, latch_ttl = 0, line = 0;
-    if (!PyArg_ParseTuple(args, "sLLL|LLLL:acquire", &owner, &wait, &lease, &window, &epoch,
-                          &seq, &latch_ttl, &line))
-        return NULL;
     const char *ow = check_owner(owner);
     if (!ow || check_range(wait, -1, HILOCK_MAX_TIME_MS, "wait_ms") ||
         check_range(lease, 1, HILOCK_MAX_TIME_MS, "lease_ms") ||
@@ -455,6 +453,16 @@ static PyObject *names_acquire(PyObject *self, PyObject *args)
     return (PyObject *)m;
 }
 
+static PyObject *names_acquire(PyObject *self, PyObject *args)
+{
+    const char *owner;
+    long long wait, lease, window, epoch = -1, seq = 0, latch_ttl = 0, line = 0;
+    if (!PyArg_ParseTuple(args, "sLLL|LLLL:acquire", &owner, &wait, &lease, &window, &epoch,
+                          &seq, &latch_ttl, &line))
+        return NULL;
+    return acquire_make(self, owner, wait, lease, window, epoch, seq, latch_ttl, line);
+}
+
 typedef struct {
     PyObject_HEAD
     hl_release m;
@@ -463,15 +471,11 @@ typedef struct {
     char owner[HL_OWNER_MAX];
 } ReleaseObject;
 
-/* n.release(owner, acquired_lease_ms, watchdog_lease_ms, request_id,
- *           command_timeout_ms, timeout_ms=0) */
-static PyObject *names_release(PyObject *self, PyObject *args)
+/* a release machine (names.release's checks and construction) */
+static PyObject *release_make(PyObject *self, const char *owner, long long lease,
+                              long long wd, const char *rid, long long cmdt, long long timeout)
 {
     NamesObject *n = (NamesObject *)self;
-    const char *owner, *rid;
-    long long lease, wd, cmdt, timeout = 0;
-    if (!PyArg_ParseTuple(args, "sLLsL|L:release", &owner, &lease, &wd, &rid, &cmdt, &timeout))
-        return NULL;
     const char *ow = check_owner(owner);
     const char *r = ow ? check_str(rid, 128, "request id") : NULL;
     if (!r || check_range(lease, 0, HILOCK_MAX_TIME_MS, "acquired_lease_ms") ||
@@ -494,6 +498,17 @@ static PyObject *names_release(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     return (PyObject *)m;
+}
+
+/* n.release(owner, acquired_lease_ms, watchdog_lease_ms, request_id,
+ *           command_timeout_ms, timeout_ms=0) */
+static PyObject *names_release(PyObject *self, PyObject *args)
+{
+    const char *owner, *rid;
+    long long lease, wd, cmdt, timeout = 0;
+    if (!PyArg_ParseTuple(args, "sLLsL|L:release", &owner, &lease, &wd, &rid, &cmdt, &timeout))
+        return NULL;
+    return release_make(self, owner, lease, wd, rid, cmdt, timeout);
 }
 
 /* ---- one script command and its decoded answer (force, extend) ---- */
@@ -1547,6 +1562,39 @@ static PyObject *m_latch_ttl(PyObject *self, PyObject *arg)
     return PyLong_FromLongLong(hl_latch_ttl(v));
 }
 
+/* A release request id that opts in to the owner's unlock latch of one
+ * epoch (hl_release_request_id): the epoch is the process id times 2^20
+ * plus the client's count of lost replies (mod 2^20), so a client used in
+ * a forked child never shares a latch with its parent's releases. 0, or -1
+ * with a Python exception set. */
+static int release_rid(char *buf, size_t len, const char *client_id, long long pid,
+                       long long latch_epoch, long long seq)
+{
+    if (check_range(pid, 0, INT32_MAX, "pid") || check_range(latch_epoch, 0, INT64_MAX,
+                                                              "latch_epoch") ||
+        check_range(seq, 0, INT64_MAX, "seq"))
+        return -1;
+    uint64_t epoch = (uint64_t)pid * 1048576u + (uint64_t)latch_epoch % 1048576u;
+    if (hl_release_request_id(buf, len, client_id, epoch, (uint64_t)seq) != 0) {
+        PyErr_SetString(PyExc_ValueError, "client id too long for a request id");
+        return -1;
+    }
+    return 0;
+}
+
+/* release_request_id(client_id, pid, latch_epoch, seq) -> str */
+static PyObject *m_release_request_id(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *id;
+    long long pid, epoch, seq;
+    char buf[128];
+    if (!PyArg_ParseTuple(args, "sLLL:release_request_id", &id, &pid, &epoch, &seq) ||
+        release_rid(buf, sizeof buf, id, pid, epoch, seq) != 0)
+        return NULL;
+    return PyUnicode_FromString(buf);
+}
+
 /* The decoders of query replies: the validated number, or the error raised. */
 typedef int (*decoder)(const redisReply *, int64_t *);
 
@@ -2143,6 +2191,9 @@ static PyMethodDef module_methods[] = {
     {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},
     {"renew_period", m_renew_period, METH_O, "renew_period(watchdog_lease_ms) -> ms"},
     {"latch_ttl", m_latch_ttl, METH_O, "latch_ttl(command_timeout_ms) -> ms"},
+    {"release_request_id", m_release_request_id, METH_VARARGS,
+     "release_request_id(client_id, pid, latch_epoch, seq) -> a release's request id (the "
+     "owner's unlock latch of that epoch)"},
     {"decode_flag", m_decode_flag, METH_O, "0 or 1, else ProtocolError"},
     {"decode_int", m_decode_int, METH_O, "an integer reply"},
     {"decode_holds", m_decode_holds, METH_O, "hold count (missing = 0)"},
@@ -2192,6 +2243,8 @@ static int add_type(PyObject *m, PyTypeObject **slot, PyType_Spec *spec, const c
 #include "_engine_sem.c"
 /* a plain connection's socket, read and written here (hilock.aio) */
 #include "_engine_wire.c"
+/* hilock.aio's requests; one-server acquire and release attempts in one call */
+#include "_engine_direct.c"
 
 PyMODINIT_FUNC PyInit__engine(void)
 {
@@ -2208,7 +2261,9 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &AckType, &ack_spec, "Ack") ||
         add_type(m, &RouterType, &router_spec, "Router") ||
         add_type(m, &FutType, &fut_spec, "ReplyFuture") ||
-        add_type(m, &WireType, &wire_spec, "Wire") || sem_module_init(m))
+        add_type(m, &WireType, &wire_spec, "Wire") ||
+        add_type(m, &ReqType, &req_spec, "Req") ||
+        add_type(m, &DirectType, &direct_spec, "Direct") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

@@ -52,6 +52,16 @@ typedef struct {
 } WireObject;
 
 static PyTypeObject *WireType;
+/* hilock.aio's requests (_engine_direct.c) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *conn;
+    PyObject *fut;
+    PyObject *reply;
+    char failed;
+    double deadline;
+} ReqObject;
+static PyTypeObject *ReqType;
 static PyObject *s_popleft, *s_reply, *s_fut, *s_add_writer, *s_remove_writer,
     *s_remove_reader, *s_call_soon;
 
@@ -228,8 +238,21 @@ static int wire_deliver(WireObject *o, PyObject *reply)
     PyObject *req = PyObject_CallMethodObjArgs(o->pending, s_popleft, NULL);
     if (!req)
         return -1;
-    int rc = PyObject_SetAttr(req, s_reply, reply);
-    PyObject *fut = rc == 0 ? PyObject_GetAttr(req, s_fut) : NULL;
+    PyObject *fut;
+    if (Py_TYPE(req) == ReqType) { /* hilock.aio's requests: their fields directly */
+        ReqObject *q = (ReqObject *)req;
+        PyObject *old = q->reply;
+        Py_INCREF(reply);
+        q->reply = reply;
+        Py_XDECREF(old);
+        fut = q->fut;
+        Py_XINCREF(fut);
+        if (!fut)
+            PyErr_SetString(PyExc_AttributeError, "Req without a future");
+    } else {
+        int rc = PyObject_SetAttr(req, s_reply, reply);
+        fut = rc == 0 ? PyObject_GetAttr(req, s_fut) : NULL;
+    }
     Py_DECREF(req);
     if (!fut)
         return -1;

@@ -135,13 +135,13 @@ def task_id() -> int:
 
 
 # this process's id, for request ids (a release runs one: no getpid() call
-# each time); a forked child takes its own
-_pid = os.getpid()
+# each time); a forked child takes its own. A list: the engine's Direct
+# reads item 0 too.
+_pid_box = [os.getpid()]
 
 
 def _after_fork() -> None:
-    global _pid
-    _pid = os.getpid()
+    _pid_box[0] = os.getpid()
 
 
 if hasattr(os, "register_at_fork"):
@@ -164,18 +164,11 @@ def _raise(code: int, detail: str = "") -> None:
 _Fut: Any = _E.ReplyFuture
 
 
-class _Req:
-    """One command on a connection: its reply, or why none came. deadline:
-    the loop time after which a waiter gives up on it (0: nobody waits)."""
-
-    __slots__ = ("conn", "fut", "reply", "failed", "deadline")
-
-    def __init__(self, conn: "_Conn", fut: Any) -> None:
-        self.conn = conn
-        self.fut = fut
-        self.reply: Any = None
-        self.failed = False
-        self.deadline = 0.0
+# One command on a connection (hilock._engine.Req): its connection, fut (the
+# ReplyFuture its waiter awaits), reply (or None), failed (the connection
+# closed under it) and deadline (the loop time after which a waiter gives
+# up on it; 0: nobody waits). A C object: built twice per acquire+release.
+_Req: Any = _E.Req
 
 
 def _wake(fut: "asyncio.Future[None]") -> None:
@@ -989,6 +982,9 @@ class Client:
         # was lost, so later calls never overwrite what a late copy must find
         self._latch_epoch = 0
         self._latch_ttl_ms: int = _E.latch_ttl(self._cmd_ms)
+        # one server, no replica acknowledgement: an acquire's first attempt
+        # and a release's command are made in one engine call each (set at open)
+        self._direct: Any = None
 
     @staticmethod
     def _ssl_context(ca_file: Optional[str], ca_dir: Optional[str], cert: Optional[str],
@@ -1032,6 +1028,12 @@ class Client:
             conn.close()
             raise from_code(rc, f"refused at open: {req.reply.error or 'unexpected reply'}")
         self._pool.put(conn)
+        if not (self._ack or self._sentinel):
+            # the loop's clock read in C where it is asyncio's own (time.monotonic)
+            mono = getattr(type(self._loop), "time", None) is asyncio.BaseEventLoop.time
+            self._direct = _E.Direct(self, self._pool, self._loop, self._window_ms,
+                                     self._latch_ttl_ms, self._cmd_ms, self._wd_ms, self._id,
+                                     _pid_box, mono)
         self._opened = True
         return self
 
@@ -1041,6 +1043,7 @@ class Client:
         if self._closed:
             return
         self._closed = True
+        self._direct = None
         if self._wd_task is not None:
             self._wd_task.cancel()
         self._pool.close()
@@ -1094,7 +1097,14 @@ class Client:
 
     def _request_id(self) -> str:
         self._seq += 1
-        return f"{self._id}:{_pid}:{self._seq}"
+        return f"{self._id}:{_pid_box[0]}:{self._seq}"
+
+    def _release_id(self) -> str:
+        """A release's request id: the owner's unlock latch of the current
+        latch epoch (one key per owner, overwritten by its releases), as
+        the C client's releases use it (the engine's hl_release_request_id)."""
+        self._seq += 1
+        return _E.release_request_id(self._id, _pid_box[0], self._latch_epoch, self._seq)
 
     # -- connections --------------------------------------------------------
 
@@ -1905,29 +1915,60 @@ def _leave(c: Client, ps: Optional[_PubSub], channel: str, w: _Waiter) -> None:
         p.leave(channel, w)
 
 
-async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
+async def _direct_wait(c: Client, req: _Req, cancel: _Cancel,
+                       exc: Optional[BaseException] = None) -> None:
+    """Wait for the reply to a command Direct sent (its deadline and the
+    connection's timer already set). A cancellation (or exc, one that came
+    while the caller waited itself) is remembered in cancel and the wait
+    goes on until the outcome is known."""
+    if exc is None:
+        try:
+            await req.fut
+            return
+        except asyncio.CancelledError as e:
+            exc = e
+    cancel.exc = cancel.exc or exc  # the command is on the wire: its answer first
+    left = max(1, int((req.deadline - c._loop.time()) * 1000)) if req.deadline else c._cmd_ms
+    await cancel.req(c._loop, req, left)
+
+
+async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
+                   m: Any = None, first: Any = None, sent: Optional[Tuple[_Req, int]] = None,
+                   cancel: Optional[_Cancel] = None) -> None:
     """Run the release machine. A cancellation while a command is on the
     wire waits for its answer first (so the hold and the watchdog agree),
-    then propagates."""
-    cancel = _Cancel()
-    m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._request_id(), c._cmd_ms)
+    then propagates. m: a machine already started (Lock.release's Direct
+    call), first: the action it took and has not done yet, and when that is
+    a send already made, sent = (its request, status as _Cancel.req's)."""
+    if cancel is None:
+        cancel = _Cancel()
+    if m is None:
+        m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._release_id(), c._cmd_ms)
     while True:
-        t = m.next()
+        if first is not None:
+            t, first = first, None
+        else:
+            t = m.next()
         if t[0] != _SEND:
             break
-        if cancel.exc is not None:
-            raise cancel.exc  # nothing on the wire: the hold is as it was
-        req = _send_idle(c, t[1])
-        if req is not None:
+        timeout = t[2] if t[2] > 0 else c._cmd_ms
+        code = 0
+        if sent is not None:
+            (req, st), sent = sent, None
             conn = req.conn
-            st = await cancel.req(c._loop, req, t[2] if t[2] > 0 else c._cmd_ms)
-            code = 0
             if st == 0 and req.reply.error is not None:  # the router's say first
-                st, req, conn, code = await c._routed(names.slot, t[1], t[2] if t[2] > 0
-                                                      else c._cmd_ms, cancel, req)
+                st, req, conn, code = await c._routed(names.slot, t[1], timeout, cancel, req)
         else:
-            st, req, conn, code = await c._routed(names.slot, t[1],
-                                                  t[2] if t[2] > 0 else c._cmd_ms, cancel)
+            if cancel.exc is not None:
+                raise cancel.exc  # nothing on the wire: the hold is as it was
+            req = _send_idle(c, t[1])
+            if req is not None:
+                conn = req.conn
+                st = await cancel.req(c._loop, req, timeout)
+                if st == 0 and req.reply.error is not None:  # the router's say first
+                    st, req, conn, code = await c._routed(names.slot, t[1], timeout, cancel, req)
+            else:
+                st, req, conn, code = await c._routed(names.slot, t[1], timeout, cancel)
         if st == 3:
             if cancel.exc is not None and code == _E.E_CANCELED:
                 raise cancel.exc  # nothing more on the wire
@@ -1939,13 +1980,24 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str])
         else:
             assert conn is not None
             conn.close()
+            # sent, and no reply: a late copy may still reach the server, so
+            # later releases use another unlock latch (the one resend below
+            # still finds this one's)
+            c._latch_epoch += 1
             m.on_error(_E.E_CONN)
-    _act, result, _remaining, still_held = t
-    if not still_held:
+    _release_end(c, names, owner, key, t, cancel.exc)
+
+
+def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t: Any,
+                 exc: Optional[BaseException]) -> None:
+    """The release machine's outcome t (ACT_DONE, result, remaining,
+    still_held): the hold's bookkeeping, then exc or the result's error."""
+    if not t[3]:
         c._wd.pop(key, None)
         c._leases.pop(key, None)
-    if cancel.exc is not None:
-        raise cancel.exc
+    if exc is not None:
+        raise exc
+    result = t[1]
     if result:
         if result == _E.E_NOTOWNER:
             raise NotOwnerError(f"not owner: lock {names.name!r} is not held by {owner}",
@@ -1977,6 +2029,8 @@ class Lock:
                  lease: Optional[Seconds] = None, thread_id: Optional[int] = None) -> None:
         self._c = client
         self._n = names
+        self._kind: int = names.kind  # kept: Names makes a new str per .name
+        self._name: str = names.name
         self._tid = _check_tid(thread_id)
         _wait_ms(wait)
         _lease_ms(lease)
@@ -2026,7 +2080,7 @@ class Lock:
         return owner, tid
 
     def _key(self, owner: str) -> Tuple[int, str, str]:
-        return (self._n.kind, self._n.name, owner)
+        return (self._kind, self._name, owner)
 
     async def acquire(self, wait: Optional[Seconds] = None,
                       lease: Optional[Seconds] = None) -> bool:
@@ -2036,9 +2090,35 @@ class Lock:
         elapsed. Cancelling the task cancels the wait cleanly (nothing held,
         nothing queued) and raises CancelledError."""
         w, l = _wait_ms(wait), _lease_ms(lease)
-        return await self._acquire(w, l)
+        c = self._c
+        d = c._direct  # None until open, after close, and beyond one server
+        if d is None or c._closed:
+            return await self._acquire(w, l)
+        # one server: the first attempt made by the engine in one call; an
+        # uncontended acquire ends here (no frame of the general path)
+        owner, tid = self._owner()
+        got = d.acquire(self._n, owner, w, l or c._wd_ms)
+        if got is None:  # no idle connection: the general path opens one
+            return await self._acquire(w, l)
+        m, req, t = got
+        if req is not None:
+            try:
+                await req.fut
+            except asyncio.CancelledError as e:
+                return await self._acquire(w, l, (m, req, t, e))
+            nxt = d.done(m, req)
+            if nxt is not None:
+                if nxt[0] == _DONE and nxt[1] == 0:
+                    return self._granted(owner, tid, l, nxt[3])
+                req, t = None, nxt
+        return await self._acquire(w, l, (m, req, t, None))
 
-    async def _acquire(self, w: int, l: int) -> bool:
+    async def _acquire(self, w: int, l: int, direct: Any = None) -> bool:
+        """The general path. direct: (m, req, t, exc) from acquire's Direct
+        call: its machine m, and either req None and t the machine's next
+        action, not done yet, or t a send on the wire as req whose reply has
+        not been fed to m (exc: the cancellation that came while waiting
+        for it)."""
         c = self._c
         if c._closed or not c._opened:
             c._check()
@@ -2046,25 +2126,34 @@ class Lock:
         watchdog = l == 0
         lease = c._wd_ms if watchdog else l
         cancel = _Cancel()
-        key = (self._n.kind, self._n.name, owner)
+        key = (self._kind, self._name, owner)
         deadline = -1 if w <= 0 else _E.now_ms() + w
         while True:
             left = w if deadline < 0 else max(1, deadline - _E.now_ms())
-            if not (c._ack or c._cluster or c._sentinel):
-                # one server: the first attempt inline, without the general
-                # machinery's frames (the uncontended acquire ends here)
-                m = _new_acquire(c, self._n, owner, left, lease)
-                t = m.next()
-                req = _send_idle(c, t[1]) if t[0] == _SEND else None
+            d = c._direct
+            if d is not None:  # one server: see acquire
+                if direct is not None:
+                    (m, req, t, exc), direct = direct, None
+                    if exc is not None:
+                        await _direct_wait(c, req, cancel, exc)
+                else:
+                    got = d.acquire(self._n, owner, left, lease)
+                    if got is None:  # no idle connection: the general path opens one
+                        result, _holds, token, _c = await _run_acquire(
+                            c, self._n, owner, left, lease, cancel)
+                        break
+                    m, req, t = got
+                    if req is not None:
+                        await _direct_wait(c, req, cancel)
                 sent: Optional[Tuple[_Req, int]] = None
                 if req is not None:
-                    st = await cancel.req(c._loop, req, c._cmd_ms)
-                    if st == 0 and req.reply.error is None:
-                        m.on_reply(req.reply)  # None: no NOSCRIPT (an error reply)
-                        c._pool.put(req.conn)
-                        t = None if cancel.exc is not None else m.next()
+                    nxt = d.done(m, req)
+                    if nxt is None:  # no reply, or an error reply for the router
+                        sent = (req, 0 if req.reply is not None else 2 if req.failed else 1)
+                    elif cancel.exc is not None and nxt[0] != _DONE:
+                        t = None  # _run_acquire cancels the machine first
                     else:
-                        sent = (req, st)
+                        t = nxt
                 if t is not None and t[0] == _DONE:
                     result, token = t[1], t[3]
                 else:
@@ -2089,22 +2178,14 @@ class Lock:
             if cancel.exc is not None:
                 raise cancel.exc
         if result == 0:
-            if watchdog:
-                c._leases.pop(key, None)
-            else:
-                c._leases[key] = l
-            c._lost.pop(key, None)
             if cancel.exc is not None:
+                if watchdog:
+                    c._leases.pop(key, None)
+                else:
+                    c._leases[key] = l
                 await _release_quietly(c, self._n, owner, key)
                 raise cancel.exc
-            self._token = token
-            if watchdog and key not in c._wd:
-                wd = c._wd_task
-                if wd is None or wd.done():
-                    c._watch(key, (self._n, owner, tid))
-                else:
-                    c._wd[key] = (self._n, owner, tid)
-            return True
+            return self._granted(owner, tid, l, token)
         if cancel.exc is not None:
             raise cancel.exc
         if result == _E.E_TIMEDOUT:
@@ -2114,13 +2195,57 @@ class Lock:
         _raise(result, detail)
         return False  # not reached
 
+    def _granted(self, owner: str, tid: int, l: int, token: int) -> bool:
+        """A hold granted to owner (l: its lease, 0 = watchdog): the
+        client's bookkeeping of it. Returns True."""
+        c = self._c
+        n = self._n
+        key = (self._kind, self._name, owner)
+        if l:
+            c._leases[key] = l
+        else:
+            c._leases.pop(key, None)
+        c._lost.pop(key, None)
+        self._token = token
+        if not l and key not in c._wd:
+            wd = c._wd_task
+            if wd is None or wd.done():
+                c._watch(key, (n, owner, tid))
+            else:
+                c._wd[key] = (n, owner, tid)
+        return True
+
     async def release(self) -> None:
         """Release one hold. NotOwnerError when this owner does not hold it."""
         c = self._c
         if c._closed or not c._opened:
             c._check()
         owner, _tid = self._owner()
-        await _release(c, self._n, owner, (self._n.kind, self._n.name, owner))
+        n = self._n
+        key = (self._kind, self._name, owner)
+        d = c._direct
+        got = None if d is None else d.release(n, owner, c._leases.get(key, 0))
+        if got is None:  # not one server, or no idle connection: the general path
+            await _release(c, n, owner, key)
+            return
+        # one server: the command made and sent by the engine in one call
+        m, req, t = got
+        if req is None:  # not a send (a release starts with one)
+            await _release(c, n, owner, key, m=m, first=t)
+            return
+        cancel = _Cancel()
+        try:
+            await req.fut
+        except asyncio.CancelledError as e:
+            await _direct_wait(c, req, cancel, e)
+        nxt = d.done(m, req)
+        if nxt is None:  # no reply, or an error reply for the router
+            await _release(c, n, owner, key, m=m, first=t, cancel=cancel,
+                           sent=(req, 0 if req.reply is not None else 2 if req.failed else 1))
+        elif nxt[0] == _SEND:
+            await _release(c, n, owner, key, m=m, first=nxt, cancel=cancel)
+        else:
+            _release_end(c, n, owner, key, nxt, cancel.exc)
 
     async def extend(self, lease: Seconds) -> None:
         """Add lease seconds to this owner's hold (fixed leases)."""

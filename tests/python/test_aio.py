@@ -412,6 +412,42 @@ def test_attempt_lost_with_its_connection_is_settled(own_redis: RedisServer, nam
     run(main())
 
 
+def test_releases_share_the_owner_unlock_latch(own_redis: RedisServer, name: str) -> None:
+    """Releases use the owner's unlock latch of the client's latch epoch
+    (the C client's request ids): 40 acquire+release pairs by two owners
+    leave two latch keys, not one per release; a release whose reply is
+    lost (its connection closed under it) moves the epoch on, so later
+    releases cannot overwrite the answer a late copy of it must find."""
+    async def main() -> None:
+        async with aio.Client(own_redis.url, command_timeout=5.0) as c:
+            for tid in (1, 2):
+                for _ in range(20):
+                    lk = c.lock(name, thread_id=tid)
+                    assert await lk.acquire(0)
+                    await lk.release()
+            keys = own_redis("KEYS", f"redisson_unlock_latch:{{{name}}}:*")
+            assert len(keys) == 2, keys
+            lk = c.lock(name, thread_id=3)
+            assert await lk.acquire(0)
+            epoch = c._latch_epoch
+            own_redis.pause()
+            try:
+                t = asyncio.create_task(lk.release())
+                await asyncio.sleep(0.2)  # sent; the server does not answer
+                busy = _busy_conns()
+                assert len(busy) == 1, busy
+                busy[0].close()
+                await asyncio.sleep(0.1)
+            finally:
+                own_redis.resume()
+            try:
+                await t  # the engine's one resend on a new connection may answer
+            except hilock.ConnectionError:
+                pass
+            assert c._latch_epoch > epoch
+    run(main())
+
+
 def _busy_conns() -> List[Any]:
     """The driver's command connections with a command on the wire."""
     import gc

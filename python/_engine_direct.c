@@ -1,0 +1,578 @@
+/*
+ * hilock._engine.Req and hilock._engine.Direct: hilock.aio's requests, and
+ * the one-server acquire and release attempt made in one call each.
+ * Included by _engine.c (it uses the machines, ReplyFuture and Wire).
+ *
+ * Req(conn, fut): one command on a hilock.aio connection -- its connection,
+ * the ReplyFuture its waiter awaits, the reply (or None), whether the
+ * connection failed under it, the loop time after which its waiter gives up
+ * (0: nobody waits). A C object because a Python one costs a frame per
+ * command to build; its fields are what aio.py's class had.
+ *
+ * Direct(client, pool, loop, window_ms, latch_ttl_ms, command_timeout_ms,
+ *        watchdog_lease_ms, client_id, pid_box, mono): a client on ONE server
+ * (no cluster, sentinel or replica acknowledgement). Its acquire() and
+ * release() do in C what aio.py's driver did in Python around the engine's
+ * machines for the first command of a call: take an idle connection of the
+ * pool (one that is open, of the current master generation, with a
+ * transport), make the machine (an acquire's latch sequence and a
+ * release's request id -- the owner's unlock latch, release_request_id --
+ * drawn from the client's counters as aio.py draws them), take its first action (always a send), write the command (straight
+ * to the Wire's send(2) on a plain connection), queue the Req and arm the
+ * connection's timer for the command timeout. The caller awaits req.fut,
+ * then calls done(m, req): a reply that is not an error is fed to the
+ * machine, the connection goes back to the pool and the machine's next
+ * action is returned; anything else (an
+ * error reply, which the router must see; no reply in time; the connection
+ * closed) is left for aio.py's general path, which takes the machine, the
+ * request and the action over exactly where they stand. No decision is
+ * made here: the machines decide, as they do for every driver.
+ */
+
+/* ReqObject and ReqType are declared in _engine_wire.c (its reader fills them) */
+
+static PyObject *req_make(PyObject *conn, PyObject *fut)
+{
+    allocfunc alloc = (allocfunc)PyType_GetSlot(ReqType, Py_tp_alloc);
+    ReqObject *o = (ReqObject *)alloc(ReqType, 0);
+    if (!o)
+        return NULL;
+    Py_INCREF(conn);
+    o->conn = conn;
+    Py_INCREF(fut);
+    o->fut = fut;
+    Py_INCREF(Py_None);
+    o->reply = Py_None;
+    o->failed = 0;
+    o->deadline = 0.0;
+    return (PyObject *)o;
+}
+
+/* Req(conn, fut) */
+static PyObject *req_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    (void)type;
+    PyObject *conn, *fut;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "OO:Req", &conn, &fut)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Req() takes no keyword arguments");
+        return NULL;
+    }
+    return req_make(conn, fut);
+}
+
+static int req_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ReqObject *o = (ReqObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(o->conn);
+    Py_VISIT(o->fut);
+    Py_VISIT(o->reply);
+    return 0;
+}
+
+static int req_clear(PyObject *self)
+{
+    ReqObject *o = (ReqObject *)self;
+    Py_CLEAR(o->conn);
+    Py_CLEAR(o->fut);
+    Py_CLEAR(o->reply);
+    return 0;
+}
+
+static void req_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    req_clear(self);
+    freefunc fr = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    fr(self);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef req_members[] = {
+    {"conn", T_OBJECT, offsetof(ReqObject, conn), 0, "its connection"},
+    {"fut", T_OBJECT, offsetof(ReqObject, fut), 0, "the ReplyFuture its waiter awaits"},
+    {"reply", T_OBJECT, offsetof(ReqObject, reply), 0, "the reply, or None"},
+    {"failed", T_BOOL, offsetof(ReqObject, failed), 0, "the connection closed under it"},
+    {"deadline", T_DOUBLE, offsetof(ReqObject, deadline), 0,
+     "loop time after which its waiter gives up (0: nobody waits)"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot req_slots[] = {
+    {Py_tp_new, req_new},
+    {Py_tp_dealloc, req_dealloc},
+    {Py_tp_traverse, req_traverse},
+    {Py_tp_clear, req_clear},
+    {Py_tp_members, req_members},
+    {Py_tp_doc, "Req(conn, fut): one command on a hilock.aio connection (see "
+                "python/_engine_direct.c)."},
+    {0, NULL}};
+
+static PyType_Spec req_spec = {"hilock._engine.Req", sizeof(ReqObject), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, req_slots};
+
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *client;
+    PyObject *pool;
+    PyObject *loop;
+    PyObject *idle;    /* pool.idle (a list) */
+    PyObject *waiting; /* pool.waiting (a deque) */
+    PyObject *pid_box; /* a list whose item 0 is the process id (fork-updated by aio.py) */
+    long long window_ms, latch_ttl_ms, cmd_ms, wd_ms;
+    int mono; /* the loop's time() is time.monotonic(): read CLOCK_MONOTONIC here */
+    char id[64];
+} DirectObject;
+
+static PyTypeObject *DirectType;
+static PyObject *s_gen, *s_cgen, *s_cclosed, *s_seq, *s_latch_epoch, *s_closed, *s_transport, *s_pending, *s_append,
+    *s_close, *s_timer, *s_timer_at, *s_arm, *s_time, *s_broken, *s_put, *s_write, *s_idle,
+    *s_waiting;
+
+static int direct_strings(void)
+{
+    if (s_waiting)
+        return 0;
+    struct {
+        PyObject **p;
+        const char *s;
+    } t[] = {{&s_gen, "gen"}, {&s_cgen, "_gen"}, {&s_cclosed, "_closed"},         {&s_seq, "_seq"},         {&s_latch_epoch, "_latch_epoch"},
+             {&s_closed, "closed"},   {&s_transport, "transport"}, {&s_pending, "pending"},
+             {&s_append, "append"},   {&s_close, "close"},      {&s_timer, "timer"},
+             {&s_timer_at, "timer_at"}, {&s_arm, "arm"},        {&s_time, "time"},
+             {&s_broken, "broken"},   {&s_put, "put"},          {&s_write, "write"},
+             {&s_idle, "idle"},       {&s_waiting, "waiting"}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!*t[i].p && !(*t[i].p = PyUnicode_InternFromString(t[i].s)))
+            return -1;
+    return 0;
+}
+
+/* Direct(client, pool, loop, window_ms, latch_ttl_ms, command_timeout_ms,
+ *        watchdog_lease_ms, client_id, pid_box, mono=False) */
+static PyObject *direct_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *client, *pool, *loop, *pid_box;
+    long long window, latch_ttl, cmdt, wd;
+    const char *id;
+    int mono = 0;
+    if ((kw && PyDict_Size(kw)) ||
+        !PyArg_ParseTuple(args, "OOOLLLLsO!|p:Direct", &client, &pool, &loop, &window,
+                          &latch_ttl, &cmdt, &wd, &id, &PyList_Type, &pid_box, &mono)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Direct() takes no keyword arguments");
+        return NULL;
+    }
+    if (check_range(window, 1, HILOCK_MAX_TIME_MS, "window_ms") ||
+        check_range(latch_ttl, 1, HILOCK_MAX_TIME_MS, "latch_ttl_ms") ||
+        check_range(cmdt, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms") ||
+        check_range(wd, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms") ||
+        !check_str(id, 63, "client id"))
+        return NULL;
+    if (direct_strings() != 0 || fut_imports() != 0)
+        return NULL;
+    PyObject *idle = PyObject_GetAttr(pool, s_idle);
+    PyObject *waiting = idle ? PyObject_GetAttr(pool, s_waiting) : NULL;
+    if (!waiting || !PyList_Check(idle)) {
+        if (waiting)
+            PyErr_SetString(PyExc_TypeError, "Direct: pool.idle must be a list");
+        Py_XDECREF(idle);
+        Py_XDECREF(waiting);
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    DirectObject *o = (DirectObject *)alloc(type, 0);
+    if (!o) {
+        Py_DECREF(idle);
+        Py_DECREF(waiting);
+        return NULL;
+    }
+    Py_INCREF(client);
+    o->client = client;
+    Py_INCREF(pool);
+    o->pool = pool;
+    Py_INCREF(loop);
+    o->loop = loop;
+    o->idle = idle;
+    o->waiting = waiting;
+    Py_INCREF(pid_box);
+    o->pid_box = pid_box;
+    o->window_ms = window;
+    o->latch_ttl_ms = latch_ttl;
+    o->cmd_ms = cmdt;
+    o->wd_ms = wd;
+    o->mono = mono;
+    snprintf(o->id, sizeof o->id, "%s", id);
+    return (PyObject *)o;
+}
+
+static int direct_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    DirectObject *o = (DirectObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(o->client);
+    Py_VISIT(o->pool);
+    Py_VISIT(o->loop);
+    Py_VISIT(o->idle);
+    Py_VISIT(o->waiting);
+    Py_VISIT(o->pid_box);
+    return 0;
+}
+
+static int direct_clear(PyObject *self)
+{
+    DirectObject *o = (DirectObject *)self;
+    Py_CLEAR(o->client);
+    Py_CLEAR(o->pool);
+    Py_CLEAR(o->loop);
+    Py_CLEAR(o->idle);
+    Py_CLEAR(o->waiting);
+    Py_CLEAR(o->pid_box);
+    return 0;
+}
+
+static void direct_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    direct_clear(self);
+    freefunc fr = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    fr(self);
+    Py_DECREF(tp);
+}
+
+/* obj.name as a C integer; -1 with an exception set on failure */
+static int attr_ll(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* obj.name's truth; -1 with an exception set on failure */
+static int attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+static PyObject *call0(PyObject *obj, PyObject *name)
+{
+    return PyObject_CallMethodObjArgs(obj, name, NULL);
+}
+
+/* An idle connection ready for a command (a new reference, *transport set
+ * to its transport, borrowed from it), NULL without an exception when there
+ * is none (the caller takes the general path: it opens or waits for one).
+ * What is closed or of an older master generation is closed and dropped,
+ * as _Pool.get_nowait does. */
+static PyObject *direct_take(DirectObject *o, PyObject **transport)
+{
+    long long gen;
+    if (attr_ll(o->client, s_cgen, &gen) != 0)
+        return NULL;
+    Py_ssize_t n;
+    while ((n = PyList_Size(o->idle)) > 0) {
+        PyObject *conn = PyList_GetItem(o->idle, n - 1);
+        if (!conn)
+            return NULL;
+        Py_INCREF(conn);
+        if (PyList_SetSlice(o->idle, n - 1, n, NULL) != 0) {
+            Py_DECREF(conn);
+            return NULL;
+        }
+        long long cgen;
+        int closed = attr_true(conn, s_closed);
+        if (closed < 0 || attr_ll(conn, s_gen, &cgen) != 0) {
+            Py_DECREF(conn);
+            return NULL;
+        }
+        PyObject *tr = closed || cgen != gen ? NULL : PyObject_GetAttr(conn, s_transport);
+        if (tr && tr != Py_None) {
+            Py_DECREF(tr); /* the connection keeps it */
+            *transport = tr;
+            return conn;
+        }
+        Py_XDECREF(tr);
+        if (PyErr_Occurred()) {
+            Py_DECREF(conn);
+            return NULL;
+        }
+        PyObject *r = call0(conn, s_close);
+        Py_DECREF(conn);
+        if (!r)
+            return NULL;
+        Py_DECREF(r);
+    }
+    return NULL;
+}
+
+/* Send data on conn as a new request waited for up to timeout_ms: the Req,
+ * queued, its future fresh, its deadline set and the connection's timer
+ * armed by then (what _send_idle and _Cancel.req do). */
+static PyObject *direct_send(DirectObject *o, PyObject *conn, PyObject *tr, PyObject *data,
+                             long long timeout_ms)
+{
+    PyObject *fut = PyObject_CallFunctionObjArgs((PyObject *)FutType, o->loop, NULL);
+    PyObject *req = fut ? req_make(conn, fut) : NULL;
+    Py_XDECREF(fut);
+    if (!req)
+        return NULL;
+    PyObject *pending = PyObject_GetAttr(conn, s_pending);
+    PyObject *r = pending ? PyObject_CallMethodObjArgs(pending, s_append, req, NULL) : NULL;
+    Py_XDECREF(pending);
+    if (!r)
+        goto fail;
+    Py_DECREF(r);
+    r = Py_TYPE(tr) == WireType ? wire_write(tr, data)
+                                : PyObject_CallMethodObjArgs(tr, s_write, data, NULL);
+    if (!r)
+        goto fail;
+    Py_DECREF(r);
+    double t;
+    struct timespec ts;
+    if (o->mono && clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+        t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    } else {
+        PyObject *now = call0(o->loop, s_time);
+        t = now ? PyFloat_AsDouble(now) : -1.0;
+        Py_XDECREF(now);
+        if (t == -1.0 && PyErr_Occurred())
+            goto fail;
+    }
+    double deadline = t + (double)timeout_ms / 1000.0;
+    ((ReqObject *)req)->deadline = deadline;
+    PyObject *timer = PyObject_GetAttr(conn, s_timer);
+    if (!timer)
+        goto fail;
+    int arm = timer == Py_None;
+    Py_DECREF(timer);
+    if (!arm) {
+        PyObject *at = PyObject_GetAttr(conn, s_timer_at);
+        double a = at ? PyFloat_AsDouble(at) : -1.0;
+        Py_XDECREF(at);
+        if (a == -1.0 && PyErr_Occurred())
+            goto fail;
+        arm = deadline < a;
+    }
+    if (arm) {
+        PyObject *d = PyFloat_FromDouble(deadline);
+        r = d ? PyObject_CallMethodObjArgs(conn, s_arm, d, NULL) : NULL;
+        Py_XDECREF(d);
+        if (!r)
+            goto fail;
+        Py_DECREF(r);
+    }
+    return req;
+fail:
+    Py_DECREF(req);
+    return NULL;
+}
+
+/* (m, req, action) for a machine whose first action, action, was sent on
+ * an idle connection, or None when no connection is idle (nothing made). */
+static PyObject *direct_start(DirectObject *o, PyObject *m, PyObject *action,
+                              long long timeout_ms)
+{
+    PyObject *tr = NULL;
+    PyObject *conn = direct_take(o, &tr);
+    if (!conn) {
+        Py_DECREF(m);
+        Py_DECREF(action);
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *req = direct_send(o, conn, tr, PyTuple_GetItem(action, 1), timeout_ms);
+    Py_DECREF(conn);
+    if (!req) {
+        Py_DECREF(m);
+        Py_DECREF(action);
+        return NULL;
+    }
+    PyObject *res = PyTuple_Pack(3, m, req, action);
+    Py_DECREF(m);
+    Py_DECREF(req);
+    Py_DECREF(action);
+    return res;
+}
+
+/* the client's _seq + 1, stored back (aio.py's _new_acquire and _request_id) */
+static int direct_seq(DirectObject *o, long long *seq)
+{
+    if (attr_ll(o->client, s_seq, seq) != 0)
+        return -1;
+    PyObject *v = PyLong_FromLongLong(++*seq);
+    if (!v)
+        return -1;
+    int rc = PyObject_SetAttr(o->client, s_seq, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* d.acquire(names, owner, wait_ms, lease_ms) -> (m, req, action) | None:
+ * an acquire machine made as aio.py's _new_acquire makes it, its first
+ * attempt sent (action is what m.next() returned for it) */
+static PyObject *direct_acquire(PyObject *self, PyObject *args)
+{
+    DirectObject *o = (DirectObject *)self;
+    PyObject *names;
+    const char *owner;
+    long long wait, lease;
+    if (!PyArg_ParseTuple(args, "O!sLL:acquire", NamesType, &names, &owner, &wait, &lease))
+        return NULL;
+    long long seq, epoch;
+    if (direct_seq(o, &seq) != 0 || attr_ll(o->client, s_latch_epoch, &epoch) != 0)
+        return NULL;
+    PyObject *m = acquire_make(names, owner, wait, lease, o->window_ms, epoch, seq,
+                               o->latch_ttl_ms, 0);
+    if (!m)
+        return NULL;
+    PyObject *action = acquire_next(m, NULL);
+    if (!action) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyLong_AsLong(PyTuple_GetItem(action, 0)) != ACT_SEND) {
+        /* not a command to send (an acquire's first action is one): the
+           general path goes on from here */
+        PyObject *res = PyTuple_Pack(3, m, Py_None, action);
+        Py_DECREF(m);
+        Py_DECREF(action);
+        return res;
+    }
+    return direct_start(o, m, action, o->cmd_ms);
+}
+
+/* d.release(names, owner, acquired_lease_ms) -> (m, req, action) | None:
+ * a release machine made as aio.py's _release makes it (a fresh request
+ * id), its first command sent */
+static PyObject *direct_release(PyObject *self, PyObject *args)
+{
+    DirectObject *o = (DirectObject *)self;
+    PyObject *names;
+    const char *owner;
+    long long lease;
+    if (!PyArg_ParseTuple(args, "O!sL:release", NamesType, &names, &owner, &lease))
+        return NULL;
+    long long seq, epoch;
+    if (direct_seq(o, &seq) != 0 || attr_ll(o->client, s_latch_epoch, &epoch) != 0)
+        return NULL;
+    PyObject *p = PyList_Size(o->pid_box) > 0 ? PyList_GetItem(o->pid_box, 0) : NULL;
+    long long pid = p ? PyLong_AsLongLong(p) : -1;
+    if (pid == -1 && PyErr_Occurred())
+        return NULL;
+    char rid[128];
+    if (release_rid(rid, sizeof rid, o->id, pid, epoch, seq) != 0)
+        return NULL;
+    PyObject *m = release_make(names, owner, lease, o->wd_ms, rid, o->cmd_ms, 0);
+    if (!m)
+        return NULL;
+    PyObject *action = release_next(m, NULL);
+    if (!action) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyLong_AsLong(PyTuple_GetItem(action, 0)) != ACT_SEND) {
+        PyObject *res = PyTuple_Pack(3, m, Py_None, action);
+        Py_DECREF(m);
+        Py_DECREF(action);
+        return res;
+    }
+    long long t = ((ReleaseObject *)m)->m.timeout_ms;
+    return direct_start(o, m, action, t > 0 ? t : o->cmd_ms);
+}
+
+/* conn back to the pool: straight onto the idle list when it is clean and
+ * nobody waits for a connection, else through pool.put (which decides) */
+static int direct_give_back(DirectObject *o, PyObject *conn)
+{
+    long long gen, cgen;
+    int plain = PyObject_Length(o->waiting) == 0;
+    if (plain) {
+        PyObject *pending = PyObject_GetAttr(conn, s_pending);
+        Py_ssize_t np = pending ? PyObject_Length(pending) : -1;
+        Py_XDECREF(pending);
+        int closed = np < 0 ? -1 : attr_true(conn, s_closed);
+        int broken = closed < 0 ? -1 : attr_true(conn, s_broken);
+        int cclosed = broken < 0 ? -1 : attr_true(o->client, s_cclosed);
+        if (cclosed < 0 || attr_ll(o->client, s_cgen, &gen) != 0 ||
+            attr_ll(conn, s_gen, &cgen) != 0)
+            return -1;
+        plain = np == 0 && !closed && !broken && !cclosed && gen == cgen;
+    } else if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (plain)
+        return PyList_Append(o->idle, conn);
+    PyObject *r = PyObject_CallMethodObjArgs(o->pool, s_put, conn, NULL);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* d.done(m, req) -> action | None: req's reply, when it came and is not an
+ * error, fed to m (an Acquire or a Release), req's connection given back,
+ * and m's next action returned (what m.next() returns). Otherwise (no
+ * reply, an error reply for the router) nothing is done: None. */
+static PyObject *direct_done(PyObject *self, PyObject *args)
+{
+    DirectObject *o = (DirectObject *)self;
+    PyObject *mach, *rq;
+    if (!PyArg_ParseTuple(args, "OO!:done", &mach, ReqType, &rq))
+        return NULL;
+    ReqObject *req = (ReqObject *)rq;
+    PyObject *reply = req->reply;
+    int acq = Py_TYPE(mach) == AcquireType;
+    if (!acq && Py_TYPE(mach) != ReleaseType) {
+        PyErr_SetString(PyExc_TypeError, "done: expected an Acquire or a Release machine");
+        return NULL;
+    }
+    if (reply == Py_None || Py_TYPE(reply) != ReplyType)
+        Py_RETURN_NONE;
+    redisReply *r = ((ReplyObject *)reply)->r;
+    if (r->type == REDIS_REPLY_ERROR)
+        Py_RETURN_NONE;
+    if (acq)
+        hl_acquire_on_reply(&((AcquireObject *)mach)->a, r, mono_ms());
+    else
+        hl_release_on_reply(&((ReleaseObject *)mach)->m, r, mono_ms());
+    if (direct_give_back(o, req->conn) != 0)
+        return NULL;
+    return acq ? acquire_next(mach, NULL) : release_next(mach, NULL);
+}
+
+static PyMethodDef direct_methods[] = {
+    {"acquire", direct_acquire, METH_VARARGS,
+     "acquire(names, owner, wait_ms, lease_ms) -> (machine, req, action) | None"},
+    {"release", direct_release, METH_VARARGS,
+     "release(names, owner, acquired_lease_ms) -> (machine, req, action) | None"},
+    {"done", direct_done, METH_VARARGS,
+     "done(machine, req) -> the machine's next action once the reply is fed and the "
+     "connection given back, or None"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot direct_slots[] = {
+    {Py_tp_new, direct_new},
+    {Py_tp_dealloc, direct_dealloc},
+    {Py_tp_traverse, direct_traverse},
+    {Py_tp_clear, direct_clear},
+    {Py_tp_methods, direct_methods},
+    {Py_tp_doc, "Direct(client, pool, loop, window_ms, latch_ttl_ms, command_timeout_ms, "
+                "watchdog_lease_ms, client_id, pid_box): one-server acquire and release "
+                "attempts in one call (see python/_engine_direct.c)."},
+    {0, NULL}};
+
+static PyType_Spec direct_spec = {"hilock._engine.Direct", sizeof(DirectObject), 0,
+                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, direct_slots};
