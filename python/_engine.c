@@ -1818,6 +1818,7 @@ static PyObject *aio_current_task, *aio_cancelled, *aio_invalid_state, *cv_copy_
    a Python call per reply saved; later versions have it in C: call it */
 static PyObject *aio_current_tasks;
 static PyObject *s_run; /* "run", interned: Context.run, called per reply */
+static PyObject *s_context; /* "context", interned: add_done_callback's keyword */
 
 static int fut_imports(void)
 {
@@ -1842,7 +1843,8 @@ static int fut_imports(void)
         Py_XDECREF(cc);
         return -1;
     }
-    if (!s_run && !(s_run = PyUnicode_InternFromString("run"))) {
+    if ((!s_run && !(s_run = PyUnicode_InternFromString("run"))) ||
+        (!s_context && !(s_context = PyUnicode_InternFromString("context")))) {
         Py_DECREF(ct);
         Py_DECREF(ce);
         Py_DECREF(ie);
@@ -1864,14 +1866,9 @@ static int fut_imports(void)
     return 0;
 }
 
-static PyObject *fut_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+/* a pending ReplyFuture of loop */
+static PyObject *fut_make(PyTypeObject *type, PyObject *loop)
 {
-    PyObject *loop;
-    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "O:ReplyFuture", &loop)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "ReplyFuture(loop) takes no keyword arguments");
-        return NULL;
-    }
     if (fut_imports() != 0)
         return NULL;
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
@@ -1884,6 +1881,17 @@ static PyObject *fut_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     o->state = 0;
     o->blocking = 0;
     return (PyObject *)o;
+}
+
+static PyObject *fut_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *loop;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "O:ReplyFuture", &loop)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "ReplyFuture(loop) takes no keyword arguments");
+        return NULL;
+    }
+    return fut_make(type, loop);
 }
 
 static int fut_traverse(PyObject *self, visitproc visit, void *arg)
@@ -2020,8 +2028,20 @@ static PyObject *fut_add_done_callback(PyObject *self, PyObject *args, PyObject 
 {
     static char *kwlist[] = {"fn", "context", NULL};
     FutObject *o = (FutObject *)self;
-    PyObject *fn, *ctx = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$O:add_done_callback", kwlist, &fn, &ctx))
+    PyObject *fn = NULL, *ctx = Py_None;
+    /* a task's call, add_done_callback(wakeup, context=ctx), once per await:
+       taken apart by hand (the general parser costs more than the rest) */
+    if (PyTuple_Size(args) == 1 && kw && PyDict_Size(kw) == 1) {
+        PyObject *c = PyDict_GetItemWithError(kw, s_context); /* borrowed */
+        if (!c && PyErr_Occurred())
+            return NULL;
+        if (c) {
+            fn = PyTuple_GetItem(args, 0);
+            ctx = c;
+        }
+    }
+    if (!fn &&
+        !PyArg_ParseTupleAndKeywords(args, kw, "O|$O:add_done_callback", kwlist, &fn, &ctx))
         return NULL;
     if (ctx == Py_None)
         ctx = PyObject_CallObject(cv_copy_context, NULL);
@@ -2263,7 +2283,9 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &FutType, &fut_spec, "ReplyFuture") ||
         add_type(m, &WireType, &wire_spec, "Wire") ||
         add_type(m, &ReqType, &req_spec, "Req") ||
-        add_type(m, &DirectType, &direct_spec, "Direct") || sem_module_init(m))
+        add_type(m, &DirectType, &direct_spec, "Direct") ||
+        add_type(m, &ConnBaseType, &connbase_spec, "ConnBase") ||
+        add_type(m, &ClientBaseType, &clientbase_spec, "ClientBase") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

@@ -114,6 +114,126 @@ static PyType_Spec req_spec = {"hilock._engine.Req", sizeof(ReqObject), 0,
 
 /* ------------------------------------------------------------------ */
 
+/* ConnBase: the fields of a hilock.aio connection (_Conn subclasses it)
+ * that Direct reads and writes on every command, kept in C so that it need
+ * not look them up by name: transport (its Wire or asyncio transport, None
+ * before it is made), pending (the deque of its requests), timer (its
+ * TimerHandle or None), timer_at (when that fires), gen (the client's
+ * master generation it was opened in), closed, broken (a reply timed out:
+ * never reused). Python sees them as plain attributes. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *transport, *pending, *timer;
+    double timer_at;
+    long long gen;
+    char closed, broken;
+} ConnBaseObject;
+
+static PyTypeObject *ConnBaseType;
+
+static int connbase_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ConnBaseObject *o = (ConnBaseObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(o->transport);
+    Py_VISIT(o->pending);
+    Py_VISIT(o->timer);
+    return 0;
+}
+
+static int connbase_clear(PyObject *self)
+{
+    ConnBaseObject *o = (ConnBaseObject *)self;
+    Py_CLEAR(o->transport);
+    Py_CLEAR(o->pending);
+    Py_CLEAR(o->timer);
+    return 0;
+}
+
+static void connbase_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    connbase_clear(self);
+    freefunc fr = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    fr(self);
+    Py_DECREF(tp);
+}
+
+static PyMemberDef connbase_members[] = {
+    {"transport", T_OBJECT, offsetof(ConnBaseObject, transport), 0, "its Wire or transport"},
+    {"pending", T_OBJECT, offsetof(ConnBaseObject, pending), 0, "its requests, oldest first"},
+    {"timer", T_OBJECT, offsetof(ConnBaseObject, timer), 0, "its timer handle, or None"},
+    {"timer_at", T_DOUBLE, offsetof(ConnBaseObject, timer_at), 0, "when its timer fires"},
+    {"gen", T_LONGLONG, offsetof(ConnBaseObject, gen), 0, "the master generation it serves"},
+    {"closed", T_BOOL, offsetof(ConnBaseObject, closed), 0, "closed"},
+    {"broken", T_BOOL, offsetof(ConnBaseObject, broken), 0, "a reply timed out: never reused"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot connbase_slots[] = {
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, connbase_dealloc},
+    {Py_tp_traverse, connbase_traverse},
+    {Py_tp_clear, connbase_clear},
+    {Py_tp_members, connbase_members},
+    {Py_tp_doc, "ConnBase: the per-command fields of a hilock.aio connection (see "
+                "python/_engine_direct.c)."},
+    {0, NULL}};
+
+static PyType_Spec connbase_spec = {
+    "hilock._engine.ConnBase", sizeof(ConnBaseObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, connbase_slots};
+
+/* ClientBase: the counters of a hilock.aio client (Client subclasses it)
+ * that Direct reads and moves on every call: _gen (the master generation;
+ * older connections are dropped), _seq (unique per call), _latch_epoch
+ * (moved on after every lost reply), _closed. Python sees plain attributes. */
+typedef struct {
+    PyObject_HEAD
+    long long gen, seq, latch_epoch;
+    char closed;
+} ClientBaseObject;
+
+static PyTypeObject *ClientBaseType;
+
+static void clientbase_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    freefunc fr = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    fr(self);
+    Py_DECREF(tp);
+}
+
+static int clientbase_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static PyMemberDef clientbase_members[] = {
+    {"_gen", T_LONGLONG, offsetof(ClientBaseObject, gen), 0, "master generation"},
+    {"_seq", T_LONGLONG, offsetof(ClientBaseObject, seq), 0, "calls made (unique ids)"},
+    {"_latch_epoch", T_LONGLONG, offsetof(ClientBaseObject, latch_epoch), 0,
+     "lost replies so far (latch keys move on)"},
+    {"_closed", T_BOOL, offsetof(ClientBaseObject, closed), 0, "closed"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot clientbase_slots[] = {
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, clientbase_dealloc},
+    {Py_tp_traverse, clientbase_traverse},
+    {Py_tp_members, clientbase_members},
+    {Py_tp_doc, "ClientBase: the per-call counters of a hilock.aio client (see "
+                "python/_engine_direct.c)."},
+    {0, NULL}};
+
+static PyType_Spec clientbase_spec = {
+    "hilock._engine.ClientBase", sizeof(ClientBaseObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, clientbase_slots};
+
+/* ------------------------------------------------------------------ */
+
 typedef struct {
     PyObject_HEAD
     PyObject *client;
@@ -128,8 +248,8 @@ typedef struct {
 } DirectObject;
 
 static PyTypeObject *DirectType;
-static PyObject *s_gen, *s_cgen, *s_cclosed, *s_seq, *s_latch_epoch, *s_closed, *s_transport, *s_pending, *s_append,
-    *s_close, *s_timer, *s_timer_at, *s_arm, *s_time, *s_broken, *s_put, *s_write, *s_idle,
+static PyObject *s_append,
+    *s_close, *s_arm, *s_time, *s_put, *s_write, *s_idle,
     *s_waiting;
 
 static int direct_strings(void)
@@ -139,12 +259,9 @@ static int direct_strings(void)
     struct {
         PyObject **p;
         const char *s;
-    } t[] = {{&s_gen, "gen"}, {&s_cgen, "_gen"}, {&s_cclosed, "_closed"},         {&s_seq, "_seq"},         {&s_latch_epoch, "_latch_epoch"},
-             {&s_closed, "closed"},   {&s_transport, "transport"}, {&s_pending, "pending"},
-             {&s_append, "append"},   {&s_close, "close"},      {&s_timer, "timer"},
-             {&s_timer_at, "timer_at"}, {&s_arm, "arm"},        {&s_time, "time"},
-             {&s_broken, "broken"},   {&s_put, "put"},          {&s_write, "write"},
-             {&s_idle, "idle"},       {&s_waiting, "waiting"}};
+    } t[] = {{&s_append, "append"}, {&s_close, "close"},
+             {&s_arm, "arm"},         {&s_time, "time"},       {&s_put, "put"},
+             {&s_write, "write"},     {&s_idle, "idle"},       {&s_waiting, "waiting"}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!*t[i].p && !(*t[i].p = PyUnicode_InternFromString(t[i].s)))
             return -1;
@@ -172,6 +289,10 @@ static PyObject *direct_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         check_range(wd, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms") ||
         !check_str(id, 63, "client id"))
         return NULL;
+    if (!PyObject_TypeCheck(client, ClientBaseType)) {
+        PyErr_SetString(PyExc_TypeError, "Direct: client must be a hilock._engine.ClientBase");
+        return NULL;
+    }
     if (direct_strings() != 0 || fut_imports() != 0)
         return NULL;
     PyObject *idle = PyObject_GetAttr(pool, s_idle);
@@ -244,28 +365,6 @@ static void direct_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-/* obj.name as a C integer; -1 with an exception set on failure */
-static int attr_ll(PyObject *obj, PyObject *name, long long *out)
-{
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (!v)
-        return -1;
-    *out = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-/* obj.name's truth; -1 with an exception set on failure */
-static int attr_true(PyObject *obj, PyObject *name)
-{
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (!v)
-        return -1;
-    int t = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return t;
-}
-
 static PyObject *call0(PyObject *obj, PyObject *name)
 {
     return PyObject_CallMethodObjArgs(obj, name, NULL);
@@ -278,9 +377,7 @@ static PyObject *call0(PyObject *obj, PyObject *name)
  * as _Pool.get_nowait does. */
 static PyObject *direct_take(DirectObject *o, PyObject **transport)
 {
-    long long gen;
-    if (attr_ll(o->client, s_cgen, &gen) != 0)
-        return NULL;
+    long long gen = ((ClientBaseObject *)o->client)->gen;
     Py_ssize_t n;
     while ((n = PyList_Size(o->idle)) > 0) {
         PyObject *conn = PyList_GetItem(o->idle, n - 1);
@@ -291,22 +388,17 @@ static PyObject *direct_take(DirectObject *o, PyObject **transport)
             Py_DECREF(conn);
             return NULL;
         }
-        long long cgen;
-        int closed = attr_true(conn, s_closed);
-        if (closed < 0 || attr_ll(conn, s_gen, &cgen) != 0) {
+        if (!PyObject_TypeCheck(conn, ConnBaseType)) { /* not one of ours: the general path */
+            int rc = PyList_Append(o->idle, conn);
             Py_DECREF(conn);
+            (void)rc; /* an append that failed left its error set */
             return NULL;
         }
-        PyObject *tr = closed || cgen != gen ? NULL : PyObject_GetAttr(conn, s_transport);
-        if (tr && tr != Py_None) {
-            Py_DECREF(tr); /* the connection keeps it */
-            *transport = tr;
+        ConnBaseObject *cb = (ConnBaseObject *)conn;
+        PyObject *tr = cb->transport;
+        if (!cb->closed && cb->gen == gen && tr && tr != Py_None) {
+            *transport = tr; /* the connection keeps it */
             return conn;
-        }
-        Py_XDECREF(tr);
-        if (PyErr_Occurred()) {
-            Py_DECREF(conn);
-            return NULL;
         }
         PyObject *r = call0(conn, s_close);
         Py_DECREF(conn);
@@ -323,14 +415,15 @@ static PyObject *direct_take(DirectObject *o, PyObject **transport)
 static PyObject *direct_send(DirectObject *o, PyObject *conn, PyObject *tr, PyObject *data,
                              long long timeout_ms)
 {
-    PyObject *fut = PyObject_CallFunctionObjArgs((PyObject *)FutType, o->loop, NULL);
+    PyObject *fut = fut_make(FutType, o->loop);
     PyObject *req = fut ? req_make(conn, fut) : NULL;
     Py_XDECREF(fut);
     if (!req)
         return NULL;
-    PyObject *pending = PyObject_GetAttr(conn, s_pending);
-    PyObject *r = pending ? PyObject_CallMethodObjArgs(pending, s_append, req, NULL) : NULL;
-    Py_XDECREF(pending);
+    ConnBaseObject *cb = (ConnBaseObject *)conn;
+    PyObject *r = cb->pending ? PyObject_CallMethodObjArgs(cb->pending, s_append, req, NULL)
+                              : (PyErr_SetString(PyExc_AttributeError, "connection has no queue"),
+                                 NULL);
     if (!r)
         goto fail;
     Py_DECREF(r);
@@ -352,20 +445,7 @@ static PyObject *direct_send(DirectObject *o, PyObject *conn, PyObject *tr, PyOb
     }
     double deadline = t + (double)timeout_ms / 1000.0;
     ((ReqObject *)req)->deadline = deadline;
-    PyObject *timer = PyObject_GetAttr(conn, s_timer);
-    if (!timer)
-        goto fail;
-    int arm = timer == Py_None;
-    Py_DECREF(timer);
-    if (!arm) {
-        PyObject *at = PyObject_GetAttr(conn, s_timer_at);
-        double a = at ? PyFloat_AsDouble(at) : -1.0;
-        Py_XDECREF(at);
-        if (a == -1.0 && PyErr_Occurred())
-            goto fail;
-        arm = deadline < a;
-    }
-    if (arm) {
+    if (!cb->timer || cb->timer == Py_None || deadline < cb->timer_at) {
         PyObject *d = PyFloat_FromDouble(deadline);
         r = d ? PyObject_CallMethodObjArgs(conn, s_arm, d, NULL) : NULL;
         Py_XDECREF(d);
@@ -407,17 +487,10 @@ static PyObject *direct_start(DirectObject *o, PyObject *m, PyObject *action,
     return res;
 }
 
-/* the client's _seq + 1, stored back (aio.py's _new_acquire and _request_id) */
-static int direct_seq(DirectObject *o, long long *seq)
+/* the client's _seq + 1 (aio.py's _new_acquire and _release_id) */
+static long long direct_seq(DirectObject *o)
 {
-    if (attr_ll(o->client, s_seq, seq) != 0)
-        return -1;
-    PyObject *v = PyLong_FromLongLong(++*seq);
-    if (!v)
-        return -1;
-    int rc = PyObject_SetAttr(o->client, s_seq, v);
-    Py_DECREF(v);
-    return rc;
+    return ++((ClientBaseObject *)o->client)->seq;
 }
 
 /* d.acquire(names, owner, wait_ms, lease_ms) -> (m, req, action) | None:
@@ -431,9 +504,7 @@ static PyObject *direct_acquire(PyObject *self, PyObject *args)
     long long wait, lease;
     if (!PyArg_ParseTuple(args, "O!sLL:acquire", NamesType, &names, &owner, &wait, &lease))
         return NULL;
-    long long seq, epoch;
-    if (direct_seq(o, &seq) != 0 || attr_ll(o->client, s_latch_epoch, &epoch) != 0)
-        return NULL;
+    long long seq = direct_seq(o), epoch = ((ClientBaseObject *)o->client)->latch_epoch;
     PyObject *m = acquire_make(names, owner, wait, lease, o->window_ms, epoch, seq,
                                o->latch_ttl_ms, 0);
     if (!m)
@@ -465,9 +536,7 @@ static PyObject *direct_release(PyObject *self, PyObject *args)
     long long lease;
     if (!PyArg_ParseTuple(args, "O!sL:release", NamesType, &names, &owner, &lease))
         return NULL;
-    long long seq, epoch;
-    if (direct_seq(o, &seq) != 0 || attr_ll(o->client, s_latch_epoch, &epoch) != 0)
-        return NULL;
+    long long seq = direct_seq(o), epoch = ((ClientBaseObject *)o->client)->latch_epoch;
     PyObject *p = PyList_Size(o->pid_box) > 0 ? PyList_GetItem(o->pid_box, 0) : NULL;
     long long pid = p ? PyLong_AsLongLong(p) : -1;
     if (pid == -1 && PyErr_Occurred())
@@ -497,19 +566,14 @@ static PyObject *direct_release(PyObject *self, PyObject *args)
  * nobody waits for a connection, else through pool.put (which decides) */
 static int direct_give_back(DirectObject *o, PyObject *conn)
 {
-    long long gen, cgen;
     int plain = PyObject_Length(o->waiting) == 0;
     if (plain) {
-        PyObject *pending = PyObject_GetAttr(conn, s_pending);
-        Py_ssize_t np = pending ? PyObject_Length(pending) : -1;
-        Py_XDECREF(pending);
-        int closed = np < 0 ? -1 : attr_true(conn, s_closed);
-        int broken = closed < 0 ? -1 : attr_true(conn, s_broken);
-        int cclosed = broken < 0 ? -1 : attr_true(o->client, s_cclosed);
-        if (cclosed < 0 || attr_ll(o->client, s_cgen, &gen) != 0 ||
-            attr_ll(conn, s_gen, &cgen) != 0)
+        ConnBaseObject *cb = (ConnBaseObject *)conn; /* direct_take took only these */
+        Py_ssize_t np = cb->pending ? PyObject_Length(cb->pending) : -1;
+        if (np < 0)
             return -1;
-        plain = np == 0 && !closed && !broken && !cclosed && gen == cgen;
+        ClientBaseObject *cl = (ClientBaseObject *)o->client;
+        plain = np == 0 && !cb->closed && !cb->broken && !cl->closed && cl->gen == cb->gen;
     } else if (PyErr_Occurred()) {
         return -1;
     }

@@ -179,7 +179,7 @@ def _wake(fut: "asyncio.Future[None]") -> None:
 _RECV_BUF = 16384  # per connection: replies and messages are small
 
 
-class _Conn(asyncio.BufferedProtocol):
+class _Conn(_E.ConnBase, asyncio.BufferedProtocol):  # type: ignore[misc]
     """One connection: bytes out, replies in (the engine's reader), matched
     in order to the commands sent. Replies nobody asked for (pub/sub
     messages) go to on_push.
@@ -880,7 +880,7 @@ async def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> "Clie
     return client
 
 
-class Client:
+class Client(_E.ClientBase):  # type: ignore[misc]
     """An asyncio hilock client: a small connection pool, one pub/sub
     connection and one watchdog task, all on the running loop.
 
@@ -2089,7 +2089,8 @@ class Lock:
         expires after that many seconds. Returns False when the wait
         elapsed. Cancelling the task cancels the wait cleanly (nothing held,
         nothing queued) and raises CancelledError."""
-        w, l = _wait_ms(wait), _lease_ms(lease)
+        w = 0 if wait == 0 and type(wait) is int else _wait_ms(wait)
+        l = 0 if lease is None else _lease_ms(lease)  # 0: the watchdog's
         c = self._c
         d = c._direct  # None until open, after close, and beyond one server
         if d is None or c._closed:
@@ -2233,10 +2234,11 @@ class Lock:
         if req is None:  # not a send (a release starts with one)
             await _release(c, n, owner, key, m=m, first=t)
             return
-        cancel = _Cancel()
+        cancel: Optional[_Cancel] = None  # made when needed (not on the usual path)
         try:
             await req.fut
         except asyncio.CancelledError as e:
+            cancel = _Cancel()
             await _direct_wait(c, req, cancel, e)
         nxt = d.done(m, req)
         if nxt is None:  # no reply, or an error reply for the router
@@ -2245,7 +2247,7 @@ class Lock:
         elif nxt[0] == _SEND:
             await _release(c, n, owner, key, m=m, first=nxt, cancel=cancel)
         else:
-            _release_end(c, n, owner, key, nxt, cancel.exc)
+            _release_end(c, n, owner, key, nxt, None if cancel is None else cancel.exc)
 
     async def extend(self, lease: Seconds) -> None:
         """Add lease seconds to this owner's hold (fixed leases)."""
