@@ -809,6 +809,19 @@ static PyObject *acquire_next(PyObject *self, PyObject *unused)
     }
 }
 
+/* m.sent() -> (ACT_SEND, bytes, is_attempt): the command it last asked
+ * to send, again (Direct sent it without making the tuple) */
+static PyObject *acquire_sent(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    AcquireObject *m = (AcquireObject *)self;
+    PyObject *b = cmd_bytes(&m->a.cmd, 0);
+    if (!b)
+        return NULL;
+    return Py_BuildValue("(iNO)", ACT_SEND, b,
+                         hl_cmd_is_attempt(&m->a.cmd) ? Py_True : Py_False);
+}
+
 /* m.on_reply(reply) -> None, or bytes to send again (the script's body
  * after NOSCRIPT; feed that reply to on_reply too) */
 static PyObject *acquire_on_reply(PyObject *self, PyObject *arg)
@@ -933,6 +946,7 @@ static PyObject *acquire_cancel(PyObject *self, PyObject *unused)
 
 static PyMethodDef acquire_methods[] = {
     {"next", acquire_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
+    {"sent", acquire_sent, METH_NOARGS, "sent() -> the send action it is in (Direct's)"},
     {"on_reply", acquire_on_reply, METH_O, "on_reply(reply) -> None or bytes to resend"},
     {"on_error", acquire_on_error, METH_O, "on_error(code)"},
     {"on_reply_lost", acquire_on_reply_lost, METH_O, "on_reply_lost(code)"},
@@ -982,6 +996,18 @@ static PyObject *release_next(PyObject *self, PyObject *unused)
                          m->m.still_held ? Py_True : Py_False);
 }
 
+/* m.sent() -> (ACT_SEND, bytes, timeout_ms): the command it last asked to
+ * send, again (Direct sent it without making the tuple) */
+static PyObject *release_sent(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    ReleaseObject *m = (ReleaseObject *)self;
+    PyObject *b = cmd_bytes(&m->m.cmd, 0);
+    if (!b)
+        return NULL;
+    return Py_BuildValue("(iNL)", ACT_SEND, b, (long long)m->m.timeout_ms);
+}
+
 static PyObject *release_on_reply(PyObject *self, PyObject *arg)
 {
     redisReply *r = get_reply(arg);
@@ -1002,6 +1028,7 @@ static PyObject *release_on_error(PyObject *self, PyObject *arg)
 
 static PyMethodDef release_methods[] = {
     {"next", release_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
+    {"sent", release_sent, METH_NOARGS, "sent() -> the send action it is in (Direct's)"},
     {"on_reply", release_on_reply, METH_O, "on_reply(reply)"},
     {"on_error", release_on_error, METH_O, "on_error(code)"},
     {NULL, NULL, 0, NULL}};

@@ -409,10 +409,11 @@ static PyObject *direct_take(DirectObject *o, PyObject **transport)
     return NULL;
 }
 
-/* Send data on conn as a new request waited for up to timeout_ms: the Req,
+/* Send cmd on conn as a new request waited for up to timeout_ms: the Req,
  * queued, its future fresh, its deadline set and the connection's timer
- * armed by then (what _send_idle and _Cancel.req do). */
-static PyObject *direct_send(DirectObject *o, PyObject *conn, PyObject *tr, PyObject *data,
+ * armed by then (what _send_idle and _Cancel.req do). On a Wire the RESP
+ * goes from a buffer here straight to send(2); other transports get bytes. */
+static PyObject *direct_send(DirectObject *o, PyObject *conn, PyObject *tr, hl_cmd *cmd,
                              long long timeout_ms)
 {
     PyObject *fut = fut_make(FutType, o->loop);
@@ -427,8 +428,23 @@ static PyObject *direct_send(DirectObject *o, PyObject *conn, PyObject *tr, PyOb
     if (!r)
         goto fail;
     Py_DECREF(r);
-    r = Py_TYPE(tr) == WireType ? wire_write(tr, data)
-                                : PyObject_CallMethodObjArgs(tr, s_write, data, NULL);
+    if (Py_TYPE(tr) == WireType) {
+        size_t n = hl_resp_len(cmd->argc, cmd->argvlen);
+        char stack[4096];
+        char *buf = n <= sizeof stack ? stack : malloc(n);
+        if (!buf) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        hl_resp_write(buf, cmd->argc, cmd->argv, cmd->argvlen);
+        r = wire_send((WireObject *)tr, buf, (Py_ssize_t)n);
+        if (buf != stack)
+            free(buf);
+    } else {
+        PyObject *data = cmd_bytes(cmd, 0);
+        r = data ? PyObject_CallMethodObjArgs(tr, s_write, data, NULL) : NULL;
+        Py_XDECREF(data);
+    }
     if (!r)
         goto fail;
     Py_DECREF(r);
@@ -459,31 +475,27 @@ fail:
     return NULL;
 }
 
-/* (m, req, action) for a machine whose first action, action, was sent on
- * an idle connection, or None when no connection is idle (nothing made). */
-static PyObject *direct_start(DirectObject *o, PyObject *m, PyObject *action,
-                              long long timeout_ms)
+/* (m, req) for a machine whose first command, cmd, was sent on an idle
+ * connection, or None when no connection is idle (nothing sent). */
+static PyObject *direct_start(DirectObject *o, PyObject *m, hl_cmd *cmd, long long timeout_ms)
 {
     PyObject *tr = NULL;
     PyObject *conn = direct_take(o, &tr);
     if (!conn) {
         Py_DECREF(m);
-        Py_DECREF(action);
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
     }
-    PyObject *req = direct_send(o, conn, tr, PyTuple_GetItem(action, 1), timeout_ms);
+    PyObject *req = direct_send(o, conn, tr, cmd, timeout_ms);
     Py_DECREF(conn);
     if (!req) {
         Py_DECREF(m);
-        Py_DECREF(action);
         return NULL;
     }
-    PyObject *res = PyTuple_Pack(3, m, req, action);
+    PyObject *res = PyTuple_Pack(2, m, req);
     Py_DECREF(m);
     Py_DECREF(req);
-    Py_DECREF(action);
     return res;
 }
 
@@ -493,9 +505,9 @@ static long long direct_seq(DirectObject *o)
     return ++((ClientBaseObject *)o->client)->seq;
 }
 
-/* d.acquire(names, owner, wait_ms, lease_ms) -> (m, req, action) | None:
- * an acquire machine made as aio.py's _new_acquire makes it, its first
- * attempt sent (action is what m.next() returned for it) */
+/* d.acquire(names, owner, wait_ms, lease_ms) -> (m, req) | None: an
+ * acquire machine made as aio.py's _new_acquire makes it, its first attempt
+ * sent as req (m.sent() is the action, what m.next() returned for it) */
 static PyObject *direct_acquire(PyObject *self, PyObject *args)
 {
     DirectObject *o = (DirectObject *)self;
@@ -509,25 +521,19 @@ static PyObject *direct_acquire(PyObject *self, PyObject *args)
                                o->latch_ttl_ms, 0);
     if (!m)
         return NULL;
-    PyObject *action = acquire_next(m, NULL);
-    if (!action) {
+    AcquireObject *a = (AcquireObject *)m;
+    if (hl_acquire_next(&a->a, mono_ms()) != HL_ACT_SEND) {
+        /* an acquire starts with a send: anything else is the general path's */
         Py_DECREF(m);
-        return NULL;
+        Py_RETURN_NONE;
     }
-    if (PyLong_AsLong(PyTuple_GetItem(action, 0)) != ACT_SEND) {
-        /* not a command to send (an acquire's first action is one): the
-           general path goes on from here */
-        PyObject *res = PyTuple_Pack(3, m, Py_None, action);
-        Py_DECREF(m);
-        Py_DECREF(action);
-        return res;
-    }
-    return direct_start(o, m, action, o->cmd_ms);
+    a->resent = 0;
+    return direct_start(o, m, &a->a.cmd, o->cmd_ms);
 }
 
-/* d.release(names, owner, acquired_lease_ms) -> (m, req, action) | None:
- * a release machine made as aio.py's _release makes it (a fresh request
- * id), its first command sent */
+/* d.release(names, owner, acquired_lease_ms) -> (m, req) | None: a
+ * release machine made as aio.py's _release makes it (the owner's unlock
+ * latch), its first command sent as req (m.sent() is the action) */
 static PyObject *direct_release(PyObject *self, PyObject *args)
 {
     DirectObject *o = (DirectObject *)self;
@@ -547,19 +553,13 @@ static PyObject *direct_release(PyObject *self, PyObject *args)
     PyObject *m = release_make(names, owner, lease, o->wd_ms, rid, o->cmd_ms, 0);
     if (!m)
         return NULL;
-    PyObject *action = release_next(m, NULL);
-    if (!action) {
-        Py_DECREF(m);
-        return NULL;
+    ReleaseObject *r = (ReleaseObject *)m;
+    if (hl_release_next(&r->m, mono_ms()) != HL_ACT_SEND) {
+        Py_DECREF(m); /* a release starts with a send: else the general path */
+        Py_RETURN_NONE;
     }
-    if (PyLong_AsLong(PyTuple_GetItem(action, 0)) != ACT_SEND) {
-        PyObject *res = PyTuple_Pack(3, m, Py_None, action);
-        Py_DECREF(m);
-        Py_DECREF(action);
-        return res;
-    }
-    long long t = ((ReleaseObject *)m)->m.timeout_ms;
-    return direct_start(o, m, action, t > 0 ? t : o->cmd_ms);
+    long long t = r->m.timeout_ms;
+    return direct_start(o, m, &r->m.cmd, t > 0 ? t : o->cmd_ms);
 }
 
 /* conn back to the pool: straight onto the idle list when it is clean and
@@ -619,9 +619,9 @@ static PyObject *direct_done(PyObject *self, PyObject *args)
 
 static PyMethodDef direct_methods[] = {
     {"acquire", direct_acquire, METH_VARARGS,
-     "acquire(names, owner, wait_ms, lease_ms) -> (machine, req, action) | None"},
+     "acquire(names, owner, wait_ms, lease_ms) -> (machine, req) | None"},
     {"release", direct_release, METH_VARARGS,
-     "release(names, owner, acquired_lease_ms) -> (machine, req, action) | None"},
+     "release(names, owner, acquired_lease_ms) -> (machine, req) | None"},
     {"done", direct_done, METH_VARARGS,
      "done(machine, req) -> the machine's next action once the reply is fed and the "
      "connection given back, or None"},

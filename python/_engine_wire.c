@@ -365,13 +365,20 @@ static int wire_push(WireObject *o)
 }
 
 /* wire.write(bytes): send now, or queue behind what waits */
+static PyObject *wire_send(WireObject *o, const char *data, Py_ssize_t len);
+
 static PyObject *wire_write(PyObject *self, PyObject *arg)
 {
-    WireObject *o = (WireObject *)self;
     char *data;
     Py_ssize_t len;
     if (PyBytes_AsStringAndSize(arg, &data, &len) != 0)
         return NULL;
+    return wire_send((WireObject *)self, data, len);
+}
+
+/* data sent now, or queued behind what waits (wire.write's work) */
+static PyObject *wire_send(WireObject *o, const char *data, Py_ssize_t len)
+{
     if (o->fd < 0 || o->ended || len == 0)
         Py_RETURN_NONE;
     size_t off = 0;

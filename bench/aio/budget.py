@@ -16,12 +16,13 @@ for; wall is what the caller sees):
   conn layer        hilock.aio's own connection (_Conn: its _engine.Wire,
                     reader, request queue, ReplyFuture) and its timed wait
                     (_Cancel.req), the same bytes: what hilock.aio's I/O costs
-  + machines        the engine's acquire and release machines driven by hand
-                    over that layer (commands built, replies decoded, a
-                    fresh request id per release): the least a driver on
-                    this connection can do
+  + engine          the engine's acquire and release made and fed by
+                    hilock._engine.Direct over that layer, driven by hand
+                    (Direct.acquire/release send the command, Direct.done
+                    feeds the reply and gives the connection back): the
+                    least a driver on this connection can do
   hilock.aio        lock.acquire(0) / lock.release() on the same loop (the
-                    difference to "+ machines" is the driver's own Python)
+                    difference to "+ engine" is the driver's own Python)
   ... on uvloop     the last three again on uvloop, when installed
 
 Run:  build/venv/bin/python bench/aio/budget.py [--slices 9] [--pairs 1000]
@@ -112,19 +113,16 @@ def main() -> None:
                 c._pool.idle.append(conn)
 
         async def machines(c: Any) -> None:
-            loop = asyncio.get_running_loop()
-            cancel = aio._Cancel()
+            d = c._direct
             own = E.hold_owner(E.KIND_REENTRANT, c.id, 1)
             nm = E.Names("bench:budget:machines", E.KIND_REENTRANT)
             for _ in range(n):
-                for m in (aio._new_acquire(c, nm, own, 0, c._wd_ms),
-                          nm.release(own, 0, c._wd_ms, c._request_id(), c._cmd_ms)):
-                    conn = c._pool.idle.pop()
-                    req = conn.request(m.next()[1])
-                    await cancel.req(loop, req, c._cmd_ms)
-                    m.on_reply(req.reply)
-                    m.next()
-                    c._pool.idle.append(conn)
+                m, req = d.acquire(nm, own, 0, c._wd_ms)
+                await req.fut
+                d.done(m, req)
+                m, req = d.release(nm, own, 0)
+                await req.fut
+                d.done(m, req)
 
         async def driver(c: Any) -> None:
             x = c.lock("bench:budget:aio")
@@ -143,7 +141,7 @@ def main() -> None:
                 floor(False)))(loop)
             series["floor+wake_now" + sfx] = (lambda lp: lambda: lp.run_until_complete(
                 floor(True)))(loop)
-            for label, fn in (("conn layer", layer), ("+ machines", machines),
+            for label, fn in (("conn layer", layer), ("+ engine", machines),
                               ("hilock.aio", driver)):
                 series[label + sfx] = (lambda lp, f, cl: lambda: lp.run_until_complete(
                     f(cl)))(loop, fn, c)

@@ -2038,7 +2038,8 @@ class Lock:
         self._lease = lease
         self._on_lost: Optional[LostCallback] = None
         self._token = 0
-        self._last: Optional[Tuple[Any, str, int]] = None  # (task ref, owner, tid)
+        self._last: Optional[Tuple[Any, Any]] = None  # (task ref, _who() of that task)
+        self._fixed: Optional[Tuple[str, int, Tuple[int, str, str]]] = None  # _who() for thread_id
 
     @property
     def name(self) -> str:
@@ -2063,21 +2064,31 @@ class Lock:
         """The explicit thread id given at creation, or None (current task)."""
         return self._tid
 
-    def _owner(self) -> Tuple[str, int]:
+    def _who(self) -> Tuple[str, int, Tuple[int, str, str]]:
+        """(owner, thread id, the client's key of the hold) of the caller:
+        the explicit thread id's, or the current task's."""
         if self._tid is not None:
-            tid = self._tid
-            return _E.hold_owner(self._n.kind, self._c._id, tid), tid
-        # the last task's owner, kept (a weak reference: a task that ended
-        # can neither be kept alive nor mistaken for a new one)
-        # (the client's loop given: no running-loop lookup, which costs a getpid() call)
+            w = self._fixed
+            if w is None:
+                owner = _E.hold_owner(self._kind, self._c._id, self._tid)
+                w = self._fixed = (owner, self._tid, (self._kind, self._name, owner))
+            return w
+        # the last task's, kept (a weak reference: a task that ended can
+        # neither be kept alive nor mistaken for a new one); the client's
+        # loop given: no running-loop lookup, which costs a getpid() call
         t = asyncio.current_task(self._c._loop)
         last = self._last
         if last is not None and t is not None and last[0]() is t:
-            return last[1], last[2]
+            return last[1]  # type: ignore[no-any-return]
         tid = task_id()
-        owner = _E.hold_owner(self._n.kind, self._c._id, tid)
-        self._last = (weakref.ref(t), owner, tid)  # type: ignore[arg-type]
-        return owner, tid
+        owner = _E.hold_owner(self._kind, self._c._id, tid)
+        w = (owner, tid, (self._kind, self._name, owner))
+        self._last = (weakref.ref(t), w)  # type: ignore[arg-type]
+        return w
+
+    def _owner(self) -> Tuple[str, int]:
+        w = self._who()
+        return w[0], w[1]
 
     def _key(self, owner: str) -> Tuple[int, str, str]:
         return (self._kind, self._name, owner)
@@ -2097,27 +2108,26 @@ class Lock:
             return await self._acquire(w, l)
         # one server: the first attempt made by the engine in one call; an
         # uncontended acquire ends here (no frame of the general path)
-        owner, tid = self._owner()
+        owner, tid, key = self._who()
         got = d.acquire(self._n, owner, w, l or c._wd_ms)
         if got is None:  # no idle connection: the general path opens one
             return await self._acquire(w, l)
-        m, req, t = got
-        if req is not None:
-            try:
-                await req.fut
-            except asyncio.CancelledError as e:
-                return await self._acquire(w, l, (m, req, t, e))
-            nxt = d.done(m, req)
-            if nxt is not None:
-                if nxt[0] == _DONE and nxt[1] == 0:
-                    return self._granted(owner, tid, l, nxt[3])
-                req, t = None, nxt
-        return await self._acquire(w, l, (m, req, t, None))
+        m, req = got
+        try:
+            await req.fut
+        except asyncio.CancelledError as e:
+            return await self._acquire(w, l, (m, req, None, e))
+        nxt = d.done(m, req)
+        if nxt is None:  # no reply, or an error reply for the router
+            return await self._acquire(w, l, (m, req, None, None))
+        if nxt[0] == _DONE and nxt[1] == 0:
+            return self._granted(owner, tid, key, l, nxt[3])
+        return await self._acquire(w, l, (m, None, nxt, None))
 
     async def _acquire(self, w: int, l: int, direct: Any = None) -> bool:
         """The general path. direct: (m, req, t, exc) from acquire's Direct
         call: its machine m, and either req None and t the machine's next
-        action, not done yet, or t a send on the wire as req whose reply has
+        action, not done yet, or req its send on the wire whose reply has
         not been fed to m (exc: the cancellation that came while waiting
         for it)."""
         c = self._c
@@ -2143,14 +2153,14 @@ class Lock:
                         result, _holds, token, _c = await _run_acquire(
                             c, self._n, owner, left, lease, cancel)
                         break
-                    m, req, t = got
-                    if req is not None:
-                        await _direct_wait(c, req, cancel)
+                    m, req = got
+                    await _direct_wait(c, req, cancel)
                 sent: Optional[Tuple[_Req, int]] = None
                 if req is not None:
                     nxt = d.done(m, req)
                     if nxt is None:  # no reply, or an error reply for the router
                         sent = (req, 0 if req.reply is not None else 2 if req.failed else 1)
+                        t = m.sent()
                     elif cancel.exc is not None and nxt[0] != _DONE:
                         t = None  # _run_acquire cancels the machine first
                     else:
@@ -2186,7 +2196,7 @@ class Lock:
                     c._leases[key] = l
                 await _release_quietly(c, self._n, owner, key)
                 raise cancel.exc
-            return self._granted(owner, tid, l, token)
+            return self._granted(owner, tid, key, l, token)
         if cancel.exc is not None:
             raise cancel.exc
         if result == _E.E_TIMEDOUT:
@@ -2196,12 +2206,12 @@ class Lock:
         _raise(result, detail)
         return False  # not reached
 
-    def _granted(self, owner: str, tid: int, l: int, token: int) -> bool:
-        """A hold granted to owner (l: its lease, 0 = watchdog): the
-        client's bookkeeping of it. Returns True."""
+    def _granted(self, owner: str, tid: int, key: Tuple[int, str, str], l: int,
+                 token: int) -> bool:
+        """A hold granted to owner (key: the client's key of it; l: its
+        lease, 0 = watchdog): the client's bookkeeping of it. Returns True."""
         c = self._c
         n = self._n
-        key = (self._kind, self._name, owner)
         if l:
             c._leases[key] = l
         else:
@@ -2221,19 +2231,15 @@ class Lock:
         c = self._c
         if c._closed or not c._opened:
             c._check()
-        owner, _tid = self._owner()
+        owner, _tid, key = self._who()
         n = self._n
-        key = (self._kind, self._name, owner)
         d = c._direct
         got = None if d is None else d.release(n, owner, c._leases.get(key, 0))
         if got is None:  # not one server, or no idle connection: the general path
             await _release(c, n, owner, key)
             return
         # one server: the command made and sent by the engine in one call
-        m, req, t = got
-        if req is None:  # not a send (a release starts with one)
-            await _release(c, n, owner, key, m=m, first=t)
-            return
+        m, req = got
         cancel: Optional[_Cancel] = None  # made when needed (not on the usual path)
         try:
             await req.fut
@@ -2242,7 +2248,7 @@ class Lock:
             await _direct_wait(c, req, cancel, e)
         nxt = d.done(m, req)
         if nxt is None:  # no reply, or an error reply for the router
-            await _release(c, n, owner, key, m=m, first=t, cancel=cancel,
+            await _release(c, n, owner, key, m=m, first=m.sent(), cancel=cancel,
                            sent=(req, 0 if req.reply is not None else 2 if req.failed else 1))
         elif nxt[0] == _SEND:
             await _release(c, n, owner, key, m=m, first=nxt, cancel=cancel)
