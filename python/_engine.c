@@ -269,10 +269,16 @@ static PyObject *reader_pending(PyObject *self, PyObject *unused)
     return PyLong_FromSize_t(o->rd->len - o->rd->pos);
 }
 
+/* in _engine_wire.c (the delivery a Wire does too) */
+static PyObject *reader_deliver(PyObject *self, PyObject *args);
+
 static PyMethodDef reader_methods[] = {
     {"feed", reader_feed, METH_O, "feed(bytes): bytes read from the connection"},
     {"feed_from", reader_feed_from, METH_VARARGS,
      "feed_from(bytearray, n): its first n bytes, read from the connection"},
+    {"deliver", reader_deliver, METH_VARARGS,
+     "deliver(bytearray, n, pending, on_event) -> bool: fed, and every reply handed to its "
+     "request (or on_event) as a Wire does; False: a stream that cannot be parsed"},
     {"get", reader_get, METH_NOARGS, "get() -> Reply or None (more bytes needed)"},
     {"pending", reader_pending, METH_NOARGS, "bytes not yet returned as replies"},
     {NULL, NULL, 0, NULL}};

@@ -227,15 +227,21 @@ static int wire_end_soon(WireObject *o)
     return 0;
 }
 
-/* one reply: to the oldest request, or to on_event */
-static int wire_deliver(WireObject *o, PyObject *reply)
+/* one reply: to the oldest request of pending (its reply set, its
+   ReplyFuture woken now), or to on_event(reply) when none waits */
+static int deliver_reply(PyObject *pending, PyObject *on_event, PyObject *reply)
 {
-    Py_ssize_t n = PyObject_Length(o->pending);
+    Py_ssize_t n = PyObject_Length(pending);
     if (n < 0)
         return -1;
-    if (n == 0)
-        return wire_event(o, reply);
-    PyObject *req = PyObject_CallMethodObjArgs(o->pending, s_popleft, NULL);
+    if (n == 0) {
+        PyObject *r = PyObject_CallFunctionObjArgs(on_event, reply, NULL);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    PyObject *req = PyObject_CallMethodObjArgs(pending, s_popleft, NULL);
     if (!req)
         return -1;
     PyObject *fut;
@@ -270,6 +276,61 @@ static int wire_deliver(WireObject *o, PyObject *reply)
     return 0;
 }
 
+/* Every complete reply the reader holds, delivered (deliver_reply), while
+ * w (when given) stays open: 0; 1 when the stream cannot be parsed (the
+ * reader is marked broken; the caller ends the connection); -1 with a
+ * Python exception. */
+static int deliver_all(ReaderObject *rd, PyObject *pending, PyObject *on_event, WireObject *w)
+{
+    while (!w || w->fd >= 0) {
+        void *rep = NULL;
+        if (redisReaderGetReply(rd->rd, &rep) != REDIS_OK) {
+            rd->broken = 1;
+            return 1;
+        }
+        if (!rep)
+            return 0;
+        PyObject *reply = new_reply((redisReply *)rep);
+        if (!reply)
+            return -1;
+        int rc = deliver_reply(pending, on_event, reply);
+        Py_DECREF(reply);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* rd.deliver(bytearray, n, pending, on_event) -> bool: its first n bytes
+ * fed, then every complete reply to the oldest request of pending or to
+ * on_event (as a Wire does: the TLS connections' read path). False when
+ * the stream cannot be parsed (nothing more to trust: close). */
+static PyObject *reader_deliver(PyObject *self, PyObject *args)
+{
+    ReaderObject *rd = (ReaderObject *)self;
+    PyObject *ba, *pending, *on_event;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!nOO:deliver", &PyByteArray_Type, &ba, &n, &pending,
+                          &on_event))
+        return NULL;
+    if (n < 0 || n > PyByteArray_Size(ba)) {
+        PyErr_SetString(PyExc_ValueError, "deliver: n out of the buffer's range");
+        return NULL;
+    }
+    if (wire_strings() != 0 || fut_imports() != 0)
+        return NULL;
+    if (rd->broken || redisReaderFeed(rd->rd, PyByteArray_AsString(ba), (size_t)n) != REDIS_OK) {
+        rd->broken = 1;
+        Py_RETURN_FALSE;
+    }
+    Py_INCREF(self); /* a wake-up may drop the connection holding it */
+    int rc = deliver_all(rd, pending, on_event, NULL);
+    Py_DECREF(self);
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(rc == 0);
+}
+
 /* wire(): the loop's read callback */
 static PyObject *wire_call(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -295,24 +356,9 @@ static PyObject *wire_call(PyObject *self, PyObject *args, PyObject *kw)
             res = (Py_INCREF(Py_None), Py_None);
         goto out;
     }
-    while (o->fd >= 0) {
-        void *rep = NULL;
-        if (redisReaderGetReply(rd->rd, &rep) != REDIS_OK) {
-            rd->broken = 1;
-            if (wire_end(o) != 0)
-                goto out;
-            break;
-        }
-        if (!rep)
-            break;
-        PyObject *reply = new_reply((redisReply *)rep);
-        if (!reply)
-            goto out;
-        int rc = wire_deliver(o, reply);
-        Py_DECREF(reply);
-        if (rc != 0)
-            goto out;
-    }
+    int rc = deliver_all(rd, o->pending, o->on_event, o);
+    if (rc < 0 || (rc == 1 && wire_end(o) != 0))
+        goto out;
     res = (Py_INCREF(Py_None), Py_None);
 out:
     Py_DECREF(rd);

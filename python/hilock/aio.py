@@ -236,21 +236,10 @@ class _Conn(_E.ConnBase, asyncio.BufferedProtocol):  # type: ignore[misc]
         return self.buf
 
     def buffer_updated(self, nbytes: int) -> None:
-        rd = self.reader
-        try:
-            rd.feed_from(self.buf, nbytes)
-            while True:
-                r = rd.get()
-                if r is None:
-                    return
-                if self.pending:
-                    req = self.pending.popleft()
-                    req.reply = r
-                    req.fut.wake_now()
-                elif self.on_push is not None:
-                    self.on_push(r)
-        except Error:
-            self.close()  # a stream the reader cannot parse: nothing more to trust
+        # the TLS read path: the replies handed out as a Wire hands them
+        # (a stream the reader cannot parse: nothing more to trust)
+        if not self.reader.deliver(self.buf, nbytes, self.pending, self._on_wire):
+            self.close()
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         self._closed()

@@ -392,16 +392,7 @@ def test_attempt_lost_with_its_connection_is_settled(own_redis: RedisServer, nam
             lk = c.lock(name)
             assert await lk.acquire(0)  # scripts loaded, a pooled connection
             await lk.release()
-            own_redis.pause()
-            try:
-                t = asyncio.create_task(lk.acquire(0))
-                await asyncio.sleep(0.2)  # sent; the server does not answer
-                busy = _busy_conns()
-                assert len(busy) == 1, busy
-                busy[0].close()
-                await asyncio.sleep(0.1)
-            finally:
-                own_redis.resume()
+            t = await _cut_while_stalled(own_redis, lk.acquire(0))
             with pytest.raises(hilock.ConnectionError):
                 await t
             for _ in range(100):
@@ -430,22 +421,30 @@ def test_releases_share_the_owner_unlock_latch(own_redis: RedisServer, name: str
             lk = c.lock(name, thread_id=3)
             assert await lk.acquire(0)
             epoch = c._latch_epoch
-            own_redis.pause()
-            try:
-                t = asyncio.create_task(lk.release())
-                await asyncio.sleep(0.2)  # sent; the server does not answer
-                busy = _busy_conns()
-                assert len(busy) == 1, busy
-                busy[0].close()
-                await asyncio.sleep(0.1)
-            finally:
-                own_redis.resume()
+            t = await _cut_while_stalled(own_redis, lk.release())
             try:
                 await t  # the engine's one resend on a new connection may answer
             except hilock.ConnectionError:
                 pass
             assert c._latch_epoch > epoch
     run(main())
+
+
+async def _cut_while_stalled(server: RedisServer, coro: Any) -> "asyncio.Task[Any]":
+    """Run coro as a task while server is stalled; once its command is
+    sent, close the one connection carrying it (the reply is lost), then
+    let the server go on. Returns the task."""
+    server.pause()
+    try:
+        t = asyncio.create_task(coro)
+        await asyncio.sleep(0.2)  # sent; the server does not answer
+        busy = _busy_conns()
+        assert len(busy) == 1, busy
+        busy[0].close()
+        await asyncio.sleep(0.1)
+    finally:
+        server.resume()
+    return t
 
 
 def _busy_conns() -> List[Any]:
@@ -1009,4 +1008,40 @@ def test_wire_on_a_socket_pair() -> None:
         with pytest.raises(OSError):
             os.fstat(fd)
         b.close()
+    run(main())
+
+
+def test_reader_deliver_hands_replies_as_the_wire_does() -> None:
+    """Reader.deliver, the TLS connections' read path: bytes fed in any
+    split; each complete reply goes to the oldest request (its reply set,
+    its future woken; an engine Req or any object with reply and fut) and
+    one nobody asked for to on_event; a stream the reader cannot parse
+    gives False (the connection is then closed) and stays refused."""
+    import collections
+    from hilock import _engine as E
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        rd = E.Reader()
+        pending: Any = collections.deque()
+        events: List[Any] = []
+        a = E.Req(None, E.ReplyFuture(loop))
+        pending.append(a)
+        data = b":1\r\n$3\r\nabc\r\n"
+        buf = bytearray(64)
+        buf[:6] = data[:6]  # the first reply and a part of the second
+        assert rd.deliver(buf, 6, pending, events.append) is True
+        assert a.fut.done() and E.decode_int(a.reply) == 1 and not pending and events == []
+        rest = data[6:]
+        buf[:len(rest)] = rest
+        assert rd.deliver(buf, len(rest), pending, events.append) is True
+        assert len(events) == 1 and events[0].error is None  # nobody waited: on_event
+        b = E.Req(None, E.ReplyFuture(loop))
+        pending.append(b)
+        buf[:5] = b"?bad\n"
+        assert rd.deliver(buf, 5, pending, events.append) is False
+        assert rd.deliver(buf, 0, pending, events.append) is False  # stays broken
+        assert not b.fut.done() and len(events) == 1
+        with pytest.raises(ValueError):
+            rd.deliver(buf, 65, pending, events.append)
     run(main())
