@@ -1788,6 +1788,19 @@ static PyObject *m_ml_line_window(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(hl_ml_line_window((hilock_kind)kind, wait, window));
 }
 
+/* settle_gate(settling, bounded, command_timeout_ms) -> -1 send the
+ * attempt, else ms to wait for a settling on that server to end (0: none)
+ * before asking again with bounded=1 (proto.h, hl_settle_gate) */
+static PyObject *m_settle_gate(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int settling, bounded;
+    long long cmd_ms;
+    if (!PyArg_ParseTuple(args, "ipL:settle_gate", &settling, &bounded, &cmd_ms))
+        return NULL;
+    return PyLong_FromLongLong(hl_settle_gate(settling, bounded, cmd_ms));
+}
+
 static PyObject *m_ml_in_line(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -2263,6 +2276,9 @@ static PyMethodDef module_methods[] = {
     {"ml_line_window", m_ml_line_window, METH_VARARGS,
      "ml_line_window(kind, wait_ms, client_window_ms) -> ms: a fair member's line window,"
      " -1 none"},
+    {"settle_gate", m_settle_gate, METH_VARARGS,
+     "settle_gate(settling, bounded, command_timeout_ms) -> -1 send the attempt, else ms to"
+     " wait for a settling on that server to end, then ask again bounded"},
     {"ml_in_line", m_ml_in_line, METH_VARARGS,
      "ml_in_line(window_ms, rc) -> bool: the call may have an entry in the member's line"},
     {"ml_hold_lost", m_ml_hold_lost, METH_VARARGS,

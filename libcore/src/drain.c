@@ -166,18 +166,19 @@ static void *drain_main(void *arg)
     return NULL;
 }
 
-int hl_drain_node_ready(hl_transport *c, hl_node *node, int64_t wait_ms)
+int hl_drain_node_ready(hl_transport *c, hl_node *node, int bounded)
 {
     hl_drainer *d = &c->drain;
     pthread_mutex_lock(&d->mu);
-    if (node->settling >= HL_SETTLE_PER_NODE && wait_ms > 0 && !d->stop) {
+    int64_t wait_ms = hl_settle_gate(node->settling, bounded, c->opts.command_timeout_ms);
+    if (wait_ms > 0 && !d->stop) {
         struct timespec until;
         hl_abs_timespec(&until, wait_ms);
-        while (node->settling >= HL_SETTLE_PER_NODE && !d->stop)
+        while (hl_settle_gate(node->settling, 1, 0) >= 0 && !d->stop)
             if (pthread_cond_timedwait(&d->settled, &d->mu, &until) == ETIMEDOUT)
                 break;
     }
-    int ready = node->settling < HL_SETTLE_PER_NODE;
+    int ready = hl_settle_gate(node->settling, 1, 0) < 0;
     pthread_mutex_unlock(&d->mu);
     return ready;
 }

@@ -195,7 +195,7 @@ static int exec_attempt_blocked(exec_call *x, hl_node *target)
 {
     hl_transport *c = x->c;
     if (!is_attempt(x->cmd) ||
-        hl_drain_node_ready(c, target, x->timeout_ms > 0 ? 0 : c->opts.command_timeout_ms))
+        hl_drain_node_ready(c, target, x->timeout_ms > 0))
         return 0;
     char host[256];
     int port = 0;

@@ -94,7 +94,7 @@ static void fan_send(hl_fan *f, const hl_fan *all, size_t before, int64_t now)
     f->node = hl_route(c, key, klen);
     /* a node still settling an earlier attempt, or no connection left that
      * another request of ours does not hold: the ordinary path decides */
-    if (hl_cmd_is_attempt(f->cmd) && !hl_drain_node_ready(c, f->node, 0)) {
+    if (hl_cmd_is_attempt(f->cmd) && !hl_drain_node_ready(c, f->node, 1)) {
         f->state = FAN_SLOW;
         return;
     }

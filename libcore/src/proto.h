@@ -587,6 +587,17 @@ HL_HIDDEN hl_action hl_settle_next(hl_settle *s, int64_t now_ms);
 HL_HIDDEN void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_settle_on_error(hl_settle *s, int64_t now_ms);
 HL_HIDDEN void hl_settle_free(hl_settle *s);
+/* One settling attempt per server: a server on which `settling` earlier
+ * attempts still wait to be settled is stalled (or the way to it is), and
+ * every new attempt would park one more connection there. What a driver
+ * does with a new acquire attempt to that server: -1 send it; else wait at
+ * most that many ms (0: not at all) for a settling there to end, then ask
+ * again with bounded = 1 and give the attempt up (HILOCK_ECONN, "not
+ * answered an earlier attempt yet") unless it says -1. bounded: the call
+ * has a time limit of its own (a multi-lock member's one try) and never
+ * waits; others wait up to the command timeout. */
+#define HL_SETTLE_PER_NODE 1
+HL_HIDDEN int64_t hl_settle_gate(int settling, int bounded, int64_t command_timeout_ms);
 
 /* ---- watchdog renewal (proto_watchdog.c) ----
  * One batch: hl_cmd_renew for every watched (lock, owner), pipelined per

@@ -280,6 +280,13 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
     return 0;
 }
 
+int64_t hl_settle_gate(int settling, int bounded, int64_t command_timeout_ms)
+{
+    if (settling < HL_SETTLE_PER_NODE)
+        return -1;
+    return bounded || command_timeout_ms < 0 ? 0 : command_timeout_ms;
+}
+
 void hl_settle_free(hl_settle *s)
 {
     if (!s)

@@ -162,10 +162,8 @@ typedef struct hl_drainer {
     uint64_t seq;
 } hl_drainer;
 
-/* At most this many attempts per node wait to be settled: a node that has
- * them is stalled (or its connection is), and every new attempt would park
- * one more connection there. */
-#define HL_SETTLE_PER_NODE 1
+/* How many attempts per node may wait to be settled: the engine's
+ * hl_settle_gate (proto.h). */
 
 /* ---- sentinel.c: follows +switch-master (sentinel mode only) ---- */
 typedef struct hl_sentinel_watch {

@@ -114,10 +114,10 @@ HL_HIDDEN int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n,
 HL_HIDDEN int hl_drain_add(hl_transport *c, struct hl_node *node, redisContext *ctx,
                            const hl_cmd *cmd);
 
-/* 1 when node has fewer than HL_SETTLE_PER_NODE attempts waiting to be
- * settled, after waiting up to wait_ms (0: no wait) for one to end. */
-HL_HIDDEN int hl_drain_node_ready(hl_transport *c, struct hl_node *node,
-                                  int64_t wait_ms);
+/* 1 when a new attempt may go to node (the engine's hl_settle_gate over
+ * its attempts waiting to be settled), after waiting as long as the gate
+ * says for one to end. bounded: the call has a time limit of its own. */
+HL_HIDDEN int hl_drain_node_ready(hl_transport *c, struct hl_node *node, int bounded);
 
 /* Stop the drain thread; attempts still waiting are given up. */
 HL_HIDDEN void hl_drain_shutdown(hl_transport *c);

@@ -974,6 +974,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # one server, no replica acknowledgement: an acquire's first attempt
         # and a release's command are made in one engine call each (set at open)
         self._direct: Any = None
+        # attempts being settled per server (pool address; None: the one
+        # server or master), and who waits for one of them to end
+        self._settling: Dict[Optional[Tuple[str, int]], int] = {}
+        self._settled: Dict[Optional[Tuple[str, int]], List["asyncio.Future[None]"]] = {}
 
     @staticmethod
     def _ssl_context(ca_file: Optional[str], ca_dir: Optional[str], cert: Optional[str],
@@ -1538,13 +1542,63 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             _raise(t[1], what)
         return int(t[2])
 
-    async def _settle(self, conn: _Conn, first: _Req, s: Any) -> None:
+    def _start_settle(self, conn: _Conn, first: _Req, s: Any) -> None:
+        """Settle an attempt in the background (_settle), counted against
+        its server until it ends (_settle_gate)."""
+        addr = conn.pool.addr if conn.pool is not None else None
+        self._settling[addr] = self._settling.get(addr, 0) + 1
+        self._spawn(self._settle(conn, first, s, addr))
+
+    async def _settle_gate(self, slot: int, bounded: bool, cancel: _Cancel) -> int:
+        """The engine's rule before an acquire attempt (settle_gate): while
+        its server still settles an earlier attempt (stalled, or the way to
+        it is), wait as long as the engine says for that to end. 0: send
+        it; else the code to give it up with (E_CONN; E_CANCELED when
+        cancelled meanwhile)."""
+        where = self._slot_node[slot] if self._cluster and self._slot_node else None
+        ms = _E.settle_gate(self._settling.get(where, 0), bounded, self._cmd_ms)
+        if ms > 0:
+            loop = self._loop
+            deadline = loop.time() + ms / 1000.0
+            while (cancel.exc is None and loop.time() < deadline
+                   and _E.settle_gate(self._settling.get(where, 0), True, 0) >= 0):
+                fut: "asyncio.Future[None]" = loop.create_future()
+                waiters = self._settled.setdefault(where, [])
+                waiters.append(fut)
+                h = loop.call_at(deadline, _wake, fut)
+                try:
+                    await cancel.sleep_on(fut)
+                finally:
+                    h.cancel()
+                    if fut in waiters:
+                        waiters.remove(fut)
+            if cancel.exc is not None:
+                return int(_E.E_CANCELED)
+        if _E.settle_gate(self._settling.get(where, 0), True, 0) < 0:
+            return 0
+        return int(_E.E_CONN)
+
+    async def _settle(self, conn: _Conn, first: _Req, s: Any,
+                      addr: Optional[Tuple[str, int]]) -> None:
         """Drive a settle machine on the connection whose attempt's reply
         did not come in time (its undo must follow the attempt there). When
         that connection dies first, the machine says so (s.reconnect) and
         its next steps go on new connections to the same server, with the
-        pauses it asks for in between (as libcore's drain)."""
-        addr = conn.pool.addr if conn.pool is not None else None
+        pauses it asks for in between (as libcore's drain). addr: the
+        server, counted in _settling (_start_settle) until this ends."""
+        try:
+            await self._settle_on(conn, first, s, addr)
+        finally:
+            n = self._settling.get(addr, 0) - 1
+            if n > 0:
+                self._settling[addr] = n
+            else:
+                self._settling.pop(addr, None)
+            for fut in self._settled.pop(addr, []):
+                _wake(fut)
+
+    async def _settle_on(self, conn: _Conn, first: _Req, s: Any,
+                         addr: Optional[Tuple[str, int]]) -> None:
         cur: Optional[_Conn] = conn
         reqs: Deque[_Req] = collections.deque([first])
         try:
@@ -1754,7 +1808,7 @@ def _new_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
 async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
                        cancel: _Cancel, keep: bool = False, line_ms: int = 0,
                        m: Any = None, first: Any = None,
-                       sent: Optional[Tuple[_Req, int]] = None
+                       sent: Optional[Tuple[_Req, int]] = None, bounded: bool = False
                        ) -> Tuple[int, int, int, Optional[_Conn]]:
     """One run of the acquire machine: (result, hold_count, token, conn);
     keep: conn is the granting attempt's connection (for the replica
@@ -1763,7 +1817,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     (the multi-lock leaves it). m: a machine already started (Lock._acquire's
     first attempt), first: its action taken but not yet done, and when that
     is a send already made directly, sent = (its request, cancel.req's
-    status)."""
+    status). bounded: a multi-lock member's try, which does not wait for
+    its server to settle an earlier attempt (_settle_gate)."""
     loop = c._loop
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
@@ -1783,6 +1838,11 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
             act = t[0]
             if act == _SEND:
                 if sent is None:
+                    if t[2] and c._settling:  # an attempt; its server may be stalled
+                        code = await c._settle_gate(slot, bounded, cancel)
+                        if code:
+                            m.on_error(code)
+                            continue
                     req = _send_idle(c, t[1])
                     st = await cancel.req(loop, req, c._cmd_ms) if req is not None else 0
                 else:
@@ -1829,7 +1889,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     if s is None:
                         conn.close()
                     else:
-                        c._spawn(c._settle(conn, req, s))
+                        c._start_settle(conn, req, s)
                 else:
                     conn.close()
                     if st == 2 and t[2]:
@@ -2093,7 +2153,7 @@ class Lock:
         l = 0 if lease is None else _lease_ms(lease)  # 0: the watchdog's
         c = self._c
         d = c._direct  # None until open, after close, and beyond one server
-        if d is None or c._closed:
+        if d is None or c._closed or c._settling:  # (settling: the gate's path)
             return await self._acquire(w, l)
         # one server: the first attempt made by the engine in one call; an
         # uncontended acquire ends here (no frame of the general path)
@@ -2131,7 +2191,7 @@ class Lock:
         while True:
             left = w if deadline < 0 else max(1, deadline - _E.now_ms())
             d = c._direct
-            if d is not None:  # one server: see acquire
+            if d is not None and (direct is not None or not c._settling):  # see acquire
                 if direct is not None:
                     (m, req, t, exc), direct = direct, None
                     if exc is not None:
@@ -2436,7 +2496,8 @@ class MultiLock:
         cancel = _Cancel()
         try:
             result, _h, _t, conn = await _run_acquire(c, n, owner, 0, lease, cancel,
-                                                      keep=c._ack, line_ms=line_ms)
+                                                      keep=c._ack, line_ms=line_ms,
+                                                      bounded=True)
             if conn is not None and not await c._replica_ack(conn, cancel):
                 await _release_quietly(c, n, owner, (n.kind, n.name, owner))
                 result = _E.E_CONN

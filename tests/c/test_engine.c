@@ -351,6 +351,18 @@ static void t_settle_connection_lost(void)
 /* A plain semaphore's acquire under the owner's request latch: the latch a
  * KEY of sem_acquire.lua, the seq an argument; a try whose reply was lost is
  * settled (sem_settle.lua, sent again while it fails) before the error. */
+/* One settling attempt per server: the gate every driver asks before an
+ * attempt (exec.c/fanout.c through the drain, hilock.aio). */
+static void t_settle_gate(void)
+{
+    CU_ASSERT_EQUAL(hl_settle_gate(0, 0, 1000), -1); /* nothing settling: send */
+    CU_ASSERT_EQUAL(hl_settle_gate(0, 1, 1000), -1);
+    CU_ASSERT_EQUAL(hl_settle_gate(HL_SETTLE_PER_NODE, 0, 1000), 1000); /* wait, then again */
+    CU_ASSERT_EQUAL(hl_settle_gate(HL_SETTLE_PER_NODE, 1, 1000), 0);    /* own limit: give up */
+    CU_ASSERT_EQUAL(hl_settle_gate(HL_SETTLE_PER_NODE + 3, 0, 250), 250);
+    CU_ASSERT_EQUAL(hl_settle_gate(HL_SETTLE_PER_NODE, 0, -1), 0);
+}
+
 static void t_semwait_latch(void)
 {
     hl_sem_names sn;
@@ -858,6 +870,7 @@ int main(void)
     CU_add_test(s, "settle: fair waiter leaves the line", t_settle_fair_waiter_leaves);
     CU_add_test(s, "settle: errors and giving up", t_settle_errors_and_give_up);
     CU_add_test(s, "settle: kept connection lost", t_settle_connection_lost);
+    CU_add_test(s, "settle: one settling attempt per server (gate)", t_settle_gate);
     CU_add_test(s, "semaphore: request latch, settling a lost acquire", t_semwait_latch);
     CU_add_test(s, "watchdog: renewal outcomes", t_renew_classify);
     CU_add_test(s, "route: cluster redirects", t_route_cluster);

@@ -447,6 +447,40 @@ async def _cut_while_stalled(server: RedisServer, coro: Any) -> "asyncio.Task[An
     return t
 
 
+def test_one_settling_attempt_per_server(own_redis: RedisServer, name: str) -> None:
+    """The engine's rule (settle_gate), as the blocking C client: while a
+    server settles an attempt whose reply timed out (it is stalled), new
+    attempts to it wait up to the command timeout for that to end and then
+    fail without being sent, instead of parking one more connection each
+    there. Once the server answers, the late grant is given back and
+    acquires work again."""
+    async def main() -> None:
+        async with aio.Client(own_redis.url, command_timeout=0.3) as c:
+            lk = c.lock(name)
+            assert await lk.acquire(0)  # scripts loaded, a pooled connection
+            await lk.release()
+            own_redis.pause()
+            try:
+                with pytest.raises(hilock.ConnectionError):
+                    await lk.acquire(0)  # no reply: settled in the background
+                assert len(_busy_conns()) == 1
+                rs = await asyncio.gather(*(c.lock(f"{name}:{i}").acquire(0) for i in range(5)),
+                                          return_exceptions=True)
+                assert all(isinstance(r, hilock.ConnectionError) for r in rs), rs
+                assert len(_busy_conns()) == 1  # before: 6, one per attempt sent
+            finally:
+                own_redis.resume()
+            for _ in range(100):  # the late grant is given back
+                if own_redis("EXISTS", name) == 0 and not _busy_conns():
+                    break
+                await asyncio.sleep(0.05)
+            assert own_redis("EXISTS", name) == 0
+            assert await lk.acquire(0)
+            await lk.release()
+            assert [own_redis("EXISTS", f"{name}:{i}") for i in range(5)] == [0] * 5
+    run(main())
+
+
 def _busy_conns() -> List[Any]:
     """The driver's command connections with a command on the wire."""
     import gc
