@@ -394,6 +394,7 @@ class _Pool:
         self.idle: List[_Conn] = []
         self.nopen = 0
         self.waiting: Deque["asyncio.Future[Optional[_Conn]]"] = collections.deque()
+        self.retired = False  # cluster: its node left the slot map (see retire)
 
     def get_nowait(self) -> Optional[_Conn]:
         idle = self.idle
@@ -411,6 +412,8 @@ class _Pool:
             return c
         if self.client._closed:
             raise ClosedError("closed: the client is closed", _E.E_CLOSED)
+        if self.retired:
+            raise self._gone()
         if self.nopen < self.size:
             self.nopen += 1
             try:
@@ -439,7 +442,8 @@ class _Pool:
         self.idle.clear()
 
     def put(self, c: _Conn) -> None:
-        if c.closed or c.broken or c.pending or self.client._closed or c.gen != self.client._gen:
+        if (c.closed or c.broken or c.pending or self.client._closed or self.retired
+                or c.gen != self.client._gen):
             c.close()
             return
         while self.waiting:
@@ -468,6 +472,25 @@ class _Pool:
             fut = self.waiting.popleft()
             if not fut.done():
                 fut.set_exception(ClosedError("closed: the client is closed", _E.E_CLOSED))
+
+    def _gone(self) -> Error:
+        host, port = self.addr or ("?", 0)
+        return from_code(_E.E_CONN, f"{host}:{port} is no master in the cluster's slot map "
+                         "any more")
+
+    def retire(self) -> None:
+        """Cluster: its node serves no slot any more. Idle connections are
+        closed now; one carrying a command finishes it and is closed when
+        given back; a caller waiting for a connection gets a connection
+        error (the router then looks at the slot map again)."""
+        self.retired = True
+        for c in self.idle:
+            c.close()
+        self.idle.clear()
+        while self.waiting:
+            fut = self.waiting.popleft()
+            if not fut.done():
+                fut.set_exception(self._gone())
 
 
 # --------------------------------------------------------------------------
@@ -1251,11 +1274,28 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                     m[lo:hi + 1] = [(host, port)] * (hi - lo + 1)
                 self._slot_node = m
                 self._map_stale = False
+                self._drop_departed({(str(r[2]), int(r[3])) for r in ranges})
                 return
             raise last or from_code(_E.E_CONN, "no cluster node reachable")
         finally:
             self._map_loading = None
             fut.set_result(None)
+
+    def _drop_departed(self, masters: Set[Tuple[str, int]]) -> None:
+        """Cluster: the pools (and idle pub/sub connections) of nodes that
+        are no master in the new slot map are closed and forgotten, so a
+        cluster whose masters change over time does not keep connections
+        to every node it ever saw. Commands on their way finish (_Pool.retire)."""
+        for addr in [a for a in self._pools if a not in masters]:
+            self._pools.pop(addr).retire()
+            self._nreps.pop(addr, None)
+        for addr in [a for a, ps in self._pubsubs.items()
+                     if a not in masters and not ps.channels and ps.connecting is None]:
+            ps = self._pubsubs.pop(addr)
+            conn, ps.conn = ps.conn, None
+            if conn is not None:
+                conn.on_close = None  # nothing to tell: it listens to nothing
+                conn.close()
 
     async def _ask_slots(self, addr: Tuple[str, int]) -> Any:
         pool = self._pools.get(addr)

@@ -425,6 +425,13 @@ def test_aio_cluster_failover_moves_hold_and_waiter(cluster: Cluster) -> None:
             assert new("HGET", name, b.owner(7)) == "1"
             await b.lock(name, thread_id=7).release()
             assert new("EXISTS", name) == 0
+            # the demoted master is in neither client's slot map now: its
+            # pool is closed and forgotten (before: kept, connections open)
+            gone = ("127.0.0.1", old.port)
+            assert gone not in a._pools and gone not in b._pools
+            import gc
+            assert not [x for x in gc.get_objects() if isinstance(x, aio._Conn)
+                        and not x.closed and x.pool is not None and x.pool.addr == gone]
 
     try:
         asyncio.run(main())
