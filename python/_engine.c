@@ -950,9 +950,19 @@ static PyObject *acquire_cancel(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* m.last_ttl() -> ms: the holder's PTTL the last refused attempt answered
+ * (-1 no expiry; what a multi-lock's wait is bounded by, ml_wait_ms) */
+static PyObject *acquire_last_ttl(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLongLong(((AcquireObject *)self)->a.last_ttl);
+}
+
 static PyMethodDef acquire_methods[] = {
     {"next", acquire_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
     {"sent", acquire_sent, METH_NOARGS, "sent() -> the send action it is in (Direct's)"},
+    {"last_ttl", acquire_last_ttl, METH_NOARGS,
+     "last_ttl() -> ms: the holder's PTTL the last refused attempt answered"},
     {"on_reply", acquire_on_reply, METH_O, "on_reply(reply) -> None or bytes to resend"},
     {"on_error", acquire_on_error, METH_O, "on_error(code)"},
     {"on_reply_lost", acquire_on_reply_lost, METH_O, "on_reply_lost(code)"},
@@ -1811,6 +1821,61 @@ static PyObject *m_ml_in_line(PyObject *self, PyObject *args)
     return PyBool_FromLong(hl_ml_in_line(window, rc));
 }
 
+/* ml_wait_ms(redlock, members, validity_failed, backoff_ms, left_ms) -> ms
+ * (-1: until a member's message): how long a failed multi-lock or Redlock
+ * attempt sleeps (proto.h, hl_ml_wait_ms). members: a sequence of
+ * (rc, ttl_ms, wakeable, line_window_ms), one per member. */
+static PyObject *m_ml_wait_ms(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int redlock, validity_failed;
+    PyObject *seq;
+    long long backoff, left;
+    if (!PyArg_ParseTuple(args, "pOpLL:ml_wait_ms", &redlock, &seq, &validity_failed, &backoff,
+                          &left))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n < 0)
+        return NULL;
+    if (n < 1 || n > 4096) {
+        PyErr_SetString(PyExc_ValueError, "ml_wait_ms: 1 to 4096 members");
+        return NULL;
+    }
+    hl_ml_member *mb = calloc((size_t)n, sizeof *mb);
+    if (!mb)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long ttl, window;
+        int wakeable, ok;
+        PyObject *item = PySequence_GetItem(seq, i);
+        ok = item && PyArg_ParseTuple(item, "iLpL:ml_wait_ms member", &mb[i].rc, &ttl,
+                                      &wakeable, &window);
+        Py_XDECREF(item);
+        if (!ok) {
+            free(mb);
+            return NULL;
+        }
+        mb[i].ttl_ms = ttl;
+        mb[i].wakeable = wakeable;
+        mb[i].line_window_ms = window;
+    }
+    int64_t s = hl_ml_wait_ms(redlock, mb, (size_t)n, validity_failed, backoff, left);
+    free(mb);
+    return PyLong_FromLongLong(s);
+}
+
+/* ml_backoff(attempt, r) -> ms: the random pause when no message can tell
+ * (hl_ml_backoff; r: a random number of the driver's) */
+static PyObject *m_ml_backoff(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned int attempt;
+    unsigned long long r;
+    if (!PyArg_ParseTuple(args, "IK:ml_backoff", &attempt, &r))
+        return NULL;
+    return PyLong_FromLongLong(hl_ml_backoff(attempt, (uint64_t)r));
+}
+
 static PyObject *m_ml_hold_lost(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -2281,6 +2346,10 @@ static PyMethodDef module_methods[] = {
      " wait for a settling on that server to end, then ask again bounded"},
     {"ml_in_line", m_ml_in_line, METH_VARARGS,
      "ml_in_line(window_ms, rc) -> bool: the call may have an entry in the member's line"},
+    {"ml_wait_ms", m_ml_wait_ms, METH_VARARGS,
+     "ml_wait_ms(redlock, [(rc, ttl_ms, wakeable, line_window_ms)], validity_failed, backoff_ms,"
+     " left_ms) -> ms to sleep, -1 until a member's message"},
+    {"ml_backoff", m_ml_backoff, METH_VARARGS, "ml_backoff(attempt, r) -> ms"},
     {"ml_hold_lost", m_ml_hold_lost, METH_VARARGS,
      "ml_hold_lost(redlock, n, nacquired, nlost) -> bool"},
     {"now_ms", m_now_ms, METH_NOARGS, "the engine's monotonic clock, ms"},

@@ -50,6 +50,7 @@ import collections
 import itertools
 import math
 import os
+import random
 import socket
 import ssl
 import uuid
@@ -1848,7 +1849,8 @@ def _new_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
 async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms: int,
                        cancel: _Cancel, keep: bool = False, line_ms: int = 0,
                        m: Any = None, first: Any = None,
-                       sent: Optional[Tuple[_Req, int]] = None, bounded: bool = False
+                       sent: Optional[Tuple[_Req, int]] = None, bounded: bool = False,
+                       ttl_out: Optional[List[int]] = None
                        ) -> Tuple[int, int, int, Optional[_Conn]]:
     """One run of the acquire machine: (result, hold_count, token, conn);
     keep: conn is the granting attempt's connection (for the replica
@@ -1858,7 +1860,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     first attempt), first: its action taken but not yet done, and when that
     is a send already made directly, sent = (its request, cancel.req's
     status). bounded: a multi-lock member's try, which does not wait for
-    its server to settle an earlier attempt (_settle_gate)."""
+    its server to settle an earlier attempt (_settle_gate). ttl_out: gets
+    the remaining lease the last refused attempt reported."""
     loop = c._loop
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
@@ -1966,6 +1969,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     _leave(c, ps, t[1], w)
                     w = None
             else:
+                if ttl_out is not None:
+                    ttl_out.append(m.last_ttl())
                 got, held = (held if t[1] == 0 else None), None
                 return t[1], t[2], t[3], got
     finally:
@@ -2529,15 +2534,20 @@ class MultiLock:
     def _member(lk: Lock, tid: int) -> Tuple[Client, Any, str, int]:
         return lk._c, lk._n, _E.hold_owner(lk._n.kind, lk._c._id, tid), tid
 
-    async def _one_try(self, lk: Lock, lease_ms: int, tid: int, line_ms: int) -> int:
+    async def _one_try(self, lk: Lock, lease_ms: int, tid: int, line_ms: int,
+                       ttls: List[int], i: int) -> int:
+        """One member's try; ttls[i]: the remaining lease of its holder, when held."""
         c, n, owner, tid = self._member(lk, tid)
         c._check()
         lease = c._wd_ms if lease_ms == 0 else lease_ms
         cancel = _Cancel()
+        out: List[int] = []
         try:
             result, _h, _t, conn = await _run_acquire(c, n, owner, 0, lease, cancel,
                                                       keep=c._ack, line_ms=line_ms,
-                                                      bounded=True)
+                                                      bounded=True, ttl_out=out)
+            if out:
+                ttls[i] = out[0]
             if conn is not None and not await c._replica_ack(conn, cancel):
                 await _release_quietly(c, n, owner, (n.kind, n.name, owner))
                 result = _E.E_CONN
@@ -2590,17 +2600,22 @@ class MultiLock:
         in_line = [False] * n
         mws = [_MemberWaiter(waiter) for _ in locks]
         joined_w: List[_Waiter] = []
+        heard = [False] * n  # the member's channel is listened to (its unlock wakes us)
+        ttls = [0] * n
+        quorum = _E.ml_quorum(self._redlock, n)
+        attempt = 0
 
         async def listen() -> None:
-            for lk, mw in zip(locks, mws):  # listen first: an unlock during the attempt wakes us
-                c, nm, owner, _tid = self._member(lk, tid)
+            for i, (lk, mw) in enumerate(zip(locks, mws)):  # listen first: an unlock
+                c, nm, owner, _tid = self._member(lk, tid)  # during the attempt wakes us
                 c._check()
                 ch = nm.wait_channel(owner)
                 try:
-                    ps, _ok = await c._join(nm.slot, ch, mw, c._cmd_ms)
+                    ps, ok = await c._join(nm.slot, ch, mw, c._cmd_ms)
                 except BaseException:
                     _leave(c, None, ch, mw)  # cancelled while joining
                     raise
+                heard[i] = ok
                 if ps is not None:
                     joined.append((ps, ch))
                     joined_w.append(mw)
@@ -2617,7 +2632,7 @@ class MultiLock:
                     await listen()
                 waiter.woken = False
                 t0 = _E.now_ms()
-                rcs = await asyncio.gather(*(self._one_try(lk, l, tid, max(0, window[i]))
+                rcs = await asyncio.gather(*(self._one_try(lk, l, tid, max(0, window[i]), ttls, i)
                                              for i, lk in enumerate(locks)),
                                            return_exceptions=True)
                 t1 = _E.now_ms()
@@ -2642,18 +2657,20 @@ class MultiLock:
                     _raise(fatal, f"multi-lock member: {from_code(fatal)}")
                 if w == 0 or (deadline is not None and loop.time() >= deadline):
                     return False
-                # sleep until a busy member is unlocked, or its lease runs out
-                ttls = await asyncio.gather(*(lk.ttl() for lk, r in zip(locks, codes) if r != 0),
-                                            return_exceptions=True)
-                bound = max([t for t in ttls if isinstance(t, float) and t != math.inf] or [0.05])
-                for i, r in enumerate(codes):  # in a line: not silent for a window
-                    if in_line[i] and window[i] > 1:
-                        bound = min(bound, window[i] / 2000.0)
-                if deadline is not None:
-                    bound = min(bound, deadline - loop.time())
-                if bound > 0:
+                # the engine's sleep: until a busy member's unlock message,
+                # bounded by the shortest lease held and half a line window;
+                # a short random pause only when no message can tell
+                attempt += 1
+                left = -1 if deadline is None else max(0, int((deadline - loop.time()) * 1000))
+                ms = _E.ml_wait_ms(
+                    self._redlock,
+                    [(r, ttls[i] if r == _E.E_TIMEDOUT else 0, heard[i],
+                      window[i] if in_line[i] else -1) for i, r in enumerate(codes)],
+                    self._redlock and ok >= quorum,
+                    _E.ml_backoff(attempt, random.getrandbits(64)), left)
+                if ms != 0:
                     cancel = _Cancel()
-                    await _sleep_wait(loop, waiter, max(1, int(bound * 1000)), cancel)
+                    await _sleep_wait(loop, waiter, ms, cancel)
                     if cancel.exc is not None:
                         raise cancel.exc
         finally:

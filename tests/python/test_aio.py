@@ -858,6 +858,33 @@ def test_multilock_fair_member_messages(servers: List[RedisServer], name: str) -
     run(main())
 
 
+def test_redlock_sleep_is_the_engines(servers: List[RedisServer], name: str) -> None:
+    """A failed Redlock attempt sleeps as the engine's ml_wait_ms says:
+    bounded by the SHORTEST lease of the members held by others, whose end
+    no message announces. Two of three members held elsewhere, one for
+    0.4 s, one for 20 s: the quorum (2) is there once the short lease ends,
+    and the Redlock takes it then, not after the long one (before: the
+    driver slept the longest lease, here the whole 4 s wait)."""
+    async def main() -> None:
+        cs = [await aio.connect(s.url) for s in servers]
+        others = [await aio.connect(s.url) for s in servers[:2]]
+        try:
+            other = [c.lock(name, thread_id=1) for c in others]
+            assert await other[0].acquire(0, lease=0.4)
+            assert await other[1].acquire(0, lease=20)
+            rl = aio.RedLock([c.lock(name) for c in cs])
+            t0 = time.monotonic()
+            assert await rl.acquire(wait=4, lease=10)
+            took = time.monotonic() - t0
+            assert took < 2.0, took
+            await rl.release()
+            await other[1].release()
+        finally:
+            for c in cs + others:
+                await c.close()
+    run(main())
+
+
 def test_multilock_own_give_back_does_not_wake(servers: List[RedisServer], name: str) -> None:
     """A multi-lock waiting on a held (reentrant) member while it took and
     gave back the others: its give-back's unlock messages on those members'
