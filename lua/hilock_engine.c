@@ -1466,7 +1466,8 @@ static int p_renew_many_cmd(lua_State *L)
         lua_pop(L, 2);
     }
     hl_cmd cmd;
-    hl_cmd_renew_many(&cmd, names, owners, (int)n, lease);
+    hl_cmd_wide wide;
+    hl_cmd_renew_many(&cmd, &wide, names, owners, (int)n, lease);
     push_cmd(L, &cmd, eval);
     return 1;
 }

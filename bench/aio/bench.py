@@ -422,6 +422,20 @@ def many_waiters_proc(url: str, n: int, loop_kind: str) -> Dict[str, Any]:
     return res  # type: ignore[no-any-return]
 
 
+def many_waiters_figure(srv: Any, waiters: int) -> None:
+    print("\n3. %d concurrent waiters on one name, one loop, one process" % waiters)
+    for kind in ["default"] + (["uvloop"] if uvloop is not None else []):
+        m = many_waiters_proc(srv.url, waiters, kind)
+        print("   %-8s granted %d/%d (at most %d inside at once); threads %d before, %d..%d "
+              "while waiting and handing off; RSS %.1f -> %.1f MiB = %.0f bytes per waiter; "
+              "queued in %.1f s; all granted in %.1f s (%.2f ms per hand-off); left: key %d, "
+              "subscribers %d" % (kind, m["granted"], m["waiters"], m["max_inside"],
+                                  m["threads_before"], m["threads_min"], m["threads_max"],
+                                  m["rss_before_kib"] / 1024, m["rss_waiting_kib"] / 1024,
+                                  m["rss_per_waiter_b"], m["queue_s"], m["all_granted_s"],
+                                  m["per_handoff_ms"], m["left"], m["subscribers_left"]))
+
+
 # --------------------------------------------------------------------- 4 --
 
 async def cancel_latency(url: str, samples: int, fair: bool) -> List[float]:
@@ -485,14 +499,18 @@ def main() -> None:
     ap.add_argument("--handoffs", type=int, default=30, help="rounds per hand-off worker")
     ap.add_argument("--waiters", type=int, default=10000)
     ap.add_argument("--cancels", type=int, default=200)
-    ap.add_argument("--only", choices=["pairs", "pairs1"], default=None,
-                    help="pairs: figure 1 only; pairs1: its one-task half only")
+    ap.add_argument("--only", choices=["pairs", "pairs1", "waiters"], default=None,
+                    help="pairs: figure 1 only; pairs1: its one-task half only; "
+                         "waiters: figure 3 only")
     a = ap.parse_args()
     srv = Server()
     try:
         print("hilock.aio bench: redis-server on 127.0.0.1:%d, Python %s, %d cores (shared: "
               "ratios in the same run are what count)" % (srv.port, sys.version.split()[0],
                                                           os.cpu_count() or 0))
+        if a.only == "waiters":
+            many_waiters_figure(srv, a.waiters)
+            return
         pairs_figure(srv, 1, a.slices, a.pairs)
         if a.only == "pairs1":
             return
@@ -509,17 +527,7 @@ def main() -> None:
               % (pct(h_sync, .5) * 1e3, pct(h_sync, .9) * 1e3, len(h_sync)))
         print("   aio / blocking p50: %.2f  target <= 1.5" % (pct(h_aio, .5) / pct(h_sync, .5)))
 
-        print("\n3. %d concurrent waiters on one name, one loop, one process" % a.waiters)
-        for kind in ["default"] + (["uvloop"] if uvloop is not None else []):
-            m = many_waiters_proc(srv.url, a.waiters, kind)
-            print("   %-8s granted %d/%d (at most %d inside at once); threads %d before, %d..%d "
-                  "while waiting and handing off; RSS %.1f -> %.1f MiB = %.0f bytes per waiter; "
-                  "queued in %.1f s; all granted in %.1f s (%.2f ms per hand-off); left: key %d, "
-                  "subscribers %d" % (kind, m["granted"], m["waiters"], m["max_inside"],
-                                      m["threads_before"], m["threads_min"], m["threads_max"],
-                                      m["rss_before_kib"] / 1024, m["rss_waiting_kib"] / 1024,
-                                      m["rss_per_waiter_b"], m["queue_s"], m["all_granted_s"],
-                                      m["per_handoff_ms"], m["left"], m["subscribers_left"]))
+        many_waiters_figure(srv, a.waiters)
 
         print("\n4. cancellation")
         for fair in (False, True):

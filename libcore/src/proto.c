@@ -1,4 +1,5 @@
 /* Protocol layer: names, owners, commands and replies. No I/O. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -156,6 +157,9 @@ char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char *owner)
 
 static void cmd_start(hl_cmd *c, int script)
 {
+    c->argv = c->own_argv;
+    c->argvlen = c->own_argvlen;
+    c->cap = HL_CMD_MAXARGS;
     c->argc = 0;
     c->nnum = 0;
     c->script = script;
@@ -165,6 +169,9 @@ static void cmd_start(hl_cmd *c, int script)
 
 static void cmd_str(hl_cmd *c, const char *s)
 {
+    assert(c->argc < c->cap); /* a builder with more: raise HL_CMD_MAXARGS */
+    if (c->argc >= c->cap)
+        return;
     c->argv[c->argc] = s;
     c->argvlen[c->argc] = strlen(s);
     c->argc++;
@@ -175,6 +182,9 @@ static void cmd_num(hl_cmd *c, int64_t v)
     /* every builder adds far fewer numbers than HL_CMD_MAXNUM */
     char *buf = c->num[c->nnum < HL_CMD_MAXNUM ? c->nnum++ : HL_CMD_MAXNUM - 1];
     int len = snprintf(buf, sizeof c->num[0], "%" PRId64, v);
+    assert(c->argc < c->cap);
+    if (c->argc >= c->cap)
+        return;
     c->argv[c->argc] = buf;
     c->argvlen[c->argc] = (size_t)len;
     c->argc++;
@@ -186,6 +196,18 @@ static void cmd_script(hl_cmd *c, hl_script s, int nkeys)
     cmd_str(c, "EVALSHA");
     cmd_str(c, hl_script_sha1(s));
     cmd_num(c, nkeys);
+}
+
+/* The rest of c's arguments go to wide (hl_cmd_renew_many). */
+void hl_cmd_use_wide(hl_cmd *c, hl_cmd_wide *wide)
+{
+    for (int i = 0; i < c->argc; i++) {
+        wide->argv[i] = c->argv[i];
+        wide->argvlen[i] = c->argvlen[i];
+    }
+    c->argv = wide->argv;
+    c->argvlen = wide->argvlen;
+    c->cap = HL_CMD_WIDE_MAXARGS;
 }
 
 /* For the builders of other objects (proto_rwlock.c). */
@@ -298,6 +320,9 @@ static int latch_split(const char *arg, size_t *key_len, const char **seq)
 
 static void cmd_strn(hl_cmd *c, const char *s, size_t len)
 {
+    assert(c->argc < c->cap);
+    if (c->argc >= c->cap)
+        return;
     c->argv[c->argc] = s;
     c->argvlen[c->argc] = len;
     c->argc++;
@@ -370,9 +395,7 @@ static void cmd_latch(hl_cmd *c, const char *latch_key, const char **seq, size_t
     *seq = NULL;
     *seq_len = 0;
     if (bar && bar[1] && strspn(bar + 1, "0123456789") == strlen(bar + 1)) {
-        c->argv[c->argc] = latch_key;
-        c->argvlen[c->argc] = (size_t)(bar - latch_key);
-        c->argc++;
+        cmd_strn(c, latch_key, (size_t)(bar - latch_key));
         *seq = bar + 1;
         *seq_len = strlen(bar + 1);
         return;
@@ -384,9 +407,7 @@ static void cmd_seq(hl_cmd *c, const char *seq, size_t len)
 {
     if (!seq)
         return;
-    c->argv[c->argc] = seq;
-    c->argvlen[c->argc] = len;
-    c->argc++;
+    cmd_strn(c, seq, len);
 }
 
 void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,

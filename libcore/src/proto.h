@@ -145,12 +145,18 @@ HL_HIDDEN void hl_hold_owner(char *buf, hilock_kind kind, const char *client_id,
 HL_HIDDEN char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char *owner);
 
 /* A command as argv. Pointers refer to the names/owner strings given to
- * the builder (which must outlive the command) or to the cmd's own storage. */
-#define HL_CMD_MAXARGS (3 + 1 + 2 * HL_RENEW_MANY_MAX) /* the largest: hl_cmd_renew_many */
+ * the builder (which must outlive the command) or to the cmd's own storage.
+ * argv/argvlen point into the cmd itself (room for HL_CMD_MAXARGS, every
+ * command but a watchdog batch), or for hl_cmd_renew_many into a
+ * hl_cmd_wide the caller keeps: an hl_cmd is embedded in every machine (one
+ * per waiting acquire), so it is not sized for the largest command. A
+ * builder sets the pointers: an hl_cmd is not copied by value after that. */
+#define HL_CMD_MAXARGS 24 /* the most today: 16 (fair acquire with latch and line) */
 /* Holds one hl_cmd_renew_many renews (as Redisson, up to 100 per call:
  * measured server time per renewal 15.9 us one by one, 5.6 us in groups of
  * 30, 4.4 us in groups of 100). */
 #define HL_RENEW_MANY_MAX 100
+#define HL_CMD_WIDE_MAXARGS (3 + 1 + 2 * HL_RENEW_MANY_MAX) /* hl_cmd_renew_many */
 #define HL_CMD_MAXNUM 12 /* numeric arguments of one command (the most today: 6) */
 typedef struct hl_cmd {
     int argc;
@@ -160,11 +166,19 @@ typedef struct hl_cmd {
     int reply_lost; /* set by the transport: the command was sent and the
                        connection died before its reply (the server may
                        have run it) */
-    const char *argv[HL_CMD_MAXARGS];
-    size_t argvlen[HL_CMD_MAXARGS];
+    const char **argv;  /* argc entries: own_argv, or a hl_cmd_wide's */
+    size_t *argvlen;
+    int cap;            /* room in argv/argvlen */
     int nnum;   /* numbers in num[] */
     char num[HL_CMD_MAXNUM][24];
+    const char *own_argv[HL_CMD_MAXARGS];
+    size_t own_argvlen[HL_CMD_MAXARGS];
 } hl_cmd;
+/* Room for a watchdog batch's arguments (hl_cmd_renew_many). */
+typedef struct hl_cmd_wide {
+    const char *argv[HL_CMD_WIDE_MAXARGS];
+    size_t argvlen[HL_CMD_WIDE_MAXARGS];
+} hl_cmd_wide;
 
 /* The key a command is routed by (first key of a script, else argv[1]). */
 HL_HIDDEN const char *hl_cmd_key(const hl_cmd *cmd, size_t *len);
@@ -219,6 +233,9 @@ HL_HIDDEN int hl_decode_is_locked(hilock_kind kind, const redisReply *r, int64_t
 /* Pieces for builders of other objects (proto_rwlock.c). */
 HL_HIDDEN void hl_cmd_begin_script(hl_cmd *cmd, hl_script s, int nkeys);
 HL_HIDDEN void hl_cmd_begin_plain(hl_cmd *cmd);
+/* Move cmd's arguments so far to wide, and the rest after them (room for
+ * HL_CMD_WIDE_MAXARGS); wide must outlive cmd's use. */
+HL_HIDDEN void hl_cmd_use_wide(hl_cmd *cmd, hl_cmd_wide *wide);
 HL_HIDDEN void hl_cmd_add_str(hl_cmd *cmd, const char *s);
 HL_HIDDEN void hl_cmd_add_num(hl_cmd *cmd, int64_t v);
 /* Read-write builders (proto_rwlock.c); hl_cmd_release/force call them for
@@ -615,7 +632,7 @@ HL_HIDDEN hl_renew_outcome hl_renew_classify(const redisReply *r);
  * read side (hl_cmd_renew_kind for those). 1 <= n <= HL_RENEW_MANY_MAX; on
  * Redis Cluster every name must hash to one slot. The strings must outlive
  * cmd. */
-HL_HIDDEN void hl_cmd_renew_many(hl_cmd *cmd, const hl_names *const *names,
+HL_HIDDEN void hl_cmd_renew_many(hl_cmd *cmd, hl_cmd_wide *wide, const hl_names *const *names,
                                  const char *const *owners, int n, int64_t lease_ms);
 /* The answer of hl_cmd_renew_many(n): out[i] for hold i. An error reply
  * gives every hold that error's outcome (NOSCRIPT: HL_RENEW_EVAL, a redirect

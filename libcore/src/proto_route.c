@@ -235,13 +235,9 @@ void hl_ack_on_error(hl_ack *k)
 
 static void plain(hl_cmd *c, int argc, const char *const *argv)
 {
-    c->argc = argc;
-    c->script = -1;
-    c->drained = 0;
-    for (int i = 0; i < argc; i++) {
-        c->argv[i] = argv[i];
-        c->argvlen[i] = strlen(argv[i]);
-    }
+    hl_cmd_begin_plain(c);
+    for (int i = 0; i < argc; i++)
+        hl_cmd_add_str(c, argv[i]);
 }
 
 void hl_cmd_subscribe(hl_cmd *cmd, const char *channel, int sharded, int unsubscribe)

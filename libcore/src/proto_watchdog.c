@@ -32,14 +32,15 @@ int64_t hl_renew_period(int64_t watchdog_lease_ms)
     return p < 1 ? 1 : p;
 }
 
-void hl_cmd_renew_many(hl_cmd *cmd, const hl_names *const *names, const char *const *owners,
-                       int n, int64_t lease_ms)
+void hl_cmd_renew_many(hl_cmd *cmd, hl_cmd_wide *wide, const hl_names *const *names,
+                       const char *const *owners, int n, int64_t lease_ms)
 {
     if (n < 1)
         n = 1; /* a caller error: renew the first hold only */
     if (n > HL_RENEW_MANY_MAX)
         n = HL_RENEW_MANY_MAX;
     hl_cmd_begin_script(cmd, HL_SCRIPT_RENEW_MANY, n);
+    hl_cmd_use_wide(cmd, wide);
     for (int i = 0; i < n; i++)
         hl_cmd_add_str(cmd, names[i]->name);
     hl_cmd_add_num(cmd, lease_ms);

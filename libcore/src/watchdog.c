@@ -157,6 +157,7 @@ typedef struct hl_wd_scratch {
     hl_renew_outcome *out, *out2;
     int *retry, *unused, *first, *size;
     hl_cmd *cmds;
+    hl_cmd_wide *wides; /* one per command: a batch's arguments */
     redisReply **replies;
 } hl_wd_scratch;
 
@@ -173,6 +174,7 @@ static void scratch_free(hl_wd_scratch *s)
     free(s->first);
     free(s->size);
     free(s->cmds);
+    free(s->wides);
     free(s->replies);
     free(s);
 }
@@ -208,10 +210,12 @@ static int scratch_cmds(hl_wd_scratch *s, int m)
     if (m <= s->gcap)
         return 0;
     free(s->cmds);
+    free(s->wides);
     free(s->replies);
     s->cmds = malloc(sizeof *s->cmds * (size_t)m);
+    s->wides = malloc(sizeof *s->wides * (size_t)m);
     s->replies = malloc(sizeof *s->replies * (size_t)m);
-    s->gcap = s->cmds && s->replies ? m : 0;
+    s->gcap = s->cmds && s->wides && s->replies ? m : 0;
     return s->gcap ? 0 : -1;
 }
 
@@ -235,7 +239,8 @@ static int plan_groups(const wd_item *items, int n, int *first, int *size, int b
 }
 
 /* Command g renews items[first[g] .. first[g] + size[g]). */
-static void build_group(hl_transport *c, const wd_item *items, int first, int size, hl_cmd *cmd)
+static void build_group(hl_transport *c, const wd_item *items, int first, int size, hl_cmd *cmd,
+                        hl_cmd_wide *wide)
 {
     if (size == 1) {
         hl_wd_entry *e = items[first].e;
@@ -248,7 +253,7 @@ static void build_group(hl_transport *c, const wd_item *items, int first, int si
         names[j] = items[first + j].e->names;
         owners[j] = items[first + j].e->owner;
     }
-    hl_cmd_renew_many(cmd, names, owners, size, c->opts.watchdog_lease_ms);
+    hl_cmd_renew_many(cmd, wide, names, owners, size, c->opts.watchdog_lease_ms);
 }
 
 /* Send the groups of items[0..n) (one pipeline per node) and write each
@@ -268,7 +273,7 @@ static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items,
     const int *first = s->first, *size = s->size;
     redisReply **replies = s->replies;
     for (int g = 0; g < m; g++) {
-        build_group(c, items, first[g], size[g], &s->cmds[g]);
+        build_group(c, items, first[g], size[g], &s->cmds[g], &s->wides[g]);
         replies[g] = NULL;
     }
     char err[HL_ERRMSG_MAX];

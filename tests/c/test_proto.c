@@ -1164,8 +1164,25 @@ static void t_renew_many(void)
     const hl_names *names[2] = {&a, &b};
     const char *owners[2] = {"id:1", "id:2:write"};
     hl_cmd c;
-    hl_cmd_renew_many(&c, names, owners, 2, 3000);
+    hl_cmd_wide wide;
+    hl_cmd_renew_many(&c, &wide, names, owners, 2, 3000);
     CU_ASSERT_EQUAL(c.argc, 3 + 1 + 2 * 2);
+    /* every machine embeds an hl_cmd (one per waiting acquire): it is not
+     * sized for a batch of HL_RENEW_MANY_MAX holds (3.6 KB before) */
+    CU_ASSERT(sizeof(hl_cmd) <= 1024);
+    const hl_names *many[HL_RENEW_MANY_MAX];
+    const char *mowners[HL_RENEW_MANY_MAX];
+    for (int i = 0; i < HL_RENEW_MANY_MAX; i++) {
+        many[i] = i % 2 ? &b : &a;
+        mowners[i] = owners[i % 2];
+    }
+    hl_cmd big;
+    hl_cmd_wide bigw;
+    hl_cmd_renew_many(&big, &bigw, many, mowners, HL_RENEW_MANY_MAX, 3000);
+    CU_ASSERT_EQUAL(big.argc, 3 + 1 + 2 * HL_RENEW_MANY_MAX);
+    CU_ASSERT(arg_is(&big, 0, "EVALSHA") && arg_is(&big, 3, "ra") && arg_is(&big, 4, "rb") &&
+              arg_is(&big, 3 + HL_RENEW_MANY_MAX, "3000") &&
+              arg_is(&big, 3 + 2 * HL_RENEW_MANY_MAX, "id:2:write"));
     CU_ASSERT(arg_is(&c, 0, "EVALSHA") && arg_is(&c, 2, "2") && arg_is(&c, 3, "ra") &&
               arg_is(&c, 4, "rb") && arg_is(&c, 5, "3000") && arg_is(&c, 6, "id:1") &&
               arg_is(&c, 7, "id:2:write"));
