@@ -764,8 +764,11 @@ typedef struct hilock_async_loop {
 typedef void (*hilock_async_cb)(hilock_async *a, int rc, int64_t value, void *payload);
 /* A watchdog renewal found the hold of (lock, tid) gone (expired, forced,
  * taken): it is no longer renewed; or no renewal of it was confirmed for
- * lease - lease/5: lost "in doubt" (see hilock_async_is_lost). Rules as for
- * hilock_async_cb. */
+ * lease - lease/5: lost "in doubt" (see hilock_async_is_lost). When the
+ * loop itself was held up past that point (a slow callback, a loaded
+ * machine), the renewal that fell due goes out first and the hold is
+ * reported only if that renewal is not confirmed within the command timeout
+ * (and never later than the lease). Rules as for hilock_async_cb. */
 typedef void (*hilock_async_lost_cb)(hilock_async *a, hilock_lock *lock, uint64_t tid,
                                      void *payload);
 

@@ -1090,16 +1090,23 @@ static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t si
     hl_as_ml_member_lost(a, l, tid, silent_ms);
 }
 
-/* Watchdog holds with no renewal confirmed for hl_renew_doubt_after (the
- * engine's rule): reported lost "in doubt" once per silence, still renewed
- * (as the blocking watchdog.c). */
+/* When h is reported in doubt (the engine's hl_renew_doubt_at: a renewal
+ * that went out late, the loop having been held up, is answered first). */
+static int64_t doubt_at(const as_hold *h)
+{
+    const hilock_options *o = &h->link->client->t.opts;
+    return hl_renew_doubt_at(h->confirmed_at, o->watchdog_lease_ms,
+                             h->renewing ? h->renew_sent_at : -1, o->command_timeout_ms);
+}
+
+/* Watchdog holds with no renewal confirmed in time (the engine's rule):
+ * reported lost "in doubt" once per silence, still renewed (as the blocking
+ * watchdog.c). Called after renew_due, so that a renewal due when the loop
+ * was held up goes out before its hold can be reported. */
 static void check_doubt(hilock_async *a, int64_t now)
 {
     for (as_hold *h = a->holds; h; h = h->next) {
-        if (!h->watchdog || h->lost || h->doubt)
-            continue;
-        int64_t limit = hl_renew_doubt_after(h->link->client->t.opts.watchdog_lease_ms);
-        if (now - h->confirmed_at < limit)
+        if (!h->watchdog || h->lost || h->doubt || now < doubt_at(h))
             continue;
         h->doubt = h->doubted = 1;
         queue_lost(a, h->lock, h->tid, now - h->confirmed_at);
@@ -1119,6 +1126,7 @@ static void renew_due(hilock_async *a, int64_t now)
         op->link = h->link;
         op->hold = h;
         h->renewing = op;
+        h->renew_sent_at = now;
         hl_cmd_renew_kind(&op->cmd, h->lock->kind, &h->lock->names, h->owner,
                           c->t.opts.watchdog_lease_ms);
         op_queue(op);
@@ -1557,8 +1565,7 @@ static void rearm(hilock_async *a)
         if (h->watchdog && !h->lost && !h->renewing)
             at = min_at(at, h->next_renew);
         if (h->watchdog && !h->lost && !h->doubt)
-            at = min_at(at, h->confirmed_at +
-                                hl_renew_doubt_after(h->link->client->t.opts.watchdog_lease_ms));
+            at = min_at(at, doubt_at(h));
     }
     if (at == a->timer_armed && at != now)
         return;
@@ -1767,8 +1774,8 @@ int hilock_async_on_timer(hilock_async *a)
             op_queue(op);
         }
     }
+    renew_due(a, now); /* first: a due renewal goes out before any doubt */
     check_doubt(a, now);
-    renew_due(a, now);
     dispatch_end(a, &ns, outer);
     return 0;
 }

@@ -140,6 +140,7 @@ struct as_hold {
     int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
                              server confirmed was sent */
     as_op *renewing;      /* renewal in flight */
+    int64_t renew_sent_at; /* monotonic ms: when renewing was queued */
 };
 
 enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN,

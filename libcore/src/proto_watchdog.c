@@ -75,3 +75,17 @@ int64_t hl_renew_doubt_after(int64_t watchdog_lease_ms)
     int64_t after = watchdog_lease_ms - watchdog_lease_ms / 5;
     return after < 1 ? 1 : after;
 }
+
+int64_t hl_renew_doubt_at(int64_t confirmed_at, int64_t watchdog_lease_ms,
+                          int64_t renew_sent_at, int64_t command_timeout_ms)
+{
+    int64_t at = confirmed_at + hl_renew_doubt_after(watchdog_lease_ms);
+    if (renew_sent_at >= 0 && renew_sent_at >= at) {
+        int64_t grace = renew_sent_at + (command_timeout_ms > 0 ? command_timeout_ms : 0);
+        int64_t end = confirmed_at + watchdog_lease_ms;
+        at = grace < end ? grace : end;
+        if (at < renew_sent_at)
+            at = renew_sent_at; /* the lease already ran out: report now */
+    }
+    return at;
+}

@@ -99,6 +99,40 @@ static void t_in_doubt(void)
     hilock_client_close(c);
 }
 
+/* The application's loop held up past lease - lease/5 (a slow callback, a
+ * loaded machine): the renewal that fell due meanwhile goes out first and its
+ * answer is awaited; the live hold is not reported lost "in doubt". Before,
+ * the first tick after the hold-up reported it before renewing. */
+static void t_held_up_loop_renews_before_doubt(void)
+{
+    enum { LEASE = 3000 }; /* doubt after 2400 ms of silence; renewals every 1000 */
+    hilock_client *c = open_client(&srv, LEASE);
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "aheldup") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 4, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until_n(a, &r.n, 1, 5000) && r.rc == 0);
+    run_for(a, 1100); /* the first renewal (at 1000 ms) confirmed */
+    CU_ASSERT_EQUAL(s.n, 0);
+    CU_ASSERT(th_redis_int(&srv, "PTTL aheldup") > LEASE - 200);
+    th_sleep_ms(2550); /* the loop is not run: past the doubt point, not the lease */
+    CU_ASSERT(th_redis_int(&srv, "PTTL aheldup") > 0);
+    run_for(a, 500);
+    CU_ASSERT_EQUAL(s.n, 0);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 4), 0);
+    CU_ASSERT(th_redis_int(&srv, "PTTL aheldup") > LEASE - 700); /* renewed */
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 4, on_done, &rel) == 0);
+    CU_ASSERT(run_until_n(a, &rel.n, 1, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS aheldup"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+}
+
 /* A multi-lock hold whose member is taken away is reported once through the
  * multi-lock lost callback (after the member's own report); a Redlock of
  * three keeps its majority when one member goes and is lost at the second. */
@@ -275,6 +309,8 @@ int main(void)
         return 2;
     CU_pSuite s = CU_add_suite("non-blocking API: losses", init_srv, clean_srv);
     CU_add_test(s, "a hold cut off from its server is reported in doubt in time", t_in_doubt);
+    CU_add_test(s, "a held-up loop renews before reporting doubt",
+                t_held_up_loop_renews_before_doubt);
     CU_add_test(s, "multi-lock and Redlock lost callback", t_multilock_lost);
     CU_add_test(s, "a settle whose connection died goes on a new one", t_settle_on_new_connection);
     CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);

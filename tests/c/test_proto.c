@@ -1156,6 +1156,22 @@ static void t_decode_switch_master(void)
 
 /* Batched renewal: the command renews n holds, the answer is read per hold
  * only when it is exactly n integers 0/1; anything else is "try again". */
+/* The doubt rule: lease - lease/5 after the last confirmed renewal went
+ * out; a renewal in flight that went out at or after that point (the
+ * renewer was held up) is answered first, for at most the command timeout
+ * and never past the lease. */
+static void t_renew_doubt_at(void)
+{
+    CU_ASSERT_EQUAL(hl_renew_doubt_after(3000), 2400);
+    CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, -1, 300), 3400);   /* nothing in flight */
+    CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 2000, 300), 3400); /* sent in time */
+    CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 3400, 300), 3700); /* sent late: its answer */
+    CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 3600, 300), 3900);
+    CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 3800, 300), 4000); /* capped by the lease */
+    CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 4500, 300), 4500); /* lease over: now */
+    CU_ASSERT_EQUAL(hl_renew_doubt_at(0, 1, -1, 0), 1);
+}
+
 static void t_renew_many(void)
 {
     hl_names a, b;
@@ -1265,6 +1281,7 @@ int main(void)
     CU_add_test(m, "free lock: one send", t_sm_free_lock);
     CU_add_test(m, "+switch-master: ports validated", t_decode_switch_master);
     CU_add_test(m, "renew many: command and per-hold answers", t_renew_many);
+    CU_add_test(m, "renew: when a hold is reported in doubt", t_renew_doubt_at);
     CU_add_test(m, "reply lost: the attempt is settled", t_sm_reply_lost_settled);
     CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
