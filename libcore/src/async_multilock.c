@@ -288,7 +288,11 @@ static void ml_start_listening(as_op *op)
             hl_as_op_drop(ls);
             continue;
         }
-        ls->confirmed = j > 0;
+        /* 1: subscribed already; 0: pending (hl_as_ml_listener_subscribed
+         * says). A listener is never parked (2): hl_as_route_channel does
+         * not park OP_LISTEN, a member whose topology is unknown just does
+         * not wake it (its wait stays bounded by the engine's rule). */
+        ls->confirmed = j == 1;
         ml->listen[i] = ls;
     }
 }
