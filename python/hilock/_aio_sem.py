@@ -41,7 +41,8 @@ from .aio import (
     Client,
     Seconds,
     _Cancel,
-    _sleep_wait,
+    _subscribe_step,
+    _wait_step,
     _Waiter,
 )
 
@@ -108,22 +109,9 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
                     m.on_reply_lost(_E.E_CONN)
             elif act == _SUBSCRIBE:
                 channel = t[1]
-                w = _Waiter()
-                try:
-                    ps, ok = await c._join(slot, channel, w, c._cmd_ms, sn.wakes)
-                except asyncio.CancelledError as e:
-                    cancel.exc = cancel.exc or e
-                    ok = False
-                m.on_subscribed(ok)
+                w, ps = await _subscribe_step(c, m, slot, channel, cancel, sn.wakes)
             elif act == _WAIT:
-                if w is None:
-                    w = _Waiter()
-                await _sleep_wait(loop, w, t[2], cancel)
-                if w.moved:  # its channel moved (cluster): listen where it is now
-                    w.moved = False
-                    m.on_resubscribe()
-                else:
-                    m.on_wake()
+                w = await _wait_step(loop, m, w, t[2], cancel)
             elif act == _UNSUBSCRIBE:
                 if w is not None:
                     if ps is not None:

@@ -862,6 +862,39 @@ def _wake_false(fut: "asyncio.Future[bool]") -> None:
         fut.set_result(False)
 
 
+async def _subscribe_step(c: "Client", m: Any, slot: int, channel: str, cancel: _Cancel,
+                          wakes: Optional[Callable[[Any], int]] = None
+                          ) -> Tuple[_Waiter, Optional["_PubSub"]]:
+    """A machine's subscribe action: a new waiter joins channel on the
+    pub/sub connection of slot, and the machine is told whether it is
+    listening. (waiter, its pub/sub connection; None when the join was
+    cancelled: the waiter may then be a member anywhere, see _leave)."""
+    w = _Waiter()
+    ps: Optional[_PubSub] = None
+    try:
+        ps, ok = await c._join(slot, channel, w, c._cmd_ms, wakes)
+    except asyncio.CancelledError as e:
+        cancel.exc = cancel.exc or e
+        ok = False
+    m.on_subscribed(ok)
+    return w, ps
+
+
+async def _wait_step(loop: asyncio.AbstractEventLoop, m: Any, w: Optional[_Waiter], ms: int,
+                     cancel: _Cancel) -> _Waiter:
+    """A machine's wait action: sleep on w (made if None) until woken or ms
+    pass, then tell the machine (its channel moved: listen again)."""
+    if w is None:
+        w = _Waiter()
+    await _sleep_wait(loop, w, ms, cancel)
+    if w.moved:  # its channel moved (cluster): listen where it is now
+        w.moved = False
+        m.on_resubscribe()
+    else:
+        m.on_wake()
+    return w
+
+
 async def _sleep_wait(loop: asyncio.AbstractEventLoop, w: _Waiter, ms: int, cancel: _Cancel) -> None:
     """Sleep until w is woken or ms pass (-1: a long while)."""
     if w.woken:
@@ -1947,23 +1980,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     held.pool.put(held)  # type: ignore[union-attr]
                     held = None
                 channel = t[1]
-                w = _Waiter()
-                limit = c._cmd_ms
-                try:
-                    ps, ok = await c._join(slot, channel, w, limit)
-                except asyncio.CancelledError as e:
-                    cancel.exc = cancel.exc or e
-                    ok = False
-                m.on_subscribed(ok)
+                w, ps = await _subscribe_step(c, m, slot, channel, cancel)
             elif act == _WAIT:
-                if w is None:
-                    w = _Waiter()
-                await _sleep_wait(loop, w, t[2], cancel)
-                if w.moved:  # its channel moved (cluster): listen where it is now
-                    w.moved = False
-                    m.on_resubscribe()
-                else:
-                    m.on_wake()
+                w = await _wait_step(loop, m, w, t[2], cancel)
             elif act == _UNSUBSCRIBE:
                 if w is not None:
                     _leave(c, ps, t[1], w)
