@@ -188,8 +188,8 @@ HILOCK_API const char *hilock_client_id(const hilock_client *c);
 HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
 
 /* Id of the calling OS thread (gettid), as used in owner strings. Asked of
- * the kernel once per thread and kept in the thread's storage; a child
- * after fork() gets its own id again (a fork handler forgets the kept one). */
+ * the kernel on every call (nothing is kept), so a child after fork() gets
+ * its own id. */
 HILOCK_API uint64_t hilock_thread_id(void);
 
 /* Write "<client-uuid>:<tid>" into buf (at least 58 bytes). */

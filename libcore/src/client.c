@@ -57,39 +57,15 @@ int hilock_options_init(hilock_options *opts, unsigned int version)
     return 0;
 }
 
-/* The calling thread's id, asked of the kernel once per thread (gettid is
- * a system call on every lock call otherwise) and kept in the thread's own
- * storage, as the per-thread error messages are (util.c). A child after
- * fork() runs on a copy of the forking thread with a new id but the same
- * thread storage: a fork handler, registered once (before anything is
- * kept) and run in the child by its only thread, forgets the copy. If it
- * cannot be registered, nothing is kept. A child made without fork()'s
- * handlers (a raw clone system call) keeps the stale id: such a process
- * runs no library code before exec. */
-static _Thread_local uint64_t tid_cache;
-static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
-static int tid_keep; /* written once under tid_once */
-
-static void tid_forget(void)
-{
-    tid_cache = 0;
-}
-
-static void tid_register(void)
-{
-    tid_keep = pthread_atfork(NULL, NULL, tid_forget) == 0;
-}
-
+/* The calling thread's id, asked of the kernel on every call. It is not
+ * kept: a kept copy would be wrong in a child after fork() (a copy of the
+ * forking thread with a new id but the same thread storage) unless a
+ * process-wide fork handler forgot it, and the system call costs ~0.1 us
+ * against a lock call's round trip of tens of microseconds (one or two per
+ * lock call; docs/architecture.md "State outside the client handle"). */
 uint64_t hilock_thread_id(void)
 {
-    uint64_t t = tid_cache;
-    if (t)
-        return t;
-    t = (uint64_t)syscall(SYS_gettid);
-    pthread_once(&tid_once, tid_register);
-    if (tid_keep)
-        tid_cache = t;
-    return t;
+    return (uint64_t)syscall(SYS_gettid);
 }
 
 static int fill_options(hilock_options *out, const hilock_options *in, char *err)

@@ -602,11 +602,12 @@ static void t_fork_child(void)
     hilock_client_close(c);
 }
 
-/* hilock_thread_id asks the kernel once per thread and keeps the answer:
- * each thread gets its own id, and a child after fork() (a copy of the
- * forking thread, which had its id kept) gets its own new id, not the
- * parent thread's (two threads of the child could share an owner string
- * otherwise once the parent thread's id is reused). */
+/* hilock_thread_id: each thread gets its own id, the same on every call,
+ * and a child after fork() (a copy of the forking thread, which asked for
+ * its id before the fork) gets its own new id, not the parent thread's
+ * (two threads of the child could share an owner string otherwise once the
+ * parent thread's id is reused). Fails if an id is kept in thread storage
+ * without being forgotten in the child. */
 static void *thread_id_of(void *arg)
 {
     uint64_t *out = arg;
