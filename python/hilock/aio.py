@@ -883,34 +883,34 @@ async def _subscribe_step(c: "Client", m: Any, slot: int, channel: str, cancel: 
 async def _wait_step(loop: asyncio.AbstractEventLoop, m: Any, w: Optional[_Waiter], ms: int,
                      cancel: _Cancel) -> _Waiter:
     """A machine's wait action: sleep on w (made if None) until woken or ms
-    pass, then tell the machine (its channel moved: listen again)."""
+    pass (-1: a long while), then tell the machine m, if any (its channel
+    moved: listen again). A cancellation ends the sleep and is remembered in
+    cancel. One coroutine: a waiter keeps this frame alive for as long as it
+    waits, so the sleep is not a coroutine of its own (RSS per waiter)."""
     if w is None:
         w = _Waiter()
-    await _sleep_wait(loop, w, ms, cancel)
-    if w.moved:  # its channel moved (cluster): listen where it is now
-        w.moved = False
-        m.on_resubscribe()
-    else:
-        m.on_wake()
-    return w
-
-
-async def _sleep_wait(loop: asyncio.AbstractEventLoop, w: _Waiter, ms: int, cancel: _Cancel) -> None:
-    """Sleep until w is woken or ms pass (-1: a long while)."""
     if w.woken:
         w.woken = False
-        return
-    if ms < 0:
-        ms = _LONG_WAIT_MS
-    fut: "asyncio.Future[None]" = loop.create_future()
-    w.fut = fut
-    h = loop.call_later(ms / 1000.0, _wake, fut)
-    try:
-        await cancel.sleep_on(fut)
-    finally:
-        h.cancel()
-        w.fut = None
-    w.woken = False
+    else:
+        fut: "asyncio.Future[None]" = loop.create_future()
+        w.fut = fut
+        h = loop.call_later((_LONG_WAIT_MS if ms < 0 else ms) / 1000.0, _wake, fut)
+        try:
+            await fut
+        except asyncio.CancelledError as e:
+            if cancel.exc is None:
+                cancel.exc = e
+        finally:
+            h.cancel()
+            w.fut = None
+        w.woken = False
+    if m is not None:
+        if w.moved:  # its channel moved (cluster): listen where it is now
+            w.moved = False
+            m.on_resubscribe()
+        else:
+            m.on_wake()
+    return w
 
 
 # --------------------------------------------------------------------------
@@ -1982,7 +1982,10 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 channel = t[1]
                 w, ps = await _subscribe_step(c, m, slot, channel, cancel)
             elif act == _WAIT:
-                w = await _wait_step(loop, m, w, t[2], cancel)
+                # the last attempt's request (and its reply) are not kept
+                # alive while waiting: the next send makes a new one
+                ms, t, req = t[2], None, None
+                w = await _wait_step(loop, m, w, ms, cancel)
             elif act == _UNSUBSCRIBE:
                 if w is not None:
                     _leave(c, ps, t[1], w)
@@ -2689,7 +2692,7 @@ class MultiLock:
                     _E.ml_backoff(attempt, random.getrandbits(64)), left)
                 if ms != 0:
                     cancel = _Cancel()
-                    await _sleep_wait(loop, waiter, ms, cancel)
+                    await _wait_step(loop, None, waiter, ms, cancel)
                     if cancel.exc is not None:
                         raise cancel.exc
         finally:
