@@ -177,11 +177,32 @@ static void cmd_str(hl_cmd *c, const char *s)
     c->argc++;
 }
 
+size_t hl_fmt_i64(char *buf, int64_t v)
+{
+    char tmp[20];
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN too */
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t len = 0;
+    if (v < 0)
+        buf[len++] = '-';
+    while (n)
+        buf[len++] = tmp[--n];
+    buf[len] = 0;
+    return len;
+}
+
 static void cmd_num(hl_cmd *c, int64_t v)
 {
-    /* every builder adds far fewer numbers than HL_CMD_MAXNUM */
+    /* every builder adds far fewer numbers than HL_CMD_MAXNUM; a number
+     * per argument is written here rather than by snprintf, which was a
+     * visible part of making a machine (perf: printf's machinery about a
+     * quarter of an acquire machine's construction) */
     char *buf = c->num[c->nnum < HL_CMD_MAXNUM ? c->nnum++ : HL_CMD_MAXNUM - 1];
-    int len = snprintf(buf, sizeof c->num[0], "%" PRId64, v);
+    size_t len = hl_fmt_i64(buf, v);
     assert(c->argc < c->cap);
     if (c->argc >= c->cap)
         return;

@@ -238,6 +238,9 @@ HL_HIDDEN void hl_cmd_begin_plain(hl_cmd *cmd);
 HL_HIDDEN void hl_cmd_use_wide(hl_cmd *cmd, hl_cmd_wide *wide);
 HL_HIDDEN void hl_cmd_add_str(hl_cmd *cmd, const char *s);
 HL_HIDDEN void hl_cmd_add_num(hl_cmd *cmd, int64_t v);
+/* v in decimal into buf (room for 21 bytes: sign, 19 digits, NUL), as
+ * printf's %lld writes it; returns the length without the NUL. */
+HL_HIDDEN size_t hl_fmt_i64(char *buf, int64_t v);
 /* Read-write builders (proto_rwlock.c); hl_cmd_release/force call them for
  * HILOCK_KIND_READ and HILOCK_KIND_WRITE (hl_cmd_acquire_latched builds
  * every kind's attempt itself: one argument layout, the latch last). */

@@ -5,6 +5,7 @@
  * a simulated clock. One real redis-server checks the embedded scripts' SHA1.
  */
 #include <CUnit/Basic.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1160,6 +1161,23 @@ static void t_decode_switch_master(void)
  * out; a renewal in flight that went out at or after that point (the
  * renewer was held up) is answered first, for at most the command timeout
  * and never past the lease. */
+/* hl_fmt_i64 writes what printf's %lld writes. */
+static void t_fmt_i64(void)
+{
+    const int64_t vals[] = {0, 1, -1, 9, 10, -10, 99, 100, 12345, -98765, 30000, 300000,
+                            INT32_MAX, INT32_MIN, (int64_t)INT32_MAX + 1, 999999999999LL,
+                            INT64_MAX, INT64_MIN, INT64_MIN + 1, INT64_MAX - 1};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        char a[24], b[24];
+        memset(a, 'x', sizeof a);
+        size_t n = hl_fmt_i64(a, vals[i]);
+        int m = snprintf(b, sizeof b, "%" PRId64, vals[i]);
+        CU_ASSERT_EQUAL(n, (size_t)m);
+        CU_ASSERT_STRING_EQUAL(a, b);
+        CU_ASSERT(n <= 20 && a[n] == 0);
+    }
+}
+
 static void t_renew_doubt_at(void)
 {
     CU_ASSERT_EQUAL(hl_renew_doubt_after(3000), 2400);
@@ -1282,6 +1300,7 @@ int main(void)
     CU_add_test(m, "+switch-master: ports validated", t_decode_switch_master);
     CU_add_test(m, "renew many: command and per-hold answers", t_renew_many);
     CU_add_test(m, "renew: when a hold is reported in doubt", t_renew_doubt_at);
+    CU_add_test(m, "numbers: hl_fmt_i64 writes what printf writes", t_fmt_i64);
     CU_add_test(m, "reply lost: the attempt is settled", t_sm_reply_lost_settled);
     CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
