@@ -441,7 +441,8 @@ void hl_cmd_release(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char
     const char *seq;
     size_t seq_len;
     if (kind == HILOCK_KIND_FAIR) {
-        cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 5);
+        /* one KEY: queue, deadlines, channel base and latch are arguments */
+        cmd_script(cmd, HL_SCRIPT_FAIR_UNLOCK, 1);
         cmd_fair_keys(cmd, n);
         cmd_latch(cmd, latch_key, &seq, &seq_len);
         cmd_str(cmd, HL_MSG_UNLOCKED);

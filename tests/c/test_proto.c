@@ -230,7 +230,7 @@ static void t_cmd_release(void)
     hl_cmd_release(&c, HILOCK_KIND_FAIR, &N, OWNER, 30000, latch, 5000);
     CU_ASSERT_EQUAL(c.script, HL_SCRIPT_FAIR_UNLOCK);
     CU_ASSERT_EQUAL(c.argc, 13);
-    CU_ASSERT(arg_is(&c, 2, "5"));
+    CU_ASSERT(arg_is(&c, 2, "1"));
     CU_ASSERT(arg_is(&c, 7, latch));
     CU_ASSERT(arg_is(&c, 10, OWNER));
     CU_ASSERT(arg_is_ci(&c, 11, "publish"));
