@@ -539,6 +539,89 @@ static void t_release_during_migration(void)
     hilock_client_close(c);
 }
 
+/* A fair release while the slot migrates and the lock's three keys are split
+ * between the nodes (MIGRATE moves keys in batches): served at once on
+ * either node, and a waiter in line is neither dropped nor doubled.
+ * fair_unlock.lua declares only the lock; on the old master the moved queue
+ * reads as an error, on the new one the deadlines not yet moved read as
+ * absent, and a queue without its deadlines is not trimmed as "no
+ * deadline". */
+static void t_fair_release_split_migration(void)
+{
+    hilock_client *c = open_client(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, "fmig"), 0);
+    unsigned slot = slot_of("fmig");
+    int from = master_of_slot(slot), to = -1;
+    for (int i = 0; i < NNODES && to < 0; i++)
+        if (i != from && is_master_port(i))
+            to = i;
+    CU_ASSERT_FATAL(from >= 0 && to >= 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 30000), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, 30000), 0); /* hold count 2 */
+    /* a waiter in line, its deadline a minute away */
+    redisReply *r = node_cmd(from, "RPUSH redisson_lock_queue:{fmig} w1");
+    freeReplyObject(r);
+    r = node_cmd(from, "TIME");
+    CU_ASSERT_FATAL(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    long long due = atoll(r->element[0]->str) * 1000 + 60000;
+    freeReplyObject(r);
+    r = node_cmd(from, "ZADD redisson_lock_timeout:{fmig} %lld w1", due);
+    freeReplyObject(r);
+    char id_from[64], id_to[64];
+    node_id(from, id_from, sizeof id_from);
+    node_id(to, id_to, sizeof id_to);
+    r = node_cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, id_from);
+    freeReplyObject(r);
+    r = node_cmd(from, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
+    freeReplyObject(r);
+    /* the queue moved first: the lock and the deadlines are on the old master */
+    r = node_cmd(from, "MIGRATE 127.0.0.1 %d redisson_lock_queue:{fmig} 0 5000", node[to].port);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    int64_t t0 = th_now_ms();
+    int rc = hilock_lock_release(l);
+    int64_t took = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc)
+        fprintf(stderr, "\n  fair release, queue moved: %d %s (%lld ms)\n", rc,
+                hilock_lock_errmsg(l), (long long)took);
+    CU_ASSERT(took < 500);
+    CU_ASSERT_EQUAL(th_redis_int(&node[from], "HLEN fmig"), 1);
+    /* the lock moves too, the deadlines stay behind: last hold released on
+     * the new master (ASK) */
+    r = node_cmd(from, "MIGRATE 127.0.0.1 %d fmig 0 5000", node[to].port);
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    t0 = th_now_ms();
+    rc = hilock_lock_release(l);
+    took = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc)
+        fprintf(stderr, "\n  fair release, deadlines behind: %d %s (%lld ms)\n", rc,
+                hilock_lock_errmsg(l), (long long)took);
+    CU_ASSERT(took < 500);
+    CU_ASSERT_EQUAL(th_redis_int(&node[from], "ZCARD redisson_lock_timeout:{fmig}"), 1);
+    r = node_cmd(from, "MIGRATE 127.0.0.1 %d redisson_lock_timeout:{fmig} 0 5000", node[to].port);
+    freeReplyObject(r);
+    for (int i = 0; i < NNODES; i++) {
+        if (!is_master_port(i))
+            continue;
+        r = node_cmd(i, "CLUSTER SETSLOT %u NODE %s", slot, id_to);
+        if (r)
+            freeReplyObject(r);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS fmig"), 0); /* released */
+    /* the waiter is still in line, once, with its deadline */
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "LLEN redisson_lock_queue:{fmig}"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&node[to], "ZCARD redisson_lock_timeout:{fmig}"), 1);
+    r = node_cmd(to, "DEL redisson_lock_queue:{fmig} redisson_lock_timeout:{fmig}");
+    freeReplyObject(r);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 /* Fair locks work on a cluster too: queue keys share the lock's slot. */
 static void t_fair(void)
 {
@@ -869,6 +952,8 @@ int main(void)
 #endif
     CU_add_test(s, "slot migrated while held and waited on", t_migration);
     CU_add_test(s, "release while the slot migrates: no TRYAGAIN", t_release_during_migration);
+    CU_add_test(s, "fair release while the slot migrates, keys split: no TRYAGAIN, waiter kept",
+                t_fair_release_split_migration);
     CU_add_test(s, "node table bounded under address churn", t_node_churn);
     CU_add_test(s, "non-blocking API: slot map, sharded wake, slot migrated", t_async);
     CU_add_test(s, "non-blocking API: semaphore and latch, sharded wake", t_async_semaphore);
