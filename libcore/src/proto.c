@@ -131,13 +131,18 @@ const char *hl_cmd_key(const hl_cmd *cmd, size_t *len)
 
 void hl_owner(char *buf, const char *client_id, uint64_t tid)
 {
-    snprintf(buf, HL_OWNER_MAX, "%s:%" PRIu64, client_id, tid);
+    hl_hold_owner(buf, HILOCK_KIND_REENTRANT, client_id, tid);
 }
 
 void hl_hold_owner(char *buf, hilock_kind kind, const char *client_id, uint64_t tid)
 {
-    snprintf(buf, HL_OWNER_MAX, "%s:%" PRIu64 "%s", client_id, tid,
-             kind == HILOCK_KIND_WRITE ? ":write" : "");
+    hl_sb b; /* cut to fit, as snprintf did */
+    hl_sb_init(&b, buf, HL_OWNER_MAX);
+    hl_sb_str(&b, client_id);
+    hl_sb_mem(&b, ":", 1);
+    hl_sb_u64(&b, tid);
+    if (kind == HILOCK_KIND_WRITE)
+        hl_sb_str(&b, ":write");
 }
 
 char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char *owner)
@@ -148,8 +153,13 @@ char *hl_wait_channel(hilock_kind kind, const hl_names *n, const char *owner)
         return strdup(n->channel);
     size_t len = strlen(n->channel) + strlen(owner) + 2;
     char *out = malloc(len);
-    if (out)
-        snprintf(out, len, "%s:%s", n->channel, owner);
+    if (out) {
+        hl_sb b;
+        hl_sb_init(&b, out, len);
+        hl_sb_str(&b, n->channel);
+        hl_sb_mem(&b, ":", 1);
+        hl_sb_str(&b, owner);
+    }
     return out;
 }
 
@@ -193,6 +203,50 @@ size_t hl_fmt_i64(char *buf, int64_t v)
         buf[len++] = tmp[--n];
     buf[len] = 0;
     return len;
+}
+
+void hl_sb_init(hl_sb *b, char *buf, size_t cap)
+{
+    b->buf = buf;
+    b->cap = cap;
+    b->len = 0;
+    b->over = cap == 0;
+    if (cap)
+        buf[0] = 0;
+}
+
+void hl_sb_mem(hl_sb *b, const char *s, size_t n)
+{
+    if (b->over)
+        return;
+    if (n >= b->cap - b->len) { /* keep what fits, as snprintf does */
+        n = b->cap - b->len - 1;
+        b->over = 1;
+    }
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+    b->buf[b->len] = 0;
+}
+
+void hl_sb_str(hl_sb *b, const char *s)
+{
+    hl_sb_mem(b, s, strlen(s));
+}
+
+void hl_sb_u64(hl_sb *b, uint64_t v)
+{
+    char tmp[20];
+    size_t n = sizeof tmp;
+    do {
+        tmp[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    hl_sb_mem(b, tmp + n, sizeof tmp - n);
+}
+
+int hl_sb_end(const hl_sb *b)
+{
+    return b->over ? HILOCK_EINVAL : 0;
 }
 
 static void cmd_num(hl_cmd *c, int64_t v)
@@ -810,12 +864,27 @@ int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n, const ch
     return 0;
 }
 
+int hl_latch_arg(char *buf, size_t len, const char *prefix, const char *owner, uint64_t epoch,
+                 uint64_t seq)
+{
+    hl_sb b;
+    if (!len)
+        return HILOCK_EINVAL;
+    hl_sb_init(&b, buf, len);
+    hl_sb_str(&b, prefix);
+    hl_sb_mem(&b, ":", 1);
+    hl_sb_str(&b, owner);
+    hl_sb_mem(&b, ":", 1);
+    hl_sb_u64(&b, epoch);
+    hl_sb_mem(&b, ":", 1);
+    hl_sb_u64(&b, seq);
+    return hl_sb_end(&b);
+}
+
 int hl_acquire_latch_arg(char *buf, size_t len, const hl_names *n, const char *owner,
                          uint64_t epoch, uint64_t seq)
 {
-    int w = snprintf(buf, len, "%s:%s:%" PRIu64 ":%" PRIu64, n->acquire_latch_prefix, owner,
-                     epoch, seq);
-    return w < 0 || (size_t)w >= len ? HILOCK_EINVAL : 0;
+    return hl_latch_arg(buf, len, n->acquire_latch_prefix, owner, epoch, seq);
 }
 
 int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl_ms)
@@ -838,7 +907,8 @@ int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl
         a->latch = a->undo_latch = NULL;
         return HILOCK_ENOMEM;
     }
-    snprintf(a->undo_latch, len, "%s:u", latch_key);
+    memcpy(a->undo_latch, latch_key, len - 3);
+    memcpy(a->undo_latch + len - 3, ":u", 3);
     a->latch_ttl_ms = latch_ttl_ms;
     return 0;
 }

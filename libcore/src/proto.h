@@ -241,6 +241,24 @@ HL_HIDDEN void hl_cmd_add_num(hl_cmd *cmd, int64_t v);
 /* v in decimal into buf (room for 21 bytes: sign, 19 digits, NUL), as
  * printf's %lld writes it; returns the length without the NUL. */
 HL_HIDDEN size_t hl_fmt_i64(char *buf, int64_t v);
+/* A bounded string builder for the per-call names (owners, latch keys,
+ * request ids) in place of snprintf: each piece is appended while it fits
+ * with its NUL; the first one that does not is cut to fit (buf then holds
+ * what snprintf would have written) and marks the builder over. hl_sb_end is 0, or HILOCK_EINVAL when
+ * something did not fit. cap must be at least 1. */
+typedef struct {
+    char *buf;
+    size_t cap, len;
+    int over;
+} hl_sb;
+HL_HIDDEN void hl_sb_init(hl_sb *b, char *buf, size_t cap);
+HL_HIDDEN void hl_sb_mem(hl_sb *b, const char *s, size_t n);
+HL_HIDDEN void hl_sb_str(hl_sb *b, const char *s);
+HL_HIDDEN void hl_sb_u64(hl_sb *b, uint64_t v);
+HL_HIDDEN int hl_sb_end(const hl_sb *b);
+/* "prefix:owner:epoch:seq" into buf; HILOCK_EINVAL when it does not fit. */
+HL_HIDDEN int hl_latch_arg(char *buf, size_t len, const char *prefix, const char *owner,
+                           uint64_t epoch, uint64_t seq);
 /* Read-write builders (proto_rwlock.c); hl_cmd_release/force call them for
  * HILOCK_KIND_READ and HILOCK_KIND_WRITE (hl_cmd_acquire_latched builds
  * every kind's attempt itself: one argument layout, the latch last). */

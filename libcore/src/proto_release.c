@@ -57,18 +57,35 @@ static char *latch_key(const hl_names *n, hilock_kind kind, const char *owner,
     char *k = malloc(len);
     if (!k)
         return NULL;
-    if (per_owner)
-        snprintf(k, len, "%s:%s:%.*s|%s", n->latch_prefix, owner, (int)(seq - ep), ep, seq + 1);
-    else
-        snprintf(k, len, "%s:%s", n->latch_prefix, request_id);
+    hl_sb b;
+    hl_sb_init(&b, k, len);
+    hl_sb_str(&b, n->latch_prefix);
+    hl_sb_mem(&b, ":", 1);
+    if (per_owner) {
+        hl_sb_str(&b, owner);
+        hl_sb_mem(&b, ":", 1);
+        hl_sb_mem(&b, ep, (size_t)(seq - ep));
+        hl_sb_mem(&b, "|", 1);
+        hl_sb_str(&b, seq + 1);
+    } else {
+        hl_sb_str(&b, request_id);
+    }
     return k;
 }
 
 int hl_release_request_id(char *buf, size_t len, const char *client_id, uint64_t epoch,
                           uint64_t seq)
 {
-    int w = snprintf(buf, len, "%s:e%" PRIu64 ":%" PRIu64, client_id, epoch, seq);
-    return w < 0 || (size_t)w >= len ? HILOCK_EINVAL : 0;
+    hl_sb b;
+    if (!len)
+        return HILOCK_EINVAL;
+    hl_sb_init(&b, buf, len);
+    hl_sb_str(&b, client_id);
+    hl_sb_mem(&b, ":e", 2);
+    hl_sb_u64(&b, epoch);
+    hl_sb_mem(&b, ":", 1);
+    hl_sb_u64(&b, seq);
+    return hl_sb_end(&b);
 }
 
 int hl_release_init(hl_release *m, hilock_kind kind, const hl_names *n, const char *owner,

@@ -135,8 +135,7 @@ int hl_sem_latch_arg(char *buf, size_t len, const hl_sem_names *n, const char *o
 {
     if (!n->latch_prefix || !owner)
         return HILOCK_EINVAL;
-    int w = snprintf(buf, len, "%s:%s:%" PRIu64 ":%" PRIu64, n->latch_prefix, owner, epoch, seq);
-    return w < 0 || (size_t)w >= len ? HILOCK_EINVAL : 0;
+    return hl_latch_arg(buf, len, n->latch_prefix, owner, epoch, seq);
 }
 
 void hl_sem_cmd_release(hl_cmd *cmd, const hl_sem_names *n, int64_t permits)

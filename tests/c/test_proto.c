@@ -1178,6 +1178,62 @@ static void t_fmt_i64(void)
     }
 }
 
+/* hl_sb writes what snprintf writes, exact fits included, and says when
+ * something did not fit. */
+static void t_sb(void)
+{
+    const uint64_t vals[] = {0, 1, 9, 10, 99, 100, 18446744073709551615ULL, 9223372036854775808ULL,
+                             (uint64_t)INT64_MAX, 4294967295ULL, 4294967296ULL};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        for (size_t cap = 1; cap <= 40; cap++) {
+            char a[40], b[40];
+            memset(a, 'x', sizeof a);
+            hl_sb sb;
+            hl_sb_init(&sb, a, cap);
+            hl_sb_str(&sb, "pre");
+            hl_sb_mem(&sb, ":eZZ", 2);
+            hl_sb_u64(&sb, vals[i]);
+            hl_sb_mem(&sb, ":", 1);
+            hl_sb_u64(&sb, vals[i] / 3);
+            int w = snprintf(b, cap, "pre:e%" PRIu64 ":%" PRIu64, vals[i], vals[i] / 3);
+            CU_ASSERT_STRING_EQUAL(a, b);
+            CU_ASSERT_EQUAL(a[cap - 1 < (size_t)w ? cap - 1 : (size_t)w], 0);
+            if (cap < sizeof a)
+                CU_ASSERT_EQUAL(a[cap], 'x'); /* nothing written past cap */
+            CU_ASSERT_EQUAL(hl_sb_end(&sb), (size_t)w >= cap ? HILOCK_EINVAL : 0);
+        }
+    }
+    char one[1] = {'x'};
+    hl_sb sb;
+    hl_sb_init(&sb, one, 0); /* no room at all: nothing written, over */
+    hl_sb_str(&sb, "a");
+    CU_ASSERT_EQUAL(one[0], 'x');
+    CU_ASSERT_EQUAL(hl_sb_end(&sb), HILOCK_EINVAL);
+    hl_sb_init(&sb, one, 1); /* room for the NUL only */
+    CU_ASSERT_EQUAL(hl_sb_end(&sb), 0);
+    hl_sb_str(&sb, "");
+    CU_ASSERT_EQUAL(hl_sb_end(&sb), 0);
+    hl_sb_u64(&sb, 0);
+    CU_ASSERT_EQUAL(one[0], 0);
+    CU_ASSERT_EQUAL(hl_sb_end(&sb), HILOCK_EINVAL);
+    /* the engine's names through it: exact fit and one byte short */
+    char buf[64], want[64];
+    int w = snprintf(want, sizeof want, "id:e%" PRIu64 ":%" PRIu64, UINT64_MAX, (uint64_t)0);
+    CU_ASSERT_EQUAL(hl_release_request_id(buf, (size_t)w + 1, "id", UINT64_MAX, 0), 0);
+    CU_ASSERT_STRING_EQUAL(buf, want);
+    CU_ASSERT_EQUAL(hl_release_request_id(buf, (size_t)w, "id", UINT64_MAX, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hl_release_request_id(buf, 0, "id", 1, 2), HILOCK_EINVAL);
+    w = snprintf(want, sizeof want, "lp:own:%" PRIu64 ":%" PRIu64, UINT64_MAX, (uint64_t)7);
+    CU_ASSERT_EQUAL(hl_latch_arg(buf, (size_t)w + 1, "lp", "own", UINT64_MAX, 7), 0);
+    CU_ASSERT_STRING_EQUAL(buf, want);
+    CU_ASSERT_EQUAL(hl_latch_arg(buf, (size_t)w, "lp", "own", UINT64_MAX, 7), HILOCK_EINVAL);
+    char owner[HL_OWNER_MAX];
+    hl_hold_owner(owner, HILOCK_KIND_WRITE, "c1d", UINT64_MAX);
+    CU_ASSERT_STRING_EQUAL(owner, "c1d:18446744073709551615:write");
+    hl_owner(owner, "c1d", 0);
+    CU_ASSERT_STRING_EQUAL(owner, "c1d:0");
+}
+
 static void t_renew_doubt_at(void)
 {
     CU_ASSERT_EQUAL(hl_renew_doubt_after(3000), 2400);
@@ -1301,6 +1357,7 @@ int main(void)
     CU_add_test(m, "renew many: command and per-hold answers", t_renew_many);
     CU_add_test(m, "renew: when a hold is reported in doubt", t_renew_doubt_at);
     CU_add_test(m, "numbers: hl_fmt_i64 writes what printf writes", t_fmt_i64);
+    CU_add_test(m, "names: hl_sb writes what snprintf writes, says when cut", t_sb);
     CU_add_test(m, "reply lost: the attempt is settled", t_sm_reply_lost_settled);
     CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
