@@ -23,7 +23,7 @@ if ! build "$HILOCK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
   echo "build failed"; echo "0 passed, 1 failed"; exit 1
 fi
 
-# Suites that run only when named (slow or machine-changing), listed in the README.
+# Suites that run only when named (slow or machine-changing), listed in docs/testing.md.
 optional=(python-matrix deb valkey)
 suites=("$@")
 if [ "${#suites[@]}" -eq 0 ]; then
