@@ -106,6 +106,23 @@ static PyObject *cmd_bytes(hl_cmd *cmd, int eval)
 static PyTypeObject *ReaderType, *ReplyType, *NamesType, *AcquireType, *ReleaseType,
     *SettleType, *CallType;
 
+/* tp_new of the types only the engine makes (replies, machines): without
+ * it a heap type inherits object's, and Reply() or Call() from Python gives
+ * a zeroed object that crashes the first method. Py_TPFLAGS_DISALLOW_
+ * INSTANTIATION says the same from 3.10 on; the stable ABI here is 3.9. */
+static PyObject *no_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    (void)args;
+    (void)kw;
+    PyObject *name = PyObject_GetAttrString((PyObject *)type, "__qualname__");
+    if (name) {
+        PyErr_Format(PyExc_TypeError,
+                     "cannot create 'hilock._engine.%U' instances (the engine makes them)", name);
+        Py_DECREF(name);
+    }
+    return NULL;
+}
+
 static void generic_dealloc_tail(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
@@ -154,6 +171,7 @@ static PyGetSetDef reply_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot reply_slots[] = {
+    {Py_tp_new, no_new},
     {Py_tp_dealloc, reply_dealloc},
     {Py_tp_getset, reply_getset},
     {Py_tp_doc, "One reply from the server (opaque: give it to a machine or a decoder)."},
@@ -975,6 +993,7 @@ static PyMethodDef acquire_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot acquire_slots[] = {
+    {Py_tp_new, no_new},
     {Py_tp_dealloc, acquire_dealloc},
     {Py_tp_methods, acquire_methods},
     {Py_tp_doc, "The acquire machine (made by Names.acquire)."},
@@ -1050,6 +1069,7 @@ static PyMethodDef release_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot release_slots[] = {
+    {Py_tp_new, no_new},
     {Py_tp_dealloc, release_dealloc},
     {Py_tp_methods, release_methods},
     {Py_tp_doc, "The release machine (made by Names.release)."},
@@ -1130,6 +1150,7 @@ static PyMethodDef settle_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot settle_slots[] = {
+    {Py_tp_new, no_new},
     {Py_tp_dealloc, settle_dealloc},
     {Py_tp_methods, settle_methods},
     {Py_tp_getset, settle_getset},
@@ -1146,6 +1167,7 @@ static PyMethodDef call_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot call_slots[] = {
+    {Py_tp_new, no_new},
     {Py_tp_dealloc, call_dealloc},
     {Py_tp_methods, call_methods},
     {Py_tp_doc, "One script command and its decoded answer (Names.force, Names.extend)."},

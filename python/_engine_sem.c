@@ -493,6 +493,7 @@ static PyMethodDef semwait_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot semwait_slots[] = {
+    {Py_tp_new, no_new},
     {Py_tp_dealloc, semwait_dealloc},
     {Py_tp_methods, semwait_methods},
     {Py_tp_doc, "The wait machine of a semaphore acquire, permit-expirable acquire or latch "
