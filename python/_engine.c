@@ -1616,6 +1616,24 @@ static PyObject *m_renew_period(PyObject *self, PyObject *arg)
     return PyLong_FromLongLong(hl_renew_period(v));
 }
 
+/* renew_doubt_at(confirmed_at, watchdog_lease_ms, renew_sent_at, command_timeout_ms) -> ms:
+ * when a watched hold whose last confirmed grant or renewal was sent at
+ * confirmed_at is reported lost "in doubt" (hl_renew_doubt_at; times on any
+ * one monotonic ms clock, renew_sent_at -1 when no renewal is in flight) */
+static PyObject *m_renew_doubt_at(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long confirmed, lease, sent, cmdt;
+    if (!PyArg_ParseTuple(args, "LLLL:renew_doubt_at", &confirmed, &lease, &sent, &cmdt))
+        return NULL;
+    if (check_range(confirmed, 0, INT64_MAX / 4, "confirmed_at") ||
+        check_range(lease, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms") ||
+        check_range(sent, -1, INT64_MAX / 4, "renew_sent_at") ||
+        check_range(cmdt, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms"))
+        return NULL;
+    return PyLong_FromLongLong(hl_renew_doubt_at(confirmed, lease, sent, cmdt));
+}
+
 static PyObject *m_latch_ttl(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -2343,6 +2361,9 @@ static PyMethodDef module_methods[] = {
      "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
     {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},
     {"renew_period", m_renew_period, METH_O, "renew_period(watchdog_lease_ms) -> ms"},
+    {"renew_doubt_at", m_renew_doubt_at, METH_VARARGS,
+     "renew_doubt_at(confirmed_at, watchdog_lease_ms, renew_sent_at, command_timeout_ms) -> ms:"
+     " when the hold is reported lost 'in doubt' (renew_sent_at -1: none in flight)"},
     {"latch_ttl", m_latch_ttl, METH_O, "latch_ttl(command_timeout_ms) -> ms"},
     {"release_request_id", m_release_request_id, METH_VARARGS,
      "release_request_id(client_id, pid, latch_epoch, seq) -> a release's request id (the "

@@ -1018,6 +1018,14 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # watchdog: (kind, name, owner) -> (names, owner, tid)
         self._wd: Dict[Tuple[int, str, str], Tuple[Any, str, int]] = {}
         self._wd_task: Optional["asyncio.Task[None]"] = None
+        # each watched hold's clock (Client._now_ms): [when its latest grant
+        # or renewal confirmed by the server went out, when the renewal in
+        # flight went out (-1: none), 1 once reported "in doubt"]
+        self._wd_t: Dict[Tuple[int, str, str], List[int]] = {}
+        self._wd_last = -1e18  # loop time the watchdog's latest pass began
+        self._wd_busy = False  # a pass is under way
+        self._doubt_timer: Optional[asyncio.Handle] = None
+        self._doubt_when = -1.0  # its loop time (0: a check queued to run now)
         self._lost: Dict[Tuple[int, str, str], None] = {}
         self._leases: Dict[Tuple[int, str, str], int] = {}
         self._listeners: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
@@ -1096,6 +1104,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._direct = None
         if self._wd_task is not None:
             self._wd_task.cancel()
+        if self._doubt_timer is not None:
+            self._doubt_timer.cancel()
+            self._doubt_timer = None
+            self._doubt_when = -1.0
         self._pool.close()
         self._pubsub.close()
         for p in self._pools.values():
@@ -1764,21 +1776,95 @@ class Client(_E.ClientBase):  # type: ignore[misc]
 
     # -- watchdog -----------------------------------------------------------
 
-    def _watch(self, key: Tuple[int, str, str], entry: Tuple[Any, str, int]) -> None:
-        self._wd[key] = entry
+    def _now_ms(self) -> int:
+        """The watchdog's clock: the loop's, in ms (its timers use it)."""
+        return int(self._loop.time() * 1000.0)
+
+    def _watch(self, key: Tuple[int, str, str], entry: Tuple[Any, str, int],
+               sent_at: int) -> None:
+        """Watch (renew) a hold granted by an attempt sent at sent_at."""
+        st = self._wd_t.get(key) if key in self._wd else None
+        if st is None:
+            self._wd[key] = entry
+            self._wd_t[key] = [sent_at, -1, 0]
+        elif sent_at > st[0]:
+            st[0] = sent_at  # a re-entry set the lease again
         if self._wd_task is None or self._wd_task.done():
             self._wd_task = self._loop.create_task(self._watchdog())
+        if self._doubt_timer is None:
+            self._arm_doubt()  # else it fires no later than this hold's deadline, and rearms
+
+    def _renew_due(self) -> float:
+        """Loop time of the watchdog's next pass: a period after the oldest
+        confirmed grant or renewal went out, and after the last pass began."""
+        period = _E.renew_period(self._wd_ms) / 1000.0
+        oldest = min((st[0] for st in self._wd_t.values()), default=0) / 1000.0
+        return max(oldest, self._wd_last) + period
 
     async def _watchdog(self) -> None:
-        period = _E.renew_period(self._wd_ms) / 1000.0
+        loop = self._loop
         while self._wd and not self._closed:
-            await asyncio.sleep(period)
-            if not self._wd:
-                return
+            wait = self._renew_due() - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue  # the holds may have changed meanwhile
+            self._wd_busy = True
+            self._wd_last = loop.time()
             try:
                 await self._renew_all()
             except Error:
-                pass  # trouble: the next tick tries again
+                pass  # trouble: the next pass tries again
+            finally:
+                self._wd_busy = False
+                for st in self._wd_t.values():
+                    st[1] = -1  # nothing of this pass is in flight any more
+                self._arm_doubt()
+
+    def _doubt_at(self, st: List[int]) -> int:
+        """When a hold with clock st is reported "in doubt" (the engine's rule)."""
+        return int(_E.renew_doubt_at(st[0], self._wd_ms, st[1], self._cmd_ms))
+
+    def _arm_doubt(self) -> None:
+        """The doubt timer: a loop timer of its own at the earliest doubt
+        deadline, so that no stuck connect, handshake or read of a renewal
+        can put off a report."""
+        for key in [k for k in self._wd_t if k not in self._wd]:
+            del self._wd_t[key]
+        due = [self._doubt_at(st) for st in self._wd_t.values() if not st[2]]
+        old = self._doubt_timer
+        if old is not None and self._doubt_when == 0.0:
+            return  # a check is queued to run now: it rearms
+        at = min(due) / 1000.0 if due and not self._closed else -1.0
+        if old is not None and at == self._doubt_when:
+            return
+        if old is not None:
+            old.cancel()
+        self._doubt_timer = None if at < 0 else self._loop.call_at(at, self._check_doubt, 0)
+        self._doubt_when = at
+
+    def _check_doubt(self, deferred: int) -> None:
+        """Report the holds whose doubt deadline passed (once per silence;
+        they stay watched). A renewal that fell due while the loop was held
+        up is sent first: its pass is due but the watchdog task has not run
+        yet, so the check waits a loop iteration or two for it (it sends at
+        once on an idle connection; one it must still open or wait for does
+        not hold the check up)."""
+        self._doubt_timer = None
+        self._doubt_when = -1.0
+        if self._closed:
+            return
+        if deferred < 3 and not self._wd_busy and self._renew_due() <= self._loop.time():
+            self._doubt_timer = self._loop.call_soon(self._check_doubt, deferred + 1)
+            self._doubt_when = 0.0
+            return
+        now = self._now_ms()
+        for key, st in list(self._wd_t.items()):
+            entry = self._wd.get(key)
+            if entry is None or st[2] or now < self._doubt_at(st):
+                continue
+            st[2] = 1
+            self._mark_lost(key, entry[2])
+        self._arm_doubt()
 
     async def _renew_all(self) -> None:
         for _ in range(3):
@@ -1810,6 +1896,11 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         redirected = False
         conn = pool.get_nowait() or await pool.get()
         reqs = [conn.request(n.renew_cmd(owner, self._wd_ms)) for _k, (n, owner, _t) in items]
+        sent = self._now_ms()
+        for key, _entry in items:
+            clock = self._wd_t.get(key)
+            if clock is not None:
+                clock[1] = sent  # in flight: the engine's doubt rule waits for it
         good = True
         for (key, entry), req in zip(items, reqs):
             st = await _await_req(self._loop, req, self._cmd_ms) if good else 2
@@ -1819,11 +1910,25 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             out = _E.renew_outcome(req.reply)
             if out == _E.RENEW_EVAL:
                 again = conn.request(entry[0].renew_cmd(entry[1], self._wd_ms, True))
+                sent_again = self._now_ms()
                 reqs.append(again)  # keeps order: read right now
                 if await _await_req(self._loop, again, self._cmd_ms) != 0:
                     good = False
                     continue
                 out = _E.renew_outcome(again.reply)
+                clock = self._wd_t.get(key)
+                if clock is not None and out == _E.RENEW_RENEWED:
+                    clock[1] = sent_again
+            clock = self._wd_t.get(key)
+            if clock is not None and self._wd.get(key) is entry:
+                if out == _E.RENEW_RENEWED and clock[1] >= 0:
+                    clock[0] = max(clock[0], clock[1])  # confirmed: the lease runs from then
+                    clock[2] = 0  # a later silence is reported again
+                clock[1] = -1
+        for key, _entry in items:  # what was not read (the connection failed) is over too
+            clock = self._wd_t.get(key)
+            if clock is not None:
+                clock[1] = -1
             if out == _E.RENEW_REDIRECT:
                 if self._cluster:
                     self._map_stale = True  # the slot moved (or a failover)
@@ -1883,7 +1988,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                        cancel: _Cancel, keep: bool = False, line_ms: int = 0,
                        m: Any = None, first: Any = None,
                        sent: Optional[Tuple[_Req, int]] = None, bounded: bool = False,
-                       ttl_out: Optional[List[int]] = None
+                       ttl_out: Optional[List[int]] = None,
+                       sent_at: Optional[List[int]] = None
                        ) -> Tuple[int, int, int, Optional[_Conn]]:
     """One run of the acquire machine: (result, hold_count, token, conn);
     keep: conn is the granting attempt's connection (for the replica
@@ -1894,7 +2000,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     is a send already made directly, sent = (its request, cancel.req's
     status). bounded: a multi-lock member's try, which does not wait for
     its server to settle an earlier attempt (_settle_gate). ttl_out: gets
-    the remaining lease the last refused attempt reported."""
+    the remaining lease the last refused attempt reported. sent_at[0]: set
+    to when each attempt goes out (Client._now_ms; the last one is the
+    grant's, whose lease a watchdog hold's doubt is counted from)."""
     loop = c._loop
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
@@ -1919,6 +2027,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         if code:
                             m.on_error(code)
                             continue
+                    if sent_at is not None:
+                        sent_at[0] = c._now_ms()
                     req = _send_idle(c, t[1])
                     st = await cancel.req(loop, req, c._cmd_ms) if req is not None else 0
                 else:
@@ -2225,6 +2335,7 @@ class Lock:
         # one server: the first attempt made by the engine in one call; an
         # uncontended acquire ends here (no frame of the general path)
         owner, tid, key = self._who()
+        at = c._now_ms()  # the attempt goes out now (a watchdog hold's lease runs from then)
         got = d.acquire(self._n, owner, w, l or c._wd_ms)
         if got is None:  # no idle connection: the general path opens one
             return await self._acquire(w, l)
@@ -2232,20 +2343,20 @@ class Lock:
         try:
             await req.fut
         except asyncio.CancelledError as e:
-            return await self._acquire(w, l, (m, req, None, e))
+            return await self._acquire(w, l, (m, req, None, e), at)
         nxt = d.done(m, req)
         if nxt is None:  # no reply, or an error reply for the router
-            return await self._acquire(w, l, (m, req, None, None))
+            return await self._acquire(w, l, (m, req, None, None), at)
         if nxt[0] == _DONE and nxt[1] == 0:
-            return self._granted(owner, tid, key, l, nxt[3])
-        return await self._acquire(w, l, (m, None, nxt, None))
+            return self._granted(owner, tid, key, l, nxt[3], at)
+        return await self._acquire(w, l, (m, None, nxt, None), at)
 
-    async def _acquire(self, w: int, l: int, direct: Any = None) -> bool:
+    async def _acquire(self, w: int, l: int, direct: Any = None, direct_at: int = 0) -> bool:
         """The general path. direct: (m, req, t, exc) from acquire's Direct
         call: its machine m, and either req None and t the machine's next
         action, not done yet, or req its send on the wire whose reply has
         not been fed to m (exc: the cancellation that came while waiting
-        for it)."""
+        for it); direct_at: when that call sent its attempt (Client._now_ms)."""
         c = self._c
         if c._closed or not c._opened:
             c._check()
@@ -2255,6 +2366,7 @@ class Lock:
         cancel = _Cancel()
         key = (self._kind, self._name, owner)
         deadline = -1 if w <= 0 else _E.now_ms() + w
+        at = [direct_at]  # when the latest attempt went out (the grant's, at the end)
         while True:
             left = w if deadline < 0 else max(1, deadline - _E.now_ms())
             d = c._direct
@@ -2264,10 +2376,11 @@ class Lock:
                     if exc is not None:
                         await _direct_wait(c, req, cancel, exc)
                 else:
+                    at[0] = c._now_ms()
                     got = d.acquire(self._n, owner, left, lease)
                     if got is None:  # no idle connection: the general path opens one
                         result, _holds, token, _c = await _run_acquire(
-                            c, self._n, owner, left, lease, cancel)
+                            c, self._n, owner, left, lease, cancel, sent_at=at)
                         break
                     m, req = got
                     await _direct_wait(c, req, cancel)
@@ -2285,10 +2398,11 @@ class Lock:
                     result, token = t[1], t[3]
                 else:
                     result, _holds, token, _c = await _run_acquire(
-                        c, self._n, owner, left, lease, cancel, m=m, first=t, sent=sent)
+                        c, self._n, owner, left, lease, cancel, m=m, first=t, sent=sent,
+                        sent_at=at)
                 break
             result, _holds, token, conn = await _run_acquire(c, self._n, owner, left, lease,
-                                                             cancel, keep=c._ack)
+                                                             cancel, keep=c._ack, sent_at=at)
             if conn is None:
                 break
             if await c._replica_ack(conn, cancel) or cancel.exc is not None:
@@ -2312,7 +2426,7 @@ class Lock:
                     c._leases[key] = l
                 await _release_quietly(c, self._n, owner, key)
                 raise cancel.exc
-            return self._granted(owner, tid, key, l, token)
+            return self._granted(owner, tid, key, l, token, at[0])
         if cancel.exc is not None:
             raise cancel.exc
         if result == _E.E_TIMEDOUT:
@@ -2323,23 +2437,19 @@ class Lock:
         return False  # not reached
 
     def _granted(self, owner: str, tid: int, key: Tuple[int, str, str], l: int,
-                 token: int) -> bool:
+                 token: int, sent_at: int) -> bool:
         """A hold granted to owner (key: the client's key of it; l: its
-        lease, 0 = watchdog): the client's bookkeeping of it. Returns True."""
+        lease, 0 = watchdog; sent_at: when the granting attempt went out,
+        Client._now_ms): the client's bookkeeping of it. Returns True."""
         c = self._c
-        n = self._n
         if l:
             c._leases[key] = l
         else:
             c._leases.pop(key, None)
         c._lost.pop(key, None)
         self._token = token
-        if not l and key not in c._wd:
-            wd = c._wd_task
-            if wd is None or wd.done():
-                c._watch(key, (n, owner, tid))
-            else:
-                c._wd[key] = (n, owner, tid)
+        if not l:
+            c._watch(key, (self._n, owner, tid), sent_at)
         return True
 
     async def release(self) -> None:
@@ -2416,16 +2526,18 @@ class Lock:
 
     @property
     def lost(self) -> bool:
-        """True once the watchdog found this owner's hold gone; reset by the
-        next successful acquire. (Call it from the owning task.)"""
+        """True once the watchdog found this owner's hold gone, or reported
+        it "in doubt" (no renewal confirmed for lease - lease/5: the lease
+        may end on the server); reset by the next successful acquire. (Call
+        it from the owning task.)"""
         owner, _tid = self._owner()
         return self._key(owner) in self._c._lost
 
     @property
     def on_lost(self) -> Optional[LostCallback]:
         """``callback(lock, thread_id)`` called on the loop when the
-        watchdog finds a hold of this lock gone; a coroutine it returns is
-        run as a task."""
+        watchdog finds a hold of this lock gone or in doubt; a coroutine it
+        returns is run as a task."""
         return self._on_lost
 
     @on_lost.setter
@@ -2564,10 +2676,11 @@ class MultiLock:
         lease = c._wd_ms if lease_ms == 0 else lease_ms
         cancel = _Cancel()
         out: List[int] = []
+        at = [c._now_ms()]
         try:
             result, _h, _t, conn = await _run_acquire(c, n, owner, 0, lease, cancel,
                                                       keep=c._ack, line_ms=line_ms,
-                                                      bounded=True, ttl_out=out)
+                                                      bounded=True, ttl_out=out, sent_at=at)
             if out:
                 ttls[i] = out[0]
             if conn is not None and not await c._replica_ack(conn, cancel):
@@ -2579,8 +2692,7 @@ class MultiLock:
         if result == 0:
             if lease_ms == 0:
                 c._leases.pop(key, None)
-                if key not in c._wd:
-                    c._watch(key, (n, owner, tid))
+                c._watch(key, (n, owner, tid), at[0])
             else:
                 c._leases[key] = lease_ms
             c._lost.pop(key, None)
