@@ -302,6 +302,18 @@ def words_before_first_example(path):
     return n
 
 
+def figures_without_source(path):
+    """Bullets of README.md's "## Performance" section that give a figure
+    but name no source (the committed report or docs/benchmarks.md)."""
+    text = open(path, encoding="utf-8").read()
+    m = re.search(r"^## Performance\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    if not m:
+        return ["no '## Performance' section"]
+    bullets = re.split(r"^- ", m.group(1), flags=re.M)[1:]
+    return [b.split("\n")[0][:60] for b in bullets
+            if re.search(r"\d", b) and not re.search(r"report|benchmarks\.md", b)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True)
@@ -383,6 +395,14 @@ def main():
             failed.append("README.md words")
         else:
             print(f"  ok    README.md: {w} words before the first lock example (at most 300)")
+        bad = figures_without_source(readme)
+        if bad:
+            for b in bad:
+                print(f"  FAIL  README.md Performance: a figure without its source: {b}")
+            total_fail += 1
+            failed.append("README.md figures")
+        else:
+            print("  ok    README.md: every figure under Performance names its source")
     print(f"docs: {total_run} blocks run, {total_skip} skipped, {total_fail} failed"
           + (f" ({', '.join(failed)})" if failed else ""))
     return 1 if total_fail else 0
