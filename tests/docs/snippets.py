@@ -45,12 +45,28 @@ class Block:
         return f"{self.path}:{self.line}"
 
 
+LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s")
+
+
 def parse(path):
     """Fenced blocks of a markdown file with the snippet marks on the lines
-    just before each (blank lines between marks and fence are allowed)."""
+    just before each (blank lines between marks and fence are allowed).
+    An indented code block (4 spaces after a blank line that follows a
+    paragraph, heading or table, not a list) comes back with lang
+    "(indented)": the suite asks for it to be fenced."""
     lines = open(path, encoding="utf-8").read().split("\n")
     blocks, marks, i = [], {}, 0
+    last = ""  # the last non-blank line outside blocks
     while i < len(lines):
+        if (lines[i].startswith("    ") and lines[i].strip() and i > 0 and not lines[i - 1].strip()
+                and last and not last.startswith((" ", "\t")) and not LIST.match(last)
+                and not MARK.match(last)):
+            j = i
+            while j < len(lines) and (lines[j].startswith("    ") or not lines[j].strip()):
+                j += 1
+            blocks.append(Block(path, i + 1, "(indented)", "\n".join(lines[i:j]) + "\n", {}))
+            marks, i = {}, j
+            continue
         m = MARK.match(lines[i])
         if m:
             key, val = m.group(1), m.group(2)
@@ -66,10 +82,11 @@ def parse(path):
             body = "\n".join(l[len(indent):] if l.startswith(indent) else l
                              for l in lines[i + 1:j]) + "\n"
             blocks.append(Block(path, i + 1, lang, body, marks))
-            marks, i = {}, j + 1
+            marks, i, last = {}, j + 1, ""
             continue
         if lines[i].strip():
             marks = {}  # marks belong to the fence right after them
+            last = lines[i]
         i += 1
     return blocks
 
@@ -155,6 +172,9 @@ class Runner:
 
     # -- one block: a list of (label, ok, output)
     def block(self, b, work):
+        unknown = set(b.marks) - {"skip", "setup", "with", "only", "request"}
+        if unknown:
+            return [("marks", False, f"unknown snippet mark(s): {', '.join(sorted(unknown))}")]
         if "setup" in b.marks:
             rc, out = run(["bash", "-e", "-c", b.marks["setup"]], work, self.env)
             if rc != 0:
@@ -347,6 +367,12 @@ def main():
                 skipped += 1
                 if a.list:
                     print(f"  skip  {b.where()} [{b.lang}] a sample, not run")
+                continue
+            if b.lang == "(indented)":
+                print(f"  FAIL  {b.where()}: an indented code block: fence it (```sh, ```text, ...) "
+                      f"so that this suite runs or counts it")
+                fails += 1
+                failed.append(b.where())
                 continue
             if b.lang not in RUNS:
                 print(f"  FAIL  {b.where()}: fence {b.lang or '(none)'!r}: say what it is "
