@@ -1507,6 +1507,22 @@ static int p_renew_doubt_after(lua_State *L)
     return 1;
 }
 
+/* proto.renew_doubt_at(confirmed_at, watchdog_lease_ms, renew_sent_at,
+ * command_timeout_ms) -> ms: when a watched hold whose latest confirmed grant
+ * or renewal was sent at confirmed_at is reported lost "in doubt" (the
+ * engine's hl_renew_doubt_at; proto.now_ms times; renew_sent_at -1 when no
+ * renewal of it is in flight, else when that one went out: a renewal sent
+ * late, the worker having been held up, is answered first) */
+static int p_renew_doubt_at(lua_State *L)
+{
+    int64_t confirmed = lhl_check_int(L, 1, 0, INT64_MAX / 4);
+    int64_t lease = lhl_check_int(L, 2, 1, HILOCK_MAX_TIME_MS);
+    int64_t sent = lhl_check_int(L, 3, -1, INT64_MAX / 4);
+    int64_t cmdt = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    lhl_push_i64(L, hl_renew_doubt_at(confirmed, lease, sent, cmdt));
+    return 1;
+}
+
 /* ---- pub/sub and topology ---- */
 
 static int push_plain(lua_State *L, hl_cmd *c)
@@ -1774,6 +1790,7 @@ static const luaL_Reg engine_funcs[] = {
     {"renew_outcomes", p_renew_outcomes},
     {"renew_period", p_renew_period},
     {"renew_doubt_after", p_renew_doubt_after},
+    {"renew_doubt_at", p_renew_doubt_at},
     {"subscribe_cmd", p_subscribe_cmd},
     {"unsubscribe_cmd", p_unsubscribe_cmd},
     {"cluster_slots_cmd", p_cluster_slots_cmd},

@@ -886,27 +886,57 @@ end
 
 -- ---------------------------------------------------------------- watchdog
 
-local renew_tick
+local renew_tick, doubt_tick
 
--- Schedule the next tick: the next renewal (every lease/3), or earlier
--- when a hold falls into doubt before it (the engine's rule:
--- proto.renew_doubt_after). One timer chain per client.
-local function start_watchdog(self)
-    if self.wd_running or not next(self.wd) then
+-- When the watched hold e is reported lost "in doubt" (the engine's rule,
+-- proto.renew_doubt_at): lease - lease/5 after its latest confirmed grant or
+-- renewal went out, unless a renewal of it in flight went out at or after
+-- that point (the worker was held up): then its answer is awaited first, for
+-- at most the command timeout and never past the lease.
+local function doubt_at(self, e)
+    return proto.renew_doubt_at(e.confirmed, self.watchdog_lease_ms, e.renew_sent or -1,
+                                self.command_timeout_ms)
+end
+
+-- The doubt timer: a chain of its own at the earliest doubt deadline, so
+-- that no renewal stuck in a connect or a read can put a report off. nginx
+-- timers cannot be cancelled: arming an earlier one supersedes the armed one
+-- (doubt_gen); a later deadline waits for the armed one, which re-arms.
+local function arm_doubt(self)
+    local at
+    for _, e in pairs(self.wd) do
+        if not e.doubt then
+            local d = doubt_at(self, e)
+            if not at or d < at then
+                at = d
+            end
+        end
+    end
+    if not at or (self.doubt_armed and self.doubt_armed <= at) then
         return
     end
-    local lease = self.watchdog_lease_ms
+    local gen = (self.doubt_gen or 0) + 1
+    local delay = at - now_ms()
+    if timer_at((delay < 1 and 1 or delay) / 1000, doubt_tick, self, gen, 0) then
+        self.doubt_gen, self.doubt_armed = gen, at
+    end
+end
+
+-- Schedule the next renewal tick (every lease/3; one timer chain per
+-- client), and the doubt timer.
+local function start_watchdog(self)
+    if not next(self.wd) then
+        return
+    end
+    arm_doubt(self)
+    if self.wd_running then
+        return
+    end
     local now = now_ms()
     local at = self.wd_renew_at
     if not at then
-        at = now + proto.renew_period(lease)
+        at = now + proto.renew_period(self.watchdog_lease_ms)
         self.wd_renew_at = at
-    end
-    local limit = proto.renew_doubt_after(lease)
-    for _, e in pairs(self.wd) do
-        if not e.doubt and e.confirmed + limit < at then
-            at = e.confirmed + limit
-        end
     end
     local delay = at - now
     local ok = timer_at((delay < 1 and 1 or delay) / 1000, renew_tick, self)
@@ -936,16 +966,15 @@ local function confirmed(e, sent_at)
     end
 end
 
--- Holds with no grant or renewal confirmed for proto.renew_doubt_after(lease)
--- since it was sent are reported lost "in doubt": cut off from the server,
--- the holder must stop before its lease ends there and another client takes
--- the lock. They stay watched: if the link comes back and the lock is still
--- theirs, renewing it is harmless; if it is gone, the renewal says so.
+-- Holds past their doubt deadline (doubt_at) are reported lost "in doubt":
+-- cut off from the server, the holder must stop before its lease ends there
+-- and another client takes the lock. They stay watched: if the link comes
+-- back and the lock is still theirs, renewing it is harmless; if it is gone,
+-- the renewal says so.
 local function check_doubts(self)
-    local limit = proto.renew_doubt_after(self.watchdog_lease_ms)
     local now = now_ms()
     for k, e in pairs(self.wd) do
-        if not e.doubt and now - e.confirmed >= limit then
+        if not e.doubt and now >= doubt_at(self, e) then
             e.doubt = true
             mark_lost(self, k, str_format("in doubt: no renewal confirmed by the server for %d ms",
                                           now - e.confirmed))
@@ -1021,6 +1050,9 @@ local function renew_on(self, node, keys, entries, retry)
     end
     local rd = get_reader()
     local sent_at = now_ms()
+    for _, e in ipairs(entries) do
+        e.renew_sent = sent_at -- in flight: the doubt rule waits for its answer
+    end
     local good = sock:send(cmds) and true or false
     for _, g in ipairs(groups) do
         if not good then
@@ -1068,16 +1100,15 @@ end
 -- owner field is gone: the hold is lost. Transport errors are retried at the
 -- next tick; a redirected renewal (slot moved, failover) is sent again at
 -- once through the redirection-following path.
+-- Renewals first, then the doubt check: a tick that fires late (the worker
+-- was held up past lease - lease/5) sends its renewals before any hold is
+-- looked at, and the engine's rule awaits their answer.
 renew_tick = function(premature, self)
     if premature or not next(self.wd) then
         self.wd_running, self.wd_renew_at = false, nil
         return
     end
-    check_doubts(self)
-    if now_ms() < self.wd_renew_at then -- woken for a doubt check only
-        self.wd_running = false
-        return start_watchdog(self)
-    end
+    self.wd_busy = true
     self.wd_renew_at = now_ms() + proto.renew_period(self.watchdog_lease_ms)
     -- snapshot first: finding a master may yield (sentinel, slot map), and
     -- other requests change self.wd meanwhile
@@ -1108,6 +1139,7 @@ renew_tick = function(premature, self)
                 return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
             end
             local sent_at = now_ms()
+            e.renew_sent = sent_at
             local r = call(self, build(false), e.slot)
             if r and proto.renew_outcome(r) == "send_body" then
                 r = call(self, build(true), e.slot)
@@ -1121,9 +1153,31 @@ renew_tick = function(premature, self)
             end
         end
     end
+    for j = 1, #es do
+        es[j].renew_sent = nil
+    end
+    self.wd_busy = false
     check_doubts(self)
     self.wd_running = false
     start_watchdog(self)
+end
+
+-- The doubt timer's check (gen: its arming; n: how many times it waited).
+-- A renewal tick due but not yet run fired late in this same cycle (nginx
+-- runs expired timers one after another): the check waits for it to send.
+doubt_tick = function(premature, self, gen, n)
+    if premature or gen ~= self.doubt_gen then
+        return
+    end
+    self.doubt_armed = nil
+    if n < 3 and not self.wd_busy and self.wd_renew_at and now_ms() >= self.wd_renew_at then
+        if timer_at(0, doubt_tick, self, gen, n + 1) then
+            self.doubt_armed = 0
+            return
+        end
+    end
+    check_doubts(self)
+    arm_doubt(self)
 end
 
 -- The key of a (lock, owner) hold in the client's tables; the lock keeps

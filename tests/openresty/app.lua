@@ -154,6 +154,35 @@ function _M.watchdog()
     ngx.say("kept lost=", tostring(lost))
 end
 
+-- /busy?name=N[&asleep=1]: a watchdog lock (lease 3 s), then the worker held
+-- up by a busy loop (no yield: no timer runs) until 2.55 s after the grant,
+-- past lease - lease/5 = 2.4 s: the renewal tick and the doubt deadline both
+-- fall due meanwhile. asleep=1: the request sleeps 0.1 s first (the timers
+-- armed and waiting). 0.6 s later the live hold must be renewed, not
+-- reported lost. Says "lost=<lk:lost()> why=<why> ttl=<ms left>".
+function _M.busy()
+    local lk = client(3):lock(ngx.var.arg_name)
+    local t0 = mono_ms()
+    local ok, err = lk:acquire(0)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    if ngx.var.arg_asleep == "1" then
+        ngx.sleep(0.1)
+    end
+    while mono_ms() - t0 < 2550 do -- luacheck: ignore (busy on purpose)
+    end
+    -- nginx's clock stood still in the loop: without this the sleep's
+    -- timer would count from before it, and nginx wait for it first
+    ngx.update_time()
+    ngx.sleep(0.6)
+    local lost, why = lk:lost()
+    local ttl = lk:ttl()
+    lk:release()
+    ngx.say("lost=", tostring(lost), " why=", tostring(why), " ttl=",
+            ttl and math.floor(ttl * 1000) or "nil")
+end
+
 -- /wdmany?name=P&n=N: N watchdog locks P:1..P:N (lease 0.6 s) held 1.5 s;
 -- says "kept=<all still held> calls=<script calls the server ran meanwhile>":
 -- the renewals of one tick share one script call.

@@ -187,6 +187,19 @@ label="(e) watchdog lease 0.6 s kept the lock 1.5 s: '$res'"
 if [ "$res" = "kept lost=false" ] && [ "$(rcli EXISTS "$name")" = 0 ]; then
   ok "$label"; else bad "$label"; fi
 
+# (e6) ... and a worker held up past a renewal (a busy loop in a request, no
+#      yield, to 2.55 s of a 3 s lease: the renewal tick and the doubt
+#      deadline both fire late, in one cycle) renews before it looks for
+#      doubts: the live hold is kept, not reported lost (the engine's
+#      renew_doubt_at; the C fix was 00d7e80). Right after the grant, and
+#      once the timers wait (asleep=1).
+for asleep in 0 1; do
+  res=$(curl -sS --max-time 10 "$URL/busy?name=or:busy:$RANDOM&asleep=$asleep")
+  label="(e6) worker held up to 2.55 s of a 3 s lease (asleep=$asleep): '$res'"
+  if [[ "$res" =~ ^lost=false\ why=nil\ ttl=([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -gt 2000 ]; then
+    ok "$label"; else bad "$label"; fi
+done
+
 # (e4) ... renewing many holds with one script call per tick (the engine's
 #      renew_many): 20 holds, ~7 ticks in 1.5 s; one call per hold would
 #      make ~140.
