@@ -52,6 +52,7 @@ static void set_timeout(redisContext *ctx, int64_t ms);
 static int wait_replica(hl_transport *c, hl_node *n, redisContext *ctx, int *acked)
 {
     int64_t now = hl_now_mono_ms();
+    int64_t gen = __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE);
     int64_t seen = __atomic_load_n(&n->replicas_seen_at, __ATOMIC_ACQUIRE);
     int replicas = __atomic_load_n(&n->replicas, __ATOMIC_ACQUIRE);
     hl_ack k;
@@ -70,7 +71,10 @@ static int wait_replica(hl_transport *c, hl_node *n, redisContext *ctx, int *ack
         hl_ack_on_reply(&k, r);
         freeReplyObject(r);
     }
-    if (k.refreshed) {
+    /* a count learnt from a master that was switched away meanwhile (the
+     * node now stands for the new one) is not kept: it could say "had
+     * replicas" of a new master that has none yet */
+    if (k.refreshed && gen == __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&n->replicas, k.replicas, __ATOMIC_RELEASE);
         __atomic_store_n(&n->replicas_seen_at, hl_now_mono_ms(), __ATOMIC_RELEASE);
     }

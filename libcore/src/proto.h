@@ -734,10 +734,18 @@ HL_HIDDEN int hl_reply_not_master(const redisReply *r);
  *   while (hl_ack_next(&k) == HL_ACT_SEND) {
  *       send k.cmd (bounded by k.timeout_ms), hl_ack_on_reply / hl_ack_on_error
  *   }
- *   k.acked: 1 a replica has the write, or the master has none;
- *            0 replicas exist and none acknowledged (a grant is given back)
+ *   k.acked: 1 a replica acknowledged the write (WAIT said >= 1), or the
+ *              master has no replica and was never seen with one (the
+ *              cached count given is 0 or unknown);
+ *            0 otherwise (a grant is given back): a WAIT that timed out is
+ *              no acknowledgement, whatever ROLE says afterwards, and a
+ *              master that lists no replica now although the cached count
+ *              had some has lost them (killed, or cut off: one of them may
+ *              be the master now)
  *   k.failed: the connection failed (close it; certainty is lost: acked 0)
- *   k.replicas / k.refreshed: the replica count to cache (when refreshed). */
+ *   k.replicas / k.refreshed: the replica count to cache (when refreshed);
+ *     it does not fall to 0 once positive (the loss is remembered until the
+ *     driver forgets the node: a new master after a failover starts at -1). */
 #define HL_REPLICAS_CACHE_MS 2000
 typedef struct hl_ack {
     int state;
@@ -746,6 +754,7 @@ typedef struct hl_ack {
     hl_cmd cmd;
     int64_t timeout_ms;
     int acked, failed, replicas, refreshed;
+    int had; /* the master had replicas (cached or seen): it needs a WAIT */
 } hl_ack;
 /* cached_replicas < 0 or cached_age_ms > HL_REPLICAS_CACHE_MS: ask ROLE. */
 HL_HIDDEN void hl_ack_init(hl_ack *k, int cached_replicas, int64_t cached_age_ms,

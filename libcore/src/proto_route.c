@@ -160,12 +160,13 @@ void hl_ack_init(hl_ack *k, int cached_replicas, int64_t cached_age_ms, int64_t 
     memset(k, 0, sizeof *k);
     k->ack_timeout_ms = ack_timeout_ms > 0 ? ack_timeout_ms : 1;
     k->replicas = cached_replicas;
+    k->had = cached_replicas > 0;
     if (cached_replicas < 0 || cached_age_ms < 0 || cached_age_ms > HL_REPLICAS_CACHE_MS)
         k->state = AK_ROLE;
     else
         k->state = cached_replicas > 0 ? AK_WAIT : AK_DONE;
-    /* a master without replicas is not asked: WAIT would block the whole
-     * timeout, and there is nothing a failover could forget */
+    /* a master never seen with a replica is not asked: WAIT would block the
+     * whole timeout, and there is nothing a failover could forget */
     k->acked = k->state == AK_DONE;
 }
 
@@ -190,17 +191,28 @@ void hl_ack_on_reply(hl_ack *k, const redisReply *r)
 {
     switch (k->state) {
     case AK_ROLE:
-    case AK_RECHECK:
-        k->replicas = hl_decode_role_replicas(r, NULL);
+    case AK_RECHECK: {
+        int n = hl_decode_role_replicas(r, NULL);
         k->refreshed = 1;
-        if (k->state == AK_RECHECK || k->replicas == 0) {
-            /* nobody acknowledged: fine only if there is nobody to ask */
-            k->acked = k->replicas == 0;
+        if (n > 0 || !k->had) {
+            k->replicas = n;
+            k->had = n > 0;
+        }
+        /* else: a master once seen with replicas that lists none now has
+         * lost them (killed, or cut off from them: perhaps one of them is
+         * the master now). Nothing acknowledges its writes, so nothing is
+         * acknowledged; the count is kept, so the next write asks again. */
+        if (k->state == AK_RECHECK || n == 0) {
+            /* WAIT timed out: that is no acknowledgement, whatever ROLE
+             * says now; no replica listed: fine only for a master that
+             * never had one */
+            k->acked = k->state == AK_ROLE && !k->had;
             k->state = AK_DONE;
         } else {
             k->state = AK_WAIT;
         }
         break;
+    }
     case AK_WAIT:
         if (r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1) {
             k->acked = 1;

@@ -982,7 +982,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._ack_ms = _to_ms(replica_ack_timeout, "replica_ack_timeout", zero_ok=False)
         # replicas of a master (cached), and when learnt: per pool address
         # (None: the client's one server or master)
-        self._nreps: Dict[Optional[Tuple[str, int]], Tuple[int, int]] = {}
+        self._nreps: Dict[Any, Tuple[int, int]] = {}
         # cluster: the slot map (master address per slot), the pools and
         # pub/sub connections per master
         self._slot_node: List[Optional[Tuple[str, int]]] = []
@@ -1246,7 +1246,14 @@ class Client(_E.ClientBase):  # type: ignore[misc]
     async def _replica_ack(self, conn: _Conn, cancel: _Cancel) -> bool:
         """The engine's replica acknowledgement of the write just made on
         conn (same connection); gives conn back (or closes it)."""
-        where = conn.pool.addr if conn.pool is not None else None
+        # per node: a cluster pool's address; with sentinels the master of
+        # the connection's generation (a failover starts a new count, and
+        # an answer from the old master cannot land on the new one's)
+        where: Any = conn.pool.addr if conn.pool is not None else None
+        if where is None:
+            where = ("gen", conn.gen)
+            for key in [k for k in self._nreps if k is not None and k[0] == "gen" and k != where]:
+                del self._nreps[key]
         nrep, nrep_at = self._nreps.get(where, (-1, 0))
         k = _E.Ack(nrep, _E.now_ms() - nrep_at if nrep >= 0 else -1, self._ack_ms)
         while True:

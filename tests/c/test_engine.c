@@ -740,17 +740,49 @@ static void t_ack(void)
     CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
     CU_ASSERT_EQUAL(k.acked, 0);
 
-    /* ... or the replica went away meanwhile: nothing to lose */
+    /* ... or the replica went away meanwhile (killed, or the master cut off
+     * from it: a replica may be the master now): a WAIT that timed out is
+     * no acknowledgement, and the count is kept, so the next write asks */
     hl_ack_init(&k, 1, 500, 800);
     hl_ack_next(&k);
     FEED_ACK(&k, ":0\r\n");
     hl_ack_next(&k);
     FEED_ACK(&k, ROLE_0);
     CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 0);
+    CU_ASSERT_EQUAL(k.refreshed, 1);
+    CU_ASSERT_EQUAL(k.replicas, 1);
+
+    /* a master once seen with a replica that lists none now (the cache
+     * stale, ROLE asked): not acknowledged, no WAIT sent, count kept */
+    hl_ack_init(&k, 1, HL_REPLICAS_CACHE_MS + 1, 800);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "ROLE"));
+    FEED_ACK(&k, ROLE_0);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 0);
+    CU_ASSERT_EQUAL(k.replicas, 1);
+    /* ... and once a replica is listed again, its WAIT decides */
+    hl_ack_init(&k, k.replicas, HL_REPLICAS_CACHE_MS + 1, 800);
+    hl_ack_next(&k);
+    FEED_ACK(&k, ROLE_1);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "WAIT"));
+    FEED_ACK(&k, ":1\r\n");
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
     CU_ASSERT_EQUAL(k.acked, 1);
 
-    /* a stale cache is refreshed; an odd ROLE reply counts no replicas */
-    hl_ack_init(&k, 1, HL_REPLICAS_CACHE_MS + 1, 800);
+    /* never seen with a replica (nothing cached): none listed, nothing a
+     * failover could forget: acknowledged without a WAIT */
+    hl_ack_init(&k, -1, -1, 800);
+    hl_ack_next(&k);
+    FEED_ACK(&k, ROLE_0);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 1);
+    CU_ASSERT_EQUAL(k.replicas, 0);
+
+    /* an odd ROLE reply counts no replicas */
+    hl_ack_init(&k, -1, -1, 800);
     CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
     CU_ASSERT(arg_is(&k.cmd, 0, "ROLE"));
     FEED_ACK(&k, "-ERR unknown command\r\n");

@@ -818,17 +818,32 @@ def test_replica_ack_retried_while_the_wait_lasts(server, replica, name, kind):
         c.close()
 
 
-def test_replica_killed_ack_acquires_once(server, replica, name):
-    """The replica killed: the master drops it, the client stops asking for
-    an acknowledgement nobody can give; one acquire is one hold."""
-    c = opened(server.url, replica_ack=True, replica_ack_timeout=1.0)
+def test_replica_killed_ack_refused_until_it_is_back(server, replica, name):
+    """The replica killed: the master drops it and lists no replica, but it
+    had one, so nothing it grants is on a replica (had the replica been cut
+    off rather than killed, a sentinel could have promoted it): each acquire
+    is refused with NotAcknowledgedError and leaves nothing held, while the
+    wait lasts; once the replica is started again, one acquire is one hold.
+    On 7b6fa8d the acquire after the kill succeeded (WAIT's 0 followed by a
+    ROLE listing no replica counted as "nothing to lose")."""
+    c = opened(server.url, replica_ack=True, replica_ack_timeout=0.3)
     try:
         lk = c.lock(name)
         warm_acked(c, "reentrant", name)
         replica.kill9()
+        wait_for(lambda: server("ROLE")[2] == [], 10, "the master lists no replica")
         t0 = time.monotonic()
-        assert lk.acquire(wait=4, lease=30)
-        report("replica killed: acquire with replica_ack after", time.monotonic() - t0)
+        with pytest.raises(hilock.NotAcknowledgedError) as ei:
+            lk.acquire(wait=1, lease=30)
+        report("replica killed: acquire with replica_ack refused after", time.monotonic() - t0)
+        assert "no replica acknowledged" in str(ei.value)
+        assert server("EXISTS", name) == 0
+        assert lk.hold_count == 0
+        replica.start()
+        wait_for(lambda: server("ROLE")[2] != [], 10, "the replica is back")
+        t0 = time.monotonic()
+        assert lk.acquire(wait=10, lease=30)
+        report("replica started again: acquire with replica_ack after", time.monotonic() - t0)
         assert lk.hold_count == 1
         lk.release()
         assert server("EXISTS", name) == 0
