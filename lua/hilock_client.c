@@ -267,8 +267,9 @@ typedef struct lock_op {
     int (*call)(llock *k, const int64_t *time, int64_t *out); /* *out: its value */
     push_kind push;
     int holds; /* +1 a hold taken, -1 one given back, 0 none, -2 all gone */
-    int timed; /* takes ([wait [, lease]]): wait defaults to forever, lease to
-                  the watchdog; checked (raising) before the handle is */
+    int timed; /* 1: takes ([wait [, lease]]): wait defaults to forever, lease
+                  to the watchdog; 2: takes (seconds), positive; checked
+                  (raising) before the handle is */
 } lock_op;
 
 /*
@@ -384,7 +385,10 @@ static int run_op(lua_State *L, const lock_op *op)
 {
     llock *k = check_lock(L, 1);
     int64_t time[2] = {0, 0};
-    if (op->timed) {
+    if (op->timed == 2) { /* extend: one positive number of seconds */
+        luaL_checknumber(L, 2);
+        time[0] = lhl_check_seconds(L, 2, 0, 0);
+    } else if (op->timed) {
         time[0] = lhl_check_seconds(L, 2, HILOCK_WAIT_FOREVER, 1);
         time[1] = lhl_check_seconds(L, 3, HILOCK_LEASE_WATCHDOG, 0);
     }
@@ -482,6 +486,12 @@ static int call_ttl(llock *k, const int64_t *time, int64_t *out)
     return hilock_lock_remaining_ms(out, k->l);
 }
 
+static int call_extend(llock *k, const int64_t *time, int64_t *out)
+{
+    (void)out;
+    return hilock_lock_extend_tid(k->l, lock_tid(k), time[0]);
+}
+
 static const lock_op OP_ACQUIRE = {call_acquire, PUSH_TRUE, 1, 1};
 static const lock_op OP_ACQUIRE_TOKEN = {call_acquire, PUSH_INT, 1, 1};
 static const lock_op OP_TOKEN = {call_token, PUSH_INT, 0, 0};
@@ -491,6 +501,7 @@ static const lock_op OP_LOCKED = {call_locked, PUSH_BOOL, 0, 0};
 static const lock_op OP_HELD = {call_held, PUSH_BOOL, 0, 0};
 static const lock_op OP_HOLD_COUNT = {call_hold_count, PUSH_INT, 0, 0};
 static const lock_op OP_TTL = {call_ttl, PUSH_TTL, 0, 0};
+static const lock_op OP_EXTEND = {call_extend, PUSH_TRUE, 0, 2};
 
 /* lk:acquire([wait [, lease]]) -> true | nil, err */
 static int lock_acquire(lua_State *L) { return run_op(L, &OP_ACQUIRE); }
@@ -508,6 +519,10 @@ static int lock_held(lua_State *L) { return run_op(L, &OP_HELD); }
 static int lock_hold_count(lua_State *L) { return run_op(L, &OP_HOLD_COUNT); }
 /* lk:ttl() -> remaining lease in seconds; -2 no lock, -1 no expiry */
 static int lock_ttl(lua_State *L) { return run_op(L, &OP_TTL); }
+/* lk:extend(seconds) -> true | nil, err: add seconds to the remaining lease
+ * of this owner's hold (hilock_lock_extend_tid: "not owner" when it holds
+ * none, "invalid argument" for a key without expiry or a read-write side) */
+static int lock_extend(lua_State *L) { return run_op(L, &OP_EXTEND); }
 
 static int lock_lost(lua_State *L)
 {
@@ -744,6 +759,7 @@ static const luaL_Reg lock_methods[] = {
     {"held", lock_held},
     {"hold_count", lock_hold_count},
     {"ttl", lock_ttl},
+    {"extend", lock_extend},
     {"lost", lock_lost},
     {"name", lock_name},
     {"kind", lock_kind},

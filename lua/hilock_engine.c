@@ -388,6 +388,19 @@ static int plock_renew_cmd(lua_State *L)
     return 1;
 }
 
+/* p:extend_cmd(owner, add_ms [, eval]) -> bytes: add add_ms to the
+ * remaining lease of owner's hold (answer: proto.decode_extend) */
+static int plock_extend_cmd(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    const char *owner = check_owner(L, 2);
+    int64_t add = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
+    hl_cmd cmd;
+    hl_cmd_extend(&cmd, &p->n, owner, add);
+    push_cmd(L, &cmd, eval_flag(L, 4));
+    return 1;
+}
+
 static int plock_cancel_cmd(lua_State *L)
 {
     plock *p = check_plock(L, 1);
@@ -688,6 +701,24 @@ static int p_decode_int(lua_State *L)
     redisReply *r = check_reply(L, 1);
     int64_t v;
     int rc = hl_decode_int(r, &v);
+    if (rc)
+        return decode_fail(L, r, rc);
+    lhl_push_i64(L, v);
+    return 1;
+}
+
+/* proto.decode_extend(r) -> 1 extended, 0 not held by that owner, -1 the
+ * key has no expiry | "send_body" (the server forgot the script: send
+ * extend_cmd(..., true)) | nil, err */
+static int p_decode_extend(lua_State *L)
+{
+    redisReply *r = check_reply(L, 1);
+    if (hl_reply_is_noscript(r)) {
+        lua_pushliteral(L, "send_body");
+        return 1;
+    }
+    int64_t v;
+    int rc = hl_decode_extend(r, &v);
     if (rc)
         return decode_fail(L, r, rc);
     lhl_push_i64(L, v);
@@ -1697,6 +1728,7 @@ static const luaL_Reg plock_methods[] = {
     {"release_cmd", plock_release_cmd},
     {"force_cmd", plock_force_cmd},
     {"renew_cmd", plock_renew_cmd},
+    {"extend_cmd", plock_extend_cmd},
     {"cancel_cmd", plock_cancel_cmd},
     {"exists_cmd", plock_exists_cmd},
     {"locked_cmd", plock_locked_cmd},
@@ -1758,6 +1790,7 @@ static const luaL_Reg proto_funcs[] = {
     {"decode_acquire", p_decode_acquire},
     {"decode_release", p_decode_release},
     {"decode_int", p_decode_int},
+    {"decode_extend", p_decode_extend},
     {"decode_hold_count", p_decode_hold_count},
     {"decode_token", p_decode_token},
     {"decode_pubsub", p_decode_pubsub},
@@ -1961,9 +1994,11 @@ static int psem_op(lua_State *L)
     case 3: /* set */
         if (latch || (verb == 3 && !sem))
             return luaL_argerror(L, 1, "not for this kind");
-        if (sem_arg(L, 3, verb == 3 ? 0 : -HL_SEM_PERMITS_MAX, HL_SEM_PERMITS_MAX, &n))
-            return sem_invalid(L, verb == 3 ? "permits are 0..2147483647"
-                                            : "the change is -2147483647..2147483647");
+        /* the engine's bounds, as the C API and hilock._engine: counts
+         * within +-HL_SEM_COUNT_MAX */
+        if (sem_arg(L, 3, verb == 3 ? 0 : -HL_SEM_COUNT_MAX, HL_SEM_COUNT_MAX, &n))
+            return sem_invalid(L, verb == 3 ? "permits are 0..999999999999999"
+                                            : "the change is -999999999999999..999999999999999");
         hl_sem_cmd_add(&o->cmd, &p->n, n, verb == 3);
         break;
     case 4: /* drain */

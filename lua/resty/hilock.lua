@@ -1888,6 +1888,45 @@ function Lock:release()
     return release(self, owner_of(self), self.client.replica_ack)
 end
 
+-- lk:extend(seconds) -> true | nil, err: add seconds to the remaining lease
+-- of this owner's hold, atomically on the server (as the C API's
+-- hilock_lock_extend and Python's Lock.extend). Meant for a fixed lease; under
+-- the watchdog the next renewal sets the watchdog lease again. "not owner"
+-- when this owner holds none; "invalid argument" for a key without expiry
+-- or a read-write side. A bad time raises, as acquire's.
+function Lock:extend(lease)
+    if lease == nil then
+        argerr("lease", "expected a positive number of seconds")
+    end
+    local ms = seconds(lease, nil, false, "lease")
+    if self.kind_name == "read" or self.kind_name == "write" then
+        return nil, "invalid argument: extend: not for read-write lock sides"
+    end
+    local c, owner = self.client, owner_of(self)
+    local r, err = call(c, self.p:extend_cmd(owner, ms), self.slot)
+    local v, derr
+    if r then
+        v, derr = proto.decode_extend(r)
+        if v == "send_body" then -- the server forgot the script: its body, now
+            r, err = call(c, self.p:extend_cmd(owner, ms, true), self.slot)
+            v, derr = r and proto.decode_extend(r)
+        end
+    end
+    if not r then
+        return nil, err
+    end
+    if type(v) ~= "number" then
+        return nil, derr or "protocol: unexpected answer to extend"
+    end
+    if v == 0 then
+        return nil, str_format("not owner: lock '%s' is not held by %s", self.name, owner)
+    end
+    if v < 0 then
+        return nil, str_format("invalid argument: lock '%s' has no expiry to extend", self.name)
+    end
+    return true
+end
+
 -- lk:force_unlock() -> deleted (boolean) | nil, err
 function Lock:force_unlock()
     local c = self.client

@@ -73,7 +73,7 @@ from typing import (
 
 from . import _engine as _E_module
 # the blocking API's argument rules, shared: seconds -> ms, thread ids, notes
-from ._core import _check_tid, _lease_ms, _note, _to_ms, _wait_ms
+from ._core import _check_tid, _lease_ms, _note, _protocol_args, _to_ms, _wait_ms
 from ._errors import (
     ClosedError,
     Error,
@@ -2326,13 +2326,21 @@ class Lock:
     def _key(self, owner: str) -> Tuple[int, str, str]:
         return (self._kind, self._name, owner)
 
-    async def acquire(self, wait: Optional[Seconds] = None,
-                      lease: Optional[Seconds] = None) -> bool:
+    async def acquire(self, wait: Any = None, lease: Optional[Seconds] = None, *,
+                      blocking: Optional[bool] = None,
+                      timeout: Optional[Seconds] = None) -> bool:
         """Acquire (or re-enter) the lock. wait: None = forever, 0 = one
         try, > 0 = at most that many seconds; lease: None = watchdog, > 0 =
         expires after that many seconds. Returns False when the wait
         elapsed. Cancelling the task cancels the wait cleanly (nothing held,
-        nothing queued) and raises CancelledError."""
+        nothing queued) and raises CancelledError.
+
+        threading.Lock's form works too, as on hilock.Lock:
+        ``acquire(blocking=False)``, ``acquire(timeout=5)``,
+        ``acquire(False)``, ``acquire(True, 5)`` (then the lease is the
+        watchdog)."""
+        if blocking is not None or timeout is not None or isinstance(wait, bool):
+            wait, lease = _protocol_args(wait, lease, blocking, timeout)
         w = 0 if wait == 0 and type(wait) is int else _wait_ms(wait)
         l = 0 if lease is None else _lease_ms(lease)  # 0: the watchdog's
         c = self._c
@@ -2489,8 +2497,16 @@ class Lock:
             _release_end(c, n, owner, key, nxt, None if cancel is None else cancel.exc)
 
     async def extend(self, lease: Seconds) -> None:
-        """Add lease seconds to this owner's hold (fixed leases)."""
+        """Add lease seconds to the remaining lease of this owner's hold,
+        atomically on the server (as hilock.Lock.extend). Meant for a fixed
+        lease; under the watchdog the next renewal sets the watchdog lease
+        again. NotOwnerError when this owner does not hold it;
+        InvalidArgument for a time <= 0, a key without expiry or a
+        read-write lock side."""
         ms = _to_ms(lease, "lease", zero_ok=False)
+        if self._n.kind in (_E.KIND_READ, _E.KIND_WRITE):
+            raise InvalidArgument("invalid argument: extend: not for read-write lock sides",
+                                  _E.E_INVAL)
         owner, _tid = self._owner()
         v = await self._c._run_call(self._n.extend(owner, ms), f"extend of {self.name!r}",
                                     self._n.slot)
@@ -2722,10 +2738,13 @@ class MultiLock:
         except Error:
             pass
 
-    async def acquire(self, wait: Optional[Seconds] = None,
-                      lease: Optional[Seconds] = None) -> bool:
+    async def acquire(self, wait: Any = None, lease: Optional[Seconds] = None, *,
+                      blocking: Optional[bool] = None,
+                      timeout: Optional[Seconds] = None) -> bool:
         """Acquire every member (Redlock: a majority within the validity
-        window). Returns False when the wait elapsed."""
+        window). Returns False when the wait elapsed. ``blocking`` /
+        ``timeout``: threading.Lock's form, as Lock.acquire."""
+        wait, lease = _protocol_args(wait, lease, blocking, timeout)
         w, l = _wait_ms(wait), _lease_ms(lease)
         locks = self._locks
         n = len(locks)

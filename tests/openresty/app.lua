@@ -183,6 +183,39 @@ function _M.busy()
             ttl and math.floor(ttl * 1000) or "nil")
 end
 
+-- /parity?name=N: calls that take the same arguments, bounds and errors as
+-- the blocking Python and plain-Lua bindings (docs/lua.md, "Each call in
+-- each binding"): lk:extend, semaphore counts up to the engine's +-(10^15-1).
+function _M.parity()
+    local c, name = client(), ngx.var.arg_name
+    local out = {}
+    local function say(k, v) out[#out + 1] = k .. "=" .. tostring(v) end
+    local function first(s) return s and (s:match("^([%a ]+):") or s) end
+    local s = c:semaphore(name .. ":s")
+    assert(s:try_set_permits(1))
+    say("add", s:add_permits(10 ^ 12))
+    say("avail", s:available())
+    say("over", first(select(2, s:add_permits(10 ^ 15))))
+    say("set", s:set_permits(999999999999999))
+    say("setover", first(select(2, s:set_permits(10 ^ 15))))
+    say("neg", s:add_permits(-999999999999999))
+    local lk = c:lock(name, 1)
+    assert(lk:acquire(0, 1))
+    say("extend", lk:extend(5))
+    local ttl = lk:ttl()
+    say("ttl", ttl > 5 and ttl <= 6)
+    say("other", first(select(2, c:lock(name, 2):extend(5))))
+    say("zero", (pcall(lk.extend, lk, 0)))
+    say("none", (pcall(lk.extend, lk)))
+    assert(lk:release())
+    say("released", first(select(2, lk:extend(1))))
+    local w = c:write_lock(name .. ":rw", 1)
+    assert(w:acquire(0, 5))
+    say("rw", first(select(2, w:extend(1))))
+    assert(w:release())
+    ngx.say(table.concat(out, " "))
+end
+
 -- /wdmany?name=P&n=N: N watchdog locks P:1..P:N (lease 0.6 s) held 1.5 s;
 -- says "kept=<all still held> calls=<script calls the server ran meanwhile>":
 -- the renewals of one tick share one script call.

@@ -200,6 +200,16 @@ for asleep in 0 1; do
     ok "$label"; else bad "$label"; fi
 done
 
+# (e7) parity with the blocking bindings: lk:extend (as hilock_lock_extend and
+#      Python's Lock.extend: adds to the lease; not owner / a read-write side
+#      refused; a bad time raises) and semaphore counts up to the engine's
+#      +-999999999999999 (before: add/set beyond +-2147483647 refused).
+res=$(curl -sS --max-time 10 "$URL/parity?name=or:parity:$RANDOM")
+label="(e7) extend and semaphore bounds as the other bindings: '$res'"
+want="add=true avail=1000000000001 over=invalid argument set=true setover=invalid argument neg=true"
+want="$want extend=true ttl=true other=not owner zero=false none=false released=not owner rw=invalid argument"
+if [ "$res" = "$want" ]; then ok "$label"; else bad "$label"; fi
+
 # (e4) ... renewing many holds with one script call per tick (the engine's
 #      renew_many): 20 holds, ~7 ticks in 1.5 s; one call per hold would
 #      make ~140.
