@@ -59,7 +59,7 @@ if [ "${HILOCK_LUA_VALGRIND:-1}" = 1 ] && command -v valgrind >/dev/null; then
   echo "== 5.4 under valgrind"
   if LUA_CPATH="$HL_BUILD/lua/5.4/?.so" LUA_PATH="$HL_ROOT/lua/?.lua;;" \
      REDIS_URL="$REDIS_URL" HL_TMP="$HL_TMP" HL_WORKER="$here/worker.lua" \
-     timeout 120 valgrind --quiet --error-exitcode=99 --leak-check=full \
+     timeout 240 valgrind --quiet --error-exitcode=99 --leak-check=full \
        --show-leak-kinds=definite --errors-for-leak-kinds=definite \
        lua5.4 "$here/test_hilock.lua" >"$HL_TMP/valgrind.out" 2>&1; then
     tail -1 "$HL_TMP/valgrind.out"; passes=$((passes+1))

@@ -183,6 +183,83 @@ test("extend: adds to the lease, as the C API and Python", function()
   assert(w:release())
 end)
 
+-- The engine module (hilock.proto) from Lua as a careless caller would use
+-- it: every function, and every method of every object it makes, called
+-- with junk (nothing, nil, numbers at the edges, strings, tables, other
+-- objects as self). Anything may raise; nothing may crash (a crash ends the
+-- whole run, valgrind's included).
+test("engine objects and functions survive junk arguments", function()
+  local objs = {}
+  local function keep(v) if type(v) == "userdata" then objs[#objs + 1] = v end end
+  local function reply(bytes) local r = proto.reader(); return r:feed_get(bytes) end
+  local rd = proto.reader()
+  keep(rd)
+  for _, b in ipairs({ ":1\r\n", "-ERR x\r\n", "$3\r\nabc\r\n", "*2\r\n:1\r\n$-1\r\n",
+                       "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n", "+OK\r\n" }) do
+    keep(reply(b))
+  end
+  local lk = proto.lock("n", "reentrant")
+  keep(lk)
+  for _, kind in ipairs({ "fair", "read", "write", "fenced" }) do keep(proto.lock("n", kind)) end
+  keep(proto.router("single"))
+  for _, k in ipairs({ "semaphore", "permit", "latch" }) do keep(proto.sem("s", k)) end
+  local owner = proto.owner(proto.uuid(), 1)
+  -- machines, made as the drivers make them (docs/lua.md)
+  for _, mk in ipairs({ function() return lk:acquire(owner, 0, 1000, 30000, "rid", 100, 1000) end,
+                        function() return lk:release(owner, 0, 30000, "rid", 100) end,
+                        function() return lk:force() end,
+                        function() return lk:extend_cmd(owner, 1000) end }) do
+    local ok, m = pcall(mk)
+    if ok then keep(m) end
+  end
+  local junk = { 0, 1, -1, 2 ^ 31, 2 ^ 53, -2 ^ 63, 0.5, 1 / 0, 0 / 0, "", ("x"):rep(300), "n",
+                 "single", owner, {}, { 1, 2 }, true, false, print }
+  for _, o in ipairs(objs) do junk[#junk + 1] = o end
+  local function arg_lists()
+    local lists = { {} , { nil }, { nil, nil, nil } }
+    for n = 1, 4 do
+      for _, v in ipairs(junk) do
+        local a = {}
+        for i = 1, n do a[i] = v end
+        lists[#lists + 1] = a
+      end
+    end
+    return lists
+  end
+  local lists = arg_lists()
+  local unpack = table.unpack or unpack
+  local calls = 0
+  local function poke(f, self_)
+    for _, a in ipairs(lists) do
+      if self_ ~= nil then
+        pcall(f, self_, unpack(a, 1, 4))
+      else
+        pcall(f, unpack(a, 1, 4))
+      end
+      calls = calls + 1
+    end
+  end
+  local skip = { now_ms = true, uuid = true }
+  for fname, f in pairs(proto) do
+    if type(f) == "function" and not skip[fname] then poke(f) end
+  end
+  for _, o in ipairs(objs) do
+    local mt = debug.getmetatable(o)
+    local index = mt and mt.__index
+    if type(index) == "table" then
+      for _, f in pairs(index) do
+        if type(f) == "function" then
+          poke(f, o)
+          for _, other in ipairs(objs) do pcall(f, other) end -- the wrong object as self
+        end
+      end
+    end
+  end
+  assert(calls > 1000, "calls " .. calls)
+  collectgarbage()
+  collectgarbage()
+end)
+
 test("a waiter gets the lock when the lease runs out", function()
   local n = name("leasewait")
   local a, b = c:lock(n, 1), c:lock(n, 2)
