@@ -15,6 +15,15 @@ server. Faults are switched on and off while connections are live:
 - refuse(True)          new connections are reset at once
 - delay_frames(pat, s, upstream=False)  chunks containing pat wait s seconds
                         (server->client, or client->server with upstream)
+- partition(tags)       forward nothing either way on the connections whose
+                        tag is in tags (the proxy's tagger names each new
+                        connection, for instance by the process that opened
+                        it; untagged connections are "")
+- duplicate_later(pat, s)  the next client chunk containing pat is forwarded,
+                        and a copy of it reaches the server s seconds later
+                        on a connection of its own (its reply is dropped):
+                        a late duplicate of a request, as a network that
+                        retransmits or a proxy that retries produces
 
 Threads only (no asyncio), so it runs next to the blocking hilock calls in
 the same test process. Every socket is closed by close().
@@ -27,7 +36,7 @@ import socket
 import struct
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, FrozenSet, Iterable, List, Optional, Tuple
 
 
 def _rst(sock: socket.socket) -> None:
@@ -48,11 +57,21 @@ class _Conn:
         self.server = server
         self.dead = False
         self.kill_on_reply = False
+        self._tag: Optional[str] = None
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._pump, args=(client, server, True), daemon=True),
                         threading.Thread(target=self._pump, args=(server, client, False), daemon=True)]
         for t in self.threads:
             t.start()
+
+    @property
+    def tag(self) -> str:
+        """Named by the proxy's tagger when first asked (only while a
+        partition by tags is on), so a slow tagger never delays traffic."""
+        if self._tag is None:
+            t = self.proxy.tagger
+            self._tag = t(self.client) if t is not None else ""
+        return self._tag
 
     def kill(self) -> None:
         with self.lock:
@@ -73,7 +92,7 @@ class _Conn:
                 if not data:
                     self.kill()
                     return
-                while p.blackholed and not self.dead:
+                while (p.blackholed or (p.cut_tags and self.tag in p.cut_tags)) and not self.dead:
                     time.sleep(0.01)
                 if upstream:
                     pat = p._take(p._rst_request, data)
@@ -83,6 +102,9 @@ class _Conn:
                         return
                     if p._take(p._rst_reply, data):
                         self.kill_on_reply = True
+                    dup = p._take_dup(data)
+                    if dup is not None:
+                        p._send_later(data, dup)
                     delay = p.up
                     for pat, secs, up in p.frame_delays:
                         if up and pat in data:
@@ -112,9 +134,12 @@ class FaultProxy:
         self.down = 0.0
         self.blackholed = False
         self.refusing = False
+        self.tagger: Optional[Callable[[socket.socket], str]] = None
+        self.cut_tags: FrozenSet[str] = frozenset()
         self.frame_delays: List[Tuple[bytes, float, bool]] = []
         self._rst_request: List[bytes] = []
         self._rst_reply: List[bytes] = []
+        self._dups: List[Tuple[bytes, float]] = []
         self.events: List[Tuple[str, float]] = []
         self.conns: List[_Conn] = []
         self._mu = threading.Lock()
@@ -157,14 +182,23 @@ class FaultProxy:
     def delay_frames(self, pattern: bytes, secs: float, upstream: bool = False) -> None:
         self.frame_delays.append((pattern, secs, upstream))
 
+    def partition(self, tags: Iterable[str]) -> None:
+        self.cut_tags = frozenset(tags)
+
+    def duplicate_later(self, pattern: bytes, secs: float) -> None:
+        with self._mu:
+            self._dups.append((pattern, secs))
+
     def clear(self) -> None:
         with self._mu:
             self._rst_request.clear()
             self._rst_reply.clear()
+            self._dups.clear()
         self.frame_delays = []
         self.up = self.down = 0.0
         self.blackholed = False
         self.refusing = False
+        self.cut_tags = frozenset()
 
     def fired(self, kind: str) -> int:
         return sum(1 for k, _ in self.events if k == kind)
@@ -179,6 +213,32 @@ class FaultProxy:
                     del pats[i]
                     return pat
         return None
+
+    def _take_dup(self, data: bytes) -> Optional[float]:
+        if not self._dups:
+            return None
+        with self._mu:
+            for i, (pat, secs) in enumerate(self._dups):
+                if pat in data:
+                    del self._dups[i]
+                    return secs
+        return None
+
+    def _send_later(self, data: bytes, secs: float) -> None:
+        def run() -> None:
+            time.sleep(secs)
+            if self._stop:
+                return
+            try:
+                s = socket.create_connection(self.target, timeout=2)
+                s.sendall(data)
+                s.settimeout(2)
+                s.recv(65536)  # the reply, dropped
+                s.close()
+                self.events.append(("duplicate-delivered", time.monotonic()))
+            except OSError:
+                self.events.append(("duplicate-failed", time.monotonic()))
+        threading.Thread(target=run, daemon=True).start()
 
     def _accept(self) -> None:
         while not self._stop:

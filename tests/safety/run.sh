@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Safety suite (docs/safety.md): clients of the C, Python and hilock.aio
+# drivers on one fenced lock each, a fencing store, a seeded nemesis, and the
+# checkers (Porcupine's mutex model, fencing, liveness).
+#   tests/safety/run.sh                       the short schedule (about 2 minutes)
+#   tests/safety/run.sh --long                every scenario, long (HILOCK_SAFETY=long too)
+#   tests/safety/run.sh --seed N --scenario NAME   replay one
+#   tests/safety/run.sh --list                scenarios, expected failures
+set -uo pipefail
+root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+here="$root/tests/safety"
+lib="${HILOCK_BUILD:-$root/build/release}/libcore"
+out="$root/build/safety"
+venv="$root/build/venv"
+mkdir -p "$out"
+bash "$root/tests/python/deps.sh" || { echo "python deps failed"; echo "0 passed, 1 failed"; exit 1; }
+if ! bash "$root/tests/python/install.sh" "$root/build/safety-install.stamp" >"$out/install.log" 2>&1; then
+  tail -40 "$out/install.log"; echo "pip install failed"; echo "0 passed, 1 failed"; exit 1
+fi
+if ! cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" "$here/worker.c" \
+     -o "$out/worker-c" -L"$lib" -lhilock -Wl,-rpath,"$lib" -lpthread >"$out/worker-c.log" 2>&1; then
+  cat "$out/worker-c.log"; echo "worker-c build failed"; echo "0 passed, 1 failed"; exit 1
+fi
+PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "safety: the Go toolchain (go) is not on the PATH"; echo "0 passed, 1 failed"; exit 1; }
+# Porcupine, pinned in checker/go.mod and go.sum (from the Go module proxy)
+if ! (cd "$here/checker" && GOFLAGS=-mod=mod go build -o "$out/safety-checker" .) >"$out/checker.log" 2>&1; then
+  cat "$out/checker.log"; echo "safety-checker build failed"; echo "0 passed, 1 failed"; exit 1
+fi
+long=()
+[ "${HILOCK_SAFETY:-}" = long ] && long=(--long)
+export HILOCK_PYTHON="$venv/bin/python" HILOCK_ROOT="$root"
+exec "$venv/bin/python" "$here/safety.py" --build "$out" "${long[@]}" "$@"
