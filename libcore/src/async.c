@@ -570,12 +570,22 @@ static as_conn *conn_get(hilock_async *a, as_node *nd, int pubsub)
     return k;
 }
 
-/* Free the records of connections hiredis has freed. */
+/* Free the records of connections hiredis has freed. A settle still on
+ * one (the server reset it right after answering the attempt, say) lets go
+ * of it first: its requests went with the connection, and its machine is
+ * stepped to say what now (a new connection). */
 static void conns_reap(hilock_async *a)
 {
     for (as_conn **pp = &a->conns; *pp;) {
         as_conn *k = *pp;
         if (!k->ac) {
+            for (as_settle *st = a->settles; st && k->nsettles > 0; st = st->next)
+                if (st->conn == k) {
+                    st->conn = NULL;
+                    st->pending = 0;
+                    st->ready = 1;
+                    k->nsettles--;
+                }
             *pp = k->next;
             free(k);
         } else {

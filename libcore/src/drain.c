@@ -26,6 +26,8 @@ struct hl_drain_item {
     hl_node *node;     /* counted in node->settling while listed */
     redisContext *ctx;
     hl_settle settle; /* the engine's settle machine decides; we move bytes */
+    int ctx_gone;      /* ctx was closed (or replaced) since the read began */
+    int keep;          /* what the last advance() said */
 };
 
 static void item_free(hl_drain_item *it)
@@ -36,14 +38,23 @@ static void item_free(hl_drain_item *it)
     free(it);
 }
 
+/* Close the item's connection; a read in progress on it stops (ctx_gone). */
+static void close_ctx(hl_drain_item *it)
+{
+    if (!it->ctx)
+        return;
+    redisFree(it->ctx);
+    it->ctx = NULL;
+    it->ctx_gone = 1;
+}
+
 /* Write it->settle.cmd on it->ctx (on a new connection to the same server
  * when the machine says so) without blocking for the reply; 0 or -1. */
 static int send_undo(hl_drain_item *it)
 {
     hl_cmd *u = &it->settle.cmd;
     if (it->settle.reconnect || !it->ctx) {
-        if (it->ctx)
-            redisFree(it->ctx);
+        close_ctx(it);
         int code = 0;
         char err[HL_ERRMSG_MAX];
         it->ctx = hl_node_connect(it->node, it->node->client->opts.connect_timeout_ms, &code,
@@ -65,10 +76,8 @@ static int send_undo(hl_drain_item *it)
 static void on_conn_error(hl_drain_item *it)
 {
     hl_settle_on_error(&it->settle, hl_now_mono_ms());
-    if (it->settle.reconnect && it->ctx) {
-        redisFree(it->ctx);
-        it->ctx = NULL;
-    }
+    if (it->settle.reconnect)
+        close_ctx(it);
 }
 
 /* Run the machine until it waits for a reply (1: keep the item) or ends (0). */
@@ -88,13 +97,17 @@ static int advance(hl_drain_item *it)
     }
 }
 
-/* A late reply on the item's connection: the settle machine takes it. */
+/* A late reply on the item's connection: the settle machine takes it.
+ * Running the machine writes the undo, and a write that fails makes it
+ * close the connection (and maybe open a new one): hl_read_replies must then
+ * stop at once, before it reads the next reply from the freed context. */
 static int take_reply(void *item, redisReply *r)
 {
     hl_drain_item *it = item;
     hl_settle_on_reply(&it->settle, r, hl_now_mono_ms());
     freeReplyObject(r);
-    return advance(it);
+    it->keep = advance(it);
+    return it->keep && !it->ctx_gone;
 }
 
 static void *drain_main(void *arg)
@@ -137,11 +150,13 @@ static void *drain_main(void *arg)
         for (k = 1; k <= n; k++) {
             hl_drain_item *it = its[k];
             int keep = 1;
-            if (pf[k].revents) {
+            if (pf[k].revents && it->ctx) {
+                it->ctx_gone = 0;
                 int rr = hl_read_replies(it->ctx, take_reply, it);
                 if (rr < 0) /* the connection died: the machine says what now */
                     on_conn_error(it);
-                keep = rr <= 0;
+                if (rr > 0) /* a reply ended the item, or closed its connection */
+                    keep = it->keep;
             }
             if (keep)
                 keep = advance(it); /* gives up after HL_SETTLE_MAX_MS */

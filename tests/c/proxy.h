@@ -1,0 +1,33 @@
+/*
+ * A TCP proxy for the C tests: listens on a free loopback port and forwards
+ * every connection to a real redis-server, with faults switched on while
+ * connections are live (one thread per connection, poll; no mocks):
+ *
+ * - th_proxy_late_reply_then_reset: the next request chunk containing pat is
+ *   forwarded; the next chunk the server sends back on that connection (its
+ *   reply) is held delay_ms, delivered, and then the connection is reset
+ *   both ways (RST).
+ * - th_proxy_hold_request: the next request chunk containing pat is held
+ *   delay_ms before it reaches the server (a request delivered late); the
+ *   chunks after it on that connection wait behind it, in order. It is
+ *   delivered even when the client closed its side meanwhile.
+ */
+#ifndef HILOCK_TEST_PROXY_H
+#define HILOCK_TEST_PROXY_H
+
+typedef struct th_proxy th_proxy;
+
+/* A proxy to 127.0.0.1:port; NULL on failure. */
+th_proxy *th_proxy_start(int port);
+/* Its loopback port and "redis://127.0.0.1:<port>" URL. */
+int th_proxy_port(const th_proxy *p);
+const char *th_proxy_url(const th_proxy *p);
+void th_proxy_late_reply_then_reset(th_proxy *p, const char *pat, int delay_ms);
+void th_proxy_hold_request(th_proxy *p, const char *pat, int delay_ms);
+/* How many of the rules above have done what they say (the reply delivered
+ * and the connection reset; the held request delivered). */
+int th_proxy_fired(th_proxy *p);
+/* Stop: every connection closed, every thread joined. NULL is fine. */
+void th_proxy_stop(th_proxy *p);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * Settling what the server did after the client stopped waiting, under the
+ * faults of DESIGN.md §6, through a fault proxy (proxy.h) in front of a real
+ * redis-server: the blocking API's settle thread (drain.c) and the
+ * non-blocking API's settles (hilock_async).
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "proxy.h"
+
+static th_redis srv;
+#include "async_helpers.h"
+
+static hilock_client *open_url(const char *url, int64_t cmd_timeout)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = cmd_timeout;
+    o.connect_timeout_ms = 1000;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
+    if (rc != 0)
+        printf("\n  open %s: %s (%s)\n", url, hilock_strerror(rc), err);
+    return c;
+}
+
+typedef struct key_gone {
+    const char *name;
+} key_gone;
+
+static int is_gone(void *p)
+{
+    return th_redis_int(&srv, "EXISTS %s", ((key_gone *)p)->name) == 0;
+}
+
+/* An acquire whose grant comes back after the command timeout, on a
+ * connection the server resets right after that reply: the settle thread
+ * sends the release on a new connection (it used to free the connection
+ * inside its reply loop and crash), and nothing stays held. */
+static void t_blocking_late_grant_then_reset(void)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_client *c = open_url(th_proxy_url(p), 300);
+    CU_ASSERT_FATAL(c != NULL);
+    hilock_lock *warm = NULL, *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&warm, c, "settle-warm") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "srst1") == 0);
+    /* the scripts are loaded and the pooled connection is open */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(warm, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(warm), 0);
+
+    th_proxy_late_reply_then_reset(p, "srst1", 700);
+    int64_t t0 = th_now_ms();
+    int rc = hilock_lock_acquire(l, 0, 30000);
+    int64_t told = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
+    key_gone k = {"srst1"};
+    /* the grant arrives at ~700 ms, the connection is reset, the settle
+     * releases it on a new connection */
+    int gone = th_wait_for(is_gone, &k, 5000);
+    int64_t settled = th_now_ms() - t0;
+    printf("\n  acquire told %d after %lld ms; late grant delivered then reset: %d; "
+           "grant given back after %lld ms (gone=%d)\n",
+           rc, (long long)told, th_proxy_fired(p), (long long)settled, gone);
+    CU_ASSERT_EQUAL(th_proxy_fired(p), 1);
+    CU_ASSERT(gone);
+    /* the client goes on: a new attempt is accepted and granted */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 2000, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    hilock_lock_free(l);
+    hilock_lock_free(warm);
+    hilock_client_close(c);
+    th_proxy_stop(p);
+}
+
+/* The same through hilock_async: the settle gives the late grant back on a
+ * new connection, and the handle goes on. */
+static void t_async_late_grant_then_reset(void)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_client *c = open_url(th_proxy_url(p), 300);
+    CU_ASSERT_FATAL(c != NULL);
+    hilock_async *a = new_async();
+    hilock_lock *warm = NULL, *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&warm, c, "settle-awarm") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "asrst1") == 0);
+    res w = {0};
+    CU_ASSERT(hilock_async_acquire(a, warm, 1, 0, 30000, on_done, &w) == 0);
+    CU_ASSERT_FATAL(run_until(a, &w, 1, 5000) && w.rc == 0);
+    CU_ASSERT(hilock_async_release(a, warm, 1, on_done, &w) == 0);
+    CU_ASSERT_FATAL(run_until(a, &w, 2, 5000) && w.rc == 0);
+
+    th_proxy_late_reply_then_reset(p, "asrst1", 700);
+    int64_t t0 = th_now_ms();
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
+    int gone = 0;
+    int64_t end = th_now_ms() + 5000;
+    while (!(gone = th_redis_int(&srv, "EXISTS asrst1") == 0) && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    printf("\n  acquire told %d after %lld ms; late grant delivered then reset: %d; "
+           "grant given back after %lld ms (gone=%d)\n",
+           r.rc, (long long)(r.at - t0), th_proxy_fired(p), (long long)(th_now_ms() - t0), gone);
+    CU_ASSERT_EQUAL(th_proxy_fired(p), 1);
+    CU_ASSERT(gone);
+    res x = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 2000, 30000, on_done, &x) == 0);
+    CU_ASSERT(run_until(a, &x, 1, 5000) && x.rc == 0);
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &x) == 0);
+    CU_ASSERT(run_until(a, &x, 2, 5000) && x.rc == 0);
+    hilock_lock_free(l);
+    hilock_lock_free(warm);
+    free_async(a);
+    hilock_client_close(c);
+    th_proxy_stop(p);
+}
+
+static int init_srv(void) { return th_redis_start(&srv, NULL); }
+
+static int clean_srv(void)
+{
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("settles under faults", init_srv, clean_srv);
+    CU_add_test(s, "blocking: late grant then reset is given back, no crash",
+                t_blocking_late_grant_then_reset);
+    CU_add_test(s, "hilock_async: late grant then reset is given back",
+                t_async_late_grant_then_reset);
+    return th_cu_run();
+}
