@@ -995,9 +995,10 @@ static void conn_timed_out(as_conn *k, int64_t now)
             __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
         if (op->type == OP_ACQUIRE && op->attempt && settle_start(q, op) == 0)
             hl_acquire_on_unknown(&op->acq, HILOCK_ECONN, now);
-        else
+        else /* sent, no answer: the server may still run it (a late copy) */
             feed_error(op, HILOCK_ECONN,
-                       (op->type == OP_ACQUIRE && op->attempt) || op->type == OP_EXT);
+                       (op->type == OP_ACQUIRE && (op->attempt || op->ack_phase == 1)) ||
+                           op->type == OP_EXT || op->type == OP_RELEASE);
         op_queue(op);
     }
     if (k->nsettles == 0)
@@ -1149,6 +1150,8 @@ static void feed_error(as_op *op, int code, int lost)
 {
     int64_t now = now_ms();
     if (op->type == OP_ACQUIRE && op->ack_phase == 1) { /* giving an unacked grant back */
+        if (lost) /* later releases use another unlock latch key */
+            __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
         hl_release_on_error(&op->rel, code, now);
         return;
     }

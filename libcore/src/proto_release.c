@@ -176,10 +176,20 @@ void hl_release_on_error(hl_release *m, int code, int64_t now_ms)
     m->result = code ? code : HILOCK_ECONN;
     m->still_held = 1;
     /* The reply may have been lost after the server ran the unlock: the
-     * latch makes one resend answer like the first (not "not owner"). */
+     * latch makes one resend answer like the first (not "not owner"). Or
+     * the request itself is held up on its way and reaches the server
+     * after the resend (a late copy): the resend then writes the answer
+     * under a latch that lives at least the lease, so the copy answers from
+     * it instead of releasing a later hold of the same owner, also after
+     * the short latch lifetime of an answered release. (The owner's later
+     * releases use another latch key: the driver moves its latch epoch
+     * after a lost reply, hl_release_request_id.) */
     if (code == HILOCK_ECONN && m->tries < HL_RELEASE_TRIES &&
-        (m->deadline < 0 || now_ms < m->deadline))
+        (m->deadline < 0 || now_ms < m->deadline)) {
+        if (m->latch_ttl_ms < m->lease_ms)
+            m->latch_ttl_ms = m->lease_ms;
         return;
+    }
     m->state = RL_DONE;
 }
 

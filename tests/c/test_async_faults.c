@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "hilock.h"
 #include "hilock/adapters/epoll.h"
+#include "proxy.h"
 
 static th_redis srv, srv2, srv3;
 #include "async_helpers.h"
@@ -287,6 +288,96 @@ static void t_semaphore_reply_lost(void)
     hilock_client_close(c);
 }
 
+/* A release held back on its way to the server (a late copy): the client
+ * gives up on its reply after the command timeout and sends it again, which
+ * releases. The owner then takes and releases the lock once more and takes
+ * it again; the late copy arrives held_ms after it was sent. It must find
+ * its answer in its latch and change nothing: the owner still holds the
+ * lock and another client cannot take it. Returns what the late copy did
+ * (1: the hold survived). held_ms beyond the unlock latch's 2 s lifetime
+ * (2 * command timeout + 1000 ms) is issue 29's case. */
+static int late_release_copy(const char *name, int held_ms)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    hilock_client *c = NULL, *c2 = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    CU_ASSERT_FATAL(hilock_client_open(&c2, srv.url, &o, NULL, 0) == 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL, *other = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&other, c2, name) == 0);
+    res r = {0};
+    int n = 0;
+    /* scripts loaded, connection open: only the held release is slow */
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+
+    th_proxy_hold_request(p, "redisson_lock__channel", held_ms);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    int64_t released = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(r.rc, 0); /* the resend released it */
+    /* take, release, take again before the late copy arrives */
+    for (int i = 0; i < 3; i++) {
+        int rc = i == 1 ? hilock_async_release(a, l, 1, on_done, &r)
+                        : hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r);
+        CU_ASSERT(rc == 0);
+        CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    }
+    int64_t held_at = th_now_ms() - t0;
+    int64_t end = th_now_ms() + held_ms + 5000;
+    while (th_proxy_fired(p) < 1 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    int64_t late_at = th_now_ms() - t0;
+    CU_ASSERT_FATAL(th_proxy_fired(p) == 1);
+    th_sleep_ms(100); /* the server has run the late copy */
+    long long exists = th_redis_int(&srv, "EXISTS %s", name);
+    int other_rc = hilock_lock_acquire(other, 0, 30000);
+    printf("\n  release resent and answered after %lld ms; held again at %lld ms; late copy "
+           "delivered at %lld ms: lock key exists %lld, another client's acquire %d (%s)\n",
+           (long long)released, (long long)held_at, (long long)late_at, exists, other_rc,
+           other_rc == 0 ? "GRANTED while the first holds it" : "refused");
+    int ok = exists == 1 && other_rc != 0;
+    CU_ASSERT_EQUAL(exists, 1);
+    CU_ASSERT_NOT_EQUAL(other_rc, 0);
+    if (other_rc == 0)
+        hilock_lock_release(other);
+    res x = {0};
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &x) == 0);
+    CU_ASSERT(run_until(a, &x, 1, 5000));
+    CU_ASSERT_EQUAL(x.rc, ok ? 0 : HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    hilock_lock_free(l);
+    hilock_lock_free(other);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+    th_proxy_stop(p);
+    return ok;
+}
+
+/* The late copy arrives while its unlock latch still lives (1 s). */
+static void t_late_release_copy(void)
+{
+    late_release_copy("alate1", 1000);
+}
+
+/* The late copy arrives after the 1.6 s latch lifetime of an answered
+ * release (2.5 s). */
+static void t_late_release_copy_after_latch_ttl(void)
+{
+    late_release_copy("alate2", 2500);
+}
+
 static int init_srv(void)
 {
     if (th_redis_start(&srv, NULL) != 0 || th_redis_start(&srv2, NULL) != 0 ||
@@ -314,5 +405,8 @@ int main(void)
     CU_add_test(s, "multi-lock and Redlock lost callback", t_multilock_lost);
     CU_add_test(s, "a settle whose connection died goes on a new one", t_settle_on_new_connection);
     CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);
+    CU_add_test(s, "a late copy of a release leaves a later hold alone", t_late_release_copy);
+    CU_add_test(s, "a late copy of a release past its latch lifetime leaves a later hold alone",
+                t_late_release_copy_after_latch_ttl);
     return th_cu_run();
 }

@@ -2,7 +2,7 @@
  * Settling what the server did after the client stopped waiting, under the
  * faults of DESIGN.md §6, through a fault proxy (proxy.h) in front of a real
  * redis-server: the blocking API's settle thread (drain.c) and the
- * non-blocking API's settles (hilock_async).
+ * non-blocking API's settles (hilock_async); a late copy of a release.
  */
 #include <CUnit/Basic.h>
 #include <stdio.h>
@@ -124,6 +124,56 @@ static void t_async_late_grant_then_reset(void)
     th_proxy_stop(p);
 }
 
+/* Blocking API: a release held back on its way (a late copy) past the
+ * unlock latch's lifetime of an answered release (1.6 s with a 300 ms
+ * command timeout): the client resent it after 300 ms, which released;
+ * then took, released and took the lock again. The late copy must leave
+ * that hold alone (issue 29: it deleted it). */
+static void t_blocking_late_release_copy(void)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_client *c = open_url(th_proxy_url(p), 300);
+    hilock_client *c2 = open_url(srv.url, 300);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    hilock_lock *l = NULL, *other = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "blate1") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&other, c2, "blate1") == 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
+    th_proxy_hold_request(p, "redisson_lock__channel", 2500);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0); /* the resend released it */
+    int64_t released = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
+    int64_t end = th_now_ms() + 8000;
+    while (th_proxy_fired(p) < 1 && th_now_ms() < end)
+        th_sleep_ms(10);
+    int64_t late_at = th_now_ms() - t0;
+    CU_ASSERT_FATAL(th_proxy_fired(p) == 1);
+    th_sleep_ms(100); /* the server has run the late copy */
+    long long exists = th_redis_int(&srv, "EXISTS blate1");
+    int other_rc = hilock_lock_acquire(other, 0, 30000);
+    printf("\n  release resent and answered after %lld ms; late copy delivered at %lld ms: "
+           "lock key exists %lld, another client's acquire %d (%s)\n",
+           (long long)released, (long long)late_at, exists, other_rc,
+           other_rc == 0 ? "GRANTED while the first holds it" : "refused");
+    CU_ASSERT_EQUAL(exists, 1);
+    CU_ASSERT_NOT_EQUAL(other_rc, 0);
+    if (other_rc == 0)
+        hilock_lock_release(other);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), other_rc == 0 ? HILOCK_ENOTOWNER : 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS blate1"), 0);
+    hilock_lock_free(l);
+    hilock_lock_free(other);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+    th_proxy_stop(p);
+}
+
 static int init_srv(void) { return th_redis_start(&srv, NULL); }
 
 static int clean_srv(void)
@@ -141,5 +191,7 @@ int main(void)
                 t_blocking_late_grant_then_reset);
     CU_add_test(s, "hilock_async: late grant then reset is given back",
                 t_async_late_grant_then_reset);
+    CU_add_test(s, "blocking: a late release copy past its latch lifetime leaves a later hold",
+                t_blocking_late_release_copy);
     return th_cu_run();
 }
