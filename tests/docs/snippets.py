@@ -32,7 +32,7 @@ import urllib.request
 
 SAMPLES = {"text", "json", "dot", "console", "output"}
 RUNS = {"python", "c", "lua", "sh", "nginx", "redis"}
-TIMEOUT = 30
+TIMEOUT = 120  # per command; generous: a loaded machine (load 30) slows every step
 MARK = re.compile(r"^\s*<!--\s*snippet:\s*(\w+)\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,})\s*([\w+-]*)\s*$")
 
@@ -283,7 +283,7 @@ class Runner:
                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             status, body = None, ""
-            end = time.monotonic() + 10
+            end = time.monotonic() + 30  # nginx up and answering
             while time.monotonic() < end and p.poll() is None:
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}{request}", timeout=TIMEOUT) as r:
