@@ -103,7 +103,7 @@ class Fence:
         raise OSError(f"fence store answered {line!r}")
 
 
-def open_retry(fn: Any, log: Log) -> Any:
+def open_retry(fn: Any, log: Log, ready: bool = True) -> Any:
     """Open the client; the open is not what is tested, so a fault that
     hits it (servers and clients start together) is waited out."""
     while True:
@@ -114,7 +114,8 @@ def open_retry(fn: Any, log: Log) -> Any:
             if time.monotonic() > log.ready + 30:
                 raise
             time.sleep(0.1)
-    log.ready_now()
+    if ready:
+        log.ready_now()
     return c
 
 
@@ -173,12 +174,20 @@ def may_write(o: Dict[str, Any], lost: bool, acq_inv: int) -> bool:
 
 def run_blocking(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
                  o: Dict[str, Any], deadline: float) -> None:
-    client = open_retry(lambda: hilock.Client(url, **client_kw(o)), log)
-    lock = client.fenced_lock(lock_name)
+    urls = url.split("|")
+    clients = []
+    for i, u in enumerate(urls):
+        clients.append(open_retry(lambda u=u: hilock.Client(u, **client_kw(o)), log,
+                                  ready=i == len(urls) - 1))
+    client = clients[0]
+    # "u1|u2|...": a Redlock over one lock per server; its grants have no
+    # fencing token, so a write is only a claim (for Porcupine)
+    lock: Any = hilock.RedLock([c.lock(lock_name) for c in clients]) if len(clients) > 1 \
+        else client.fenced_lock(lock_name)
     deadline += time.monotonic() - log.ready
 
     def on_lost(lk: Any, t: int) -> None:
-        msg = lk.errmsg or ""
+        msg = getattr(lk, "errmsg", "") or ""
         log.write({"ev": "report", "op": "lost", "t": now(), "doubt": "doubt" in msg, "tid": t})
 
     lock.on_lost = on_lost
@@ -188,7 +197,10 @@ def run_blocking(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
         oid = log.inv("acq", lease_ms=o["lease_ms"])
         acq_inv = now()
         try:
-            token = lock.acquire_token(wait=o["wait_ms"] / 1000.0, lease=lease)
+            if len(clients) > 1:
+                token = 0 if lock.acquire(wait=o["wait_ms"] / 1000.0, lease=lease) else None
+            else:
+                token = lock.acquire_token(wait=o["wait_ms"] / 1000.0, lease=lease)
         except hilock.Error as e:
             log.ret("acq", oid, "error", err=err_name(e))
             time.sleep(plan.pause() + 0.05)
@@ -198,14 +210,14 @@ def run_blocking(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
             continue
         grants += 1
         grant = f"{log.proc}.{grants}"
-        log.ret("acq", oid, "ok", token=token, grant=grant)
+        log.ret("acq", oid, "ok", token=token if len(clients) == 1 else None, grant=grant)
         for hold in plan.holds():
             time.sleep(hold)
             if not may_write(o, lock.lost, acq_inv):
                 break
             wid = log.inv("write", token=token, grant=grant)
             try:
-                log.ret("write", wid, fence.write(token, grant))
+                log.ret("write", wid, fence.write(token, grant) if len(clients) == 1 else "ok")
             except OSError as e:
                 log.ret("write", wid, "error", err=str(e))
         rid = log.inv("rel", grant=grant)
@@ -217,7 +229,8 @@ def run_blocking(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
         except hilock.Error as e:
             log.ret("rel", rid, "error", err=err_name(e))
         time.sleep(plan.pause())
-    client.close()
+    for c in clients:
+        c.close()
 
 
 async def run_aio(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
