@@ -1946,6 +1946,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 continue
             if out == _E.RENEW_LOST and self._wd.get(key) is entry:
                 del self._wd[key]
+                self._wd_t.pop(key, None)
                 self._mark_lost(key, entry[2])
         if good:
             pool.put(conn)
@@ -2226,7 +2227,8 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
     """The release machine's outcome t (ACT_DONE, result, remaining,
     still_held): the hold's bookkeeping, then exc or the result's error."""
     if not t[3]:
-        c._wd.pop(key, None)
+        if c._wd.pop(key, None) is not None:
+            c._wd_t.pop(key, None)
         c._leases.pop(key, None)
     if exc is not None:
         raise exc

@@ -160,3 +160,20 @@ def test_loop_held_up_past_renewal_renews_before_doubt(server: RedisServer, name
         finally:
             await c.close()
     asyncio.run(main())
+
+
+def test_released_holds_leave_no_watchdog_clock(server: RedisServer, name: str) -> None:
+    """Each watched hold's doubt clock goes with the hold: 2,000 watchdog
+    holds of distinct names taken and released keep nothing (memory that
+    grew with every name a client ever held, until the doubt timer fired)."""
+    async def main() -> None:
+        c = await aio.connect(server.url)
+        try:
+            for i in range(2000):
+                lk = c.lock(f"{name}:{i}")
+                assert await lk.acquire(0)
+                await lk.release()
+            assert not c._wd and not c._wd_t, (len(c._wd), len(c._wd_t))
+        finally:
+            await c.close()
+    asyncio.run(main())
