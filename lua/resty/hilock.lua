@@ -928,7 +928,9 @@ local function start_watchdog(self)
     if not next(self.wd) then
         return
     end
-    arm_doubt(self)
+    if not self.doubt_armed then -- else it fires no later than a new hold's deadline
+        arm_doubt(self)
+    end
     if self.wd_running then
         return
     end

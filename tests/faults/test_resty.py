@@ -189,6 +189,38 @@ def test_resty_partitioned_holder_told_before_lease_ends(nginx, server, proxy, n
         other.close()
 
 
+def test_resty_accepts_then_never_answers_told_before_lease_ends(nginx, server, proxy, name):
+    """The live connections reset, and every new one accepted then never
+    answered (a half-dead host), with 10 s connect and command timeouts: the
+    renewal tick sits in its connect/read for up to 10 s. The doubt check is
+    a timer chain of its own, so the holder is still told before the lease
+    ends on the server (the key's PTTL, read directly before the cut). Before
+    (one chain for renewals and doubt checks): told only after the stuck
+    renewal gave up, past the lease."""
+    a = Actor(nginx, proxy.url(), watchdog_lease_ms=3000, command_timeout_ms=10000,
+              connect_timeout_ms=10000)
+    try:
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        time.sleep(1.3)  # a renewal (every lease/3) went through
+        t = time.monotonic()
+        ends = t + int(server("PTTL", name)) / 1000.0
+        proxy.blackhole(True)  # new connections: accepted, nothing forwarded
+        proxy.reset()
+        t_cut = time.monotonic()
+        told = None
+        while told is None and time.monotonic() - t_cut < 6:
+            if a("lost r %s" % name) == "ok 1":
+                told = time.monotonic()
+            else:
+                time.sleep(0.02)
+        assert told is not None, "the holder was never told"
+        report("openresty accepts, never answers: holder told after", told - t_cut)
+        report("openresty accepts, never answers: lease ended on the server after", ends - t_cut)
+        assert told < ends, "told %.2f s after the lease ended on the server" % (told - ends)
+    finally:
+        proxy.blackhole(False)
+
+
 @pytest.mark.parametrize("kind", ["r", "f"])
 def test_resty_release_reply_lost_answers_once(nginx, server, proxy, name, kind):
     """The release's reply is lost with its connection: the engine's release
