@@ -220,10 +220,16 @@ typedef enum hilock_kind {
  *   When:    the renewal found the hold gone; or no renewal of it was
  *            confirmed by the server for lease - lease/5 (the link is down:
  *            the lease may run out there and another client take the lock;
- *            the handle's message then says "in doubt"; a renewal that is
- *            due is sent and answered first, so a watchdog thread held up
- *            past that time, by a slow callback say, does not by itself
- *            make a live hold in doubt). A hold reported in
+ *            the handle's message then says "in doubt"). That moment is a
+ *            timer of the watchdog thread, which does no I/O: renewals go
+ *            out from a renewal thread of their own, so a connect,
+ *            handshake or read stuck on a silent link (a load balancer or
+ *            half-dead host that accepts connections and never answers,
+ *            requests or replies dropped one way) delays neither it nor
+ *            the report; nor does a slow callback delay the renewals. A
+ *            renewal first sent after that moment (its thread held up by
+ *            a loaded machine) is awaited up to the command timeout, and
+ *            no later than the lease's end. A hold reported in
  *            doubt is still renewed; if a renewal then finds it gone, that is
  *            reported as well (a second call for the same hold).
  *   May call: any hilock function, on any handle. In particular it may

@@ -674,16 +674,18 @@ HL_HIDDEN int64_t hl_renew_period(int64_t watchdog_lease_ms);
  * keeping it is harmless; if it is gone, the renewal reports that as usual. */
 HL_HIDDEN int64_t hl_renew_doubt_after(int64_t watchdog_lease_ms);
 /* When a watchdog hold whose last confirmed grant or renewal was sent at
- * confirmed_at is to be reported lost "in doubt", for a renewer that sends
- * its renewals without waiting for them (hilock_async): at confirmed_at +
- * hl_renew_doubt_after, unless a renewal of it in flight went out at or
- * after that moment (renew_sent_at; -1: none in flight). Then the renewer
- * itself was held up past it (its loop blocked: a slow callback, a loaded
- * machine) and that renewal's answer is awaited first: the report comes at
- * renew_sent_at + command_timeout_ms if it is not confirmed by then, and no
- * later than confirmed_at + lease (when the server's copy may end). The
- * blocking watchdog gets the same order by renewing, and waiting for the
- * answer, before it looks for holds in doubt. */
+ * confirmed_at is to be reported lost "in doubt": at confirmed_at +
+ * hl_renew_doubt_after, unless the first renewal of it since then went out
+ * at or after that moment (renew_sent_at; -1: none sent yet). Then the
+ * renewer itself was held up past it (its loop blocked: a slow callback, a
+ * loaded machine) and that renewal's answer is awaited first: the report
+ * comes at renew_sent_at + command_timeout_ms if it is not confirmed by
+ * then, and no later than confirmed_at + lease (when the server's copy may
+ * end). A renewal sent in time and not answered (a silent link) earns no
+ * grace, nor do the retries after it: pass the FIRST renewal sent since
+ * confirmed_at. The driver must run this as a timer of its own that no
+ * connect, handshake or read can delay (watchdog.c: a thread that does no
+ * I/O; hilock_async: its loop's timer). */
 HL_HIDDEN int64_t hl_renew_doubt_at(int64_t confirmed_at, int64_t watchdog_lease_ms,
                                     int64_t renew_sent_at, int64_t command_timeout_ms);
 

@@ -20,7 +20,9 @@ void hl_transport_init(hl_transport *c)
     pthread_mutex_init(&c->refresh_mu, NULL);
     pthread_mutex_init(&c->wd.mu, NULL);
     hl_worker_init(&c->wd.wk);
+    hl_worker_init(&c->wd.rwk);
     hl_cond_init_mono(&c->wd.cv);
+    hl_cond_init_mono(&c->wd.rcv);
 }
 
 void hl_transport_free(hl_transport *c, int forked)
@@ -39,6 +41,7 @@ void hl_transport_free(hl_transport *c, int forked)
     pthread_mutex_destroy(&c->refresh_mu);
     pthread_mutex_destroy(&c->wd.mu);
     pthread_cond_destroy(&c->wd.cv);
+    pthread_cond_destroy(&c->wd.rcv);
     pthread_mutex_destroy(&c->drain.mu);
     pthread_cond_destroy(&c->drain.settled);
 }

@@ -189,8 +189,15 @@ typedef struct hl_deferred {
 
 typedef struct hl_watchdog {
     pthread_mutex_t mu;
-    pthread_cond_t cv;   /* wakes the thread (stop) and waiters of inflight */
-    hl_worker wk;        /* no pipe: the thread sleeps on cv */
+    pthread_cond_t cv;   /* wakes the watchdog thread (stop, a loss found, a
+                            new hold) and waiters of inflight/reporting */
+    hl_worker wk;        /* the watchdog thread: the "in doubt" timer and
+                            every report (lost callbacks); no I/O. No pipe:
+                            it sleeps on cv */
+    pthread_cond_t rcv;  /* wakes the renewal thread (stop, renew now) */
+    hl_worker rwk;       /* the renewal thread: the renewals' I/O, on its own
+                            schedule; never calls up */
+    int renew_now;       /* a renewal pass is wanted before its time */
     int stop;
     struct hl_wd_entry *entries; /* watchdog.c */
     hl_deferred *deferred, **deferred_tail; /* FIFO */

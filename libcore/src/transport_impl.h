@@ -134,9 +134,9 @@ HL_HIDDEN void hl_pubsub_shutdown(hl_transport *c);
 /* A hold whose renewals go unconfirmed for lease - margin since the last
  * confirmed one is reported lost (the server's copy ends at lease at the
  * latest, and another client may take it then). margin = lease / 5: renewals
- * go out every lease / 3, so two of them can fail before the report. A
- * renewal blocked on a dead link delays the report by up to one command
- * timeout (keep it below the margin). */
+ * go out every lease / 3, so two of them can fail before the report. The
+ * report is timed by the watchdog thread, which does no I/O: a renewal
+ * stuck on a dead link (connect, handshake or read) does not delay it. */
 HL_HIDDEN int64_t hl_wd_margin_ms(const hl_transport *c);
 
 /* Stop renewing (holder, tid) at once, whatever its hold count. */

@@ -1,18 +1,28 @@
 /*
- * Watchdog: one thread per client renews every lock taken without a lease,
- * every lease/3, all of them pipelined on one connection (one round trip per
- * tick). The renewal is guarded by the owner's field: "gone" means the lock
- * was lost, which is reported once and ends its renewal. Transport errors
- * are retried at the next tick, but a hold whose last confirmed renewal (or
- * grant) was sent lease - margin ago is reported lost "in doubt": cut off
- * from the server, its holder must stop before the lease ends there and
- * another client takes the lock (hl_wd_margin_ms).
+ * Watchdog: every lock taken without a lease is renewed every lease/3, all
+ * of them pipelined on one connection (one round trip per tick). The
+ * renewal is guarded by the owner's field: "gone" means the lock was lost,
+ * which is reported once and ends its renewal. Transport errors are retried
+ * at the next tick, but a hold whose last confirmed renewal (or grant) was
+ * sent lease - margin ago is reported lost "in doubt": cut off from the
+ * server, its holder must stop before the lease ends there and another
+ * client takes the lock (hl_wd_margin_ms; the engine's hl_renew_doubt_at).
+ *
+ * Two threads per client, so that no I/O can delay a report:
+ * - the renewal thread does the renewals' I/O on its own schedule (a
+ *   connect, handshake or read stuck on a silent link holds up only it);
+ *   it never calls up, it marks what it found (confirmed, lost) and wakes
+ * - the watchdog thread: the "in doubt" timer and every report (the lost
+ *   callbacks run on it). It does no I/O, so the moment a hold is in doubt
+ *   is a timer nothing else delays (a slow lost callback of another hold
+ *   aside).
  *
  * Race freedom: a release that ends the last watchdog hold first takes the
  * entry out of the schedule and waits for any renewal of it in flight, and
  * only then sends the unlock; so no renewal can follow the final unlock.
  * Entry ownership: whoever sets `removed` frees the entry once it is no longer
- * `inflight`; entries found `lost` are freed by the watchdog thread.
+ * `inflight` nor `reporting`; entries found `lost` are freed by the watchdog
+ * thread once reported.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -32,14 +42,19 @@ typedef struct hl_wd_entry {
     uint64_t tid;
     char owner[HL_OWNER_MAX];
     int holds;         /* watchdog acquisitions not yet released */
-    int inflight;      /* in the batch being renewed (or its loss being reported) */
-    int removed;       /* claimed by a remover, who frees it once !inflight */
-    int lost;          /* found gone; the watchdog thread frees it */
+    int inflight;      /* in the batch being renewed (or its loss waiting to
+                          be reported) */
+    int reporting;     /* the watchdog thread is reporting it in doubt */
+    int removed;       /* claimed by a remover, who frees it once neither
+                          inflight nor reporting */
+    int lost;          /* found gone; the watchdog thread reports and frees it */
     int doubt;         /* reported lost "in doubt" (no renewal confirmed for
                           lease - margin); still renewed */
     int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
                              server confirmed was sent (the lease runs from
                              no earlier than that) */
+    int64_t tried_at;  /* when the first renewal since confirmed_at was sent,
+                          -1 none yet (hl_renew_doubt_at's renew_sent_at) */
 } hl_wd_entry;
 
 static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
@@ -63,7 +78,7 @@ static void unlink_entry(hl_watchdog *wd, hl_wd_entry *e)
 static void claim_and_free(hl_watchdog *wd, hl_wd_entry *e)
 {
     e->removed = 1;
-    while (e->inflight)
+    while (e->inflight || e->reporting)
         pthread_cond_wait(&wd->cv, &wd->mu);
     unlink_entry(wd, e);
     free(e);
@@ -89,41 +104,73 @@ int64_t hl_wd_margin_ms(const hl_transport *c)
     return c->opts.watchdog_lease_ms - hl_renew_doubt_after(c->opts.watchdog_lease_ms);
 }
 
-/* Holds with no renewal confirmed for lease - margin: report them lost "in
- * doubt", once per silence. They are still renewed: if the link comes back
- * and the lock is still ours, keeping it is harmless (its holder was told to
- * stop and releases it); if it is gone, the renewal reports the loss as
- * usual. Returns the earliest time another hold becomes due (or INT64_MAX);
- * mu held, released around each report. */
-static int64_t report_unconfirmed(hl_transport *c, int64_t now)
+/* When e is in doubt: the engine's rule over what the renewal thread saw. */
+static int64_t doubt_at(const hl_transport *c, const hl_wd_entry *e)
+{
+    return hl_renew_doubt_at(e->confirmed_at, c->opts.watchdog_lease_ms, e->tried_at,
+                             c->opts.command_timeout_ms);
+}
+
+/* Holds with no renewal confirmed in time (doubt_at): report them lost "in
+ * doubt", once per silence, whatever the renewal thread is doing (a renewal
+ * of them may be stuck in flight). They are still renewed: if the link
+ * comes back and the lock is still ours, keeping it is harmless (its
+ * holder was told to stop and releases it); if it is gone, the renewal
+ * reports the loss as usual. Returns the earliest time another hold
+ * becomes due (or INT64_MAX); mu held, released around each report. */
+static int64_t report_unconfirmed(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
-    int64_t limit = hl_renew_doubt_after(c->opts.watchdog_lease_ms); /* the engine's rule */
     for (;;) {
-        int64_t next = INT64_MAX;
+        int64_t now = hl_now_mono_ms(), next = INT64_MAX;
         hl_wd_entry *due = NULL;
         for (hl_wd_entry *e = wd->entries; e; e = e->next) {
-            if (e->removed || e->lost || e->inflight || e->doubt)
+            if (e->removed || e->lost || e->doubt || e->reporting)
                 continue;
-            if (now - e->confirmed_at >= limit) {
+            int64_t at = doubt_at(c, e);
+            if (now >= at) {
                 due = e;
                 break;
             }
-            if (e->confirmed_at + limit < next)
-                next = e->confirmed_at + limit;
+            if (at < next)
+                next = at;
         }
-        if (!due) {
-            run_deferred(wd); /* what the callbacks asked for */
+        if (!due)
             return next;
-        }
         due->doubt = 1;
-        due->inflight = 1; /* a remover waits for the report */
+        due->reporting = 1; /* a remover waits for the report */
         int64_t silent = now - due->confirmed_at;
         pthread_mutex_unlock(&wd->mu);
         c->sinks.lost(due->holder, due->tid, 1, silent);
         pthread_mutex_lock(&wd->mu);
-        due->inflight = 0;
+        due->reporting = 0;
         pthread_cond_broadcast(&wd->cv);
+    }
+}
+
+/* Holds the renewal thread found gone: report each once, then free it
+ * (or leave it to the remover who claimed it meanwhile). mu held,
+ * released around each report. */
+static void report_found_lost(hl_transport *c)
+{
+    hl_watchdog *wd = &c->wd;
+    for (;;) {
+        hl_wd_entry *e = wd->entries;
+        while (e && !(e->lost && e->inflight && !e->reporting))
+            e = e->next;
+        if (!e)
+            return;
+        e->reporting = 1;
+        pthread_mutex_unlock(&wd->mu);
+        c->sinks.lost(e->holder, e->tid, 0, 0);
+        pthread_mutex_lock(&wd->mu);
+        e->reporting = 0;
+        e->inflight = 0;
+        pthread_cond_broadcast(&wd->cv);
+        if (!e->removed) {
+            unlink_entry(wd, e);
+            free(e);
+        }
     }
 }
 
@@ -146,11 +193,11 @@ static int item_cmp(const void *pa, const void *pb)
     return (a->slot > b->slot) - (a->slot < b->slot);
 }
 
-/* The watchdog thread's buffers, kept between ticks and grown as needed
+/* The renewal thread's buffers, kept between ticks and grown as needed
  * (a tick allocates nothing once they are large enough): per hold
  * (ncap) and per renewal command (gcap, an hl_cmd is some 3.6 KB: one
  * per group of up to HL_RENEW_MANY_MAX holds, not one per hold). Used by
- * the watchdog thread only; freed by hl_wd_shutdown. */
+ * the renewal thread only; freed by hl_wd_shutdown. */
 typedef struct hl_wd_scratch {
     int ncap, gcap;
     wd_item *items, *again;
@@ -298,8 +345,8 @@ static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items,
             freeReplyObject(replies[g]);
 }
 
-/* One tick: renew every live hold; mu held, released while the renewals
- * are in flight. */
+/* One tick of the renewal thread: renew every live hold; mu held, released
+ * while the renewals are in flight. */
 static void renew_batch(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
@@ -314,11 +361,14 @@ static void renew_batch(hl_transport *c)
     hl_renew_outcome *out = s->out, *out2 = s->out2;
     int *retry = s->retry, *unused = s->unused;
     memset(retry, 0, sizeof *retry * (size_t)n);
+    int64_t sent_at = hl_now_mono_ms();
     int i = 0;
     for (hl_wd_entry *e = wd->entries; e && i < n; e = e->next) {
         if (e->removed || e->lost)
             continue;
         e->inflight = 1;
+        if (e->tried_at < 0)
+            e->tried_at = sent_at; /* the first try since the last confirmation */
         items[i].e = e;
         items[i].single = e->kind == HILOCK_KIND_READ;
         items[i].slot = c->ep.cluster ? hl_key_slot(e->names->name, strlen(e->names->name)) : 0;
@@ -326,7 +376,6 @@ static void renew_batch(hl_transport *c)
     }
     pthread_mutex_unlock(&wd->mu);
     qsort(items, (size_t)n, sizeof *items, item_cmp);
-    int64_t sent_at = hl_now_mono_ms();
     renew_items(c, s, items, n, 1, out, retry);
     int nagain = 0;
     for (i = 0; i < n; i++)
@@ -340,7 +389,6 @@ static void renew_batch(hl_transport *c)
     }
 
     pthread_mutex_lock(&wd->mu);
-    int nlost = 0;
     for (i = 0; i < n; i++) {
         hl_wd_entry *e = items[i].e;
         /* only "owner field gone" is a loss; no answer or an odd one is
@@ -348,54 +396,64 @@ static void renew_batch(hl_transport *c)
          * hide the others' losses. */
         hl_renew_outcome o = out[i];
         if (!e->removed && o == HL_RENEW_LOST) {
-            e->lost = 1; /* stays inflight until reported */
-            items[nlost++].e = e;
+            e->lost = 1; /* stays inflight until the watchdog thread reports it */
         } else {
             if (o == HL_RENEW_RENEWED && sent_at > e->confirmed_at) {
                 e->confirmed_at = sent_at;
+                e->tried_at = -1;
                 e->doubt = 0; /* a later silence is reported again */
             }
             e->inflight = 0;
         }
     }
-    pthread_cond_broadcast(&wd->cv);
-    for (i = 0; i < nlost; i++) {
-        hl_wd_entry *e = items[i].e;
-        pthread_mutex_unlock(&wd->mu);
-        c->sinks.lost(e->holder, e->tid, 0, 0);
-        pthread_mutex_lock(&wd->mu);
-        e->inflight = 0;
-        pthread_cond_broadcast(&wd->cv);
-        if (!e->removed) {
-            unlink_entry(wd, e);
-            free(e);
-        }
-    }
-    run_deferred(wd);
+    pthread_cond_broadcast(&wd->cv); /* removers; the watchdog thread reports */
 }
 
-static void *watchdog_main(void *arg)
+/* The renewal thread: a pass every lease/3 (or when asked for one), the
+ * I/O with mu released. It never calls up. */
+static void *renewal_main(void *arg)
 {
     hl_transport *c = arg;
     hl_watchdog *wd = &c->wd;
     int64_t period = hl_renew_period(c->opts.watchdog_lease_ms);
     pthread_mutex_lock(&wd->mu);
     int64_t next = hl_now_mono_ms() + period;
-    while (!wd->stop && !wd->close_deferred) {
+    while (!wd->stop) {
         int64_t now = hl_now_mono_ms();
-        if (now >= next) {
-            /* A renewal that is due goes out before any hold is reported in
-             * doubt: when this thread itself was held up (a lost callback
-             * that took long, a loaded machine) past lease - lease/5, the
-             * server is asked first instead of reporting holds whose
-             * renewal was simply not sent yet. */
+        if (now >= next || wd->renew_now) {
+            wd->renew_now = 0;
             next = now + period;
             renew_batch(c);
             continue;
         }
-        int64_t due = report_unconfirmed(c, now);
         struct timespec ts;
-        hl_abs_timespec(&ts, (due < next ? due : next) - now);
+        hl_abs_timespec(&ts, next - now);
+        pthread_cond_timedwait(&wd->rcv, &wd->mu, &ts);
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return NULL;
+}
+
+/* The watchdog thread: reports losses the renewal thread found and holds in
+ * doubt when their time comes; runs what the callbacks deferred. No I/O. */
+static void *watchdog_main(void *arg)
+{
+    hl_transport *c = arg;
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    while (!wd->stop && !wd->close_deferred) {
+        report_found_lost(c);
+        int64_t due = report_unconfirmed(c);
+        run_deferred(wd); /* what the callbacks asked for */
+        if (wd->stop || wd->close_deferred)
+            break;
+        int64_t now = hl_now_mono_ms();
+        if (due <= now)
+            continue;
+        struct timespec ts;
+        /* an hour at most: a renewal moves every due time later, and a new
+         * hold or a loss found wakes the thread */
+        hl_abs_timespec(&ts, due - now < 3600000 ? due - now : 3600000);
         pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
     }
     int close_now = wd->close_deferred && !wd->stop;
@@ -444,7 +502,9 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
         e->holds++;
         if (sent_at > e->confirmed_at) { /* a re-entry applied the lease again */
             e->confirmed_at = sent_at;
+            e->tried_at = -1;
             e->doubt = 0;
+            pthread_cond_broadcast(&wd->cv); /* its doubt timer moved */
         }
         pthread_mutex_unlock(&wd->mu);
         return 0;
@@ -460,14 +520,17 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     e->tid = tid;
     e->holds = 1;
     e->confirmed_at = sent_at;
+    e->tried_at = -1;
     hl_hold_owner(e->owner, kind, c->id, tid);
-    if (!wd->wk.running && !wd->stop && hl_worker_start(&wd->wk, 0, watchdog_main, c) != 0) {
+    if ((!wd->wk.running && !wd->stop && hl_worker_start(&wd->wk, 0, watchdog_main, c) != 0) ||
+        (!wd->rwk.running && !wd->stop && hl_worker_start(&wd->rwk, 0, renewal_main, c) != 0)) {
         pthread_mutex_unlock(&wd->mu);
         free(e);
         return HILOCK_ENOMEM;
     }
     e->next = wd->entries;
     wd->entries = e;
+    pthread_cond_broadcast(&wd->cv); /* the watchdog thread times its doubt */
     pthread_mutex_unlock(&wd->mu);
     return 0;
 }
@@ -519,23 +582,27 @@ void hl_wd_shutdown(hl_transport *c, int from_watchdog)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
-    int running = wd->wk.running;
+    int running = wd->wk.running, renewing = wd->rwk.running;
     wd->stop = 1;
     pthread_cond_broadcast(&wd->cv);
+    pthread_cond_broadcast(&wd->rcv);
     pthread_mutex_unlock(&wd->mu);
     if (running && from_watchdog)
         pthread_detach(wd->wk.thread); /* we are it: it ends right after the close */
     else if (running)
         hl_worker_join(&wd->wk);
+    if (renewing) /* its I/O in flight ends within the client's timeouts */
+        hl_worker_join(&wd->rwk);
     /* under the lock: a lock handle freed meanwhile asks hl_wd_on_thread */
     pthread_mutex_lock(&wd->mu);
     wd->wk.running = 0;
+    wd->rwk.running = 0;
     while (wd->entries) {
         hl_wd_entry *e = wd->entries;
         wd->entries = e->next;
         free(e);
     }
-    scratch_free(wd->scratch); /* the thread has ended (or is us, done renewing) */
+    scratch_free(wd->scratch); /* the renewal thread has ended */
     wd->scratch = NULL;
     pthread_mutex_unlock(&wd->mu);
 }

@@ -523,6 +523,43 @@ static void t_pause_is_not_loss(void)
     th_redis_stop(&h);
 }
 
+/* The server stopped (SIGSTOP): it still accepts connections (the kernel's
+ * backlog) and never answers, like a half-dead host or a load balancer in
+ * front of one. With a command timeout of lease/3 the renewals are stuck
+ * back to back in reads and handshakes; the hold must still be reported in
+ * doubt before its lease can end on the server (another client could take
+ * it then): the last renewal was confirmed no earlier than it was seen. */
+static void t_stopped_server_reported_in_time(void)
+{
+    th_redis h;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
+    const int64_t lease = th_valgrind() ? 6000 : 3000;
+    hilock_client *c = open_client(&h, lease, lease / 3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "stopped");
+    lost_rec rec = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, NULL};
+    hilock_lock_set_lost_callback(l, on_lost, &rec);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+    CU_ASSERT_FATAL(wait_renewal(&h, "stopped", 2 * lease));
+    int64_t renewed_by = th_now_ms(); /* the renewal was sent before this */
+    th_redis_pause(&h);
+    int told = th_wait_for(lost_called, &rec, 2 * lease);
+    int64_t told_at = th_now_ms();
+    th_redis_resume(&h);
+    CU_ASSERT(told);
+    if (told) {
+        printf("\n  told %lld ms after the last renewal was seen (lease %lld)\n",
+               (long long)(told_at - renewed_by), (long long)lease);
+        CU_ASSERT(told_at < renewed_by + lease);
+    }
+    CU_ASSERT_EQUAL(hilock_lock_is_lost(l), 1);
+    CU_ASSERT(strstr(hilock_lock_errmsg(l), "in doubt") != NULL);
+    hilock_lock_release(l); /* held or not: nothing to assert */
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_redis_stop(&h);
+}
+
 /* ---------------------------------------------------------------- stop renewing */
 
 static void t_free_stops_renewal(void)
@@ -639,6 +676,8 @@ int main(void)
     CU_add_test(s, "lost callback may call the library", t_callback_may_call_library);
     CU_add_test(s, "acquire/release churn leaves nothing", t_churn_leaves_nothing);
     CU_add_test(s, "server pause is not loss", t_pause_is_not_loss);
+    CU_add_test(s, "stopped server: in doubt before the lease ends",
+                t_stopped_server_reported_in_time);
     CU_add_test(s, "free stops renewal", t_free_stops_renewal);
     CU_add_test(s, "close stops renewal", t_close_stops_renewal);
     CU_add_test(s, "held-up watchdog renews before reporting doubt",

@@ -24,6 +24,20 @@ server. Faults are switched on and off while connections are live:
                         on a connection of its own (its reply is dropped):
                         a late duplicate of a request, as a network that
                         retransmits or a proxy that retries produces
+- silence(up=, down=)   drop (not hold) every byte in that direction, on the
+                        live connections and on those accepted later:
+                        up = requests lost, down = replies lost, both = a
+                        silent link. silence(False, False) ends it for new
+                        connections and live ones (what was dropped stays
+                        lost, so those connections' streams are out of step)
+- stall_new(True)       new connections are accepted and then never
+                        answered (a load balancer or a half-dead host:
+                        connect succeeds, the handshake hangs); they stay
+                        silent until close(), even after stall_new(False)
+- half_dead(True)       silence(True, True) and stall_new(True) at once
+
+Per connection: every live _Conn in proxy.live() has drop_up and drop_down,
+to silence one direction of one connection only.
 
 Threads only (no asyncio), so it runs next to the blocking hilock calls in
 the same test process. Every socket is closed by close().
@@ -58,6 +72,8 @@ class _Conn:
         self.dead = False
         self.kill_on_reply = False
         self._tag: Optional[str] = None
+        self.drop_up = proxy.drop_up      # requests from the client are dropped
+        self.drop_down = proxy.drop_down  # replies from the server are dropped
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._pump, args=(client, server, True), daemon=True),
                         threading.Thread(target=self._pump, args=(server, client, False), daemon=True)]
@@ -94,6 +110,9 @@ class _Conn:
                     return
                 while (p.blackholed or (p.cut_tags and self.tag in p.cut_tags)) and not self.dead:
                     time.sleep(0.01)
+                if self.drop_up if upstream else self.drop_down:
+                    p.dropped += 1
+                    continue
                 if upstream:
                     pat = p._take(p._rst_request, data)
                     if pat:
@@ -136,6 +155,11 @@ class FaultProxy:
         self.refusing = False
         self.tagger: Optional[Callable[[socket.socket], str]] = None
         self.cut_tags: FrozenSet[str] = frozenset()
+        self.drop_up = False
+        self.drop_down = False
+        self.stalling = False
+        self.stalled: List[socket.socket] = []  # accepted, never answered
+        self.dropped = 0  # chunks dropped by silence()
         self.frame_delays: List[Tuple[bytes, float, bool]] = []
         self._rst_request: List[bytes] = []
         self._rst_reply: List[bytes] = []
@@ -164,6 +188,23 @@ class FaultProxy:
 
     def refuse(self, on: bool = True) -> None:
         self.refusing = on
+
+    def silence(self, up: bool = True, down: bool = True) -> None:
+        with self._mu:
+            self.drop_up, self.drop_down = up, down
+            for c in self.conns:
+                c.drop_up, c.drop_down = up, down
+
+    def stall_new(self, on: bool = True) -> None:
+        self.stalling = on
+
+    def half_dead(self, on: bool = True) -> None:
+        self.stall_new(on)
+        self.silence(on, on)
+
+    def live(self) -> List["_Conn"]:
+        with self._mu:
+            return [c for c in self.conns if not c.dead]
 
     def reset(self) -> None:
         with self._mu:
@@ -199,6 +240,8 @@ class FaultProxy:
         self.blackholed = False
         self.refusing = False
         self.cut_tags = frozenset()
+        self.stalling = False
+        self.silence(False, False)
 
     def fired(self, kind: str) -> int:
         return sum(1 for k, _ in self.events if k == kind)
@@ -252,6 +295,11 @@ class FaultProxy:
             if self.refusing:
                 _rst(client)
                 continue
+            if self.stalling:
+                with self._mu:
+                    self.stalled.append(client)
+                self.events.append(("stalled", time.monotonic()))
+                continue
             try:
                 server = socket.create_connection(self.target, timeout=2)
                 server.settimeout(None)
@@ -269,3 +317,7 @@ class FaultProxy:
         self._thread.join()
         self.sock.close()
         self.reset()
+        with self._mu:
+            stalled, self.stalled = self.stalled, []
+        for s in stalled:
+            _rst(s)

@@ -1,0 +1,227 @@
+"""Silent links: a holder whose link to Redis goes silent is told its lock is
+lost or in doubt before any other client can be granted it, and two
+`hilock run` commands on one name never run at the same time.
+
+The faults (faultproxy.py), each switched on while the holder holds:
+- half-dead: every live connection drops every byte both ways and new
+  connections are accepted, then never answered (a load balancer or a
+  half-dead host: connect succeeds, the handshake hangs);
+- requests-lost: the client's bytes are dropped, the server's delivered;
+- replies-lost: the server's bytes are dropped, the client's delivered (the
+  renewals may still reach the server and keep the lock alive there).
+
+The holder keeps the client's default timeouts (command and connect 1 s) with
+a 3 s watchdog lease: a command timeout of lease/3, so that the watchdog's
+renewal I/O is stuck for as long as its period. The other client talks to
+the server directly. What is asserted is order (told before the other
+acquired; the first command's last sign of life before the second's start)
+and generous bounds, not exact times; the times are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+import hilock
+from conftest import RedisServer, wait_for
+from faultproxy import FaultProxy
+
+LEASE = 3.0
+FAULTS = ["half-dead", "requests-lost", "replies-lost"]
+
+
+def report(what: str, secs: float) -> None:
+    print(f"[time] {what}: {secs * 1000:.0f} ms")
+
+
+@pytest.fixture
+def server():
+    s = RedisServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def proxy(server):
+    p = FaultProxy(server.port)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def name() -> str:
+    return "s:" + uuid.uuid4().hex[:12]
+
+
+def fault_on(proxy: FaultProxy, fault: str) -> None:
+    if fault == "half-dead":
+        proxy.half_dead(True)
+    elif fault == "requests-lost":
+        proxy.silence(up=True, down=False)
+    else:
+        proxy.silence(up=False, down=True)
+
+
+def make(c, kind, name):
+    if kind == "read":
+        return c.read_write_lock(name).read_lock()
+    if kind == "write":
+        return c.read_write_lock(name).write_lock()
+    return c.lock(name) if kind == "reentrant" else c.fair_lock(name)
+
+
+def wait_renewed(server, key: str, lease: float) -> None:
+    """Wait until the watchdog renewed key once after its grant (its PTTL
+    went back up), so that the silence starts right after a renewal."""
+    ms = lease * 1000
+    wait_for(lambda: server("PTTL", key) < ms - 300, 2 * lease, "the lease to run down")
+    wait_for(lambda: server("PTTL", key) > ms - 200, 2 * lease, "a renewal")
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("kind", ["reentrant", "fair", "write"])
+def test_silent_link_holder_told_before_other_acquires(server, proxy, name, kind, fault):
+    holder = hilock.Client(proxy.url(), watchdog_lease=LEASE, command_timeout=1.0,
+                           connect_timeout=1.0)
+    other = hilock.Client(server.url, command_timeout=1.0)
+    try:
+        lk = make(holder, kind, name)
+        lost_at = []
+        lk.on_lost = lambda l, tid: lost_at.append(time.monotonic())
+        assert lk.acquire(wait=0)
+        wait_renewed(server, name, LEASE)
+        fault_on(proxy, fault)
+        t_cut = time.monotonic()
+        # replies-lost: the renewals may still reach the server, keeping the
+        # lock alive there; then the other client does not get it at all
+        got = make(other, kind, name).acquire(wait=2 * LEASE, lease=30)
+        t_other = time.monotonic()
+        if got:
+            report(f"{fault} ({kind}): other client acquired after", t_other - t_cut)
+        # told at all while the link is still silent (today: only after it heals)
+        wait_for(lambda: lost_at, 2 * LEASE, "the holder to be told")
+        report(f"{fault} ({kind}): holder told after", lost_at[0] - t_cut)
+        if got:
+            assert lost_at[0] < t_other, "both believed they held the lock"
+        else:
+            assert fault == "replies-lost", "the holder's lease never ran out"
+        assert lk.lost
+        assert "in doubt" in lk.errmsg or "lost" in lk.errmsg
+    finally:
+        proxy.clear()
+        holder.close()
+        other.close()
+
+
+# ---- hilock run ----
+
+# The command: "start T" when it begins, "tick T" every 10 ms while it runs,
+# "end T" on SIGTERM (T monotonic seconds: the same clock in every process);
+# with a second argument N it ends by itself after N seconds. Unbuffered
+# writes: the handler may run in the middle of the loop's own write.
+RUN_CMD = r'''
+import os, signal, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def note(what):
+    os.write(fd, ("%s %.6f\n" % (what, time.monotonic())).encode())
+def stop(*_):
+    note("end")
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+note("start")
+until = time.monotonic() + float(sys.argv[2]) if len(sys.argv) > 2 else None
+while until is None or time.monotonic() < until:
+    note("tick")
+    time.sleep(0.01)
+note("end")
+'''
+
+
+def hilock_cli() -> str:
+    hl = os.path.join(os.environ.get("HILOCK_BUILD", ""), "cli", "hilock")
+    if not os.access(hl, os.X_OK):
+        pytest.skip("no hilock CLI built (HILOCK_BUILD)")
+    return hl
+
+
+def times(path) -> list:
+    """(what, T) of every complete line the command wrote."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    for line in open(path).read().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            out.append((parts[0], float(parts[1])))
+    return out
+
+
+def started(path) -> bool:
+    return any(w == "start" for w, _ in times(path))
+
+
+def stop_all(*procs) -> None:
+    for p in procs:
+        if p and p.poll() is None:
+            p.terminate()  # forwarded to the command, which exits
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def run_args(hl, url, name, mode, *opts):
+    args = [hl, "run", "--url", url, *opts]
+    if mode == "fair":
+        args.append("--fair")
+    elif mode == "write":
+        args.append("-x")
+    elif mode == "fenced":
+        args.append("--fenced")
+    return args + [name]
+
+
+# every fault with a plain lock; the other kinds under the half-dead link
+CLI_CASES = [("plain", f) for f in FAULTS] + [(m, "half-dead") for m in ("fair", "write", "fenced")]
+
+
+@pytest.mark.parametrize("mode,fault", CLI_CASES)
+def test_cli_run_silent_link_never_overlaps(server, proxy, name, tmp_path, fault, mode):
+    hl = hilock_cli()
+    py = os.environ.get("HILOCK_PYTHON", "python3")
+    a_out, b_out = str(tmp_path / "a"), str(tmp_path / "b")
+    a = subprocess.Popen(run_args(hl, proxy.url(), name, mode, "--watchdog-lease", str(LEASE)) +
+                         ["--", py, "-c", RUN_CMD, a_out])
+    b = None
+    try:
+        wait_for(lambda: started(a_out), 10, "the first command")
+        wait_renewed(server, name, LEASE)
+        fault_on(proxy, fault)
+        t_cut = time.monotonic()
+        b = subprocess.Popen(run_args(hl, server.url, name, mode, "-w", str(2 * LEASE)) +
+                             ["--", py, "-c", RUN_CMD, b_out, "0.2"])
+        # the first run stops its command and says the lock was lost, while
+        # the link is still silent (today: only after it heals)
+        try:
+            rc = a.wait(2 * LEASE + 2)
+        except subprocess.TimeoutExpired:
+            rc = None
+        assert rc == 75, "the cut-off hilock run did not stop its command (exit %r)" % rc
+        a_last = max(t for _, t in times(a_out))
+        report(f"{fault} ({mode}): hilock run stopped its command after", a_last - t_cut)
+        b.wait(3 * LEASE + 5)
+        if started(b_out):
+            b_start = min(t for w, t in times(b_out) if w == "start")
+            report(f"{fault} ({mode}): the second command started after", b_start - t_cut)
+            assert a_last < b_start, "two hilock run commands ran at the same time"
+        else:
+            assert fault == "replies-lost", "the first run's lease never ran out"
+    finally:
+        proxy.clear()
+        stop_all(a, b)
