@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterator, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -131,3 +131,38 @@ def test_extend_of_a_read_write_side_refused_on_both(server: RedisServer, side: 
             await c.close()
     assert (got_blocking, asyncio.run(main())) == (hilock.InvalidArgument,
                                                     hilock.InvalidArgument)
+
+
+def test_semaphore_bounds_are_the_engines_on_both(server: RedisServer) -> None:
+    """Counts within +-999999999999999 (the engine's HL_SEM_COUNT_MAX),
+    permits per call 1..2147483647, on both Python bindings (and, in
+    tests/openresty (e7) and tests/lua, on the Lua ones): the same calls
+    succeed and the same are refused (InvalidArgument)."""
+    name = "parity-sem-" + uuid.uuid4().hex[:8]
+    calls = [("add_permits", 10 ** 12), ("add_permits", 10 ** 15), ("set_permits", 10 ** 15 - 1),
+             ("set_permits", 10 ** 15), ("add_permits", -(10 ** 15 - 1)), ("set_permits", -1),
+             ("acquire", 2 ** 31), ("acquire", 0)]
+    want = [None, hilock.InvalidArgument, None, hilock.InvalidArgument, None,
+            hilock.InvalidArgument, hilock.InvalidArgument, hilock.InvalidArgument]
+    with hilock.Client(server.url) as c:
+        s = c.semaphore(name + ":b")
+        assert s.try_set_permits(1)
+        got_blocking = [outcome(lambda: getattr(s, m)(v)) for m, v in calls]
+
+    async def main() -> List[Any]:
+        c = await aio.connect(server.url)
+        try:
+            s = c.semaphore(name + ":a")
+            assert await s.try_set_permits(1)
+            out: List[Any] = []
+            for m, v in calls:
+                try:
+                    out.append(await getattr(s, m)(v))
+                except Exception as e:
+                    out.append(type(e))
+            return out
+        finally:
+            await c.close()
+    got_aio = asyncio.run(main())
+    assert got_blocking == want, got_blocking
+    assert got_aio == want, got_aio
