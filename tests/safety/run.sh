@@ -2,7 +2,7 @@
 # Safety suite (docs/safety.md): clients of the C, Python and hilock.aio
 # drivers on one fenced lock each, a fencing store, a seeded nemesis, and the
 # checkers (Porcupine's mutex model, fencing, liveness).
-#   tests/safety/run.sh                       the short schedule (about 2 minutes)
+#   tests/safety/run.sh                       the short schedule (about 2.5 minutes)
 #   tests/safety/run.sh --long                every scenario, long (HILOCK_SAFETY=long too)
 #   tests/safety/run.sh --seed N --scenario NAME   replay one
 #   tests/safety/run.sh --list                scenarios, expected failures
