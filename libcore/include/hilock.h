@@ -345,8 +345,12 @@ HILOCK_API const char *hilock_lock_errmsg(const hilock_lock *l);
  * A reentrant lock (same hash, channel, watchdog and release as
  * hilock_lock_new) whose every grant takes the next value of the counter
  * "redisson_lock_token:{name}" (INCR, as Redisson's RFencedLock; a
- * re-entry takes a new one too). Tokens are strictly increasing per name
- * across all clients, Redisson's included, so a storage layer that
+ * re-entry takes a new one too), or the server's clock in milliseconds
+ * when that is higher, so a counter lost with the data or set back by a
+ * failover does not start again from 1. Tokens are strictly increasing per
+ * name across all clients, Redisson's included (after a lost counter:
+ * hilock's grants, given a server clock that does not step back;
+ * docs/c-api.md says exactly when), so a storage layer that
  * remembers the highest token it has seen can refuse a writer whose lock
  * has expired since (its token is lower): docs/c-api.md shows how.
  * Every hilock_lock_* function works on it.

@@ -91,6 +91,6 @@ def test_fenced_tokens(client: hilock.Client, redis: RedisServer, name: str) -> 
             me.release()
         assert redis("GET", "redisson_lock_token:{%s}" % name) == str(last)
         with a:  # a plain acquire takes a token too
-            assert a.token == last + 1
+            assert a.token > last
     finally:
         other.close()
