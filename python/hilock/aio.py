@@ -1019,8 +1019,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._wd: Dict[Tuple[int, str, str], Tuple[Any, str, int]] = {}
         self._wd_task: Optional["asyncio.Task[None]"] = None
         # each watched hold's clock (Client._now_ms): [when its latest grant
-        # or renewal confirmed by the server went out, when the renewal in
-        # flight went out (-1: none), 1 once reported "in doubt"]
+        # or renewal confirmed by the server went out, when the first renewal
+        # since then went out (-1: none yet), 1 once reported "in doubt"]
         self._wd_t: Dict[Tuple[int, str, str], List[int]] = {}
         self._wd_last = -1e18  # loop time the watchdog's latest pass began
         self._wd_busy = False  # a pass is under way
@@ -1795,7 +1795,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             self._wd[key] = entry
             self._wd_t[key] = [sent_at, -1, 0]
         elif sent_at > st[0]:
-            st[0] = sent_at  # a re-entry set the lease again
+            st[0], st[1], st[2] = sent_at, -1, 0  # a re-entry set the lease again
         if self._wd_task is None or self._wd_task.done():
             self._wd_task = self._loop.create_task(self._watchdog())
         if self._doubt_timer is None:
@@ -1823,8 +1823,6 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 pass  # trouble: the next pass tries again
             finally:
                 self._wd_busy = False
-                for st in self._wd_t.values():
-                    st[1] = -1  # nothing of this pass is in flight any more
                 self._arm_doubt()
 
     def _doubt_at(self, st: List[int]) -> int:
@@ -1906,8 +1904,11 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         sent = self._now_ms()
         for key, _entry in items:
             clock = self._wd_t.get(key)
-            if clock is not None:
-                clock[1] = sent  # in flight: the engine's doubt rule waits for it
+            if clock is not None and clock[1] < 0:
+                # the first renewal since the last confirmation: the engine's
+                # doubt rule waits for it if it went out late (a retry on a
+                # silent link earns nothing)
+                clock[1] = sent
         good = True
         for (key, entry), req in zip(items, reqs):
             st = await _await_req(self._loop, req, self._cmd_ms) if good else 2
@@ -1915,27 +1916,19 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 good = False
                 continue
             out = _E.renew_outcome(req.reply)
+            this_sent = sent
             if out == _E.RENEW_EVAL:
                 again = conn.request(entry[0].renew_cmd(entry[1], self._wd_ms, True))
-                sent_again = self._now_ms()
+                this_sent = self._now_ms()
                 reqs.append(again)  # keeps order: read right now
                 if await _await_req(self._loop, again, self._cmd_ms) != 0:
                     good = False
                     continue
                 out = _E.renew_outcome(again.reply)
-                clock = self._wd_t.get(key)
-                if clock is not None and out == _E.RENEW_RENEWED:
-                    clock[1] = sent_again
             clock = self._wd_t.get(key)
-            if clock is not None and self._wd.get(key) is entry:
-                if out == _E.RENEW_RENEWED and clock[1] >= 0:
-                    clock[0] = max(clock[0], clock[1])  # confirmed: the lease runs from then
-                    clock[2] = 0  # a later silence is reported again
-                clock[1] = -1
-        for key, _entry in items:  # what was not read (the connection failed) is over too
-            clock = self._wd_t.get(key)
-            if clock is not None:
-                clock[1] = -1
+            if out == _E.RENEW_RENEWED and clock is not None and self._wd.get(key) is entry:
+                # confirmed: the lease runs from this renewal's sending
+                clock[0], clock[1], clock[2] = max(clock[0], this_sent), -1, 0
             if out == _E.RENEW_REDIRECT:
                 if self._cluster:
                     self._map_stale = True  # the slot moved (or a failover)

@@ -177,3 +177,111 @@ def test_released_holds_leave_no_watchdog_clock(server: RedisServer, name: str) 
         finally:
             await c.close()
     asyncio.run(main())
+
+
+def test_retry_on_a_silent_link_earns_no_grace(server: RedisServer, name: str) -> None:
+    """Cut off (blackhole) after a confirmed renewal: the next renewal times
+    out, and the loop is then held up past the doubt deadline, so the retry
+    that was due goes out after it. That retry is not the first renewal sent
+    since the last confirmation, so it earns no grace (the engine's rule as
+    the C watchdog applies it, 8a3b270): the holder is told at once, well
+    before the lease ends on the server, not when it ends."""
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), watchdog_lease=LEASE, command_timeout=0.5)
+        try:
+            lk = c.lock(name)
+            told: List[float] = []
+            lk.on_lost = lambda l, tid: told.append(time.monotonic())
+            assert await lk.acquire(wait=0)
+            # several idle pooled connections: the retry finds one and goes
+            # out at once (a renewal that must open one is never "sent")
+            await asyncio.gather(*(c.lock(f"{name}:{i}").locked() for i in range(4)))
+            await asyncio.sleep(1.2)  # a renewal went through
+            loop = asyncio.get_running_loop()
+            st = next(iter(c._wd_t.values()))
+            proxy.blackhole(True)
+            ends = expiry_of(server, name)
+            confirmed = st[0] / 1000.0  # loop time the confirmed renewal went out
+            while loop.time() < confirmed + 1.6:  # the next renewal went out and timed out
+                await asyncio.sleep(0.01)
+            time.sleep(max(0.0, confirmed + 2.5 - loop.time()))  # held up past lease - lease/5
+            await told_within(lk, told, 2.0)
+            assert told, "never told"
+            print(f"\n  retry on a silent link: told {ends - told[0]:.2f} s before the lease "
+                  "ended on the server")
+            assert told[0] < ends - 0.25, (
+                f"told only {ends - told[0]:.2f} s before the lease ended on the server")
+        finally:
+            proxy.blackhole(False)
+            await c.close()
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
+
+
+def test_watchdog_survives_a_renewal_timeout(server: RedisServer, name: str) -> None:
+    """A renewal that times out (the link silent for 0.8 s around it) ends
+    that pass only: the next one renews, the hold is kept. (784e9bf's
+    _renew_on read a reply outcome it never got: the watchdog task died with
+    UnboundLocalError and the key expired unreported.)"""
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), watchdog_lease=LEASE, command_timeout=0.5)
+        try:
+            lk = c.lock(name)
+            assert await lk.acquire(wait=0)
+            loop = asyncio.get_running_loop()
+            confirmed = next(iter(c._wd_t.values()))[0] / 1000.0
+            while loop.time() < confirmed + 0.8:
+                await asyncio.sleep(0.01)
+            proxy.blackhole(True)  # the renewal at ~1.0 s times out at ~1.5 s
+            while loop.time() < confirmed + 1.6:
+                await asyncio.sleep(0.01)
+            proxy.blackhole(False)
+            while loop.time() < confirmed + 4.5:  # past the lease of the grant
+                await asyncio.sleep(0.05)
+            assert not c._wd_task.done(), c._wd_task
+            assert expiry_of(server, name) - time.monotonic() > 1.0
+            assert await lk.owned() and not lk.lost
+            await lk.release()
+        finally:
+            proxy.blackhole(False)
+            await c.close()
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
+
+
+def test_one_of_several_holds_gone_is_the_one_reported(server: RedisServer, name: str) -> None:
+    """Three watchdog holds renewed in one pass (every 2 s: a 6 s lease);
+    the first is deleted behind the client's back: that one, and only that
+    one, is reported lost, by the next pass (within 3 s: not by the doubt
+    rule, at 4.8 s). (784e9bf applied the last hold's outcome to every hold
+    of the pass: the deleted one was reported only as "in doubt".)"""
+    async def main() -> None:
+        c = await aio.connect(server.url, watchdog_lease=6.0)
+        try:
+            lks = [c.lock(f"{name}:{i}") for i in range(3)]
+            for lk in lks:
+                assert await lk.acquire(wait=0)
+            r = Redis(server.port)
+            try:
+                assert r("DEL", f"{name}:0") == 1
+            finally:
+                r.close()
+            end = time.monotonic() + 3.0
+            while not lks[0].lost and time.monotonic() < end:
+                await asyncio.sleep(0.02)
+            assert [lk.lost for lk in lks] == [True, False, False]
+            assert len(c._wd) == 2  # no longer watched: found gone, not in doubt
+            assert [await lk.owned() for lk in lks] == [False, True, True]
+            for lk in lks[1:]:
+                await lk.release()
+        finally:
+            await c.close()
+    asyncio.run(main())
