@@ -74,6 +74,10 @@ void human_string(FILE *f, const char *s, size_t len);
 /* Monotonic clock in ms. */
 int64_t cli_now_ms(void);
 
+/* url as it may be printed: passwords shown as *** (hilock_url_redact);
+ * a static buffer, cut with "..." past 1 KB. */
+const char *cli_shown_url(const char *url);
+
 /* A client for url (status, unlock), with the CLI's 2 s connect and command
  * timeouts. NULL with a one-line message printed on failure; *code gets the
  * hilock error code (HILOCK_EINVAL: the URL or a TLS option is bad). */

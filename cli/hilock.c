@@ -221,6 +221,15 @@ void human_string(FILE *f, const char *str, size_t len)
     }
 }
 
+const char *cli_shown_url(const char *url)
+{
+    static char shown[1024];
+    size_t n = hilock_url_redact(shown, sizeof shown, url);
+    if (n >= sizeof shown)
+        memcpy(shown + sizeof shown - 4, "...", 4);
+    return shown;
+}
+
 hilock_client *cli_open(const char *url, int *code)
 {
     hilock_options o;
@@ -234,7 +243,7 @@ hilock_client *cli_open(const char *url, int *code)
     if (rc == HILOCK_EINVAL)
         cli_err("bad server URL: %s", err[0] ? err : hilock_strerror(rc));
     else if (rc)
-        cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
+        cli_err("cannot connect to %s: %s", cli_shown_url(url), err[0] ? err : hilock_strerror(rc));
     *code = rc;
     return c;
 }

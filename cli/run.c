@@ -479,7 +479,7 @@ static int open_lock(run_state *st, const char *url)
     char err[256] = "";
     int rc = hilock_client_open(&st->client, url, &hopts, err, sizeof err);
     if (rc != 0) {
-        cli_err("cannot connect to %s: %s", url, err[0] ? err : hilock_strerror(rc));
+        cli_err("cannot connect to %s: %s", cli_shown_url(url), err[0] ? err : hilock_strerror(rc));
         return rc == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE; /* a bad URL is usage */
     }
     if (o->sem_name) {

@@ -191,8 +191,26 @@ static int l_strerror(lua_State *L)
     return 1;
 }
 
+/* hilock.redact_url(url) -> url with every password shown as *** (the C
+ * hilock_url_redact): what to print or log instead of a URL. */
+static int l_redact_url(lua_State *L)
+{
+    const char *url = luaL_checkstring(L, 1);
+    char stack[512];
+    size_t n = hilock_url_redact(stack, sizeof stack, url);
+    if (n < sizeof stack) {
+        lua_pushlstring(L, stack, n);
+        return 1;
+    }
+    char *buf = lua_newuserdata(L, n + 1); /* freed by the collector */
+    hilock_url_redact(buf, n + 1, url);
+    lua_pushlstring(L, buf, n);
+    return 1;
+}
+
 static const luaL_Reg module_funcs[] = {
     {"thread_id", l_thread_id},
+    {"redact_url", l_redact_url},
     {"strerror", l_strerror},
     {NULL, NULL}};
 

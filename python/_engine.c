@@ -1716,6 +1716,28 @@ static int set_str(PyObject *d, const char *k, const char *v)
     return set_item(d, k, PyUnicode_FromString(v));
 }
 
+/* redact_url(url) -> str: url with every password shown as *** (the C
+ * hilock_url_redact), for reprs, url properties and messages. */
+static PyObject *m_redact_url(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_ssize_t len;
+    const char *url = NULL;
+    if (!PyArg_Parse(arg, "s#", &url, &len))
+        return NULL;
+    char stack[512];
+    size_t n = hilock_url_redact(stack, sizeof stack, url);
+    if (n < sizeof stack)
+        return PyUnicode_DecodeUTF8(stack, (Py_ssize_t)n, "replace");
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return PyErr_NoMemory();
+    hilock_url_redact(buf, n + 1, url);
+    PyObject *r = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)n, "replace");
+    free(buf);
+    return r;
+}
+
 /* parse_url(url) -> dict: the engine's URL parser (docs/urls.md). Keys:
  * mode ("single", "unix", "sentinel", "cluster"), tls, host, port, path,
  * user, password, db, seeds [(host, port)], master_name, sentinel_user,
@@ -2375,6 +2397,7 @@ static PyMethodDef module_methods[] = {
     {"decode_token", m_decode_token, METH_O, "fencing counter (missing = 0)"},
     {"decode_extend", m_decode_extend, METH_O, "1 extended, 0 not held, -1 no expiry"},
     {"parse_url", m_parse_url, METH_O, "parse_url(url) -> dict (the engine's URL parser)"},
+    {"redact_url", m_redact_url, METH_O, "redact_url(url) -> str (passwords shown as ***)"},
     {"ml_quorum", m_ml_quorum, METH_VARARGS, "ml_quorum(redlock, n) -> members to take"},
     {"ml_validity", m_ml_validity, METH_VARARGS, "ml_validity(lease_ms, t0_ms, t1_ms) -> ms"},
     {"ml_success", m_ml_success, METH_VARARGS,

@@ -187,6 +187,16 @@ HILOCK_API const char *hilock_client_id(const hilock_client *c);
  * connection trouble, use after fork). Never NULL. */
 HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
 
+/* The URL as it may be shown: url written into buf (len bytes at most,
+ * always NUL-terminated when len > 0) with every secret replaced by "***":
+ * the password of the user part (redis://user:PASSWORD@host,
+ * redis://:PASSWORD@host) and the value of every query parameter whose
+ * name holds "pass" (password, sentinel_password, ...). Text only: a URL
+ * that does not parse is redacted the same way. Returns the length of the
+ * whole redacted URL (as snprintf: a result >= len means buf holds a cut
+ * copy). url NULL: "". Every binding and the CLI show URLs through it. */
+HILOCK_API size_t hilock_url_redact(char *buf, size_t len, const char *url);
+
 /* Id of the calling OS thread (gettid), as used in owner strings. Asked of
  * the kernel on every call (nothing is kept), so a child after fork() gets
  * its own id. */

@@ -239,13 +239,17 @@ static int query_param(hl_endpoint *ep, const char *k, size_t klen, const char *
 
 static int parse_query(hl_endpoint *ep, const char *q, char *err)
 {
+    int index = 0;
     while (*q) {
+        index++;
         const char *amp = strchr(q, '&');
         size_t n = amp ? (size_t)(amp - q) : strlen(q);
         if (n) {
             const char *eq = memchr(q, '=', n);
             if (!eq) {
-                url_err(err, "URL parameter without '=': '%.*s'", (int)(n > 64 ? 64 : n), q);
+                /* not echoed: the text may be (part of) a password */
+                url_err(err, "URL parameter %d has no '=' (name=value, separated by '&')",
+                        index);
                 return HILOCK_EINVAL;
             }
             int rc = query_param(ep, q, (size_t)(eq - q), eq + 1, n - (size_t)(eq - q) - 1, err);
@@ -490,4 +494,90 @@ int hl_endpoint_parse(hl_endpoint *ep, const char *url, char *err)
         ep->connect_timeout_ms = ep->command_timeout_ms = -1;
     }
     return rc;
+}
+
+/* ---- redaction: URLs as they may be shown ---- */
+
+typedef struct {
+    char *buf;
+    size_t cap, n; /* n: the whole length, also past cap */
+} redact_out;
+
+static void put(redact_out *o, const char *s, size_t len)
+{
+    if (o->n < o->cap) {
+        size_t room = o->cap - o->n;
+        memcpy(o->buf + o->n, s, len < room ? len : room);
+    }
+    o->n += len;
+}
+
+/* The name of a query parameter holds "pass" (any case). */
+static int secret_name(const char *k, size_t klen)
+{
+    for (size_t i = 0; i + 4 <= klen; i++)
+        if ((k[i] | 0x20) == 'p' && (k[i + 1] | 0x20) == 'a' && (k[i + 2] | 0x20) == 's' &&
+            (k[i + 3] | 0x20) == 's')
+            return 1;
+    return 0;
+}
+
+/* Write the query [p, end of string) with every secret value as ***. */
+static void put_query(redact_out *o, const char *p)
+{
+    for (;;) {
+        const char *amp = strchr(p, '&');
+        size_t n = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        if (eq && secret_name(p, (size_t)(eq - p)) && eq + 1 < p + n) {
+            put(o, p, (size_t)(eq + 1 - p));
+            put(o, "***", 3);
+        } else {
+            put(o, p, n);
+        }
+        if (!amp)
+            break;
+        put(o, "&", 1);
+        p = amp + 1;
+    }
+}
+
+size_t hilock_url_redact(char *buf, size_t len, const char *url)
+{
+    redact_out o = {buf, len ? len - 1 : 0, 0};
+    if (!url)
+        url = "";
+    const char *end = url + strlen(url);
+    const char *sep = strstr(url, "://");
+    const char *start = sep ? sep + 3 : url;
+    /* The user part ends at the '@' the parser takes (the last one before
+     * the query). A URL that does not parse may hold a password with an
+     * unencoded '?', '/' or '@': then the last '@' of all ends it, which
+     * hides too much rather than too little. */
+    hl_endpoint ep;
+    int parses = hl_endpoint_parse(&ep, url, NULL) == 0;
+    hl_endpoint_free(&ep);
+    const char *first_q = strchr(start, '?');
+    const char *lim = parses && first_q ? first_q : end;
+    const char *at = NULL;
+    for (const char *p = start; p < lim; p++)
+        if (*p == '@')
+            at = p;
+    const char *colon = at ? memchr(start, ':', (size_t)(at - start)) : NULL;
+    const char *rest = url; /* what is left to write */
+    if (colon && colon + 1 < at) {
+        put(&o, url, (size_t)(colon + 1 - url));
+        put(&o, "***", 3);
+        rest = at;
+    }
+    const char *q = strchr(rest > start ? rest : start, '?');
+    if (q) {
+        put(&o, rest, (size_t)(q + 1 - rest));
+        put_query(&o, q + 1);
+    } else {
+        put(&o, rest, (size_t)(end - rest));
+    }
+    if (len)
+        buf[o.n < o.cap ? o.n : o.cap] = 0;
+    return o.n;
 }

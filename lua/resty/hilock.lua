@@ -152,6 +152,9 @@ end
 
 local Client = {}
 Client.__index = Client
+Client.__tostring = function(self)
+    return "resty.hilock client " .. self.uuid .. " " .. self.shown_url
+end
 
 local Lock = {}
 Lock.__index = Lock
@@ -337,6 +340,15 @@ function _M.new(opts)
     end
     if mode == "cluster" and self.db ~= 0 then
         argerr("opts", "a cluster has no databases")
+    end
+    -- what tostring(client) shows: the URL with its passwords as ***
+    if opts.url then
+        self.shown_url = hilock.redact_url(opts.url)
+    else
+        local who = (self.user or "") .. (self.password and ":***" or "")
+        self.shown_url = str_format("%s://%s%s:%d/%d", self.tls and "rediss" or "redis",
+                                    who ~= "" and (who .. "@") or "", self.host, self.port,
+                                    self.db)
     end
     load_client_cert(self, o)
     -- TLS settings are part of every pool's name: a plain client must never

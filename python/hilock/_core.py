@@ -30,9 +30,11 @@ from typing import (
     Union,
 )
 
+from . import _engine as _engine_module
 from . import capi as _capi_module
 
 _capi: Any = _capi_module  # the SWIG module carries no type information
+_redact_url: Callable[[str], str] = _engine_module.redact_url
 from ._errors import (
     ClosedError,
     Error,
@@ -415,7 +417,7 @@ class Client:
         opts.replica_ack_timeout_ms = _to_ms(replica_ack_timeout, "replica_ack_timeout",
                                              zero_ok=False)
         self._mu = threading.Lock()
-        self._url = url
+        self._url = _redact_url(url)  # shown only: passwords as ***
         self._h: Any = None
         self._handles: "weakref.WeakValueDictionary[Tuple[int, str], _Handle]" = (
             weakref.WeakValueDictionary()
@@ -442,6 +444,8 @@ class Client:
 
     @property
     def url(self) -> str:
+        """The URL the client was opened with, passwords shown as ``***``
+        (for logs and messages; it cannot open another client)."""
         return self._url
 
     @property

@@ -73,7 +73,7 @@ from typing import (
 
 from . import _engine as _E_module
 # the blocking API's argument rules, shared: seconds -> ms, thread ids, notes
-from ._core import _check_tid, _lease_ms, _note, _protocol_args, _to_ms, _wait_ms
+from ._core import _check_tid, _lease_ms, _note, _protocol_args, _redact_url, _to_ms, _wait_ms
 from ._errors import (
     ClosedError,
     Error,
@@ -993,7 +993,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._master: Optional[Tuple[str, int]] = None  # sentinel: the master, cached
         self._master_at = 0
         self._gen = 0  # bumped when the master changes: older connections are dropped
-        self._url = url
+        self._url = _redact_url(url)  # shown only: passwords as ***
         self._ep = ep
         self._connect_ms = ep.get("connect_timeout_ms") or _to_ms(
             connect_timeout, "connect_timeout", zero_ok=False)
@@ -1134,6 +1134,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
 
     @property
     def url(self) -> str:
+        """The URL the client was opened with, passwords shown as ``***``
+        (for logs and messages; it cannot open another client)."""
         return self._url
 
     @property

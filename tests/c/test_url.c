@@ -153,6 +153,55 @@ static void t_bad(void)
     }
 }
 
+/* hilock_url_redact: every password as ***, the rest as written; cut like
+ * snprintf; URLs that do not parse hide more, never less. */
+static void t_redact(void)
+{
+    static const char *const cases[][2] = {
+        {"redis://:s3cret@h:6379/0", "redis://:***@h:6379/0"},
+        {"redis://alice:s3cret@h/2", "redis://alice:***@h/2"},
+        {"redis://alice@h", "redis://alice@h"},
+        {"redis://:@h", "redis://:@h"},
+        {"redis://h:6379", "redis://h:6379"},
+        {"rediss://u:p%40ss@h:1/0?tls_ca_file=/a@b/ca.pem",
+         "rediss://u:***@h:1/0?tls_ca_file=/a@b/ca.pem"},
+        {"redis://u:a@b@h", "redis://u:***@h"},
+        {"redis://h/0?password=s3cret&db=1", "redis://h/0?password=***&db=1"},
+        {"redis://h/0?db=1&Password=s3&user=u", "redis://h/0?db=1&Password=***&user=u"},
+        {"redis+sentinel://:m@s1:26379,s2/mm?sentinel_password=s&sentinel_user=x",
+         "redis+sentinel://:***@s1:26379,s2/mm?sentinel_password=***&sentinel_user=x"},
+        {"unix://u:pw@/tmp/r.sock?db=1", "unix://u:***@/tmp/r.sock?db=1"},
+        {"unix:///tmp/a@b.sock", "unix:///tmp/a@b.sock"},
+        /* do not parse: a password with '?' or '/' unencoded */
+        {"redis://:s3?x@h:1/0", "redis://:***@h:1/0"},
+        {"redis://:s3/x@h:1/0", "redis://:***@h:1/0"},
+        {"redis://u:s3?password=a@h", "redis://u:***@h"},
+        {"", ""},
+        {"not a url", "not a url"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[256];
+        size_t n = hilock_url_redact(out, sizeof out, cases[i][0]);
+        if (strcmp(out, cases[i][1]) != 0)
+            printf("\n  %s -> %s (expected %s)\n", cases[i][0], out, cases[i][1]);
+        CU_ASSERT_STRING_EQUAL(out, cases[i][1]);
+        CU_ASSERT_EQUAL(n, strlen(cases[i][1]));
+    }
+    char small[10];
+    CU_ASSERT_EQUAL(hilock_url_redact(small, sizeof small, "redis://:s3cret@h"), 14);
+    CU_ASSERT_STRING_EQUAL(small, "redis://:");
+    CU_ASSERT_EQUAL(hilock_url_redact(small, 1, "redis://:s3cret@h"), 14);
+    CU_ASSERT_STRING_EQUAL(small, "");
+    CU_ASSERT_EQUAL(hilock_url_redact(NULL, 0, "redis://:s3cret@h"), 14);
+    CU_ASSERT_EQUAL(hilock_url_redact(small, sizeof small, NULL), 0);
+    CU_ASSERT_STRING_EQUAL(small, "");
+    /* the parser's messages do not echo what may be a password either */
+    char err[HL_URL_ERR_MAX] = "";
+    CU_ASSERT_EQUAL(hl_endpoint_parse(&ep, "redis://u:123?s3cret@h", err), HILOCK_EINVAL);
+    CU_ASSERT_PTR_NULL(strstr(err, "s3cret"));
+    CU_ASSERT(err[0] != 0);
+}
+
 static int clean(void)
 {
     hl_endpoint_free(&ep);
@@ -169,5 +218,6 @@ int main(void)
     CU_add_test(s, "unix://", t_unix);
     CU_add_test(s, "sentinel and cluster", t_sentinel_cluster);
     CU_add_test(s, "refused", t_bad);
+    CU_add_test(s, "redacted for showing", t_redact);
     return th_cu_run();
 }

@@ -1,6 +1,7 @@
 # nginx + lua module helpers (source after tests/lua/lib.sh).
 
-# Start nginx (worker_processes 1) with tests/openresty/nginx.conf.in:
+# Start nginx (worker_processes 1) with tests/openresty/nginx.conf.in (or
+# the template $HL_NGINX_CONF names; it must serve /ping):
 # -> NGINX_PORT, NGINX_PID, NGINX_TMP. Needs HL_BUILD and REDIS_URL.
 hl_start_nginx() {
   local try
@@ -10,7 +11,7 @@ hl_start_nginx() {
     sed -e "s|@TMP@|$NGINX_TMP|g" -e "s|@PORT@|$HL_PORT|g" -e "s|@ROOT@|$HL_ROOT|g" \
         -e "s|@CPATH@|$HL_BUILD/lua/luajit|g" \
         -e "s|@TLS_CA_LINE@|${HL_TLS_CA:+lua_ssl_trusted_certificate $HL_TLS_CA; lua_ssl_verify_depth 3;}|g" \
-        "$HL_ROOT/tests/openresty/nginx.conf.in" >"$NGINX_TMP/nginx.conf"
+        "${HL_NGINX_CONF:-$HL_ROOT/tests/openresty/nginx.conf.in}" >"$NGINX_TMP/nginx.conf"
     : >"$NGINX_TMP/error.log"
     REDIS_URL="$REDIS_URL" REDIS_AUTH_URL="${REDIS_AUTH_URL:-}" CLUSTER_URL="${CLUSTER_URL:-}" \
       SENTINEL_URL="${SENTINEL_URL:-}" nginx -p "$NGINX_TMP" -c "$NGINX_TMP/nginx.conf" \
