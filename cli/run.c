@@ -321,8 +321,9 @@ static int run_operands(run_opts *o, int argc, char **argv)
         return -1;
     }
     o->name = argv[optind++];
-    if (!o->name[0]) {
-        cli_err("run: lock name must not be empty");
+    char why[128];
+    if (hilock_name_check(o->name, why, sizeof why)) {
+        cli_err("run: bad lock name: %s", why);
         return -1;
     }
     if (optind < argc && !strcmp(argv[optind], "--"))
@@ -507,7 +508,7 @@ static int open_lock(run_state *st, const char *url)
                               : hilock_lock_new(&st->lock, st->client, o->name);
     }
     if (rc != 0) {
-        cli_err("bad lock name: %s", hilock_strerror(rc));
+        cli_err("bad lock name: %s", hilock_client_errmsg(st->client)); /* says why */
         hilock_client_close(st->client);
         return EXIT_USAGE;
     }

@@ -225,8 +225,9 @@ int cmd_status(int argc, char **argv)
         return EXIT_USAGE;
     }
     for (int i = optind; i < argc; i++) {
-        if (!argv[i][0]) {
-            cli_err("status: lock name must not be empty");
+        char why[128];
+        if (hilock_name_check(argv[i], why, sizeof why)) {
+            cli_err("status: bad lock name: %s", why);
             return EXIT_USAGE;
         }
     }
@@ -366,8 +367,13 @@ int cmd_unlock(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind != argc - 1 || !argv[optind][0]) {
+    if (optind != argc - 1) {
         cli_err("unlock: expected exactly one lock NAME (try: hilock unlock --help)");
+        return EXIT_USAGE;
+    }
+    char why[128];
+    if (hilock_name_check(argv[optind], why, sizeof why)) {
+        cli_err("unlock: bad lock name: %s", why);
         return EXIT_USAGE;
     }
     if (!force) {

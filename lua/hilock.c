@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "hilock_lua.h"
+#include "proto.h"
 
 #define LHL_EXPORT __attribute__((visibility("default")))
 
@@ -149,8 +150,9 @@ const char *lhl_check_name(lua_State *L, int idx)
 {
     size_t len;
     const char *s = luaL_checklstring(L, idx, &len);
-    if (len == 0 || len > LHL_NAME_MAX || strlen(s) != len)
-        luaL_argerror(L, idx, "expected a non-empty name without NUL bytes (<= 4096 bytes)");
+    char why[128];
+    if (hl_name_check(s, len, why, sizeof why)) /* the engine's words, as every binding's */
+        luaL_argerror(L, idx, why);
     return s;
 }
 

@@ -120,6 +120,34 @@ static void set_str_field(lua_State *L, const char *k, const char *v)
     }
 }
 
+/* proto.check_name(name) -> true | nil, why: whether name is one hilock
+ * takes for a lock, semaphore or latch, and why not (hl_name_check). */
+static int p_check_name(lua_State *L)
+{
+    size_t len;
+    const char *name = luaL_checklstring(L, 1, &len);
+    char why[128];
+    if (hl_name_check(name, len, why, sizeof why)) {
+        lua_pushnil(L);
+        lua_pushstring(L, why);
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* proto.no_reply_msg(ms, where) -> "no reply within <ms> ms from <where>":
+ * the engine's words for a server that took the connection and is silent. */
+static int p_no_reply_msg(lua_State *L)
+{
+    lua_Number ms = luaL_checknumber(L, 1);
+    const char *where = luaL_checkstring(L, 2);
+    char buf[512];
+    hl_msg_no_reply(buf, sizeof buf, (int64_t)ms, where);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
 /* proto.parse_url(url) -> table | nil, err: the engine's URL parser
  * (docs/urls.md). Fields: mode ("single", "unix", "sentinel", "cluster"),
  * tls, host, port, path, user, password, db, seeds ({host=, port=}...),
@@ -1786,6 +1814,8 @@ static const luaL_Reg proto_funcs[] = {
     {"now_ms", p_now_ms},
     {"owner", p_owner},
     {"parse_url", p_parse_url},
+    {"no_reply_msg", p_no_reply_msg},
+    {"check_name", p_check_name},
     {"key_slot", p_key_slot},
     {"decode_acquire", p_decode_acquire},
     {"decode_release", p_decode_release},

@@ -341,12 +341,17 @@ static PyObject *names_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "kind", "sharded", NULL};
     const char *name;
+    Py_ssize_t nlen;
     long kind;
     int sharded = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sl|p:Names", kwlist, &name, &kind, &sharded))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#l|p:Names", kwlist, &name, &nlen, &kind,
+                                     &sharded))
         return NULL;
-    const char *s = check_str(name, 4096, "lock name");
-    if (!s || check_kind(kind))
+    char why[128];
+    if (hl_name_check(name, (size_t)nlen, why, sizeof why))
+        return raise_code(HILOCK_EINVAL, why);
+    const char *s = name;
+    if (check_kind(kind))
         return NULL;
     NamesObject *o = PyObject_New(NamesObject, type);
     if (!o)
@@ -1716,6 +1721,36 @@ static int set_str(PyObject *d, const char *k, const char *v)
     return set_item(d, k, PyUnicode_FromString(v));
 }
 
+/* check_name(name) -> None: raises InvalidArgument saying why a lock,
+ * semaphore or latch name is refused (empty, too long, a NUL byte): the
+ * engine's words (hl_name_check), as every binding's. */
+static PyObject *m_check_name(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_ssize_t len;
+    const char *name = NULL;
+    if (!PyArg_Parse(arg, "s#", &name, &len))
+        return NULL;
+    char why[128];
+    if (hl_name_check(name, (size_t)len, why, sizeof why))
+        return raise_code(HILOCK_EINVAL, why);
+    Py_RETURN_NONE;
+}
+
+/* no_reply_msg(ms, where) -> str: "no reply within <ms> ms from <where>",
+ * the engine's words for a server that accepted and stays silent. */
+static PyObject *m_no_reply_msg(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long ms;
+    const char *where;
+    if (!PyArg_ParseTuple(args, "Ls:no_reply_msg", &ms, &where))
+        return NULL;
+    char buf[512];
+    hl_msg_no_reply(buf, sizeof buf, (int64_t)ms, where);
+    return PyUnicode_FromString(buf);
+}
+
 /* redact_url(url) -> str: url with every password shown as *** (the C
  * hilock_url_redact), for reprs, url properties and messages. */
 static PyObject *m_redact_url(PyObject *self, PyObject *arg)
@@ -2398,6 +2433,8 @@ static PyMethodDef module_methods[] = {
     {"decode_extend", m_decode_extend, METH_O, "1 extended, 0 not held, -1 no expiry"},
     {"parse_url", m_parse_url, METH_O, "parse_url(url) -> dict (the engine's URL parser)"},
     {"redact_url", m_redact_url, METH_O, "redact_url(url) -> str (passwords shown as ***)"},
+    {"check_name", m_check_name, METH_O, "check_name(name): InvalidArgument saying why not"},
+    {"no_reply_msg", m_no_reply_msg, METH_VARARGS, "no_reply_msg(ms, where) -> str"},
     {"ml_quorum", m_ml_quorum, METH_VARARGS, "ml_quorum(redlock, n) -> members to take"},
     {"ml_validity", m_ml_validity, METH_VARARGS, "ml_validity(lease_ms, t0_ms, t1_ms) -> ms"},
     {"ml_success", m_ml_success, METH_VARARGS,

@@ -34,11 +34,14 @@ static PyTypeObject *SemNamesType, *SemWaitType;
 static PyObject *semnames_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     const char *name;
+    Py_ssize_t nlen;
     int kind, sharded = 0;
-    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "si|p:SemNames", &name, &kind,
-                                                     &sharded) ||
-        !check_str(name, 4096, "name")) /* as hilock_semaphore_new */
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "s#i|p:SemNames", &name, &nlen,
+                                                     &kind, &sharded))
         return NULL;
+    char why[128];
+    if (hl_name_check(name, (size_t)nlen, why, sizeof why)) /* as hilock_semaphore_new */
+        return raise_code(HILOCK_EINVAL, why);
     if (kind < HL_SEM_SEMAPHORE || kind > HL_SEM_LATCH) {
         PyErr_Format(PyExc_ValueError, "bad semaphore kind %d", kind);
         return NULL;

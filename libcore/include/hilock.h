@@ -262,6 +262,14 @@ typedef void (*hilock_lost_cb)(hilock_lock *lock, uint64_t thread_id, void *payl
 /* A handle for the lock named `name` (non-empty, at most 4096 bytes) on
  * client c. Creating a handle sends nothing. A handle may be used by
  * several threads; each thread (thread id) has its own hold. */
+/* Whether name is one hilock takes for a lock, semaphore or latch: 0, or
+ * HILOCK_EINVAL with why written into why (len bytes at most; may be NULL):
+ * "the name is empty; a name is 1 to 4096 bytes" or "the name is 5000
+ * bytes long; a name is 1 to 4096 bytes". Every binding refuses names in
+ * these words; hilock_lock_new and the other _new functions record them for
+ * hilock_client_errmsg. */
+HILOCK_API int hilock_name_check(const char *name, char *why, size_t len);
+
 HILOCK_API int hilock_lock_new(hilock_lock **out, hilock_client *c, const char *name);
 HILOCK_API int hilock_fair_lock_new(hilock_lock **out, hilock_client *c, const char *name);
 

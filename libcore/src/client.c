@@ -255,6 +255,10 @@ static int open_check(hilock_client *c, char *err)
             redisFree(ctx);
             return rc;
         }
+        if (!r && hl_conn_no_reply(ctx, c->t.opts.command_timeout_ms, err)) {
+            redisFree(ctx);
+            return rc;
+        }
         /* a TLS port drops a plain client's first command */
         int tls_port = !r && !c->t.ep.tls && !c->t.ep.path;
         hl_set_err(err, "server check failed: %s%s",

@@ -97,6 +97,30 @@ struct timeval hl_tv_ms(int64_t ms)
     return tv;
 }
 
+int hl_conn_no_reply(const redisContext *ctx, int64_t ms, char *err)
+{
+    if (!ctx)
+        return 0;
+    int timed_out = ctx->err == REDIS_ERR_IO && (!strcmp(ctx->errstr, strerror(EAGAIN)) ||
+                                                 !strcmp(ctx->errstr, strerror(EWOULDBLOCK)));
+#ifdef REDIS_ERR_TIMEOUT
+    timed_out = timed_out || ctx->err == REDIS_ERR_TIMEOUT;
+#endif
+    if (!timed_out)
+        return 0;
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+    if (ctx->command_timeout) /* the timeout the read waited: it may exceed ms (WAIT) */
+        ms = (int64_t)ctx->command_timeout->tv_sec * 1000 + ctx->command_timeout->tv_usec / 1000;
+#endif
+    char where[300];
+    if (ctx->connection_type == REDIS_CONN_UNIX)
+        snprintf(where, sizeof where, "%s", ctx->unix_sock.path ? ctx->unix_sock.path : "?");
+    else
+        snprintf(where, sizeof where, "%s:%d", ctx->tcp.host ? ctx->tcp.host : "?", ctx->tcp.port);
+    hl_msg_no_reply(err, HL_ERRMSG_MAX, ms, where);
+    return 1;
+}
+
 /* Connect to one server (host:port, or the unix path), AUTH, SELECT. */
 static redisContext *connect_node(const hl_endpoint *ep, const char *host, int port,
                                   int64_t connect_timeout_ms, int64_t command_timeout_ms,
@@ -145,6 +169,10 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
             goto fail;
         }
         int rc = r ? hl_decode_handshake(r) : HILOCK_ECONN;
+        if (!r && hl_conn_no_reply(ctx, command_timeout_ms, err)) {
+            *code = rc;
+            goto fail;
+        }
         if (rc) {
             *code = rc;
             hl_set_err(err, "%s on %s failed: %s%s", hs[i].argv[0], where,

@@ -219,7 +219,8 @@ static int exec_on_no_reply(exec_call *x, hl_node *target, redisContext *ctx, in
     hl_transport *c = x->c;
     int saved = errno;
     int retry = x->stale_retry && reused && stale_connection_error(ctx);
-    hl_set_err(x->err, "I/O error talking to Redis: %s", ctx->errstr);
+    if (!hl_conn_no_reply(ctx, c->opts.command_timeout_ms, x->err))
+        hl_set_err(x->err, "I/O error talking to Redis: %s", ctx->errstr);
     int timed_out = ctx->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK);
     if (timed_out && is_attempt(x->cmd)) {
         /* The server may still run the attempt later: keep the
@@ -425,7 +426,8 @@ static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisRep
         }
         if (failed) {
             int retry = attempt == 0 && reused && got == 0 && stale_connection_error(ctx);
-            hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
+            if (!hl_conn_no_reply(ctx, c->opts.command_timeout_ms, err))
+                hl_set_err(err, "I/O error talking to Redis: %s", ctx->errstr);
             hl_pool_put(n, ctx, 1, gen);
             for (int j = 0; j < k; j++) {
                 if (replies[idx[j]])

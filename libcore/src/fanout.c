@@ -52,7 +52,8 @@ static void fan_io_error(hl_fan *f, int saved_errno)
         fan_finish(f, HILOCK_EPROTO);
         return;
     }
-    hl_set_err(f->err, "I/O error talking to Redis: %s", ctx->errstr);
+    if (!hl_conn_no_reply(ctx, c->opts.command_timeout_ms, f->err))
+        hl_set_err(f->err, "I/O error talking to Redis: %s", ctx->errstr);
     fan_put(f, 1);
     f->cmd->reply_lost = 1; /* sent: the server may have run it */
     if (c->ep.cluster)

@@ -4,7 +4,6 @@
 
 #include "api.h"
 
-#define HL_NAME_MAX 4096 /* as hilock_lock_new */
 
 static int inspect_fail(hilock_client *c, int rc, const char *msg)
 {
@@ -21,9 +20,9 @@ int hilock_inspect(hilock_lock_info **out, hilock_client *c, const char *name)
     *out = NULL;
     if (!c)
         return HILOCK_EINVAL;
-    if (!name || !*name || strlen(name) > HL_NAME_MAX)
-        return inspect_fail(c, HILOCK_EINVAL, "inspect: the name must be 1 to 4096 bytes");
     char err[HL_ERRMSG_MAX] = "";
+    if (hl_name_check(name, name ? strlen(name) : 0, err, sizeof err))
+        return inspect_fail(c, HILOCK_EINVAL, err);
     int rc = hl_client_check(c, err);
     if (rc)
         return inspect_fail(c, rc, err);

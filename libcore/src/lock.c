@@ -9,7 +9,6 @@
 
 #include "api.h"
 
-#define HL_NAME_MAX 4096
 
 static void lock_set_err(hilock_lock *l, const char *msg)
 {
@@ -27,14 +26,23 @@ static int lock_fail(hilock_lock *l, int rc, const char *detail)
     return rc;
 }
 
+int hilock_name_check(const char *name, char *why, size_t len)
+{
+    return hl_name_check(name, name ? strlen(name) : 0, why, len);
+}
+
 static int lock_new(hilock_lock **out, hilock_client *c, const char *name, hilock_kind kind)
 {
     if (!out)
         return HILOCK_EINVAL;
     *out = NULL;
-    if (!c || !name || !*name || strlen(name) > HL_NAME_MAX)
+    if (!c)
         return HILOCK_EINVAL;
     char err[HL_ERRMSG_MAX];
+    if (hl_name_check(name, name ? strlen(name) : 0, err, sizeof err)) {
+        hl_client_set_err(c, err); /* why, for hilock_client_errmsg */
+        return HILOCK_EINVAL;
+    }
     int rc = hl_client_check(c, err);
     if (rc)
         return rc;

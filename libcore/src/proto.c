@@ -1139,3 +1139,33 @@ void hl_acquire_on_wake(hl_acquire *a, int64_t now_ms)
     if (a->state == ST_WAIT)
         a->state = ST_TRY;
 }
+
+/* ---- messages every driver shows the same way ---- */
+
+int hl_name_check(const char *name, size_t len, char *err, size_t errlen)
+{
+    const char *why = NULL;
+    char buf[128];
+    if (!name || len == 0) {
+        snprintf(buf, sizeof buf, "the name is empty; a name is 1 to %d bytes", HL_NAME_MAX);
+        why = buf;
+    } else if (len > HL_NAME_MAX) {
+        snprintf(buf, sizeof buf, "the name is %zu bytes long; a name is 1 to %d bytes", len,
+                 HL_NAME_MAX);
+        why = buf;
+    } else if (memchr(name, 0, len)) {
+        why = "the name contains a NUL byte";
+    }
+    if (!why)
+        return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "%s", why);
+    return HILOCK_EINVAL;
+}
+
+void hl_msg_no_reply(char *buf, size_t len, int64_t ms, const char *where)
+{
+    if (buf && len)
+        snprintf(buf, len, "no reply within %lld ms from %s", (long long)ms,
+                 where && *where ? where : "the server");
+}

@@ -1083,4 +1083,21 @@ HL_HIDDEN void hl_semwait_on_resubscribe(hl_semwait *m, int64_t now_ms);
 /* Between actions: end with HILOCK_ECANCELED (unless already done). */
 HL_HIDDEN void hl_semwait_cancel(hl_semwait *m, int64_t now_ms);
 
+/* ---- messages every driver shows the same way ---- */
+
+/* Longest lock, semaphore or latch name, in bytes. */
+#define HL_NAME_MAX 4096
+
+/* A name as every binding takes it: 0, or HILOCK_EINVAL with why in err
+ * (errlen bytes at most): "the name is empty; a name is 1 to 4096 bytes",
+ * "the name is 5000 bytes long; a name is 1 to 4096 bytes", "the name
+ * contains a NUL byte". len: the name's length (bindings that know it;
+ * C strings pass strlen). */
+HL_HIDDEN int hl_name_check(const char *name, size_t len, char *err, size_t errlen);
+
+/* A server that took the connection and sent nothing back in time:
+ * "no reply within <ms> ms from <where>" into buf (len bytes at most).
+ * where: "host:port" or the unix socket path. */
+HL_HIDDEN void hl_msg_no_reply(char *buf, size_t len, int64_t ms, const char *where);
+
 #endif

@@ -10,7 +10,6 @@
 #include "api.h"
 #include "uuid.h"
 
-#define HL_NAME_MAX 4096
 
 /* What the three handles share. */
 typedef struct hl_obj {
@@ -51,9 +50,13 @@ static int obj_fail(hl_obj *o, int rc, const char *detail)
 
 static int obj_init(hl_obj *o, hilock_client *c, const char *name, hl_sem_kind kind)
 {
-    if (!c || !name || !*name || strlen(name) > HL_NAME_MAX)
+    if (!c)
         return HILOCK_EINVAL;
     char err[HL_ERRMSG_MAX];
+    if (hl_name_check(name, name ? strlen(name) : 0, err, sizeof err)) {
+        hl_client_set_err(c, err); /* why, for hilock_client_errmsg */
+        return HILOCK_EINVAL;
+    }
     int rc = hl_client_check(c, err);
     if (rc)
         return rc;

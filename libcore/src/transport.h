@@ -32,6 +32,10 @@ typedef struct hl_transport hl_transport;
 typedef struct hl_tls hl_tls;
 /* The client's TLS context from ep's settings; *out stays NULL when ep is
  * not TLS. 0, HILOCK_EINVAL (bad files, built without TLS) or ENOMEM. */
+/* ctx's last call failed because the server sent nothing within ms (a
+ * read timeout: connected, but silent): 1 with "no reply within <ms> ms
+ * from host:port" (hl_msg_no_reply) in err (HL_ERRMSG_MAX), else 0. */
+HL_HIDDEN int hl_conn_no_reply(const redisContext *ctx, int64_t ms, char *err);
 HL_HIDDEN int hl_tls_new(hl_tls **out, const hl_endpoint *ep, char *err);
 /* Start TLS on a fresh non-blocking context (hiredis async) to host: the
  * handshake continues with the context's reads and writes. 0, or -1 with

@@ -424,6 +424,13 @@ local function open_socket(self, host, port, pool_opts)
     return sock
 end
 
+-- "no reply within N ms from host:port": the engine's words for a server
+-- that took the connection and stays silent (every binding says the same).
+local function no_reply(self, node)
+    local where = node.port == 0 and (node.host:gsub("^unix:", "")) or (node.host .. ":" .. node.port)
+    return proto.no_reply_msg(self.command_timeout_ms, where)
+end
+
 -- A connected cosocket to node (from its pool when possible), authenticated.
 local function connect(self, node)
     local sock, err = open_socket(self, node.host, node.port, node.pool_opts)
@@ -436,6 +443,9 @@ local function connect(self, node)
             local r, rerr = send_read(sock, rd, self.handshake[i])
             if not r then
                 sock:close()
+                if rerr == "connection: timeout" then
+                    rerr = "connection: " .. no_reply(self, node)
+                end
                 return nil, rerr
             end
             local ok, msg = proto.handshake_reply(r)
@@ -790,7 +800,7 @@ local function exec(self, slot, bytes, st, resend)
             if not r then
                 invalidate(self)
                 if err == "connection: timeout" then
-                    return nil, err, true, lost
+                    return nil, "connection: " .. no_reply(self, st.node), true, lost
                 end
                 local reused = st.reused
                 st_close(st)
@@ -870,8 +880,12 @@ function Client:id()
 end
 
 local function new_lock(self, name, kind, tid)
-    if type(name) ~= "string" or name == "" then
-        argerr("name", "expected a non-empty string")
+    if type(name) ~= "string" then
+        argerr("name", "expected a string")
+    end
+    local name_ok, why = proto.check_name(name) -- the engine's words, as every binding's
+    if not name_ok then
+        argerr("name", why)
     end
     if tid ~= nil and (type(tid) ~= "number" or tid < 0 or tid % 1 ~= 0) then
         argerr("thread_id", "expected a non-negative integer")
@@ -1671,7 +1685,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
     -- every kind but the fair lock waits on a channel shared by all waiters
     local shared = self.kind_name ~= "fair"
     local st = {}
-    local ps, L, joined, sent_at
+    local ps, L, joined, sent_at, last_err
     while true do
         local act, a1, a2, a3 = m:next()
         if act == "send" then
@@ -1682,6 +1696,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
             if unknown then
                 settle_later(c, st, m:on_unknown(err, request_id(c), c.command_timeout_ms))
             elseif not r then
+                last_err = err -- the machine keeps the code; this says what happened
                 st_close(st)
                 if lost then
                     m:on_reply_lost(err) -- settled with the latch, else an error
@@ -1745,6 +1760,10 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
                 return true, st, a3, sent_at
             end
             st_done(c, st)
+            -- the failure's own words when the machine ended on it
+            if last_err and a2 == last_err:match("^[^:]+") then
+                return nil, last_err
+            end
             return nil, a2
         end
     end
@@ -2030,8 +2049,12 @@ local Sem = {}
 Sem.__index = Sem
 
 local function new_sem(self, name, kind)
-    if type(name) ~= "string" or name == "" then
-        argerr("name", "expected a non-empty string")
+    if type(name) ~= "string" then
+        argerr("name", "expected a string")
+    end
+    local name_ok, why = proto.check_name(name) -- the engine's words, as every binding's
+    if not name_ok then
+        argerr("name", why)
     end
     local p = proto.sem(name, kind, self.mode == "cluster")
     return setmetatable({ client = self, name = name, p = p, slot = p:slot(), kind_name = kind },

@@ -35,6 +35,8 @@ from . import capi as _capi_module
 
 _capi: Any = _capi_module  # the SWIG module carries no type information
 _redact_url: Callable[[str], str] = _engine_module.redact_url
+#: raises InvalidArgument saying why a name is refused (the engine's words)
+_check_name: Callable[[str], None] = _engine_module.check_name
 from ._errors import (
     ClosedError,
     Error,
@@ -472,10 +474,9 @@ class Client:
     def _handle(self, kind: int, name: str) -> "_Handle":
         if not isinstance(name, str):
             raise TypeError(f"lock name must be a str, not {type(name).__name__}")
-        if "\0" in name:
-            # C strings end at the first NUL: "a\0b" would silently be lock "a"
-            raise InvalidArgument("invalid argument: the lock name contains a NUL byte",
-                                  _capi.HILOCK_EINVAL)
+        # empty, too long, a NUL byte (C strings end there: "a\0b" would
+        # silently be lock "a"): the engine's words, as every binding's
+        _check_name(name)
         with self._mu:
             if self._h is None:
                 raise ClosedError("closed: the client is closed", _capi.HILOCK_ECLOSED)

@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, Dict, Optional, Type
 
 from . import capi as _capi_module
-from ._core import Seconds, _interruptible, _on_main_thread, _to_ms, _wait_ms
+from ._core import Seconds, _check_name, _interruptible, _on_main_thread, _to_ms, _wait_ms
 from ._errors import ClosedError, InvalidArgument
 
 _capi: Any = _capi_module
@@ -36,9 +36,7 @@ class _Object:
     def __init__(self, client: Any, name: str) -> None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
-        if "\0" in name:
-            raise InvalidArgument("invalid argument: the name contains a NUL byte",
-                                  _capi.HILOCK_EINVAL)
+        _check_name(name)  # empty, too long, a NUL byte: the engine says which
         h = client._h
         if h is None:
             raise ClosedError("closed: the client is closed", _capi.HILOCK_ECLOSED)

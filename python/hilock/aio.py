@@ -208,6 +208,7 @@ class _Conn(_E.ConnBase, asyncio.BufferedProtocol):  # type: ignore[misc]
         self.timer: Optional[asyncio.TimerHandle] = None
         self.timer_at = 0.0
         self.pool: Optional["_Pool"] = None  # the pool it belongs to (None: pub/sub)
+        self.what = ""  # "host:port" or the socket path, for messages
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -1080,7 +1081,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             conn.close()
             raise from_code(_E.E_CONN, "no answer from the server at open (closed by it: "
                             "a TLS client certificate it refused?)" if st == 2 else
-                            "no answer from the server at open within the command timeout")
+                            _E.no_reply_msg(self._cmd_ms, conn.what))
         rc = _E.decode_ping(req.reply)
         if rc:
             conn.close()
@@ -1575,6 +1576,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         ep = self._ep
         proto = _Conn(loop, on_push=on_push)
         what = path or f"{host}:{port}"
+        proto.what = what
         try:
             if self._ssl is None:  # plain: the engine's Wire does the socket's I/O
                 coro = _open_plain(loop, host, port, path, proto)
@@ -1599,7 +1601,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 raise
             if st != 0:
                 proto.close()
-                raise from_code(_E.E_CONN, f"{what}: no answer to the handshake")
+                raise from_code(_E.E_CONN, _E.no_reply_msg(self._cmd_ms, what) if st == 1
+                                else f"{what}: closed the connection during the handshake")
             rc = _E.handshake_reply(req.reply)
             if rc:
                 proto.close()
@@ -1619,7 +1622,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             conn.pool.put(conn)
             return req.reply
         conn.close()
-        raise from_code(_E.E_CONN, "no reply within the command timeout" if st == 1
+        raise from_code(_E.E_CONN, _E.no_reply_msg(self._cmd_ms, conn.what) if st == 1
                         else "connection closed")
 
     async def _run_call(self, m: Any, what: str, slot: int = 0) -> int:
@@ -1736,9 +1739,6 @@ class Client(_E.ClientBase):  # type: ignore[misc]
     def _names_of(self, kind: int, name: str) -> Any:
         if not isinstance(name, str):
             raise TypeError(f"lock name must be a str, not {type(name).__name__}")
-        if "\0" in name or not name:
-            raise InvalidArgument("invalid argument: empty lock name or one with a NUL byte",
-                                  _E.E_INVAL)
         try:
             return _E.Names(name, kind, self._cluster)
         except InvalidArgument:

@@ -1,5 +1,5 @@
 """Every string hilock's Python package shows about a client, for
-tests/secrets/run.sh to search for passwords: for each URL given, the
+tests/messages/run.sh to search for passwords: for each URL given, the
 blocking and asyncio clients' repr, str and url (opened) or the exception
 (str, repr and traceback), lock reprs, and every log record (DEBUG and up).
 Usage: python surfaces.py URL..."""
@@ -59,6 +59,11 @@ async def aio(url):
         print(f"aio Client url: {c.url}")
         lk = c.lock("secrets:x")
         print(f"aio lock repr: {lk!r}")
+        for name in ("", "n" * 5000):
+            try:
+                c.lock(name)
+            except Exception as e:  # noqa: BLE001
+                show_exc(f"aio lock({len(name)} bytes)", e)
         try:
             await lk.release()
         except Exception as e:  # noqa: BLE001

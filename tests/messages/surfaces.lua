@@ -1,4 +1,4 @@
--- Every string the Lua module shows about a client, for tests/secrets/run.sh
+-- Every string the Lua module shows about a client, for tests/messages/run.sh
 -- to search for passwords: for each URL given, the redacted URL, what
 -- hilock.connect says (or raises), tostring(client) and failing calls.
 -- Usage: lua surfaces.lua URL...
@@ -18,6 +18,8 @@ for _, url in ipairs(arg) do
         print("lua errmsg: " .. tostring(c:errmsg()))
         local ok2, e2 = pcall(c.lock, c, "")
         print("lua lock(''): " .. tostring(ok2) .. " " .. tostring(e2))
+        ok2, e2 = pcall(c.lock, c, string.rep("n", 5000))
+        print("lua lock(5000 bytes): " .. tostring(ok2) .. " " .. tostring(e2))
         c:close()
     end
 end

@@ -1,6 +1,6 @@
 /*
  * Every message the C library prints or returns about a server URL, for
- * tests/secrets/run.sh to search for passwords: for each URL given, the
+ * tests/messages/run.sh to search for passwords: for each URL given, the
  * redacted URL, what hilock_client_open says, and (opened) the client's
  * and a lock's detail messages after a failing call.
  * Usage: secret_surfaces URL...
@@ -32,6 +32,12 @@ int main(int argc, char **argv)
         hilock_lock *l = NULL;
         rc = hilock_lock_new(&l, c, "");
         printf("C lock_new(\"\"): %d %s: %s\n", rc, hilock_strerror(rc), hilock_client_errmsg(c));
+        char longname[5001];
+        memset(longname, 'n', 5000);
+        longname[5000] = 0;
+        rc = hilock_lock_new(&l, c, longname);
+        printf("C lock_new(5000 bytes): %d %s: %s\n", rc, hilock_strerror(rc),
+               hilock_client_errmsg(c));
         rc = hilock_lock_new(&l, c, "secrets:x");
         if (rc == 0) {
             rc = hilock_lock_release(l);

@@ -1,4 +1,4 @@
--- The OpenResty driver's side of tests/secrets/run.sh: GET /s (the URL in
+-- The OpenResty driver's side of tests/messages/run.sh: GET /s (the URL in
 -- the X-Url header: nginx logs the request line with every message) makes
 -- a client, shows tostring(client), acquires and releases a lock, and
 -- writes every error (returned or raised) into the response and into
@@ -23,5 +23,7 @@ function _M.run()
     ngx.say("resty release: ", tostring(rel), " ", tostring(rerr))
     local ok2, e2 = pcall(c.lock, c, "")
     ngx.say("resty lock(''): ", tostring(ok2), " ", tostring(e2))
+    ok2, e2 = pcall(c.lock, c, string.rep("n", 5000))
+    ngx.say("resty lock(5000 bytes): ", tostring(ok2), " ", tostring(e2))
 end
 return _M

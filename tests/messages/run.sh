@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Secrets never printed: every surface of every binding is made to show
+# What every binding shows, in two parts.
+# 1. Secrets never printed: every surface of every binding is made to show
 # URLs that carry passwords (a good, wrong or unused one; the default user's
 # and an ACL user's; in the user part and in the query; sentinel_password)
 # against a real redis-server with requirepass and an ACL user: the C
@@ -10,6 +11,10 @@
 # HILOCK_URL). Every output is then searched for the three passwords: one
 # hit fails. Each surface must also have shown something, and the redacted
 # URLs must show ***.
+# 2. The same words everywhere: a server that accepts and never answers is
+# "no reply within N ms from host:port", an empty or 5000-byte name says
+# why ("the name is empty; a name is 1 to 4096 bytes", "the name is 5000
+# bytes long; ..."), in C, Python (both), Lua, OpenResty and the CLI.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/../lua/lib.sh"
@@ -26,9 +31,9 @@ W="Wr0ng-s3cret-9q7"   # a wrong password
 # the full build (scripts/test.sh's): the C program lives with the C tests
 B="${HILOCK_BUILD:-$root/build/release}"
 cmake --build "$B" -j2 --target secret_surfaces hilock_cli hilock_lua >/dev/null 2>&1 ||
-  { echo "secrets: cannot build secret_surfaces, hilock, the Lua modules in $B"; exit 1; }
-HILOCK_BUILD="$B" hl_build || { echo "secrets: build failed"; exit 1; }
-hl_start_redis --requirepass "$P" || { echo "secrets: redis failed"; exit 1; }
+  { echo "messages: cannot build secret_surfaces, hilock, the Lua modules in $B"; exit 1; }
+HILOCK_BUILD="$B" hl_build || { echo "messages: build failed"; exit 1; }
+hl_start_redis --requirepass "$P" || { echo "messages: redis failed"; exit 1; }
 redis-cli -p "$REDIS_PORT" -a "$P" --no-auth-warning ACL SETUSER alice on ">$A" '~*' '&*' '+@all' >/dev/null
 hl_tmpdir; out="$HL_TMP"
 # a port nothing listens on, and a server that accepts and never answers
@@ -78,6 +83,11 @@ for u in "${urls[@]}"; do
   timeout 20 "$HL" run --url "$u" -w 0.2 secrets:x -- true
   HILOCK_URL="$u" timeout 20 "$HL" unlock --force --yes secrets:x
 done >"$out/cli.txt" 2>&1
+for n in "" "$(head -c 5000 /dev/zero | tr '\0' n)"; do
+  timeout 20 "$HL" status --url "${urls[0]}" "$n"
+  timeout 20 "$HL" run --url "${urls[0]}" "$n" -- true
+  timeout 20 "$HL" unlock --force --url "${urls[0]}" "$n"
+done >>"$out/cli.txt" 2>&1
 
 # Python, blocking and asyncio (the installed package, as tests/python)
 venv="$root/build/venv"
@@ -125,12 +135,21 @@ check_has resty.txt "OpenResty clients shown with ***" 'resty client: .*\*\*\*' 
 check_has resty.txt "OpenResty failures" 'resty .*\(raised\|nil\)' 8
 check_has nginx-error.log "nginx error log lines" 'resty ' 10
 
+# The same words in every binding (the engine's): the silent server, then
+# the two names.
+for f in c.txt python.txt lua.txt resty.txt cli.txt; do
+  ms=500; [ "$f" = cli.txt ] && ms=2000 # the CLI's own timeouts
+  check_has "$f" "$f: the silent server" "no reply within $ms ms from 127.0.0.1:$silent" 1
+  check_has "$f" "$f: the empty name" "the name is empty; a name is 1 to 4096 bytes" 1
+  check_has "$f" "$f: the long name" "the name is 5000 bytes long; a name is 1 to 4096 bytes" 1
+done
+
 # The search: no output holds a password.
 for f in c.txt cli.txt python.txt lua.txt resty.txt nginx-error.log; do
   hits=$(grep -n -F -e "$P" -e "$A" -e "$W" "$out/$f" 2>/dev/null)
   if [ -z "$hits" ]; then ok "$f: no password in $(wc -l <"$out/$f" 2>/dev/null || echo 0) lines"
   else bad "$f shows a password:"; printf '%s\n' "$hits" | head -20 | sed 's/^/        /'; fi
 done
-[ "${HILOCK_SECRETS_KEEP:-0}" = 1 ] && { rm -rf "/tmp/hilock-secrets-out"; cp -r "$out" /tmp/hilock-secrets-out; }
-echo "secrets suite: $passes passed, $fails failed ($(( $(date +%s) - start ))s)"
+[ "${HILOCK_MESSAGES_KEEP:-0}" = 1 ] && { rm -rf "/tmp/hilock-messages-out"; cp -r "$out" /tmp/hilock-messages-out; }
+echo "messages suite: $passes passed, $fails failed ($(( $(date +%s) - start ))s)"
 [ "$fails" -eq 0 ]
