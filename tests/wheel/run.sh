@@ -47,6 +47,15 @@ check "one abi3 wheel for CPython >= 3.9" grep -q -- '-cp39-abi3-linux_x86_64\.w
 check "sdist carries the C sources, SWIG interface, CMake files and LICENSE" \
   bash -c "tar tzf '$sdist' | grep -c -E '^hilock-[^/]+/(LICENSE|pyproject.toml|CMakeLists.txt|bindings/hilock.i|libcore/src/lock.c|libcore/include/hilock.h|python/CMakeLists.txt)$' | grep -qx 7"
 check "sdist has no build output" bash -c "! tar tzf '$sdist' | grep -E '/build/|\\.so$|\\.o$'"
+# the pinned hiredis sources travel in the sdist: the archive fetch-hiredis.sh
+# names, with its pinned SHA-256
+hiredis_in_sdist() {
+  local v sum
+  v=$(sed -n 's/^PYPI_VERSION=\([0-9.]*\).*/\1/p' "$root/scripts/fetch-hiredis.sh")
+  sum=$(sed -n 's/^SHA256=//p' "$root/scripts/fetch-hiredis.sh")
+  [ "$(tar xzf "$sdist" -O "$(basename "$sdist" .tar.gz)/third_party/hiredis-$v.tar.gz" | sha256sum | cut -d' ' -f1)" = "$sum" ]
+}
+check "sdist carries third_party/hiredis-*.tar.gz with the pinned SHA-256" hiredis_in_sdist
 unzip -q -o "$whl" -d "$tmp/whl"
 so="$(ls "$tmp"/whl/hilock/_capi.abi3.so)"
 check "wheel: only PyInit__capi exported" \
@@ -70,6 +79,10 @@ repaired="$(ls "$tmp"/repaired/hilock-*manylinux*.whl 2>/dev/null)"
 check "auditwheel show (repaired wheel): a manylinux tag" \
   bash -c "auditwheel show '$repaired' | tr '\n' ' ' | grep -q 'platform tag: \"manylinux_2_[0-9]*_x86_64\"'"
 
+# twine check: what PyPI would say of the sdist and the wheels (metadata,
+# README rendering)
+check "twine check: sdist, wheel, repaired wheel" twine check --strict "$sdist" "$whl" "$repaired"
+
 # 3. the repaired wheel on another Python version, with the Python tests
 other="${HILOCK_PY_OTHER:-3.9}"
 if [ -n "$repaired" ] && hl_pytest_on "$other" "$repaired" "$tmp"; then
@@ -84,7 +97,8 @@ fi
 editable() {
   python3 -m venv "$tmp/edit-venv" &&
   "$tmp/edit-venv/bin/pip" install -q --disable-pip-version-check "scikit-build-core>=0.10" "swig>=4.2" &&
-  "$tmp/edit-venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation -e "$root" &&
+  "$tmp/edit-venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation \
+    --config-settings="build-dir=$root/build/py/{wheel_tag}" -e "$root" &&
   (cd "$tmp" && HILOCK_ROOT="$root" "$tmp/edit-venv/bin/python" -c '
 import hilock, os
 assert hilock.__file__ == os.path.join(os.environ["HILOCK_ROOT"], "python", "hilock", "__init__.py"), hilock.__file__
@@ -92,6 +106,58 @@ assert hilock.strerror(-3).startswith("not owner"), hilock.strerror(-3)
 print(hilock.__version__)')
 }
 check "pip install -e . then import hilock (the tree's python/hilock)" editable
+
+# 5. offline and read-only installs. The wheelhouse holds the build
+# requirements only: pyproject.toml's [build-system] requires and what the
+# backend asks for on this machine (cmake or ninja from PyPI when the system
+# has none); pip gets PIP_NO_INDEX=1 and runs in a network namespace of its
+# own (no route out), so the hiredis sources must come from what is being
+# installed.
+wh="$tmp/wheelhouse"
+mapfile -t buildreqs < <(cd "$root" && PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -c '
+import tomllib, scikit_build_core.build as backend
+with open("pyproject.toml", "rb") as f:
+    reqs = tomllib.load(f)["build-system"]["requires"]
+print("\n".join(reqs + list(backend.get_requires_for_build_wheel())))')
+if "$venv/bin/python" -m pip download -q --disable-pip-version-check -d "$wh" \
+     "${buildreqs[@]}" >"$tmp/wh.log" 2>&1; then
+  echo "  wheelhouse: $(cd "$wh" && ls | tr '\n' ' ')"
+else
+  cat "$tmp/wh.log"
+fi
+nonet=()
+if unshare -n true 2>/dev/null; then nonet=(unshare -n)
+elif unshare -rn true 2>/dev/null; then nonet=(unshare -rn)
+else echo "  (no network namespace here: offline installs use PIP_NO_INDEX only)"; fi
+offline_pip() { # VENV ARGS...: pip install with no index and no network
+  local v="$1"; shift
+  "${nonet[@]}" env PIP_NO_INDEX=1 PIP_FIND_LINKS="$wh" PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$v/bin/python" -m pip install --no-deps "$@"
+}
+imports() { # VENV: the installed hilock imports and answers, outside the tree
+  (cd "$tmp" && "$1/bin/python" -c 'import hilock; assert hilock.strerror(-3).startswith("not owner"); import hilock.aio')
+}
+sdist_offline() {
+  python3 -m venv "$tmp/off-venv" && offline_pip "$tmp/off-venv" "$sdist" && imports "$tmp/off-venv"
+}
+check "sdist installs offline (PIP_NO_INDEX=1, PIP_FIND_LINKS=wheelhouse, no network)" sdist_offline
+# A copy of the tree (what git tracks or would track) mounted read-only, and
+# offline too: pip builds in a temporary directory and writes nothing next to
+# the sources.
+readonly_tree() {
+  local ro="$tmp/ro-tree"
+  mkdir -p "$ro" &&
+  (cd "$root" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -C "$ro" -xf - &&
+  python3 -m venv "$tmp/ro-venv" &&
+  if [ "$(id -u)" = 0 ]; then # root ignores permission bits: a read-only bind mount
+    unshare -m sh -c 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && "$@"' sh "$ro" \
+      bash -c "$(declare -f offline_pip); wh='$wh'; nonet=(${nonet[*]}); offline_pip '$tmp/ro-venv' '$ro'"
+  else
+    chmod -R a-w "$ro" && offline_pip "$tmp/ro-venv" "$ro"; local rc=$?; chmod -R u+w "$ro"; return $rc
+  fi &&
+  imports "$tmp/ro-venv"
+}
+check "pip install from a read-only copy of the tree, offline" readonly_tree
 
 echo "wheel: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
