@@ -21,6 +21,8 @@ COUNTER="demo:counter"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
+# only what building and the demo need (a C compiler, CMake, OpenSSL,
+# redis-server): the test suites' dependencies are scripts/deps.sh --test
 say "checking dependencies (scripts/deps.sh)"
 bash "$here/scripts/deps.sh" >/dev/null
 
@@ -53,12 +55,14 @@ trap 'exit 130' INT TERM
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 PORT=""
 for _ in 1 2 3 4 5; do
-  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # a random port in 20000-59999; a taken one makes redis-server exit: next
+  PORT=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
   redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
     --dir "$TMP" --logfile "$TMP/redis.log" &
   REDIS_PID=$!
   end=$(( $(now_ms) + 5000 ))
-  until [ "$(redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ] || [ "$(now_ms)" -gt "$end" ]; do sleep 0.02; done
+  until [ "$(redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ] || [ "$(now_ms)" -gt "$end" ] ||
+        ! kill -0 "$REDIS_PID" 2>/dev/null; do sleep 0.02; done
   [ "$(redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ] && break
   kill -KILL "$REDIS_PID" 2>/dev/null || true; wait "$REDIS_PID" 2>/dev/null || true; REDIS_PID=""
 done

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Run every hilock test suite: install what is missing, build, then run
+# Run every hilock test suite: install what is missing (scripts/deps.sh
+# --test: the build tier and the test tier), build, then run
 # tests/c (plain, ASan+UBSan, valgrind, ThreadSanitizer) and every other
 # tests/<suite>/run.sh.
 # Usage: scripts/test.sh [suite...]     (default: all suites)
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-bash scripts/deps.sh || { echo "deps failed"; exit 1; }
+bash scripts/deps.sh --test || { echo "deps failed"; exit 1; }
 
 export HILOCK_ROOT="$here"
 export HILOCK_BUILD="$here/build/release"
@@ -14,7 +15,7 @@ jobs=$(nproc)
 
 build() { # dir, extra cmake args...
   local dir="$1"; shift
-  cmake -S "$here" -B "$dir" -DHILOCK_WERROR=ON "$@" >"$dir.log" 2>&1 &&
+  cmake -S "$here" -B "$dir" -DHILOCK_WERROR=ON -DHILOCK_BUILD_TESTS=ON "$@" >"$dir.log" 2>&1 &&
   cmake --build "$dir" -j "$jobs" >>"$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
 }
 

@@ -13,14 +13,16 @@
 #   go    build/peers/go/peers-redsync: redsync v4 + go-redis v9 Go module proxy
 # System packages (redis-server, python3-venv, a JDK and maven) come from
 # scripts/deps.sh; nodejs/npm are installed here if missing; the Go toolchain
-# must be on the PATH (or in /usr/local/go/bin).
+# must be on the PATH, in /usr/local/go/bin, or bookworm-backports'
+# golang-1.23-go (scripts/deps.sh --test installs it; it fetches the newer
+# toolchain go/go.mod names from the Go module proxy, GOTOOLCHAIN=auto).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${HILOCK_PEERS_BUILD:-$root/build/peers}"
 smoke=0; [ "${1:-}" = --smoke ] && smoke=1
 mkdir -p "$out"
-export PATH="$PATH:/usr/local/go/bin"
+export PATH="$PATH:/usr/local/go/bin:/usr/lib/go-1.23/bin"
 sum() { cat "$@" | sha1sum | cut -c1-12; }
 fresh() { [ "$(cat "$out/$1.stamp" 2>/dev/null)" = "$2" ]; }
 

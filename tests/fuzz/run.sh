@@ -17,7 +17,7 @@ targets=("$@")
 [ "${#targets[@]}" -eq 0 ] && targets=(fuzz_url fuzz_reply fuzz_pubsub)
 
 if ! command -v clang >/dev/null; then
-  echo "fuzz: clang is missing (scripts/deps.sh installs it)"; exit 1
+  echo "fuzz: clang is missing (scripts/deps.sh --test installs it)"; exit 1
 fi
 mkdir -p "$here/build"
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"

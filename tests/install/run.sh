@@ -68,5 +68,18 @@ check engine_guard
 no_hiredis() { ! readelf -d "$libdir/libhilock.so" | grep -q hiredis; }
 check no_hiredis
 
+# The C build needs only a C compiler, CMake and OpenSSL: with CUnit and
+# pkg-config out of sight (CMake's standard switches) it configures, builds no
+# C tests, and builds the library, the CLI and the demo's worker.
+bare_build() {
+  cmake -S "$root" -B "$tmp/bare" -DCMAKE_DISABLE_FIND_PACKAGE_CUnit=ON \
+    -DPKG_CONFIG_EXECUTABLE=/nonexistent/pkg-config >"$tmp/bare.log" 2>&1 &&
+  ! cmake --build "$tmp/bare" --target help | grep -q test_lock &&
+  cmake --build "$tmp/bare" -j 2 --target hilock hilock_cli hilock_demo_worker >>"$tmp/bare.log" 2>&1 &&
+  "$tmp/bare/cli/hilock" --version >/dev/null ||
+  { tail -5 "$tmp/bare.log"; return 1; }
+}
+check bare_build
+
 echo "install: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

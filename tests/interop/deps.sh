@@ -7,7 +7,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
-  echo "interop deps: java and mvn are required (scripts/deps.sh installs them)" >&2
+  echo "interop deps: java and mvn are required (scripts/deps.sh --test installs them)" >&2
   exit 1
 fi
 repo="${HOME}/.m2/repository"

@@ -3,7 +3,7 @@
 # $HILOCK_ROOT/build/venv with pytest, redis (redis-py, for the bench's
 # comparison and the cluster tests) and the packaging tools. Idempotent;
 # quick when already satisfied. System packages (python3-venv, python3-dev,
-# cmake, redis-server) come from scripts/deps.sh.
+# cmake, redis-server) come from scripts/deps.sh --test.
 set -euo pipefail
 root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 venv="$root/build/venv"
