@@ -1,7 +1,8 @@
 -- LuaRocks package of hilock: the C module `hilock` (blocking client and the
 -- protocol layer) and the OpenResty driver `resty.hilock`.
---   luarocks make                       (from the repository root)
+--   luarocks --lua-version 5.4 make     (from the repository root: Lua 5.4)
 --   luarocks --lua-version 5.1 make     (Lua 5.1; LuaJIT loads the same module)
+-- Plain `luarocks make` builds for LuaRocks' default Lua (5.1 on Debian).
 -- The module is built by the project's own CMake (target hilock_lua): it
 -- folds in libhilock and hiredis (fetched by scripts/fetch-hiredis.sh, or the
 -- system's with HILOCK_CMAKE_ARGS=-DHILOCK_SYSTEM_HIREDIS=ON) and exports only
