@@ -111,6 +111,13 @@ struct hilock_lock {
     int freeing;               /* atomic: freed from a lost callback, free deferred */
     hl_deferred free_later;
     int rw_side;               /* a side of a hilock_rwlock: freed with it only */
+    /* releases that got no answer (renewal stopped): the thread's next
+     * acquire completes the release first instead of re-entering a hold
+     * it may still have; until: when the hold has ended at the latest */
+    struct {
+        uint64_t tid;
+        int64_t until; /* monotonic ms; 0 = free slot */
+    } unsettled[4];
 };
 
 struct hilock_rwlock {

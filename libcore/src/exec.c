@@ -211,6 +211,17 @@ static int exec_attempt_blocked(exec_call *x, hl_node *target)
     return 1;
 }
 
+/* The server ctx talks to, for messages: "host:port" or "unix:path". */
+static void hl_ctx_where(const redisContext *ctx, char *buf, size_t len)
+{
+    if (ctx->connection_type == REDIS_CONN_UNIX && ctx->unix_sock.path)
+        snprintf(buf, len, "unix:%s", ctx->unix_sock.path);
+    else if (ctx->connection_type == REDIS_CONN_TCP && ctx->tcp.host)
+        snprintf(buf, len, "%s:%d", ctx->tcp.host, ctx->tcp.port);
+    else
+        snprintf(buf, len, "?");
+}
+
 /* No reply on ctx: a timed-out attempt goes to the drain; a dead idle
  * connection gets one resend; anything else is an error. */
 static int exec_on_no_reply(exec_call *x, hl_node *target, redisContext *ctx, int reused,
@@ -219,8 +230,11 @@ static int exec_on_no_reply(exec_call *x, hl_node *target, redisContext *ctx, in
     hl_transport *c = x->c;
     int saved = errno;
     int retry = x->stale_retry && reused && stale_connection_error(ctx);
-    if (!hl_conn_no_reply(ctx, c->opts.command_timeout_ms, x->err))
-        hl_set_err(x->err, "I/O error talking to Redis: %s", ctx->errstr);
+    if (!hl_conn_no_reply(ctx, c->opts.command_timeout_ms, x->err)) {
+        char where[300];
+        hl_ctx_where(ctx, where, sizeof where);
+        hl_set_err(x->err, "I/O error talking to Redis at %s: %s", where, ctx->errstr);
+    }
     int timed_out = ctx->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK);
     if (timed_out && is_attempt(x->cmd)) {
         /* The server may still run the attempt later: keep the

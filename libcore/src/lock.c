@@ -485,6 +485,23 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     return rc;
 }
 
+/* An earlier release by tid that got no answer, whose hold may not have
+ * ended yet: 1 (and the slot freed), else 0. */
+static int unsettled_take(hilock_lock *l, uint64_t tid)
+{
+    int found = 0;
+    int64_t now = hl_now_mono_ms();
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < 4; i++) {
+        if (l->unsettled[i].until != 0 && l->unsettled[i].tid == tid) {
+            found = now < l->unsettled[i].until;
+            l->unsettled[i].until = 0;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return found;
+}
+
 static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms,
                    int64_t *token_out)
 {
@@ -499,6 +516,14 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
                          "wait must be -1, 0 or a positive ms count and lease -1, 0 or "
                          "positive, both at most HILOCK_MAX_TIME_MS");
     hilock_client *c = l->client;
+    if (unsettled_take(l, tid)) {
+        /* Re-entering now would stack a new hold on one that may still be
+         * there (and the watchdog would renew both): release it first. Not
+         * owner = the first release ran after all (or the hold expired). */
+        rc = release(l, tid, 0);
+        if (rc != 0 && rc != HILOCK_ENOTOWNER)
+            return rc; /* its message stands; release() marked it unsettled again */
+    }
     char owner[HL_OWNER_MAX];
     hl_hold_owner(owner, l->kind, c->t.id, tid);
     int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
@@ -732,10 +757,40 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
     hilock_client *c = l->client;
     if (rc == 0)
         rc = r->m.result;
-    int still_held = r->m.still_held;
+    int renew = r->m.renew, unconfirmed = r->m.unconfirmed && rc != 0;
     hl_release_free(&r->m);
-    if (still_held && r->stopped) /* holds remain, or we may still hold it: keep renewing */
+    if (renew && r->stopped) /* holds remain, or the server refused: keep renewing */
         hl_wd_add(&c->t, l, l->kind, &l->names, r->tid, rc == 0 ? r->release_sent : r->confirmed_at);
+    if (unconfirmed) {
+        /* No answer: the hold may be gone or not. Not renewed any more, it
+         * ends at its lease at the latest (counted from the release: no
+         * renewal followed it); the thread's next acquire completes the
+         * release first (unsettled_take) instead of re-entering. */
+        pthread_mutex_lock(&l->mu);
+        /* the longest the key can live: taken with the last lease, or
+         * renewed with the watchdog's */
+        int64_t lease = c->t.opts.watchdog_lease_ms;
+        if (l->last_lease_ms > lease)
+            lease = l->last_lease_ms;
+        int slot = 0;
+        for (int i = 0; i < 4; i++) {
+            if (l->unsettled[i].until == 0 || l->unsettled[i].tid == r->tid) {
+                slot = i;
+                break;
+            }
+            if (l->unsettled[i].until < l->unsettled[slot].until)
+                slot = i; /* all taken: the one that ends first */
+        }
+        l->unsettled[slot].tid = r->tid;
+        l->unsettled[slot].until = r->release_sent + lease;
+        pthread_mutex_unlock(&l->mu);
+        char why[HL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", r->err[0] ? r->err : hilock_strerror(rc));
+        snprintf(r->err, sizeof r->err,
+                 "release of '%.60s' not confirmed (%.100s); renewal stopped: it ends at its "
+                 "lease (%lld ms) at the latest",
+                 l->names.name, why, (long long)lease);
+    }
     if (rc == HILOCK_EWRONGTYPE)
         snprintf(r->err, sizeof r->err, "key '%s' holds a value that is not a lock",
                  l->names.name);

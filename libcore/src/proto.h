@@ -513,7 +513,12 @@ HL_HIDDEN int hl_check_lease(int64_t lease_ms);
  *       hl_release_on_reply(&m, reply, now) or hl_release_on_error(&m, code, now)
  *   }
  *   m.result: 0 (m.remaining holds left), HILOCK_ENOTOWNER, or an error;
- *   m.still_held: the caller may still hold it (keep renewing it).
+ *   m.still_held: the caller may still hold it.
+ *   m.renew: keep renewing it: the server answered and holds remain, or it
+ *     refused the release before changing anything. Not after a release
+ *     that got no answer (m.unconfirmed): renewing a hold whose release may
+ *     or may not have run would keep the lock for the client's whole life
+ *     when it did not; unrenewed, it ends at its lease at the latest.
  *
  * Decisions: the lease re-applied on a partial unlock is the one the hold
  * was acquired with (the watchdog lease only for a watchdog hold); the
@@ -537,6 +542,8 @@ typedef struct hl_release {
     int result;
     int64_t remaining;
     int still_held;
+    int renew;       /* keep renewing (see above) */
+    int unconfirmed; /* no answer to any try: the outcome is unknown */
 } hl_release;
 
 /* acquired_lease_ms: the lease the hold was taken with (<= 0: unknown, the

@@ -104,6 +104,7 @@ int hl_release_init(hl_release *m, hilock_kind kind, const hl_names *n, const ch
     m->state = RL_SEND;
     m->result = HILOCK_EPROTO;
     m->still_held = 1;
+    m->renew = 1;
     if (!n || !owner || !request_id || m->lease_ms <= 0) {
         m->result = HILOCK_EINVAL;
         m->state = RL_DONE;
@@ -153,19 +154,23 @@ void hl_release_on_reply(hl_release *m, const redisReply *r, int64_t now_ms)
     m->state = RL_DONE;
     hl_release_result res;
     int rc = hl_decode_release(r, &res);
+    m->unconfirmed = 0;
     if (rc) {
         m->result = rc; /* nothing known changed: we may still hold it */
         m->still_held = 1;
+        m->renew = 1;
         return;
     }
     if (res.not_owner) {
         m->result = HILOCK_ENOTOWNER;
         m->still_held = 0;
+        m->renew = 0;
         return;
     }
     m->result = 0;
     m->remaining = res.remaining;
     m->still_held = res.remaining > 0;
+    m->renew = m->still_held;
 }
 
 void hl_release_on_error(hl_release *m, int code, int64_t now_ms)
@@ -175,6 +180,8 @@ void hl_release_on_error(hl_release *m, int code, int64_t now_ms)
     m->tries++;
     m->result = code ? code : HILOCK_ECONN;
     m->still_held = 1;
+    m->renew = 0;       /* see hl_release.renew */
+    m->unconfirmed = 1;
     /* The reply may have been lost after the server ran the unlock: the
      * latch makes one resend answer like the first (not "not owner"). Or
      * the request itself is held up on its way and reaches the server

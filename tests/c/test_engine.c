@@ -125,7 +125,22 @@ static void t_release_noscript_then_retry(void)
     hl_release_on_error(&m, HILOCK_ECONN, 3);
     CU_ASSERT_EQUAL(hl_release_next(&m, 3), HL_ACT_DONE);
     CU_ASSERT_EQUAL(m.result, HILOCK_ECONN);
-    CU_ASSERT_EQUAL(m.still_held, 1); /* unknown: keep renewing */
+    CU_ASSERT_EQUAL(m.still_held, 1); /* unknown: it may still be held ... */
+    CU_ASSERT_EQUAL(m.unconfirmed, 1);
+    CU_ASSERT_EQUAL(m.renew, 0);      /* ... but is not renewed: it ends at its lease */
+    hl_release_free(&m);
+
+    /* a lost reply, then the resend answered: confirmed, renewed while
+     * holds remain */
+    hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:e0:9", 1000, 0, 0);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    hl_release_on_error(&m, HILOCK_ECONN, 1);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_SEND);
+    FEED_REL(&m, ":1\r\n", 2); /* one hold left */
+    CU_ASSERT_EQUAL(hl_release_next(&m, 2), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, 0);
+    CU_ASSERT_EQUAL(m.unconfirmed, 0);
+    CU_ASSERT_EQUAL(m.renew, 1);
     hl_release_free(&m);
 
     /* a bounded release resends only within its time */

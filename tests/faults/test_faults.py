@@ -359,6 +359,59 @@ def test_fair_release_reply_lost_hands_over(server, proxy, name):
         other.close()
 
 
+# ---- issue 29: a release that cannot be confirmed stops renewal ----
+
+def test_release_lost_on_every_try_ends_at_the_lease(server, proxy, name):
+    """A watchdog hold whose release never reaches the server (every try's
+    connection reset as it is sent): the release raises an error naming
+    the server, the watchdog no longer renews the hold, so another client
+    gets the lock once its lease is over; the same thread's next acquire
+    completes the release first and holds once (no silent re-entry).
+    On 7b6fa8d the watchdog kept renewing it: another client waiting 3
+    leases never got it, and the holder re-entered (hold count 2)."""
+    lease = 2.0
+    holder = opened(proxy.url(), watchdog_lease=lease)
+    other = opened(server.url)
+    try:
+        lk = holder.lock(name)
+        warm(holder, "reentrant", name)
+        assert lk.acquire(wait=0)
+        for _ in range(4):  # the release and every retry of it
+            proxy.reset_on_request(b"redisson_unlock_latch")
+        t0 = time.monotonic()
+        with pytest.raises(hilock.ConnectionError) as ei:
+            lk.release()
+        msg = str(ei.value)
+        assert "not confirmed" in msg and "renewal stopped" in msg, msg
+        assert "127.0.0.1:%d" % proxy.port in msg, msg
+        assert proxy.fired("reset-on-request") >= 2
+        proxy.clear()
+        assert server("HEXISTS", name, holder.owner()) == 1  # never released
+        assert other.lock(name).acquire(wait=3 * lease, lease=30)
+        took = time.monotonic() - t0
+        report("release lost on every try: another client acquired after", took)
+        assert took <= lease + 1.0
+        assert server("HEXISTS", name, holder.owner()) == 0
+        other.lock(name).release()
+        # again, and the same thread acquires at once (the hold still
+        # there): the release is completed first, then one hold
+        assert lk.acquire(wait=0)
+        for _ in range(4):
+            proxy.reset_on_request(b"redisson_unlock_latch")
+        with pytest.raises(hilock.ConnectionError):
+            lk.release()
+        proxy.clear()
+        assert server("HGET", name, holder.owner()) == "1"
+        assert lk.acquire(wait=0)
+        assert lk.hold_count == 1
+        assert server("HGET", name, holder.owner()) == "1"
+        lk.release()
+        assert server("EXISTS", name) == 0
+    finally:
+        holder.close()
+        other.close()
+
+
 # ---- item 3: a holder cut off from Redis is told before its lease ends ----
 
 @pytest.mark.parametrize("kind", KINDS)
