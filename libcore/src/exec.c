@@ -201,13 +201,10 @@ static int exec_attempt_blocked(exec_call *x, hl_node *target)
     if (!is_attempt(x->cmd) ||
         hl_drain_node_ready(c, target, x->timeout_ms > 0))
         return 0;
-    char host[256];
-    int port = 0;
-    if (!hl_node_addr(target, host, sizeof host, &port))
-        snprintf(host, sizeof host, "%s",
-                 c->ep.path ? c->ep.path : c->ep.host ? c->ep.host : "?");
+    char where[300];
+    hl_node_where(target, where, sizeof where);
     hl_set_err(x->err, "server %s has not answered an earlier attempt yet (still being "
-                       "settled); no new attempt sent to it", host);
+                       "settled); no new attempt sent to it", where);
     return 1;
 }
 
@@ -347,7 +344,9 @@ static int exec_once(exec_call *x)
     int64_t gen = 0;
     int64_t left = x->timeout_ms > 0 ? x->deadline - hl_now_mono_ms() : 0;
     if (x->timeout_ms > 0 && left <= 0) {
-        hl_set_err(x->err, "no reply within %lld ms", (long long)x->timeout_ms);
+        char where[300];
+        hl_node_where(target, where, sizeof where);
+        hl_msg_no_reply(x->err, HL_ERRMSG_MAX, x->timeout_ms, where);
         return exec_done(x, HILOCK_ECONN);
     }
     if (exec_attempt_blocked(x, target))

@@ -155,6 +155,37 @@ int hl_node_addr(hl_node *n, char *host, size_t len, int *port)
     return 1;
 }
 
+void hl_node_where(hl_node *n, char *buf, size_t len)
+{
+    hl_transport *c = n->client;
+    char host[256] = "";
+    int port = 0;
+    if (hl_node_addr(n, host, sizeof host, &port)) {
+        snprintf(buf, len, "%s:%d", host, port);
+        return;
+    }
+    if (c->ep.path) {
+        snprintf(buf, len, "unix:%s", c->ep.path);
+        return;
+    }
+    if (!c->ep.master_name) {
+        snprintf(buf, len, "%s:%d", c->ep.host ? c->ep.host : "?", c->ep.port);
+        return;
+    }
+    char addr[sizeof c->sw.master];
+    pthread_mutex_lock(&c->nodes_mu);
+    memcpy(addr, c->sw.master, sizeof addr);
+    pthread_mutex_unlock(&c->nodes_mu);
+    addr[sizeof addr - 1] = 0;
+    char *sp = strchr(addr, ' ');
+    if (sp)
+        *sp = ':'; /* "ip port" as the sentinels give it */
+    if (addr[0])
+        snprintf(buf, len, "%s", addr);
+    else
+        snprintf(buf, len, "master '%s'", c->ep.master_name);
+}
+
 int hl_node_index(hl_transport *c, const hl_node *n)
 {
     int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);

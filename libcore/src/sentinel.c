@@ -34,7 +34,9 @@ static void note_master(hl_transport *c, const char *addr)
 {
     if (c->sw.master[0] && strcmp(c->sw.master, addr) != 0)
         hl_master_switched(c);
+    pthread_mutex_lock(&c->nodes_mu); /* read for messages: hl_node_where */
     snprintf(c->sw.master, sizeof c->sw.master, "%s", addr);
+    pthread_mutex_unlock(&c->nodes_mu);
 }
 
 /* A +switch-master message: the engine decodes it (hl_decode_switch_master). */

@@ -27,6 +27,9 @@ HL_HIDDEN int hl_read_replies(redisContext *ctx, int (*fn)(void *arg, redisReply
 /* nodes.c: copy n's address (cluster nodes; 0 = the client's endpoint);
  * n's index in the node table, or -1. */
 HL_HIDDEN int hl_node_addr(hl_node *n, char *host, size_t len, int *port);
+/* n's server for messages: "host:port", "unix:path", or with sentinels the
+ * master they last named ("host:port"; "master '<name>'" before any). */
+HL_HIDDEN void hl_node_where(hl_node *n, char *buf, size_t len);
 HL_HIDDEN int hl_node_index(hl_transport *c, const hl_node *n);
 
 /* pool.c: check a connection of n out: an idle one (*reused = 1) or a new

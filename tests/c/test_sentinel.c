@@ -558,6 +558,37 @@ static void t_async_sentinel_stalled(void)
     rmdir(dir);
 }
 
+/* A master that stops answering under an attempt: the attempt is being
+ * settled, the next one is refused at once, and the message names the
+ * master by its address (on 7b6fa8d: "server ? has not answered ..."). */
+static void t_settling_names_master(void)
+{
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 300;
+    o.replica_ack = -1;
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, url, &o, NULL, 0), 0);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "settle-names") == 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    th_redis_pause(&master);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), HILOCK_ECONN); /* no reply */
+    int rc = hilock_lock_acquire(l, 0, 10000);
+    char msg[512], want[64];
+    snprintf(msg, sizeof msg, "%s", hilock_lock_errmsg(l));
+    snprintf(want, sizeof want, "127.0.0.1:%d", master.port);
+    printf("\n  second attempt: %d %s\n", rc, msg);
+    CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, want));
+    CU_ASSERT_PTR_NULL(strstr(msg, "server ?"));
+    th_redis_resume(&master);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -570,6 +601,7 @@ int main(void)
     CU_add_test(s, "non-blocking API: discovery, replica acknowledgement", t_async);
     CU_add_test(s, "non-blocking API: the sentinel stalls, the known master is used",
                 t_async_sentinel_stalled);
+    CU_add_test(s, "a stalled master's settling names it", t_settling_names_master);
     CU_add_test(s, "failover while held and waited on", t_failover);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
