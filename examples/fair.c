@@ -50,7 +50,9 @@ int main(void)
         url = "redis://127.0.0.1:6379";
     rc = hilock_client_open(&client, url, NULL, err, sizeof err);
     if (rc != HILOCK_OK) {
-        fprintf(stderr, "cannot open %s: %s (%s)\n", url, hilock_strerror(rc), err);
+        char shown[256]; /* the URL without its password */
+        hilock_url_redact(shown, sizeof shown, url);
+        fprintf(stderr, "cannot open %s: %s (%s)\n", shown, hilock_strerror(rc), err);
         return 1;
     }
     rc = hilock_fair_lock_new(&lock, client, "jobs:nightly");

@@ -55,7 +55,9 @@ int main(void)
     opts.watchdog_lease_ms = 1500; /* short, to see renewals quickly (default 30 s) */
     rc = hilock_client_open(&client, url, &opts, err, sizeof err);
     if (rc != HILOCK_OK) {
-        fprintf(stderr, "cannot open %s: %s (%s)\n", url, hilock_strerror(rc), err);
+        char shown[256]; /* the URL without its password */
+        hilock_url_redact(shown, sizeof shown, url);
+        fprintf(stderr, "cannot open %s: %s (%s)\n", shown, hilock_strerror(rc), err);
         return 1;
     }
     if ((rc = hilock_lock_new(&lock, client, "reports:daily")) != HILOCK_OK)

@@ -4,8 +4,8 @@
 #
 #   scripts/deps.sh          building and the demo (scripts/demo.sh): a C
 #                            compiler and make, CMake, OpenSSL's headers,
-#                            redis-server and redis-cli; and it checks the
-#                            committed hiredis archive (scripts/fetch-hiredis.sh)
+#                            redis-server and redis-cli; and it fetches the
+#                            pinned hiredis archive (scripts/fetch-hiredis.sh)
 #   scripts/deps.sh --test   that, plus everything the test suites need
 #                            (scripts/test.sh runs this): CUnit, valgrind,
 #                            clang, Lua, LuaRocks, nginx, SWIG, a JDK and
@@ -23,6 +23,7 @@ esac
 
 BUILD_PACKAGES=(
   gcc libc6-dev make cmake libssl-dev
+  curl ca-certificates           # scripts/fetch-hiredis.sh: the pinned hiredis archive from PyPI
   redis-server redis-tools
 )
 # Note: nginx's Lua module needs OpenResty's LuaJIT (luajit2), which conflicts

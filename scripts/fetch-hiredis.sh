@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The hiredis 1.x C sources (with TLS: ssl.c) that hilock builds into its
 # own library come from the PyPI sdist of the `hiredis` Python package, which
-# carries them under vendor/hiredis. The pinned archive is committed as
-# third_party/hiredis-<PYPI_VERSION>.tar.gz (so a checkout and the Python sdist
-# build with no network); CMakeLists.txt reads PYPI_VERSION and SHA256 below,
-# checks the archive and unpacks vendor/hiredis into its build directory.
+# carries them under vendor/hiredis. The pinned archive is downloaded (never
+# committed: git ignores it) into third_party/hiredis-<PYPI_VERSION>.tar.gz,
+# which the Python sdist carries (so the sdist builds with no network);
+# CMakeLists.txt reads PYPI_VERSION and SHA256 below, checks the archive and
+# unpacks vendor/hiredis into its build directory.
 # This script makes sure the archive, with the pinned SHA-256, is in DIR and
 # prints its path.
 # Usage: scripts/fetch-hiredis.sh [DIR]
-#   DIR default: $HILOCK_DEPS_DIR, else <repo>/third_party (then it only
-#   checks the committed archive).
+#   DIR default: $HILOCK_DEPS_DIR, else <repo>/third_party.
 # The archive is taken from DIR when it is already there, else copied from
-# <repo>/third_party, else downloaded with pip (which honours PIP_INDEX_URL,
+# <repo>/third_party, else downloaded: with curl from the PyPI simple index
+# ($PIP_INDEX_URL when set, else https://pypi.org/simple; under a second,
+# and no Python needed), else with pip (which honours PIP_INDEX_URL,
 # PIP_FIND_LINKS and PIP_NO_INDEX). A checksum mismatch is an error.
 # Moving the pin: set PYPI_VERSION and SHA256 (PyPI lists each file's
-# SHA-256), `git rm` the old archive, run this script, commit the new one.
+# SHA-256) and run this script.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYPI_VERSION=3.2.1      # hiredis-py 3.2.1 vendors hiredis (C) 1.3.0
@@ -35,9 +37,22 @@ fi
 mkdir -p "$dir"
 tmp="$(mktemp -d "$dir/.fetch.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
+from_index() { # the file's link on the PEP 503 simple page, then the file
+  local index="${PIP_INDEX_URL:-https://pypi.org/simple}" page link
+  [ -z "${PIP_NO_INDEX:-}" ] && command -v curl >/dev/null || return 1
+  page="$(curl -fsSL --max-time 60 "${index%/}/hiredis/")" || return 1
+  link="$(printf '%s\n' "$page" | grep -o "href=\"[^\"]*/$name[#\"][^\"]*" | head -1 |
+          sed -e 's/^href="//' -e 's/#.*//')"
+  [ -n "$link" ] || return 1
+  case "$link" in http*) ;; /*) link="${index%%/simple*}$link" ;; *) link="${index%/}/hiredis/$link" ;; esac
+  curl -fsSL --max-time 120 -o "$tmp/$name" "$link"
+}
 if [ -f "$here/third_party/$name" ]; then
   cp "$here/third_party/$name" "$tmp/$name"
+elif from_index; then
+  :
 else
+  rm -f "$tmp/$name"
   pip=()
   py="${HILOCK_PYTHON:-python3}"
   if "$py" -m pip --version >/dev/null 2>&1; then

@@ -148,6 +148,9 @@ readonly_tree() {
   local ro="$tmp/ro-tree"
   mkdir -p "$ro" &&
   (cd "$root" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -C "$ro" -xf - &&
+  # a checkout where scripts/fetch-hiredis.sh (deps.sh) put the pinned archive
+  # (git ignores it): offline from there on
+  mkdir -p "$ro/third_party" && cp "$(bash "$root/scripts/fetch-hiredis.sh")" "$ro/third_party/" &&
   python3 -m venv "$tmp/ro-venv" &&
   if [ "$(id -u)" = 0 ]; then # root ignores permission bits: a read-only bind mount
     unshare -m sh -c 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && "$@"' sh "$ro" \
