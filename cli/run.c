@@ -48,6 +48,8 @@ typedef struct run_opts {
      * NAME (Redisson RPermitExpirableSemaphore) instead of a lock */
     char *sem_name;   /* malloc'd */
     int64_t sem_permits;
+    /* -c CMD (flock(1)'s spelling): COMMAND is "/bin/sh -c CMD" */
+    char *sh_cmd[4];
 } run_opts;
 
 static void run_usage(FILE *f)
@@ -59,8 +61,11 @@ static void run_usage(FILE *f)
           "\n"
           "  --url URL                 server (default: $HILOCK_URL, else " DEFAULT_URL ")\n"
           CLI_TLS_USAGE
-          "  -w, --wait S              give up after S seconds (0 = one try;\n"
+          "  -w, --wait S, --timeout S give up after S seconds (0 = one try;\n"
           "                            default: wait forever)\n"
+          "  -n, --nonblock            one try: as --wait 0 (flock(1)'s -n)\n"
+          "  -c, --command CMD         run CMD with /bin/sh -c instead of COMMAND...\n"
+          "                            (flock(1)'s -c): hilock run -n NAME -c 'make all'\n"
           "  --lease S                 fixed lease of S seconds instead of the watchdog\n"
           "                            (the lock is lost when the lease runs out)\n"
           "  --fair                    fair (FIFO) lock: waiters get it in arrival order\n"
@@ -283,6 +288,13 @@ static int run_option(run_opts *o, int c, const char *arg, const char *opt)
         }
         break;
     case 'q': o->quiet = 1; break;
+    case 'n': o->wait_ms = 0; break;
+    case 'c':
+        o->sh_cmd[0] = "/bin/sh";
+        o->sh_cmd[1] = "-c";
+        o->sh_cmd[2] = (char *)arg;
+        o->sh_cmd[3] = NULL;
+        break;
     case 'h': return 1;
     case ':':
         cli_err("run: option '%s' needs a value", opt);
@@ -309,6 +321,14 @@ static int run_operands(run_opts *o, int argc, char **argv)
         optind++; /* "hilock run -- NAME -- CMD" */
     if (o->sem_name) { /* the name came with the option: COMMAND follows */
         o->name = o->sem_name;
+        if (o->sh_cmd[0]) {
+            if (optind < argc) {
+                cli_err("run: -c CMD and COMMAND... exclude each other");
+                return -1;
+            }
+            o->cmd = o->sh_cmd;
+            return 0;
+        }
         if (optind >= argc) {
             cli_err("run: missing COMMAND (hilock run --semaphore NAME:PERMITS -- COMMAND...)");
             return -1;
@@ -321,11 +341,20 @@ static int run_operands(run_opts *o, int argc, char **argv)
         return -1;
     }
     o->name = argv[optind++];
+    if (o->sh_cmd[0]) { /* -c CMD: nothing may follow NAME */
+        if (optind < argc) {
+            cli_err("run: -c CMD and COMMAND... exclude each other");
+            return -1;
+        }
+        o->cmd = o->sh_cmd;
+    }
     char why[128];
     if (hilock_name_check(o->name, why, sizeof why)) {
         cli_err("run: bad lock name: %s", why);
         return -1;
     }
+    if (o->cmd)
+        return 0;
     if (optind < argc && !strcmp(argv[optind], "--"))
         optind++;
     if (optind >= argc) {
@@ -340,6 +369,9 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
 {
     static const struct option lopts[] = {{"url", required_argument, 0, O_URL},
                                           {"wait", required_argument, 0, 'w'},
+                                          {"timeout", required_argument, 0, 'w'},
+                                          {"nonblock", no_argument, 0, 'n'},
+                                          {"command", required_argument, 0, 'c'},
                                           {"lease", required_argument, 0, O_LEASE},
                                           {"fair", no_argument, 0, O_FAIR},
                                           {"shared", no_argument, 0, 's'},
@@ -359,8 +391,20 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
     o->grace_ms = 10000;
     o->conflict_code = EXIT_CONFLICT_DEFAULT;
     *exit_now = -1;
-    int c;
-    for (int first = 1; (c = cli_getopt(argc, argv, "+w:E:qhsx", lopts, first)) != -1; first = 0) {
+    /* Options before NAME and between NAME and COMMAND (GNU getopt stops at
+     * the first operand: "+"); COMMAND's own options are never read. */
+    int c, name_at = -1;
+    for (int first = 1;; first = 0) {
+        c = cli_getopt(argc, argv, "+w:E:c:nqhsx", lopts, first);
+        if (c == -1) {
+            /* NAME (not after "--", not with --semaphore): read on */
+            if (name_at < 0 && !o->sem_name && optind < argc && strcmp(argv[optind - 1], "--") &&
+                strcmp(argv[optind], "--")) {
+                name_at = optind++;
+                continue;
+            }
+            break;
+        }
         int r = c == CLI_OPT_BAD ? -1 : run_option(o, c, optarg, argv[optind - 1]);
         if (r < 0)
             return -1;
@@ -369,6 +413,11 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
             *exit_now = 0;
             return 0;
         }
+    }
+    if (name_at >= 0) { /* give NAME back to the operands, in its place */
+        char *name = argv[name_at];
+        memmove(argv + name_at, argv + name_at + 1, (size_t)(optind - 1 - name_at) * sizeof *argv);
+        argv[--optind] = name;
     }
     return run_operands(o, argc, argv);
 }

@@ -68,10 +68,14 @@ void print_lock_human(FILE *f, const hilock_lock_info *v)
     fputs(": ", f);
     if (v->kind == HILOCK_INFO_NONE) {
         fputs("not locked\n", f);
+        if (v->waiting > 0)
+            fprintf(f, "  waiting %" PRId64 " (clients subscribed for a wake-up)\n", v->waiting);
         return;
     }
     if (v->kind == HILOCK_INFO_COUNT || v->kind == HILOCK_INFO_PERMIT_SEMAPHORE) {
         print_count_human(f, v);
+        if (v->waiting > 0)
+            fprintf(f, "  waiting %" PRId64 " (clients subscribed for a wake-up)\n", v->waiting);
         return;
     }
     fprintf(f, "%s, %s", hilock_info_kind_name(v->kind), v->locked ? "locked" : "not locked");
@@ -110,6 +114,8 @@ void print_lock_human(FILE *f, const hilock_lock_info *v)
         }
         fputc('\n', f);
     }
+    if (v->waiting >= 0)
+        fprintf(f, "  waiting %" PRId64 " (clients subscribed for a wake-up)\n", v->waiting);
 }
 
 /* Stable JSON schema (version 1), see docs/cli.md. */
@@ -170,7 +176,12 @@ void print_lock_json(FILE *f, const hilock_lock_info *v)
         else
             fputs("\"lease_end_ms\":null,\"lease_in_ms\":null}", f);
     }
-    fprintf(f, "],\"token\":%" PRId64 ",\"server_time_ms\":%" PRId64 ",\"note\":", v->token,
+    fputs("],\"waiting\":", f);
+    if (v->waiting >= 0)
+        fprintf(f, "%" PRId64, v->waiting);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"token\":%" PRId64 ",\"server_time_ms\":%" PRId64 ",\"note\":", v->token,
             v->server_time_ms);
     if (v->note[0])
         json_string(f, v->note, strlen(v->note));
@@ -181,14 +192,17 @@ void print_lock_json(FILE *f, const hilock_lock_info *v)
 
 static void status_usage(FILE *f)
 {
-    fputs("Usage: hilock status [--url URL] [--json] NAME...\n"
+    fputs("Usage: hilock status [--url URL] [--json] NAME|PATTERN...\n"
+          "(options anywhere on the line; \"--\" ends them: hilock status -- --odd-name)\n"
           "\n"
           "Show each lock's kind (reentrant, fair, read-write, fenced, count,\n"
           "permit-semaphore, unknown, or none when there is no lock data), holders with\n"
-          "hold counts, remaining lease, the fair queue with each waiter's deadline and\n"
-          "the fencing token; a semaphore's free permits or a latch's count, a\n"
-          "permit-expirable semaphore's permits with their leases. Works for data\n"
-          "written by Redisson or any hilock binding.\n"
+          "hold counts, remaining lease, the fair queue with each waiter's deadline,\n"
+          "the clients waiting (subscribed for a wake-up) and the fencing token; a\n"
+          "semaphore's free permits or a latch's count, a permit-expirable semaphore's\n"
+          "permits with their leases. Works for data written by Redisson or any hilock\n"
+          "binding. A NAME with *, ? or [ is a pattern (Redis SCAN MATCH; \\* for a\n"
+          "literal *): every name that matches, on every master of a cluster.\n"
           "\n"
           "  --url URL   server (default: $HILOCK_URL, else " DEFAULT_URL ")\n"
           CLI_TLS_USAGE
@@ -208,7 +222,7 @@ int cmd_status(int argc, char **argv)
                                          {0, 0, 0, 0}};
     const char *url = NULL;
     int json = 0, c;
-    for (int first = 1; (c = cli_getopt(argc, argv, "+h", opts, first)) != -1; first = 0) {
+    for (int first = 1; (c = cli_getopt(argc, argv, "h", opts, first)) != -1; first = 0) {
         if (c == CLI_OPT_BAD)
             return EXIT_USAGE;
         switch (c) {
@@ -235,25 +249,45 @@ int cmd_status(int argc, char **argv)
     hilock_client *cl = cli_open(cli_url(url), &code);
     if (!cl)
         return code == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
-    int status = 0;
+    int status = 0, shown = 0;
     if (json)
         fputs("{\"version\":1,\"locks\":[", stdout);
     for (int i = optind; i < argc && status == 0; i++) {
-        hilock_lock_info *v = NULL;
-        int rc = hilock_inspect(&v, cl, argv[i]);
-        if (rc != 0) {
-            cli_err("cannot inspect %s: %s", argv[i], hilock_client_errmsg(cl));
-            status = rc == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
-            break;
+        char **names = NULL;
+        size_t nnames = 1;
+        if (strpbrk(argv[i], "*?[")) { /* a pattern: every name that matches */
+            int rc = hilock_scan_names(&names, &nnames, cl, argv[i], 0);
+            if (rc != 0) {
+                cli_err("cannot scan for %s: %s", argv[i], hilock_client_errmsg(cl));
+                status = rc == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
+                break;
+            }
+            if (nnames == 0 && !json) {
+                fputs("no name matches ", stdout);
+                human_string(stdout, argv[i], strlen(argv[i]));
+                fputc('\n', stdout);
+            }
         }
-        if (json) {
-            if (i > optind)
-                fputc(',', stdout);
-            print_lock_json(stdout, v);
-        } else {
-            print_lock_human(stdout, v);
+        for (size_t k = 0; k < nnames && status == 0; k++) {
+            const char *name = names ? names[k] : argv[i];
+            hilock_lock_info *v = NULL;
+            int rc = hilock_inspect(&v, cl, name);
+            if (rc != 0) {
+                cli_err("cannot inspect %s: %s", name, hilock_client_errmsg(cl));
+                status = rc == HILOCK_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
+                break;
+            }
+            if (json) {
+                if (shown)
+                    fputc(',', stdout);
+                print_lock_json(stdout, v);
+            } else {
+                print_lock_human(stdout, v);
+            }
+            shown++;
+            hilock_lock_info_free(v);
         }
-        hilock_lock_info_free(v);
+        hilock_names_free(names, names ? nnames : 0);
     }
     if (json && status == 0)
         fputs("]}\n", stdout);
@@ -354,7 +388,7 @@ int cmd_unlock(int argc, char **argv)
                                          {0, 0, 0, 0}};
     const char *url = NULL;
     int force = 0, yes = 0, c;
-    for (int first = 1; (c = cli_getopt(argc, argv, "+hy", opts, first)) != -1; first = 0) {
+    for (int first = 1; (c = cli_getopt(argc, argv, "hy", opts, first)) != -1; first = 0) {
         if (c == CLI_OPT_BAD)
             return EXIT_USAGE;
         switch (c) {

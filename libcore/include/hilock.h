@@ -644,6 +644,12 @@ typedef struct hilock_lock_info {
                                   soonest lease end first, at most 1000 */
     size_t npermits;
     size_t permits_taken;      /* every permit taken (>= npermits) */
+    /* added with `hilock status`'s waiting clients */
+    int64_t waiting;           /* clients subscribed to the name's wake-up
+                                  channel(s) (PUBSUB NUMSUB, SHARDNUMSUB on a
+                                  cluster): blocked waiters of this kind (a
+                                  fair lock: its queued waiters still
+                                  listening); -1 when not counted */
 } hilock_lock_info;
 
 /* Inspect the lock `name` (same rules as hilock_lock_new) through client c.
@@ -656,6 +662,18 @@ typedef struct hilock_lock_info {
 HILOCK_API int hilock_inspect(hilock_lock_info **out, hilock_client *c, const char *name);
 /* NULL-safe. */
 HILOCK_API void hilock_lock_info_free(hilock_lock_info *info);
+
+/* The names matching a glob pattern (Redis SCAN MATCH: *, ?, [abc], \x;
+ * on a cluster every master is scanned), without the companion keys the
+ * lock kinds keep next to a name (fair queues, fencing counters, latches,
+ * permit leases): at most max names (0: 10000), sorted, each once. On
+ * success *out is an array of *n strings (free with hilock_names_free; NULL
+ * when none matched). Errors as hilock_inspect; HILOCK_EINVAL for an empty
+ * pattern. The names found may hold any data: hilock_inspect says what. */
+HILOCK_API int hilock_scan_names(char ***out, size_t *n, hilock_client *c, const char *pattern,
+                                 size_t max);
+/* Free what hilock_scan_names gave. NULL-safe. */
+HILOCK_API void hilock_names_free(char **names, size_t n);
 /* "none", "reentrant", "fair", "read-write", "fenced", "count",
  * "permit-semaphore", "unknown"; never NULL. */
 HILOCK_API const char *hilock_info_kind_name(hilock_info_kind kind);

@@ -12,7 +12,12 @@
 --          the lock key's value when it is a string of at most 20 bytes (a
 --          semaphore's or latch's count; nil otherwise),
 --          leases key type, ZCARD of the leases (0 unless a zset),
---          the first 1000 leases, soonest end first (flat member, score)}
+--          the first 1000 leases, soonest end first (flat member, score),
+--          subscribers: {lock channel, read-write channel, semaphore channel,
+--          latch channel, the fair waiters' own channels together}}
+-- ARGV[1] 'numsub' or 'shardnumsub' (a cluster: sharded pub/sub), ARGV[2]
+-- the lock channel (a fair waiter's own channel is it .. ':' .. owner),
+-- ARGV[3] read-write channel, ARGV[4] semaphore channel, ARGV[5] latch channel
 local kt = redis.call('type', KEYS[1])['ok']
 local fields = {}
 if kt == 'hash' then
@@ -47,5 +52,12 @@ if lt == 'zset' then
     nleases = redis.call('zcard', KEYS[5])
     leases = redis.call('zrange', KEYS[5], 0, 999, 'withscores')
 end
+local subs = {0, 0, 0, 0, 0}
+for i = 2, 5 do
+    subs[i - 1] = redis.call('pubsub', ARGV[1], ARGV[i])[2]
+end
+for _, owner in ipairs(queue) do
+    subs[5] = subs[5] + redis.call('pubsub', ARGV[1], ARGV[2] .. ':' .. owner)[2]
+end
 return {kt, redis.call('pttl', KEYS[1]), fields, qt, queue, deadlines, zt, zcard,
-        redis.call('time'), tt, token, count, lt, nleases, leases}
+        redis.call('time'), tt, token, count, lt, nleases, leases, subs}

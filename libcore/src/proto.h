@@ -101,6 +101,7 @@ typedef enum hl_script {
     HL_SCRIPT_RENEW_MANY,     /* watchdog: owner-guarded PEXPIRE of many holds */
     HL_SCRIPT_PES_UPDATE,     /* permit-expirable semaphore: a new lease for a permit */
     HL_SCRIPT_SEM_SETTLE,     /* semaphore: give up an acquire whose reply was lost */
+    HL_SCRIPT_SCAN,           /* one SCAN step on the node of a key (hilock_scan_names) */
     HL_SCRIPT_COUNT
 } hl_script;
 
@@ -285,6 +286,24 @@ HL_HIDDEN int hl_decode_token(const redisReply *r, int64_t *out);
 /* leases: a permit-expirable semaphore's ZSET for the name (hl_sem_names'
  * timeout), read too */
 HL_HIDDEN void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n, const char *leases);
+/* As hl_cmd_inspect, also counting the subscribers of the name's wake-up
+ * channels (info->waiting): sharded 1 on a cluster (SHARDNUMSUB);
+ * sem_channel, latch_channel: the semaphore's and the latch's channels. */
+HL_HIDDEN void hl_cmd_inspect_waiting(hl_cmd *cmd, const hl_names *n, const char *leases,
+                                      int sharded, const char *sem_channel,
+                                      const char *latch_channel);
+/* One SCAN step for hilock_scan_names: on the node that serves route_key,
+ * keys matching pattern from cursor (a decimal string). */
+HL_HIDDEN void hl_cmd_scan(hl_cmd *cmd, const char *route_key, const char *cursor,
+                           const char *pattern);
+/* Its reply: 0 with *next (malloc'd decimal cursor, "0" when done) and
+ * each key passed to fn (its return non-zero stops: HILOCK_ENOMEM), or
+ * HILOCK_EPROTO with err. Companion keys (fair queue and deadlines, fencing
+ * counter, latches, permit leases, read holds' timeouts) are left out: only
+ * names a lock, semaphore or latch could have are passed. */
+HL_HIDDEN int hl_decode_scan(const redisReply *r, char **next,
+                             int (*fn)(void *arg, const char *key, size_t len), void *arg,
+                             char *err);
 HL_HIDDEN int hl_decode_inspect(const redisReply *r, const char *name, hilock_lock_info **out,
                                 char *err);
 HL_HIDDEN void hl_info_free(hilock_lock_info *info);

@@ -22,7 +22,11 @@ typedef struct info_box {
 
 /* Positions in the script's reply. */
 enum { I_TYPE, I_PTTL, I_FIELDS, I_QTYPE, I_QUEUE, I_DEADLINES, I_ZTYPE, I_ZCARD, I_TIME,
-       I_TTYPE, I_TOKEN, I_VALUE, I_LTYPE, I_NLEASES, I_LEASES, I_COUNT };
+       I_TTYPE, I_TOKEN, I_VALUE, I_LTYPE, I_NLEASES, I_LEASES, I_COUNT,
+       I_SUBS = I_COUNT /* optional (hl_cmd_inspect_waiting): subscriber counts */ };
+enum { S_LOCK, S_RW, S_SEM, S_LATCH, S_FAIR, S_COUNT };
+
+static int is_str(const redisReply *r);
 
 #define HL_NO_LEASE_MS 922337203685477LL /* Redisson's score of a permit without lease */
 #define HL_ID_SHOWN_MAX 64                 /* bytes of a foreign lease member shown */
@@ -35,6 +39,83 @@ void hl_cmd_inspect(hl_cmd *cmd, const hl_names *n, const char *leases)
     hl_cmd_add_str(cmd, n->timeout);
     hl_cmd_add_str(cmd, n->token);
     hl_cmd_add_str(cmd, leases);
+    /* without ARGV the script counts no subscribers: a plain inspect */
+}
+
+void hl_cmd_inspect_waiting(hl_cmd *cmd, const hl_names *n, const char *leases, int sharded,
+                            const char *sem_channel, const char *latch_channel)
+{
+    hl_cmd_inspect(cmd, n, leases);
+    hl_cmd_add_str(cmd, sharded ? "shardnumsub" : "numsub");
+    hl_cmd_add_str(cmd, n->channel);
+    hl_cmd_add_str(cmd, n->rw_channel);
+    hl_cmd_add_str(cmd, sem_channel);
+    hl_cmd_add_str(cmd, latch_channel);
+}
+
+void hl_cmd_scan(hl_cmd *cmd, const char *route_key, const char *cursor, const char *pattern)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_SCAN, 1);
+    hl_cmd_add_str(cmd, route_key);
+    hl_cmd_add_str(cmd, cursor);
+    hl_cmd_add_str(cmd, pattern);
+    hl_cmd_add_str(cmd, "1000");
+}
+
+/* A key the lock kinds keep next to a name, never a name of its own. */
+static int companion_key(const char *k, size_t len)
+{
+    static const char *const prefixes[] = {
+        "redisson_lock_queue:", "redisson_lock_timeout:", "redisson_lock_token:",
+        "redisson_unlock_latch:", "hilock_acquire_latch:", "hilock_sem_latch:",
+        "hilock_pes_gone:"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        size_t pl = strlen(prefixes[i]);
+        if (len >= pl && !memcmp(k, prefixes[i], pl))
+            return 1;
+    }
+    /* a permit-expirable semaphore's leases "{N}:timeout", a read hold's
+     * "{N}:<owner>:rwlock_timeout:<k>" */
+    if (len > 2 && k[0] == '{') {
+        const char *close = memchr(k, '}', len);
+        if (close && (size_t)(close - k) + 1 < len && close[1] == ':')
+            return 1;
+    }
+    return 0;
+}
+
+int hl_decode_scan(const redisReply *r, char **next,
+                   int (*fn)(void *arg, const char *key, size_t len), void *arg, char *err)
+{
+    *next = NULL;
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, HL_URL_ERR_MAX, "server error: %.*s", (int)r->len, r->str);
+        return HILOCK_EPROTO;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !is_str(r->element[0]) ||
+        r->element[0]->len > 20 || r->element[1]->type != REDIS_REPLY_ARRAY) {
+        snprintf(err, HL_URL_ERR_MAX, "scan: unexpected reply shape");
+        return HILOCK_EPROTO;
+    }
+    const redisReply *keys = r->element[1];
+    for (size_t i = 0; i < keys->elements; i++) {
+        const redisReply *k = keys->element[i];
+        if (k->type != REDIS_REPLY_STRING) {
+            snprintf(err, HL_URL_ERR_MAX, "scan: a key that is not a string");
+            return HILOCK_EPROTO;
+        }
+        if (companion_key(k->str, k->len) || memchr(k->str, 0, k->len))
+            continue;
+        if (fn(arg, k->str, k->len)) {
+            snprintf(err, HL_URL_ERR_MAX, "out of memory");
+            return HILOCK_ENOMEM;
+        }
+    }
+    if (!(*next = strndup(r->element[0]->str, r->element[0]->len))) {
+        snprintf(err, HL_URL_ERR_MAX, "out of memory");
+        return HILOCK_ENOMEM;
+    }
+    return 0;
 }
 
 void hl_info_free(hilock_lock_info *info)
@@ -122,9 +203,17 @@ static int is_str(const redisReply *r)
 /* The reply has the script's shape: every element the type we read. */
 static int shape_ok(const redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != I_COUNT)
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != I_COUNT && r->elements != I_COUNT + 1))
         return 0;
     redisReply **e = r->element;
+    if (r->elements == I_COUNT + 1) {
+        const redisReply *subs = e[I_SUBS];
+        if (subs->type != REDIS_REPLY_ARRAY || subs->elements != S_COUNT)
+            return 0;
+        for (size_t i = 0; i < S_COUNT; i++)
+            if (subs->element[i]->type != REDIS_REPLY_INTEGER || subs->element[i]->integer < 0)
+                return 0;
+    }
     if (!is_str(e[I_TYPE]) || e[I_PTTL]->type != REDIS_REPLY_INTEGER ||
         e[I_FIELDS]->type != REDIS_REPLY_ARRAY || e[I_FIELDS]->elements % 2 ||
         !is_str(e[I_QTYPE]) || e[I_QUEUE]->type != REDIS_REPLY_ARRAY ||
@@ -341,6 +430,21 @@ int hl_decode_inspect(const redisReply *r, const char *name, hilock_lock_info **
     classify(b, odd, fair_data, has_counter, has_count, has_leases);
     if (v->kind != HILOCK_INFO_PERMIT_SEMAPHORE && v->kind != HILOCK_INFO_COUNT)
         v->count = 0;
+    v->waiting = -1;
+    if (r->elements == I_COUNT + 1) { /* who waits where, by the kind found */
+        long long c[S_COUNT];
+        for (int i = 0; i < S_COUNT; i++)
+            c[i] = e[I_SUBS]->element[i]->integer;
+        switch (v->kind) {
+        case HILOCK_INFO_REENTRANT:
+        case HILOCK_INFO_FENCED: v->waiting = c[S_LOCK]; break;
+        case HILOCK_INFO_FAIR: v->waiting = c[S_FAIR]; break;
+        case HILOCK_INFO_READWRITE: v->waiting = c[S_RW]; break;
+        case HILOCK_INFO_COUNT: v->waiting = c[S_SEM] + c[S_LATCH]; break;
+        case HILOCK_INFO_PERMIT_SEMAPHORE: v->waiting = c[S_SEM]; break;
+        default: v->waiting = c[S_LOCK] + c[S_RW] + c[S_SEM] + c[S_LATCH] + c[S_FAIR]; break;
+        }
+    }
     int queue_bad = (strcmp(e[I_QTYPE]->str, "list") && strcmp(e[I_QTYPE]->str, "none")) ||
                     (strcmp(e[I_ZTYPE]->str, "zset") && strcmp(e[I_ZTYPE]->str, "none"));
     int counter_bad = strcmp(e[I_TTYPE]->str, "string") && strcmp(e[I_TTYPE]->str, "none");

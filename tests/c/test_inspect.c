@@ -485,6 +485,58 @@ static void t_decode_hostile(void)
 #undef TAIL
 }
 
+/* hilock_scan_names: the names matching a pattern, sorted, each once,
+ * without companion keys; waiting counts the wake-up channel's subscribers. */
+static void t_scan_and_waiting(void)
+{
+    hilock_client *c = th_client_open(th_srv.url);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    th_redis_int(&th_srv, "HSET scan:b o:1 1");
+    th_redis_int(&th_srv, "HSET scan:a o:1 1");
+    th_redis_int(&th_srv, "SET scan:c 3");
+    th_redis_int(&th_srv, "RPUSH redisson_lock_queue:{scan:a} o:2");
+    th_redis_int(&th_srv, "ZADD redisson_lock_timeout:{scan:a} 1 o:2");
+    th_redis_int(&th_srv, "SET redisson_lock_token:{scan:a} 4");
+    th_redis_int(&th_srv, "ZADD {scan:z}:timeout 1 p");
+    th_redis_int(&th_srv, "SET other:a 1");
+    char **names = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(hilock_scan_names(&names, &n, c, "*scan:*", 0), 0);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT_STRING_EQUAL(names[0], "scan:a");
+    CU_ASSERT_STRING_EQUAL(names[1], "scan:b");
+    CU_ASSERT_STRING_EQUAL(names[2], "scan:c");
+    hilock_names_free(names, n);
+    CU_ASSERT_EQUAL(hilock_scan_names(&names, &n, c, "scan:*", 2), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    hilock_names_free(names, n);
+    CU_ASSERT_EQUAL(hilock_scan_names(&names, &n, c, "nothing:*", 0), 0);
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_PTR_NULL(names);
+    CU_ASSERT_EQUAL(hilock_scan_names(&names, &n, c, "", 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_scan_names(&names, &n, NULL, "x", 0), HILOCK_EINVAL);
+    hilock_names_free(NULL, 3);
+
+    /* a subscriber of the lock's channel is a waiting client */
+    hilock_lock_info *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "scan:b"), 0);
+    CU_ASSERT_EQUAL(v->waiting, 0);
+    hilock_lock_info_free(v);
+    redisContext *sub = th_redis_connect(&th_srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sub);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE redisson_lock__channel:{scan:b}");
+    freeReplyObject(r);
+    CU_ASSERT_EQUAL_FATAL(hilock_inspect(&v, c, "scan:b"), 0);
+    CU_ASSERT_EQUAL(v->kind, HILOCK_INFO_REENTRANT);
+    CU_ASSERT_EQUAL(v->waiting, 1);
+    hilock_lock_info_free(v);
+    redisFree(sub);
+    th_redis_int(&th_srv, "DEL scan:a scan:b scan:c other:a redisson_lock_queue:{scan:a} "
+                          "redisson_lock_timeout:{scan:a} redisson_lock_token:{scan:a} "
+                          "{scan:z}:timeout");
+    hilock_client_close(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -498,5 +550,6 @@ int main(void)
     CU_add_test(s, "keys that are not locks", t_not_locks);
     CU_add_test(s, "semaphore, latch, permit-expirable semaphore", t_semaphores);
     CU_add_test(s, "decoder: bad shapes and numbers", t_decode_hostile);
+    CU_add_test(s, "scan names by pattern; waiting clients", t_scan_and_waiting);
     return th_cu_run();
 }

@@ -485,12 +485,96 @@ test_usage_and_errors() {
   check "--url works (got $rc)" [ "$rc" = 0 ]
 }
 
+# Options anywhere on the line (GNU getopt permutation); "--" ends them;
+# run reads options up to COMMAND and never COMMAND's own.
+test_options_anywhere() {
+  local rc dead; dead=$(free_port)
+  "$HL" status opt:a --url "redis://127.0.0.1:$dead" >/dev/null 2>&1; rc=$?
+  check "status NAME --url DEAD honours --url: 69 (got $rc)" [ "$rc" = 69 ] || return 1
+  HILOCK_URL="redis://127.0.0.1:$dead" "$HL" status opt:a --url "$HILOCK_URL" >/dev/null; rc=$?
+  check "status NAME --url GOOD over a dead \$HILOCK_URL: 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  "$HL" status opt:a opt:b --json >"$T/o1.json" || return 1
+  jcheck "$T/o1.json" "[l['name'] for l in d['locks']]==['opt:a','opt:b']" || return 1
+  "$HL" status -- --json >"$T/o2.txt" || return 1
+  grep -q "^lock --json: not locked" "$T/o2.txt" || { echo "    '--' did not end the options: $(cat "$T/o2.txt")"; return 1; }
+  "$HL" run opt:r -w 0 --url "$HILOCK_URL" -- sh -c 'echo "args: $*" >'"$T/o3.txt" - -n --url x; rc=$?
+  check "run NAME OPTIONS -- COMMAND: 0 (got $rc)" [ "$rc" = 0 ] || return 1
+  check "COMMAND's own options left alone ($(cat "$T/o3.txt"))" [ "$(cat "$T/o3.txt")" = "args: -n --url x" ] || return 1
+  "$HL" run opt:r echo -w 0 >"$T/o4.txt"; rc=$?
+  check "run NAME COMMAND -w: COMMAND's (got $rc, $(cat "$T/o4.txt"))" [ "$rc" = 0 ] && [ "$(cat "$T/o4.txt")" = "-w 0" ] || return 1
+  R HSET opt:u "01234567-89ab-cdef-0123-456789abcdef:7" 1 >/dev/null
+  "$HL" unlock opt:u --force --yes >/dev/null; rc=$?
+  check "unlock NAME --force --yes: 0 (got $rc)" [ "$rc" = 0 ] && [ "$(R EXISTS opt:u)" = 0 ]
+}
+
+# flock(1)'s spellings: -n (one try), -w SECONDS, -E CODE, -c 'command'.
+test_flock_spellings() {
+  local rc t0 dt
+  bg "$HL" run fl -- sh -c "$(holder_cmd fl)"; local h=$LAST
+  wait_for 5 "holder started" test -e "$T/fl.started" || return 1
+  t0=$(now_ms)
+  "$HL" run -n fl -- touch "$T/fl.bad" 2>/dev/null; rc=$?
+  dt=$(( $(now_ms) - t0 ))
+  check "-n: conflict exit 1 (got $rc) at once (${dt} ms)" [ "$rc" = 1 ] && [ "$dt" -lt 1500 ] || return 1
+  "$HL" run --nonblock -E 9 fl -c "touch $T/fl.bad" 2>/dev/null; rc=$?
+  check "--nonblock -E 9 -c: 9 (got $rc)" [ "$rc" = 9 ] || return 1
+  "$HL" run fl -n --conflict-exit-code 8 -- true 2>/dev/null; rc=$?
+  check "-n after NAME: 8 (got $rc)" [ "$rc" = 8 ] || return 1
+  t0=$(now_ms)
+  "$HL" run -w 0.3 --timeout 0.3 fl -- true 2>/dev/null; rc=$?
+  dt=$(( $(now_ms) - t0 ))
+  check "-w/--timeout 0.3: 1 (got $rc) after ~0.3 s (${dt} ms)" [ "$rc" = 1 ] && [ "$dt" -ge 280 ] || return 1
+  check "nothing ran" test ! -e "$T/fl.bad" || return 1
+  touch "$T/fl.go"; wait_exit "$h" 5
+  "$HL" run -n fl -c 'echo "$0 ran" >'"$T/fl.out"'; exit 3'; rc=$?
+  check "-c runs through sh -c and passes its status: 3 (got $rc)" [ "$rc" = 3 ] || return 1
+  check "-c ran /bin/sh" [ "$(cat "$T/fl.out")" = "/bin/sh ran" ] || return 1
+  "$HL" run fl -c true -- echo x >/dev/null 2>&1; rc=$?
+  check "-c and COMMAND together: usage 2 (got $rc)" [ "$rc" = 2 ]
+}
+
+# status PATTERN (SCAN, companion keys left out) and the waiting clients
+# (subscribers of the wake-up channel; a fair lock's: its queued waiters').
+test_status_patterns_waiting() {
+  R HSET pat:1 "01234567-89ab-cdef-0123-456789abcdef:7" 1 >/dev/null
+  R HSET pat:2 "01234567-89ab-cdef-0123-456789abcdef:8" 2 >/dev/null
+  R SET other:1 3 >/dev/null
+  "$HL" status 'pat:*' --json >"$T/p1.json" || return 1
+  jcheck "$T/p1.json" "[l['name'] for l in d['locks']]==['pat:1','pat:2'] and d['locks'][1]['holders'][0]['holds']==2" || return 1
+  "$HL" status 'nomatch:*' >"$T/p2.txt" || return 1
+  grep -q "^no name matches nomatch:\*" "$T/p2.txt" || { echo "    no-match output: $(cat "$T/p2.txt")"; return 1; }
+  R DEL pat:1 pat:2 other:1 >/dev/null
+  bg "$HL" run wt -- sh -c "$(holder_cmd wt)"; local h=$LAST
+  wait_for 5 "holder started" test -e "$T/wt.started" || return 1
+  bg "$HL" run wt -- true; local w1=$LAST
+  bg "$HL" run wt -- true; local w2=$LAST
+  wait_for 5 "two waiters subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{wt}' | tail -1)\" = 2 ]" || return 1
+  "$HL" status --json wt >"$T/p3.json" || return 1
+  jcheck "$T/p3.json" "d['locks'][0]['kind']=='reentrant' and d['locks'][0]['waiting']==2" || return 1
+  "$HL" status wt | grep -q "^  waiting 2 " || { echo "    human output: $("$HL" status wt)"; return 1; }
+  touch "$T/wt.go"
+  wait_exit "$h" 5 && wait_exit "$w1" 5 && wait_exit "$w2" 5 || return 1
+  "$HL" status --json wt >"$T/p4.json" || return 1
+  jcheck "$T/p4.json" "d['locks'][0]['waiting']==0" || return 1
+  # a fair lock: its queued waiter listens on its own channel
+  bg "$HL" run --fair pf:1 -- sh -c "$(holder_cmd pf)"; h=$LAST
+  wait_for 5 "fair holder started" test -e "$T/pf.started" || return 1
+  bg "$HL" run --fair pf:1 -- true; w1=$LAST
+  wait_for 5 "fair waiter queued" sh -c "[ \"\$(redis-cli -p $PORT LLEN 'redisson_lock_queue:{pf:1}')\" = 1 ]" || return 1
+  wait_for 5 "fair waiter listening" sh -c "\"$HL\" status --json pf:1 | grep -q '\"waiting\":1'" || return 1
+  "$HL" status '*pf:1*' --json >"$T/p5.json" || return 1
+  jcheck "$T/p5.json" "[l['name'] for l in d['locks']]==['pf:1'] and d['locks'][0]['kind']=='fair' and d['locks'][0]['waiting']==1 and len(d['locks'][0]['queue'])==1" || return 1
+  touch "$T/pf.go"
+  wait_exit "$h" 5 && wait_exit "$w1" 5
+}
+
 for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_passthrough \
          test_sigterm_forwarded test_lost_lock_kills_command test_lost_lock_warn \
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
          test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
-         test_usage_and_errors test_tls_options test_shared_exclusive_fenced test_semaphore; do
+         test_usage_and_errors test_tls_options test_shared_exclusive_fenced test_semaphore \
+         test_options_anywhere test_flock_spellings test_status_patterns_waiting; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
