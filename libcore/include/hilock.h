@@ -119,7 +119,10 @@ typedef struct hilock_client hilock_client;
 typedef struct hilock_options {
     unsigned int version;        /* HILOCK_OPTIONS_VERSION (0 is taken as 1) */
     int64_t connect_timeout_ms;  /* default 1000 */
-    int64_t command_timeout_ms;  /* default 1000 */
+    int64_t command_timeout_ms;  /* default 1000; hilock_async: counted from
+                                    when the command was written and the
+                                    ones before it on its connection were
+                                    answered, not from when it was queued */
     int64_t watchdog_lease_ms;   /* default 30000; renewed every lease/3 */
     int64_t fair_wait_window_ms; /* default 300000 (fair lock waiter deadline window) */
     int pool_size;               /* connections in the pool, default 8 */

@@ -14,9 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/time.h>
 
+#include <stddef.h>
+
 #include <hiredis/async.h>
+#include <hiredis/sds.h>
 
 #include "api.h"
 
@@ -31,6 +35,111 @@ int64_t hl_as_now(void)
 {
     return hl_now_mono_ms();
 }
+
+static int64_t min_at(int64_t x, int64_t y)
+{
+    return x < 0 ? y : y < 0 ? x : x < y ? x : y;
+}
+
+/* ---- the deadline heap (async_impl.h, as_tmr) ---- */
+
+static void heap_put(hilock_async *a, size_t i, as_tmr *t)
+{
+    a->heap[i] = t;
+    t->pos = i + 1;
+}
+
+static void heap_up(hilock_async *a, size_t i)
+{
+    as_tmr *t = a->heap[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (a->heap[p]->at <= t->at)
+            break;
+        heap_put(a, i, a->heap[p]);
+        i = p;
+    }
+    heap_put(a, i, t);
+}
+
+static void heap_down(hilock_async *a, size_t i)
+{
+    as_tmr *t = a->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= a->nheap)
+            break;
+        if (c + 1 < a->nheap && a->heap[c + 1]->at < a->heap[c]->at)
+            c++;
+        if (a->heap[c]->at >= t->at)
+            break;
+        heap_put(a, i, a->heap[c]);
+        i = c;
+    }
+    heap_put(a, i, t);
+}
+
+/* Room in the heap for one more object that has a timer (each has at most
+ * one entry), so that setting a timer never allocates: 0, or -1 (no
+ * memory: the object is not made). heap_leave when the object goes. */
+static int heap_join(hilock_async *a)
+{
+    if (a->heap_owners >= a->heap_cap) {
+        size_t cap = a->heap_cap ? a->heap_cap * 2 : 64;
+        as_tmr **h = realloc(a->heap, cap * sizeof *h);
+        if (!h)
+            return -1;
+        a->heap = h;
+        a->heap_cap = cap;
+    }
+    a->heap_owners++;
+    return 0;
+}
+
+static void tmr_clear(hilock_async *a, as_tmr *t)
+{
+    if (!t->pos)
+        return;
+    size_t i = t->pos - 1;
+    t->pos = 0;
+    if (i == --a->nheap)
+        return;
+    as_tmr *last = a->heap[a->nheap];
+    heap_put(a, i, last);
+    if (i > 0 && last->at < a->heap[(i - 1) / 2]->at)
+        heap_up(a, i);
+    else
+        heap_down(a, i);
+}
+
+static void heap_leave(hilock_async *a, as_tmr *t)
+{
+    tmr_clear(a, t);
+    a->heap_owners--;
+}
+
+/* t is due at at (< 0: not at all). O(log n). */
+static void tmr_set(hilock_async *a, as_tmr *t, int64_t at)
+{
+    if (at < 0) {
+        tmr_clear(a, t);
+        return;
+    }
+    if (t->pos) {
+        int64_t old = t->at;
+        t->at = at;
+        if (at < old)
+            heap_up(a, t->pos - 1);
+        else if (at > old)
+            heap_down(a, t->pos - 1);
+        return;
+    }
+    t->at = at;
+    heap_put(a, a->nheap++, t);
+    heap_up(a, a->nheap - 1);
+}
+
+#define TMR_OWNER(t, type) ((type *)(void *)((char *)(t) - offsetof(type, tmr)))
 
 /* ---- the loop ---- */
 
@@ -495,6 +604,8 @@ static as_conn *conn_get(hilock_async *a, as_node *nd, int pubsub)
     k->node = nd;
     k->fd = -1;
     k->timer_at = -1;
+    k->write_stall_at = -1;
+    k->cmd_timeout_ms = c->t.opts.command_timeout_ms;
     k->pubsub = pubsub;
     k->reqs_tail = &k->reqs;
     redisOptions o = {0};
@@ -607,21 +718,43 @@ static void conn_failed(as_conn *k)
 }
 
 /* A request record at the end of k's FIFO (timeout_ms > 0: its deadline). */
+/* A request record at the end of k's FIFO, for the command about to be
+ * appended to k's output. Its deadline (timeout_ms > 0) starts when its
+ * first byte is written (conn_wrote), not now: a command queued behind
+ * thousands of others is not given up before it ever left. */
 static as_req *req_new(as_conn *k, int64_t timeout_ms)
 {
     as_req *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
+    if (heap_join(k->a) != 0) {
+        free(q);
+        return NULL;
+    }
     q->conn = k;
-    q->deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+    q->tmr.kind = AS_TMR_REQ;
+    q->timeout_ms = timeout_ms;
+    q->deadline = -1;
+    /* its place in the output: after what was written and what hiredis holds */
+    q->start_off = k->out_written + (k->ac && k->ac->c.obuf ? sdslen(k->ac->c.obuf) : 0);
+    if (!k->unstamped)
+        k->unstamped = q;
     *k->reqs_tail = q;
     k->reqs_tail = &q->next;
     return q;
 }
 
+/* Take q out of its connection's FIFO (then it is freed). Replies come in
+ * order, so it is nearly always the first. */
+static void req_arm(as_req *q, int64_t now);
+
 static void req_unlink(as_req *q)
 {
     as_conn *k = q->conn;
+    int head = k->reqs == q;
+    if (k->unstamped == q)
+        k->unstamped = q->next;
+    heap_leave(k->a, &q->tmr);
     for (as_req **pp = &k->reqs; *pp; pp = &(*pp)->next)
         if (*pp == q) {
             *pp = q->next;
@@ -629,6 +762,68 @@ static void req_unlink(as_req *q)
                 k->reqs_tail = pp;
             break;
         }
+    /* the next one's turn: its deadline runs from now (or from when it
+     * was written, if later) */
+    if (head && k->reqs && k->reqs != k->unstamped && k->reqs->start_off < k->out_written)
+        req_arm(k->reqs, now_ms());
+}
+
+/* q is written and every request before it on its connection answered:
+ * its deadline starts. */
+static void req_arm(as_req *q, int64_t now)
+{
+    if (q->timeout_ms > 0 && !q->tmr.pos) {
+        q->deadline = now + q->timeout_ms;
+        tmr_set(q->conn->a, &q->tmr, q->deadline);
+    }
+}
+
+/* k wrote some of its output (progressed: at least one byte): the requests
+ * whose bytes began to go are written; the first unanswered one's deadline
+ * runs (the next one's when it is answered: a request waits for the
+ * replies before its own, on the server, without being timed out for the
+ * queue ahead of it as long as the server keeps answering); output still waiting with
+ * no byte written for the command timeout times the connection out (a
+ * peer that stopped reading). */
+static void conn_stamp(as_conn *k, int64_t now, int progressed)
+{
+    while (k->unstamped && k->unstamped->start_off < k->out_written) {
+        as_req *q = k->unstamped;
+        k->unstamped = q->next;
+        if (k->reqs == q)
+            req_arm(q, now);
+    }
+    if (!k->ac || !k->ac->c.obuf || sdslen(k->ac->c.obuf) == 0 || !k->connected ||
+        k->cmd_timeout_ms <= 0)
+        k->write_stall_at = -1; /* nothing the socket refused */
+    else if (progressed || k->write_stall_at < 0)
+        k->write_stall_at = now + k->cmd_timeout_ms;
+}
+
+/* Read every reply k's socket holds now (replies the loop has not
+ * delivered yet, the application having been busy). */
+static void conn_read_all(as_conn *k)
+{
+    for (int i = 0; i < 4096 && k->ac && k->fd >= 0; i++) {
+        int avail = 0;
+        if (ioctl(k->fd, FIONREAD, &avail) != 0 || avail <= 0)
+            return;
+        redisAsyncHandleRead(k->ac);
+    }
+}
+
+/* hiredis writes what k's output holds (as much as the socket takes);
+ * the requests whose bytes began to go get their deadlines. */
+static void conn_write(as_conn *k)
+{
+    size_t before = k->ac->c.obuf ? sdslen(k->ac->c.obuf) : 0;
+    redisAsyncHandleWrite(k->ac);
+    if (!k->ac) /* it failed and hiredis freed it */
+        return;
+    size_t after = k->ac->c.obuf ? sdslen(k->ac->c.obuf) : 0;
+    if (after < before)
+        k->out_written += before - after;
+    conn_stamp(k, now_ms(), after < before);
 }
 
 /* Send *cmd for op on the command connection of the server it routes to
@@ -1008,13 +1203,13 @@ static void conn_timed_out(as_conn *k, int64_t now)
 /* Deadlines of requests, settles' waits and subscriptions. */
 static void check_deadlines(hilock_async *a, int64_t now)
 {
+    /* requests: the heap (run_timers); here output that stopped going */
     for (as_conn *k = a->conns; k; k = k->next)
-        if (k->ac && !k->draining && !k->pubsub)
-            for (as_req *q = k->reqs; q; q = q->next)
-                if ((q->op || q->probe) && q->deadline >= 0 && q->deadline <= now) {
-                    conn_timed_out(k, now);
-                    break;
-                }
+        if (k->ac && !k->draining && !k->pubsub && k->write_stall_at >= 0 &&
+            k->write_stall_at <= now) {
+            k->write_stall_at = -1;
+            conn_timed_out(k, now);
+        }
     for (as_settle *st = a->settles; st; st = st->next)
         if (st->waiting && st->wait_until <= now) {
             st->waiting = 0; /* the machine decides: give up, or end a pause */
@@ -1033,21 +1228,73 @@ static void check_deadlines(hilock_async *a, int64_t now)
 
 /* ---- holds and the watchdog ---- */
 
+static size_t hold_hash(const hilock_lock *l, uint64_t tid)
+{
+    uint64_t x = (uint64_t)(uintptr_t)l ^ (tid * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    return (size_t)x;
+}
+
 as_hold *hl_as_hold_find(hilock_async *a, const hilock_lock *l, uint64_t tid)
 {
-    for (as_hold *h = a->holds; h; h = h->next)
+    if (!a->hcap)
+        return NULL;
+    for (as_hold *h = a->hbuckets[hold_hash(l, tid) & (a->hcap - 1)]; h; h = h->hnext)
         if (h->lock == l && h->tid == tid)
             return h;
     return NULL;
 }
 
+/* h into the (lock, tid) table, grown to keep about one hold per bucket
+ * (when it cannot grow, the buckets get longer); 0 or -1 (no table). */
+static int hold_index(hilock_async *a, as_hold *h)
+{
+    if (a->nholds >= a->hcap) {
+        size_t cap = a->hcap ? a->hcap * 2 : 64;
+        as_hold **b = calloc(cap, sizeof *b);
+        if (b) {
+            for (as_hold *o = a->holds; o; o = o->next) {
+                size_t i = hold_hash(o->lock, o->tid) & (cap - 1);
+                o->hnext = b[i];
+                b[i] = o;
+            }
+            free(a->hbuckets);
+            a->hbuckets = b;
+            a->hcap = cap;
+        } else if (!a->hcap) {
+            return -1;
+        }
+    }
+    size_t i = hold_hash(h->lock, h->tid) & (a->hcap - 1);
+    h->hnext = a->hbuckets[i];
+    a->hbuckets[i] = h;
+    a->nholds++;
+    h->next = a->holds;
+    h->prev = NULL;
+    if (a->holds)
+        a->holds->prev = h;
+    a->holds = h;
+    return 0;
+}
+
 static void hold_remove(hilock_async *a, as_hold *h)
 {
-    for (as_hold **pp = &a->holds; *pp; pp = &(*pp)->next)
+    for (as_hold **pp = &a->hbuckets[hold_hash(h->lock, h->tid) & (a->hcap - 1)]; *pp;
+         pp = &(*pp)->hnext)
         if (*pp == h) {
-            *pp = h->next;
+            *pp = h->hnext;
             break;
         }
+    a->nholds--;
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        a->holds = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    heap_leave(a, &h->tmr);
     if (h->renewing)
         h->renewing->hold = NULL;
     free(h);
@@ -1060,12 +1307,20 @@ static int hold_granted(as_op *op, int64_t sent_at)
     if (!h) {
         if (!(h = calloc(1, sizeof *h)))
             return HILOCK_ENOMEM;
+        if (heap_join(a) != 0) {
+            free(h);
+            return HILOCK_ENOMEM;
+        }
         h->lock = op->lock;
         h->tid = op->tid;
         h->link = op->link;
+        h->tmr.kind = AS_TMR_HOLD;
         memcpy(h->owner, op->owner, sizeof h->owner);
-        h->next = a->holds;
-        a->holds = h;
+        if (hold_index(a, h) != 0) {
+            heap_leave(a, &h->tmr);
+            free(h);
+            return HILOCK_ENOMEM;
+        }
     }
     h->lease_ms = op->lease_ms;
     h->watchdog = op->watchdog;
@@ -1073,6 +1328,7 @@ static int hold_granted(as_op *op, int64_t sent_at)
     h->doubt = h->doubted = 0;
     h->confirmed_at = sent_at;
     h->next_renew = sent_at + hl_renew_period(op->link->client->t.opts.watchdog_lease_ms);
+    hl_as_hold_sync(h);
     return 0;
 }
 
@@ -1114,33 +1370,114 @@ static int64_t doubt_at(const as_hold *h)
  * reported lost "in doubt" once per silence, still renewed (as the blocking
  * watchdog.c). Called after renew_due, so that a renewal due when the loop
  * was held up goes out before its hold can be reported. */
-static void check_doubt(hilock_async *a, int64_t now)
+static void check_doubt(hilock_async *a, as_hold *h, int64_t now)
 {
-    for (as_hold *h = a->holds; h; h = h->next) {
-        if (!h->watchdog || h->lost || h->doubt || now < doubt_at(h))
-            continue;
-        h->doubt = h->doubted = 1;
-        queue_lost(a, h->lock, h->tid, now - h->confirmed_at);
+    if (!h->watchdog || h->lost || h->doubt || now < doubt_at(h))
+        return;
+    h->doubt = h->doubted = 1;
+    queue_lost(a, h->lock, h->tid, now - h->confirmed_at);
+}
+
+static void renew_due(hilock_async *a, as_hold *h, int64_t now)
+{
+    if (!h->watchdog || h->lost || h->renewing || h->next_renew > now)
+        return;
+    hilock_client *c = h->link->client;
+    h->next_renew = now + hl_renew_period(c->t.opts.watchdog_lease_ms);
+    as_op *op = hl_as_op_new(a, OP_RENEW, h->lock, h->tid, NULL, NULL);
+    if (!op)
+        return; /* tried again at the next period */
+    op->link = h->link;
+    op->hold = h;
+    h->renewing = op;
+    h->renew_sent_at = now;
+    hl_cmd_renew_kind(&op->cmd, h->lock->kind, &h->lock->names, h->owner,
+                      c->t.opts.watchdog_lease_ms);
+    op_queue(op);
+}
+
+/* h's timer: its next renewal (none while one is out) or the time it is
+ * reported in doubt, whichever comes first; watchdog holds not lost. */
+void hl_as_hold_sync(as_hold *h)
+{
+    int64_t at = -1;
+    if (h->watchdog && !h->lost) {
+        if (!h->renewing)
+            at = h->next_renew;
+        if (!h->doubt)
+            at = min_at(at, doubt_at(h));
+    }
+    tmr_set(h->link->a, &h->tmr, at);
+}
+
+/* op's timer: its wake-up (when waiting) or the end of the router's pause. */
+void hl_as_op_sync(as_op *op)
+{
+    int64_t at = -1;
+    if (!op->done) {
+        if (op->waiting && op->wake_at >= 0)
+            at = op->wake_at;
+        if (op->route_at >= 0)
+            at = min_at(at, op->route_at);
+    }
+    tmr_set(op->a, &op->tmr, at);
+}
+
+/* What op's timer says, now that it is due. */
+static void op_due(as_op *op, int64_t now)
+{
+    if (op->waiting && op->wake_at >= 0 && op->wake_at <= now) {
+        op->waiting = 0;
+        if (op->type == OP_ACQUIRE)
+            hl_acquire_on_wake(&op->acq, now);
+        else if (op->type == OP_EXT)
+            op->kind->on_wake(op->self, now);
+        op_queue(op);
+    }
+    if (op->route_at >= 0 && op->route_at <= now) { /* the router's pause is over */
+        op->route_at = -1;
+        op->resend = 1;
+        op_queue(op);
     }
 }
 
-static void renew_due(hilock_async *a, int64_t now)
+/* Every timer of the heap due by now, earliest first: a request with no
+ * reply times its connection out; an operation wakes (or resends); a hold
+ * is renewed (first, so that a renewal due when the loop was held up goes
+ * out before its hold can be reported) or reported in doubt. */
+static void run_timers(hilock_async *a, int64_t now)
 {
-    for (as_hold *h = a->holds; h; h = h->next) {
-        if (!h->watchdog || h->lost || h->renewing || h->next_renew > now)
-            continue;
-        hilock_client *c = h->link->client;
-        h->next_renew = now + hl_renew_period(c->t.opts.watchdog_lease_ms);
-        as_op *op = hl_as_op_new(a, OP_RENEW, h->lock, h->tid, NULL, NULL);
-        if (!op)
-            continue;
-        op->link = h->link;
-        op->hold = h;
-        h->renewing = op;
-        h->renew_sent_at = now;
-        hl_cmd_renew_kind(&op->cmd, h->lock->kind, &h->lock->names, h->owner,
-                          c->t.opts.watchdog_lease_ms);
-        op_queue(op);
+    uint64_t gen = ++a->timer_gen;
+    while (a->nheap && a->heap[0]->at <= now) {
+        as_tmr *t = a->heap[0];
+        if (t->kind == AS_TMR_REQ) {
+            as_req *q = TMR_OWNER(t, as_req);
+            as_conn *k = q->conn;
+            if (!k->ac || k->draining || k->pubsub || !(q->op || q->probe)) {
+                tmr_clear(a, t);
+                continue;
+            }
+            if (k->read_gen != gen) {
+                /* first take in what already came (the application was
+                 * busy, not the server): q may be answered, and gone */
+                k->read_gen = gen;
+                conn_read_all(k);
+                continue;
+            }
+            tmr_clear(a, t);
+            conn_timed_out(k, now);
+        } else if (t->kind == AS_TMR_OP) {
+            tmr_clear(a, t);
+            as_op *op = TMR_OWNER(t, as_op);
+            op_due(op, now);
+            hl_as_op_sync(op);
+        } else {
+            tmr_clear(a, t);
+            as_hold *h = TMR_OWNER(t, as_hold);
+            renew_due(a, h, now);
+            check_doubt(a, h, now);
+            hl_as_hold_sync(h);
+        }
     }
 }
 
@@ -1205,6 +1542,7 @@ static void feed_reply(as_op *op, redisReply *r)
         case HL_RENEW_LOST:
             if (h) {
                 h->lost = 1;
+                hl_as_hold_sync(h);
                 queue_lost(op->a, h->lock, h->tid, -1);
             }
             hl_as_op_finish(op, HILOCK_ELOST, 0);
@@ -1223,6 +1561,7 @@ static void feed_reply(as_op *op, redisReply *r)
             if (h) {
                 h->confirmed_at = op->sent_at;
                 h->doubt = 0; /* a later silence is reported again */
+                hl_as_hold_sync(h);
             }
             hl_as_op_finish(op, 0, 1);
             break;
@@ -1397,7 +1736,16 @@ static void step_release(as_op *op)
 }
 
 
+static void step_op(as_op *op);
+
+/* Work op; its timer follows what it now waits for. */
 static void step(as_op *op)
+{
+    step_op(op);
+    hl_as_op_sync(op);
+}
+
+static void step_op(as_op *op)
 {
     if (op->done)
         return;
@@ -1446,11 +1794,17 @@ static void step(as_op *op)
 
 static void op_unlink(hilock_async *a, as_op *op)
 {
-    for (as_op **pp = &a->ops; *pp; pp = &(*pp)->next)
-        if (*pp == op) {
-            *pp = op->next;
-            break;
-        }
+    if (!op->prev && a->ops != op)
+        return; /* not listed */
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        a->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    else
+        a->ops_last = op->prev;
+    op->next = op->prev = NULL;
 }
 
 static void op_free(as_op *op)
@@ -1463,8 +1817,11 @@ static void op_free(as_op *op)
         hl_release_free(&op->rel);
     if (op->ack_reply)
         freeReplyObject(op->ack_reply);
-    if (op->hold && op->hold->renewing == op)
+    if (op->hold && op->hold->renewing == op) {
         op->hold->renewing = NULL;
+        hl_as_hold_sync(op->hold); /* the next renewal is due */
+    }
+    heap_leave(op->a, &op->tmr);
     if (op->kind)
         op->kind->free(op->self);
     free(op);
@@ -1538,34 +1895,22 @@ static void process(hilock_async *a, int callbacks)
     }
 }
 
-static int64_t min_at(int64_t x, int64_t y)
-{
-    return x < 0 ? y : y < 0 ? x : x < y ? x : y;
-}
-
 /* Tell the loop when to call hilock_async_on_timer next. */
 static void rearm(hilock_async *a)
 {
     if (a->closing)
         return;
-    int64_t at = -1, now = now_ms();
-    for (as_op *op = a->ops; op; op = op->next) {
-        if (!op->done && op->waiting && op->wake_at >= 0)
-            at = min_at(at, op->wake_at);
-        if (!op->done && op->route_at >= 0)
-            at = min_at(at, op->route_at);
-    }
+    int64_t now = now_ms();
+    /* requests, operations and holds: the heap's top */
+    int64_t at = a->nheap ? a->heap[0]->at : -1;
     at = min_at(at, hl_as_route_next_at(a));
     if (a->lost_q || a->ready || a->done)
         at = now;
     for (as_settle *st = a->settles; st; st = st->next)
         at = st->ready ? now : st->waiting ? min_at(at, st->wait_until) : at;
     for (as_conn *k = a->conns; k; k = k->next)
-        for (as_req *q = k->ac && !k->draining ? k->reqs : NULL; q; q = q->next)
-            if ((q->op || q->probe) && q->deadline >= 0) {
-                at = min_at(at, q->deadline);
-                break;
-            }
+        if (k->ac && !k->draining && !k->pubsub)
+            at = min_at(at, k->write_stall_at);
     for (as_link *lk = a->links; lk; lk = lk->next)
         for (as_node *nd = lk->nodes; nd; nd = nd->next)
             for (as_chan *ch = nd->chans; ch; ch = ch->next)
@@ -1574,12 +1919,6 @@ static void rearm(hilock_async *a)
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac && k->timer_at >= 0)
             at = min_at(at, k->timer_at);
-    for (as_hold *h = a->holds; h; h = h->next) {
-        if (h->watchdog && !h->lost && !h->renewing)
-            at = min_at(at, h->next_renew);
-        if (h->watchdog && !h->lost && !h->doubt)
-            at = min_at(at, doubt_at(h));
-    }
     if (at == a->timer_armed && at != now)
         return;
     a->timer_armed = at;
@@ -1602,7 +1941,7 @@ static int flush_writes(hilock_async *a)
     for (as_conn *k = a->conns; k; k = k->next)
         if (k->ac && (k->want & HILOCK_IO_WRITE) && (k->ac->c.flags & REDIS_CONNECTED) &&
             !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
-            redisAsyncHandleWrite(k->ac);
+            conn_write(k);
     return a->ready != NULL || a->done != NULL;
 }
 
@@ -1677,6 +2016,7 @@ static void async_free_now(hilock_async *a)
         a->holds = h->next;
         free(h);
     }
+    free(a->hbuckets);
     hl_as_mlholds_free(a);
     while (a->lost_q) {
         struct as_lost *e = a->lost_q;
@@ -1690,6 +2030,7 @@ static void async_free_now(hilock_async *a)
     }
     if (a->timer_armed >= 0 && a->loop.timer)
         a->loop.timer(a->loop.data, -1);
+    free(a->heap);
     free(a);
 }
 
@@ -1749,7 +2090,7 @@ int hilock_async_on_io(hilock_async *a, int fd, int events)
         if (events & HILOCK_IO_READ)
             redisAsyncHandleRead(k->ac);
         if (k->ac && (events & HILOCK_IO_WRITE))
-            redisAsyncHandleWrite(k->ac);
+            conn_write(k);
         break;
     }
     dispatch_end(a, &ns, outer);
@@ -1772,23 +2113,7 @@ int hilock_async_on_timer(hilock_async *a)
             redisAsyncHandleTimeout(k->ac);
         }
     check_deadlines(a, now);
-    for (as_op *op = a->ops; op; op = op->next) {
-        if (op->waiting && op->wake_at >= 0 && op->wake_at <= now) {
-            op->waiting = 0;
-            if (op->type == OP_ACQUIRE)
-                hl_acquire_on_wake(&op->acq, now);
-            else if (op->type == OP_EXT)
-                op->kind->on_wake(op->self, now);
-            op_queue(op);
-        }
-        if (op->route_at >= 0 && op->route_at <= now) { /* the router's pause is over */
-            op->route_at = -1;
-            op->resend = 1;
-            op_queue(op);
-        }
-    }
-    renew_due(a, now); /* first: a due renewal goes out before any doubt */
-    check_doubt(a, now);
+    run_timers(a, now);
     dispatch_end(a, &ns, outer);
     return 0;
 }
@@ -1810,10 +2135,8 @@ int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l, uint64_t t
 {
     if (!a || !l)
         return 0;
-    for (as_hold *h = a->holds; h; h = h->next)
-        if (h->lock == l && h->tid == tid)
-            return h->lost || h->doubted;
-    return 0;
+    const as_hold *h = hl_as_hold_find((hilock_async *)a, l, tid);
+    return h && (h->lost || h->doubted);
 }
 
 as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc)
@@ -1843,10 +2166,17 @@ as_op *hl_as_op_new(hilock_async *a, int type, hilock_lock *l, uint64_t tid,
     op->payload = payload;
     op->wake_at = -1;
     op->route_at = -1;
-    as_op **pp = &a->ops;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = op;
+    op->tmr.kind = AS_TMR_OP;
+    if (heap_join(a) != 0) {
+        free(op);
+        return NULL;
+    }
+    op->prev = a->ops_last;
+    if (a->ops_last)
+        a->ops_last->next = op;
+    else
+        a->ops = op;
+    a->ops_last = op;
     return op;
 }
 
@@ -2003,6 +2333,7 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
                         c->t.opts.watchdog_lease_ms, op->rid, c->t.opts.command_timeout_ms, 0,
                         now_ms()) != 0) {
         op_unlink(a, op);
+        heap_leave(a, &op->tmr);
         free(op);
         return HILOCK_ENOMEM;
     }
@@ -2191,3 +2522,4 @@ void hl_as_feed_error(as_op *op, int code)
 {
     feed_error(op, code, 0);
 }
+

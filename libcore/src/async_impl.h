@@ -21,6 +21,18 @@ typedef struct as_hold as_hold;
 typedef struct as_req as_req;
 typedef struct as_settle as_settle;
 
+/* One entry of the handle's deadline heap (hilock_async.heap, a binary
+ * min-heap on at): a written request's deadline, an operation's wake-up or
+ * router pause, a watchdog hold's next renewal or "in doubt" time. Every
+ * object has at most one; the next timer is the heap's top, and adding,
+ * moving or removing one is O(log n). */
+enum { AS_TMR_REQ = 1, AS_TMR_OP, AS_TMR_HOLD };
+typedef struct as_tmr {
+    int64_t at;
+    size_t pos;         /* index in the heap + 1; 0: not in it */
+    int kind;           /* AS_TMR_*: which object it is in */
+} as_tmr;
+
 /* One command sent on a connection whose reply is awaited (hiredis's
  * privdata): for an operation, for a settle, or abandoned (its operation
  * gave up on it: the reply is dropped). FIFO per connection. */
@@ -32,7 +44,11 @@ struct as_req {
     as_link *probe;   /* a topology question (CLUSTER SLOTS, SENTINEL ...) */
     int ack;          /* op's replica acknowledgement (ROLE, WAIT) */
     int asking;       /* ASKING before op's command: its reply is dropped */
-    int64_t deadline; /* -1: none (settles bound their own waits) */
+    int64_t timeout_ms; /* > 0: its deadline is this long after it was written */
+    int64_t deadline; /* -1: none yet (not written) or none (settles bound
+                         their own waits) */
+    uint64_t start_off; /* its first byte's offset in the connection's output */
+    as_tmr tmr;       /* the deadline, in the heap once written */
 };
 
 /* An acquire attempt whose reply timed out, settled on its own connection
@@ -66,6 +82,13 @@ struct as_conn {
                               while attempts are settled on it */
     int nsettles;
     as_req *reqs, **reqs_tail;
+    /* deadlines run from when a request's bytes are written, not queued */
+    uint64_t out_written;  /* bytes hiredis wrote to the socket so far */
+    as_req *unstamped;     /* the first request none of whose bytes went */
+    int64_t write_stall_at; /* output waiting and no byte written since: it
+                              times out then (a peer that stopped reading); -1 */
+    int64_t cmd_timeout_ms;
+    uint64_t read_gen;     /* run_timers pass that last read it all */
     int tls;
     int unwatched;         /* the loop refused to watch it: closed at once */
     int tls_refused;       /* OpenSSL refused the peer (or it us): ETLS */
@@ -125,7 +148,9 @@ struct as_link {
 };
 
 struct as_hold {
-    as_hold *next;
+    as_hold *next, *prev;  /* a->holds, in no order */
+    as_hold *hnext;        /* its bucket of a->hbuckets (lock, tid) */
+    as_tmr tmr;            /* renewal or doubt due (watchdog holds) */
     hilock_lock *lock;
     uint64_t tid;
     as_link *link;
@@ -149,7 +174,8 @@ enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_REL
 typedef struct as_ml as_ml;
 
 struct as_op {
-    as_op *next;       /* in a->ops (all live operations) */
+    as_op *next, *prev; /* in a->ops (all live operations), oldest first */
+    as_tmr tmr;        /* wake_at or route_at, whichever comes first */
     as_op *qnext;      /* in the ready queue */
     as_op *dnext;      /* in the done queue (completion order) */
     int queued;
@@ -228,7 +254,12 @@ struct hilock_async {
     as_conn *conns;
     as_link *links;
     as_hold *holds;
-    as_op *ops;
+    as_hold **hbuckets;   /* holds by (lock, tid): hcap buckets, a power of 2 */
+    size_t hcap, nholds;
+    as_op *ops, *ops_last;
+    as_tmr **heap;        /* the deadline heap; room for every timer's owner */
+    size_t nheap, heap_cap, heap_owners;
+    uint64_t timer_gen;   /* run_timers passes */
     as_op *ready, **ready_tail;
     as_op *done, **done_tail; /* finished, callbacks not yet run: FIFO */
     as_settle *settles;
@@ -288,6 +319,11 @@ HL_HIDDEN as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc);
 /* How long an acquire latch answers a request sent again (as lock.c). */
 HL_HIDDEN int64_t hl_as_latch_ttl(const hilock_client *c);
 HL_HIDDEN as_hold *hl_as_hold_find(hilock_async *a, const hilock_lock *l, uint64_t tid);
+/* h's renewal or doubt time changed (lost, renewing, confirmed): its timer
+ * follows. */
+HL_HIDDEN void hl_as_hold_sync(as_hold *h);
+/* op's wake_at, waiting or route_at changed: its timer follows. */
+HL_HIDDEN void hl_as_op_sync(as_op *op);
 /* A lost report (lock l, or multi-lock m) queued for delivery; NULL: no memory. */
 HL_HIDDEN struct as_lost *hl_as_queue_report(hilock_async *a, hilock_lock *l, hilock_multilock *m,
                                              uint64_t tid, int64_t silent_ms);

@@ -743,12 +743,72 @@ static void t_libuv(void)
 }
 #endif
 
+typedef struct count {
+    int done, ok;
+    char err[256];
+} count;
+
+static void on_count(hilock_async *a, int rc, int64_t v, void *p)
+{
+    (void)v;
+    count *c = p;
+    c->done++;
+    if (rc == 0)
+        c->ok++;
+    else if (!c->err[0])
+        snprintf(c->err, sizeof c->err, "%s", hilock_async_errmsg(a));
+}
+
+/* Thousands of acquires started at once on one handle (one pipelined
+ * connection) with a 300 ms command timeout: a request's deadline runs from
+ * when it was written and the ones before it were answered, so the queue
+ * ahead of it does not count and all are granted (they all failed with "no
+ * reply within 300 ms" when deadlines ran from queueing and each start
+ * walked every operation). */
+static void t_many_in_flight(void)
+{
+    int n = th_valgrind() ? 1000 : 6000;
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0) == 0);
+    hilock_lock **l = calloc((size_t)n, sizeof *l);
+    CU_ASSERT_FATAL(l != NULL);
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "inflight:%d", i);
+        CU_ASSERT_FATAL(hilock_lock_new(&l[i], c, name) == 0);
+    }
+    hilock_async *a = new_async();
+    count acq = {0}, rel = {0};
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < n; i++)
+        CU_ASSERT(hilock_async_acquire(a, l[i], 1, 0, 30000, on_count, &acq) == 0);
+    int64_t started = th_now_ms() - t0;
+    run_until_n(a, &acq.done, n, 60000);
+    int64_t done = th_now_ms() - t0;
+    printf("\n  %d acquires started in %lld ms, %d granted of %d completed after %lld ms%s%s\n", n,
+           (long long)started, acq.ok, acq.done, (long long)done, acq.err[0] ? ": " : "", acq.err);
+    CU_ASSERT_EQUAL(acq.done, n);
+    CU_ASSERT_EQUAL(acq.ok, n);
+    for (int i = 0; i < n; i++)
+        CU_ASSERT(hilock_async_release(a, l[i], 1, on_count, &rel) == 0);
+    run_until_n(a, &rel.done, n, 60000);
+    CU_ASSERT_EQUAL(rel.ok, acq.ok);
+    free_async(a);
+    for (int i = 0; i < n; i++)
+        hilock_lock_free(l[i]);
+    free(l);
+    hilock_client_close(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite("non-blocking API", th_srv_client_init, th_srv_client_clean);
     CU_add_test(s, "acquire, re-enter, queries, release, force, wrong type", t_basic);
+    CU_add_test(s, "thousands of acquires in flight on one handle all granted", t_many_in_flight);
     CU_add_test(s, "bad arguments: clear codes, no callback", t_bad_args);
     CU_add_test(s, "waiter woken by the unlock message", t_handoff_by_message);
     CU_add_test(s, "many waiters of one name, one at a time", t_many_waiters);
