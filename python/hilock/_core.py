@@ -17,6 +17,7 @@ import urllib.parse
 import weakref
 from types import TracebackType
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -46,6 +47,9 @@ from ._errors import (
     NotAcknowledgedError,
     NotOwnerError,
 )
+
+if TYPE_CHECKING:  # imported at run time where used (they import this module)
+    from ._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 
 __all__ = ["Client", "Lock", "MultiLock", "RedLock", "thread_id"]
 
@@ -344,6 +348,66 @@ def _with_query(url: str, settings: str) -> str:
     return f"{base}?{settings}&{query}" if sep and query else f"{base}?{settings}"
 
 
+def _from_redis(r: Any) -> Tuple[str, Dict[str, Any]]:
+    """The URL and keyword arguments that reach the server a configured
+    redis-py client (``redis.Redis`` or ``redis.asyncio.Redis``) talks to,
+    with its credentials (also from a credential provider), database,
+    timeouts and TLS settings."""
+    pool = getattr(r, "connection_pool", None)
+    kw = getattr(pool, "connection_kwargs", None)
+    if not isinstance(kw, dict):
+        raise TypeError("from_redis takes a redis.Redis or redis.asyncio.Redis client "
+                        f"(not {type(r).__name__}: for a cluster or Sentinel give the URL)")
+    user, password = kw.get("username"), kw.get("password")
+    provider = kw.get("credential_provider")
+    if provider is not None:
+        creds = provider.get_credentials()
+        if len(creds) == 1:
+            password = creds[0]
+        elif len(creds) == 2:
+            user, password = creds
+    if kw.get("ssl_password") or kw.get("ssl_ca_data"):
+        raise InvalidArgument("invalid argument: from_redis: an encrypted TLS key "
+                              "(ssl_password) and in-memory CAs (ssl_ca_data) are not "
+                              "supported; give files", _capi.HILOCK_EINVAL)
+    q = urllib.parse.quote
+    auth = ""
+    if user is not None or password is not None:
+        auth = q(str(user or ""), safe="")
+        if password is not None:
+            auth += ":" + q(str(password), safe="")
+        auth += "@"
+    db = int(kw.get("db") or 0)
+    opts: Dict[str, Any] = {}
+    path = kw.get("path")
+    if path:
+        url = f"unix://{auth}{q(str(path), safe='/')}?db={db}"
+    else:
+        host = str(kw.get("host") or "localhost")
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        cls = getattr(pool, "connection_class", None)
+        tls = "SSL" in getattr(cls, "__name__", "") or any(
+            k.startswith("ssl_") and kw.get(k) is not None and k != "ssl_cert_reqs"
+            for k in ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile"))
+        url = f"{'rediss' if tls else 'redis'}://{auth}{host}:{int(kw.get('port') or 6379)}/{db}"
+        if tls:
+            for mine, theirs in (("tls_ca_file", "ssl_ca_certs"), ("tls_ca_dir", "ssl_ca_path"),
+                                 ("tls_cert_file", "ssl_certfile"),
+                                 ("tls_key_file", "ssl_keyfile")):
+                if kw.get(theirs):
+                    opts[mine] = str(kw[theirs])
+            reqs = kw.get("ssl_cert_reqs")
+            if reqs in ("none", 0) or getattr(reqs, "name", None) == "CERT_NONE":
+                opts["tls_insecure"] = True
+    for mine, theirs in (("connect_timeout", "socket_connect_timeout"),
+                         ("command_timeout", "socket_timeout")):
+        v = kw.get(theirs)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            opts[mine] = float(v)
+    return url, opts
+
+
 class Client:
     """A connection pool to one Redis server plus the watchdog and pub/sub
     threads of the C library.
@@ -436,6 +500,18 @@ class Client:
         self._h = _capi.hilock_client_open(_with_query(url, settings), opts)
         self._id: str = _capi.hilock_client_id(self._h)
         _live_clients.add(self)
+
+    @classmethod
+    def from_redis(cls, r: Any, **kwargs: Any) -> "Client":
+        """A hilock client to the server a configured ``redis.Redis`` talks
+        to, with its credentials (username/password or credential
+        provider), database, socket timeouts and TLS settings (CA file or
+        directory, client certificate and key, ``ssl_cert_reqs="none"``).
+        Keyword arguments as :class:`Client`'s win. Only one server: for a
+        cluster or Sentinel pass the URL."""
+        url, opts = _from_redis(r)
+        opts.update(kwargs)
+        return cls(url, **opts)
 
     # -- identity -----------------------------------------------------------
 
@@ -546,18 +622,18 @@ class Client:
             raise TypeError(f"lock name must be a str, not {type(name).__name__}")
         return ReadWriteLock(self, name)
 
-    def semaphore(self, name: str) -> "Any":
+    def semaphore(self, name: str) -> "Semaphore":
         """A semaphore named ``name`` (Redisson RSemaphore layout)."""
         from ._semaphore import Semaphore
         return Semaphore(self, name)
 
-    def permit_expirable_semaphore(self, name: str) -> "Any":
+    def permit_expirable_semaphore(self, name: str) -> "PermitExpirableSemaphore":
         """A semaphore whose permits have ids and leases (Redisson
         RPermitExpirableSemaphore layout)."""
         from ._semaphore import PermitExpirableSemaphore
         return PermitExpirableSemaphore(self, name)
 
-    def count_down_latch(self, name: str) -> "Any":
+    def count_down_latch(self, name: str) -> "CountDownLatch":
         """A count-down latch named ``name`` (Redisson RCountDownLatch layout)."""
         from ._semaphore import CountDownLatch
         return CountDownLatch(self, name)

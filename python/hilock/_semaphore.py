@@ -9,11 +9,14 @@ interruptible by Ctrl-C on the main thread.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Dict, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, Optional, Type
 
 from . import capi as _capi_module
 from ._core import Seconds, _check_name, _interruptible, _on_main_thread, _to_ms, _wait_ms
 from ._errors import ClosedError, InvalidArgument
+
+if TYPE_CHECKING:
+    from ._core import Client
 
 _capi: Any = _capi_module
 
@@ -33,7 +36,7 @@ class _Object:
     _new: Any = None
     _cancel: Any = None
 
-    def __init__(self, client: Any, name: str) -> None:
+    def __init__(self, client: "Client", name: str) -> None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
         _check_name(name)  # empty, too long, a NUL byte: the engine says which
@@ -49,7 +52,7 @@ class _Object:
         return self._name
 
     @property
-    def client(self) -> Any:
+    def client(self) -> "Client":
         return self._client
 
     def _wait(self, wait: Optional[Seconds], run: Any, undo: Any) -> Any:

@@ -73,7 +73,8 @@ from typing import (
 
 from . import _engine as _E_module
 # the blocking API's argument rules, shared: seconds -> ms, thread ids, notes
-from ._core import _check_tid, _lease_ms, _note, _protocol_args, _redact_url, _to_ms, _wait_ms
+from ._core import (_check_tid, _from_redis, _lease_ms, _note, _protocol_args, _redact_url,
+                    _to_ms, _wait_ms)
 from ._errors import (
     ClosedError,
     Error,
@@ -1057,6 +1058,16 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         return ctx
 
     # -- life ---------------------------------------------------------------
+
+    @classmethod
+    def from_redis(cls, r: Any, **kwargs: Any) -> "Client":
+        """A client (not open yet: ``async with`` or ``await .open()``) to
+        the server a configured ``redis.asyncio.Redis`` (or ``redis.Redis``)
+        talks to, with its credentials, database, socket timeouts and TLS
+        settings; as :meth:`hilock.Client.from_redis`."""
+        url, opts = _from_redis(r)
+        opts.update(kwargs)
+        return cls(url, **opts)
 
     async def open(self) -> "Client":
         """Bind to the running loop and check the server once (connection,
