@@ -21,6 +21,11 @@ async def worker(client: hilock.aio.Client, i: int, counter: list[int]) -> None:
         counter[0] = value + 1
 
 
+async def take_and_release(lock: hilock.aio.Lock) -> None:
+    await lock.acquire()
+    await lock.release()
+
+
 async def main() -> None:
     url = os.environ.get("HILOCK_URL", "redis://127.0.0.1:6379")
     client = await hilock.aio.connect(url, watchdog_lease=30.0)
@@ -31,13 +36,14 @@ async def main() -> None:
         fair = client.fair_lock("examples:fair")
         if await fair.acquire(wait=1.0, lease=5.0):  # False: still busy after 1 s
             await fair.release()
-        try:
-            async with asyncio.timeout(0.5):  # cancels a wait cleanly (Python 3.11+)
-                await client.lock("examples:counter").acquire()
-        except TimeoutError:
-            pass
-        else:
-            await client.lock("examples:counter").release()
+        # A wait can be cancelled like any await: nothing is left queued or
+        # held. (A lock belongs to the task that took it, so the task that
+        # acquires also releases.)
+        waiter = asyncio.ensure_future(take_and_release(client.lock("examples:counter")))
+        done, _ = await asyncio.wait({waiter}, timeout=0.5)
+        if not done:
+            waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
     except hilock.ConnectionError as e:
         print("cannot reach", url, e)
     finally:

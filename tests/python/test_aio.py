@@ -967,8 +967,6 @@ def test_example_runs(redis: RedisServer) -> None:
     example = os.path.join(root, "examples", "asyncio_lock.py")
     if not root or not os.path.exists(example):
         pytest.skip("HILOCK_ROOT (the source tree with examples/) not given")
-    if sys.version_info < (3, 11):
-        pytest.skip("the example uses asyncio.timeout (3.11+)")
     out = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "HILOCK_URL": redis.url})
     assert out.returncode == 0, out.stdout + out.stderr
