@@ -294,15 +294,15 @@ static void t_semaphore_reply_lost(void)
  * it again; the late copy arrives held_ms after it was sent. It must find
  * its answer in its latch and change nothing: the owner still holds the
  * lock and another client cannot take it. Returns what the late copy did
- * (1: the hold survived). held_ms beyond the unlock latch's 2 s lifetime
+ * (1: the hold survived). held_ms beyond the unlock latch's 3 s lifetime
  * (2 * command timeout + 1000 ms) is issue 29's case. */
 static int late_release_copy(const char *name, int held_ms)
 {
     th_proxy *p = th_proxy_start(srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_options o = HILOCK_OPTIONS_INIT;
-    o.command_timeout_ms = 300;
-    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 1000;
+    o.connect_timeout_ms = 1000;
     hilock_client *c = NULL, *c2 = NULL;
     CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
     CU_ASSERT_FATAL(hilock_client_open(&c2, srv.url, &o, NULL, 0) == 0);
@@ -365,17 +365,18 @@ static int late_release_copy(const char *name, int held_ms)
     return ok;
 }
 
-/* The late copy arrives while its unlock latch still lives (1 s). */
+/* The late copy arrives while its unlock latch still lives (2 s; the
+ * latch of an answered release lives 2 x 1 s command timeout + 1 s). */
 static void t_late_release_copy(void)
 {
-    late_release_copy("alate1", 1000);
+    late_release_copy("alate1", 2000);
 }
 
-/* The late copy arrives after the 1.6 s latch lifetime of an answered
- * release (2.5 s). */
+/* The late copy arrives after the 3 s latch lifetime of an answered
+ * release (4.5 s). */
 static void t_late_release_copy_after_latch_ttl(void)
 {
-    late_release_copy("alate2", 2500);
+    late_release_copy("alate2", 4500);
 }
 
 static int init_srv(void)

@@ -125,16 +125,17 @@ static void t_async_late_grant_then_reset(void)
 }
 
 /* Blocking API: a release held back on its way (a late copy) past the
- * unlock latch's lifetime of an answered release (1.6 s with a 300 ms
- * command timeout): the client resent it after 300 ms, which released;
+ * unlock latch's lifetime of an answered release (3 s with a 1 s command
+ * timeout; the copy comes at 4.5 s): the client resent it after 1 s, which
+ * released;
  * then took, released and took the lock again. The late copy must leave
  * that hold alone (issue 29: it deleted it). */
 static void t_blocking_late_release_copy(void)
 {
     th_proxy *p = th_proxy_start(srv.port);
     CU_ASSERT_FATAL(p != NULL);
-    hilock_client *c = open_url(th_proxy_url(p), 300);
-    hilock_client *c2 = open_url(srv.url, 300);
+    hilock_client *c = open_url(th_proxy_url(p), 1000);
+    hilock_client *c2 = open_url(srv.url, 1000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     hilock_lock *l = NULL, *other = NULL;
     CU_ASSERT_FATAL(hilock_lock_new(&l, c, "blate1") == 0);
@@ -142,14 +143,14 @@ static void t_blocking_late_release_copy(void)
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
-    th_proxy_hold_request(p, "redisson_lock__channel", 2500);
+    th_proxy_hold_request(p, "redisson_lock__channel", 4500);
     int64_t t0 = th_now_ms();
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0); /* the resend released it */
     int64_t released = th_now_ms() - t0;
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
-    int64_t end = th_now_ms() + 8000;
+    int64_t end = th_now_ms() + 10000;
     while (th_proxy_fired(p) < 1 && th_now_ms() < end)
         th_sleep_ms(10);
     int64_t late_at = th_now_ms() - t0;
