@@ -327,7 +327,11 @@ HILOCK_API int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid);
  * not hold it (never held, expired, lost or forced); nothing changes then.
  * Fair lock (as Redisson's): a lock whose key is already gone (expired or
  * forced) answers 0, "released", and the first waiter is woken; a lock held
- * by someone else answers HILOCK_ENOTOWNER. */
+ * by someone else answers HILOCK_ENOTOWNER. But a hold this handle already
+ * knows lost (hilock_lock_is_lost_tid: its watchdog found it gone or
+ * reported it in doubt) answers HILOCK_ENOTOWNER, as every other kind, when
+ * the script says "released": the lock may have been someone else's
+ * meanwhile (the message says "was lost before this release"). */
 HILOCK_API int hilock_lock_release(hilock_lock *l);
 HILOCK_API int hilock_lock_release_tid(hilock_lock *l, uint64_t tid);
 

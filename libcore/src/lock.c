@@ -716,6 +716,8 @@ int hl_lock_release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, hl_r
     r->rc = hl_release_init(&r->m, l->kind, &l->names, r->owner, lease,
                             c->t.opts.watchdog_lease_ms, r->rid, c->t.opts.command_timeout_ms,
                             timeout_ms, now);
+    if (r->rc == 0 && hilock_lock_is_lost_tid(l, tid))
+        hl_release_known_lost(&r->m); /* a fair unlock's "released" cannot be trusted */
     return r->rc;
 }
 
@@ -758,6 +760,7 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
     if (rc == 0)
         rc = r->m.result;
     int renew = r->m.renew, unconfirmed = r->m.unconfirmed && rc != 0;
+    int known_lost = r->m.known_lost;
     hl_release_free(&r->m);
     if (renew && r->stopped) /* holds remain, or the server refused: keep renewing */
         hl_wd_add(&c->t, l, l->kind, &l->names, r->tid, rc == 0 ? r->release_sent : r->confirmed_at);
@@ -794,6 +797,11 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
     if (rc == HILOCK_EWRONGTYPE)
         snprintf(r->err, sizeof r->err, "key '%s' holds a value that is not a lock",
                  l->names.name);
+    else if (rc == HILOCK_ENOTOWNER && known_lost)
+        snprintf(r->err, sizeof r->err,
+                 "lock '%s' was lost before this release (found gone or in doubt); "
+                 "not held by %s",
+                 l->names.name, r->owner);
     else if (rc == HILOCK_ENOTOWNER)
         snprintf(r->err, sizeof r->err, "lock '%s' is not held by %s", l->names.name,
                  r->owner);

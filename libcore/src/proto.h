@@ -546,6 +546,7 @@ HL_HIDDEN int hl_check_lease(int64_t lease_ms);
 #define HL_RELEASE_TRIES 2
 typedef struct hl_release {
     hilock_kind kind;
+    int known_lost;        /* hl_release_known_lost */
     const hl_names *names; /* borrowed */
     const char *owner;     /* borrowed */
     int64_t lease_ms;      /* re-applied while holds remain */
@@ -576,6 +577,14 @@ HL_HIDDEN hl_action hl_release_next(hl_release *m, int64_t now_ms);
 HL_HIDDEN void hl_release_on_reply(hl_release *m, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_release_on_error(hl_release *m, int code, int64_t now_ms);
 HL_HIDDEN void hl_release_free(hl_release *m);
+/* The driver already knows this hold was lost (its watchdog found it gone,
+ * or reported it in doubt) when the release begins: call after
+ * hl_release_init. A fair unlock answers "released" also when the lock's key
+ * is already gone (as Redisson's script does, and ours keeps doing), so for
+ * a fair lock known lost that answer is not a release of this hold: the
+ * result is HILOCK_ENOTOWNER, as the other kinds answer after a loss. An
+ * answer that holds are left (the key is there, still ours) stands. */
+HL_HIDDEN void hl_release_known_lost(hl_release *m);
 /* A release request id "<client_id>:e<epoch>:<seq>" that opts in to the
  * per-owner unlock latch (see proto_release.c): seq unique per release in
  * the client, epoch the driver's count of lost replies (bumped after each,

@@ -167,10 +167,23 @@ void hl_release_on_reply(hl_release *m, const redisReply *r, int64_t now_ms)
         m->renew = 0;
         return;
     }
+    if (m->known_lost && m->kind == HILOCK_KIND_FAIR && res.remaining == 0) {
+        /* "released", or the key was already gone: after a known loss the
+         * client cannot tell, and the loss is what it knows */
+        m->result = HILOCK_ENOTOWNER;
+        m->still_held = 0;
+        m->renew = 0;
+        return;
+    }
     m->result = 0;
     m->remaining = res.remaining;
     m->still_held = res.remaining > 0;
     m->renew = m->still_held;
+}
+
+void hl_release_known_lost(hl_release *m)
+{
+    m->known_lost = 1;
 }
 
 void hl_release_on_error(hl_release *m, int code, int64_t now_ms)

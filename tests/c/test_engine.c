@@ -69,6 +69,42 @@ static void t_release_partial_keeps_lease(void)
     hl_release_free(&m);
 }
 
+/* A fair unlock answers 0 also when the key is already gone: after a loss
+ * the driver knows of, that is "not owner"; holds left stand, and the other
+ * kinds keep their answer. */
+static void t_release_fair_known_lost(void)
+{
+    hl_release m;
+    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_FAIR, &N, OWNER, 0, 30000, "cid:e0:7",
+                                          1000, 0, 100), 0);
+    hl_release_known_lost(&m);
+    CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
+    FEED_REL(&m, ":0\r\n", 101);
+    CU_ASSERT_EQUAL(hl_release_next(&m, 101), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(m.still_held, 0);
+    hl_release_free(&m);
+
+    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_FAIR, &N, OWNER, 0, 30000, "cid:e0:8",
+                                          1000, 0, 100), 0);
+    hl_release_known_lost(&m);
+    CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
+    FEED_REL(&m, ":1\r\n", 101); /* still ours, one hold left */
+    CU_ASSERT_EQUAL(hl_release_next(&m, 101), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, 0);
+    CU_ASSERT_EQUAL(m.still_held, 1);
+    hl_release_free(&m);
+
+    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 30000,
+                                          "cid:e0:9", 1000, 0, 100), 0);
+    hl_release_known_lost(&m);
+    CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
+    FEED_REL(&m, ":0\r\n", 101); /* unlock.lua: released (the key was there) */
+    CU_ASSERT_EQUAL(hl_release_next(&m, 101), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(m.result, 0);
+    hl_release_free(&m);
+}
+
 static void t_release_not_owner_and_errors(void)
 {
     hl_release m;
@@ -915,6 +951,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("engine", init_names, clean_names);
     CU_add_test(s, "release: partial unlock keeps the acquire's lease", t_release_partial_keeps_lease);
     CU_add_test(s, "release: not owner, errors", t_release_not_owner_and_errors);
+    CU_add_test(s, "release: a fair lock known lost", t_release_fair_known_lost);
     CU_add_test(s, "release: NOSCRIPT, resend after a lost reply", t_release_noscript_then_retry);
     CU_add_test(s, "settle: late grant released", t_settle_late_grant_released);
     CU_add_test(s, "settle: fair waiter leaves the line", t_settle_fair_waiter_leaves);

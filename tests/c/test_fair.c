@@ -939,6 +939,53 @@ static void t_fair_watchdog(void)
     hilock_client_close(c);
 }
 
+/* A fair lock force-unlocked under its holder is reported lost like any
+ * other kind (callback, is_lost), and its release says so: the fair unlock
+ * script answers "released" on a missing key, but the client knows better. */
+static int lost_calls;
+static void count_lost(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)l;
+    (void)tid;
+    __atomic_add_fetch((int *)payload, 1, __ATOMIC_SEQ_CST);
+}
+
+static int fair_lost_seen(void *l) { return hilock_lock_is_lost(l); }
+
+static void t_fair_force_unlocked_is_lost(void)
+{
+    const char *name = "fairforced";
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.watchdog_lease_ms = 450;
+    hilock_client *c = NULL, *other = open_client(&th_srv, 0, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(other);
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0), 0);
+    hilock_lock *l = NULL, *f = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, name), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&f, other, name), 0);
+    lost_calls = 0;
+    hilock_lock_set_lost_callback(l, count_lost, &lost_calls);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, HILOCK_LEASE_WATCHDOG), 0);
+    int deleted = 0;
+    CU_ASSERT_EQUAL(hilock_lock_force_unlock(&deleted, f), 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    CU_ASSERT(th_wait_for(fair_lost_seen, l, 10 * 450));
+    CU_ASSERT_EQUAL(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 1);
+    /* the key is gone: fair_unlock.lua answers 0 ("released") */
+    CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_ENOTOWNER);
+    CU_ASSERT(strstr(hilock_lock_errmsg(l), "lost") != NULL);
+    /* a new grant clears the loss: its release is a release again */
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, HILOCK_LEASE_WATCHDOG), 0);
+    CU_ASSERT_FALSE(hilock_lock_is_lost(l));
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS %s", name), 0);
+    hilock_lock_free(f);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    hilock_client_close(other);
+}
+
 int main(void)
 {
     shm = mmap(NULL, sizeof *shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -955,6 +1002,8 @@ int main(void)
     CU_add_test(s, "unlock wakes only the head waiter", t_unlock_wakes_only_head);
     CU_add_test(s, "reentrancy, NOT_OWNER, force unlock", t_reentrant_and_not_owner);
     CU_add_test(s, "watchdog renews a fair lock", t_fair_watchdog);
+    CU_add_test(s, "force-unlocked fair lock: lost, release says so",
+                t_fair_force_unlocked_is_lost);
     CU_add_test(s, "Redis stall during a wait: no stale entry", t_stall_leaves_no_stale_entry);
     int rc = th_cu_run();
     munmap(shm, sizeof *shm);
