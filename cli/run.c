@@ -491,8 +491,14 @@ typedef struct run_state {
     hilock_permit_semaphore *sem; /* --semaphore: the semaphore instead of lock */
     char permit[HILOCK_PERMIT_ID_SIZE]; /* and the permit taken */
     int64_t permit_lease;    /* its lease: fixed, or the watchdog lease renewed */
-    int64_t renew_at;        /* next renewal (monotonic ms), -1 none */
-    int64_t renewed_at;      /* last confirmed renewal */
+    /* a permit's watchdog lease: renewed by a thread of its own, so that a
+     * renewal stuck on a silent link never delays the "in doubt" moment,
+     * which the main loop times (confirmed_at + lease - lease/5) */
+    int renewing;            /* the permit renewal thread runs */
+    pthread_t renew_th;
+    int stop_fd;             /* eventfd: ends the renewal thread */
+    _Atomic int64_t confirmed_at; /* when the last confirmed renewal (or the
+                                     grant) was sent, monotonic ms */
     int interrupted;         /* the signal that ended the wait, or 0 */
     int lost;                /* the hold was lost while the command ran */
     int child_status;
@@ -658,16 +664,76 @@ static int acquire_outcome(run_state *st, int rc)
     return status;
 }
 
+/* The permit renewal thread: every lease/3 a new lease (sent at the time
+ * noted in confirmed_at once confirmed); a permit found gone (the semaphore
+ * deleted, its lease ran out) is lost at once. Transport trouble is retried
+ * soon; whether the permit is in doubt meanwhile is the main loop's call. */
+static void *permit_renewal_thread(void *arg)
+{
+    run_state *st = arg;
+    int64_t period = st->permit_lease / 3 > 0 ? st->permit_lease / 3 : 1;
+    int64_t next = atomic_load(&st->confirmed_at) + period;
+    for (;;) {
+        int64_t now = cli_now_ms();
+        if (now < next) {
+            struct pollfd p = {st->stop_fd, POLLIN, 0};
+            if (poll(&p, 1, (int)(next - now > 60000 ? 60000 : next - now)) > 0)
+                return NULL;
+            continue;
+        }
+        int q = hilock_permit_semaphore_update_lease(st->sem, st->permit, st->permit_lease);
+        if (q == 0) {
+            atomic_store(&st->confirmed_at, now);
+            next = now + period;
+        } else if (q == HILOCK_ENOTOWNER) {
+            atomic_store(&lost_flag, 1);
+            wake_main();
+            return NULL;
+        } else {
+            next = cli_now_ms() + (period < 1000 ? period : 1000); /* server trouble: soon */
+        }
+        wake_main(); /* the main loop times the doubt from confirmed_at */
+    }
+}
+
+static void stop_permit_renewal(run_state *st)
+{
+    if (!st->renewing)
+        return;
+    uint64_t one = 1;
+    ssize_t n = write(st->stop_fd, &one, sizeof one);
+    (void)n;
+    pthread_join(st->renew_th, NULL); /* a renewal in flight ends within the timeouts */
+    st->renewing = 0;
+    close(st->stop_fd);
+}
+
+/* A permit with the watchdog lease: when it is in doubt (monotonic ms), or -1. */
+static int64_t permit_doubt_at(run_state *st)
+{
+    if (!st->renewing)
+        return -1;
+    return atomic_load(&st->confirmed_at) + st->permit_lease - st->permit_lease / 5;
+}
+
 /* With a fixed lease there is no watchdog: when to check the lease next
- * (monotonic ms), or -1. */
+ * (monotonic ms), or -1. A permit with the watchdog lease starts its
+ * renewal thread (-2 when it cannot). */
 static int64_t first_lease_check(run_state *st)
 {
-    st->renew_at = -1;
     if (st->sem) { /* a fixed lease ends; a watchdog lease is renewed */
-        st->renewed_at = cli_now_ms();
+        int64_t now = cli_now_ms();
         if (st->o.lease_ms > 0)
-            return st->renewed_at + st->o.lease_ms;
-        st->renew_at = st->renewed_at + st->permit_lease / 3;
+            return now + st->o.lease_ms;
+        atomic_store(&st->confirmed_at, now);
+        st->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (st->stop_fd < 0)
+            return -2;
+        if (pthread_create(&st->renew_th, NULL, permit_renewal_thread, st) != 0) {
+            close(st->stop_fd);
+            return -2;
+        }
+        st->renewing = 1;
         return -1;
     }
     if (st->o.lease_ms <= 0)
@@ -721,23 +787,6 @@ static int64_t check_lease(const run_state *st, int64_t now)
     return now + 1000; /* server trouble: look again soon */
 }
 
-/* A permit's renewal is due: a new lease, or the permit is found gone (the
- * semaphore deleted, its lease ran out) or no renewal was confirmed for
- * lease - lease/5 (in doubt): lost. Returns the next renewal time. */
-static int64_t renew_permit(run_state *st, int64_t now)
-{
-    int q = hilock_permit_semaphore_update_lease(st->sem, st->permit, st->permit_lease);
-    if (q == 0) {
-        st->renewed_at = now;
-        return now + st->permit_lease / 3;
-    }
-    if (q == HILOCK_ENOTOWNER || now - st->renewed_at >= st->permit_lease - st->permit_lease / 5) {
-        atomic_store(&lost_flag, 1);
-        return -1;
-    }
-    return now + 1000; /* server trouble: try again soon */
-}
-
 /* poll timeout until the earliest of the two times (-1 = none). */
 static int poll_timeout(int64_t now, int64_t a, int64_t b)
 {
@@ -758,9 +807,9 @@ static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
     for (;;) {
         int64_t now = cli_now_ms();
         struct pollfd p[2] = {{st->sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-        int64_t due = lease_check_at;
-        if (st->renew_at >= 0 && (due < 0 || st->renew_at < due))
-            due = st->renew_at;
+        int64_t due = lease_check_at, doubt = permit_doubt_at(st);
+        if (doubt >= 0 && (due < 0 || doubt < due))
+            due = doubt;
         if (poll(p, 2, poll_timeout(now, kill_at, st->lost ? -1 : due)) < 0 &&
             errno != EINTR)
             break;
@@ -771,8 +820,9 @@ static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
         now = cli_now_ms();
         if (!st->lost && lease_check_at >= 0 && now >= lease_check_at)
             lease_check_at = check_lease(st, now);
-        if (!st->lost && st->renew_at >= 0 && now >= st->renew_at)
-            st->renew_at = renew_permit(st, now);
+        doubt = permit_doubt_at(st); /* a renewal may have been confirmed meanwhile */
+        if (!st->lost && doubt >= 0 && now >= doubt)
+            atomic_store(&lost_flag, 1); /* no renewal confirmed in time: in doubt */
         if (!st->lost && atomic_load(&lost_flag)) {
             st->lost = 1;
             if (o->on_lost == ON_LOST_KILL) {
@@ -828,15 +878,23 @@ static int run_steps(run_state *st, int argc, char **argv)
     if ((status = acquire_outcome(st, acquire_interruptible(st))) != 0)
         return status;
     int64_t lease_check_at = first_lease_check(st);
+    if (lease_check_at == -2) {
+        cli_err("cannot start the permit renewal thread");
+        give_back(st);
+        close_lock(st);
+        return EXIT_UNAVAILABLE;
+    }
     set_command_env(st);
     pid_t pid = spawn(st->o.cmd, &st->oldmask);
     if (pid < 0) {
         cli_err("cannot start the command: %s", strerror(errno));
+        stop_permit_renewal(st);
         give_back(st);
         close_lock(st);
         return EXIT_UNAVAILABLE;
     }
     supervise(st, pid, lease_check_at);
+    stop_permit_renewal(st);
     release_after(st);
     close_lock(st);
     if (st->lost && st->o.on_lost == ON_LOST_KILL)

@@ -83,6 +83,26 @@ def wait_renewed(server, key: str, lease: float) -> None:
     wait_for(lambda: server("PTTL", key) > ms - 200, 2 * lease, "a renewal")
 
 
+def wait_permit_renewed(server, name: str, lease: float) -> None:
+    """As wait_renewed, for the one permit of semaphore name: its expiry
+    (epoch ms, the score in the semaphore's timeout ZSET) moved later."""
+    key = "{%s}:timeout" % name
+    first = None
+    script = "local r = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES') return r[2]"
+
+    def moved():
+        nonlocal first
+        got = server("EVAL", script, "1", key)  # the id is binary: only the score
+        if not got:
+            return False
+        score = float(got)
+        if first is None:
+            first = score
+        return score > first + 300
+
+    wait_for(moved, 2 * lease, "a permit renewal")
+
+
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("kind", ["reentrant", "fair", "write"])
 def test_silent_link_holder_told_before_other_acquires(server, proxy, name, kind, fault):
@@ -178,6 +198,8 @@ def stop_all(*procs) -> None:
 
 def run_args(hl, url, name, mode, *opts):
     args = [hl, "run", "--url", url, *opts]
+    if mode == "semaphore":  # one permit: a lock's exclusion
+        return args + ["--semaphore", name + ":1"]
     if mode == "fair":
         args.append("--fair")
     elif mode == "write":
@@ -189,6 +211,8 @@ def run_args(hl, url, name, mode, *opts):
 
 # every fault with a plain lock; the other kinds under the half-dead link
 CLI_CASES = [("plain", f) for f in FAULTS] + [(m, "half-dead") for m in ("fair", "write", "fenced")]
+# a permit of a one-permit semaphore, renewed by hilock run itself
+CLI_CASES += [("semaphore", f) for f in ("half-dead", "requests-lost")]
 
 
 @pytest.mark.parametrize("mode,fault", CLI_CASES)
@@ -201,7 +225,10 @@ def test_cli_run_silent_link_never_overlaps(server, proxy, name, tmp_path, fault
     b = None
     try:
         wait_for(lambda: started(a_out), 10, "the first command")
-        wait_renewed(server, name, LEASE)
+        if mode == "semaphore":  # the permit's lease, in the semaphore's timeout ZSET
+            wait_permit_renewed(server, name, LEASE)
+        else:
+            wait_renewed(server, name, LEASE)
         fault_on(proxy, fault)
         t_cut = time.monotonic()
         b = subprocess.Popen(run_args(hl, server.url, name, mode, "-w", str(2 * LEASE)) +
