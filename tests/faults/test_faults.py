@@ -1111,3 +1111,41 @@ def test_holder_sigkill_waiter_gets_lock_after_lease(server, name):
 def test_report_times():
     for what, secs in TIMES:
         print(f"[time] {what}: {secs * 1000:.0f} ms")
+
+
+def test_aio_watchdog_survives_a_renewal_whose_connection_dies(server, proxy, name):
+    """hilock.aio: the connection dies as a renewal is sent (the server never
+    sees it). The watchdog must renew on a new connection at its next tick,
+    for this hold and for another one renewed in the same batch. Found by
+    tests/safety (an acquire that never returned, 4 of 5 aio clients, seed
+    21 of single-everysec): the watchdog task died on an UnboundLocalError
+    when the first renewal of a batch failed, so no hold was renewed again
+    (each expired unreported) and later calls could wait forever."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    async def main():
+        c = await aio.connect(proxy.url(), watchdog_lease=0.9, command_timeout=0.5,
+                              connect_timeout=0.5)
+        try:
+            a, b = c.lock(name), c.lock(name + ":b")
+            lost = []
+            a.on_lost = lambda lk, tid: lost.append(lk.name)
+            b.on_lost = lambda lk, tid: lost.append(lk.name)
+            assert await a.acquire(wait=0)
+            assert await b.acquire(wait=0)
+            proxy.reset_on_request(name.encode())  # the next renewal batch: reset, unsent
+            await asyncio.sleep(0.9 * 3)  # three leases: only renewals keep the holds
+            assert proxy.fired("reset-on-request") == 1
+            assert server("EXISTS", name) == 1, "the hold was not renewed after the reset"
+            assert server("EXISTS", name + ":b") == 1, "the other hold was not renewed either"
+            assert await a.owned() and await b.owned()
+            assert lost == []
+            await a.release()
+            await b.release()
+        finally:
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
