@@ -45,6 +45,7 @@ typedef struct {
     int64_t lease_ms, watchdog_lease_ms, command_timeout_ms, connect_timeout_ms;
     int64_t replica_ack, wait_ms, writes, hold_ms;
     int ignore_lease;
+    int reuse_token; /* self-test: every grant claims the first grant's token */
 } wopts;
 
 static int64_t now_ns(void) {
@@ -201,7 +202,7 @@ int main(int argc, char **argv) {
     wlog lg = {NULL, atoi(argv[4]), 0, PTHREAD_MUTEX_INITIALIZER};
     uint64_t seed = strtoull(argv[5], NULL, 10);
     double secs = atof(argv[6]);
-    wopts o = {0, 3000, 500, 500, 0, 2000, 3, 60, 0};
+    wopts o = {0, 3000, 500, 500, 0, 2000, 3, 60, 0, 0};
     for (int i = 8; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq) return 2;
@@ -216,7 +217,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "wait_ms")) o.wait_ms = n;
         else if (!strcmp(k, "writes")) o.writes = n;
         else if (!strcmp(k, "hold_ms")) o.hold_ms = n;
-        else if (!strcmp(k, "broken")) o.ignore_lease = !strcmp(v, "ignore-lease");
+        else if (!strcmp(k, "broken")) {
+            o.ignore_lease = !strcmp(v, "ignore-lease");
+            o.reuse_token = !strcmp(v, "reuse-token");
+        }
         else return 2;
     }
     rng_state = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)lg.proc * 0xBF58476D1CE4E5B9ULL + 1;
@@ -295,6 +299,9 @@ int main(int argc, char **argv) {
             continue;
         }
         grants++;
+        static int64_t first_token;
+        if (o.reuse_token && first_token) token = first_token;
+        else if (!first_token) first_token = token;
         char grant[32];
         snprintf(grant, sizeof grant, "%d.%d", lg.proc, grants);
         if (ml) snprintf(extra, sizeof extra, ",\"token\":null,\"grant\":\"%s\"", grant);
