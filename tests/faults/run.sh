@@ -20,4 +20,4 @@ trap 'rm -rf "$work"' EXIT
 cp "$root"/tests/python/conftest.py "$root"/tests/faults/*.py "$work/"
 cd "$work"
 export HILOCK_PYTHON="$venv/bin/python" HILOCK_ROOT="$root"
-timeout 400 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra -s "$@" .
+timeout 700 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra -s "$@" .
