@@ -20,7 +20,9 @@
 #define SWIG_FILE_WITH_INIT
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -111,6 +113,52 @@ static void hl_multilock_lost_cb(hilock_multilock *m, uint64_t tid, void *payloa
 {
     (void)m;
     hl_lost_push((uint64_t)(uintptr_t)payload, tid);
+}
+
+#define HL_TRACE_QCAP 256
+typedef struct {
+    int event, kind;
+    uint64_t tid;
+    int64_t ms;
+    char name[128];
+    char message[320];
+} hl_trace_event;
+static pthread_mutex_t hl_trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hl_trace_cv = PTHREAD_COND_INITIALIZER;
+static hl_trace_event hl_trace_q[HL_TRACE_QCAP];
+static size_t hl_trace_head, hl_trace_len;
+static pthread_once_t hl_trace_once = PTHREAD_ONCE_INIT;
+
+static void hl_trace_atfork_child(void)
+{
+    pthread_mutex_init(&hl_trace_mu, NULL);
+    pthread_cond_init(&hl_trace_cv, NULL);
+    hl_trace_head = hl_trace_len = 0;
+}
+
+static void hl_trace_init(void)
+{
+    pthread_atfork(NULL, NULL, hl_trace_atfork_child);
+}
+
+/* the trace callback: copy, queue (a full queue drops the event: the
+ * counters still have it), return */
+static void hl_trace_cb_push(const hilock_trace_info *info, void *userdata)
+{
+    (void)userdata;
+    pthread_mutex_lock(&hl_trace_mu);
+    if (hl_trace_len < HL_TRACE_QCAP) {
+        hl_trace_event *e = &hl_trace_q[(hl_trace_head + hl_trace_len) % HL_TRACE_QCAP];
+        e->event = (int)info->event;
+        e->kind = (int)info->kind;
+        e->tid = info->thread_id;
+        e->ms = info->ms;
+        snprintf(e->name, sizeof e->name, "%s", info->name ? info->name : "");
+        snprintf(e->message, sizeof e->message, "%s", info->message ? info->message : "");
+        hl_trace_len++;
+        pthread_cond_signal(&hl_trace_cv);
+    }
+    pthread_mutex_unlock(&hl_trace_mu);
 }
 %}
 
@@ -353,6 +401,12 @@ HL_ACQUIRE(hilock_latch_await_tid, HL_ADETAIL(arg1))
 HL_CHECKED(hilock_latch_delete, HL_ADETAIL(arg2))
 HL_CHECKED(hilock_latch_cancel, HL_ADETAIL(arg2))
 
+/* These build Python objects or only take a short mutex: the GIL stays
+ * held (declared before their %inline definitions, so SWIG sees it). */
+%nothread hl_client_stats_tuple;
+%nothread hl_trace_take;
+%nothread hl_client_watch_trace;
+
 %inline %{
 /* Route lost events of l (or m) to the queue under token (0 = stop). */
 void hl_lock_watch_lost(hilock_lock *l, uint64_t token)
@@ -414,6 +468,85 @@ void hl_lost_wake(void)
 {
     hl_lost_push(0, 0);
 }
+
+/* ---- statistics and trace events --------------------------------------- *
+ * hilock_client_stats as a flat tuple of ints: the version, then every
+ * uint64_t of hilock_stats after it in declaration order (the Python layer
+ * names them). Trace events go through a queue as lost events do: the C
+ * callback (any hilock thread) copies the event; the Python thread
+ * "hilock-trace" blocks in hl_trace_next (GIL released), then takes the
+ * event with hl_trace_take and logs it. */
+PyObject *hl_client_stats_tuple(hilock_client *c)
+{
+    hilock_stats s;
+    memset(&s, 0, sizeof s);
+    int rc = hilock_client_stats(c, &s);
+    if (rc) {
+        hl_py_raise(rc, "cannot read the client's statistics");
+        return NULL;
+    }
+    const uint64_t *first = &s.kind[0].granted;
+    size_t n = (sizeof s - offsetof(hilock_stats, kind)) / sizeof(uint64_t);
+    PyObject *t = PyTuple_New((Py_ssize_t)n + 1);
+    if (!t)
+        return NULL;
+    PyTuple_SetItem(t, 0, PyLong_FromUnsignedLong(s.version));
+    for (size_t i = 0; i < n; i++)
+        PyTuple_SetItem(t, (Py_ssize_t)i + 1, PyLong_FromUnsignedLongLong(first[i]));
+    return t;
+}
+
+void hl_client_watch_trace(hilock_client *c, int on)
+{
+    pthread_once(&hl_trace_once, hl_trace_init);
+    hilock_client_set_trace(c, on ? hl_trace_cb_push : NULL, NULL);
+}
+
+/* Wait up to timeout_ms (< 0: forever) for a trace event: 1 when one is
+ * queued (take it with hl_trace_take), 0 on timeout. */
+int hl_trace_next(int64_t timeout_ms)
+{
+    struct timespec ts;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(timeout_ms / 1000);
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&hl_trace_mu);
+    while (hl_trace_len == 0) {
+        int rc = timeout_ms >= 0 ? pthread_cond_timedwait(&hl_trace_cv, &hl_trace_mu, &ts)
+                                 : pthread_cond_wait(&hl_trace_cv, &hl_trace_mu);
+        if (rc == ETIMEDOUT)
+            break;
+    }
+    int got = hl_trace_len > 0;
+    pthread_mutex_unlock(&hl_trace_mu);
+    return got;
+}
+
+/* The oldest queued event as (event, kind, name, thread id, ms, message),
+ * or None. */
+PyObject *hl_trace_take(void)
+{
+    hl_trace_event e;
+    int got = 0;
+    pthread_mutex_lock(&hl_trace_mu);
+    if (hl_trace_len > 0) {
+        e = hl_trace_q[hl_trace_head];
+        hl_trace_head = (hl_trace_head + 1) % HL_TRACE_QCAP;
+        hl_trace_len--;
+        got = 1;
+    }
+    pthread_mutex_unlock(&hl_trace_mu);
+    if (!got)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(iisKLs)", e.event, e.kind, e.name, (unsigned long long)e.tid,
+                         (long long)e.ms, e.message);
+}
 %}
 
 /* ---- GIL ------------------------------------------------------------------
@@ -449,6 +582,12 @@ void hl_lost_wake(void)
 %ignore hilock_lock_set_lost_callback;
 %ignore hilock_multilock_set_lost_callback;
 %ignore hilock_lock_client;
+/* Statistics: hl_client_stats_tuple; trace events: hl_client_watch_trace. */
+%ignore hilock_client_stats;
+%ignore hilock_client_set_trace;
+%ignore hilock_stats;
+%ignore hilock_kind_stats;
+%ignore hilock_trace_info;
 /* Lock inspection (hilock_inspect) is not wrapped yet: its result is a
  * library-owned struct of arrays that wants a Python-side view. */
 %ignore hilock_inspect;

@@ -33,7 +33,7 @@ LAYER_OF = {
     "conn.c": "transport", "nodes.c": "transport", "pool.c": "transport", "exec.c": "transport", "fanout.c": "transport",
     "tls.c": "transport",
     "pubsub.c": "transport", "drain.c": "transport", "sentinel.c": "transport",
-    "watchdog.c": "transport",
+    "watchdog.c": "transport", "stats.h": "transport", "stats.c": "transport",
     "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "pending.c": "api", "semaphore.c": "api",
     "multilock.c": "api", "inspect.c": "api",
     "async.c": "api", "async_sem.c": "api", "async_route.c": "api", "async_multilock.c": "api",

@@ -393,6 +393,101 @@ HILOCK_API int hilock_lock_acquire_token_tid(int64_t *token, hilock_lock *l, uin
 HILOCK_API int hilock_lock_token(int64_t *out, hilock_lock *l);
 
 /* ------------------------------------------------------------------ */
+/* Statistics and trace events (docs/observability.md)                  */
+/* ------------------------------------------------------------------ */
+
+/* Counters of one client, kept in the client handle since it was opened
+ * (never reset), by lock kind (never by lock name, so their number is
+ * bounded). Times go into log2 buckets in milliseconds: bucket 0 counts
+ * times under 1 ms, bucket i (1 <= i < HILOCK_STATS_BUCKETS - 1) times in
+ * [2^(i-1), 2^i) ms, and the last bucket everything from
+ * 2^(HILOCK_STATS_BUCKETS - 2) ms (about 70 minutes) on.
+ *
+ * The acquire figures count the blocking calls hilock_lock_acquire* (also
+ * through a read-write lock's sides); the non-blocking API (hilock_async)
+ * and multi-locks do not count in them yet. The transport figures (losses,
+ * renewals, settles, reconnects, redirects) count whoever caused them. */
+#define HILOCK_STATS_VERSION 1
+#define HILOCK_STATS_BUCKETS 24
+#define HILOCK_STATS_KINDS 6 /* index: hilock_kind (1..5); index 0 unused */
+
+typedef struct hilock_kind_stats {
+    uint64_t granted;           /* acquires that got the lock */
+    uint64_t timed_out;         /* acquires whose wait (> 0 or -1) ran out (HILOCK_ETIMEDOUT) */
+    uint64_t cancelled;         /* acquires cancelled (HILOCK_ECANCELED) */
+    uint64_t busy;              /* tries (wait 0) that found the lock held: not waits, so
+                                   neither timed_out nor in wait_ms */
+    uint64_t granted_first_try; /* granted by the call's first attempt */
+    uint64_t granted_woken;     /* granted by an attempt after an unlock message woke the wait */
+    uint64_t granted_retried;   /* granted by an attempt after a timed retry (no message) */
+    uint64_t wait_ms[HILOCK_STATS_BUCKETS]; /* acquire call time: granted, timed_out, cancelled */
+    uint64_t hold_ms[HILOCK_STATS_BUCKETS]; /* first grant to last release of a thread's hold
+                                               (released by the same handle; reentrant holds
+                                               count once) */
+    uint64_t lost_expired;      /* found gone after it had been reported in doubt (its lease
+                                   ran out while renewals were not confirmed) */
+    uint64_t lost_gone;         /* found gone while renewals were confirmed: removed by
+                                   someone else (force unlock, DEL, a server restart
+                                   without persistence) */
+    uint64_t lost_in_doubt;     /* reported lost "in doubt" (no renewal confirmed in time) */
+} hilock_kind_stats;
+
+typedef struct hilock_stats {
+    unsigned int version; /* in: HILOCK_STATS_VERSION (0 is taken as 1); out: what was filled */
+    hilock_kind_stats kind[HILOCK_STATS_KINDS];
+    uint64_t renewals;             /* holds renewed by the watchdog (confirmed) */
+    uint64_t renewal_commands;     /* renewal commands sent (one command renews a batch) */
+    uint64_t renewal_failures;     /* holds whose renewal got no usable answer (retried) */
+    uint64_t settles;              /* attempts whose reply timed out, handed to the settler */
+    uint64_t reconnects;           /* pub/sub listener connections made again after a loss */
+    uint64_t redirects;            /* cluster MOVED/ASK answers followed */
+    uint64_t replica_ack_failures; /* grants no replica acknowledged (given back) */
+} hilock_stats;
+
+/* Copy c's counters into *out (a zero-initialised struct is fine: version
+ * 0 is taken as 1; a later library fills only the fields of the version
+ * asked for, so a program built against this header keeps working).
+ * 0, or HILOCK_EINVAL (c or out NULL, out->version newer than this
+ * library). Any thread, while c is open; each counter is read atomically,
+ * but the set is not one snapshot (counters may move while it is copied). */
+HILOCK_API int hilock_client_stats(hilock_client *c, hilock_stats *out);
+
+typedef enum hilock_trace_event {
+    HILOCK_TRACE_LOST = 1,      /* a hold was found gone (lost_expired or lost_gone) */
+    HILOCK_TRACE_IN_DOUBT = 2,  /* a hold was reported lost in doubt */
+    HILOCK_TRACE_RECONNECT = 3, /* a pub/sub listener connected again after losing its link */
+    HILOCK_TRACE_SETTLE = 4     /* an attempt whose reply timed out was handed to the settler */
+} hilock_trace_event;
+
+typedef struct hilock_trace_info {
+    hilock_trace_event event;
+    hilock_kind kind;      /* LOST, IN_DOUBT: the lock's kind; else 0 */
+    const char *name;      /* LOST, IN_DOUBT: the lock's name; else NULL */
+    uint64_t thread_id;    /* LOST, IN_DOUBT: the holding thread; else 0 */
+    int64_t ms;            /* IN_DOUBT: ms without a confirmed renewal; else 0 */
+    const char *message;   /* one line for a log; never holds a password */
+} hilock_trace_info;
+
+/* Called with each event; info and its strings are valid during the call
+ * only. */
+typedef void (*hilock_trace_cb)(const hilock_trace_info *info, void *userdata);
+
+/* Set (cb NULL: clear) c's trace callback, modelled on libgit2's
+ * git_trace_set. Which thread calls it:
+ *   LOST, IN_DOUBT  the client's watchdog thread (the one that runs lost
+ *                   callbacks), just before the lock's lost callback;
+ *   RECONNECT       the pub/sub listener thread of the server concerned;
+ *   SETTLE          the thread whose acquire attempt timed out.
+ * No hilock lock is held during the call, but the callback must return
+ * quickly and must not call a blocking hilock function (acquire, release,
+ * hilock_client_close, ...): on the watchdog thread that would hold up the
+ * renewals of every lock of the client; on a listener thread, every wait.
+ * It may read hilock_client_stats and copy info for later. userdata must
+ * stay valid until the callback is replaced and calls in flight have
+ * returned, or until the client is closed. Any thread may call this. */
+HILOCK_API void hilock_client_set_trace(hilock_client *c, hilock_trace_cb cb, void *userdata);
+
+/* ------------------------------------------------------------------ */
 /* Read-write lock                                                      */
 /* ------------------------------------------------------------------ */
 

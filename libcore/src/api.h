@@ -102,6 +102,7 @@ struct hilock_lock {
     hilock_lost_cb lost_cb;
     void *lost_payload;
     hl_pending *pending;       /* blocking acquires in progress */
+    hl_since *since;           /* when each thread's hold began (stats.h) */
     /* loss hooks of the multi-locks built over this handle; called by the
      * watchdog thread with hook_mu held, so removing a hook waits for a
      * call of it in progress */

@@ -416,3 +416,21 @@ int hl_client_check(hilock_client *c, char *err)
 {
     return hl_transport_check(&c->t, err);
 }
+
+int hilock_client_stats(hilock_client *c, hilock_stats *out)
+{
+    if (!c || !out || out->version > HILOCK_STATS_VERSION)
+        return HILOCK_EINVAL;
+    /* version 1 is the whole struct; a later version copies the fields of
+     * the version asked for only */
+    memset(out, 0, sizeof *out);
+    out->version = HILOCK_STATS_VERSION;
+    hl_stats_copy(&c->t.stats, out);
+    return 0;
+}
+
+void hilock_client_set_trace(hilock_client *c, hilock_trace_cb cb, void *userdata)
+{
+    if (c)
+        hl_stats_set_trace(&c->t.stats, cb, userdata);
+}

@@ -237,6 +237,7 @@ int hl_drain_add(hl_transport *c, hl_node *node, redisContext *ctx, const hl_cmd
     node->settling++;
     hl_worker_wake(&d->wk);
     pthread_mutex_unlock(&d->mu);
+    hl_stats_event(&c->stats, HILOCK_TRACE_SETTLE, "an acquire attempt's reply timed out; the settler gives back a late grant");
     return 0;
 }
 

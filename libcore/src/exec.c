@@ -269,6 +269,7 @@ static int exec_route(exec_call *x, hl_node *target, redisContext *ctx, redisRep
     hl_transport *c = x->c;
     hl_route_action act = hl_router_on_reply(&x->rt, r);
     if (act == HL_ROUTE_MOVED || act == HL_ROUTE_ASK) {
+        hl_stats_add(&c->stats.redirects, 1);
         freeReplyObject(r);
         hl_pool_put(target, ctx, 0, gen);
         hl_node *to = hl_node_get(c, x->rt.host, x->rt.port);

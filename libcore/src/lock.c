@@ -105,6 +105,7 @@ static void lock_free_now(void *arg)
         l->hooks = h->next;
         free(h);
     }
+    hl_since_free(&l->since);
     hl_names_free(&l->names);
     if (!hl_transport_forked(&c->t)) { /* a child after fork() only frees memory */
         pthread_mutex_destroy(&l->mu);
@@ -259,6 +260,7 @@ static void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int
                  l->names.name, tid);
     hilock_lost_cb cb = l->lost_cb;
     void *payload = l->lost_payload;
+    hl_stats_hold_end(&l->client->t.stats, NULL, &l->since, l->kind, tid, 1); /* mu held */
     pthread_mutex_unlock(&l->mu);
     if (cb)
         cb(l, tid, payload);
@@ -357,6 +359,7 @@ static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog, in
     pthread_mutex_lock(&l->mu);
     l->errmsg[0] = 0;
     l->last_lease_ms = lease;
+    hl_since_mark(&l->since, tid, hl_now_mono_ms());
     pthread_mutex_unlock(&l->mu);
     hl_err_forget(l);
     int rc = watchdog ? hl_wd_add(&l->client->t, l, l->kind, &l->names, tid, sent_at) : 0;
@@ -412,8 +415,9 @@ int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid)
  * NULL) is this call's entry for hilock_lock_cancel. */
 static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int64_t lease,
                         int *acked, char *err, int64_t *token, hl_pending *p,
-                        int64_t *sent_at)
+                        int64_t *sent_at, int *path)
 {
+    int attempts = 0, woken = 0; /* for *path (HL_GRANT_*) */
     hilock_client *c = l->client;
     hl_acquire a;
     char latch[HL_NAME_MAX + HL_OWNER_MAX + 96];
@@ -441,6 +445,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             int settling = a.result != HILOCK_ETIMEDOUT && !attempt; /* keep the first error */
             if (attempt)
                 *sent_at = hl_now_mono_ms();
+            attempts += attempt;
             int erc = hl_exec_acked(&c->t, &a.cmd, &reply, 0, settling ? serr : err,
                                     attempt ? acked : NULL);
             if (attempt)
@@ -464,12 +469,17 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
             hl_acquire_on_subscribed(&a, ok, hl_now_mono_ms());
             break;
         }
-        case HL_ACT_WAIT:
-            if (hl_wait_sub_sleep(&ws, a.sleep_ms))
+        case HL_ACT_WAIT: {
+            int64_t slept_from = hl_now_mono_ms();
+            int moved = hl_wait_sub_sleep(&ws, a.sleep_ms);
+            /* woken before its time: a message (or a cancel) ended the sleep */
+            woken = a.sleep_ms < 0 || hl_now_mono_ms() - slept_from < a.sleep_ms;
+            if (moved)
                 hl_acquire_on_resubscribe(&a, hl_now_mono_ms());
             else
                 hl_acquire_on_wake(&a, hl_now_mono_ms());
             break;
+        }
         case HL_ACT_UNSUBSCRIBE:
             hl_wait_sub_unsubscribe(&ws);
             break;
@@ -480,6 +490,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     }
     hl_wait_sub_unsubscribe(&ws); /* no-op: the machine unsubscribed */
     int rc = a.result;
+    *path = attempts <= 1 ? HL_GRANT_FIRST : woken ? HL_GRANT_WOKEN : HL_GRANT_RETRIED;
     *token = rc == 0 ? a.token : 0;
     hl_acquire_free(&a);
     return rc;
@@ -529,7 +540,8 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
     char err[HL_ERRMSG_MAX] = "";
-    int64_t sent_at = hl_now_mono_ms();
+    int64_t sent_at = hl_now_mono_ms(), started = sent_at;
+    int path = HL_GRANT_FIRST;
     hl_pending pend, *p = NULL;
     if (wait_ms != 0) { /* only a wait can be cancelled */
         p = &pend;
@@ -538,9 +550,10 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     for (;;) {
         int acked = 1;
         rc = acquire_once(l, owner, wait_ms < 0 ? -1 : hl_ms_left(deadline), lease, &acked,
-                          err, &token, p, &sent_at);
+                          err, &token, p, &sent_at, &path);
         if (rc != 0 || acked)
             break;
+        hl_stats_add(&c->t.stats.replica_ack_failures, 1);
         /* Nobody replicated it, so a failover now would forget it: give it
          * back. A caller who may still wait tries again (right after a
          * failover the replicas need a moment to resynchronise). */
@@ -566,6 +579,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     }
     if (p)
         hl_pending_remove(&l->mu, &l->pending, p);
+    hl_stats_acquired(&c->t.stats, l->kind, wait_ms, rc, path, hl_now_mono_ms() - started);
     if (rc == 0) {
         rc = granted(l, tid, lease, lease_ms <= 0, sent_at);
         if (rc == 0 && token_out)
@@ -761,7 +775,10 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
         rc = r->m.result;
     int renew = r->m.renew, unconfirmed = r->m.unconfirmed && rc != 0;
     int known_lost = r->m.known_lost;
+    int still_held = r->m.still_held;
     hl_release_free(&r->m);
+    if ((rc == 0 && !still_held) || rc == HILOCK_ENOTOWNER) /* the hold is over */
+        hl_stats_hold_end(&c->t.stats, &l->mu, &l->since, l->kind, r->tid, rc == 0);
     if (renew && r->stopped) /* holds remain, or the server refused: keep renewing */
         hl_wd_add(&c->t, l, l->kind, &l->names, r->tid, rc == 0 ? r->release_sent : r->confirmed_at);
     if (unconfirmed) {

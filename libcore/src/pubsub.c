@@ -258,6 +258,11 @@ static void *listener_main(void *arg)
             ps->generation++;
             if (ps->generation > 1)
                 wake_all_waiters(ps); /* messages may have been missed */
+            if (ps->generation > 1) { /* counted and traced with no lock held */
+                pthread_mutex_unlock(&ps->mu);
+                hl_stats_event(&c->stats, HILOCK_TRACE_RECONNECT, "pub/sub listener connected again; waits woken to try again");
+                pthread_mutex_lock(&ps->mu);
+            }
         }
         if (send_changes(node) != 0) {
             drop_connection(node);

@@ -11,6 +11,7 @@
 void hl_transport_init(hl_transport *c)
 {
     hl_forkguard_init(&c->fork);
+    hl_stats_init(&c->stats);
     hl_worker_init(&c->sw.wk);
     hl_worker_init(&c->drain.wk);
     pthread_mutex_init(&c->drain.mu, NULL);
@@ -44,6 +45,7 @@ void hl_transport_free(hl_transport *c, int forked)
     pthread_cond_destroy(&c->wd.rcv);
     pthread_mutex_destroy(&c->drain.mu);
     pthread_cond_destroy(&c->drain.settled);
+    hl_stats_destroy(&c->stats);
 }
 
 void hl_transport_shutdown(hl_transport *c, int from_watchdog)

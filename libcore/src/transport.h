@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "proto.h"
+#include "stats.h"
 #include "util.h"
 
 /* Everything the transport keeps for one client (defined at the end). The
@@ -329,6 +330,7 @@ struct hl_transport {
     hl_drainer drain;
     hl_sentinel_watch sw;
     hl_sinks sinks;
+    hl_stats stats;        /* counters and trace callback (stats.h) */
 };
 
 /* Set up c's locks and fields (before anything else); hl_transport_free

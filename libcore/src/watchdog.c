@@ -141,6 +141,7 @@ static int64_t report_unconfirmed(hl_transport *c)
         due->reporting = 1; /* a remover waits for the report */
         int64_t silent = now - due->confirmed_at;
         pthread_mutex_unlock(&wd->mu);
+        hl_stats_lost(&c->stats, due->kind, due->names->name, due->tid, HL_LOSS_DOUBT, silent);
         c->sinks.lost(due->holder, due->tid, 1, silent);
         pthread_mutex_lock(&wd->mu);
         due->reporting = 0;
@@ -162,6 +163,7 @@ static void report_found_lost(hl_transport *c)
             return;
         e->reporting = 1;
         pthread_mutex_unlock(&wd->mu);
+        hl_stats_lost(&c->stats, e->kind, e->names->name, e->tid, e->doubt ? HL_LOSS_EXPIRED : HL_LOSS_GONE, 0);
         c->sinks.lost(e->holder, e->tid, 0, 0);
         pthread_mutex_lock(&wd->mu);
         e->reporting = 0;
@@ -324,6 +326,7 @@ static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items,
         replies[g] = NULL;
     }
     char err[HL_ERRMSG_MAX];
+    hl_stats_add(&c->stats.renewal_commands, (uint64_t)m);
     if (hl_exec_pipeline(c, s->cmds, m, replies, err)) {
         char msg[HL_ERRMSG_MAX + 32];
         snprintf(msg, sizeof msg, "watchdog renewal failed: %s", err);
@@ -395,6 +398,7 @@ static void renew_batch(hl_transport *c)
          * retried next tick. Decided per hold: a node that failed does not
          * hide the others' losses. */
         hl_renew_outcome o = out[i];
+        hl_stats_add(o == HL_RENEW_RENEWED ? &c->stats.renewals : &c->stats.renewal_failures, o != HL_RENEW_LOST);
         if (!e->removed && o == HL_RENEW_LOST) {
             e->lost = 1; /* stays inflight until the watchdog thread reports it */
         } else {

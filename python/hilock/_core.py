@@ -273,6 +273,87 @@ class _LostDispatcher:
 
 _dispatcher = _LostDispatcher()
 
+
+# -- statistics and trace events ------------------------------------------
+
+_KIND_NAMES = {1: "reentrant", 2: "fair", 3: "read", 4: "write", 5: "fenced"}
+_STATS_BUCKETS = 24
+_KIND_FIELDS = ("granted", "timed_out", "cancelled", "busy", "granted_first_try", "granted_woken",
+                "granted_retried", "wait_ms", "hold_ms", "lost_expired", "lost_gone",
+                "lost_in_doubt")
+_CLIENT_FIELDS = ("renewals", "renewal_commands", "renewal_failures", "settles", "reconnects",
+                  "redirects", "replica_ack_failures")
+
+
+def _stats_from_tuple(t: Tuple[int, ...]) -> Dict[str, Any]:
+    """hilock_stats (as hl_client_stats_tuple flattens it) as a dict:
+    ``{"version", "kinds": {kind name: {...}}, <client figures>}``; wait_ms
+    and hold_ms are lists of HILOCK_STATS_BUCKETS log2 ms buckets."""
+    out: Dict[str, Any] = {"version": t[0]}
+    i = 1
+    kinds: Dict[str, Dict[str, Any]] = {}
+    for k in range(6):  # HILOCK_STATS_KINDS; index 0 is unused
+        figures: Dict[str, Any] = {}
+        for f in _KIND_FIELDS:
+            if f in ("wait_ms", "hold_ms"):
+                figures[f] = list(t[i:i + _STATS_BUCKETS])
+                i += _STATS_BUCKETS
+            else:
+                figures[f] = t[i]
+                i += 1
+        if k in _KIND_NAMES:
+            kinds[_KIND_NAMES[k]] = figures
+    out["kinds"] = kinds
+    for f in _CLIENT_FIELDS:
+        out[f] = t[i]
+        i += 1
+    return out
+
+
+# hilock_trace_event
+_TRACE_LOST, _TRACE_IN_DOUBT, _TRACE_RECONNECT, _TRACE_SETTLE = 1, 2, 3, 4
+
+
+class _TraceLogger:
+    """Logs the C library's trace events on ``logging.getLogger("hilock")``:
+    losses, in-doubt reports and reconnects at WARNING, settles at INFO.
+    The C callback only queues a copy (hilock.i); this daemon thread,
+    blocked in ``hl_trace_next`` with the GIL released, logs them. The
+    messages come from the library and hold no password."""
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+
+    def watch(self, h: Any) -> None:
+        _capi.hl_client_watch_trace(h, 1)
+        with self._mu:
+            pid = os.getpid()
+            if self._thread is not None and self._pid == pid and self._thread.is_alive():
+                return
+            self._pid = pid
+            self._thread = threading.Thread(target=self._run, name="hilock-trace", daemon=True)
+            self._thread.start()
+
+    def _after_fork_in_child(self) -> None:
+        self._mu = threading.Lock()
+        self._thread = None
+
+    def _run(self) -> None:
+        while True:
+            if not _capi.hl_trace_next(-1):
+                continue
+            ev = _capi.hl_trace_take()
+            if ev is None:
+                continue
+            event, _kind, _name, _tid, _ms, message = ev
+            level = logging.INFO if event == _TRACE_SETTLE else logging.WARNING
+            _log.log(level, "%s", message)
+
+
+_trace_logger = _TraceLogger()
+
 # Every open Client and MultiLock, so that a forked child can let go of the
 # C handles it inherited without calling into the C library (see _at_fork).
 _live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
@@ -295,6 +376,7 @@ def _after_fork_in_child() -> None:
     that the parent's vanished threads may hold). The memory is the child's
     copy of the parent's: nothing leaks in the parent."""
     _dispatcher._after_fork_in_child()
+    _trace_logger._after_fork_in_child()
     for c in list(_live_clients):
         c._inherited = True
         _disown(c._h)
@@ -493,12 +575,15 @@ class Client:
         # for the client's life, one per name used
         self._rwlocks: Dict[str, Any] = {}
         self._inherited = False  # set in a fork()ed child
+        # main-thread acquires' first tries that missed, by kind (stats())
+        self._probes: Dict[int, int] = {}
         opts.tls = 1 if tls else 0
         opts.tls_insecure = 1 if tls_insecure else 0
         # string settings travel as URL query parameters: one parser (the
         # engine's) reads them, and the URL's own values come last, so win
         self._h = _capi.hilock_client_open(_with_query(url, settings), opts)
         self._id: str = _capi.hilock_client_id(self._h)
+        _trace_logger.watch(self._h)
         _live_clients.add(self)
 
     @classmethod
@@ -637,6 +722,35 @@ class Client:
         """A count-down latch named ``name`` (Redisson RCountDownLatch layout)."""
         from ._semaphore import CountDownLatch
         return CountDownLatch(self, name)
+
+    # -- statistics -----------------------------------------------------------
+
+    def stats(self) -> Dict[str, Any]:
+        """The client's counters (C ``hilock_client_stats``) as a dict:
+        ``kinds`` maps each lock kind ("reentrant", "fair", "read", "write",
+        "fenced") to its acquire outcomes (granted, timed_out, cancelled;
+        granted_first_try / granted_woken / granted_retried), ``wait_ms`` and
+        ``hold_ms`` (24 log2 millisecond buckets) and losses (lost_gone,
+        lost_expired, lost_in_doubt); the top level holds the client's
+        renewals, renewal_commands, renewal_failures, settles, reconnects,
+        redirects and replica_ack_failures. docs/observability.md says what
+        each means. Raises ClosedError on a closed client."""
+        with self._mu:
+            if self._h is None:
+                raise ClosedError("client is closed")
+            out = _stats_from_tuple(_capi.hl_client_stats_tuple(self._h))
+            probes = dict(self._probes)
+        # On the main thread a waiting acquire first tries once without a
+        # helper thread; a miss there is not one of the caller's tries.
+        for kind, n in probes.items():
+            name = _KIND_NAMES.get(kind)
+            if name is not None:
+                out["kinds"][name]["busy"] -= n
+        return out
+
+    def _note_probe(self, kind: int) -> None:
+        with self._mu:
+            self._probes[kind] = self._probes.get(kind, 0) + 1
 
     # -- lifetime -----------------------------------------------------------
 
@@ -846,6 +960,9 @@ class Lock(_WithBlock):
                         raise
                 ok = False
             if not ok:
+                # the C library counted that try as "busy"; the waiting
+                # call below is the one acquire the caller made
+                self._h.client._note_probe(self._h.kind)
                 ok = _interruptible(
                     lambda: _capi.hilock_lock_acquire_tid(ptr, tid, w, l),
                     lambda: _capi.hilock_lock_cancel(ptr, tid),

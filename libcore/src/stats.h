@@ -1,0 +1,69 @@
+/*
+ * Transport layer: a client's counters (hilock_client_stats) and its trace
+ * callback (hilock_client_set_trace), kept in the transport (hl_transport
+ * embeds one hl_stats), so that every layer that decides an outcome (the
+ * acquire loop, the watchdog, pub/sub, the settler, the router) counts it
+ * with one call. Counters are atomics (relaxed: each is exact, the set is
+ * not a snapshot); the trace callback is read under its mutex and called
+ * with no lock held.
+ */
+#ifndef HILOCK_STATS_H
+#define HILOCK_STATS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+typedef struct hl_stats {
+    hilock_kind_stats kind[HILOCK_STATS_KINDS];
+    uint64_t renewals, renewal_commands, renewal_failures;
+    uint64_t settles, reconnects, redirects, replica_ack_failures;
+    pthread_mutex_t trace_mu; /* guards trace and trace_data */
+    hilock_trace_cb trace;
+    void *trace_data;
+} hl_stats;
+
+enum { HL_GRANT_FIRST = 0, HL_GRANT_WOKEN = 1, HL_GRANT_RETRIED = 2 };
+enum { HL_LOSS_EXPIRED = 0, HL_LOSS_GONE = 1, HL_LOSS_DOUBT = 2 };
+
+HL_HIDDEN void hl_stats_init(hl_stats *s);
+HL_HIDDEN void hl_stats_destroy(hl_stats *s);
+/* The log2 millisecond bucket of ms (hilock.h's HILOCK_STATS_BUCKETS). */
+HL_HIDDEN int hl_stats_bucket(int64_t ms);
+HL_HIDDEN void hl_stats_add(uint64_t *counter, uint64_t n);
+/* An acquire call of a lock of kind ended with rc after waited_ms;
+ * path (HL_GRANT_*) says how a grant came. */
+HL_HIDDEN void hl_stats_acquired(hl_stats *s, hilock_kind kind, int64_t wait_ms, int rc,
+                                 int path, int64_t waited_ms);
+/* A thread's hold of a lock of kind ended after held_ms. */
+HL_HIDDEN void hl_stats_held(hl_stats *s, hilock_kind kind, int64_t held_ms);
+/* A hold of (kind, name, tid) was lost (HL_LOSS_*): counts it and traces
+ * it (silent_ms: in doubt, ms without a confirmed renewal). */
+HL_HIDDEN void hl_stats_lost(hl_stats *s, hilock_kind kind, const char *name, uint64_t tid,
+                             int cause, int64_t silent_ms);
+/* Counts a reconnect (HILOCK_TRACE_RECONNECT) or a settle (SETTLE) and
+ * traces it with message. */
+HL_HIDDEN void hl_stats_event(hl_stats *s, hilock_trace_event ev, const char *message);
+HL_HIDDEN void hl_stats_set_trace(hl_stats *s, hilock_trace_cb cb, void *data);
+HL_HIDDEN void hl_stats_copy(hl_stats *s, hilock_stats *out);
+
+/* When each thread's hold of one handle began (for hold_ms): a list the
+ * handle keeps under its own mutex. mark: the thread's first grant (a
+ * re-entry keeps the first time; no memory: the hold is not timed); take:
+ * the hold ended, its start (removed), or -1 when not timed; free: all. */
+typedef struct hl_since {
+    struct hl_since *next;
+    uint64_t tid;
+    int64_t at;
+} hl_since;
+HL_HIDDEN void hl_since_mark(hl_since **head, uint64_t tid, int64_t now);
+HL_HIDDEN int64_t hl_since_take(hl_since **head, uint64_t tid);
+HL_HIDDEN void hl_since_free(hl_since **head);
+/* tid's hold of a lock of kind ended (released, or reported lost): take its
+ * start from *head (under mu; NULL: the caller holds it) and, when count
+ * is set and it was timed, count its hold time. */
+HL_HIDDEN void hl_stats_hold_end(hl_stats *s, pthread_mutex_t *mu, hl_since **head,
+                                 hilock_kind kind, uint64_t tid, int count);
+
+#endif

@@ -1,0 +1,280 @@
+/*
+ * hilock_client_stats and hilock_client_set_trace against a real
+ * redis-server: after a scripted sequence (2 grants, 1 timeout, 1 cancel,
+ * 1 hold removed by another client's force unlock, 1 hold reported in
+ * doubt while the server is stopped) every counter has its exact value,
+ * and the trace callback saw the loss and the in-doubt report of the
+ * right lock, kind and thread. Every wait is for a state seen on the
+ * server or in the counters (th_wait_for), never a sleep.
+ */
+#include <CUnit/Basic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+
+#define LEASE 1500 /* short: the in-doubt report comes 1.2 s into a silence */
+#define WAITER_TID 7
+
+typedef struct trace_rec {
+    pthread_mutex_t mu;
+    int lost, doubt, other;
+    char lost_name[64], doubt_name[64];
+    hilock_kind lost_kind;
+    uint64_t lost_tid, doubt_tid;
+    int64_t doubt_ms;
+    char msg[320];
+} trace_rec;
+
+static void on_trace(const hilock_trace_info *info, void *data)
+{
+    trace_rec *t = data;
+    pthread_mutex_lock(&t->mu);
+    if (info->event == HILOCK_TRACE_LOST) {
+        t->lost++;
+        snprintf(t->lost_name, sizeof t->lost_name, "%s", info->name);
+        t->lost_kind = info->kind;
+        t->lost_tid = info->thread_id;
+        snprintf(t->msg, sizeof t->msg, "%s", info->message);
+    } else if (info->event == HILOCK_TRACE_IN_DOUBT) {
+        t->doubt++;
+        snprintf(t->doubt_name, sizeof t->doubt_name, "%s", info->name);
+        t->doubt_tid = info->thread_id;
+        t->doubt_ms = info->ms;
+    } else {
+        t->other++;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+static hilock_client *open_client(const th_redis *r, int64_t lease, int64_t cmd_timeout)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = lease;
+    o.command_timeout_ms = cmd_timeout;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    if (hilock_client_open(&c, r->url, &o, err, sizeof err) != 0)
+        printf("\n  open %s: %s\n", r->url, err);
+    return c;
+}
+
+static uint64_t sum(const uint64_t *b)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < HILOCK_STATS_BUCKETS; i++)
+        n += b[i];
+    return n;
+}
+
+typedef struct waiter {
+    hilock_lock *l;
+    int rc;
+} waiter;
+
+static void *wait_forever(void *arg)
+{
+    waiter *w = arg;
+    w->rc = hilock_lock_acquire_tid(w->l, WAITER_TID, -1, 0);
+    return NULL;
+}
+
+static long long numsub(const th_redis *r, const char *channel)
+{
+    redisContext *ctx = th_redis_connect(r);
+    if (!ctx)
+        return -1;
+    redisReply *rep = redisCommand(ctx, "PUBSUB NUMSUB %s", channel);
+    long long v = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+        v = rep->element[1]->integer;
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(ctx);
+    return v;
+}
+
+typedef struct cond_arg {
+    const th_redis *r;
+    hilock_client *c;
+    trace_rec *t;
+} cond_arg;
+
+static int waiter_subscribed(void *arg)
+{
+    cond_arg *a = arg;
+    return numsub(a->r, "redisson_lock__channel:{stats:b}") >= 1;
+}
+
+static int lost_traced(void *arg)
+{
+    cond_arg *a = arg;
+    pthread_mutex_lock(&a->t->mu);
+    int n = a->t->lost;
+    pthread_mutex_unlock(&a->t->mu);
+    return n > 0;
+}
+
+static int doubt_traced(void *arg)
+{
+    cond_arg *a = arg;
+    pthread_mutex_lock(&a->t->mu);
+    int n = a->t->doubt;
+    pthread_mutex_unlock(&a->t->mu);
+    return n > 0;
+}
+
+static void t_scripted_sequence(void)
+{
+    th_redis h;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
+    hilock_client *c = open_client(&h, LEASE, LEASE / 3);
+    hilock_client *other = open_client(&h, 0, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(other);
+    trace_rec t = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    hilock_client_set_trace(c, on_trace, &t);
+    cond_arg ca = {&h, c, &t};
+
+    hilock_stats s = {0};
+    CU_ASSERT_EQUAL(hilock_client_stats(c, &s), 0);
+    CU_ASSERT_EQUAL(s.version, HILOCK_STATS_VERSION);
+    CU_ASSERT_EQUAL(s.kind[HILOCK_KIND_REENTRANT].granted, 0);
+
+    hilock_lock *b = NULL, *b2 = NULL, *d = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&b, c, "stats:b"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&b2, other, "stats:b"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&d, c, "stats:d"), 0);
+
+    /* 1 timeout, 1 try (busy) and 1 cancel while the other client holds stats:b */
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(b2, 0, 60000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(b, 100, 0), HILOCK_ETIMEDOUT);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(b, 0, 0), HILOCK_ETIMEDOUT); /* a try: busy */
+    waiter w = {b, -1};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, wait_forever, &w), 0);
+    CU_ASSERT(th_wait_for(waiter_subscribed, &ca, 5000));
+    int found = 0;
+    for (int64_t end = th_now_ms() + 5000; !found && th_now_ms() < end;)
+        CU_ASSERT_EQUAL(hilock_lock_cancel(&found, b, WAITER_TID), 0);
+    pthread_join(th, NULL);
+    CU_ASSERT_EQUAL(w.rc, HILOCK_ECANCELED);
+    CU_ASSERT_EQUAL(hilock_lock_release(b2), 0);
+
+    /* grant 1 (watchdog), then removed by the other client's force unlock */
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(b, 0, 0), 0);
+    uint64_t holder = hilock_thread_id();
+    int deleted = 0;
+    CU_ASSERT_EQUAL(hilock_lock_force_unlock(&deleted, b2), 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    CU_ASSERT_FATAL(th_wait_for(lost_traced, &ca, 4 * LEASE));
+
+    /* grant 2 (watchdog), then the server stops: reported in doubt */
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(d, 0, 0), 0);
+    th_redis_pause(&h);
+    CU_ASSERT(th_wait_for(doubt_traced, &ca, 4 * LEASE));
+    /* read while the server is still stopped: no renewal can have found
+     * the in-doubt hold gone yet */
+    memset(&s, 0, sizeof s);
+    CU_ASSERT_EQUAL(hilock_client_stats(c, &s), 0);
+    th_redis_resume(&h);
+
+    const hilock_kind_stats *k = &s.kind[HILOCK_KIND_REENTRANT];
+    printf("\n  granted %llu timed_out %llu cancelled %llu first %llu woken %llu retried %llu"
+           " lost gone %llu expired %llu doubt %llu renewals %llu in %llu commands\n",
+           (unsigned long long)k->granted, (unsigned long long)k->timed_out,
+           (unsigned long long)k->cancelled, (unsigned long long)k->granted_first_try,
+           (unsigned long long)k->granted_woken, (unsigned long long)k->granted_retried,
+           (unsigned long long)k->lost_gone, (unsigned long long)k->lost_expired,
+           (unsigned long long)k->lost_in_doubt, (unsigned long long)s.renewals,
+           (unsigned long long)s.renewal_commands);
+    CU_ASSERT_EQUAL(k->granted, 2);
+    CU_ASSERT_EQUAL(k->granted_first_try, 2);
+    CU_ASSERT_EQUAL(k->granted_woken + k->granted_retried, 0);
+    CU_ASSERT_EQUAL(k->timed_out, 1);
+    CU_ASSERT_EQUAL(k->cancelled, 1);
+    CU_ASSERT_EQUAL(k->busy, 1);
+    CU_ASSERT_EQUAL(sum(k->wait_ms), 4);
+    /* the timed-out call waited 100 ms: bucket [64, 128) or later */
+    uint64_t long_waits = 0;
+    for (int i = 7; i < HILOCK_STATS_BUCKETS; i++)
+        long_waits += k->wait_ms[i];
+    CU_ASSERT(long_waits >= 1);
+    CU_ASSERT_EQUAL(k->lost_gone, 1);
+    CU_ASSERT_EQUAL(k->lost_expired, 0);
+    CU_ASSERT_EQUAL(k->lost_in_doubt, 1);
+    CU_ASSERT_EQUAL(sum(k->hold_ms), 2); /* both holds ended by their reports */
+    CU_ASSERT(s.renewal_commands >= 1);
+    CU_ASSERT_EQUAL(s.settles, 0);
+    CU_ASSERT_EQUAL(s.redirects, 0);
+    CU_ASSERT_EQUAL(s.replica_ack_failures, 0);
+    for (int i = 0; i < HILOCK_STATS_KINDS; i++)
+        if (i != HILOCK_KIND_REENTRANT)
+            CU_ASSERT_EQUAL(s.kind[i].granted + s.kind[i].timed_out + s.kind[i].cancelled, 0);
+
+    pthread_mutex_lock(&t.mu);
+    CU_ASSERT_EQUAL(t.lost, 1);
+    CU_ASSERT_STRING_EQUAL(t.lost_name, "stats:b");
+    CU_ASSERT_EQUAL(t.lost_kind, HILOCK_KIND_REENTRANT);
+    CU_ASSERT_EQUAL(t.lost_tid, holder);
+    CU_ASSERT(strstr(t.msg, "force unlock") != NULL);
+    CU_ASSERT_EQUAL(t.doubt, 1);
+    CU_ASSERT_STRING_EQUAL(t.doubt_name, "stats:d");
+    CU_ASSERT_EQUAL(t.doubt_tid, holder);
+    CU_ASSERT(t.doubt_ms >= LEASE / 2);
+    pthread_mutex_unlock(&t.mu);
+
+    hilock_client_set_trace(c, NULL, NULL);
+    hilock_lock_release(d); /* held or not: nothing to assert */
+    hilock_lock_free(b);
+    hilock_lock_free(b2);
+    hilock_lock_free(d);
+    hilock_client_close(c);
+    hilock_client_close(other);
+    th_redis_stop(&h);
+}
+
+/* A released hold is timed once, however often it was re-entered; bad
+ * arguments are refused. */
+static void t_hold_time_and_args(void)
+{
+    th_redis h;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&h, NULL), 0);
+    hilock_client *c = open_client(&h, 0, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, "stats:fair"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    hilock_stats s = {0};
+    CU_ASSERT_EQUAL(hilock_client_stats(c, &s), 0);
+    CU_ASSERT_EQUAL(sum(s.kind[HILOCK_KIND_FAIR].hold_ms), 0); /* still held once */
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    CU_ASSERT_EQUAL(hilock_client_stats(c, &s), 0);
+    CU_ASSERT_EQUAL(s.kind[HILOCK_KIND_FAIR].granted, 2);
+    CU_ASSERT_EQUAL(sum(s.kind[HILOCK_KIND_FAIR].hold_ms), 1);
+    CU_ASSERT_EQUAL(s.kind[HILOCK_KIND_REENTRANT].granted, 0);
+
+    s.version = HILOCK_STATS_VERSION + 1;
+    CU_ASSERT_EQUAL(hilock_client_stats(c, &s), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_client_stats(NULL, &s), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_client_stats(c, NULL), HILOCK_EINVAL);
+    hilock_client_set_trace(NULL, on_trace, NULL); /* ignored */
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_redis_stop(&h);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("stats", NULL, NULL);
+    CU_add_test(s, "scripted sequence: exact counters and trace events", t_scripted_sequence);
+    CU_add_test(s, "hold time once per hold; bad arguments", t_hold_time_and_args);
+    return th_cu_run();
+}
