@@ -12,14 +12,21 @@
 #                            Maven, Go, valkey (bookworm-backports), then each
 #                            tests/*/deps.sh (PyPI, Maven Central, npm, Go
 #                            module proxy)
+#   scripts/deps.sh --list [--test]
+#                            print what that tier installs when missing, one
+#                            per line ("apt PKG", "backports PKG", "hiredis
+#                            ARCHIVE", "script tests/S/deps.sh"), install nothing
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tier=build
-case "${1:-}" in
-  --test) tier=test ;;
-  "") ;;
-  *) echo "usage: scripts/deps.sh [--test]" >&2; exit 2 ;;
-esac
+list=0
+for a in "$@"; do
+  case "$a" in
+    --test) tier=test ;;
+    --list) list=1 ;;
+    *) echo "usage: scripts/deps.sh [--list] [--test]" >&2; exit 2 ;;
+  esac
+done
 
 BUILD_PACKAGES=(
   gcc libc6-dev make cmake libssl-dev
@@ -64,6 +71,15 @@ apt_install() { # [apt options...] -- packages...
 
 wanted=("${BUILD_PACKAGES[@]}")
 [ $tier = test ] && wanted+=("${TEST_PACKAGES[@]}")
+if [ $list = 1 ]; then
+  printf 'apt %s\n' "${wanted[@]}"
+  echo "hiredis $(sed -n 's/^PYPI_VERSION=\([0-9.]*\).*/hiredis-\1.tar.gz/p' "$here/scripts/fetch-hiredis.sh")"
+  if [ $tier = test ]; then
+    printf 'backports %s\n' valkey-server golang-1.23-go
+    for f in "$here"/tests/*/deps.sh; do echo "script ${f#$here/}"; done
+  fi
+  exit 0
+fi
 missing=()
 for p in "${wanted[@]}"; do installed "$p" || missing+=("$p"); done
 # Java and Maven may come from outside apt on some machines; accept those.
@@ -76,8 +92,8 @@ if command -v java >/dev/null && command -v mvn >/dev/null; then
 fi
 [ "${#missing[@]}" -eq 0 ] || apt_install -- "${missing[@]}"
 
-# hiredis 1.x sources (TLS), pinned, committed and checksummed: built into
-# libhilock. This checks the archive (no network when it is there).
+# hiredis 1.x sources (TLS), pinned and checksummed: built into libhilock.
+# Downloaded into third_party/ once (git ignores it); no network after that.
 bash "$here/scripts/fetch-hiredis.sh" >/dev/null
 
 [ $tier = test ] || exit 0

@@ -81,5 +81,33 @@ bare_build() {
 }
 check bare_build
 
+# The demo's installs are the build tier only (the README's first command
+# takes seconds, not minutes): deps.sh without --test names no test-only
+# package and runs no tests/*/deps.sh, and demo.sh asks for that tier.
+# (On 7b6fa8d deps.sh had one tier, and the demo installed a JDK, Maven
+# artifacts, npm packages, a Go build, clang and valkey first.)
+demo_tier() {
+  local allowed=" gcc libc6-dev make cmake libssl-dev curl ca-certificates redis-server redis-tools " l
+  local build test
+  build="$(bash "$root/scripts/deps.sh" --list)" || return 1
+  test="$(bash "$root/scripts/deps.sh" --list --test)" || return 1
+  while read -r kind name; do
+    case "$kind" in
+      apt) [[ "$allowed" == *" $name "* ]] || { echo "  build tier installs $name"; return 1; } ;;
+      hiredis) ;;
+      *) echo "  build tier: $kind $name"; return 1 ;;
+    esac
+  done <<<"$build"
+  # the test tier has the rest, every suite's own deps.sh included
+  for f in "$root"/tests/*/deps.sh; do
+    grep -qx "script ${f#$root/}" <<<"$test" || { echo "  test tier misses ${f#$root/}"; return 1; }
+  done
+  grep -qx "apt libcunit1-dev" <<<"$test" || return 1
+  # demo.sh runs the build tier: no --test, and no suite's deps.sh
+  grep -E '^[^#]*scripts/deps\.sh' "$root/scripts/demo.sh" | grep -vq -- '--test' &&
+    ! grep -E '^[^#]*(--test|tests/[a-z-]+/deps\.sh)' "$root/scripts/demo.sh"
+}
+check demo_tier
+
 echo "install: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
