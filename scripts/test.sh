@@ -25,7 +25,7 @@ if ! build "$HILOCK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
 fi
 
 # Suites that run only when named (slow or machine-changing), listed in docs/testing.md.
-optional=(python-matrix deb valkey safety-long)
+optional=(python-matrix deb valkey safety-long peers-smoke)
 suites=("$@")
 if [ "${#suites[@]}" -eq 0 ]; then
   suites=(c c-asan c-valgrind c-tsan)

@@ -19,8 +19,9 @@ hl_python() {
 # hl_pytest_on VERSION WHEEL TMPDIR: a venv of that Python at
 # build/pyvenv-VERSION (kept: pytest and redis stay installed), the wheel
 # force-installed into it, then tests/python run from a copy outside the tree.
-hl_pytest_on() {
+hl_pytest_on() { # VERSION WHEEL TMPDIR [TEST FILES...]: all of tests/python without them
   local v="$1" whl="$2" work="$3/pytest-$1" py venv="$root/build/pyvenv-$1"
+  shift 3
   py="$(hl_python "$v")" || { echo "  no Python $v (pyenv or python$v)"; return 1; }
   if ! "$venv/bin/python" -c 'import pytest, redis' 2>/dev/null; then
     rm -rf "$venv" && "$py" -m venv "$venv" &&
@@ -29,5 +30,5 @@ hl_pytest_on() {
   "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$whl" || return 1
   mkdir -p "$work" && cp "$root"/tests/python/*.py "$work/" &&
   # HILOCK_ROOT: the tests find the repository's helpers (tests/c/make_certs.sh)
-  (cd "$work" && HILOCK_ROOT="$root" timeout 300 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra)
+  (cd "$work" && HILOCK_ROOT="$root" timeout 300 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra "$@")
 }
