@@ -219,7 +219,37 @@ def thread_id() -> int:
 # --------------------------------------------------------------------------
 
 
-class _LostDispatcher:
+class _QueueThread:
+    """A daemon thread per process that drains one of the C shim's queues
+    (hilock.i): started on first use, and again in a forked child (whose
+    copy of the parent's thread does not run). Subclasses give the thread's
+    name and its ``_run``; callers hold ``self._mu`` around
+    ``_ensure_thread``."""
+
+    _thread_name = ""
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+
+    def _ensure_thread(self) -> None:
+        pid = os.getpid()
+        if self._thread is not None and self._pid == pid and self._thread.is_alive():
+            return
+        self._pid = pid
+        self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+        self._thread.start()
+
+    def _after_fork_in_child(self) -> None:
+        self._mu = threading.Lock()
+        self._thread = None
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class _LostDispatcher(_QueueThread):
     """Runs ``on_lost`` callbacks.
 
     The C watchdog thread never runs Python: the C shim in hilock.i queues
@@ -228,12 +258,12 @@ class _LostDispatcher:
     thread per process, started on first use (and again in a forked child).
     """
 
+    _thread_name = "hilock-lost"
+
     def __init__(self) -> None:
-        self._mu = threading.Lock()
+        super().__init__()
         self._targets: Dict[int, "weakref.ref[Any]"] = {}
         self._next = 1
-        self._thread: Optional[threading.Thread] = None
-        self._pid = 0
 
     def register(self, target: Any) -> int:
         with self._mu:
@@ -246,18 +276,6 @@ class _LostDispatcher:
     def unregister(self, token: int) -> None:
         with self._mu:
             self._targets.pop(token, None)
-
-    def _ensure_thread(self) -> None:
-        pid = os.getpid()
-        if self._thread is not None and self._pid == pid and self._thread.is_alive():
-            return
-        self._pid = pid
-        self._thread = threading.Thread(target=self._run, name="hilock-lost", daemon=True)
-        self._thread.start()
-
-    def _after_fork_in_child(self) -> None:
-        self._mu = threading.Lock()
-        self._thread = None
 
     def _run(self) -> None:
         while True:
@@ -314,31 +332,19 @@ def _stats_from_tuple(t: Tuple[int, ...]) -> Dict[str, Any]:
 _TRACE_LOST, _TRACE_IN_DOUBT, _TRACE_RECONNECT, _TRACE_SETTLE = 1, 2, 3, 4
 
 
-class _TraceLogger:
+class _TraceLogger(_QueueThread):
     """Logs the C library's trace events on ``logging.getLogger("hilock")``:
     losses, in-doubt reports and reconnects at WARNING, settles at INFO.
     The C callback only queues a copy (hilock.i); this daemon thread,
     blocked in ``hl_trace_next`` with the GIL released, logs them. The
     messages come from the library and hold no password."""
 
-    def __init__(self) -> None:
-        self._mu = threading.Lock()
-        self._thread: Optional[threading.Thread] = None
-        self._pid = 0
+    _thread_name = "hilock-trace"
 
     def watch(self, h: Any) -> None:
         _capi.hl_client_watch_trace(h, 1)
         with self._mu:
-            pid = os.getpid()
-            if self._thread is not None and self._pid == pid and self._thread.is_alive():
-                return
-            self._pid = pid
-            self._thread = threading.Thread(target=self._run, name="hilock-trace", daemon=True)
-            self._thread.start()
-
-    def _after_fork_in_child(self) -> None:
-        self._mu = threading.Lock()
-        self._thread = None
+            self._ensure_thread()
 
     def _run(self) -> None:
         while True:
