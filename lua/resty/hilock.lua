@@ -77,8 +77,10 @@ local function request_tid()
 end
 _M.thread_id = request_tid
 
-local function argerr(what, msg)
-    error("bad argument '" .. what .. "' (" .. msg .. ")", 3)
+-- level: where the error points, as error()'s (default 3: the caller of
+-- the function that checks)
+local function argerr(what, msg, level)
+    error("bad argument '" .. what .. "' (" .. msg .. ")", level or 3)
 end
 
 -- Float seconds -> ms. nil -> if_nil; 0 only when allow_zero.
@@ -879,14 +881,21 @@ function Client:id()
     return self.uuid
 end
 
-local function new_lock(self, name, kind, tid)
+-- A lock or semaphore name: a string the engine accepts (its words, as
+-- every binding's), else an argument error pointing where its caller's
+-- own check would have.
+local function check_name_arg(name)
     if type(name) ~= "string" then
-        argerr("name", "expected a string")
+        argerr("name", "expected a string", 4)
     end
-    local name_ok, why = proto.check_name(name) -- the engine's words, as every binding's
+    local name_ok, why = proto.check_name(name)
     if not name_ok then
-        argerr("name", why)
+        argerr("name", why, 4)
     end
+end
+
+local function new_lock(self, name, kind, tid)
+    check_name_arg(name)
     if tid ~= nil and (type(tid) ~= "number" or tid < 0 or tid % 1 ~= 0) then
         argerr("thread_id", "expected a non-negative integer")
     end
@@ -2049,13 +2058,7 @@ local Sem = {}
 Sem.__index = Sem
 
 local function new_sem(self, name, kind)
-    if type(name) ~= "string" then
-        argerr("name", "expected a string")
-    end
-    local name_ok, why = proto.check_name(name) -- the engine's words, as every binding's
-    if not name_ok then
-        argerr("name", why)
-    end
+    check_name_arg(name)
     local p = proto.sem(name, kind, self.mode == "cluster")
     return setmetatable({ client = self, name = name, p = p, slot = p:slot(), kind_name = kind },
                         Sem)
