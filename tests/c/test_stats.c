@@ -127,6 +127,32 @@ static int doubt_traced(void *arg)
     return n > 0;
 }
 
+/* Lost callbacks run after the hold's end is counted (hold_ms), while the
+ * trace event comes before it: wait for these before reading hold_ms. */
+typedef struct lost_count {
+    pthread_mutex_t mu;
+    int n;
+} lost_count;
+
+static void on_lost(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)l;
+    (void)tid;
+    lost_count *lc = payload;
+    pthread_mutex_lock(&lc->mu);
+    lc->n++;
+    pthread_mutex_unlock(&lc->mu);
+}
+
+static int lost_called_twice(void *arg)
+{
+    lost_count *lc = arg;
+    pthread_mutex_lock(&lc->mu);
+    int n = lc->n;
+    pthread_mutex_unlock(&lc->mu);
+    return n >= 2;
+}
+
 static void t_scripted_sequence(void)
 {
     th_redis h;
@@ -148,6 +174,9 @@ static void t_scripted_sequence(void)
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&b, c, "stats:b"), 0);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&b2, other, "stats:b"), 0);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&d, c, "stats:d"), 0);
+    lost_count lost_calls = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    hilock_lock_set_lost_callback(b, on_lost, &lost_calls);
+    hilock_lock_set_lost_callback(d, on_lost, &lost_calls);
 
     /* 1 timeout, 1 try (busy) and 1 cancel while the other client holds stats:b */
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(b2, 0, 60000), 0);
@@ -176,6 +205,7 @@ static void t_scripted_sequence(void)
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(d, 0, 0), 0);
     th_redis_pause(&h);
     CU_ASSERT(th_wait_for(doubt_traced, &ca, 4 * LEASE));
+    CU_ASSERT(th_wait_for(lost_called_twice, &lost_calls, 4 * LEASE));
     /* read while the server is still stopped: no renewal can have found
      * the in-doubt hold gone yet */
     memset(&s, 0, sizeof s);
