@@ -1129,6 +1129,10 @@ def main() -> int:
         for n, why in KNOWN_FAILURES.items():
             print(f"  {n}: {why}")
     if failed:
+        # the failing lines again, last, where a truncated log still shows them
+        for ln in summary:
+            if "-> FAIL" in ln or ln.startswith("      "):
+                print(ln)
         print(f"safety: FAILED {' '.join(failed)}; replay: tests/safety/run.sh --seed {seed} "
               + " ".join(f"--scenario {n}" for n in failed)
               + (" --long" if args.long else ""))
