@@ -42,6 +42,7 @@ typedef struct run_opts {
     int conflict_code;
     int on_lost;
     int quiet;
+    int stats;        /* --stats: print the run's figures on stderr at exit */
     const char *name;
     char **cmd;
     /* --semaphore NAME:PERMITS: a permit of the permit-expirable semaphore
@@ -90,6 +91,9 @@ static void run_usage(FILE *f)
           "  --grace S                 seconds between SIGTERM and SIGKILL (default 10)\n"
           "  --watchdog-lease S        watchdog lease (default 30; renewed every third)\n"
           "  -q, --quiet               no message when the lock is not acquired in time\n"
+          "  --stats                   at exit, print one line of figures on stderr: the\n"
+          "                            wait, the hold, how the lock came, its renewals and\n"
+          "                            losses (format: docs/cli.md)\n"
           "  -h, --help                this help\n"
           "\n"
           "COMMAND runs with HILOCK_LOCK_NAME=NAME (and HILOCK_FENCING_TOKEN with\n"
@@ -212,7 +216,7 @@ static void cloexec_new_fds(void)
 
 /* ---- option parsing ------------------------------------------------------ */
 
-enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE, O_FENCED, O_SEM };
+enum { O_URL = 256, O_LEASE, O_FAIR, O_ONLOST, O_GRACE, O_WDLEASE, O_FENCED, O_SEM, O_STATS };
 
 /* One option c (with its value arg; opt: how it was written, for messages)
  * into o: 0, 1 for --help, -1 on a bad value (reported). */
@@ -288,6 +292,7 @@ static int run_option(run_opts *o, int c, const char *arg, const char *opt)
         }
         break;
     case 'q': o->quiet = 1; break;
+    case O_STATS: o->stats = 1; break;
     case 'n': o->wait_ms = 0; break;
     case 'c':
         o->sh_cmd[0] = "/bin/sh";
@@ -383,6 +388,7 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, int *exit_now)
                                           {"grace", required_argument, 0, O_GRACE},
                                           {"watchdog-lease", required_argument, 0, O_WDLEASE},
                                           {"quiet", no_argument, 0, 'q'},
+                                          {"stats", no_argument, 0, O_STATS},
                                           {"help", no_argument, 0, 'h'},
                                           CLI_TLS_OPTIONS,
                                           {0, 0, 0, 0}};
@@ -502,6 +508,11 @@ typedef struct run_state {
     int interrupted;         /* the signal that ended the wait, or 0 */
     int lost;                /* the hold was lost while the command ran */
     int child_status;
+    /* --stats: the acquire's code and times (monotonic ms; held_at -1 when
+     * not granted), the permit renewal thread's counts */
+    int acquire_rc;
+    int64_t wait_from, wait_end, held_at, hold_end;
+    atomic_ullong permit_renewals, permit_renewal_failures;
 } run_state;
 
 /* Block the forwarded signals and SIGCHLD in every thread (before the
@@ -582,8 +593,85 @@ static void close_lock(run_state *st)
 /* Release the hold (or give the permit back): the call's code. */
 static int give_back(run_state *st)
 {
-    return st->sem ? hilock_permit_semaphore_release(st->sem, st->permit)
-                   : hilock_lock_release_tid(st->lock, st->tid);
+    int rc = st->sem ? hilock_permit_semaphore_release(st->sem, st->permit)
+                     : hilock_lock_release_tid(st->lock, st->tid);
+    st->hold_end = cli_now_ms();
+    return rc;
+}
+
+static const char *kind_word(const run_state *st)
+{
+    const run_opts *o = &st->o;
+    return o->sem_name      ? "semaphore"
+           : o->fair        ? "fair"
+           : o->mode == 's' ? "read"
+           : o->mode == 'x' ? "write"
+           : o->mode == 'f' ? "fenced"
+                            : "reentrant";
+}
+
+/* --stats: one line on stderr (docs/cli.md, "Statistics"): what this run's
+ * acquire and hold came to, from its own clock and the client's counters
+ * (hilock_client_stats; a permit's renewals are counted here). Called once
+ * the acquire has returned, before the client is closed. */
+static void print_stats(run_state *st)
+{
+    if (!st->o.stats)
+        return;
+    hilock_stats s;
+    memset(&s, 0, sizeof s);
+    s.version = HILOCK_STATS_VERSION;
+    if (hilock_client_stats(st->client, &s) != 0)
+        memset(&s, 0, sizeof s);
+    int rc = st->acquire_rc;
+    const char *outcome = rc == 0                                       ? "granted"
+                          : rc == HILOCK_ETIMEDOUT && st->o.wait_ms == 0 ? "busy"
+                          : rc == HILOCK_ETIMEDOUT                       ? "timed_out"
+                          : rc == HILOCK_ECANCELED                       ? "cancelled"
+                                                                         : "error";
+    const hilock_kind_stats *k = NULL;
+    uint64_t renewals, failures;
+    if (st->sem) {
+        renewals = atomic_load(&st->permit_renewals);
+        failures = atomic_load(&st->permit_renewal_failures);
+    } else {
+        hilock_kind kind = hilock_lock_kind(st->lock);
+        if ((unsigned)kind < HILOCK_STATS_KINDS)
+            k = &s.kind[kind];
+        renewals = s.renewals;
+        failures = s.renewal_failures;
+    }
+    const char *path = rc != 0 || !k             ? "-"
+                       : k->granted_first_try     ? "first_try"
+                       : k->granted_woken         ? "woken"
+                       : k->granted_retried       ? "retried"
+                                                  : "-";
+    char hold[24] = "-";
+    if (st->held_at >= 0)
+        snprintf(hold, sizeof hold, "%lld",
+                 (long long)((st->hold_end >= st->held_at ? st->hold_end : cli_now_ms()) -
+                             st->held_at));
+    int64_t waited = st->wait_end - st->wait_from;
+    fflush(stdout);
+    fprintf(stderr,
+            "%s: stats: kind=%s outcome=%s path=%s wait_ms=%lld hold_ms=%s renewals=%llu "
+            "renewal_failures=%llu lost=%d lost_gone=%llu lost_expired=%llu "
+            "lost_in_doubt=%llu settles=%llu reconnects=%llu redirects=%llu name=",
+            progname, kind_word(st), outcome, path, (long long)(waited > 0 ? waited : 0), hold,
+            (unsigned long long)renewals, (unsigned long long)failures, st->lost,
+            (unsigned long long)(k ? k->lost_gone : 0),
+            (unsigned long long)(k ? k->lost_expired : 0),
+            (unsigned long long)(k ? k->lost_in_doubt : 0), (unsigned long long)s.settles,
+            (unsigned long long)s.reconnects, (unsigned long long)s.redirects);
+    json_string(stderr, st->o.name, strlen(st->o.name));
+    fputc('\n', stderr);
+}
+
+/* The run is over (the acquire returned): --stats, then the handles. */
+static void finish(run_state *st)
+{
+    print_stats(st);
+    close_lock(st);
 }
 
 static const char *hold_errmsg(const run_state *st)
@@ -601,8 +689,12 @@ static int acquire_interruptible(run_state *st)
         hilock_lock_set_lost_callback(st->lock, on_lost, &lost_tid);
     acq_ctx a = {st->sem, "", st->lock, st->tid, st->o.wait_ms,
                  st->sem ? st->permit_lease : st->o.lease_ms, 0, 0};
+    st->wait_from = cli_now_ms();
+    st->held_at = -1;
     pthread_t th;
     if (pthread_create(&th, NULL, acquire_thread, &a) != 0) {
+        st->wait_end = cli_now_ms();
+        st->acquire_rc = HILOCK_ENOMEM;
         cli_err("cannot start a thread");
         return HILOCK_ENOMEM;
     }
@@ -623,6 +715,10 @@ static int acquire_interruptible(run_state *st)
     if (st->interrupted)
         cancel_wait(&a);
     pthread_join(th, NULL);
+    st->wait_end = cli_now_ms();
+    if (a.rc == 0)
+        st->held_at = st->wait_end;
+    st->acquire_rc = a.rc;
     st->token = a.token;
     memcpy(st->permit, a.permit, sizeof st->permit);
     return a.rc;
@@ -660,7 +756,7 @@ static int acquire_outcome(run_state *st, int rc)
         status = 128 + st->interrupted;
     }
     if (status)
-        close_lock(st);
+        finish(st);
     return status;
 }
 
@@ -684,12 +780,14 @@ static void *permit_renewal_thread(void *arg)
         int q = hilock_permit_semaphore_update_lease(st->sem, st->permit, st->permit_lease);
         if (q == 0) {
             atomic_store(&st->confirmed_at, now);
+            atomic_fetch_add(&st->permit_renewals, 1);
             next = now + period;
         } else if (q == HILOCK_ENOTOWNER) {
             atomic_store(&lost_flag, 1);
             wake_main();
             return NULL;
         } else {
+            atomic_fetch_add(&st->permit_renewal_failures, 1);
             next = cli_now_ms() + (period < 1000 ? period : 1000); /* server trouble: soon */
         }
         wake_main(); /* the main loop times the doubt from confirmed_at */
@@ -881,7 +979,7 @@ static int run_steps(run_state *st, int argc, char **argv)
     if (lease_check_at == -2) {
         cli_err("cannot start the permit renewal thread");
         give_back(st);
-        close_lock(st);
+        finish(st);
         return EXIT_UNAVAILABLE;
     }
     set_command_env(st);
@@ -890,13 +988,13 @@ static int run_steps(run_state *st, int argc, char **argv)
         cli_err("cannot start the command: %s", strerror(errno));
         stop_permit_renewal(st);
         give_back(st);
-        close_lock(st);
+        finish(st);
         return EXIT_UNAVAILABLE;
     }
     supervise(st, pid, lease_check_at);
     stop_permit_renewal(st);
     release_after(st);
-    close_lock(st);
+    finish(st);
     if (st->lost && st->o.on_lost == ON_LOST_KILL)
         return EXIT_LOST;
     return exit_status_of(st->child_status);

@@ -568,13 +568,77 @@ test_status_patterns_waiting() {
   wait_exit "$h" 5 && wait_exit "$w1" 5
 }
 
+# --stats: one line "hilock: stats: k=v ... name=JSON" on stderr (docs/cli.md)
+stats_line() { grep '^hilock: stats: ' "$1"; }
+stat() { # stat FILE KEY -> the value of KEY in FILE's stats line
+  stats_line "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+stats_is() { # stats_is FILE KEY=VALUE... : every pair as printed
+  local f="$1" kv; shift
+  check "one stats line in $(basename "$f")" [ "$(stats_line "$f" | wc -l)" = 1 ] || { cat "$f"; return 1; }
+  for kv in "$@"; do
+    local got; got="$(stat "$f" "${kv%%=*}")"
+    check "${kv%%=*}=${kv#*=} (got '$got')" [ "$got" = "${kv#*=}" ] || { cat "$f"; return 1; }
+  done
+}
+
+test_run_stats() {
+  local z="renewals=0 renewal_failures=0 settles=0 reconnects=0 redirects=0"
+  # granted at the first try; hold at least the command's 0.3 s
+  "$HL" run --stats rs -- sleep 0.3 2>"$T/rs1.err" || return 1
+  stats_is "$T/rs1.err" kind=reentrant outcome=granted path=first_try lost=0 lost_gone=0 \
+    lost_expired=0 lost_in_doubt=0 $z || return 1
+  check "hold_ms >= 300 ($(stat "$T/rs1.err" hold_ms))" [ "$(stat "$T/rs1.err" hold_ms)" -ge 300 ] || return 1
+  check "name printed as a JSON string" grep -q ' name="rs"$' "$T/rs1.err" || return 1
+  # without --stats: no line
+  "$HL" run rs -- true 2>"$T/rs0.err" || return 1
+  check "no stats line without --stats" [ ! -s "$T/rs0.err" ] || return 1
+  # while another holds it: one try (busy), a wait that runs out, a wait woken by the release
+  bg "$HL" run rs -- sh -c "$(holder_cmd rs)"; local h=$LAST
+  wait_for 5 "holder started" test -e "$T/rs.started" || return 1
+  "$HL" run --stats -n -q rs -- true 2>"$T/rs2.err"
+  stats_is "$T/rs2.err" outcome=busy path=- hold_ms=- || return 1
+  "$HL" run --stats -w 0.3 rs -- true 2>"$T/rs3.err"
+  stats_is "$T/rs3.err" outcome=timed_out path=- hold_ms=- lost=0 || return 1
+  check "wait_ms >= 300 ($(stat "$T/rs3.err" wait_ms))" [ "$(stat "$T/rs3.err" wait_ms)" -ge 300 ] || return 1
+  bg "$HL" run --stats rs -- true 2>"$T/rs4.err"; local w=$LAST
+  wait_for 5 "waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{rs}' | tail -1)\" = 1 ]" || return 1
+  # a waiter that is interrupted: cancelled
+  bg env --default-signal=INT "$HL" run --stats rs -- true 2>"$T/rs5.err"; local c=$LAST
+  wait_for 5 "second waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{rs}' | tail -1)\" = 2 ]" || return 1
+  kill -INT "$c"; wait_exit "$c" 5
+  check "interrupted waiter exits 130 (got $WAIT_RC)" [ "$WAIT_RC" = 130 ] || return 1
+  stats_is "$T/rs5.err" outcome=cancelled path=- hold_ms=- || return 1
+  touch "$T/rs.go"
+  wait_exit "$h" 5 && wait_exit "$w" 5 || return 1
+  stats_is "$T/rs4.err" kind=reentrant outcome=granted path=woken lost=0 $z || return 1
+  # a hold removed by a force unlock while the command runs: lost, and counted as gone
+  bg "$HL" run --stats --watchdog-lease 0.3 --on-lost=warn rsl -- sh -c "$(holder_cmd rsl)" 2>"$T/rs6.err"; h=$LAST
+  wait_for 5 "holder started" test -e "$T/rsl.started" || return 1
+  "$HL" unlock --force --yes rsl >/dev/null || return 1
+  wait_for 5 "loss reported" grep -q "warning: lock rsl was lost" "$T/rs6.err" || return 1
+  touch "$T/rsl.go"; wait_exit "$h" 5
+  check "warn keeps the command's status (0, got $WAIT_RC)" [ "$WAIT_RC" = 0 ] || return 1
+  stats_is "$T/rs6.err" outcome=granted path=first_try lost=1 lost_gone=1 lost_expired=0 \
+    lost_in_doubt=0 || return 1
+  # the other kinds name themselves; a permit has no grant path
+  "$HL" run --stats --fair -q rsf -- true 2>"$T/rs7.err" || return 1
+  stats_is "$T/rs7.err" kind=fair outcome=granted path=first_try || return 1
+  "$HL" run --stats -x rsw -- true 2>"$T/rs8.err" || return 1
+  stats_is "$T/rs8.err" kind=write outcome=granted path=first_try || return 1
+  "$HL" run --stats --fenced rsx -- true 2>"$T/rs9.err" || return 1
+  stats_is "$T/rs9.err" kind=fenced outcome=granted path=first_try || return 1
+  "$HL" run --stats --semaphore rss:1 -- true 2>"$T/rs10.err" || return 1
+  stats_is "$T/rs10.err" kind=semaphore outcome=granted path=- lost=0 $z
+}
+
 for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_passthrough \
          test_sigterm_forwarded test_lost_lock_kills_command test_lost_lock_warn \
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
          test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
          test_usage_and_errors test_tls_options test_shared_exclusive_fenced test_semaphore \
-         test_options_anywhere test_flock_spellings test_status_patterns_waiting; do
+         test_options_anywhere test_flock_spellings test_status_patterns_waiting test_run_stats; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
