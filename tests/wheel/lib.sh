@@ -23,9 +23,14 @@ hl_pytest_on() { # VERSION WHEEL TMPDIR [TEST FILES...]: all of tests/python wit
   local v="$1" whl="$2" work="$3/pytest-$1" py venv="$root/build/pyvenv-$1"
   shift 3
   py="$(hl_python "$v")" || { echo "  no Python $v (pyenv or python$v)"; return 1; }
-  if ! "$venv/bin/python" -c 'import pytest, redis' 2>/dev/null; then
+  # pytest and redis-py as pinned (with hashes) in tests/wheel/requirements-pytest.txt
+  local req="$root/tests/wheel/requirements-pytest.txt" sum
+  sum="$(sha256sum "$req" | cut -d' ' -f1)"
+  if ! "$venv/bin/python" -c 'import pytest, redis' 2>/dev/null ||
+     [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$sum" ]; then
     rm -rf "$venv" && "$py" -m venv "$venv" &&
-    "$venv/bin/pip" install -q --disable-pip-version-check "pytest>=7" "redis>=4.5" || return 1
+    "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$req" &&
+    echo "$sum" >"$venv/.requirements.sha256" || return 1
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$whl" || return 1
   mkdir -p "$work" && cp "$root"/tests/python/*.py "$work/" &&
