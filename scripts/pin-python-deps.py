@@ -36,6 +36,13 @@ FILES: Dict[str, Tuple[List[str], List[str], str]] = {
         ["pytest>=7", "redis>=4.5"],
         ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"],
         "tests/wheel/lib.sh: pytest and redis-py for each Python version"),
+    # bench/peers: the Python peers (and matplotlib for the report's figures)
+    "bench/peers/requirements-smoke.txt": (
+        ["redis", "python-redis-lock", "pottery", "aioredlock"], ["3.11"],
+        "bench/peers/deps.sh --smoke: the Python peers"),
+    "bench/peers/requirements.txt": (
+        ["redis", "python-redis-lock", "pottery", "aioredlock", "matplotlib"], ["3.11"],
+        "bench/peers/deps.sh: the Python peers and matplotlib"),
 }
 
 

@@ -36,13 +36,14 @@ fi
 command -v go >/dev/null || { echo "peers deps: the Go toolchain (go) is not on the PATH" >&2; exit 1; }
 
 # 1. Python peers
-pkgs=(redis python-redis-lock pottery aioredlock)
-[ $smoke = 1 ] || pkgs+=(matplotlib)
-s="$(echo "${pkgs[*]}" | sha1sum | cut -c1-12)"
+# pinned with their hashes (scripts/pin-python-deps.py writes these files)
+req="$here/requirements.txt"
+[ $smoke = 1 ] && req="$here/requirements-smoke.txt"
+s="$(sha1sum "$req" | cut -c1-12)"
 if ! fresh venv "$s" && ! { [ $smoke = 1 ] && [ -n "$(cat "$out/venv.stamp" 2>/dev/null)" ]; }; then
   [ -x "$out/venv/bin/python" ] || python3 -m venv "$out/venv"
-  echo "peers deps: pip install ${pkgs[*]}" >&2
-  "$out/venv/bin/python" -m pip install -q --disable-pip-version-check "${pkgs[@]}"
+  echo "peers deps: pip install --require-hashes -r ${req#$root/}" >&2
+  "$out/venv/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$req"
   echo "$s" >"$out/venv.stamp"
 fi
 
