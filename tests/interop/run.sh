@@ -27,12 +27,35 @@ agent_cmd_of() { # version -> command line of the agent built against it
     bash "$here/deps.sh" >&2 && mvn "${mvn_args[@]}" >"$out/mvn-$v.log" 2>&1 ||
       { cat "$out/mvn-$v.log" >&2; return 1; }
   fi
+  check_jars "$jvm/classpath.txt" || return 1
   echo "java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dorg.slf4j.simpleLogger.defaultLogLevel=warn" \
        "-cp $jvm/classes:$(cat "$jvm/classpath.txt") hilock.interop.Agent"
 }
+# Every jar on the agent's classpath (Redisson and what it pulls in) must have
+# the SHA-256 pinned in jars.sha256 (path relative to the Maven repository).
+# INTEROP_PIN=1 writes the file from what Maven resolved instead.
+pins="$here/jars.sha256"
+check_jars() { # classpath.txt
+  local jar rel sum want bad=0
+  for jar in $(tr ':' ' ' <"$1"); do
+    rel="${jar#*/repository/}"
+    sum="$(sha256sum "$jar" | cut -d' ' -f1)"
+    if [ "${INTEROP_PIN:-}" = 1 ]; then
+      { grep -v "  $rel\$" "$pins" 2>/dev/null; echo "$sum  $rel"; } | sort -k2 >"$pins.tmp" && mv "$pins.tmp" "$pins"
+      continue
+    fi
+    want="$(awk -v r="$rel" '$2 == r {print $1}' "$pins" 2>/dev/null)"
+    if [ -z "$want" ]; then
+      echo "interop: $rel is not pinned in tests/interop/jars.sha256 (INTEROP_PIN=1 adds it)" >&2; bad=1
+    elif [ "$want" != "$sum" ]; then
+      echo "interop: $rel has SHA-256 $sum, pinned $want" >&2; bad=1
+    fi
+  done
+  return $bad
+}
 agent_cmds=()
 for v in $versions; do
-  cmd="$(agent_cmd_of "$v")" || die "maven build of the agent (Redisson $v) failed"
+  cmd="$(agent_cmd_of "$v")" || die "maven build of the agent (Redisson $v) failed, or a jar is not as pinned"
   agent_cmds+=("$cmd")
 done
 
