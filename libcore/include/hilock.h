@@ -1071,7 +1071,12 @@ HILOCK_API int hilock_async_multilock_is_lost(const hilock_async *a, const hiloc
  * lease - lease/5 (the link is down; the lease may end there and another
  * client take the lock; the lost callback's hilock_async_errmsg says "in
  * doubt"). A hold in doubt is still renewed; if a renewal then finds it
- * gone, that is reported too (a second call). */
+ * gone, that is reported too (a second call). Asked while the loop is held
+ * up (from a long callback, or before calling into the loop again after a
+ * pause), it also says 1 once a full lease has passed since the last
+ * renewal the server confirmed, before the loop has run the timer that
+ * reports it: the lease may have ended there and another client may hold
+ * the lock. */
 HILOCK_API int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l,
                                     uint64_t tid);
 

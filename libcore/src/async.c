@@ -2136,7 +2136,17 @@ int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l, uint64_t t
     if (!a || !l)
         return 0;
     const as_hold *h = hl_as_hold_find((hilock_async *)a, l, tid);
-    return h && (h->lost || h->doubted);
+    if (!h)
+        return 0;
+    if (h->lost || h->doubted)
+        return 1;
+    /* asked before the loop has run again (it was blocked): the timer that
+     * reports the hold in doubt may be overdue; the engine's rule says */
+    const hilock_options *o = &h->link->client->t.opts;
+    return h->watchdog &&
+           hl_renew_in_doubt(h->confirmed_at, o->watchdog_lease_ms,
+                             h->renewing ? h->renew_sent_at : -1, o->command_timeout_ms,
+                             now_ms());
 }
 
 as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc)

@@ -723,6 +723,14 @@ HL_HIDDEN int64_t hl_renew_doubt_after(int64_t watchdog_lease_ms);
  * I/O; hilock_async: its loop's timer). */
 HL_HIDDEN int64_t hl_renew_doubt_at(int64_t confirmed_at, int64_t watchdog_lease_ms,
                                     int64_t renew_sent_at, int64_t command_timeout_ms);
+/* 1 when that hold is in doubt at now by the rule of hl_renew_doubt_at, for
+ * a holder asking between two turns of its timer (its loop blocked: a query
+ * made before the loop has run again): a renewal not sent yet counts as sent
+ * now, so a hold is in doubt once its lease may have ended on the server
+ * (confirmed_at + lease), even though the timer that reports it has not run
+ * yet; before that the renewal due goes out first, as the timer's rule. */
+HL_HIDDEN int hl_renew_in_doubt(int64_t confirmed_at, int64_t watchdog_lease_ms,
+                                int64_t renew_sent_at, int64_t command_timeout_ms, int64_t now);
 
 /* ---- redirects and topology (proto_route.c) ----
  * One routed command: feed each reply (or connection failure) to the route

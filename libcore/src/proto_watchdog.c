@@ -89,3 +89,10 @@ int64_t hl_renew_doubt_at(int64_t confirmed_at, int64_t watchdog_lease_ms,
     }
     return at;
 }
+
+int hl_renew_in_doubt(int64_t confirmed_at, int64_t watchdog_lease_ms, int64_t renew_sent_at,
+                      int64_t command_timeout_ms, int64_t now)
+{
+    return now >= hl_renew_doubt_at(confirmed_at, watchdog_lease_ms,
+                                    renew_sent_at >= 0 ? renew_sent_at : now, command_timeout_ms);
+}

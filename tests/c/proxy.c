@@ -36,6 +36,7 @@ typedef struct pconn {
     th_proxy *p;
     pthread_t th;
     int cfd, sfd;
+    int kill; /* th_proxy_reset: reset both ways (under the proxy's mu) */
 } pconn;
 
 struct th_proxy {
@@ -47,6 +48,9 @@ struct th_proxy {
     int nrules, fired;
     pconn *conns[CONN_MAX];
     int nconns;
+    int drop_up, drop_down, stalling, refusing; /* th_proxy_silence ... */
+    int stalled[CONN_MAX];                     /* accepted, never answered */
+    int nstalled;
 };
 
 static int64_t mono_ms(void)
@@ -121,10 +125,14 @@ static void *conn_main(void *arg)
     char buf[65536];
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        int stop = p->stop;
+        int stop = p->stop, kill = pc->kill;
         pthread_mutex_unlock(&p->mu);
         if (stop)
             break;
+        if (kill) {
+            client_open = 1; /* reset the client's side too */
+            break;
+        }
         int64_t now = mono_ms(), next = now + 50;
         /* deliver what is due, in order per direction */
         int reset = 0, dead = 0;
@@ -169,9 +177,14 @@ static void *conn_main(void *arg)
             continue;
         if (pf[0].revents) {
             ssize_t r = recv(pc->cfd, buf, sizeof buf, 0);
+            pthread_mutex_lock(&p->mu);
+            int drop = p->drop_up;
+            pthread_mutex_unlock(&p->mu);
             if (r <= 0) {
                 client_open = 0; /* held requests still go out */
                 drop_all(&down);
+            } else if (drop) {
+                /* requests lost: the server never sees them */
             } else {
                 chunk *c = malloc(sizeof *c + (size_t)r);
                 if (!c)
@@ -200,6 +213,11 @@ static void *conn_main(void *arg)
             ssize_t r = recv(pc->sfd, buf, sizeof buf, 0);
             if (r <= 0)
                 break;
+            pthread_mutex_lock(&p->mu);
+            int drop = p->drop_down;
+            pthread_mutex_unlock(&p->mu);
+            if (drop) /* replies lost: the client never sees them */
+                continue;
             chunk *c = malloc(sizeof *c + (size_t)r);
             if (!c)
                 break;
@@ -244,6 +262,17 @@ static void *accept_main(void *arg)
             continue;
         int cfd = accept(p->lfd, NULL, NULL);
         if (cfd < 0)
+            continue;
+        pthread_mutex_lock(&p->mu);
+        int refusing = p->refusing, stalled = 0;
+        if (!refusing && p->stalling && p->nstalled < CONN_MAX) {
+            p->stalled[p->nstalled++] = cfd;
+            stalled = 1;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (refusing)
+            rst_close(cfd);
+        if (refusing || stalled)
             continue;
         int sfd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in a;
@@ -327,6 +356,36 @@ void th_proxy_hold_request(th_proxy *p, const char *pat, int delay_ms)
     add_rule(p, 2, pat, delay_ms);
 }
 
+void th_proxy_silence(th_proxy *p, int up, int down)
+{
+    pthread_mutex_lock(&p->mu);
+    p->drop_up = up;
+    p->drop_down = down;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void th_proxy_stall_new(th_proxy *p, int on)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stalling = on;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void th_proxy_refuse(th_proxy *p, int on)
+{
+    pthread_mutex_lock(&p->mu);
+    p->refusing = on;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void th_proxy_reset(th_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns; i++)
+        p->conns[i]->kill = 1;
+    pthread_mutex_unlock(&p->mu);
+}
+
 int th_proxy_fired(th_proxy *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -347,6 +406,8 @@ void th_proxy_stop(th_proxy *p)
         pthread_join(p->conns[i]->th, NULL);
         free(p->conns[i]);
     }
+    for (int i = 0; i < p->nstalled; i++)
+        rst_close(p->stalled[i]);
     close(p->lfd);
     pthread_mutex_destroy(&p->mu);
     free(p);

@@ -11,6 +11,14 @@
  *   delay_ms before it reaches the server (a request delivered late); the
  *   chunks after it on that connection wait behind it, in order. It is
  *   delivered even when the client closed its side meanwhile.
+ * - th_proxy_silence: drop (not hold) every byte in one direction or both,
+ *   on the live connections and on those accepted later: up = requests
+ *   lost, down = replies lost. (0, 0) ends it; what was dropped stays lost.
+ * - th_proxy_stall_new: new connections are accepted and then never
+ *   answered (connect succeeds, the handshake hangs: a load balancer or a
+ *   half-dead host); they stay open and silent until th_proxy_stop.
+ * - th_proxy_refuse: new connections are reset at once.
+ * - th_proxy_reset: every live connection is reset (RST) both ways now.
  */
 #ifndef HILOCK_TEST_PROXY_H
 #define HILOCK_TEST_PROXY_H
@@ -24,6 +32,10 @@ int th_proxy_port(const th_proxy *p);
 const char *th_proxy_url(const th_proxy *p);
 void th_proxy_late_reply_then_reset(th_proxy *p, const char *pat, int delay_ms);
 void th_proxy_hold_request(th_proxy *p, const char *pat, int delay_ms);
+void th_proxy_silence(th_proxy *p, int up, int down);
+void th_proxy_stall_new(th_proxy *p, int on);
+void th_proxy_refuse(th_proxy *p, int on);
+void th_proxy_reset(th_proxy *p);
 /* How many of the rules above have done what they say (the reply delivered
  * and the connection reset; the held request delivered). */
 int th_proxy_fired(th_proxy *p);

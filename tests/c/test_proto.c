@@ -1249,6 +1249,13 @@ static void t_renew_doubt_at(void)
     CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 3800, 300), 4000); /* capped by the lease */
     CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 4500, 300), 4500); /* lease over: now */
     CU_ASSERT_EQUAL(hl_renew_doubt_at(0, 1, -1, 0), 1);
+    /* asked between timer turns: a renewal not sent yet counts as sent now */
+    CU_ASSERT_EQUAL(hl_renew_in_doubt(1000, 3000, -1, 300, 3399), 0);
+    CU_ASSERT_EQUAL(hl_renew_in_doubt(1000, 3000, -1, 300, 3900), 0); /* renewal goes first */
+    CU_ASSERT_EQUAL(hl_renew_in_doubt(1000, 3000, -1, 300, 4000), 1); /* the lease is over */
+    CU_ASSERT_EQUAL(hl_renew_in_doubt(1000, 3000, 2000, 300, 3400), 1); /* sent in time */
+    CU_ASSERT_EQUAL(hl_renew_in_doubt(1000, 3000, 3600, 300, 3899), 0); /* its answer awaited */
+    CU_ASSERT_EQUAL(hl_renew_in_doubt(1000, 3000, 3600, 300, 3900), 1);
 }
 
 static void t_renew_many(void)

@@ -1,0 +1,265 @@
+/*
+ * The non-blocking API (hilock_async) under the faults of DESIGN.md §6 that
+ * leave a holder unsure (issue 31 item 4 (a), (b), (e), (f)): a watchdog hold
+ * whose link to a real redis-server goes through the C tests' fault proxy
+ * (proxy.h), while another client talks to the server directly.
+ *
+ * - half-dead: the live connections drop every byte both ways and new
+ *   connections are accepted, then never answered (connect succeeds, the
+ *   handshake hangs);
+ * - requests lost / replies lost: one direction dropped (replies lost: the
+ *   renewals may still reach the server and keep the lock alive there);
+ * - an outage longer than the lease: the server SIGSTOPped; the proxy
+ *   resetting every connection and refusing new ones;
+ * - the application's loop blocked past the lease (a renewal due meanwhile).
+ *
+ * In each, the holder is told (lost callback, "in doubt" or lost) before the
+ * other client's acquire succeeds. The loop and the other client's tries run
+ * in this one thread, one after the other, so the order seen is the order
+ * things happened. Generous bounds; the times are printed.
+ */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "hilock/adapters/epoll.h"
+#include "proxy.h"
+
+static th_redis srv;
+#include "async_helpers.h"
+
+/* Renewals every 666 ms, "in doubt" 1600 ms after the last confirmed one;
+ * command and connect timeouts of lease/3, as tests/faults/test_silence.py:
+ * a renewal's I/O may be stuck for a whole period. */
+enum { LEASE = 2000, IO_TIMEOUT = 700 };
+
+typedef struct seen {
+    int n;
+    int64_t at; /* th_now_ms() of the first report */
+    char msg[512];
+} seen;
+
+static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
+{
+    (void)lock;
+    (void)tid;
+    seen *s = payload;
+    if (s->n++ == 0) {
+        s->at = th_now_ms();
+        snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
+    }
+}
+
+static hilock_client *open_url(const char *url, int64_t timeout_ms)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = LEASE;
+    o.command_timeout_ms = timeout_ms;
+    o.connect_timeout_ms = timeout_ms;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
+    if (rc != 0)
+        printf("\n  open %s: %s (%s)\n", url, hilock_strerror(rc), err);
+    return c;
+}
+
+/* Run the loop until the watchdog renewed the key once after its grant (its
+ * PTTL went back up), so that the fault starts right after a renewal. */
+static int run_until_renewed(hilock_async *a, const char *name)
+{
+    int64_t end = th_now_ms() + 3 * LEASE;
+    int ran_down = 0;
+    while (th_now_ms() < end) {
+        hilock_epoll_run_once(&ep, a, 10);
+        long long pttl = th_redis_int(&srv, "PTTL %s", name);
+        if (pttl < LEASE - 300)
+            ran_down = 1;
+        else if (ran_down && pttl > LEASE - 150)
+            return 1;
+    }
+    return 0;
+}
+
+typedef enum fault {
+    HALF_DEAD,
+    REQUESTS_LOST,
+    REPLIES_LOST,
+    SERVER_STOPPED, /* SIGSTOP for LEASE + 1000 ms */
+    PROXY_REFUSING, /* live connections reset, new ones refused */
+} fault;
+
+static const char *fault_name(fault f)
+{
+    static const char *names[] = {"half-dead", "requests lost", "replies lost",
+                                  "server stopped past the lease", "proxy refusing"};
+    return names[f];
+}
+
+static void scenario(fault f, const char *name)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_client *c = open_url(th_proxy_url(p), IO_TIMEOUT);
+    hilock_client *o = open_url(srv.url, 1000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_lock *l = NULL, *ol = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&ol, o, name) == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
+    CU_ASSERT_FATAL(run_until_renewed(a, name));
+    CU_ASSERT_EQUAL(s.n, 0);
+
+    int64_t t0 = th_now_ms(), resume_at = -1;
+    switch (f) {
+    case HALF_DEAD:
+        th_proxy_stall_new(p, 1);
+        th_proxy_silence(p, 1, 1);
+        break;
+    case REQUESTS_LOST:
+        th_proxy_silence(p, 1, 0);
+        break;
+    case REPLIES_LOST:
+        th_proxy_silence(p, 0, 1);
+        break;
+    case SERVER_STOPPED:
+        th_redis_pause(&srv);
+        resume_at = t0 + LEASE + 1000;
+        break;
+    case PROXY_REFUSING:
+        th_proxy_refuse(p, 1);
+        th_proxy_reset(p);
+        break;
+    }
+    /* the loop, and between its turns the other client's try (direct to the
+     * server; not while the server is stopped, where it would block the
+     * loop for its command timeout) */
+    int64_t got_at = -1;
+    while (th_now_ms() - t0 < 3 * LEASE && (got_at < 0 || !s.n)) {
+        hilock_epoll_run_once(&ep, a, 10);
+        if (resume_at >= 0 && th_now_ms() >= resume_at) {
+            th_redis_resume(&srv);
+            resume_at = -1;
+        }
+        if (got_at < 0 && resume_at < 0 && hilock_lock_acquire(ol, 0, 30000) == 0)
+            got_at = th_now_ms();
+    }
+    if (resume_at >= 0)
+        th_redis_resume(&srv);
+    th_proxy_stall_new(p, 0);
+    th_proxy_silence(p, 0, 0);
+    th_proxy_refuse(p, 0);
+    printf("\n  %s: holder told after %lld ms (%s); other client acquired after %lld ms",
+           fault_name(f), s.n ? (long long)(s.at - t0) : -1LL, s.n ? s.msg : "never told",
+           got_at >= 0 ? (long long)(got_at - t0) : -1LL);
+    CU_ASSERT(s.n >= 1);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), s.n >= 1);
+    if (f == REPLIES_LOST && got_at < 0) {
+        /* the renewals reached the server: it is still the holder's there,
+         * and the holder was told it is in doubt */
+        CU_ASSERT(th_redis_int(&srv, "PTTL %s", name) > 0);
+    } else {
+        CU_ASSERT(got_at >= 0);
+        CU_ASSERT(s.n >= 1 && s.at <= got_at); /* never two owners believing */
+    }
+    if (s.n)
+        CU_ASSERT(strstr(s.msg, "in doubt") != NULL || strstr(s.msg, "lost") != NULL);
+    if (got_at >= 0)
+        CU_ASSERT_EQUAL(hilock_lock_release(ol), 0);
+    res rel = {0}; /* the holder's release ends, whatever it finds */
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 3 * LEASE));
+    th_redis_int(&srv, "DEL %s", name);
+    hilock_lock_free(l);
+    hilock_lock_free(ol);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(o);
+    th_proxy_stop(p);
+}
+
+static void t_half_dead(void) { scenario(HALF_DEAD, "as-half-dead"); }
+static void t_requests_lost(void) { scenario(REQUESTS_LOST, "as-req-lost"); }
+static void t_replies_lost(void) { scenario(REPLIES_LOST, "as-rep-lost"); }
+static void t_server_stopped(void) { scenario(SERVER_STOPPED, "as-stopped"); }
+static void t_proxy_refusing(void) { scenario(PROXY_REFUSING, "as-refusing"); }
+
+/* The application does not call into the loop for longer than the lease (a
+ * renewal falls due, then the lease runs out on the server, and another
+ * client takes the lock meanwhile). When it comes back, it must not be told
+ * it holds the lock: hilock_async_is_lost says so at once, before the loop
+ * has run, and the lost callback comes in the first call into the loop. */
+static void t_loop_blocked_past_lease(void)
+{
+    const char *name = "as-blocked";
+    hilock_client *c = open_url(srv.url, IO_TIMEOUT);
+    hilock_client *o = open_url(srv.url, 1000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_lock *l = NULL, *ol = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&ol, o, name) == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
+    CU_ASSERT_FATAL(run_until_renewed(a, name));
+    int64_t t0 = th_now_ms();
+    /* blocked: no call into the loop; the other client waits for the lock */
+    int orc = hilock_lock_acquire(ol, 3 * LEASE, 30000);
+    int64_t got_at = th_now_ms();
+    int lost_before_loop = hilock_async_is_lost(a, l, 1);
+    hilock_epoll_run_once(&ep, a, 0); /* the first call into the loop */
+    int64_t back_at = th_now_ms();
+    int told_first_call = s.n;
+    run_until_n(a, &s.n, 1, 2 * LEASE);
+    printf("\n  loop blocked: other client acquired after %lld ms (rc %d); back in the loop "
+           "after %lld ms: is_lost before the loop %d, told in the first call %d (%s)",
+           (long long)(got_at - t0), orc, (long long)(back_at - t0), lost_before_loop,
+           told_first_call, s.n ? s.msg : "never told");
+    CU_ASSERT_EQUAL(orc, 0);
+    CU_ASSERT_EQUAL(lost_before_loop, 1);
+    CU_ASSERT(told_first_call >= 1);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), 1);
+    if (orc == 0)
+        CU_ASSERT_EQUAL(hilock_lock_release(ol), 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 3 * LEASE));
+    hilock_lock_free(l);
+    hilock_lock_free(ol);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(o);
+}
+
+static int init_srv(void) { return th_redis_start(&srv, NULL); }
+
+static int clean_srv(void)
+{
+    th_redis_stop(&srv);
+    return 0;
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("hilock_async: a holder unsure is told first", init_srv, clean_srv);
+    CU_add_test(s, "(a) half-dead link and server", t_half_dead);
+    CU_add_test(s, "(b) requests lost", t_requests_lost);
+    CU_add_test(s, "(b) replies lost", t_replies_lost);
+    CU_add_test(s, "(e) server stopped past the lease", t_server_stopped);
+    CU_add_test(s, "(e) proxy resets and refuses past the lease", t_proxy_refusing);
+    CU_add_test(s, "(f) loop blocked past the lease", t_loop_blocked_past_lease);
+    return th_cu_run();
+}
