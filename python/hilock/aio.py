@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 import math
 import os
 import random
@@ -74,7 +75,7 @@ from typing import (
 from . import _engine as _E_module
 # the blocking API's argument rules, shared: seconds -> ms, thread ids, notes
 from ._core import (_check_tid, _from_redis, _lease_ms, _note, _protocol_args, _redact_url,
-                    _to_ms, _wait_ms)
+                    _stats_from_tuple, _to_ms, _wait_ms)
 from ._errors import (
     ClosedError,
     Error,
@@ -112,6 +113,42 @@ _DONE = _E.ACT_DONE
 _LONG_WAIT_MS = 60000  # "until a message": look again at least this often
 _MAX_REDIRECTS = 20    # sentinel: "no master" answers followed per command
 _REDIRECT_PAUSE = 0.1  # seconds between them (a failover takes a moment)
+
+_log = logging.getLogger("hilock")
+
+
+# --------------------------------------------------------------------------
+# statistics: the blocking client's counters (hilock_client_stats), kept by
+# this driver with the same names and meanings (docs/observability.md)
+# --------------------------------------------------------------------------
+
+# one kind's figures, in hilock_kind_stats's order (what _stats_from_tuple reads)
+(_S_GRANTED, _S_TIMED_OUT, _S_CANCELLED, _S_BUSY, _S_FIRST, _S_WOKEN,
+ _S_RETRIED) = range(7)
+_S_BUCKETS = 24                      # HILOCK_STATS_BUCKETS
+_S_WAIT = 7                          # wait_ms[24]
+_S_HOLD = _S_WAIT + _S_BUCKETS       # hold_ms[24]
+_S_LOST_EXPIRED = _S_HOLD + _S_BUCKETS
+_S_LOST_GONE = _S_LOST_EXPIRED + 1
+_S_LOST_DOUBT = _S_LOST_EXPIRED + 2
+_S_LEN = _S_LOST_EXPIRED + 3
+# the client's figures, in hilock_stats's order
+(_C_RENEWALS, _C_RENEWAL_COMMANDS, _C_RENEWAL_FAILURES, _C_SETTLES, _C_RECONNECTS,
+ _C_REDIRECTS, _C_REPLICA_ACK_FAILURES) = range(7)
+_KINDS = 6                           # HILOCK_STATS_KINDS (index: the lock kind; 0 unused)
+_GRANT_FIRST, _GRANT_WOKEN, _GRANT_RETRIED = _S_FIRST, _S_WOKEN, _S_RETRIED
+
+
+def _bucket(ms: float) -> int:
+    """The log2 millisecond bucket of ms (as libcore's hl_stats_bucket)."""
+    return 0 if ms < 1 else min(int(ms).bit_length(), _S_BUCKETS - 1)
+
+
+def _grant_path(waits: List[int]) -> int:
+    """How a grant came, from its acquire's waits (1: ended by a message or
+    a cancel, 0: by its timer), as the blocking acquire tells it: none is
+    the first try, else the last one decides."""
+    return _GRANT_FIRST if not waits else _GRANT_WOKEN if waits[-1] else _GRANT_RETRIED
 
 
 # --------------------------------------------------------------------------
@@ -699,6 +736,8 @@ class _PubSub:
         while self.channels and not self.client._closed:
             conn = await self._connection()
             if conn is not None:
+                self.client._st[_C_RECONNECTS] += 1
+                _log.warning("pub/sub listener connected again; waits woken to try again")
                 loop = self.client._loop
                 for name, c in list(self.channels.items()):
                     if c.ready.done():
@@ -883,16 +922,19 @@ async def _subscribe_step(c: "Client", m: Any, slot: int, channel: str, cancel: 
 
 
 async def _wait_step(loop: asyncio.AbstractEventLoop, m: Any, w: Optional[_Waiter], ms: int,
-                     cancel: _Cancel) -> _Waiter:
+                     cancel: _Cancel, waits: Optional[List[int]] = None) -> _Waiter:
     """A machine's wait action: sleep on w (made if None) until woken or ms
     pass (-1: a long while), then tell the machine m, if any (its channel
     moved: listen again). A cancellation ends the sleep and is remembered in
     cancel. One coroutine: a waiter keeps this frame alive for as long as it
-    waits, so the sleep is not a coroutine of its own (RSS per waiter)."""
+    waits, so the sleep is not a coroutine of its own (RSS per waiter).
+    waits: gets 1 when a wake-up or a cancel ended the sleep, 0 when ms did."""
     if w is None:
         w = _Waiter()
     if w.woken:
         w.woken = False
+        if waits is not None:
+            waits.append(1)
     else:
         fut: "asyncio.Future[None]" = loop.create_future()
         w.fut = fut
@@ -905,6 +947,8 @@ async def _wait_step(loop: asyncio.AbstractEventLoop, m: Any, w: Optional[_Waite
         finally:
             h.cancel()
             w.fut = None
+        if waits is not None:
+            waits.append(1 if w.woken or cancel.exc is not None else 0)
         w.woken = False
     if m is not None:
         if w.moved:  # its channel moved (cluster): listen where it is now
@@ -1045,6 +1089,12 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # server or master), and who waits for one of them to end
         self._settling: Dict[Optional[Tuple[str, int]], int] = {}
         self._settled: Dict[Optional[Tuple[str, int]], List["asyncio.Future[None]"]] = {}
+        # counters (stats()): per lock kind, and the client's
+        self._st_kind: List[List[int]] = [[0] * _S_LEN for _ in range(_KINDS)]
+        self._st: List[int] = [0] * 7
+        # when each hold (key as _wd's) was first granted (Client._now_ms):
+        # its hold time is counted when it ends (last release, or loss)
+        self._since: Dict[Tuple[int, str, str], int] = {}
 
     @staticmethod
     def _ssl_context(ca_file: Optional[str], ca_dir: Optional[str], cert: Optional[str],
@@ -1521,6 +1571,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 conn.pool.put(conn)
             else:
                 conn.close()
+            if act in (_E.ROUTE_MOVED, _E.ROUTE_ASK):
+                self._st[_C_REDIRECTS] += 1
             if act == _E.ROUTE_MOVED:
                 _slot, host, port, pause = a[1], a[2], a[3], a[4]
                 if self._slot_node and 0 <= _slot < len(self._slot_node):
@@ -1656,6 +1708,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         its server until it ends (_settle_gate)."""
         addr = conn.pool.addr if conn.pool is not None else None
         self._settling[addr] = self._settling.get(addr, 0) + 1
+        self._st[_C_SETTLES] += 1
+        _log.info("an acquire attempt's reply timed out; the settler gives back a late grant")
         self._spawn(self._settle(conn, first, s, addr))
 
     async def _settle_gate(self, slot: int, bounded: bool, cancel: _Cancel) -> int:
@@ -1881,6 +1935,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             if entry is None or st[2] or now < self._doubt_at(st):
                 continue
             st[2] = 1
+            self._count_lost(key, entry[2], _S_LOST_DOUBT, now - st[0])
             self._mark_lost(key, entry[2])
         self._arm_doubt()
 
@@ -1914,6 +1969,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         redirected = False
         conn = pool.get_nowait() or await pool.get()
         reqs = [conn.request(n.renew_cmd(owner, self._wd_ms)) for _k, (n, owner, _t) in items]
+        self._st[_C_RENEWAL_COMMANDS] += len(reqs)
         sent = self._now_ms()
         for key, _entry in items:
             clock = self._wd_t.get(key)
@@ -1927,17 +1983,22 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             st = await _await_req(self._loop, req, self._cmd_ms) if good else 2
             if st != 0:
                 good = False
+                self._st[_C_RENEWAL_FAILURES] += 1
                 continue
             out = _E.renew_outcome(req.reply)
             this_sent = sent
             if out == _E.RENEW_EVAL:
                 again = conn.request(entry[0].renew_cmd(entry[1], self._wd_ms, True))
+                self._st[_C_RENEWAL_COMMANDS] += 1
                 this_sent = self._now_ms()
                 reqs.append(again)  # keeps order: read right now
                 if await _await_req(self._loop, again, self._cmd_ms) != 0:
                     good = False
+                    self._st[_C_RENEWAL_FAILURES] += 1
                     continue
                 out = _E.renew_outcome(again.reply)
+            if out != _E.RENEW_LOST:
+                self._st[_C_RENEWALS if out == _E.RENEW_RENEWED else _C_RENEWAL_FAILURES] += 1
             clock = self._wd_t.get(key)
             if out == _E.RENEW_RENEWED and clock is not None and self._wd.get(key) is entry:
                 # confirmed: the lease runs from this renewal's sending
@@ -1952,7 +2013,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 continue
             if out == _E.RENEW_LOST and self._wd.get(key) is entry:
                 del self._wd[key]
-                self._wd_t.pop(key, None)
+                gone = self._wd_t.pop(key, None)
+                self._count_lost(key, entry[2], _S_LOST_EXPIRED if gone is not None and gone[2]
+                                 else _S_LOST_GONE)
                 self._mark_lost(key, entry[2])
         if good:
             pool.put(conn)
@@ -1979,6 +2042,64 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 self._loop.call_exception_handler(
                     {"message": "hilock.aio on_lost callback failed", "exception": None})
 
+    # -- statistics -----------------------------------------------------------
+
+    def stats(self) -> Dict[str, Any]:
+        """The client's counters as a dict of the same shape, names and
+        meanings as :meth:`hilock.Client.stats` (docs/observability.md):
+        ``kinds`` maps each lock kind to its acquire outcomes, grant paths,
+        ``wait_ms`` / ``hold_ms`` buckets and losses; the top level holds
+        the client's renewal, settle, reconnect, redirect and replica
+        figures. Counted by this client since it was made; no I/O. Raises
+        ClosedError on a closed client."""
+        if self._closed:
+            raise ClosedError("client is closed")
+        flat: List[int] = [1]
+        for k in self._st_kind:
+            flat.extend(k)
+        flat.extend(self._st)
+        return _stats_from_tuple(tuple(flat))
+
+    def _count_acquire(self, kind: int, wait_ms: int, code: int, path: int,
+                       started: float) -> None:
+        """An acquire call of a lock of kind ended: code 0 granted (path),
+        E_TIMEDOUT, E_CANCELED; started: its loop time at the start."""
+        k = self._st_kind[kind if 0 < kind < _KINDS else 0]
+        if code == _E.E_TIMEDOUT and wait_ms == 0:
+            k[_S_BUSY] += 1  # a try, not a wait
+            return
+        if code == 0:
+            k[_S_GRANTED] += 1
+            k[path] += 1
+        elif code == _E.E_TIMEDOUT:
+            k[_S_TIMED_OUT] += 1
+        else:
+            k[_S_CANCELLED] += 1
+        k[_S_WAIT + _bucket((self._loop.time() - started) * 1000.0)] += 1
+
+    def _hold_end(self, key: Tuple[int, str, str]) -> None:
+        """key's hold ended (its last release, or its loss): its hold time."""
+        at = self._since.pop(key, None)
+        if at is not None:
+            k = self._st_kind[key[0] if 0 < key[0] < _KINDS else 0]
+            k[_S_HOLD + _bucket(self._now_ms() - at)] += 1
+
+    def _count_lost(self, key: Tuple[int, str, str], tid: int, field: int,
+                    silent_ms: int = 0) -> None:
+        """key's hold was lost (field: _S_LOST_*): counted, its hold ended,
+        logged at WARNING on the "hilock" logger (as the blocking client's
+        trace: the lock's name and thread, never a URL)."""
+        self._st_kind[key[0] if 0 < key[0] < _KINDS else 0][field] += 1
+        self._hold_end(key)
+        if field == _S_LOST_DOUBT:
+            _log.warning("lock %r lost (in doubt): no renewal confirmed for %d ms; thread %d "
+                         "must stop using it", key[1], silent_ms, tid)
+        else:
+            _log.warning("lock %r lost: %s; it was held by thread %d", key[1],
+                         "its lease ran out while renewals went unconfirmed"
+                         if field == _S_LOST_EXPIRED
+                         else "removed on the server (force unlock or deleted)", tid)
+
     def __repr__(self) -> str:
         return f"<hilock.aio.Client {self._url!r} id={self._id}{' closed' if self._closed else ''}>"
 
@@ -2003,7 +2124,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                        m: Any = None, first: Any = None,
                        sent: Optional[Tuple[_Req, int]] = None, bounded: bool = False,
                        ttl_out: Optional[List[int]] = None,
-                       sent_at: Optional[List[int]] = None
+                       sent_at: Optional[List[int]] = None,
+                       waits: Optional[List[int]] = None
                        ) -> Tuple[int, int, int, Optional[_Conn]]:
     """One run of the acquire machine: (result, hold_count, token, conn);
     keep: conn is the granting attempt's connection (for the replica
@@ -2016,7 +2138,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     its server to settle an earlier attempt (_settle_gate). ttl_out: gets
     the remaining lease the last refused attempt reported. sent_at[0]: set
     to when each attempt goes out (Client._now_ms; the last one is the
-    grant's, whose lease a watchdog hold's doubt is counted from)."""
+    grant's, whose lease a watchdog hold's doubt is counted from). waits:
+    gets, per wait, 1 when a message (or a cancel) ended it, 0 when its
+    timer did (the grant's path in the stats)."""
     loop = c._loop
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
@@ -2109,7 +2233,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 # the last attempt's request (and its reply) are not kept
                 # alive while waiting: the next send makes a new one
                 ms, t, req = t[2], None, None
-                w = await _wait_step(loop, m, w, ms, cancel)
+                w = await _wait_step(loop, m, w, ms, cancel, waits)
             elif act == _UNSUBSCRIBE:
                 if w is not None:
                     _leave(c, ps, t[1], w)
@@ -2236,6 +2360,10 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
         if c._wd.pop(key, None) is not None:
             c._wd_t.pop(key, None)
         c._leases.pop(key, None)
+        if t[1] == 0:
+            c._hold_end(key)
+    if t[1] == _E.E_NOTOWNER:
+        c._since.pop(key, None)  # over, not timed (as the blocking client)
     if exc is not None:
         raise exc
     result = t[1]
@@ -2371,15 +2499,38 @@ class Lock:
         if nxt is None:  # no reply, or an error reply for the router
             return await self._acquire(w, l, (m, req, None, None), at)
         if nxt[0] == _DONE and nxt[1] == 0:
+            k = c._st_kind[self._kind]  # counted as Client._count_acquire does
+            k[_S_GRANTED] += 1
+            k[_S_FIRST] += 1
+            k[_S_WAIT + _bucket(c._now_ms() - at)] += 1
             return self._granted(owner, tid, key, l, nxt[3], at)
         return await self._acquire(w, l, (m, None, nxt, None), at)
 
     async def _acquire(self, w: int, l: int, direct: Any = None, direct_at: int = 0) -> bool:
+        """The general path (see _acquire_run), counted in the client's
+        stats: the call's outcome, how a grant came, its time."""
+        c = self._c
+        # from acquire's own first attempt when it made one (the same clock)
+        started = (direct_at / 1000.0 if direct is not None
+                   else c._loop.time() if c._loop is not None else 0.0)
+        waits: List[int] = []
+        try:
+            got = await self._acquire_run(w, l, direct, direct_at, waits)
+        except asyncio.CancelledError:
+            if c._loop is not None:
+                c._count_acquire(self._kind, w, _E.E_CANCELED, 0, started)
+            raise
+        c._count_acquire(self._kind, w, 0 if got else _E.E_TIMEDOUT, _grant_path(waits), started)
+        return got
+
+    async def _acquire_run(self, w: int, l: int, direct: Any, direct_at: int,
+                           waits: List[int]) -> bool:
         """The general path. direct: (m, req, t, exc) from acquire's Direct
         call: its machine m, and either req None and t the machine's next
         action, not done yet, or req its send on the wire whose reply has
         not been fed to m (exc: the cancellation that came while waiting
-        for it); direct_at: when that call sent its attempt (Client._now_ms)."""
+        for it); direct_at: when that call sent its attempt (Client._now_ms).
+        waits: gets how each of the call's waits ended (_run_acquire)."""
         c = self._c
         if c._closed or not c._opened:
             c._check()
@@ -2403,7 +2554,7 @@ class Lock:
                     got = d.acquire(self._n, owner, left, lease)
                     if got is None:  # no idle connection: the general path opens one
                         result, _holds, token, _c = await _run_acquire(
-                            c, self._n, owner, left, lease, cancel, sent_at=at)
+                            c, self._n, owner, left, lease, cancel, sent_at=at, waits=waits)
                         break
                     m, req = got
                     await _direct_wait(c, req, cancel)
@@ -2422,14 +2573,16 @@ class Lock:
                 else:
                     result, _holds, token, _c = await _run_acquire(
                         c, self._n, owner, left, lease, cancel, m=m, first=t, sent=sent,
-                        sent_at=at)
+                        sent_at=at, waits=waits)
                 break
             result, _holds, token, conn = await _run_acquire(c, self._n, owner, left, lease,
-                                                             cancel, keep=c._ack, sent_at=at)
+                                                             cancel, keep=c._ack, sent_at=at,
+                                                             waits=waits)
             if conn is None:
                 break
             if await c._replica_ack(conn, cancel) or cancel.exc is not None:
                 break
+            c._st[_C_REPLICA_ACK_FAILURES] += 1
             # nobody replicated the grant, so a failover now would forget it:
             # give it back, and try again while the caller may still wait
             c._leases[key] = lease
@@ -2439,6 +2592,7 @@ class Lock:
                 raise from_code(_E.E_UNACKED, f"lock {self.name!r} released again: no replica "
                                 f"acknowledged it within {c._ack_ms} ms")
             await cancel.sleep(c._loop, pause / 1000.0)
+            waits.append(0)  # a timed pause before the next attempt
             if cancel.exc is not None:
                 raise cancel.exc
         if result == 0:
@@ -2471,6 +2625,8 @@ class Lock:
             c._leases.pop(key, None)
         c._lost.pop(key, None)
         self._token = token
+        if key not in c._since:  # a re-entry keeps the first grant's time
+            c._since[key] = c._now_ms()
         if not l:
             c._watch(key, (self._n, owner, tid), sent_at)
         return True

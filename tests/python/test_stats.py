@@ -211,3 +211,129 @@ def test_prometheus_sums_clients_and_skips_closed(redis: RedisServer) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_aio_scripted_sequence_same_counters(own_redis: RedisServer) -> None:
+    """hilock.aio counts the blocking client's sequence above to the same
+    figures (names, shape and values), logs the same two warnings, and its
+    stats() feeds hilock.prometheus alike."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    rec = _Records()
+    log = logging.getLogger("hilock")
+    log.addHandler(rec)
+    other = hilock.Client(own_redis.url)
+
+    async def until(cond: Any, seconds: float, what: str) -> None:
+        end = asyncio.get_running_loop().time() + seconds
+        while not cond():
+            assert asyncio.get_running_loop().time() < end, "timed out waiting for " + what
+            await asyncio.sleep(0.005)
+
+    async def main() -> Dict[str, Any]:
+        c = await aio.connect(own_redis.url, watchdog_lease=LEASE, command_timeout=LEASE / 3)
+        try:
+            s = c.stats()
+            assert s == {**s, "version": 1} and s["kinds"]["reentrant"]["granted"] == 0
+            b, b2, d = c.lock("astats:b"), other.lock("astats:b"), c.lock("astats:d")
+            assert b2.acquire(wait=0, lease=60)
+            assert not await b.acquire(wait=0.1)   # timed out
+            assert not await b.acquire(wait=0)     # a try: busy
+            waiting = asyncio.ensure_future(b.acquire())
+            await until(lambda: own_redis("PUBSUB", "NUMSUB",
+                                          "redisson_lock__channel:{astats:b}")[1] >= 1,
+                        5, "waiter subscribed")
+            waiting.cancel()                       # cancelled
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            b2.release()
+
+            assert await b.acquire(wait=0)         # grant 1, removed by a force unlock
+            assert b2.force_unlock()
+            await until(lambda: c.stats()["kinds"]["reentrant"]["lost_gone"] == 1, 4 * LEASE,
+                        "loss found by the watchdog")
+            assert await d.acquire(wait=0)         # grant 2, then the server stops
+            own_redis.pause()
+            try:
+                await until(lambda: c.stats()["kinds"]["reentrant"]["lost_in_doubt"] == 1,
+                            4 * LEASE, "in-doubt report")
+                return c.stats()
+            finally:
+                own_redis.resume()
+        finally:
+            await c.close()
+
+    try:
+        s = asyncio.run(main())
+        blocking = hilock.Client(own_redis.url)
+        try:
+            shape = blocking.stats()
+        finally:
+            blocking.close()
+        assert s.keys() == shape.keys() and s["kinds"].keys() == shape["kinds"].keys()
+        assert all(s["kinds"][k].keys() == shape["kinds"][k].keys() for k in s["kinds"])
+        k = s["kinds"]["reentrant"]
+        assert (k["granted"], k["timed_out"], k["cancelled"], k["busy"]) == (2, 1, 1, 1)
+        assert (k["granted_first_try"], k["granted_woken"], k["granted_retried"]) == (2, 0, 0)
+        assert sum(k["wait_ms"]) == 4
+        assert sum(k["wait_ms"][7:]) >= 1  # the 100 ms timeout
+        assert (k["lost_gone"], k["lost_expired"], k["lost_in_doubt"]) == (1, 0, 1)
+        assert sum(k["hold_ms"]) == 2
+        assert (s["settles"], s["redirects"], s["replica_ack_failures"]) == (0, 0, 0)
+        assert s["renewal_commands"] >= 1
+        for kind, figures in s["kinds"].items():
+            if kind != "reentrant":
+                assert figures["granted"] + figures["timed_out"] + figures["cancelled"] == 0
+        _check_metrics(_parse(hilock.prometheus.render(s)), s, exact=True)
+        lost = rec.warnings("lock 'astats:b' lost")
+        assert len(lost) == 1 and "force unlock" in lost[0]
+        assert len(rec.warnings("lock 'astats:d' lost (in doubt)")) == 1
+    finally:
+        log.removeHandler(rec)
+        other.close()
+
+
+def test_aio_grant_paths_and_hold(redis: RedisServer) -> None:
+    """A wait woken by the holder's unlock message is granted 'woken'; one
+    whose holder's lease ran out (no message) 'retried'; a reentrant hold
+    is timed once, from its first grant to its last release."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    other = hilock.Client(redis.url)
+
+    async def main() -> Dict[str, Any]:
+        c = await aio.connect(redis.url)
+        try:
+            # one owner for the waiting task and this one: the re-entry is its
+            a, held = c.lock("apath:a", thread_id=7), other.lock("apath:a")
+            assert held.acquire(wait=0, lease=60)
+            waiting = asyncio.ensure_future(a.acquire(wait=10))
+            while redis("PUBSUB", "NUMSUB", "redisson_lock__channel:{apath:a}")[1] < 1:
+                await asyncio.sleep(0.005)
+            held.release()                        # the message wakes it
+            assert await waiting
+            assert await a.acquire(wait=0)        # re-entry: one hold
+            await a.release()
+            await a.release()
+            r, held_r = c.lock("apath:r"), other.lock("apath:r")
+            assert held_r.acquire(wait=0, lease=0.3)  # ends without a message
+            assert await r.acquire(wait=10)
+            await r.release()
+            with pytest.raises(hilock.NotOwnerError):
+                await r.release()
+            return c.stats()
+        finally:
+            await c.close()
+
+    try:
+        k = asyncio.run(main())["kinds"]["reentrant"]
+        assert (k["granted"], k["granted_first_try"], k["granted_woken"],
+                k["granted_retried"]) == (3, 1, 1, 1)
+        assert sum(k["hold_ms"]) == 2 and sum(k["wait_ms"]) == 3
+        assert sum(k["wait_ms"][9:]) >= 1  # the 0.3 s lease ran out first: from 256 ms
+    finally:
+        other.close()
