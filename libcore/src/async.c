@@ -340,10 +340,12 @@ int hl_as_chan_join(as_op *op, const char *name, hl_wake_rule rule)
     ch->refs++;
     op->chan = ch;
     op->chan_next = NULL;
-    as_op **pp = &ch->waiters;
-    while (*pp)
-        pp = &(*pp)->chan_next;
-    *pp = op;
+    op->chan_prev = ch->waiters_tail;
+    if (ch->waiters_tail)
+        ch->waiters_tail->chan_next = op;
+    else
+        ch->waiters = op;
+    ch->waiters_tail = op;
     if (ch->state == CH_SUBSCRIBED)
         return 1;
     op->sub_pending = 1;
@@ -357,11 +359,15 @@ static void chan_leave(as_op *op)
         return;
     op->chan = NULL;
     op->sub_pending = 0;
-    for (as_op **pp = &ch->waiters; *pp; pp = &(*pp)->chan_next)
-        if (*pp == op) {
-            *pp = op->chan_next;
-            break;
-        }
+    if (op->chan_prev)
+        op->chan_prev->chan_next = op->chan_next;
+    else
+        ch->waiters = op->chan_next;
+    if (op->chan_next)
+        op->chan_next->chan_prev = op->chan_prev;
+    else
+        ch->waiters_tail = op->chan_prev;
+    op->chan_next = op->chan_prev = NULL;
     /* a wake-one message this waiter took without using is passed on */
     if (op->signaled) {
         for (as_op *o = ch->waiters; o; o = o->chan_next)
@@ -399,7 +405,7 @@ static void chan_drop_one(as_node *nd, as_chan *ch)
         for (as_op *o = ch->waiters, *nx; o; o = nx) {
             nx = o->chan_next;
             o->chan = NULL;
-            o->chan_next = NULL;
+            o->chan_next = o->chan_prev = NULL;
             if (o->sub_pending) {
                 sub_result(o, 0);
             } else if (o->type == OP_LISTEN) {

@@ -105,7 +105,9 @@ struct as_chan {
     int refs;
     int state;
     int64_t deadline; /* its (UN)SUBSCRIBE unconfirmed until then; -1 */
-    as_op *waiters; /* FIFO through op->chan_next */
+    as_op *waiters, *waiters_tail; /* FIFO through op->chan_next and
+                                     op->chan_prev: joining and leaving are
+                                     O(1), whatever the number of waiters */
 };
 
 /* One server of a client: the single server, the sentinel master, a cluster
@@ -220,7 +222,7 @@ struct as_op {
     uint64_t acq_seq;
     /* waiting */
     as_chan *chan;
-    as_op *chan_next;
+    as_op *chan_next, *chan_prev;
     int sub_pending;
     int waiting;
     int64_t wake_at;   /* -1: only a message */
