@@ -10,6 +10,9 @@
  * one completed; then N releases the same way. Printed per N:
  *   start_us       mean cost of one hilock_async_acquire call over the N
  *   start_us_last  mean over the last 1,000 calls (N - 1,000 .. N in flight)
+ *   start_cpu_us   the calling thread's CPU time (user + system) per call
+ *                  over the N: what the calls cost, without the time the
+ *                  thread waited for a core (steadier on a loaded machine)
  *   ok / failed    completions, and the first error message
  *   done_s         from the first start to the last completion
  *   release_us     mean cost of one hilock_async_release call
@@ -55,6 +58,14 @@ static void run_until(hilock_epoll *ep, hilock_async *a, tally *t, int n)
         hilock_epoll_run_once(ep, a, 50);
 }
 
+/* CPU time of the calling thread, ns. */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* The process's peak resident set (VmHWM), kB; -1 unknown. */
 static long peak_rss_kb(void)
 {
@@ -94,6 +105,7 @@ static int one(hilock_client *cl, int n, int64_t timeout_ms)
 
     tally acq = {0}, rel = {0};
     int last = n > 1000 ? 1000 : n;
+    int64_t c0 = thread_cpu_ns();
     int64_t t0 = now_ns(), tlast = t0;
     for (int i = 0; i < n; i++) {
         if (i == n - last)
@@ -102,6 +114,7 @@ static int one(hilock_client *cl, int n, int64_t timeout_ms)
             acq.failed++, acq.done++;
     }
     int64_t t1 = now_ns();
+    int64_t c1 = thread_cpu_ns();
     run_until(&ep, a, &acq, n);
     int64_t t2 = now_ns();
     for (int i = 0; i < n; i++)
@@ -110,9 +123,11 @@ static int one(hilock_client *cl, int n, int64_t timeout_ms)
     int64_t t3 = now_ns();
     run_until(&ep, a, &rel, n);
     long rss1 = peak_rss_kb();
-    printf("inflight=%d timeout_ms=%" PRId64 " start_us=%.2f start_us_last=%.2f ok=%d failed=%d "
+    printf("inflight=%d timeout_ms=%" PRId64 " start_us=%.2f start_us_last=%.2f start_cpu_us=%.2f "
+           "ok=%d failed=%d "
            "done_s=%.2f release_us=%.2f released=%d rss_kb_per_op=%.1f err=\"%s\" release_err=\"%s\"\n",
-           n, timeout_ms, (double)(t1 - t0) / n / 1e3, (double)(t1 - tlast) / last / 1e3, acq.ok,
+           n, timeout_ms, (double)(t1 - t0) / n / 1e3, (double)(t1 - tlast) / last / 1e3,
+           (double)(c1 - c0) / n / 1e3, acq.ok,
            acq.failed, (double)(t2 - t0) / 1e9, (double)(t3 - t2) / n / 1e3, rel.ok,
            rss0 >= 0 && rss1 >= rss0 ? (double)(rss1 - rss0) / n : -1.0, acq.err, rel.err);
     fflush(stdout);
