@@ -25,6 +25,9 @@
 
 typedef struct lclient {
     hilock_client *c; /* NULL once closed */
+    /* first tries of waiting acquires that missed, by kind: counted as
+     * busy by the library, not one of the caller's tries (c:stats()) */
+    uint64_t probes[HILOCK_STATS_KINDS];
 } lclient;
 
 typedef struct llock {
@@ -129,7 +132,7 @@ static int l_connect(lua_State *L)
     hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
     read_options(L, 2, &o);
     lclient *u = (lclient *)hlc_newuserdata(L, sizeof *u);
-    u->c = NULL;
+    memset(u, 0, sizeof *u);
     luaL_getmetatable(L, CLIENT_MT);
     lua_setmetatable(L, -2);
     char err[256] = "";
@@ -333,6 +336,11 @@ static int acquire_interruptible(lua_State *L, llock *k, const int64_t *time, in
          * the waiting call below does; no wait left: the error */
         if ((rc != HILOCK_ETIMEDOUT && rc != HILOCK_EUNACKED) || time[0] == 0)
             return rc;
+        if (rc == HILOCK_ETIMEDOUT) {
+            unsigned kind = (unsigned)hilock_lock_kind(k->l);
+            if (kind < HILOCK_STATS_KINDS)
+                k->cl->probes[kind]++;
+        }
     }
     acq_job j = {k->l, tid, time[0], time[1], 0, 0, {-1, -1}};
     if (time[0] > 0 && !fair) {
@@ -725,6 +733,71 @@ static int client_inspect(lua_State *L)
     return 1;
 }
 
+/* c:stats(): the client's counters (hilock_client_stats) as a table of the
+ * shape of Python's client.stats(): {version, kinds = {reentrant = {granted,
+ * ..., wait_ms = {24 buckets}, hold_ms = {...}, lost_gone, ...}, fair, read,
+ * write, fenced}, renewals, ...}; docs/lua.md, docs/observability.md. */
+static void set_u64(lua_State *L, const char *k, uint64_t v)
+{
+    lhl_push_u64(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_buckets(lua_State *L, const char *k, const uint64_t *b)
+{
+    lua_createtable(L, HILOCK_STATS_BUCKETS, 0);
+    for (int i = 0; i < HILOCK_STATS_BUCKETS; i++) {
+        lhl_push_u64(L, b[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, k);
+}
+
+static int client_stats(lua_State *L)
+{
+    static const char *const kinds[HILOCK_STATS_KINDS] = {NULL,    "reentrant", "fair",
+                                                          "read",  "write",     "fenced"};
+    lclient *u = check_client(L, 1);
+    if (!u->c)
+        return lhl_push_fail(L, HILOCK_ECLOSED, "client is closed");
+    hilock_stats s;
+    memset(&s, 0, sizeof s);
+    s.version = HILOCK_STATS_VERSION;
+    int rc = hilock_client_stats(u->c, &s);
+    if (rc)
+        return lhl_push_fail(L, rc, "client stats");
+    lua_createtable(L, 0, 9);
+    lua_pushinteger(L, (lua_Integer)s.version);
+    lua_setfield(L, -2, "version");
+    lua_createtable(L, 0, HILOCK_STATS_KINDS - 1);
+    for (int i = 1; i < HILOCK_STATS_KINDS; i++) {
+        const hilock_kind_stats *k = &s.kind[i];
+        lua_createtable(L, 0, 12);
+        set_u64(L, "granted", k->granted);
+        set_u64(L, "timed_out", k->timed_out);
+        set_u64(L, "cancelled", k->cancelled);
+        set_u64(L, "busy", k->busy >= u->probes[i] ? k->busy - u->probes[i] : 0);
+        set_u64(L, "granted_first_try", k->granted_first_try);
+        set_u64(L, "granted_woken", k->granted_woken);
+        set_u64(L, "granted_retried", k->granted_retried);
+        set_buckets(L, "wait_ms", k->wait_ms);
+        set_buckets(L, "hold_ms", k->hold_ms);
+        set_u64(L, "lost_expired", k->lost_expired);
+        set_u64(L, "lost_gone", k->lost_gone);
+        set_u64(L, "lost_in_doubt", k->lost_in_doubt);
+        lua_setfield(L, -2, kinds[i]);
+    }
+    lua_setfield(L, -2, "kinds");
+    set_u64(L, "renewals", s.renewals);
+    set_u64(L, "renewal_commands", s.renewal_commands);
+    set_u64(L, "renewal_failures", s.renewal_failures);
+    set_u64(L, "settles", s.settles);
+    set_u64(L, "reconnects", s.reconnects);
+    set_u64(L, "redirects", s.redirects);
+    set_u64(L, "replica_ack_failures", s.replica_ack_failures);
+    return 1;
+}
+
 static const luaL_Reg client_methods[] = {
     {"lock", client_lock},
     {"fair_lock", client_fair_lock},
@@ -735,6 +808,7 @@ static const luaL_Reg client_methods[] = {
     {"permit_semaphore", lhl_client_permit_semaphore},
     {"latch", lhl_client_latch},
     {"inspect", client_inspect},
+    {"stats", client_stats},
     {"close", client_close},
     {"closed", client_closed},
     {"id", client_id},

@@ -61,6 +61,53 @@ local WEAK_KEYS = { __mode = "k" }
 
 local tid_counter = 0
 
+-- ---------------------------------------------------------------- statistics
+
+-- The client's counters: the blocking client's (hilock_client_stats) names,
+-- shape and meanings (docs/observability.md), counted by this driver.
+local STATS_BUCKETS = 24 -- HILOCK_STATS_BUCKETS: log2 ms buckets
+local STATS_KINDS = { "reentrant", "fair", "read", "write", "fenced" }
+local STATS_EDGES = {}   -- STATS_EDGES[b]: bucket b + 1 holds times under it
+for b = 1, STATS_BUCKETS - 2 do
+    STATS_EDGES[b] = 2 ^ b
+end
+
+local function new_stats()
+    local kinds = {}
+    for _, k in ipairs(STATS_KINDS) do
+        local w, h = {}, {}
+        for i = 1, STATS_BUCKETS do
+            w[i], h[i] = 0, 0
+        end
+        kinds[k] = { granted = 0, timed_out = 0, cancelled = 0, busy = 0, granted_first_try = 0,
+                     granted_woken = 0, granted_retried = 0, wait_ms = w, hold_ms = h,
+                     lost_expired = 0, lost_gone = 0, lost_in_doubt = 0 }
+    end
+    return { version = 1, kinds = kinds, renewals = 0, renewal_commands = 0,
+             renewal_failures = 0, settles = 0, reconnects = 0, redirects = 0,
+             replica_ack_failures = 0 }
+end
+
+-- The (1-based) bucket of ms, as libcore's hl_stats_bucket.
+local function stats_bucket(ms)
+    if ms < 1 then
+        return 1
+    end
+    local b = 1
+    while b < STATS_BUCKETS - 1 and ms >= STATS_EDGES[b] do
+        b = b + 1
+    end
+    return b + 1
+end
+
+local function copy_stats(t)
+    local out = {}
+    for k, v in pairs(t) do
+        out[k] = type(v) == "table" and copy_stats(v) or v
+    end
+    return out
+end
+
 -- The thread id of the current request (or timer): pid * 2^20 + counter.
 local function request_tid()
     local ctx = ngx.ctx
@@ -329,6 +376,8 @@ function _M.new(opts)
         leases = {},      -- key -> lease_ms: explicit leases of holds
         lease_ends = {},  -- key -> when that lease ends (now_ms)
         nleases = 0,
+        st = new_stats(), -- counters (client:stats())
+        since = {},       -- key -> when its hold was first granted (now_ms)
     }, Client)
     if o.replica_ack == nil then
         self.replica_ack = mode ~= "single" -- Redisson's default outside one server
@@ -824,6 +873,9 @@ local function exec(self, slot, bytes, st, resend)
                 return r, nil, nil, lost
             end
             asking = nil
+            if act == "moved" or act == "ask" then
+                self.st.redirects = self.st.redirects + 1
+            end
             if act == "moved" then
                 moved(self, a1, a2, a3)
                 if a4 > 0 then
@@ -995,6 +1047,39 @@ local function mark_lost(self, key, why)
     self.lost_n = self.lost_n + 1
 end
 
+-- key's hold (of kind) ended, released or lost: its hold time.
+local function hold_end(self, key, kind)
+    local at = self.since[key]
+    if at then
+        self.since[key] = nil
+        local k = self.st.kinds[kind]
+        if k then
+            local b = stats_bucket(now_ms() - at)
+            k.hold_ms[b] = k.hold_ms[b] + 1
+        end
+    end
+end
+
+-- The watched hold e (key) was lost (field: lost_gone, lost_expired,
+-- lost_in_doubt): counted, its hold ended, logged at WARN with the lock's
+-- name and thread (never a URL).
+local function count_lost(self, key, e, field, silent_ms)
+    local k = self.st.kinds[e.kind]
+    if k then
+        k[field] = k[field] + 1
+    end
+    hold_end(self, key, e.kind)
+    if field == "lost_in_doubt" then
+        ngx.log(ngx.WARN, "hilock: lock '", e.p:name(), "' lost (in doubt): no renewal ",
+                "confirmed for ", silent_ms, " ms; owner ", e.owner, " must stop using it")
+    else
+        ngx.log(ngx.WARN, "hilock: lock '", e.p:name(), "' lost: ", field == "lost_expired"
+                and "its lease ran out while renewals went unconfirmed"
+                or "removed on the server (force unlock or deleted)", "; it was held by ",
+                e.owner)
+    end
+end
+
 -- A renewal of e sent at sent_at was confirmed: its lease runs from then.
 local function confirmed(e, sent_at)
     if sent_at > e.confirmed then
@@ -1013,6 +1098,7 @@ local function check_doubts(self)
     for k, e in pairs(self.wd) do
         if not e.doubt and now >= doubt_at(self, e) then
             e.doubt = true
+            count_lost(self, k, e, "lost_in_doubt", now - e.confirmed)
             mark_lost(self, k, str_format("in doubt: no renewal confirmed by the server for %d ms",
                                           now - e.confirmed))
         end
@@ -1091,6 +1177,8 @@ local function renew_on(self, node, keys, entries, retry)
         e.renew_sent = sent_at -- in flight: the doubt rule waits for its answer
     end
     local good = sock:send(cmds) and true or false
+    local st, answered = self.st, 0
+    st.renewal_commands = st.renewal_commands + #cmds
     for _, g in ipairs(groups) do
         if not good then
             break
@@ -1102,6 +1190,7 @@ local function renew_on(self, node, keys, entries, retry)
         end
         local outs = renew_outcomes(r, g)
         if outs[1] == "send_body" then -- the script body, now
+            st.renewal_commands = st.renewal_commands + 1
             r = send_read(sock, rd, renew_cmd(self, entries, g, true))
             if not r then
                 good = false
@@ -1109,19 +1198,29 @@ local function renew_on(self, node, keys, entries, retry)
             end
             outs = renew_outcomes(r, g)
         end
+        answered = answered + #g
         for j, i in ipairs(g) do
             local out = outs[j]
             if out == "redirect" then
                 retry[#retry + 1] = i
+                st.renewal_failures = st.renewal_failures + 1
             elseif out == "renewed" then
                 confirmed(entries[i], sent_at)
+                st.renewals = st.renewals + 1
             elseif out == "lost" and self.wd[keys[i]] == entries[i] then
                 -- only if the entry is still the one we renewed (not
                 -- released and taken again meanwhile)
                 self.wd[keys[i]] = nil
+                count_lost(self, keys[i], entries[i],
+                           entries[i].doubt and "lost_expired" or "lost_gone")
                 mark_lost(self, keys[i])
+            elseif out ~= "lost" then
+                st.renewal_failures = st.renewal_failures + 1
             end
         end
+    end
+    if not good then -- no usable answer for the rest: retried at the next tick
+        st.renewal_failures = st.renewal_failures + #entries - answered
     end
     if good then
         put_reader(rd)
@@ -1177,16 +1276,23 @@ renew_tick = function(premature, self)
             end
             local sent_at = now_ms()
             e.renew_sent = sent_at
+            local st = self.st
+            st.renewal_commands = st.renewal_commands + 1
             local r = call(self, build(false), e.slot)
             if r and proto.renew_outcome(r) == "send_body" then
+                st.renewal_commands = st.renewal_commands + 1
                 r = call(self, build(true), e.slot)
             end
             local out = r and proto.renew_outcome(r)
             if out == "renewed" then
                 confirmed(e, sent_at)
+                st.renewals = st.renewals + 1
             elseif out == "lost" and self.wd[k] == e then
                 self.wd[k] = nil
+                count_lost(self, k, e, e.doubt and "lost_expired" or "lost_gone")
                 mark_lost(self, k)
+            elseif out ~= "lost" then
+                st.renewal_failures = st.renewal_failures + 1
             end
         end
     end
@@ -1363,7 +1469,7 @@ local function wait_message(self, ps, ms)
         else
             local typ, ch, payload = decode_pubsub(r)
             if typ == "message" and ch == ps.channel and payload >= 0 then
-                return ps
+                return ps, true -- woken by the message (else: its time ran out)
             end
             if typ == "unsubscribe" and ch == ps.channel then
                 -- not asked for: the slot moved to another master
@@ -1406,6 +1512,8 @@ local function listener_loop(premature, c, key, L)
             break
         end
         if resubscribing then -- messages may have been missed: all retry
+            c.st.reconnects = c.st.reconnects + 1
+            ngx.log(ngx.WARN, "hilock: pub/sub listener connected again; waits woken to try again")
             wake_all(L)
         end
         L.state = "ready"
@@ -1662,6 +1770,9 @@ local function settle_later(c, st, s)
         sock:close()
         return
     end
+    c.st.settles = c.st.settles + 1
+    ngx.log(ngx.INFO, "hilock: an acquire attempt's reply timed out; the settler gives back ",
+            "a late grant")
     local ok = pcall(ngx.thread.spawn, settle, c, node, sock, rd, s)
     if not ok then
         settle(c, node, sock, rd, s) -- no light threads here: settle before returning
@@ -1672,7 +1783,7 @@ end
 -- granting attempt, for the replica acknowledgement), token (a fenced
 -- grant's fencing token, else 0), sent_at (when the granting attempt was
 -- sent) or nil, err.
-local function acquire_once(self, owner, wait_ms, lease_ms, watched)
+local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
     local c = self.client
     local slot = self.slot
     -- one machine per lock, started again by each call (a light thread
@@ -1735,7 +1846,10 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
                     ngx_sleep(0.05)
                 end
             elseif L then
-                L.sem:wait((a2 < 0 and LONG_WAIT_MS or a2) / 1000)
+                local woken = L.sem:wait((a2 < 0 and LONG_WAIT_MS or a2) / 1000)
+                if waits then
+                    waits[#waits + 1] = woken and 1 or 0
+                end
             elseif ps == false then
                 -- the subscription ended (connection broke, slot moved,
                 -- failover): listen again, then retry at once (an unlock
@@ -1745,7 +1859,11 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched)
                     ngx_sleep(0.05)
                 end
             else
-                ps = wait_message(c, ps, a2)
+                local woken
+                ps, woken = wait_message(c, ps, a2)
+                if waits then
+                    waits[#waits + 1] = woken and 1 or 0
+                end
             end
             m:on_wake()
         elseif act == "unsubscribe" then
@@ -1841,8 +1959,14 @@ local function release(self, owner, ack)
     if not still then
         c.wd[key] = nil
         forget_lease(c, key)
+        if ok then
+            hold_end(c, key, self.kind_name)
+        end
     end
     if not ok then
+        if c.since[key] and left and left:find("^not owner") then
+            c.since[key] = nil -- over, not timed (as the blocking client)
+        end
         return nil, left
     end
     return true
@@ -1850,7 +1974,7 @@ end
 
 -- Acquire; returns the grant's fencing token (fenced lock; 0 for other
 -- kinds) or nil, err.
-local function acquire(self, wait, lease)
+local function acquire_run(self, wait, lease, waits)
     local wait_ms = seconds(wait, -1, true, "wait")
     local lease_ms = seconds(lease, nil, false, "lease")
     local c = self.client
@@ -1869,7 +1993,7 @@ local function acquire(self, wait, lease)
                 left = 1
             end
         end
-        local ok, st, tok, sent = acquire_once(self, owner, left, lease_ms, watchdog)
+        local ok, st, tok, sent = acquire_once(self, owner, left, lease_ms, watchdog, waits)
         if not ok then
             return nil, st
         end
@@ -1882,6 +2006,7 @@ local function acquire(self, wait, lease)
         end
         -- nobody replicated the grant, so a failover now would forget it:
         -- give it back, and try again while the caller may still wait
+        c.st.replica_ack_failures = c.st.replica_ack_failures + 1
         release(self, owner, false)
         local pause = proto.ack_retry(wait_ms, deadline or -1)
         if not pause then
@@ -1889,14 +2014,18 @@ local function acquire(self, wait, lease)
                                    .. "acknowledged it within %d ms", self.name, c.replica_ack_ms)
         end
         ngx_sleep(pause / 1000)
+        waits[#waits + 1] = 0
     end
     local key = wd_key(self, owner)
     clear_lost(c, key)
+    if not c.since[key] then -- a re-entry keeps the first grant's time
+        c.since[key] = now_ms()
+    end
     if watchdog then
         local e = c.wd[key]
         if not e then
             -- confirmed: when the grant the server confirmed was sent
-            c.wd[key] = { p = self.p, owner = owner, slot = self.slot,
+            c.wd[key] = { p = self.p, owner = owner, slot = self.slot, kind = self.kind_name,
                           read = self.kind_name == "read", confirmed = sent_at or now_ms() }
             start_watchdog(c)
         elseif sent_at then
@@ -1904,6 +2033,47 @@ local function acquire(self, wait, lease)
         end
     end
     return token
+end
+
+-- acquire_run, counted in the client's stats: the call's outcome (a wait
+-- of 0 that finds the lock held is "busy", not a wait), how a grant came
+-- (first try: no wait; else the last wait: ended by a message "woken", by
+-- its time "retried") and how long the call took.
+local function acquire(self, wait, lease)
+    local t0, waits = now_ms(), {}
+    local token, err = acquire_run(self, wait, lease, waits)
+    local k = self.client.st.kinds[self.kind_name]
+    if not k then
+        return token, err
+    end
+    local field
+    if token then
+        k.granted = k.granted + 1
+        field = #waits == 0 and "granted_first_try"
+            or waits[#waits] == 1 and "granted_woken" or "granted_retried"
+    elseif type(err) == "string" and err:find("^timeout") then
+        field = wait == 0 and "busy" or "timed_out"
+    else
+        return token, err -- an error: its message says it, no wait to count
+    end
+    k[field] = k[field] + 1
+    if field ~= "busy" then
+        local b = stats_bucket(now_ms() - t0)
+        k.wait_ms[b] = k.wait_ms[b] + 1
+    end
+    return token, err
+end
+
+-- client:stats() -> a table of the client's counters (a copy), of the shape
+-- of the hilock module's client:stats() and Python's client.stats():
+-- {version, kinds = {reentrant = {granted, timed_out, cancelled, busy,
+-- granted_first_try, granted_woken, granted_retried, wait_ms = {24},
+-- hold_ms = {24}, lost_gone, lost_expired, lost_in_doubt}, fair, read,
+-- write, fenced}, renewals, renewal_commands, renewal_failures, settles,
+-- reconnects, redirects, replica_ack_failures}. Per worker: each worker's
+-- client counts its own. docs/observability.md says what each means.
+function Client:stats()
+    return copy_stats(self.st)
 end
 
 -- lk:acquire([wait [, lease]]) -> true | nil, err

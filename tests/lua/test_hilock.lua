@@ -546,6 +546,65 @@ test("contention between processes: exact non-atomic counter", function()
   T.exact_counter(c, URL, name("counter"), { tmp = TMP, worker = WORKER }, 4, 50)
 end)
 
+test("c:stats(): exact counters after a scripted sequence", function()
+  -- 2 grants, 1 timeout, 1 try (busy), 1 hold removed by a force unlock, 1
+  -- hold reported in doubt while the server is stopped (SIGSTOP)
+  local cs = assert(hilock.connect(URL, { watchdog_lease = 1.5, command_timeout = 0.5 }))
+  local s0 = assert(cs:stats())
+  eq(s0.version, 1, "version")
+  eq(s0.kinds.reentrant.granted, 0, "nothing yet")
+  eq(#s0.kinds.fair.wait_ms, 24, "24 wait buckets")
+  local nb, nd = name("stats-b"), name("stats-d")
+  local b, other = cs:lock(nb), c:lock(nb, 99)
+  assert(other:acquire(0, 60))
+  local r, e = b:acquire(0.1)
+  eq(r, nil, "timed out")
+  prefix(e, "timeout")
+  r, e = b:acquire(0)
+  eq(r, nil, "busy")
+  prefix(e, "timeout")
+  assert(other:release())
+  assert(b:acquire(0)) -- grant 1 (watchdog), then removed by someone else
+  assert(c:lock(nb, 98):force_unlock())
+  assert(wait_until(function() return cs:stats().kinds.reentrant.lost_gone == 1 end, 6000),
+         "loss counted")
+  local d = cs:lock(nd)
+  assert(d:acquire(0)) -- grant 2 (watchdog), then the server stops
+  local info = assert(io.popen(string.format("redis-cli -u %s INFO server", URL)))
+  local pid = assert(info:read("*a"):match("process_id:(%d+)"), "server pid")
+  info:close()
+  assert(os.execute("kill -STOP " .. pid))
+  local ok, s = pcall(function()
+    assert(wait_until(function() return cs:stats().kinds.reentrant.lost_in_doubt == 1 end, 6000),
+           "in-doubt report counted")
+    return cs:stats()
+  end)
+  os.execute("kill -CONT " .. pid)
+  assert(ok, s)
+  local k = s.kinds.reentrant
+  eq(k.granted, 2, "granted"); eq(k.timed_out, 1, "timed_out"); eq(k.busy, 1, "busy")
+  eq(k.cancelled, 0, "cancelled")
+  eq(k.granted_first_try, 2, "first try"); eq(k.granted_woken + k.granted_retried, 0, "waited")
+  eq(k.lost_gone, 1, "lost_gone"); eq(k.lost_expired, 0, "lost_expired")
+  eq(k.lost_in_doubt, 1, "lost_in_doubt")
+  local waits, holds, late = 0, 0, 0
+  for i = 1, 24 do
+    waits, holds = waits + k.wait_ms[i], holds + k.hold_ms[i]
+    if i >= 8 then late = late + k.wait_ms[i] end
+  end
+  eq(waits, 3, "acquire calls timed (busy is not)"); eq(holds, 2, "holds ended")
+  assert(late >= 1, "the 100 ms timeout: from 64 ms")
+  eq(s.settles + s.redirects + s.replica_ack_failures, 0, "settles, redirects, acks")
+  assert(s.renewal_commands >= 1, "renewals sent")
+  for _, kind in ipairs({ "fair", "read", "write", "fenced" }) do
+    eq(s.kinds[kind].granted + s.kinds[kind].timed_out, 0, kind)
+  end
+  cs:close()
+  local none, err = cs:stats()
+  eq(none, nil, "closed client")
+  prefix(err, "closed")
+end)
+
 test("closed client and handles", function()
   local cc = assert(hilock.connect(URL))
   local lk = cc:lock(name("closed"))

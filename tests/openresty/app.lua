@@ -262,6 +262,88 @@ function _M.lost()
     ngx.say("lost=", tostring(lk:lost()), " release=", tostring(r), ":", tostring(err))
 end
 
+-- /stats?name=N&step=1|2: a scripted sequence on a client of its own (1.5 s
+-- watchdog lease), then client:stats(). Step 1: 1 timeout, 1 try (busy), 1
+-- grant woken by the holder's unlock, 1 grant removed by a force unlock
+-- (lost, gone), then a grant whose server run.sh stops (SIGSTOP) before
+-- step 2, which waits for its in-doubt report and prints the figures as
+-- "key=value" words.
+local stats_clients = {}
+
+local function until_true(cond, ms)
+    local t0 = mono_ms()
+    while not cond() do
+        if mono_ms() - t0 > ms then
+            return false
+        end
+        ngx.sleep(0.005)
+    end
+    return true
+end
+
+function _M.stats()
+    local n = ngx.var.arg_name
+    if ngx.var.arg_step == "2" then
+        local c = assert(stats_clients[n], "step 1 first")
+        stats_clients[n] = nil
+        assert(until_true(function() return c:stats().kinds.reentrant.lost_in_doubt == 1 end,
+                          6000), "in-doubt counted")
+        local s = c:stats()
+        local k = s.kinds.reentrant
+        local waits, holds, late = 0, 0, 0
+        for i = 1, 24 do
+            waits, holds = waits + k.wait_ms[i], holds + k.hold_ms[i]
+            if i >= 8 then late = late + k.wait_ms[i] end
+        end
+        local others = 0
+        for _, kind in ipairs({ "fair", "read", "write", "fenced" }) do
+            others = others + s.kinds[kind].granted + s.kinds[kind].timed_out + s.kinds[kind].busy
+        end
+        ngx.say(string.format("granted=%d timed_out=%d cancelled=%d busy=%d first_try=%d "
+                              .. "woken=%d retried=%d waits=%d late=%s holds=%d lost_gone=%d "
+                              .. "lost_expired=%d lost_in_doubt=%d settles=%d redirects=%d "
+                              .. "acks=%d renewal_commands=%s others=%d",
+                              k.granted, k.timed_out, k.cancelled, k.busy, k.granted_first_try,
+                              k.granted_woken, k.granted_retried, waits,
+                              late >= 1 and "some" or "none", holds, k.lost_gone,
+                              k.lost_expired, k.lost_in_doubt, s.settles, s.redirects,
+                              s.replica_ack_failures, s.renewal_commands >= 1 and "some" or "none",
+                              others))
+        return
+    end
+    local c = hilock.new { url = os.getenv("REDIS_URL"), watchdog_lease = 1.5,
+                           command_timeout = 0.5 }
+    local other = client()
+    local s0 = c:stats()
+    assert(s0.version == 1 and s0.kinds.reentrant.granted == 0 and #s0.kinds.fair.hold_ms == 24)
+    local b, held = c:lock(n .. ":b"), other:lock(n .. ":b", 99)
+    assert(held:acquire(0, 60))
+    local r, err = b:acquire(0.1)
+    assert(r == nil and err:find("^timeout"), "timeout: " .. tostring(err))
+    r, err = b:acquire(0)
+    assert(r == nil and err:find("^timeout"), "busy: " .. tostring(err))
+    -- the waiter sleeps once it listens and its attempt after subscribing
+    -- (its second) was refused: only then is the release's message its wake-up
+    local calls = script_calls()
+    local waiter = ngx.thread.spawn(function() return b:acquire(10) end)
+    assert(until_true(function()
+        local v = other:command("PUBSUB", "NUMSUB", "redisson_lock__channel:{" .. n .. ":b}")
+        return v and tonumber(v[2]) == 1 and script_calls() >= calls + 2
+    end, 5000), "waiter subscribed and refused twice")
+    assert(held:release())
+    local okw, got = ngx.thread.wait(waiter)
+    assert(okw and got, "woken grant")
+    assert(b:release())
+    local g = c:lock(n .. ":g")
+    assert(g:acquire(0)) -- removed by another client
+    assert(other:lock(n .. ":g", 98):force_unlock())
+    assert(until_true(function() return c:stats().kinds.reentrant.lost_gone == 1 end, 6000),
+           "loss counted")
+    assert(c:lock(n .. ":d"):acquire(0)) -- the server stops before step 2
+    stats_clients[n] = c
+    ngx.say("ready")
+end
+
 -- /lost_bounded: 30 request owners lose their watchdog holds; a client with
 -- lost_memory = 8 remembers at most two generations of 8 of them.
 function _M.lost_bounded()

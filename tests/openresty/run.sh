@@ -230,6 +230,22 @@ res=$(curl -sS --max-time 10 "$URL/lost?name=or:lost:$RANDOM")
 label="(e2) watchdog notices a forced unlock: '$res'"
 if [ "$res" = "lost=true release=nil:not owner" ]; then ok "$label"; else bad "$label"; fi
 
+# (e8) client:stats(): exact counters after a scripted sequence (1 timeout, 1
+#      busy, 1 woken grant, 1 grant lost to a force unlock, 1 reported in doubt
+#      while the server is stopped), and the two losses logged at WARN.
+name="or:stats:$RANDOM"
+res=$(curl -sS --max-time 30 "$URL/stats?name=$name&step=1")
+if [ "$res" = ready ]; then
+  kill -STOP "$MAIN_REDIS_PID"
+  res=$(curl -sS --max-time 30 "$URL/stats?name=$name&step=2")
+  kill -CONT "$MAIN_REDIS_PID"
+fi
+label="(e8) client:stats() after the scripted sequence: '$res'"
+if [ "$res" = "granted=3 timed_out=1 cancelled=0 busy=1 first_try=2 woken=1 retried=0 waits=4 late=some holds=3 lost_gone=1 lost_expired=0 lost_in_doubt=1 settles=0 redirects=0 acks=0 renewal_commands=some others=0" ] &&
+   grep -q "hilock: lock '$name:g' lost: removed on the server" "$NGINX_TMP/error.log" &&
+   grep -q "hilock: lock '$name:d' lost (in doubt)" "$NGINX_TMP/error.log"; then
+  ok "$label"; else bad "$label"; grep "$name" "$NGINX_TMP/error.log" | tail -5; fi
+
 # (e3) ... and remembers losses of request owners in bounded memory
 #      (lost_memory = 8: at most 16 of 30 remembered, the newest ones).
 res=$(curl -sS --max-time 10 "$URL/lost_bounded?name=$RANDOM")

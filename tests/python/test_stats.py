@@ -295,7 +295,15 @@ def test_aio_scripted_sequence_same_counters(own_redis: RedisServer) -> None:
         other.close()
 
 
-def test_aio_grant_paths_and_hold(redis: RedisServer) -> None:
+def _scripts_run(s: RedisServer) -> int:
+    """Script runs the server has answered (INFO commandstats)."""
+    info = s("INFO", "commandstats")
+    info = info.decode() if isinstance(info, bytes) else info
+    return sum(int(line.split("calls=")[1].split(",")[0]) for line in info.splitlines()
+               if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:")))
+
+
+def test_aio_grant_paths_and_hold(own_redis: RedisServer) -> None:
     """A wait woken by the holder's unlock message is granted 'woken'; one
     whose holder's lease ran out (no message) 'retried'; a reentrant hold
     is timed once, from its first grant to its last release."""
@@ -303,6 +311,7 @@ def test_aio_grant_paths_and_hold(redis: RedisServer) -> None:
 
     import hilock.aio as aio
 
+    redis = own_redis  # a server of its own: only this test runs scripts there
     other = hilock.Client(redis.url)
 
     async def main() -> Dict[str, Any]:
@@ -311,8 +320,12 @@ def test_aio_grant_paths_and_hold(redis: RedisServer) -> None:
             # one owner for the waiting task and this one: the re-entry is its
             a, held = c.lock("apath:a", thread_id=7), other.lock("apath:a")
             assert held.acquire(wait=0, lease=60)
+            calls = _scripts_run(redis)
             waiting = asyncio.ensure_future(a.acquire(wait=10))
-            while redis("PUBSUB", "NUMSUB", "redisson_lock__channel:{apath:a}")[1] < 1:
+            # it sleeps once it listens and its attempt after subscribing (its
+            # second) was refused: only then is the release's message its wake-up
+            while (redis("PUBSUB", "NUMSUB", "redisson_lock__channel:{apath:a}")[1] < 1
+                   or _scripts_run(redis) < calls + 2):
                 await asyncio.sleep(0.005)
             held.release()                        # the message wakes it
             assert await waiting
