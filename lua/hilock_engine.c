@@ -1582,6 +1582,21 @@ static int p_renew_doubt_at(lua_State *L)
     return 1;
 }
 
+/* proto.renew_in_doubt(confirmed_at, watchdog_lease_ms, renew_sent_at,
+ * command_timeout_ms, now) -> boolean: that hold is in doubt at now, asked
+ * between two turns of the worker's timers (hl_renew_in_doubt: a renewal not
+ * sent yet counts as sent now, so true once the lease may have ended) */
+static int p_renew_in_doubt(lua_State *L)
+{
+    int64_t confirmed = lhl_check_int(L, 1, 0, INT64_MAX / 4);
+    int64_t lease = lhl_check_int(L, 2, 1, HILOCK_MAX_TIME_MS);
+    int64_t sent = lhl_check_int(L, 3, -1, INT64_MAX / 4);
+    int64_t cmdt = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    int64_t now = lhl_check_int(L, 5, 0, INT64_MAX / 4);
+    lua_pushboolean(L, hl_renew_in_doubt(confirmed, lease, sent, cmdt, now));
+    return 1;
+}
+
 /* ---- pub/sub and topology ---- */
 
 static int push_plain(lua_State *L, hl_cmd *c)
@@ -1854,6 +1869,7 @@ static const luaL_Reg engine_funcs[] = {
     {"renew_period", p_renew_period},
     {"renew_doubt_after", p_renew_doubt_after},
     {"renew_doubt_at", p_renew_doubt_at},
+    {"renew_in_doubt", p_renew_in_doubt},
     {"subscribe_cmd", p_subscribe_cmd},
     {"unsubscribe_cmd", p_unsubscribe_cmd},
     {"cluster_slots_cmd", p_cluster_slots_cmd},

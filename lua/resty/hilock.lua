@@ -2196,12 +2196,25 @@ end
 -- true, why once the watchdog found this owner's hold gone (why "gone") or
 -- got no renewal confirmed for lease - lease/5 (why "in doubt: ..."; stop
 -- using what the lock guards: another client may hold it once the lease
--- ends on the server). false otherwise; reset by the next acquire.
+-- ends on the server). false otherwise; reset by the next acquire. Asked
+-- while the worker's timers could not run (this request kept it busy), it
+-- also says "in doubt" once the lease may have ended since the last
+-- confirmed renewal (proto.renew_in_doubt).
 function Lock:lost()
     local c, key = self.client, wd_key(self, owner_of(self))
     local why = c.lost[key] or c.lost_old[key]
     if why then
         return true, why
+    end
+    -- asked while the worker's timers are held up (this request kept the
+    -- worker busy): the doubt timer may be overdue; the engine's rule says
+    local e, now = c.wd[key], now_ms()
+    if e and not e.doubt and proto.renew_in_doubt(e.confirmed, c.watchdog_lease_ms,
+                                                  e.renew_sent or -1, c.command_timeout_ms, now) then
+        e.doubt = true
+        mark_lost(c, key, str_format("in doubt: no renewal confirmed by the server for %d ms",
+                                     now - e.confirmed))
+        return true, c.lost[key]
     end
     return false
 end

@@ -2,6 +2,8 @@
 -- location /agent of nginx.conf.in. One HTTP request runs one request line:
 --   GET /agent?url=URL&opts=k=v,k=v&tid=N&line=ACTOR+CMD+KIND+NAME+ARGS
 -- and answers "ok ..." / "err ERRKIND ..." (tests/conformance/README.md).
+-- With busy_ms=MS the request first keeps the worker busy for MS (no yield:
+-- nginx's loop is blocked, its timers wait), then runs the line.
 -- An actor is the explicit thread id `tid` (one owner across its requests);
 -- clients are made once per worker for each (url, opts).
 local hilock = require "resty.hilock"
@@ -27,6 +29,13 @@ function _M.serve()
         o.url = url
         c = hilock.new(o)
         clients[key] = c
+    end
+    local busy = tonumber(args.busy_ms)
+    if busy then
+        local until_s = ngx.now() + busy / 1000
+        repeat
+            ngx.update_time()
+        until ngx.now() >= until_s
     end
     local function lock_of(kind, name)
         return lib.make(c, kind, name, tid)

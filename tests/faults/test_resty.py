@@ -21,6 +21,11 @@ behind the same TCP fault proxy as the C/Python scenarios.
   settled by the machine (a fresh connection, a timed-out reply on a
   SIGSTOPped server): the permits left taken are the ones the caller holds;
   a permit-expirable acquire's lost try gives its id back.
+- a holder left unsure (issue 31 item 4): a half-dead link, requests lost,
+  replies lost, the server stopped and the proxy refusing past the lease,
+  all at once: lk:lost() says true before another client acquires; the
+  worker stopped, or kept busy by a request, past the lease: the first
+  lk:lost() after it says true.
 (The pub/sub connection killed during a wait is tests/openresty (i) and the
 conformance pubsub-killed scenario.)
 """
@@ -138,9 +143,11 @@ class Actor:
         self.opts = ",".join("%s=%d" % kv for kv in sorted(opts.items()))
         self.tid = next(Actor._tids)
 
-    def __call__(self, line: str, timeout: float = 30) -> str:
-        q = urllib.parse.urlencode({"url": self.url, "opts": self.opts, "tid": self.tid,
-                                    "line": "X " + line})
+    def __call__(self, line: str, timeout: float = 30, busy_ms: int = 0) -> str:
+        args = {"url": self.url, "opts": self.opts, "tid": self.tid, "line": "X " + line}
+        if busy_ms:  # the worker busy (its loop blocked) that long first
+            args["busy_ms"] = busy_ms
+        q = urllib.parse.urlencode(args)
         return self.nginx.get("/agent?" + q, timeout)
 
 
@@ -412,3 +419,192 @@ def test_resty_permit_reply_lost_on_fresh_connection_keeps_nothing(nginx, server
     _sem_lost_on_fresh_connection(Actor(nginx, proxy.url(), command_timeout_ms=1000), server,
                                   proxy, name, "pes")
     assert server("ZCARD", "{%s}:timeout" % name) == 0
+
+
+# ---- a holder left unsure (issue 31 item 4 (a), (b), (e), (f)) ----
+
+UNSURE_LEASE = 3.0
+UNSURE_FAULTS = ["half-dead", "requests-lost", "replies-lost", "server-stopped", "proxy-refusing"]
+
+
+def _unsure_case(nginx, fault: str) -> dict:
+    """One holder (a request owner of its own client, lease 3 s, command and
+    connect timeouts of lease/3 as test_silence.py) behind a proxy of its own
+    to a server of its own; the fault starts right after a renewal. Then, one
+    after the other in this thread: the holder's lk:lost(), the other
+    client's try (direct to the server; not while the server is stopped),
+    so the order seen is the order things happened."""
+    from conftest import RedisServer
+    from faultproxy import FaultProxy
+    from test_silence import wait_renewed
+    server = RedisServer()
+    proxy = FaultProxy(server.port)
+    name = "fu:" + uuid.uuid4().hex[:12]
+    ms = int(UNSURE_LEASE * 1000)
+    a = Actor(nginx, proxy.url(), watchdog_lease_ms=ms, command_timeout_ms=ms // 3,
+              connect_timeout_ms=ms // 3)
+    other = opened(server.url)
+    out = {"fault": fault, "told": None, "got": None, "why": None}
+    try:
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        wait_renewed(server, name, UNSURE_LEASE)
+        resume_at = None
+        if fault == "half-dead":
+            proxy.half_dead(True)
+        elif fault == "requests-lost":
+            proxy.silence(up=True, down=False)
+        elif fault == "replies-lost":
+            proxy.silence(up=False, down=True)
+        elif fault == "server-stopped":
+            server.pause()
+            resume_at = time.monotonic() + UNSURE_LEASE + 1.0
+        else:
+            proxy.refuse(True)
+            proxy.reset()
+        t_cut = time.monotonic()
+        lk = other.lock(name)
+        while time.monotonic() - t_cut < 3 * UNSURE_LEASE and (out["told"] is None or
+                                                               out["got"] is None):
+            if out["told"] is None:
+                answer = a("lost r %s" % name)
+                if answer == "ok 1":
+                    out["told"] = time.monotonic() - t_cut
+            if resume_at is not None and time.monotonic() >= resume_at:
+                server.resume()
+                resume_at = None
+            if out["got"] is None and resume_at is None and lk.acquire(wait=0, lease=30):
+                out["got"] = time.monotonic() - t_cut
+            time.sleep(0.02)
+        if resume_at is not None:
+            server.resume()
+        out["pttl"] = int(server("PTTL", name))
+    finally:
+        proxy.clear()
+        proxy.close()
+        other.close()
+        server.stop()
+    return out
+
+
+def test_resty_unsure_holder_told_before_other_acquires(nginx):
+    """The faults of DESIGN.md §6 that leave a holder unsure, each on a
+    server and proxy of its own, all at once (one nginx worker): a half-dead
+    link (live connections drop every byte, new ones accepted and never
+    answered), requests lost, replies lost, the server SIGSTOPped and the
+    proxy resetting and refusing for longer than the lease. The holder's
+    lk:lost() says true before the other client's acquire succeeds (replies
+    lost: the renewals may still reach the server; nobody else acquires)."""
+    got = {}
+
+    def run(fault):
+        try:
+            got[fault] = _unsure_case(nginx, fault)
+        except Exception as e:  # reported below, per case
+            got[fault] = {"fault": fault, "error": repr(e)}
+
+    threads = [threading.Thread(target=run, args=(f,)) for f in UNSURE_FAULTS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    bad = []
+    for f in UNSURE_FAULTS:
+        r = got.get(f, {"error": "did not finish"})
+        if "error" in r:
+            bad.append("%s: %s" % (f, r["error"]))
+            continue
+        if r["told"] is not None:
+            report(f"openresty {f}: holder told after", r["told"])
+        if r["got"] is not None:
+            report(f"openresty {f}: other client acquired after", r["got"])
+        if r["told"] is None:
+            bad.append("%s: the holder was never told" % f)
+        elif r["got"] is not None and r["told"] > r["got"]:
+            bad.append("%s: both believed they held the lock" % f)
+        if r["got"] is None and not (f == "replies-lost" and r["pttl"] > 0):
+            bad.append("%s: the other client never acquired (PTTL %d)" % (f, r["pttl"]))
+    assert not bad, "; ".join(bad)
+
+
+def _worker_pid(nginx) -> int:
+    pid = nginx.proc.pid
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        kids = f.read().split()
+    assert len(kids) == 1, kids
+    return int(kids[0])
+
+
+def test_resty_worker_blocked_past_lease_is_told_first_thing(nginx, server, name):
+    """The nginx worker stopped (SIGSTOP: a busy request, a paused process)
+    for longer than the lease: a renewal falls due, the lease ends on the
+    server and another client takes the lock. A request that reached the
+    worker on a kept-alive connection while it was stopped is served when it
+    resumes, in the same turn of nginx's loop, before the worker's overdue
+    timers run: lk:lost() must say true to it, not that the lock is held."""
+    import signal
+    ms = int(UNSURE_LEASE * 1000)
+    a = Actor(nginx, server.url, watchdog_lease_ms=ms, command_timeout_ms=ms // 3)
+    other = opened(server.url)
+    from test_silence import wait_renewed
+    worker = _worker_pid(nginx)
+    q = urllib.parse.urlencode({"url": a.url, "opts": a.opts, "tid": a.tid,
+                                "line": "X lost r %s" % name})
+    conn = http.client.HTTPConnection("127.0.0.1", nginx.port, timeout=10)
+
+    def ask() -> str:
+        conn.request("GET", "/agent?" + q)
+        return conn.getresponse().read().decode(errors="replace").strip()
+
+    try:
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        wait_renewed(server, name, UNSURE_LEASE)
+        assert ask() == "ok 0"  # the kept-alive connection
+        os.kill(worker, signal.SIGSTOP)
+        t_cut = time.monotonic()
+        try:
+            got = other.lock(name).acquire(wait=2 * UNSURE_LEASE, lease=30)
+            t_got = time.monotonic() - t_cut
+            conn.request("GET", "/agent?" + q)  # waits at the stopped worker
+            time.sleep(0.2)
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        t_back = time.monotonic() - t_cut
+        first = conn.getresponse().read().decode(errors="replace").strip()
+        report("openresty worker stopped: other client acquired after", t_got)
+        report("openresty worker stopped: worker resumed after", t_back)
+        assert got, "the other client did not get the lock"
+        assert first == "ok 1", "the resumed worker's first answer: %r" % first
+        assert a("lost r %s" % name) == "ok 1"
+    finally:
+        conn.close()
+        other.close()
+
+
+def test_resty_request_blocking_worker_past_lease_is_told(nginx, server, name):
+    """A request keeps the worker busy (its loop blocked: CPU work, a blocking
+    call) for longer than the lease, then asks lk:lost() before it would
+    touch what the lock guards. Meanwhile a renewal fell due, the lease ended
+    on the server and another client took the lock: lk:lost() must say true
+    although no timer of the worker could run."""
+    ms = int(UNSURE_LEASE * 1000)
+    a = Actor(nginx, server.url, watchdog_lease_ms=ms, command_timeout_ms=ms // 3)
+    other = opened(server.url)
+    from test_silence import wait_renewed
+    try:
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        wait_renewed(server, name, UNSURE_LEASE)
+        t_cut = time.monotonic()
+        answers = []
+        q = threading.Thread(target=lambda: answers.append(
+            (a("lost r %s" % name, busy_ms=ms + 1000), time.monotonic() - t_cut)))
+        q.start()
+        got = other.lock(name).acquire(wait=2 * UNSURE_LEASE, lease=30)
+        t_got = time.monotonic() - t_cut
+        q.join(10)
+        assert got, "the other client did not get the lock"
+        report("openresty busy request: other client acquired after", t_got)
+        assert answers, "no answer"
+        report("openresty busy request: lk:lost() answered after", answers[0][1])
+        assert answers[0][0] == "ok 1", "after the busy request: %r" % answers[0][0]
+    finally:
+        other.close()
