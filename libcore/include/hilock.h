@@ -1064,6 +1064,8 @@ typedef void (*hilock_async_multilock_lost_cb)(hilock_async *a, hilock_multilock
 HILOCK_API void hilock_async_set_multilock_lost_callback(hilock_async *a,
                                                          hilock_async_multilock_lost_cb cb,
                                                          void *payload);
+/* 1 once that hold was reported lost; asked while the loop is held up, also
+ * when members whose loss is overdue (hilock_async_is_lost) would lose it. */
 HILOCK_API int hilock_async_multilock_is_lost(const hilock_async *a, const hilock_multilock *m,
                                               uint64_t tid);
 /* 1 when a watchdog renewal of a found the hold of (l, tid) gone, or when it

@@ -115,9 +115,21 @@ int hilock_async_multilock_is_lost(const hilock_async *a, const hilock_multilock
 {
     if (!a || !m)
         return 0;
-    for (as_mlhold *h = a->mlholds; h; h = h->next)
-        if (h->m == m && h->tid == tid)
-            return h->lost;
+    for (as_mlhold *h = a->mlholds; h; h = h->next) {
+        if (h->m != m || h->tid != tid)
+            continue;
+        if (h->lost)
+            return 1;
+        /* asked before the loop has run again (it was blocked): members
+         * whose report is overdue count as lost (hilock_async_is_lost) */
+        hl_ml_view v;
+        hl_multilock_view(h->m, &v);
+        size_t nlost = h->nlost;
+        for (size_t i = 0; i < v.n && i < h->n; i++)
+            if (h->acquired[i] && !h->lostm[i] && hilock_async_is_lost(a, v.locks[i], tid))
+                nlost++;
+        return nlost > h->nlost && hl_ml_hold_lost(v.redlock, v.n, h->nacquired, nlost);
+    }
     return 0;
 }
 

@@ -242,6 +242,69 @@ static void t_loop_blocked_past_lease(void)
     hilock_client_close(o);
 }
 
+static void on_ml_lost(hilock_async *a, hilock_multilock *m, uint64_t tid, void *payload)
+{
+    (void)m;
+    (void)tid;
+    seen *s = payload;
+    if (s->n++ == 0) {
+        s->at = th_now_ms();
+        snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
+    }
+}
+
+/* The same with a multi-lock hold of two members: another client takes one
+ * member while the loop is blocked past the lease; when the application
+ * comes back, hilock_async_multilock_is_lost says 1 before the loop has
+ * run, and the multi-lock lost callback comes in the first call. */
+static void t_multilock_loop_blocked_past_lease(void)
+{
+    hilock_client *c = open_url(srv.url, IO_TIMEOUT);
+    hilock_client *o = open_url(srv.url, 1000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_multilock_lost_callback(a, on_ml_lost, &s);
+    hilock_lock *l[2] = {NULL, NULL}, *ol = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l[0], c, "as-ml-a") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l[1], c, "as-ml-b") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&ol, o, "as-ml-b") == 0);
+    hilock_multilock *m = NULL;
+    CU_ASSERT_FATAL(hilock_multilock_new(&m, l, 2) == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_multilock_acquire(a, m, 2, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) ==
+              0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
+    CU_ASSERT_FATAL(run_until_renewed(a, "as-ml-b"));
+    int64_t t0 = th_now_ms();
+    int orc = hilock_lock_acquire(ol, 3 * LEASE, 30000); /* the loop is blocked */
+    int64_t got_at = th_now_ms();
+    int lost_before_loop = hilock_async_multilock_is_lost(a, m, 2);
+    hilock_epoll_run_once(&ep, a, 0);
+    int told_first_call = s.n;
+    run_until_n(a, &s.n, 1, 2 * LEASE);
+    printf("\n  multi-lock, loop blocked: other client took a member after %lld ms (rc %d); "
+           "is_lost before the loop %d, told in the first call %d (%s)",
+           (long long)(got_at - t0), orc, lost_before_loop, told_first_call,
+           s.n ? s.msg : "never told");
+    CU_ASSERT_EQUAL(orc, 0);
+    CU_ASSERT_EQUAL(lost_before_loop, 1);
+    CU_ASSERT(told_first_call >= 1);
+    if (orc == 0)
+        CU_ASSERT_EQUAL(hilock_lock_release(ol), 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_multilock_release(a, m, 2, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 3 * LEASE));
+    th_redis_int(&srv, "DEL as-ml-a");
+    free_async(a);
+    hilock_multilock_free(m);
+    hilock_lock_free(l[0]);
+    hilock_lock_free(l[1]);
+    hilock_lock_free(ol);
+    hilock_client_close(c);
+    hilock_client_close(o);
+}
+
 static int init_srv(void) { return th_redis_start(&srv, NULL); }
 
 static int clean_srv(void)
@@ -261,5 +324,7 @@ int main(void)
     CU_add_test(s, "(e) server stopped past the lease", t_server_stopped);
     CU_add_test(s, "(e) proxy resets and refuses past the lease", t_proxy_refusing);
     CU_add_test(s, "(f) loop blocked past the lease", t_loop_blocked_past_lease);
+    CU_add_test(s, "(f) multi-lock, loop blocked past the lease",
+                t_multilock_loop_blocked_past_lease);
     return th_cu_run();
 }
