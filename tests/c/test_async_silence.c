@@ -6,7 +6,7 @@
  *
  * - half-dead: the live connections drop every byte both ways and new
  *   connections are accepted, then never answered (connect succeeds, the
- *   handshake hangs);
+ *   handshake hangs); a reentrant, a fair and a fenced lock;
  * - requests lost / replies lost: one direction dropped (replies lost: the
  *   renewals may still reach the server and keep the lock alive there);
  * - an outage longer than the lease: the server SIGSTOPped; the proxy
@@ -99,7 +99,11 @@ static const char *fault_name(fault f)
     return names[f];
 }
 
-static void scenario(fault f, const char *name)
+typedef int (*lock_new_fn)(hilock_lock **out, hilock_client *c, const char *name);
+
+/* f on the link of a watchdog hold of name, made by make (the other client
+ * makes the same kind). */
+static void scenario_of(fault f, const char *name, lock_new_fn make, const char *kind)
 {
     th_proxy *p = th_proxy_start(srv.port);
     CU_ASSERT_FATAL(p != NULL);
@@ -110,8 +114,8 @@ static void scenario(fault f, const char *name)
     seen s = {0};
     hilock_async_set_lost_callback(a, on_lost, &s);
     hilock_lock *l = NULL, *ol = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
-    CU_ASSERT_FATAL(hilock_lock_new(&ol, o, name) == 0);
+    CU_ASSERT_FATAL(make(&l, c, name) == 0);
+    CU_ASSERT_FATAL(make(&ol, o, name) == 0);
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
@@ -157,8 +161,8 @@ static void scenario(fault f, const char *name)
     th_proxy_stall_new(p, 0);
     th_proxy_silence(p, 0, 0);
     th_proxy_refuse(p, 0);
-    printf("\n  %s: holder told after %lld ms (%s); other client acquired after %lld ms",
-           fault_name(f), s.n ? (long long)(s.at - t0) : -1LL, s.n ? s.msg : "never told",
+    printf("\n  %s (%s): holder told after %lld ms (%s); other client acquired after %lld ms",
+           fault_name(f), kind, s.n ? (long long)(s.at - t0) : -1LL, s.n ? s.msg : "never told",
            got_at >= 0 ? (long long)(got_at - t0) : -1LL);
     CU_ASSERT(s.n >= 1);
     CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), s.n >= 1);
@@ -186,7 +190,20 @@ static void scenario(fault f, const char *name)
     th_proxy_stop(p);
 }
 
+static void scenario(fault f, const char *name)
+{
+    scenario_of(f, name, hilock_lock_new, "reentrant");
+}
+
 static void t_half_dead(void) { scenario(HALF_DEAD, "as-half-dead"); }
+static void t_half_dead_fair(void)
+{
+    scenario_of(HALF_DEAD, "as-half-dead-fair", hilock_fair_lock_new, "fair");
+}
+static void t_half_dead_fenced(void)
+{
+    scenario_of(HALF_DEAD, "as-half-dead-fenced", hilock_fenced_lock_new, "fenced");
+}
 static void t_requests_lost(void) { scenario(REQUESTS_LOST, "as-req-lost"); }
 static void t_replies_lost(void) { scenario(REPLIES_LOST, "as-rep-lost"); }
 static void t_server_stopped(void) { scenario(SERVER_STOPPED, "as-stopped"); }
@@ -319,6 +336,8 @@ int main(void)
         return 2;
     CU_pSuite s = CU_add_suite("hilock_async: a holder unsure is told first", init_srv, clean_srv);
     CU_add_test(s, "(a) half-dead link and server", t_half_dead);
+    CU_add_test(s, "(a) half-dead, fair lock", t_half_dead_fair);
+    CU_add_test(s, "(a) half-dead, fenced lock", t_half_dead_fenced);
     CU_add_test(s, "(b) requests lost", t_requests_lost);
     CU_add_test(s, "(b) replies lost", t_replies_lost);
     CU_add_test(s, "(e) server stopped past the lease", t_server_stopped);
