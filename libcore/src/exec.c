@@ -390,8 +390,15 @@ static int exec_acked(hl_transport *c, hl_cmd *cmd, redisReply **reply, int64_t 
 }
 
 /* Pipeline the commands idx[0..k) on one node. */
+/* Run cmds[idx[0..k)] pipelined on one connection of node n. With acked
+ * set (and the client asking for replica acknowledgement), the batch is
+ * followed on the same connection by the engine's ack commands (WAIT),
+ * and acked[idx[j]] says whether a replica took the writes: replies from
+ * a master whose writes no replica acknowledged are answers, not
+ * confirmations (a master cut off from its replicas may be replaced and
+ * its writes lost). */
 static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisReply **replies,
-                       char *err)
+                       int *acked, char *err)
 {
     hl_transport *c = n->client;
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -452,7 +459,17 @@ static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisRep
                 continue;
             return HILOCK_ECONN;
         }
-        hl_pool_put(n, ctx, 0, gen);
+        int broken = 0;
+        if (acked && c->replica_ack) {
+            int a = 0;
+            if (wait_replica(c, n, ctx, &a) != 0) {
+                a = 0;
+                broken = 1; /* the connection's state is unknown: close it */
+            }
+            for (int j = 0; j < k; j++)
+                acked[idx[j]] = a;
+        }
+        hl_pool_put(n, ctx, broken, gen);
         return 0;
     }
     return HILOCK_ECONN;
@@ -460,8 +477,17 @@ static int pipeline_on(hl_node *n, hl_cmd *cmds, const int *idx, int k, redisRep
 
 int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n, redisReply **replies, char *err)
 {
-    for (int i = 0; i < n; i++)
+    return hl_exec_pipeline_acked(c, cmds, n, replies, NULL, err);
+}
+
+int hl_exec_pipeline_acked(hl_transport *c, hl_cmd *cmds, int n, redisReply **replies,
+                           int *acked, char *err)
+{
+    for (int i = 0; i < n; i++) {
         replies[i] = NULL;
+        if (acked)
+            acked[i] = 1;
+    }
     int rc = hl_transport_check(c, err);
     if (rc)
         return rc;
@@ -492,7 +518,7 @@ int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n, redisReply **replies,
                 idx[k++] = j;
                 at[j] = NULL;
             }
-        if (pipeline_on(node, cmds, idx, k, replies, err) != 0)
+        if (pipeline_on(node, cmds, idx, k, replies, acked, err) != 0)
             failures++;
     }
     /* redirected commands (resharding): once more, one by one */
@@ -503,7 +529,10 @@ int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n, redisReply **replies,
         if (replies[i] && redirection(replies[i], host, sizeof host, &port, &slot)) {
             freeReplyObject(replies[i]);
             replies[i] = NULL;
-            hl_exec(c, &cmds[i], &replies[i], 0, err);
+            if (acked)
+                hl_exec_acked(c, &cmds[i], &replies[i], 0, err, &acked[i]);
+            else
+                hl_exec(c, &cmds[i], &replies[i], 0, err);
         }
     }
     hl_nosigpipe_leave(&sp);

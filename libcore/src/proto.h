@@ -696,6 +696,13 @@ HL_HIDDEN void hl_cmd_renew_many(hl_cmd *cmd, hl_cmd_wide *wide, const hl_names 
  * array of exactly n integers 0/1 is HL_RENEW_TROUBLE for all (retried, never
  * read as a loss). Returns 1 when the answer was per hold, else 0. */
 HL_HIDDEN int hl_renew_classify_many(const redisReply *r, int n, hl_renew_outcome *out);
+/* A renewal's outcome once replica acknowledgement is known (acked: a
+ * replica took the write, or the client does not ask for it): a renewal no
+ * replica acknowledged is retried, not a confirmation, since a master cut
+ * off from its replicas may be replaced by one that never saw it; so the
+ * hold's "in doubt" time runs from its last acknowledged renewal. Every
+ * other outcome stands (a "gone" answer is a loss either way). */
+HL_HIDDEN hl_renew_outcome hl_renew_unacked(hl_renew_outcome o, int acked);
 /* The renewal period for a watchdog lease: lease/3, at least 1 ms. */
 HL_HIDDEN int64_t hl_renew_period(int64_t watchdog_lease_ms);
 /* In doubt: a watched hold whose latest grant or renewal confirmed by the

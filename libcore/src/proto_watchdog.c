@@ -70,6 +70,11 @@ int hl_renew_classify_many(const redisReply *r, int n, hl_renew_outcome *out)
     return 0;
 }
 
+hl_renew_outcome hl_renew_unacked(hl_renew_outcome o, int acked)
+{
+    return o == HL_RENEW_RENEWED && !acked ? HL_RENEW_TROUBLE : o;
+}
+
 int64_t hl_renew_doubt_after(int64_t watchdog_lease_ms)
 {
     int64_t after = watchdog_lease_ms - watchdog_lease_ms / 5;

@@ -109,6 +109,13 @@ HL_HIDDEN redisContext *hl_connect_addr(const hl_endpoint *ep, const char *host,
  * (err set) when any node failed; the others' replies are still filled. */
 HL_HIDDEN int hl_exec_pipeline(hl_transport *c, hl_cmd *cmds, int n,
                                redisReply **replies, char *err);
+/* As hl_exec_pipeline; when the client asks for replica acknowledgement,
+ * each node's batch is followed by WAIT on its connection and acked[i]
+ * (room for n) is 1 when a replica took command i's writes (or the master
+ * has none), 0 when not (or the WAIT failed): an answer, not a
+ * confirmation. Without replica acknowledgement every acked[i] is 1. */
+HL_HIDDEN int hl_exec_pipeline_acked(hl_transport *c, hl_cmd *cmds, int n,
+                                     redisReply **replies, int *acked, char *err);
 
 /* Take over ctx, on which the acquire attempt cmd was sent and timed out:
  * wait (up to HL_SETTLE_MAX_MS) for its late reply on that same connection

@@ -208,6 +208,7 @@ typedef struct hl_wd_scratch {
     hl_cmd *cmds;
     hl_cmd_wide *wides; /* one per command: a batch's arguments */
     redisReply **replies;
+    int *acked; /* per command: a replica took its writes (hl_exec_pipeline_acked) */
 } hl_wd_scratch;
 
 static void scratch_free(hl_wd_scratch *s)
@@ -225,6 +226,7 @@ static void scratch_free(hl_wd_scratch *s)
     free(s->cmds);
     free(s->wides);
     free(s->replies);
+    free(s->acked);
     free(s);
 }
 
@@ -261,10 +263,12 @@ static int scratch_cmds(hl_wd_scratch *s, int m)
     free(s->cmds);
     free(s->wides);
     free(s->replies);
+    free(s->acked);
     s->cmds = malloc(sizeof *s->cmds * (size_t)m);
     s->wides = malloc(sizeof *s->wides * (size_t)m);
     s->replies = malloc(sizeof *s->replies * (size_t)m);
-    s->gcap = s->cmds && s->wides && s->replies ? m : 0;
+    s->acked = malloc(sizeof *s->acked * (size_t)m);
+    s->gcap = s->cmds && s->wides && s->replies && s->acked ? m : 0;
     return s->gcap ? 0 : -1;
 }
 
@@ -327,21 +331,23 @@ static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items,
     }
     char err[HL_ERRMSG_MAX];
     hl_stats_add(&c->stats.renewal_commands, (uint64_t)m);
-    if (hl_exec_pipeline(c, s->cmds, m, replies, err)) {
+    int *acked = s->acked;
+    if (hl_exec_pipeline_acked(c, s->cmds, m, replies, acked, err)) {
         char msg[HL_ERRMSG_MAX + 32];
         snprintf(msg, sizeof msg, "watchdog renewal failed: %s", err);
         hl_transport_report(c, msg);
     }
     for (int g = 0; g < m; g++) {
         /* the engine says what each answer means */
-        if (size[g] == 1) {
+        if (size[g] == 1)
             out[first[g]] = hl_renew_classify(replies[g]);
-            continue;
-        }
-        int per_hold = hl_renew_classify_many(replies[g], size[g], out + first[g]);
-        if (!per_hold && replies[g] && replies[g]->type == REDIS_REPLY_ERROR)
+        else if (!hl_renew_classify_many(replies[g], size[g], out + first[g]) && replies[g] &&
+                 replies[g]->type == REDIS_REPLY_ERROR)
             for (int j = 0; j < size[g]; j++)
                 retry[first[g] + j] = 1;
+        /* no replica took it: not a confirmation (hl_renew_unacked) */
+        for (int j = 0; j < size[g]; j++)
+            out[first[g] + j] = hl_renew_unacked(out[first[g] + j], acked[g]);
     }
     for (int g = 0; g < m; g++)
         if (replies[g])

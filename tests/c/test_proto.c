@@ -1242,6 +1242,11 @@ static void t_sb(void)
 static void t_renew_doubt_at(void)
 {
     CU_ASSERT_EQUAL(hl_renew_doubt_after(3000), 2400);
+    /* a renewal no replica acknowledged is retried, not a confirmation */
+    CU_ASSERT_EQUAL(hl_renew_unacked(HL_RENEW_RENEWED, 1), HL_RENEW_RENEWED);
+    CU_ASSERT_EQUAL(hl_renew_unacked(HL_RENEW_RENEWED, 0), HL_RENEW_TROUBLE);
+    CU_ASSERT_EQUAL(hl_renew_unacked(HL_RENEW_LOST, 0), HL_RENEW_LOST);
+    CU_ASSERT_EQUAL(hl_renew_unacked(HL_RENEW_TROUBLE, 0), HL_RENEW_TROUBLE);
     CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, -1, 300), 3400);   /* nothing in flight */
     CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 2000, 300), 3400); /* sent in time */
     CU_ASSERT_EQUAL(hl_renew_doubt_at(1000, 3000, 3400, 300), 3700); /* sent late: its answer */

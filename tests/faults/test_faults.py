@@ -839,6 +839,37 @@ def test_replica_stopped_ack_refused_nothing_held(server, replica, name, kind):
         other.close()
 
 
+def test_replica_stopped_watchdog_holder_told_in_doubt(server, replica, name):
+    """replica_ack on, a watchdog hold (lease 3 s), then the replica stopped:
+    the master still answers every renewal, but no replica takes them, so
+    none is a confirmation (a master cut off from its replicas may be
+    replaced by one that never saw them, where the lease runs out from the
+    last acknowledged renewal). The holder is told "in doubt" before that
+    lease ends (before: renewals counted as confirmed, never told)."""
+    lease = 3.0
+    c = opened(server.url, replica_ack=True, replica_ack_timeout=0.5, watchdog_lease=lease)
+    try:
+        warm_acked(c, "reentrant", name)
+        lk = make(c, "reentrant", name)
+        lost_at = []
+        lk.on_lost = lambda l, tid: lost_at.append(time.monotonic())
+        assert lk.acquire(wait=2)
+        # the replica's copy of the hold: its lease as of the last renewal
+        # a replica took
+        wait_for(lambda: replica("EXISTS", name) == 1, 5, "the hold on the replica")
+        replica.pause()
+        t0 = time.monotonic()
+        wait_for(lambda: lost_at, 2 * lease, "the holder told in doubt")
+        told = lost_at[0] - t0
+        report("replica stopped under a watchdog hold: holder told in doubt after", told)
+        assert told < lease, told
+        assert lk.lost
+        assert server("EXISTS", name) == 1  # the master still renews it
+    finally:
+        replica.resume()
+        c.close()
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_replica_ack_retried_while_the_wait_lasts(server, replica, name, kind):
     """replica_ack on (0.3 s), the replica stopped for 1.5 s: an acquire
