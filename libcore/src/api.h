@@ -26,6 +26,12 @@ struct hilock_client {
 
 HL_HIDDEN void hl_client_ref(struct hilock_client *c);
 HL_HIDDEN void hl_client_unref(struct hilock_client *c);
+/* For bench/c/stats_bench only (it declares this itself: no header outside
+ * libcore may be included there): off = 1, c counts no acquire or hold
+ * figures (hl_stats.off), the baseline of the counting's cost; 0, as every
+ * client. Change it only while c holds no lock (a hold begun uncounted is
+ * not timed at its end, and one begun counted would not be forgotten). */
+HL_HIDDEN void hl_client_stats_off(struct hilock_client *c, int off);
 
 /* 0, or HILOCK_ECLOSED with a message when closed or used after fork()
  * (hl_transport_check). */

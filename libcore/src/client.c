@@ -429,6 +429,11 @@ int hilock_client_stats(hilock_client *c, hilock_stats *out)
     return 0;
 }
 
+void hl_client_stats_off(hilock_client *c, int off)
+{
+    __atomic_store_n(&c->t.stats.off, off ? 1 : 0, __ATOMIC_RELAXED);
+}
+
 void hilock_client_set_trace(hilock_client *c, hilock_trace_cb cb, void *userdata)
 {
     if (c)

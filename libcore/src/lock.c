@@ -359,7 +359,8 @@ static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog, in
     pthread_mutex_lock(&l->mu);
     l->errmsg[0] = 0;
     l->last_lease_ms = lease;
-    hl_since_mark(&l->since, tid, hl_now_mono_ms());
+    if (!__atomic_load_n(&l->client->t.stats.off, __ATOMIC_RELAXED))
+        hl_since_mark(&l->since, tid, hl_now_mono_ms());
     pthread_mutex_unlock(&l->mu);
     hl_err_forget(l);
     int rc = watchdog ? hl_wd_add(&l->client->t, l, l->kind, &l->names, tid, sent_at) : 0;

@@ -41,6 +41,8 @@ static hilock_kind_stats *of_kind(hl_stats *s, hilock_kind kind)
 void hl_stats_acquired(hl_stats *s, hilock_kind kind, int64_t wait_ms, int rc, int path,
                        int64_t waited_ms)
 {
+    if (__atomic_load_n(&s->off, __ATOMIC_RELAXED))
+        return;
     hilock_kind_stats *k = of_kind(s, kind);
     if (rc == HILOCK_ETIMEDOUT && wait_ms == 0) { /* a try, not a wait */
         hl_stats_add(&k->busy, 1);
@@ -192,6 +194,8 @@ void hl_since_free(hl_since **head)
 void hl_stats_hold_end(hl_stats *s, pthread_mutex_t *mu, hl_since **head, hilock_kind kind,
                        uint64_t tid, int count)
 {
+    if (__atomic_load_n(&s->off, __ATOMIC_RELAXED))
+        return; /* nothing was marked (hl_since_mark's caller checks off) */
     if (mu)
         pthread_mutex_lock(mu);
     int64_t at = hl_since_take(head, tid);

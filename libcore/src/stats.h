@@ -22,6 +22,8 @@ typedef struct hl_stats {
     pthread_mutex_t trace_mu; /* guards trace and trace_data */
     hilock_trace_cb trace;
     void *trace_data;
+    int off; /* bench/c/stats_bench's baseline: no acquire or hold figures
+                (atomic, relaxed; changed only while the client holds no lock) */
 } hl_stats;
 
 enum { HL_GRANT_FIRST = 0, HL_GRANT_WOKEN = 1, HL_GRANT_RETRIED = 2 };
