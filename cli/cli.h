@@ -91,5 +91,6 @@ void print_lock_json(FILE *f, const hilock_lock_info *v);
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_unlock(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

@@ -4,6 +4,7 @@
  *   hilock run     run a command while holding a lock (flock(1) across machines)
  *   hilock status  show a lock's holders, lease and fair queue
  *   hilock unlock  force-unlock a lock
+ *   hilock top     every matching lock, refreshed (top(1) for locks)
  */
 #include "cli.h"
 
@@ -259,6 +260,7 @@ static void usage(FILE *f)
             "  run NAME -- COMMAND...   run COMMAND while holding the lock NAME\n"
             "  status NAME...           show holders, lease and fair queue of locks\n"
             "  unlock --force NAME      delete a lock whoever holds it, wake waiters\n"
+            "  top [PATTERN]            every matching lock, its holders and waiters, live\n"
             "\n"
             "Every command takes --url URL (default: $HILOCK_URL, else %s)\n"
             "and --help. See hilock(1) or docs/cli.md.\n",
@@ -286,6 +288,8 @@ int main(int argc, char **argv)
         return cmd_status(argc - 1, argv + 1);
     if (!strcmp(cmd, "unlock"))
         return cmd_unlock(argc - 1, argv + 1);
+    if (!strcmp(cmd, "top"))
+        return cmd_top(argc - 1, argv + 1);
     cli_err("unknown command '%s' (try: hilock --help)", cmd);
     return EXIT_USAGE;
 }

@@ -632,13 +632,59 @@ test_run_stats() {
   stats_is "$T/rs10.err" kind=semaphore outcome=granted path=- lost=0 $z
 }
 
+test_top() {
+  # 3 reentrant locks (one with a waiter), a fair lock with 2 queued, a
+  # read-write lock read by 2, a permit of a semaphore; a plain key and a
+  # lock outside the pattern are not listed
+  local i
+  for i in 1 2 3; do bg "$HL" run "job:r$i" -- sh -c "$(holder_cmd top$i)"; done
+  bg "$HL" run --fair job:f -- sh -c "$(holder_cmd topf)"
+  bg "$HL" run -s job:rw -- sh -c "$(holder_cmd toprw1)"
+  bg "$HL" run -s job:rw -- sh -c "$(holder_cmd toprw2)"
+  bg "$HL" run --semaphore job:sem:3 -- sh -c "$(holder_cmd topsem)"
+  bg "$HL" run other:x -- sh -c "$(holder_cmd topx)"
+  for i in top1 top2 top3 topf toprw1 toprw2 topsem topx; do
+    wait_for 5 "$i started" test -e "$T/$i.started" || return 1
+  done
+  R SET job:plain x >/dev/null
+  bg "$HL" run job:r1 -- true; local w1=$LAST
+  bg "$HL" run --fair job:f -- true; local f1=$LAST
+  wait_for 5 "first fair waiter queued" sh -c "[ \"\$(redis-cli -p $PORT LLEN 'redisson_lock_queue:{job:f}')\" = 1 ]" || return 1
+  bg "$HL" run --fair job:f -- true; local f2=$LAST
+  wait_for 5 "reentrant waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{job:r1}' | tail -1)\" = 1 ]" || return 1
+  wait_for 5 "both fair waiters listening" sh -c "\"$HL\" status --json job:f | grep -q '\"waiting\":2'" || return 1
+  "$HL" top --once --json 'job:*' >"$T/top.json" || return 1
+  jcheck "$T/top.json" "d['version']==1 and [l['name'] for l in d['locks']]==['job:f','job:r1','job:r2','job:r3','job:rw','job:sem']" || return 1
+  jcheck "$T/top.json" "[l['kind'] for l in d['locks']]==['fair','reentrant','reentrant','reentrant','read-write','permit-semaphore']" || return 1
+  jcheck "$T/top.json" "d['locks'][0]['waiting']==2 and len(d['locks'][0]['queue'])==2 and len(d['locks'][0]['holders'])==1" || return 1
+  jcheck "$T/top.json" "d['locks'][1]['waiting']==1 and all(l['waiting']==0 for l in d['locks'][2:])" || return 1
+  jcheck "$T/top.json" "all(len(l['holders'])==1 and l['holders'][0]['holds']==1 and 0<l['lease_ms']<=30000 for l in d['locks'][1:4])" || return 1
+  jcheck "$T/top.json" "d['locks'][4]['mode']=='read' and [h['role'] for h in d['locks'][4]['holders']]==['read','read']" || return 1
+  jcheck "$T/top.json" "d['locks'][5]['count']==2 and d['locks'][5]['permits_taken']==1" || return 1
+  # --sort name, and the table for people
+  "$HL" top --once --json --sort name 'job:*' >"$T/top2.json" || return 1
+  jcheck "$T/top2.json" "[l['name'] for l in d['locks']]==['job:f','job:r1','job:r2','job:r3','job:rw','job:sem']" || return 1
+  "$HL" top --once 'job:*' >"$T/top.txt" || return 1
+  check "table: header and 6 lines" [ "$(wc -l <"$T/top.txt")" = 8 ] || { cat "$T/top.txt"; return 1; }
+  check "table: fair line first, 2 waiting" grep -Eq '^fair +2 +2 ' <(sed -n 3p "$T/top.txt") || { cat "$T/top.txt"; return 1; }
+  check "table: read-write holders" grep -Eq '^rw/read .* 2 +- .*\+1 +job:rw$' "$T/top.txt" || { cat "$T/top.txt"; return 1; }
+  "$HL" top --json 'job:*' 2>/dev/null; check "--json without --once is a usage error" [ $? = 2 ] || return 1
+  "$HL" top --once --sort age 2>/dev/null; check "bad --sort is a usage error" [ $? = 2 ] || return 1
+  for i in top1 top2 top3 topf toprw1 toprw2 topsem topx; do touch "$T/$i.go"; done
+  for p in "${BG_PIDS[@]}"; do wait_exit "$p" 10 2>/dev/null; done
+  R DEL job:plain >/dev/null
+  "$HL" top --once --json 'job:*' >"$T/top3.json" || return 1
+  # released: only the semaphore stays (its 3 permits free), as Redisson keeps it
+  jcheck "$T/top3.json" "[(l['name'], l['count'], l['holders']) for l in d['locks']]==[('job:sem', 3, [])]"
+}
+
 for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_passthrough \
          test_sigterm_forwarded test_lost_lock_kills_command test_lost_lock_warn \
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
          test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
          test_usage_and_errors test_tls_options test_shared_exclusive_fenced test_semaphore \
-         test_options_anywhere test_flock_spellings test_status_patterns_waiting test_run_stats; do
+         test_options_anywhere test_flock_spellings test_status_patterns_waiting test_run_stats test_top; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
