@@ -678,13 +678,49 @@ test_top() {
   jcheck "$T/top3.json" "[(l['name'], l['count'], l['holders']) for l in d['locks']]==[('job:sem', 3, [])]"
 }
 
+# hilock top on a Redis Cluster of 3 masters (tests/openresty/lib.sh starts
+# it): locks on every master are listed, one document, in order.
+top_cluster_steps() {
+  hl_start_cluster || { echo "    cannot start a cluster"; return 1; }
+  local url="$CLUSTER_URL" n i
+  for i in 1 2 3 4 5 6; do
+    bg "$HL" run --url "$url" "job:c$i" -- sh -c "$(holder_cmd tc$i)"
+  done
+  bg "$HL" run --url "$url" --fair job:cf -- sh -c "$(holder_cmd tcf)"
+  for i in tc1 tc2 tc3 tc4 tc5 tc6 tcf; do
+    wait_for 10 "$i started" test -e "$T/$i.started" || return 1
+  done
+  bg "$HL" run --url "$url" --fair job:cf -- true
+  wait_for 10 "fair waiter listening" sh -c "\"$HL\" status --url '$url' --json job:cf | grep -q '\"waiting\":1'" || return 1
+  local masters=0 p
+  for p in "${CLUSTER_PORTS[@]}"; do
+    [ "$(redis-cli -p "$p" --scan --pattern 'job:c*' | wc -l)" -gt 0 ] && masters=$((masters + 1))
+  done
+  check "the locks are on 2 or 3 masters ($masters)" [ "$masters" -ge 2 ] || return 1
+  "$HL" top --url "$url" --once --json 'job:*' >"$T/topc.json" || return 1
+  jcheck "$T/topc.json" "[l['name'] for l in d['locks']]==['job:cf']+['job:c%d' % i for i in range(1, 7)]" || return 1
+  jcheck "$T/topc.json" "d['locks'][0]['kind']=='fair' and len(d['locks'][0]['queue'])==1 and d['locks'][0]['waiting']==1" || return 1
+  jcheck "$T/topc.json" "all(l['kind']=='reentrant' and len(l['holders'])==1 and l['lease_ms']>0 for l in d['locks'][1:])" || return 1
+  for i in tc1 tc2 tc3 tc4 tc5 tc6 tcf; do touch "$T/$i.go"; done
+}
+
+test_top_cluster() {
+  . "$ROOT/tests/lua/lib.sh"
+  . "$ROOT/tests/openresty/lib.sh"
+  top_cluster_steps; local rc=$?
+  for i in tc1 tc2 tc3 tc4 tc5 tc6 tcf; do touch "$T/$i.go"; done
+  for p in "${BG_PIDS[@]}"; do wait_exit "$p" 10 2>/dev/null; done
+  hl_cleanup
+  return $rc
+}
+
 for t in test_second_waits_then_runs test_wait_zero_conflict test_exit_status_passthrough \
          test_sigterm_forwarded test_lost_lock_kills_command test_lost_lock_warn \
          test_fixed_lease_expiry test_status_unlocked test_status_reentrant \
          test_status_fair_queue test_interrupted_fair_waiter_leaves_queue \
          test_status_readwrite_and_unknown test_unlock_cli test_unlock_confirmation_on_tty \
          test_usage_and_errors test_tls_options test_shared_exclusive_fenced test_semaphore \
-         test_options_anywhere test_flock_spellings test_status_patterns_waiting test_run_stats test_top; do
+         test_options_anywhere test_flock_spellings test_status_patterns_waiting test_run_stats test_top test_top_cluster; do
   if [ -n "${CLI_TESTS:-}" ] && [[ " $CLI_TESTS " != *" $t "* ]]; then continue; fi
   run_test "$t"
 done
