@@ -433,7 +433,10 @@ class _Pool:
         self.addr = addr
         self.idle: List[_Conn] = []
         self.nopen = 0
-        self.waiting: Deque["asyncio.Future[Optional[_Conn]]"] = collections.deque()
+        # callers waiting for a connection: each future gets one, None (a
+        # place is free: open one) or False (stalled: _stalled)
+        self.waiting: Deque["asyncio.Future[Any]"] = collections.deque()
+        self.moved = 0.0  # loop time a connection was last given back or a place freed
         self.retired = False  # cluster: its node left the slot map (see retire)
 
     def get_nowait(self) -> Optional[_Conn]:
@@ -446,35 +449,78 @@ class _Pool:
             c.close()  # closed, or to a master that is no more
         return None
 
-    async def get(self) -> _Conn:
+    async def get(self, _since: float = 0.0) -> _Conn:
+        """A connection of this pool: an idle one, a new one while fewer
+        than size are open, else the next one given back (callers served in
+        turn). A caller waits while the pool moves; when no connection was
+        given back and no place freed for command_timeout + connect_timeout
+        (the bound of libcore's hl_pool_get), ConnectionError: no call waits
+        for a connection forever, however its places were lost."""
         c = self.get_nowait()
         if c is not None:
             return c
-        if self.client._closed:
+        client = self.client
+        if client._closed:
             raise ClosedError("closed: the client is closed", _E.E_CLOSED)
         if self.retired:
             raise self._gone()
         if self.nopen < self.size:
             self.nopen += 1
             try:
-                c = await self.client._open_conn(self._on_close, addr=self.addr)
+                c = await client._open_conn(self._on_close, addr=self.addr)
                 c.pool = self
                 return c
             except BaseException:
                 self.nopen -= 1
                 self._hand_on()
                 raise
-        fut: "asyncio.Future[Optional[_Conn]]" = self.client._loop.create_future()
+        loop = client._loop
+        if not _since:
+            _since = loop.time()
+        fut: "asyncio.Future[Any]" = loop.create_future()
         self.waiting.append(fut)
+        timer: List[asyncio.TimerHandle] = []  # the stall timer, rearmed while the pool moves
+        timer.append(loop.call_at(self._stall_at(_since), self._stalled, fut, _since, timer))
         try:
             got = await fut
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled() and fut.result() is not None:
-                self.put(fut.result())  # type: ignore[arg-type]
+            if fut.done() and not fut.cancelled():
+                got = fut.result()
+                if got is None:
+                    self._hand_on()  # a free place it will not use: the next waiter's
+                elif got is not False:
+                    self.put(got)
             raise
-        if got is None:  # a slot freed up: open one
-            return await self.get()
-        return got
+        finally:
+            for h in timer:
+                h.cancel()
+        if got is False:
+            try:
+                self.waiting.remove(fut)
+            except ValueError:
+                pass
+            raise from_code(_E.E_CONN, f"no free connection in the pool (size {self.size}): "
+                            f"none given back for {client._cmd_ms + client._connect_ms} ms")
+        if got is None:  # a place freed up: open one
+            return await self.get(_since)
+        return got  # type: ignore[no-any-return]
+
+    def _stall_at(self, since: float) -> float:
+        """Loop time at which a caller waiting since then gives up: the bound
+        after its arrival or the pool's last move, whichever is later."""
+        client = self.client
+        return max(since, self.moved) + (client._cmd_ms + client._connect_ms) / 1000.0
+
+    def _stalled(self, fut: "asyncio.Future[Any]", since: float,
+                 timer: List[asyncio.TimerHandle]) -> None:
+        if fut.done():
+            return
+        at = self._stall_at(since)
+        loop = self.client._loop
+        if loop.time() + 1e-6 < at:  # the pool moved meanwhile: wait on
+            timer.append(loop.call_at(at, self._stalled, fut, since, timer))
+            return
+        fut.set_result(False)  # no connection in time
 
     def drop_idle(self) -> None:
         for c in self.idle:
@@ -482,6 +528,8 @@ class _Pool:
         self.idle.clear()
 
     def put(self, c: _Conn) -> None:
+        if self.waiting:
+            self.moved = self.client._loop.time()
         if (c.closed or c.broken or c.pending or self.client._closed or self.retired
                 or c.gen != self.client._gen):
             c.close()
@@ -502,6 +550,8 @@ class _Pool:
 
     def _on_close(self, c: _Conn) -> None:
         self.nopen -= 1
+        if self.waiting:
+            self.moved = self.client._loop.time()
         self._hand_on()
 
     def close(self) -> None:
@@ -1252,6 +1302,13 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                                        ep.get("user"), ep.get("password"), ep.get("db", 0),
                                        on_push)
         conn.on_close = on_close
+        if conn.closed:
+            # closed between its connect (or handshake) and now (a proxy or
+            # load balancer in front of a dead server accepts, then resets):
+            # its on_close was not set yet and will never run, so whoever
+            # counts it (a pool's slot) must hear it now, from this error
+            raise from_code(_E.E_CONN, f"{conn.what}: closed the connection right after "
+                            "connecting")
         return conn
 
     async def _master_addr(self) -> Tuple[str, int]:
@@ -1448,7 +1505,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         Returns (st, req, conn, code): st 0 = the answer in req.reply, conn
         to give back; 1 = no answer within timeout_ms (the command may
         still run: conn is left as it is); 2 = conn closed after the send;
-        3 = nothing more to try (code: why; req and conn None).
+        3 = nothing more to try (code: why; conn None, req None or the
+        Error that left no connection to send on).
         cancel: a cancellation is remembered there (see _Cancel) and ends
         the routing before the next send. first (one server): data was
         already sent directly (_send_idle) and first holds its error reply:
@@ -1473,8 +1531,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                                 raise
                             cancel.exc = cancel.exc or e
                             return 3, None, None, _E.E_CANCELED
-                        except Error as e:
-                            return 3, None, None, e.code or _E.E_CONN
+                        except Error as e:  # the error itself in req's place (_call)
+                            return 3, e, None, e.code or _E.E_CONN
                     req = conn.request(data)
                     if cancel is None:
                         try:
@@ -1534,7 +1592,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 rt = rt or _E.Router(self._mode)
                 a = rt.on_conn_error(False)
                 if a[0] != _E.ROUTE_REFRESH:
-                    return 3, None, None, e.code or _E.E_CONN
+                    return 3, e, None, e.code or _E.E_CONN
                 ask = None
                 await self._route_pause(a[1], cancel)
                 continue
@@ -1679,6 +1737,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._check()
         st, req, conn, code = await self._routed(slot, data, self._cmd_ms)
         if st == 3:
+            if isinstance(req, Error):  # no connection to send it on: why
+                raise req
             raise from_code(code, "no master to send the command to")
         assert conn is not None and conn.pool is not None
         if st == 0:

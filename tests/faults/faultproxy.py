@@ -13,6 +13,11 @@ server. Faults are switched on and off while connections are live:
                         connection reset: the server ran it, the client
                         never hears back
 - refuse(True)          new connections are reset at once
+- close_when_down(True) a new connection the server does not take (it is
+                        down) is closed (FIN) instead of reset, as a proxy
+                        or load balancer with no live backend may do: the
+                        client's connect succeeds, then it reads end of
+                        stream
 - delay_frames(pat, s, upstream=False)  chunks containing pat wait s seconds
                         (server->client, or client->server with upstream)
 - partition(tags)       forward nothing either way on the connections whose
@@ -153,6 +158,7 @@ class FaultProxy:
         self.down = 0.0
         self.blackholed = False
         self.refusing = False
+        self.fin_when_down = False
         self.tagger: Optional[Callable[[socket.socket], str]] = None
         self.cut_tags: FrozenSet[str] = frozenset()
         self.drop_up = False
@@ -188,6 +194,9 @@ class FaultProxy:
 
     def refuse(self, on: bool = True) -> None:
         self.refusing = on
+
+    def close_when_down(self, on: bool = True) -> None:
+        self.fin_when_down = on
 
     def silence(self, up: bool = True, down: bool = True) -> None:
         with self._mu:
@@ -239,6 +248,7 @@ class FaultProxy:
         self.up = self.down = 0.0
         self.blackholed = False
         self.refusing = False
+        self.fin_when_down = False
         self.cut_tags = frozenset()
         self.stalling = False
         self.silence(False, False)
@@ -304,7 +314,10 @@ class FaultProxy:
                 server = socket.create_connection(self.target, timeout=2)
                 server.settimeout(None)
             except OSError:
-                _rst(client)
+                if self.fin_when_down:
+                    client.close()
+                else:
+                    _rst(client)
                 continue
             for s in (client, server):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -167,11 +167,6 @@ SCENARIOS.update({
 })
 
 KNOWN_FAILURES: Dict[str, str] = {
-    "single-kill-restart/aio": "calls may never return after kill -9 / restart: the "
-                               "connection pool's slots leak, and every call waits in "
-                               "_Pool.get forever",
-    "single-everysec/aio": "calls may never return after kill -9 / restart (the pool's slots "
-                           "leak): seed 21, 30 s: 4 of 5 aio clients",
     "release-lost/aio": "after a release that never reached the server the client keeps "
                         "the lock (watchdog renews, the same owner re-enters): seed 53, 30 s: "
                         "no other client granted after a failed release, one client took 168 "

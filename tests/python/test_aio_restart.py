@@ -1,0 +1,214 @@
+"""hilock.aio across a server killed (kill -9) and restarted, and with every
+pooled connection busy: no call waits forever, and the pool gets its slots
+back from connections that died at any point of their opening.
+
+The server is a real redis-server behind tests/faults' proxy, as in the
+safety suite (tests/safety): while the server is down the proxy accepts each
+connection, fails to reach the server and closes it, so a connect succeeds
+and the connection dies right after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+import hilock
+import hilock.aio as aio
+from conftest import RedisServer
+
+sys.path.insert(0, os.path.join(os.environ.get("HILOCK_ROOT", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..")), "tests", "faults"))
+from faultproxy import FaultProxy  # noqa: E402
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    s = RedisServer(["--appendonly", "yes", "--appendfsync", "always"])
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def name() -> str:
+    return "restart-" + uuid.uuid4().hex[:8]
+
+
+async def busy_loop(stop: asyncio.Event) -> None:
+    """An application loop busy 10 ms out of every step: a reset the proxy
+    sends right after a connect is there before the connecting task runs
+    again (on an idle loop it usually comes later, which is how the leak
+    hid: it took a loaded machine, as in the safety suite)."""
+    while not stop.is_set():
+        time.sleep(0.01)
+        await asyncio.sleep(0)
+
+
+def test_pool_slots_come_back_after_kill_and_restart(server: RedisServer, name: str) -> None:
+    """Calls made while the server is down (each connection accepted by the
+    proxy, then reset) fail with ConnectionError; once it is back the next
+    acquire is granted. Before the fix (aio.py's _open_conn handed out a
+    connection that had closed before its on_close was set, so its pool
+    slot was never given back) the first acquire of the outage used up the
+    pool's 2 slots (its attempt, then the settle of that attempt) and
+    waited in _Pool.get forever (here: still waiting after 10 s)."""
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), pool_size=2, command_timeout=1.0,
+                              connect_timeout=1.0)
+        stop = asyncio.Event()
+        busy = asyncio.create_task(busy_loop(stop))
+        try:
+            lk = c.lock(name, thread_id=1)  # one owner, also inside wait_for's tasks
+            assert await lk.acquire(wait=0)
+            await lk.release()
+            server.kill9()
+            proxy.close_when_down()
+            failed = 0
+            for _ in range(8):
+                try:
+                    with pytest.raises(hilock.ConnectionError):
+                        await asyncio.wait_for(lk.acquire(wait=0), 10)
+                except asyncio.TimeoutError:
+                    pytest.fail(f"{failed} calls failed while the server was down, then an "
+                                "acquire(wait=0) still waited after 10 s (pool slots leaked)")
+                failed += 1
+            server.start()
+            t0 = time.monotonic()
+            try:
+                got = await asyncio.wait_for(lk.acquire(wait=2), 10)
+            except asyncio.TimeoutError:
+                pytest.fail(f"{failed} calls failed while the server was down; after its "
+                            "restart an acquire still waited after 10 s (pool slots leaked)")
+            print(f"\n  {failed} calls failed while down; granted "
+                  f"{time.monotonic() - t0:.2f} s after the restart")
+            assert got
+            await lk.release()
+        finally:
+            stop.set()
+            await busy
+            await c.close()
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
+
+
+def test_calls_on_an_exhausted_pool_return(server: RedisServer, name: str) -> None:
+    """The pool's one connection taken and never given back (as the places
+    lost by the leak above were): a query and an acquire fail with
+    ConnectionError once no connection came back for command_timeout +
+    connect_timeout (1 + 1 s), as libcore's hl_pool_get. Before, both
+    waited in _Pool.get forever (here: still waiting after 10 s)."""
+    async def main() -> None:
+        c = await aio.connect(server.url, pool_size=1, command_timeout=1.0,
+                              connect_timeout=1.0)
+        try:
+            lk = c.lock(name)
+            held = await c._pool.get()  # never given back (white box: a lost place)
+            for what, call in (("locked()", lk.locked), ("acquire(wait=0.5)",
+                                                       lambda: lk.acquire(wait=0.5))):
+                t0 = time.monotonic()
+                try:
+                    with pytest.raises(hilock.ConnectionError):
+                        await asyncio.wait_for(call(), 10)
+                except asyncio.TimeoutError:
+                    pytest.fail(f"{what} on an exhausted pool still waited after 10 s")
+                took = time.monotonic() - t0
+                print(f"\n  {what} on an exhausted pool: ConnectionError after {took:.2f} s")
+                assert took < 6.0  # the bound (2 s) and a margin for a loaded machine
+            c._pool.put(held)
+            assert await lk.locked() is False  # the pool works on
+        finally:
+            await c.close()
+    asyncio.run(main())
+
+
+def test_calls_queued_on_a_moving_pool_are_all_served(server: RedisServer,
+                                                      name: str) -> None:
+    """One pooled connection, every reply 0.5 s late (the proxy), 8 queries
+    at once: they queue for the connection and are answered in turn over
+    4 s, longer than the pool's bound (1 + 1 s): a caller gives up only
+    when no connection comes back for that long, not while the pool moves."""
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), pool_size=1, command_timeout=1.0,
+                              connect_timeout=1.0)
+        try:
+            lk = c.lock(name)
+            assert await lk.locked() is False
+            proxy.latency(down=0.5)
+            t0 = time.monotonic()
+            res = await asyncio.gather(*(asyncio.wait_for(lk.locked(), 30) for _ in range(8)),
+                                       return_exceptions=True)
+            print(f"\n  8 queries on 1 connection, replies 0.5 s late: all returned after "
+                  f"{time.monotonic() - t0:.1f} s: {res}")
+            assert res == [False] * 8
+        finally:
+            proxy.latency()
+            await c.close()
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
+
+
+def test_a_free_slot_is_handed_on_past_a_cancelled_waiter(server: RedisServer,
+                                                          name: str) -> None:
+    """One pooled connection; A's query is on it, B and C wait for it. A's
+    connection is reset: its slot goes to B, who is cancelled before it can
+    use it (by A's task, as soon as A's call fails). C gets the slot and its
+    query answered. Before, the cancelled B kept the free slot to itself: C
+    waited until a connection was given back (for ever, had none been out;
+    with the pool's bound only, 2 s, then ConnectionError)."""
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), pool_size=1, command_timeout=1.0,
+                              connect_timeout=1.0)
+        try:
+            lk = c.lock(name)
+            assert await lk.locked() is False  # the one connection is open
+            proxy.latency(down=0.5)  # A's reply is held up: A keeps the connection
+            b: "asyncio.Task[bool]"
+
+            async def a() -> str:
+                try:
+                    await lk.locked()
+                    return "answered"
+                except hilock.ConnectionError:
+                    b.cancel()  # B's slot came with this failure: B never runs first
+                    return "reset"
+
+            ta = asyncio.create_task(a())
+            await asyncio.sleep(0.1)  # A's query is sent
+            b = asyncio.create_task(lk.locked())
+            tc = asyncio.create_task(lk.locked())
+            await asyncio.sleep(0.1)  # B and C wait for the connection
+            proxy.latency()
+            proxy.reset()
+            t0 = time.monotonic()
+            assert await asyncio.wait_for(ta, 10) == "reset"
+            with pytest.raises(asyncio.CancelledError):
+                await b
+            try:
+                got = await asyncio.wait_for(tc, 10)
+            except hilock.ConnectionError as e:
+                pytest.fail(f"C failed after {time.monotonic() - t0:.2f} s: {e}")
+            print(f"\n  C answered {time.monotonic() - t0:.2f} s after the reset")
+            assert got is False
+        finally:
+            proxy.latency()
+            await c.close()
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
