@@ -1125,6 +1125,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._lost: Dict[Tuple[int, str, str], None] = {}
         self._leases: Dict[Tuple[int, str, str], int] = {}
         self._listeners: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
+        # multi-locks with a member of this client, per member (kind, name):
+        # told of every hold of it lost (MultiLock._member_lost)
+        self._ml_hooks: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self._seq = 0
         # acquire latch (the engine's hl_acquire_latch_arg): attempts are
@@ -2087,6 +2090,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         if len(self._lost) >= 65536:
             self._lost.pop(next(iter(self._lost)))
         self._lost[key] = None
+        mls = self._ml_hooks.get((key[0], key[1]))
+        if mls:
+            for ml in list(mls):
+                ml._member_lost(self, key, tid)
         views = self._listeners.get((key[0], key[1]))
         if not views:
             return
@@ -2094,13 +2101,17 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             cb = view._on_lost
             if cb is None or (view._tid is not None and view._tid != tid):
                 continue
-            try:
-                res = cb(view, tid)
-                if asyncio.iscoroutine(res):
-                    self._spawn(res)
-            except Exception:  # a callback's error must not stop the watchdog
-                self._loop.call_exception_handler(
-                    {"message": "hilock.aio on_lost callback failed", "exception": None})
+            self._call_lost(cb, view, tid)
+
+    def _call_lost(self, cb: LostCallback, view: Any, tid: int) -> None:
+        """An on_lost callback, on the loop; a coroutine it returns, as a task."""
+        try:
+            res = cb(view, tid)
+            if asyncio.iscoroutine(res):
+                self._spawn(res)
+        except Exception:  # a callback's error must not stop the watchdog
+            self._loop.call_exception_handler(
+                {"message": "hilock.aio on_lost callback failed", "exception": None})
 
     # -- statistics -----------------------------------------------------------
 
@@ -2896,10 +2907,67 @@ class MultiLock:
         self._wait = wait
         self._lease = lease
         self._validity: Optional[float] = None
+        self._on_lost: Optional[LostCallback] = None
+        # per thread id holding it: [hold count, members taken (bools),
+        # members of those found lost (bools)]
+        self._holds: Dict[int, List[Any]] = {}
+        # thread ids whose hold was lost (the engine's ml_hold_lost), until
+        # their next grant
+        self._lost: Dict[int, None] = {}
+        for lk in locks:  # each member's client tells this of a hold lost
+            key = (lk._kind, lk._name)
+            hooks = lk._c._ml_hooks.get(key)
+            if hooks is None:
+                hooks = lk._c._ml_hooks[key] = weakref.WeakSet()
+            hooks.add(self)
 
     @property
     def locks(self) -> List[Lock]:
         return list(self._locks)
+
+    @property
+    def lost(self) -> bool:
+        """True once this owner's hold (the calling task's, or thread_id's)
+        is lost by the engine's rule (``ml_hold_lost``, as the blocking
+        MultiLock): a member the watchdog found gone or reported "in doubt"
+        (Redlock: members still held fewer than the quorum); reset by the
+        next successful acquire. Only watchdog holds (no lease) are watched."""
+        return self._tid_now() in self._lost
+
+    @property
+    def on_lost(self) -> Optional[LostCallback]:
+        """``callback(multilock, thread_id)`` called on the loop once per
+        hold that becomes lost (see ``lost``); a coroutine it returns is run
+        as a task."""
+        return self._on_lost
+
+    @on_lost.setter
+    def on_lost(self, cb: Optional[LostCallback]) -> None:
+        if cb is not None and not callable(cb):
+            raise TypeError("on_lost must be callable or None")
+        self._on_lost = cb
+
+    def _member_lost(self, c: Client, key: Tuple[int, str, str], tid: int) -> None:
+        """Client c's watchdog found the hold key (of thread id tid) gone or
+        in doubt: if it is a member of tid's hold here, the engine says
+        whether the whole hold is lost now (once per hold)."""
+        h = self._holds.get(tid)
+        if h is None:
+            return
+        taken, gone = h[1], h[2]
+        for i, lk in enumerate(self._locks):
+            if (lk._c is not c or not taken[i] or gone[i] or lk._kind != key[0]
+                    or lk._name != key[1] or self._member(lk, tid)[2] != key[2]):
+                continue
+            gone[i] = True
+            n, nacq, nlost = len(taken), sum(taken), sum(gone)
+            if tid not in self._lost and _E.ml_hold_lost(self._redlock, n, nacq, nlost):
+                if len(self._lost) >= 65536:
+                    self._lost.pop(next(iter(self._lost)))
+                self._lost[tid] = None
+                cb = self._on_lost
+                if cb is not None:
+                    c._call_lost(cb, self, tid)
 
     @property
     def validity(self) -> Optional[float]:
@@ -3032,6 +3100,7 @@ class MultiLock:
                 if cancelled is None and _E.ml_success(self._redlock, n, ok, bool(fatal),
                                                        validity):
                     self._validity = validity / 1000.0 if self._redlock else None
+                    self._granted(tid, [r == 0 for r in codes])
                     return True
                 await asyncio.gather(*(self._give_back(lk, tid) for lk, r in zip(locks, codes)
                                        if _E.ml_take_back(self._redlock, False, r)))
@@ -3067,10 +3136,28 @@ class MultiLock:
             if leave:
                 await asyncio.shield(asyncio.gather(*leave))
 
+    def _granted(self, tid: int, taken: List[bool]) -> None:
+        """tid's acquire took the members taken: its hold (a re-entry adds
+        to it), not lost."""
+        h = self._holds.get(tid)
+        if h is None:
+            self._holds[tid] = [1, taken, [False] * len(taken)]
+        else:
+            h[0] += 1
+            for i, t in enumerate(taken):
+                if t:
+                    h[1][i], h[2][i] = True, False
+        self._lost.pop(tid, None)
+
     async def release(self) -> None:
         """Release every member (each one that fails is reported after all
         were tried)."""
         tid = self._tid_now()
+        h = self._holds.get(tid)
+        if h is not None:
+            h[0] -= 1
+            if h[0] <= 0:
+                del self._holds[tid]  # no longer watched here, whatever the answers
         rcs = await asyncio.gather(*(self._release_member(lk, tid) for lk in self._locks),
                                    return_exceptions=True)
         errs = [r for r in rcs if isinstance(r, BaseException)]

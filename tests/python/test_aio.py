@@ -779,6 +779,81 @@ def test_multilock_and_redlock(servers: List[RedisServer], name: str) -> None:
     run(main())
 
 
+async def until(cond: Any, seconds: float, what: str) -> None:
+    end = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > end:
+            pytest.fail(f"not within {seconds} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+def test_multilock_lost_and_on_lost(servers: List[RedisServer], name: str) -> None:
+    """A member's hold deleted behind the multi-lock's back (its watchdog
+    renews every 0.2 s): the multi-lock is lost for its owner, on_lost is
+    called once with (multilock, thread_id); the other owners' view is not;
+    the next grant clears it. (Before: aio.MultiLock had neither.)"""
+    async def main() -> None:
+        cs = [await aio.connect(s.url, watchdog_lease=0.6) for s in servers[:2]]
+        try:
+            m = aio.MultiLock([c.lock(name) for c in cs])
+            calls: List[Any] = []
+            m.on_lost = lambda ml, tid: calls.append((ml, tid))
+            assert await m.acquire()
+            assert not m.lost
+            await asyncio.sleep(0.5)  # renewed: still held, not lost
+            assert not m.lost and not calls
+            servers[1]("DEL", name)
+            await until(lambda: m.lost, 5, "multilock.lost")
+            assert calls == [(m, aio.task_id())]
+
+            async def other_task() -> bool:
+                return m.lost
+            assert not await asyncio.create_task(other_task())  # not that owner's
+            await asyncio.sleep(0.5)  # more renewal passes: reported once
+            assert len(calls) == 1
+            assert await m.locks[0].owned()
+            with pytest.raises(hilock.NotOwnerError):
+                await m.release()  # the gone member is reported, the other released
+            assert not await m.locks[0].locked()
+            assert m.lost  # until the next grant
+            assert await m.acquire()
+            assert not m.lost
+            await m.release()
+            assert len(calls) == 1
+        finally:
+            for c in cs:
+                await c.close()
+    run(main())
+
+
+def test_redlock_lost_when_below_quorum(servers: List[RedisServer], name: str) -> None:
+    """Redlock of 3 (the engine's ml_hold_lost): one member gone leaves a
+    majority held, not lost; a second one gone is: on_lost (a coroutine
+    here, run as a task) once."""
+    async def main() -> None:
+        cs = [await aio.connect(s.url, watchdog_lease=0.6) for s in servers]
+        try:
+            rl = aio.RedLock([c.lock(name, thread_id=7) for c in cs], thread_id=7)
+            calls: List[int] = []
+
+            async def on_lost(ml: Any, tid: int) -> None:
+                calls.append(tid)
+            rl.on_lost = on_lost
+            assert await rl.acquire()
+            servers[0]("DEL", name)
+            await until(lambda: rl.locks[0].lost, 5, "the first member found gone")
+            assert not rl.lost  # 2 of 3 still held
+            servers[2]("DEL", name)
+            await until(lambda: rl.lost, 5, "redlock.lost")
+            await until(lambda: bool(calls), 1, "on_lost ran")
+            assert calls == [7]
+            await rl.release()  # a majority is not released: no error
+        finally:
+            for c in cs:
+                await c.close()
+    run(main())
+
+
 def scripts_run(s: RedisServer) -> int:
     """Script runs the server has answered (INFO commandstats)."""
     info = s("INFO", "commandstats")

@@ -157,12 +157,12 @@ SCENARIOS.update({
     "redlock-safe": {
         "topology": "redlock", "aof": "always", "client": REDLOCK,
         "faults": ["partition-one", "reset", "pause-one", "stop-client-short", "restart-some"],
-        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "python"],
+        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "python", "aio"],
         "what": "Redlock of 5 servers (appendfsync always): partitions, resets, one server "
                 "paused, clients paused, 1-2 servers killed and restarted with their data"},
     "redlock-restart-empty": {
         "topology": "redlock", "aof": "no", "client": REDLOCK, "faults": ["restart-some"],
-        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "python"],
+        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "python", "aio"],
         "what": "Redlock of 5 servers without persistence: 1-2 killed and restarted empty at once"},
 })
 

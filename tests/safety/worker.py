@@ -236,17 +236,24 @@ def run_blocking(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
 async def run_aio(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
                   o: Dict[str, Any], deadline: float) -> None:
     import hilock.aio
-    client = None
-    while client is None:
-        try:
-            client = await hilock.aio.connect(url, **client_kw(o))
-        except hilock.ConnectionError:
-            if time.monotonic() > log.ready + 30:
-                raise
-            await asyncio.sleep(0.1)
+    clients = []
+    for u in url.split("|"):
+        client = None
+        while client is None:
+            try:
+                client = await hilock.aio.connect(u, **client_kw(o))
+            except hilock.ConnectionError:
+                if time.monotonic() > log.ready + 30:
+                    raise
+                await asyncio.sleep(0.1)
+        clients.append(client)
     log.ready_now()
     deadline += time.monotonic() - log.ready
-    lock = client.fenced_lock(lock_name)
+    # "u1|u2|...": a Redlock over one lock per server (as run_blocking); its
+    # grants have no fencing token, so a write is only a claim (for Porcupine)
+    redlock = len(clients) > 1
+    lock: Any = hilock.aio.RedLock([c.lock(lock_name) for c in clients]) if redlock \
+        else clients[0].fenced_lock(lock_name)
 
     def on_lost(lk: Any, t: int) -> None:
         msg = getattr(lk, "errmsg", "") or ""
@@ -262,7 +269,11 @@ async def run_aio(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
         oid = log.inv("acq", lease_ms=o["lease_ms"])
         acq_inv = now()
         try:
-            token = await lock.acquire_token(wait=o["wait_ms"] / 1000.0, lease=lease)
+            if redlock:
+                token = 0 if await lock.acquire(wait=o["wait_ms"] / 1000.0, lease=lease) \
+                    else None
+            else:
+                token = await lock.acquire_token(wait=o["wait_ms"] / 1000.0, lease=lease)
         except hilock.Error as e:
             log.ret("acq", oid, "error", err=err_name(e))
             await asyncio.sleep(plan.pause() + 0.05)
@@ -272,14 +283,14 @@ async def run_aio(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
             continue
         grants += 1
         grant = f"{log.proc}.{grants}"
-        log.ret("acq", oid, "ok", token=token, grant=grant)
+        log.ret("acq", oid, "ok", token=None if redlock else token, grant=grant)
         for hold in plan.holds():
             await asyncio.sleep(hold)
             if not may_write(o, lock.lost, acq_inv):
                 break
             wid = log.inv("write", token=token, grant=grant)
             try:
-                log.ret("write", wid, fence.write(token, grant))
+                log.ret("write", wid, "ok" if redlock else fence.write(token, grant))
             except OSError as e:
                 log.ret("write", wid, "error", err=str(e))
         rid = log.inv("rel", grant=grant)
@@ -291,7 +302,8 @@ async def run_aio(url: str, lock_name: str, fence: Fence, log: Log, plan: Plan,
         except hilock.Error as e:
             log.ret("rel", rid, "error", err=err_name(e))
         await asyncio.sleep(plan.pause())
-    await client.close()
+    for c in clients:
+        await c.close()
 
 
 def main() -> int:
