@@ -16,6 +16,7 @@ failure.
 """
 import argparse
 import atexit
+import json
 import os
 import queue
 import shlex
@@ -981,6 +982,111 @@ def scn_latch(c, A, B):
     return "both woken within %.1f ms" % worst
 
 
+def scn_top(c, J, H, cli):
+    """hilock top --once --json 'job:*' over locks some of which Redisson took
+    (J) and the rest hilock (H): 3 reentrant (one held twice by Redisson with
+    a hilock waiter), a fair lock (Redisson holder, a Redisson and a hilock
+    waiter queued), a read-write lock read by both, a permit-expirable
+    semaphore with a Redisson permit. Each must be listed with the right
+    kind, owners, hold counts, queue, waiters and permits (issue 28)."""
+    check(cli, "no hilock CLI given (--cli)")
+    names_all = ["job:r1", "job:r2", "job:r3", "job:f", "job:rw", "job:sem"]
+    fair = names("job:f")
+    c.r("DEL", *(names_all + [fair["queue"], fair["timeout"],
+                               companion_suffix("job:sem", "timeout")]))
+    r1, r1w, r2, r3 = c.actor("t"), c.actor("t"), c.actor("t"), c.actor("t")
+    fh, fw1, fw2, rj, rh, sj = (c.actor("t") for _ in range(6))
+    own = {a: S.call(a, "owner")[0] for a, S in ((r1, J), (r1w, H), (r2, H), (r3, J),
+                                                   (fh, J), (fw1, J), (fw2, H),
+                                                   (rj, J), (rh, H))}
+    waiters = []  # (side, actor) still blocked, answered at cleanup
+    try:
+        check(lock(J, r1, "r", "job:r1", 0, 0)[0] == 1, "redisson: job:r1")
+        check(lock(J, r1, "r", "job:r1", 0, 0)[0] == 1, "redisson: job:r1 again")
+        H.send(r1w, "lock", "r", "job:r1", FAIR_WAIT, LONG_LEASE)
+        waiters.append((H, r1w))
+        wait_for_waiter(c, "r", "job:r1", own[r1w], 0)
+        check(lock(H, r2, "r", "job:r2", 0, LONG_LEASE)[0] == 1, "hilock: job:r2")
+        check(lock(J, r3, "r", "job:r3", 0, LONG_LEASE)[0] == 1, "redisson: job:r3")
+        check(lock(J, fh, "f", "job:f", 0, LONG_LEASE)[0] == 1, "redisson: job:f")
+        for i, (S, w) in enumerate(((J, fw1), (H, fw2))):
+            S.send(w, "lock", "f", "job:f", FAIR_WAIT, LONG_LEASE)
+            waiters.append((S, w))
+            wait_for_waiter(c, "f", "job:f", own[w], i)
+        check(lock(J, rj, "R", "job:rw", 0, LONG_LEASE)[0] == 1, "redisson: job:rw read")
+        check(lock(H, rh, "R", "job:rw", 0, LONG_LEASE)[0] == 1, "hilock: job:rw read")
+        check(J.value(sj, "semset", "job:sem", 3) == 1, "redisson: trySetPermits job:sem")
+        pid = J.call(sj, "pesacq", "job:sem", 0, LONG_LEASE)[0]
+        check(len(pid) == 32, "redisson: permit id %r" % pid)
+        c.r("SET", "job:plain", "x")  # not a lock: left out
+
+        out = subprocess.run([cli, "top", "--once", "--json", "--url",
+                              "redis://127.0.0.1:%d" % c.r_port, "job:*"],
+                             capture_output=True, text=True, timeout=30)
+        check(out.returncode == 0, "hilock top exited %d: %s" % (out.returncode, out.stderr))
+        d = json.loads(out.stdout)
+        locks = d["locks"]
+        got = [l["name"] for l in locks]
+        check(got == ["job:f", "job:r1", "job:r2", "job:r3", "job:rw", "job:sem"],
+              "names in waiters order: %r" % got)
+        L = {l["name"]: l for l in locks}
+
+        def holders(name):
+            return [(h["owner"], h["holds"], h["role"]) for h in L[name]["holders"]]
+
+        def expect(name, what, have, want):
+            check(have == want, "%s %s: %r, want %r" % (name, what, have, want))
+
+        kinds = {n: L[n]["kind"] for n in L}
+        expect("all", "kinds", kinds, {"job:f": "fair", "job:r1": "reentrant",
+                                       "job:r2": "reentrant", "job:r3": "reentrant",
+                                       "job:rw": "read-write", "job:sem": "permit-semaphore"})
+        expect("job:r1", "holders", holders("job:r1"), [(own[r1], 2, "exclusive")])
+        expect("job:r1", "waiting", L["job:r1"]["waiting"], 1)
+        check(0 < L["job:r1"]["lease_ms"] <= WATCHDOG_MS,
+              "job:r1 lease %r not in (0, %d] (Redisson's watchdog)"
+              % (L["job:r1"]["lease_ms"], WATCHDOG_MS))
+        expect("job:r2", "holders", holders("job:r2"), [(own[r2], 1, "exclusive")])
+        expect("job:r3", "holders", holders("job:r3"), [(own[r3], 1, "exclusive")])
+        for n in ("job:r2", "job:r3"):
+            check(0 < L[n]["lease_ms"] <= LONG_LEASE, "%s lease %r" % (n, L[n]["lease_ms"]))
+            expect(n, "waiting", L[n]["waiting"], 0)
+        expect("job:f", "holders", holders("job:f"), [(own[fh], 1, "exclusive")])
+        expect("job:f", "queue", [(q["position"], q["owner"]) for q in L["job:f"]["queue"]],
+               [(1, own[fw1]), (2, own[fw2])])
+        zs = [int(float(c.r("ZSCORE", fair["timeout"], own[w]))) for w in (fw1, fw2)]
+        expect("job:f", "queue deadlines",
+               [q["deadline_ms"] for q in L["job:f"]["queue"]], zs)
+        expect("job:f", "waiting", L["job:f"]["waiting"], 2)
+        expect("job:rw", "mode", L["job:rw"]["mode"], "read")
+        expect("job:rw", "holders", sorted(holders("job:rw")),
+               sorted([(own[rj], 1, "read"), (own[rh], 1, "read")]))
+        expect("job:rw", "waiting", L["job:rw"]["waiting"], 0)
+        sem = L["job:sem"]
+        expect("job:sem", "count, taken, permit ids",
+               (sem["count"], sem["permits_taken"], [p["id"] for p in sem["permits"]]),
+               (2, 1, [pid]))
+        check(0 < sem["permits"][0]["lease_in_ms"] <= LONG_LEASE,
+              "job:sem permit lease %r" % sem["permits"][0]["lease_in_ms"])
+        expect("job:sem", "waiting", sem["waiting"], 0)
+    finally:
+        # hand every lock on (the waiters get theirs) and release it all
+        for S, a, k, n in ((J, r1, "r", "job:r1"), (J, r1, "r", "job:r1"),
+                           (H, r2, "r", "job:r2"), (J, r3, "r", "job:r3"),
+                           (J, fh, "f", "job:f"), (J, rj, "R", "job:rw"),
+                           (H, rh, "R", "job:rw")):
+            S.send(a, "unlock", k, n)
+            S.recv(a)
+        for (S, w), (k, n) in zip(waiters, (("r", "job:r1"), ("f", "job:f"), ("f", "job:f"))):
+            S.recv(w, 25)
+            S.call(w, "unlock", k, n)
+        c.r("DEL", "job:plain", "job:sem", companion_suffix("job:sem", "timeout"))
+    # (unlock and acquire latches, short-lived request ids of both sides, stay)
+    left = [k for k in c.r("KEYS", "*job:*") if "_latch:" not in k]
+    check(left == [], "keys left after release: %r" % left)
+    return "6 locks listed right (3 reentrant, fair with 2 queued, read-write, semaphore)"
+
+
 def companion_suffix(name, suffix):
     """Redisson's suffixName: "{name}:suffix", or "name:suffix" if name has a '{'."""
     return "%s:%s" % (name if "{" in name else "{%s}" % name, suffix)
@@ -994,6 +1100,7 @@ def main():
     ap.add_argument("--py-missing", help="why there is no Python side (counted as a failure)")
     ap.add_argument("--lua-driver-cmd")
     ap.add_argument("--lua-missing", help="why there is no Lua side (counted as a failure)")
+    ap.add_argument("--cli", help="the hilock command-line tool (for hilock top)")
     ap.add_argument("-k", default="")
     ap.add_argument("--redisson-version", default="3.x")
     args = ap.parse_args()
@@ -1047,6 +1154,7 @@ def main():
         return 1
 
     ctx = Ctx(Resp(redis.port), [jvm] + hilocks)
+    ctx.r_port = redis.port
     plan = []
     for hl in hilocks:
         for A, B in ((jvm, hl), (hl, jvm)):
@@ -1103,6 +1211,9 @@ def main():
         plan.append(("fair-orphan-head %s" % S.label, scn_fair_orphan, (S,)))
         for kind in ("r", "f"):
             plan.append(("unlock-expired[%s] %s" % (kind, S.label), scn_unlock_expired, (S, kind)))
+    plan.append(("top[job:*] redisson + hilock-c", scn_top, (jvm, c1, args.cli)))
+    if py:
+        plan.append(("top[job:*] redisson + hilock-py", scn_top, (jvm, py[0], args.cli)))
     plan.append(("contention redisson x2 + hilock-c x2", scn_contention, ([jvm, jvm, c1, c2],)))
     if py:
         plan.append(("contention redisson x2 + hilock-py x2", scn_contention,

@@ -75,6 +75,13 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" -I"$hiredis_inc"
   "$build/libcore/libhilock.a" $static_libs ||
   die "cannot build the C driver"
 
+# The hilock CLI of the same build (the top scenarios run it).
+cli="$build/cli/hilock"
+if [ ! -x "$cli" ]; then
+  cmake --build "$build" --target hilock_cli -j2 >"$out/cli-build.log" 2>&1 ||
+    { cat "$out/cli-build.log"; die "cannot build the hilock CLI in $build"; }
+fi
+
 # 3. The Python side: the hilock package installed into the shared venv
 #    (re-installed only when its sources changed since our last install).
 venv="${HILOCK_VENV:-$root/build/venv}"
@@ -112,7 +119,7 @@ i=0
 for v in $versions; do
   echo "=== interop against Redisson $v"
   python3 "$here/interop.py" --agent-cmd "${agent_cmds[$i]}" --redisson-version "$v" \
-    --driver-cmd "$out/hilock-interop-driver" "${py_args[@]}" "${lua_args[@]}" \
+    --driver-cmd "$out/hilock-interop-driver" --cli "$cli" "${py_args[@]}" "${lua_args[@]}" \
     -k "${INTEROP_K:-}" || rc=1
   i=$((i+1))
 done
