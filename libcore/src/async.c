@@ -979,8 +979,11 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         op->eval_tried = 1;
         op->sent = cmd;
         op->resend = 1;
-    } else if (op->attempt && op->type == OP_ACQUIRE && hl_as_ack_start(op, k, r)) {
-        op->acking = 1; /* r is fed once a replica acknowledged (or not) */
+    } else if (((op->attempt && op->type == OP_ACQUIRE) || op->type == OP_RENEW) &&
+               hl_as_ack_start(op, k, r)) {
+        /* r is fed once a replica acknowledged (or not): an attempt's grant
+         * or a renewal no replica took is not a confirmation */
+        op->acking = 1;
     } else {
         if (r->type == REDIS_REPLY_ERROR && r->str)
             snprintf(op->err, sizeof op->err, "server error: %s", r->str);
@@ -1544,7 +1547,8 @@ static void feed_reply(as_op *op, redisReply *r)
         break;
     case OP_RENEW: {
         as_hold *h = op->hold;
-        switch (hl_renew_classify(r)) {
+        /* a renewal no replica acknowledged: retried (hl_renew_unacked) */
+        switch (hl_renew_unacked(hl_renew_classify(r), !op->unacked)) {
         case HL_RENEW_LOST:
             if (h) {
                 h->lost = 1;

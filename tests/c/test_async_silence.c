@@ -13,6 +13,9 @@
  *   resetting every connection and refusing new ones;
  * - the application's loop blocked past the lease (a renewal due meanwhile).
  *
+ * - replica_ack on, the master's replica SIGSTOPped: renewals the master
+ *   answers but no replica takes.
+ *
  * In each, the holder is told (lost callback, "in doubt" or lost) before the
  * other client's acquire succeeds. The loop and the other client's tries run
  * in this one thread, one after the other, so the order seen is the order
@@ -322,6 +325,92 @@ static void t_multilock_loop_blocked_past_lease(void)
     hilock_client_close(o);
 }
 
+/* ---- a master cut off from its replica (replica_ack) ---- */
+
+static th_redis rmaster, rreplica;
+
+static int replica_linked(void *arg)
+{
+    th_redis *r = arg;
+    redisContext *c = th_redis_connect(r);
+    if (!c)
+        return 0;
+    redisReply *rep = redisCommand(c, "INFO replication");
+    int up = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "master_link_status:up");
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(c);
+    return up;
+}
+
+/* replica_ack on, a watchdog hold, then the replica SIGSTOPped: the master
+ * still answers every renewal, but no replica takes them, so none is a
+ * confirmation (the replica that may replace the master has the lease as
+ * of the last renewal it took). The holder is told "in doubt" before that
+ * lease ends (before: each renewal counted as confirmed, never told). */
+static void t_replica_stopped_told_in_doubt(void)
+{
+    const char *name = "as-replica-stopped";
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = LEASE;
+    o.command_timeout_ms = 1000;
+    o.replica_ack = 1;
+    o.replica_ack_timeout_ms = 500;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    CU_ASSERT_FATAL(hilock_client_open(&c, rmaster.url, &o, err, sizeof err) == 0);
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 10000) && r.rc == 0);
+    /* acknowledged: the replica has the hold */
+    CU_ASSERT_EQUAL(th_redis_int(&rreplica, "EXISTS %s", name), 1);
+    run_for(a, LEASE / 2); /* a renewal or so, acknowledged */
+    CU_ASSERT_EQUAL(s.n, 0);
+    th_redis_pause(&rreplica);
+    int64_t t0 = th_now_ms();
+    run_until_n(a, &s.n, 1, 2 * LEASE);
+    int renewed = th_redis_int(&rmaster, "PTTL %s", name) > LEASE / 2;
+    th_redis_resume(&rreplica);
+    printf("\n  replica stopped under a watchdog hold (lease %d ms): holder told after %lld ms "
+           "(%s); the master still renewed it: %d",
+           LEASE, s.n ? (long long)(s.at - t0) : -1LL, s.n ? s.msg : "never told", renewed);
+    CU_ASSERT_EQUAL(s.n, 1);
+    CU_ASSERT(s.n && s.at - t0 < LEASE);
+    CU_ASSERT(renewed);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), 1);
+    CU_ASSERT(th_wait_for(replica_linked, &rreplica, 10000));
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 3 * LEASE));
+    th_redis_int(&rmaster, "DEL %s", name);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+}
+
+static int init_replicated(void)
+{
+    char extra[128];
+    if (th_redis_start(&rmaster, NULL))
+        return -1;
+    snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", rmaster.port);
+    if (th_redis_start(&rreplica, extra))
+        return -1;
+    return th_wait_for(replica_linked, &rreplica, 10000) ? 0 : -1;
+}
+
+static int clean_replicated(void)
+{
+    th_redis_stop(&rreplica);
+    th_redis_stop(&rmaster);
+    return 0;
+}
+
 static int init_srv(void) { return th_redis_start(&srv, NULL); }
 
 static int clean_srv(void)
@@ -345,5 +434,9 @@ int main(void)
     CU_add_test(s, "(f) loop blocked past the lease", t_loop_blocked_past_lease);
     CU_add_test(s, "(f) multi-lock, loop blocked past the lease",
                 t_multilock_loop_blocked_past_lease);
+    s = CU_add_suite("hilock_async: a master cut off from its replica (replica_ack)",
+                     init_replicated, clean_replicated);
+    CU_add_test(s, "replica stopped: the watchdog holder is told in doubt",
+                t_replica_stopped_told_in_doubt);
     return th_cu_run();
 }
