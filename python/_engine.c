@@ -1610,6 +1610,22 @@ static PyObject *m_renew_outcome(PyObject *self, PyObject *arg)
     return PyLong_FromLong((long)hl_renew_classify(r));
 }
 
+/* renew_unacked(outcome, acked) -> RENEW_*: a renewal's outcome once replica
+ * acknowledgement is known (hl_renew_unacked: renewed but no replica took
+ * it is RENEW_TROUBLE, retried, not a confirmation) */
+static PyObject *m_renew_unacked(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int o, acked;
+    if (!PyArg_ParseTuple(args, "ip:renew_unacked", &o, &acked))
+        return NULL;
+    if (o < HL_RENEW_RENEWED || o > HL_RENEW_TROUBLE) {
+        PyErr_SetString(PyExc_ValueError, "renew_unacked: not a RENEW_* outcome");
+        return NULL;
+    }
+    return PyLong_FromLong((long)hl_renew_unacked((hl_renew_outcome)o, acked));
+}
+
 static PyObject *m_renew_period(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -2417,6 +2433,9 @@ static PyMethodDef module_methods[] = {
     {"decode_pubsub", m_decode_pubsub, METH_O,
      "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
     {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},
+    {"renew_unacked", m_renew_unacked, METH_VARARGS,
+     "renew_unacked(outcome, acked) -> RENEW_*: RENEW_RENEWED that no replica acknowledged "
+     "is RENEW_TROUBLE (retried, not a confirmation)"},
     {"renew_period", m_renew_period, METH_O, "renew_period(watchdog_lease_ms) -> ms"},
     {"renew_doubt_at", m_renew_doubt_at, METH_VARARGS,
      "renew_doubt_at(confirmed_at, watchdog_lease_ms, renew_sent_at, command_timeout_ms) -> ms:"

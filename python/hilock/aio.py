@@ -2042,6 +2042,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 # silent link earns nothing)
                 clock[1] = sent
         good = True
+        answered: List[Tuple[Tuple[int, str, str], Tuple[Any, str, int], int, int]] = []
         for (key, entry), req in zip(items, reqs):
             st = await _await_req(self._loop, req, self._cmd_ms) if good else 2
             if st != 0:
@@ -2060,6 +2061,31 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                     self._st[_C_RENEWAL_FAILURES] += 1
                     continue
                 out = _E.renew_outcome(again.reply)
+            if out == _E.RENEW_REDIRECT:
+                good = False
+            answered.append((key, entry, out, this_sent))
+        acked, given = True, False
+        if self._ack:
+            # replica_ack: a renewal no replica took is no confirmation (a
+            # master cut off from its replicas may be replaced by one whose
+            # lease runs from the last renewal it took): WAIT on the same
+            # connection, as for a grant (the engine's hl_renew_unacked)
+            if good and any(a[2] == _E.RENEW_RENEWED for a in answered):
+                cancel = _Cancel()
+                acked = await self._replica_ack(conn, cancel)  # gives conn back
+                given = True
+                if cancel.exc is not None:
+                    raise cancel.exc
+            else:
+                acked = False
+        if given:
+            pass
+        elif good:
+            pool.put(conn)
+        else:
+            conn.close()
+        for key, entry, out, this_sent in answered:
+            out = _E.renew_unacked(out, acked)
             if out != _E.RENEW_LOST:
                 self._st[_C_RENEWALS if out == _E.RENEW_RENEWED else _C_RENEWAL_FAILURES] += 1
             clock = self._wd_t.get(key)
@@ -2072,7 +2098,6 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 elif not redirected:
                     self._not_master()
                 redirected = True
-                good = False
                 continue
             if out == _E.RENEW_LOST and self._wd.get(key) is entry:
                 del self._wd[key]
@@ -2080,10 +2105,6 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 self._count_lost(key, entry[2], _S_LOST_EXPIRED if gone is not None and gone[2]
                                  else _S_LOST_GONE)
                 self._mark_lost(key, entry[2])
-        if good:
-            pool.put(conn)
-        else:
-            conn.close()
         return redirected
 
     def _mark_lost(self, key: Tuple[int, str, str], tid: int) -> None:

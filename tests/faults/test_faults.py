@@ -870,6 +870,47 @@ def test_replica_stopped_watchdog_holder_told_in_doubt(server, replica, name):
         c.close()
 
 
+def test_aio_replica_stopped_watchdog_holder_told_in_doubt(server, replica, name):
+    """hilock.aio, as the test above: replica_ack on, a watchdog hold (lease
+    3 s), then the replica stopped; the master answers every renewal, no
+    replica takes them, so none is a confirmation: the holder is told "in
+    doubt" before the lease ends (before: never told)."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    lease = 3.0
+
+    async def main():
+        c = await aio.connect(server.url, replica_ack=True, replica_ack_timeout=0.5,
+                              watchdog_lease=lease)
+        try:
+            w = c.lock(name + ":warm")  # the master's replica count known (ROLE)
+            assert await w.acquire(wait=5, lease=5)
+            await w.release()
+            lk = c.lock(name)
+            lost_at = []
+            lk.on_lost = lambda l, tid: lost_at.append(time.monotonic())
+            assert await lk.acquire(wait=2)
+            assert replica("EXISTS", name) == 1  # acknowledged: the replica has it
+            replica.pause()
+            t0 = time.monotonic()
+            while not lost_at and time.monotonic() - t0 < 2 * lease:
+                await asyncio.sleep(0.02)
+            told = lost_at[0] - t0 if lost_at else None
+            if told is not None:
+                report("aio: replica stopped under a watchdog hold: holder told in doubt after",
+                       told)
+            assert told is not None and told < lease, told
+            assert lk.lost
+            assert server("EXISTS", name) == 1  # the master still renews it
+        finally:
+            replica.resume()
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_replica_ack_retried_while_the_wait_lasts(server, replica, name, kind):
     """replica_ack on (0.3 s), the replica stopped for 1.5 s: an acquire
