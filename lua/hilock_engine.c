@@ -1484,11 +1484,22 @@ static int p_ack_retry(lua_State *L)
  *   again with its script body, now)
  *   | "redirect" (send again through the routed path) | "trouble" (next tick) */
 static const char *const renew_outcome_names[] = {"renewed", "lost", "send_body", "redirect",
-                                                   "trouble"};
+                                                   "trouble", NULL};
 
 static int p_renew_outcome(lua_State *L)
 {
     lua_pushstring(L, renew_outcome_names[hl_renew_classify(check_reply(L, 1))]);
+    return 1;
+}
+
+/* proto.renew_unacked(outcome, acked) -> outcome: a renewal's outcome word
+ * once replica acknowledgement is known (hl_renew_unacked): "renewed" that
+ * no replica acknowledged is "trouble" (retried, not a confirmation). */
+static int p_renew_unacked(lua_State *L)
+{
+    int o = luaL_checkoption(L, 1, NULL, renew_outcome_names);
+    int acked = lua_toboolean(L, 2);
+    lua_pushstring(L, renew_outcome_names[hl_renew_unacked((hl_renew_outcome)o, acked)]);
     return 1;
 }
 
@@ -1864,6 +1875,7 @@ static const luaL_Reg engine_funcs[] = {
     {"ack_retry", p_ack_retry},
     {"acquire_latch_ttl", p_acquire_latch_ttl},
     {"renew_outcome", p_renew_outcome},
+    {"renew_unacked", p_renew_unacked},
     {"renew_many_cmd", p_renew_many_cmd},
     {"renew_outcomes", p_renew_outcomes},
     {"renew_period", p_renew_period},

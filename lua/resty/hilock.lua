@@ -1158,6 +1158,8 @@ local function renew_outcomes(r, g)
     return (proto.renew_outcomes(r, #g))
 end
 
+local replica_acked -- below
+
 -- Renew the watched entries of node, their groups pipelined on one
 -- connection. Redirected or failed renewals come back in the retry list.
 local function renew_on(self, node, keys, entries, retry)
@@ -1177,7 +1179,7 @@ local function renew_on(self, node, keys, entries, retry)
         e.renew_sent = sent_at -- in flight: the doubt rule waits for its answer
     end
     local good = sock:send(cmds) and true or false
-    local st, answered = self.st, 0
+    local st, answered, results = self.st, 0, {}
     st.renewal_commands = st.renewal_commands + #cmds
     for _, g in ipairs(groups) do
         if not good then
@@ -1199,8 +1201,33 @@ local function renew_on(self, node, keys, entries, retry)
             outs = renew_outcomes(r, g)
         end
         answered = answered + #g
+        results[#results + 1] = { g, outs }
+    end
+    -- replica_ack: a renewal no replica took is no confirmation (a master
+    -- cut off from its replicas may be replaced by one whose lease runs
+    -- from the last renewal it took): WAIT on the same connection, as for
+    -- a grant, and the engine's renew_unacked says what each answer means
+    local acked, closed = true, false
+    if self.replica_ack then
+        acked = false
+        local any_renewed = false
+        for _, res in ipairs(results) do
+            for _, out in ipairs(res[2]) do
+                any_renewed = any_renewed or out == "renewed"
+            end
+        end
+        if good and any_renewed then
+            local st = { sock = sock, rd = rd, node = node }
+            acked = replica_acked(self, st)
+            if not st.sock then -- the connection failed: closed
+                good, closed = false, true
+            end
+        end
+    end
+    for _, res in ipairs(results) do
+        local g, outs = res[1], res[2]
         for j, i in ipairs(g) do
-            local out = outs[j]
+            local out = proto.renew_unacked(outs[j], acked)
             if out == "redirect" then
                 retry[#retry + 1] = i
                 st.renewal_failures = st.renewal_failures + 1
@@ -1226,7 +1253,9 @@ local function renew_on(self, node, keys, entries, retry)
         put_reader(rd)
         keepalive(self, sock)
     else
-        sock:close()
+        if not closed then
+            sock:close()
+        end
         invalidate(self)
     end
 end
@@ -1611,7 +1640,7 @@ end
 -- the engine's ack machine asks (replica count cached per node). true: a
 -- replica has it, or the master has none; false: replicas exist and none
 -- acknowledged, or the connection failed (and with it any certainty).
-local function replica_acked(c, st)
+replica_acked = function(c, st)
     if not st.sock then
         return false
     end

@@ -484,6 +484,40 @@ function _M.noack()
             " locked=", tostring(lk:locked()))
 end
 
+-- /ackwatch?name=N: a watchdog hold (3 s lease) through the sentinel URL
+-- with replica acknowledgement (0.5 s); once the harness has stopped the
+-- replica (it sets or:paused:{N} on the master), how long until the holder
+-- is told "in doubt": renewals the master answers but no replica takes are
+-- no confirmation.
+function _M.ackwatch()
+    local c = clients.ackwatch
+    if not c then
+        c = hilock.new { url = os.getenv("SENTINEL_URL"), replica_ack_timeout = 0.5,
+                         watchdog_lease = 3 }
+        clients.ackwatch = c
+    end
+    local name = ngx.var.arg_name
+    local lk = c:lock(name)
+    local ok, err = lk:acquire(5)
+    if not ok then
+        return fail(500, "acquire: ", err)
+    end
+    local t0 = now_ms()
+    while now_ms() - t0 < 20000 do
+        if c:command("GET", "or:paused:{" .. name .. "}") then -- nil reply: false
+            break
+        end
+        ngx.sleep(0.02)
+    end
+    t0 = now_ms()
+    while not lk:lost() and now_ms() - t0 < 6000 do
+        ngx.sleep(0.02)
+    end
+    local lost = lk:lost()
+    ngx.say("lost=", tostring(lost), " told_ms=", lost and (now_ms() - t0) or -1)
+    lk:release()
+end
+
 -- /urls: URL forms hilock.new accepts and rejects (bad ones raise).
 function _M.urls()
     local out = {}

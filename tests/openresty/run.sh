@@ -628,6 +628,25 @@ if [ "$SENTINEL_UP" = 1 ]; then
   if [ "$res" = "nil not acknowledged again=true locked=false" ]; then ok "$label"; else bad "$label"; fi
   hl_wait_until 10000 bash -c "redis-cli -p $SENT_MASTER_PORT INFO replication | grep -q 'slave0:.*state=online'"
 
+  # (p2) a watchdog hold (3 s lease, replica_ack 0.5 s), then the replica
+  #     stopped: the master answers every renewal but no replica takes
+  #     them, so none is a confirmation; the holder is told "in doubt"
+  #     before its lease ends (before: never told).
+  name="or:ackwd:$RANDOM"
+  curl -sS --max-time 40 "$URL/ackwatch?name=$name" >"$HL_TMP/ackwatch.out" &
+  ACKREQ=$!
+  hl_wait_until 10000 bash -c "[ \"\$(redis-cli -p $SENT_MASTER_PORT EXISTS '$name')\" = 1 ]"
+  sleep 0.5 # an acknowledged renewal or so
+  kill -STOP "$SENT_REPLICA_PID"
+  redis-cli -p "$SENT_MASTER_PORT" SET "or:paused:{$name}" 1 PX 30000 >/dev/null
+  wait "$ACKREQ"
+  kill -CONT "$SENT_REPLICA_PID"
+  res=$(cat "$HL_TMP/ackwatch.out")
+  told=$(sed -n 's/.*told_ms=\([0-9-]*\).*/\1/p' <<<"$res")
+  label="(p2) replica stopped under a watchdog hold: holder told in doubt: '$res'"
+  if [[ "$res" == "lost=true told_ms="* ]] && [ "${told:-9999}" -lt 3000 ]; then ok "$label"; else bad "$label"; fi
+  hl_wait_until 10000 bash -c "redis-cli -p $SENT_MASTER_PORT INFO replication | grep -q 'slave0:.*state=online'"
+
   # (n) SENTINEL FAILOVER while a request holds a lock (watchdog, 3 s
   #     lease) and another waits for it: once the sentinels name the
   #     replica, new requests lock on it (the worker's cached master and
