@@ -8,7 +8,9 @@ The faults (faultproxy.py), each switched on while the holder holds:
   half-dead host: connect succeeds, the handshake hangs);
 - requests-lost: the client's bytes are dropped, the server's delivered;
 - replies-lost: the server's bytes are dropped, the client's delivered (the
-  renewals may still reach the server and keep the lock alive there).
+  renewals may still reach the server and keep the lock alive there);
+- requests-lost-live, replies-lost-live (hilock.aio): the same, on the
+  connections open at that moment only; the client's new connections work.
 
 The holder keeps the client's default timeouts (command and connect 1 s) with
 a 3 s watchdog lease: a command timeout of lease/3, so that the watchdog's
@@ -63,8 +65,14 @@ def fault_on(proxy: FaultProxy, fault: str) -> None:
         proxy.half_dead(True)
     elif fault == "requests-lost":
         proxy.silence(up=True, down=False)
-    else:
+    elif fault == "replies-lost":
         proxy.silence(up=False, down=True)
+    else:  # one way, on the connections live now only: new ones are healthy
+        for c in proxy.live():
+            if fault == "requests-lost-live":
+                c.drop_up = True
+            else:
+                c.drop_down = True
 
 
 def make(c, kind, name):
@@ -135,6 +143,71 @@ def test_silent_link_holder_told_before_other_acquires(server, proxy, name, kind
     finally:
         proxy.clear()
         holder.close()
+        other.close()
+
+
+# ---- hilock.aio ----
+
+AIO_FAULTS = FAULTS + ["requests-lost-live", "replies-lost-live"]
+AIO_CASES = [(k, f) for f in FAULTS for k in ("reentrant", "fair", "write")]
+AIO_CASES += [("reentrant", f) for f in AIO_FAULTS if f not in FAULTS]
+
+
+@pytest.mark.parametrize("kind,fault", AIO_CASES)
+def test_aio_silent_link_holder_told_before_other_acquires(server, proxy, name, kind, fault):
+    """As the blocking client's case above, for a hilock.aio holder (its
+    watchdog task and doubt timer on the loop). The other client is a
+    blocking one, run in a thread. The whole link silent one way or both:
+    the holder must be told while it is silent, before the other client is
+    granted the lock (replies-lost: the renewals may keep it alive, then
+    nobody else gets it). Only the live connections silent one way: the
+    holder may renew on a new connection and keep the lock; if the other
+    client gets it, the holder was told first."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    other = hilock.Client(server.url, command_timeout=1.0)
+
+    async def main() -> None:
+        holder = await aio.connect(proxy.url(), watchdog_lease=LEASE, command_timeout=1.0,
+                                   connect_timeout=1.0)
+        try:
+            lk = make(holder, kind, name)
+            lost_at = []
+            lk.on_lost = lambda l, tid: lost_at.append(time.monotonic())
+            assert await lk.acquire(wait=0)
+            await asyncio.to_thread(wait_renewed, server, name, LEASE)
+            fault_on(proxy, fault)
+            t_cut = time.monotonic()
+            got = await asyncio.to_thread(
+                lambda: make(other, kind, name).acquire(wait=2 * LEASE, lease=30))
+            t_other = time.monotonic()
+            if got:
+                report(f"aio {fault} ({kind}): other client acquired after", t_other - t_cut)
+                assert lost_at, "both believed they held the lock (the holder was never told)"
+                assert lost_at[0] < t_other, "both believed they held the lock"
+            elif fault in ("half-dead", "requests-lost"):
+                pytest.fail("the holder's lease never ran out on a link silent that way")
+            if fault in FAULTS:
+                # the whole link: told while it is still silent
+                end = time.monotonic() + 2 * LEASE
+                while not lost_at and time.monotonic() < end:
+                    await asyncio.sleep(0.02)
+                assert lost_at, "the holder was not told while its link was silent"
+                assert lk.lost
+            if lost_at:
+                report(f"aio {fault} ({kind}): holder told after", lost_at[0] - t_cut)
+            else:
+                report(f"aio {fault} ({kind}): not told, lock kept (renewed on a new "
+                       "connection); holder's key PTTL", server("PTTL", name) / 1000.0)
+                assert await lk.owned()  # this task's (not under wait_for: a task of its own)
+        finally:
+            proxy.clear()
+            await holder.close()
+    try:
+        asyncio.run(main())
+    finally:
         other.close()
 
 
