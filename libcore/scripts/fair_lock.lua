@@ -12,6 +12,7 @@
 -- ms is how long this waiter can expect to wait before its next try.
 -- #include fair_evict.lua
 -- #include acquire_latch.lua
+-- #include unlock_latch.lua
 local window = tonumber(ARGV[3])
 local latch, seq = hl_latch_arg(ARGV[5], ARGV[6])
 -- this request's earlier outcome: nil (none), 'x' (given up) or a hold count;
@@ -31,6 +32,7 @@ local function earlier()
     return x == 'x' and 'x' or holds
 end
 local function granted(holds)
+    hl_unlock_latch_grant(KEYS[1], ARGV[2], seq, ARGV[1])
     if latch then
         hl_latch_set(latch, seq .. ':' .. holds, ARGV[5])
     end

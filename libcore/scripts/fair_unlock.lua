@@ -33,6 +33,9 @@ if type(earlier) == 'string' then
     if s == seq then
         return tonumber(v)
     end
+    if s and tonumber(s) > tonumber(seq) then
+        return -1 -- a late copy of an older call: nothing changes (unlock.lua)
+    end
 end
 
 local head = redis.pcall('lindex', ARGV[1], 0)
@@ -65,7 +68,11 @@ local function wake_head()
 end
 
 local function answer(left)
-    redis.pcall('set', ARGV[4], seq and (seq .. ':' .. left) or left, 'px', ARGV[9])
+    local ttl = tonumber(ARGV[9])
+    if left > 0 and seq and tonumber(ARGV[6]) > ttl then
+        ttl = tonumber(ARGV[6]) -- holds left: as long as they live (unlock.lua)
+    end
+    redis.pcall('set', ARGV[4], seq and (seq .. ':' .. left) or left, 'px', ttl)
     return left
 end
 

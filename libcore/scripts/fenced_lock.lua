@@ -13,6 +13,7 @@
 -- counting once more; "x<seq>:..." (given up, acquire_settle.lua) makes a
 -- late copy take nothing.
 -- #include acquire_latch.lua
+-- #include unlock_latch.lua
 local free = redis.call('exists', KEYS[1]) == 0
 if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local latch, seq = hl_latch_arg(ARGV[3], ARGV[4])
@@ -45,6 +46,7 @@ if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    hl_unlock_latch_grant(KEYS[1], ARGV[2], seq, ARGV[1])
     if latch then
         hl_latch_set(latch, seq .. ':' .. holds .. ':' .. string.format('%.0f', token), ARGV[3])
     end

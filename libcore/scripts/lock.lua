@@ -14,8 +14,11 @@
 -- to a new latch key after a lost reply, so a late copy still finds its own
 -- answer). The latch is only read when the lock is free or ours (a lock held
 -- by another answers as before).
+-- A grant also marks the owner's unlock latch with this call's seq
+-- (unlock_latch.lua): a late copy of an earlier release changes nothing.
 -- A key of another type makes HEXISTS fail with WRONGTYPE and nothing changes.
 -- #include acquire_latch.lua
+-- #include unlock_latch.lua
 local free = redis.call('exists', KEYS[1]) == 0
 if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local latch, seq = hl_latch_arg(ARGV[3], ARGV[4])
@@ -25,6 +28,7 @@ if free or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    hl_unlock_latch_grant(KEYS[1], ARGV[2], seq, ARGV[1])
     if latch then
         hl_latch_set(latch, seq .. ':' .. holds, ARGV[3])
     end

@@ -7,6 +7,9 @@
 -- overwritten by each of its releases, holding "<seq>:<answer>", and only an
 -- answer under the same seq replays (no key per release for the server to
 -- expire); without it ARGV[2] is the request's own latch (Redisson's way).
+-- A seq below the latch's is a late copy of an older call and answers -1
+-- with nothing changed: the owner has released or been granted the lock
+-- again since (unlock_latch.lua keeps the latch for as long as it holds).
 -- The channel and the latch are arguments, not KEYS (both in the lock's
 -- slot): while a cluster slot migrates, a declared key the node does not
 -- have (a channel never is one; a latch rarely exists) turns the whole call
@@ -35,6 +38,11 @@ if type(earlier) == 'string' then
     if s == seq then
         return tonumber(v)
     end
+    if s and tonumber(s) > tonumber(seq) then
+        -- a late copy: a later call of this owner (a release, or a grant:
+        -- unlock_latch.lua) has run since it was sent. It changes nothing.
+        return -1
+    end
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[5]))
 if not holds then
@@ -49,5 +57,10 @@ else
     redis.call(ARGV[7], ARGV[1], ARGV[3])
     redis.call('del', KEYS[1])
 end
-redis.pcall('set', ARGV[2], seq and (seq .. ':' .. left) or left, 'px', ARGV[6])
+-- holds left: the latch lives as long as they do (unlock_latch.lua)
+local ttl = tonumber(ARGV[6])
+if left > 0 and seq and tonumber(ARGV[4]) > ttl then
+    ttl = tonumber(ARGV[4])
+end
+redis.pcall('set', ARGV[2], seq and (seq .. ':' .. left) or left, 'px', ttl)
 return left

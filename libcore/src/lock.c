@@ -390,9 +390,10 @@ static void latch_key(char *buf, size_t len, hilock_client *c, const hl_names *n
 }
 
 /* An attempt's or a release's reply was lost (resent, settled or left to
- * the drain): a late copy of it may still reach the server. Later calls use
- * other latch keys (acquire and unlock), so they cannot overwrite the answer
- * (or the "given up" mark) that copy must find. */
+ * the drain): a late copy of it may still reach the server. Later acquires
+ * use another acquire latch key, so they cannot overwrite the answer (or the
+ * "given up" mark) that copy must find. (The unlock latch is one per owner
+ * whatever the epoch: its seq order refuses a late release copy.) */
 static void latch_move_on(hilock_client *c, const hl_cmd *cmd)
 {
     if (cmd->reply_lost || cmd->drained)
@@ -718,7 +719,8 @@ int hl_lock_release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, hl_r
     r->stopped = hl_wd_release(&c->t, l, tid, &r->confirmed_at);
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
     /* "<client>:e<latch epoch>:<seq>": the engine keeps the answer in the
-     * owner's unlock latch of this epoch (proto_release.c); the read-write
+     * owner's unlock latch, and seq (one counter with the acquires') lets it
+     * refuse a late copy of an older release (proto_release.c); the read-write
      * sides get a key per request, unique across clients */
     if (hl_release_request_id(r->rid, sizeof r->rid, c->t.id,
                               __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)

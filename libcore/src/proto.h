@@ -473,6 +473,10 @@ HL_HIDDEN int hl_acquire_init(hl_acquire *a, hilock_kind kind, const hl_names *n
  * the client; epoch: the driver's count of attempts whose reply was lost
  * (a driver bumps it on hl_acquire_on_reply_lost, a resend or a drained
  * attempt, so later calls do not overwrite what a late copy must find).
+ * seq also orders the owner's releases (hl_release_request_id): a driver
+ * takes both from one increasing counter, so that a grant marks the owner's
+ * unlock latch with a number above every release sent before it, and a late
+ * copy of those releases changes nothing (proto_release.c).
  * 0, or HILOCK_EINVAL when buf is too short. */
 HL_HIDDEN int hl_acquire_latch_arg(char *buf, size_t len, const hl_names *n, const char *owner,
                                    uint64_t epoch, uint64_t seq);
@@ -586,10 +590,13 @@ HL_HIDDEN void hl_release_free(hl_release *m);
  * answer that holds are left (the key is there, still ours) stands. */
 HL_HIDDEN void hl_release_known_lost(hl_release *m);
 /* A release request id "<client_id>:e<epoch>:<seq>" that opts in to the
- * per-owner unlock latch (see proto_release.c): seq unique per release in
- * the client, epoch the driver's count of lost replies (bumped after each,
- * as for hl_acquire_latch_arg). Any other request id keeps a latch key per
- * request. 0, or HILOCK_EINVAL when buf is too short. */
+ * per-owner unlock latch "redisson_unlock_latch:{N}:<owner>:owner" (see
+ * proto_release.c): seq from the same increasing counter as the client's
+ * acquire seqs (hl_acquire_latch_arg), so the latch can tell a late copy of
+ * an older release (changes nothing, whatever its delay) from a new one;
+ * epoch: kept for the id's shape, not part of the key. Any other request id
+ * keeps a latch key per request (no late-copy rule). 0, or HILOCK_EINVAL
+ * when buf is too short. */
 HL_HIDDEN int hl_release_request_id(char *buf, size_t len, const char *client_id,
                                     uint64_t epoch, uint64_t seq);
 /* The latch TTL for a client whose commands time out after command_timeout_ms. */

@@ -25,13 +25,27 @@ int64_t hl_acquire_latch_ttl(int64_t command_timeout_ms, int64_t connect_timeout
 
 /* The unlock latch of one release. A request id ending in ":e<epoch>:<seq>"
  * (hl_release_request_id) gives the reentrant, fenced and fair releases one
- * latch per owner and epoch that the owner's releases overwrite,
- * "<prefix>:<owner>:e<epoch>|<seq>" (hl_cmd_release sends the key and the
- * seq apart; the script keeps "<seq>:<answer>"), so a pair leaves no key for
- * the server to expire. A driver that builds such ids bumps its epoch after
- * every lost reply, so later releases do not overwrite what a late copy of
- * the lost one must find. Other request ids, and the read-write sides, get a
- * key per request, "<prefix>:<request id>". */
+ * latch per owner that the owner's calls overwrite,
+ * "<prefix>:<owner>:owner|<seq>" (hl_cmd_release sends the key and the seq
+ * apart; the script keeps "<seq>:<answer>"), so a pair leaves no key for the
+ * server to expire. (The ":owner" suffix: a request id such as the drain's
+ * "<client>:<seq>" has an owner's shape, "<client>:<thread>", and its latch
+ * per request must never be this one.)
+ *
+ * The late-copy rule: seq orders the owner's calls (a driver numbers its
+ * acquires and releases from one counter, hl_release_request_id and
+ * hl_acquire_latch_arg), and the latch keeps the highest number that changed
+ * the lock: a release answers from it when the number is its own, changes
+ * nothing when the number is higher (a late copy of an older release: the
+ * owner has released or been granted the lock again since), and runs when it
+ * is lower. A grant writes its acquire call's number there, and every grant,
+ * renewal, extension and partial release keeps the latch alive as long as the
+ * hold (scripts/unlock_latch.lua). So a copy of a release that arrives after
+ * any delay either finds the owner holding nothing (and changes nothing) or
+ * finds a number above its own: it never releases a later hold. The epoch
+ * in the id is not part of the key (one latch per owner whatever it is).
+ * Other request ids, and the read-write sides, get a key per request,
+ * "<prefix>:<request id>". */
 static int digits(const char *p, size_t n)
 {
     if (n == 0)
@@ -53,7 +67,7 @@ static char *latch_key(const hl_names *n, hilock_kind kind, const char *owner,
                     digits(ep + 1, (size_t)(seq - ep - 1)) &&
                     (kind == HILOCK_KIND_REENTRANT || kind == HILOCK_KIND_FENCED ||
                      kind == HILOCK_KIND_FAIR);
-    size_t len = strlen(n->latch_prefix) + strlen(request_id) + (owner ? strlen(owner) : 0) + 3;
+    size_t len = strlen(n->latch_prefix) + strlen(request_id) + (owner ? strlen(owner) : 0) + 9;
     char *k = malloc(len);
     if (!k)
         return NULL;
@@ -63,9 +77,7 @@ static char *latch_key(const hl_names *n, hilock_kind kind, const char *owner,
     hl_sb_mem(&b, ":", 1);
     if (per_owner) {
         hl_sb_str(&b, owner);
-        hl_sb_mem(&b, ":", 1);
-        hl_sb_mem(&b, ep, (size_t)(seq - ep));
-        hl_sb_mem(&b, "|", 1);
+        hl_sb_mem(&b, ":owner|", 7);
         hl_sb_str(&b, seq + 1);
     } else {
         hl_sb_str(&b, request_id);
@@ -198,12 +210,11 @@ void hl_release_on_error(hl_release *m, int code, int64_t now_ms)
     /* The reply may have been lost after the server ran the unlock: the
      * latch makes one resend answer like the first (not "not owner"). Or
      * the request itself is held up on its way and reaches the server
-     * after the resend (a late copy): the resend then writes the answer
-     * under a latch that lives at least the lease, so the copy answers from
-     * it instead of releasing a later hold of the same owner, also after
-     * the short latch lifetime of an answered release. (The owner's later
-     * releases use another latch key: the driver moves its latch epoch
-     * after a lost reply, hl_release_request_id.) */
+     * after the resend (a late copy): with the per-owner latch it changes
+     * nothing however late it comes (the late-copy rule, latch_key above);
+     * the resend's answer is also kept at least the lease, so a copy that
+     * comes while it lives answers it (and with a latch per request, the
+     * only protection there is). */
     if (code == HILOCK_ECONN && m->tries < HL_RELEASE_TRIES &&
         (m->deadline < 0 || now_ms < m->deadline)) {
         if (m->latch_ttl_ms < m->lease_ms)

@@ -1705,7 +1705,10 @@ end
 
 -- A unique id for one request of this client (latch keys):
 -- "<client>:e<latch epoch>:<seq>", the form for which the engine keeps one
--- unlock latch per owner (per epoch) instead of a key per request.
+-- unlock latch per owner instead of a key per request. seq is the one
+-- counter of this client's acquires and releases in this worker (the
+-- acquire latch's seq too): the engine's scripts refuse a late copy of a
+-- release older than the owner's last grant or release.
 -- The worker's pid is part of the epoch: a client made before nginx forked
 -- its workers has the same id in all of them.
 local function latch_epoch(c)

@@ -1279,9 +1279,11 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         return f"{self._id}:{_pid_box[0]}:{self._seq}"
 
     def _release_id(self) -> str:
-        """A release's request id: the owner's unlock latch of the current
-        latch epoch (one key per owner, overwritten by its releases), as
-        the C client's releases use it (the engine's hl_release_request_id)."""
+        """A release's request id: the owner's unlock latch (one key per
+        owner, overwritten by its releases), as the C client's releases use
+        it (the engine's hl_release_request_id). Its seq comes from the same
+        counter as the acquires' (_seq), which lets the engine's scripts
+        refuse a late copy of an older release."""
         self._seq += 1
         return _E.release_request_id(self._id, _pid_box[0], self._latch_epoch, self._seq)
 

@@ -296,7 +296,7 @@ static void t_semaphore_reply_lost(void)
  * lock and another client cannot take it. Returns what the late copy did
  * (1: the hold survived). held_ms beyond the unlock latch's 3 s lifetime
  * (2 * command timeout + 1000 ms) is issue 29's case. */
-static int late_release_copy(const char *name, int held_ms)
+static int late_release_copy(const char *name, int held_ms, int64_t first_lease_ms)
 {
     th_proxy *p = th_proxy_start(srv.port);
     CU_ASSERT_FATAL(p != NULL);
@@ -317,7 +317,7 @@ static int late_release_copy(const char *name, int held_ms)
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
     CU_ASSERT(hilock_async_release(a, l, 1, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
-    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, first_lease_ms, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
 
     th_proxy_hold_request(p, "redisson_lock__channel", held_ms);
@@ -342,9 +342,10 @@ static int late_release_copy(const char *name, int held_ms)
     th_sleep_ms(100); /* the server has run the late copy */
     long long exists = th_redis_int(&srv, "EXISTS %s", name);
     int other_rc = hilock_lock_acquire(other, 0, 30000);
-    printf("\n  release resent and answered after %lld ms; held again at %lld ms; late copy "
-           "delivered at %lld ms: lock key exists %lld, another client's acquire %d (%s)\n",
-           (long long)released, (long long)held_at, (long long)late_at, exists, other_rc,
+    printf("\n  (released hold's lease %lld ms) release resent and answered after %lld ms; "
+           "held again at %lld ms; late copy delivered at %lld ms: lock key exists %lld, "
+           "another client's acquire %d (%s)\n",
+           (long long)first_lease_ms, (long long)released, (long long)held_at, (long long)late_at, exists, other_rc,
            other_rc == 0 ? "GRANTED while the first holds it" : "refused");
     int ok = exists == 1 && other_rc != 0;
     CU_ASSERT_EQUAL(exists, 1);
@@ -369,14 +370,22 @@ static int late_release_copy(const char *name, int held_ms)
  * latch of an answered release lives 2 x 1 s command timeout + 1 s). */
 static void t_late_release_copy(void)
 {
-    late_release_copy("alate1", 2000);
+    late_release_copy("alate1", 2000, 30000);
 }
 
 /* The late copy arrives after the 3 s latch lifetime of an answered
  * release (4.5 s). */
 static void t_late_release_copy_after_latch_ttl(void)
 {
-    late_release_copy("alate2", 4500);
+    late_release_copy("alate2", 4500, 30000);
+}
+
+/* The same, the released hold taken with a 2 s lease: the resend's latch
+ * lived 3 s (before the fix it lived the released hold's lease, so a copy
+ * later than both released the later hold: issue 31's case (d)). */
+static void t_late_release_copy_short_lease(void)
+{
+    late_release_copy("alate3", 4500, 2000);
 }
 
 static int init_srv(void)
@@ -409,5 +418,7 @@ int main(void)
     CU_add_test(s, "a late copy of a release leaves a later hold alone", t_late_release_copy);
     CU_add_test(s, "a late copy of a release past its latch lifetime leaves a later hold alone",
                 t_late_release_copy_after_latch_ttl);
+    CU_add_test(s, "a late copy of a release past every latch lifetime leaves a later hold alone",
+                t_late_release_copy_short_lease);
     return th_cu_run();
 }

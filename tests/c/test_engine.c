@@ -39,7 +39,7 @@ static void t_release_partial_keeps_lease(void)
     CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
     CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_UNLOCK);
     /* the owner's latch (request id "<client>:e<epoch>:<seq>"), the seq sent apart */
-    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0"));
+    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":owner"));
     CU_ASSERT_EQUAL(m.cmd.argc, 12);
     CU_ASSERT(arg_is(&m.cmd, 11, "1"));
     CU_ASSERT(arg_is(&m.cmd, 7, "7000")); /* the acquire's lease, not 30000 */
@@ -58,7 +58,7 @@ static void t_release_partial_keeps_lease(void)
                                           1000, 0, 100), 0);
     CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 100), HL_ACT_SEND);
     CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_FAIR_UNLOCK);
-    CU_ASSERT(arg_is(&m.cmd, 7, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0")); /* fair too */
+    CU_ASSERT(arg_is(&m.cmd, 7, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":owner")); /* fair too */
     CU_ASSERT_EQUAL(m.cmd.argc, 14);
     CU_ASSERT(arg_is(&m.cmd, 13, "2"));
     CU_ASSERT(arg_is(&m.cmd, 9, "30000"));
@@ -153,7 +153,7 @@ static void t_release_noscript_then_retry(void)
     hl_release_on_error(&m, HILOCK_ECONN, 2);
     CU_ASSERT_EQUAL(hl_release_next(&m, 2), HL_ACT_SEND);
     CU_ASSERT(arg_is(&m.cmd, 0, "EVAL"));
-    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0"));
+    CU_ASSERT(arg_is(&m.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":owner"));
     CU_ASSERT(arg_is(&m.cmd, 11, "6")); /* the same latch and seq when sent again */
     /* ... whose answer lives at least the lease (5 s, not 3 s): a late copy of
      * the first send, arriving after the resend ran, answers from it */
@@ -213,7 +213,7 @@ static void t_settle_late_grant_released(void)
     CU_ASSERT_EQUAL(hl_settle_next(&s, 10), HL_ACT_SEND);
     CU_ASSERT(arg_is(&s.cmd, 0, "EVAL")); /* the body: no NOSCRIPT round */
     CU_ASSERT(arg_is(&s.cmd, 3, "res:1"));
-    CU_ASSERT(arg_is(&s.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":e0"));
+    CU_ASSERT(arg_is(&s.cmd, 5, "redisson_unlock_latch:{res:1}:" OWNER_LIT ":owner"));
     CU_ASSERT(arg_is(&s.cmd, 11, "9"));
     CU_ASSERT(arg_is(&s.cmd, 7, "9000"));
     CU_ASSERT(arg_is(&s.cmd, 8, OWNER));

@@ -537,6 +537,107 @@ static void t_unlock_latch_per_owner(void)
     }
 }
 
+/* One release by OWNER built by the engine's release machine (request id
+ * rid, "<client>:e<epoch>:<seq>"), run on ctx; returns the holds left, or
+ * -1 for "not owner". */
+static int64_t run_release(redisContext *ctx, hilock_kind kind, const hl_names *n,
+                           const char *rid)
+{
+    hl_release m;
+    CU_ASSERT_EQUAL_FATAL(hl_release_init(&m, kind, n, OWNER, 20000, 30000, rid, 1000, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_release_next(&m, 0), HL_ACT_SEND);
+    redisReply *r = run_cmd(ctx, &m.cmd);
+    hl_release_result rr;
+    int64_t out = -2;
+    if (hl_decode_release(r, &rr) == 0)
+        out = rr.not_owner ? -1 : rr.remaining;
+    freeReplyObject(r);
+    hl_release_free(&m);
+    return out;
+}
+
+/* DEL every key matching pattern (KEYS: a test server of a few keys). */
+static void del_matching(redisContext *ctx, const char *pattern)
+{
+    redisReply *k = redisCommand(ctx, "KEYS %s", pattern);
+    for (size_t i = 0; k && k->type == REDIS_REPLY_ARRAY && i < k->elements; i++)
+        freeReplyObject(redisCommand(ctx, "DEL %s", k->element[i]->str));
+    if (k)
+        freeReplyObject(k);
+}
+
+/* The late-copy rule (proto_release.c, scripts/unlock_latch.lua): a copy of
+ * a release that reaches the server after the owner released and took the
+ * lock again changes nothing, however late: also after the release's own
+ * latch has gone (deleted here: its lifetime is over), because the new
+ * grant marked the owner's unlock latch with its own call number and the
+ * latch lives as long as the hold (renewals keep it). Issue 29: the copy
+ * released the later hold. Every kind with the per-owner latch. */
+static void t_late_release_copy_rule(void)
+{
+    hilock_kind kinds[] = {HILOCK_KIND_REENTRANT, HILOCK_KIND_FENCED, HILOCK_KIND_FAIR};
+    for (int k = 0; k < 3; k++) {
+        redisContext *ctx = th_redis_connect(&srv);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+        hl_names n;
+        CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "res:lrcopy"), 0);
+        char ulatch[256], alatch[300];
+        snprintf(ulatch, sizeof ulatch, "%s:%s:owner", n.latch_prefix, OWNER);
+        freeReplyObject(redisCommand(ctx, "DEL res:lrcopy %s", n.token));
+        del_matching(ctx, "redisson_unlock_latch:{res:lrcopy}:*");
+        del_matching(ctx, "hilock_acquire_latch:{res:lrcopy}:*");
+        hl_acquire_result ar;
+        /* call 1: taken; call 2: released */
+        CU_ASSERT_EQUAL_FATAL(hl_acquire_latch_arg(alatch, sizeof alatch, &n, OWNER, 0, 1), 0);
+        CU_ASSERT_EQUAL(run_latched(ctx, kinds[k], &n, alatch, &ar, NULL), 0);
+        CU_ASSERT_EQUAL(ar.acquired, 1);
+        CU_ASSERT_EQUAL(run_release(ctx, kinds[k], &n, "cid:e0:2"), 0);
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS res:lrcopy"), 0);
+        /* the release's latch is gone, as after its lifetime */
+        del_matching(ctx, "redisson_unlock_latch:{res:lrcopy}:*");
+        /* call 3 (another latch epoch): taken again */
+        CU_ASSERT_EQUAL_FATAL(hl_acquire_latch_arg(alatch, sizeof alatch, &n, OWNER, 1, 3), 0);
+        CU_ASSERT_EQUAL(run_latched(ctx, kinds[k], &n, alatch, &ar, NULL), 0);
+        CU_ASSERT_EQUAL(ar.acquired, 1);
+        CU_ASSERT_EQUAL(ar.hold_count, 1);
+        long long pttl = th_redis_int(&srv, "PTTL %s", ulatch);
+        CU_ASSERT(pttl > 15000 && pttl <= 20000); /* as long as the 20 s lease */
+        /* the late copy of call 2 */
+        CU_ASSERT_EQUAL(run_release(ctx, kinds[k], &n, "cid:e0:2"), -1);
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:lrcopy %s", OWNER), 1);
+        /* a renewal keeps the latch as long as the hold */
+        hl_cmd c;
+        memset(&c, 0, sizeof c);
+        hl_cmd_renew(&c, &n, OWNER, 60000);
+        freeReplyObject(run_cmd(ctx, &c));
+        pttl = th_redis_int(&srv, "PTTL %s", ulatch);
+        CU_ASSERT(pttl > 55000 && pttl <= 60000);
+        /* re-entered (call 4), released once (call 5): one hold left, the
+         * latch still lives as long as it */
+        CU_ASSERT_EQUAL_FATAL(hl_acquire_latch_arg(alatch, sizeof alatch, &n, OWNER, 1, 4), 0);
+        CU_ASSERT_EQUAL(run_latched(ctx, kinds[k], &n, alatch, &ar, NULL), 0);
+        CU_ASSERT_EQUAL(ar.hold_count, 2);
+        CU_ASSERT_EQUAL(run_release(ctx, kinds[k], &n, "cid:e1:5"), 1);
+        pttl = th_redis_int(&srv, "PTTL %s", ulatch);
+        CU_ASSERT(pttl > 15000 && pttl <= 20000);
+        /* copies of calls 2 and 5 change nothing; call 5 sent again answers
+         * as the first time */
+        CU_ASSERT_EQUAL(run_release(ctx, kinds[k], &n, "cid:e0:2"), -1);
+        CU_ASSERT_EQUAL(run_release(ctx, kinds[k], &n, "cid:e1:5"), 1);
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:lrcopy %s", OWNER), 1);
+        /* call 6 releases the last hold; a copy of 2 or 5 then finds nothing */
+        CU_ASSERT_EQUAL(run_release(ctx, kinds[k], &n, "cid:e1:6"), 0);
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS res:lrcopy"), 0);
+        int64_t copy = run_release(ctx, kinds[k], &n, "cid:e0:2");
+        /* a fair unlock of a lock already gone answers "released" (as
+         * Redisson's) and changes nothing either */
+        CU_ASSERT(copy == -1 || (kinds[k] == HILOCK_KIND_FAIR && copy == 0));
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS res:lrcopy"), 0);
+        hl_names_free(&n);
+        redisFree(ctx);
+    }
+}
+
 /* The fenced lock's acquire latch keeps the token: the same call sent again
  * answers the same hold count and token and takes no new token. */
 static void t_fenced_latch(void)
@@ -1362,6 +1463,8 @@ int main(void)
     CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
     CU_add_test(s, "acquire latch: one per owner, replay, given up", t_acquire_latch);
     CU_add_test(s, "unlock latch: one per owner, replay", t_unlock_latch_per_owner);
+    CU_add_test(s, "unlock latch: a late release copy leaves a later hold, any delay",
+                t_late_release_copy_rule);
     CU_add_test(s, "fenced acquire latch: replay keeps the token", t_fenced_latch);
     CU_add_test(s, "decode acquire", t_decode_acquire);
     CU_add_test(s, "decode release", t_decode_release);

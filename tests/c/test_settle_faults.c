@@ -129,8 +129,11 @@ static void t_async_late_grant_then_reset(void)
  * timeout; the copy comes at 4.5 s): the client resent it after 1 s, which
  * released;
  * then took, released and took the lock again. The late copy must leave
- * that hold alone (issue 29: it deleted it). */
-static void t_blocking_late_release_copy(void)
+ * that hold alone (issue 29: it deleted it). first_lease_ms: the lease of
+ * the hold released (30 s: the resend's latch lived that long, and the copy
+ * found it before the fix too; 2 s: the latch lived 3 s, and the copy
+ * released the later hold before the fix: issue 31's case (d)). */
+static void blocking_late_release_copy(const char *name, int64_t first_lease_ms)
 {
     th_proxy *p = th_proxy_start(srv.port);
     CU_ASSERT_FATAL(p != NULL);
@@ -138,11 +141,11 @@ static void t_blocking_late_release_copy(void)
     hilock_client *c2 = open_url(srv.url, 1000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     hilock_lock *l = NULL, *other = NULL;
-    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "blate1") == 0);
-    CU_ASSERT_FATAL(hilock_lock_new(&other, c2, "blate1") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&other, c2, name) == 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
-    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, first_lease_ms), 0);
     th_proxy_hold_request(p, "redisson_lock__channel", 4500);
     int64_t t0 = th_now_ms();
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0); /* the resend released it */
@@ -156,23 +159,36 @@ static void t_blocking_late_release_copy(void)
     int64_t late_at = th_now_ms() - t0;
     CU_ASSERT_FATAL(th_proxy_fired(p) == 1);
     th_sleep_ms(100); /* the server has run the late copy */
-    long long exists = th_redis_int(&srv, "EXISTS blate1");
+    long long exists = th_redis_int(&srv, "EXISTS %s", name);
     int other_rc = hilock_lock_acquire(other, 0, 30000);
-    printf("\n  release resent and answered after %lld ms; late copy delivered at %lld ms: "
-           "lock key exists %lld, another client's acquire %d (%s)\n",
-           (long long)released, (long long)late_at, exists, other_rc,
+    printf("\n  (released hold's lease %lld ms) release resent and answered after %lld ms; "
+           "late copy delivered at %lld ms: lock key exists %lld, another client's acquire %d "
+           "(%s)\n",
+           (long long)first_lease_ms, (long long)released, (long long)late_at, exists, other_rc,
            other_rc == 0 ? "GRANTED while the first holds it" : "refused");
     CU_ASSERT_EQUAL(exists, 1);
     CU_ASSERT_NOT_EQUAL(other_rc, 0);
     if (other_rc == 0)
         hilock_lock_release(other);
     CU_ASSERT_EQUAL(hilock_lock_release(l), other_rc == 0 ? HILOCK_ENOTOWNER : 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS blate1"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
     hilock_lock_free(l);
     hilock_lock_free(other);
     hilock_client_close(c);
     hilock_client_close(c2);
     th_proxy_stop(p);
+}
+
+static void t_blocking_late_release_copy(void)
+{
+    blocking_late_release_copy("blate1", 30000);
+}
+
+/* The released hold had a 2 s lease: the resend's latch lived 3 s, the copy
+ * comes at 4.5 s. */
+static void t_blocking_late_release_copy_short_lease(void)
+{
+    blocking_late_release_copy("blate2", 2000);
 }
 
 static int init_srv(void) { return th_redis_start(&srv, NULL); }
@@ -194,5 +210,7 @@ int main(void)
                 t_async_late_grant_then_reset);
     CU_add_test(s, "blocking: a late release copy past its latch lifetime leaves a later hold",
                 t_blocking_late_release_copy);
+    CU_add_test(s, "blocking: a late release copy past every latch lifetime leaves a later hold",
+                t_blocking_late_release_copy_short_lease);
     return th_cu_run();
 }

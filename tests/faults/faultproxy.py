@@ -29,6 +29,12 @@ server. Faults are switched on and off while connections are live:
                         on a connection of its own (its reply is dropped):
                         a late duplicate of a request, as a network that
                         retransmits or a proxy that retries produces
+- hold_request(pat, s)   the next client chunk containing pat is not forwarded
+                        on its connection (the client never gets a reply
+                        there); it reaches the server s seconds later on a
+                        connection of its own (its reply is dropped): a
+                        request held up on its way past the command timeout
+                        and delivered late (fired("held-delivered"))
 - silence(up=, down=)   drop (not hold) every byte in that direction, on the
                         live connections and on those accepted later:
                         up = requests lost, down = replies lost, both = a
@@ -126,7 +132,11 @@ class _Conn:
                         return
                     if p._take(p._rst_reply, data):
                         self.kill_on_reply = True
-                    dup = p._take_dup(data)
+                    held = p._take_dup(data, p._holds)
+                    if held is not None:
+                        p._send_later(data, held, "held-delivered")
+                        continue
+                    dup = p._take_dup(data, p._dups)
                     if dup is not None:
                         p._send_later(data, dup)
                     delay = p.up
@@ -170,6 +180,7 @@ class FaultProxy:
         self._rst_request: List[bytes] = []
         self._rst_reply: List[bytes] = []
         self._dups: List[Tuple[bytes, float]] = []
+        self._holds: List[Tuple[bytes, float]] = []
         self.events: List[Tuple[str, float]] = []
         self.conns: List[_Conn] = []
         self._mu = threading.Lock()
@@ -239,11 +250,16 @@ class FaultProxy:
         with self._mu:
             self._dups.append((pattern, secs))
 
+    def hold_request(self, pattern: bytes, secs: float) -> None:
+        with self._mu:
+            self._holds.append((pattern, secs))
+
     def clear(self) -> None:
         with self._mu:
             self._rst_request.clear()
             self._rst_reply.clear()
             self._dups.clear()
+            self._holds.clear()
         self.frame_delays = []
         self.up = self.down = 0.0
         self.blackholed = False
@@ -267,17 +283,17 @@ class FaultProxy:
                     return pat
         return None
 
-    def _take_dup(self, data: bytes) -> Optional[float]:
-        if not self._dups:
+    def _take_dup(self, data: bytes, dups: List[Tuple[bytes, float]]) -> Optional[float]:
+        if not dups:
             return None
         with self._mu:
-            for i, (pat, secs) in enumerate(self._dups):
+            for i, (pat, secs) in enumerate(dups):
                 if pat in data:
-                    del self._dups[i]
+                    del dups[i]
                     return secs
         return None
 
-    def _send_later(self, data: bytes, secs: float) -> None:
+    def _send_later(self, data: bytes, secs: float, what: str = "duplicate-delivered") -> None:
         def run() -> None:
             time.sleep(secs)
             if self._stop:
@@ -288,7 +304,7 @@ class FaultProxy:
                 s.settimeout(2)
                 s.recv(65536)  # the reply, dropped
                 s.close()
-                self.events.append(("duplicate-delivered", time.monotonic()))
+                self.events.append((what, time.monotonic()))
             except OSError:
                 self.events.append(("duplicate-failed", time.monotonic()))
         threading.Thread(target=run, daemon=True).start()

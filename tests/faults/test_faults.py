@@ -412,6 +412,108 @@ def test_release_lost_on_every_try_ends_at_the_lease(server, proxy, name):
         other.close()
 
 
+# ---- issue 29, issue 31 (d): a late copy of a release never touches a later hold ----
+#
+# A release held up on its way past the command timeout (its reply never
+# comes on its connection: the client resends it, and the resend releases)
+# or copied on its way (a proxy or network that sends it again: the client
+# has its answer and cannot know). The copy reaches the server 4.5 s after
+# the release was sent, past the 3 s its unlock latch lives (2 x 1 s command
+# timeout + 1 s; the released hold had a 2 s lease), after the same owner
+# released and took the lock again. Before the fix the copy released that
+# later hold: the holder still believed it held the lock, and another client
+# was granted it. The engine's rule holds for any delay (the owner's unlock
+# latch lives as long as its hold, tests/c/test_proto.c).
+
+LATE_COPY_S = 4.5
+
+
+def _arm_late_copy(proxy, how):
+    if how == "held":
+        proxy.hold_request(b"redisson_unlock_latch", LATE_COPY_S)
+    else:
+        proxy.duplicate_later(b"redisson_unlock_latch", LATE_COPY_S)
+    return "held-delivered" if how == "held" else "duplicate-delivered"
+
+
+@pytest.mark.parametrize("how", ["held", "copied"])
+def test_late_release_copy_leaves_a_later_hold(server, proxy, name, how):
+    holder = opened(proxy.url(), command_timeout=1.0)
+    other = opened(server.url)
+    try:
+        lk = holder.lock(name)
+        warm(holder, "reentrant", name)
+        assert lk.acquire(wait=0, lease=2)
+        event = _arm_late_copy(proxy, how)
+        t0 = time.monotonic()
+        lk.release()  # held: resent after the timeout, and answered
+        released = time.monotonic() - t0
+        assert lk.acquire(wait=0, lease=30)
+        lk.release()
+        assert lk.acquire(wait=0, lease=30)
+        wait_for(lambda: proxy.fired(event) == 1, LATE_COPY_S + 5, "the late copy delivered")
+        late_at = time.monotonic() - t0
+        time.sleep(0.1)  # the server has run it
+        field = server("HGET", name, holder.owner())
+        got = other.lock(name).acquire(wait=0, lease=30)
+        print(f"[late copy, blocking, {how}] release answered after {released * 1000:.0f} ms; "
+              f"copy delivered at {late_at * 1000:.0f} ms; holder's field {field!r}; "
+              f"another client's acquire {'GRANTED' if got else 'refused'}")
+        if got:
+            other.lock(name).release()
+        assert field == "1" and not got
+        lk.release()
+        assert server("EXISTS", name) == 0
+    finally:
+        holder.close()
+        other.close()
+
+
+@pytest.mark.parametrize("how", ["held", "copied"])
+def test_aio_late_release_copy_leaves_a_later_hold(server, proxy, name, how):
+    """As test_late_release_copy_leaves_a_later_hold, through hilock.aio."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    async def main():
+        c = await aio.connect(proxy.url(), command_timeout=1.0, connect_timeout=1.0)
+        other = opened(server.url)
+        try:
+            w = c.lock(name + ":warm")
+            assert await w.acquire(wait=0, lease=5)
+            await w.release()
+            lk = c.lock(name)
+            assert await lk.acquire(wait=0, lease=2)
+            event = _arm_late_copy(proxy, how)
+            t0 = time.monotonic()
+            await lk.release()
+            released = time.monotonic() - t0
+            assert await lk.acquire(wait=0, lease=30)
+            await lk.release()
+            assert await lk.acquire(wait=0, lease=30)
+            while proxy.fired(event) < 1 and time.monotonic() - t0 < LATE_COPY_S + 5:
+                await asyncio.sleep(0.02)
+            late_at = time.monotonic() - t0
+            assert proxy.fired(event) == 1
+            await asyncio.sleep(0.1)
+            field = server("HGET", name, c.owner())
+            got = other.lock(name).acquire(wait=0, lease=30)
+            print(f"[late copy, aio, {how}] release answered after {released * 1000:.0f} ms; "
+                  f"copy delivered at {late_at * 1000:.0f} ms; holder's field {field!r}; "
+                  f"another client's acquire {'GRANTED' if got else 'refused'}")
+            if got:
+                other.lock(name).release()
+            assert field == "1" and not got
+            await lk.release()
+            assert server("EXISTS", name) == 0
+        finally:
+            await c.close()
+            other.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
 # ---- item 3: a holder cut off from Redis is told before its lease ends ----
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -26,6 +26,8 @@ behind the same TCP fault proxy as the C/Python scenarios.
   all at once: lk:lost() says true before another client acquires; the
   worker stopped, or kept busy by a request, past the lease: the first
   lk:lost() after it says true.
+- a late copy of a release (held up past the command timeout, or copied on
+  its way) leaves the owner's later hold alone.
 (The pub/sub connection killed during a wait is tests/openresty (i) and the
 conformance pubsub-killed scenario.)
 """
@@ -241,6 +243,44 @@ def test_resty_release_reply_lost_answers_once(nginx, server, proxy, name, kind)
     assert proxy.fired("reset-on-reply") == 1
     assert server("EXISTS", name) == 0
     assert a("held %s %s" % (kind, name)) == "ok 0"
+
+
+@pytest.mark.parametrize("how", ["held", "copied"])
+def test_resty_late_release_copy_leaves_a_later_hold(nginx, server, proxy, name, how):
+    """A copy of a release reaches the server 4.5 s late (held up past the
+    command timeout, or copied on its way), past every latch lifetime, after
+    the request owner released and took the lock again: it must leave that
+    hold alone (test_faults.py test_late_release_copy_leaves_a_later_hold;
+    the rule is the engine's and the scripts', docs/protocol.md)."""
+    from test_faults import LATE_COPY_S, _arm_late_copy
+    a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
+    other = opened(server.url)
+    try:
+        assert a("lock r %s:warm 0 5000" % name) == "ok 1"  # scripts loaded, pooled
+        assert a("unlock r %s:warm" % name) == "ok"
+        assert a("lock r %s 0 2000" % name) == "ok 1"
+        event = _arm_late_copy(proxy, how)
+        t0 = time.monotonic()
+        assert a("unlock r %s" % name) == "ok"
+        released = time.monotonic() - t0
+        assert a("lock r %s 0 30000" % name) == "ok 1"
+        assert a("unlock r %s" % name) == "ok"
+        assert a("lock r %s 0 30000" % name) == "ok 1"
+        wait_for(lambda: proxy.fired(event) == 1, LATE_COPY_S + 5, "the late copy delivered")
+        late_at = time.monotonic() - t0
+        time.sleep(0.1)  # the server has run it
+        held = a("held r %s" % name)
+        got = other.lock(name).acquire(wait=0, lease=30)
+        print(f"[late copy, openresty, {how}] release answered after {released * 1000:.0f} ms; "
+              f"copy delivered at {late_at * 1000:.0f} ms; holder's held {held!r}; "
+              f"another client's acquire {'GRANTED' if got else 'refused'}")
+        if got:
+            other.lock(name).release()
+        assert held == "ok 1" and not got
+        assert a("unlock r %s" % name) == "ok"
+        assert server("EXISTS", name) == 0
+    finally:
+        other.close()
 
 
 @pytest.mark.parametrize("kind", ["r", "f"])

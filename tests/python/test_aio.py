@@ -404,11 +404,11 @@ def test_attempt_lost_with_its_connection_is_settled(own_redis: RedisServer, nam
 
 
 def test_releases_share_the_owner_unlock_latch(own_redis: RedisServer, name: str) -> None:
-    """Releases use the owner's unlock latch of the client's latch epoch
-    (the C client's request ids): 40 acquire+release pairs by two owners
-    leave two latch keys, not one per release; a release whose reply is
-    lost (its connection closed under it) moves the epoch on, so later
-    releases cannot overwrite the answer a late copy of it must find."""
+    """Releases use the owner's unlock latch (the C client's request ids):
+    40 acquire+release pairs by two owners leave two latch keys, not one
+    per release; a release whose reply is lost (its connection closed under
+    it) moves the epoch on (for the acquire latch; the unlock latch is one
+    per owner whatever the epoch, and its seq order refuses late copies)."""
     async def main() -> None:
         async with aio.Client(own_redis.url, command_timeout=5.0) as c:
             for tid in (1, 2):
