@@ -638,11 +638,22 @@ def migrate(r, step):
             src("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
     elif phase == "migrate_end":
         others = [m for m in topo.c.masters if m.port not in (src.port, dst.port)]
-        for m in [dst, src] + others:
-            m("CLUSTER", "SETSLOT", slot, "NODE", ids[dst.port])
         topo.moved[slot] = dst
-        # done when every node (replicas too) names the new owner
-        ok, seen = poll(lambda: owners_agree(topo, slot, dst.port), 10, 0.05)
+        # done when every node (replicas too) names the new owner. SETSLOT
+        # NODE does not always win: a node whose config epoch is not the
+        # highest can have the old owner gossiped back to it (seen on a
+        # loaded machine: every node, the new owner too, named the old one
+        # 10 s later), so the assignment is made again, with the epoch
+        # bumped on the new owner, as redis-cli --cluster fix would
+        ok, seen = False, ""
+        for attempt in range(3):
+            if attempt:
+                dst("CLUSTER", "BUMPEPOCH")
+            for m in [dst, src] + others:
+                m("CLUSTER", "SETSLOT", slot, "NODE", ids[dst.port])
+            ok, seen = poll(lambda: owners_agree(topo, slot, dst.port), 5, 0.05)
+            if ok:
+                break
         if not ok:
             raise Fail("slot %d moved %d -> %d, but the nodes say: %s" % (
                 slot, src.port, dst.port, seen))
