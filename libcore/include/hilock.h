@@ -242,7 +242,15 @@ typedef enum hilock_kind {
  *            the report; nor does a slow callback delay the renewals. A
  *            renewal first sent after that moment (its thread held up by
  *            a loaded machine) is awaited up to the command timeout, and
- *            no later than the lease's end. A hold reported in
+ *            no later than the lease's end. A watchdog hold also listens
+ *            on its lock's channel (the read-write sides: the read-write
+ *            lock's): a message there (a force unlock of any kind by
+ *            hilock, Redisson's of a reentrant, fenced or read-write lock)
+ *            renews at once, so a force unlock is reported within a round
+ *            trip instead of at the next tick (on Redis Cluster the
+ *            subscription follows the lock's slot when it moves; a
+ *            message sent before the subscription is in place, right
+ *            after the grant, is found at the next tick). A hold reported in
  *            doubt is still renewed; if a renewal then finds it gone, that is
  *            reported as well (a second call for the same hold).
  *   May call: any hilock function, on any handle. In particular it may
@@ -751,7 +759,10 @@ typedef struct hilock_lock_info {
                                   channel(s) (PUBSUB NUMSUB, SHARDNUMSUB on a
                                   cluster): blocked waiters of this kind (a
                                   fair lock: its queued waiters still
-                                  listening); -1 when not counted */
+                                  listening); a hilock client holding a
+                                  reentrant, fenced or read-write lock with
+                                  the watchdog listens there too and is
+                                  counted; -1 when not counted */
 } hilock_lock_info;
 
 /* Inspect the lock `name` (same rules as hilock_lock_new) through client c.

@@ -1059,6 +1059,16 @@ HL_HIDDEN int hl_pes_id_parse(unsigned char id[HL_PES_ID_BYTES], const char *hex
 typedef enum hl_wake_rule { HL_WAKE_LOCK = 0, HL_WAKE_PERMITS, HL_WAKE_LATCH } hl_wake_rule;
 HL_HIDDEN int64_t hl_ps_wakes(hl_wake_rule rule, const hl_ps_event *ev);
 HL_HIDDEN hl_wake_rule hl_sem_wake_rule(hl_sem_kind kind);
+/* A holder listens on its own lock's channel: the one its kind's force
+ * unlock publishes on (the read-write sides: redisson_rwlock:{N}; every
+ * other kind: redisson_lock__channel:{N}; fair_force.lua publishes there
+ * too, besides waking the head waiter). A message there while the hold is
+ * kept (hl_hold_check_on: "0" or "1", any unlock or force unlock) means
+ * "check the hold now": the driver renews it at once instead of at the next
+ * tick, so a force unlock is reported within a round trip. Messages that
+ * are not a lock's (anything but a plain integer) are ignored. */
+HL_HIDDEN const char *hl_hold_channel(hilock_kind kind, const hl_names *n);
+HL_HIDDEN int hl_hold_check_on(const hl_ps_event *ev);
 
 /*
  * The wait machine of the three: semaphore acquire k, permit-expirable

@@ -45,6 +45,16 @@ void hl_rw_cmd_force(hl_cmd *cmd, const hl_names *n)
     hl_cmd_add_str(cmd, n->publish);
 }
 
+const char *hl_hold_channel(hilock_kind kind, const hl_names *n)
+{
+    return kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE ? n->rw_channel : n->channel;
+}
+
+int hl_hold_check_on(const hl_ps_event *ev)
+{
+    return ev->type == HL_PS_MESSAGE && hl_ps_wakes(HL_WAKE_LOCK, ev) != 0;
+}
+
 void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                        int64_t lease_ms)
 {

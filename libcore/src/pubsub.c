@@ -37,6 +37,7 @@ typedef struct hl_channel {
     int resub;          /* subscribed again after a reconnect: wake the
                            waiters once the server confirms it */
     hl_waiter *waiters; /* FIFO */
+    hl_waiter *observers; /* hl_sub_observe: told of every message, take no wake */
 } hl_channel;
 
 #define RECONNECT_MIN_MS 50
@@ -71,11 +72,19 @@ static void wake_waiter(hl_waiter *w)
         hl_notify_fire(w->notify);
 }
 
+static void tell_observers(hl_channel *ch)
+{
+    for (hl_waiter *w = ch->observers; w; w = w->next)
+        w->on_message(w->on_arg);
+}
+
 static void wake_all_waiters(hl_pubsub *ps)
 {
-    for (hl_channel *ch = ps->channels; ch; ch = ch->next)
+    for (hl_channel *ch = ps->channels; ch; ch = ch->next) {
         for (hl_waiter *w = ch->waiters; w; w = w->next)
             wake_waiter(w);
+        tell_observers(ch); /* messages may have been missed */
+    }
 }
 
 /* A wake-one message w took without using goes to the next waiter of its
@@ -148,6 +157,12 @@ static void handle_frame(hl_node *n, redisReply *r)
                 w->moved = 1;
                 wake_waiter(w);
             }
+            /* they hear nothing more here: each listens again where the
+             * slot lives now (its owner asks hl_sub_moved) and checks its
+             * hold meanwhile */
+            for (hl_waiter *w = ch->observers; w; w = w->next)
+                __atomic_store_n(&w->moved, 1, __ATOMIC_RELEASE);
+            tell_observers(ch);
         } else {
             ch->state = HL_CH_PENDING; /* a waiter came back meanwhile */
             ch->sent = 0;
@@ -156,6 +171,8 @@ static void handle_frame(hl_node *n, redisReply *r)
     case HL_PS_MESSAGE: {
         /* the engine says how many: -1 all, n the n longest waiting that
          * are not woken yet (the waiters of one channel share a rule) */
+        if (hl_hold_check_on(&ev))
+            tell_observers(ch);
         int64_t n = ch->waiters ? hl_ps_wakes((hl_wake_rule)ch->waiters->wake_rule, &ev) : 0;
         for (hl_waiter *w = ch->waiters; w && n != 0; w = w->next) {
             if (n < 0 || !w->signaled) {
@@ -314,16 +331,23 @@ int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel, int64_t 
     return hl_sub_register_rule(c, w, channel, timeout_ms, HL_WAKE_LOCK);
 }
 
-int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
-                         int64_t timeout_ms, int wake_rule)
+/* fn set: w is an observer (hl_sub_observe). */
+static int sub_register(hl_transport *c, hl_waiter *w, const char *channel, int64_t timeout_ms,
+                        int wake_rule, void (*fn)(void *arg), void *arg)
 {
     hl_node *node = hl_route(c, channel, strlen(channel));
     hl_pubsub *ps = &node->ps;
+    int observer = fn != NULL;
     memset(w, 0, sizeof *w);
     w->node = node;
     w->wake_rule = wake_rule;
-    hl_cond_init_mono(&w->cv);
-    w->cv_live = 1; /* the caller waits on it and unregisters w, even on failure */
+    w->observer = observer;
+    w->on_message = fn;
+    w->on_arg = arg;
+    if (!observer) {
+        hl_cond_init_mono(&w->cv);
+        w->cv_live = 1; /* the caller waits on it and unregisters w, even on failure */
+    }
     pthread_mutex_lock(&ps->mu);
     if (ps->stop) { /* client closing */
         pthread_mutex_unlock(&ps->mu);
@@ -345,13 +369,17 @@ int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
     }
     ch->refs++;
     w->chan = ch;
-    hl_waiter **tail = &ch->waiters;
+    if (observer && ch->state == HL_CH_MOVED) /* routed by a slot map not reloaded yet */
+        __atomic_store_n(&w->moved, 1, __ATOMIC_RELEASE);
+    hl_waiter **tail = observer ? &ch->observers : &ch->waiters;
     while (*tail)
         tail = &(*tail)->next;
     *tail = w;
     char err[HL_ERRMSG_MAX];
     int rc = ensure_listener(node, err);
-    if (rc == 0) {
+    if (rc == 0 && observer) {
+        poke(ps); /* subscribes; nobody waits for it */
+    } else if (rc == 0) {
         poke(ps);
         struct timespec ts;
         hl_abs_timespec(&ts, timeout_ms);
@@ -370,6 +398,23 @@ int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
     }
     pthread_mutex_unlock(&ps->mu);
     return rc;
+}
+
+int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
+                         int64_t timeout_ms, int wake_rule)
+{
+    return sub_register(c, w, channel, timeout_ms, wake_rule, NULL, NULL);
+}
+
+int hl_sub_observe(hl_transport *c, hl_waiter *w, const char *channel, void (*fn)(void *arg),
+                   void *arg)
+{
+    return sub_register(c, w, channel, 0, HL_WAKE_LOCK, fn, arg);
+}
+
+int hl_sub_moved(const hl_waiter *w)
+{
+    return __atomic_load_n(&w->moved, __ATOMIC_ACQUIRE);
 }
 
 void hl_pubsub_poke(hl_transport *c)
@@ -426,14 +471,14 @@ void hl_sub_unregister(hl_transport *c, hl_waiter *w)
     }
     hl_pubsub *ps = &w->node->ps;
     pthread_mutex_lock(&ps->mu);
-    for (hl_waiter **pp = &ch->waiters; *pp; pp = &(*pp)->next) {
+    for (hl_waiter **pp = w->observer ? &ch->observers : &ch->waiters; *pp; pp = &(*pp)->next) {
         if (*pp == w) {
             *pp = w->next;
             break;
         }
     }
     /* A wake-one message this waiter took without using is passed on. */
-    if (w->signaled)
+    if (w->signaled && !w->observer)
         pass_wake(ch, w);
     ch->refs--;
     if (ch->refs == 0) {

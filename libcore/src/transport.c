@@ -23,7 +23,6 @@ void hl_transport_init(hl_transport *c)
     hl_worker_init(&c->wd.wk);
     hl_worker_init(&c->wd.rwk);
     hl_cond_init_mono(&c->wd.cv);
-    hl_cond_init_mono(&c->wd.rcv);
 }
 
 void hl_transport_free(hl_transport *c, int forked)
@@ -36,13 +35,13 @@ void hl_transport_free(hl_transport *c, int forked)
     hl_tls_free(c->ep.tls_ctx);
     hl_endpoint_free(&c->ep);
     hl_forkguard_free(&c->fork);
+    hl_worker_close(&c->wd.rwk); /* the renewal thread's pipe (descriptors: in a child too) */
     if (forked)
         return;
     pthread_mutex_destroy(&c->nodes_mu);
     pthread_mutex_destroy(&c->refresh_mu);
     pthread_mutex_destroy(&c->wd.mu);
     pthread_cond_destroy(&c->wd.cv);
-    pthread_cond_destroy(&c->wd.rcv);
     pthread_mutex_destroy(&c->drain.mu);
     pthread_cond_destroy(&c->drain.settled);
     hl_stats_destroy(&c->stats);

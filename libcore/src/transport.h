@@ -93,6 +93,12 @@ typedef struct hl_waiter {
                                  this waiter (hl_sub_notify) */
     int cv_live;         /* cv initialised by hl_sub_register_rule, destroyed
                             by hl_sub_unregister (even when not registered) */
+    /* an observer (hl_sub_observe): takes no wake; on_message(on_arg) is
+     * called, with the pubsub mutex held, for every message the engine's
+     * hl_hold_check_on accepts and after every reconnect */
+    int observer;
+    void (*on_message)(void *arg);
+    void *on_arg;
 } hl_waiter;
 
 /* One wake-up shared by several waiters, possibly on different clients (a
@@ -140,6 +146,21 @@ HL_HIDDEN int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *ch
  * Returns 1 when the subscription is gone because the channel's slot moved
  * to another node (unregister, register again), else 0. */
 HL_HIDDEN int hl_sub_wait(hl_transport *c, hl_waiter *w, int64_t ms);
+/* Register w as an observer of channel (a holder listening on its own
+ * lock's channel): fn(arg) runs on the listener thread, with the pubsub
+ * mutex held (take no lock in it; write a wake-up), for every lock message
+ * there, after every reconnect (a message may have been missed) and when
+ * the channel's cluster slot moved (then hl_sub_moved says so: unregister
+ * and observe again, where the slot lives now). It takes no waiter's wake.
+ * Does not wait for the subscription. 0, or HILOCK_ENOMEM / HILOCK_ECLOSED
+ * (not registered); hl_sub_unregister in every case. Call neither with a
+ * lock held that fn's caller may wait for (the watchdog's mu). */
+HL_HIDDEN int hl_sub_observe(hl_transport *c, hl_waiter *w, const char *channel,
+                             void (*fn)(void *arg), void *arg);
+/* An observer w: 1 when its channel's slot moved away (cluster) and it
+ * hears nothing more there: unregister it and observe again. Takes no lock
+ * (the flag is atomic for observers). */
+HL_HIDDEN int hl_sub_moved(const hl_waiter *w);
 HL_HIDDEN void hl_sub_unregister(hl_transport *c, hl_waiter *w);
 /* Wake w's hl_sub_wait (from another thread) so that it looks at its
  * cancel flag; w must be registered. */
@@ -199,10 +220,12 @@ typedef struct hl_watchdog {
     hl_worker wk;        /* the watchdog thread: the "in doubt" timer and
                             every report (lost callbacks); no I/O. No pipe:
                             it sleeps on cv */
-    pthread_cond_t rcv;  /* wakes the renewal thread (stop, renew now) */
     hl_worker rwk;       /* the renewal thread: the renewals' I/O, on its own
-                            schedule; never calls up */
-    int renew_now;       /* a renewal pass is wanted before its time */
+                            schedule; never calls up. Sleeps on its pipe
+                            (stop, renew now) */
+    int renew_now;       /* atomic: a renewal pass is wanted before its time
+                            (a message on a held lock's channel) */
+    unsigned follow_pass; /* watchdog.c's follow_moved; renewal thread only */
     int stop;
     struct hl_wd_entry *entries; /* watchdog.c */
     hl_deferred *deferred, **deferred_tail; /* FIFO */

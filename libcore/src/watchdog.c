@@ -25,6 +25,7 @@
  * thread once reported.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,9 @@ typedef struct hl_wd_entry {
                              no earlier than that) */
     int64_t tried_at;  /* when the first renewal since confirmed_at was sent,
                           -1 none yet (hl_renew_doubt_at's renew_sent_at) */
+    hl_waiter obs;     /* observes the lock's channel (hl_hold_channel): a
+                          message there renews at once */
+    unsigned followed; /* the follow_moved pass that last looked at obs */
 } hl_wd_entry;
 
 static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
@@ -63,6 +67,15 @@ static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
         if (e->holder == holder && e->tid == tid && !e->removed && !e->lost)
             return e;
     return NULL;
+}
+
+/* Stop listening and free e (unlinked, used by nobody). Takes the pubsub
+ * mutex, so never with wd->mu held: the two are never held together (the
+ * listener's hold_message takes no lock). */
+static void entry_free(hl_transport *c, hl_wd_entry *e)
+{
+    hl_sub_unregister(c, &e->obs);
+    free(e);
 }
 
 static void unlink_entry(hl_watchdog *wd, hl_wd_entry *e)
@@ -74,14 +87,23 @@ static void unlink_entry(hl_watchdog *wd, hl_wd_entry *e)
         }
 }
 
-/* Claim e, wait until no renewal or report uses it, then free it; mu held. */
-static void claim_and_free(hl_watchdog *wd, hl_wd_entry *e)
+/* Claim e, wait until no renewal or report uses it, then unlink it: the
+ * caller frees it (entry_free) once it has released mu. mu held. */
+static void claim(hl_watchdog *wd, hl_wd_entry *e)
 {
     e->removed = 1;
     while (e->inflight || e->reporting)
         pthread_cond_wait(&wd->cv, &wd->mu);
     unlink_entry(wd, e);
-    free(e);
+}
+
+/* The listener heard a message on a held lock's channel (a force unlock,
+ * say): renew now. Runs with the pubsub mutex held: no lock, a wake-up. */
+static void hold_message(void *arg)
+{
+    hl_transport *c = arg;
+    __atomic_store_n(&c->wd.renew_now, 1, __ATOMIC_RELEASE);
+    hl_worker_wake(&c->wd.rwk);
 }
 
 /* What lost callbacks asked for: nothing of this pass uses an entry any
@@ -171,7 +193,9 @@ static void report_found_lost(hl_transport *c)
         pthread_cond_broadcast(&wd->cv);
         if (!e->removed) {
             unlink_entry(wd, e);
-            free(e);
+            pthread_mutex_unlock(&wd->mu); /* entry_free takes the pubsub mutex */
+            entry_free(c, e);
+            pthread_mutex_lock(&wd->mu);
         }
     }
 }
@@ -354,6 +378,35 @@ static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items,
             freeReplyObject(replies[g]);
 }
 
+/* Holds whose channel's cluster slot moved (hl_sub_moved): observe it
+ * again where the slot lives now (the renewal pass just before followed
+ * the redirect and marked the slot map stale, so routing reloads it).
+ * Renewal thread; mu held, released around each move, since observing
+ * takes the pubsub mutex and routing may reload the map. The entry is
+ * pinned as inflight meanwhile, as during a renewal. One try per hold and
+ * pass: one that lands on a moved channel again is tried at the next. */
+static void follow_moved(hl_transport *c)
+{
+    hl_watchdog *wd = &c->wd;
+    unsigned pass = ++wd->follow_pass;
+    for (;;) {
+        hl_wd_entry *e = wd->entries;
+        while (e && (e->removed || e->lost || e->inflight || e->followed == pass ||
+                     !hl_sub_moved(&e->obs)))
+            e = e->next;
+        if (!e)
+            return;
+        e->followed = pass;
+        e->inflight = 1;
+        pthread_mutex_unlock(&wd->mu);
+        hl_sub_unregister(c, &e->obs);
+        hl_sub_observe(c, &e->obs, hl_hold_channel(e->kind, e->names), hold_message, c);
+        pthread_mutex_lock(&wd->mu);
+        e->inflight = 0;
+        pthread_cond_broadcast(&wd->cv); /* removers */
+    }
+}
+
 /* One tick of the renewal thread: renew every live hold; mu held, released
  * while the renewals are in flight. */
 static void renew_batch(hl_transport *c)
@@ -430,15 +483,21 @@ static void *renewal_main(void *arg)
     int64_t next = hl_now_mono_ms() + period;
     while (!wd->stop) {
         int64_t now = hl_now_mono_ms();
-        if (now >= next || wd->renew_now) {
-            wd->renew_now = 0;
+        /* taken whether or not the tick is due: a pass now covers it */
+        int asked = __atomic_exchange_n(&wd->renew_now, 0, __ATOMIC_ACQ_REL);
+        if (now >= next || asked) {
             next = now + period;
             renew_batch(c);
+            follow_moved(c);
             continue;
         }
-        struct timespec ts;
-        hl_abs_timespec(&ts, next - now);
-        pthread_cond_timedwait(&wd->rcv, &wd->mu, &ts);
+        /* sleep on the pipe: hold_message and hl_wd_shutdown write to it */
+        pthread_mutex_unlock(&wd->mu);
+        struct pollfd pf = {wd->rwk.wake_fd[0], POLLIN, 0};
+        int64_t ms = next - now;
+        if (poll(&pf, 1, (int)(ms > 3600000 ? 3600000 : ms)) > 0)
+            hl_wake_drain(wd->rwk.wake_fd[0]);
+        pthread_mutex_lock(&wd->mu);
     }
     pthread_mutex_unlock(&wd->mu);
     return NULL;
@@ -502,28 +561,45 @@ void hl_wd_defer_close(hl_transport *c)
     pthread_mutex_unlock(&wd->mu);
 }
 
+/* A new hold of (holder, tid), or one more of it: mu held. 1 when it was
+ * counted on an existing entry. */
+static int add_hold(hl_watchdog *wd, const void *holder, uint64_t tid, int64_t sent_at)
+{
+    hl_wd_entry *e = find_live(wd, holder, tid);
+    if (!e)
+        return 0;
+    e->holds++;
+    if (sent_at > e->confirmed_at) { /* a re-entry applied the lease again */
+        e->confirmed_at = sent_at;
+        e->tried_at = -1;
+        e->doubt = 0;
+        pthread_cond_broadcast(&wd->cv); /* its doubt timer moved */
+    }
+    return 1;
+}
+
 int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
               uint64_t tid, int64_t sent_at)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
-    hl_wd_entry *e = find_live(wd, holder, tid);
-    if (e) {
-        e->holds++;
-        if (sent_at > e->confirmed_at) { /* a re-entry applied the lease again */
-            e->confirmed_at = sent_at;
-            e->tried_at = -1;
-            e->doubt = 0;
-            pthread_cond_broadcast(&wd->cv); /* its doubt timer moved */
-        }
-        pthread_mutex_unlock(&wd->mu);
+    int counted = add_hold(wd, holder, tid, sent_at);
+    /* a new hold: the threads first, so that the renewal thread's pipe,
+     * which the listener writes to for this hold's channel, exists before
+     * the channel is observed */
+    int started = counted ||
+                  ((wd->wk.running || wd->stop ||
+                    hl_worker_start(&wd->wk, 0, watchdog_main, c) == 0) &&
+                   (wd->rwk.running || wd->stop ||
+                    hl_worker_start(&wd->rwk, 1, renewal_main, c) == 0));
+    pthread_mutex_unlock(&wd->mu);
+    if (counted)
         return 0;
-    }
-    e = calloc(1, sizeof *e);
-    if (!e) {
-        pthread_mutex_unlock(&wd->mu);
+    if (!started)
         return HILOCK_ENOMEM;
-    }
+    hl_wd_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return HILOCK_ENOMEM;
     e->holder = holder;
     e->kind = kind;
     e->names = names;
@@ -532,11 +608,15 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     e->confirmed_at = sent_at;
     e->tried_at = -1;
     hl_hold_owner(e->owner, kind, c->id, tid);
-    if ((!wd->wk.running && !wd->stop && hl_worker_start(&wd->wk, 0, watchdog_main, c) != 0) ||
-        (!wd->rwk.running && !wd->stop && hl_worker_start(&wd->rwk, 0, renewal_main, c) != 0)) {
+    /* listen on the lock's own channel, so that a force unlock is checked
+     * at once; not under mu (routing may refresh a cluster's slot map). No
+     * subscription (closing, no memory) only means the next tick finds it. */
+    hl_sub_observe(c, &e->obs, hl_hold_channel(kind, names), hold_message, c);
+    pthread_mutex_lock(&wd->mu);
+    if (add_hold(wd, holder, tid, sent_at)) { /* added meanwhile */
         pthread_mutex_unlock(&wd->mu);
-        free(e);
-        return HILOCK_ENOMEM;
+        entry_free(c, e);
+        return 0;
     }
     e->next = wd->entries;
     wd->entries = e;
@@ -555,10 +635,12 @@ int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid, int64_t *co
     if (e && e->holds > 1) {
         e->holds--;
     } else if (e) {
-        claim_and_free(wd, e);
+        claim(wd, e);
         stopped = 1;
     }
     pthread_mutex_unlock(&wd->mu);
+    if (stopped)
+        entry_free(c, e);
     return stopped;
 }
 
@@ -568,8 +650,10 @@ void hl_wd_forget(hl_transport *c, const void *holder, uint64_t tid)
     pthread_mutex_lock(&wd->mu);
     hl_wd_entry *e = find_live(wd, holder, tid);
     if (e)
-        claim_and_free(wd, e);
+        claim(wd, e);
     pthread_mutex_unlock(&wd->mu);
+    if (e)
+        entry_free(c, e);
 }
 
 void hl_wd_forget_lock(hl_transport *c, const void *holder)
@@ -583,7 +667,10 @@ void hl_wd_forget_lock(hl_transport *c, const void *holder)
         if (!e)
             break;
         /* also waits for a loss report about holder still running */
-        claim_and_free(wd, e);
+        claim(wd, e);
+        pthread_mutex_unlock(&wd->mu);
+        entry_free(c, e);
+        pthread_mutex_lock(&wd->mu);
     }
     pthread_mutex_unlock(&wd->mu);
 }
@@ -595,7 +682,7 @@ void hl_wd_shutdown(hl_transport *c, int from_watchdog)
     int running = wd->wk.running, renewing = wd->rwk.running;
     wd->stop = 1;
     pthread_cond_broadcast(&wd->cv);
-    pthread_cond_broadcast(&wd->rcv);
+    hl_worker_wake(&wd->rwk);
     pthread_mutex_unlock(&wd->mu);
     if (running && from_watchdog)
         pthread_detach(wd->wk.thread); /* we are it: it ends right after the close */
@@ -607,12 +694,14 @@ void hl_wd_shutdown(hl_transport *c, int from_watchdog)
     pthread_mutex_lock(&wd->mu);
     wd->wk.running = 0;
     wd->rwk.running = 0;
-    while (wd->entries) {
-        hl_wd_entry *e = wd->entries;
-        wd->entries = e->next;
-        free(e);
-    }
+    hl_wd_entry *left = wd->entries;
+    wd->entries = NULL;
     scratch_free(wd->scratch); /* the renewal thread has ended */
     wd->scratch = NULL;
     pthread_mutex_unlock(&wd->mu);
+    while (left) { /* entry_free takes the pubsub mutex: not under mu */
+        hl_wd_entry *e = left;
+        left = e->next;
+        entry_free(c, e);
+    }
 }

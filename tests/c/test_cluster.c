@@ -273,16 +273,22 @@ static void waiter_handed(waiter_arg *w, hilock_lock *holder)
 typedef struct {
     int node;
     const char *channel;
+    int clients; /* subscribed there: 0 means 1 (the waiter) */
 } sub_arg;
+
+static int shard_subscribers(int node_i, const char *channel)
+{
+    redisReply *r = node_cmd(node_i, "PUBSUB SHARDNUMSUB %s", channel);
+    int n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
 
 static int shard_subscribed(void *p)
 {
     sub_arg *s = p;
-    redisReply *r = node_cmd(s->node, "PUBSUB SHARDNUMSUB %s", s->channel);
-    int n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[1]->integer : 0;
-    if (r)
-        freeReplyObject(r);
-    return n == 1;
+    return shard_subscribers(s->node, s->channel) == (s->clients ? s->clients : 1);
 }
 
 static long long stat_calls(int i, const char *cmd)
@@ -310,7 +316,7 @@ static void t_sharded_wake(void)
     long long spub = stat_calls(m, "spublish");
     waiter_arg w;
     waiter_start(&w, lb);
-    sub_arg s = {m, "redisson_lock__channel:{swake}"};
+    sub_arg s = {m, "redisson_lock__channel:{swake}", 0};
     CU_ASSERT(th_wait_for(shard_subscribed, &s, 5000));
     waiter_handed(&w, la);
     CU_ASSERT(stat_calls(m, "spublish") > spub);
@@ -337,7 +343,13 @@ typedef struct {
 static int pttl_rose(void *p)
 {
     pttl_arg *a = p;
-    return th_redis_int(&node[a->node], "PTTL mig") > a->floor;
+    long long v = th_redis_int(&node[a->node], "PTTL mig");
+    /* up since the last look: only a renewal raises it (compared with the
+     * first look only, a renewal made just before that look, as the
+     * holder's check on hearing its slot move, would pass unseen) */
+    int rose = v > a->floor;
+    a->floor = v;
+    return rose;
 }
 
 static int is_master_port(int i)
@@ -444,7 +456,9 @@ static void t_migration(void)
     CU_ASSERT_FATAL(from >= 0 && to >= 0);
     waiter_arg wa;
     waiter_start(&wa, lw);
-    sub_arg s_from = {from, "redisson_lock__channel:{mig}"};
+    /* two clients listen there: the waiter, and the holder (a watchdog
+     * hold listens on its lock's channel for a force unlock) */
+    sub_arg s_from = {from, "redisson_lock__channel:{mig}", 2};
     CU_ASSERT(th_wait_for(shard_subscribed, &s_from, 5000));
 
     migrate_begin(slot, from, to);
@@ -460,9 +474,11 @@ static void t_migration(void)
     /* the holder's watchdog renews it on the new master */
     pttl_arg pa = {to, th_redis_int(&node[to], "PTTL mig")};
     CU_ASSERT(th_wait_for(pttl_rose, &pa, 3000 / 3 + 2000));
-    /* the waiter followed the slot: subscribed on the new master */
-    sub_arg s_to = {to, "redisson_lock__channel:{mig}"};
+    /* the waiter and the holder followed the slot: both subscribed on the
+     * new master, none left on the old one */
+    sub_arg s_to = {to, "redisson_lock__channel:{mig}", 2};
     CU_ASSERT(th_wait_for(shard_subscribed, &s_to, 5000));
+    CU_ASSERT_EQUAL(shard_subscribers(from, "redisson_lock__channel:{mig}"), 0);
     CU_ASSERT_EQUAL(wa.rc, -100);
     waiter_handed(&wa, lh);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(lw, wa.tid), 0);
@@ -856,7 +872,7 @@ static void t_async(void)
     unsigned slot = migration_for("amig", &from, &to);
     CU_ASSERT_FATAL(from >= 0 && to >= 0);
     CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 2, 20000, 10000, on_done, &waiter), 0);
-    sub_arg s_from = {from, "redisson_lock__channel:{amig}"};
+    sub_arg s_from = {from, "redisson_lock__channel:{amig}", 0};
     CU_ASSERT(as_until(a, shard_subscribed, &s_from, 5000));
 
     migrate_begin(slot, from, to);
@@ -875,7 +891,7 @@ static void t_async(void)
     CU_ASSERT_EQUAL(th_redis_int(&node[to], "EXISTS amig"), 1);
     as_pttl_arg pa = {to, th_redis_int(&node[to], "PTTL amig"), "amig"};
     CU_ASSERT(as_until(a, as_pttl_rose, &pa, 3000 / 3 + 2000)); /* renewed there */
-    sub_arg s_to = {to, "redisson_lock__channel:{amig}"};
+    sub_arg s_to = {to, "redisson_lock__channel:{amig}", 0};
     CU_ASSERT(as_until(a, shard_subscribed, &s_to, 5000)); /* the waiter followed */
     CU_ASSERT_EQUAL(waiter.n, 0);
     CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), 0);
@@ -915,7 +931,7 @@ static void t_async_semaphore(void)
     CU_ASSERT_EQUAL(hilock_async_semaphore_acquire(a, s, 1, 1, 0, on_done, &r), 0);
     CU_ASSERT(run_until(a, &r, 2, 5000) && r.rc == 0);
     CU_ASSERT_EQUAL(hilock_async_semaphore_acquire(a, s, 2, 1, 10000, on_done, &w), 0);
-    sub_arg sa = {m, "redisson_sc:{asemc}"};
+    sub_arg sa = {m, "redisson_sc:{asemc}", 0};
     CU_ASSERT(as_until(a, shard_subscribed, &sa, 5000));
     CU_ASSERT_EQUAL(w.n, 0);
     CU_ASSERT_EQUAL(hilock_async_semaphore_release(a, s, 1, on_done, &r), 0);
@@ -928,7 +944,7 @@ static void t_async_semaphore(void)
     CU_ASSERT(run_until(a, &r, 4, 5000) && r.rc == 0);
     CU_ASSERT_EQUAL(hilock_async_latch_await(a, l, 3, 10000, on_done, &lw), 0);
     int ml = master_of_key("alatchc");
-    sub_arg sl = {ml, "redisson_countdownlatch__channel__{alatchc}"};
+    sub_arg sl = {ml, "redisson_countdownlatch__channel__{alatchc}", 0};
     CU_ASSERT(as_until(a, shard_subscribed, &sl, 5000));
     CU_ASSERT_EQUAL(hilock_async_latch_count_down(a, l, on_done, &r), 0);
     CU_ASSERT(run_until(a, &r, 5, 5000) && r.rc == 0 && r.value == 0);

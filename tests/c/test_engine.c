@@ -934,6 +934,30 @@ static void t_stalled_waiter_leaves(void)
     stalled_attempt(HILOCK_KIND_FAIR);
 }
 
+/* A holder listens on the channel its kind's force unlock publishes on, and
+ * checks its hold on any lock message there ("0" unlocked, "1" read or
+ * write unlock), never on anything else. */
+static void t_hold_channel(void)
+{
+    CU_ASSERT_STRING_EQUAL(hl_hold_channel(HILOCK_KIND_REENTRANT, &N), "redisson_lock__channel:{res:1}");
+    CU_ASSERT_STRING_EQUAL(hl_hold_channel(HILOCK_KIND_FAIR, &N), "redisson_lock__channel:{res:1}");
+    CU_ASSERT_STRING_EQUAL(hl_hold_channel(HILOCK_KIND_FENCED, &N), "redisson_lock__channel:{res:1}");
+    CU_ASSERT_STRING_EQUAL(hl_hold_channel(HILOCK_KIND_READ, &N), "redisson_rwlock:{res:1}");
+    CU_ASSERT_STRING_EQUAL(hl_hold_channel(HILOCK_KIND_WRITE, &N), "redisson_rwlock:{res:1}");
+    hl_ps_event ev = {HL_PS_MESSAGE, "redisson_lock__channel:{res:1}", 30, 0, 0};
+    CU_ASSERT_EQUAL(hl_hold_check_on(&ev), 1); /* "0": unlocked, force unlock */
+    ev.payload = 1, ev.value = 1;
+    CU_ASSERT_EQUAL(hl_hold_check_on(&ev), 1); /* "1": read or write unlock */
+    ev.payload = -1, ev.value = 7;
+    CU_ASSERT_EQUAL(hl_hold_check_on(&ev), 0); /* not a lock's message */
+    ev.value = -1;
+    CU_ASSERT_EQUAL(hl_hold_check_on(&ev), 0); /* garbage */
+    ev.type = HL_PS_SUBSCRIBE, ev.payload = 0, ev.value = 0;
+    CU_ASSERT_EQUAL(hl_hold_check_on(&ev), 0);
+    ev.type = HL_PS_UNSUBSCRIBE;
+    CU_ASSERT_EQUAL(hl_hold_check_on(&ev), 0);
+}
+
 static int init_names(void)
 {
     return hl_names_init(&N, "res:1");
@@ -960,6 +984,7 @@ int main(void)
     CU_add_test(s, "settle: one settling attempt per server (gate)", t_settle_gate);
     CU_add_test(s, "semaphore: request latch, settling a lost acquire", t_semwait_latch);
     CU_add_test(s, "watchdog: renewal outcomes", t_renew_classify);
+    CU_add_test(s, "watchdog: a holder's channel and the messages it checks on", t_hold_channel);
     CU_add_test(s, "route: cluster redirects", t_route_cluster);
     CU_add_test(s, "route: single server and sentinel", t_route_single_sentinel);
     CU_add_test(s, "replica acknowledgement", t_ack);

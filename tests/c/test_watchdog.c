@@ -560,6 +560,74 @@ static void t_stopped_server_reported_in_time(void)
     th_redis_stop(&h);
 }
 
+/* A watchdog holder listens on its lock's channel: a force unlock is
+ * reported within a round trip, not at the next renewal (lease/3 = 10 s with
+ * the 30 s lease here). */
+static int holder_listens(void *channel)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    if (!ctx)
+        return 0;
+    redisReply *r = redisCommand(ctx, "PUBSUB NUMSUB %s", (const char *)channel);
+    int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+              r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer >= 1;
+    freeReplyObject(r);
+    redisFree(ctx);
+    return yes;
+}
+
+static void t_force_unlock_heard_at_once(void)
+{
+    static const struct {
+        const char *name, *channel;
+        int rw; /* 0 lock, 1 read side, 2 write side, 3 fair, 4 fenced */
+    } cases[] = {{"fa-plain", "redisson_lock__channel:{fa-plain}", 0},
+                 {"fa-read", "redisson_rwlock:{fa-read}", 1},
+                 {"fa-write", "redisson_rwlock:{fa-write}", 2},
+                 {"fa-fair", "redisson_lock__channel:{fa-fair}", 3},
+                 {"fa-fenced", "redisson_lock__channel:{fa-fenced}", 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* a client each: its first renewal is 10 s after this grant */
+        hilock_client *c = open_client(&srv, 30000, 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        hilock_lock *l = NULL;
+        hilock_rwlock *rw = NULL;
+        if (cases[i].rw == 1 || cases[i].rw == 2) {
+            CU_ASSERT_EQUAL_FATAL(hilock_rwlock_new(&rw, c, cases[i].name), 0);
+            l = cases[i].rw == 1 ? hilock_rwlock_read_lock(rw) : hilock_rwlock_write_lock(rw);
+        } else if (cases[i].rw == 3) {
+            CU_ASSERT_EQUAL_FATAL(hilock_fair_lock_new(&l, c, cases[i].name), 0);
+        } else if (cases[i].rw == 4) {
+            CU_ASSERT_EQUAL_FATAL(hilock_fenced_lock_new(&l, c, cases[i].name), 0);
+        } else {
+            l = new_lock(c, cases[i].name);
+        }
+        lost_rec rec = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, NULL};
+        hilock_lock_set_lost_callback(l, on_lost, &rec);
+        CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 0), 0);
+        /* the subscription is made without waiting, right after the grant */
+        th_wait_for(holder_listens, (void *)cases[i].channel, 3000);
+        int64_t t0 = th_now_ms();
+        int deleted = 0;
+        CU_ASSERT_EQUAL(hilock_lock_force_unlock(&deleted, l), 0);
+        CU_ASSERT_EQUAL(deleted, 1);
+        /* well below the first renewal (10 s after the grant) */
+        int told = th_wait_for(lost_called, &rec, 3000);
+        CU_ASSERT(told);
+        if (told)
+            printf("\n  %s: told %lld ms after the force unlock", cases[i].name,
+                   (long long)(th_now_ms() - t0));
+        else
+            printf("\n  %s: not told within 3000 ms of the force unlock", cases[i].name);
+        CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_ENOTOWNER);
+        if (rw)
+            hilock_rwlock_free(rw);
+        else
+            hilock_lock_free(l);
+        hilock_client_close(c);
+    }
+}
+
 /* ---------------------------------------------------------------- stop renewing */
 
 static void t_free_stops_renewal(void)
@@ -691,6 +759,7 @@ int main(void)
     CU_add_test(s, "server pause is not loss", t_pause_is_not_loss);
     CU_add_test(s, "stopped server: in doubt before the lease ends",
                 t_stopped_server_reported_in_time);
+    CU_add_test(s, "force unlock heard on the lock's channel", t_force_unlock_heard_at_once);
     CU_add_test(s, "free stops renewal", t_free_stops_renewal);
     CU_add_test(s, "close stops renewal", t_close_stops_renewal);
     CU_add_test(s, "slow lost callback: renewals go on, no doubt",

@@ -103,8 +103,9 @@ test_second_waits_then_runs() {
   bg "$HL" run cont -- sh -c "$(holder_cmd a)"; local a=$LAST
   wait_for 5 "first command started" test -e "$T/a.started" || return 1
   bg "$HL" run cont -- sh -c "test -e $T/a.done && touch $T/b.ran"; local b=$LAST
-  # the second one is waiting when it listens on the lock's channel
-  wait_for 5 "second waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{cont}' | tail -1)\" = 1 ]" || return 1
+  # the second one is waiting when it listens on the lock's channel (the
+  # holder listens there too: two subscribers)
+  wait_for 5 "second waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{cont}' | tail -1)\" = 2 ]" || return 1
   check "second did not run while the first held the lock" test ! -e "$T/b.ran" || return 1
   touch "$T/a.go"
   wait_exit "$a" 5; check "first exit 0 (got $WAIT_RC)" [ "$WAIT_RC" = 0 ] || return 1
@@ -374,7 +375,8 @@ test_shared_exclusive_fenced() {
   check "-x --wait 0 past readers exits 1 (got $rc)" [ "$rc" = 1 ] || return 1
   check "-x command not run" test ! -e "$T/x.bad" || return 1
   bg "$HL" run --exclusive rwc -- sh -c "test -e $T/s1.done && test -e $T/s2.done && touch $T/x.ran"; local x=$LAST
-  wait_for 5 "writer waits on the rw channel" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_rwlock:{rwc}' | tail -1)\" = 1 ]" || return 1
+  # the two readers listen there too (a holder listens on its lock's channel)
+  wait_for 5 "writer waits on the rw channel" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_rwlock:{rwc}' | tail -1)\" = 3 ]" || return 1
   touch "$T/s1.go"; wait_exit "$s1" 5
   check "writer still waits for the second reader" test ! -e "$T/x.ran" || return 1
   touch "$T/s2.go"; wait_exit "$s2" 5
@@ -548,15 +550,17 @@ test_status_patterns_waiting() {
   wait_for 5 "holder started" test -e "$T/wt.started" || return 1
   bg "$HL" run wt -- true; local w1=$LAST
   bg "$HL" run wt -- true; local w2=$LAST
-  wait_for 5 "two waiters subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{wt}' | tail -1)\" = 2 ]" || return 1
+  # the holder listens on its lock's channel too (for a force unlock): 3
+  wait_for 5 "two waiters subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{wt}' | tail -1)\" = 3 ]" || return 1
   "$HL" status --json wt >"$T/p3.json" || return 1
-  jcheck "$T/p3.json" "d['locks'][0]['kind']=='reentrant' and d['locks'][0]['waiting']==2" || return 1
-  "$HL" status wt | grep -q "^  waiting 2 " || { echo "    human output: $("$HL" status wt)"; return 1; }
+  jcheck "$T/p3.json" "d['locks'][0]['kind']=='reentrant' and d['locks'][0]['waiting']==3" || return 1
+  "$HL" status wt | grep -q "^  waiting 3 " || { echo "    human output: $("$HL" status wt)"; return 1; }
   touch "$T/wt.go"
   wait_exit "$h" 5 && wait_exit "$w1" 5 && wait_exit "$w2" 5 || return 1
   "$HL" status --json wt >"$T/p4.json" || return 1
   jcheck "$T/p4.json" "d['locks'][0]['waiting']==0" || return 1
-  # a fair lock: its queued waiter listens on its own channel
+  # a fair lock: its queued waiter listens on its own channel (the holder
+  # listens on the lock's, which is not counted for a fair lock)
   bg "$HL" run --fair pf:1 -- sh -c "$(holder_cmd pf)"; h=$LAST
   wait_for 5 "fair holder started" test -e "$T/pf.started" || return 1
   bg "$HL" run --fair pf:1 -- true; w1=$LAST
@@ -602,10 +606,11 @@ test_run_stats() {
   stats_is "$T/rs3.err" outcome=timed_out path=- hold_ms=- lost=0 || return 1
   check "wait_ms >= 300 ($(stat "$T/rs3.err" wait_ms))" [ "$(stat "$T/rs3.err" wait_ms)" -ge 300 ] || return 1
   bg "$HL" run --stats rs -- true 2>"$T/rs4.err"; local w=$LAST
-  wait_for 5 "waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{rs}' | tail -1)\" = 1 ]" || return 1
+  # the holder listens there too (a watchdog hold hears a force unlock): 2
+  wait_for 5 "waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{rs}' | tail -1)\" = 2 ]" || return 1
   # a waiter that is interrupted: cancelled
   bg env --default-signal=INT "$HL" run --stats rs -- true 2>"$T/rs5.err"; local c=$LAST
-  wait_for 5 "second waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{rs}' | tail -1)\" = 2 ]" || return 1
+  wait_for 5 "second waiter subscribed" sh -c "[ \"\$(redis-cli -p $PORT PUBSUB NUMSUB 'redisson_lock__channel:{rs}' | tail -1)\" = 3 ]" || return 1
   kill -INT "$c"; wait_exit "$c" 5
   check "interrupted waiter exits 130 (got $WAIT_RC)" [ "$WAIT_RC" = 130 ] || return 1
   stats_is "$T/rs5.err" outcome=cancelled path=- hold_ms=- || return 1
@@ -635,12 +640,14 @@ test_run_stats() {
 test_top() {
   # 3 reentrant locks (one with a waiter), a fair lock with 2 queued, a
   # read-write lock read by 2, a permit of a semaphore; a plain key and a
-  # lock outside the pattern are not listed
+  # lock outside the pattern are not listed. The reentrant and read-write
+  # holders take a fixed lease: a watchdog holder listens on its lock's
+  # channel (for a force unlock) and would count as waiting there
   local i
-  for i in 1 2 3; do bg "$HL" run "job:r$i" -- sh -c "$(holder_cmd top$i)"; done
+  for i in 1 2 3; do bg "$HL" run --lease 30 "job:r$i" -- sh -c "$(holder_cmd top$i)"; done
   bg "$HL" run --fair job:f -- sh -c "$(holder_cmd topf)"
-  bg "$HL" run -s job:rw -- sh -c "$(holder_cmd toprw1)"
-  bg "$HL" run -s job:rw -- sh -c "$(holder_cmd toprw2)"
+  bg "$HL" run --lease 30 -s job:rw -- sh -c "$(holder_cmd toprw1)"
+  bg "$HL" run --lease 30 -s job:rw -- sh -c "$(holder_cmd toprw2)"
   bg "$HL" run --semaphore job:sem:3 -- sh -c "$(holder_cmd topsem)"
   bg "$HL" run other:x -- sh -c "$(holder_cmd topx)"
   for i in top1 top2 top3 topf toprw1 toprw2 topsem topx; do
@@ -683,8 +690,10 @@ test_top() {
 top_cluster_steps() {
   hl_start_cluster || { echo "    cannot start a cluster"; return 1; }
   local url="$CLUSTER_URL" n i
+  # a fixed lease: a watchdog holder listens on its lock's channel (for a
+  # force unlock) and would count as waiting there
   for i in 1 2 3 4 5 6; do
-    bg "$HL" run --url "$url" "job:c$i" -- sh -c "$(holder_cmd tc$i)"
+    bg "$HL" run --url "$url" --lease 30 "job:c$i" -- sh -c "$(holder_cmd tc$i)"
   done
   bg "$HL" run --url "$url" --fair job:cf -- sh -c "$(holder_cmd tcf)"
   for i in tc1 tc2 tc3 tc4 tc5 tc6 tcf; do

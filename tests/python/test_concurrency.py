@@ -146,7 +146,9 @@ def test_gil_released_while_blocked(client: hilock.Client, redis: RedisServer, n
         waiter = threading.Thread(target=lambda: got.append(client.lock(name).acquire(wait=30)))
         spinner = threading.Thread(target=spin)
         waiter.start()
-        wait_for(lambda: redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}}}")[1] >= 1,
+        # two clients listen: the waiter and the holder (a watchdog hold
+        # listens on its lock's channel for a force unlock)
+        wait_for(lambda: redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}}}")[1] == 2,
                  5, "the waiter to block")
         spinner.start()
         try:

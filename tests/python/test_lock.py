@@ -133,7 +133,9 @@ def test_waiter_woken_on_release(client: hilock.Client, redis: RedisServer, name
         got: list = []
         t = threading.Thread(target=lambda: got.append(client.lock(name).acquire(wait=10)))
         t.start()
-        wait_for(lambda: redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}}}")[1] >= 1,
+        # two clients listen: the waiter and the holder (a watchdog hold
+        # listens on its lock's channel for a force unlock)
+        wait_for(lambda: redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}}}")[1] == 2,
                  5, "the waiter to subscribe")
         other.release()
         t.join(10)
