@@ -56,6 +56,10 @@ def test_scripted_sequence_exact_counters_and_logs(own_redis: RedisServer) -> No
         s = c.stats()
         assert s["version"] == 1 and s["kinds"]["reentrant"]["granted"] == 0
         b, b2, d = c.lock("stats:b"), other.lock("stats:b"), c.lock("stats:d")
+        # The watchdog counts a loss (and logs it) before it ends the hold
+        # (hold_ms); on_lost runs after both: wait for it before reading.
+        lost_calls: List[str] = []
+        b.on_lost = d.on_lost = lambda lk, tid: lost_calls.append(lk.name)
 
         # 1 timeout, 1 try (busy) and 1 cancel while the other client holds stats:b
         assert b2.acquire(wait=0, lease=60)
@@ -88,11 +92,13 @@ def test_scripted_sequence_exact_counters_and_logs(own_redis: RedisServer) -> No
         try:
             wait_for(lambda: c.stats()["kinds"]["reentrant"]["lost_in_doubt"] == 1, 4 * LEASE,
                      "in-doubt report")
+            wait_for(lambda: len(lost_calls) == 2, 4 * LEASE, "both on_lost callbacks")
             s = c.stats()  # while stopped: no renewal can find the hold gone yet
             scraped = _scrape(c) if _have("prometheus_client") else None
         finally:
             own_redis.resume()
 
+        assert sorted(lost_calls) == ["stats:b", "stats:d"]
         k = s["kinds"]["reentrant"]
         assert (k["granted"], k["timed_out"], k["cancelled"], k["busy"]) == (2, 1, 1, 1)
         assert (k["granted_first_try"], k["granted_woken"], k["granted_retried"]) == (2, 0, 0)
