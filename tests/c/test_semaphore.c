@@ -489,12 +489,68 @@ typedef struct pes_releaser {
     int rc;
 } pes_releaser;
 
+static long long pes_subscribers(void)
+{
+    redisContext *r = th_redis_connect(&srv);
+    redisReply *x = r ? redisCommand(r, "PUBSUB NUMSUB redisson_sc:{pes}") : NULL;
+    long long v = x && x->type == REDIS_REPLY_ARRAY && x->elements == 2 ? x->element[1]->integer : -1;
+    if (x)
+        freeReplyObject(x);
+    if (r)
+        redisFree(r);
+    return v;
+}
+
+static int pes_waiter_subscribed(void *arg)
+{
+    (void)arg;
+    return pes_subscribers() >= 1;
+}
+
+/* Gives the permit back once a waiter listens on the semaphore's channel. */
 static void *pes_release_main(void *arg)
 {
     pes_releaser *r = arg;
-    th_sleep_ms(300);
+    if (!th_wait_for(pes_waiter_subscribed, NULL, 10000))
+        return NULL; /* rc stays -100: fails the test */
     r->rc = hilock_permit_semaphore_release(r->s, r->id);
     return NULL;
+}
+
+/* The server's clock in ms, as the scripts read it (lease ends are in it). */
+static int64_t server_ms(void)
+{
+    redisContext *r = th_redis_connect(&srv);
+    redisReply *x = r ? redisCommand(r, "TIME") : NULL;
+    int64_t v = -1;
+    if (x && x->type == REDIS_REPLY_ARRAY && x->elements == 2)
+        v = strtoll(x->element[0]->str, NULL, 10) * 1000 + strtoll(x->element[1]->str, NULL, 10) / 1000;
+    if (x)
+        freeReplyObject(x);
+    if (r)
+        redisFree(r);
+    return v;
+}
+
+/* When permit `id` of {pes} ends its lease on the server (its score), or -1. */
+static int64_t pes_lease_end(const char *id)
+{
+    unsigned char raw[16];
+    if (hl_pes_id_parse(raw, id) != 0)
+        return -1;
+    redisContext *r = th_redis_connect(&srv);
+    redisReply *x = r ? redisCommand(r, "ZSCORE {pes}:timeout %b", raw, (size_t)16) : NULL;
+    int64_t v = x && x->type == REDIS_REPLY_STRING ? strtoll(x->str, NULL, 10) : -1;
+    if (x)
+        freeReplyObject(x);
+    if (r)
+        redisFree(r);
+    return v;
+}
+
+static int server_past(void *arg)
+{
+    return server_ms() > *(const int64_t *)arg;
 }
 
 /* A new permit-expirable semaphore `name` of c with `permits` permits. */
@@ -516,25 +572,24 @@ static void t_permit_semaphore(void)
     char id1[HILOCK_PERMIT_ID_SIZE], id2[HILOCK_PERMIT_ID_SIZE], id3[HILOCK_PERMIT_ID_SIZE];
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id1, s, 0, 60000), 0);
     CU_ASSERT_EQUAL(strlen(id1), 32);
-    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id2, s, 0, 400), 0);
+    /* a long lease while id2 must be held; shortened below */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id2, s, 0, 60000), 0);
     CU_ASSERT_STRING_NOT_EQUAL(id1, id2);
     CU_ASSERT_EQUAL(get_int("pes"), 0);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes}:timeout"), 2);
     /* members are the ids' raw 16 bytes, scores the lease ends */
-    unsigned char raw[16];
-    CU_ASSERT_EQUAL(hl_pes_id_parse(raw, id1), 0);
-    redisContext *r = th_redis_connect(&srv);
-    redisReply *x = redisCommand(r, "ZSCORE {pes}:timeout %b", raw, (size_t)16);
-    CU_ASSERT(x && x->type == REDIS_REPLY_STRING);
-    freeReplyObject(x);
-    redisFree(r);
+    CU_ASSERT(pes_lease_end(id1) > 0);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 0, 1000), HILOCK_ETIMEDOUT);
     CU_ASSERT_STRING_EQUAL(id3, "");
-    /* id2's lease ends: a waiter gets it without any message */
-    int64_t t0 = th_now_ms();
+    /* id2's lease ends: a waiter gets it without any message (none is
+     * sent; its 5 s wait would end with ETIMEDOUT first), and not before
+     * that end on the server's clock */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, id2, 300), 0);
+    int64_t end2 = pes_lease_end(id2);
+    CU_ASSERT(end2 > 0);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 5000, 0), 0);
-    int64_t took = th_now_ms() - t0;
-    CU_ASSERT(took >= 250 && took < 2000);
+    CU_ASSERT(server_ms() >= end2);
+    CU_ASSERT_EQUAL(pes_lease_end(id2), -1);
     /* release: once; again, or the expired one: not owner */
     CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id1), 0);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id1), HILOCK_ENOTOWNER);
@@ -544,13 +599,20 @@ static void t_permit_semaphore(void)
     int64_t v = -1;
     CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
     CU_ASSERT_EQUAL(v, 1);
-    /* a new lease keeps a permit past its first one */
+    /* a new lease keeps a permit past its first one: renewed within its
+     * first lease (1 s, long against the one round trip between), still
+     * held once the server's clock is past that first end, and renewed again */
     char kept[HILOCK_PERMIT_ID_SIZE];
-    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(kept, s, 0, 200), 0);
-    for (int i = 0; i < 4; i++) {
-        th_sleep_ms(100);
-        CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 200), 0);
-    }
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(kept, s, 0, 1000), 0);
+    int64_t end1 = pes_lease_end(kept);
+    CU_ASSERT(end1 > 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 60000), 0);
+    CU_ASSERT(pes_lease_end(kept) > end1);
+    CU_ASSERT(th_wait_for(server_past, &end1, 10000));
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0); /* evicts what ended */
+    CU_ASSERT_EQUAL(v, 0);
+    CU_ASSERT(pes_lease_end(kept) > end1);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 60000), 0);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, kept), 0);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 200), HILOCK_ENOTOWNER);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_update_lease(s, kept, 0), HILOCK_EINVAL);
@@ -559,7 +621,9 @@ static void t_permit_semaphore(void)
     CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
     CU_ASSERT_EQUAL(v, 2);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes}:timeout"), 0);
-    /* a waiter woken by another client's release */
+    /* a waiter woken by another client's release, given once the waiter
+     * listens: h1 and h2's leases (60 s) outlast its wait (20 s), so only
+     * the release's message can end that wait with a permit */
     char h1[HILOCK_PERMIT_ID_SIZE], h2[HILOCK_PERMIT_ID_SIZE];
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(h1, s, 0, 60000), 0);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(h2, s, 0, 60000), 0);
@@ -569,9 +633,7 @@ static void t_permit_semaphore(void)
     pes_releaser rel = {s2, h1, -100};
     pthread_t tr;
     pthread_create(&tr, NULL, pes_release_main, &rel);
-    t0 = th_now_ms();
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 20000, 60000), 0);
-    CU_ASSERT(th_now_ms() - t0 < 2000);
     pthread_join(tr, NULL);
     CU_ASSERT_EQUAL(rel.rc, 0);
     /* wrong types, bad input */
