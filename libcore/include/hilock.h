@@ -457,7 +457,9 @@ typedef struct hilock_stats {
  * asked for, so a program built against this header keeps working).
  * 0, or HILOCK_EINVAL (c or out NULL, out->version newer than this
  * library). Any thread, while c is open; each counter is read atomically,
- * but the set is not one snapshot (counters may move while it is copied). */
+ * but the set is not one snapshot (counters may move while it is copied);
+ * a loss is counted after its hold's end, and a copy that sees the loss
+ * sees that end too. */
 HILOCK_API int hilock_client_stats(hilock_client *c, hilock_stats *out);
 
 typedef enum hilock_trace_event {
@@ -483,7 +485,8 @@ typedef void (*hilock_trace_cb)(const hilock_trace_info *info, void *userdata);
 /* Set (cb NULL: clear) c's trace callback, modelled on libgit2's
  * git_trace_set. Which thread calls it:
  *   LOST, IN_DOUBT  the client's watchdog thread (the one that runs lost
- *                   callbacks), just before the lock's lost callback;
+ *                   callbacks), just before the lock's lost callback,
+ *                   once the loss and its hold's end are counted;
  *   RECONNECT       the pub/sub listener thread of the server concerned;
  *   SETTLE          the thread whose acquire attempt timed out.
  * No hilock lock is held during the call, but the callback must return

@@ -146,10 +146,13 @@ HL_HIDDEN void hl_lock_remove_lost_hook(struct hilock_lock *l, hl_lost_hook_fn f
                                         void *payload);
 
 /* The transport's loss sink (hl_sinks.lost, holder = a struct hilock_lock):
- * (l, tid) was found gone, or (unconfirmed) no renewal was confirmed for
- * lease - margin. A handle being freed from a lost callback hears no more. */
-HL_HIDDEN void hl_lock_lost_sink(void *holder, uint64_t tid, int unconfirmed,
-                                 int64_t silent_ms);
+ * (l, tid) was found gone, or (cause HL_LOSS_DOUBT) no renewal was
+ * confirmed for lease - margin. The hold's end is counted, then the loss
+ * (a reader who sees the loss counted sees the hold's end too), then the
+ * trace event goes out, then the lost callback and hooks run. A handle
+ * being freed from a lost callback hears no more (the loss is still
+ * counted and traced). */
+HL_HIDDEN void hl_lock_lost_sink(void *holder, uint64_t tid, int cause, int64_t silent_ms);
 
 /* For multi-locks, one member's attempt in steps, so that the members'
  * requests can be in flight at once (hl_exec_fan):

@@ -222,8 +222,9 @@ static void clear_lost(hilock_lock *l, uint64_t tid)
     pthread_mutex_unlock(&l->mu);
 }
 
-static void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int64_t silent_ms)
+static void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int cause, int64_t silent_ms)
 {
+    int unconfirmed = cause == HL_LOSS_DOUBT;
     pthread_mutex_lock(&l->mu);
     int known = 0;
     for (hl_lost_state *s = l->lost; s; s = s->next)
@@ -262,6 +263,10 @@ static void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int
     void *payload = l->lost_payload;
     hl_stats_hold_end(&l->client->t.stats, NULL, &l->since, l->kind, tid, 1); /* mu held */
     pthread_mutex_unlock(&l->mu);
+    /* after the hold's end: a reader who sees the loss counted, or a trace
+     * callback reading the counters, finds the hold's end counted too */
+    hl_stats_lost_count(&l->client->t.stats, l->kind, cause);
+    hl_stats_lost_trace(&l->client->t.stats, l->kind, l->names.name, tid, cause, silent_ms);
     if (cb)
         cb(l, tid, payload);
     pthread_mutex_lock(&l->hook_mu);
@@ -270,12 +275,16 @@ static void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int unconfirmed, int
     pthread_mutex_unlock(&l->hook_mu);
 }
 
-void hl_lock_lost_sink(void *holder, uint64_t tid, int unconfirmed, int64_t silent_ms)
+void hl_lock_lost_sink(void *holder, uint64_t tid, int cause, int64_t silent_ms)
 {
     hilock_lock *l = holder;
     /* a handle freed by an earlier callback of this pass hears no more */
     if (!__atomic_load_n(&l->freeing, __ATOMIC_ACQUIRE))
-        hl_lock_mark_lost(l, tid, unconfirmed, silent_ms);
+        hl_lock_mark_lost(l, tid, cause, silent_ms);
+    else {
+        hl_stats_lost_count(&l->client->t.stats, l->kind, cause);
+        hl_stats_lost_trace(&l->client->t.stats, l->kind, l->names.name, tid, cause, silent_ms);
+    }
 }
 
 int hl_lock_add_lost_hook(hilock_lock *l, hl_lost_hook_fn fn, void *payload)

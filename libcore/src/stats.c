@@ -78,14 +78,18 @@ static void trace(hl_stats *s, const hilock_trace_info *info)
         cb(info, data);
 }
 
-void hl_stats_lost(hl_stats *s, hilock_kind kind, const char *name, uint64_t tid, int cause,
-                   int64_t silent_ms)
+void hl_stats_lost_count(hl_stats *s, hilock_kind kind, int cause)
 {
     hilock_kind_stats *k = of_kind(s, kind);
-    hl_stats_add(cause == HL_LOSS_EXPIRED ? &k->lost_expired
-                 : cause == HL_LOSS_GONE  ? &k->lost_gone
-                                          : &k->lost_in_doubt,
-                 1);
+    __atomic_add_fetch(cause == HL_LOSS_EXPIRED ? &k->lost_expired
+                       : cause == HL_LOSS_GONE  ? &k->lost_gone
+                                                : &k->lost_in_doubt,
+                       1, __ATOMIC_RELEASE);
+}
+
+void hl_stats_lost_trace(hl_stats *s, hilock_kind kind, const char *name, uint64_t tid, int cause,
+                         int64_t silent_ms)
+{
     char msg[320];
     if (cause == HL_LOSS_DOUBT)
         snprintf(msg, sizeof msg,
@@ -123,7 +127,8 @@ void hl_stats_set_trace(hl_stats *s, hilock_trace_cb cb, void *data)
 
 static uint64_t get(const uint64_t *counter)
 {
-    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+    /* acquire: a loss seen counted comes with its hold's end (hl_stats_lost_count) */
+    return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
 }
 
 void hl_stats_copy(hl_stats *s, hilock_stats *out)
@@ -131,6 +136,10 @@ void hl_stats_copy(hl_stats *s, hilock_stats *out)
     for (int i = 0; i < HILOCK_STATS_KINDS; i++) {
         const hilock_kind_stats *k = &s->kind[i];
         hilock_kind_stats *o = &out->kind[i];
+        /* the losses first: each comes with its hold's end, read after */
+        o->lost_expired = get(&k->lost_expired);
+        o->lost_gone = get(&k->lost_gone);
+        o->lost_in_doubt = get(&k->lost_in_doubt);
         o->granted = get(&k->granted);
         o->timed_out = get(&k->timed_out);
         o->cancelled = get(&k->cancelled);
@@ -142,9 +151,6 @@ void hl_stats_copy(hl_stats *s, hilock_stats *out)
             o->wait_ms[b] = get(&k->wait_ms[b]);
             o->hold_ms[b] = get(&k->hold_ms[b]);
         }
-        o->lost_expired = get(&k->lost_expired);
-        o->lost_gone = get(&k->lost_gone);
-        o->lost_in_doubt = get(&k->lost_in_doubt);
     }
     out->renewals = get(&s->renewals);
     out->renewal_commands = get(&s->renewal_commands);

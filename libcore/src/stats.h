@@ -40,10 +40,15 @@ HL_HIDDEN void hl_stats_acquired(hl_stats *s, hilock_kind kind, int64_t wait_ms,
                                  int path, int64_t waited_ms);
 /* A thread's hold of a lock of kind ended after held_ms. */
 HL_HIDDEN void hl_stats_held(hl_stats *s, hilock_kind kind, int64_t held_ms);
-/* A hold of (kind, name, tid) was lost (HL_LOSS_*): counts it and traces
- * it (silent_ms: in doubt, ms without a confirmed renewal). */
-HL_HIDDEN void hl_stats_lost(hl_stats *s, hilock_kind kind, const char *name, uint64_t tid,
-                             int cause, int64_t silent_ms);
+/* A hold of a lock of kind was lost (HL_LOSS_*): counts it, after its
+ * hold's end (release order: hl_stats_copy, which reads with acquire,
+ * then finds that end counted too). */
+HL_HIDDEN void hl_stats_lost_count(hl_stats *s, hilock_kind kind, int cause);
+/* Traces the loss of (kind, name, tid) (silent_ms: in doubt, ms without a
+ * confirmed renewal). Called once the loss and the hold's end are counted,
+ * so that a trace callback reading the counters finds both. */
+HL_HIDDEN void hl_stats_lost_trace(hl_stats *s, hilock_kind kind, const char *name, uint64_t tid,
+                                   int cause, int64_t silent_ms);
 /* Counts a reconnect (HILOCK_TRACE_RECONNECT) or a settle (SETTLE) and
  * traces it with message. */
 HL_HIDDEN void hl_stats_event(hl_stats *s, hilock_trace_event ev, const char *message);

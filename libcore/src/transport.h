@@ -320,11 +320,14 @@ typedef struct hl_sinks {
     /* A background failure (pub/sub listener, watchdog renewal) to show as
      * the client's message. Any transport thread, no transport lock held. */
     void (*error)(void *ctx, const char *msg);
-    /* The watchdog found holder's hold of tid gone (unconfirmed 0), or no
-     * renewal confirmed for silent_ms (unconfirmed 1). On the watchdog
-     * thread, no transport lock held; may call hl_wd_defer and
-     * hl_wd_defer_close, must not wait for the watchdog. */
-    void (*lost)(void *holder, uint64_t tid, int unconfirmed, int64_t silent_ms);
+    /* The watchdog found holder's hold of tid gone (cause HL_LOSS_GONE or,
+     * after an in-doubt report, HL_LOSS_EXPIRED), or no renewal confirmed
+     * for silent_ms (HL_LOSS_DOUBT). The sink ends the hold's figures, then
+     * counts the loss (hl_stats_lost_count) and traces it
+     * (hl_stats_lost_trace). On the watchdog thread, no transport lock
+     * held; may call hl_wd_defer and hl_wd_defer_close, must not wait for
+     * the watchdog. */
+    void (*lost)(void *holder, uint64_t tid, int cause, int64_t silent_ms);
     /* hl_wd_defer_close was asked: close the client, as the watchdog
      * thread's last act (hl_transport_shutdown with from_watchdog = 1). */
     void (*close)(void *ctx);

@@ -163,8 +163,8 @@ static int64_t report_unconfirmed(hl_transport *c)
         due->reporting = 1; /* a remover waits for the report */
         int64_t silent = now - due->confirmed_at;
         pthread_mutex_unlock(&wd->mu);
-        hl_stats_lost(&c->stats, due->kind, due->names->name, due->tid, HL_LOSS_DOUBT, silent);
-        c->sinks.lost(due->holder, due->tid, 1, silent);
+        /* the sink ends the hold's figures, then counts and traces the loss */
+        c->sinks.lost(due->holder, due->tid, HL_LOSS_DOUBT, silent);
         pthread_mutex_lock(&wd->mu);
         due->reporting = 0;
         pthread_cond_broadcast(&wd->cv);
@@ -185,8 +185,9 @@ static void report_found_lost(hl_transport *c)
             return;
         e->reporting = 1;
         pthread_mutex_unlock(&wd->mu);
-        hl_stats_lost(&c->stats, e->kind, e->names->name, e->tid, e->doubt ? HL_LOSS_EXPIRED : HL_LOSS_GONE, 0);
-        c->sinks.lost(e->holder, e->tid, 0, 0);
+        int cause = e->doubt ? HL_LOSS_EXPIRED : HL_LOSS_GONE;
+        /* the sink ends the hold's figures, then counts and traces the loss */
+        c->sinks.lost(e->holder, e->tid, cause, 0);
         pthread_mutex_lock(&wd->mu);
         e->reporting = 0;
         e->inflight = 0;

@@ -27,11 +27,20 @@ typedef struct trace_rec {
     uint64_t lost_tid, doubt_tid;
     int64_t doubt_ms;
     char msg[320];
+    hilock_client *c; /* read from the callback, as c-api.md allows */
+    /* the counters the callback read at each event: the loss and the end
+     * of its hold counted before the event goes out */
+    uint64_t holds_at_lost, gone_at_lost, holds_at_doubt, doubt_at_doubt;
 } trace_rec;
+
+static uint64_t sum(const uint64_t *b);
 
 static void on_trace(const hilock_trace_info *info, void *data)
 {
     trace_rec *t = data;
+    hilock_stats now = {0};
+    hilock_client_stats(t->c, &now);
+    const hilock_kind_stats *k = &now.kind[HILOCK_KIND_REENTRANT];
     pthread_mutex_lock(&t->mu);
     if (info->event == HILOCK_TRACE_LOST) {
         t->lost++;
@@ -39,11 +48,15 @@ static void on_trace(const hilock_trace_info *info, void *data)
         t->lost_kind = info->kind;
         t->lost_tid = info->thread_id;
         snprintf(t->msg, sizeof t->msg, "%s", info->message);
+        t->holds_at_lost = sum(k->hold_ms);
+        t->gone_at_lost = k->lost_gone;
     } else if (info->event == HILOCK_TRACE_IN_DOUBT) {
         t->doubt++;
         snprintf(t->doubt_name, sizeof t->doubt_name, "%s", info->name);
         t->doubt_tid = info->thread_id;
         t->doubt_ms = info->ms;
+        t->holds_at_doubt = sum(k->hold_ms);
+        t->doubt_at_doubt = k->lost_in_doubt;
     } else {
         t->other++;
     }
@@ -127,8 +140,9 @@ static int doubt_traced(void *arg)
     return n > 0;
 }
 
-/* Lost callbacks run after the hold's end is counted (hold_ms), while the
- * trace event comes before it: wait for these before reading hold_ms. */
+/* Lost callbacks run after the hold's end is counted (hold_ms) and after
+ * the trace event (whose callback checks that both the loss and the hold's
+ * end were counted before it); the test waits for both callbacks too. */
 typedef struct lost_count {
     pthread_mutex_t mu;
     int n;
@@ -161,7 +175,7 @@ static void t_scripted_sequence(void)
     hilock_client *other = open_client(&h, 0, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(other);
-    trace_rec t = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    trace_rec t = {.mu = PTHREAD_MUTEX_INITIALIZER, .c = c};
     hilock_client_set_trace(c, on_trace, &t);
     cond_arg ca = {&h, c, &t};
 
@@ -255,6 +269,11 @@ static void t_scripted_sequence(void)
     CU_ASSERT_STRING_EQUAL(t.doubt_name, "stats:d");
     CU_ASSERT_EQUAL(t.doubt_tid, holder);
     CU_ASSERT(t.doubt_ms >= LEASE / 2);
+    /* each event came once its loss and its hold's end were counted */
+    CU_ASSERT_EQUAL(t.gone_at_lost, 1);
+    CU_ASSERT_EQUAL(t.holds_at_lost, 1);
+    CU_ASSERT_EQUAL(t.doubt_at_doubt, 1);
+    CU_ASSERT_EQUAL(t.holds_at_doubt, 2);
     pthread_mutex_unlock(&t.mu);
 
     hilock_client_set_trace(c, NULL, NULL);
