@@ -426,6 +426,65 @@ static int fd_count(void)
     return n;
 }
 
+/* The remote port of this process's TCP socket with inode ino (/proc/net/tcp), or -1. */
+static int socket_peer_port(unsigned long ino)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int port = -1;
+    while (port < 0 && fgets(line, sizeof line, f)) {
+        unsigned rport = 0;
+        unsigned long inode = 0;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*d: %*x:%*x %*x:%x %*x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+                   &inode) == 2 &&
+            inode == ino)
+            port = (int)rport;
+    }
+    fclose(f);
+    return port;
+}
+
+/* How many open fds are TCP connections to each of the n servers, and how
+ * many are something else: printed when the fd bound is exceeded, to say
+ * which connections stayed open. */
+static void print_fds_by_server(const th_redis *rs, int n)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return;
+    int per[8] = {0}, other = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], target[128];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        unsigned long ino = 0;
+        int port = -1;
+        if (len > 0) {
+            target[len] = 0;
+            if (sscanf(target, "socket:[%lu]", &ino) == 1)
+                port = socket_peer_port(ino);
+        }
+        int found = 0;
+        for (int i = 0; i < n && i < 8; i++)
+            if (port == rs[i].port) {
+                per[i]++;
+                found = 1;
+            }
+        other += !found;
+    }
+    closedir(d);
+    printf("\n  fds by server:");
+    for (int i = 0; i < n && i < 8; i++)
+        printf(" :%d %d%s", rs[i].port, per[i], i == n - 1 ? " (stopped)" : "");
+    printf(", other %d", other);
+}
+
 /* A Redlock over 3 servers, one of them stopped (SIGSTOP: the kernel still
  * accepts connections, nothing answers). Every timed-out attempt on it used
  * to keep its connection open to settle it: one more fd per attempt. */
@@ -473,6 +532,8 @@ static void t_stalled_member_fds_bounded(void)
     }
     int64_t took = th_now_ms() - t0;
     int after = fd_count();
+    if (after - before > 4)
+        print_fds_by_server(rs, NS);
     th_redis_resume(&rs[NS - 1]);
     printf("\n  %d pairs with a stalled member: %lld ms, fds %d -> %d, %d failed ", pairs,
            (long long)took, before, after, failed);
