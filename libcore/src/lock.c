@@ -137,6 +137,10 @@ static void lock_free(hilock_lock *l)
         hl_wd_defer(&c->t, &l->free_later);
         return;
     }
+    /* a multi-lock freed from a lost callback may still be about to let
+     * go of this member (its free runs after the callbacks) */
+    if (!hl_transport_forked(&c->t))
+        hl_wd_wait_deferred(&c->t);
     lock_free_now(l);
 }
 

@@ -230,6 +230,7 @@ typedef struct hl_watchdog {
     struct hl_wd_entry *entries; /* watchdog.c */
     hl_deferred *deferred, **deferred_tail; /* FIFO */
     int close_deferred;  /* the client's close was asked from a lost callback */
+    int deferring;       /* run_deferred is running deferred work (mu released) */
     struct hl_wd_scratch *scratch; /* watchdog.c: the thread's buffers between ticks */
 } hl_watchdog;
 
@@ -252,6 +253,11 @@ HL_HIDDEN int hl_wd_on_thread(hl_transport *c);
 /* On c's watchdog thread: run d->fn(d->arg) when the current pass's reports
  * are over (FIFO). */
 HL_HIDDEN void hl_wd_defer(hl_transport *c, hl_deferred *d);
+/* Off c's watchdog thread: wait until the work deferred by lost callbacks
+ * (hl_wd_defer) has run, so that a handle freed from a callback (a
+ * multi-lock) is done with the handles it uses (its members) before the
+ * caller frees those. Returns at once on the watchdog thread. */
+HL_HIDDEN void hl_wd_wait_deferred(hl_transport *c);
 /* On c's watchdog thread: call sinks.close once the current pass is over. */
 HL_HIDDEN void hl_wd_defer_close(hl_transport *c);
 

@@ -110,6 +110,9 @@ static void hold_message(void *arg)
  * more (none is inflight). mu held; released around each call. */
 static void run_deferred(hl_watchdog *wd)
 {
+    if (!wd->deferred)
+        return;
+    wd->deferring = 1;
     while (wd->deferred) {
         hl_deferred *d = wd->deferred;
         wd->deferred = d->next;
@@ -119,6 +122,8 @@ static void run_deferred(hl_watchdog *wd)
         d->fn(d->arg);
         pthread_mutex_lock(&wd->mu);
     }
+    wd->deferring = 0;
+    pthread_cond_broadcast(&wd->cv); /* hl_wd_wait_deferred */
 }
 
 int64_t hl_wd_margin_ms(const hl_transport *c)
@@ -540,6 +545,16 @@ int hl_wd_on_thread(hl_transport *c)
     int on = wd->wk.running && pthread_equal(wd->wk.thread, pthread_self());
     pthread_mutex_unlock(&wd->mu);
     return on;
+}
+
+void hl_wd_wait_deferred(hl_transport *c)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    if (!(wd->wk.running && pthread_equal(wd->wk.thread, pthread_self())))
+        while (wd->deferring || (wd->wk.running && !wd->stop && wd->deferred))
+            pthread_cond_wait(&wd->cv, &wd->mu);
+    pthread_mutex_unlock(&wd->mu);
 }
 
 void hl_wd_defer(hl_transport *c, hl_deferred *d)

@@ -343,6 +343,11 @@ static int replica_linked(void *arg)
     return up;
 }
 
+static int replica_acked(void *arg)
+{
+    return th_redis_int(arg, "WAIT 1 200") == 1;
+}
+
 /* replica_ack on, a watchdog hold, then the replica SIGSTOPped: the master
  * still answers every renewal, but no replica takes them, so none is a
  * confirmation (the replica that may replace the master has the lease as
@@ -401,7 +406,13 @@ static int init_replicated(void)
     snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", rmaster.port);
     if (th_redis_start(&rreplica, extra))
         return -1;
-    return th_wait_for(replica_linked, &rreplica, 10000) ? 0 : -1;
+    if (!th_wait_for(replica_linked, &rreplica, 10000))
+        return -1;
+    /* and the master counts it: a write acknowledged by WAIT (just after
+     * the sync the master may not list it yet, and a client asking then
+     * would see no replica to wait for) */
+    th_redis_int(&rmaster, "SET replica-probe 1");
+    return th_wait_for(replica_acked, &rmaster, 10000) ? 0 : -1;
 }
 
 static int clean_replicated(void)
