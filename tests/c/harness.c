@@ -585,3 +585,17 @@ int th_pool_shut_writes(struct hilock_client *c)
     pthread_mutex_unlock(&p->mu);
     return n;
 }
+
+int th_replica_linked(void *arg)
+{
+    th_redis *r = arg;
+    redisContext *c = th_redis_connect(r);
+    if (!c)
+        return 0;
+    redisReply *rep = redisCommand(c, "INFO replication");
+    int up = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "master_link_status:up");
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(c);
+    return up;
+}

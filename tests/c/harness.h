@@ -37,6 +37,9 @@ redisContext *th_redis_connect(const th_redis *r);
 /* Run a command on a fresh connection and return the integer reply (or
  * -1000 on error); for quick checks like EXISTS, PTTL, HGET. */
 long long th_redis_int(const th_redis *r, const char *fmt, ...);
+/* th_wait_for predicate: the replica r (a th_redis *) reports its link to
+ * its master up (INFO replication: master_link_status:up). */
+int th_replica_linked(void *r);
 /* A free loopback TCP port (nothing listening at the moment of the call). */
 int th_free_port(void);
 /* 1 when nothing listens on the loopback port right now. */

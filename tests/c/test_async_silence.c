@@ -329,20 +329,6 @@ static void t_multilock_loop_blocked_past_lease(void)
 
 static th_redis rmaster, rreplica;
 
-static int replica_linked(void *arg)
-{
-    th_redis *r = arg;
-    redisContext *c = th_redis_connect(r);
-    if (!c)
-        return 0;
-    redisReply *rep = redisCommand(c, "INFO replication");
-    int up = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "master_link_status:up");
-    if (rep)
-        freeReplyObject(rep);
-    redisFree(c);
-    return up;
-}
-
 static int replica_acked(void *arg)
 {
     return th_redis_int(arg, "WAIT 1 200") == 1;
@@ -388,7 +374,7 @@ static void t_replica_stopped_told_in_doubt(void)
     CU_ASSERT(s.n && s.at - t0 < LEASE);
     CU_ASSERT(renewed);
     CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), 1);
-    CU_ASSERT(th_wait_for(replica_linked, &rreplica, 10000));
+    CU_ASSERT(th_wait_for(th_replica_linked, &rreplica, 10000));
     res rel = {0};
     CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 1, 3 * LEASE));
@@ -406,7 +392,7 @@ static int init_replicated(void)
     snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", rmaster.port);
     if (th_redis_start(&rreplica, extra))
         return -1;
-    if (!th_wait_for(replica_linked, &rreplica, 10000))
+    if (!th_wait_for(th_replica_linked, &rreplica, 10000))
         return -1;
     /* and the master counts it: a write acknowledged by WAIT (just after
      * the sync the master may not list it yet, and a client asking then

@@ -123,20 +123,6 @@ static int sentinels_see_replica(void *arg)
     return 1;
 }
 
-static int replica_linked(void *arg)
-{
-    th_redis *r = arg;
-    redisContext *c = th_redis_connect(r);
-    if (!c)
-        return 0;
-    redisReply *rep = redisCommand(c, "INFO replication");
-    int up = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "master_link_status:up");
-    if (rep)
-        freeReplyObject(rep);
-    redisFree(c);
-    return up;
-}
-
 static int init_suite(void)
 {
     char extra[128];
@@ -145,7 +131,7 @@ static int init_suite(void)
     snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", master.port);
     if (th_redis_start(&replica, extra))
         return -1;
-    if (!th_wait_for(replica_linked, &replica, 10000))
+    if (!th_wait_for(th_replica_linked, &replica, 10000))
         return -1;
     atexit(stop_sentinels);
     for (int i = 0; i < NSENT; i++)
@@ -271,7 +257,7 @@ static void t_replica_ack_failure(void)
     CU_ASSERT(took >= 200 && took < 3000);
     CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS unacked"), 0);
     /* the replica is back: acquire works */
-    CU_ASSERT(th_wait_for(replica_linked, &replica, 10000));
+    CU_ASSERT(th_wait_for(th_replica_linked, &replica, 10000));
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
     /* explicitly off: no WAIT even with replicas */
@@ -481,7 +467,7 @@ static void t_async(void)
     hilock_lock_free(l2);
     hilock_client_close(c);
     hilock_client_close(c2);
-    CU_ASSERT(th_wait_for(replica_linked, &replica, 10000));
+    CU_ASSERT(th_wait_for(th_replica_linked, &replica, 10000));
 }
 
 static int lone_port;
