@@ -25,7 +25,7 @@ if ! build "$HILOCK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
 fi
 
 # Suites that run only when named (slow or machine-changing), listed in docs/testing.md.
-optional=(python-matrix deb valkey safety-long peers-smoke)
+optional=(python-matrix deb valkey safety safety-long peers-smoke)
 suites=("$@")
 if [ "${#suites[@]}" -eq 0 ]; then
   suites=(c c-asan c-valgrind c-tsan)
@@ -67,6 +67,9 @@ for s in "${suites[@]}"; do
       build "$here/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHILOCK_TSAN=ON &&
       TSAN_OPTIONS="exitcode=66 second_deadlock_stack=1" \
         ctest --test-dir "$here/build/tsan" --output-on-failure -L "unit|stress" -j 3 ;;
+    # the safety harness's long schedule (at least 30 minutes) when named;
+    # the default run has its short one as suite safety-short
+    safety) HILOCK_SAFETY=long bash tests/safety/run.sh ;;
     *) bash "tests/$s/run.sh" ;;
   esac
   rc=$?

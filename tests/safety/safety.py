@@ -1120,7 +1120,7 @@ def main() -> int:
             failed.append(n)
     print()
     if KNOWN_FAILURES:
-        print("known failures (scenario or scenario/driver; safety-long and --scenario NAME run "
+        print("known failures (scenario or scenario/driver; the long schedule (suite safety) and --scenario NAME run "
               "them; they never fail a run):")
         for n, why in KNOWN_FAILURES.items():
             print(f"  {n}: {why}")
