@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Wheel suite: the Python package as users get it.
 #   1. python -m build --sdist, then the wheel built from that sdist by pip
-#      with build isolation (scikit-build-core and SWIG from PyPI), as
-#      `pip install hilock-X.tar.gz` does; its time is printed;
+#      with build isolation, as `pip install hilock-X.tar.gz` does, and
+#      offline: no index, no network, the build requirements (scikit-build-
+#      core, SWIG) from a wheelhouse, the hiredis sources from the sdist;
+#      its time is printed;
 #   2. the wheel: one cp39-abi3 wheel, only PyInit__capi exported, no
 #      hiredis/libuuid needed at run time, licence and metadata inside;
 #      auditwheel repair's output has a manylinux tag (auditwheel show);
 #   3. auditwheel repair's output installed into a fresh venv of another
 #      Python (HILOCK_PY_OTHER, default the oldest supported, 3.9) passes the
 #      Python tests (tests/python);
-#   4. `pip install -e .` gives a working `import hilock` outside the tree.
+#   4. `pip install -e .` gives a working `import hilock` outside the tree;
+#   5. an offline install from a read-only copy of the tree.
 # The full 3.9-3.13 matrix is the separate suite python-matrix.
 set -uo pipefail
 root="${HILOCK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -27,17 +30,50 @@ check() { # description, command...
   else echo "  FAIL  $what"; tail -30 "$tmp/check.log"; failed=$((failed+1)); fi
 }
 
+# 0. offline builds. The wheelhouse holds the build
+# requirements only: pyproject.toml's [build-system] requires and what the
+# backend asks for on this machine (cmake or ninja from PyPI when the system
+# has none); pip gets PIP_NO_INDEX=1 and runs in a network namespace of its
+# own (no route out), so the hiredis sources must come from what is being
+# installed. Every build below is offline: the wheel from the sdist
+# (step 1) and the read-only tree (step 5).
+wh="$tmp/wheelhouse"
+mapfile -t buildreqs < <(cd "$root" && PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -c '
+import tomllib, scikit_build_core.build as backend
+with open("pyproject.toml", "rb") as f:
+    reqs = tomllib.load(f)["build-system"]["requires"]
+print("\n".join(reqs + list(backend.get_requires_for_build_wheel())))')
+if "$venv/bin/python" -m pip download -q --disable-pip-version-check -d "$wh" \
+     "${buildreqs[@]}" >"$tmp/wh.log" 2>&1; then
+  echo "  wheelhouse: $(cd "$wh" && ls | tr '\n' ' ')"
+else
+  cat "$tmp/wh.log"; echo "wheel: pip download of the build requirements failed"; echo "0 passed, 1 failed"; exit 1
+fi
+nonet=()
+if unshare -n true 2>/dev/null; then nonet=(unshare -n)
+elif unshare -rn true 2>/dev/null; then nonet=(unshare -rn)
+else echo "  (no network namespace here: offline installs use PIP_NO_INDEX only)"; fi
+offline_pip() { # VENV ARGS...: pip install with no index and no network
+  local v="$1"; shift
+  "${nonet[@]}" env PIP_NO_INDEX=1 PIP_FIND_LINKS="$wh" PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$v/bin/python" -m pip install --no-deps "$@"
+}
+imports() { # VENV: the installed hilock imports and answers, outside the tree
+  (cd "$tmp" && "$1/bin/python" -c 'import hilock; assert hilock.strerror(-3).startswith("not owner"); import hilock.aio')
+}
+
 # 1. the sdist, then the wheel pip builds from it in an isolated environment
 if ! "$venv/bin/python" -m build --sdist --no-isolation --outdir "$tmp/dist" "$root" >"$tmp/build.log" 2>&1; then
   tail -40 "$tmp/build.log"; echo "wheel: python -m build --sdist failed"; echo "0 passed, 1 failed"; exit 1
 fi
 sdist="$(ls "$tmp"/dist/hilock-*.tar.gz)"
 t0=$(date +%s)
-if ! "$venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$tmp/dist" "$sdist" \
+if ! "${nonet[@]}" env PIP_NO_INDEX=1 PIP_FIND_LINKS="$wh" PIP_NO_CACHE_DIR=1 \
+     "$venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$tmp/dist" "$sdist" \
      >>"$tmp/build.log" 2>&1; then
   tail -40 "$tmp/build.log"; echo "wheel: pip wheel from the sdist failed"; echo "0 passed, 1 failed"; exit 1
 fi
-echo "  ok    wheel built from the sdist by pip (isolated: scikit-build-core, swig from PyPI) in $(( $(date +%s) - t0 ))s"
+echo "  ok    wheel built from the sdist by pip, offline (isolated: scikit-build-core, swig from the wheelhouse; PIP_NO_INDEX=1, no network) in $(( $(date +%s) - t0 ))s"
 passed=$((passed+1))
 whl="$(ls "$tmp"/dist/hilock-*.whl)"
 echo "  $(basename "$sdist"): $(du -k "$sdist" | cut -f1) KiB; $(basename "$whl"): $(du -k "$whl" | cut -f1) KiB"
@@ -111,41 +147,7 @@ print(hilock.__version__)')
 }
 check "pip install -e . then import hilock (the tree's python/hilock)" editable
 
-# 5. offline and read-only installs. The wheelhouse holds the build
-# requirements only: pyproject.toml's [build-system] requires and what the
-# backend asks for on this machine (cmake or ninja from PyPI when the system
-# has none); pip gets PIP_NO_INDEX=1 and runs in a network namespace of its
-# own (no route out), so the hiredis sources must come from what is being
-# installed.
-wh="$tmp/wheelhouse"
-mapfile -t buildreqs < <(cd "$root" && PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -c '
-import tomllib, scikit_build_core.build as backend
-with open("pyproject.toml", "rb") as f:
-    reqs = tomllib.load(f)["build-system"]["requires"]
-print("\n".join(reqs + list(backend.get_requires_for_build_wheel())))')
-if "$venv/bin/python" -m pip download -q --disable-pip-version-check -d "$wh" \
-     "${buildreqs[@]}" >"$tmp/wh.log" 2>&1; then
-  echo "  wheelhouse: $(cd "$wh" && ls | tr '\n' ' ')"
-else
-  cat "$tmp/wh.log"
-fi
-nonet=()
-if unshare -n true 2>/dev/null; then nonet=(unshare -n)
-elif unshare -rn true 2>/dev/null; then nonet=(unshare -rn)
-else echo "  (no network namespace here: offline installs use PIP_NO_INDEX only)"; fi
-offline_pip() { # VENV ARGS...: pip install with no index and no network
-  local v="$1"; shift
-  "${nonet[@]}" env PIP_NO_INDEX=1 PIP_FIND_LINKS="$wh" PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 "$v/bin/python" -m pip install --no-deps "$@"
-}
-imports() { # VENV: the installed hilock imports and answers, outside the tree
-  (cd "$tmp" && "$1/bin/python" -c 'import hilock; assert hilock.strerror(-3).startswith("not owner"); import hilock.aio')
-}
-sdist_offline() {
-  python3 -m venv "$tmp/off-venv" && offline_pip "$tmp/off-venv" "$sdist" && imports "$tmp/off-venv"
-}
-check "sdist installs offline (PIP_NO_INDEX=1, PIP_FIND_LINKS=wheelhouse, no network)" sdist_offline
-# A copy of the tree (what git tracks or would track) mounted read-only, and
+# 5. a read-only install. A copy of the tree (what git tracks or would track) mounted read-only, and
 # offline too: pip builds in a temporary directory and writes nothing next to
 # the sources.
 readonly_tree() {
