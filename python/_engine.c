@@ -1021,7 +1021,9 @@ static void release_dealloc(PyObject *self)
 }
 
 /* m.next() -> (ACT_SEND, bytes, timeout_ms (0: the driver's own))
- *           | (ACT_DONE, result, remaining, still_held) */
+ *           | (ACT_DONE, result, remaining, still_held, renew, unconfirmed)
+ * renew: keep renewing the hold (hl_release.renew: not after a release no
+ * try got an answer to); unconfirmed: no try got an answer */
 static PyObject *release_next(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -1032,8 +1034,9 @@ static PyObject *release_next(PyObject *self, PyObject *unused)
             return NULL;
         return Py_BuildValue("(iNL)", ACT_SEND, b, (long long)m->m.timeout_ms);
     }
-    return Py_BuildValue("(iiLO)", ACT_DONE, m->m.result, (long long)m->m.remaining,
-                         m->m.still_held ? Py_True : Py_False);
+    return Py_BuildValue("(iiLOOO)", ACT_DONE, m->m.result, (long long)m->m.remaining,
+                         m->m.still_held ? Py_True : Py_False, m->m.renew ? Py_True : Py_False,
+                         m->m.unconfirmed ? Py_True : Py_False);
 }
 
 /* m.sent() -> (ACT_SEND, bytes, timeout_ms): the command it last asked to

@@ -1148,6 +1148,12 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # when each hold (key as _wd's) was first granted (Client._now_ms):
         # its hold time is counted when it ends (last release, or loss)
         self._since: Dict[Tuple[int, str, str], int] = {}
+        # holds (key as _wd's) whose release got no answer to any try, so
+        # not renewed any more: _E.now_ms() by which each has ended at the
+        # latest (its lease). The owner's next acquire of the lock sends the
+        # release again first instead of re-entering a hold that may still
+        # be there (as the blocking driver does, lock.c unsettled_take).
+        self._unsettled: Dict[Tuple[int, str, str], int] = {}
 
     @staticmethod
     def _ssl_context(ca_file: Optional[str], ca_dir: Optional[str], cert: Optional[str],
@@ -2402,6 +2408,7 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
         cancel = _Cancel()
     if m is None:
         m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._release_id(), c._cmd_ms)
+    where = ""  # the server of the last try that got no answer, for the message
     while True:
         if first is not None:
             t, first = first, None
@@ -2437,25 +2444,39 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
             m.on_reply(req.reply)
         else:
             assert conn is not None
+            where = conn.what or where
             conn.close()
             # sent, and no reply: a late copy may still reach the server, so
             # later releases use another unlock latch (the one resend below
             # still finds this one's)
             c._latch_epoch += 1
             m.on_error(_E.E_CONN)
-    _release_end(c, names, owner, key, t, cancel.exc)
+    _release_end(c, names, owner, key, t, cancel.exc, where)
 
 
 def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t: Any,
-                 exc: Optional[BaseException]) -> None:
+                 exc: Optional[BaseException], where: str = "") -> None:
     """The release machine's outcome t (ACT_DONE, result, remaining,
-    still_held): the hold's bookkeeping, then exc or the result's error."""
+    still_held, renew, unconfirmed): the hold's bookkeeping, then exc or the
+    result's error."""
+    unconfirmed = bool(t[5]) and t[1] != 0
     if not t[3]:
         if c._wd.pop(key, None) is not None:
             c._wd_t.pop(key, None)
         c._leases.pop(key, None)
         if t[1] == 0:
             c._hold_end(key)
+    elif not t[4]:
+        # the engine's rule (hl_release.renew): a release no try got an
+        # answer to may or may not have run; renewing the hold would keep
+        # the lock for the client's whole life when it did not. Unrenewed,
+        # it ends at its lease at the latest.
+        if c._wd.pop(key, None) is not None:
+            c._wd_t.pop(key, None)
+    lease = 0
+    if unconfirmed:
+        lease = max(c._wd_ms, c._leases.get(key, 0))
+        c._unsettled[key] = _E.now_ms() + lease
     if t[1] == _E.E_NOTOWNER:
         c._since.pop(key, None)  # over, not timed (as the blocking client)
     if exc is not None:
@@ -2465,6 +2486,10 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
         if result == _E.E_NOTOWNER:
             raise NotOwnerError(f"not owner: lock {names.name!r} is not held by {owner}",
                                 result)
+        if unconfirmed:
+            _raise(result, f"release of lock {names.name!r} not confirmed (no answer from "
+                   f"{where or c._url}); renewal stopped: it ends at its lease ({lease} ms) at "
+                   "the latest")
         _raise(result, f"release of lock {names.name!r}")
 
 
@@ -2574,6 +2599,8 @@ class Lock:
         w = 0 if wait == 0 and type(wait) is int else _wait_ms(wait)
         l = 0 if lease is None else _lease_ms(lease)  # 0: the watchdog's
         c = self._c
+        if c._unsettled:
+            await self._settle_release()
         d = c._direct  # None until open, after close, and beyond one server
         if d is None or c._closed or c._settling:  # (settling: the gate's path)
             return await self._acquire(w, l)
@@ -2599,6 +2626,24 @@ class Lock:
             k[_S_WAIT + _bucket(c._now_ms() - at)] += 1
             return self._granted(owner, tid, key, l, nxt[3], at)
         return await self._acquire(w, l, (m, None, nxt, None), at)
+
+    async def _settle_release(self) -> None:
+        """The caller's last release of this lock got no answer (renewal
+        stopped) and its hold may not have ended yet: send the release
+        again before acquiring, so that the acquire never re-enters (and
+        renews) a hold that may still be there. Not owner: the first
+        release ran, or the hold expired. Any other failure is the
+        acquire's error, nothing acquired (and the release stays
+        unsettled)."""
+        c = self._c
+        owner, _tid, key = self._who()
+        until = c._unsettled.pop(key, None)
+        if until is None or _E.now_ms() >= until:
+            return
+        try:
+            await _release(c, self._n, owner, key)
+        except NotOwnerError:
+            pass
 
     async def _acquire(self, w: int, l: int, direct: Any = None, direct_at: int = 0) -> bool:
         """The general path (see _acquire_run), counted in the client's

@@ -514,6 +514,77 @@ def test_aio_late_release_copy_leaves_a_later_hold(server, proxy, name, how):
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+def test_aio_release_lost_on_every_try_ends_at_the_lease(server, proxy, name):
+    """hilock.aio, as test_release_lost_on_every_try_ends_at_the_lease: a
+    watchdog hold whose release and every retry of it are reset as they are
+    sent. The release raises an error naming the server, the watchdog no
+    longer renews the hold (another client gets it at the lease's end), and
+    the same task's next acquire sends the release again first: one hold,
+    not a silent re-entry. Before: the watchdog kept renewing the hold (the
+    other client's acquire, waiting 3 leases, returned False) and the task
+    re-entered it (hold count 2); tests/safety release-lost/aio."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    lease = 2.0
+
+    async def main():
+        c = await aio.connect(proxy.url(), watchdog_lease=lease, command_timeout=0.5,
+                              connect_timeout=1.0)
+        other = opened(server.url)
+        try:
+            w = c.lock(name + ":warm")
+            assert await w.acquire(wait=0)
+            await w.release()
+            lk = c.lock(name)
+            assert await lk.acquire(wait=0)
+            owner = c.owner()
+            for _ in range(4):  # the release and every retry of it
+                proxy.reset_on_request(b"redisson_unlock_latch")
+            t0 = time.monotonic()
+            with pytest.raises(hilock.ConnectionError) as ei:
+                await lk.release()
+            msg = str(ei.value)
+            assert "not confirmed" in msg and "renewal stopped" in msg, msg
+            assert "127.0.0.1:%d" % proxy.port in msg, msg
+            assert proxy.fired("reset-on-request") >= 2
+            proxy.clear()
+            assert server("HEXISTS", name, owner) == 1  # never released
+            def take():  # in a thread of its own: the loop runs the watchdog meanwhile
+                ol = other.lock(name)
+                got = ol.acquire(wait=3 * lease, lease=30)
+                took = time.monotonic() - t0
+                held = server("HEXISTS", name, owner)
+                if got:
+                    ol.release()
+                return got, took, held
+
+            got, took, held = await asyncio.get_running_loop().run_in_executor(None, take)
+            report("aio: release lost on every try: another client acquired after", took)
+            assert got
+            assert took <= lease + 1.0
+            assert held == 0
+            # again, and the same task acquires at once (the hold still
+            # there): the release is sent again first, then one hold
+            assert await lk.acquire(wait=0)
+            for _ in range(4):
+                proxy.reset_on_request(b"redisson_unlock_latch")
+            with pytest.raises(hilock.ConnectionError):
+                await lk.release()
+            proxy.clear()
+            assert server("HGET", name, owner) == "1"
+            assert await lk.acquire(wait=0)
+            assert server("HGET", name, owner) == "1"
+            await lk.release()
+            assert server("EXISTS", name) == 0
+        finally:
+            await c.close()
+            other.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
 # ---- item 3: a holder cut off from Redis is told before its lease ends ----
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -167,10 +167,6 @@ SCENARIOS.update({
 })
 
 KNOWN_FAILURES: Dict[str, str] = {
-    "release-lost/aio": "after a release that never reached the server the client keeps "
-                        "the lock (watchdog renews, the same owner re-enters): seed 53, 30 s: "
-                        "no other client granted after a failed release, one client took 168 "
-                        "of 179 grants (c and python fixed in 936da46: 0.2 s)",
     "stop-client-long": "outside the guarantee: a paused holder cannot be told: seed 51, 30 s: "
                         "c 36, aio 10 double holds not told first, 0 stale writes accepted",
     "sentinel-failover": "the old master stays writable for seconds after SENTINEL FAILOVER: "
