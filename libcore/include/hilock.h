@@ -111,11 +111,11 @@ HILOCK_API const char *hilock_strerror(int code);
 
 typedef struct hilock_client hilock_client;
 
-#define HILOCK_OPTIONS_VERSION 3
+#define HILOCK_OPTIONS_VERSION 4
 
 /* Zero-initialisable: a field left at 0 (or NULL) takes its default. Fields
  * after pool_size are read only when version >= 2, the TLS and sentinel ones
- * only when version >= 3. */
+ * only when version >= 3, stats_names only when version >= 4. */
 typedef struct hilock_options {
     unsigned int version;        /* HILOCK_OPTIONS_VERSION (0 is taken as 1) */
     int64_t connect_timeout_ms;  /* default 1000 */
@@ -147,10 +147,15 @@ typedef struct hilock_options {
     /* version 3: sentinels with their own ACL user/password (NULL = no AUTH) */
     const char *sentinel_user;
     const char *sentinel_password;
+    /* version 4: the opt-in per-name counters (hilock_client_name_stats):
+     * the most (kind, name) pairs the client tracks, 0 (the default) = off,
+     * at most HILOCK_STATS_NAMES_MAX. The first pairs counted are tracked;
+     * the counts of every later pair go to its kind's one "other" entry. */
+    int stats_names;
 } hilock_options;
 
 #define HILOCK_OPTIONS_INIT \
-    {HILOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL}
+    {HILOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0}
 
 /* Fill *opts with defaults. */
 HILOCK_API int hilock_options_init(hilock_options *opts, unsigned int version);
@@ -497,6 +502,55 @@ typedef void (*hilock_trace_cb)(const hilock_trace_info *info, void *userdata);
  * stay valid until the callback is replaced and calls in flight have
  * returned, or until the client is closed. Any thread may call this. */
 HILOCK_API void hilock_client_set_trace(hilock_client *c, hilock_trace_cb cb, void *userdata);
+
+/* Per-name counters, opt-in (hilock_options.stats_names > 0): the figures
+ * of hilock_kind_stats kept for each (kind, name) pair, so that the
+ * counters of a kind are the sum of its pairs' and its "other" entry's.
+ * The number of pairs is bounded: the first stats_names pairs the client
+ * counts something for (an acquire call, a hold's end, a loss) are tracked
+ * until the client is closed; every later pair counts in its kind's one
+ * "other" entry (also a pair whose entry could not be allocated). Memory:
+ * about 540 bytes plus the name's length per tracked pair, allocated when
+ * the pair is first counted, freed by hilock_client_close. The two sides
+ * of a read-write lock are two pairs (kinds READ and WRITE). */
+#define HILOCK_STATS_NAMES_MAX 65536
+#define HILOCK_NAME_STATS_VERSION 1
+
+typedef struct hilock_name_stats {
+    unsigned int version;      /* in: HILOCK_NAME_STATS_VERSION (0 is taken as 1);
+                                  out: what was filled */
+    hilock_kind_stats figures; /* the pair's counts, meanings as in hilock_stats */
+} hilock_name_stats;
+
+/* Copy the counters of (kind, name) into *out; name NULL: the kind's
+ * "other" entry. Returns 1 when the pair is tracked (or name is NULL),
+ * 0 when it is not (*out all zero: the pair was never counted, or its
+ * counts are in the "other" entry), HILOCK_EINVAL (c or out NULL, kind
+ * not a hilock_kind, out->version newer than this library, or per-name
+ * counters off for c). Any thread, while c is open; each counter is read
+ * atomically, as hilock_client_stats reads them. */
+HILOCK_API int hilock_client_name_stats(hilock_client *c, hilock_kind kind, const char *name,
+                                        hilock_name_stats *out);
+
+/* Called by hilock_client_each_name_stats once per entry: name NULL for a
+ * kind's "other" entry; name and st are valid during the call only. A
+ * nonzero return stops the walk (hilock_client_each_name_stats returns it). */
+typedef int (*hilock_name_stats_cb)(hilock_kind kind, const char *name,
+                                    const hilock_name_stats *st, void *userdata);
+
+/* Walk c's per-name counters: cb(kind, name, buf, userdata) for every
+ * tracked pair, in the order they were first counted, then for each kind
+ * whose "other" entry counted something (name NULL); buf (its version set
+ * by the caller as for hilock_client_name_stats) is filled before each
+ * call. cb runs on the calling thread with no hilock lock held: it may call
+ * any hilock function, hilock_client_name_stats and hilock_client_stats
+ * included, except hilock_client_close of c; while it runs other threads
+ * go on counting (a pair first counted during the walk may be left out).
+ * Returns 0, cb's nonzero value, HILOCK_EINVAL (c, buf or cb NULL,
+ * buf->version newer than this library, per-name counters off) or
+ * HILOCK_ENOMEM. */
+HILOCK_API int hilock_client_each_name_stats(hilock_client *c, hilock_name_stats *buf,
+                                             hilock_name_stats_cb cb, void *userdata);
 
 /* ------------------------------------------------------------------ */
 /* Read-write lock                                                      */

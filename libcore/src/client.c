@@ -116,6 +116,14 @@ static int fill_options(hilock_options *out, const hilock_options *in, char *err
         if (in->replica_ack_timeout_ms)
             out->replica_ack_timeout_ms = in->replica_ack_timeout_ms;
     }
+    if (in->version >= 4) {
+        if (in->stats_names < 0 || in->stats_names > HILOCK_STATS_NAMES_MAX) {
+            hl_set_err(err, "option stats_names out of range: %d (0 to %d)", in->stats_names,
+                       HILOCK_STATS_NAMES_MAX);
+            return HILOCK_EINVAL;
+        }
+        out->stats_names = in->stats_names;
+    }
     return 0;
 }
 
@@ -323,6 +331,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
 
     if ((rc = fill_options(&c->t.opts, opts, err)) != 0)
         goto done;
+    hl_stats_names_init(&c->t.stats, c->t.opts.stats_names);
     if ((rc = hl_endpoint_parse(&c->t.ep, url, err)) != 0)
         goto done;
     if ((rc = merge_url_options(c, opts, err)) != 0)
@@ -427,6 +436,18 @@ int hilock_client_stats(hilock_client *c, hilock_stats *out)
     out->version = HILOCK_STATS_VERSION;
     hl_stats_copy(&c->t.stats, out);
     return 0;
+}
+
+int hilock_client_name_stats(hilock_client *c, hilock_kind kind, const char *name,
+                             hilock_name_stats *out)
+{
+    return c ? hl_stats_name_copy(&c->t.stats, kind, name, out) : HILOCK_EINVAL;
+}
+
+int hilock_client_each_name_stats(hilock_client *c, hilock_name_stats *buf,
+                                  hilock_name_stats_cb cb, void *userdata)
+{
+    return c ? hl_stats_name_each(&c->t.stats, buf, cb, userdata) : HILOCK_EINVAL;
 }
 
 void hl_client_stats_off(hilock_client *c, int off)

@@ -265,11 +265,11 @@ static void hl_lock_mark_lost(hilock_lock *l, uint64_t tid, int cause, int64_t s
                  l->names.name, tid);
     hilock_lost_cb cb = l->lost_cb;
     void *payload = l->lost_payload;
-    hl_stats_hold_end(&l->client->t.stats, NULL, &l->since, l->kind, tid, 1); /* mu held */
+    hl_stats_hold_end(&l->client->t.stats, NULL, &l->since, l->kind, l->names.name, tid, 1); /* mu held */
     pthread_mutex_unlock(&l->mu);
     /* after the hold's end: a reader who sees the loss counted, or a trace
      * callback reading the counters, finds the hold's end counted too */
-    hl_stats_lost_count(&l->client->t.stats, l->kind, cause);
+    hl_stats_lost_count(&l->client->t.stats, l->kind, l->names.name, cause);
     hl_stats_lost_trace(&l->client->t.stats, l->kind, l->names.name, tid, cause, silent_ms);
     if (cb)
         cb(l, tid, payload);
@@ -286,7 +286,7 @@ void hl_lock_lost_sink(void *holder, uint64_t tid, int cause, int64_t silent_ms)
     if (!__atomic_load_n(&l->freeing, __ATOMIC_ACQUIRE))
         hl_lock_mark_lost(l, tid, cause, silent_ms);
     else {
-        hl_stats_lost_count(&l->client->t.stats, l->kind, cause);
+        hl_stats_lost_count(&l->client->t.stats, l->kind, l->names.name, cause);
         hl_stats_lost_trace(&l->client->t.stats, l->kind, l->names.name, tid, cause, silent_ms);
     }
 }
@@ -594,7 +594,8 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     }
     if (p)
         hl_pending_remove(&l->mu, &l->pending, p);
-    hl_stats_acquired(&c->t.stats, l->kind, wait_ms, rc, path, hl_now_mono_ms() - started);
+    hl_stats_acquired(&c->t.stats, l->kind, l->names.name, wait_ms, rc, path,
+                      hl_now_mono_ms() - started);
     if (rc == 0) {
         rc = granted(l, tid, lease, lease_ms <= 0, sent_at);
         if (rc == 0 && token_out)
@@ -794,7 +795,8 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
     int still_held = r->m.still_held;
     hl_release_free(&r->m);
     if ((rc == 0 && !still_held) || rc == HILOCK_ENOTOWNER) /* the hold is over */
-        hl_stats_hold_end(&c->t.stats, &l->mu, &l->since, l->kind, r->tid, rc == 0);
+        hl_stats_hold_end(&c->t.stats, &l->mu, &l->since, l->kind, l->names.name, r->tid,
+                          rc == 0);
     if (renew && r->stopped) /* holds remain, or the server refused: keep renewing */
         hl_wd_add(&c->t, l, l->kind, &l->names, r->tid, rc == 0 ? r->release_sent : r->confirmed_at);
     if (unconfirmed) {
