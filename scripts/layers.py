@@ -27,7 +27,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # file -> layer; proto_*.c are proto by their name
 LAYER_OF = {
-    "proto.h": "proto", "proto.c": "proto", "reply.c": "proto", "url.c": "proto",
+    "proto.h": "proto", "proto_session.h": "proto", "proto.c": "proto", "reply.c": "proto", "url.c": "proto",
     "util.h": "base", "util.c": "base", "uuid.h": "base", "uuid.c": "base",
     "transport.h": "transport", "transport_impl.h": "transport", "transport.c": "transport",
     "conn.c": "transport", "nodes.c": "transport", "pool.c": "transport", "exec.c": "transport", "fanout.c": "transport",

@@ -1,0 +1,307 @@
+/*
+ * Protocol layer, the session: the holds a client keeps (proto_session.h).
+ * When each watchdog hold is renewed, when one is reported lost "in doubt",
+ * and which were found lost, decided once for every driver. No I/O, no
+ * threads, no clock: the time comes with each call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto_session.h"
+
+enum { RENEW = 0, DOUBT = 1 };
+
+/* ---- the two heaps: binary min-heaps on key[w], pos[w] = index + 1 ---- */
+
+static int before(const hl_hold *a, const hl_hold *b, int w)
+{
+    return a->key[w] < b->key[w];
+}
+
+static void place(hl_holds *t, int w, size_t i, hl_hold *h)
+{
+    t->heap[w][i] = h;
+    h->pos[w] = i + 1;
+}
+
+static void sift_up(hl_holds *t, int w, size_t i)
+{
+    hl_hold *h = t->heap[w][i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!before(h, t->heap[w][p], w))
+            break;
+        place(t, w, i, t->heap[w][p]);
+        i = p;
+    }
+    place(t, w, i, h);
+}
+
+static void sift_down(hl_holds *t, int w, size_t i)
+{
+    hl_hold *h = t->heap[w][i];
+    size_t n = t->n[w];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && before(t->heap[w][c + 1], t->heap[w][c], w))
+            c++;
+        if (!before(t->heap[w][c], h, w))
+            break;
+        place(t, w, i, t->heap[w][c]);
+        i = c;
+    }
+    place(t, w, i, h);
+}
+
+static void heap_out(hl_holds *t, int w, hl_hold *h)
+{
+    if (!h->pos[w])
+        return;
+    size_t i = h->pos[w] - 1, last = --t->n[w];
+    h->pos[w] = 0;
+    if (i == last)
+        return;
+    hl_hold *m = t->heap[w][last];
+    place(t, w, i, m);
+    sift_down(t, w, i);
+    sift_up(t, w, m->pos[w] - 1);
+}
+
+/* h at key (-1: out of heap w). Room is reserved at the grant. */
+static void heap_set(hl_holds *t, int w, hl_hold *h, int64_t key)
+{
+    if (key < 0) {
+        heap_out(t, w, h);
+        return;
+    }
+    if (!h->pos[w]) {
+        h->key[w] = key;
+        place(t, w, t->n[w]++, h);
+        sift_up(t, w, t->n[w] - 1);
+        return;
+    }
+    int64_t old = h->key[w];
+    h->key[w] = key;
+    if (key < old)
+        sift_up(t, w, h->pos[w] - 1);
+    else if (key > old)
+        sift_down(t, w, h->pos[w] - 1);
+}
+
+static int64_t top(const hl_holds *t, int w)
+{
+    return t->n[w] ? t->heap[w][0]->key[w] : -1;
+}
+
+/* ---- the rules ---- */
+
+static int64_t period(const hl_holds *t)
+{
+    return hl_renew_period(t->watchdog_lease_ms);
+}
+
+int64_t hl_holds_doubt_at(const hl_holds *t, const hl_hold *h)
+{
+    if (!h->in_table || !h->watchdog || h->doubt)
+        return -1;
+    return hl_renew_doubt_at(h->confirmed_at, t->watchdog_lease_ms, h->tried_at,
+                             t->command_timeout_ms);
+}
+
+/* h's two deadlines follow its state. */
+static void sync(hl_holds *t, hl_hold *h)
+{
+    int live = h->in_table && h->watchdog;
+    heap_set(t, RENEW, h, live && !h->renewing ? h->next_renew : -1);
+    heap_set(t, DOUBT, h, hl_holds_doubt_at(t, h));
+}
+
+static void lost_unqueue(hl_holds *t, hl_hold *h)
+{
+    if (!h->queued)
+        return;
+    if (h->lprev)
+        h->lprev->lnext = h->lnext;
+    else
+        t->lost_head = h->lnext;
+    if (h->lnext)
+        h->lnext->lprev = h->lprev;
+    else
+        t->lost_tail = h->lprev;
+    h->lnext = h->lprev = NULL;
+    h->queued = 0;
+}
+
+void hl_holds_init(hl_holds *t, int64_t watchdog_lease_ms, int64_t command_timeout_ms)
+{
+    memset(t, 0, sizeof *t);
+    t->watchdog_lease_ms = watchdog_lease_ms;
+    t->command_timeout_ms = command_timeout_ms;
+}
+
+void hl_holds_free(hl_holds *t)
+{
+    free(t->heap[RENEW]);
+    free(t->heap[DOUBT]);
+    t->heap[RENEW] = t->heap[DOUBT] = NULL;
+    t->n[RENEW] = t->n[DOUBT] = t->cap = t->count = 0;
+    t->lost_head = t->lost_tail = NULL;
+}
+
+void hl_hold_init(hl_hold *h, void *ref, int kind)
+{
+    memset(h, 0, sizeof *h);
+    h->ref = ref;
+    h->kind = kind;
+    h->tried_at = -1;
+}
+
+/* Room in both heaps for one more hold: 0 or -1. */
+static int reserve(hl_holds *t)
+{
+    if (t->count < t->cap)
+        return 0;
+    size_t cap = t->cap ? 2 * t->cap : 16;
+    for (int w = 0; w < 2; w++) {
+        hl_hold **a = realloc(t->heap[w], cap * sizeof *a);
+        if (!a)
+            return -1; /* the other heap may have grown: harmless */
+        t->heap[w] = a;
+    }
+    t->cap = cap;
+    return 0;
+}
+
+int hl_holds_grant(hl_holds *t, hl_hold *h, int watchdog, int64_t lease_ms, int64_t sent_at)
+{
+    if (!h->in_table) {
+        if (reserve(t) != 0)
+            return -1;
+        lost_unqueue(t, h); /* a hold found lost, granted again */
+        h->in_table = 1;
+        h->renewing = 0;
+        h->doubt = 0;
+        h->confirmed_at = sent_at;
+        h->tried_at = -1;
+        h->next_renew = sent_at + period(t);
+        t->count++;
+    } else if (sent_at > h->confirmed_at) { /* a re-entry applied the lease again */
+        h->confirmed_at = sent_at;
+        h->tried_at = -1;
+        h->doubt = 0;
+        if (!h->renewing)
+            h->next_renew = sent_at + period(t);
+    }
+    h->watchdog = watchdog;
+    h->lease_ms = lease_ms;
+    h->lost = 0;
+    h->doubted = 0;
+    sync(t, h);
+    return 0;
+}
+
+void hl_holds_remove(hl_holds *t, hl_hold *h)
+{
+    lost_unqueue(t, h);
+    if (!h->in_table)
+        return;
+    heap_out(t, RENEW, h);
+    heap_out(t, DOUBT, h);
+    h->in_table = 0;
+    h->renewing = 0;
+    t->count--;
+}
+
+hl_hold *hl_holds_renew_next(hl_holds *t, int64_t now, int64_t horizon)
+{
+    if (!t->n[RENEW] || t->heap[RENEW][0]->key[RENEW] > now + (horizon > 0 ? horizon : 0))
+        return NULL;
+    hl_hold *h = t->heap[RENEW][0];
+    h->renewing = 1;
+    if (h->tried_at < 0)
+        h->tried_at = now; /* the first try since the last confirmation */
+    h->next_renew = now + period(t);
+    sync(t, h);
+    return h;
+}
+
+hl_renew_outcome hl_holds_outcome(hl_holds *t, hl_hold *h, hl_renew_outcome o, int acked,
+                                  int64_t sent_at)
+{
+    o = hl_renew_unacked(o, acked);
+    if (!h->in_table)
+        return o;
+    h->renewing = 0;
+    if (o == HL_RENEW_LOST) {
+        heap_out(t, RENEW, h);
+        heap_out(t, DOUBT, h);
+        h->in_table = 0;
+        h->lost = 1;
+        t->count--;
+        h->lnext = NULL;
+        h->lprev = t->lost_tail;
+        h->queued = 1;
+        if (t->lost_tail)
+            t->lost_tail->lnext = h;
+        else
+            t->lost_head = h;
+        t->lost_tail = h;
+        return o;
+    }
+    if (o == HL_RENEW_RENEWED && sent_at > h->confirmed_at) {
+        h->confirmed_at = sent_at;
+        h->tried_at = -1;
+        h->doubt = 0; /* a later silence is reported again */
+    }
+    sync(t, h);
+    return o;
+}
+
+hl_hold *hl_holds_doubt_next(hl_holds *t, int64_t now)
+{
+    if (!t->n[DOUBT] || t->heap[DOUBT][0]->key[DOUBT] > now)
+        return NULL;
+    hl_hold *h = t->heap[DOUBT][0];
+    h->doubt = h->doubted = 1;
+    heap_out(t, DOUBT, h);
+    return h;
+}
+
+hl_hold *hl_holds_lost_next(hl_holds *t)
+{
+    hl_hold *h = t->lost_head;
+    if (h)
+        lost_unqueue(t, h);
+    return h;
+}
+
+int64_t hl_holds_next_renewal(const hl_holds *t)
+{
+    return top(t, RENEW);
+}
+
+int64_t hl_holds_next_doubt(const hl_holds *t)
+{
+    return top(t, DOUBT);
+}
+
+int64_t hl_holds_next(const hl_holds *t)
+{
+    int64_t r = top(t, RENEW), d = top(t, DOUBT);
+    if (r < 0)
+        return d;
+    if (d < 0)
+        return r;
+    return r < d ? r : d;
+}
+
+int hl_holds_is_lost(const hl_holds *t, const hl_hold *h, int64_t now)
+{
+    if (h->lost || h->doubted)
+        return 1;
+    return h->in_table && h->watchdog &&
+           hl_renew_in_doubt(h->confirmed_at, t->watchdog_lease_ms, h->tried_at,
+                             t->command_timeout_ms, now);
+}

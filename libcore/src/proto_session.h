@@ -1,0 +1,127 @@
+/*
+ * The session, engine layer (proto_session.c): the first piece of the
+ * session issue 31 describes, the holds a client keeps. No I/O, no threads,
+ * no clock: every input carries the time (monotonic ms) and the driver asks
+ * for what is due. docs/protocol.md ("Session: holds") describes the rules.
+ *
+ * A hold is the driver's struct hl_hold, embedded in its own record (the
+ * table allocates no hold): ref and kind are the driver's and the table
+ * never reads them. The table keeps two binary min-heaps over the holds in
+ * it, one of renewal times and one of "in doubt" times, so that adding,
+ * removing, rescheduling and finding the next deadline are O(log n), and a
+ * FIFO of holds found lost. Not thread-safe: a driver with threads guards it
+ * with one mutex.
+ *
+ * Inputs: a grant (hl_holds_grant, at the time the request was WRITTEN), a
+ * renewal sent (hl_holds_renew_next hands it out and marks it sent), a
+ * renewal's outcome (hl_holds_outcome), a release or forget
+ * (hl_holds_remove), the time. Outputs: the next deadline (hl_holds_next*),
+ * the holds to renew now (hl_holds_renew_next, one at a time: a driver
+ * batches them as it likes), the holds to report "in doubt"
+ * (hl_holds_doubt_next) and the holds found lost (hl_holds_lost_next). Each
+ * output is the hold pointer, so the driver finds its record (ref).
+ */
+#ifndef HILOCK_PROTO_SESSION_H
+#define HILOCK_PROTO_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+/* One hold of the client. Fields are read-only for the driver, except ref
+ * and kind (its own; set before the first grant). */
+typedef struct hl_hold {
+    void *ref;            /* the driver's record (owner, names, callbacks) */
+    int kind;             /* the driver's tag (a hilock_kind, say); unread */
+    int in_table;         /* granted and neither removed nor lost */
+    int watchdog;         /* renewed every period with the watchdog lease;
+                             0: a fixed lease, only kept (no renewal, no doubt) */
+    int64_t lease_ms;     /* the lease it was taken with (fixed leases) */
+    int64_t confirmed_at; /* when the last grant or renewal the server
+                             confirmed was sent (its lease runs from no
+                             earlier) */
+    int64_t tried_at;     /* when the first renewal since confirmed_at was
+                             sent; -1: none yet (hl_renew_doubt_at's
+                             renew_sent_at) */
+    int64_t next_renew;   /* when the next renewal is due */
+    int renewing;         /* a renewal of it is in flight */
+    int doubt;            /* reported "in doubt" in this silence (a confirmed
+                             renewal or a new grant ends the silence) */
+    int doubted;          /* reported "in doubt" since the last grant */
+    int lost;             /* the server said it is gone (queued or reported) */
+    /* the table's */
+    size_t pos[2];        /* index + 1 in the renewal (0) and doubt (1) heaps */
+    int64_t key[2];
+    struct hl_hold *lnext, *lprev; /* the lost FIFO */
+    int queued;
+} hl_hold;
+
+typedef struct hl_holds {
+    int64_t watchdog_lease_ms;
+    int64_t command_timeout_ms;
+    hl_hold **heap[2];    /* 0: renewal due, 1: in doubt at */
+    size_t n[2];
+    size_t cap;           /* room in each heap: >= count */
+    size_t count;         /* holds in the table */
+    hl_hold *lost_head, *lost_tail;
+} hl_holds;
+
+/* An empty table for a client's watchdog lease and command timeout. */
+HL_HIDDEN void hl_holds_init(hl_holds *t, int64_t watchdog_lease_ms, int64_t command_timeout_ms);
+/* Frees the table's own memory (the holds are the driver's). */
+HL_HIDDEN void hl_holds_free(hl_holds *t);
+/* A hold not in any table yet, for the driver's record ref. */
+HL_HIDDEN void hl_hold_init(hl_hold *h, void *ref, int kind);
+
+/* A grant of h whose request was written at sent_at: watchdog (lease_ms
+ * ignored) or a fixed lease_ms. A hold not in the table joins it (its first
+ * renewal due at sent_at + period); one in it (a re-entry) takes the newer
+ * grant as its confirmation (the lease was applied again), and a hold found
+ * lost is live again. Ends "doubted". 0, or -1 (no memory: h is not in the
+ * table). */
+HL_HIDDEN int hl_holds_grant(hl_holds *t, hl_hold *h, int watchdog, int64_t lease_ms,
+                             int64_t sent_at);
+/* h leaves the table (released, forgotten, freed): it is never handed out
+ * again, whatever it was waiting for (a lost report not taken included). */
+HL_HIDDEN void hl_holds_remove(hl_holds *t, hl_hold *h);
+
+/* The next watchdog hold whose renewal is due by now + horizon (0: due
+ * now; a driver that renews all its holds in one batch per tick passes its
+ * period), or NULL. It is marked as sent at now (its renewal in flight,
+ * the next due now + period) and is not handed out again before its
+ * outcome. */
+HL_HIDDEN hl_hold *hl_holds_renew_next(hl_holds *t, int64_t now, int64_t horizon);
+/* The outcome of h's renewal written at sent_at (hl_renew_classify*;
+ * acked: a replica took it, or none is asked for: hl_renew_unacked).
+ * RENEWED confirms the hold from sent_at (a later silence is reported
+ * again); LOST takes it out of the schedule and queues it for
+ * hl_holds_lost_next; anything else (trouble, redirect; EVAL is the
+ * driver's to resend, and only its final outcome is fed) ends the renewal,
+ * the next one goes out when due. Returns the outcome as applied. A hold
+ * not in the table is left alone. */
+HL_HIDDEN hl_renew_outcome hl_holds_outcome(hl_holds *t, hl_hold *h, hl_renew_outcome o,
+                                            int acked, int64_t sent_at);
+/* The next hold to report lost "in doubt" at now (no renewal confirmed by
+ * the engine's rule, hl_renew_doubt_at), marked doubt and doubted, or
+ * NULL. Take the renewals due first (hl_holds_renew_next), so that a
+ * renewal that falls due while the driver was held up goes out before its
+ * hold can be reported. The hold stays in the table and is still renewed. */
+HL_HIDDEN hl_hold *hl_holds_doubt_next(hl_holds *t, int64_t now);
+/* The next hold found lost (LOST outcomes, in their order), or NULL. It is
+ * no longer in the table. */
+HL_HIDDEN hl_hold *hl_holds_lost_next(hl_holds *t);
+
+/* The earliest deadline (renewal or doubt), the earliest renewal, the
+ * earliest doubt; -1: none. */
+HL_HIDDEN int64_t hl_holds_next(const hl_holds *t);
+HL_HIDDEN int64_t hl_holds_next_renewal(const hl_holds *t);
+HL_HIDDEN int64_t hl_holds_next_doubt(const hl_holds *t);
+/* When h is to be reported in doubt (-1: never: not a watchdog hold in
+ * the table, or reported in this silence). */
+HL_HIDDEN int64_t hl_holds_doubt_at(const hl_holds *t, const hl_hold *h);
+/* 1 when h is lost or was reported in doubt, or would be at now (asked
+ * before the driver's timer ran: hl_renew_in_doubt). */
+HL_HIDDEN int hl_holds_is_lost(const hl_holds *t, const hl_hold *h, int64_t now);
+
+#endif

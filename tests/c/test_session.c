@@ -1,0 +1,411 @@
+/*
+ * The session's hold table (proto_session.c), pure: virtual time, no
+ * server. A few fixed scenarios of the rules, then thousands of holds
+ * driven by a seeded random schedule of grants, renewals, outcomes,
+ * releases and time steps, checked after every step against a reference
+ * model written here with plain loops: the next deadline is always the
+ * earliest; the holds handed out for renewal are exactly the ones due (none
+ * released, none twice in flight); the holds reported "in doubt" are exactly
+ * the ones the rule puts at or before now (so none is reported later than the
+ * rule says, nor earlier); lost holds come out once, in order.
+ * HILOCK_SESSION_SEED=n replays one seed; HILOCK_SESSION_STEPS=n runs longer.
+ */
+#include <CUnit/Basic.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "proto_session.h"
+
+enum { LEASE = 3000, CTO = 700 };
+
+/* ---------------------------------------------------------------- rules */
+
+static void t_grant_renew_doubt(void)
+{
+    hl_holds t;
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold h;
+    int mine = 7;
+    hl_hold_init(&h, &mine, 3);
+    CU_ASSERT_EQUAL(hl_holds_next(&t), -1);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &h, 1, 0, 100), 0);
+    /* renewal every lease/3 from the write; doubt at lease - lease/5 */
+    CU_ASSERT_EQUAL(hl_holds_next_renewal(&t), 1100);
+    CU_ASSERT_EQUAL(hl_holds_next_doubt(&t), 100 + 2400);
+    CU_ASSERT_EQUAL(hl_holds_next(&t), 1100);
+    CU_ASSERT_PTR_NULL(hl_holds_renew_next(&t, 1099, 0));
+    hl_hold *r = hl_holds_renew_next(&t, 1100, 0);
+    CU_ASSERT_PTR_EQUAL(r, &h);
+    CU_ASSERT_PTR_EQUAL(r->ref, &mine);
+    CU_ASSERT_EQUAL(r->kind, 3);
+    CU_ASSERT_PTR_NULL(hl_holds_renew_next(&t, 5000, 0)); /* in flight */
+    CU_ASSERT_EQUAL(hl_holds_next(&t), 2500);             /* only the doubt */
+    /* renewed, written at 1100: doubt moves to 3500, next renewal 2100 */
+    CU_ASSERT_EQUAL(hl_holds_outcome(&t, &h, HL_RENEW_RENEWED, 1, 1100), HL_RENEW_RENEWED);
+    CU_ASSERT_EQUAL(hl_holds_next_doubt(&t), 3500);
+    CU_ASSERT_EQUAL(hl_holds_next_renewal(&t), 2100);
+    /* a renewal no replica took is no confirmation */
+    CU_ASSERT_PTR_EQUAL(hl_holds_renew_next(&t, 2100, 0), &h);
+    CU_ASSERT_EQUAL(hl_holds_outcome(&t, &h, HL_RENEW_RENEWED, 0, 2100), HL_RENEW_TROUBLE);
+    CU_ASSERT_EQUAL(hl_holds_next_doubt(&t), 3500);
+    CU_ASSERT_PTR_NULL(hl_holds_doubt_next(&t, 3499));
+    CU_ASSERT_PTR_EQUAL(hl_holds_doubt_next(&t, 3500), &h);
+    CU_ASSERT(h.doubt && h.doubted);
+    CU_ASSERT_PTR_NULL(hl_holds_doubt_next(&t, 9999)); /* once per silence */
+    CU_ASSERT(hl_holds_is_lost(&t, &h, 3500));
+    /* still renewed; a confirmed renewal ends the silence (doubted stays) */
+    CU_ASSERT_PTR_EQUAL(hl_holds_renew_next(&t, 3600, 0), &h);
+    hl_holds_outcome(&t, &h, HL_RENEW_RENEWED, 1, 3600);
+    CU_ASSERT_EQUAL(h.doubt, 0);
+    CU_ASSERT_EQUAL(h.doubted, 1);
+    CU_ASSERT_EQUAL(hl_holds_next_doubt(&t), 6000);
+    /* lost: out of the schedule, queued once */
+    CU_ASSERT_PTR_EQUAL(hl_holds_renew_next(&t, 4600, 0), &h);
+    hl_holds_outcome(&t, &h, HL_RENEW_LOST, 1, 4600);
+    CU_ASSERT_EQUAL(hl_holds_next(&t), -1);
+    CU_ASSERT_PTR_EQUAL(hl_holds_lost_next(&t), &h);
+    CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
+    CU_ASSERT(h.lost && !h.in_table);
+    /* granted again: live, not doubted */
+    CU_ASSERT_EQUAL(hl_holds_grant(&t, &h, 1, 0, 5000), 0);
+    CU_ASSERT(!h.lost && !h.doubted && h.in_table);
+    CU_ASSERT_EQUAL(hl_holds_next_renewal(&t), 6000);
+    hl_holds_remove(&t, &h);
+    CU_ASSERT_EQUAL(hl_holds_next(&t), -1);
+    CU_ASSERT_EQUAL(t.count, 0);
+    hl_holds_free(&t);
+}
+
+/* A renewal that goes out late (the driver was held up past the doubt
+ * point) has its answer awaited: the report comes a command timeout after
+ * it, at the latest at the lease's end; one sent in time earns no grace,
+ * nor do its retries. */
+static void t_late_renewal_grace(void)
+{
+    hl_holds t;
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold a, b;
+    hl_hold_init(&a, NULL, 0);
+    hl_hold_init(&b, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &a, 1, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &b, 1, 0, 0), 0);
+    /* a: first renewal at 2600, past its doubt point 2400 */
+    CU_ASSERT_PTR_NOT_NULL(hl_holds_renew_next(&t, 2600, 0));
+    CU_ASSERT_PTR_NOT_NULL(hl_holds_renew_next(&t, 2600, 0));
+    CU_ASSERT_EQUAL(hl_holds_doubt_at(&t, &a), 2600 + CTO < LEASE ? 2600 + CTO : LEASE);
+    /* b's renewal fails; retries later earn nothing */
+    hl_holds_outcome(&t, &b, HL_RENEW_TROUBLE, 1, 2600);
+    CU_ASSERT_EQUAL(hl_holds_doubt_at(&t, &b), 3000);
+    hl_holds_free(&t);
+
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold_init(&a, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &a, 1, 0, 0), 0);
+    CU_ASSERT_PTR_NOT_NULL(hl_holds_renew_next(&t, 1000, 0)); /* in time, unanswered */
+    hl_holds_outcome(&t, &a, HL_RENEW_TROUBLE, 1, 1000);
+    CU_ASSERT_PTR_NOT_NULL(hl_holds_renew_next(&t, 2500, 0)); /* late retry */
+    CU_ASSERT_EQUAL(hl_holds_doubt_at(&t, &a), 2400);
+    CU_ASSERT_PTR_EQUAL(hl_holds_doubt_next(&t, 2500), &a);
+    hl_holds_free(&t);
+}
+
+/* A fixed-lease hold is kept, never renewed or doubted; a re-entry grant
+ * written after the last confirmation moves it; a batch driver's horizon
+ * hands out holds due within it. */
+static void t_fixed_reentry_horizon(void)
+{
+    hl_holds t;
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold f, w1, w2;
+    hl_hold_init(&f, NULL, 0);
+    hl_hold_init(&w1, NULL, 0);
+    hl_hold_init(&w2, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &f, 0, 5000, 0), 0);
+    CU_ASSERT_EQUAL(hl_holds_next(&t), -1);
+    CU_ASSERT_EQUAL(f.lease_ms, 5000);
+    CU_ASSERT_EQUAL(hl_holds_is_lost(&t, &f, 1000000), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &w1, 1, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &w2, 1, 0, 500), 0);
+    CU_ASSERT_EQUAL(hl_holds_grant(&t, &w1, 1, 0, 800), 0); /* re-entry */
+    CU_ASSERT_EQUAL(w1.confirmed_at, 800);
+    CU_ASSERT_EQUAL(hl_holds_next_renewal(&t), 1500); /* w2 first now */
+    CU_ASSERT_EQUAL(hl_holds_grant(&t, &w1, 1, 0, 700), 0); /* older: no move */
+    CU_ASSERT_EQUAL(w1.confirmed_at, 800);
+    /* a tick at 1500 with a period's horizon renews both */
+    CU_ASSERT_PTR_EQUAL(hl_holds_renew_next(&t, 1500, 1000), &w2);
+    CU_ASSERT_PTR_EQUAL(hl_holds_renew_next(&t, 1500, 1000), &w1);
+    CU_ASSERT_PTR_NULL(hl_holds_renew_next(&t, 1500, 1000));
+    CU_ASSERT_EQUAL(t.count, 3);
+    hl_holds_remove(&t, &w1);
+    hl_holds_remove(&t, &w1); /* twice: harmless */
+    CU_ASSERT_EQUAL(hl_holds_outcome(&t, &w1, HL_RENEW_RENEWED, 1, 1500), HL_RENEW_RENEWED);
+    CU_ASSERT_EQUAL(w1.in_table, 0); /* an outcome after the release changes nothing */
+    CU_ASSERT_EQUAL(t.count, 2);
+    hl_holds_free(&t);
+}
+
+/* ------------------------------------------------------ the random model */
+
+typedef struct {
+    int in, watchdog, renewing, doubt, queued;
+    int64_t confirmed, tried, next_renew, renew_sent;
+} model;
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+static int64_t rndn(int64_t n)
+{
+    return (int64_t)(rnd() % (uint64_t)n);
+}
+
+/* The rule, written again: lease - lease/5 after the last confirmation,
+ * unless the first try since came at or after that: then a command timeout
+ * after the try, no later than the lease's end, no earlier than the try. */
+static int64_t model_doubt_at(const model *m)
+{
+    if (!m->in || !m->watchdog || m->doubt)
+        return -1;
+    int64_t at = m->confirmed + (LEASE - LEASE / 5);
+    if (m->tried >= 0 && m->tried >= at) {
+        at = m->tried + CTO;
+        if (at > m->confirmed + LEASE)
+            at = m->confirmed + LEASE;
+        if (at < m->tried)
+            at = m->tried;
+    }
+    return at;
+}
+
+static int64_t model_renew_at(const model *m)
+{
+    return m->in && m->watchdog && !m->renewing ? m->next_renew : -1;
+}
+
+static int64_t min_at(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+static int run_seed(uint64_t seed, int nholds, int steps)
+{
+    rng_state = seed ? seed : 1;
+    hl_holds t;
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold *h = calloc((size_t)nholds, sizeof *h);
+    model *m = calloc((size_t)nholds, sizeof *m);
+    int *lostq = calloc((size_t)nholds, sizeof *lostq);
+    int nlost = 0, fail = 0;
+    const int64_t period = LEASE / 3;
+    if (!h || !m || !lostq) {
+        free(h), free(m), free(lostq);
+        return 1;
+    }
+    for (int i = 0; i < nholds; i++)
+        hl_hold_init(&h[i], &m[i], i);
+    int64_t now = 1000;
+#define EXPECT(cond, ...)                                                                      \
+    do {                                                                                       \
+        if (!(cond) && !fail) {                                                                \
+            fail = 1;                                                                          \
+            printf("\nseed %" PRIu64 " step %d now %" PRId64 ": ", seed, step, now);           \
+            printf(__VA_ARGS__);                                                               \
+            printf(" (replay: HILOCK_SESSION_SEED=%" PRIu64 ")\n", seed);                     \
+        }                                                                                      \
+    } while (0)
+    for (int step = 0; step < steps && !fail; step++) {
+        int i = (int)rndn(nholds);
+        model *mi = &m[i];
+        switch (rndn(10)) {
+        case 0:
+        case 1: { /* a grant written a little while ago */
+            int wd = rndn(5) != 0;
+            int64_t sent = now - rndn(50);
+            EXPECT(hl_holds_grant(&t, &h[i], wd, wd ? 0 : 1000 + rndn(5000), sent) == 0,
+                   "grant failed");
+            if (mi->queued) { /* granted again before its loss was taken */
+                mi->queued = 0;
+                for (int k = 0; k < nlost; k++)
+                    if (lostq[k] == i) {
+                        memmove(lostq + k, lostq + k + 1, sizeof *lostq * (size_t)(nlost - k - 1));
+                        nlost--;
+                        break;
+                    }
+            }
+            if (!mi->in) {
+                mi->in = 1;
+                mi->renewing = 0;
+                mi->doubt = 0;
+                mi->confirmed = sent;
+                mi->tried = -1;
+                mi->next_renew = sent + period;
+            } else if (sent > mi->confirmed) {
+                mi->confirmed = sent;
+                mi->tried = -1;
+                mi->doubt = 0;
+                if (!mi->renewing)
+                    mi->next_renew = sent + period;
+            }
+            mi->watchdog = wd;
+            break;
+        }
+        case 2: /* released or forgotten */
+            hl_holds_remove(&t, &h[i]);
+            if (mi->queued) {
+                mi->queued = 0;
+                for (int k = 0; k < nlost; k++)
+                    if (lostq[k] == i) {
+                        memmove(lostq + k, lostq + k + 1, sizeof *lostq * (size_t)(nlost - k - 1));
+                        nlost--;
+                        break;
+                    }
+            }
+            mi->in = 0;
+            mi->renewing = 0;
+            break;
+        case 3:
+        case 4:
+        case 5: { /* the outcome of a renewal in flight (this one or the next such) */
+            int k = i;
+            for (int n = 0; n < 64 && !(m[k].in && m[k].renewing); n++)
+                k = (k + 1) % nholds;
+            if (!(m[k].in && m[k].renewing))
+                break;
+            model *mk = &m[k];
+            int r = (int)rndn(10);
+            hl_renew_outcome o = r < 6 ? HL_RENEW_RENEWED : r < 7 ? HL_RENEW_LOST
+                               : r < 9 ? HL_RENEW_TROUBLE : HL_RENEW_REDIRECT;
+            int acked = rndn(8) != 0;
+            hl_renew_outcome got = hl_holds_outcome(&t, &h[k], o, acked, mk->renew_sent);
+            hl_renew_outcome want = o == HL_RENEW_RENEWED && !acked ? HL_RENEW_TROUBLE : o;
+            EXPECT(got == want, "outcome %d applied as %d", (int)want, (int)got);
+            mk->renewing = 0;
+            if (want == HL_RENEW_LOST) {
+                mk->in = 0;
+                mk->queued = 1;
+                lostq[nlost++] = k;
+            } else if (want == HL_RENEW_RENEWED && mk->renew_sent > mk->confirmed) {
+                mk->confirmed = mk->renew_sent;
+                mk->tried = -1;
+                mk->doubt = 0;
+            }
+            break;
+        }
+        default: { /* time passes; the driver takes what is due */
+            int64_t horizon = rndn(4) == 0 ? rndn(period) : 0;
+            now += rndn(4) == 0 ? rndn(LEASE) : rndn(40);
+            /* renewals: exactly the due ones, each once */
+            int want = 0, got = 0;
+            for (int k = 0; k < nholds; k++) {
+                int64_t at = model_renew_at(&m[k]);
+                want += at >= 0 && at <= now + horizon;
+            }
+            hl_hold *r;
+            while ((r = hl_holds_renew_next(&t, now, horizon))) {
+                model *mr = r->ref;
+                int k = (int)(mr - m);
+                int64_t at = model_renew_at(mr);
+                EXPECT(at >= 0 && at <= now + horizon, "hold %d renewed, model due at %" PRId64,
+                       k, at);
+                got++;
+                mr->renewing = 1;
+                mr->renew_sent = now;
+                if (mr->tried < 0)
+                    mr->tried = now;
+                mr->next_renew = now + period;
+            }
+            EXPECT(got == want, "%d renewals handed out, %d due", got, want);
+            /* doubts: exactly the ones at or before now */
+            want = got = 0;
+            for (int k = 0; k < nholds; k++) {
+                int64_t at = model_doubt_at(&m[k]);
+                want += at >= 0 && at <= now;
+            }
+            while ((r = hl_holds_doubt_next(&t, now))) {
+                model *mr = r->ref;
+                int k = (int)(mr - m);
+                int64_t at = model_doubt_at(mr);
+                EXPECT(at >= 0 && at <= now, "hold %d in doubt, model at %" PRId64, k, at);
+                got++;
+                mr->doubt = 1;
+            }
+            EXPECT(got == want, "%d reported in doubt, %d due", got, want);
+            /* losses: in order, once */
+            for (int k = 0; k < nlost; k++) {
+                r = hl_holds_lost_next(&t);
+                EXPECT(r == &h[lostq[k]], "lost %d out of order", lostq[k]);
+                m[lostq[k]].queued = 0;
+            }
+            nlost = 0;
+            EXPECT(hl_holds_lost_next(&t) == NULL, "a loss twice");
+            break;
+        }
+        }
+        /* after every step: the next deadline is the earliest of the model */
+        int64_t next = -1;
+        size_t count = 0;
+        for (int k = 0; k < nholds; k++) {
+            next = min_at(next, min_at(model_renew_at(&m[k]), model_doubt_at(&m[k])));
+            count += (size_t)m[k].in;
+        }
+        EXPECT(hl_holds_next(&t) == next, "next %" PRId64 ", model %" PRId64, hl_holds_next(&t),
+               next);
+        EXPECT(t.count == count, "count %zu, model %zu", t.count, count);
+    }
+#undef EXPECT
+    for (int i = 0; i < nholds; i++)
+        hl_holds_remove(&t, &h[i]);
+    CU_ASSERT_EQUAL(t.count, 0);
+    CU_ASSERT_EQUAL(hl_holds_next(&t), -1);
+    hl_holds_free(&t);
+    free(h);
+    free(m);
+    free(lostq);
+    return fail;
+}
+
+/* A seed's table: seeds below 1000 a small one (dense events per hold),
+ * others 3000 holds. */
+static int seed_run(uint64_t seed, int steps)
+{
+    if (seed < 1000)
+        return run_seed(seed, 1 + (int)(seed % 20), steps > 0 ? steps : 2000);
+    return run_seed(seed, 3000, steps > 0 ? steps : 20000);
+}
+
+static void t_random_against_model(void)
+{
+    const char *s = getenv("HILOCK_SESSION_SEED");
+    const char *st = getenv("HILOCK_SESSION_STEPS");
+    int steps = st ? atoi(st) : 0;
+    if (s) {
+        CU_ASSERT_EQUAL(seed_run(strtoull(s, NULL, 10), steps), 0);
+        return;
+    }
+    int failed = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++)
+        failed += seed_run(seed, steps);
+    failed += seed_run(0x5e55, steps);
+    CU_ASSERT_EQUAL(failed, 0);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("session holds", NULL, NULL);
+    CU_add_test(s, "grant, renewal, doubt, loss", t_grant_renew_doubt);
+    CU_add_test(s, "a late renewal is awaited, an unanswered one is not", t_late_renewal_grace);
+    CU_add_test(s, "fixed lease, re-entry, batch horizon", t_fixed_reentry_horizon);
+    CU_add_test(s, "random schedules against a reference model", t_random_against_model);
+    return th_cu_run();
+}
