@@ -1288,6 +1288,12 @@ static int hold_index(hilock_async *a, as_hold *h)
     return 0;
 }
 
+/* lk's timer: its hold table's next deadline. */
+static void holds_sync(as_link *lk)
+{
+    tmr_set(lk->a, &lk->tmr, hl_holds_next(&lk->holds));
+}
+
 static void hold_remove(hilock_async *a, as_hold *h)
 {
     for (as_hold **pp = &a->hbuckets[hold_hash(h->lock, h->tid) & (a->hcap - 1)]; *pp;
@@ -1303,7 +1309,8 @@ static void hold_remove(hilock_async *a, as_hold *h)
         a->holds = h->next;
     if (h->next)
         h->next->prev = h->prev;
-    heap_leave(a, &h->tmr);
+    hl_holds_remove(&h->link->holds, &h->s);
+    holds_sync(h->link);
     if (h->renewing)
         h->renewing->hold = NULL;
     free(h);
@@ -1313,31 +1320,27 @@ static int hold_granted(as_op *op, int64_t sent_at)
 {
     hilock_async *a = op->a;
     as_hold *h = hl_as_hold_find(a, op->lock, op->tid);
-    if (!h) {
+    int made = !h;
+    if (made) {
         if (!(h = calloc(1, sizeof *h)))
             return HILOCK_ENOMEM;
-        if (heap_join(a) != 0) {
-            free(h);
-            return HILOCK_ENOMEM;
-        }
+        hl_hold_init(&h->s, h, 0);
         h->lock = op->lock;
         h->tid = op->tid;
         h->link = op->link;
-        h->tmr.kind = AS_TMR_HOLD;
         memcpy(h->owner, op->owner, sizeof h->owner);
         if (hold_index(a, h) != 0) {
-            heap_leave(a, &h->tmr);
             free(h);
             return HILOCK_ENOMEM;
         }
     }
-    h->lease_ms = op->lease_ms;
-    h->watchdog = op->watchdog;
-    h->lost = 0;
-    h->doubt = h->doubted = 0;
-    h->confirmed_at = sent_at;
-    h->next_renew = sent_at + hl_renew_period(op->link->client->t.opts.watchdog_lease_ms);
-    hl_as_hold_sync(h);
+    /* the engine's session decides its renewals and its doubt */
+    if (hl_holds_grant(&h->link->holds, &h->s, op->watchdog, op->lease_ms, sent_at) != 0) {
+        if (made)
+            hold_remove(a, h);
+        return HILOCK_ENOMEM;
+    }
+    holds_sync(h->link);
     return 0;
 }
 
@@ -1366,57 +1369,59 @@ static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t si
     hl_as_ml_member_lost(a, l, tid, silent_ms);
 }
 
-/* When h is reported in doubt (the engine's hl_renew_doubt_at: a renewal
- * that went out late, the loop having been held up, is answered first). */
-static int64_t doubt_at(const as_hold *h)
+/* h's renewal, handed out by the session (in flight from now): the
+ * operation that sends it. */
+static void renew_send(hilock_async *a, as_hold *h, int64_t now)
 {
-    const hilock_options *o = &h->link->client->t.opts;
-    return hl_renew_doubt_at(h->confirmed_at, o->watchdog_lease_ms,
-                             h->renewing ? h->renew_sent_at : -1, o->command_timeout_ms);
-}
-
-/* Watchdog holds with no renewal confirmed in time (the engine's rule):
- * reported lost "in doubt" once per silence, still renewed (as the blocking
- * watchdog.c). Called after renew_due, so that a renewal due when the loop
- * was held up goes out before its hold can be reported. */
-static void check_doubt(hilock_async *a, as_hold *h, int64_t now)
-{
-    if (!h->watchdog || h->lost || h->doubt || now < doubt_at(h))
-        return;
-    h->doubt = h->doubted = 1;
-    queue_lost(a, h->lock, h->tid, now - h->confirmed_at);
-}
-
-static void renew_due(hilock_async *a, as_hold *h, int64_t now)
-{
-    if (!h->watchdog || h->lost || h->renewing || h->next_renew > now)
-        return;
     hilock_client *c = h->link->client;
-    h->next_renew = now + hl_renew_period(c->t.opts.watchdog_lease_ms);
     as_op *op = hl_as_op_new(a, OP_RENEW, h->lock, h->tid, NULL, NULL);
-    if (!op)
-        return; /* tried again at the next period */
+    if (!op) { /* tried again at the next period */
+        hl_holds_outcome(&h->link->holds, &h->s, HL_RENEW_TROUBLE, 1, now);
+        return;
+    }
     op->link = h->link;
     op->hold = h;
     h->renewing = op;
-    h->renew_sent_at = now;
     hl_cmd_renew_kind(&op->cmd, h->lock->kind, &h->lock->names, h->owner,
                       c->t.opts.watchdog_lease_ms);
     op_queue(op);
 }
 
-/* h's timer: its next renewal (none while one is out) or the time it is
- * reported in doubt, whichever comes first; watchdog holds not lost. */
-void hl_as_hold_sync(as_hold *h)
+/* lk's hold deadline is due: the renewals due go out first, so that a
+ * renewal that fell due when the loop was held up is sent (and its answer
+ * awaited) before its hold can be reported; then the holds with no renewal
+ * confirmed in time (the engine's rule) are reported lost "in doubt", once
+ * per silence, and still renewed (as the blocking watchdog.c). */
+static void holds_due(hilock_async *a, as_link *lk, int64_t now)
 {
-    int64_t at = -1;
-    if (h->watchdog && !h->lost) {
-        if (!h->renewing)
-            at = h->next_renew;
-        if (!h->doubt)
-            at = min_at(at, doubt_at(h));
+    hl_hold *s;
+    while ((s = hl_holds_renew_next(&lk->holds, now, 0)))
+        renew_send(a, s->ref, now);
+    while ((s = hl_holds_doubt_next(&lk->holds, now))) {
+        as_hold *h = s->ref;
+        queue_lost(a, h->lock, h->tid, now - s->confirmed_at);
     }
-    tmr_set(h->link->a, &h->tmr, at);
+    holds_sync(lk);
+}
+
+/* The end of h's renewal op (answered, failed or dropped): the session
+ * learns the outcome; a loss is reported. */
+static void renew_outcome(as_op *op, hl_renew_outcome o)
+{
+    as_hold *h = op->hold;
+    if (!h || h->renewing != op)
+        return;
+    h->renewing = NULL;
+    op->hold = NULL;
+    as_link *lk = h->link;
+    /* a renewal no replica acknowledged: retried (hl_renew_unacked) */
+    hl_holds_outcome(&lk->holds, &h->s, o, !op->unacked, op->sent_at);
+    hl_hold *s;
+    while ((s = hl_holds_lost_next(&lk->holds))) {
+        as_hold *g = s->ref;
+        queue_lost(op->a, g->lock, g->tid, -1);
+    }
+    holds_sync(lk);
 }
 
 /* op's timer: its wake-up (when waiting) or the end of the router's pause. */
@@ -1482,10 +1487,7 @@ static void run_timers(hilock_async *a, int64_t now)
             hl_as_op_sync(op);
         } else {
             tmr_clear(a, t);
-            as_hold *h = TMR_OWNER(t, as_hold);
-            renew_due(a, h, now);
-            check_doubt(a, h, now);
-            hl_as_hold_sync(h);
+            holds_due(a, TMR_OWNER(t, as_link), now);
         }
     }
 }
@@ -1546,39 +1548,20 @@ static void feed_reply(as_op *op, redisReply *r)
         op->kind->on_reply(op->self, r, now);
         break;
     case OP_RENEW: {
-        as_hold *h = op->hold;
-        /* a renewal no replica acknowledged: retried (hl_renew_unacked) */
-        switch (hl_renew_unacked(hl_renew_classify(r), !op->unacked)) {
-        case HL_RENEW_LOST:
-            if (h) {
-                h->lost = 1;
-                hl_as_hold_sync(h);
-                queue_lost(op->a, h->lock, h->tid, -1);
-            }
-            hl_as_op_finish(op, HILOCK_ELOST, 0);
-            break;
-        case HL_RENEW_EVAL:
-            if (!op->eval_tried) {
-                hl_cmd_to_eval(&op->cmd);
-                op->eval_tried = 1;
-                op->sent = &op->cmd;
-                op->resend = 1;
-                break;
-            }
-            hl_as_op_finish(op, HILOCK_EPROTO, 0);
-            break;
-        case HL_RENEW_RENEWED:
-            if (h) {
-                h->confirmed_at = op->sent_at;
-                h->doubt = 0; /* a later silence is reported again */
-                hl_as_hold_sync(h);
-            }
-            hl_as_op_finish(op, 0, 1);
-            break;
-        default: /* trouble or redirect: the next tick tries again */
-            hl_as_op_finish(op, HILOCK_EPROTO, 0);
+        hl_renew_outcome o = hl_renew_classify(r);
+        if (o == HL_RENEW_EVAL && !op->eval_tried) { /* send the body, same renewal */
+            hl_cmd_to_eval(&op->cmd);
+            op->eval_tried = 1;
+            op->sent = &op->cmd;
+            op->resend = 1;
             break;
         }
+        /* the session decides (a renewal no replica took confirms nothing) */
+        renew_outcome(op, o);
+        o = hl_renew_unacked(o, !op->unacked);
+        hl_as_op_finish(op, o == HL_RENEW_LOST ? HILOCK_ELOST : o == HL_RENEW_RENEWED ? 0
+                                                                 : HILOCK_EPROTO,
+                        o == HL_RENEW_RENEWED);
         break;
     }
     default: {
@@ -1827,10 +1810,7 @@ static void op_free(as_op *op)
         hl_release_free(&op->rel);
     if (op->ack_reply)
         freeReplyObject(op->ack_reply);
-    if (op->hold && op->hold->renewing == op) {
-        op->hold->renewing = NULL;
-        hl_as_hold_sync(op->hold); /* the next renewal is due */
-    }
+    renew_outcome(op, HL_RENEW_TROUBLE); /* a renewal with no answer: the next one is due */
     heap_leave(op->a, &op->tmr);
     if (op->kind)
         op->kind->free(op->self);
@@ -2148,15 +2128,9 @@ int hilock_async_is_lost(const hilock_async *a, const hilock_lock *l, uint64_t t
     const as_hold *h = hl_as_hold_find((hilock_async *)a, l, tid);
     if (!h)
         return 0;
-    if (h->lost || h->doubted)
-        return 1;
-    /* asked before the loop has run again (it was blocked): the timer that
-     * reports the hold in doubt may be overdue; the engine's rule says */
-    const hilock_options *o = &h->link->client->t.opts;
-    return h->watchdog &&
-           hl_renew_in_doubt(h->confirmed_at, o->watchdog_lease_ms,
-                             h->renewing ? h->renew_sent_at : -1, o->command_timeout_ms,
-                             now_ms());
+    /* asked before the loop has run again (it was blocked), the timer that
+     * reports the hold in doubt may be overdue: the engine's rule says */
+    return hl_holds_is_lost(&h->link->holds, &h->s, now_ms());
 }
 
 as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc)
@@ -2167,6 +2141,13 @@ as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc)
     as_link *lk = hl_as_link_new(a, c, rc);
     if (!lk)
         return NULL;
+    if (heap_join(a) != 0) { /* its holds' timer */
+        hl_as_link_free(lk);
+        *rc = HILOCK_ENOMEM;
+        return NULL;
+    }
+    hl_holds_init(&lk->holds, c->t.opts.watchdog_lease_ms, c->t.opts.command_timeout_ms);
+    lk->tmr.kind = AS_TMR_HOLD;
     lk->next = a->links;
     a->links = lk;
     return lk;
@@ -2348,7 +2329,7 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
                               __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
         snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq); /* cannot happen */
     as_hold *h = hl_as_hold_find(a, l, tid);
-    int64_t lease = h && !h->watchdog ? h->lease_ms : 0; /* 0: the watchdog lease */
+    int64_t lease = h && !h->s.watchdog ? h->s.lease_ms : 0; /* 0: the watchdog lease */
     if (hl_release_init(&op->rel, l->kind, &l->names, op->owner, lease,
                         c->t.opts.watchdog_lease_ms, op->rid, c->t.opts.command_timeout_ms, 0,
                         now_ms()) != 0) {

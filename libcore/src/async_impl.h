@@ -10,6 +10,7 @@
 #include <hiredis/async.h>
 
 #include "api.h"
+#include "proto_session.h"
 
 #define AS_NAME_MAX 4096
 
@@ -23,7 +24,8 @@ typedef struct as_settle as_settle;
 
 /* One entry of the handle's deadline heap (hilock_async.heap, a binary
  * min-heap on at): a written request's deadline, an operation's wake-up or
- * router pause, a watchdog hold's next renewal or "in doubt" time. Every
+ * router pause, a link's next hold deadline (its hold table's next renewal
+ * or "in doubt" time). Every
  * object has at most one; the next timer is the heap's top, and adding,
  * moving or removing one is O(log n). */
 enum { AS_TMR_REQ = 1, AS_TMR_OP, AS_TMR_HOLD };
@@ -146,28 +148,23 @@ struct as_link {
     int64_t watch_at;      /* (re)subscribe then when not watching; -1 */
     char switch_host[256]; /* a +switch-master to apply (switch_port > 0) */
     int switch_port;
+    /* the client's holds (the engine's session table) and its timer: the
+     * table's next deadline (a renewal due or a hold in doubt) */
+    hl_holds holds;
+    as_tmr tmr;
     char errmsg[HL_ERRMSG_MAX];
 };
 
 struct as_hold {
     as_hold *next, *prev;  /* a->holds, in no order */
     as_hold *hnext;        /* its bucket of a->hbuckets (lock, tid) */
-    as_tmr tmr;            /* renewal or doubt due (watchdog holds) */
+    hl_hold s;             /* in link->holds, the session's hold table: lease,
+                              confirmation, renewal due, in doubt, lost */
     hilock_lock *lock;
     uint64_t tid;
     as_link *link;
     char owner[HL_OWNER_MAX];
-    int64_t lease_ms;     /* the lease it was taken with */
-    int watchdog;
-    int lost;
-    int64_t next_renew;   /* monotonic ms; watchdog holds */
-    int doubt;            /* reported lost "in doubt" (no renewal confirmed
-                             for hl_renew_doubt_after); still renewed */
-    int doubted;          /* it was: hilock_async_is_lost says 1 */
-    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
-                             server confirmed was sent */
     as_op *renewing;      /* renewal in flight */
-    int64_t renew_sent_at; /* monotonic ms: when renewing was queued */
 };
 
 enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN,
@@ -321,9 +318,6 @@ HL_HIDDEN as_link *hl_as_link_get(hilock_async *a, hilock_client *c, int *rc);
 /* How long an acquire latch answers a request sent again (as lock.c). */
 HL_HIDDEN int64_t hl_as_latch_ttl(const hilock_client *c);
 HL_HIDDEN as_hold *hl_as_hold_find(hilock_async *a, const hilock_lock *l, uint64_t tid);
-/* h's renewal or doubt time changed (lost, renewing, confirmed): its timer
- * follows. */
-HL_HIDDEN void hl_as_hold_sync(as_hold *h);
 /* op's wake_at, waiting or route_at changed: its timer follows. */
 HL_HIDDEN void hl_as_op_sync(as_op *op);
 /* A lost report (lock l, or multi-lock m) queued for delivery; NULL: no memory. */

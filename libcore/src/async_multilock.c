@@ -201,7 +201,7 @@ static int ml_child(as_op *op, size_t i, int type)
     } else {
         snprintf(ch->rid, sizeof ch->rid, "%s:%" PRIu64, c->t.id, seq);
         as_hold *h = hl_as_hold_find(a, l, op->tid);
-        int64_t lease = h && !h->watchdog ? h->lease_ms : 0;
+        int64_t lease = h && !h->s.watchdog ? h->s.lease_ms : 0;
         if (hl_release_init(&ch->rel, l->kind, &l->names, ch->owner, lease,
                             c->t.opts.watchdog_lease_ms, ch->rid, c->t.opts.command_timeout_ms,
                             0, now) != 0)

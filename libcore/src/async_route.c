@@ -121,6 +121,7 @@ void hl_as_link_free(as_link *lk)
 {
     if (!lk)
         return;
+    hl_holds_free(&lk->holds);
     nodes_free(lk->nodes);
     nodes_free(lk->sentinels);
     free(lk->slots);
