@@ -200,6 +200,13 @@ HL_HIDDEN int hl_lock_release_next(struct hilock_lock *l, hl_rel *r);
 HL_HIDDEN void hl_lock_release_feed(struct hilock_lock *l, hl_rel *r, int rc,
                                     redisReply *reply, const char *err);
 HL_HIDDEN int hl_lock_release_end(struct hilock_lock *l, hl_rel *r);
+/* A release by tid that got no answer (renewal stopped): its hold has ended
+ * by until (monotonic ms) at the latest. The thread's next acquire takes it
+ * (hl_lock_unsettled_take: 1 while until is ahead) and sends the release
+ * again first instead of re-entering a hold that may still be there. Both
+ * drivers: the blocking one (lock.c) and hilock_async (async.c). */
+HL_HIDDEN void hl_lock_unsettled_put(struct hilock_lock *l, uint64_t tid, int64_t until);
+HL_HIDDEN int hl_lock_unsettled_take(struct hilock_lock *l, uint64_t tid);
 
 /* For multi-locks: one attempt (no waiting), with a time limit on the
  * round trip (connect + command), timeout_ms <= 0 = client defaults.

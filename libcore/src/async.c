@@ -1201,7 +1201,7 @@ static void conn_timed_out(as_conn *k, int64_t now)
             hl_acquire_on_unknown(&op->acq, HILOCK_ECONN, now);
         else /* sent, no answer: the server may still run it (a late copy) */
             feed_error(op, HILOCK_ECONN,
-                       (op->type == OP_ACQUIRE && (op->attempt || op->ack_phase == 1)) ||
+                       (op->type == OP_ACQUIRE && (op->attempt || op->ack_phase)) ||
                            op->type == OP_EXT || op->type == OP_RELEASE);
         op_queue(op);
     }
@@ -1497,7 +1497,7 @@ static void run_timers(hilock_async *a, int64_t now)
 static void feed_error(as_op *op, int code, int lost)
 {
     int64_t now = now_ms();
-    if (op->type == OP_ACQUIRE && op->ack_phase == 1) { /* giving an unacked grant back */
+    if (op->type == OP_ACQUIRE && op->ack_phase) { /* a release before or after the grant */
         if (lost) /* later releases use another unlock latch key */
             __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
         hl_release_on_error(&op->rel, code, now);
@@ -1533,7 +1533,7 @@ static void feed_error(as_op *op, int code, int lost)
 static void feed_reply(as_op *op, redisReply *r)
 {
     int64_t now = now_ms();
-    if (op->type == OP_ACQUIRE && op->ack_phase == 1) {
+    if (op->type == OP_ACQUIRE && op->ack_phase) {
         hl_release_on_reply(&op->rel, r, now);
         return;
     }
@@ -1650,9 +1650,11 @@ static void step_acquire(as_op *op)
     }
 }
 
-/* Start giving back a grant no replica acknowledged (op's release
- * machine, on the lease the attempt was sent with). 0 or HILOCK_ENOMEM. */
-static int ack_release_start(as_op *op)
+/* op's release machine, on the lease the attempt is sent with, for phase
+ * (1: giving back a grant no replica acknowledged; 2: sending again a
+ * release of the caller's that got no answer, before the acquire). 0 or
+ * HILOCK_ENOMEM. */
+static int op_release_setup(as_op *op, int phase)
 {
     hilock_client *c = op->lock->client;
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
@@ -1663,8 +1665,16 @@ static int ack_release_start(as_op *op)
                         op->watchdog ? 0 : op->lease_ms, c->t.opts.watchdog_lease_ms, op->rid,
                         c->t.opts.command_timeout_ms, 0, now_ms()) != 0)
         return HILOCK_ENOMEM;
+    op->ack_phase = phase;
+    return 0;
+}
+
+/* Start giving back a grant no replica acknowledged. 0 or HILOCK_ENOMEM. */
+static int ack_release_start(as_op *op)
+{
+    if (op_release_setup(op, 1) != 0)
+        return HILOCK_ENOMEM;
     op->unacked = 0;
-    op->ack_phase = 1;
     op_queue(op);
     return 0;
 }
@@ -1714,13 +1724,64 @@ static void step_ack_release(as_op *op)
     op->wake_at = now + pause;
 }
 
+/* The longest a hold of l can live unrenewed: its lease h (when known),
+ * at least the watchdog's. */
+static int64_t unrenewed_lease(const hilock_lock *l, const as_hold *h)
+{
+    int64_t lease = l->client->t.opts.watchdog_lease_ms;
+    if (h && h->lease_ms > lease)
+        lease = h->lease_ms;
+    return lease;
+}
+
+/* A release that got no answer to any try (hl_release.unconfirmed): its
+ * hold is renewed no more and ends at its lease at the latest; the thread's
+ * next acquire sends the release again first (hl_lock_unsettled_take). */
+static void release_unconfirmed(as_op *op, int64_t lease)
+{
+    hl_lock_unsettled_put(op->lock, op->tid, now_ms() + lease);
+    char why[128];
+    snprintf(why, sizeof why, "%.120s", op->err[0] ? op->err : hilock_strerror(op->rel.result));
+    snprintf(op->err, sizeof op->err,
+             "release of '%.60s' not confirmed (%.100s); renewal stopped: it ends at its "
+             "lease (%lld ms) at the latest",
+             op->lock->names.name, why, (long long)lease);
+}
+
+/* Before an acquire: the caller's last release of the lock got no answer
+ * and its hold may still be there; send the release again first, so the
+ * acquire never re-enters it. Not owner: it ran, or the hold expired. Any
+ * other failure is the acquire's error, nothing acquired. */
+static void step_pre_release(as_op *op)
+{
+    if (release_send(op, now_ms()))
+        return;
+    int rc = op->rel.result;
+    int unconfirmed = op->rel.unconfirmed && rc != 0;
+    op->ack_phase = 0;
+    if (rc != 0 && rc != HILOCK_ENOTOWNER) {
+        if (unconfirmed)
+            release_unconfirmed(op, unrenewed_lease(op->lock, NULL));
+        hl_release_free(&op->rel);
+        hl_as_op_finish(op, rc, 0);
+        return;
+    }
+    hl_release_free(&op->rel);
+    op->err[0] = 0;
+    step_acquire(op);
+}
+
 static void step_release(as_op *op)
 {
     if (release_send(op, now_ms()))
         return;
     int rc = op->rel.result;
     as_hold *h = hl_as_hold_find(op->a, op->lock, op->tid);
-    if (h && !op->rel.still_held)
+    if (rc != 0 && op->rel.unconfirmed)
+        release_unconfirmed(op, unrenewed_lease(op->lock, h));
+    /* not renewed (hl_release.renew): over, or a release no try got an
+     * answer to, which must not keep the lock for the client's life */
+    if (h && (!op->rel.still_held || !op->rel.renew))
         hold_remove(op->a, h);
     if (rc == HILOCK_ENOTOWNER)
         snprintf(op->err, sizeof op->err, "lock '%s' is not held by %s", op->lock->names.name,
@@ -1757,6 +1818,8 @@ static void step_op(as_op *op)
     case OP_ACQUIRE:
         if (op->ack_phase == 1)
             step_ack_release(op);
+        else if (op->ack_phase == 2)
+            step_pre_release(op);
         else
             step_acquire(op);
         break;
@@ -1806,7 +1869,7 @@ static void op_free(as_op *op)
         hl_as_ml_free(op->ml);
     if (op->type == OP_ACQUIRE && op->inited)
         hl_acquire_free(&op->acq);
-    if ((op->type == OP_RELEASE && op->inited) || (op->type == OP_ACQUIRE && op->ack_phase == 1))
+    if ((op->type == OP_RELEASE && op->inited) || (op->type == OP_ACQUIRE && op->ack_phase))
         hl_release_free(&op->rel);
     if (op->ack_reply)
         freeReplyObject(op->ack_reply);
@@ -2229,7 +2292,8 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
     op->lease_ms = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     op->wait_ms = wait_ms;
     op->deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
-    if (acquire_setup(op, wait_ms) != 0) {
+    if (acquire_setup(op, wait_ms) != 0 ||
+        (hl_lock_unsettled_take(l, tid) && op_release_setup(op, 2) != 0)) {
         op_unlink(a, op);
         op_free(op);
         return HILOCK_ENOMEM;

@@ -513,7 +513,24 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
 
 /* An earlier release by tid that got no answer, whose hold may not have
  * ended yet: 1 (and the slot freed), else 0. */
-static int unsettled_take(hilock_lock *l, uint64_t tid)
+void hl_lock_unsettled_put(hilock_lock *l, uint64_t tid, int64_t until)
+{
+    pthread_mutex_lock(&l->mu);
+    int slot = 0;
+    for (int i = 0; i < 4; i++) {
+        if (l->unsettled[i].until == 0 || l->unsettled[i].tid == tid) {
+            slot = i;
+            break;
+        }
+        if (l->unsettled[i].until < l->unsettled[slot].until)
+            slot = i; /* all taken: the one that ends first */
+    }
+    l->unsettled[slot].tid = tid;
+    l->unsettled[slot].until = until;
+    pthread_mutex_unlock(&l->mu);
+}
+
+int hl_lock_unsettled_take(hilock_lock *l, uint64_t tid)
 {
     int found = 0;
     int64_t now = hl_now_mono_ms();
@@ -542,7 +559,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
                          "wait must be -1, 0 or a positive ms count and lease -1, 0 or "
                          "positive, both at most HILOCK_MAX_TIME_MS");
     hilock_client *c = l->client;
-    if (unsettled_take(l, tid)) {
+    if (hl_lock_unsettled_take(l, tid)) {
         /* Re-entering now would stack a new hold on one that may still be
          * there (and the watchdog would renew both): release it first. Not
          * owner = the first release ran after all (or the hold expired). */
@@ -810,18 +827,8 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
         int64_t lease = c->t.opts.watchdog_lease_ms;
         if (l->last_lease_ms > lease)
             lease = l->last_lease_ms;
-        int slot = 0;
-        for (int i = 0; i < 4; i++) {
-            if (l->unsettled[i].until == 0 || l->unsettled[i].tid == r->tid) {
-                slot = i;
-                break;
-            }
-            if (l->unsettled[i].until < l->unsettled[slot].until)
-                slot = i; /* all taken: the one that ends first */
-        }
-        l->unsettled[slot].tid = r->tid;
-        l->unsettled[slot].until = r->release_sent + lease;
         pthread_mutex_unlock(&l->mu);
+        hl_lock_unsettled_put(l, r->tid, r->release_sent + lease);
         char why[HL_ERRMSG_MAX];
         snprintf(why, sizeof why, "%s", r->err[0] ? r->err : hilock_strerror(rc));
         snprintf(r->err, sizeof r->err,

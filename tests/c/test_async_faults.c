@@ -396,6 +396,85 @@ static int init_srv(void)
     return 0;
 }
 
+/* A watchdog hold whose release gets no answer to any try (every request
+ * on the holder's link dropped, the connection kept open): the release
+ * fails saying renewal stopped, the watchdog renews the hold no more, so
+ * the key ends at its lease; the same thread's next acquire sends the
+ * release again first and holds once (no silent re-entry). Before: the
+ * watchdog kept renewing the hold once the link was back (the key lived on
+ * past 3 leases) and the next acquire re-entered it (hold count 2). */
+static void t_release_lost_ends_at_the_lease(void)
+{
+    enum { LEASE = 1500 };
+    const char *name = "arel-lost";
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = LEASE;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    char owner[128];
+    CU_ASSERT_FATAL(hilock_client_owner(c, 6, owner, sizeof owner) == 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    res r = {0};
+    int n = 0;
+    CU_ASSERT(hilock_async_acquire(a, l, 6, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+
+    th_proxy_silence(p, 1, 0); /* requests lost: the release never arrives */
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_async_release(a, l, 6, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    th_proxy_silence(p, 0, 0);
+    printf("\n  release with no answer: rc %d after %lld ms: %s\n", r.rc,
+           (long long)(th_now_ms() - t0), r.err);
+    CU_ASSERT_NOT_EQUAL(r.rc, 0);
+    CU_ASSERT(strstr(r.err, "not confirmed") != NULL && strstr(r.err, "renewal stopped") != NULL);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HEXISTS %s %s", name, owner), 1); /* never released */
+    /* the loop runs (the watchdog's renewals would reach the server now) */
+    int64_t gone = -1, end = t0 + 3 * LEASE;
+    while (th_now_ms() < end) {
+        run_for(a, 50);
+        if (th_redis_int(&srv, "EXISTS %s", name) == 0) {
+            gone = th_now_ms() - t0;
+            break;
+        }
+    }
+    printf("  the hold's key gone after %lld ms (lease %d ms; -1: still there after %d ms)\n",
+           (long long)gone, LEASE, 3 * LEASE);
+    CU_ASSERT(gone >= 0 && gone <= LEASE + 1000);
+
+    /* again, and the same thread acquires at once (the hold still there):
+     * the release is sent again first, then one hold */
+    CU_ASSERT(hilock_async_acquire(a, l, 6, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    th_proxy_silence(p, 1, 0);
+    CU_ASSERT(hilock_async_release(a, l, 6, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    th_proxy_silence(p, 0, 0);
+    CU_ASSERT_NOT_EQUAL(r.rc, 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET %s %s", name, owner), 1);
+    CU_ASSERT(hilock_async_acquire(a, l, 6, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    CU_ASSERT_EQUAL(r.rc, 0);
+    long long count = th_redis_int(&srv, "HGET %s %s", name, owner);
+    printf("  acquire right after a second unanswered release: rc %d, hold count %lld\n", r.rc,
+           count);
+    CU_ASSERT_EQUAL(count, 1);
+    CU_ASSERT(hilock_async_release(a, l, 6, on_done, &r) == 0);
+    CU_ASSERT(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    th_redis_int(&srv, "DEL %s", name);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+    th_proxy_stop(p);
+}
+
 static int clean_srv(void)
 {
     th_redis_stop(&srv);
@@ -420,5 +499,7 @@ int main(void)
                 t_late_release_copy_after_latch_ttl);
     CU_add_test(s, "a late copy of a release past every latch lifetime leaves a later hold alone",
                 t_late_release_copy_short_lease);
+    CU_add_test(s, "a release that gets no answer stops renewal; the next acquire releases first",
+                t_release_lost_ends_at_the_lease);
     return th_cu_run();
 }
