@@ -471,7 +471,9 @@ typedef enum hilock_trace_event {
     HILOCK_TRACE_LOST = 1,      /* a hold was found gone (lost_expired or lost_gone) */
     HILOCK_TRACE_IN_DOUBT = 2,  /* a hold was reported lost in doubt */
     HILOCK_TRACE_RECONNECT = 3, /* a pub/sub listener connected again after losing its link */
-    HILOCK_TRACE_SETTLE = 4     /* an attempt whose reply timed out was handed to the settler */
+    HILOCK_TRACE_SETTLE = 4,    /* an attempt whose reply timed out was handed to the settler */
+    HILOCK_TRACE_WARNING = 5    /* a setting that weakens a guarantee: a Redlock member whose
+                                   restart can lose its holds (hilock_redlock_new) */
 } hilock_trace_event;
 
 typedef struct hilock_trace_info {
@@ -493,7 +495,8 @@ typedef void (*hilock_trace_cb)(const hilock_trace_info *info, void *userdata);
  *                   callbacks), just before the lock's lost callback,
  *                   once the loss and its hold's end are counted;
  *   RECONNECT       the pub/sub listener thread of the server concerned;
- *   SETTLE          the thread whose acquire attempt timed out.
+ *   SETTLE          the thread whose acquire attempt timed out;
+ *   WARNING         the thread calling hilock_redlock_new.
  * No hilock lock is held during the call, but the callback must return
  * quickly and must not call a blocking hilock function (acquire, release,
  * hilock_client_close, ...): on the watchdog thread that would hold up the
@@ -863,9 +866,22 @@ typedef void (*hilock_multilock_lost_cb)(hilock_multilock *m, uint64_t thread_id
  * must outlive the multi-lock; they are not freed with it. */
 HILOCK_API int hilock_multilock_new(hilock_multilock **out, hilock_lock *const *locks,
                                     size_t n);
-/* Redlock: a majority (n/2+1) of n locks, each on an independent server. */
+/* Redlock: a majority (n/2+1) of n locks, each on an independent server.
+ * Each member server is asked for its AOF settings (CONFIG GET append*, in
+ * parallel, within a second): one that can restart
+ * without the holds it granted (appendonly no, appendfsync everysec or no,
+ * or settings it would not tell) lets another client win a majority while
+ * a hold lasts, unless it stays down for longer than the longest lease after
+ * a crash (a delayed restart). For each such member a HILOCK_TRACE_WARNING
+ * goes to its client's trace callback and hilock_multilock_warning keeps
+ * the messages; the Redlock is made all the same. delayed_restart=1 in a
+ * member's URL (docs/urls.md) says its restarts are delayed: no check.
+ * docs/safety.md, "Redlock". */
 HILOCK_API int hilock_redlock_new(hilock_multilock **out, hilock_lock *const *locks,
                                   size_t n);
+/* The warnings hilock_redlock_new found about m's members, one line each,
+ * or NULL when none (also for a multi-lock). Valid until m is freed. */
+HILOCK_API const char *hilock_multilock_warning(const hilock_multilock *m);
 /* Free the multi-lock (not its members). NULL-safe; may be called from a
  * lost callback, also its own (see hilock_lost_cb). */
 HILOCK_API void hilock_multilock_free(hilock_multilock *m);

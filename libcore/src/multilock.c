@@ -35,8 +35,11 @@
 #include "api.h"
 
 #define ML_WATCHDOG_LEASE_DEFAULT 30000
+/* hilock_redlock_new's persistence check: connect + reply, per member, all
+ * members at once */
+#define ML_DURABLE_CHECK_MS 1000
 
-enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD, ML_OP_LEAVE };
+enum { ML_OP_ACQUIRE = 1, ML_OP_RELEASE, ML_OP_HELD, ML_OP_LEAVE, ML_OP_DURABLE };
 
 typedef struct ml_job {
     int op;
@@ -97,6 +100,8 @@ struct hilock_multilock {
     pthread_cond_t ccv;         /* with mu: a pending acquire was cancelled */
 
     char errmsg[HL_ERRMSG_MAX];
+    char *warning; /* Redlock: what hl_ml_durability found at construction,
+                      NULL when nothing; not changed after ml_new */
     int freeing; /* atomic: freed from a lost callback, free deferred */
     hl_deferred free_later;
 };
@@ -258,6 +263,18 @@ static int ml_job_begin(ml_job *j)
         hl_hold_owner(j->u.h.owner, l->kind, l->client->t.id, j->tid);
         hl_cmd_fair_cancel(&j->u.h.cmd, &l->names, j->u.h.owner, j->window_ms);
         return 1;
+    case ML_OP_DURABLE: /* a Redlock member's AOF settings (hl_ml_durability) */
+        if (l->client->t.ep.delayed_restart)
+            return 0;
+        j->rc = hl_client_check(l->client, j->err);
+        if (j->rc) {
+            char why[HL_ERRMSG_MAX];
+            j->value = hl_ml_durability(NULL, j->err, 0, why, sizeof why);
+            snprintf(j->err, sizeof j->err, "%s", why);
+            return 0;
+        }
+        hl_cmd_config_append(&j->u.h.cmd);
+        return 1;
     default:
         j->rc = HILOCK_EINVAL;
         return 0;
@@ -277,6 +294,7 @@ static int ml_job_next(ml_job *j, int round, hl_fan *f)
         return round == 0;
     case ML_OP_HELD:
     case ML_OP_LEAVE:
+    case ML_OP_DURABLE:
         f->cmd = &j->u.h.cmd;
         return round == 0;
     case ML_OP_RELEASE:
@@ -335,6 +353,15 @@ static void ml_job_feed(ml_job *j, hl_fan *f)
             j->rc = HILOCK_EPROTO;
             snprintf(j->err, sizeof j->err, "server error: %s", f->reply->str);
         }
+        if (f->reply)
+            freeReplyObject(f->reply);
+        j->active = 0;
+        break;
+    case ML_OP_DURABLE:
+        j->rc = f->rc;
+        j->value = hl_ml_durability(f->rc == 0 ? f->reply : NULL, f->err,
+                                    j->lock->client->t.ep.delayed_restart, j->err,
+                                    sizeof j->err);
         if (f->reply)
             freeReplyObject(f->reply);
         j->active = 0;
@@ -463,6 +490,83 @@ static void ml_member_lost(struct hilock_lock *l, uint64_t tid, void *payload)
 /* construction                                                         */
 /* ------------------------------------------------------------------ */
 
+/* Where a member's server is, for a message: host:port, the socket path,
+ * the Sentinel master's name or "a cluster". */
+static void ml_where(const hilock_client *c, char *buf, size_t len)
+{
+    const hl_endpoint *ep = &c->t.ep;
+    if (ep->master_name)
+        snprintf(buf, len, "Sentinel master %s", ep->master_name);
+    else if (ep->cluster)
+        snprintf(buf, len, "a cluster");
+    else if (ep->path)
+        snprintf(buf, len, "%s", ep->path);
+    else
+        snprintf(buf, len, "%s:%d", ep->host ? ep->host : "?", ep->port);
+}
+
+/* A Redlock's check of its members' durability at construction (issue 29,
+ * docs/safety.md): every member server not declared delayed_restart=1 is
+ * asked for its AOF settings, all at once; one whose restart can lose the
+ * holds it granted (hl_ml_durability) gets a HILOCK_TRACE_WARNING on its
+ * client's trace callback, and the messages are kept for
+ * hilock_multilock_warning. A member on the same server as an earlier one
+ * is asked once. Best effort: out of memory, nothing is checked. */
+static void ml_check_durability(hilock_multilock *m)
+{
+    ml_job *jobs = calloc(m->n, sizeof *jobs);
+    size_t *idx = calloc(m->n, sizeof *idx);
+    if (!jobs || !idx) {
+        free(jobs);
+        free(idx);
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        int dup = 0;
+        for (size_t q = 0; q < i && !dup; q++)
+            dup = ml_same_server(m->locks[q]->client, m->locks[i]->client);
+        if (dup)
+            continue;
+        jobs[k].op = ML_OP_DURABLE;
+        jobs[k].index = i;
+        jobs[k].lock = m->locks[i];
+        jobs[k].timeout_ms = ML_DURABLE_CHECK_MS;
+        idx[k++] = i;
+    }
+    ml_run_batch(jobs, k);
+    size_t cap = 0, used = 0;
+    for (size_t q = 0; q < k; q++) {
+        if (!jobs[q].value)
+            continue;
+        hilock_lock *l = jobs[q].lock;
+        char where[300], msg[HL_ERRMSG_MAX + 512];
+        ml_where(l->client, where, sizeof where);
+        snprintf(msg, sizeof msg,
+                 "redlock: member %zu ('%s' on %s): %s; another client can then win a "
+                 "majority while a hold lasts. Run the members with appendonly yes and "
+                 "appendfsync always, or keep a crashed member down for longer than the "
+                 "longest lease and say so with delayed_restart=1 in its URL (docs/safety.md)",
+                 idx[q], l->names.name, where, jobs[q].err);
+        hl_stats_event(&l->client->t.stats, HILOCK_TRACE_WARNING, msg);
+        size_t len = strlen(msg);
+        if (used + len + 2 > cap) {
+            size_t ncap = (used + len + 2) * 2;
+            char *w = realloc(m->warning, ncap);
+            if (!w)
+                continue;
+            m->warning = w;
+            cap = ncap;
+        }
+        if (used)
+            m->warning[used++] = '\n';
+        memcpy(m->warning + used, msg, len + 1);
+        used += len;
+    }
+    free(jobs);
+    free(idx);
+}
+
 static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, int redlock)
 {
     if (!out)
@@ -539,6 +643,8 @@ static int ml_new(hilock_multilock **out, hilock_lock *const *locks, size_t n, i
             return HILOCK_ENOMEM;
         }
     }
+    if (redlock)
+        ml_check_durability(m);
     *out = m;
     return 0;
 }
@@ -569,6 +675,7 @@ static void ml_free_now(void *arg)
     }
     pthread_cond_destroy(&m->ccv);
     pthread_mutex_destroy(&m->mu);
+    free(m->warning);
     free(m->locks);
     free(m);
 }
@@ -1262,6 +1369,11 @@ HILOCK_API void hilock_multilock_set_lost_callback(hilock_multilock *m,
     m->lost_cb = cb;
     m->lost_payload = payload;
     pthread_mutex_unlock(&m->mu);
+}
+
+HILOCK_API const char *hilock_multilock_warning(const hilock_multilock *m)
+{
+    return m ? m->warning : NULL;
 }
 
 HILOCK_API const char *hilock_multilock_errmsg(const hilock_multilock *m)

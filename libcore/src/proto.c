@@ -590,6 +590,15 @@ void hl_cmd_hexists(hl_cmd *cmd, const hl_names *n, const char *owner)
     cmd_str(cmd, owner);
 }
 
+void hl_cmd_config_append(hl_cmd *cmd)
+{
+    /* a pattern: CONFIG GET takes one parameter before Redis 7 */
+    cmd_start(cmd, -1);
+    cmd_str(cmd, "CONFIG");
+    cmd_str(cmd, "GET");
+    cmd_str(cmd, "append*");
+}
+
 void hl_cmd_hget(hl_cmd *cmd, const hl_names *n, const char *owner)
 {
     cmd_start(cmd, -1);

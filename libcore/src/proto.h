@@ -58,6 +58,8 @@ typedef struct hl_endpoint {
     char *tls_key_file;
     char *tls_server_name;
     int tls_insecure;
+    int delayed_restart;     /* delayed_restart=1: the server, once crashed, stays down
+                                longer than any lease (hl_ml_durability) */
     struct hl_tls *tls_ctx;  /* the transport's, built from the above (hl_tls_new);
                                 not freed by hl_endpoint_free */
 } hl_endpoint;
@@ -917,6 +919,22 @@ HL_HIDDEN int hl_ml_release_code(int redlock, size_t n, size_t ok, size_t notown
 HL_HIDDEN int64_t hl_ml_backoff(unsigned attempt, uint64_t r);
 HL_HIDDEN int64_t hl_ml_wait_ms(int redlock, const hl_ml_member *mb, size_t n,
                                 int validity_failed, int64_t backoff_ms, int64_t left_ms);
+/* Redlock member durability (docs/safety.md, "Redlock"). A member that
+ * comes back from a crash without the holds it granted lets another client
+ * win a majority while those holds last, unless it stays down longer than
+ * the longest lease first (a delayed restart). hl_cmd_config_append asks a
+ * member for its AOF settings (CONFIG GET append*, every Redis version);
+ * hl_ml_durability reads the answer: r the reply (NULL when none came, err
+ * then says why), delayed_restart the member URL's delayed_restart=1 (the
+ * operator's word that a crashed member stays down for longer than any
+ * lease). 0 when the member keeps every grant over a restart (appendonly
+ * yes and appendfsync always) or restarts delayed; 1 when it may not, with
+ * why (len bytes) saying what was seen: no AOF, an AOF not synced at every
+ * write, or settings that could not be read (refused by an ACL or a renamed
+ * CONFIG, no reply). */
+HL_HIDDEN void hl_cmd_config_append(hl_cmd *cmd);
+HL_HIDDEN int hl_ml_durability(const redisReply *r, const char *err, int delayed_restart,
+                               char *why, size_t len);
 
 /* ---- pub/sub and topology commands and answers (proto_route.c) ---- */
 /* SUBSCRIBE/UNSUBSCRIBE channel, or SSUBSCRIBE/SUNSUBSCRIBE when sharded

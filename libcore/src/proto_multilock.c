@@ -1,6 +1,9 @@
 /* Protocol layer: the rules of a multi-lock and of Redlock (what counts as
  * taken, how long a Redlock grant is valid, what a failed attempt gives
  * back). No I/O, no clock: the driver (multilock.c) passes the times in. */
+#include <stdio.h>
+#include <string.h>
+
 #include "proto.h"
 
 size_t hl_ml_quorum(int redlock, size_t n)
@@ -146,4 +149,57 @@ int64_t hl_ml_backoff(unsigned attempt, uint64_t r)
     if (cap > ML_BACKOFF_MAX_MS)
         cap = ML_BACKOFF_MAX_MS;
     return ML_BACKOFF_MIN_MS + (int64_t)(r % (uint64_t)cap);
+}
+
+/* The value of name in a CONFIG GET reply (name, value pairs: an array in
+ * RESP2, a map in RESP3), or NULL. */
+static const char *config_value(const redisReply *r, const char *name)
+{
+    if (r->type != REDIS_REPLY_ARRAY && r->type != REDIS_REPLY_MAP)
+        return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        if (!k || !v || (k->type != REDIS_REPLY_STRING && k->type != REDIS_REPLY_STATUS) ||
+            (v->type != REDIS_REPLY_STRING && v->type != REDIS_REPLY_STATUS))
+            continue;
+        if (k->len == strlen(name) && strncmp(k->str, name, k->len) == 0)
+            return v->str;
+    }
+    return NULL;
+}
+
+int hl_ml_durability(const redisReply *r, const char *err, int delayed_restart, char *why,
+                     size_t len)
+{
+    if (why && len)
+        why[0] = 0;
+    if (delayed_restart)
+        return 0;
+    if (!r) {
+        snprintf(why, len, "its persistence settings were not read (%s)",
+                 err && err[0] ? err : "no reply");
+        return 1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(why, len, "its persistence settings could not be read (CONFIG GET: %.200s)",
+                 r->str ? r->str : "error");
+        return 1;
+    }
+    const char *aof = config_value(r, "appendonly");
+    const char *fsync = config_value(r, "appendfsync");
+    if (!aof || !fsync) {
+        snprintf(why, len, "its persistence settings could not be read (CONFIG GET append* "
+                           "gave no appendonly/appendfsync)");
+        return 1;
+    }
+    if (strcmp(aof, "yes") != 0) {
+        snprintf(why, len, "appendonly %.20s: a restart loses the holds it granted", aof);
+        return 1;
+    }
+    if (strcmp(fsync, "always") != 0) {
+        snprintf(why, len,
+                 "appendfsync %.20s: a crash of its machine can lose the last grants", fsync);
+        return 1;
+    }
+    return 0;
 }

@@ -15,7 +15,8 @@
  *   socket_connect_timeout, socket_timeout (seconds, redis-py's names),
  *   sentinel_user, sentinel_password,
  *   tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, tls_server_name,
- *   tls_insecure (1/0/true/false); redis-py's ssl_ca_certs, ssl_ca_path,
+ *   tls_insecure (1/0/true/false), delayed_restart (1/0: hl_ml_durability);
+ *   redis-py's ssl_ca_certs, ssl_ca_path,
  *   ssl_certfile, ssl_keyfile and ssl_cert_reqs=none|required are accepted
  *   as the same things.
  */
@@ -220,6 +221,14 @@ static int query_param(hl_endpoint *ep, const char *k, size_t klen, const char *
             return HILOCK_EINVAL;
         }
         ep->tls_insecure = b;
+        return 0;
+    }
+    if (key_is(k, klen, "delayed_restart")) {
+        if (parse_bool(v, vlen, &b)) {
+            url_err(err, "bad delayed_restart in URL (1 or 0)");
+            return HILOCK_EINVAL;
+        }
+        ep->delayed_restart = b;
         return 0;
     }
     if (key_is(k, klen, "ssl_cert_reqs")) {

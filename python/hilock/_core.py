@@ -329,12 +329,13 @@ def _stats_from_tuple(t: Tuple[int, ...]) -> Dict[str, Any]:
 
 
 # hilock_trace_event
-_TRACE_LOST, _TRACE_IN_DOUBT, _TRACE_RECONNECT, _TRACE_SETTLE = 1, 2, 3, 4
+_TRACE_LOST, _TRACE_IN_DOUBT, _TRACE_RECONNECT, _TRACE_SETTLE, _TRACE_WARNING = 1, 2, 3, 4, 5
 
 
 class _TraceLogger(_QueueThread):
     """Logs the C library's trace events on ``logging.getLogger("hilock")``:
-    losses, in-doubt reports and reconnects at WARNING, settles at INFO.
+    losses, in-doubt reports, reconnects and warnings at WARNING, settles at
+    INFO.
     The C callback only queues a copy (hilock.i); this daemon thread,
     blocked in ``hl_trace_next`` with the GIL released, logs them. The
     messages come from the library and hold no password."""
@@ -1325,3 +1326,14 @@ class RedLock(MultiLock):
     @staticmethod
     def _new(ptrs: List[Any]) -> Any:
         return _capi.hilock_redlock_new(ptrs)
+
+    @property
+    def warning(self) -> Optional[str]:
+        """What the C library found at construction about members whose
+        restart can lose the holds they granted (no AOF, an AOF not synced
+        at every write, settings it could not read), one line per member;
+        None when nothing. The same lines go to the logger ``hilock`` at
+        WARNING. A member whose URL says ``delayed_restart=1`` is not
+        checked (docs/safety.md, "Redlock")."""
+        w = _capi.hilock_multilock_warning(self._ptr)
+        return str(w) if w else None

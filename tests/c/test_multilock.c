@@ -602,6 +602,107 @@ static void t_redlock_counter(void)
     free_locks(l, NS);
 }
 
+/* ------------------------------------------------------------ durability */
+
+typedef struct warn_seen {
+    pthread_mutex_t mu;
+    int n;
+    char last[1024];
+} warn_seen;
+
+static void on_trace_warn(const hilock_trace_info *info, void *userdata)
+{
+    warn_seen *w = userdata;
+    if (info->event != HILOCK_TRACE_WARNING)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->n++;
+    snprintf(w->last, sizeof w->last, "%s", info->message ? info->message : "");
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int config_set(int i, const char *name, const char *value)
+{
+    char ok[16] = "";
+    return th_redis_str(&srv[i], ok, sizeof ok, "CONFIG SET %s %s", name, value) == 0 &&
+           strcmp(ok, "OK") == 0;
+}
+
+static void t_redlock_durability_warning(void)
+{
+    /* issue 29 item 3: a Redlock member whose restart can lose the holds
+     * it granted is named at construction, on its client's trace callback
+     * and in hilock_multilock_warning: server 3 runs appendfsync everysec,
+     * server 4 no AOF at all (as every server of this suite does), the
+     * others appendfsync always. Then server 4 through a URL that says
+     * delayed_restart=1: no word about it. */
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT(config_set(i, "appendfsync", i == 3 ? "everysec" : "always"));
+        CU_ASSERT(config_set(i, "appendonly", "yes"));
+    }
+    warn_seen w[NS];
+    for (int i = 0; i < NS; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        pthread_mutex_init(&w[i].mu, NULL);
+        hilock_client_set_trace(A[i], on_trace_warn, &w[i]);
+    }
+    hilock_lock *l[NS] = {0};
+    CU_ASSERT_EQUAL_FATAL(make_locks(l, A, "rl:durable", NS), 0);
+    hilock_multilock *m = redlock5(l);
+    const char *txt = hilock_multilock_warning(m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(txt);
+    printf("[%s] ", txt);
+    CU_ASSERT_PTR_NULL(strstr(txt, "member 0"));
+    CU_ASSERT_PTR_NULL(strstr(txt, "member 1"));
+    CU_ASSERT_PTR_NULL(strstr(txt, "member 2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "member 3 ('rl:durable' on 127.0.0.1:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "appendfsync everysec"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "member 4 ('rl:durable' on 127.0.0.1:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "appendonly no"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(txt, "delayed_restart=1"));
+    for (int i = 0; i < NS; i++)
+        CU_ASSERT_EQUAL(w[i].n, i >= 3 ? 1 : 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(w[3].last, "member 3 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(w[4].last, "member 4 "));
+    /* the Redlock works as ever */
+    CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
+    hilock_multilock_free(m);
+
+    /* a multi-lock is not checked */
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, l, NS), 0);
+    CU_ASSERT_PTR_NULL(hilock_multilock_warning(m));
+    hilock_multilock_free(m);
+    CU_ASSERT_EQUAL(w[4].n, 1);
+
+    /* server 4 declared with delayed_restart=1, server 3 now always */
+    CU_ASSERT(config_set(3, "appendfsync", "always"));
+    char url[256];
+    snprintf(url, sizeof url, "%s?delayed_restart=1", srv[4].url);
+    hilock_client *d = NULL;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&d, url, NULL, err, sizeof err), 0);
+    hilock_client_set_trace(d, on_trace_warn, &w[4]);
+    hilock_lock *l4 = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l4, d, "rl:durable"), 0);
+    hilock_lock *mix[NS] = {l[0], l[1], l[2], l[3], l4};
+    CU_ASSERT_EQUAL_FATAL(hilock_redlock_new(&m, mix, NS), 0);
+    CU_ASSERT_PTR_NULL(hilock_multilock_warning(m));
+    CU_ASSERT_EQUAL(w[3].n, 1);
+    CU_ASSERT_EQUAL(w[4].n, 1);
+    hilock_multilock_free(m);
+    hilock_lock_free(l4);
+    hilock_client_close(d);
+
+    for (int i = 0; i < NS; i++) {
+        hilock_client_set_trace(A[i], NULL, NULL);
+        pthread_mutex_destroy(&w[i].mu);
+    }
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT(config_set(i, "appendonly", "no"));
+    free_locks(l, NS);
+}
+
 /* ------------------------------------------------------------ errors */
 
 static void t_errors(void)
@@ -844,6 +945,8 @@ int main(void)
     CU_add_test(s, "multi-lock: a held fair member wakes it by message, no line entry left",
                 t_multi_fair_member_messages);
     CU_add_test(s, "redlock: no threads of its own", t_redlock_no_threads);
+    CU_add_test(s, "redlock: members that can lose holds are named at construction",
+                t_redlock_durability_warning);
     CU_add_test(s, "multi-lock: three members, one pooled connection", t_multi_one_connection);
     CU_add_test(s, "multi-lock: mixed kinds, re-entry, not owner", t_multi_mixed_reentrant);
     CU_add_test(s, "redlock: 2 of 5 down acquires", t_redlock_two_down);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Iterator, List
 
@@ -163,4 +164,39 @@ def test_multilock_lost(servers: List[RedisServer], name: str) -> None:
         assert fired.wait(5)
     finally:
         for c in cs:
+            c.close()
+
+
+def test_redlock_names_members_that_lose_holds_on_restart(
+        servers: List[RedisServer], name: str, caplog: pytest.LogCaptureFixture) -> None:
+    """issue 29 item 3: these servers run without AOF, so a restart loses
+    the holds they granted; RedLock says so at construction (rl.warning and
+    the logger hilock), naming each member, unless the member URL says
+    delayed_restart=1."""
+    servers[1]("CONFIG", "SET", "appendonly", "yes")
+    servers[1]("CONFIG", "SET", "appendfsync", "always")
+    caplog.set_level(logging.WARNING, logger="hilock")
+    cs = [hilock.Client(s.url) for s in servers]
+    try:
+        rl = hilock.RedLock([c.lock(name) for c in cs])
+        w = rl.warning
+        assert w is not None
+        lines = w.splitlines()
+        assert len(lines) == 2
+        assert lines[0].startswith(f"redlock: member 0 ('{name}' on 127.0.0.1:{servers[0].port})")
+        assert lines[1].startswith(f"redlock: member 2 ('{name}' on 127.0.0.1:{servers[2].port})")
+        assert all("appendonly no" in x and "delayed_restart=1" in x for x in lines)
+        wait_for(lambda: sum("appendonly no" in r.getMessage() for r in caplog.records
+                             if r.name == "hilock") == 2, timeout=5)
+        assert rl.acquire(wait=1, lease=5)
+        rl.release()
+    finally:
+        for c in cs:
+            c.close()
+        servers[1]("CONFIG", "SET", "appendonly", "no")
+    ds = [hilock.Client(s.url + "?delayed_restart=1") for s in servers]
+    try:
+        assert hilock.RedLock([c.lock(name) for c in ds]).warning is None
+    finally:
+        for c in ds:
             c.close()
