@@ -1729,8 +1729,8 @@ static void step_ack_release(as_op *op)
 static int64_t unrenewed_lease(const hilock_lock *l, const as_hold *h)
 {
     int64_t lease = l->client->t.opts.watchdog_lease_ms;
-    if (h && h->lease_ms > lease)
-        lease = h->lease_ms;
+    if (h && h->s.lease_ms > lease)
+        lease = h->s.lease_ms;
     return lease;
 }
 
