@@ -1106,8 +1106,10 @@ static int rel_free(lua_State *L)
 }
 
 /* rel:next() -> "send", bytes, timeout_ms (0 = the driver's own)
- *             | "done", true, remaining, still_held
- *             | "done", nil, err, still_held */
+ *             | "done", true, remaining, still_held, renew, unconfirmed
+ *             | "done", nil, err, still_held, renew, unconfirmed
+ * renew: keep renewing the hold (hl_release.renew: not after a release no
+ * try got an answer to); unconfirmed: no try got an answer */
 static int rel_next(lua_State *L)
 {
     prel *m = check_rel(L, 1);
@@ -1125,7 +1127,9 @@ static int rel_next(lua_State *L)
         lhl_push_fail(L, m->m.result, m->m.result == HILOCK_EPROTO ? m->err : NULL);
     }
     lua_pushboolean(L, m->m.still_held);
-    return 4;
+    lua_pushboolean(L, m->m.renew);
+    lua_pushboolean(L, m->m.unconfirmed);
+    return 6;
 }
 
 static int rel_on_reply(lua_State *L)

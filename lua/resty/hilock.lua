@@ -378,6 +378,9 @@ function _M.new(opts)
         nleases = 0,
         st = new_stats(), -- counters (client:stats())
         since = {},       -- key -> when its hold was first granted (now_ms)
+        unsettled = {},   -- key -> now_ms by which a hold whose release got no
+                          -- answer has ended (see mark_unsettled)
+        nunsettled = 0,
     }, Client)
     if o.replica_ack == nil then
         self.replica_ack = mode ~= "single" -- Redisson's default outside one server
@@ -1948,6 +1951,41 @@ local function run(c, slot, m)
     end
 end
 
+-- A release of key that got no answer to any try (the engine's
+-- hl_release.unconfirmed): its hold is renewed no more and has ended by
+-- ends (now_ms) at the latest; the owner's next acquire sends the release
+-- again first (take_unsettled), as the blocking driver does. Entries past
+-- their time are dropped once there are many.
+local function mark_unsettled(c, key, ends)
+    if not c.unsettled[key] then
+        c.nunsettled = c.nunsettled + 1
+        if c.nunsettled > 1024 then
+            local now, n = now_ms(), 0
+            for k, u in pairs(c.unsettled) do
+                if u <= now then
+                    c.unsettled[k] = nil
+                else
+                    n = n + 1
+                end
+            end
+            c.nunsettled = n + 1
+        end
+    end
+    c.unsettled[key] = ends
+end
+
+-- true when key has an unsettled release whose hold may not have ended
+-- yet (and forgets it)
+local function take_unsettled(c, key)
+    local u = c.unsettled[key]
+    if not u then
+        return false
+    end
+    c.unsettled[key] = nil
+    c.nunsettled = c.nunsettled - 1
+    return now_ms() < u
+end
+
 local function release(self, owner, ack)
     local c = self.client
     local key = wd_key(self, owner)
@@ -1961,9 +1999,9 @@ local function release(self, owner, ack)
                            c.command_timeout_ms)
     end
     local st = {}
-    local ok, left, still, failed
+    local ok, left, still, renew, unconfirmed, failed
     while true do
-        local act, a1, a2, a3 = m:next()
+        local act, a1, a2, a3, a4, a5 = m:next()
         if act == "send" then
             local r, err = exec(c, self.slot, a1, st)
             if r then
@@ -1974,7 +2012,7 @@ local function release(self, owner, ack)
                 failed = true
             end
         else
-            ok, left, still = a1, a2, a3
+            ok, left, still, renew, unconfirmed = a1, a2, a3, a4, a5
             break
         end
     end
@@ -1994,6 +2032,20 @@ local function release(self, owner, ack)
         if ok then
             hold_end(c, key, self.kind_name)
         end
+    elseif not renew then
+        -- the engine's rule (hl_release.renew): a release no try got an
+        -- answer to may or may not have run; renewing the hold would keep
+        -- the lock for the client's life when it did not. Unrenewed, it
+        -- ends at its lease at the latest.
+        c.wd[key] = nil
+    end
+    if not ok and unconfirmed then
+        local wd_lease = c.watchdog_lease_ms
+        local lease = (lease > wd_lease) and lease or wd_lease
+        mark_unsettled(c, key, now_ms() + lease)
+        return nil, str_format("release of '%s' not confirmed (%s); renewal stopped: it ends "
+                               .. "at its lease (%d ms) at the latest", self.name,
+                               tostring(left), lease)
     end
     if not ok then
         if c.since[key] and left and left:find("^not owner") then
@@ -2015,6 +2067,16 @@ local function acquire_run(self, wait, lease, waits)
         lease_ms = c.watchdog_lease_ms
     end
     local owner = owner_of(self)
+    if take_unsettled(c, wd_key(self, owner)) then
+        -- this owner's last release got no answer and its hold may still be
+        -- there: release it first rather than re-enter it. Not owner = it ran,
+        -- or the hold expired; any other failure is this acquire's, nothing
+        -- acquired (and the release stays unsettled)
+        local ok, err = release(self, owner, false)
+        if not ok and not (type(err) == "string" and err:find("^not owner")) then
+            return nil, err
+        end
+    end
     local deadline = wait_ms > 0 and now_ms() + wait_ms or nil
     local token, sent_at
     while true do

@@ -248,6 +248,56 @@ def test_resty_release_reply_lost_answers_once(nginx, server, proxy, name, kind)
     assert a("held %s %s" % (kind, name)) == "ok 0"
 
 
+def test_resty_release_lost_on_every_try_ends_at_the_lease(nginx, server, proxy, name):
+    """A watchdog hold whose release and every retry of it are reset as they
+    are sent (test_faults.py test_release_lost_on_every_try_ends_at_the_lease):
+    the release fails saying renewal stopped, the hold is renewed no more (so
+    another client gets it at the lease's end), and the owner's next acquire
+    sends the release again first: one hold. Before: the watchdog kept
+    renewing it (the other client, waiting 3 leases, never got it) and the
+    owner re-entered it."""
+    lease = 2.0
+    a = Actor(nginx, proxy.url(), watchdog_lease_ms=int(lease * 1000), command_timeout_ms=500)
+    other = opened(server.url)
+    try:
+        assert a("lock r %s:warm 0 5000" % name) == "ok 1"  # scripts loaded, pooled
+        assert a("unlock r %s:warm" % name) == "ok"
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        for _ in range(4):  # the release and every retry of it
+            proxy.reset_on_request(b"redisson_unlock_latch")
+        t0 = time.monotonic()
+        r = a("unlock r %s" % name)
+        assert "not confirmed" in r and "renewal stopped" in r, r
+        assert proxy.fired("reset-on-request") >= 2
+        proxy.clear()
+        assert server("EXISTS", name) == 1  # never released
+        ol = other.lock(name)
+        got = ol.acquire(wait=3 * lease, lease=30)
+        took = time.monotonic() - t0
+        report("openresty: release lost on every try: another client acquired after", took)
+        assert got, "the hold was renewed after its release failed"
+        assert took <= lease + 1.0
+        ol.release()
+        # again, and the owner acquires at once (the hold still there): the
+        # release is sent again first, then one hold
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        for _ in range(4):
+            proxy.reset_on_request(b"redisson_unlock_latch")
+        r = a("unlock r %s" % name)
+        assert not r.startswith("ok"), r
+        proxy.clear()
+        assert server("HVALS", name) == ["1"]
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        holds = server("HVALS", name)
+        print(f"[openresty] acquire right after a second unanswered release: holds {holds}")
+        assert holds == ["1"]
+        assert a("unlock r %s" % name) == "ok"
+        assert server("EXISTS", name) == 0
+    finally:
+        proxy.clear()
+        other.close()
+
+
 @pytest.mark.parametrize("how", ["held", "copied"])
 def test_resty_late_release_copy_leaves_a_later_hold(nginx, server, proxy, name, how):
     """A copy of a release reaches the server 4.5 s late (held up past the
