@@ -160,6 +160,35 @@ static void hl_trace_cb_push(const hilock_trace_info *info, void *userdata)
     }
     pthread_mutex_unlock(&hl_trace_mu);
 }
+
+/* hl_client_name_stats_list's callback: appends (kind, name or None,
+ * figures) to the list; 1 when a Python error is set. */
+static int hl_name_stats_add(hilock_kind kind, const char *name, const hilock_name_stats *st,
+                             void *userdata)
+{
+    PyObject *list = userdata;
+    const uint64_t *first = &st->figures.granted;
+    size_t n = sizeof st->figures / sizeof(uint64_t);
+    PyObject *fig = PyTuple_New((Py_ssize_t)n);
+    if (!fig)
+        return 1; /* a Python error is set */
+    for (size_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(first[i]);
+        if (!v) {
+            Py_DECREF(fig);
+            return 1; /* a Python error is set */
+        }
+        PyTuple_SetItem(fig, (Py_ssize_t)i, v);
+    }
+    PyObject *item = name ? Py_BuildValue("(isN)", (int)kind, name, fig)
+                          : Py_BuildValue("(iON)", (int)kind, Py_None, fig);
+    if (!item)
+        return 1; /* a Python error is set */
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc ? 1 : 0;
+}
+
 %}
 
 
@@ -404,6 +433,8 @@ HL_CHECKED(hilock_latch_cancel, HL_ADETAIL(arg2))
 /* These build Python objects or only take a short mutex: the GIL stays
  * held (declared before their %inline definitions, so SWIG sees it). */
 %nothread hl_client_stats_tuple;
+%nothread hl_client_name_stats_list;
+%nothread hl_client_name_tracked;
 %nothread hl_trace_take;
 %nothread hl_client_watch_trace;
 
@@ -494,6 +525,39 @@ PyObject *hl_client_stats_tuple(hilock_client *c)
     for (size_t i = 0; i < n; i++)
         PyTuple_SetItem(t, (Py_ssize_t)i + 1, PyLong_FromUnsignedLongLong(first[i]));
     return t;
+}
+
+/* hilock_client_each_name_stats as a list of (kind, name or None, figures)
+ * tuples, figures the uint64_t of hilock_kind_stats in declaration order;
+ * None when the client keeps no per-name counters. */
+PyObject *hl_client_name_stats_list(hilock_client *c)
+{
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    hilock_name_stats buf;
+    memset(&buf, 0, sizeof buf);
+    int rc = hilock_client_each_name_stats(c, &buf, hl_name_stats_add, list);
+    if (rc == 1) { /* the callback's Python error */
+        Py_DECREF(list);
+        return NULL;
+    }
+    if (rc) {
+        Py_DECREF(list);
+        hl_py_raise(rc, "cannot read the client's per-name statistics");
+        return NULL;
+    }
+    return list;
+}
+
+/* 1 when (kind, name) is one of c's tracked per-name pairs, else 0
+ * (counted in its kind's other entry, never counted, or per-name counters
+ * off). */
+int hl_client_name_tracked(hilock_client *c, int kind, const char *name)
+{
+    hilock_name_stats ns;
+    memset(&ns, 0, sizeof ns);
+    return name && hilock_client_name_stats(c, (hilock_kind)kind, name, &ns) == 1;
 }
 
 void hl_client_watch_trace(hilock_client *c, int on)
@@ -587,6 +651,10 @@ PyObject *hl_trace_take(void)
 %ignore hilock_client_set_trace;
 %ignore hilock_stats;
 %ignore hilock_kind_stats;
+%ignore hilock_client_name_stats;
+%ignore hilock_client_each_name_stats;
+%ignore hilock_name_stats;
+%ignore hilock_name_stats_cb;
 %ignore hilock_trace_info;
 /* Lock inspection (hilock_inspect) is not wrapped yet: its result is a
  * library-owned struct of arrays that wants a Python-side view. */

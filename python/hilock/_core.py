@@ -24,6 +24,7 @@ from typing import (
     Iterable,
     List,
     Optional,
+    Sequence,
     Set,
     Tuple,
     Type,
@@ -296,6 +297,7 @@ _dispatcher = _LostDispatcher()
 
 _KIND_NAMES = {1: "reentrant", 2: "fair", 3: "read", 4: "write", 5: "fenced"}
 _STATS_BUCKETS = 24
+_STATS_NAMES_MAX = 65536  # HILOCK_STATS_NAMES_MAX
 _KIND_FIELDS = ("granted", "timed_out", "cancelled", "busy", "granted_first_try", "granted_woken",
                 "granted_retried", "wait_ms", "hold_ms", "lost_expired", "lost_gone",
                 "lost_in_doubt")
@@ -325,6 +327,48 @@ def _stats_from_tuple(t: Tuple[int, ...]) -> Dict[str, Any]:
     for f in _CLIENT_FIELDS:
         out[f] = t[i]
         i += 1
+    return out
+
+
+def _check_stats_names(n: Any) -> int:
+    """The stats_names option (C hilock_options.stats_names): an int in
+    0..HILOCK_STATS_NAMES_MAX."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError("stats_names must be an int")
+    if not 0 <= n <= _STATS_NAMES_MAX:
+        raise InvalidArgument("invalid argument: stats_names must be in 0..%d, got %d"
+                              % (_STATS_NAMES_MAX, n), _capi.HILOCK_EINVAL)
+    return n
+
+
+def _figures_from(t: Sequence[int]) -> Dict[str, Any]:
+    """One hilock_kind_stats, flattened in declaration order, as a dict."""
+    figures: Dict[str, Any] = {}
+    i = 0
+    for f in _KIND_FIELDS:
+        if f in ("wait_ms", "hold_ms"):
+            figures[f] = list(t[i:i + _STATS_BUCKETS])
+            i += _STATS_BUCKETS
+        else:
+            figures[f] = t[i]
+            i += 1
+    return figures
+
+
+def _names_from_list(pairs: List[Tuple[int, Optional[str], Sequence[int]]],
+                     probes: Dict[Tuple[int, Optional[str]], int]) -> List[Dict[str, Any]]:
+    """hl_client_name_stats_list's (kind, name, figures) as stats()'s
+    ``names``. A main-thread acquire's first try that missed (a probe) was
+    counted busy on its pair's entry, or on its kind's other entry (name
+    None) when the pair is not tracked: taken off there."""
+    out: List[Dict[str, Any]] = []
+    for kind, name, fig in pairs:
+        if kind not in _KIND_NAMES:
+            continue
+        d: Dict[str, Any] = {"kind": _KIND_NAMES[kind], "name": name}
+        d.update(_figures_from(fig))
+        d["busy"] -= probes.get((kind, name), 0)
+        out.append(d)
     return out
 
 
@@ -541,6 +585,7 @@ class Client:
         tls_insecure: bool = False,
         sentinel_user: Optional[str] = None,
         sentinel_password: Optional[str] = None,
+        stats_names: int = 0,
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
@@ -571,6 +616,8 @@ class Client:
         opts.replica_ack = 0 if replica_ack is None else (1 if replica_ack else -1)
         opts.replica_ack_timeout_ms = _to_ms(replica_ack_timeout, "replica_ack_timeout",
                                              zero_ok=False)
+        opts.stats_names = _check_stats_names(stats_names)
+        self._stats_names = stats_names
         self._mu = threading.Lock()
         self._url = _redact_url(url)  # shown only: passwords as ***
         self._h: Any = None
@@ -582,8 +629,11 @@ class Client:
         # for the client's life, one per name used
         self._rwlocks: Dict[str, Any] = {}
         self._inherited = False  # set in a fork()ed child
-        # main-thread acquires' first tries that missed, by kind (stats())
+        # main-thread acquires' first tries that missed, by kind and by
+        # (kind, name) (stats())
         self._probes: Dict[int, int] = {}
+        # (kind, None): those of pairs not tracked (in their kind's other entry)
+        self._name_probes: Dict[Tuple[int, Optional[str]], int] = {}
         opts.tls = 1 if tls else 0
         opts.tls_insecure = 1 if tls_insecure else 0
         # string settings travel as URL query parameters: one parser (the
@@ -732,7 +782,13 @@ class Client:
 
     # -- statistics -----------------------------------------------------------
 
-    def stats(self) -> Dict[str, Any]:
+    @property
+    def stats_names(self) -> int:
+        """The per-name limit the client was made with (0: no per-name
+        counters)."""
+        return self._stats_names
+
+    def stats(self, by_name: bool = False) -> Dict[str, Any]:
         """The client's counters (C ``hilock_client_stats``) as a dict:
         ``kinds`` maps each lock kind ("reentrant", "fair", "read", "write",
         "fenced") to its acquire outcomes (granted, timed_out, cancelled;
@@ -741,23 +797,44 @@ class Client:
         lost_expired, lost_in_doubt); the top level holds the client's
         renewals, renewal_commands, renewal_failures, settles, reconnects,
         redirects and replica_ack_failures. docs/observability.md says what
-        each means. Raises ClosedError on a closed client."""
+        each means.
+
+        ``by_name=True`` (a client made with ``stats_names`` > 0) adds
+        ``names``: the per-name counters (C ``hilock_client_each_name_stats``),
+        a list of dicts with ``kind``, ``name`` and the figures of a kind,
+        one per tracked (kind, name) pair in the order first counted, then
+        one per kind whose "other" entry (``name`` None) counted something.
+        Raises ClosedError on a closed client, InvalidArgument for
+        ``by_name=True`` without ``stats_names``."""
+        if by_name and not self._stats_names:
+            raise InvalidArgument("invalid argument: stats(by_name=True) needs a client made "
+                                  "with stats_names > 0", _capi.HILOCK_EINVAL)
         with self._mu:
             if self._h is None:
                 raise ClosedError("client is closed")
             out = _stats_from_tuple(_capi.hl_client_stats_tuple(self._h))
+            pairs = _capi.hl_client_name_stats_list(self._h) if by_name else None
             probes = dict(self._probes)
+            name_probes = dict(self._name_probes)
         # On the main thread a waiting acquire first tries once without a
         # helper thread; a miss there is not one of the caller's tries.
         for kind, n in probes.items():
             name = _KIND_NAMES.get(kind)
             if name is not None:
                 out["kinds"][name]["busy"] -= n
+        if pairs is not None:
+            out["names"] = _names_from_list(pairs, name_probes)
         return out
 
-    def _note_probe(self, kind: int) -> None:
+    def _note_probe(self, kind: int, name: str) -> None:
         with self._mu:
             self._probes[kind] = self._probes.get(kind, 0) + 1
+            if self._stats_names and self._h is not None:
+                # the try was counted on its pair: in the pair's entry when
+                # tracked (then all its counts are), else in the other entry;
+                # so this map has at most stats_names + 5 keys
+                key = (kind, name if _capi.hl_client_name_tracked(self._h, kind, name) else None)
+                self._name_probes[key] = self._name_probes.get(key, 0) + 1
 
     # -- lifetime -----------------------------------------------------------
 
@@ -969,7 +1046,7 @@ class Lock(_WithBlock):
             if not ok:
                 # the C library counted that try as "busy"; the waiting
                 # call below is the one acquire the caller made
-                self._h.client._note_probe(self._h.kind)
+                self._h.client._note_probe(self._h.kind, self._h.name)
                 ok = _interruptible(
                     lambda: _capi.hilock_lock_acquire_tid(ptr, tid, w, l),
                     lambda: _capi.hilock_lock_cancel(ptr, tid),

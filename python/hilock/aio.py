@@ -74,8 +74,8 @@ from typing import (
 
 from . import _engine as _E_module
 # the blocking API's argument rules, shared: seconds -> ms, thread ids, notes
-from ._core import (_check_tid, _from_redis, _lease_ms, _note, _protocol_args, _redact_url,
-                    _stats_from_tuple, _to_ms, _wait_ms)
+from ._core import (_check_stats_names, _check_tid, _figures_from, _from_redis, _lease_ms,
+                    _note, _protocol_args, _redact_url, _stats_from_tuple, _to_ms, _wait_ms)
 from ._errors import (
     ClosedError,
     Error,
@@ -137,6 +137,7 @@ _S_LEN = _S_LOST_EXPIRED + 3
  _C_REDIRECTS, _C_REPLICA_ACK_FAILURES) = range(7)
 _KINDS = 6                           # HILOCK_STATS_KINDS (index: the lock kind; 0 unused)
 _GRANT_FIRST, _GRANT_WOKEN, _GRANT_RETRIED = _S_FIRST, _S_WOKEN, _S_RETRIED
+_KIND_NAME = {1: "reentrant", 2: "fair", 3: "read", 4: "write", 5: "fenced"}  # hilock_kind
 
 
 def _bucket(ms: float) -> int:
@@ -1056,11 +1057,13 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         replica_ack_timeout: Seconds = 1.0,
         sentinel_user: Optional[str] = None,
         sentinel_password: Optional[str] = None,
+        stats_names: int = 0,
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
         if "\0" in url:
             raise InvalidArgument("invalid argument: the URL contains a NUL byte", _E.E_INVAL)
+        self._stats_names = _check_stats_names(stats_names)
         if isinstance(pool_size, bool) or not isinstance(pool_size, int):
             raise TypeError("pool_size must be an int")
         if not 1 <= pool_size <= 1024:
@@ -1145,6 +1148,11 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # counters (stats()): per lock kind, and the client's
         self._st_kind: List[List[int]] = [[0] * _S_LEN for _ in range(_KINDS)]
         self._st: List[int] = [0] * 7
+        # per (kind, name), opt-in (stats_names): the first pairs counted,
+        # in that order; the later ones in their kind's "other" entry, as
+        # libcore's stats.c keeps them
+        self._st_names: Dict[Tuple[int, str], List[int]] = {}
+        self._st_other: List[List[int]] = [[0] * _S_LEN for _ in range(_KINDS)]
         # when each hold (key as _wd's) was first granted (Client._now_ms):
         # its hold time is counted when it ends (last release, or loss)
         self._since: Dict[Tuple[int, str, str], int] = {}
@@ -2144,45 +2152,95 @@ class Client(_E.ClientBase):  # type: ignore[misc]
 
     # -- statistics -----------------------------------------------------------
 
-    def stats(self) -> Dict[str, Any]:
+    @property
+    def stats_names(self) -> int:
+        """The per-name limit the client was made with (0: no per-name
+        counters)."""
+        return self._stats_names
+
+    def stats(self, by_name: bool = False) -> Dict[str, Any]:
         """The client's counters as a dict of the same shape, names and
         meanings as :meth:`hilock.Client.stats` (docs/observability.md):
         ``kinds`` maps each lock kind to its acquire outcomes, grant paths,
         ``wait_ms`` / ``hold_ms`` buckets and losses; the top level holds
         the client's renewal, settle, reconnect, redirect and replica
-        figures. Counted by this client since it was made; no I/O. Raises
-        ClosedError on a closed client."""
+        figures. ``by_name=True`` (a client made with ``stats_names`` > 0)
+        adds ``names``, the per-name counters, as the blocking client's.
+        Counted by this client since it was made; no I/O. Raises
+        ClosedError on a closed client, InvalidArgument for ``by_name=True``
+        without ``stats_names``."""
+        if by_name and not self._stats_names:
+            raise InvalidArgument("invalid argument: stats(by_name=True) needs a client made "
+                                  "with stats_names > 0", _E.E_INVAL)
         if self._closed:
             raise ClosedError("client is closed")
         flat: List[int] = [1]
         for k in self._st_kind:
             flat.extend(k)
         flat.extend(self._st)
-        return _stats_from_tuple(tuple(flat))
+        out = _stats_from_tuple(tuple(flat))
+        if by_name:
+            names: List[Dict[str, Any]] = []
+            entries = [(kind, name, st) for (kind, name), st in self._st_names.items()]
+            entries += [(kind, None, st) for kind, st in enumerate(self._st_other)
+                        if kind and any(st)]
+            for kind, name, st in entries:
+                d: Dict[str, Any] = {"kind": _KIND_NAME[kind], "name": name}
+                d.update(_figures_from(st))
+                names.append(d)
+            out["names"] = names
+        return out
 
-    def _count_acquire(self, kind: int, wait_ms: int, code: int, path: int,
+    def _name_slot(self, kind: int, name: str) -> Optional[List[int]]:
+        """Where the counts of (kind, name) go besides the kind's (None:
+        per-name counters off): its entry, made on its first count while
+        fewer than stats_names are tracked, else its kind's other entry."""
+        if not self._stats_names or not 0 < kind < _KINDS:
+            return None
+        st = self._st_names.get((kind, name))
+        if st is None:
+            if len(self._st_names) >= self._stats_names:
+                return self._st_other[kind]
+            st = self._st_names[(kind, name)] = [0] * _S_LEN
+        return st
+
+    def _count_acquire(self, kind: int, name: str, wait_ms: int, code: int, path: int,
                        started: float) -> None:
-        """An acquire call of a lock of kind ended: code 0 granted (path),
-        E_TIMEDOUT, E_CANCELED; started: its loop time at the start."""
+        """An acquire call of the lock (kind, name) ended: code 0 granted
+        (path), E_TIMEDOUT, E_CANCELED; started: its loop time at the start."""
+        ms = (self._loop.time() - started) * 1000.0
         k = self._st_kind[kind if 0 < kind < _KINDS else 0]
-        if code == _E.E_TIMEDOUT and wait_ms == 0:
-            k[_S_BUSY] += 1  # a try, not a wait
-            return
-        if code == 0:
-            k[_S_GRANTED] += 1
-            k[path] += 1
-        elif code == _E.E_TIMEDOUT:
-            k[_S_TIMED_OUT] += 1
-        else:
-            k[_S_CANCELLED] += 1
-        k[_S_WAIT + _bucket((self._loop.time() - started) * 1000.0)] += 1
+        n = self._name_slot(kind, name)
+        for st in (k, n) if n is not None else (k,):
+            if code == _E.E_TIMEDOUT and wait_ms == 0:
+                st[_S_BUSY] += 1  # a try, not a wait
+                continue
+            if code == 0:
+                st[_S_GRANTED] += 1
+                st[path] += 1
+            elif code == _E.E_TIMEDOUT:
+                st[_S_TIMED_OUT] += 1
+            else:
+                st[_S_CANCELLED] += 1
+            st[_S_WAIT + _bucket(ms)] += 1
+
+    def _count_first_grant(self, kind: int, name: str, ms: float) -> None:
+        """An acquire granted by its first attempt after ms (the direct path)."""
+        n = self._name_slot(kind, name)
+        for st in (self._st_kind[kind], n) if n is not None else (self._st_kind[kind],):
+            st[_S_GRANTED] += 1
+            st[_S_FIRST] += 1
+            st[_S_WAIT + _bucket(ms)] += 1
 
     def _hold_end(self, key: Tuple[int, str, str]) -> None:
         """key's hold ended (its last release, or its loss): its hold time."""
         at = self._since.pop(key, None)
         if at is not None:
-            k = self._st_kind[key[0] if 0 < key[0] < _KINDS else 0]
-            k[_S_HOLD + _bucket(self._now_ms() - at)] += 1
+            b = _S_HOLD + _bucket(self._now_ms() - at)
+            self._st_kind[key[0] if 0 < key[0] < _KINDS else 0][b] += 1
+            n = self._name_slot(key[0], key[1])
+            if n is not None:
+                n[b] += 1
 
     def _count_lost(self, key: Tuple[int, str, str], tid: int, field: int,
                     silent_ms: int = 0) -> None:
@@ -2190,6 +2248,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         logged at WARNING on the "hilock" logger (as the blocking client's
         trace: the lock's name and thread, never a URL)."""
         self._st_kind[key[0] if 0 < key[0] < _KINDS else 0][field] += 1
+        n = self._name_slot(key[0], key[1])
+        if n is not None:
+            n[field] += 1
         self._hold_end(key)
         if field == _S_LOST_DOUBT:
             _log.warning("lock %r lost (in doubt): no renewal confirmed for %d ms; thread %d "
@@ -2620,10 +2681,7 @@ class Lock:
         if nxt is None:  # no reply, or an error reply for the router
             return await self._acquire(w, l, (m, req, None, None), at)
         if nxt[0] == _DONE and nxt[1] == 0:
-            k = c._st_kind[self._kind]  # counted as Client._count_acquire does
-            k[_S_GRANTED] += 1
-            k[_S_FIRST] += 1
-            k[_S_WAIT + _bucket(c._now_ms() - at)] += 1
+            c._count_first_grant(self._kind, self._name, c._now_ms() - at)
             return self._granted(owner, tid, key, l, nxt[3], at)
         return await self._acquire(w, l, (m, None, nxt, None), at)
 
@@ -2657,9 +2715,10 @@ class Lock:
             got = await self._acquire_run(w, l, direct, direct_at, waits)
         except asyncio.CancelledError:
             if c._loop is not None:
-                c._count_acquire(self._kind, w, _E.E_CANCELED, 0, started)
+                c._count_acquire(self._kind, self._name, w, _E.E_CANCELED, 0, started)
             raise
-        c._count_acquire(self._kind, w, 0 if got else _E.E_TIMEDOUT, _grant_path(waits), started)
+        c._count_acquire(self._kind, self._name, w, 0 if got else _E.E_TIMEDOUT,
+                          _grant_path(waits), started)
         return got
 
     async def _acquire_run(self, w: int, l: int, direct: Any, direct_at: int,

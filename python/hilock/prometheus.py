@@ -17,9 +17,14 @@ same series whatever number of clients the process opened; a closed client
 is left out (its counts drop out of the sums: a counter reset to
 Prometheus, which ``rate()`` handles).
 
-Every metric is labelled by lock kind, never by lock name, so their number
-is bounded. docs/observability.md lists them with their meaning and what to
-alert on. ``render`` needs nothing but the standard library; ``Collector``
+Every metric is labelled by lock kind, and by lock name only when a source
+opted in (a client made with ``stats_names`` > 0, or a dict with
+``names``): then the per-kind metrics carry a ``name`` label, one series per
+tracked (kind, name) pair and one per kind with ``name="(other)"`` for the
+pairs beyond the limit (and for every count of a source that did not opt
+in), so that summing over ``name`` gives the per-kind figures and the number
+of series stays bounded by the limits. docs/observability.md lists them
+with their meaning and what to alert on. ``render`` needs nothing but the standard library; ``Collector``
 imports prometheus_client when it is made.
 """
 
@@ -27,7 +32,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-__all__ = ["Collector", "families", "render"]
+__all__ = ["Collector", "OTHER", "families", "render"]
+
+#: the ``name`` label of a kind's "other" entry (the pairs beyond a
+#: client's ``stats_names`` limit)
+OTHER = "(other)"
 
 _BUCKETS = 24  # HILOCK_STATS_BUCKETS
 # Upper edges in seconds of the log2 ms buckets 0..22 (bucket 0: under 1 ms,
@@ -66,41 +75,73 @@ def _stats_of(source: Any) -> Optional[Dict[str, Any]]:
         return source
     from ._errors import ClosedError
     try:
+        if getattr(source, "stats_names", 0):
+            return source.stats(by_name=True)  # type: ignore[no-any-return]
         return source.stats()  # type: ignore[no-any-return]
     except ClosedError:
         return None
 
 
-def _summed(sources: Iterable[Any]) -> Dict[str, Any]:
-    total: Dict[str, Any] = {"kinds": {}}
-    for source in sources:
-        s = _stats_of(source)
-        if s is None:
+def _add(into: Dict[str, Any], figures: Dict[str, Any]) -> None:
+    for f, v in figures.items():
+        if f in ("kind", "name"):
             continue
+        if isinstance(v, list):
+            cur = into.setdefault(f, [0] * len(v))
+            into[f] = [a + b for a, b in zip(cur, v)]
+        else:
+            into[f] = into.get(f, 0) + v
+
+
+def _summed(sources: Iterable[Any]) -> Dict[str, Any]:
+    """The sources' figures summed; with ``names`` (a dict of (kind, name)
+    -> figures, name None for the other entry) when any source opted in."""
+    total: Dict[str, Any] = {"kinds": {}}
+    read = [s for s in (_stats_of(source) for source in sources) if s is not None]
+    by_name = any("names" in s for s in read)
+    names: Dict[Tuple[str, Optional[str]], Dict[str, Any]] = {}
+    for s in read:
         for kind, figures in s["kinds"].items():
-            into = total["kinds"].setdefault(kind, {})
-            for f, v in figures.items():
-                if isinstance(v, list):
-                    cur = into.setdefault(f, [0] * len(v))
-                    into[f] = [a + b for a, b in zip(cur, v)]
-                else:
-                    into[f] = into.get(f, 0) + v
+            _add(total["kinds"].setdefault(kind, {}), figures)
+            if by_name and "names" not in s:  # not opted in: all of it is "other"
+                _add(names.setdefault((kind, None), {}), figures)
+        for entry in s.get("names", ()):
+            _add(names.setdefault((entry["kind"], entry["name"]), {}), entry)
         for f, v in s.items():
-            if f not in ("kinds", "version"):
+            if f not in ("kinds", "version", "names"):
                 total[f] = total.get(f, 0) + v
+    if by_name:
+        total["names"] = names
     return total
 
 
-def _histogram(kinds: Dict[str, Any], field: str) -> List[Sample]:
-    out: List[Sample] = []
+def _series(s: Dict[str, Any]) -> List[Tuple[Tuple[Tuple[str, str], ...], Dict[str, Any]]]:
+    """The label sets of the per-kind metrics with their figures: one per
+    kind, or (names on) one per (kind, name) pair and one per kind's other
+    entry (``name="(other)"``, present even when 0)."""
+    if "names" not in s:
+        return [((("kind", kind),), s["kinds"].get(kind, {})) for kind in _KINDS]
+    out: List[Tuple[Tuple[Tuple[str, str], ...], Dict[str, Any]]] = []
+    names = s["names"]
     for kind in _KINDS:
-        counts = kinds.get(kind, {}).get(field, [0] * _BUCKETS)
+        for (k, name), figures in names.items():
+            if k == kind and name is not None:
+                out.append(((("kind", kind), ("name", name)), figures))
+        out.append(((("kind", kind), ("name", OTHER)), names.get((kind, None), {})))
+    return out
+
+
+def _histogram(series: List[Tuple[Tuple[Tuple[str, str], ...], Dict[str, Any]]],
+               field: str) -> List[Sample]:
+    out: List[Sample] = []
+    for labels, figures in series:
+        counts = figures.get(field, [0] * _BUCKETS)
         running = 0
         for edge, n in zip(_EDGES, counts):
             running += n
-            out.append(("_bucket", (("kind", kind), ("le", repr(edge))), float(running)))
+            out.append(("_bucket", labels + (("le", repr(edge)),), float(running)))
         running += sum(counts[len(_EDGES):])
-        out.append(("_bucket", (("kind", kind), ("le", "+Inf")), float(running)))
+        out.append(("_bucket", labels + (("le", "+Inf"),), float(running)))
     return out
 
 
@@ -109,12 +150,11 @@ def families(*sources: Any) -> List[Family]:
     ``(name, type, help, [(suffix, labels, value), ...])``: the data that
     :func:`render` and :class:`Collector` write out."""
     s = _summed(sources)
-    kinds = s["kinds"]
+    series = _series(s)
 
     def by_kind(label: str, pairs: Tuple[Tuple[str, str], ...]) -> List[Sample]:
-        return [("_total", (("kind", kind), (label, value)),
-                 float(kinds.get(kind, {}).get(field, 0)))
-                for kind in _KINDS for value, field in pairs]
+        return [("_total", labels + ((label, value),), float(figures.get(field, 0)))
+                for labels, figures in series for value, field in pairs]
 
     out: List[Family] = [
         ("hilock_acquires", "counter",
@@ -127,11 +167,11 @@ def families(*sources: Any) -> List[Family]:
         ("hilock_acquire_wait_seconds", "histogram",
          "Time of each acquire call (granted, timed out or cancelled); log2 ms buckets, "
          "no _sum or _count (the +Inf bucket is the count).",
-         _histogram(kinds, "wait_ms")),
+         _histogram(series, "wait_ms")),
         ("hilock_hold_seconds", "histogram",
          "Time from a thread's first grant to its last release or its loss; log2 ms "
          "buckets, no _sum or _count (the +Inf bucket is the count).",
-         _histogram(kinds, "hold_ms")),
+         _histogram(series, "hold_ms")),
         ("hilock_losses", "counter",
          "Holds lost while their holder held them, by cause (gone: removed on the server; "
          "expired: lease ran out unrenewed; in_doubt: no renewal confirmed in time).",
@@ -187,10 +227,15 @@ class Collector:
                     fam.add_metric([v for _, v in lab], value)
                 yield fam
                 continue
-            hist = HistogramMetricFamily(name, doc, labels=["kind"])
-            for kind in _KINDS:
-                buckets = [(v, value) for _s, lab, value in samples
-                           for k, v in lab if _s == "_bucket" and k == "le"
-                           and dict(lab)["kind"] == kind]
-                hist.add_metric([kind], buckets, None)
+            # one histogram per label set (kind, or kind and name), its
+            # buckets in order
+            groups: Dict[Tuple[str, ...], List[Tuple[str, float]]] = {}
+            keys: List[str] = []
+            for _s, lab, value in samples:
+                keys = [k for k, _ in lab if k != "le"]
+                groups.setdefault(tuple(v for k, v in lab if k != "le"), []).append(
+                    (dict(lab)["le"], value))
+            hist = HistogramMetricFamily(name, doc, labels=keys or ["kind"])
+            for values, buckets in groups.items():
+                hist.add_metric(list(values), buckets, None)
             yield hist

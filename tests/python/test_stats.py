@@ -402,3 +402,171 @@ def test_aio_grant_paths_and_hold(own_redis: RedisServer) -> None:
         assert sum(k["wait_ms"][9:]) >= 1  # the 0.3 s lease ran out first: from 256 ms
     finally:
         other.close()
+
+
+# -- per-name counters (stats_names) ---------------------------------------
+
+def _check_names(s: Dict[str, Any], a: str, b: str) -> None:
+    """The per-name figures after _names_sequence: a and b tracked
+    (stats_names=2), the third name in the reentrant kind's other entry;
+    the kind's figures are the sum of the three entries."""
+    names = s["names"]
+    assert [(e["kind"], e["name"]) for e in names] == [
+        ("reentrant", a), ("reentrant", b), ("reentrant", None)]
+    ea, eb, eo = names
+
+    def figures(e: Dict[str, Any]) -> Tuple[int, ...]:
+        return (e["granted"], e["granted_first_try"], e["busy"], e["timed_out"], e["cancelled"],
+                sum(e["wait_ms"]), sum(e["hold_ms"]),
+                e["lost_gone"], e["lost_expired"], e["lost_in_doubt"])
+
+    assert figures(ea) == (1, 1, 1, 1, 0, 2, 1, 0, 0, 0)
+    assert figures(eb) == (1, 1, 0, 0, 0, 1, 1, 1, 0, 0)
+    assert figures(eo) == (1, 1, 0, 1, 0, 2, 1, 0, 0, 0)
+    k = s["kinds"]["reentrant"]
+    for f in ("granted", "busy", "timed_out", "lost_gone"):
+        assert k[f] == ea[f] + eb[f] + eo[f]
+    for f in ("wait_ms", "hold_ms"):
+        assert k[f] == [x + y + z for x, y, z in zip(ea[f], eb[f], eo[f])]
+
+
+def _check_name_metrics(m: Metrics) -> None:
+    def v(metric: str, **labels: str) -> float:
+        return m[(metric, frozenset(labels.items()))]
+
+    r, other = "reentrant", hilock.prometheus.OTHER
+    assert v("hilock_acquires_total", kind=r, name="n:a", outcome="busy") == 1
+    assert v("hilock_acquires_total", kind=r, name="n:a", outcome="timed_out") == 1
+    assert v("hilock_acquires_total", kind=r, name="n:b", outcome="granted") == 1
+    assert v("hilock_losses_total", kind=r, name="n:b", cause="gone") == 1
+    assert v("hilock_acquires_total", kind=r, name=other, outcome="granted") == 1
+    assert v("hilock_hold_seconds_bucket", kind=r, name="n:a", le="+Inf") == 1
+    assert v("hilock_acquire_wait_seconds_bucket", kind=r, name=other, le="+Inf") == 2
+    # every kind has its other series; no per-kind series without a name
+    assert v("hilock_acquires_total", kind="fair", name=other, outcome="granted") == 0
+    assert not any(n.startswith("hilock_acquires") and "name" not in dict(labels)
+                   for n, labels in m)
+    assert not any(dict(labels).get("name") == "n:c" for _, labels in m)
+
+
+def test_per_name_counters_and_exports(own_redis: RedisServer) -> None:
+    """A client made with stats_names=2: exact figures for two names and the
+    other entry after a scripted sequence (on n:a a busy try, a timeout and
+    a grant with its release; on n:b a grant lost to a force unlock; on n:c,
+    the third name, a timeout and a grant with its release), and the
+    Prometheus exporter (scraped over HTTP) and OpenTelemetry carry a name
+    label for it only; a client without stats_names has none."""
+    c = hilock.Client(own_redis.url, stats_names=2, watchdog_lease=LEASE)
+    other = hilock.Client(own_redis.url)
+    try:
+        assert c.stats_names == 2 and other.stats_names == 0
+        assert c.stats(by_name=True)["names"] == []
+        a, b, n3 = c.lock("n:a"), c.lock("n:b"), c.lock("n:c")
+        a2, b2, n32 = other.lock("n:a"), other.lock("n:b"), other.lock("n:c")
+        lost: List[str] = []
+        b.on_lost = lambda lk, tid: lost.append(lk.name)
+
+        assert a2.acquire(wait=0, lease=60)
+        assert not a.acquire(wait=0)       # busy
+        assert not a.acquire(wait=0.05)    # timed out (its first try is not a try of ours)
+        a2.release()
+        assert a.acquire(wait=0, lease=60)
+        a.release()
+
+        assert b.acquire(wait=0)           # watchdog; removed by a force unlock
+        assert b2.force_unlock()
+        wait_for(lambda: lost == ["n:b"], 4 * LEASE, "n:b's on_lost")
+
+        assert n32.acquire(wait=0, lease=60)
+        assert not n3.acquire(wait=0.05)   # timed out: counted in the other entry
+        n32.release()
+        assert n3.acquire(wait=0, lease=60)
+        n3.release()
+
+        s = c.stats(by_name=True)
+        _check_names(s, "n:a", "n:b")
+        assert "names" not in c.stats()
+        with pytest.raises(hilock.InvalidArgument):
+            other.stats(by_name=True)
+        if _have("prometheus_client"):
+            _check_name_metrics(_parse(hilock.prometheus.render(c)))
+            _check_name_metrics(_scrape(c))
+            plain = _scrape(other)
+            assert plain and not any("name" in dict(labels) for _, labels in plain)
+            assert plain[("hilock_acquires_total",
+                          frozenset({("kind", "reentrant"), ("outcome", "granted")}))] == 2
+            # summed with a client that did not opt in (its 2 grants): its
+            # counts are in the other series
+            both = _parse(hilock.prometheus.render(c, other))
+            assert both[("hilock_acquires_total", frozenset(
+                {("kind", "reentrant"), ("name", "(other)"), ("outcome", "granted")}))] == 3
+            assert both[("hilock_acquires_total", frozenset(
+                {("kind", "reentrant"), ("name", "n:a"), ("outcome", "granted")}))] == 1
+        if _have("opentelemetry.sdk"):
+            _check_name_metrics(_otel(c))
+    finally:
+        c.close()
+        other.close()
+
+
+def test_per_name_option_checked(redis: RedisServer) -> None:
+    for bad in (-1, 65537):
+        with pytest.raises(hilock.InvalidArgument):
+            hilock.Client(redis.url, stats_names=bad)
+    with pytest.raises(TypeError):
+        hilock.Client(redis.url, stats_names="3")  # type: ignore[arg-type]
+    import hilock.aio as aio
+    with pytest.raises(hilock.InvalidArgument):
+        aio.Client(redis.url, stats_names=-1)
+
+
+def test_aio_per_name_counters(own_redis: RedisServer) -> None:
+    """hilock.aio with stats_names=2: the blocking test's sequence gives the
+    same per-name figures, and hilock.prometheus labels them by name."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    other = hilock.Client(own_redis.url)
+
+    async def until(cond: Any, seconds: float, what: str) -> None:
+        end = asyncio.get_running_loop().time() + seconds
+        while not cond():
+            assert asyncio.get_running_loop().time() < end, "timed out waiting for " + what
+            await asyncio.sleep(0.005)
+
+    async def main() -> Dict[str, Any]:
+        c = await aio.connect(own_redis.url, stats_names=2, watchdog_lease=LEASE)
+        try:
+            assert c.stats_names == 2 and c.stats(by_name=True)["names"] == []
+            a, b, n3 = c.lock("n:a"), c.lock("n:b"), c.lock("n:c")
+            a2, b2, n32 = other.lock("n:a"), other.lock("n:b"), other.lock("n:c")
+            lost: List[str] = []
+            b.on_lost = lambda lk, tid: lost.append(lk.name)
+            assert a2.acquire(wait=0, lease=60)
+            assert not await a.acquire(wait=0)
+            assert not await a.acquire(wait=0.05)
+            a2.release()
+            assert await a.acquire(wait=0, lease=60)
+            await a.release()
+            assert await b.acquire(wait=0)
+            assert b2.force_unlock()
+            await until(lambda: lost == ["n:b"], 4 * LEASE, "n:b's on_lost")
+            assert n32.acquire(wait=0, lease=60)
+            assert not await n3.acquire(wait=0.05)
+            n32.release()
+            assert await n3.acquire(wait=0, lease=60)
+            await n3.release()
+            with pytest.raises(hilock.InvalidArgument):
+                aio.Client(own_redis.url).stats(by_name=True)  # not opened: no I/O
+            return c.stats(by_name=True)
+        finally:
+            await c.close()
+
+    try:
+        s = asyncio.run(main())
+        _check_names(s, "n:a", "n:b")
+        if _have("prometheus_client"):
+            _check_name_metrics(_parse(hilock.prometheus.render(s)))
+    finally:
+        other.close()
