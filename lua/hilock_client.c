@@ -28,6 +28,10 @@ typedef struct lclient {
     /* first tries of waiting acquires that missed, by kind: counted as
      * busy by the library, not one of the caller's tries (c:stats()) */
     uint64_t probes[HILOCK_STATS_KINDS];
+    int stats_names; /* the per-name limit (0: off); the probes of each pair
+                        are then in the client userdata's table (its
+                        uservalue): "kind\tname" -> n, a tracked pair's;
+                        kind -> n, the other entry's */
 } lclient;
 
 typedef struct llock {
@@ -53,7 +57,7 @@ static const char *const option_names[] = {
     "connect_timeout", "command_timeout", "watchdog_lease", "fair_wait_window",
     "pool_size", "replica_ack", "replica_ack_timeout", "tls", "tls_ca_file", "tls_ca_dir",
     "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure", "sentinel_user",
-    "sentinel_password", NULL};
+    "sentinel_password", "stats_names", NULL};
 
 static void read_options(lua_State *L, int idx, hilock_options *o)
 {
@@ -121,6 +125,9 @@ static void read_options(lua_State *L, int idx, hilock_options *o)
         *str_dst[i] = lua_tostring(L, -1);
         lua_pop(L, 1);
     }
+    lua_getfield(L, idx, "stats_names");
+    if (!lhl_is_none_or_nil(L, -1))
+        o->stats_names = (int)lhl_check_int(L, lua_gettop(L), 0, HILOCK_STATS_NAMES_MAX);
     lua_settop(L, top);
 }
 
@@ -135,6 +142,11 @@ static int l_connect(lua_State *L)
     memset(u, 0, sizeof *u);
     luaL_getmetatable(L, CLIENT_MT);
     lua_setmetatable(L, -2);
+    u->stats_names = o.stats_names;
+    if (o.stats_names) { /* the per-name probes (lclient) */
+        lua_newtable(L);
+        hlc_setref(L, -2);
+    }
     char err[256] = "";
     int rc = hilock_client_open(&u->c, url, &o, err, sizeof err);
     if (rc == HILOCK_EINVAL)
@@ -317,6 +329,40 @@ static int hook_changed(lua_State *L, lua_Hook hook0, int mask0)
     return lua_gethook(L) != hook0 || lua_gethookmask(L) != mask0;
 }
 
+/* A waiting acquire's first try missed: the library counted it busy, for
+ * the kind and (per-name counters on) for its pair's entry or its kind's
+ * other entry; c:stats() takes it off there. The lock is at index 1 (its
+ * uservalue: the client userdata, whose uservalue is the probes table). */
+static void note_probe(lua_State *L, llock *k)
+{
+    unsigned kind = (unsigned)hilock_lock_kind(k->l);
+    if (kind >= HILOCK_STATS_KINDS)
+        return;
+    k->cl->probes[kind]++;
+    if (!k->cl->stats_names || !k->cl->c)
+        return;
+    const char *name = hilock_lock_name(k->l);
+    hilock_name_stats ns;
+    memset(&ns, 0, sizeof ns);
+    int tracked = hilock_client_name_stats(k->cl->c, (hilock_kind)kind, name, &ns) == 1;
+    int top = lua_gettop(L);
+    hlc_getref(L, 1);  /* the client */
+    hlc_getref(L, -1); /* its probes table */
+    if (lua_istable(L, -1)) {
+        if (tracked)
+            lua_pushfstring(L, "%d\t%s", (int)kind, name);
+        else
+            lua_pushinteger(L, (lua_Integer)kind);
+        lua_pushvalue(L, -1);
+        lua_rawget(L, -3);
+        lua_Integer n = lua_tointeger(L, -1) + 1;
+        lua_pop(L, 1);
+        lua_pushinteger(L, n);
+        lua_rawset(L, -3);
+    }
+    lua_settop(L, top);
+}
+
 /* *interrupted: 1 when a signal's hook ended the wait (HILOCK_ECANCELED). */
 static int acquire_interruptible(lua_State *L, llock *k, const int64_t *time, int64_t *token,
                                  int *interrupted)
@@ -336,11 +382,8 @@ static int acquire_interruptible(lua_State *L, llock *k, const int64_t *time, in
          * the waiting call below does; no wait left: the error */
         if ((rc != HILOCK_ETIMEDOUT && rc != HILOCK_EUNACKED) || time[0] == 0)
             return rc;
-        if (rc == HILOCK_ETIMEDOUT) {
-            unsigned kind = (unsigned)hilock_lock_kind(k->l);
-            if (kind < HILOCK_STATS_KINDS)
-                k->cl->probes[kind]++;
-        }
+        if (rc == HILOCK_ETIMEDOUT)
+            note_probe(L, k);
     }
     acq_job j = {k->l, tid, time[0], time[1], 0, 0, {-1, -1}};
     if (time[0] > 0 && !fair) {
@@ -733,10 +776,13 @@ static int client_inspect(lua_State *L)
     return 1;
 }
 
-/* c:stats(): the client's counters (hilock_client_stats) as a table of the
- * shape of Python's client.stats(): {version, kinds = {reentrant = {granted,
- * ..., wait_ms = {24 buckets}, hold_ms = {...}, lost_gone, ...}, fair, read,
- * write, fenced}, renewals, ...}; docs/lua.md, docs/observability.md. */
+/* c:stats([{by_name = true}]): the client's counters (hilock_client_stats)
+ * as a table of the shape of Python's client.stats(): {version, kinds =
+ * {reentrant = {granted, ..., wait_ms = {24 buckets}, hold_ms = {...},
+ * lost_gone, ...}, fair, read, write, fenced}, renewals, ...}; by_name (a
+ * client connected with stats_names) adds names = {{kind, name, figures...},
+ * ..., {kind, other = true, figures...}} (hilock_client_each_name_stats);
+ * docs/lua.md, docs/observability.md. */
 static void set_u64(lua_State *L, const char *k, uint64_t v)
 {
     lhl_push_u64(L, v);
@@ -753,11 +799,104 @@ static void set_buckets(lua_State *L, const char *k, const uint64_t *b)
     lua_setfield(L, -2, k);
 }
 
+static const char *const kind_names[HILOCK_STATS_KINDS] = {NULL,   "reentrant", "fair",
+                                                            "read", "write",     "fenced"};
+
+/* Sets the figures of one hilock_kind_stats in the table on top (busy
+ * less probes). */
+static void set_kind_figures(lua_State *L, const hilock_kind_stats *k, uint64_t probes)
+{
+    set_u64(L, "granted", k->granted);
+    set_u64(L, "timed_out", k->timed_out);
+    set_u64(L, "cancelled", k->cancelled);
+    set_u64(L, "busy", k->busy >= probes ? k->busy - probes : 0);
+    set_u64(L, "granted_first_try", k->granted_first_try);
+    set_u64(L, "granted_woken", k->granted_woken);
+    set_u64(L, "granted_retried", k->granted_retried);
+    set_buckets(L, "wait_ms", k->wait_ms);
+    set_buckets(L, "hold_ms", k->hold_ms);
+    set_u64(L, "lost_expired", k->lost_expired);
+    set_u64(L, "lost_gone", k->lost_gone);
+    set_u64(L, "lost_in_doubt", k->lost_in_doubt);
+}
+
+/* c:stats{by_name = true}'s names: one entry table per pair, built by
+ * add_name under lua_pcall, so that a Lua error (out of memory) never
+ * unwinds through the library's walk (which then stops and frees its copy). */
+typedef struct name_entry_arg {
+    lua_State *L;
+    int names, probes; /* stack indexes: the names array, the probes table (0: none) */
+    int failed;        /* add_name raised: its error is on the stack */
+    hilock_kind kind;
+    const char *name;  /* NULL: the kind's other entry */
+    const hilock_kind_stats *st;
+} name_entry_arg;
+
+/* add_name(names, probes or nil, arg) */
+static int add_name(lua_State *L)
+{
+    name_entry_arg *a = (name_entry_arg *)lua_touserdata(L, 3);
+    uint64_t probes = 0;
+    if (lua_istable(L, 2)) {
+        if (a->name)
+            lua_pushfstring(L, "%d\t%s", (int)a->kind, a->name);
+        else
+            lua_pushinteger(L, (lua_Integer)a->kind);
+        lua_rawget(L, 2);
+        probes = (uint64_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_createtable(L, 0, 14);
+    lua_pushstring(L, kind_names[a->kind]);
+    lua_setfield(L, -2, "kind");
+    if (a->name) {
+        lua_pushstring(L, a->name);
+        lua_setfield(L, -2, "name");
+    } else {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "other");
+    }
+    set_kind_figures(L, a->st, probes);
+    lua_rawseti(L, 1, (int)hlc_rawlen(L, 1) + 1);
+    return 0;
+}
+
+static int name_entry_cb(hilock_kind kind, const char *name, const hilock_name_stats *st,
+                         void *userdata)
+{
+    name_entry_arg *a = userdata;
+    if ((unsigned)kind == 0 || (unsigned)kind >= HILOCK_STATS_KINDS)
+        return 0;
+    a->kind = kind;
+    a->name = name;
+    a->st = &st->figures;
+    lua_State *L = a->L;
+    lua_pushcfunction(L, add_name);
+    lua_pushvalue(L, a->names);
+    if (a->probes)
+        lua_pushvalue(L, a->probes);
+    else
+        lua_pushnil(L);
+    lua_pushlightuserdata(L, a);
+    if (lua_pcall(L, 3, 0, 0) != 0) {
+        a->failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
 static int client_stats(lua_State *L)
 {
-    static const char *const kinds[HILOCK_STATS_KINDS] = {NULL,    "reentrant", "fair",
-                                                          "read",  "write",     "fenced"};
     lclient *u = check_client(L, 1);
+    int by_name = 0;
+    if (!lhl_is_none_or_nil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "by_name");
+        by_name = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (by_name && !u->stats_names)
+            return luaL_argerror(L, 2, "by_name needs a client connected with stats_names > 0");
+    }
     if (!u->c)
         return lhl_push_fail(L, HILOCK_ECLOSED, "client is closed");
     hilock_stats s;
@@ -771,21 +910,9 @@ static int client_stats(lua_State *L)
     lua_setfield(L, -2, "version");
     lua_createtable(L, 0, HILOCK_STATS_KINDS - 1);
     for (int i = 1; i < HILOCK_STATS_KINDS; i++) {
-        const hilock_kind_stats *k = &s.kind[i];
         lua_createtable(L, 0, 12);
-        set_u64(L, "granted", k->granted);
-        set_u64(L, "timed_out", k->timed_out);
-        set_u64(L, "cancelled", k->cancelled);
-        set_u64(L, "busy", k->busy >= u->probes[i] ? k->busy - u->probes[i] : 0);
-        set_u64(L, "granted_first_try", k->granted_first_try);
-        set_u64(L, "granted_woken", k->granted_woken);
-        set_u64(L, "granted_retried", k->granted_retried);
-        set_buckets(L, "wait_ms", k->wait_ms);
-        set_buckets(L, "hold_ms", k->hold_ms);
-        set_u64(L, "lost_expired", k->lost_expired);
-        set_u64(L, "lost_gone", k->lost_gone);
-        set_u64(L, "lost_in_doubt", k->lost_in_doubt);
-        lua_setfield(L, -2, kinds[i]);
+        set_kind_figures(L, &s.kind[i], u->probes[i]);
+        lua_setfield(L, -2, kind_names[i]);
     }
     lua_setfield(L, -2, "kinds");
     set_u64(L, "renewals", s.renewals);
@@ -795,6 +922,23 @@ static int client_stats(lua_State *L)
     set_u64(L, "reconnects", s.reconnects);
     set_u64(L, "redirects", s.redirects);
     set_u64(L, "replica_ack_failures", s.replica_ack_failures);
+    if (by_name) {
+        int out = lua_gettop(L);
+        lua_newtable(L);
+        name_entry_arg a = {L, lua_gettop(L), 0, 0, (hilock_kind)0, NULL, NULL};
+        hlc_getref(L, 1); /* the probes table */
+        if (lua_istable(L, -1))
+            a.probes = lua_gettop(L);
+        hilock_name_stats buf;
+        memset(&buf, 0, sizeof buf);
+        rc = hilock_client_each_name_stats(u->c, &buf, name_entry_cb, &a);
+        if (a.failed)
+            return lua_error(L); /* add_name's error, on top */
+        if (rc)
+            return lhl_push_fail(L, rc, "client per-name stats");
+        lua_settop(L, a.names);
+        lua_setfield(L, out, "names");
+    }
     return 1;
 }
 

@@ -100,6 +100,52 @@ local function stats_bucket(ms)
     return b + 1
 end
 
+local STATS_NAMES_MAX = 65536 -- HILOCK_STATS_NAMES_MAX
+
+-- One kind's figures, all 0.
+local function new_figures()
+    local w, h = {}, {}
+    for i = 1, STATS_BUCKETS do
+        w[i], h[i] = 0, 0
+    end
+    return { granted = 0, timed_out = 0, cancelled = 0, busy = 0, granted_first_try = 0,
+             granted_woken = 0, granted_retried = 0, wait_ms = w, hold_ms = h,
+             lost_expired = 0, lost_gone = 0, lost_in_doubt = 0 }
+end
+
+-- The per-name counters (opt-in, stats_names), as libcore's stats.c keeps
+-- them: the first stats_names (kind, name) pairs counted get their own
+-- figures, in that order; the later ones count in their kind's "other"
+-- entry. Returns the figures the counts of (kind, name) go to besides the
+-- kind's, or nil when off.
+local function name_slot(self, kind, name)
+    local max = self.stats_names
+    if max == 0 or not name then
+        return nil
+    end
+    local byname = self.st_names[kind]
+    local f = byname and byname[name]
+    if f then
+        return f
+    end
+    if #self.st_order >= max then
+        local o = self.st_other[kind]
+        if not o then
+            o = new_figures()
+            self.st_other[kind] = o
+        end
+        return o
+    end
+    f = new_figures()
+    if not byname then
+        byname = {}
+        self.st_names[kind] = byname
+    end
+    byname[name] = f
+    self.st_order[#self.st_order + 1] = { kind, name, f }
+    return f
+end
+
 local function copy_stats(t)
     local out = {}
     for k, v in pairs(t) do
@@ -244,7 +290,7 @@ local known_options = {
     url = true, host = true, port = true, user = true, password = true, db = true,
     connect_timeout = true, command_timeout = true, watchdog_lease = true,
     fair_wait_window = true, pool_size = true, keepalive_timeout = true,
-    replica_ack = true, replica_ack_timeout = true, lost_memory = true,
+    replica_ack = true, replica_ack_timeout = true, lost_memory = true, stats_names = true,
     tls = true, tls_server_name = true, tls_insecure = true,
     tls_cert_file = true, tls_key_file = true,
     sentinel_user = true, sentinel_password = true,
@@ -377,6 +423,10 @@ function _M.new(opts)
         lease_ends = {},  -- key -> when that lease ends (now_ms)
         nleases = 0,
         st = new_stats(), -- counters (client:stats())
+        stats_names = o.stats_names or 0, -- per-name counters (name_slot)
+        st_names = {},    -- kind -> name -> figures
+        st_order = {},    -- {kind, name, figures}, in the order first counted
+        st_other = {},    -- kind -> figures of the pairs beyond stats_names
         since = {},       -- key -> when its hold was first granted (now_ms)
         unsettled = {},   -- key -> now_ms by which a hold whose release got no
                           -- answer has ended (see mark_unsettled)
@@ -391,6 +441,10 @@ function _M.new(opts)
         or type(self.pool_size) ~= "number" or self.pool_size < 1
         or type(self.lost_max) ~= "number" or self.lost_max < 1 then
         argerr("opts", "bad host, port, db, pool_size or lost_memory")
+    end
+    local sn = self.stats_names
+    if type(sn) ~= "number" or sn ~= math.floor(sn) or sn < 0 or sn > STATS_NAMES_MAX then
+        argerr("opts", "stats_names must be an integer in 0.." .. STATS_NAMES_MAX)
     end
     if mode == "cluster" and self.db ~= 0 then
         argerr("opts", "a cluster has no databases")
@@ -1050,8 +1104,8 @@ local function mark_lost(self, key, why)
     self.lost_n = self.lost_n + 1
 end
 
--- key's hold (of kind) ended, released or lost: its hold time.
-local function hold_end(self, key, kind)
+-- key's hold (of the lock (kind, name)) ended, released or lost: its hold time.
+local function hold_end(self, key, kind, name)
     local at = self.since[key]
     if at then
         self.since[key] = nil
@@ -1059,6 +1113,10 @@ local function hold_end(self, key, kind)
         if k then
             local b = stats_bucket(now_ms() - at)
             k.hold_ms[b] = k.hold_ms[b] + 1
+            local n = name_slot(self, kind, name)
+            if n then
+                n.hold_ms[b] = n.hold_ms[b] + 1
+            end
         end
     end
 end
@@ -1070,8 +1128,12 @@ local function count_lost(self, key, e, field, silent_ms)
     local k = self.st.kinds[e.kind]
     if k then
         k[field] = k[field] + 1
+        local n = name_slot(self, e.kind, e.p:name())
+        if n then
+            n[field] = n[field] + 1
+        end
     end
-    hold_end(self, key, e.kind)
+    hold_end(self, key, e.kind, e.p:name())
     if field == "lost_in_doubt" then
         ngx.log(ngx.WARN, "hilock: lock '", e.p:name(), "' lost (in doubt): no renewal ",
                 "confirmed for ", silent_ms, " ms; owner ", e.owner, " must stop using it")
@@ -2030,7 +2092,7 @@ local function release(self, owner, ack)
         c.wd[key] = nil
         forget_lease(c, key)
         if ok then
-            hold_end(c, key, self.kind_name)
+            hold_end(c, key, self.kind_name, self.name)
         end
     elseif not renew then
         -- the engine's rule (hl_release.renew): a release no try got an
@@ -2129,20 +2191,33 @@ local function acquire_run(self, wait, lease, waits)
     return token
 end
 
--- acquire_run, counted in the client's stats: the call's outcome (a wait
--- of 0 that finds the lock held is "busy", not a wait), how a grant came
--- (first try: no wait; else the last wait: ended by a message "woken", by
--- its time "retried") and how long the call took.
+-- One acquire call counted in the figures f: granted or not, its outcome
+-- field, its wait bucket b (false: busy, not a wait).
+local function count_acquire(f, granted, field, b)
+    if granted then
+        f.granted = f.granted + 1
+    end
+    f[field] = f[field] + 1
+    if b then
+        f.wait_ms[b] = f.wait_ms[b] + 1
+    end
+end
+
+-- acquire_run, counted in the client's stats (for the kind and, with
+-- stats_names, for the pair): the call's outcome (a wait of 0 that finds
+-- the lock held is "busy", not a wait), how a grant came (first try: no
+-- wait; else the last wait: ended by a message "woken", by its time
+-- "retried") and how long the call took.
 local function acquire(self, wait, lease)
     local t0, waits = now_ms(), {}
     local token, err = acquire_run(self, wait, lease, waits)
-    local k = self.client.st.kinds[self.kind_name]
+    local c = self.client
+    local k = c.st.kinds[self.kind_name]
     if not k then
         return token, err
     end
     local field
     if token then
-        k.granted = k.granted + 1
         field = #waits == 0 and "granted_first_try"
             or waits[#waits] == 1 and "granted_woken" or "granted_retried"
     elseif type(err) == "string" and err:find("^timeout") then
@@ -2150,10 +2225,11 @@ local function acquire(self, wait, lease)
     else
         return token, err -- an error: its message says it, no wait to count
     end
-    k[field] = k[field] + 1
-    if field ~= "busy" then
-        local b = stats_bucket(now_ms() - t0)
-        k.wait_ms[b] = k.wait_ms[b] + 1
+    local b = field ~= "busy" and stats_bucket(now_ms() - t0)
+    count_acquire(k, token, field, b)
+    local n = name_slot(c, self.kind_name, self.name)
+    if n then
+        count_acquire(n, token, field, b)
     end
     return token, err
 end
@@ -2166,8 +2242,40 @@ end
 -- write, fenced}, renewals, renewal_commands, renewal_failures, settles,
 -- reconnects, redirects, replica_ack_failures}. Per worker: each worker's
 -- client counts its own. docs/observability.md says what each means.
-function Client:stats()
-    return copy_stats(self.st)
+-- client:stats{by_name = true} (a client made with stats_names > 0) adds
+-- names = {{kind = , name = , <figures>}, ...} for each tracked (kind, name)
+-- pair in the order first counted, then {kind = , other = true, <figures>}
+-- for each kind whose other entry counted something.
+function Client:stats(opts)
+    local by_name = false
+    if opts ~= nil then
+        if type(opts) ~= "table" then
+            argerr("opts", "expected a table")
+        end
+        by_name = opts.by_name and true or false
+        if by_name and self.stats_names == 0 then
+            argerr("opts", "by_name needs a client made with stats_names > 0")
+        end
+    end
+    local out = copy_stats(self.st)
+    if by_name then
+        local names = {}
+        for i, e in ipairs(self.st_order) do
+            local f = copy_stats(e[3])
+            f.kind, f.name = e[1], e[2]
+            names[i] = f
+        end
+        for _, kind in ipairs(STATS_KINDS) do
+            local o = self.st_other[kind]
+            if o then
+                local f = copy_stats(o)
+                f.kind, f.other = kind, true
+                names[#names + 1] = f
+            end
+        end
+        out.names = names
+    end
+    return out
 end
 
 -- lk:acquire([wait [, lease]]) -> true | nil, err

@@ -605,6 +605,55 @@ test("c:stats(): exact counters after a scripted sequence", function()
   prefix(err, "closed")
 end)
 
+test("c:stats{by_name = true}: two names tracked, the third in the other entry", function()
+  -- stats_names = 2: on a a busy try, a timeout, a grant and its release;
+  -- on b a grant lost to a force unlock; on the third name a timeout, a
+  -- grant and its release, counted in the reentrant kind's other entry
+  local cs = assert(hilock.connect(URL, { stats_names = 2, watchdog_lease = 1.5 }))
+  raises(function() c:stats({ by_name = true }) end, "stats_names")
+  raises(function() hilock.connect(URL, { stats_names = -1 }) end)
+  raises(function() hilock.connect(URL, { stats_names = 65537 }) end)
+  eq(#assert(cs:stats({ by_name = true })).names, 0, "nothing counted yet")
+  local na, nb, nc = name("pn-a"), name("pn-b"), name("pn-c")
+  local a, b, x = cs:lock(na), cs:lock(nb), cs:lock(nc)
+  local holder = c:lock(na, 99)
+  assert(holder:acquire(0, 60))
+  eq(a:acquire(0), nil, "busy")
+  eq(a:acquire(0.05), nil, "timed out") -- its first try is not one of ours
+  assert(holder:release())
+  assert(a:acquire(0, 60)); assert(a:release())
+  assert(b:acquire(0)) -- watchdog; removed by a force unlock
+  assert(c:lock(nb, 98):force_unlock())
+  assert(wait_until(function() return cs:stats().kinds.reentrant.lost_gone == 1 end, 6000),
+         "loss counted")
+  holder = c:lock(nc, 99)
+  assert(holder:acquire(0, 60))
+  eq(x:acquire(0.05), nil, "timed out")
+  assert(holder:release())
+  assert(x:acquire(0, 60)); assert(x:release())
+  local s = assert(cs:stats({ by_name = true }))
+  local names = s.names
+  eq(#names, 3, "two pairs and the other entry")
+  eq(names[1].name, na, "first counted"); eq(names[2].name, nb, "second")
+  eq(names[3].name, nil, "other: no name"); eq(names[3].other, true, "other")
+  local function sum(t) local n = 0 for i = 1, 24 do n = n + t[i] end return n end
+  local function figures(e)
+    return table.concat({ e.kind, e.granted, e.granted_first_try, e.busy, e.timed_out,
+      e.cancelled, sum(e.wait_ms), sum(e.hold_ms), e.lost_gone, e.lost_expired,
+      e.lost_in_doubt }, " ")
+  end
+  eq(figures(names[1]), "reentrant 1 1 1 1 0 2 1 0 0 0", "a")
+  eq(figures(names[2]), "reentrant 1 1 0 0 0 1 1 1 0 0", "b")
+  eq(figures(names[3]), "reentrant 1 1 0 1 0 2 1 0 0 0", "other")
+  local k = s.kinds.reentrant
+  for _, f in ipairs({ "granted", "busy", "timed_out", "lost_gone" }) do
+    eq(k[f], names[1][f] + names[2][f] + names[3][f], "kind total " .. f)
+  end
+  eq(sum(k.hold_ms), 3, "holds")
+  eq(s.names and cs:stats().names, nil, "names only with by_name")
+  cs:close()
+end)
+
 test("closed client and handles", function()
   local cc = assert(hilock.connect(URL))
   local lk = cc:lock(name("closed"))

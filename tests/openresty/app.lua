@@ -344,6 +344,52 @@ function _M.stats()
     ngx.say("ready")
 end
 
+-- /name_stats?name=N: a client with stats_names = 2; on N:a a busy try, a
+-- timeout, a grant and its release; on N:b a grant lost to a force unlock;
+-- on N:c (the third pair) a timeout, a grant and its release, counted in
+-- the other entry. Prints each entry's figures as "kind name granted
+-- first_try busy timed_out cancelled waits holds gone expired doubt", then
+-- the kind's totals and whether names appear without by_name.
+function _M.name_stats()
+    local n = ngx.var.arg_name
+    local c = hilock.new { url = os.getenv("REDIS_URL"), stats_names = 2, watchdog_lease = 1.5 }
+    local other = client()
+    local okp, perr = pcall(other.stats, other, { by_name = true })
+    assert(not okp and tostring(perr):find("stats_names"), "by_name refused: " .. tostring(perr))
+    local okn = pcall(hilock.new, { url = os.getenv("REDIS_URL"), stats_names = -1 })
+    assert(not okn, "stats_names -1 refused")
+    local a, b, x = c:lock(n .. ":a"), c:lock(n .. ":b"), c:lock(n .. ":c")
+    local held = other:lock(n .. ":a", 99)
+    assert(held:acquire(0, 60))
+    assert(a:acquire(0) == nil)
+    assert(a:acquire(0.05) == nil)
+    assert(held:release())
+    assert(a:acquire(0, 60)); assert(a:release())
+    assert(b:acquire(0)) -- removed by another client
+    assert(other:lock(n .. ":b", 98):force_unlock())
+    assert(until_true(function() return c:stats().kinds.reentrant.lost_gone == 1 end, 6000),
+           "loss counted")
+    held = other:lock(n .. ":c", 99)
+    assert(held:acquire(0, 60))
+    assert(x:acquire(0.05) == nil)
+    assert(held:release())
+    assert(x:acquire(0, 60)); assert(x:release())
+    local s = c:stats({ by_name = true })
+    local function sum(t) local v = 0 for i = 1, 24 do v = v + t[i] end return v end
+    local out = {}
+    for _, e in ipairs(s.names) do
+        out[#out + 1] = string.format("%s %s %d %d %d %d %d %d %d %d %d %d", e.kind,
+            e.other and "(other)" or e.name:sub(#n + 2), e.granted, e.granted_first_try, e.busy,
+            e.timed_out, e.cancelled, sum(e.wait_ms), sum(e.hold_ms), e.lost_gone,
+            e.lost_expired, e.lost_in_doubt)
+    end
+    local k = s.kinds.reentrant
+    out[#out + 1] = string.format("kind %d %d %d %d %d", k.granted, k.busy, k.timed_out,
+                                  sum(k.wait_ms), sum(k.hold_ms))
+    out[#out + 1] = "plain=" .. tostring(c:stats().names == nil)
+    ngx.say(table.concat(out, "; "))
+end
+
 -- /lost_bounded: 30 request owners lose their watchdog holds; a client with
 -- lost_memory = 8 remembers at most two generations of 8 of them.
 function _M.lost_bounded()

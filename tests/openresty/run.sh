@@ -246,6 +246,15 @@ if [ "$res" = "granted=3 timed_out=1 cancelled=0 busy=1 first_try=2 woken=1 retr
    grep -q "hilock: lock '$name:d' lost (in doubt)" "$NGINX_TMP/error.log"; then
   ok "$label"; else bad "$label"; grep "$name" "$NGINX_TMP/error.log" | tail -5; fi
 
+# (e9) client:stats{by_name = true}: stats_names = 2, two names tracked and
+#      the third counted in the reentrant kind's other entry, exact figures
+#      (kind name granted first_try busy timed_out cancelled waits holds gone
+#      expired doubt); the kind's totals are their sums.
+res=$(curl -sS --max-time 30 "$URL/name_stats?name=or:pn:$RANDOM")
+label="(e9) client:stats{by_name = true}: '$res'"
+if [ "$res" = "reentrant a 1 1 1 1 0 2 1 0 0 0; reentrant b 1 1 0 0 0 1 1 1 0 0; reentrant (other) 1 1 0 1 0 2 1 0 0 0; kind 3 1 2 5 3; plain=true" ]; then
+  ok "$label"; else bad "$label"; fi
+
 # (e3) ... and remembers losses of request owners in bounded memory
 #      (lost_memory = 8: at most 16 of 30 remembered, the newest ones).
 res=$(curl -sS --max-time 10 "$URL/lost_bounded?name=$RANDOM")
