@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "proto.h"
+#include "proto_session.h"
 #include "stats.h"
 #include "util.h"
 
@@ -232,6 +233,11 @@ typedef struct hl_watchdog {
     int close_deferred;  /* the client's close was asked from a lost callback */
     int deferring;       /* run_deferred is running deferred work (mu released) */
     struct hl_wd_scratch *scratch; /* watchdog.c: the thread's buffers between ticks */
+    hl_holds holds;      /* the session's hold table (proto_session.c): when
+                            each entry is renewed or in doubt, which were
+                            found lost; under mu */
+    int holds_ready;     /* holds initialised (at the first hold: the
+                            client's options are known by then) */
 } hl_watchdog;
 
 /* A watchdog acquisition of (holder, tid): starts renewing or counts a hold.

@@ -7,6 +7,9 @@
  * sent lease - margin ago is reported lost "in doubt": cut off from the
  * server, its holder must stop before the lease ends there and another
  * client takes the lock (hl_wd_margin_ms; the engine's hl_renew_doubt_at).
+ * When each hold is renewed, when it is in doubt and which were found lost
+ * is the engine's session hold table (wd->holds, proto_session.c), guarded
+ * by wd->mu; this file does the I/O, the threads and the reports.
  *
  * Two threads per client, so that no I/O can delay a report:
  * - the renewal thread does the renewals' I/O on its own schedule (a
@@ -37,6 +40,8 @@
 /* One watched hold (holder, tid). */
 typedef struct hl_wd_entry {
     struct hl_wd_entry *next;
+    hl_hold s;         /* in wd->holds (the session's hold table): its
+                          confirmation, renewal due, doubt and loss */
     void *holder;      /* opaque: given back to sinks.lost */
     hilock_kind kind;  /* which renew command */
     const hl_names *names; /* the holder's, valid while the entry lives */
@@ -47,15 +52,7 @@ typedef struct hl_wd_entry {
                           be reported) */
     int reporting;     /* the watchdog thread is reporting it in doubt */
     int removed;       /* claimed by a remover, who frees it once neither
-                          inflight nor reporting */
-    int lost;          /* found gone; the watchdog thread reports and frees it */
-    int doubt;         /* reported lost "in doubt" (no renewal confirmed for
-                          lease - margin); still renewed */
-    int64_t confirmed_at; /* monotonic ms: when the last grant or renewal the
-                             server confirmed was sent (the lease runs from
-                             no earlier than that) */
-    int64_t tried_at;  /* when the first renewal since confirmed_at was sent,
-                          -1 none yet (hl_renew_doubt_at's renew_sent_at) */
+                          inflight nor reporting; out of wd->holds */
     hl_waiter obs;     /* observes the lock's channel (hl_hold_channel): a
                           message there renews at once */
     unsigned followed; /* the follow_moved pass that last looked at obs */
@@ -64,7 +61,7 @@ typedef struct hl_wd_entry {
 static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
 {
     for (hl_wd_entry *e = wd->entries; e; e = e->next)
-        if (e->holder == holder && e->tid == tid && !e->removed && !e->lost)
+        if (e->holder == holder && e->tid == tid && !e->removed && !e->s.lost)
             return e;
     return NULL;
 }
@@ -88,12 +85,17 @@ static void unlink_entry(hl_watchdog *wd, hl_wd_entry *e)
 }
 
 /* Claim e, wait until no renewal or report uses it, then unlink it: the
- * caller frees it (entry_free) once it has released mu. mu held. */
+ * caller frees it (entry_free) once it has released mu. It leaves the
+ * schedule at once (no renewal or doubt of it is handed out again), except
+ * a loss found and not yet reported: that report comes first. mu held. */
 static void claim(hl_watchdog *wd, hl_wd_entry *e)
 {
     e->removed = 1;
+    if (!e->s.lost)
+        hl_holds_remove(&wd->holds, &e->s);
     while (e->inflight || e->reporting)
         pthread_cond_wait(&wd->cv, &wd->mu);
+    hl_holds_remove(&wd->holds, &e->s);
     unlink_entry(wd, e);
 }
 
@@ -131,42 +133,26 @@ int64_t hl_wd_margin_ms(const hl_transport *c)
     return c->opts.watchdog_lease_ms - hl_renew_doubt_after(c->opts.watchdog_lease_ms);
 }
 
-/* When e is in doubt: the engine's rule over what the renewal thread saw. */
-static int64_t doubt_at(const hl_transport *c, const hl_wd_entry *e)
-{
-    return hl_renew_doubt_at(e->confirmed_at, c->opts.watchdog_lease_ms, e->tried_at,
-                             c->opts.command_timeout_ms);
-}
-
-/* Holds with no renewal confirmed in time (doubt_at): report them lost "in
- * doubt", once per silence, whatever the renewal thread is doing (a renewal
- * of them may be stuck in flight). They are still renewed: if the link
- * comes back and the lock is still ours, keeping it is harmless (its
- * holder was told to stop and releases it); if it is gone, the renewal
+/* Holds with no renewal confirmed in time (the session's rule): report
+ * them lost "in doubt", once per silence, whatever the renewal thread is
+ * doing (a renewal of them may be stuck in flight). They are still renewed:
+ * if the link comes back and the lock is still ours, keeping it is harmless
+ * (its holder was told to stop and releases it); if it is gone, the renewal
  * reports the loss as usual. Returns the earliest time another hold
  * becomes due (or INT64_MAX); mu held, released around each report. */
 static int64_t report_unconfirmed(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
     for (;;) {
-        int64_t now = hl_now_mono_ms(), next = INT64_MAX;
-        hl_wd_entry *due = NULL;
-        for (hl_wd_entry *e = wd->entries; e; e = e->next) {
-            if (e->removed || e->lost || e->doubt || e->reporting)
-                continue;
-            int64_t at = doubt_at(c, e);
-            if (now >= at) {
-                due = e;
-                break;
-            }
-            if (at < next)
-                next = at;
+        int64_t now = hl_now_mono_ms();
+        hl_hold *s = hl_holds_doubt_next(&wd->holds, now);
+        if (!s) {
+            int64_t next = hl_holds_next_doubt(&wd->holds);
+            return next < 0 ? INT64_MAX : next;
         }
-        if (!due)
-            return next;
-        due->doubt = 1;
+        hl_wd_entry *due = s->ref;
         due->reporting = 1; /* a remover waits for the report */
-        int64_t silent = now - due->confirmed_at;
+        int64_t silent = now - s->confirmed_at;
         pthread_mutex_unlock(&wd->mu);
         /* the sink ends the hold's figures, then counts and traces the loss */
         c->sinks.lost(due->holder, due->tid, HL_LOSS_DOUBT, silent);
@@ -183,14 +169,13 @@ static void report_found_lost(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
     for (;;) {
-        hl_wd_entry *e = wd->entries;
-        while (e && !(e->lost && e->inflight && !e->reporting))
-            e = e->next;
-        if (!e)
+        hl_hold *s = hl_holds_lost_next(&wd->holds);
+        if (!s)
             return;
+        hl_wd_entry *e = s->ref; /* inflight until reported */
         e->reporting = 1;
         pthread_mutex_unlock(&wd->mu);
-        int cause = e->doubt ? HL_LOSS_EXPIRED : HL_LOSS_GONE;
+        int cause = s->doubt ? HL_LOSS_EXPIRED : HL_LOSS_GONE;
         /* the sink ends the hold's figures, then counts and traces the loss */
         c->sinks.lost(e->holder, e->tid, cause, 0);
         pthread_mutex_lock(&wd->mu);
@@ -397,7 +382,7 @@ static void follow_moved(hl_transport *c)
     unsigned pass = ++wd->follow_pass;
     for (;;) {
         hl_wd_entry *e = wd->entries;
-        while (e && (e->removed || e->lost || e->inflight || e->followed == pass ||
+        while (e && (e->removed || e->s.lost || e->inflight || e->followed == pass ||
                      !hl_sub_moved(&e->obs)))
             e = e->next;
         if (!e)
@@ -413,94 +398,95 @@ static void follow_moved(hl_transport *c)
     }
 }
 
-/* One tick of the renewal thread: renew every live hold; mu held, released
- * while the renewals are in flight. */
-static void renew_batch(hl_transport *c)
+/* One pass of the renewal thread: renew the holds the session says are
+ * due by now + horizon; mu held, released while the renewals are in
+ * flight. */
+static void renew_batch(hl_transport *c, int64_t horizon)
 {
     hl_watchdog *wd = &c->wd;
-    int n = 0;
-    for (hl_wd_entry *e = wd->entries; e; e = e->next)
-        if (!e->removed && !e->lost)
-            n++;
-    if (n == 0 || scratch_holds(wd, n) != 0)
-        return; /* nothing to do, or no memory: try again next tick */
-    hl_wd_scratch *s = wd->scratch;
-    wd_item *items = s->items, *again = s->again;
-    hl_renew_outcome *out = s->out, *out2 = s->out2;
-    int *retry = s->retry, *unused = s->unused;
-    memset(retry, 0, sizeof *retry * (size_t)n);
     int64_t sent_at = hl_now_mono_ms();
-    int i = 0;
-    for (hl_wd_entry *e = wd->entries; e && i < n; e = e->next) {
-        if (e->removed || e->lost)
-            continue;
-        e->inflight = 1;
-        if (e->tried_at < 0)
-            e->tried_at = sent_at; /* the first try since the last confirmation */
-        items[i].e = e;
-        items[i].single = e->kind == HILOCK_KIND_READ;
-        items[i].slot = c->ep.cluster ? hl_key_slot(e->names->name, strlen(e->names->name)) : 0;
-        i++;
+    hl_hold *s;
+    if (!wd->holds.count)
+        return;
+    if (scratch_holds(wd, (int)wd->holds.count) != 0) {
+        /* no memory: these renewals fail; the next ones go out when due */
+        while ((s = hl_holds_renew_next(&wd->holds, sent_at, horizon)))
+            hl_holds_outcome(&wd->holds, s, HL_RENEW_TROUBLE, 1, sent_at);
+        return;
     }
+    hl_wd_scratch *sc = wd->scratch;
+    wd_item *items = sc->items, *again = sc->again;
+    hl_renew_outcome *out = sc->out, *out2 = sc->out2;
+    int *retry = sc->retry, *unused = sc->unused;
+    int n = 0;
+    while (n < sc->ncap && (s = hl_holds_renew_next(&wd->holds, sent_at, horizon))) {
+        hl_wd_entry *e = s->ref;
+        e->inflight = 1;
+        items[n].e = e;
+        items[n].single = e->kind == HILOCK_KIND_READ;
+        items[n].slot = c->ep.cluster ? hl_key_slot(e->names->name, strlen(e->names->name)) : 0;
+        n++;
+    }
+    if (n == 0)
+        return;
+    memset(retry, 0, sizeof *retry * (size_t)n);
     pthread_mutex_unlock(&wd->mu);
     qsort(items, (size_t)n, sizeof *items, item_cmp);
-    renew_items(c, s, items, n, 1, out, retry);
+    renew_items(c, sc, items, n, 1, out, retry);
     int nagain = 0;
-    for (i = 0; i < n; i++)
+    for (int i = 0; i < n; i++)
         if (retry[i])
             again[nagain++] = items[i];
     if (nagain) { /* one by one, as before batching */
-        renew_items(c, s, again, nagain, 0, out2, unused);
-        for (i = 0, nagain = 0; i < n; i++)
+        renew_items(c, sc, again, nagain, 0, out2, unused);
+        for (int i = 0, k = 0; i < n; i++)
             if (retry[i])
-                out[i] = out2[nagain++];
+                out[i] = out2[k++];
     }
 
     pthread_mutex_lock(&wd->mu);
-    for (i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         hl_wd_entry *e = items[i].e;
         /* only "owner field gone" is a loss; no answer or an odd one is
-         * retried next tick. Decided per hold: a node that failed does not
-         * hide the others' losses. */
+         * retried when the next renewal is due. Decided per hold: a node
+         * that failed does not hide the others' losses. */
         hl_renew_outcome o = out[i];
         hl_stats_add(o == HL_RENEW_RENEWED ? &c->stats.renewals : &c->stats.renewal_failures, o != HL_RENEW_LOST);
-        if (!e->removed && o == HL_RENEW_LOST) {
-            e->lost = 1; /* stays inflight until the watchdog thread reports it */
-        } else {
-            if (o == HL_RENEW_RENEWED && sent_at > e->confirmed_at) {
-                e->confirmed_at = sent_at;
-                e->tried_at = -1;
-                e->doubt = 0; /* a later silence is reported again */
-            }
-            e->inflight = 0;
-        }
+        /* a removed hold left the table: its outcome changes nothing */
+        if (!e->removed &&
+            hl_holds_outcome(&wd->holds, &e->s, o, 1, sent_at) == HL_RENEW_LOST)
+            continue; /* stays inflight until the watchdog thread reports it */
+        e->inflight = 0;
     }
     pthread_cond_broadcast(&wd->cv); /* removers; the watchdog thread reports */
 }
 
-/* The renewal thread: a pass every lease/3 (or when asked for one), the
- * I/O with mu released. It never calls up. */
+/* The renewal thread: a pass when the session says a renewal is due (every
+ * hold due within the next period goes with it, so the holds share one pass
+ * per period), or when asked for one (all holds); the I/O with mu
+ * released. It never calls up. */
 static void *renewal_main(void *arg)
 {
     hl_transport *c = arg;
     hl_watchdog *wd = &c->wd;
     int64_t period = hl_renew_period(c->opts.watchdog_lease_ms);
     pthread_mutex_lock(&wd->mu);
-    int64_t next = hl_now_mono_ms() + period;
     while (!wd->stop) {
         int64_t now = hl_now_mono_ms();
-        /* taken whether or not the tick is due: a pass now covers it */
+        /* taken whether or not a renewal is due: a pass now covers it */
         int asked = __atomic_exchange_n(&wd->renew_now, 0, __ATOMIC_ACQ_REL);
-        if (now >= next || asked) {
-            next = now + period;
-            renew_batch(c);
+        int64_t due = hl_holds_next_renewal(&wd->holds);
+        if (asked || (due >= 0 && due <= now)) {
+            renew_batch(c, asked ? INT64_MAX / 4 : period);
             follow_moved(c);
             continue;
         }
-        /* sleep on the pipe: hold_message and hl_wd_shutdown write to it */
+        /* sleep on the pipe: hold_message and hl_wd_shutdown write to it;
+         * a hold added meanwhile is due a period after its grant at the
+         * earliest, so a period's sleep when none is due finds it in time */
         pthread_mutex_unlock(&wd->mu);
         struct pollfd pf = {wd->rwk.wake_fd[0], POLLIN, 0};
-        int64_t ms = next - now;
+        int64_t ms = due >= 0 && due - now < period ? due - now : period;
         if (poll(&pf, 1, (int)(ms > 3600000 ? 3600000 : ms)) > 0)
             hl_wake_drain(wd->rwk.wake_fd[0]);
         pthread_mutex_lock(&wd->mu);
@@ -585,12 +571,13 @@ static int add_hold(hl_watchdog *wd, const void *holder, uint64_t tid, int64_t s
     if (!e)
         return 0;
     e->holds++;
-    if (sent_at > e->confirmed_at) { /* a re-entry applied the lease again */
-        e->confirmed_at = sent_at;
-        e->tried_at = -1;
-        e->doubt = 0;
+    /* a re-entry applied the lease again: the session takes it as the
+     * confirmation when it was sent after the last one (cannot fail: the
+     * hold is in the table) */
+    int64_t before = e->s.confirmed_at;
+    hl_holds_grant(&wd->holds, &e->s, 1, 0, sent_at);
+    if (e->s.confirmed_at != before)
         pthread_cond_broadcast(&wd->cv); /* its doubt timer moved */
-    }
     return 1;
 }
 
@@ -599,6 +586,10 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
+    if (!wd->holds_ready) { /* the options are set by now */
+        hl_holds_init(&wd->holds, c->opts.watchdog_lease_ms, c->opts.command_timeout_ms);
+        wd->holds_ready = 1;
+    }
     int counted = add_hold(wd, holder, tid, sent_at);
     /* a new hold: the threads first, so that the renewal thread's pipe,
      * which the listener writes to for this hold's channel, exists before
@@ -616,13 +607,12 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     hl_wd_entry *e = calloc(1, sizeof *e);
     if (!e)
         return HILOCK_ENOMEM;
+    hl_hold_init(&e->s, e, (int)kind);
     e->holder = holder;
     e->kind = kind;
     e->names = names;
     e->tid = tid;
     e->holds = 1;
-    e->confirmed_at = sent_at;
-    e->tried_at = -1;
     hl_hold_owner(e->owner, kind, c->id, tid);
     /* listen on the lock's own channel, so that a force unlock is checked
      * at once; not under mu (routing may refresh a cluster's slot map). No
@@ -633,6 +623,12 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
         pthread_mutex_unlock(&wd->mu);
         entry_free(c, e);
         return 0;
+    }
+    /* the session schedules its renewals and its doubt */
+    if (hl_holds_grant(&wd->holds, &e->s, 1, 0, sent_at) != 0) {
+        pthread_mutex_unlock(&wd->mu);
+        entry_free(c, e);
+        return HILOCK_ENOMEM;
     }
     e->next = wd->entries;
     wd->entries = e;
@@ -647,7 +643,7 @@ int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid, int64_t *co
     pthread_mutex_lock(&wd->mu);
     hl_wd_entry *e = find_live(wd, holder, tid);
     int stopped = 0;
-    *confirmed_at = e ? e->confirmed_at : hl_now_mono_ms();
+    *confirmed_at = e ? e->s.confirmed_at : hl_now_mono_ms();
     if (e && e->holds > 1) {
         e->holds--;
     } else if (e) {
@@ -714,6 +710,8 @@ void hl_wd_shutdown(hl_transport *c, int from_watchdog)
     wd->entries = NULL;
     scratch_free(wd->scratch); /* the renewal thread has ended */
     wd->scratch = NULL;
+    hl_holds_free(&wd->holds); /* its holds are the entries freed below */
+    wd->holds_ready = 0;
     pthread_mutex_unlock(&wd->mu);
     while (left) { /* entry_free takes the pubsub mutex: not under mu */
         hl_wd_entry *e = left;
