@@ -192,6 +192,15 @@ def _raise(code: int, detail: str = "") -> None:
     raise from_code(code, detail)
 
 
+def _answered(code: int, conn: Any, reply: Any) -> Error:
+    """The error of a command the router gave up on: which server answered
+    what (the server's own error text, cut short)."""
+    text = str(reply.error or "")
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return from_code(code, f"{conn.what} answered {text!r}")
+
+
 # --------------------------------------------------------------------------
 # connections
 # --------------------------------------------------------------------------
@@ -1524,8 +1533,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         Returns (st, req, conn, code): st 0 = the answer in req.reply, conn
         to give back; 1 = no answer within timeout_ms (the command may
         still run: conn is left as it is); 2 = conn closed after the send;
-        3 = nothing more to try (code: why; conn None, req None or the
-        Error that left no connection to send on).
+        3 = nothing more to try (code: why; conn None, req None or an
+        Error saying why: the one that left no connection to send on, or
+        the server's answer the router gave up on).
         cancel: a cancellation is remembered there (see _Cancel) and ends
         the routing before the next send. first (one server): data was
         already sent directly (_send_idle) and first holds its error reply:
@@ -1586,7 +1596,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                     conn.close()  # a demoted server: a new connection, once
                 elif a[0] == _E.ROUTE_FAIL:
                     pool.put(conn)
-                    return 3, None, None, a[1]
+                    return 3, _answered(a[1], conn, req.reply), None, a[1]
                 else:
                     return 0, req, conn, 0
                 await self._route_pause(a[1], cancel)
@@ -1662,7 +1672,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             elif act == _E.ROUTE_RETRY:
                 await self._route_pause(a[1], cancel)
             else:
-                return 3, None, None, a[1]
+                return 3, _answered(a[1], conn, r), None, a[1]
 
     async def _route_pause(self, ms: int, cancel: Optional[_Cancel]) -> None:
         if ms <= 0:
@@ -1790,6 +1800,22 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._st[_C_SETTLES] += 1
         _log.info("an acquire attempt's reply timed out; the settler gives back a late grant")
         self._spawn(self._settle(conn, first, s, addr))
+
+    def _where_slot(self, slot: int) -> str:
+        """The server a command on slot goes to, for messages: host:port
+        (a cluster: the slot's master as last known; Sentinel: the master
+        the sentinels last named), or the unix socket's path."""
+        ep = self._ep
+        addr: Any = None
+        if self._cluster:
+            addr = self._slot_node[slot] if self._slot_node else None
+        elif self._sentinel:
+            addr = self._master
+        elif ep.get("path"):
+            return f"unix:{ep['path']}"
+        else:
+            addr = (ep.get("host"), ep.get("port", 0))
+        return f"{addr[0]}:{addr[1]}" if addr else "?"
 
     async def _settle_gate(self, slot: int, bounded: bool, cancel: _Cancel) -> int:
         """The engine's rule before an acquire attempt (settle_gate): while
@@ -2286,7 +2312,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                        sent: Optional[Tuple[_Req, int]] = None, bounded: bool = False,
                        ttl_out: Optional[List[int]] = None,
                        sent_at: Optional[List[int]] = None,
-                       waits: Optional[List[int]] = None
+                       waits: Optional[List[int]] = None,
+                       why: Optional[List[str]] = None
                        ) -> Tuple[int, int, int, Optional[_Conn]]:
     """One run of the acquire machine: (result, hold_count, token, conn);
     keep: conn is the granting attempt's connection (for the replica
@@ -2301,7 +2328,9 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
     to when each attempt goes out (Client._now_ms; the last one is the
     grant's, whose lease a watchdog hold's doubt is counted from). waits:
     gets, per wait, 1 when a message (or a cancel) ended it, 0 when its
-    timer did (the grant's path in the stats)."""
+    timer did (the grant's path in the stats). why: gets the last
+    connection trouble, naming the server (for the error the caller raises
+    when the run ends in one)."""
     loop = c._loop
     ps: Optional[_PubSub] = None  # where w listens
     slot = names.slot
@@ -2324,6 +2353,10 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     if t[2] and c._settling:  # an attempt; its server may be stalled
                         code = await c._settle_gate(slot, bounded, cancel)
                         if code:
+                            if code == _E.E_CONN:
+                                _trouble(why, f"server {c._where_slot(slot)} has not "
+                                         "answered an earlier attempt yet (still being "
+                                         "settled); no new attempt sent to it")
                             m.on_error(code)
                             continue
                     if sent_at is not None:
@@ -2337,11 +2370,13 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     if st == 0 and req.reply.error is not None:  # the router's say first
                         st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel, req)
                         if st == 3:
+                            _trouble(why, req)
                             m.on_error(code)
                             continue
                 else:
                     st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
                     if st == 3:
+                        _trouble(why, req)
                         m.on_error(code)
                         continue
                 assert conn is not None
@@ -2352,6 +2387,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         conn.pool.put(conn)  # type: ignore[union-attr]
                         st, req, conn2, code = await c._routed(slot, again, c._cmd_ms, cancel)
                         if st == 3:
+                            _trouble(why, req)
                             m.on_error(code)
                             continue
                         assert conn2 is not None
@@ -2368,6 +2404,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 elif st == 1 and t[2]:
                     # the attempt may still run on the server: settle it there;
                     # later calls take another latch key (its late copy must find it)
+                    _trouble(why, _E.no_reply_msg(c._cmd_ms, conn.what))
                     conn.broken = True
                     c._latch_epoch += 1
                     s = m.on_unknown(_E.E_CONN, c._request_id(), c._cmd_ms)
@@ -2376,6 +2413,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     else:
                         c._start_settle(conn, req, s)
                 else:
+                    _trouble(why, _E.no_reply_msg(c._cmd_ms, conn.what) if st == 1
+                             else f"{conn.what} closed the connection before the reply")
                     conn.close()
                     if st == 2 and t[2]:
                         # sent, and the connection died: the engine settles it
@@ -2409,6 +2448,16 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
             _leave(c, ps, channel, w)
         if held is not None:
             held.pool.put(held)  # type: ignore[union-attr]
+
+
+def _trouble(why: Optional[List[str]], what: Any) -> None:
+    """Keep what went wrong on the way to a server for the caller's error:
+    an Error's detail, or a text; nothing for None (a cancel)."""
+    if why is None or what is None:
+        return
+    text = (what.detail or str(what)) if isinstance(what, Error) else str(what)
+    if text:
+        why[:] = [text]
 
 
 def _send_idle(c: Client, data: bytes) -> Optional[_Req]:
@@ -2739,6 +2788,7 @@ class Lock:
         key = (self._kind, self._name, owner)
         deadline = -1 if w <= 0 else _E.now_ms() + w
         at = [direct_at]  # when the latest attempt went out (the grant's, at the end)
+        why: List[str] = []  # the last connection trouble, for the error
         while True:
             left = w if deadline < 0 else max(1, deadline - _E.now_ms())
             d = c._direct
@@ -2752,7 +2802,8 @@ class Lock:
                     got = d.acquire(self._n, owner, left, lease)
                     if got is None:  # no idle connection: the general path opens one
                         result, _holds, token, _c = await _run_acquire(
-                            c, self._n, owner, left, lease, cancel, sent_at=at, waits=waits)
+                            c, self._n, owner, left, lease, cancel, sent_at=at, waits=waits,
+                            why=why)
                         break
                     m, req = got
                     await _direct_wait(c, req, cancel)
@@ -2771,11 +2822,11 @@ class Lock:
                 else:
                     result, _holds, token, _c = await _run_acquire(
                         c, self._n, owner, left, lease, cancel, m=m, first=t, sent=sent,
-                        sent_at=at, waits=waits)
+                        sent_at=at, waits=waits, why=why)
                 break
             result, _holds, token, conn = await _run_acquire(c, self._n, owner, left, lease,
                                                              cancel, keep=c._ack, sent_at=at,
-                                                             waits=waits)
+                                                             waits=waits, why=why)
             if conn is None:
                 break
             if await c._replica_ack(conn, cancel) or cancel.exc is not None:
@@ -2807,7 +2858,7 @@ class Lock:
         if result == _E.E_TIMEDOUT:
             return False
         detail = {_E.E_WRONGTYPE: f"key {self.name!r} holds a value that is not a lock"}.get(
-            result, f"acquire of lock {self.name!r}")
+            result, f"acquire of lock {self.name!r}" + (f": {why[0]}" if why else ""))
         _raise(result, detail)
         return False  # not reached
 

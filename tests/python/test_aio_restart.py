@@ -212,3 +212,59 @@ def test_a_free_slot_is_handed_on_past_a_cancelled_waiter(server: RedisServer,
         asyncio.run(main())
     finally:
         proxy.close()
+
+
+def test_acquire_errors_name_the_server(server: RedisServer, name: str) -> None:
+    """A hilock.aio acquire that fails on the way to its server says which
+    server and what happened (issue 29: every error names the server), as
+    the blocking package does: the server paused (no reply within the
+    command timeout), a later attempt while that one is being settled, the
+    server down, and a proxy in front of a dead server that accepts and
+    closes. Before, each was just
+    "connection error: acquire of lock '<name>'" (_run_acquire kept only
+    the code of what _routed and the connections reported)."""
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        direct = await aio.connect(server.url, command_timeout=0.3, connect_timeout=0.3)
+        other = await aio.connect(server.url, command_timeout=0.3, connect_timeout=0.3)
+        via = await aio.connect(proxy.url(), command_timeout=0.3, connect_timeout=0.3)
+        try:
+            for c in (direct, other, via):
+                lk = c.lock(name)
+                assert await lk.acquire(wait=0)
+                await lk.release()
+            where = f"127.0.0.1:{server.port}"
+            server.pause()
+            try:
+                with pytest.raises(hilock.ConnectionError) as e:
+                    await asyncio.wait_for(direct.lock(name).acquire(wait=0), 10)
+            finally:
+                server.resume()
+            print(f"\n  paused: {e.value}")
+            assert f"no reply within 300 ms from {where}" in str(e.value)
+            # direct is still settling that attempt: "not answered an earlier
+            # attempt yet"; a client of its own finds the server gone
+            server.kill9()
+            with pytest.raises(hilock.ConnectionError) as e:
+                await asyncio.wait_for(direct.lock(name).acquire(wait=0), 10)
+            print(f"  settling: {e.value}")
+            assert f"server {where} has not answered an earlier attempt yet" in str(e.value)
+            with pytest.raises(hilock.ConnectionError) as e:
+                await asyncio.wait_for(other.lock(name).acquire(wait=0), 10)
+            print(f"  down: {e.value}")
+            assert where in str(e.value)
+            assert "cannot connect" in str(e.value) or "closed the connection" in str(e.value)
+            proxy.close_when_down()
+            with pytest.raises(hilock.ConnectionError) as e:
+                await asyncio.wait_for(via.lock(name).acquire(wait=0), 10)
+            print(f"  behind a proxy: {e.value}")
+            assert f"127.0.0.1:{proxy.port}" in str(e.value)
+        finally:
+            await direct.close()
+            await other.close()
+            await via.close()
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
