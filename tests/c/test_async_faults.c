@@ -134,6 +134,65 @@ static void t_held_up_loop_renews_before_doubt(void)
     hilock_client_close(c);
 }
 
+/* A renewal sent in time and not answered earns no grace, nor does the
+ * retry after it (the engine's hl_renew_doubt_at: the grace of a late
+ * renewal counts from the FIRST renewal since the last confirmation). The
+ * server is stopped right after the grant; the first renewal (due 2000 ms
+ * in) times out after the command timeout (1000 ms); then the loop is held
+ * up past the doubt point (4800 ms) and the retry that fell due goes out
+ * late, when it resumes. The holder is told "in doubt" at once (the rule's
+ * time has passed), not a command timeout after the late retry. */
+static void t_late_retry_earns_no_grace(void)
+{
+    enum { LEASE = 6000, TIMEOUT = 1000 }; /* renewals every 2000, doubt at 4800 */
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = LEASE;
+    o.command_timeout_ms = TIMEOUT;
+    o.connect_timeout_ms = 300;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, srv.url, &o, NULL, 0) == 0);
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "alateretry") == 0);
+    res r = {0};
+    int64_t t0 = th_now_ms(); /* the grant was written after this */
+    CU_ASSERT(hilock_async_acquire(a, l, 7, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until_n(a, &r.n, 1, 5000) && r.rc == 0);
+    th_redis_pause(&srv);
+    int64_t tp = th_now_ms(); /* the grant was written before this */
+    /* the first renewal goes out at 2000 ms and times out at 3000 ms; the
+     * loop stops before the retry is due (4000 ms) */
+    run_for(a, 3600 - (tp - t0));
+    CU_ASSERT_EQUAL(s.n, 0);
+    th_sleep_ms(tp + 4850 - th_now_ms()); /* held up past the doubt point (4800) */
+    int64_t resumed = th_now_ms();
+    /* asked before the loop runs again: in doubt by the rule already */
+    int lost_now = hilock_async_is_lost(a, l, 7);
+    int told = run_until_n(a, &s.n, 1, 3000);
+    th_redis_resume(&srv);
+    printf("\n  grant written within [0, %lld] ms; first renewal unanswered; loop held up "
+           "until %lld ms; is_lost then %d; told in doubt %lld ms after the loop resumed "
+           "(a retry's grace would end %d ms after)\n",
+           (long long)(tp - t0), (long long)(resumed - t0), lost_now,
+           told ? (long long)(s.at - resumed) : -1LL, TIMEOUT);
+    CU_ASSERT_EQUAL(lost_now, 1);
+    CU_ASSERT_FATAL(told);
+    CU_ASSERT(strstr(s.msg, "in doubt") != NULL);
+    CU_ASSERT(s.at - resumed < TIMEOUT / 2); /* the first loop turn, not the retry's grace */
+    /* the server is back: still renewed, still ours, released normally */
+    run_for(a, 1500);
+    CU_ASSERT(th_redis_int(&srv, "PTTL alateretry") > 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 7, on_done, &rel) == 0);
+    CU_ASSERT(run_until_n(a, &rel.n, 1, 5000) && rel.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS alateretry"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+}
+
 /* A multi-lock hold whose member is taken away is reported once through the
  * multi-lock lost callback (after the member's own report); a Redlock of
  * three keeps its majority when one member goes and is lost at the second. */
@@ -491,6 +550,8 @@ int main(void)
     CU_add_test(s, "a hold cut off from its server is reported in doubt in time", t_in_doubt);
     CU_add_test(s, "a held-up loop renews before reporting doubt",
                 t_held_up_loop_renews_before_doubt);
+    CU_add_test(s, "a retry sent late after an unanswered renewal earns no grace",
+                t_late_retry_earns_no_grace);
     CU_add_test(s, "multi-lock and Redlock lost callback", t_multilock_lost);
     CU_add_test(s, "a settle whose connection died goes on a new one", t_settle_on_new_connection);
     CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);
