@@ -51,7 +51,7 @@ FIXED = dict(WATCHDOG, lease_ms=1500)
 # faults that keep every hold either alive or reported (the promise of
 # DESIGN.md section 6), on one server with its data kept (appendfsync always)
 SAFE_FAULTS = ["partition-one", "partition-all", "reset", "latency", "pause-server",
-               "stop-client-short", "client-pause"]
+               "stop-client-short", "client-pause", "requests-lost", "replies-lost"]
 
 SCENARIOS: Dict[str, Dict[str, Any]] = {
     "single-watchdog": {
@@ -73,6 +73,21 @@ SCENARIOS: Dict[str, Dict[str, Any]] = {
         "faults": ["kill-restart"], "seconds": 40, "long_seconds": 300, "expect": "pass",
         "what": "one server, appendfsync everysec, kill -9 and restart (a killed process loses "
                 "nothing it wrote to the AOF file; only a machine crash could, not simulated)"},
+    "single-one-way": {
+        "topology": "single", "aof": "always",
+        # holds of 1.2-6 s (4 writes, 0.3-1.5 s apart): a holder silenced
+        # past lease - lease/5 must be told in doubt while it holds
+        "client": dict(WATCHDOG, writes=4, hold_ms=1500),
+        "faults": ["requests-lost", "replies-lost"], "seconds": 40, "long_seconds": 180,
+        "expect": "pass",
+        "what": "one server, watchdog leases (3 s), holds of 1.2-6 s: one-way silence only "
+                "(the requests of the holder (else one client) per driver dropped, or the "
+                "replies to it, 0.5-5 s; connections kept open, new ones silent too)"},
+    "fixed-one-way": {
+        "topology": "single", "aof": "always", "client": FIXED,
+        "faults": ["requests-lost", "replies-lost"], "seconds": 40, "long_seconds": 180,
+        "expect": "pass",
+        "what": "as single-one-way with fixed 1.5 s leases"},
     # ---- self-tests: the checkers must catch these
     "selftest-ignore-lease": {
         "topology": "single", "aof": "no", "client": dict(FIXED, lease_ms=400, hold_ms=300,
@@ -272,6 +287,11 @@ class Redlock:
             s.stop()
 
 
+def _dropped(x: Any) -> int:
+    """Chunks a proxy (or each proxy of a ProxyGroup) dropped so far."""
+    return sum(q.dropped for q in x.proxies) if isinstance(x, ProxyGroup) else x.dropped
+
+
 def peer_pid(sock: Any, pids: Dict[int, str]) -> str:
     """The tag of the process (among pids) that opened this loopback
     connection to a proxy: its socket's inode from /proc/net/tcp, then the
@@ -440,8 +460,10 @@ class Nemesis:
 
     def __init__(self, seed: int, name: str, faults: List[str], active_s: float,
                  procs: Dict[str, List[subprocess.Popen]], topo: Any,
-                 proxies_of: Dict[str, List[FaultProxy]], locks: Dict[str, str]) -> None:
+                 proxies_of: Dict[str, List[FaultProxy]], locks: Dict[str, str],
+                 logs: Optional[Dict[str, List[str]]] = None) -> None:
         self.r = random.Random(f"{seed}:{name}")
+        self.logs = logs or {}
         self.faults = faults
         self.active_s = active_s
         self.procs = procs
@@ -461,7 +483,7 @@ class Nemesis:
         while True:
             f = self.r.choice(self.faults)
             p: Dict[str, float] = {"proc": self.r.randrange(PROCS)}
-            if f in ("partition-one", "partition-all"):
+            if f in ("partition-one", "partition-all", "requests-lost", "replies-lost"):
                 p["secs"] = self.r.uniform(0.5, 5.0)
             elif f == "latency":
                 p["secs"] = self.r.uniform(1.0, 4.0)
@@ -503,6 +525,31 @@ class Nemesis:
             t += p["secs"] + self.r.uniform(1.0, 3.0)
         return out
 
+    def holder(self, d: str, fallback: int) -> int:
+        """The client of driver d that holds its lock now, by its history
+        (its last grant returned and neither its release begun nor a loss
+        reported since), else fallback: a fault meant for a holder."""
+        for k, path in enumerate(self.logs.get(d, [])):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(0, os.SEEK_END)
+                    f.seek(max(0, f.tell() - 4096))
+                    tail = f.read().decode(errors="replace").splitlines()[1:]
+            except OSError:
+                continue
+            for line in reversed(tail):
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("ev") == "report" or (e.get("ev") == "inv" and e.get("op") == "rel"):
+                    break
+                if e.get("ev") == "ret" and e.get("op") == "acq":
+                    if e.get("res") == "ok":
+                        return k
+                    break
+        return fallback
+
     def describe(self) -> str:
         return ", ".join(f"{t:.1f}s {f}({p['secs']:.1f}s)" for t, f, p in self.schedule)
 
@@ -525,6 +572,26 @@ class Nemesis:
             self._sleep(secs)
             for x in ps:
                 x.blackhole(False)
+        elif f in ("requests-lost", "replies-lost"):
+            # one-way silence on every connection of one client per driver
+            # (and on those it opens meanwhile: connect succeeds, then
+            # nothing comes back): its requests dropped (the replies to
+            # others' still flow), or the server's replies to it dropped.
+            # The connections stay open (no FIN, no RST); what was dropped
+            # stays lost after the heal
+            # the client that holds the lock now, where one does (else
+            # proc): the promise is about what its holder is told
+            who = {d: self.holder(d, i) for d in self.proxies_of}
+            p["target"] = ",".join(f"{d}:{k}" for d, k in who.items())  # type: ignore[assignment]
+            ps = [self.proxies_of[d][k] for d, k in who.items()]
+            up = f == "requests-lost"
+            before = sum(_dropped(x) for x in ps)
+            for x in ps:
+                x.silence(up, not up)
+            self._sleep(secs)
+            for x in ps:
+                x.silence(False, False)
+            p["dropped"] = sum(_dropped(x) for x in ps) - before  # chunks
         elif f == "partition-all":
             for x in allp:
                 x.blackhole(True)
@@ -1000,7 +1067,7 @@ def run_scenario(name: str, sc: Dict[str, Any], seed: int, drivers: List[str], l
         wait_for(ready, 60, "every client open", step=0.1)
         t0 = mono()
         nem = Nemesis(seed, name, sc["faults"], max(0.0, secs - tail), procs, topo, proxies_of,
-                      locks)
+                      locks, logs)
         lines.append(f"  nemesis: {nem.describe() or 'none'}")
         nt = threading.Thread(target=nem.run, args=(t0,), daemon=True)
         nt.start()
