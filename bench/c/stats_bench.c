@@ -3,7 +3,7 @@
  * lock+unlock pairs from one thread (issue 28: within the same-run noise,
  * at most 2 % on the median of at least 20 alternating slices).
  *
- *   stats_bench [-n pairs] [-r slices] [-w] redis://127.0.0.1:PORT
+ *   stats_bench [-n pairs] [-r slices] [-w] [-N names] redis://127.0.0.1:PORT
  *
  * Three clients of one process on one server, each with a reentrant lock
  * of its own name, run -n pairs in turn per slice, in three roles:
@@ -16,7 +16,9 @@
  * order the roles run in), so neither a client's own speed nor running
  * first favours a role.
  * Pairs take a fixed 30 s lease (hilock_lock_acquire(l, 0, 30000)), or the
- * watchdog with -w. Prints "name=value" lines: the median pairs/s of each
+ * watchdog with -w. With -N every client also keeps per-name counters
+ * (hilock_options.stats_names = names), so on/off is then the cost of the
+ * kind and per-name counters together (off switches both). Prints "name=value" lines: the median pairs/s of each
  * series, and per-slice ratios on/off and on/on2 as median, first and
  * third quartile; cost_pct = (1 - median on/off) * 100. Also the calling
  * thread's CPU time per pair (CLOCK_THREAD_CPUTIME_ID; a blocking pair's
@@ -70,10 +72,12 @@ static double quantile(double *v, int n, double q)
 
 int main(int argc, char **argv)
 {
-    int n = 300, slices = 21, watchdog = 0, opt;
-    while ((opt = getopt(argc, argv, "n:r:w")) != -1) {
+    int n = 300, slices = 21, watchdog = 0, stats_names = 0, opt;
+    while ((opt = getopt(argc, argv, "n:r:wN:")) != -1) {
         if (opt == 'n')
             n = atoi(optarg);
+        else if (opt == 'N')
+            stats_names = atoi(optarg);
         else if (opt == 'r')
             slices = atoi(optarg);
         else if (opt == 'w')
@@ -81,8 +85,10 @@ int main(int argc, char **argv)
         else
             slices = 0;
     }
-    if (argc - optind != 1 || n < 1 || slices < 1 || slices > 1000) {
-        fprintf(stderr, "usage: stats_bench [-n pairs] [-r slices] [-w] redis://HOST:PORT\n");
+    if (argc - optind != 1 || n < 1 || slices < 1 || slices > 1000 || stats_names < 0 ||
+        stats_names > HILOCK_STATS_NAMES_MAX) {
+        fprintf(stderr,
+                "usage: stats_bench [-n pairs] [-r slices] [-w] [-N names] redis://HOST:PORT\n");
         return 2;
     }
     const char *url = argv[optind];
@@ -90,8 +96,15 @@ int main(int argc, char **argv)
     static const char *const names[SERIES] = {"on", "off", "on2"};
     hilock_client *c[SERIES];
     hilock_lock *l[SERIES];
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.stats_names = stats_names;
     for (int s = 0; s < SERIES; s++) {
-        c[s] = bench_open(url);
+        char err[256] = "";
+        int orc = hilock_client_open(&c[s], url, &o, err, sizeof err);
+        if (orc) {
+            fprintf(stderr, "open %s: %s (%s)\n", url, hilock_strerror(orc), err);
+            return 1;
+        }
         char name[64];
         snprintf(name, sizeof name, "bench:stats:%d:%d", s, (int)getpid());
         if (hilock_lock_new(&l[s], c[s], name) != 0) {
@@ -123,15 +136,21 @@ int main(int argc, char **argv)
         on_off[i] = rate[ON][i] / rate[OFF][i];
         on_on2[i] = rate[ON][i] / rate[ON2][i];
     }
-    unsigned long long counted = 0;
+    unsigned long long counted = 0, named = 0;
     for (int j = 0; j < SERIES; j++) {
         hilock_stats st;
         memset(&st, 0, sizeof st);
         st.version = HILOCK_STATS_VERSION;
         hilock_client_stats(c[j], &st);
         counted += st.kind[HILOCK_KIND_REENTRANT].granted;
+        hilock_name_stats ns;
+        memset(&ns, 0, sizeof ns);
+        if (stats_names && hilock_client_name_stats(c[j], HILOCK_KIND_REENTRANT,
+                                                    hilock_lock_name(l[j]), &ns) == 1)
+            named += ns.figures.granted;
     }
-    printf("pairs_per_slice=%d\nslices=%d\nlease=%s\n", n, slices, watchdog ? "watchdog" : "30s");
+    printf("pairs_per_slice=%d\nslices=%d\nlease=%s\nstats_names=%d\n", n, slices,
+           watchdog ? "watchdog" : "30s", stats_names);
     for (int s = 0; s < SERIES; s++)
         printf("%s_pairs_per_s=%.0f\n%s_cpu_us_per_pair=%.2f\n", names[s],
                median(rate[s], slices), names[s], median(cpu[s], slices));
@@ -146,6 +165,8 @@ int main(int argc, char **argv)
      * counted, the off role did not */
     printf("granted_counted=%llu\ngranted_expected=%llu\n", counted,
            (unsigned long long)SERIES * (n / 10 + 1) + 2ULL * (unsigned long long)slices * n);
+    if (stats_names) /* each lock's pair counted what its kind did */
+        printf("name_granted_counted=%llu\n", named);
     for (int s = 0; s < SERIES; s++) {
         hilock_lock_free(l[s]);
         hilock_client_close(c[s]);
