@@ -1099,6 +1099,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._pools: Dict[Tuple[str, int], _Pool] = {}
         self._pubsubs: Dict[Tuple[str, int], _PubSub] = {}
         self._master: Optional[Tuple[str, int]] = None  # sentinel: the master, cached
+        self._master_from = 0  # sentinel: the index of the sentinel that named it
         self._master_at = 0
         self._gen = 0  # bumped when the master changes: older connections are dropped
         self._url = _redact_url(url)  # shown only: passwords as ***
@@ -1320,11 +1321,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             conn = await self._connect(addr[0], addr[1], None, ep.get("user"),
                                        ep.get("password"), 0, on_push)
         elif self._sentinel:
-            host, port = await self._master_addr()
-            gen = self._gen
-            conn = await self._connect(host, port, None, ep.get("user"), ep.get("password"),
-                                       ep.get("db", 0), on_push)
-            conn.gen = gen
+            conn = await self._master_conn(on_push)
         else:
             conn = await self._connect(ep.get("host"), ep.get("port", 0), ep.get("path"),
                                        ep.get("user"), ep.get("password"), ep.get("db", 0),
@@ -1339,14 +1336,55 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                             "connecting")
         return conn
 
+    async def _master_conn(self, on_push: Optional[Callable[[Any], None]]) -> _Conn:
+        """Sentinel: a connection to the master, as libcore's hl_connect:
+        the address a sentinel names must say it is a master (its role), else
+        the next sentinel is asked. A sentinel that has not heard of a
+        failover yet (or never will, cut off from the others) names the old
+        master, now a replica; taking its word every time made every call
+        fail on the replica's refusal to write for as long as it stayed
+        behind."""
+        ep = self._ep
+        nseeds = len(ep["seeds"])
+        start = 0
+        while True:
+            if start == 0:
+                host, port = await self._master_addr()
+                k = self._master_from
+            else:
+                (host, port), k = await self._master_addr_from(start)
+            gen = self._gen
+            conn = await self._connect(host, port, None, ep.get("user"), ep.get("password"),
+                                       ep.get("db", 0), on_push)
+            conn.gen = gen
+            req = conn.request(_E.role_cmd())
+            st = await _await_req(self._loop, req, self._cmd_ms)
+            if st == 0 and req.reply.error is None and _E.decode_role(req.reply)[0]:
+                return conn
+            conn.close()
+            if self._master == (host, port):
+                self._master = None  # not kept for the next connection either
+            start = k + 1
+            if start >= nseeds:
+                raise from_code(_E.E_CONN, f"{host}:{port} named by sentinel is not a master "
+                                "(failover in progress?)")
+
     async def _master_addr(self) -> Tuple[str, int]:
         """Sentinel: the master the sentinels name (asked at most once a
         second; _not_master() asks again at once)."""
         now = _E.now_ms()
         if self._master is not None and now - self._master_at < 1000:
             return self._master
+        addr, _k = await self._master_addr_from(0)
+        return addr
+
+    async def _master_addr_from(self, first: int) -> Tuple[Tuple[str, int], int]:
+        """Sentinel: the master the first sentinel from index first on that
+        answers names, and that sentinel's index (kept as _master_from)."""
         last: Optional[BaseException] = None
-        for host, port in self._ep["seeds"]:
+        for i, (host, port) in enumerate(self._ep["seeds"]):
+            if i < first:
+                continue
             try:
                 conn = await self._connect(host, port, None, self._sentinel_user,
                                            self._sentinel_password, 0, None)
@@ -1369,8 +1407,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 ps = self._pubsub.conn
                 if ps is not None:
                     ps.close()  # waiters listen again on the new master, and retry
-            self._master, self._master_at = addr, _E.now_ms()
-            return addr
+            self._master, self._master_at, self._master_from = addr, _E.now_ms(), i
+            return addr, i
         raise from_code(_E.E_CONN, f"no sentinel named master {self._ep['master_name']!r}"
                         + (f" ({last})" if last else ""))
 

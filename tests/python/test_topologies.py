@@ -10,6 +10,7 @@ master owning the name's slot, or the sentinel master and its replica.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -597,6 +598,99 @@ def test_aio_sentinel_master_and_replica_ack(sentinel: SentinelSet) -> None:
             assert wait_calls(master) == waits
 
     asyncio.run(main())
+
+
+class StaleSentinel:
+    """A sentinel that missed a failover: it names a replica as the master
+    (SENTINEL get-master-addr-by-name answers its address) and says +PONG
+    or +OK to anything else. A real one can stay so while it is cut off
+    from the others; the safety suite's sentinel-kill-master met one."""
+
+    def __init__(self, port: int) -> None:
+        self.named = port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.asked = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        f = conn.makefile("rb")
+        try:
+            while True:
+                head = f.readline()
+                if not head.startswith(b"*"):
+                    return
+                args = []
+                for _ in range(int(head[1:])):
+                    n = int(f.readline()[1:])
+                    args.append(f.read(n + 2)[:-2])
+                cmd = [a.lower() for a in args[:2]]
+                if cmd == [b"sentinel", b"get-master-addr-by-name"]:
+                    self.asked += 1
+                    port = str(self.named).encode()
+                    conn.sendall(b"*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n" % (len(port), port))
+                elif cmd[:1] == [b"ping"]:
+                    conn.sendall(b"+PONG\r\n")
+                else:
+                    conn.sendall(b"+OK\r\n")
+        except (OSError, ValueError):
+            pass
+        finally:
+            f.close()
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_sentinel_behind_names_a_replica(sentinel: SentinelSet) -> None:
+    """The first sentinel of the URL names the replica (it missed a
+    failover): the blocking client and hilock.aio both check the role of
+    what a sentinel names (ROLE) and ask the next sentinel, so they take
+    the lock on the master. Before, hilock.aio took the first answer every
+    time: each acquire failed once the replica's READONLY had sent it back
+    to the same sentinel 20 times ('127.0.0.1:<replica> answered
+    "READONLY You can't write against a read only replica..."')."""
+    import asyncio
+    import hilock.aio as aio
+
+    master, replica = sentinel.master, sentinel.replica
+    assert master is not None and replica is not None
+    stale = StaleSentinel(replica.port)
+    url = (f"redis+sentinel://127.0.0.1:{stale.port},"
+           + ",".join(f"127.0.0.1:{s.port}" for s in sentinel.sentinels) + "/hm")
+    name = uniq("stale-sentinel")
+    try:
+        with hilock.Client(url, connect_timeout=0.5) as c:
+            lk = c.lock(name)
+            assert lk.acquire(wait=2, lease=10)
+            assert master("HGET", name, c.owner()) == "1"
+            lk.release()
+
+        async def main() -> None:
+            async with aio.Client(url, connect_timeout=0.5, command_timeout=1.0) as c:
+                lk = c.lock(name, thread_id=7)  # one owner, also inside wait_for's task
+                for _ in range(3):
+                    assert await asyncio.wait_for(lk.acquire(wait=2, lease=10), 20)
+                    assert master("HGET", name, c.owner(7)) == "1"
+                    await lk.release()
+                assert master("EXISTS", name) == 0
+
+        asked = stale.asked
+        asyncio.run(main())
+        assert stale.asked > asked  # it was asked, and its answer checked
+    finally:
+        stale.close()
 
 
 def test_sentinel_failover_while_held_and_waited_on(sentinel: SentinelSet) -> None:
