@@ -2420,6 +2420,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 assert conn is not None
                 if st == 0:
                     again = m.on_reply(req.reply)
+                    if again is None and req.reply.error is not None:
+                        _trouble(why, _answered(_E.E_PROTO, conn, req.reply))
                     if again is not None:  # the script body: routed again (the
                         # node that answered may not be the slot's master)
                         conn.pool.put(conn)  # type: ignore[union-attr]
@@ -2432,6 +2434,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         conn = conn2
                         if st == 0:
                             m.on_reply(req.reply)
+                            if req.reply.error is not None:
+                                _trouble(why, _answered(_E.E_PROTO, conn, req.reply))
                 if st == 0:
                     if keep and t[2]:
                         if held is not None:

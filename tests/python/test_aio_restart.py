@@ -268,3 +268,24 @@ def test_acquire_errors_name_the_server(server: RedisServer, name: str) -> None:
         asyncio.run(main())
     finally:
         proxy.close()
+
+
+def test_acquire_error_reply_names_the_server_and_the_error() -> None:
+    """An error reply the acquire cannot use (here NOREPLICAS: a server with
+    min-replicas-to-write 1 and no replica refuses every write) is named
+    with the server that gave it. Before: "protocol error: acquire of lock
+    '<name>'" and nothing else (the safety suite's sentinel-min-replicas,
+    aio: 61 such errors in one run)."""
+    s = RedisServer(["--min-replicas-to-write", "1"])
+
+    async def main() -> None:
+        async with aio.Client(s.url, command_timeout=0.5, connect_timeout=0.5) as c:
+            with pytest.raises(hilock.ProtocolError) as e:
+                await asyncio.wait_for(c.lock("noreplicas").acquire(wait=0), 10)
+            print(f"\n  {e.value}")
+            assert f"127.0.0.1:{s.port} answered" in str(e.value)
+            assert "NOREPLICAS" in str(e.value)
+    try:
+        asyncio.run(main())
+    finally:
+        s.stop()
