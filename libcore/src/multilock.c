@@ -540,7 +540,7 @@ static void ml_check_durability(hilock_multilock *m)
         if (!jobs[q].value)
             continue;
         hilock_lock *l = jobs[q].lock;
-        char where[300], msg[HL_ERRMSG_MAX + 512];
+        char where[300], msg[sizeof where + HL_ERRMSG_MAX + 512];
         ml_where(l->client, where, sizeof where);
         snprintf(msg, sizeof msg,
                  "redlock: member %zu ('%s' on %s): %s; another client can then win a "
