@@ -1311,8 +1311,10 @@ static void hold_remove(hilock_async *a, as_hold *h)
         h->next->prev = h->prev;
     hl_holds_remove(&h->link->holds, &h->s);
     holds_sync(h->link);
-    if (h->renewing)
-        h->renewing->hold = NULL;
+    if (h->renewing) /* its renewal's outcome is nobody's now */
+        for (size_t i = 0; i < h->renewing->renew->n; i++)
+            if (h->renewing->renew->holds[i] == h)
+                h->renewing->renew->holds[i] = NULL;
     free(h);
 }
 
@@ -1325,6 +1327,12 @@ static int hold_granted(as_op *op, int64_t sent_at)
         if (!(h = calloc(1, sizeof *h)))
             return HILOCK_ENOMEM;
         hl_hold_init(&h->s, h, 0);
+        /* its renewal command: a read side's alone, others with the holds
+         * on the same node (one slot on Redis Cluster) */
+        h->s.alone = op->lock->kind == HILOCK_KIND_READ;
+        h->s.batch = op->link->mode == HL_MODE_CLUSTER
+                         ? hl_key_slot(op->lock->names.name, strlen(op->lock->names.name))
+                         : 0;
         h->lock = op->lock;
         h->tid = op->tid;
         h->link = op->link;
@@ -1369,34 +1377,81 @@ static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t si
     hl_as_ml_member_lost(a, l, tid, silent_ms);
 }
 
-/* h's renewal, handed out by the session (in flight from now): the
+/* The renewal of the n holds hs (one, or a group the session made: one
+ * renew_many), handed out by the session (in flight from now): the
  * operation that sends it. */
-static void renew_send(hilock_async *a, as_hold *h, int64_t now)
+static void renew_send(hilock_async *a, as_link *lk, hl_hold *const *hs, size_t n, int64_t now)
 {
-    hilock_client *c = h->link->client;
-    as_op *op = hl_as_op_new(a, OP_RENEW, h->lock, h->tid, NULL, NULL);
+    hilock_client *c = lk->client;
+    as_hold *h0 = hs[0]->ref;
+    as_renew *rn = calloc(1, sizeof *rn + n * sizeof rn->holds[0]);
+    if (rn && !(rn->owners = malloc(n * sizeof *rn->owners)))
+        rn = (free(rn), NULL);
+    if (rn && n > 1 && !(rn->wide = malloc(sizeof *rn->wide)))
+        rn = (free(rn->owners), free(rn), NULL);
+    as_op *op = rn ? hl_as_op_new(a, OP_RENEW, h0->lock, h0->tid, NULL, NULL) : NULL;
     if (!op) { /* tried again at the next period */
-        hl_holds_outcome(&h->link->holds, &h->s, HL_RENEW_TROUBLE, 1, now);
+        if (rn) {
+            free(rn->wide);
+            free(rn->owners);
+            free(rn);
+        }
+        for (size_t i = 0; i < n; i++)
+            hl_holds_outcome(&lk->holds, hs[i], HL_RENEW_TROUBLE, 1, now);
         return;
     }
-    op->link = h->link;
-    op->hold = h;
-    h->renewing = op;
-    hl_cmd_renew_kind(&op->cmd, h->lock->kind, &h->lock->names, h->owner,
-                      c->t.opts.watchdog_lease_ms);
+    const hl_names *names[HL_RENEW_MANY_MAX];
+    const char *owners[HL_RENEW_MANY_MAX];
+    rn->n = n;
+    for (size_t i = 0; i < n; i++) {
+        as_hold *h = hs[i]->ref;
+        rn->holds[i] = h;
+        h->renewing = op;
+        memcpy(rn->owners[i], h->owner, sizeof rn->owners[i]);
+        names[i] = &h->lock->names;
+        owners[i] = rn->owners[i];
+    }
+    op->link = lk;
+    op->renew = rn;
+    if (n == 1)
+        hl_cmd_renew_kind(&op->cmd, h0->lock->kind, &h0->lock->names, rn->owners[0],
+                          c->t.opts.watchdog_lease_ms);
+    else
+        hl_cmd_renew_many(&op->cmd, rn->wide, names, owners, (int)n,
+                          c->t.opts.watchdog_lease_ms);
     op_queue(op);
 }
 
-/* lk's hold deadline is due: the renewals due go out first, so that a
- * renewal that fell due when the loop was held up is sent (and its answer
- * awaited) before its hold can be reported; then the holds with no renewal
- * confirmed in time (the engine's rule) are reported lost "in doubt", once
- * per silence, and still renewed (as the blocking watchdog.c). */
+/* lk's hold deadline is due: the renewals due go out first, grouped by the
+ * session into renewal commands (renew_many), so that a renewal that fell
+ * due when the loop was held up is sent (and its answer awaited) before its
+ * hold can be reported; then the holds with no renewal confirmed in time
+ * (the engine's rule) are reported lost "in doubt", once per silence, and
+ * still renewed (as the blocking watchdog.c). */
 static void holds_due(hilock_async *a, as_link *lk, int64_t now)
 {
     hl_hold *s;
-    while ((s = hl_holds_renew_next(&lk->holds, now, 0)))
-        renew_send(a, s->ref, now);
+    size_t want = lk->holds.count;
+    if (want > lk->due_cap) { /* room for every hold the table has */
+        hl_hold **d = realloc(lk->due, want * sizeof *d);
+        if (d)
+            lk->due = d;
+        hl_renew_group *g = d ? realloc(lk->groups, want * sizeof *g) : NULL;
+        if (g) {
+            lk->groups = g;
+            lk->due_cap = want;
+        }
+    }
+    if (lk->due_cap >= want) {
+        size_t ng = 0;
+        hl_holds_renew_due(&lk->holds, now, 0, HL_RENEW_MANY_MAX, lk->due, lk->due_cap,
+                           lk->groups, &ng);
+        for (size_t g = 0; g < ng; g++)
+            renew_send(a, lk, lk->due + lk->groups[g].first, lk->groups[g].size, now);
+    } else { /* no memory for the groups: one by one */
+        while ((s = hl_holds_renew_next(&lk->holds, now, 0)))
+            renew_send(a, lk, &s, 1, now);
+    }
     while ((s = hl_holds_doubt_next(&lk->holds, now))) {
         as_hold *h = s->ref;
         queue_lost(a, h->lock, h->tid, now - s->confirmed_at);
@@ -1404,24 +1459,55 @@ static void holds_due(hilock_async *a, as_link *lk, int64_t now)
     holds_sync(lk);
 }
 
-/* The end of h's renewal op (answered, failed or dropped): the session
- * learns the outcome; a loss is reported. */
-static void renew_outcome(as_op *op, hl_renew_outcome o)
+/* The end of op's renewal (answered, failed or dropped): the session learns
+ * each hold's outcome (out[i]; NULL: trouble for all); a loss is reported.
+ * A hold released meanwhile is left out. */
+static void renew_outcome(as_op *op, const hl_renew_outcome *out)
 {
-    as_hold *h = op->hold;
-    if (!h || h->renewing != op)
+    as_renew *rn = op->renew;
+    if (!rn)
         return;
-    h->renewing = NULL;
-    op->hold = NULL;
-    as_link *lk = h->link;
-    /* a renewal no replica acknowledged: retried (hl_renew_unacked) */
-    hl_holds_outcome(&lk->holds, &h->s, o, !op->unacked, op->sent_at);
+    as_link *lk = op->link;
+    int fed = 0;
+    for (size_t i = 0; i < rn->n; i++) {
+        as_hold *h = rn->holds[i];
+        if (!h || h->renewing != op)
+            continue;
+        h->renewing = NULL;
+        rn->holds[i] = NULL;
+        /* a renewal no replica acknowledged: retried (hl_renew_unacked) */
+        hl_holds_outcome(&lk->holds, &h->s, out ? out[i] : HL_RENEW_TROUBLE, !op->unacked,
+                         op->sent_at);
+        fed = 1;
+    }
+    if (!fed)
+        return;
     hl_hold *s;
     while ((s = hl_holds_lost_next(&lk->holds))) {
         as_hold *g = s->ref;
         queue_lost(op->a, g->lock, g->tid, -1);
     }
     holds_sync(lk);
+}
+
+/* A group renewal whose answer was an error for the whole call (a slot
+ * moving under a multi-key call, say): each hold still in it is renewed
+ * again on its own, now (as the blocking watchdog does). The holds stay in
+ * flight for the session. */
+static void renew_split(as_op *op)
+{
+    as_renew *rn = op->renew;
+    int64_t now = now_ms();
+    for (size_t i = 0; i < rn->n; i++) {
+        as_hold *h = rn->holds[i];
+        if (!h || h->renewing != op)
+            continue;
+        h->renewing = NULL;
+        rn->holds[i] = NULL;
+        hl_hold *s = &h->s;
+        renew_send(op->a, op->link, &s, 1, now);
+    }
+    holds_sync(op->link);
 }
 
 /* op's timer: its wake-up (when waiting) or the end of the router's pause. */
@@ -1548,7 +1634,14 @@ static void feed_reply(as_op *op, redisReply *r)
         op->kind->on_reply(op->self, r, now);
         break;
     case OP_RENEW: {
-        hl_renew_outcome o = hl_renew_classify(r);
+        hl_renew_outcome out[HL_RENEW_MANY_MAX];
+        size_t n = op->renew ? op->renew->n : 1;
+        int per_hold = 1;
+        if (n == 1)
+            out[0] = hl_renew_classify(r);
+        else
+            per_hold = hl_renew_classify_many(r, (int)n, out);
+        hl_renew_outcome o = out[0];
         if (o == HL_RENEW_EVAL && !op->eval_tried) { /* send the body, same renewal */
             hl_cmd_to_eval(&op->cmd);
             op->eval_tried = 1;
@@ -1556,8 +1649,13 @@ static void feed_reply(as_op *op, redisReply *r)
             op->resend = 1;
             break;
         }
+        if (!per_hold && r->type == REDIS_REPLY_ERROR) { /* one by one */
+            renew_split(op);
+            hl_as_op_finish(op, HILOCK_EPROTO, 0);
+            break;
+        }
         /* the session decides (a renewal no replica took confirms nothing) */
-        renew_outcome(op, o);
+        renew_outcome(op, out);
         o = hl_renew_unacked(o, !op->unacked);
         hl_as_op_finish(op, o == HL_RENEW_LOST ? HILOCK_ELOST : o == HL_RENEW_RENEWED ? 0
                                                                  : HILOCK_EPROTO,
@@ -1873,7 +1971,12 @@ static void op_free(as_op *op)
         hl_release_free(&op->rel);
     if (op->ack_reply)
         freeReplyObject(op->ack_reply);
-    renew_outcome(op, HL_RENEW_TROUBLE); /* a renewal with no answer: the next one is due */
+    renew_outcome(op, NULL); /* a renewal with no answer: the next one is due */
+    if (op->renew) {
+        free(op->renew->wide);
+        free(op->renew->owners);
+        free(op->renew);
+    }
     heap_leave(op->a, &op->tmr);
     if (op->kind)
         op->kind->free(op->self);

@@ -152,7 +152,21 @@ struct as_link {
      * table's next deadline (a renewal due or a hold in doubt) */
     hl_holds holds;
     as_tmr tmr;
+    hl_hold **due;           /* the holds due at a tick (hl_holds_renew_due) */
+    hl_renew_group *groups;  /* and their renewal commands; room for due_cap */
+    size_t due_cap;
     char errmsg[HL_ERRMSG_MAX];
+};
+
+/* The holds of one renewal command (OP_RENEW): one (renew), or a group of
+ * the session's (renew_many, hl_holds_renew_due). A hold released while its
+ * renewal is in flight is NULL here. The owners are copies (a released
+ * hold's record is freed; a resend still needs them). */
+struct as_renew {
+    hl_cmd_wide *wide; /* the arguments of a group (n > 1) */
+    size_t n;
+    char (*owners)[HL_OWNER_MAX];
+    as_hold *holds[];
 };
 
 struct as_hold {
@@ -171,6 +185,7 @@ enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_REL
        OP_EXT };
 
 typedef struct as_ml as_ml;
+typedef struct as_renew as_renew;
 
 struct as_op {
     as_op *next, *prev; /* in a->ops (all live operations), oldest first */
@@ -229,8 +244,8 @@ struct as_op {
     /* acquire inputs */
     int64_t lease_ms;  /* the lease sent */
     int watchdog;
-    /* renewal */
-    as_hold *hold;
+    /* renewal: the holds one renewal command renews (as_renew) */
+    as_renew *renew;
     /* multi-lock: the parent operation and its members' children */
     as_op *parent;       /* a child (member acquire/release, listener) */
     size_t index;        /* its member */

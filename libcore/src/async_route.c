@@ -122,6 +122,8 @@ void hl_as_link_free(as_link *lk)
     if (!lk)
         return;
     hl_holds_free(&lk->holds);
+    free(lk->due);
+    free(lk->groups);
     nodes_free(lk->nodes);
     nodes_free(lk->sentinels);
     free(lk->slots);

@@ -227,6 +227,40 @@ hl_hold *hl_holds_renew_next(hl_holds *t, int64_t now, int64_t horizon)
     return h;
 }
 
+/* Groups: alone ones last, then by batch key (runs of the sorted order). */
+static int group_cmp(const void *pa, const void *pb)
+{
+    const hl_hold *a = *(hl_hold *const *)pa, *b = *(hl_hold *const *)pb;
+    if ((a->alone != 0) != (b->alone != 0))
+        return (a->alone != 0) - (b->alone != 0);
+    return (a->batch > b->batch) - (a->batch < b->batch);
+}
+
+size_t hl_holds_renew_due(hl_holds *t, int64_t now, int64_t horizon, size_t max_group,
+                          hl_hold **out, size_t cap, hl_renew_group *groups, size_t *ngroups)
+{
+    size_t n = 0, m = 0;
+    hl_hold *h;
+    while (n < cap && (h = hl_holds_renew_next(t, now, horizon)))
+        out[n++] = h;
+    if (max_group < 1)
+        max_group = 1;
+    qsort(out, n, sizeof *out, group_cmp);
+    for (size_t i = 0; i < n;) {
+        size_t k = 1;
+        if (!out[i]->alone)
+            while (i + k < n && k < max_group && !out[i + k]->alone &&
+                   out[i + k]->batch == out[i]->batch)
+                k++;
+        groups[m].first = i;
+        groups[m].size = k;
+        m++;
+        i += k;
+    }
+    *ngroups = m;
+    return n;
+}
+
 hl_renew_outcome hl_holds_outcome(hl_holds *t, hl_hold *h, hl_renew_outcome o, int acked,
                                   int64_t sent_at)
 {

@@ -16,8 +16,8 @@
  * renewal sent (hl_holds_renew_next hands it out and marks it sent), a
  * renewal's outcome (hl_holds_outcome), a release or forget
  * (hl_holds_remove), the time. Outputs: the next deadline (hl_holds_next*),
- * the holds to renew now (hl_holds_renew_next, one at a time: a driver
- * batches them as it likes), the holds to report "in doubt"
+ * the holds to renew now (hl_holds_renew_next, one at a time, or
+ * hl_holds_renew_due, all of them grouped into renewal commands), the holds to report "in doubt"
  * (hl_holds_doubt_next) and the holds found lost (hl_holds_lost_next). Each
  * output is the hold pointer, so the driver finds its record (ref).
  */
@@ -29,11 +29,17 @@
 
 #include "proto.h"
 
-/* One hold of the client. Fields are read-only for the driver, except ref
- * and kind (its own; set before the first grant). */
+/* One hold of the client. Fields are read-only for the driver, except ref,
+ * kind, batch and alone (its own; set before the first grant). */
 typedef struct hl_hold {
     void *ref;            /* the driver's record (owner, names, callbacks) */
     int kind;             /* the driver's tag (a hilock_kind, say); unread */
+    unsigned batch;       /* the driver's batch key: holds of one key may
+                             share one renewal command (renew_many), e.g.
+                             the cluster slot of the lock's key, else 0;
+                             the table's lease is the other half of the key */
+    int alone;            /* renewed by a command of its own (a read side:
+                             its renewal touches more keys than its own) */
     int in_table;         /* granted and neither removed nor lost */
     int watchdog;         /* renewed every period with the watchdog lease;
                              0: a fixed lease, only kept (no renewal, no doubt) */
@@ -92,6 +98,22 @@ HL_HIDDEN void hl_holds_remove(hl_holds *t, hl_hold *h);
  * the next due now + period) and is not handed out again before its
  * outcome. */
 HL_HIDDEN hl_hold *hl_holds_renew_next(hl_holds *t, int64_t now, int64_t horizon);
+/* A group of the holds hl_holds_renew_due hands out: out[first .. first +
+ * size) go in one renewal command. */
+typedef struct hl_renew_group {
+    size_t first, size;
+} hl_renew_group;
+
+/* Every watchdog hold whose renewal is due by now + horizon (as
+ * hl_holds_renew_next), at most cap of them, each marked as sent at now,
+ * into out[0 .. n), grouped for renew_many: groups[0 .. *ngroups) are runs
+ * of out, each of holds with one batch key, at most max_group of them
+ * (1 .. HL_RENEW_MANY_MAX); a hold marked alone is a group of its own. A
+ * key's holds make as few groups as max_group allows (all full but one).
+ * groups has room for cap. Returns n (0: none due). */
+HL_HIDDEN size_t hl_holds_renew_due(hl_holds *t, int64_t now, int64_t horizon, size_t max_group,
+                                    hl_hold **out, size_t cap, hl_renew_group *groups,
+                                    size_t *ngroups);
 /* The outcome of h's renewal written at sent_at (hl_renew_classify*;
  * acked: a replica took it, or none is asked for: hl_renew_unacked).
  * RENEWED confirms the hold from sent_at (a later silence is reported

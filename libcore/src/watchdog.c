@@ -191,35 +191,18 @@ static void report_found_lost(hl_transport *c)
     }
 }
 
-/* One renewal command per group of holds: up to HL_RENEW_MANY_MAX holds
- * that are not read sides, on one node (one slot on Redis Cluster), share
- * one renew_many call; read sides (their renewal also touches timeout keys)
- * and lone holds get their own. Sorting by (read side, slot) makes the
- * groups runs of the sorted order. */
-typedef struct {
-    hl_wd_entry *e;
-    unsigned slot; /* hash slot on Redis Cluster, else 0 */
-    int single;    /* renewed on its own (read side) */
-} wd_item;
-
-static int item_cmp(const void *pa, const void *pb)
-{
-    const wd_item *a = pa, *b = pb;
-    if (a->single != b->single)
-        return a->single - b->single;
-    return (a->slot > b->slot) - (a->slot < b->slot);
-}
-
 /* The renewal thread's buffers, kept between ticks and grown as needed
  * (a tick allocates nothing once they are large enough): per hold
- * (ncap) and per renewal command (gcap, an hl_cmd is some 3.6 KB: one
- * per group of up to HL_RENEW_MANY_MAX holds, not one per hold). Used by
- * the renewal thread only; freed by hl_wd_shutdown. */
+ * (ncap: the holds due, their groups, outcomes) and per renewal command
+ * (gcap, an hl_cmd is some 3.6 KB: one per group of up to
+ * HL_RENEW_MANY_MAX holds, not one per hold). Used by the renewal thread
+ * only; freed by hl_wd_shutdown. */
 typedef struct hl_wd_scratch {
     int ncap, gcap;
-    wd_item *items, *again;
+    hl_hold **holds, **again;
+    hl_renew_group *groups, *singles;
     hl_renew_outcome *out, *out2;
-    int *retry, *unused, *first, *size;
+    int *retry, *unused;
     hl_cmd *cmds;
     hl_cmd_wide *wides; /* one per command: a batch's arguments */
     redisReply **replies;
@@ -230,14 +213,14 @@ static void scratch_free(hl_wd_scratch *s)
 {
     if (!s)
         return;
-    free(s->items);
+    free(s->holds);
     free(s->again);
+    free(s->groups);
+    free(s->singles);
     free(s->out);
     free(s->out2);
     free(s->retry);
     free(s->unused);
-    free(s->first);
-    free(s->size);
     free(s->cmds);
     free(s->wides);
     free(s->replies);
@@ -257,14 +240,14 @@ static int scratch_holds(hl_watchdog *wd, int n)
     size_t k = (size_t)cap;
 #define HL_GROW(f) do { free(s->f); s->f = malloc(k * sizeof *s->f); ok = ok && s->f; } while (0)
     int ok = 1;
-    HL_GROW(items);
+    HL_GROW(holds);
     HL_GROW(again);
+    HL_GROW(groups);
+    HL_GROW(singles);
     HL_GROW(out);
     HL_GROW(out2);
     HL_GROW(retry);
     HL_GROW(unused);
-    HL_GROW(first);
-    HL_GROW(size);
 #undef HL_GROW
     s->ncap = ok ? cap : 0;
     return ok ? 0 : -1;
@@ -287,61 +270,41 @@ static int scratch_cmds(hl_wd_scratch *s, int m)
     return s->gcap ? 0 : -1;
 }
 
-/* The groups of items[0..n): first[g], size[g] say which items command g
- * renews. Returns the number of commands. */
-static int plan_groups(const wd_item *items, int n, int *first, int *size, int batch)
-{
-    int m = 0;
-    for (int i = 0; i < n;) {
-        int k = 1;
-        if (batch && !items[i].single)
-            while (i + k < n && k < HL_RENEW_MANY_MAX && !items[i + k].single &&
-                   items[i + k].slot == items[i].slot)
-                k++;
-        first[m] = i;
-        size[m] = k;
-        m++;
-        i += k;
-    }
-    return m;
-}
-
-/* Command g renews items[first[g] .. first[g] + size[g]). */
-static void build_group(hl_transport *c, const wd_item *items, int first, int size, hl_cmd *cmd,
+/* The renewal command of holds[g.first .. g.first + g.size). */
+static void build_group(hl_transport *c, hl_hold *const *holds, hl_renew_group g, hl_cmd *cmd,
                         hl_cmd_wide *wide)
 {
-    if (size == 1) {
-        hl_wd_entry *e = items[first].e;
+    if (g.size == 1) {
+        const hl_wd_entry *e = holds[g.first]->ref;
         hl_cmd_renew_kind(cmd, e->kind, e->names, e->owner, c->opts.watchdog_lease_ms);
         return;
     }
     const hl_names *names[HL_RENEW_MANY_MAX];
     const char *owners[HL_RENEW_MANY_MAX];
-    for (int j = 0; j < size; j++) {
-        names[j] = items[first + j].e->names;
-        owners[j] = items[first + j].e->owner;
+    for (size_t j = 0; j < g.size; j++) {
+        const hl_wd_entry *e = holds[g.first + j]->ref;
+        names[j] = e->names;
+        owners[j] = e->owner;
     }
-    hl_cmd_renew_many(cmd, wide, names, owners, size, c->opts.watchdog_lease_ms);
+    hl_cmd_renew_many(cmd, wide, names, owners, (int)g.size, c->opts.watchdog_lease_ms);
 }
 
-/* Send the groups of items[0..n) (one pipeline per node) and write each
- * item's outcome. With batch set, the holds of a group whose answer was an
- * error for the whole call (a slot moving under a multi-key call, say) are
- * marked *retry so the caller renews them one by one. first and size have
- * room for n. */
-static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items, int n,
-                        int batch, hl_renew_outcome *out, int *retry)
+/* Send the m groups of holds (as the session grouped them; one pipeline
+ * per node) and write each hold's outcome in out (indexed as holds). The
+ * holds of a group whose answer was an error for the whole call (a slot
+ * moving under a multi-key call, say) are marked in retry, so that the
+ * caller renews them one by one. */
+static void renew_groups(hl_transport *c, hl_wd_scratch *s, hl_hold *const *holds, int n,
+                         const hl_renew_group *groups, int m, hl_renew_outcome *out, int *retry)
 {
-    int m = plan_groups(items, n, s->first, s->size, batch);
     if (scratch_cmds(s, m) != 0) {
         for (int i = 0; i < n; i++)
             out[i] = HL_RENEW_TROUBLE; /* try again next tick */
         return;
     }
-    const int *first = s->first, *size = s->size;
     redisReply **replies = s->replies;
     for (int g = 0; g < m; g++) {
-        build_group(c, items, first[g], size[g], &s->cmds[g], &s->wides[g]);
+        build_group(c, holds, groups[g], &s->cmds[g], &s->wides[g]);
         replies[g] = NULL;
     }
     char err[HL_ERRMSG_MAX];
@@ -353,16 +316,17 @@ static void renew_items(hl_transport *c, hl_wd_scratch *s, const wd_item *items,
         hl_transport_report(c, msg);
     }
     for (int g = 0; g < m; g++) {
+        size_t first = groups[g].first, size = groups[g].size;
         /* the engine says what each answer means */
-        if (size[g] == 1)
-            out[first[g]] = hl_renew_classify(replies[g]);
-        else if (!hl_renew_classify_many(replies[g], size[g], out + first[g]) && replies[g] &&
+        if (size == 1)
+            out[first] = hl_renew_classify(replies[g]);
+        else if (!hl_renew_classify_many(replies[g], (int)size, out + first) && replies[g] &&
                  replies[g]->type == REDIS_REPLY_ERROR)
-            for (int j = 0; j < size[g]; j++)
-                retry[first[g] + j] = 1;
+            for (size_t j = 0; j < size; j++)
+                retry[first + j] = 1;
         /* no replica took it: not a confirmation (hl_renew_unacked) */
-        for (int j = 0; j < size[g]; j++)
-            out[first[g] + j] = hl_renew_unacked(out[first[g] + j], acked[g]);
+        for (size_t j = 0; j < size; j++)
+            out[first + j] = hl_renew_unacked(out[first + j], acked[g]);
     }
     for (int g = 0; g < m; g++)
         if (replies[g])
@@ -415,30 +379,29 @@ static void renew_batch(hl_transport *c, int64_t horizon)
         return;
     }
     hl_wd_scratch *sc = wd->scratch;
-    wd_item *items = sc->items, *again = sc->again;
+    hl_hold **holds = sc->holds, **again = sc->again;
     hl_renew_outcome *out = sc->out, *out2 = sc->out2;
     int *retry = sc->retry, *unused = sc->unused;
-    int n = 0;
-    while (n < sc->ncap && (s = hl_holds_renew_next(&wd->holds, sent_at, horizon))) {
-        hl_wd_entry *e = s->ref;
-        e->inflight = 1;
-        items[n].e = e;
-        items[n].single = e->kind == HILOCK_KIND_READ;
-        items[n].slot = c->ep.cluster ? hl_key_slot(e->names->name, strlen(e->names->name)) : 0;
-        n++;
-    }
+    /* the session hands out the due holds grouped into renewal commands */
+    size_t m = 0;
+    int n = (int)hl_holds_renew_due(&wd->holds, sent_at, horizon, HL_RENEW_MANY_MAX, holds,
+                                    (size_t)sc->ncap, sc->groups, &m);
     if (n == 0)
         return;
+    for (int i = 0; i < n; i++)
+        ((hl_wd_entry *)holds[i]->ref)->inflight = 1;
     memset(retry, 0, sizeof *retry * (size_t)n);
     pthread_mutex_unlock(&wd->mu);
-    qsort(items, (size_t)n, sizeof *items, item_cmp);
-    renew_items(c, sc, items, n, 1, out, retry);
+    renew_groups(c, sc, holds, n, sc->groups, (int)m, out, retry);
     int nagain = 0;
     for (int i = 0; i < n; i++)
-        if (retry[i])
-            again[nagain++] = items[i];
+        if (retry[i]) {
+            sc->singles[nagain].first = (size_t)nagain;
+            sc->singles[nagain].size = 1;
+            again[nagain++] = holds[i];
+        }
     if (nagain) { /* one by one, as before batching */
-        renew_items(c, sc, again, nagain, 0, out2, unused);
+        renew_groups(c, sc, again, nagain, sc->singles, nagain, out2, unused);
         for (int i = 0, k = 0; i < n; i++)
             if (retry[i])
                 out[i] = out2[k++];
@@ -446,7 +409,7 @@ static void renew_batch(hl_transport *c, int64_t horizon)
 
     pthread_mutex_lock(&wd->mu);
     for (int i = 0; i < n; i++) {
-        hl_wd_entry *e = items[i].e;
+        hl_wd_entry *e = holds[i]->ref;
         /* only "owner field gone" is a loss; no answer or an odd one is
          * retried when the next renewal is due. Decided per hold: a node
          * that failed does not hide the others' losses. */
@@ -608,6 +571,10 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     if (!e)
         return HILOCK_ENOMEM;
     hl_hold_init(&e->s, e, (int)kind);
+    /* its renewal command: a read side's alone, others with the holds on
+     * the same node (one slot on Redis Cluster) */
+    e->s.alone = kind == HILOCK_KIND_READ;
+    e->s.batch = c->ep.cluster ? hl_key_slot(names->name, strlen(names->name)) : 0;
     e->holder = holder;
     e->kind = kind;
     e->names = names;

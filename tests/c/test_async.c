@@ -321,6 +321,72 @@ static void t_watchdog(void)
     free_async(a);
     hilock_client_close(c);
 }
+/* Script calls the server ran to the end (EVALSHA and EVAL, less those
+ * that failed: a NOSCRIPT answer before the body is sent) since the last
+ * CONFIG RESETSTAT; -1 when INFO cannot be read. */
+static long long script_calls(void)
+{
+    char info[8192];
+    if (th_redis_str(&th_srv, info, sizeof info, "INFO commandstats") != 0)
+        return -1;
+    long long n = 0;
+    const char *names[] = {"cmdstat_evalsha:", "cmdstat_eval:"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(info, names[i]), *f;
+        if (!p)
+            continue;
+        const char *end = strchr(p, '\n');
+        n += atoll(strstr(p, "calls=") + strlen("calls="));
+        if ((f = strstr(p, "failed_calls=")) && (!end || f < end))
+            n -= atoll(f + strlen("failed_calls="));
+    }
+    return n;
+}
+
+/* Holds due at one tick are renewed together, in the groups the session
+ * makes: the loop held up past the renewal point of five watchdog holds,
+ * then run: one renew_many call renews all five (one by one before: five
+ * calls). */
+static void t_watchdog_batch(void)
+{
+    enum { N = 5, LEASE = 3000 }; /* renewed every 1000 ms */
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = LEASE;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0) == 0);
+    hilock_async *a = new_async();
+    lost_seen seen = {0};
+    hilock_async_set_lost_callback(a, on_lost, &seen);
+    hilock_lock *l[N] = {0};
+    res r = {0};
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "async-batch-%d", i);
+        CU_ASSERT_FATAL(hilock_lock_new(&l[i], c, name) == 0);
+        CU_ASSERT(hilock_async_acquire(a, l[i], 8, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    }
+    CU_ASSERT_FATAL(run_until(a, &r, N, 5000));
+    th_sleep_ms(1300); /* the loop is not run: every hold's renewal falls due */
+    th_redis_int(&th_srv, "CONFIG RESETSTAT");
+    run_for(a, 400);
+    long long calls = script_calls();
+    printf("\n  %d holds due at one tick: %lld script call(s) renewed them\n", N, calls);
+    CU_ASSERT_EQUAL(calls, 1);
+    for (int i = 0; i < N; i++)
+        CU_ASSERT(th_redis_int(&th_srv, "PTTL async-batch-%d", i) > LEASE - 800); /* renewed */
+    CU_ASSERT_EQUAL(seen.n, 0);
+    res rel = {0};
+    for (int i = 0; i < N; i++)
+        CU_ASSERT(hilock_async_release(a, l[i], 8, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, N, 5000) && rel.rc == 0);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-batch-%d", i), 0);
+        hilock_lock_free(l[i]);
+    }
+    free_async(a);
+    hilock_client_close(c);
+}
+
 
 static void t_rw_and_fenced(void)
 {
@@ -815,6 +881,7 @@ int main(void)
     CU_add_test(s, "fair order; a cancelled fair waiter leaves the line", t_fair_order_and_cancel);
     CU_add_test(s, "cancelled waits leave nothing behind", t_cancel_many);
     CU_add_test(s, "watchdog from the loop's timer; loss reported", t_watchdog);
+    CU_add_test(s, "holds due at one tick share renew_many calls", t_watchdog_batch);
     CU_add_test(s, "read-write sides and fenced tokens", t_rw_and_fenced);
     CU_add_test(s, "hung server: ECONN in time, attempt settled", t_hung_server);
     CU_add_test(s, "free with operations pending", t_free_pending);

@@ -5,7 +5,9 @@
  * releases and time steps, checked after every step against a reference
  * model written here with plain loops: the next deadline is always the
  * earliest; the holds handed out for renewal are exactly the ones due (none
- * released, none twice in flight); the holds reported "in doubt" are exactly
+ * released, none twice in flight), and when handed out at once they come
+ * grouped into renewal commands (runs of one batch key, as few as the group
+ * size allows, a hold marked alone on its own); the holds reported "in doubt" are exactly
  * the ones the rule puts at or before now (so none is reported later than the
  * rule says, nor earlier); lost holds come out once, in order.
  * HILOCK_SESSION_SEED=n replays one seed; HILOCK_SESSION_STEPS=n runs longer.
@@ -19,7 +21,7 @@
 #include "harness.h"
 #include "proto_session.h"
 
-enum { LEASE = 3000, CTO = 700 };
+enum { LEASE = 3000, CTO = 700, NKEYS = 5 /* 4 batch keys, and alone */ };
 
 /* ---------------------------------------------------------------- rules */
 
@@ -210,8 +212,18 @@ static int run_seed(uint64_t seed, int nholds, int steps)
         free(h), free(m), free(lostq);
         return 1;
     }
-    for (int i = 0; i < nholds; i++)
+    hl_hold **due = calloc((size_t)nholds, sizeof *due);
+    hl_renew_group *groups = calloc((size_t)nholds, sizeof *groups);
+    int *per_key = calloc(NKEYS, sizeof *per_key), *groups_key = calloc(NKEYS, sizeof *groups_key);
+    if (!due || !groups || !per_key || !groups_key) {
+        free(h), free(m), free(lostq), free(due), free(groups), free(per_key), free(groups_key);
+        return 1;
+    }
+    for (int i = 0; i < nholds; i++) {
         hl_hold_init(&h[i], &m[i], i);
+        h[i].batch = (unsigned)rndn(NKEYS - 1); /* NKEYS - 1: the alone ones' tally */
+        h[i].alone = rndn(6) == 0;
+    }
     int64_t now = 1000;
 #define EXPECT(cond, ...)                                                                      \
     do {                                                                                       \
@@ -310,7 +322,50 @@ static int run_seed(uint64_t seed, int nholds, int steps)
                 want += at >= 0 && at <= now + horizon;
             }
             hl_hold *r;
-            while ((r = hl_holds_renew_next(&t, now, horizon))) {
+            /* one at a time, or all of them grouped into renewal commands */
+            size_t ndue = 0, ngroups = 0, gmax = 1 + (size_t)rndn(5), di = 0;
+            int grouped = rndn(2) == 0;
+            if (grouped) {
+                ndue = hl_holds_renew_due(&t, now, horizon, gmax, due, (size_t)nholds, groups,
+                                          &ngroups);
+                /* the groups are runs of due[0 .. ndue) in order, each of one
+                 * batch key, at most gmax, an alone hold on its own, and a
+                 * key's holds in as few groups as gmax allows */
+                memset(per_key, 0, NKEYS * sizeof *per_key);
+                memset(groups_key, 0, NKEYS * sizeof *groups_key);
+                size_t at = 0;
+                for (size_t g = 0; g < ngroups; g++) {
+                    const hl_renew_group *gr = &groups[g];
+                    EXPECT(gr->first == at && gr->size >= 1 && gr->size <= gmax,
+                           "group %zu: first %zu size %zu (at %zu, max %zu)", g, gr->first,
+                           gr->size, at, gmax);
+                    if (fail)
+                        break;
+                    at += gr->size;
+                    EXPECT(at <= ndue, "groups past the %zu holds", ndue);
+                    if (fail)
+                        break;
+                    const hl_hold *g0 = due[gr->first];
+                    int key = g0->alone ? NKEYS - 1 : (int)g0->batch;
+                    groups_key[key]++;
+                    for (size_t j = 0; j < gr->size; j++) {
+                        const hl_hold *x = due[gr->first + j];
+                        EXPECT(gr->size == 1 || (!x->alone && x->batch == g0->batch),
+                               "group %zu mixes batch %u/alone %d with %u/%d", g, g0->batch,
+                               g0->alone, x->batch, x->alone);
+                        per_key[x->alone ? NKEYS - 1 : (int)x->batch]++;
+                    }
+                }
+                EXPECT(fail || at == ndue, "groups cover %zu of %zu holds", at, ndue);
+                for (int k = 0; k < NKEYS && !fail; k++) {
+                    int wantg = k == NKEYS - 1 ? per_key[k]
+                                               : (per_key[k] + (int)gmax - 1) / (int)gmax;
+                    EXPECT(groups_key[k] == wantg, "key %d: %d holds in %d groups, max %zu", k,
+                           per_key[k], groups_key[k], gmax);
+                }
+            }
+            while (grouped ? (r = di < ndue ? due[di++] : NULL) != NULL
+                           : (r = hl_holds_renew_next(&t, now, horizon)) != NULL) {
                 model *mr = r->ref;
                 int k = (int)(mr - m);
                 int64_t at = model_renew_at(mr);
@@ -370,6 +425,10 @@ static int run_seed(uint64_t seed, int nholds, int steps)
     free(h);
     free(m);
     free(lostq);
+    free(due);
+    free(groups);
+    free(per_key);
+    free(groups_key);
     return fail;
 }
 
