@@ -402,7 +402,20 @@ static PyObject *names_slot(PyObject *self, void *c)
     return PyLong_FromUnsignedLong(hl_key_slot(n, strlen(n)));
 }
 
+/* n.hold_channel: the channel a holder of this lock listens on (its kind's
+ * force unlock publishes there; hl_hold_channel) */
+static PyObject *names_hold_channel(PyObject *self, void *c)
+{
+    (void)c;
+    NamesObject *o = (NamesObject *)self;
+    return PyUnicode_DecodeUTF8(hl_hold_channel(o->kind, &o->n),
+                                (Py_ssize_t)strlen(hl_hold_channel(o->kind, &o->n)),
+                                "surrogateescape");
+}
+
 static PyGetSetDef names_getset[] = {
+    {"hold_channel", names_hold_channel, NULL,
+     "the channel a holder listens on for its lock's unlock and force unlock", NULL},
     {"name", names_name, NULL, "the lock's name", NULL},
     {"kind", names_kind, NULL, "the lock kind (KIND_*)", NULL},
     {"slot", names_slot, NULL, "the Redis Cluster slot of the lock and its companions", NULL},
@@ -724,6 +737,22 @@ static PyObject *names_query_cmd(PyObject *self, PyObject *args)
     return cmd_bytes(&cmd, 0);
 }
 
+/* n.hold_check_cmd(owner) -> bytes: "is owner's hold still there?",
+ * without renewing it (decode with hold_gone) */
+static PyObject *names_hold_check_cmd(PyObject *self, PyObject *args)
+{
+    NamesObject *n = (NamesObject *)self;
+    const char *owner;
+    if (!PyArg_ParseTuple(args, "s:hold_check_cmd", &owner))
+        return NULL;
+    const char *ow = check_owner(owner);
+    if (!ow)
+        return NULL;
+    hl_cmd cmd;
+    hl_cmd_hold_check(&cmd, &n->n, ow);
+    return cmd_bytes(&cmd, 0);
+}
+
 /* n.decode_locked(reply) -> bool */
 static PyObject *names_decode_locked(PyObject *self, PyObject *arg)
 {
@@ -769,6 +798,8 @@ static PyMethodDef names_methods[] = {
     {"renew_cmd", names_renew_cmd, METH_VARARGS, "renew_cmd(owner, lease_ms, eval=False)"},
     {"query_cmd", names_query_cmd, METH_VARARGS, "query_cmd(what, owner=None) -> bytes"},
     {"decode_locked", names_decode_locked, METH_O, "decode_locked(reply) -> bool"},
+    {"hold_check_cmd", names_hold_check_cmd, METH_VARARGS,
+     "hold_check_cmd(owner) -> bytes (decode with hold_gone)"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot names_slots[] = {
@@ -1069,7 +1100,19 @@ static PyObject *release_on_error(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* m.known_lost(): the client knows this hold was lost (found gone or in
+ * doubt) before this release: a fair unlock's "released" is then reported
+ * as not owner (hl_release_known_lost) */
+static PyObject *release_known_lost(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_release_known_lost(&((ReleaseObject *)self)->m);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef release_methods[] = {
+    {"known_lost", release_known_lost, METH_NOARGS,
+     "known_lost(): the hold was lost before this release (a fair 'released' is not owner)"},
     {"next", release_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
     {"sent", release_sent, METH_NOARGS, "sent() -> the send action it is in (Direct's)"},
     {"on_reply", release_on_reply, METH_O, "on_reply(reply)"},
@@ -1601,6 +1644,33 @@ static PyObject *m_decode_pubsub(PyObject *self, PyObject *arg)
         ch = Py_None;
     }
     return Py_BuildValue("(iNi)", (int)ev.type, ch, ev.payload);
+}
+
+/* hold_check_on(reply) -> bool: a pub/sub message on a holder's channel
+ * that means "check the hold now" (hl_hold_check_on) */
+static PyObject *m_hold_check_on(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    return PyBool_FromLong(hl_hold_check_on(&ev));
+}
+
+/* hold_gone(reply) -> True (the hold was lost), False (still there), None
+ * (the reply says neither: nothing known) -- hl_hold_check_gone */
+static PyObject *m_hold_gone(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    int gone;
+    if (hl_hold_check_gone(r, &gone) != 0)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(gone);
 }
 
 /* renew_outcome(reply) -> RENEW_* */
@@ -2433,6 +2503,9 @@ static PyMethodDef module_methods[] = {
     {"not_master", m_not_master, METH_O, "not_master(reply) -> bool"},
     {"ack_retry", m_ack_retry, METH_VARARGS, "ack_retry(wait_ms, deadline_ms) -> pause_ms or None"},
     {"decode_ping", m_decode_ping, METH_O, "decode_ping(reply) -> 0 or a code"},
+    {"hold_check_on", m_hold_check_on, METH_O,
+     "hold_check_on(reply) -> bool: a message that makes a holder check its hold"},
+    {"hold_gone", m_hold_gone, METH_O, "hold_gone(reply) -> True gone, False held, None unknown"},
     {"decode_pubsub", m_decode_pubsub, METH_O,
      "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
     {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},

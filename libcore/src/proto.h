@@ -1087,6 +1087,15 @@ HL_HIDDEN hl_wake_rule hl_sem_wake_rule(hl_sem_kind kind);
  * are not a lock's (anything but a plain integer) are ignored. */
 HL_HIDDEN const char *hl_hold_channel(hilock_kind kind, const hl_names *n);
 HL_HIDDEN int hl_hold_check_on(const hl_ps_event *ev);
+/* "Is this owner's hold still there?" without renewing it (a hold with a
+ * fixed lease, or any hold whose driver checks instead of renewing): every
+ * lock kind keeps its holder's field in the lock hash while it holds
+ * (owner as hl_hold_owner makes it; the write side's ":write" included).
+ * hl_hold_check_gone: 0 and *gone 1 (field gone: the hold was lost) or 0
+ * (still there); an error code when the reply says neither (a transport
+ * or server error: nothing is known, as for a failed renewal). */
+HL_HIDDEN void hl_cmd_hold_check(hl_cmd *cmd, const hl_names *n, const char *owner);
+HL_HIDDEN int hl_hold_check_gone(const redisReply *r, int *gone);
 
 /*
  * The wait machine of the three: semaphore acquire k, permit-expirable

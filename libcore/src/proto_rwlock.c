@@ -55,6 +55,21 @@ int hl_hold_check_on(const hl_ps_event *ev)
     return ev->type == HL_PS_MESSAGE && hl_ps_wakes(HL_WAKE_LOCK, ev) != 0;
 }
 
+void hl_cmd_hold_check(hl_cmd *cmd, const hl_names *n, const char *owner)
+{
+    hl_cmd_hexists(cmd, n, owner);
+}
+
+int hl_hold_check_gone(const redisReply *r, int *gone)
+{
+    int64_t v;
+    int rc = hl_decode_flag(r, &v);
+    if (rc)
+        return rc;
+    *gone = v == 0;
+    return 0;
+}
+
 void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                        int64_t lease_ms)
 {

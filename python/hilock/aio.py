@@ -642,12 +642,35 @@ class _MemberWaiter(_Waiter):
             self.parent.wake()
 
 
+class _Hold:
+    """One hold of this client listening on its lock's channel (the engine's
+    hold_channel): the lock's names, owner and thread, where it listens,
+    the timer that ends a fixed lease's listening, and its check's state."""
+
+    __slots__ = ("names", "owner", "tid", "ps", "timer", "releasing", "checking", "again",
+                 "after")
+
+    def __init__(self, names: Any, owner: str, tid: int) -> None:
+        self.names = names
+        self.owner = owner
+        self.tid = tid
+        self.ps: Optional["_PubSub"] = None
+        self.timer: Optional[asyncio.TimerHandle] = None
+        self.releasing = 0  # releases of it under way: a "gone" then is theirs to say
+        self.checking = False
+        self.again = False  # a message came while a check was out: check once more
+        self.after = False  # found gone during a release: checked again after it, if kept
+
+
 class _Channel:
-    __slots__ = ("name", "members", "ready", "wakes")
+    __slots__ = ("name", "members", "ready", "wakes", "holders")
 
     def __init__(self, name: str, ready: "asyncio.Future[bool]") -> None:
         self.name = name
         self.members: Dict[_Waiter, None] = {}
+        # holds of this client listening here (Client._hold_start): a lock
+        # message makes them check their hold; they take no waiter's wake-up
+        self.holders: Dict[Tuple[int, str, str], None] = {}
         self.ready = ready
         # the engine's wake rule of a semaphore or latch channel (SemNames.wakes:
         # reply -> -1 all, n waiters); None: a lock's ("0" one, "1" all)
@@ -706,6 +729,9 @@ class _PubSub:
             c = self.channels.get(ch)
             if c is None:
                 return
+            if c.holders and _E.hold_check_on(r):
+                # an unlock or force unlock of the lock: are our holds still there?
+                self.client._check_holds(list(c.holders))
             if c.wakes is not None:
                 self._wake_n(c, c.wakes(r))
             elif payload == 0:
@@ -746,6 +772,10 @@ class _PubSub:
             c.ready.set_result(False)
         for w in list(c.members):
             w.move()
+        if c.holders:
+            # the holders listen again where the slot lives now, and look
+            # (a message may have gone while nobody heard it)
+            self.client._holds_moved(list(c.holders))
 
     @staticmethod
     def _wake_one(c: _Channel) -> None:
@@ -803,9 +833,13 @@ class _PubSub:
                     if c.ready.done():
                         c.ready = loop.create_future()
                     conn.write(_E.subscribe_cmd(name, self.sharded))
+                held: List[Tuple[int, str, str]] = []
                 for c in list(self.channels.values()):
                     for w in list(c.members):
                         w.wake()
+                    held.extend(c.holders)
+                if held:
+                    self.client._check_holds(held)  # a message may have been missed
                 return
             for c in list(self.channels.values()):
                 for w in list(c.members):
@@ -854,6 +888,53 @@ class _PubSub:
         ok = bool(c.ready.result()) if c.ready.done() else False
         return ok and self.channels.get(name) is c
 
+    def observe_now(self, name: str, key: Tuple[int, str, str]) -> bool:
+        """observe without waiting, when it needs no new connection (the
+        usual case: no task made per hold). False: use observe."""
+        c = self.channels.get(name)
+        if c is not None:
+            c.holders[key] = None
+            return True
+        conn = self.conn
+        if conn is None or conn.closed or self.connecting is not None:
+            return False
+        c = _Channel(name, self.client._loop.create_future())
+        self.channels[name] = c
+        c.holders[key] = None
+        if self.sharded:
+            self.subscribing.append(name)
+        conn.write(_E.subscribe_cmd(name, self.sharded))
+        return True
+
+    async def observe(self, name: str, key: Tuple[int, str, str]) -> None:
+        """Make hold key listen on channel name (subscribed once per name,
+        shared with its waiters and the name's other holds). A subscription
+        that cannot be made leaves the hold unheard here (its watchdog still
+        renews it)."""
+        c = self.channels.get(name)
+        if c is not None:
+            c.holders[key] = None
+            return
+        c = _Channel(name, self.client._loop.create_future())
+        self.channels[name] = c
+        c.holders[key] = None
+        conn = await self._connection()
+        if conn is None:
+            self.unobserve(name, key)
+            return
+        if self.channels.get(name) is not c:  # moved, closed or let go meanwhile
+            return
+        if self.sharded:
+            self.subscribing.append(name)
+        conn.write(_E.subscribe_cmd(name, self.sharded))
+
+    def unobserve(self, name: str, key: Tuple[int, str, str]) -> None:
+        c = self.channels.get(name)
+        if c is None or key not in c.holders:
+            return
+        del c.holders[key]
+        self._drop_idle(name, c)
+
     def leave(self, name: str, w: _Waiter) -> None:
         c = self.channels.get(name)
         if c is None or w not in c.members:
@@ -864,7 +945,11 @@ class _PubSub:
             # the lock another way): hand it on so no waiter misses an unlock
             w.woken = False
             self._wake_one(c)
-        if not c.members:
+        self._drop_idle(name, c)
+
+    def _drop_idle(self, name: str, c: _Channel) -> None:
+        """Unsubscribe from a channel nobody waits or holds on any more."""
+        if not c.members and not c.holders:
             del self.channels[name]
             conn = self.conn
             if conn is not None and not conn.closed:
@@ -1137,6 +1222,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._doubt_when = -1.0  # its loop time (0: a check queued to run now)
         self._lost: Dict[Tuple[int, str, str], None] = {}
         self._leases: Dict[Tuple[int, str, str], int] = {}
+        # every hold (key as _wd's), listening on its lock's channel
+        self._held: Dict[Tuple[int, str, str], _Hold] = {}
         self._listeners: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
         # multi-locks with a member of this client, per member (kind, name):
         # told of every hold of it lost (MultiLock._member_lost)
@@ -1247,6 +1334,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             self._doubt_timer.cancel()
             self._doubt_timer = None
             self._doubt_when = -1.0
+        for h in self._held.values():
+            if h.timer is not None:
+                h.timer.cancel()
+        self._held.clear()
         self._pool.close()
         self._pubsub.close()
         for p in self._pools.values():
@@ -2181,11 +2272,140 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 continue
             if out == _E.RENEW_LOST and self._wd.get(key) is entry:
                 del self._wd[key]
+                self._hold_drop(key)
                 gone = self._wd_t.pop(key, None)
                 self._count_lost(key, entry[2], _S_LOST_EXPIRED if gone is not None and gone[2]
                                  else _S_LOST_GONE)
                 self._mark_lost(key, entry[2])
         return redirected
+
+    # -- holders listen on their lock's channel -------------------------------
+
+    def _hold_start(self, key: Tuple[int, str, str], names: Any, owner: str, tid: int,
+                    lease_ms: int) -> None:
+        """A hold granted (lease_ms: its fixed lease, 0 = the watchdog's):
+        it listens on its lock's channel (names.hold_channel, one
+        subscription per name shared with waiters and the name's other
+        holds), so that a force unlock is reported at once (_check_holds),
+        not at the next renewal or never (a fixed lease). A fixed lease's
+        hold listens until that lease ends (the latest grant's)."""
+        h = self._held.get(key)
+        if h is None:
+            h = self._held[key] = _Hold(names, owner, tid)
+            ps = self._pubsub
+            if self._cluster or not ps.observe_now(names.hold_channel, key):
+                self._spawn(self._observe(key, h))  # a connection to open, or a slot to find
+            else:
+                h.ps = ps
+        if h.timer is not None:
+            h.timer.cancel()
+            h.timer = None
+        if lease_ms:
+            h.timer = self._loop.call_later(lease_ms / 1000.0, self._hold_drop, key, h)
+
+    async def _observe(self, key: Tuple[int, str, str], h: _Hold) -> None:
+        """Listen for hold h where its slot lives (cluster: the map reloaded
+        first when stale)."""
+        n = h.names
+        if not self._cluster:
+            ps = self._pubsub
+        else:
+            try:
+                addr = await self._slot_addr(n.slot)
+            except Error:
+                return  # unheard: the watchdog still renews it
+            ps = self._pubsubs.get(addr)
+            if ps is None:
+                ps = self._pubsubs[addr] = _PubSub(self, addr)
+        if self._held.get(key) is not h or self._closed:
+            return
+        h.ps = ps
+        await ps.observe(n.hold_channel, key)
+
+    def _hold_drop(self, key: Tuple[int, str, str], h: Optional[_Hold] = None) -> None:
+        """key's hold is over (released, lost, or its fixed lease ended):
+        it stops listening."""
+        cur = self._held.get(key)
+        if cur is None or (h is not None and cur is not h):
+            return
+        del self._held[key]
+        if cur.timer is not None:
+            cur.timer.cancel()
+        if cur.ps is not None:
+            cur.ps.unobserve(cur.names.hold_channel, key)
+
+    def _holds_moved(self, keys: List[Tuple[int, str, str]]) -> None:
+        """Their channel is no longer heard where they listened (cluster:
+        the slot moved, or the node's connection closed): listen again where
+        the slot map says. (Not checked now: the map may still name the node
+        that dropped the channel; a force unlock unheard meanwhile is found
+        by the watchdog's next renewal.)"""
+        for key in keys:
+            h = self._held.get(key)
+            if h is not None and not self._closed:
+                h.ps = None
+                self._spawn(self._observe(key, h))
+
+    def _check_holds(self, keys: List[Tuple[int, str, str]]) -> None:
+        """A lock message on their channel: ask whether each hold is still
+        there (the engine's hold_check_cmd, no renewal); one check at a time
+        per hold, once more if another message came meanwhile."""
+        for key in keys:
+            h = self._held.get(key)
+            if h is None or self._closed:
+                continue
+            if h.releasing:
+                h.after = True  # its release answers first (usually that message is its own)
+                continue
+            if h.checking:
+                h.again = True
+                continue
+            h.checking = True
+            self._spawn(self._check_hold(key, h))
+
+    async def _check_hold(self, key: Tuple[int, str, str], h: _Hold) -> None:
+        try:
+            while True:
+                h.again = False
+                n = h.names
+                try:
+                    gone = _E.hold_gone(await self._call(n.hold_check_cmd(h.owner), n.slot))
+                except Error:
+                    return  # nothing known: the watchdog's renewals and doubt timer go on
+                if self._held.get(key) is not h:
+                    return  # released meanwhile
+                if gone and h.releasing:
+                    h.after = True  # the release says "not owner", or keeps it: look again then
+                    return
+                if gone:
+                    self._hold_gone(key, h)
+                    return
+                if not h.again:
+                    return
+        finally:
+            h.checking = False
+
+    def _release_done(self, key: Tuple[int, str, str], h: _Hold) -> None:
+        """A release of h's hold ended: a check that found it gone meanwhile
+        is made again if the hold is still believed held."""
+        h.releasing -= 1
+        if not h.releasing and h.after:
+            h.after = False
+            if self._held.get(key) is h:
+                self._check_holds([key])
+
+    def _hold_gone(self, key: Tuple[int, str, str], h: _Hold) -> None:
+        """The check found the hold gone (force unlock, deleted): reported
+        as a renewal that finds it gone reports it."""
+        self._hold_drop(key, h)
+        field = _S_LOST_GONE
+        if key in self._wd:
+            del self._wd[key]
+            clock = self._wd_t.pop(key, None)
+            if clock is not None and clock[2]:
+                field = _S_LOST_EXPIRED
+        self._count_lost(key, h.tid, field)
+        self._mark_lost(key, h.tid)
 
     def _mark_lost(self, key: Tuple[int, str, str], tid: int) -> None:
         if len(self._lost) >= 65536:
@@ -2560,6 +2780,21 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
         cancel = _Cancel()
     if m is None:
         m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._release_id(), c._cmd_ms)
+        if key in c._lost:
+            m.known_lost()  # a fair unlock's "released" cannot be trusted after a loss
+    h = c._held.get(key)
+    if h is not None:
+        h.releasing += 1
+    try:
+        await _release_run(c, names, owner, key, m, first, sent, cancel)
+    finally:
+        if h is not None:
+            c._release_done(key, h)
+
+
+async def _release_run(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
+                       m: Any, first: Any, sent: Optional[Tuple[_Req, int]],
+                       cancel: _Cancel) -> None:
     where = ""  # the server of the last try that got no answer, for the message
     while True:
         if first is not None:
@@ -2616,6 +2851,7 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
         if c._wd.pop(key, None) is not None:
             c._wd_t.pop(key, None)
         c._leases.pop(key, None)
+        c._hold_drop(key)
         if t[1] == 0:
             c._hold_end(key)
     elif not t[4]:
@@ -2625,6 +2861,7 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
         # it ends at its lease at the latest.
         if c._wd.pop(key, None) is not None:
             c._wd_t.pop(key, None)
+        c._hold_drop(key)  # no longer believed held: nor listened for
     lease = 0
     if unconfirmed:
         lease = max(c._wd_ms, c._leases.get(key, 0))
@@ -2920,6 +3157,7 @@ class Lock:
             c._since[key] = c._now_ms()
         if not l:
             c._watch(key, (self._n, owner, tid), sent_at)
+        c._hold_start(key, self._n, owner, tid, l)
         return True
 
     async def release(self) -> None:
@@ -2928,6 +3166,17 @@ class Lock:
         if c._closed or not c._opened:
             c._check()
         owner, _tid, key = self._who()
+        h = c._held.get(key)
+        if h is None:
+            await self._release(c, owner, key)
+            return
+        h.releasing += 1  # a check finding it gone meanwhile is this release's to say
+        try:
+            await self._release(c, owner, key)
+        finally:
+            c._release_done(key, h)
+
+    async def _release(self, c: Client, owner: str, key: Tuple[int, str, str]) -> None:
         n = self._n
         d = c._direct
         got = None if d is None else d.release(n, owner, c._leases.get(key, 0))
@@ -2936,6 +3185,8 @@ class Lock:
             return
         # one server: the command made and sent by the engine in one call
         m, req = got
+        if key in c._lost:
+            m.known_lost()  # read with the reply (d.done): a fair "released" is not owner
         cancel: Optional[_Cancel] = None  # made when needed (not on the usual path)
         try:
             await req.fut
@@ -3231,6 +3482,7 @@ class MultiLock:
             else:
                 c._leases[key] = lease_ms
             c._lost.pop(key, None)
+            c._hold_start(key, n, owner, tid, lease_ms)
         if cancel.exc is not None:
             raise cancel.exc
         return int(result)

@@ -958,6 +958,42 @@ static void t_hold_channel(void)
     CU_ASSERT_EQUAL(hl_hold_check_on(&ev), 0);
 }
 
+static int hold_gone(const char *bytes, size_t len, int *gone)
+{
+    redisReply *r = th_resp(bytes, len);
+    *gone = -1;
+    int rc = hl_hold_check_gone(r, gone);
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+#define HOLD_GONE(s, g) hold_gone(s, sizeof(s) - 1, g)
+
+/* The holder's check, made on a message of its channel without renewing:
+ * is its field still in the lock hash? 0 = gone, 1 = there, anything else
+ * says nothing (the hold is neither reported lost nor known kept). */
+static void t_hold_check(void)
+{
+    hl_cmd c;
+    hl_cmd_hold_check(&c, &N, "id:1:write");
+    CU_ASSERT_EQUAL(c.argc, 3);
+    CU_ASSERT_EQUAL(c.argvlen[1], strlen("res:1"));
+    CU_ASSERT_EQUAL(memcmp(c.argv[1], "res:1", 5), 0);
+    CU_ASSERT_EQUAL(memcmp(c.argv[2], "id:1:write", 10), 0);
+    int gone;
+    CU_ASSERT_EQUAL(HOLD_GONE(":0\r\n", &gone), 0);
+    CU_ASSERT_EQUAL(gone, 1);
+    CU_ASSERT_EQUAL(HOLD_GONE(":1\r\n", &gone), 0);
+    CU_ASSERT_EQUAL(gone, 0);
+    CU_ASSERT_NOT_EQUAL(HOLD_GONE(":2\r\n", &gone), 0);
+    CU_ASSERT_EQUAL(gone, -1);
+    CU_ASSERT_NOT_EQUAL(HOLD_GONE("-ERR busy\r\n", &gone), 0);
+    CU_ASSERT_EQUAL(gone, -1);
+    CU_ASSERT_NOT_EQUAL(HOLD_GONE("$-1\r\n", &gone), 0);
+    CU_ASSERT_EQUAL(gone, -1);
+    CU_ASSERT_NOT_EQUAL(hl_hold_check_gone(NULL, &gone), 0);
+}
+
 static int init_names(void)
 {
     return hl_names_init(&N, "res:1");
@@ -985,6 +1021,7 @@ int main(void)
     CU_add_test(s, "semaphore: request latch, settling a lost acquire", t_semwait_latch);
     CU_add_test(s, "watchdog: renewal outcomes", t_renew_classify);
     CU_add_test(s, "watchdog: a holder's channel and the messages it checks on", t_hold_channel);
+    CU_add_test(s, "watchdog: a holder's check of its hold (no renewal)", t_hold_check);
     CU_add_test(s, "route: cluster redirects", t_route_cluster);
     CU_add_test(s, "route: single server and sentinel", t_route_single_sentinel);
     CU_add_test(s, "replica acknowledgement", t_ack);

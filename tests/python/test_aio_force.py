@@ -1,0 +1,163 @@
+"""hilock.aio: a holder listens on its own lock's channel, so a force unlock
+(by anyone: another client's force_unlock, `hilock unlock --force`) is
+reported at once -- lost, on_lost -- instead of at the next renewal (10 s
+away with a 30 s lease) or never (a fixed lease). Its release afterwards
+says not owner, a fair lock's included (the fair unlock script answers
+"released" on a missing key; the client knows better).
+
+Real redis-server; the force unlock made by the blocking client (the C
+API's hilock_lock_force_unlock) on its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+import hilock
+import hilock.aio as aio
+from conftest import Redis, RedisServer, wait_for
+
+LEASE = 30.0  # the first renewal 10 s after the grant; a fixed lease never renews
+TOLD_BOUND = 1.0  # generous: told within ~ms; the next renewal is 10 s away
+
+KINDS = ["reentrant", "fair", "read", "write", "fenced"]
+
+
+def aio_lock(c: aio.Client, kind: str, name: str) -> Any:
+    if kind == "reentrant":
+        return c.lock(name)
+    if kind == "fair":
+        return c.fair_lock(name)
+    if kind == "fenced":
+        return c.fenced_lock(name)
+    rw = c.read_write_lock(name)
+    return rw.read_lock() if kind == "read" else rw.write_lock()
+
+
+def blocking_lock(c: hilock.Client, kind: str, name: str) -> Any:
+    if kind == "reentrant":
+        return c.lock(name)
+    if kind == "fair":
+        return c.fair_lock(name)
+    if kind == "fenced":
+        return c.fenced_lock(name)
+    rw = c.read_write_lock(name)
+    return rw.read_lock() if kind == "read" else rw.write_lock()
+
+
+def subscribers(server: RedisServer, channel: str) -> int:
+    r = Redis(server.port)
+    try:
+        return int(r("PUBSUB", "NUMSUB", channel)[1])
+    finally:
+        r.close()
+
+
+async def force_and_time(server: RedisServer, kind: str, name: str, lk: Any,
+                         told: List[float]) -> Tuple[float, float]:
+    """Force-unlock name from another client; (seconds from the call until
+    the holder was told, until its lost flag was seen set)."""
+    loop = asyncio.get_running_loop()
+    other = hilock.Client(server.url)
+    try:
+        t0 = time.monotonic()
+        assert await loop.run_in_executor(None, blocking_lock(other, kind, name).force_unlock)
+        end = t0 + 5.0
+        while not lk.lost and time.monotonic() < end:
+            await asyncio.sleep(0.002)
+        seen = time.monotonic() - t0
+    finally:
+        other.close()
+    assert told, f"{kind}: holder not told within 5 s of the force unlock"
+    return told[0] - t0, seen
+
+
+@pytest.mark.parametrize("lease", [None, LEASE], ids=["watchdog", "fixed-lease"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_aio_force_unlock_reported_at_once(redis: RedisServer, kind: str,
+                                           lease: Optional[float]) -> None:
+    """Held with a 30 s lease (the watchdog's, or fixed), force-unlocked by
+    another client: on_lost fires and lost is True well before 1 s (the
+    next renewal is 10 s away; a fixed lease has none), once; the hold's
+    release then raises NotOwnerError."""
+    name = f"aioforce-{kind}-{uuid.uuid4().hex[:8]}"
+    figures: Dict[str, float] = {}
+
+    async def main() -> None:
+        c = await aio.connect(redis.url, watchdog_lease=LEASE)
+        try:
+            lk = aio_lock(c, kind, name)
+            told: List[float] = []
+            lk.on_lost = lambda l, tid: told.append(time.monotonic())
+            assert await lk.acquire(wait=0, lease=lease)
+            assert not lk.lost
+            channel = lk._n.hold_channel
+            # the holder listens (its subscription confirmed by the server)
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: wait_for(lambda: subscribers(redis, channel) >= 1, 5.0,
+                                       "the holder's subscription"))
+            dt, seen = await force_and_time(redis, kind, name, lk, told)
+            figures["told"], figures["seen"] = dt, seen
+            assert dt < TOLD_BOUND, f"{kind}: told {dt * 1000:.0f} ms after the force unlock"
+            assert lk.lost
+            await asyncio.sleep(0.05)
+            assert len(told) == 1, f"{kind}: on_lost called {len(told)} times"
+            with pytest.raises(hilock.NotOwnerError):
+                await lk.release()
+            # nothing left listening once the hold is over
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: wait_for(lambda: subscribers(redis, channel) == 0, 5.0,
+                                       "the holder's subscription ended"))
+        finally:
+            await c.close()
+
+    asyncio.run(main())
+    print(f"\n{kind} lease={lease}: told {figures['told'] * 1000:.1f} ms, "
+          f"lost seen {figures['seen'] * 1000:.1f} ms after the force unlock")
+
+
+def test_aio_holders_share_one_subscription_and_waiters_unaffected(redis: RedisServer) -> None:
+    """Many holds of one name (read side: several readers) listen on one
+    subscription, shared with a waiter; a reader's release publishes on the
+    channel, the others check and are kept (not reported lost); a waiter
+    for the write side is still woken when the last reader goes."""
+    name = "aioforce-share-" + uuid.uuid4().hex[:8]
+
+    async def main() -> None:
+        c = await aio.connect(redis.url, watchdog_lease=LEASE)
+        try:
+            rw = c.read_write_lock(name)
+            readers = [rw.read_lock(thread_id=100 + i) for i in range(5)]
+            told: List[int] = []
+            for r in readers:
+                r.on_lost = lambda l, tid: told.append(tid)
+                assert await r.acquire(wait=0)
+            channel = readers[0]._n.hold_channel
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, lambda: wait_for(
+                lambda: subscribers(redis, channel) >= 1, 5.0, "subscription"))
+            assert subscribers(redis, channel) == 1
+            w = rw.write_lock(thread_id=7)
+            wt = asyncio.ensure_future(w.acquire(wait=10.0))
+            await asyncio.sleep(0.2)
+            assert subscribers(redis, channel) == 1  # the waiter shares it
+            for r in readers[:-1]:
+                await r.release()
+            await asyncio.sleep(0.2)  # the others' checks: still held
+            assert not told
+            assert not readers[-1].lost
+            t0 = time.monotonic()
+            await readers[-1].release()
+            assert await asyncio.wait_for(wt, 5.0)
+            assert time.monotonic() - t0 < 2.0  # woken, not a timed retry
+            await w.release()
+            assert not told
+        finally:
+            await c.close()
+
+    asyncio.run(main())
