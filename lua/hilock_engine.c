@@ -318,6 +318,15 @@ static int plock_channel(lua_State *L)
     return 1;
 }
 
+/* p:hold_channel() -> the channel a holder listens on: its kind's unlock and
+ * force unlock publish there (hl_hold_channel) */
+static int plock_hold_channel(lua_State *L)
+{
+    plock *p = check_plock(L, 1);
+    lua_pushstring(L, hl_hold_channel(p->kind, &p->n));
+    return 1;
+}
+
 /* p:slot() -> the Redis Cluster hash slot of the lock (and of all its
  * companion keys and channels) */
 static int plock_slot(lua_State *L)
@@ -481,6 +490,9 @@ static int plock_exists_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_exis
 static int plock_token_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_token); }
 static int plock_pttl_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_pttl); }
 static int plock_hexists_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hexists); }
+/* p:hold_check_cmd(owner) -> "is owner's hold still there?" without renewing
+ * it (decode with proto.hold_gone) */
+static int plock_hold_check_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hold_check); }
 static int plock_hget_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hget); }
 
 /* ---- reader and replies ---- */
@@ -804,6 +816,28 @@ static int p_decode_pubsub(lua_State *L)
         lua_pushnil(L);
     lua_pushinteger(L, ev.payload);
     return 3;
+}
+
+/* proto.hold_check_on(r) -> boolean: a pub/sub message on a holder's
+ * channel that means "check the hold now" (hl_hold_check_on) */
+static int p_hold_check_on(lua_State *L)
+{
+    hl_ps_event ev;
+    hl_decode_pubsub(check_reply(L, 1), &ev);
+    lua_pushboolean(L, hl_hold_check_on(&ev));
+    return 1;
+}
+
+/* proto.hold_gone(r) -> true (the hold was lost), false (still there), nil
+ * (the reply says neither: nothing known) -- hl_hold_check_gone */
+static int p_hold_gone(lua_State *L)
+{
+    int gone;
+    if (hl_hold_check_gone(check_reply(L, 1), &gone) != 0)
+        lua_pushnil(L);
+    else
+        lua_pushboolean(L, gone);
+    return 1;
 }
 
 /* ---- the acquire state machine ---- */
@@ -1149,6 +1183,16 @@ static int rel_on_reply(lua_State *L)
 static int rel_on_error(lua_State *L)
 {
     hl_release_on_error(&check_rel(L, 1)->m, lhl_err_code(luaL_optstring(L, 2, NULL)), lhl_mono_ms());
+    return 0;
+}
+
+/* rel:known_lost(): the client knows this hold was lost (found gone or in
+ * doubt) before this release: a fair unlock's "released" is then reported
+ * as not owner (hl_release_known_lost). Call it after p:release or
+ * rel:restart, before the first rel:next. */
+static int rel_known_lost(lua_State *L)
+{
+    hl_release_known_lost(&check_rel(L, 1)->m);
     return 0;
 }
 
@@ -1778,6 +1822,8 @@ static const luaL_Reg plock_methods[] = {
     {"hold_owner", plock_hold_owner},
     {"slot", plock_slot},
     {"wait_channel", plock_wait_channel},
+    {"hold_channel", plock_hold_channel},
+    {"hold_check_cmd", plock_hold_check_cmd},
     {"latch_key", plock_latch_key},
     {"acquire", plock_acquire},
     {"release", plock_release},
@@ -1854,11 +1900,13 @@ static const luaL_Reg proto_funcs[] = {
     {"decode_hold_count", p_decode_hold_count},
     {"decode_token", p_decode_token},
     {"decode_pubsub", p_decode_pubsub},
+    {"hold_check_on", p_hold_check_on},
+    {"hold_gone", p_hold_gone},
     {NULL, NULL}};
 
 static const luaL_Reg rel_methods[] = {
     {"next", rel_next}, {"on_reply", rel_on_reply}, {"on_error", rel_on_error},
-    {"free", rel_free}, {"restart", rel_restart}, {NULL, NULL}};
+    {"free", rel_free}, {"restart", rel_restart}, {"known_lost", rel_known_lost}, {NULL, NULL}};
 static const luaL_Reg rel_meta[] = {{"__gc", rel_free}, {NULL, NULL}};
 static const luaL_Reg set_methods[] = {
     {"next", set_next}, {"on_reply", set_on_reply}, {"on_error", set_on_error},

@@ -414,6 +414,7 @@ function _M.new(opts)
         latch_epoch = 0,  -- bumped when a command's reply was lost (latch keys)
         nodes = {},       -- "host:port" -> node
         wd = {},          -- key -> {p = proto lock, owner = ...}
+        held = {},        -- key -> every hold of this worker, listening (hold_start)
         wd_running = false,
         lost = {},        -- key -> true once the watchdog found it gone
         lost_old = {},    -- the previous generation of lost (see mark_lost)
@@ -1030,7 +1031,7 @@ end
 
 -- ---------------------------------------------------------------- watchdog
 
-local renew_tick, doubt_tick
+local renew_tick, doubt_tick, hold_drop
 
 -- When the watched hold e is reported lost "in doubt" (the engine's rule,
 -- proto.renew_doubt_at): lease - lease/5 after its latest confirmed grant or
@@ -1303,6 +1304,7 @@ local function renew_on(self, node, keys, entries, retry)
                 -- only if the entry is still the one we renewed (not
                 -- released and taken again meanwhile)
                 self.wd[keys[i]] = nil
+                hold_drop(self, keys[i])
                 count_lost(self, keys[i], entries[i],
                            entries[i].doubt and "lost_expired" or "lost_gone")
                 mark_lost(self, keys[i])
@@ -1383,6 +1385,7 @@ renew_tick = function(premature, self)
                 st.renewals = st.renewals + 1
             elseif out == "lost" and self.wd[k] == e then
                 self.wd[k] = nil
+                hold_drop(self, k)
                 count_lost(self, k, e, e.doubt and "lost_expired" or "lost_gone")
                 mark_lost(self, k)
             elseif out ~= "lost" then
@@ -1581,7 +1584,12 @@ end
 -- channel, read by an ngx.timer; waiting requests park on a semaphore and a
 -- "0" wakes one of them ("1" wakes all), as libcore's listener thread does.
 -- Fair-lock waiters have a channel of their own and subscribe directly.
+-- Holders listen there too (hold_start): every hold of the worker is in
+-- L.holds of its lock's channel (the engine's hold_channel), and a lock
+-- message makes them check their hold (check_holds) without taking a
+-- waiter's wake-up; the listener runs while anyone waits or holds.
 local listeners = {} -- pool .. "\0" .. channel -> listener
+local check_holds
 
 -- Wake up to n (nil: every) requests waiting on L (none may be left:
 -- sem:post(0) raises).
@@ -1598,6 +1606,36 @@ local function wake_all(L, n)
     end
 end
 
+-- Fixed-lease holds whose lease ran out stop listening (nobody released
+-- them); true if any hold listens here still.
+local function holds_left(c, L)
+    local now
+    for k, h in pairs(L.holds) do
+        if h.ends then
+            now = now or now_ms()
+            if now >= h.ends then
+                L.holds[k] = nil
+                if c.held[k] == h then
+                    c.held[k] = nil
+                end
+            end
+        end
+    end
+    return next(L.holds) ~= nil
+end
+
+-- Ask every hold listening on L whether it is still there (a timer of its
+-- own: the listener keeps reading).
+local function check_listeners_holds(c, L)
+    local keys = {}
+    for k in pairs(L.holds) do
+        keys[#keys + 1] = k
+    end
+    if #keys > 0 then
+        timer_at(0, check_holds, c, keys)
+    end
+end
+
 local function listener_loop(premature, c, key, L)
     local resubscribing = false
     while not premature and not ngx.worker.exiting() do
@@ -1609,15 +1647,16 @@ local function listener_loop(premature, c, key, L)
             c.st.reconnects = c.st.reconnects + 1
             ngx.log(ngx.WARN, "hilock: pub/sub listener connected again; waits woken to try again")
             wake_all(L)
+            check_listeners_holds(c, L)
         end
         L.state = "ready"
         if L.ready_waiting > 0 then
             L.ready:post(L.ready_waiting)
         end
         while true do
-            if not next(L.waiting) or ngx.worker.exiting() then
-                -- nobody waits any more (waiters of killed requests vanish
-                -- with their coroutine: the set has weak keys)
+            if (not next(L.waiting) and not holds_left(c, L)) or ngx.worker.exiting() then
+                -- nobody waits or holds any more (waiters of killed requests
+                -- vanish with their coroutine: the set has weak keys)
                 if listeners[key] == L then
                     listeners[key] = nil
                 end
@@ -1637,6 +1676,10 @@ local function listener_loop(premature, c, key, L)
                         wake_all(L, n > 0 and n or nil)
                     end
                 elseif typ == "message" and ch == L.channel then
+                    if next(L.holds) and proto.hold_check_on(r) then
+                        -- an unlock or force unlock: are our holds still there?
+                        check_listeners_holds(c, L)
+                    end
                     if payload == 0 then
                         L.sem:post(1)
                     elseif payload == 1 then
@@ -1677,7 +1720,7 @@ local function join_listener(c, channel, slot, rule)
     if not L then
         L = { channel = channel, slot = slot, state = "starting", ready_waiting = 0, rule = rule,
               sem = semaphore.new(0), ready = semaphore.new(0),
-              waiting = setmetatable({}, WEAK_KEYS) }
+              waiting = setmetatable({}, WEAK_KEYS), holds = {} }
         if not timer_at(0, listener_loop, c, key, L) then
             return nil
         end
@@ -1699,6 +1742,100 @@ end
 
 local function leave_listener(L)
     L.waiting[co_running()] = nil
+end
+
+-- A hold granted (lease_ms: its fixed lease, 0 = the watchdog's): it
+-- listens on its lock's channel (the engine's hold_channel), on the
+-- worker's listener for it (shared with waiters and the name's other
+-- holds; started if none), so that a force unlock is reported at once, not
+-- at the next renewal or never (a fixed lease). A fixed lease's hold
+-- listens until that lease (the latest grant's) ends. Nothing waits for
+-- the subscription.
+local function hold_start(c, lock, key, owner, lease_ms)
+    local h = c.held[key]
+    if not h then
+        h = { p = lock.p, owner = owner, slot = lock.slot, kind = lock.kind_name, releasing = 0 }
+        local channel = lock.p:hold_channel()
+        local lkey = c.pool .. "\0" .. channel
+        local L = listeners[lkey]
+        if not L or L.state == "closed" or L.state == "failed" then
+            L = { channel = channel, slot = lock.slot, state = "starting", ready_waiting = 0,
+                  sem = semaphore.new(0), ready = semaphore.new(0),
+                  waiting = setmetatable({}, WEAK_KEYS), holds = {} }
+            if not timer_at(0, listener_loop, c, lkey, L) then
+                return -- unheard: the watchdog still renews it
+            end
+            listeners[lkey] = L
+        end
+        L.holds[key] = h
+        h.L = L
+        c.held[key] = h
+    end
+    h.ends = lease_ms > 0 and now_ms() + lease_ms or nil
+end
+
+-- key's hold is over (released, lost): it stops listening.
+hold_drop = function(c, key)
+    local h = c.held[key]
+    if h then
+        c.held[key] = nil
+        if h.L.holds[key] == h then
+            h.L.holds[key] = nil
+        end
+    end
+end
+
+-- The check found the hold gone (force unlock, deleted): reported as a
+-- renewal that finds it gone reports it.
+local function hold_gone(c, key, h)
+    hold_drop(c, key)
+    local e = c.wd[key]
+    local field = "lost_gone"
+    if e then
+        c.wd[key] = nil
+        if e.doubt then
+            field = "lost_expired"
+        end
+    end
+    count_lost(c, key, e or h, field)
+    mark_lost(c, key)
+end
+
+-- "Is each hold still there?" (the engine's hold_check_cmd, no renewal),
+-- one check at a time per hold, once more when another message came
+-- meanwhile. Found gone while its own release is under way: that release
+-- says "not owner" (or, if it keeps the hold, the hold is checked again).
+check_holds = function(premature, c, keys)
+    if premature then
+        return
+    end
+    for _, key in ipairs(keys) do
+        local h = c.held[key]
+        if h and h.releasing > 0 then
+            h.after = true -- its release answers first (usually that message is its own)
+        elseif h and h.checking then
+            h.again = true
+        elseif h then
+            h.checking = true
+            repeat
+                h.again = false
+                local r = call(c, h.p:hold_check_cmd(h.owner), h.slot)
+                local gone = r and proto.hold_gone(r)
+                if c.held[key] ~= h then
+                    break
+                end
+                if gone then
+                    if h.releasing > 0 then
+                        h.after = true
+                    else
+                        hold_gone(c, key, h)
+                    end
+                    break
+                end
+            until not h.again
+            h.checking = false
+        end
+    end
 end
 
 -- Replica acknowledgement of the write just made on st's connection, as
@@ -2060,6 +2197,13 @@ local function release(self, owner, ack)
         m = self.p:release(owner, lease, c.watchdog_lease_ms, request_id(c),
                            c.command_timeout_ms)
     end
+    if c.lost[key] or c.lost_old[key] then
+        m:known_lost() -- a fair unlock's "released" cannot be trusted after a loss
+    end
+    local h = c.held[key]
+    if h then
+        h.releasing = h.releasing + 1 -- a check finding it gone is this release's to say
+    end
     local st = {}
     local ok, left, still, renew, unconfirmed, failed
     while true do
@@ -2088,8 +2232,12 @@ local function release(self, owner, ack)
         replica_acked(c, st)
     end
     st_done(c, st)
+    if h then
+        h.releasing = h.releasing - 1
+    end
     if not still then
         c.wd[key] = nil
+        hold_drop(c, key)
         forget_lease(c, key)
         if ok then
             hold_end(c, key, self.kind_name, self.name)
@@ -2098,8 +2246,12 @@ local function release(self, owner, ack)
         -- the engine's rule (hl_release.renew): a release no try got an
         -- answer to may or may not have run; renewing the hold would keep
         -- the lock for the client's life when it did not. Unrenewed, it
-        -- ends at its lease at the latest.
+        -- ends at its lease at the latest (and is listened for no more).
         c.wd[key] = nil
+        hold_drop(c, key)
+    elseif h and h.releasing == 0 and h.after and c.held[key] == h then
+        h.after = false
+        timer_at(0, check_holds, c, { key }) -- found gone meanwhile, and still believed held
     end
     if not ok and unconfirmed then
         local wd_lease = c.watchdog_lease_ms
@@ -2177,6 +2329,7 @@ local function acquire_run(self, wait, lease, waits)
     if not c.since[key] then -- a re-entry keeps the first grant's time
         c.since[key] = now_ms()
     end
+    hold_start(c, self, key, owner, watchdog and 0 or lease_ms)
     if watchdog then
         local e = c.wd[key]
         if not e then
@@ -2348,8 +2501,8 @@ function Lock:force_unlock()
     if deleted == nil then
         return nil, err
     end
-    -- the watchdog keeps its entries: its next renewal finds each hold gone
-    -- and reports it lost to its holder, as the C client does
+    -- every holder listens on the lock's channel, where the force unlock
+    -- published: it checks its hold and reports it lost at once
     return deleted
 end
 

@@ -363,6 +363,10 @@ def test_resty_acquire_reply_lost_on_fresh_connection_leaves_no_hold(nginx, serv
     a = Actor(nginx, proxy.url(), command_timeout_ms=1000)
     assert a("lock %s %s:warm 0 5000" % (kind, name)) == "ok 1"
     assert a("unlock %s %s:warm" % (kind, name)) == "ok"
+    # the holder's listener (on the lock's channel) ends within a second of
+    # the release and pools its connection: only then are all of them pooled
+    wait_for(lambda: int(server("PUBSUB", "NUMSUB", "redisson_lock__channel:{%s:warm}"
+                                % name)[1]) == 0, 5, "the holder's listener ended")
     proxy.reset()  # the pooled connections die (nginx drops them): the next one is new
     time.sleep(0.2)
     proxy.reset_on_reply(name.encode())
@@ -699,5 +703,61 @@ def test_resty_request_blocking_worker_past_lease_is_told(nginx, server, name):
         assert answers, "no answer"
         report("openresty busy request: lk:lost() answered after", answers[0][1])
         assert answers[0][0] == "ok 1", "after the busy request: %r" % answers[0][0]
+    finally:
+        other.close()
+
+
+def _numsub(server, channel: str) -> int:
+    r = server.cli()
+    try:
+        return int(r("PUBSUB", "NUMSUB", channel)[1])
+    finally:
+        r.close()
+
+
+def _blocking_of(c, kind, name):
+    if kind == "read":
+        return c.read_write_lock(name).read_lock()
+    if kind == "write":
+        return c.read_write_lock(name).write_lock()
+    if kind == "fenced":
+        return c.fenced_lock(name)
+    return c.fair_lock(name) if kind == "f" else c.lock(name)
+
+
+@pytest.mark.parametrize("lease_ms", [0, 30000], ids=["watchdog", "fixed-lease"])
+@pytest.mark.parametrize("kind", ["r", "f", "read", "write", "fenced"])
+def test_resty_force_unlock_reported_at_once(nginx, server, name, kind, lease_ms):
+    """A request owner holds the lock with a 30 s lease (the watchdog's:
+    its first renewal 10 s after the grant; or fixed: no renewal at all),
+    and another client force-unlocks it: lk:lost() says true well within
+    1 s (the worker's holder listens on the lock's channel and checks its
+    hold on the message); the release then says not owner, the fair lock's
+    too (its unlock script answers "released" on a missing key). Before:
+    not told within 5 s (and the fair release answered ok)."""
+    a = Actor(nginx, server.url, watchdog_lease_ms=30000)
+    other = opened(server.url)
+    channel = ("redisson_rwlock:{%s}" if kind in ("read", "write")
+               else "redisson_lock__channel:{%s}") % name
+    try:
+        assert a("lock %s %s 0 %d" % (kind, name, lease_ms)).startswith("ok 1")
+        # the worker's listener subscribed (nothing waits for it on acquire)
+        wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+        assert a("lost %s %s" % (kind, name)) == "ok 0"
+        t0 = time.monotonic()
+        assert _blocking_of(other, kind, name).force_unlock()
+        told = None
+        while time.monotonic() - t0 < 5.0:
+            if a("lost %s %s" % (kind, name)) == "ok 1":
+                told = time.monotonic()
+                break
+            time.sleep(0.005)
+        assert told is not None, "the holder was not told within 5 s of the force unlock"
+        report(f"openresty force unlock ({kind}, lease {lease_ms} ms): holder told after",
+               told - t0)
+        assert told - t0 < 1.0
+        assert a("unlock %s %s" % (kind, name)).startswith("err notowner")
+        # the hold is over: the worker's listener lets the channel go
+        wait_for(lambda: _numsub(server, channel) == 0, 5.0, "the subscription ended")
     finally:
         other.close()
