@@ -1031,6 +1031,17 @@ static int acq_on_wake(lua_State *L)
     return 0;
 }
 
+/* m:cancel() -- the caller gave up (a cancel from another light thread):
+ * call it between actions, never with a command in flight. Unless the
+ * machine already has its outcome (a grant stands), next() then leaves the
+ * fair line and the subscription and ends with "canceled". */
+static int acq_cancel(lua_State *L)
+{
+    pacq *m = check_acq(L, 1);
+    hl_acquire_cancel(&m->a, lhl_mono_ms());
+    return 0;
+}
+
 /* m:on_resubscribe() -- the subscription was ended by the server (the
  * slot moved): the machine unsubscribes, subscribes again, retries. */
 static int acq_on_resubscribe(lua_State *L)
@@ -1871,6 +1882,7 @@ static const luaL_Reg acq_methods[] = {
     {"on_subscribed", acq_on_subscribed},
     {"on_wake", acq_on_wake},
     {"on_resubscribe", acq_on_resubscribe},
+    {"cancel", acq_cancel},
     {"on_unknown", acq_on_unknown},
     {"channel", acq_channel},
     {"attempts", acq_attempts},

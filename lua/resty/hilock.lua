@@ -55,6 +55,7 @@ local MAX_SECONDS = 3153600000 -- HILOCK_MAX_TIME_MS / 1000
 local TID_SPAN = 1048576       -- 2^20 request ids per worker pid
 local LONG_WAIT_MS = 60000     -- "until a message": re-check at least this often
 local LISTEN_POLL_MS = 1000    -- a shared listener checks this often if anyone waits
+local CANCEL_POLL_MS = 50      -- a wait on its own socket looks for lk:cancel() this often
 local WEAK_KEYS = { __mode = "k" }
 
 -- ---------------------------------------------------------------- helpers
@@ -1535,22 +1536,34 @@ end
 -- a shard subscription because the slot moved, the master changed).
 -- Without a subscription (nil: subscribing failed, the machine polls) it
 -- just sleeps.
-local function wait_message(self, ps, ms)
+local function wait_message(self, ps, ms, w)
     if ms < 0 then
         ms = LONG_WAIT_MS
     end
+    local deadline = now_ms() + ms
     if not ps then
-        ngx_sleep(ms / 1000)
+        -- in slices, so that lk:cancel() (w.cancelled) ends the sleep soon
+        while not w.cancelled do
+            local left = deadline - now_ms()
+            if left <= 0 then
+                break
+            end
+            ngx_sleep((left > CANCEL_POLL_MS and CANCEL_POLL_MS or left) / 1000)
+        end
         return nil
     end
-    local deadline = now_ms() + ms
     while true do
         local left = deadline - now_ms()
-        if left <= 0 then
+        if left <= 0 or w.cancelled then
             return ps
         end
         if self.mode ~= "single" and left > LISTEN_POLL_MS then
             left = LISTEN_POLL_MS
+        end
+        -- another light thread cannot interrupt this read (a cosocket is
+        -- its reader's alone): lk:cancel() is seen at the next slice
+        if left > CANCEL_POLL_MS then
+            left = CANCEL_POLL_MS
         end
         ps.sock:settimeout(left)
         local r, err = read_reply(ps.sock, ps.rd)
@@ -2040,7 +2053,25 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
     local shared = self.kind_name ~= "fair"
     local st = {}
     local ps, L, joined, sent_at, last_err
+    -- this call, for lk:cancel(): cancelled (asked), parked (the shared
+    -- listener whose semaphore it waits on now); a try (wait 0) is not one
+    local w = { cancelled = false }
+    if wait_ms ~= 0 then
+        local waits_of = self.waits
+        if not waits_of then
+            waits_of = {}
+            self.waits = waits_of
+        end
+        waits_of[w] = true
+    end
+    local told = false
     while true do
+        if w.cancelled and not told then
+            -- between actions: the engine leaves the fair line and the
+            -- subscription and ends "canceled", unless it has its outcome
+            told = true
+            m:cancel()
+        end
         local act, a1, a2, a3 = m:next()
         if act == "send" then
             if watched then -- the watchdog's lease runs from the grant's sending
@@ -2080,7 +2111,12 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
                     ngx_sleep(0.05)
                 end
             elseif L then
-                local woken = L.sem:wait((a2 < 0 and LONG_WAIT_MS or a2) / 1000)
+                local woken = false
+                if not w.cancelled then
+                    w.parked = L
+                    woken = L.sem:wait((a2 < 0 and LONG_WAIT_MS or a2) / 1000)
+                    w.parked = nil
+                end
                 if waits then
                     waits[#waits + 1] = woken and 1 or 0
                 end
@@ -2094,7 +2130,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
                 end
             else
                 local woken
-                ps, woken = wait_message(c, ps, a2)
+                ps, woken = wait_message(c, ps, a2, w)
                 if waits then
                     waits[#waits + 1] = woken and 1 or 0
                 end
@@ -2116,6 +2152,9 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
             if L then
                 leave_listener(L)
             end
+            if self.waits then
+                self.waits[w] = nil
+            end
             self.am = m
             if a1 then
                 return true, st, a3, sent_at
@@ -2124,6 +2163,10 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
             -- the failure's own words when the machine ended on it
             if last_err and a2 == last_err:match("^[^:]+") then
                 return nil, last_err
+            end
+            if a2 == "canceled" then
+                return nil, str_format("canceled: acquire of lock '%s' cancelled by lk:cancel() "
+                                       .. "(nothing held or queued)", self.name)
             end
             return nil, a2
         end
@@ -2375,6 +2418,8 @@ local function acquire(self, wait, lease)
             or waits[#waits] == 1 and "granted_woken" or "granted_retried"
     elseif type(err) == "string" and err:find("^timeout") then
         field = wait == 0 and "busy" or "timed_out"
+    elseif type(err) == "string" and err:find("^canceled") then
+        field = "cancelled"
     else
         return token, err -- an error: its message says it, no wait to count
     end
@@ -2448,6 +2493,32 @@ end
 -- (every grant takes the next value of the name's counter), other kinds 0.
 function Lock:acquire_token(wait, lease)
     return acquire(self, wait, lease)
+end
+
+-- lk:cancel() -> true when an acquire of this lock object was waiting
+-- (wait ~= 0), else false. From another light thread or request of the
+-- worker: each such acquire returns nil, "canceled: ..." soon (a wait on
+-- the shared listener at once, a fair waiter's within CANCEL_POLL_MS),
+-- having left the fair queue and its subscription, holding nothing; one
+-- whose grant had already come returns true (the caller holds the lock),
+-- as hilock_lock_cancel. An acquire that starts later is not cancelled.
+function Lock:cancel()
+    local any = false
+    local waits_of = self.waits
+    if waits_of then
+        for w in pairs(waits_of) do
+            if not w.cancelled then
+                w.cancelled, any = true, true
+                local L = w.parked
+                if L then
+                    -- the semaphore is the listener's, shared: wake its
+                    -- waiters (the others try once more and wait again)
+                    wake_all(L)
+                end
+            end
+        end
+    end
+    return any
 end
 
 -- lk:release() -> true | nil, err ("not owner" when not held)

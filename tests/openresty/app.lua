@@ -281,6 +281,21 @@ local function until_true(cond, ms)
     return true
 end
 
+-- lk:acquire(10) in a light thread, cancelled by this one (lk:cancel())
+-- once it waits on the shared listener (subscribed, two tries refused): it
+-- must end "canceled". other: a client to look with.
+local function cancelled_wait(lk, name, other)
+    local calls = script_calls()
+    local t = ngx.thread.spawn(function() return lk:acquire(10) end)
+    assert(until_true(function()
+        local v = other:command("PUBSUB", "NUMSUB", "redisson_lock__channel:{" .. name .. "}")
+        return v and tonumber(v[2]) == 1 and script_calls() >= calls + 2
+    end, 5000), "waiter to cancel subscribed and refused twice")
+    assert(lk:cancel(), "an acquire was waiting")
+    local okw, r, err = ngx.thread.wait(t)
+    assert(okw and r == nil and tostring(err):find("^canceled"), "cancelled: " .. tostring(err))
+end
+
 function _M.stats()
     local n = ngx.var.arg_name
     if ngx.var.arg_step == "2" then
@@ -322,6 +337,7 @@ function _M.stats()
     assert(r == nil and err:find("^timeout"), "timeout: " .. tostring(err))
     r, err = b:acquire(0)
     assert(r == nil and err:find("^timeout"), "busy: " .. tostring(err))
+    cancelled_wait(b, n .. ":b", other)
     -- the waiter sleeps once it listens and its attempt after subscribing
     -- (its second) was refused: only then is the release's message its wake-up
     local calls = script_calls()
@@ -363,6 +379,7 @@ function _M.name_stats()
     assert(held:acquire(0, 60))
     assert(a:acquire(0) == nil)
     assert(a:acquire(0.05) == nil)
+    cancelled_wait(a, n .. ":a", other)
     assert(held:release())
     assert(a:acquire(0, 60)); assert(a:release())
     assert(b:acquire(0)) -- removed by another client
@@ -384,10 +401,80 @@ function _M.name_stats()
             e.lost_expired, e.lost_in_doubt)
     end
     local k = s.kinds.reentrant
-    out[#out + 1] = string.format("kind %d %d %d %d %d", k.granted, k.busy, k.timed_out,
-                                  sum(k.wait_ms), sum(k.hold_ms))
+    out[#out + 1] = string.format("kind %d %d %d %d %d %d", k.granted, k.busy, k.timed_out,
+                                  k.cancelled, sum(k.wait_ms), sum(k.hold_ms))
     out[#out + 1] = "plain=" .. tostring(c:stats().names == nil)
     ngx.say(table.concat(out, "; "))
+end
+
+-- /cancel?name=N&fair=0|1: another client holds N (lease 60 s); a client of
+-- its own waits up to 10 s for it in a light thread and, once it waits
+-- (reentrant: subscribed and refused twice, with a second waiter of another
+-- owner on the same shared listener; fair: in the queue and subscribed to
+-- its own channel), another light thread calls lk:cancel(). Prints the
+-- acquire's answer, how long the cancel took to end it (ms), what is left
+-- on the server (queue entries, the waiter's subscriptions), held, a second
+-- cancel's answer, the stats' cancelled and timed_out, and (reentrant)
+-- whether the other waiter still gets the lock at the holder's release.
+function _M.cancel()
+    local n = ngx.var.arg_name
+    local fair = ngx.var.arg_fair == "1"
+    local other = client()
+    local c = hilock.new { url = os.getenv("REDIS_URL") }
+    local held = fair and other:fair_lock(n, 99) or other:lock(n, 99)
+    assert(held:acquire(0, 60))
+    local lk = fair and c:fair_lock(n, 1) or c:lock(n, 1)
+    local chan = fair and "redisson_lock__channel:{" .. n .. "}:*" or nil
+    local function subs()
+        if fair then
+            local v = other:command("PUBSUB", "CHANNELS", chan)
+            return v and #v or -1
+        end
+        local v = other:command("PUBSUB", "NUMSUB", "redisson_lock__channel:{" .. n .. "}")
+        return v and tonumber(v[2]) or -1
+    end
+    local function queued()
+        return tonumber(other:command("LLEN", "redisson_lock_queue:{" .. n .. "}")) +
+               tonumber(other:command("ZCARD", "redisson_lock_timeout:{" .. n .. "}"))
+    end
+    local calls = script_calls()
+    local waiter = ngx.thread.spawn(function() return lk:acquire(10) end)
+    local second, second_lk
+    if not fair then
+        second_lk = c:lock(n, 2)
+        second = ngx.thread.spawn(function() return second_lk:acquire(10) end)
+    end
+    assert(until_true(function()
+        if fair then
+            return queued() == 2 and subs() == 1
+        end
+        return subs() == 1 and script_calls() >= calls + 4
+    end, 5000), "waiting")
+    local t0 = mono_ms()
+    local t_end
+    local canceller = ngx.thread.spawn(function() return lk:cancel() end)
+    local okc, cancelled = ngx.thread.wait(canceller)
+    local okw, r, err = ngx.thread.wait(waiter)
+    t_end = mono_ms()
+    assert(okc and okw)
+    -- the waiter's subscription: fair, its own channel (dropped by the
+    -- machine); reentrant, the shared listener stays while the other waits
+    local left_subs = fair and subs() or -2
+    local out = { string.format("cancel=%s res=%s err=%s ms=%d queue=%d subs=%d held=%s again=%s",
+        tostring(cancelled), tostring(r), tostring(err):match("^[^:]+"), t_end - t0,
+        queued(), left_subs, tostring(lk:held()), tostring(lk:cancel())) }
+    if second then
+        assert(held:release())
+        local ok2, got = ngx.thread.wait(second)
+        out[#out + 1] = "other=" .. tostring(ok2 and got)
+        second_lk:release()
+    else
+        assert(held:release())
+    end
+    local k = c:stats().kinds[fair and "fair" or "reentrant"]
+    out[#out + 1] = string.format("cancelled=%d timed_out=%d granted=%d", k.cancelled,
+                                  k.timed_out, k.granted)
+    ngx.say(table.concat(out, " "))
 end
 
 -- /lost_bounded: 30 request owners lose their watchdog holds; a client with

@@ -231,7 +231,7 @@ label="(e2) watchdog notices a forced unlock: '$res'"
 if [ "$res" = "lost=true release=nil:not owner" ]; then ok "$label"; else bad "$label"; fi
 
 # (e8) client:stats(): exact counters after a scripted sequence (1 timeout, 1
-#      busy, 1 woken grant, 1 grant lost to a force unlock, 1 reported in doubt
+#      busy, 1 wait cancelled by lk:cancel() from another light thread, 1 woken grant, 1 grant lost to a force unlock, 1 reported in doubt
 #      while the server is stopped), and the two losses logged at WARN.
 name="or:stats:$RANDOM"
 res=$(curl -sS --max-time 30 "$URL/stats?name=$name&step=1")
@@ -241,7 +241,7 @@ if [ "$res" = ready ]; then
   kill -CONT "$MAIN_REDIS_PID"
 fi
 label="(e8) client:stats() after the scripted sequence: '$res'"
-if [ "$res" = "granted=3 timed_out=1 cancelled=0 busy=1 first_try=2 woken=1 retried=0 waits=4 late=some holds=3 lost_gone=1 lost_expired=0 lost_in_doubt=1 settles=0 redirects=0 acks=0 renewal_commands=some others=0" ] &&
+if [ "$res" = "granted=3 timed_out=1 cancelled=1 busy=1 first_try=2 woken=1 retried=0 waits=5 late=some holds=3 lost_gone=1 lost_expired=0 lost_in_doubt=1 settles=0 redirects=0 acks=0 renewal_commands=some others=0" ] &&
    grep -q "hilock: lock '$name:g' lost: removed on the server" "$NGINX_TMP/error.log" &&
    grep -q "hilock: lock '$name:d' lost (in doubt)" "$NGINX_TMP/error.log"; then
   ok "$label"; else bad "$label"; grep "$name" "$NGINX_TMP/error.log" | tail -5; fi
@@ -249,11 +249,31 @@ if [ "$res" = "granted=3 timed_out=1 cancelled=0 busy=1 first_try=2 woken=1 retr
 # (e9) client:stats{by_name = true}: stats_names = 2, two names tracked and
 #      the third counted in the reentrant kind's other entry, exact figures
 #      (kind name granted first_try busy timed_out cancelled waits holds gone
-#      expired doubt); the kind's totals are their sums.
+#      expired doubt; N:a's waits include one cancelled by lk:cancel()); the
+#      kind's totals (granted busy timed_out cancelled waits holds) are their sums.
 res=$(curl -sS --max-time 30 "$URL/name_stats?name=or:pn:$RANDOM")
 label="(e9) client:stats{by_name = true}: '$res'"
-if [ "$res" = "reentrant a 1 1 1 1 0 2 1 0 0 0; reentrant b 1 1 0 0 0 1 1 1 0 0; reentrant (other) 1 1 0 1 0 2 1 0 0 0; kind 3 1 2 5 3; plain=true" ]; then
+if [ "$res" = "reentrant a 1 1 1 1 1 3 1 0 0 0; reentrant b 1 1 0 0 0 1 1 1 0 0; reentrant (other) 1 1 0 1 0 2 1 0 0 0; kind 3 1 2 1 6 3; plain=true" ]; then
   ok "$label"; else bad "$label"; fi
+
+# (e10) lk:cancel() from another light thread ends a 10 s acquire waiting
+#      while another client holds: nil, "canceled" in under 1 s, nothing of
+#      it left on the server (fair: its queue entry and its own channel's
+#      subscription), not held, a second cancel finds nothing, counted as
+#      cancelled (not timed out). Reentrant: another waiter on the same
+#      shared listener (woken too by the cancel) still gets the lock at the
+#      holder's release.
+for fair in 0 1; do
+  res=$(curl -sS --max-time 30 "$URL/cancel?name=or:cancel:$fair:$RANDOM&fair=$fair")
+  label="(e10) lk:cancel() of a waiting acquire (fair=$fair): '$res'"
+  if [ "$fair" = 1 ]; then
+    want="cancel=true res=nil err=canceled ms=([0-9]+) queue=0 subs=0 held=false again=false cancelled=1 timed_out=0 granted=0"
+  else
+    want="cancel=true res=nil err=canceled ms=([0-9]+) queue=0 subs=-2 held=false again=false other=true cancelled=1 timed_out=0 granted=1"
+  fi
+  if [[ "$res" =~ ^$want$ ]] && [ "${BASH_REMATCH[1]}" -lt 1000 ]; then
+    ok "$label"; else bad "$label"; fi
+done
 
 # (e3) ... and remembers losses of request owners in bounded memory
 #      (lost_memory = 8: at most 16 of 30 remembered, the newest ones).
