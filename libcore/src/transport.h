@@ -228,7 +228,10 @@ typedef struct hl_watchdog {
                             (a message on a held lock's channel) */
     unsigned follow_pass; /* watchdog.c's follow_moved; renewal thread only */
     int stop;
-    struct hl_wd_entry *entries; /* watchdog.c */
+    struct hl_wd_entry *entries; /* watchdog.c: every entry, a doubly linked list */
+    struct hl_wd_entry *map;     /* the same entries by (holder, tid): a treap
+                                    (watchdog.c), so finding, adding and
+                                    removing one is O(log n) */
     hl_deferred *deferred, **deferred_tail; /* FIFO */
     int close_deferred;  /* the client's close was asked from a lost callback */
     int deferring;       /* run_deferred is running deferred work (mu released) */

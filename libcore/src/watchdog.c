@@ -39,7 +39,9 @@
 
 /* One watched hold (holder, tid). */
 typedef struct hl_wd_entry {
-    struct hl_wd_entry *next;
+    struct hl_wd_entry *next, *prev; /* wd->entries */
+    struct hl_wd_entry *ml, *mr;     /* wd->map, by (holder, tid, address) */
+    uint64_t prio;                   /* its treap priority (a hash of its address) */
     hl_hold s;         /* in wd->holds (the session's hold table): its
                           confirmation, renewal due, doubt and loss */
     void *holder;      /* opaque: given back to sinks.lost */
@@ -58,10 +60,129 @@ typedef struct hl_wd_entry {
     unsigned followed; /* the follow_moved pass that last looked at obs */
 } hl_wd_entry;
 
+/* ---- wd->map: the entries by (holder, tid), then address (one (holder,
+ * tid) has one live entry, and may have others on their way out: lost, not
+ * reported yet, or claimed). A treap: a binary search tree on the key that
+ * is a heap on prio, a hash of the entry's address, so that its expected
+ * depth is O(log n) whatever the order of the keys; no state but the tree. */
+
+static int key_cmp(const void *h1, uint64_t t1, uintptr_t a1, const hl_wd_entry *e)
+{
+    uintptr_t x = (uintptr_t)h1, y = (uintptr_t)e->holder, b = (uintptr_t)e;
+    if (x != y)
+        return x < y ? -1 : 1;
+    if (t1 != e->tid)
+        return t1 < e->tid ? -1 : 1;
+    return (a1 > b) - (a1 < b);
+}
+
+static uint64_t addr_hash(const void *p)
+{
+    uint64_t z = (uint64_t)(uintptr_t)p + 0x9e3779b97f4a7c15u; /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static hl_wd_entry *map_insert(hl_wd_entry *t, hl_wd_entry *e)
+{
+    if (!t)
+        return e;
+    if (key_cmp(e->holder, e->tid, (uintptr_t)e, t) < 0) {
+        t->ml = map_insert(t->ml, e);
+        if (t->ml->prio > t->prio) { /* rotate right */
+            hl_wd_entry *l = t->ml;
+            t->ml = l->mr;
+            l->mr = t;
+            return l;
+        }
+    } else {
+        t->mr = map_insert(t->mr, e);
+        if (t->mr->prio > t->prio) { /* rotate left */
+            hl_wd_entry *r = t->mr;
+            t->mr = r->ml;
+            r->ml = t;
+            return r;
+        }
+    }
+    return t;
+}
+
+/* Two treaps, every key of a below every key of b, as one. */
+static hl_wd_entry *map_join(hl_wd_entry *a, hl_wd_entry *b)
+{
+    if (!a)
+        return b;
+    if (!b)
+        return a;
+    if (a->prio > b->prio) {
+        a->mr = map_join(a->mr, b);
+        return a;
+    }
+    b->ml = map_join(a, b->ml);
+    return b;
+}
+
+static hl_wd_entry *map_remove(hl_wd_entry *t, const hl_wd_entry *e)
+{
+    if (!t)
+        return NULL;
+    if (t == e)
+        return map_join(t->ml, t->mr);
+    if (key_cmp(e->holder, e->tid, (uintptr_t)e, t) < 0)
+        t->ml = map_remove(t->ml, e);
+    else
+        t->mr = map_remove(t->mr, e);
+    return t;
+}
+
+/* The first entry whose key is above (holder, tid, after); after 0: the
+ * first of (holder, tid) or above. */
+static hl_wd_entry *map_next(hl_wd_entry *t, const void *holder, uint64_t tid, uintptr_t after)
+{
+    hl_wd_entry *best = NULL;
+    while (t) {
+        if (key_cmp(holder, tid, after, t) < 0) {
+            best = t;
+            t = t->ml;
+        } else {
+            t = t->mr;
+        }
+    }
+    return best;
+}
+
+static void link_entry(hl_watchdog *wd, hl_wd_entry *e)
+{
+    e->prev = NULL;
+    e->next = wd->entries;
+    if (wd->entries)
+        wd->entries->prev = e;
+    wd->entries = e;
+    e->ml = e->mr = NULL;
+    e->prio = addr_hash(e);
+    wd->map = map_insert(wd->map, e);
+}
+
+/* The live entry of (holder, tid): O(log n) plus the entries of the same
+ * (holder, tid) on their way out. */
 static hl_wd_entry *find_live(hl_watchdog *wd, const void *holder, uint64_t tid)
 {
-    for (hl_wd_entry *e = wd->entries; e; e = e->next)
-        if (e->holder == holder && e->tid == tid && !e->removed && !e->s.lost)
+    for (hl_wd_entry *e = map_next(wd->map, holder, tid, 0);
+         e && e->holder == holder && e->tid == tid;
+         e = map_next(wd->map, holder, tid, (uintptr_t)e))
+        if (!e->removed && !e->s.lost)
+            return e;
+    return NULL;
+}
+
+/* An entry of holder not claimed yet (live, or lost and not reported), or
+ * NULL: O(log n) plus the claimed ones of holder. */
+static hl_wd_entry *find_unclaimed(hl_watchdog *wd, const void *holder)
+{
+    for (hl_wd_entry *e = map_next(wd->map, holder, 0, 0); e && e->holder == holder;
+         e = map_next(wd->map, holder, e->tid, (uintptr_t)e))
+        if (!e->removed)
             return e;
     return NULL;
 }
@@ -77,11 +198,16 @@ static void entry_free(hl_transport *c, hl_wd_entry *e)
 
 static void unlink_entry(hl_watchdog *wd, hl_wd_entry *e)
 {
-    for (hl_wd_entry **pp = &wd->entries; *pp; pp = &(*pp)->next)
-        if (*pp == e) {
-            *pp = e->next;
-            return;
-        }
+    if (!e->prev && wd->entries != e)
+        return; /* not linked */
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        wd->entries = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    e->next = e->prev = NULL;
+    wd->map = map_remove(wd->map, e);
 }
 
 /* Claim e, wait until no renewal or report uses it, then unlink it: the
@@ -344,8 +470,9 @@ static void follow_moved(hl_transport *c)
 {
     hl_watchdog *wd = &c->wd;
     unsigned pass = ++wd->follow_pass;
+    hl_wd_entry *from = wd->entries;
     for (;;) {
-        hl_wd_entry *e = wd->entries;
+        hl_wd_entry *e = from;
         while (e && (e->removed || e->s.lost || e->inflight || e->followed == pass ||
                      !hl_sub_moved(&e->obs)))
             e = e->next;
@@ -359,6 +486,9 @@ static void follow_moved(hl_transport *c)
         pthread_mutex_lock(&wd->mu);
         e->inflight = 0;
         pthread_cond_broadcast(&wd->cv); /* removers */
+        /* e is still listed (a remover waited for inflight): the walk goes
+         * on after it, once over the list per pass */
+        from = e->next;
     }
 }
 
@@ -597,8 +727,7 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
         entry_free(c, e);
         return HILOCK_ENOMEM;
     }
-    e->next = wd->entries;
-    wd->entries = e;
+    link_entry(wd, e);
     pthread_cond_broadcast(&wd->cv); /* the watchdog thread times its doubt */
     pthread_mutex_unlock(&wd->mu);
     return 0;
@@ -640,9 +769,7 @@ void hl_wd_forget_lock(hl_transport *c, const void *holder)
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
     for (;;) {
-        hl_wd_entry *e = wd->entries;
-        while (e && (e->holder != holder || e->removed))
-            e = e->next;
+        hl_wd_entry *e = find_unclaimed(wd, holder);
         if (!e)
             break;
         /* also waits for a loss report about holder still running */
@@ -675,6 +802,7 @@ void hl_wd_shutdown(hl_transport *c, int from_watchdog)
     wd->rwk.running = 0;
     hl_wd_entry *left = wd->entries;
     wd->entries = NULL;
+    wd->map = NULL;
     scratch_free(wd->scratch); /* the renewal thread has ended */
     wd->scratch = NULL;
     hl_holds_free(&wd->holds); /* its holds are the entries freed below */

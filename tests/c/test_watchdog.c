@@ -645,6 +645,53 @@ static void t_free_stops_renewal(void)
     hilock_client_close(c);
 }
 
+/* The watchdog's entries by (holder, tid): one handle held by many
+ * threads at once (read side), beside reentrant locks of other handles,
+ * some released, one re-entered; freeing the read handle forgets exactly
+ * its holds (they expire), the others are still renewed, then released. */
+static void t_many_holders_and_tids(void)
+{
+    enum { TIDS = 24, LOCKS = 8 };
+    hilock_client *c = open_client(&srv, WD_LEASE, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_rwlock *rw = NULL;
+    CU_ASSERT_FATAL(hilock_rwlock_new(&rw, c, "map-rw") == 0);
+    hilock_lock *r = hilock_rwlock_read_lock(rw);
+    hilock_lock *l[LOCKS];
+    for (int i = 0; i < LOCKS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "map-%d", i);
+        l[i] = new_lock(c, name);
+        CU_ASSERT_EQUAL(hilock_lock_acquire_tid(l[i], 100 + (uint64_t)i, 0,
+                                                HILOCK_LEASE_WATCHDOG), 0);
+    }
+    for (uint64_t t = 1; t <= TIDS; t++)
+        CU_ASSERT_EQUAL(hilock_lock_acquire_tid(r, t, 0, HILOCK_LEASE_WATCHDOG), 0);
+    CU_ASSERT_EQUAL(hilock_lock_acquire_tid(r, 3, 0, HILOCK_LEASE_WATCHDOG), 0); /* re-entry */
+    for (uint64_t t = 1; t <= TIDS; t += 2) /* the odd ones leave (3 keeps one hold) */
+        CU_ASSERT_EQUAL(hilock_lock_release_tid(r, t), 0);
+    for (int i = 0; i < LOCKS; i += 2)
+        CU_ASSERT_EQUAL(hilock_lock_release_tid(l[i], 100 + (uint64_t)i), 0);
+    th_sleep_ms(2 * WD_LEASE); /* past two leases: what is held was renewed */
+    for (uint64_t t = 1; t <= TIDS; t++) {
+        int held = -1;
+        CU_ASSERT_EQUAL(hilock_lock_is_held_tid(&held, r, t), 0);
+        CU_ASSERT_EQUAL(held, t % 2 == 0 || t == 3);
+    }
+    for (int i = 0; i < LOCKS; i++)
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS map-%d", i), i % 2);
+    hilock_rwlock_free(rw); /* 13 read holds forgotten, not released */
+    CU_ASSERT(th_wait_for(key_gone, "map-rw", 3 * WD_LEASE));
+    for (int i = 1; i < LOCKS; i += 2) { /* still renewed */
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS map-%d", i), 1);
+        CU_ASSERT_EQUAL(hilock_lock_release_tid(l[i], 100 + (uint64_t)i), 0);
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS map-%d", i), 0);
+    }
+    for (int i = 0; i < LOCKS; i++)
+        hilock_lock_free(l[i]);
+    hilock_client_close(c);
+}
+
 static void t_close_stops_renewal(void)
 {
     hilock_client *c = open_client(&srv, WD_LEASE, 0);
@@ -761,6 +808,8 @@ int main(void)
                 t_stopped_server_reported_in_time);
     CU_add_test(s, "force unlock heard on the lock's channel", t_force_unlock_heard_at_once);
     CU_add_test(s, "free stops renewal", t_free_stops_renewal);
+    CU_add_test(s, "many holders and threads: each hold found, a freed handle's forgotten",
+                t_many_holders_and_tids);
     CU_add_test(s, "close stops renewal", t_close_stops_renewal);
     CU_add_test(s, "slow lost callback: renewals go on, no doubt",
                 t_held_up_watchdog_renews_before_doubt);
