@@ -1924,7 +1924,16 @@ class Client(_E.ClientBase):  # type: ignore[misc]
     def _start_settle(self, conn: _Conn, first: _Req, s: Any) -> None:
         """Settle an attempt in the background (_settle), counted against
         its server until it ends (_settle_gate)."""
-        addr = conn.pool.addr if conn.pool is not None else None
+        pool = conn.pool
+        addr = pool.addr if pool is not None else None
+        if pool is not None and not conn.closed:
+            # the connection leaves its pool (libcore's hl_pool_forget): its
+            # place goes to the next caller now, not when the settle ends (up
+            # to a minute on a server that stays silent), so calls that need
+            # a connection are not held up by it
+            conn.pool = None
+            conn.on_close = _settle_conn_closed
+            pool._on_close(conn)
         self._settling[addr] = self._settling.get(addr, 0) + 1
         self._st[_C_SETTLES] += 1
         _log.info("an acquire attempt's reply timed out; the settler gives back a late grant")

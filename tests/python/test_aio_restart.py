@@ -289,3 +289,42 @@ def test_acquire_error_reply_names_the_server_and_the_error() -> None:
         asyncio.run(main())
     finally:
         s.stop()
+
+
+def test_a_settling_connection_gives_its_pool_place_back(server: RedisServer,
+                                                           name: str) -> None:
+    """An attempt whose reply does not come in time is settled on its own
+    connection, which may stay silent for long (here the proxy holds the
+    request back and delivers it later on a connection of its own, so no
+    reply ever comes on the first one). That connection leaves the pool at
+    once, as in libcore (hl_pool_forget): with a pool of 1, a query made
+    meanwhile gets a new connection. Before, the settle kept the only place
+    and the query failed after command + connect timeout with 'no free
+    connection in the pool (size 1)' (in the safety suite's
+    sentinel-min-replicas, aio: 42 such errors in one run after the last
+    heal)."""
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), pool_size=1, command_timeout=0.3,
+                              connect_timeout=0.3)
+        try:
+            lk = c.lock(name, thread_id=1)
+            assert await lk.acquire(wait=0)  # the script is loaded, the pool warm
+            await lk.release()
+            proxy.hold_request(b"EVALSHA", 3.0)
+            with pytest.raises(hilock.ConnectionError):
+                await asyncio.wait_for(lk.acquire(wait=0), 10)
+            t0 = time.monotonic()
+            try:
+                held = await asyncio.wait_for(c.lock(name + ":other").locked(), 10)
+            except hilock.ConnectionError as e:
+                pytest.fail(f"a query while the attempt is settled: {e}")
+            print(f"\n  query answered in {time.monotonic() - t0:.3f} s")
+            assert held is False
+        finally:
+            await c.close()
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
