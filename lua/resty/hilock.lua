@@ -2059,7 +2059,8 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
     if wait_ms ~= 0 then
         local waits_of = self.waits
         if not waits_of then
-            waits_of = {}
+            -- weak: a call that raised does not stay cancellable
+            waits_of = setmetatable({}, WEAK_KEYS)
             self.waits = waits_of
         end
         waits_of[w] = true

@@ -477,6 +477,56 @@ function _M.cancel()
     ngx.say(table.concat(out, " "))
 end
 
+-- /cancel_wait?name=N&fair=0|1 and /cancel_by?name=N: the cancel comes from
+-- another request. /cancel_wait: another client holds N, a lock object
+-- kept in the worker (parked[N]) waits up to 10 s for it; prints its
+-- answer, whether it holds, the queue left and its stats' cancelled.
+-- /cancel_by: once that acquire waits (fair: in the queue; reentrant: two
+-- tries refused), lk:cancel(); prints its answer and ms until the waiting
+-- request's acquire returned.
+local parked = {}
+
+function _M.cancel_wait()
+    local n = ngx.var.arg_name
+    local fair = ngx.var.arg_fair == "1"
+    local other = client()
+    local c = hilock.new { url = os.getenv("REDIS_URL") }
+    local held = fair and other:fair_lock(n, 99) or other:lock(n, 99)
+    assert(held:acquire(0, 60))
+    local lk = fair and c:fair_lock(n, 1) or c:lock(n, 1)
+    local p = { lk = lk, fair = fair, calls = script_calls() }
+    parked[n] = p
+    local r, err = lk:acquire(10)
+    p.done_at = mono_ms()
+    parked[n] = nil
+    local q = tonumber(other:command("LLEN", "redisson_lock_queue:{" .. n .. "}")) +
+              tonumber(other:command("ZCARD", "redisson_lock_timeout:{" .. n .. "}"))
+    assert(held:release())
+    ngx.say(string.format("res=%s err=%s held=%s queue=%d cancelled=%d", tostring(r),
+        tostring(err):match("^[^:]+"), tostring(lk:held()), q,
+        c:stats().kinds[fair and "fair" or "reentrant"].cancelled))
+end
+
+function _M.cancel_by()
+    local n = ngx.var.arg_name
+    local other = client()
+    local p
+    assert(until_true(function()
+        p = parked[n]
+        if not p then
+            return false
+        end
+        if p.fair then
+            return tonumber(other:command("LLEN", "redisson_lock_queue:{" .. n .. "}")) == 1
+        end
+        return script_calls() >= p.calls + 2
+    end, 5000), "a request waiting")
+    local t0 = mono_ms()
+    local cancelled = p.lk:cancel()
+    assert(until_true(function() return p.done_at ~= nil end, 5000), "acquire returned")
+    ngx.say(string.format("cancel=%s ms=%d", tostring(cancelled), p.done_at - t0))
+end
+
 -- /lost_bounded: 30 request owners lose their watchdog holds; a client with
 -- lost_memory = 8 remembers at most two generations of 8 of them.
 function _M.lost_bounded()

@@ -275,6 +275,22 @@ for fair in 0 1; do
     ok "$label"; else bad "$label"; fi
 done
 
+# (e11) ... and from another request of the worker (the lock object kept in
+#      a module table): the waiting request answers "canceled" in under 1 s
+#      of the cancel, holds nothing, the fair queue is empty, cancelled = 1.
+for fair in 0 1; do
+  name="or:xcancel:$fair:$RANDOM"
+  curl -sS --max-time 30 "$URL/cancel_wait?name=$name&fair=$fair" >"$HL_TMP/xcancel-$fair.out" &
+  WAITER=$!
+  by=$(curl -sS --max-time 30 "$URL/cancel_by?name=$name")
+  wait "$WAITER"
+  res=$(cat "$HL_TMP/xcancel-$fair.out")
+  label="(e11) lk:cancel() from another request (fair=$fair): '$by' / '$res'"
+  if [[ "$by" =~ ^cancel=true\ ms=([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt 1000 ] &&
+     [ "$res" = "res=nil err=canceled held=false queue=0 cancelled=1" ]; then
+    ok "$label"; else bad "$label"; fi
+done
+
 # (e3) ... and remembers losses of request owners in bounded memory
 #      (lost_memory = 8: at most 16 of 30 remembered, the newest ones).
 res=$(curl -sS --max-time 10 "$URL/lost_bounded?name=$RANDOM")
