@@ -1462,21 +1462,26 @@ typedef struct pack {
     hl_ack k;
 } pack;
 
-/* proto.ack(cached_replicas (-1 unknown), cache_age_ms, ack_timeout_ms) */
+/* proto.ack(cached_replicas (-1 unknown), cache_age_ms, ack_timeout_ms
+ *           [, replicated]): replicated, the deployment keeps replicas
+ *           (hl_ack_init_replicated; Sentinel: a master of the name had one) */
 static int p_ack(lua_State *L)
 {
     int64_t n = lhl_check_int(L, 1, -1, INT32_MAX);
     int64_t age = lhl_check_int(L, 2, -1, INT64_MAX / 2);
     int64_t t = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
+    int replicated = lua_toboolean(L, 4);
     pack *k = (pack *)hlc_newuserdata(L, sizeof *k);
-    hl_ack_init(&k->k, (int)n, age, t);
+    hl_ack_init_replicated(&k->k, (int)n, age, t, replicated);
     luaL_getmetatable(L, PACK_MT);
     lua_setmetatable(L, -2);
     return 1;
 }
 
 /* k:next() -> "send", bytes, extra_timeout_ms
- *           | "done", acked, failed, replicas (nil unless refreshed) */
+ *           | "done", acked, failed, replicas (nil unless refreshed),
+ *             replicated (the deployment keeps replicas: given, or ROLE
+ *             listed one) */
 static int ack_next(lua_State *L)
 {
     pack *k = (pack *)luaL_checkudata(L, 1, PACK_MT);
@@ -1493,7 +1498,8 @@ static int ack_next(lua_State *L)
         lua_pushinteger(L, k->k.replicas);
     else
         lua_pushnil(L);
-    return 4;
+    lua_pushboolean(L, k->k.replicated);
+    return 5;
 }
 
 static int ack_on_reply(lua_State *L)

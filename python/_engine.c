@@ -1371,11 +1371,15 @@ typedef struct {
 
 static PyTypeObject *AckType;
 
-/* Ack(cached_replicas (-1 unknown), cache_age_ms (-1 unknown), ack_timeout_ms) */
+/* Ack(cached_replicas (-1 unknown), cache_age_ms (-1 unknown), ack_timeout_ms
+ *     [, replicated]): replicated, the deployment keeps replicas
+ *     (hl_ack_init_replicated; Sentinel: a master of the name had one) */
 static PyObject *ack_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     long long n, age, t;
-    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "LLL:Ack", &n, &age, &t))
+    int replicated = 0;
+    if ((kw && PyDict_Size(kw)) ||
+        !PyArg_ParseTuple(args, "LLL|p:Ack", &n, &age, &t, &replicated))
         return NULL;
     if (check_range(n, -1, INT32_MAX, "cached_replicas") ||
         check_range(age, -1, INT64_MAX / 2, "cache_age_ms") ||
@@ -1384,12 +1388,13 @@ static PyObject *ack_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     AckObject *o = PyObject_New(AckObject, type);
     if (!o)
         return NULL;
-    hl_ack_init(&o->k, (int)n, age, t);
+    hl_ack_init_replicated(&o->k, (int)n, age, t, replicated);
     return (PyObject *)o;
 }
 
 /* a.next() -> (ACT_SEND, bytes, extra_timeout_ms)
- *           | (ACT_DONE, acked, failed, replicas (-1: not refreshed)) */
+ *           | (ACT_DONE, acked, failed, replicas (-1: not refreshed))
+ * a.replicated: the deployment keeps replicas (given, or ROLE listed one) */
 static PyObject *ack_next(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -1420,6 +1425,17 @@ static PyObject *ack_on_error(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *ack_replicated(PyObject *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(((AckObject *)self)->k.replicated);
+}
+
+static PyGetSetDef ack_getset[] = {
+    {"replicated", ack_replicated, NULL,
+     "the deployment keeps replicas (given, or ROLE listed one)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
 static PyMethodDef ack_methods[] = {
     {"next", ack_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
     {"on_reply", ack_on_reply, METH_O, "on_reply(reply)"},
@@ -1430,8 +1446,9 @@ static PyType_Slot ack_slots[] = {
     {Py_tp_new, ack_new},
     {Py_tp_dealloc, generic_dealloc_tail},
     {Py_tp_methods, ack_methods},
-    {Py_tp_doc, "Ack(cached_replicas, cache_age_ms, ack_timeout_ms): replica acknowledgement "
-                "of the write just made, on the same connection."},
+    {Py_tp_getset, ack_getset},
+    {Py_tp_doc, "Ack(cached_replicas, cache_age_ms, ack_timeout_ms[, replicated]): replica "
+                "acknowledgement of the write just made, on the same connection."},
     {0, NULL}};
 
 static PyType_Spec ack_spec = {"hilock._engine.Ack", sizeof(AckObject), 0, Py_TPFLAGS_DEFAULT,

@@ -567,6 +567,10 @@ static int ack_next(as_op *op)
         k->node->replicas = op->ack.replicas;
         k->node->replicas_at = hl_as_now();
     }
+    /* Sentinel: the client's memory of the name (shared with its blocking
+     * calls), not the node's: a failover re-points the node */
+    if (op->ack.replicated && op->link->mode == HL_MODE_SENTINEL)
+        __atomic_store_n(&c->t.replicated, 1, __ATOMIC_RELEASE);
     op->unacked = !op->ack.acked;
     op->ack_conn = NULL;
     return 0;
@@ -580,9 +584,11 @@ int hl_as_ack_start(as_op *op, as_conn *k, redisReply *r)
         return 0;
     as_node *nd = k->node;
     int64_t now = hl_as_now();
-    hl_ack_init(&op->ack, nd->replicas_at < 0 ? -1 : nd->replicas,
-                nd->replicas_at < 0 ? -1 : now - nd->replicas_at,
-                c->t.opts.replica_ack_timeout_ms);
+    hl_ack_init_replicated(&op->ack, nd->replicas_at < 0 ? -1 : nd->replicas,
+                           nd->replicas_at < 0 ? -1 : now - nd->replicas_at,
+                           c->t.opts.replica_ack_timeout_ms,
+                           op->link->mode == HL_MODE_SENTINEL &&
+                               __atomic_load_n(&c->t.replicated, __ATOMIC_ACQUIRE));
     op->ack_conn = k;
     if (!ack_next(op))
         return 0;

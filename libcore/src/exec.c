@@ -55,9 +55,13 @@ static int wait_replica(hl_transport *c, hl_node *n, redisContext *ctx, int *ack
     int64_t gen = __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE);
     int64_t seen = __atomic_load_n(&n->replicas_seen_at, __ATOMIC_ACQUIRE);
     int replicas = __atomic_load_n(&n->replicas, __ATOMIC_ACQUIRE);
+    /* Sentinel: the memory is per master name, not per node (a failover
+     * makes the node stand for a master never asked yet) */
+    int sentinel = c->ep.master_name && !c->ep.cluster;
     hl_ack k;
-    hl_ack_init(&k, seen == 0 ? -1 : replicas, seen == 0 ? -1 : now - seen,
-                c->opts.replica_ack_timeout_ms);
+    hl_ack_init_replicated(&k, seen == 0 ? -1 : replicas, seen == 0 ? -1 : now - seen,
+                           c->opts.replica_ack_timeout_ms,
+                           sentinel && __atomic_load_n(&c->replicated, __ATOMIC_ACQUIRE));
     while (hl_ack_next(&k) == HL_ACT_SEND) {
         if (k.timeout_ms > 0) /* WAIT blocks up to its own timeout */
             set_timeout(ctx, c->opts.command_timeout_ms + k.timeout_ms);
@@ -78,6 +82,8 @@ static int wait_replica(hl_transport *c, hl_node *n, redisContext *ctx, int *ack
         __atomic_store_n(&n->replicas, k.replicas, __ATOMIC_RELEASE);
         __atomic_store_n(&n->replicas_seen_at, hl_now_mono_ms(), __ATOMIC_RELEASE);
     }
+    if (sentinel && k.replicated)
+        __atomic_store_n(&c->replicated, 1, __ATOMIC_RELEASE);
     *acked = k.acked;
     return k.failed ? -1 : 0;
 }

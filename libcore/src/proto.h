@@ -797,7 +797,8 @@ HL_HIDDEN int hl_reply_not_master(const redisReply *r);
  *   }
  *   k.acked: 1 a replica acknowledged the write (WAIT said >= 1), or the
  *              master has no replica and was never seen with one (the
- *              cached count given is 0 or unknown);
+ *              cached count given is 0 or unknown) and the deployment is
+ *              not known to keep replicas (hl_ack_init_replicated);
  *            0 otherwise (a grant is given back): a WAIT that timed out is
  *              no acknowledgement, whatever ROLE says afterwards, and a
  *              master that lists no replica now although the cached count
@@ -806,7 +807,15 @@ HL_HIDDEN int hl_reply_not_master(const redisReply *r);
  *   k.failed: the connection failed (close it; certainty is lost: acked 0)
  *   k.replicas / k.refreshed: the replica count to cache (when refreshed);
  *     it does not fall to 0 once positive (the loss is remembered until the
- *     driver forgets the node: a new master after a failover starts at -1). */
+ *     driver forgets the node: a new master after a failover starts at -1).
+ *   k.replicated: the deployment keeps replicas (given, or ROLE listed one
+ *     now): a Sentinel driver keeps it per client, for every master of the
+ *     name, and passes it to hl_ack_init_replicated. A node's count starts
+ *     unknown (a new master after a failover) or 0 (its replicas had not
+ *     attached yet when it was asked), and a master cut off with some
+ *     clients may list none once its replicas are gone; "never seen with a
+ *     replica" then is no reason to count a grant acknowledged, since the
+ *     sentinels may promote one of those replicas. */
 #define HL_REPLICAS_CACHE_MS 2000
 typedef struct hl_ack {
     int state;
@@ -816,10 +825,16 @@ typedef struct hl_ack {
     int64_t timeout_ms;
     int acked, failed, replicas, refreshed;
     int had; /* the master had replicas (cached or seen): it needs a WAIT */
+    int replicated; /* the deployment keeps replicas (given, or seen now) */
 } hl_ack;
 /* cached_replicas < 0 or cached_age_ms > HL_REPLICAS_CACHE_MS: ask ROLE. */
 HL_HIDDEN void hl_ack_init(hl_ack *k, int cached_replicas, int64_t cached_age_ms,
                            int64_t ack_timeout_ms);
+/* The same, for a master of a deployment known to keep replicas
+ * (replicated 1: Sentinel, a master of this name was seen with one): a
+ * master that lists none acknowledges nothing, whatever its node's cache. */
+HL_HIDDEN void hl_ack_init_replicated(hl_ack *k, int cached_replicas, int64_t cached_age_ms,
+                                      int64_t ack_timeout_ms, int replicated);
 HL_HIDDEN hl_action hl_ack_next(hl_ack *k);
 HL_HIDDEN void hl_ack_on_reply(hl_ack *k, const redisReply *r);
 HL_HIDDEN void hl_ack_on_error(hl_ack *k);

@@ -157,16 +157,30 @@ static void ack_cmd(hl_ack *k, const char *a0, const char *a1, int64_t a2)
 
 void hl_ack_init(hl_ack *k, int cached_replicas, int64_t cached_age_ms, int64_t ack_timeout_ms)
 {
+    hl_ack_init_replicated(k, cached_replicas, cached_age_ms, ack_timeout_ms, 0);
+}
+
+void hl_ack_init_replicated(hl_ack *k, int cached_replicas, int64_t cached_age_ms,
+                            int64_t ack_timeout_ms, int replicated)
+{
     memset(k, 0, sizeof *k);
     k->ack_timeout_ms = ack_timeout_ms > 0 ? ack_timeout_ms : 1;
     k->replicas = cached_replicas;
-    k->had = cached_replicas > 0;
+    k->replicated = replicated != 0;
+    /* a master of a deployment known to keep replicas needs a replica's
+     * acknowledgement even when this node was never seen with one (a new
+     * master after a failover, or one whose replicas had not attached yet
+     * when it was first asked) */
+    k->had = cached_replicas > 0 || k->replicated;
     if (cached_replicas < 0 || cached_age_ms < 0 || cached_age_ms > HL_REPLICAS_CACHE_MS)
         k->state = AK_ROLE;
-    else
-        k->state = cached_replicas > 0 ? AK_WAIT : AK_DONE;
-    /* a master never seen with a replica is not asked: WAIT would block the
-     * whole timeout, and there is nothing a failover could forget */
+    else if (cached_replicas > 0)
+        k->state = AK_WAIT;
+    else /* none a moment ago: fine for an unreplicated master; ask again otherwise */
+        k->state = k->replicated ? AK_ROLE : AK_DONE;
+    /* a master never seen with a replica (of a deployment not known to
+     * keep any) is not asked: WAIT would block the whole timeout, and
+     * there is nothing a failover could forget */
     k->acked = k->state == AK_DONE;
 }
 
@@ -194,10 +208,10 @@ void hl_ack_on_reply(hl_ack *k, const redisReply *r)
     case AK_RECHECK: {
         int n = hl_decode_role_replicas(r, NULL);
         k->refreshed = 1;
-        if (n > 0 || !k->had) {
+        if (n > 0 || k->replicas <= 0)
             k->replicas = n;
-            k->had = n > 0;
-        }
+        if (n > 0)
+            k->had = k->replicated = 1;
         /* else: a master once seen with replicas that lists none now has
          * lost them (killed, or cut off from them: perhaps one of them is
          * the master now). Nothing acknowledges its writes, so nothing is

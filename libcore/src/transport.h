@@ -368,6 +368,9 @@ struct hl_transport {
                               attempt's reply is lost (atomic; lock.c) */
     int replica_ack;       /* resolved: 1 WAIT after acquire/release */
     int64_t master_gen;    /* bumped on every master switch (atomic) */
+    int replicated;        /* Sentinel: a master of the name was seen with a
+                              replica; from then on every master of it needs
+                              a replica's acknowledgement (atomic) */
     hl_drainer drain;
     hl_sentinel_watch sw;
     hl_sinks sinks;

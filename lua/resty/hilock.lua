@@ -1853,17 +1853,22 @@ end
 
 -- Replica acknowledgement of the write just made on st's connection, as
 -- the engine's ack machine asks (replica count cached per node). true: a
--- replica has it, or the master has none; false: replicas exist and none
+-- replica has it, or the master has none (and, with sentinels, this client
+-- never saw a master of the name with one); false: replicas exist and none
 -- acknowledged, or the connection failed (and with it any certainty).
 replica_acked = function(c, st)
     if not st.sock then
         return false
     end
     local node = st.node
+    -- Sentinel: whether the name keeps replicas is the client's memory, not
+    -- the node's: a master promoted a moment ago, or one cut off from its
+    -- replicas, may list none
+    local sentinel = c.mode == "sentinel"
     local k = proto.ack(node.nrep or -1, node.rep_at and now_ms() - node.rep_at or -1,
-                        c.replica_ack_ms)
+                        c.replica_ack_ms, sentinel and c.replicated)
     while true do
-        local act, a1, a2, a3 = k:next()
+        local act, a1, a2, a3, a4 = k:next()
         if act == "send" then
             st.sock:settimeout(c.command_timeout_ms + a2)
             local r = send_read(st.sock, st.rd, a1)
@@ -1875,6 +1880,9 @@ replica_acked = function(c, st)
         else
             if a3 then
                 node.nrep, node.rep_at = a3, now_ms()
+            end
+            if a4 and sentinel then
+                c.replicated = true
             end
             if a2 then
                 st_close(st)

@@ -1176,6 +1176,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # replicas of a master (cached), and when learnt: per pool address
         # (None: the client's one server or master)
         self._nreps: Dict[Any, Tuple[int, int]] = {}
+        # Sentinel: a master of the name was seen with a replica; from then
+        # on every master of it needs a replica's acknowledgement
+        self._replicated = False
         # cluster: the slot map (master address per slot), the pools and
         # pub/sub connections per master
         self._slot_node: List[Optional[Tuple[str, int]]] = []
@@ -1533,7 +1536,11 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             for key in [k for k in self._nreps if k is not None and k[0] == "gen" and k != where]:
                 del self._nreps[key]
         nrep, nrep_at = self._nreps.get(where, (-1, 0))
-        k = _E.Ack(nrep, _E.now_ms() - nrep_at if nrep >= 0 else -1, self._ack_ms)
+        # Sentinel: whether the name keeps replicas is remembered for the
+        # client, not per generation: a master promoted a moment ago, or
+        # one cut off from its replicas, may list none
+        k = _E.Ack(nrep, _E.now_ms() - nrep_at if nrep >= 0 else -1, self._ack_ms,
+                   self._sentinel and self._replicated)
         while True:
             t = k.next()
             if t[0] == _SEND:
@@ -1546,6 +1553,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             _act, acked, failed, nrep = t
             if nrep >= 0:
                 self._nreps[where] = (nrep, _E.now_ms())
+            if k.replicated:
+                self._replicated = True
             if failed or conn.pool is None:
                 conn.close()
             else:

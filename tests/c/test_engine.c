@@ -835,6 +835,50 @@ static void t_ack(void)
     CU_ASSERT_EQUAL(k.acked, 1);
     CU_ASSERT_EQUAL(k.replicas, 0);
 
+    /* a deployment known to keep replicas (Sentinel: a master of the name
+     * was seen with one): a master that lists none acknowledges nothing,
+     * though this node was never seen with one (a new master after a
+     * failover, or one cut off with a client whose replicas had not
+     * attached when it was first asked) */
+    hl_ack_init_replicated(&k, -1, -1, 800, 1);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "ROLE"));
+    FEED_ACK(&k, ROLE_0);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 0);
+    CU_ASSERT_EQUAL(k.replicas, 0);
+    CU_ASSERT_EQUAL(k.replicated, 1);
+    /* ... also with a fresh cached "none": ROLE is asked again, not trusted */
+    hl_ack_init_replicated(&k, 0, 500, 800, 1);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "ROLE"));
+    FEED_ACK(&k, ROLE_0);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 0);
+    /* ... and once a replica is listed, its WAIT decides */
+    hl_ack_init_replicated(&k, 0, 500, 800, 1);
+    hl_ack_next(&k);
+    FEED_ACK(&k, ROLE_1);
+    CU_ASSERT_EQUAL(k.replicas, 1);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);
+    CU_ASSERT(arg_is(&k.cmd, 0, "WAIT"));
+    FEED_ACK(&k, ":1\r\n");
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 1);
+    /* the memory is learnt: ROLE listing a replica says the deployment has
+     * them; a master never seen with one, of a deployment not known to
+     * keep any, stays acknowledged without them */
+    hl_ack_init_replicated(&k, -1, -1, 800, 0);
+    hl_ack_next(&k);
+    FEED_ACK(&k, ROLE_1);
+    CU_ASSERT_EQUAL(k.replicated, 1);
+    hl_ack_init_replicated(&k, -1, -1, 800, 0);
+    hl_ack_next(&k);
+    FEED_ACK(&k, ROLE_0);
+    CU_ASSERT_EQUAL(k.replicated, 0);
+    CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(k.acked, 1);
+
     /* an odd ROLE reply counts no replicas */
     hl_ack_init(&k, -1, -1, 800);
     CU_ASSERT_EQUAL(hl_ack_next(&k), HL_ACT_SEND);

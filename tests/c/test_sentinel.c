@@ -404,6 +404,98 @@ static void t_failover(void)
     hilock_client_close(b);
 }
 
+static int master_is_master_port(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NSENT; i++)
+        if (sentinel_master_port(i) != master.port)
+            return 0;
+    return 1;
+}
+
+static int no_replica_listed(void *arg)
+{
+    char info[4096] = "";
+    return th_redis_str(arg, info, sizeof info, "INFO replication") == 0 &&
+           strstr(info, "connected_slaves:0") != NULL;
+}
+
+/* A failover makes the client's node stand for a master it never asked;
+ * when that master lists no replica (they were killed, or it is cut off
+ * from them with this client while the sentinels promote one), "never
+ * seen with a replica" must not count a grant as acknowledged: the client
+ * saw the name's masters with replicas before. Before the rule, both APIs
+ * were granted at once on the lone new master (the split-brain grants of
+ * tests/safety sentinel-split-brain). Runs after t_failover: the master is
+ * `replica` now, and `master` its replica. */
+static void t_new_master_without_replicas(void)
+{
+    hilock_client *c = open_client(url, 0), *c2 = open_client(url, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL, *l2 = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "lone-master") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l2, c2, "lone-master-async") == 0);
+    /* both clients see the master with its replica (acknowledged grants) */
+    CU_ASSERT_FATAL(th_wait_for(th_replica_linked, &master, 20000));
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 10000, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    res r = {0};
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l2, 1, 10000, 10000, on_done, &r), 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 12000));
+    CU_ASSERT_EQUAL_FATAL(r.rc, 0);
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(hilock_async_release(a, l2, 1, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+
+    /* fail back to `master`, then its only replica goes */
+    redisContext *s = connect_port(sent[0].port);
+    redisReply *f = redisCommand(s, "SENTINEL FAILOVER hm");
+    CU_ASSERT(f && f->type == REDIS_REPLY_STATUS);
+    if (f)
+        freeReplyObject(f);
+    redisFree(s);
+    CU_ASSERT_FATAL(th_wait_for(master_is_master_port, NULL, 20000));
+    /* the demoted one follows it: by then every sentinel has announced the
+     * switch, and the clients have dropped their old master's node */
+    CU_ASSERT_FATAL(th_wait_for(th_replica_linked, &replica, 20000));
+    /* the loop reads the +switch-master that waits on its sentinel watch */
+    run_for(a, 300);
+    kill(replica.pid, SIGKILL); /* reaped by th_redis_restart below */
+    CU_ASSERT_FATAL(th_wait_for(no_replica_listed, &master, 10000));
+
+    int rc = hilock_lock_acquire(l, 0, 10000);
+    CU_ASSERT_EQUAL(rc, HILOCK_EUNACKED);
+    if (rc != HILOCK_EUNACKED)
+        fprintf(stderr, "lone new master, blocking acquire: %d %s\n", rc, hilock_lock_errmsg(l));
+    CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS lone-master"), 0); /* given back */
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l2, 1, 0, 10000, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_EUNACKED);
+    if (r.rc != HILOCK_EUNACKED)
+        fprintf(stderr, "lone new master, async acquire: %d %s\n", r.rc, r.err);
+    CU_ASSERT_EQUAL(th_redis_int(&master, "EXISTS lone-master-async"), 0);
+
+    /* a replica back: the grant is acknowledged again */
+    CU_ASSERT_EQUAL_FATAL(th_redis_restart(&replica), 0);
+    CU_ASSERT_FATAL(th_wait_for(th_replica_linked, &replica, 20000));
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 10000, 10000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l2, 1, 10000, 10000, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 12000) && r.rc == 0);
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(hilock_async_release(a, l2, 1, on_done, &r), 0);
+    CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+    free_async(a);
+    hilock_lock_free(l);
+    hilock_lock_free(l2);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+}
+
 /* ---- the non-blocking API (hilock_async) ---- */
 
 /* hilock_async on a sentinel URL: the master is found through the
@@ -589,6 +681,8 @@ int main(void)
                 t_async_sentinel_stalled);
     CU_add_test(s, "a stalled master's settling names it", t_settling_names_master);
     CU_add_test(s, "failover while held and waited on", t_failover);
+    CU_add_test(s, "a new master without replicas: grants not acknowledged",
+                t_new_master_without_replicas);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

@@ -628,11 +628,11 @@ function _M.cwatchdog()
     ngx.say("kept lost=", lost)
 end
 
--- /mhold?name=N[&url=sentinel]: hold N (cluster by default) with a
--- watchdog lease of 3 s until the key "or:stop:{N}" appears (at most 20 s),
--- then release.
+-- /mhold?name=N[&url=sentinel][&lease=S]: hold N (cluster by default)
+-- with a watchdog lease of S s (3) until the key "or:stop:{N}" appears (at
+-- most 40 s), then release.
 function _M.mhold()
-    local c = client(3, ngx.var.arg_url or "cluster")
+    local c = client(tonumber(ngx.var.arg_lease) or 3, ngx.var.arg_url or "cluster")
     local name = ngx.var.arg_name
     local lk = c:lock(name)
     local ok, err = lk:acquire(0)
@@ -640,7 +640,7 @@ function _M.mhold()
         return fail(500, "acquire: ", err)
     end
     local t0 = now_ms()
-    while now_ms() - t0 < 20000 do
+    while now_ms() - t0 < 40000 do
         if c:command("GET", "or:stop:{" .. name .. "}") then -- nil reply: false
             break
         end

@@ -697,7 +697,11 @@ if [ "$SENTINEL_UP" = 1 ]; then
   #     replica, new requests lock on it (the worker's cached master and
   #     pooled connections to the old one answer READONLY or are re-checked);
   #     the holder's renewals follow (never lost), the waiter's listener moves
-  #     to the new master and the waiter wakes on the unlock there.
+  #     to the new master and the waiter wakes on the unlock there. The
+  #     client has seen this master name with a replica, so the new master
+  #     acknowledges nothing until the demoted one replicates from it (seconds
+  #     after a forced failover: 17 s here once): the new requests are made
+  #     once it does, and the holder's lease (30 s) outlasts that.
   sent_master_is() {
     local p; for p in "${SENTINEL_PORTS[@]}"; do
       local addr; addr=$(redis-cli -p "$p" SENTINEL get-master-addr-by-name hm)
@@ -710,16 +714,18 @@ if [ "$SENTINEL_UP" = 1 ]; then
     local out; out=$(redis-cli -p "$1" PUBSUB NUMSUB "$2"); [ "${out##*$'\n'}" = 1 ]
   }
   name="or:sfo:$RANDOM"; ch="redisson_lock__channel:{$name}"
-  curl -sS --max-time 40 "$URL/mhold?name=$name&url=sentinel" >"$HL_TMP/shold.out" &
+  curl -sS --max-time 60 "$URL/mhold?name=$name&url=sentinel&lease=30" >"$HL_TMP/shold.out" &
   HOLDREQ=$!
   hl_wait_until 5000 bash -c "[ \"\$(redis-cli -p $SENT_MASTER_PORT EXISTS '$name')\" = 1 ]"
-  curl -sS --max-time 40 "$URL/wait?name=$name&wait=30&url=sentinel" >"$HL_TMP/swait.out" &
+  curl -sS --max-time 60 "$URL/wait?name=$name&wait=50&url=sentinel" >"$HL_TMP/swait.out" &
   WAITER=$!
   hl_wait_until 5000 subscribed_on "$SENT_MASTER_PORT" "$ch" && before=subscribed || before=NOT-subscribed
   fo=$(redis-cli -p "${SENTINEL_PORTS[0]}" SENTINEL FAILOVER hm)
   t0=$(ms_now)
   if hl_wait_until 20000 sent_master_is "$SENT_REPLICA_PORT"; then
     dt=$(( $(ms_now) - t0 ))
+    hl_wait_until 25000 bash -c "redis-cli -p $SENT_REPLICA_PORT INFO replication | grep -q 'slave0:.*state=online'"
+    dr=$(( $(ms_now) - t0 ))
     res1=$(curl -sS --max-time 10 "$URL/sentinel?name=or:sent:$RANDOM")
     res2=$(curl -sS --max-time 10 "$URL/sentinel?name=or:sent:$RANDOM")
     hl_wait_until 5000 subscribed_on "$SENT_REPLICA_PORT" "$ch" && after=resubscribed || after=NOT-resubscribed
@@ -729,7 +735,7 @@ if [ "$SENTINEL_UP" = 1 ]; then
     wait "$HOLDREQ"
     read -r res waited _ <"$HL_TMP/swait.out"
     held=$(cat "$HL_TMP/shold.out")
-    label="(n) SENTINEL FAILOVER ($fo, switched in ${dt} ms): new requests '$res1' / '$res2' (new master $SENT_REPLICA_PORT); holder '$held'; waiter $before/$after, $res ${woke} ms after the release signal"
+    label="(n) SENTINEL FAILOVER ($fo, switched in ${dt} ms, a replica of the new master in ${dr} ms): new requests '$res1' / '$res2' (new master $SENT_REPLICA_PORT); holder '$held'; waiter $before/$after, $res ${woke} ms after the release signal"
     want="acquired port=$SENT_REPLICA_PORT held=true release=true"
     if [ "$res1" = "$want" ] && [ "$res2" = "$want" ] && [ "$held" = "released=true lost=false" ] &&
        [ "$before/$after" = subscribed/resubscribed ] && [ "$res" = acquired ] && [ "$woke" -lt 2000 ]; then
