@@ -448,6 +448,9 @@ class _Pool:
         self.waiting: Deque["asyncio.Future[Any]"] = collections.deque()
         self.moved = 0.0  # loop time a connection was last given back or a place freed
         self.retired = False  # cluster: its node left the slot map (see retire)
+        # every connection open, idle or carrying a command: close() ends
+        # them all, also one a call took and never gave back
+        self.conns: Set[_Conn] = set()
 
     def get_nowait(self) -> Optional[_Conn]:
         idle = self.idle
@@ -479,6 +482,7 @@ class _Pool:
             try:
                 c = await client._open_conn(self._on_close, addr=self.addr)
                 c.pool = self
+                self.conns.add(c)  # open: _open_conn raises for one closed already
                 return c
             except BaseException:
                 self.nopen -= 1
@@ -559,15 +563,16 @@ class _Pool:
                 return
 
     def _on_close(self, c: _Conn) -> None:
+        self.conns.discard(c)
         self.nopen -= 1
         if self.waiting:
             self.moved = self.client._loop.time()
         self._hand_on()
 
     def close(self) -> None:
-        for c in self.idle:
-            c.close()
         self.idle.clear()
+        for c in list(self.conns):
+            c.close()
         while self.waiting:
             fut = self.waiting.popleft()
             if not fut.done():
