@@ -210,13 +210,13 @@ KNOWN_FAILURES: Dict[str, str] = {
                                   "issued twice and 2 stale writes accepted (two masters, one "
                                   "millisecond); seed 52: aio 1 double hold",
     "sentinel-min-replicas/aio": "no grant within the bound after the last heal: seed 52, 40 s: "
-                                 "10.1 s and 17.2 s (another run passed), seed 11: 23.8 s and "
-                                 "33.2 s; 0 double holds, 0 tokens issued twice, 0 stale writes "
-                                 "accepted (c and python pass). The errors meanwhile: 'no free "
-                                 "connection in the pool (size 8)' and 'not answered an earlier "
-                                 "attempt yet': settles and commands stuck on the cut-off old "
-                                 "master keep their pool places, and the settle gate counts them "
-                                 "against the new master too",
+                                 "10.1 s, 17.2 s, 10.1 s after 4005722 (one more run passed), "
+                                 "seed 11: 23.8 s, 33.2 s, 33.2 s after 4005722; 0 double holds, "
+                                 "0 tokens issued twice, 0 stale writes accepted (c and python "
+                                 "pass). After the heal most aio acquires fail with 'no free "
+                                 "connection in the pool (size 8)' (31 and 34 after 4005722, "
+                                 "which gives a settling connection's place back): what holds "
+                                 "the places is not found yet",
     "sentinel-kill-master": "0 tokens issued twice, 0 stale writes accepted, every call returned "
                             "(seeds 52, 11, 40 s; before: tokens issued twice, stale writes, aio "
                             "5 of 5 clients stuck in a call); aio no grant after the last heal "
