@@ -144,6 +144,10 @@ static void handle_frame(hl_node *n, redisReply *r)
             for (hl_waiter *w = ch->waiters; w; w = w->next)
                 wake_waiter(w);
         }
+        /* an observer (a holder) registered after its grant: a force
+         * unlock published before this took effect went unheard, so it
+         * checks its hold now */
+        tell_observers(ch);
         pthread_cond_broadcast(&ps->cv);
         break;
     case HL_PS_UNSUBSCRIBE:
