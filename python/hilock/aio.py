@@ -753,6 +753,10 @@ class _PubSub:
             c = self.channels.get(ch)
             if c is not None and not c.ready.done():
                 c.ready.set_result(True)
+            if c is not None and c.holders:
+                # holds granted before this took effect: a force unlock
+                # published meanwhile went unheard, so each looks now
+                self.client._check_holds(list(c.holders))
         elif typ == _E.PS_UNSUBSCRIBE:
             n = self.unsub_pending.get(ch, 0)
             if n > 0:

@@ -121,6 +121,35 @@ def test_aio_force_unlock_reported_at_once(redis: RedisServer, kind: str,
           f"lost seen {figures['seen'] * 1000:.1f} ms after the force unlock")
 
 
+def test_aio_force_unlock_before_the_subscription_is_heard(redis: RedisServer) -> None:
+    """The force unlock comes right after the grant, while the loop is still
+    busy (the holder's subscription not sent or not confirmed yet): the
+    message goes unheard, so the holder looks at its hold once the
+    subscription is confirmed. Each round on a new client (a new pub/sub
+    connection). Before that look: 8 of 8 rounds not told within 3 s."""
+    async def main() -> None:
+        for i in range(8):
+            name = f"aioforce-soon-{i}-{uuid.uuid4().hex[:8]}"
+            async with aio.Client(redis.url, watchdog_lease=LEASE) as c:
+                lk = c.lock(name)
+                assert await lk.acquire(wait=0)
+                # blocking calls: the loop runs nothing until both are done
+                r = Redis(redis.port)
+                try:
+                    assert r("DEL", name) == 1
+                    r("PUBLISH", lk._n.hold_channel, "0")
+                finally:
+                    r.close()
+                t0 = time.monotonic()
+                while not lk.lost and time.monotonic() - t0 < 3.0:
+                    await asyncio.sleep(0.005)
+                assert lk.lost, f"round {i}: not told within 3 s (the next renewal is 10 s away)"
+                with pytest.raises(hilock.NotOwnerError):
+                    await lk.release()
+
+    asyncio.run(main())
+
+
 def test_aio_holders_share_one_subscription_and_waiters_unaffected(redis: RedisServer) -> None:
     """Many holds of one name (read side: several readers) listen on one
     subscription, shared with a waiter; a reader's release publishes on the
