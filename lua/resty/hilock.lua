@@ -1660,8 +1660,11 @@ local function listener_loop(premature, c, key, L)
             c.st.reconnects = c.st.reconnects + 1
             ngx.log(ngx.WARN, "hilock: pub/sub listener connected again; waits woken to try again")
             wake_all(L)
-            check_listeners_holds(c, L)
         end
+        -- the holds listening here joined before this subscription was
+        -- confirmed (or before it was made again): a force unlock
+        -- published in between went unheard, so each looks at its hold now
+        check_listeners_holds(c, L)
         L.state = "ready"
         if L.ready_waiting > 0 then
             L.ready:post(L.ready_waiting)
@@ -1763,7 +1766,8 @@ end
 -- holds; started if none), so that a force unlock is reported at once, not
 -- at the next renewal or never (a fixed lease). A fixed lease's hold
 -- listens until that lease (the latest grant's) ends. Nothing waits for
--- the subscription.
+-- the subscription: once it is confirmed, the listener checks the holds
+-- that joined it before (a force unlock published in between is unheard).
 local function hold_start(c, lock, key, owner, lease_ms)
     local h = c.held[key]
     if not h then

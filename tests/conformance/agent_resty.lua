@@ -3,7 +3,8 @@
 --   GET /agent?url=URL&opts=k=v,k=v&tid=N&line=ACTOR+CMD+KIND+NAME+ARGS
 -- and answers "ok ..." / "err ERRKIND ..." (tests/conformance/README.md).
 -- With busy_ms=MS the request first keeps the worker busy for MS (no yield:
--- nginx's loop is blocked, its timers wait), then runs the line.
+-- nginx's loop is blocked, its timers wait), then runs the line. With
+-- then_line=LINE the same request then runs LINE too (answers "A | B").
 -- An actor is the explicit thread id `tid` (one owner across its requests);
 -- clients are made once per worker for each (url, opts).
 local hilock = require "resty.hilock"
@@ -40,7 +41,13 @@ function _M.serve()
     local function lock_of(kind, name)
         return lib.make(c, kind, name, tid)
     end
-    ngx.say(lib.handle(lock_of, line))
+    local answer = lib.handle(lock_of, line)
+    if type(args.then_line) == "string" then
+        -- a second line run by the same request at once (no yield in
+        -- between but the second line's own I/O): "ANSWER1 | ANSWER2"
+        answer = answer .. " | " .. lib.handle(lock_of, args.then_line)
+    end
+    ngx.say(answer)
     -- end the response now: an acquire whose reply timed out is settled by
     -- a light thread of this request, which may outlive the answer
     ngx.eof()

@@ -148,10 +148,13 @@ class Actor:
         self.opts = ",".join("%s=%d" % kv for kv in sorted(opts.items()))
         self.tid = next(Actor._tids)
 
-    def __call__(self, line: str, timeout: float = 30, busy_ms: int = 0) -> str:
+    def __call__(self, line: str, timeout: float = 30, busy_ms: int = 0,
+                 then_line: str = "") -> str:
         args = {"url": self.url, "opts": self.opts, "tid": self.tid, "line": "X " + line}
         if busy_ms:  # the worker busy (its loop blocked) that long first
             args["busy_ms"] = busy_ms
+        if then_line:  # run by the same request right after line: "A | B"
+            args["then_line"] = "X " + then_line
         q = urllib.parse.urlencode(args)
         return self.nginx.get("/agent?" + q, timeout)
 
@@ -761,3 +764,33 @@ def test_resty_force_unlock_reported_at_once(nginx, server, name, kind, lease_ms
         wait_for(lambda: _numsub(server, channel) == 0, 5.0, "the subscription ended")
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("lease_ms", [0, 30000], ids=["watchdog", "fixed-lease"])
+@pytest.mark.parametrize("kind", ["r", "f"])
+def test_resty_force_unlock_before_the_subscription_is_heard(nginx, server, kind, lease_ms):
+    """The request that acquires force-unlocks the lock at once (lk:force_unlock()
+    on the connection the acquire pooled: its DEL + PUBLISH is sent before the
+    request yields, so before the worker's listener, started by the grant,
+    has even sent its SUBSCRIBE): the message is unheard, yet lk:lost() says
+    true well within 1 s (the listener checks its holds once the subscription
+    is confirmed); the next renewal is 10 s away, a fixed lease never renews.
+    A new name each round (a new subscription). Before: round 0 not told
+    within 3 s."""
+    a = Actor(nginx, server.url, watchdog_lease_ms=30000)
+    for i in range(5):
+        name = "fr:" + uuid.uuid4().hex[:12]
+        t0 = time.monotonic()
+        assert a("lock %s %s 0 %d" % (kind, name, lease_ms),
+                 then_line="force %s %s" % (kind, name)) == "ok 1 | ok 1"
+        told = None
+        while time.monotonic() - t0 < 3.0:
+            if a("lost %s %s" % (kind, name)) == "ok 1":
+                told = time.monotonic()
+                break
+            time.sleep(0.005)
+        assert told is not None, "round %d: the holder was not told within 3 s" % i
+        report(f"openresty force unlock before the subscription ({kind}, lease {lease_ms} ms,"
+               f" round {i}): holder told after", told - t0)
+        assert told - t0 < 1.0
+        assert a("unlock %s %s" % (kind, name)).startswith("err notowner")
