@@ -2730,7 +2730,11 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
             else:
                 if ttl_out is not None:
                     ttl_out.append(m.last_ttl())
-                got, held = (held if t[1] == 0 else None), None
+                got: Optional[_Conn] = None
+                if t[1] == 0:  # the grant's connection, for the caller's ack
+                    got, held = held, None
+                # else a kept attempt's connection (refused, timed out,
+                # failed) goes back to its pool below
                 return t[1], t[2], t[3], got
     finally:
         if w is not None:

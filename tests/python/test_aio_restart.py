@@ -328,3 +328,42 @@ def test_a_settling_connection_gives_its_pool_place_back(server: RedisServer,
         asyncio.run(main())
     finally:
         proxy.close()
+
+
+@pytest.mark.parametrize("kind", ["lock", "multilock"])
+def test_refused_acquires_with_replica_ack_give_their_connection_back(
+        server: RedisServer, name: str, kind: str) -> None:
+    """With replica_ack on (the default on a cluster and with sentinels; here
+    asked for on one server), an attempt's connection is kept for the
+    acknowledgement of a grant. A refused acquire (wait=0 against a holder;
+    a multi-lock member's one try) must give it back to its pool. Before,
+    _run_acquire dropped it when the result was not a grant: each refusal
+    lost one place for the client's life, so with pool_size=2 the third
+    call failed with 'no free connection in the pool (size 2)' (a cluster
+    multi-lock's rival lost one place per member per try; the safety
+    suite's sentinel-min-replicas/aio saw most acquires fail so after the
+    heal)."""
+    async def main() -> None:
+        holder = await aio.connect(server.url)
+        c = await aio.connect(server.url, pool_size=2, replica_ack=True,
+                              command_timeout=0.5, connect_timeout=0.5)
+        try:
+            assert await holder.lock(name).acquire(wait=0, lease=30)
+            if kind == "lock":
+                obj = c.lock(name)
+            else:
+                obj = aio.MultiLock([c.lock(name + ":free"), c.lock(name)])
+            for i in range(6):  # three times the pool's size
+                try:
+                    assert await obj.acquire(wait=0, lease=30) is False
+                except hilock.ConnectionError as e:
+                    pytest.fail(f"refused {kind} acquire {i}: {e}")
+                # every connection the call took is back (idle) or closed
+                opened, idle = c._pool.nopen, len(c._pool.idle)
+                assert opened == idle, (f"after refused {kind} acquire {i}: {opened} "
+                                        f"connections open, {idle} idle")
+            assert await c.lock(name + ":free").locked() is False  # the pool works on
+        finally:
+            await c.close()
+            await holder.close()
+    asyncio.run(main())

@@ -328,6 +328,10 @@ def test_aio_cluster_masters_watchdog_multilock(cluster: Cluster) -> None:
             assert all(m("HLEN", n) == 1 for n, m in zip(names, masters))
             assert await rival.acquire(wait=0.3, lease=10) is False
             assert all(m("HLEN", n) == 1 for n, m in zip(names, masters))
+            # the refused members' connections (kept for the replica ack,
+            # on by default on a cluster) went back to their pools
+            for p in other._pools.values():
+                assert p.nopen == len(p.idle), f"{p.addr}: {p.nopen} open, {len(p.idle)} idle"
             await ml.release()
             assert await rival.acquire(wait=1, lease=10)
             await rival.release()
