@@ -1459,6 +1459,18 @@ static void holds_due(hilock_async *a, as_link *lk, int64_t now)
     holds_sync(lk);
 }
 
+/* Hold i of op's renewal, taken out of flight; NULL when it left the
+ * renewal meanwhile (released, or in another renewal now). */
+static as_hold *renew_take(as_op *op, size_t i)
+{
+    as_hold *h = op->renew->holds[i];
+    if (!h || h->renewing != op)
+        return NULL;
+    h->renewing = NULL;
+    op->renew->holds[i] = NULL;
+    return h;
+}
+
 /* The end of op's renewal (answered, failed or dropped): the session learns
  * each hold's outcome (out[i]; NULL: trouble for all); a loss is reported.
  * A hold released meanwhile is left out. */
@@ -1470,11 +1482,9 @@ static void renew_outcome(as_op *op, const hl_renew_outcome *out)
     as_link *lk = op->link;
     int fed = 0;
     for (size_t i = 0; i < rn->n; i++) {
-        as_hold *h = rn->holds[i];
-        if (!h || h->renewing != op)
+        as_hold *h = renew_take(op, i);
+        if (!h)
             continue;
-        h->renewing = NULL;
-        rn->holds[i] = NULL;
         /* a renewal no replica acknowledged: retried (hl_renew_unacked) */
         hl_holds_outcome(&lk->holds, &h->s, out ? out[i] : HL_RENEW_TROUBLE, !op->unacked,
                          op->sent_at);
@@ -1499,11 +1509,9 @@ static void renew_split(as_op *op)
     as_renew *rn = op->renew;
     int64_t now = now_ms();
     for (size_t i = 0; i < rn->n; i++) {
-        as_hold *h = rn->holds[i];
-        if (!h || h->renewing != op)
+        as_hold *h = renew_take(op, i);
+        if (!h)
             continue;
-        h->renewing = NULL;
-        rn->holds[i] = NULL;
         hl_hold *s = &h->s;
         renew_send(op->a, op->link, &s, 1, now);
     }
