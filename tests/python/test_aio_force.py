@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import pytest
 
@@ -28,18 +28,9 @@ TOLD_BOUND = 1.0  # generous: told within ~ms; the next renewal is 10 s away
 KINDS = ["reentrant", "fair", "read", "write", "fenced"]
 
 
-def aio_lock(c: aio.Client, kind: str, name: str) -> Any:
-    if kind == "reentrant":
-        return c.lock(name)
-    if kind == "fair":
-        return c.fair_lock(name)
-    if kind == "fenced":
-        return c.fenced_lock(name)
-    rw = c.read_write_lock(name)
-    return rw.read_lock() if kind == "read" else rw.write_lock()
-
-
-def blocking_lock(c: hilock.Client, kind: str, name: str) -> Any:
+def lock_of(c: Union[aio.Client, hilock.Client], kind: str, name: str) -> Any:
+    """kind's lock named name on c: the blocking and asyncio clients spell
+    their constructors alike."""
     if kind == "reentrant":
         return c.lock(name)
     if kind == "fair":
@@ -66,7 +57,7 @@ async def force_and_time(server: RedisServer, kind: str, name: str, lk: Any,
     other = hilock.Client(server.url)
     try:
         t0 = time.monotonic()
-        assert await loop.run_in_executor(None, blocking_lock(other, kind, name).force_unlock)
+        assert await loop.run_in_executor(None, lock_of(other, kind, name).force_unlock)
         end = t0 + 5.0
         while not lk.lost and time.monotonic() < end:
             await asyncio.sleep(0.002)
@@ -91,7 +82,7 @@ def test_aio_force_unlock_reported_at_once(redis: RedisServer, kind: str,
     async def main() -> None:
         c = await aio.connect(redis.url, watchdog_lease=LEASE)
         try:
-            lk = aio_lock(c, kind, name)
+            lk = lock_of(c, kind, name)
             told: List[float] = []
             lk.on_lost = lambda l, tid: told.append(time.monotonic())
             assert await lk.acquire(wait=0, lease=lease)
