@@ -720,7 +720,21 @@ if [ "$SENTINEL_UP" = 1 ]; then
   curl -sS --max-time 60 "$URL/wait?name=$name&wait=50&url=sentinel" >"$HL_TMP/swait.out" &
   WAITER=$!
   hl_wait_until 5000 subscribed_on "$SENT_MASTER_PORT" "$ch" && before=subscribed || before=NOT-subscribed
-  fo=$(redis-cli -p "${SENTINEL_PORTS[0]}" SENTINEL FAILOVER hm)
+  # The replica was stopped in (p)/(p2): until every sentinel has read its
+  # INFO again (flags "slave" alone, link to the master "ok") SENTINEL
+  # FAILOVER answers NOGOODSLAVE, so wait for that, then ask until the
+  # sentinel takes the failover (NOGOODSLAVE/INPROG for a moment after).
+  sentinels_see_replica() {
+    local p; for p in "${SENTINEL_PORTS[@]}"; do
+      redis-cli -p "$p" SENTINEL replicas hm | tr -d '\r' |
+        awk 'NR % 2 == 1 { k = $0; next } k == "flags" { f = $0 } k == "master-link-status" { l = $0 }
+             END { exit !(f == "slave" && l == "ok") }' || return 1
+    done
+  }
+  failover_taken() { fo=$(redis-cli -p "${SENTINEL_PORTS[0]}" SENTINEL FAILOVER hm); [ "$fo" = OK ]; }
+  hl_wait_until 20000 sentinels_see_replica || true
+  fo=
+  hl_wait_until 20000 failover_taken || true
   t0=$(ms_now)
   if hl_wait_until 20000 sent_master_is "$SENT_REPLICA_PORT"; then
     dt=$(( $(ms_now) - t0 ))
