@@ -177,6 +177,10 @@ static int th_spawn(th_redis *r)
     argv[argc++] = "";
     argv[argc++] = "--appendonly";
     argv[argc++] = "no";
+    /* a replica's full sync starts at once (the default waits 5 s for more
+     * replicas to join one diskless transfer) */
+    argv[argc++] = "--repl-diskless-sync-delay";
+    argv[argc++] = "0";
     argv[argc++] = "--dir";
     argv[argc++] = r->dir;
     argv[argc++] = "--logfile";

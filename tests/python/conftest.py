@@ -134,7 +134,8 @@ class RedisServer:
 
     def start(self) -> None:
         cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", self.dir,
+               "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0",
+               "--dir", self.dir,
                "--daemonize", "no", "--loglevel", "warning", *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      preexec_fn=_pdeathsig)
