@@ -1,6 +1,6 @@
 /*
  * hilock._engine, part two: semaphores, the permit-expirable semaphore and
- * the count-down latch (libcore/src/proto_sem.c) for Python drivers that
+ * the count-down latch (libcore/src/engine/proto_sem.c) for Python drivers that
  * do their own I/O (hilock.aio, through hilock/_aio_sem.py).
  *
  * Not a translation unit of its own: _engine.c includes it (one module,

@@ -5,44 +5,29 @@
     scripts/layers.py dot [ROOT]       the include graph per layer, Graphviz dot, on stdout
     scripts/layers.py stats [ROOT]     largest file, longest functions, cross-layer calls
 
-The layers, bottom to top (docs/architecture.md):
-    proto      the engine: names, scripts, commands, replies, machines. No I/O.
-    base       util.c (time, errors, wake pipes, SIGPIPE, threads), uuid.c
-    transport  connections, pool, pub/sub, drain, sentinel, watchdog
-    api        the public functions over the opaque handles
-A file may include the headers of its own layer and of the layers below;
-a header in LAYER_ONLY only the files of its own layer may include.
-Outside libcore/src only proto.h (installed as <hilock/engine.h>) and the
-public hilock.h may be included; tests/ reach internals on purpose (they
-link the static library) and are not checked. A source file the table
-does not name counts as api (the top: it cannot include upward, and nothing
-below may include it); name it in LAYER_OF when it belongs lower.
+The layers, bottom to top (docs/architecture.md), one folder of
+libcore/src each; a file's layer is the folder it is in:
+    engine     the protocol engine: names, scripts, commands, replies, machines,
+               the session. No I/O (its one read of the kernel: uuid.c's random
+               bytes, which only drivers call), no threads, time passed in.
+    transport  connections, pool, pub/sub, drain, sentinel, watchdog, stats,
+               util.c (time, errors, wake pipes, SIGPIPE, threads)
+    api        the public functions over the opaque handles, hilock_async
+A file may include the headers of its own layer and of the layers below; a
+header named *_impl.h only the files of its own folder may include (the layer
+above sees the layer through its main header only). A source or header
+outside the layer folders, or a header name found in two folders, is a breach.
+Outside libcore only proto.h (installed as <hilock/engine.h>) and the public
+hilock.h may be included (the build puts only engine/ and include/ on their
+path); tests/ reach internals on purpose (they link hilock_internals) and are
+not checked.
 """
 import os
 import re
 import sys
 
-LAYERS = ["proto", "base", "transport", "api"]
+LAYERS = ["engine", "transport", "api"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
-
-# file -> layer; proto_*.c are proto by their name
-LAYER_OF = {
-    "proto.h": "proto", "proto_session.h": "proto", "proto.c": "proto", "reply.c": "proto", "url.c": "proto",
-    "util.h": "base", "util.c": "base", "uuid.h": "base", "uuid.c": "base",
-    "transport.h": "transport", "transport_impl.h": "transport", "transport.c": "transport",
-    "conn.c": "transport", "nodes.c": "transport", "pool.c": "transport", "exec.c": "transport", "fanout.c": "transport",
-    "tls.c": "transport",
-    "pubsub.c": "transport", "drain.c": "transport", "sentinel.c": "transport",
-    "watchdog.c": "transport", "stats.h": "transport", "stats.c": "transport",
-    "api.h": "api", "internal.h": "api", "client.c": "api", "lock.c": "api", "pending.c": "api", "semaphore.c": "api",
-    "multilock.c": "api", "inspect.c": "api",
-    "async.c": "api", "async_sem.c": "api", "async_route.c": "api", "async_multilock.c": "api",
-    "async_impl.h": "api",
-}
-
-# Headers only the files of their own layer may include (the layer above
-# sees the layer through its main header only).
-LAYER_ONLY = {"transport_impl.h"}
 
 # Headers of libcore/src that code outside libcore may include.
 PUBLIC_FROM_SRC = {"proto.h"}  # installed as <hilock/engine.h>
@@ -59,21 +44,39 @@ OUTSIDE_DIRS = ["cli", "lua", "python", "bindings", "bench", "examples"]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
-def layer_of(name):
-    if name in LAYER_OF:
-        return LAYER_OF[name]
-    if name.startswith("proto_"):
-        return "proto"
-    return "api"
-
-
 def src_dir(root):
     return os.path.join(root, "libcore", "src")
 
 
-def src_files(root):
-    d = src_dir(root)
-    return sorted(f for f in os.listdir(d) if f.endswith((".c", ".h")))
+def scan(root):
+    """{file name: layer folder} of libcore/src's .c/.h files, and the
+    strays: files outside a layer folder, names found in two folders."""
+    d, where, strays = src_dir(root), {}, []
+    for dirpath, _, names in os.walk(d):
+        rel = os.path.relpath(dirpath, d)
+        for n in sorted(names):
+            if not n.endswith((".c", ".h")):
+                continue
+            if rel not in RANK:
+                strays.append(f"libcore/src/{os.path.normpath(os.path.join(rel, n))} is in no layer folder "
+                              f"({', '.join(LAYERS)})")
+            elif n in where:
+                strays.append(f"libcore/src/{rel}/{n}: libcore/src/{where[n]}/{n} has the same name")
+            else:
+                where[n] = rel
+    return where, strays
+
+
+def path_of(root, where, name):
+    return os.path.join(src_dir(root), where[name], name)
+
+
+def rel_of(where, name):
+    return f"libcore/src/{where[name]}/{name}"
+
+
+def layer_only(name):
+    return name.endswith("_impl.h")
 
 
 def includes(path):
@@ -84,22 +87,23 @@ def includes(path):
 def check(root):
     """Returns (breaches, notes): lists of strings."""
     breaches, notes, used = [], [], set()
-    files = src_files(root)
-    private = set(f for f in files if f.endswith(".h")) - PUBLIC_FROM_SRC
-    for f in files:
-        lf = layer_of(f)
-        for inc in includes(os.path.join(src_dir(root), f)):
-            if inc not in files:
+    where, strays = scan(root)
+    breaches += strays
+    private = set(f for f in where if f.endswith(".h")) - PUBLIC_FROM_SRC
+    for f in sorted(where):
+        lf = where[f]
+        for inc in includes(path_of(root, where, f)):
+            if inc not in where:
                 continue  # system, public (hilock.h) or generated
-            li = layer_of(inc)
-            if inc in LAYER_ONLY and li != lf:
-                breaches.append(f"libcore/src/{f} ({lf}) includes {inc}, which only {li} files may")
+            li = where[inc]
+            if layer_only(inc) and li != lf:
+                breaches.append(f"{rel_of(where, f)} ({lf}) includes {inc}, which only {li} files may")
                 continue
             if RANK[li] > RANK[lf]:
                 if (f, inc) in UPWARD_ALLOWED:
                     used.add(("up", f, inc))
                     continue
-                breaches.append(f"libcore/src/{f} ({lf}) includes {inc} ({li}, a layer above)")
+                breaches.append(f"{rel_of(where, f)} ({lf}) includes {inc} ({li}, a layer above)")
     for d in OUTSIDE_DIRS:
         top = os.path.join(root, d)
         for dirpath, _, names in os.walk(top):
@@ -124,44 +128,36 @@ def check(root):
     for f, inc in sorted(OUTSIDE_ALLOWED):
         if ("out", f, inc) not in used:
             notes.append(f"allow-list entry ({f}, {inc}) matches nothing any more: remove it")
-    for f in files:
-        if f not in LAYER_OF and not f.startswith("proto_"):
-            notes.append(f"libcore/src/{f} is in no layer of scripts/layers.py: counted as api")
     return breaches, notes
 
 
 def dot(root):
-    """The layers as Graphviz: per layer its headers and one node for its
-    source files (as LAYER_OF names them, so a new file changes the picture
-    only once the table names it); an edge where a layer's sources or a
+    """The layers as Graphviz: per layer folder its headers and one node for
+    its source files (named by the folder, so adding a .c file does not change
+    the picture; adding a header does); an edge where a layer's sources or a
     header include a header; red where that goes upward (allow-listed debt)."""
-    files = src_files(root)
-    known_h = [f for f in files if f.endswith(".h") and f in LAYER_OF]
+    where, _ = scan(root)
+    headers = sorted(f for f in where if f.endswith(".h"))
     out = ["// Generated by scripts/layers.py dot; tests/lint checks it is current.",
-           "// libcore's layers (top = api): headers, and which includes which.",
+           "// libcore's layers (top = api), one folder each: headers, and which includes which.",
            "digraph libcore {",
            "  rankdir=TB; newrank=true; node [shape=box, fontname=Helvetica, fontsize=10];",
            "  edge [color=gray40]; compound=true;"]
     for layer in reversed(LAYERS):
-        srcs = sorted(f for f in LAYER_OF if LAYER_OF[f] == layer and f.endswith(".c"))
-        if layer == "proto":
-            srcs.append("proto_*.c")
         out.append(f"  subgraph cluster_{layer} {{")
-        out.append(f'    label="{layer}"; style=rounded; color=gray60; fontname=Helvetica;')
-        out.append(f'    "{layer} sources" [label="{layer}:\\n' + "\\n".join(srcs) +
-                   '", shape=note];')
-        for f in known_h:
-            if layer_of(f) == layer:
-                out.append(f'    "{f}" [style=filled, fillcolor=lightyellow];')
+        out.append(f'    label="libcore/src/{layer}/"; style=rounded; color=gray60; fontname=Helvetica;')
+        out.append(f'    "{layer} sources" [label="{layer}/*.c", shape=note];')
+        for f in headers:
+            if where[f] == layer:
+                fill = "lightpink" if layer_only(f) else "lightyellow"
+                out.append(f'    "{f}" [style=filled, fillcolor={fill}];')
         out.append("  }")
     edges = set()
-    for f in files:
-        src = f if f in known_h else (f"{layer_of(f)} sources" if f.endswith(".c") else None)
-        if not src:
-            continue
-        for inc in includes(os.path.join(src_dir(root), f)):
-            if inc in known_h and inc != f:
-                edges.add((src, inc, RANK[layer_of(inc)] > RANK[layer_of(f)]))
+    for f in where:
+        src = f if f.endswith(".h") else f"{where[f]} sources"
+        for inc in includes(path_of(root, where, f)):
+            if inc in where and inc.endswith(".h") and inc != f:
+                edges.add((src, inc, RANK[where[inc]] > RANK[where[f]]))
     for src, inc, up in sorted(edges):
         attr = ' [color=red, penwidth=2, label="upward"]' if up else ""
         out.append(f'  "{src}" -> "{inc}"{attr};')
@@ -225,8 +221,8 @@ def functions(path):
 
 
 def stats(root, scope_dirs=("libcore/src",)):
-    d = src_dir(root)
-    cfiles = [f for f in src_files(root) if f.endswith(".c")]
+    where, _ = scan(root)
+    cfiles = sorted(f for f in where if f.endswith(".c"))
     # largest files (all of the given dirs)
     sizes = []
     for sd in scope_dirs:
@@ -237,11 +233,16 @@ def stats(root, scope_dirs=("libcore/src",)):
                     with open(p, encoding="utf-8", errors="replace") as fh:
                         sizes.append((sum(1 for _ in fh), os.path.relpath(p, root)))
     sizes.sort(reverse=True)
+    per_layer = {layer: [0, 0] for layer in LAYERS}  # files, lines
+    for f in where:
+        with open(path_of(root, where, f), encoding="utf-8", errors="replace") as fh:
+            per_layer[where[f]][0] += 1
+            per_layer[where[f]][1] += sum(1 for _ in fh)
     funcs = []
     defined = {}  # public function -> file
     for f in cfiles:
-        for name, line, n, public in functions(os.path.join(d, f)):
-            funcs.append((n, name, f"libcore/src/{f}:{line}"))
+        for name, line, n, public in functions(path_of(root, where, f)):
+            funcs.append((n, name, f"{rel_of(where, f)}:{line}"))
             if public:
                 defined[name] = f
     funcs.sort(reverse=True)
@@ -250,33 +251,33 @@ def stats(root, scope_dirs=("libcore/src",)):
     up_sites = []
     api_types = re.compile(r"\b(?:struct\s+)?hilock_(?:client|lock|rwlock|multilock)\b")
     struct_refs = []
-    for f in src_files(root):
-        with open(os.path.join(d, f), encoding="utf-8", errors="replace") as fh:
+    for f in sorted(where):
+        with open(path_of(root, where, f), encoding="utf-8", errors="replace") as fh:
             text = strip_c(fh.read())
-        lf = RANK[layer_of(f)]
+        lf = RANK[where[f]]
         if f.endswith(".h"):
             if lf < RANK["api"]:
-                struct_refs += [f"libcore/src/{f}:{ln}" for ln, line in
+                struct_refs += [f"{rel_of(where, f)}:{ln}" for ln, line in
                                 enumerate(text.split("\n"), 1) if api_types.search(line)]
             continue
-        own = {n for n, *_ in functions(os.path.join(d, f))}
+        own = {n for n, *_ in functions(path_of(root, where, f))}
         for ln, line in enumerate(text.split("\n"), 1):
             for m in re.finditer(r"\b([a-z_]\w*)\s*\(", line):
                 name = m.group(1)
                 g = defined.get(name)
                 if not g or g == f or name in own:
                     continue
-                lg = RANK[layer_of(g)]
+                lg = RANK[where[g]]
                 if lg == lf:
                     continue
                 if lg > lf:
                     up += 1
-                    up_sites.append(f"libcore/src/{f}:{ln} {name} ({g})")
+                    up_sites.append(f"{rel_of(where, f)}:{ln} {name} ({g})")
                 else:
                     down += 1
             if lf < RANK["api"] and api_types.search(line):
-                struct_refs.append(f"libcore/src/{f}:{ln}")
-    return sizes, funcs, down, up, up_sites, struct_refs
+                struct_refs.append(f"{rel_of(where, f)}:{ln}")
+    return sizes, per_layer, funcs, down, up, up_sites, struct_refs
 
 
 def main(argv):
@@ -294,7 +295,12 @@ def main(argv):
     if argv[1] == "dot":
         sys.stdout.write(dot(root))
         return 0
-    sizes, funcs, down, up, up_sites, struct_refs = stats(root)
+    sizes, per_layer, funcs, down, up, up_sites, struct_refs = stats(root)
+    print("lines per layer (.c and .h):")
+    for layer in LAYERS:
+        n_files, n_lines = per_layer[layer]
+        print(f"  {n_lines:6d}  libcore/src/{layer}/ ({n_files} files)")
+    print(f"  {sum(v[1] for v in per_layer.values()):6d}  libcore/src/")
     print("largest files (lines):")
     for n, p in sizes[:5]:
         print(f"  {n:5d}  {p}")

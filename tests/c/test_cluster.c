@@ -12,7 +12,7 @@
 
 #include "harness.h"
 #include "hilock.h"
-#include "../../libcore/src/internal.h" /* the node table */
+#include "internal.h" /* the node table */
 
 #include "async_helpers.h"
 

@@ -59,7 +59,7 @@ from test_topologies import Cluster, SentinelSet  # noqa: E402
 # engine: resty.hilock now settles attempts and releases through it.)
 # (The asyncio cluster entries went when hilock.aio learnt Redis Cluster.)
 # (The c-async cluster, sentinel and replica-ack entries went when hilock_async
-# learnt them: libcore/src/async_route.c.)
+# learnt them: libcore/src/api/async_route.c.)
 KNOWN_FAILURES = set()  # every driver passes every scenario
 # ---------------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ echo "  $(basename "$sdist"): $(du -k "$sdist" | cut -f1) KiB; $(basename "$whl"
 # 2. what is inside
 check "one abi3 wheel for CPython >= 3.9" grep -q -- '-cp39-abi3-linux_x86_64\.whl$' <<<"$whl"
 check "sdist carries the C sources, SWIG interface, CMake files and LICENSE" \
-  bash -c "tar tzf '$sdist' | grep -c -E '^hilock-[^/]+/(LICENSE|pyproject.toml|CMakeLists.txt|bindings/hilock.i|libcore/src/lock.c|libcore/include/hilock.h|python/CMakeLists.txt)$' | grep -qx 7"
+  bash -c "tar tzf '$sdist' | grep -c -E '^hilock-[^/]+/(LICENSE|pyproject.toml|CMakeLists.txt|bindings/hilock.i|libcore/src/api/lock.c|libcore/include/hilock.h|python/CMakeLists.txt)$' | grep -qx 7"
 check "sdist has no build output" bash -c "! tar tzf '$sdist' | grep -E '/build/|\\.so$|\\.o$'"
 # the pinned hiredis sources travel in the sdist: the archive fetch-hiredis.sh
 # names, with its pinned SHA-256
