@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Safety suite (docs/safety.md): clients of the C, Python and hilock.aio
-# drivers on one fenced lock each, a fencing store, a seeded nemesis, and the
+# Safety suite (docs/safety.md): clients of the C (blocking and hilock_async),
+# Python and hilock.aio drivers on one fenced lock each, a fencing store, a seeded nemesis, and the
 # checkers (Porcupine's mutex model, fencing, liveness).
 #   tests/safety/run.sh                       the short schedule (about 2.5 minutes)
 #   tests/safety/run.sh --long                every scenario, long (HILOCK_SAFETY=long too)
@@ -17,10 +17,14 @@ bash "$root/tests/python/deps.sh" || { echo "python deps failed"; echo "0 passed
 if ! bash "$root/tests/python/install.sh" "$root/build/safety-install.stamp" >"$out/install.log" 2>&1; then
   tail -40 "$out/install.log"; echo "pip install failed"; echo "0 passed, 1 failed"; exit 1
 fi
-if ! cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" "$here/worker.c" \
-     -o "$out/worker-c" -L"$lib" -lhilock -Wl,-rpath,"$lib" -lpthread >"$out/worker-c.log" 2>&1; then
-  cat "$out/worker-c.log"; echo "worker-c build failed"; echo "0 passed, 1 failed"; exit 1
-fi
+# worker-c on the blocking C API, worker-async on hilock_async (its own poll loop)
+for w in c:worker async:worker_async; do
+  if ! cc -std=c11 -O2 -Wall -Wextra -Werror -I"$root/libcore/include" "$here/${w#*:}.c" \
+       -o "$out/worker-${w%%:*}" -L"$lib" -lhilock -Wl,-rpath,"$lib" -lpthread \
+       >"$out/worker-${w%%:*}.log" 2>&1; then
+    cat "$out/worker-${w%%:*}.log"; echo "worker-${w%%:*} build failed"; echo "0 passed, 1 failed"; exit 1
+  fi
+done
 PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "safety: the Go toolchain (go) is not on the PATH"; echo "0 passed, 1 failed"; exit 1; }
 # Porcupine, pinned in checker/go.mod and go.sum (from the Go module proxy)

@@ -2,7 +2,7 @@
 store, a seeded nemesis, and the checkers. See README.md in this folder and
 docs/safety.md.
 
-    safety.py [--seed N] [--scenario NAME ...] [--drivers c,python,aio]
+    safety.py [--seed N] [--scenario NAME ...] [--drivers c,async,python,aio]
               [--long] [--list] [--keep DIR]
 
 Exit status 1 when a scenario expected to pass shows a violation, or a
@@ -92,12 +92,12 @@ SCENARIOS: Dict[str, Dict[str, Any]] = {
     "selftest-ignore-lease": {
         "topology": "single", "aof": "no", "client": dict(FIXED, lease_ms=400, hold_ms=300,
                                                           broken="ignore-lease"),
-        "faults": [], "seconds": 8, "long_seconds": 8, "expect": "violation", "drivers": ["c"],
+        "faults": [], "seconds": 8, "long_seconds": 8, "expect": "violation", "drivers": ["c", "async"],
         "what": "a broken client that keeps writing past its fixed lease (400 ms, ~700 ms of "
                 "writes): double holds not told first, Porcupine Illegal"},
     "selftest-reused-token": {
         "topology": "single", "aof": "no", "client": dict(WATCHDOG, broken="reuse-token"),
-        "faults": [], "seconds": 8, "long_seconds": 8, "expect": "violation", "drivers": ["c"],
+        "faults": [], "seconds": 8, "long_seconds": 8, "expect": "violation", "drivers": ["c", "async"],
         "what": "a broken client that writes every grant under its first grant's token (as a "
                 "counter reset would hand out): tokens issued again and lowered"},
 }
@@ -173,12 +173,12 @@ SCENARIOS.update({
     "redlock-safe": {
         "topology": "redlock", "aof": "always", "client": REDLOCK,
         "faults": ["partition-one", "reset", "pause-one", "stop-client-short", "restart-some"],
-        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "python", "aio"],
+        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "async", "python", "aio"],
         "what": "Redlock of 5 servers (appendfsync always): partitions, resets, one server "
                 "paused, clients paused, 1-2 servers killed and restarted with their data"},
     "redlock-restart-empty": {
         "topology": "redlock", "aof": "no", "client": REDLOCK, "faults": ["restart-some"],
-        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "python", "aio"],
+        "seconds": 40, "long_seconds": 300, "expect": "pass", "drivers": ["c", "async", "python", "aio"],
         "what": "Redlock of 5 servers without persistence: 1-2 killed and restarted empty at once"},
 })
 
@@ -227,6 +227,14 @@ KNOWN_FAILURES: Dict[str, str] = {
                             "told first (before 5cf4461), c 1 after (a master paused past a "
                             "failover granted once more on resuming; its holder was told lost "
                             "68 ms later, as the other was granted)",
+    "redlock-safe/async": "liveness only, not yet explained: seed 52, 30 s: in 1 of 5 runs no "
+                          "grant in the 14 s after the last heal, every acquire failing with "
+                          "'redlock: 0 of 5 taken (need 3)' (connection errors); the 4 others "
+                          "passed (72-237 grants, first grant 0.2-15 s after a heal); 0 double "
+                          "holds, 0 stale writes in all. Meanwhile a blocking hilock_inspect of "
+                          "members 0 and 1 from every client failed (command timeout) for ~9 s "
+                          "with no fault on them, and the other members held split votes; c on "
+                          "the same seed passes (205 grants)",
     "redlock-restart-empty": "0 double holds, 0 stale writes (seeds 52, 11, 40 s), but c and "
                              "python no grant after the first seconds: the harness's proxies "
                              "answer 3-5 s late with 10-15 clients, every attempt outlives the "
@@ -236,6 +244,14 @@ KNOWN_FAILURES: Dict[str, str] = {
 
 SHORT = ["single-watchdog", "single-fixed", "single-kill-restart", "selftest-ignore-lease",
          "selftest-reused-token"]
+# In the short schedule a driver listed here runs only in the scenarios
+# named: the default test run's time is nearly spent (measured 2026-11-29,
+# load 10-16: the suite took 136 s with c, python and aio, 147 s with async
+# in every short scenario, the difference in single-watchdog). The long
+# schedule runs every driver in every scenario.
+SHORT_ONLY_IN: Dict[str, List[str]] = {
+    "async": ["single-kill-restart", "selftest-ignore-lease", "selftest-reused-token"],
+}
 
 
 # ------------------------------------------------------------------ topology
@@ -1017,12 +1033,14 @@ def violations(r: Dict[str, Any]) -> List[str]:
 
 
 # ------------------------------------------------------------------ driver
-DRIVERS = ["c", "python", "aio"]
+DRIVERS = ["c", "async", "python", "aio"]
 
 
 def worker_cmd(driver: str, build: str, py: str) -> List[str]:
     if driver == "c":
         return [os.path.join(build, "worker-c")]
+    if driver == "async":
+        return [os.path.join(build, "worker-async")]
     if driver == "python":
         return [py, os.path.join(HERE, "worker.py")]
     if driver == "aio":
@@ -1197,12 +1215,15 @@ def main() -> int:
           f"histories in {work}")
     failed: List[str] = []
     summary: List[str] = []
+    short = not args.scenario and not args.long
+    plan = {n: [d for d in drivers if not short or n in SHORT_ONLY_IN.get(d, [n])]
+            for n in names}
     for n in names:
         sc = SCENARIOS[n]
         t = time.monotonic()
         if args.seconds:
             sc = dict(sc, seconds=args.seconds, long_seconds=args.seconds)
-        ok, lines = run_scenario(n, sc, seed, drivers, args.long, work, build, py, checker)
+        ok, lines = run_scenario(n, sc, seed, plan[n], args.long, work, build, py, checker)
         print(f"scenario {n} ({sc['what']}): {'ok' if ok else 'FAILED'} in "
               f"{time.monotonic() - t:.0f}s", flush=True)
         for ln in lines:

@@ -5,149 +5,7 @@
  *
  * Times are CLOCK_MONOTONIC in ns, the clock of time.monotonic_ns(). */
 #define _POSIX_C_SOURCE 200809L
-#include <arpa/inet.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "hilock.h"
-
-static const char FENCE_LUA[] =
-    "local function ge(a, b)\n"
-    "  if #a ~= #b then return #a > #b end\n"
-    "  return a >= b\n"
-    "end\n"
-    "local hi = redis.call('GET', KEYS[1])\n"
-    "local ok = 0\n"
-    "if (not hi) or ge(ARGV[1], hi) then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1]); ok = 1\n"
-    "end\n"
-    "redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ok)\n"
-    "return ok\n";
-
-typedef struct {
-    FILE *f;
-    int proc;
-    int next_id;
-    pthread_mutex_t mu;
-} wlog;
-
-typedef struct {
-    int64_t lease_ms, watchdog_lease_ms, command_timeout_ms, connect_timeout_ms;
-    int64_t replica_ack, wait_ms, writes, hold_ms;
-    int ignore_lease;
-    int reuse_token; /* self-test: every grant claims the first grant's token */
-} wopts;
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ns(int64_t ns) {
-    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static void log_line(wlog *lg, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&lg->mu);
-    fprintf(lg->f, "%s,\"p\":%d}\n", buf, lg->proc);
-    fflush(lg->f);
-    pthread_mutex_unlock(&lg->mu);
-}
-
-static int log_inv(wlog *lg, const char *op, const char *extra) {
-    int id = ++lg->next_id;
-    log_line(lg, "{\"ev\":\"inv\",\"op\":\"%s\",\"id\":%d,\"t\":%" PRId64 "%s", op, id, now_ns(),
-             extra);
-    return id;
-}
-
-static void log_ret(wlog *lg, const char *op, int id, const char *res, const char *extra) {
-    log_line(lg, "{\"ev\":\"ret\",\"op\":\"%s\",\"id\":%d,\"t\":%" PRId64 ",\"res\":\"%s\"%s", op,
-             id, now_ns(), res, extra);
-}
-
-/* ---- the fencing store: EVAL over a plain socket ---- */
-typedef struct {
-    int fd;
-    char keys[2][512];
-} fence;
-
-static int fence_open(fence *fc, int port, const char *lock) {
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    fc->fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fc->fd < 0 || connect(fc->fd, (struct sockaddr *)&a, sizeof a) != 0) return -1;
-    int one = 1;
-    setsockopt(fc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    snprintf(fc->keys[0], sizeof fc->keys[0], "fence:hi:%s", lock);
-    snprintf(fc->keys[1], sizeof fc->keys[1], "fence:log:%s", lock);
-    return 0;
-}
-
-static void put_bulk(char **p, const char *s) {
-    *p += sprintf(*p, "$%zu\r\n%s\r\n", strlen(s), s);
-}
-
-/* 1 accepted, 0 refused, -1 error */
-static int fence_write(fence *fc, int64_t token, const char *grant) {
-    char tok[32], cmd[4096], *p = cmd;
-    snprintf(tok, sizeof tok, "%" PRId64, token);
-    p += sprintf(p, "*7\r\n");
-    put_bulk(&p, "EVAL");
-    put_bulk(&p, FENCE_LUA);
-    put_bulk(&p, "2");
-    put_bulk(&p, fc->keys[0]);
-    put_bulk(&p, fc->keys[1]);
-    put_bulk(&p, tok);
-    put_bulk(&p, grant);
-    size_t len = (size_t)(p - cmd), off = 0;
-    while (off < len) {
-        ssize_t n = write(fc->fd, cmd + off, len - off);
-        if (n <= 0) return -1;
-        off += (size_t)n;
-    }
-    char rep[64];
-    size_t got = 0;
-    while (got < 4 || memcmp(rep + got - 2, "\r\n", 2) != 0) {
-        if (got >= sizeof rep - 1) return -1;
-        ssize_t n = read(fc->fd, rep + got, 1);
-        if (n <= 0) return -1;
-        got += (size_t)n;
-    }
-    if (memcmp(rep, ":1\r\n", 4) == 0) return 1;
-    if (memcmp(rep, ":0\r\n", 4) == 0) return 0;
-    return -1;
-}
-
-/* ---- the seeded plan (xorshift; same seed, same plan) ---- */
-static uint64_t rng_state;
-static double rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
+#include "worker_common.h"
 
 static void on_lost(hilock_lock *l, uint64_t tid, void *payload) {
     wlog *lg = payload;
@@ -161,27 +19,6 @@ static void on_lost_ml(hilock_multilock *m, uint64_t tid, void *payload) {
     int doubt = strstr(hilock_multilock_errmsg(m), "doubt") != NULL;
     log_line(lg, "{\"ev\":\"report\",\"op\":\"lost\",\"t\":%" PRId64 ",\"doubt\":%s,\"tid\":%" PRIu64,
              now_ns(), doubt ? "true" : "false", tid);
-}
-
-static const char *errname(int rc) {
-    switch (rc) {
-    case HILOCK_ETIMEDOUT: return "timeout";
-    case HILOCK_ENOTOWNER: return "notowner";
-    case HILOCK_ELOST: return "lost";
-    case HILOCK_ECONN: return "ConnectionError";
-    case HILOCK_EUNACKED: return "NotAcknowledgedError";
-    default: return "error";
-    }
-}
-
-/* ", \"msg\": \"...\"" with the handle's message, quotes and controls dropped */
-static void errmsg_json(char *buf, size_t len, const char *name, const char *msg) {
-    size_t n = (size_t)snprintf(buf, len, ",\"err\":\"%s\",\"msg\":\"", name);
-    for (const char *p = msg; *p && n + 3 < len; p++)
-        if (*p != '"' && *p != '\\' && (unsigned char)*p >= 32) buf[n++] = *p;
-    if (n + 3 > len) n = len - 3;
-    buf[n++] = '"';
-    buf[n] = 0;
 }
 
 static int may_write(const wopts *o, hilock_lock *l, hilock_multilock *m, uint64_t tid,
@@ -202,27 +39,8 @@ int main(int argc, char **argv) {
     wlog lg = {NULL, atoi(argv[4]), 0, PTHREAD_MUTEX_INITIALIZER};
     uint64_t seed = strtoull(argv[5], NULL, 10);
     double secs = atof(argv[6]);
-    wopts o = {0, 3000, 500, 500, 0, 2000, 3, 60, 0, 0};
-    for (int i = 8; i < argc; i++) {
-        char *eq = strchr(argv[i], '=');
-        if (!eq) return 2;
-        *eq = 0;
-        const char *k = argv[i], *v = eq + 1;
-        int64_t n = strtoll(v, NULL, 10);
-        if (!strcmp(k, "lease_ms")) o.lease_ms = n;
-        else if (!strcmp(k, "watchdog_lease_ms")) o.watchdog_lease_ms = n;
-        else if (!strcmp(k, "command_timeout_ms")) o.command_timeout_ms = n;
-        else if (!strcmp(k, "connect_timeout_ms")) o.connect_timeout_ms = n;
-        else if (!strcmp(k, "replica_ack")) o.replica_ack = n;
-        else if (!strcmp(k, "wait_ms")) o.wait_ms = n;
-        else if (!strcmp(k, "writes")) o.writes = n;
-        else if (!strcmp(k, "hold_ms")) o.hold_ms = n;
-        else if (!strcmp(k, "broken")) {
-            o.ignore_lease = !strcmp(v, "ignore-lease");
-            o.reuse_token = !strcmp(v, "reuse-token");
-        }
-        else return 2;
-    }
+    wopts o;
+    if (wopts_parse(&o, argc, argv, 8) != 0) return 2;
     rng_state = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)lg.proc * 0xBF58476D1CE4E5B9ULL + 1;
     lg.f = fopen(argv[7], "a");
     if (!lg.f) return 1;
