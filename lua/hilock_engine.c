@@ -23,7 +23,6 @@
 
 #include "hilock_lua.h"
 #include "proto.h"
-#include "uuid.h"
 
 #define PLOCK_MT "hilock.proto.lock"
 #define PREADER_MT "hilock.proto.reader"

@@ -35,7 +35,6 @@
 
 #include "hilock.h"
 #include "proto.h"
-#include "uuid.h"
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */

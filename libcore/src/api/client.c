@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "uuid.h"
 
 int hilock_version(void)
 {

@@ -135,6 +135,14 @@ HL_HIDDEN void hl_names_free(hl_names *n);
 
 /* Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod 16384). */
 HL_HIDDEN unsigned hl_key_slot(const char *key, size_t len);
+/* Random (version 4) UUIDs (uuid.c), for client ids and permit ids: the
+ * canonical lowercase form and a NUL into out (37 bytes). 0, or -1 when no
+ * random bytes could be read (out is then ""). The engine's one read of the
+ * kernel (getrandom(2), else /dev/urandom); no machine calls it, drivers do
+ * (the C client, the Lua and Python engine bindings). */
+#define HL_UUID_LEN 36
+HL_HIDDEN int hl_uuid4(char out[HL_UUID_LEN + 1]);
+
 /* "<uuid>:<tid>" into buf (>= HL_OWNER_MAX). */
 #define HL_OWNER_MAX 64
 HL_HIDDEN void hl_owner(char *buf, const char *client_id, uint64_t tid);

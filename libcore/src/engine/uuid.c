@@ -8,7 +8,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "uuid.h"
+#include "proto.h"
 
 static int fill_random(unsigned char *buf, size_t n)
 {
