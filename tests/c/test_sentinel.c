@@ -123,6 +123,25 @@ static int sentinels_see_replica(void *arg)
     return 1;
 }
 
+/* th_wait_for predicate: sentinel 0 took SENTINEL FAILOVER. It answers
+ * NOGOODSLAVE until it has read the replica's INFO since the replica
+ * (re)synchronised (it reads a replica's INFO every 10 s): ask again then. */
+static int failover_taken(void *arg)
+{
+    (void)arg;
+    redisContext *s = connect_port(sent[0].port);
+    if (!s)
+        return 0;
+    redisReply *r = redisCommand(s, "SENTINEL FAILOVER hm");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r)
+        freeReplyObject(r);
+    redisFree(s);
+    if (!ok)
+        th_sleep_ms(50);
+    return ok;
+}
+
 static int init_suite(void)
 {
     char extra[128];
@@ -353,12 +372,7 @@ static void t_failover(void)
     pthread_t t;
     pthread_create(&t, NULL, waiter_main, &w);
 
-    redisContext *s = connect_port(sent[0].port);
-    redisReply *r = redisCommand(s, "SENTINEL FAILOVER hm");
-    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-    if (r)
-        freeReplyObject(r);
-    redisFree(s);
+    CU_ASSERT_FATAL(th_wait_for(failover_taken, NULL, 20000));
     CU_ASSERT_FATAL(th_wait_for(master_is_replica_port, NULL, 20000));
 
     /* the lock survived on the new master, still A's, and A's watchdog
@@ -450,12 +464,7 @@ static void t_new_master_without_replicas(void)
     CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
 
     /* fail back to `master`, then its only replica goes */
-    redisContext *s = connect_port(sent[0].port);
-    redisReply *f = redisCommand(s, "SENTINEL FAILOVER hm");
-    CU_ASSERT(f && f->type == REDIS_REPLY_STATUS);
-    if (f)
-        freeReplyObject(f);
-    redisFree(s);
+    CU_ASSERT_FATAL(th_wait_for(failover_taken, NULL, 20000));
     CU_ASSERT_FATAL(th_wait_for(master_is_master_port, NULL, 20000));
     /* the demoted one follows it: by then every sentinel has announced the
      * switch, and the clients have dropped their old master's node */
