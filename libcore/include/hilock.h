@@ -365,7 +365,9 @@ HILOCK_API int hilock_lock_remaining_ms(int64_t *out, hilock_lock *l);
  * found gone, until tid's next successful acquire on this handle; the
  * handle remembers this for its 1024 most recently lost thread ids (older
  * ones read 0 again). Plain: 1 while any thread id of this handle has a
- * remembered loss. */
+ * remembered loss. A watchdog hold past its "in doubt" moment reads 1 at
+ * once, before the watchdog thread has reported it (the process was
+ * stopped past it, say). */
 HILOCK_API int hilock_lock_is_lost(const hilock_lock *l);
 HILOCK_API int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid);
 HILOCK_API void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb,

@@ -2157,6 +2157,19 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         """When a hold with clock st is reported "in doubt" (the engine's rule)."""
         return int(_E.renew_doubt_at(st[0], self._wd_ms, st[1], self._cmd_ms))
 
+    def _unsure(self, key: Tuple[int, str, str]) -> bool:
+        """Whether the watched hold key is in doubt at this moment by the
+        engine's rule (hl_renew_in_doubt: a renewal not tried yet gets its
+        chance until the lease's end), its report made or not: asked right
+        after the loop was blocked past the hold's deadline, before the
+        doubt timer has run (as hilock_async_is_lost)."""
+        st = self._wd_t.get(key)
+        if st is None or st[2] or key not in self._wd:
+            return False
+        now = self._now_ms()
+        tried = st[1] if st[1] >= 0 else now
+        return now >= int(_E.renew_doubt_at(st[0], self._wd_ms, tried, self._cmd_ms))
+
     def _arm_doubt(self) -> None:
         """The doubt timer: a loop timer of its own at the earliest doubt
         deadline, so that no stuck connect, handshake or read of a renewal
@@ -3288,10 +3301,12 @@ class Lock:
     def lost(self) -> bool:
         """True once the watchdog found this owner's hold gone, or reported
         it "in doubt" (no renewal confirmed for lease - lease/5: the lease
-        may end on the server); reset by the next successful acquire. (Call
-        it from the owning task.)"""
+        may end on the server), or when it is in doubt now by that rule and
+        the loop has not run the report yet (it was blocked); reset by the
+        next successful acquire. (Call it from the owning task.)"""
         owner, _tid = self._owner()
-        return self._key(owner) in self._c._lost
+        key = self._key(owner)
+        return key in self._c._lost or self._c._unsure(key)
 
     @property
     def on_lost(self) -> Optional[LostCallback]:

@@ -181,3 +181,36 @@ def test_aio_holders_share_one_subscription_and_waiters_unaffected(redis: RedisS
             await c.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_blocking_force_unlock_reported_at_once(redis: RedisServer, kind: str) -> None:
+    """The same for the blocking client (the C API's watchdog, through the
+    package): a watchdog hold (30 s lease, the first renewal 10 s away)
+    force-unlocked by another client is reported (on_lost, lost) well
+    before 1 s, once; its release then raises NotOwnerError."""
+    name = f"blkforce-{kind}-{uuid.uuid4().hex[:8]}"
+    c = hilock.Client(redis.url, watchdog_lease=LEASE)
+    other = hilock.Client(redis.url)
+    try:
+        lk = lock_of(c, kind, name)
+        told: List[float] = []
+        lk.on_lost = lambda l, tid: told.append(time.monotonic())
+        assert lk.acquire(wait=0)
+        channel = ("redisson_rwlock:{%s}" if kind in ("read", "write")
+                   else "redisson_lock__channel:{%s}") % name
+        wait_for(lambda: subscribers(redis, channel) >= 1, 5.0, "the holder's subscription")
+        t0 = time.monotonic()
+        assert lock_of(other, kind, name).force_unlock()
+        wait_for(lambda: told, 5.0, "the holder to be told")
+        dt = told[0] - t0
+        print(f"\nblocking {kind}: told {dt * 1000:.1f} ms after the force unlock")
+        assert dt < TOLD_BOUND, f"{kind}: told {dt * 1000:.0f} ms after the force unlock"
+        assert lk.lost
+        time.sleep(0.05)  # a second report would come within this
+        assert len(told) == 1, f"{kind}: on_lost called {len(told)} times"
+        with pytest.raises(hilock.NotOwnerError):
+            lk.release()
+    finally:
+        other.close()
+        c.close()

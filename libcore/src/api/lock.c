@@ -319,6 +319,16 @@ void hl_lock_remove_lost_hook(hilock_lock *l, hl_lost_hook_fn fn, void *payload)
     pthread_mutex_unlock(&l->hook_mu);
 }
 
+/* Asked before the watchdog thread reported it (the process was stopped,
+ * or that thread not scheduled yet, past the hold's doubt deadline): the
+ * session's rule at this moment says whether the hold is lost or in doubt,
+ * as hilock_async_is_lost does. */
+static int wd_says_lost(hilock_lock *l, uint64_t tid, int any_tid)
+{
+    hl_transport *t = &l->client->t;
+    return !hl_transport_forked(t) && hl_wd_is_lost(t, l, tid, any_tid, hl_now_mono_ms());
+}
+
 int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid)
 {
     if (!l)
@@ -329,7 +339,7 @@ int hilock_lock_is_lost_tid(const hilock_lock *l, uint64_t tid)
     for (hl_lost_state *s = m->lost; s; s = s->next)
         found |= s->tid == tid;
     pthread_mutex_unlock(&m->mu);
-    return found;
+    return found || wd_says_lost(m, tid, 0);
 }
 
 int hilock_lock_is_lost(const hilock_lock *l)
@@ -340,7 +350,7 @@ int hilock_lock_is_lost(const hilock_lock *l)
     pthread_mutex_lock(&m->mu);
     int any = m->lost != NULL;
     pthread_mutex_unlock(&m->mu);
-    return any;
+    return any || wd_says_lost(m, 0, 1);
 }
 
 void hilock_lock_set_lost_callback(hilock_lock *l, hilock_lost_cb cb, void *payload)

@@ -256,6 +256,12 @@ HL_HIDDEN int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const h
 HL_HIDDEN int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid,
                             int64_t *confirmed_at);
 HL_HIDDEN void hl_wd_forget_lock(hl_transport *c, const void *holder);
+/* 1 when a watchdog hold of (holder, tid) -- of holder, any tid, with
+ * any_tid -- is lost or in doubt at now by the session's rule, its report
+ * made or not yet (the watchdog thread may not have run since the process
+ * was stopped past the hold's doubt deadline). */
+HL_HIDDEN int hl_wd_is_lost(hl_transport *c, const void *holder, uint64_t tid, int any_tid,
+                            int64_t now);
 /* 1 when the calling thread is c's watchdog thread (so: inside a lost
  * callback of one of c's handles). */
 HL_HIDDEN int hl_wd_on_thread(hl_transport *c);

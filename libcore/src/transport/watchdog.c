@@ -752,6 +752,20 @@ int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid, int64_t *co
     return stopped;
 }
 
+int hl_wd_is_lost(hl_transport *c, const void *holder, uint64_t tid, int any_tid, int64_t now)
+{
+    hl_watchdog *wd = &c->wd;
+    int lost = 0;
+    pthread_mutex_lock(&wd->mu);
+    if (wd->holds_ready)
+        for (hl_wd_entry *e = map_next(wd->map, holder, any_tid ? 0 : tid, 0);
+             e && e->holder == holder && (any_tid || e->tid == tid) && !lost;
+             e = map_next(wd->map, holder, e->tid, (uintptr_t)e))
+            lost = !e->removed && hl_holds_is_lost(&wd->holds, &e->s, now);
+    pthread_mutex_unlock(&wd->mu);
+    return lost;
+}
+
 void hl_wd_forget(hl_transport *c, const void *holder, uint64_t tid)
 {
     hl_watchdog *wd = &c->wd;
