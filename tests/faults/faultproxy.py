@@ -35,6 +35,15 @@ server. Faults are switched on and off while connections are live:
                         connection of its own (its reply is dropped): a
                         request held up on its way past the command timeout
                         and delivered late (fired("held-delivered"))
+- late_reply(pat, s, reset=False)  the next client chunk containing pat is
+                        forwarded; the server's next reply on that
+                        connection waits s seconds, then is delivered
+                        (fired("late-reply-delivered")): a reply later
+                        than the command timeout that still arrives (or
+                        fired("late-reply-undeliverable") when the client
+                        closed the connection meanwhile). With reset, the
+                        connection is reset right after it
+                        (fired("late-reply-then-reset"))
 - silence(up=, down=)   drop (not hold) every byte in that direction, on the
                         live connections and on those accepted later:
                         up = requests lost, down = replies lost, both = a
@@ -82,6 +91,7 @@ class _Conn:
         self.server = server
         self.dead = False
         self.kill_on_reply = False
+        self.late: Optional[Tuple[float, bool]] = None  # late_reply's, for the next reply
         self._tag: Optional[str] = None
         self.drop_up = proxy.drop_up      # requests from the client are dropped
         self.drop_down = proxy.drop_down  # replies from the server are dropped
@@ -132,6 +142,9 @@ class _Conn:
                         return
                     if p._take(p._rst_reply, data):
                         self.kill_on_reply = True
+                    late = p._take_late(data)
+                    if late is not None:
+                        self.late = late
                     held = p._take_dup(data, p._holds)
                     if held is not None:
                         p._send_later(data, held, "held-delivered")
@@ -152,6 +165,20 @@ class _Conn:
                     for pat, secs, up in p.frame_delays:
                         if not up and pat in data:
                             delay = max(delay, secs)
+                    if self.late is not None:
+                        secs, rst = self.late
+                        self.late = None
+                        time.sleep(secs)
+                        if self.dead:  # the client closed it meanwhile
+                            p.events.append(("late-reply-undeliverable", time.monotonic()))
+                            return
+                        dst.sendall(data)
+                        if rst:
+                            p.events.append(("late-reply-then-reset", time.monotonic()))
+                            self.kill()
+                            return
+                        p.events.append(("late-reply-delivered", time.monotonic()))
+                        continue
                 if delay:
                     time.sleep(delay)
                 if self.dead:
@@ -181,6 +208,7 @@ class FaultProxy:
         self._rst_reply: List[bytes] = []
         self._dups: List[Tuple[bytes, float]] = []
         self._holds: List[Tuple[bytes, float]] = []
+        self._late: List[Tuple[bytes, float, bool]] = []
         self.events: List[Tuple[str, float]] = []
         self.conns: List[_Conn] = []
         self._mu = threading.Lock()
@@ -254,8 +282,13 @@ class FaultProxy:
         with self._mu:
             self._holds.append((pattern, secs))
 
+    def late_reply(self, pattern: bytes, secs: float, reset: bool = False) -> None:
+        with self._mu:
+            self._late.append((pattern, secs, reset))
+
     def clear(self) -> None:
         with self._mu:
+            self._late.clear()
             self._rst_request.clear()
             self._rst_reply.clear()
             self._dups.clear()
@@ -291,6 +324,16 @@ class FaultProxy:
                 if pat in data:
                     del dups[i]
                     return secs
+        return None
+
+    def _take_late(self, data: bytes) -> Optional[Tuple[float, bool]]:
+        if not self._late:
+            return None
+        with self._mu:
+            for i, (pat, secs, rst) in enumerate(self._late):
+                if pat in data:
+                    del self._late[i]
+                    return secs, rst
         return None
 
     def _send_later(self, data: bytes, secs: float, what: str = "duplicate-delivered") -> None:

@@ -1,0 +1,175 @@
+"""Replies later than the command timeout that still arrive (issue 31 item
+4 (c), (d)), per connection and direction: faultproxy.late_reply holds the
+server's reply to one request on its connection, then delivers it there
+(unless the client closed that connection meanwhile: then it cannot).
+
+- (d) a release whose reply comes after the command timeout: the release is
+  answered (or fails) within its bounds, the holder's next hold of the lock
+  is its own and whole once the late reply is due (hold count 1 asked three
+  times: no later call reads that reply as its own; refused to another
+  client; freed by one release).
+- (c) an acquire granted after the command timeout, its reply delivered
+  late and the connection reset right after it, while the attempt is being
+  settled: the grant is given back, nothing is held, and the client goes on
+  (blocking: it used to crash here; tests/c test_settle_faults has it for
+  both C APIs).
+
+Parametrized over the blocking client (the C API through the package) and
+hilock.aio; each scenario runs in one coroutine (hilock.aio's owner is the
+task), the blocking calls straight from it. 0.5 s command timeouts,
+replies 1.5 s late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+
+import pytest
+
+import hilock
+from conftest import RedisServer
+from faultproxy import FaultProxy
+
+LATE = 1.5
+TIMEOUT = 0.5
+DRIVERS = ["blocking", "aio"]
+
+
+def report(what: str, secs: float) -> None:
+    print(f"[time] {what}: {secs * 1000:.0f} ms")
+
+
+@pytest.fixture
+def server():
+    s = RedisServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def proxy(server):
+    p = FaultProxy(server.port)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def name() -> str:
+    return "lr:" + uuid.uuid4().hex[:12]
+
+
+async def do(v):
+    """A blocking call's value, or an aio call's awaited."""
+    return await v if inspect.isawaitable(v) else v
+
+
+async def opened(driver: str, url: str):
+    if driver == "blocking":
+        return hilock.Client(url, command_timeout=TIMEOUT, connect_timeout=1.0)
+    import hilock.aio as aio
+    return await aio.connect(url, command_timeout=TIMEOUT, connect_timeout=1.0)
+
+
+async def hold_count(lk) -> int:
+    n = lk.hold_count
+    return await do(n() if callable(n) else n)
+
+
+async def until(cond, secs: float) -> bool:
+    end = time.monotonic() + secs
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def make(c, kind, name):
+    return c.lock(name) if kind == "reentrant" else c.fair_lock(name)
+
+
+@pytest.mark.parametrize("kind", ["reentrant", "fair"])
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_release_reply_late_then_delivered(server, proxy, name, driver, kind):
+    other = hilock.Client(server.url, command_timeout=1.0)
+
+    async def main() -> None:
+        c = await opened(driver, proxy.url())
+        try:
+            lk = make(c, kind, name)
+            w = make(c, kind, name + ":warm")  # the scripts loaded, a pooled connection
+            assert await do(w.acquire(wait=0, lease=5))
+            await do(w.release())
+            assert await do(lk.acquire(wait=0, lease=30))
+            proxy.late_reply(b"redisson_unlock_latch", LATE)
+            t0 = time.monotonic()
+            err = None
+            try:
+                await do(lk.release())
+            except hilock.Error as e:  # allowed, if it says so: the key is what counts
+                err = e
+            answered = time.monotonic() - t0
+            assert answered < TIMEOUT + 2.0, "the release waited for its late reply"
+            assert server("EXISTS", name) == 0, "the release did not release"
+            # the same owner takes the lock again before the late reply is due
+            assert await do(lk.acquire(wait=0, lease=30))
+            assert await until(lambda: proxy.fired("late-reply-delivered") +
+                               proxy.fired("late-reply-undeliverable") == 1, LATE + 5)
+            late_at = time.monotonic() - t0
+            delivered = proxy.fired("late-reply-delivered") == 1
+            for _ in range(3):  # every later call gets its own answer
+                assert await hold_count(lk) == 1
+            assert not make(other, kind, name).acquire(wait=0, lease=30), \
+                "another client was granted the holder's later hold"
+            await do(lk.release())
+            assert server("EXISTS", name) == 0
+            print(f"[{driver} {kind}] release answered after {answered * 1000:.0f} ms "
+                  f"({'error: ' + str(err) if err else 'ok'}); the late reply "
+                  f"{'delivered' if delivered else 'undeliverable (connection closed)'} at "
+                  f"{late_at * 1000:.0f} ms; the later hold kept whole")
+        finally:
+            await do(c.close())
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        proxy.clear()
+        other.close()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_grant_reply_late_then_reset_during_settle(server, proxy, name, driver):
+    async def main() -> None:
+        c = await opened(driver, proxy.url())
+        try:
+            lk = c.lock(name)
+            w = c.lock(name + ":warm")
+            assert await do(w.acquire(wait=0, lease=5))
+            await do(w.release())
+            proxy.late_reply(name.encode(), LATE, reset=True)
+            t0 = time.monotonic()
+            with pytest.raises(hilock.ConnectionError):
+                await do(lk.acquire(wait=0, lease=30))
+            told = time.monotonic() - t0
+            assert told < TIMEOUT + 1.0
+            assert server("EXISTS", name) == 1, "the server did not run the attempt"
+            assert await until(lambda: server("EXISTS", name) == 0, LATE + 5), \
+                "the late grant was not given back"
+            given_back = time.monotonic() - t0
+            assert proxy.fired("late-reply-then-reset") == 1
+            report(f"{driver}: late grant then reset: acquire failed after", told)
+            report(f"{driver}: late grant then reset: given back after", given_back)
+            assert await do(lk.acquire(wait=1, lease=30))  # the client goes on
+            assert await hold_count(lk) == 1
+            await do(lk.release())
+            assert server("EXISTS", name) == 0
+        finally:
+            await do(c.close())
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        proxy.clear()
