@@ -27,7 +27,7 @@ typedef struct chunk {
 } chunk;
 
 typedef struct rule {
-    int kind; /* 1 late reply then reset, 2 hold request */
+    int kind; /* 1 late reply then reset, 2 hold request, 3 late reply */
     char pat[PAT_MAX];
     int delay_ms;
 } rule;
@@ -154,7 +154,7 @@ static void *conn_main(void *arg)
             if (client_open && send_all(pc->cfd, c->data, c->len) != 0)
                 dead = 1;
             reset |= c->reset;
-            if (c->reset) {
+            if (c->reset || c->fires) {
                 pthread_mutex_lock(&p->mu);
                 p->fired++;
                 pthread_mutex_unlock(&p->mu);
@@ -182,6 +182,12 @@ static void *conn_main(void *arg)
             pthread_mutex_unlock(&p->mu);
             if (r <= 0) {
                 client_open = 0; /* held requests still go out */
+                for (chunk *o = down; o; o = o->next)
+                    if (o->fires) { /* a late reply with nobody to take it: done */
+                        pthread_mutex_lock(&p->mu);
+                        p->fired++;
+                        pthread_mutex_unlock(&p->mu);
+                    }
                 drop_all(&down);
             } else if (drop) {
                 /* requests lost: the server never sees them */
@@ -198,8 +204,8 @@ static void *conn_main(void *arg)
                     c->at += ru.delay_ms;
                     c->fires = 1;
                 }
-                if (take_rule(p, 1, buf, (size_t)r, &ru)) {
-                    reply_rule = 1;
+                if (take_rule(p, 1, buf, (size_t)r, &ru) || take_rule(p, 3, buf, (size_t)r, &ru)) {
+                    reply_rule = ru.kind;
                     reply_delay = ru.delay_ms;
                 }
                 /* order is kept: nothing overtakes a held chunk */
@@ -226,9 +232,10 @@ static void *conn_main(void *arg)
             c->len = (size_t)r;
             c->at = mono_ms();
             if (reply_rule) {
-                reply_rule = 0;
                 c->at += reply_delay;
-                c->reset = 1;
+                c->reset = reply_rule == 1;
+                c->fires = reply_rule == 3;
+                reply_rule = 0;
             }
             for (chunk *o = down; o; o = o->next)
                 if (o->at > c->at)
@@ -349,6 +356,11 @@ static void add_rule(th_proxy *p, int kind, const char *pat, int delay_ms)
 void th_proxy_late_reply_then_reset(th_proxy *p, const char *pat, int delay_ms)
 {
     add_rule(p, 1, pat, delay_ms);
+}
+
+void th_proxy_late_reply(th_proxy *p, const char *pat, int delay_ms)
+{
+    add_rule(p, 3, pat, delay_ms);
 }
 
 void th_proxy_hold_request(th_proxy *p, const char *pat, int delay_ms)

@@ -31,13 +31,18 @@ th_proxy *th_proxy_start(int port);
 int th_proxy_port(const th_proxy *p);
 const char *th_proxy_url(const th_proxy *p);
 void th_proxy_late_reply_then_reset(th_proxy *p, const char *pat, int delay_ms);
+/* The server's next reply on the connection of the next request containing
+ * pat waits delay_ms, then is delivered there (the connection kept). It
+ * fires when delivered, or when the client closes that connection first. */
+void th_proxy_late_reply(th_proxy *p, const char *pat, int delay_ms);
 void th_proxy_hold_request(th_proxy *p, const char *pat, int delay_ms);
 void th_proxy_silence(th_proxy *p, int up, int down);
 void th_proxy_stall_new(th_proxy *p, int on);
 void th_proxy_refuse(th_proxy *p, int on);
 void th_proxy_reset(th_proxy *p);
 /* How many of the rules above have done what they say (the reply delivered
- * and the connection reset; the held request delivered). */
+ * and the connection reset; the late reply delivered; the held request
+ * delivered). */
 int th_proxy_fired(th_proxy *p);
 /* Stop: every connection closed, every thread joined. NULL is fine. */
 void th_proxy_stop(th_proxy *p);

@@ -191,6 +191,76 @@ static void t_blocking_late_release_copy_short_lease(void)
     blocking_late_release_copy("blate2", 2000);
 }
 
+/* hilock_async, issue 31 item 4 (d): a release whose reply comes back after
+ * the command timeout, on its connection, which stays open. The release is
+ * answered within its bounds; the same owner's next hold is whole when the
+ * late reply arrives (hold count 1 asked three times: no later request reads
+ * that reply as its own; another client refused; one release frees it). */
+static void t_async_release_reply_late(void)
+{
+    const char *name = "alate-reply";
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_client *c = open_url(th_proxy_url(p), 300);
+    hilock_client *o = open_url(srv.url, 1000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL, *ol = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&ol, o, name) == 0);
+    res r = {0};
+    int n = 0;
+    /* twice: the scripts loaded, the pooled connection open */
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+        CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+        if (i == 0) {
+            CU_ASSERT(hilock_async_release(a, l, 1, on_done, &r) == 0);
+            CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+        }
+    }
+    th_proxy_late_reply(p, "redisson_unlock_latch", 1500);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    int release_rc = r.rc;
+    int64_t answered = r.at - t0;
+    CU_ASSERT(answered < 300 + 2000);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    /* the same owner takes it again before the late reply comes */
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    int64_t end = th_now_ms() + 5000;
+    while (th_proxy_fired(p) < 1 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    int64_t late_at = th_now_ms() - t0;
+    CU_ASSERT_EQUAL(th_proxy_fired(p), 1);
+    int counts_ok = 1;
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_HOLD_COUNT, 1, on_done, &r) == 0);
+        CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+        counts_ok &= r.rc == 0 && r.value == 1;
+    }
+    int orc = hilock_lock_acquire(ol, 0, 30000);
+    printf("\n  release answered %d after %lld ms; late reply delivered (or its connection "
+           "closed) at %lld ms; the later "
+           "hold's count 1 three times: %d; another client's acquire: %d\n",
+           release_rc, (long long)answered, (long long)late_at, counts_ok, orc);
+    CU_ASSERT(counts_ok);
+    CU_ASSERT_EQUAL(orc, HILOCK_ETIMEDOUT);
+    if (orc == 0)
+        hilock_lock_release(ol);
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &r) == 0);
+    CU_ASSERT(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    hilock_lock_free(l);
+    hilock_lock_free(ol);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(o);
+    th_proxy_stop(p);
+}
+
 static int init_srv(void) { return th_redis_start(&srv, NULL); }
 
 static int clean_srv(void)
@@ -208,6 +278,8 @@ int main(void)
                 t_blocking_late_grant_then_reset);
     CU_add_test(s, "hilock_async: late grant then reset is given back",
                 t_async_late_grant_then_reset);
+    CU_add_test(s, "hilock_async: a release reply later than the timeout, then delivered",
+                t_async_release_reply_late);
     CU_add_test(s, "blocking: a late release copy past its latch lifetime leaves a later hold",
                 t_blocking_late_release_copy);
     CU_add_test(s, "blocking: a late release copy past every latch lifetime leaves a later hold",
