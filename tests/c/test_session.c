@@ -149,6 +149,86 @@ static void t_fixed_reentry_horizon(void)
     hl_holds_free(&t);
 }
 
+static hl_ps_event ps_frame(hl_ps_type type, int payload)
+{
+    hl_ps_event ev = {type, "ch", 2, payload, payload >= 0 ? payload : -1};
+    return ev;
+}
+
+/* What is heard on a hold's channel: only that hold is checked, once per
+ * message (or once more after a check in flight), a renewal sent after the
+ * message answers it, a "gone" answer is a loss, a release ends it. */
+static void t_heard_checks(void)
+{
+    hl_holds t;
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold a, b, f;
+    hl_hold_init(&a, NULL, 0);
+    hl_hold_init(&b, NULL, 0);
+    hl_hold_init(&f, NULL, 0);
+    hl_ps_event unlock = ps_frame(HL_PS_MESSAGE, 0), all = ps_frame(HL_PS_MESSAGE, 1),
+                odd = ps_frame(HL_PS_MESSAGE, -1), sub = ps_frame(HL_PS_SUBSCRIBE, -1),
+                moved = ps_frame(HL_PS_UNSUBSCRIBE, -1), other = ps_frame(HL_PS_OTHER, -1);
+    /* not in the table: nothing */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &unlock, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &a, 1, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &b, 1, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &f, 0, 5000, 0), 0);
+    /* not a lock's message, no frame, the connection lost: nothing */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &odd, 10), 0);
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &other, 10), 0);
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, NULL, 10), 0);
+    CU_ASSERT_EQUAL(hl_holds_check_pending(&t), 0);
+    CU_ASSERT_EQUAL(hl_holds_next(&t), 1000); /* the renewals' */
+    /* the subscription confirmed for b: only b, due now */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &b, &sub, 20), 1);
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &b, &unlock, 21), 0); /* already due */
+    CU_ASSERT_EQUAL(hl_holds_next(&t), 20);
+    CU_ASSERT_PTR_NULL(hl_holds_check_next(&t, 19)); /* heard later than that */
+    CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 25), &b);
+    CU_ASSERT_PTR_NULL(hl_holds_check_next(&t, 25)); /* one at a time, a only on its own */
+    CU_ASSERT_PTR_NULL(hl_holds_renew_next(&t, 25, 0)); /* nothing renewed for it */
+    /* heard while its check is in flight: once more after the answer */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &b, &all, 30), 0);
+    CU_ASSERT_PTR_NULL(hl_holds_check_next(&t, 30));
+    hl_holds_check_outcome(&t, &b, 0);
+    CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 31), &b);
+    hl_holds_check_outcome(&t, &b, -1); /* no answer: nothing known */
+    CU_ASSERT_EQUAL(b.in_table, 1);
+    CU_ASSERT_PTR_NULL(hl_holds_check_next(&t, 40));
+    CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
+    /* a fixed lease is checked too; gone: lost, in order, once */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &f, &moved, 50), 1);
+    CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 50), &f);
+    hl_holds_check_outcome(&t, &f, 1);
+    CU_ASSERT_EQUAL(f.in_table, 0);
+    CU_ASSERT_EQUAL(f.lost, 1);
+    CU_ASSERT_PTR_EQUAL(hl_holds_lost_next(&t), &f);
+    CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
+    hl_holds_check_outcome(&t, &f, 1); /* again: nothing */
+    CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
+    /* a renewal handed out after the message answers it */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &unlock, 990), 1);
+    CU_ASSERT_PTR_EQUAL(hl_holds_renew_next(&t, 1000, 0), &a);
+    CU_ASSERT_EQUAL(hl_holds_check_pending(&t), 0);
+    CU_ASSERT_PTR_NULL(hl_holds_check_next(&t, 1000));
+    /* ... one handed out before it does not */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &unlock, 1001), 1);
+    CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 1001), &a);
+    /* released while checked: its answer changes nothing */
+    hl_holds_remove(&t, &a);
+    hl_holds_check_outcome(&t, &a, 1);
+    CU_ASSERT_EQUAL(a.lost, 0);
+    CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
+    /* released while due: never handed out */
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &b, &unlock, 1100), 1);
+    hl_holds_remove(&t, &b);
+    CU_ASSERT_PTR_NULL(hl_holds_check_next(&t, 1100));
+    CU_ASSERT_EQUAL(hl_holds_next(&t), -1);
+    CU_ASSERT_EQUAL(t.count, 0);
+    hl_holds_free(&t);
+}
+
 /* ------------------------------------------------------ the random model */
 
 typedef struct {
@@ -469,6 +549,7 @@ int main(void)
     CU_add_test(s, "grant, renewal, doubt, loss", t_grant_renew_doubt);
     CU_add_test(s, "a late renewal is awaited, an unanswered one is not", t_late_renewal_grace);
     CU_add_test(s, "fixed lease, re-entry, batch horizon", t_fixed_reentry_horizon);
+    CU_add_test(s, "heard on a hold's channel: that hold checked", t_heard_checks);
     CU_add_test(s, "random schedules against a reference model", t_random_against_model);
     return th_cu_run();
 }

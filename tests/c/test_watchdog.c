@@ -661,6 +661,84 @@ static void t_force_unlock_right_after_grant_heard(void)
     hilock_client_close(c);
 }
 
+/* Calls of one command on srv so far (INFO commandstats), -1 unknown. */
+static long long command_calls(const char *cmd)
+{
+    enum { INFO_MAX = 65536 };
+    char *info = malloc(INFO_MAX), key[64];
+    if (!info || th_redis_str(&srv, info, INFO_MAX, "INFO commandstats") != 0) {
+        free(info);
+        return -1;
+    }
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, key);
+    long long n = p ? atoll(p + strlen(key)) : 0;
+    free(info);
+    return n;
+}
+
+typedef struct answered_arg {
+    hilock_client *c;
+    long long hexists_before;
+    uint64_t renewal_commands_before;
+} answered_arg;
+
+/* The second hold's confirmed subscription was answered: its check went
+ * out (one more HEXISTS on the server), or a renewal pass ran instead. */
+static int confirmation_answered(void *arg)
+{
+    answered_arg *a = arg;
+    hilock_stats st = {.version = HILOCK_STATS_VERSION};
+    if (hilock_client_stats(a->c, &st) == 0 && st.renewal_commands > a->renewal_commands_before)
+        return 1;
+    long long h = command_calls("hexists");
+    return h >= 0 && h > a->hexists_before;
+}
+
+/* A client that takes a second name checks only that hold when its
+ * channel's subscription is confirmed: the first name is not renewed for
+ * it (the check is the engine's per-hold HEXISTS, not a renewal pass over
+ * every hold), so a hold shorter than a renewal period counts no renewal
+ * (docs/observability.md, renewals). Before: the confirmation of each
+ * name's subscription renewed all the client's holds. */
+static void t_new_name_checks_only_its_hold(void)
+{
+    hilock_client *c = open_client(&srv, 30000, 0); /* first renewal 10 s after a grant */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *a = new_lock(c, "nn-first"), *b = new_lock(c, "nn-second");
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(a, 0, 0), 0);
+    answered_arg arg = {c, command_calls("hexists"), 0};
+    CU_ASSERT(th_wait_for(holder_listens, "redisson_lock__channel:{nn-first}", 3000));
+    CU_ASSERT(th_wait_for(confirmation_answered, &arg, 3000));
+    th_sleep_ms(300); /* the first hold's lease runs down from 30 000 */
+    hilock_stats st0 = {.version = HILOCK_STATS_VERSION}, st1 = st0;
+    CU_ASSERT_EQUAL(hilock_client_stats(c, &st0), 0);
+    long long evals0 = th_script_calls(&srv);
+    arg.hexists_before = command_calls("hexists");
+    arg.renewal_commands_before = st0.renewal_commands;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(b, 0, 0), 0);
+    CU_ASSERT(th_wait_for(holder_listens, "redisson_lock__channel:{nn-second}", 3000));
+    int answered = th_wait_for(confirmation_answered, &arg, 3000);
+    CU_ASSERT(answered);
+    CU_ASSERT_EQUAL(hilock_client_stats(c, &st1), 0);
+    long long evals = th_script_calls(&srv) - evals0;
+    long long pttl = th_redis_int(&srv, "PTTL nn-first");
+    printf("\n  renewals %llu -> %llu, renewal commands %llu -> %llu, scripts run for the "
+           "second name %lld, first name's PTTL %lld ms",
+           (unsigned long long)st0.renewals, (unsigned long long)st1.renewals,
+           (unsigned long long)st0.renewal_commands, (unsigned long long)st1.renewal_commands,
+           evals, pttl);
+    CU_ASSERT_EQUAL(st1.renewals, 0);
+    CU_ASSERT_EQUAL(st1.renewal_commands, 0);
+    CU_ASSERT_EQUAL(evals, 1); /* the second name's acquire, nothing else */
+    CU_ASSERT(pttl > 0 && pttl <= 29700); /* not set back to 30 000 */
+    CU_ASSERT_EQUAL(hilock_lock_release(b), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(a), 0);
+    hilock_lock_free(b);
+    hilock_lock_free(a);
+    hilock_client_close(c);
+}
+
 /* ---------------------------------------------------------------- stop renewing */
 
 static void t_free_stops_renewal(void)
@@ -842,6 +920,8 @@ int main(void)
     CU_add_test(s, "force unlock heard on the lock's channel", t_force_unlock_heard_at_once);
     CU_add_test(s, "force unlock right after the grant heard",
                 t_force_unlock_right_after_grant_heard);
+    CU_add_test(s, "a second name checks only its hold, renews nothing",
+                t_new_name_checks_only_its_hold);
     CU_add_test(s, "free stops renewal", t_free_stops_renewal);
     CU_add_test(s, "many holders and threads: each hold found, a freed handle's forgotten",
                 t_many_holders_and_tids);

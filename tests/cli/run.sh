@@ -587,16 +587,12 @@ stats_is() { # stats_is FILE KEY=VALUE... : every pair as printed
 }
 
 test_run_stats() {
-  # renewals: none is due within these holds (lease 30 s), but a watchdog
-  # hold renews once when its lock's channel subscription is confirmed
-  # (a force unlock published before that went unheard): 0 or 1
-  local z="renewal_failures=0 settles=0 reconnects=0 redirects=0"
+  local z="renewals=0 renewal_failures=0 settles=0 reconnects=0 redirects=0"
   # granted at the first try; hold at least the command's 0.3 s
   "$HL" run --stats rs -- sleep 0.3 2>"$T/rs1.err" || return 1
   stats_is "$T/rs1.err" kind=reentrant outcome=granted path=first_try lost=0 lost_gone=0 \
     lost_expired=0 lost_in_doubt=0 $z || return 1
   check "hold_ms >= 300 ($(stat "$T/rs1.err" hold_ms))" [ "$(stat "$T/rs1.err" hold_ms)" -ge 300 ] || return 1
-  check "renewals 0 or 1 ($(stat "$T/rs1.err" renewals))" [ "$(stat "$T/rs1.err" renewals)" -le 1 ] || return 1
   check "name printed as a JSON string" grep -q ' name="rs"$' "$T/rs1.err" || return 1
   # without --stats: no line
   "$HL" run rs -- true 2>"$T/rs0.err" || return 1
@@ -621,7 +617,6 @@ test_run_stats() {
   touch "$T/rs.go"
   wait_exit "$h" 5 && wait_exit "$w" 5 || return 1
   stats_is "$T/rs4.err" kind=reentrant outcome=granted path=woken lost=0 $z || return 1
-  check "renewals 0 or 1 ($(stat "$T/rs4.err" renewals))" [ "$(stat "$T/rs4.err" renewals)" -le 1 ] || return 1
   # a hold removed by a force unlock while the command runs: lost, and counted as gone
   bg "$HL" run --stats --watchdog-lease 0.3 --on-lost=warn rsl -- sh -c "$(holder_cmd rsl)" 2>"$T/rs6.err"; h=$LAST
   wait_for 5 "holder started" test -e "$T/rsl.started" || return 1

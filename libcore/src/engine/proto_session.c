@@ -134,6 +134,64 @@ static void lost_unqueue(hl_holds *t, hl_hold *h)
     h->queued = 0;
 }
 
+static void check_unqueue(hl_holds *t, hl_hold *h)
+{
+    if (!h->check_queued)
+        return;
+    if (h->cprev)
+        h->cprev->cnext = h->cnext;
+    else
+        t->check_head = h->cnext;
+    if (h->cnext)
+        h->cnext->cprev = h->cprev;
+    else
+        t->check_tail = h->cprev;
+    h->cnext = h->cprev = NULL;
+    h->check_queued = 0;
+}
+
+static void check_queue(hl_holds *t, hl_hold *h, int64_t at)
+{
+    h->check_at = at;
+    h->cnext = NULL;
+    h->cprev = t->check_tail;
+    h->check_queued = 1;
+    if (t->check_tail)
+        t->check_tail->cnext = h;
+    else
+        t->check_head = h;
+    t->check_tail = h;
+}
+
+/* h is no longer checked: out of the FIFO, its answer in flight ignored */
+static void check_end(hl_holds *t, hl_hold *h)
+{
+    check_unqueue(t, h);
+    h->checking = 0;
+    h->check_again = 0;
+}
+
+/* h found gone (a renewal's LOST, a check's "gone"): out of the table,
+ * queued for hl_holds_lost_next. */
+static void make_lost(hl_holds *t, hl_hold *h)
+{
+    heap_out(t, RENEW, h);
+    heap_out(t, DOUBT, h);
+    check_end(t, h);
+    h->in_table = 0;
+    h->renewing = 0;
+    h->lost = 1;
+    t->count--;
+    h->lnext = NULL;
+    h->lprev = t->lost_tail;
+    h->queued = 1;
+    if (t->lost_tail)
+        t->lost_tail->lnext = h;
+    else
+        t->lost_head = h;
+    t->lost_tail = h;
+}
+
 void hl_holds_init(hl_holds *t, int64_t watchdog_lease_ms, int64_t command_timeout_ms)
 {
     memset(t, 0, sizeof *t);
@@ -148,6 +206,7 @@ void hl_holds_free(hl_holds *t)
     t->heap[RENEW] = t->heap[DOUBT] = NULL;
     t->n[RENEW] = t->n[DOUBT] = t->cap = t->count = 0;
     t->lost_head = t->lost_tail = NULL;
+    t->check_head = t->check_tail = NULL;
 }
 
 void hl_hold_init(hl_hold *h, void *ref, int kind)
@@ -180,6 +239,7 @@ int hl_holds_grant(hl_holds *t, hl_hold *h, int watchdog, int64_t lease_ms, int6
         if (reserve(t) != 0)
             return -1;
         lost_unqueue(t, h); /* a hold found lost, granted again */
+        check_end(t, h);
         h->in_table = 1;
         h->renewing = 0;
         h->doubt = 0;
@@ -205,6 +265,7 @@ int hl_holds_grant(hl_holds *t, hl_hold *h, int watchdog, int64_t lease_ms, int6
 void hl_holds_remove(hl_holds *t, hl_hold *h)
 {
     lost_unqueue(t, h);
+    check_end(t, h);
     if (!h->in_table)
         return;
     heap_out(t, RENEW, h);
@@ -220,6 +281,8 @@ hl_hold *hl_holds_renew_next(hl_holds *t, int64_t now, int64_t horizon)
         return NULL;
     hl_hold *h = t->heap[RENEW][0];
     h->renewing = 1;
+    if (h->check_queued && now >= h->check_at)
+        check_unqueue(t, h); /* this renewal answers the check's question */
     if (h->tried_at < 0)
         h->tried_at = now; /* the first try since the last confirmation */
     h->next_renew = now + period(t);
@@ -269,19 +332,7 @@ hl_renew_outcome hl_holds_outcome(hl_holds *t, hl_hold *h, hl_renew_outcome o, i
         return o;
     h->renewing = 0;
     if (o == HL_RENEW_LOST) {
-        heap_out(t, RENEW, h);
-        heap_out(t, DOUBT, h);
-        h->in_table = 0;
-        h->lost = 1;
-        t->count--;
-        h->lnext = NULL;
-        h->lprev = t->lost_tail;
-        h->queued = 1;
-        if (t->lost_tail)
-            t->lost_tail->lnext = h;
-        else
-            t->lost_head = h;
-        t->lost_tail = h;
+        make_lost(t, h);
         return o;
     }
     if (o == HL_RENEW_RENEWED && sent_at > h->confirmed_at) {
@@ -303,6 +354,58 @@ hl_hold *hl_holds_doubt_next(hl_holds *t, int64_t now)
     return h;
 }
 
+int hl_holds_heard(hl_holds *t, hl_hold *h, const hl_ps_event *ev, int64_t now)
+{
+    if (!h->in_table || !ev)
+        return 0;
+    if (ev->type != HL_PS_SUBSCRIBE && ev->type != HL_PS_UNSUBSCRIBE && !hl_hold_check_on(ev))
+        return 0; /* not a lock's message, or no frame of the channel */
+    if (h->checking) { /* its answer may predate this: once more after it */
+        if (!h->check_again)
+            h->check_at = now;
+        h->check_again = 1;
+        return 0;
+    }
+    if (h->check_queued)
+        return 0; /* the check to come answers both */
+    check_queue(t, h, now);
+    return 1;
+}
+
+hl_hold *hl_holds_check_next(hl_holds *t, int64_t now)
+{
+    hl_hold *h = t->check_head;
+    if (!h || h->check_at > now)
+        return NULL;
+    check_unqueue(t, h);
+    h->checking = 1;
+    return h;
+}
+
+void hl_holds_check_outcome(hl_holds *t, hl_hold *h, int gone)
+{
+    if (!h->checking)
+        return; /* not handed out, or ended (released, granted anew, lost) */
+    h->checking = 0;
+    if (!h->in_table) {
+        h->check_again = 0;
+        return;
+    }
+    if (gone == 1) {
+        make_lost(t, h);
+        return;
+    }
+    if (h->check_again) { /* heard again while this one was in flight */
+        h->check_again = 0;
+        check_queue(t, h, h->check_at);
+    }
+}
+
+int hl_holds_check_pending(const hl_holds *t)
+{
+    return t->check_head != NULL;
+}
+
 hl_hold *hl_holds_lost_next(hl_holds *t)
 {
     hl_hold *h = t->lost_head;
@@ -321,14 +424,19 @@ int64_t hl_holds_next_doubt(const hl_holds *t)
     return top(t, DOUBT);
 }
 
+static int64_t earlier(int64_t a, int64_t b)
+{
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    return a < b ? a : b;
+}
+
 int64_t hl_holds_next(const hl_holds *t)
 {
-    int64_t r = top(t, RENEW), d = top(t, DOUBT);
-    if (r < 0)
-        return d;
-    if (d < 0)
-        return r;
-    return r < d ? r : d;
+    int64_t c = t->check_head ? t->check_head->check_at : -1;
+    return earlier(earlier(top(t, RENEW), top(t, DOUBT)), c);
 }
 
 int hl_holds_is_lost(const hl_holds *t, const hl_hold *h, int64_t now)

@@ -15,7 +15,9 @@
  * Inputs: a grant (hl_holds_grant, at the time the request was WRITTEN), a
  * renewal sent (hl_holds_renew_next hands it out and marks it sent), a
  * renewal's outcome (hl_holds_outcome), a release or forget
- * (hl_holds_remove), the time. Outputs: the next deadline (hl_holds_next*),
+ * (hl_holds_remove), what was heard on a hold's lock channel
+ * (hl_holds_heard) and a check's answer (hl_holds_check_outcome), the
+ * time. Outputs: the holds to check now (hl_holds_check_next), the next deadline (hl_holds_next*),
  * the holds to renew now (hl_holds_renew_next, one at a time, or
  * hl_holds_renew_due, all of them grouped into renewal commands), the holds to report "in doubt"
  * (hl_holds_doubt_next) and the holds found lost (hl_holds_lost_next). Each
@@ -56,11 +58,18 @@ typedef struct hl_hold {
                              renewal or a new grant ends the silence) */
     int doubted;          /* reported "in doubt" since the last grant */
     int lost;             /* the server said it is gone (queued or reported) */
+    int checking;         /* a check of it is in flight (hl_holds_check_next) */
+    int64_t check_at;     /* queued for a check: when the message that asked
+                             for it was heard (a renewal or check sent at or
+                             after that answers it) */
     /* the table's */
     size_t pos[2];        /* index + 1 in the renewal (0) and doubt (1) heaps */
     int64_t key[2];
     struct hl_hold *lnext, *lprev; /* the lost FIFO */
     int queued;
+    struct hl_hold *cnext, *cprev; /* the check FIFO */
+    int check_queued;     /* in the check FIFO */
+    int check_again;      /* heard while its check was in flight */
 } hl_hold;
 
 typedef struct hl_holds {
@@ -71,6 +80,7 @@ typedef struct hl_holds {
     size_t cap;           /* room in each heap: >= count */
     size_t count;         /* holds in the table */
     hl_hold *lost_head, *lost_tail;
+    hl_hold *check_head, *check_tail; /* holds to check now, in the order heard */
 } hl_holds;
 
 /* An empty table for a client's watchdog lease and command timeout. */
@@ -134,8 +144,39 @@ HL_HIDDEN hl_hold *hl_holds_doubt_next(hl_holds *t, int64_t now);
  * no longer in the table. */
 HL_HIDDEN hl_hold *hl_holds_lost_next(hl_holds *t);
 
-/* The earliest deadline (renewal or doubt), the earliest renewal, the
- * earliest doubt; -1: none. */
+/* What a driver heard on the lock channel of hold h (hl_hold_channel; a
+ * holder listens there so that a force unlock is reported at once), at
+ * now: ev a message, a confirmed subscription or an unrequested
+ * unsubscribe (the channel's cluster slot moved) on that channel. The
+ * session decides whether h is to be checked now ("is its field still
+ * there?", hl_cmd_hold_check: no renewal): a lock message
+ * (hl_hold_check_on: any unlock or force unlock of the lock), a
+ * subscription confirmed (a force unlock published before it took effect
+ * went unheard) or the slot moved (messages go unheard until the driver
+ * listens again). Only h is checked, never the client's other holds.
+ * Returns 1 when a check of h became due (take it with
+ * hl_holds_check_next), else 0 (nothing to do: another frame, h not in the
+ * table, or already due). A hold whose check is in flight is checked once
+ * more after its answer (hl_holds_check_outcome). */
+HL_HIDDEN int hl_holds_heard(hl_holds *t, hl_hold *h, const hl_ps_event *ev, int64_t now);
+/* The next hold to check now (in the order heard), marked as checking, or
+ * NULL. Send hl_cmd_hold_check for it and feed the answer to
+ * hl_holds_check_outcome. A renewal of a hold handed out at or after the
+ * message was heard answers the same question: such a hold is not handed
+ * out here (its renewal's outcome reports a loss). */
+HL_HIDDEN hl_hold *hl_holds_check_next(hl_holds *t, int64_t now);
+/* The answer to h's check (hl_hold_check_gone): gone 1 (the field is gone:
+ * the hold is lost: out of the schedule, queued for hl_holds_lost_next as
+ * a renewal's LOST outcome), 0 (still there), -1 (no usable answer:
+ * nothing known; the renewals and the doubt timer go on). A hold heard
+ * again meanwhile is due for another check. A hold not in the table is
+ * left alone. */
+HL_HIDDEN void hl_holds_check_outcome(hl_holds *t, hl_hold *h, int gone);
+/* 1 when a hold waits for hl_holds_check_next (its check not sent yet). */
+HL_HIDDEN int hl_holds_check_pending(const hl_holds *t);
+
+/* The earliest deadline (renewal, doubt, or a check due: the time it was
+ * heard), the earliest renewal, the earliest doubt; -1: none. */
 HL_HIDDEN int64_t hl_holds_next(const hl_holds *t);
 HL_HIDDEN int64_t hl_holds_next_renewal(const hl_holds *t);
 HL_HIDDEN int64_t hl_holds_next_doubt(const hl_holds *t);

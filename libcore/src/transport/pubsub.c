@@ -72,10 +72,12 @@ static void wake_waiter(hl_waiter *w)
         hl_notify_fire(w->notify);
 }
 
-static void tell_observers(hl_channel *ch)
+/* Every observer of ch hears ev (NULL: the connection was lost); what it
+ * means for a hold is the session's (hl_holds_heard). */
+static void tell_observers(hl_channel *ch, const hl_ps_event *ev)
 {
     for (hl_waiter *w = ch->observers; w; w = w->next)
-        w->on_message(w->on_arg);
+        w->on_message(w->on_arg, ev);
 }
 
 static void wake_all_waiters(hl_pubsub *ps)
@@ -83,7 +85,7 @@ static void wake_all_waiters(hl_pubsub *ps)
     for (hl_channel *ch = ps->channels; ch; ch = ch->next) {
         for (hl_waiter *w = ch->waiters; w; w = w->next)
             wake_waiter(w);
-        tell_observers(ch); /* messages may have been missed */
+        tell_observers(ch, NULL); /* heard again once subscribed again */
     }
 }
 
@@ -145,9 +147,9 @@ static void handle_frame(hl_node *n, redisReply *r)
                 wake_waiter(w);
         }
         /* an observer (a holder) registered after its grant: a force
-         * unlock published before this took effect went unheard, so it
-         * checks its hold now */
-        tell_observers(ch);
+         * unlock published before this took effect went unheard (the
+         * session has it checked) */
+        tell_observers(ch, &ev);
         pthread_cond_broadcast(&ps->cv);
         break;
     case HL_PS_UNSUBSCRIBE:
@@ -162,11 +164,11 @@ static void handle_frame(hl_node *n, redisReply *r)
                 wake_waiter(w);
             }
             /* they hear nothing more here: each listens again where the
-             * slot lives now (its owner asks hl_sub_moved) and checks its
-             * hold meanwhile */
+             * slot lives now (its owner asks hl_sub_moved), and the session
+             * has its hold checked meanwhile */
             for (hl_waiter *w = ch->observers; w; w = w->next)
                 __atomic_store_n(&w->moved, 1, __ATOMIC_RELEASE);
-            tell_observers(ch);
+            tell_observers(ch, &ev);
         } else {
             ch->state = HL_CH_PENDING; /* a waiter came back meanwhile */
             ch->sent = 0;
@@ -175,8 +177,7 @@ static void handle_frame(hl_node *n, redisReply *r)
     case HL_PS_MESSAGE: {
         /* the engine says how many: -1 all, n the n longest waiting that
          * are not woken yet (the waiters of one channel share a rule) */
-        if (hl_hold_check_on(&ev))
-            tell_observers(ch);
+        tell_observers(ch, &ev); /* the session says which holds to check */
         int64_t n = ch->waiters ? hl_ps_wakes((hl_wake_rule)ch->waiters->wake_rule, &ev) : 0;
         for (hl_waiter *w = ch->waiters; w && n != 0; w = w->next) {
             if (n < 0 || !w->signaled) {
@@ -337,7 +338,7 @@ int hl_sub_register(hl_transport *c, hl_waiter *w, const char *channel, int64_t 
 
 /* fn set: w is an observer (hl_sub_observe). */
 static int sub_register(hl_transport *c, hl_waiter *w, const char *channel, int64_t timeout_ms,
-                        int wake_rule, void (*fn)(void *arg), void *arg)
+                        int wake_rule, void (*fn)(void *arg, const hl_ps_event *ev), void *arg)
 {
     hl_node *node = hl_route(c, channel, strlen(channel));
     hl_pubsub *ps = &node->ps;
@@ -410,8 +411,8 @@ int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *channel,
     return sub_register(c, w, channel, timeout_ms, wake_rule, NULL, NULL);
 }
 
-int hl_sub_observe(hl_transport *c, hl_waiter *w, const char *channel, void (*fn)(void *arg),
-                   void *arg)
+int hl_sub_observe(hl_transport *c, hl_waiter *w, const char *channel,
+                   void (*fn)(void *arg, const hl_ps_event *ev), void *arg)
 {
     return sub_register(c, w, channel, 0, HL_WAKE_LOCK, fn, arg);
 }

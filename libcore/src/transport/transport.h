@@ -94,11 +94,12 @@ typedef struct hl_waiter {
                                  this waiter (hl_sub_notify) */
     int cv_live;         /* cv initialised by hl_sub_register_rule, destroyed
                             by hl_sub_unregister (even when not registered) */
-    /* an observer (hl_sub_observe): takes no wake; on_message(on_arg) is
-     * called, with the pubsub mutex held, for every message the engine's
-     * hl_hold_check_on accepts and after every reconnect */
+    /* an observer (hl_sub_observe): takes no wake; on_message(on_arg, ev)
+     * is called, with the pubsub mutex held, for every message on the
+     * channel, its subscription's confirmation, an unrequested unsubscribe
+     * (the slot moved) and a lost connection (ev NULL) */
     int observer;
-    void (*on_message)(void *arg);
+    void (*on_message)(void *arg, const hl_ps_event *ev);
     void *on_arg;
 } hl_waiter;
 
@@ -148,16 +149,19 @@ HL_HIDDEN int hl_sub_register_rule(hl_transport *c, hl_waiter *w, const char *ch
  * to another node (unregister, register again), else 0. */
 HL_HIDDEN int hl_sub_wait(hl_transport *c, hl_waiter *w, int64_t ms);
 /* Register w as an observer of channel (a holder listening on its own
- * lock's channel): fn(arg) runs on the listener thread, with the pubsub
- * mutex held (take no lock in it; write a wake-up), for every lock message
- * there, after every reconnect (a message may have been missed) and when
- * the channel's cluster slot moved (then hl_sub_moved says so: unregister
- * and observe again, where the slot lives now). It takes no waiter's wake.
- * Does not wait for the subscription. 0, or HILOCK_ENOMEM / HILOCK_ECLOSED
- * (not registered); hl_sub_unregister in every case. Call neither with a
- * lock held that fn's caller may wait for (the watchdog's mu). */
+ * lock's channel): fn(arg, ev) runs on the listener thread, with the pubsub
+ * mutex held, for every frame of the channel: each message, the
+ * confirmation of its subscription (again after every reconnect), an
+ * unrequested unsubscribe when the channel's cluster slot moved (then
+ * hl_sub_moved says so: unregister and observe again, where the slot lives
+ * now), and ev NULL when the connection was lost. What a frame means for
+ * the hold is the session's (hl_holds_heard). fn may take only a lock under
+ * which nothing takes the pubsub mutex (the watchdog's mu); it takes no
+ * waiter's wake. Does not wait for the subscription. 0, or HILOCK_ENOMEM /
+ * HILOCK_ECLOSED (not registered); hl_sub_unregister in every case. Call
+ * neither with a lock held that fn may take (the watchdog's mu). */
 HL_HIDDEN int hl_sub_observe(hl_transport *c, hl_waiter *w, const char *channel,
-                             void (*fn)(void *arg), void *arg);
+                             void (*fn)(void *arg, const hl_ps_event *ev), void *arg);
 /* An observer w: 1 when its channel's slot moved away (cluster) and it
  * hears nothing more there: unregister it and observe again. Takes no lock
  * (the flag is atomic for observers). */
@@ -224,8 +228,6 @@ typedef struct hl_watchdog {
     hl_worker rwk;       /* the renewal thread: the renewals' I/O, on its own
                             schedule; never calls up. Sleeps on its pipe
                             (stop, renew now) */
-    int renew_now;       /* atomic: a renewal pass is wanted before its time
-                            (a message on a held lock's channel) */
     unsigned follow_pass; /* watchdog.c's follow_moved; renewal thread only */
     int stop;
     struct hl_wd_entry *entries; /* watchdog.c: every entry, a doubly linked list */

@@ -55,8 +55,12 @@ typedef struct hl_wd_entry {
     int reporting;     /* the watchdog thread is reporting it in doubt */
     int removed;       /* claimed by a remover, who frees it once neither
                           inflight nor reporting; out of wd->holds */
-    hl_waiter obs;     /* observes the lock's channel (hl_hold_channel): a
-                          message there renews at once */
+    hl_waiter obs;     /* observes the lock's channel (hl_hold_channel):
+                          what it hears goes to the session
+                          (hl_holds_heard), which may have the hold checked */
+    hl_transport *client; /* hold_message's */
+    int observing;     /* hl_wd_add is registering obs (mu released): a
+                          remover waits for it */
     unsigned followed; /* the follow_moved pass that last looked at obs */
 } hl_wd_entry;
 
@@ -219,19 +223,27 @@ static void claim(hl_watchdog *wd, hl_wd_entry *e)
     e->removed = 1;
     if (!e->s.lost)
         hl_holds_remove(&wd->holds, &e->s);
-    while (e->inflight || e->reporting)
+    while (e->inflight || e->reporting || e->observing)
         pthread_cond_wait(&wd->cv, &wd->mu);
     hl_holds_remove(&wd->holds, &e->s);
     unlink_entry(wd, e);
 }
 
-/* The listener heard a message on a held lock's channel (a force unlock,
- * say): renew now. Runs with the pubsub mutex held: no lock, a wake-up. */
-static void hold_message(void *arg)
+/* The listener heard ev on hold e's lock channel (a force unlock, say):
+ * the session decides whether e is to be checked now (only e: no other
+ * hold is renewed or checked for it), and the renewal thread sends the
+ * check. Runs on the listener thread with the pubsub mutex held; takes mu
+ * (nothing takes the pubsub mutex under mu). e lives while it observes. */
+static void hold_message(void *arg, const hl_ps_event *ev)
 {
-    hl_transport *c = arg;
-    __atomic_store_n(&c->wd.renew_now, 1, __ATOMIC_RELEASE);
-    hl_worker_wake(&c->wd.rwk);
+    hl_wd_entry *e = arg;
+    hl_watchdog *wd = &e->client->wd;
+    pthread_mutex_lock(&wd->mu);
+    int due = !wd->stop && wd->holds_ready && !e->removed &&
+              hl_holds_heard(&wd->holds, &e->s, ev, hl_now_mono_ms());
+    if (due)
+        hl_worker_wake(&wd->rwk);
+    pthread_mutex_unlock(&wd->mu);
 }
 
 /* What lost callbacks asked for: nothing of this pass uses an entry any
@@ -482,7 +494,7 @@ static void follow_moved(hl_transport *c)
         e->inflight = 1;
         pthread_mutex_unlock(&wd->mu);
         hl_sub_unregister(c, &e->obs);
-        hl_sub_observe(c, &e->obs, hl_hold_channel(e->kind, e->names), hold_message, c);
+        hl_sub_observe(c, &e->obs, hl_hold_channel(e->kind, e->names), hold_message, e);
         pthread_mutex_lock(&wd->mu);
         e->inflight = 0;
         pthread_cond_broadcast(&wd->cv); /* removers */
@@ -516,7 +528,7 @@ static void renew_batch(hl_transport *c, int64_t horizon)
     size_t m = 0;
     int n = (int)hl_holds_renew_due(&wd->holds, sent_at, horizon, HL_RENEW_MANY_MAX, holds,
                                     (size_t)sc->ncap, sc->groups, &m);
-    if (n == 0)
+    if (n <= 0)
         return;
     for (int i = 0; i < n; i++)
         ((hl_wd_entry *)holds[i]->ref)->inflight = 1;
@@ -554,10 +566,71 @@ static void renew_batch(hl_transport *c, int64_t horizon)
     pthread_cond_broadcast(&wd->cv); /* removers; the watchdog thread reports */
 }
 
-/* The renewal thread: a pass when the session says a renewal is due (every
- * hold due within the next period goes with it, so the holds share one pass
- * per period), or when asked for one (all holds); the I/O with mu
- * released. It never calls up. */
+/* One check pass of the renewal thread: every hold the session has due
+ * for a check (a message on its lock's channel, hl_holds_heard) is asked
+ * "is your field still there?" (hl_cmd_hold_check, one pipeline; no
+ * renewal), and the session takes each answer (gone: lost, reported by the
+ * watchdog thread as a renewal's LOST is). mu held, released while the
+ * checks are in flight. */
+static void check_batch(hl_transport *c)
+{
+    hl_watchdog *wd = &c->wd;
+    int64_t now = hl_now_mono_ms();
+    hl_hold *s;
+    if (scratch_holds(wd, (int)wd->holds.count) != 0 || scratch_cmds(wd->scratch, (int)wd->holds.count) != 0) {
+        /* no memory: nothing known; the renewals and the doubt timer go on */
+        while ((s = hl_holds_check_next(&wd->holds, now)))
+            hl_holds_check_outcome(&wd->holds, s, -1);
+        return;
+    }
+    hl_wd_scratch *sc = wd->scratch;
+    hl_hold **holds = sc->holds;
+    int n = 0;
+    while (n < sc->ncap && n < sc->gcap && (s = hl_holds_check_next(&wd->holds, now))) {
+        ((hl_wd_entry *)s->ref)->inflight = 1;
+        holds[n++] = s;
+    }
+    if (n == 0)
+        return;
+    pthread_mutex_unlock(&wd->mu);
+    for (int i = 0; i < n; i++) {
+        const hl_wd_entry *e = holds[i]->ref;
+        hl_cmd_hold_check(&sc->cmds[i], e->names, e->owner);
+        sc->replies[i] = NULL;
+    }
+    char err[HL_ERRMSG_MAX];
+    if (hl_exec_pipeline(c, sc->cmds, n, sc->replies, err)) {
+        char msg[HL_ERRMSG_MAX + 32];
+        snprintf(msg, sizeof msg, "watchdog hold check failed: %s", err);
+        hl_transport_report(c, msg);
+    }
+    int *gone = sc->retry;
+    for (int i = 0; i < n; i++) {
+        gone[i] = -1; /* no usable answer: nothing known */
+        int g;
+        if (sc->replies[i] && hl_hold_check_gone(sc->replies[i], &g) == 0)
+            gone[i] = g;
+        if (sc->replies[i])
+            freeReplyObject(sc->replies[i]);
+    }
+    pthread_mutex_lock(&wd->mu);
+    for (int i = 0; i < n; i++) {
+        hl_wd_entry *e = holds[i]->ref;
+        /* a removed hold left the table: its answer changes nothing */
+        if (!e->removed) {
+            hl_holds_check_outcome(&wd->holds, &e->s, gone[i]);
+            if (e->s.lost && gone[i] == 1)
+                continue; /* stays inflight until the watchdog thread reports it */
+        }
+        e->inflight = 0;
+    }
+    pthread_cond_broadcast(&wd->cv); /* removers; the watchdog thread reports */
+}
+
+/* The renewal thread: a check pass when the session has holds due for a
+ * check (hl_holds_heard), a renewal pass when it says a renewal is due
+ * (every hold due within the next period goes with it, so the holds share
+ * one pass per period); the I/O with mu released. It never calls up. */
 static void *renewal_main(void *arg)
 {
     hl_transport *c = arg;
@@ -566,15 +639,20 @@ static void *renewal_main(void *arg)
     pthread_mutex_lock(&wd->mu);
     while (!wd->stop) {
         int64_t now = hl_now_mono_ms();
-        /* taken whether or not a renewal is due: a pass now covers it */
-        int asked = __atomic_exchange_n(&wd->renew_now, 0, __ATOMIC_ACQ_REL);
         int64_t due = hl_holds_next_renewal(&wd->holds);
-        if (asked || (due >= 0 && due <= now)) {
-            renew_batch(c, asked ? INT64_MAX / 4 : period);
+        if (due >= 0 && due <= now) {
+            /* first: a renewal due answers a check of its hold too */
+            renew_batch(c, period);
             follow_moved(c);
             continue;
         }
-        /* sleep on the pipe: hold_message and hl_wd_shutdown write to it;
+        if (hl_holds_check_pending(&wd->holds)) {
+            check_batch(c);
+            follow_moved(c);
+            continue;
+        }
+        /* sleep on the pipe: hold_message (a check due) and hl_wd_shutdown
+         * write to it;
          * a hold added meanwhile is due a period after its grant at the
          * earliest, so a period's sleep when none is due finds it in time */
         pthread_mutex_unlock(&wd->mu);
@@ -710,11 +788,8 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     e->names = names;
     e->tid = tid;
     e->holds = 1;
+    e->client = c;
     hl_hold_owner(e->owner, kind, c->id, tid);
-    /* listen on the lock's own channel, so that a force unlock is checked
-     * at once; not under mu (routing may refresh a cluster's slot map). No
-     * subscription (closing, no memory) only means the next tick finds it. */
-    hl_sub_observe(c, &e->obs, hl_hold_channel(kind, names), hold_message, c);
     pthread_mutex_lock(&wd->mu);
     if (add_hold(wd, holder, tid, sent_at)) { /* added meanwhile */
         pthread_mutex_unlock(&wd->mu);
@@ -728,7 +803,18 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
         return HILOCK_ENOMEM;
     }
     link_entry(wd, e);
+    e->observing = 1; /* a remover waits until obs is registered */
     pthread_cond_broadcast(&wd->cv); /* the watchdog thread times its doubt */
+    pthread_mutex_unlock(&wd->mu);
+    /* listen on the lock's own channel, so that a force unlock is checked
+     * at once; in the table first, so that what is heard (the subscription
+     * confirmed, say) applies to it. Not under mu (routing may refresh a
+     * cluster's slot map; the listener takes mu). No subscription (closing,
+     * no memory) only means the next renewal finds a loss. */
+    hl_sub_observe(c, &e->obs, hl_hold_channel(kind, names), hold_message, e);
+    pthread_mutex_lock(&wd->mu);
+    e->observing = 0;
+    pthread_cond_broadcast(&wd->cv); /* removers */
     pthread_mutex_unlock(&wd->mu);
     return 0;
 }
