@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Safety suite (docs/safety.md): clients of the C (blocking and hilock_async),
-# Python and hilock.aio drivers on one fenced lock each, a fencing store, a seeded nemesis, and the
+# Python, hilock.aio and OpenResty drivers on one fenced lock each, a fencing store, a seeded nemesis, and the
 # checkers (Porcupine's mutex model, fencing, liveness).
 #   tests/safety/run.sh                       the short schedule (about 2.5 minutes)
 #   tests/safety/run.sh --long                every scenario, long (HILOCK_SAFETY=long too)
@@ -25,6 +25,13 @@ for w in c:worker async:worker_async; do
     cat "$out/worker-${w%%:*}.log"; echo "worker-${w%%:*} build failed"; echo "0 passed, 1 failed"; exit 1
   fi
 done
+# the OpenResty workers (worker_resty.sh): nginx with its lua module (scripts/deps.sh
+# --test), and the LuaJIT hilock.so of this build (not in its default target)
+command -v nginx >/dev/null || { echo "safety: nginx is not installed"; echo "0 passed, 1 failed"; exit 1; }
+if ! cmake --build "${HILOCK_BUILD:-$root/build/release}" --target hilock_lua -j2 >"$out/lua.log" 2>&1; then
+  cat "$out/lua.log"; echo "hilock_lua build failed"; echo "0 passed, 1 failed"; exit 1
+fi
+export HILOCK_LUA_CPATH="${HILOCK_BUILD:-$root/build/release}/lua/luajit"
 PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "safety: the Go toolchain (go) is not on the PATH"; echo "0 passed, 1 failed"; exit 1; }
 # Porcupine, pinned in checker/go.mod and go.sum (from the Go module proxy)

@@ -2,7 +2,7 @@
 store, a seeded nemesis, and the checkers. See README.md in this folder and
 docs/safety.md.
 
-    safety.py [--seed N] [--scenario NAME ...] [--drivers c,async,python,aio]
+    safety.py [--seed N] [--scenario NAME ...] [--drivers c,async,python,aio,openresty]
               [--long] [--list] [--keep DIR]
 
 Exit status 1 when a scenario expected to pass shows a violation, or a
@@ -1033,7 +1033,7 @@ def violations(r: Dict[str, Any]) -> List[str]:
 
 
 # ------------------------------------------------------------------ driver
-DRIVERS = ["c", "async", "python", "aio"]
+DRIVERS = ["c", "async", "python", "aio", "openresty"]
 
 
 def worker_cmd(driver: str, build: str, py: str) -> List[str]:
@@ -1041,6 +1041,9 @@ def worker_cmd(driver: str, build: str, py: str) -> List[str]:
         return [os.path.join(build, "worker-c")]
     if driver == "async":
         return [os.path.join(build, "worker-async")]
+    if driver == "openresty":
+        # worker_resty.sh execs nginx: the process is the client
+        return [os.path.join(HERE, "worker_resty.sh")]
     if driver == "python":
         return [py, os.path.join(HERE, "worker.py")]
     if driver == "aio":
