@@ -18,8 +18,9 @@
  * lengths). The same seed gives the same schedule (printed with -v); the
  * interleaving is real time on a real machine and is not replayed.
  *
- * Faults, per connection (the k-th connection accepted in the seed, or all)
- * and per direction (up = requests, down = replies): delay every chunk,
+ * Faults, per connection (the k-th connection accepted in the seed), per
+ * client (each client has its own proxy listener: all its connections, also
+ * new ones, so one client can be cut off) or on all, and per direction (up = requests, down = replies): delay every chunk,
  * drop every byte, reset before the request reaches the server, reset after
  * the request with the reply lost, reset right after the reply is delivered;
  * for new connections: refuse (reset at once), stall (accepted, never
@@ -80,7 +81,7 @@
 #define CMD_TIMEOUT 120
 #define CONNECT_TIMEOUT 150
 #define FAIR_WINDOW 1000
-#define FAULT_SPAN 1500   /* faults start within this many ms of the seed's start */
+#define FAULT_SPAN 2000   /* faults start within this many ms of the seed's start */
 #define CALL_SLACK 6000   /* a call completes within wait + this */
 #define SEED_LIMIT 20000  /* a seed ends within this (else: calls stuck) */
 #define END_CHECK_MS 4000 /* the server is clean within this after the last call */
@@ -215,7 +216,9 @@ enum { D_UP = 1, D_DOWN = 2 };
 typedef struct fault {
     int64_t at;
     int kind;
-    int target;  /* -1: every connection; k: the k-th live connection (mod count) */
+    int target;  /* -1: every connection; -2 - c: every connection of client c
+                    (also new ones: c partitioned); k >= 0: the k-th live
+                    connection (mod count) */
     int dir;     /* D_UP | D_DOWN */
     int64_t ms;  /* delay */
     int64_t dur; /* how long (delay, drop, refuse, stall, pause) */
@@ -245,7 +248,8 @@ static void schedule_draw(schedule *s, uint64_t seed)
             o->wait = chance(&r, 25) ? 0 : rnd(&r, 50, 900);
             o->lease = chance(&r, 50) ? 0 : rnd(&r, 100, 400);
             o->reenter = o->type == OP_LOCK && o->res == 0 && chance(&r, 25);
-            o->hold = chance(&r, 50) ? rnd(&r, 0, 60) : rnd(&r, 0, 500);
+            int h = (int)rnd(&r, 0, 99); /* short, medium, or past a few renewals */
+            o->hold = h < 40 ? rnd(&r, 0, 60) : h < 80 ? rnd(&r, 0, 500) : rnd(&r, 500, 1500);
             o->cancel = chance(&r, 20) ? rnd(&r, 10, 400) : -1;
         }
     }
@@ -257,11 +261,12 @@ static void schedule_draw(schedule *s, uint64_t seed)
         f->kind = k < 18 ? F_DELAY : k < 34 ? F_DROP : k < 44 ? F_RST_REQ : k < 54 ? F_RST_NOREPLY
                 : k < 64 ? F_RST_REPLY : k < 71 ? F_REFUSE : k < 78 ? F_STALL : k < 92 ? F_PAUSE
                 : F_RESTART;
-        f->target = chance(&r, 35) ? -1 : (int)rnd(&r, 0, 7);
+        int t = (int)rnd(&r, 0, 99);
+        f->target = t < 30 ? -1 : t < 65 ? -2 - (int)rnd(&r, 0, NCL - 1) : (int)rnd(&r, 0, 7);
         f->dir = (int)rnd(&r, 1, 3);
         /* a delay past the command timeout makes late copies */
         f->ms = chance(&r, 50) ? rnd(&r, 30, 300) : rnd(&r, 300, 1500);
-        f->dur = rnd(&r, 50, 900);
+        f->dur = rnd(&r, 50, 1200);
     }
     /* in time order (insertion sort: few) */
     for (int i = 1; i < s->nfaults; i++)
@@ -291,10 +296,17 @@ static void schedule_print(sbuf *b, const schedule *s)
         }
     for (int i = 0; i < s->nfaults; i++) {
         const fault *f = &s->faults[i];
+        char tg[16];
+        if (f->target == -1)
+            snprintf(tg, sizeof tg, "all");
+        else if (f->target <= -2)
+            snprintf(tg, sizeof tg, "c%d", -2 - f->target);
+        else
+            snprintf(tg, sizeof tg, "conn#%d", f->target);
         sb_printf(b,
-                  "  plan fault @%" PRId64 ": %s target=%d dir=%s ms=%" PRId64 " dur=%" PRId64
+                  "  plan fault @%" PRId64 ": %s target=%s dir=%s ms=%" PRId64 " dur=%" PRId64
                   "\n",
-                  f->at, fault_names[f->kind], f->target,
+                  f->at, fault_names[f->kind], tg,
                   f->dir == 3 ? "both" : f->dir == D_UP ? "up" : "down", f->ms, f->dur);
     }
 }
@@ -361,6 +373,7 @@ typedef struct pconn {
     struct pconn *next;
     struct lane *lane;
     int ordinal;          /* k-th connection accepted in this seed */
+    int client;           /* whose listener accepted it */
     int fd[2];            /* 0: client side, 1: server side */
     int connecting;       /* server side connect in progress */
     int stalled;          /* accepted, never answered */
@@ -382,13 +395,19 @@ typedef struct lane {
     int paused;
     int64_t pause_end;
     int restarting;
-    int listen_fd, port;
-    char url[64];
+    /* one proxy listener per client, so that a fault can cut one client off */
+    struct listener {
+        struct lane *lane;
+        int client, fd, port;
+        char url[64];
+    } lsn[NCL];
     pconn *conns;
     int nconn_seed;
-    /* lane-wide faults (target -1): on live and new connections */
-    int64_t delay_until[2], delay_ms[2], drop_until[2];
-    int64_t refuse_until, stall_until;
+    /* client-wide faults (target -1 or -2 - c): on its live and new connections */
+    struct cfault {
+        int64_t delay_until[2], delay_ms[2], drop_until[2];
+        int64_t refuse_until, stall_until;
+    } cf[NCL];
     hilock_client *cl[NCL];
     redisContext *ctl; /* direct to the server: setup and end checks */
     struct seedrun *run; /* the seed running now, or NULL */
@@ -456,14 +475,15 @@ static int64_t eff_delay(const pconn *c, int d, int64_t now)
     int64_t ms = 0;
     if (now < c->delay_until[d])
         ms = c->delay_ms[d];
-    if (now < c->lane->delay_until[d] && c->lane->delay_ms[d] > ms)
-        ms = c->lane->delay_ms[d];
+    const struct cfault *w = &c->lane->cf[c->client];
+    if (now < w->delay_until[d] && w->delay_ms[d] > ms)
+        ms = w->delay_ms[d];
     return ms;
 }
 
 static int dropping(const pconn *c, int d, int64_t now)
 {
-    return now < c->drop_until[d] || now < c->lane->drop_until[d];
+    return now < c->drop_until[d] || now < c->lane->cf[c->client].drop_until[d];
 }
 
 /* Write what is due in direction d. Returns -1 when the connection was closed. */
@@ -593,13 +613,14 @@ static void pconn_on_event(pconn *c, int fd, uint32_t ev, int64_t now)
     pconn_update(c);
 }
 
-static void lane_accept(lane *l, int64_t now)
+static void lane_accept(struct listener *ls, int64_t now)
 {
+    lane *l = ls->lane;
     for (;;) {
-        int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(ls->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        if (now < l->refuse_until) {
+        if (now < l->cf[ls->client].refuse_until) {
             seed_note(l->run, "proxy: new connection refused");
             set_linger0(fd);
             close(fd);
@@ -609,12 +630,13 @@ static void lane_accept(lane *l, int64_t now)
         if (!c)
             abort();
         c->lane = l;
+        c->client = ls->client;
         c->ordinal = l->nconn_seed++;
         c->fd[0] = fd;
         c->fd[1] = -1;
         c->next = l->conns;
         l->conns = c;
-        if (now < l->stall_until) {
+        if (now < l->cf[ls->client].stall_until) {
             seed_note(l->run, "proxy: conn %d accepted and stalled", c->ordinal);
             c->stalled = 1;
             continue;
@@ -644,7 +666,7 @@ static void lane_accept(lane *l, int64_t now)
     }
 }
 
-static int lane_listen(lane *l)
+static int lane_listen(struct listener *ls)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -661,10 +683,10 @@ static int lane_listen(lane *l)
         close(fd);
         return -1;
     }
-    l->listen_fd = fd;
-    l->port = ntohs(a.sin_port);
-    snprintf(l->url, sizeof l->url, "redis://127.0.0.1:%d", l->port);
-    return fd_set_events(fd, FD_LISTEN, l, EPOLLIN);
+    ls->fd = fd;
+    ls->port = ntohs(a.sin_port);
+    snprintf(ls->url, sizeof ls->url, "redis://127.0.0.1:%d", ls->port);
+    return fd_set_events(fd, FD_LISTEN, ls, EPOLLIN);
 }
 
 /* ---------------------------------------------------------------- */
@@ -1251,27 +1273,38 @@ static void apply_fault(seedrun *s, fault *f, int64_t now)
         return;
     }
     const char *dn = f->dir == 3 ? "both" : f->dir == D_UP ? "up" : "down";
+    int who = f->target <= -2 ? -2 - f->target : -1; /* one client, or all (-1) */
+    char where[32];
+    if (c)
+        snprintf(where, sizeof where, "conn %d", c->ordinal);
+    else if (who >= 0)
+        snprintf(where, sizeof where, "client c%d", who);
+    else
+        snprintf(where, sizeof where, "every client");
     switch (f->kind) {
     case F_DELAY:
     case F_DROP:
         for (int d = 0; d < 2; d++) {
             if (!(f->dir & (d == 0 ? D_UP : D_DOWN)))
                 continue;
-            int64_t *until = f->kind == F_DELAY ? (c ? c->delay_until : l->delay_until)
-                                                : (c ? c->drop_until : l->drop_until);
-            until[d] = now + f->dur;
-            if (f->kind == F_DELAY)
-                (c ? c->delay_ms : l->delay_ms)[d] = f->ms;
+            for (int k = 0; k < NCL; k++) {
+                if (c ? k > 0 : (who >= 0 && k != who))
+                    continue;
+                int64_t *until = f->kind == F_DELAY ? (c ? c->delay_until : l->cf[k].delay_until)
+                                                    : (c ? c->drop_until : l->cf[k].drop_until);
+                until[d] = now + f->dur;
+                if (f->kind == F_DELAY)
+                    (c ? c->delay_ms : l->cf[k].delay_ms)[d] = f->ms;
+            }
         }
-        seed_note(s, "fault %s %s on %s%d for %" PRId64 " ms (%" PRId64 " ms)",
-                      fault_names[f->kind], dn, c ? "conn " : "all", c ? c->ordinal : 0, f->dur,
-                      f->ms);
+        seed_note(s, "fault %s %s on %s for %" PRId64 " ms (%" PRId64 " ms)",
+                  fault_names[f->kind], dn, where, f->dur, f->ms);
         break;
     case F_RST_REQ:
     case F_RST_NOREPLY:
     case F_RST_REPLY:
         for (pconn *x = l->conns; x; x = x->next) {
-            if (x->stalled || (c && x != c))
+            if (x->stalled || (c && x != c) || (who >= 0 && x->client != who))
                 continue;
             if (f->kind == F_RST_REQ)
                 x->rst_req = 1;
@@ -1280,17 +1313,24 @@ static void apply_fault(seedrun *s, fault *f, int64_t now)
             else
                 x->rst_reply = 1;
         }
-        seed_note(s, "fault %s armed on %s%d", fault_names[f->kind], c ? "conn " : "all",
-                  c ? c->ordinal : 0);
+        seed_note(s, "fault %s armed on %s", fault_names[f->kind], where);
         break;
     case F_REFUSE:
-        l->refuse_until = now + f->dur;
-        seed_note(s, "fault refuse-new for %" PRId64 " ms", f->dur);
-        break;
     case F_STALL:
-        l->stall_until = now + f->dur;
-        s->stalled = 1;
-        seed_note(s, "fault stall-new for %" PRId64 " ms", f->dur);
+        for (int k = 0; k < NCL; k++) {
+            if (who >= 0 && k != who)
+                continue;
+            if (c && k != c->client)
+                continue;
+            if (f->kind == F_REFUSE)
+                l->cf[k].refuse_until = now + f->dur;
+            else
+                l->cf[k].stall_until = now + f->dur;
+        }
+        if (f->kind == F_STALL)
+            s->stalled = 1;
+        seed_note(s, "fault %s for %" PRId64 " ms on %s", fault_names[f->kind], f->dur,
+                  c ? "its client" : where);
         break;
     case F_PAUSE:
         srv_pause(l, 1);
@@ -1310,9 +1350,7 @@ static void apply_fault(seedrun *s, fault *f, int64_t now)
 static void heal(seedrun *s)
 {
     lane *l = s->lane;
-    memset(l->delay_until, 0, sizeof l->delay_until);
-    memset(l->drop_until, 0, sizeof l->drop_until);
-    l->refuse_until = l->stall_until = 0;
+    memset(l->cf, 0, sizeof l->cf);
     srv_pause(l, 0);
     for (pconn *c = l->conns; c; c = c->next) {
         memset(c->delay_until, 0, sizeof c->delay_until);
@@ -1604,9 +1642,10 @@ static void *open_clients(void *arg)
             char err[256] = "";
             int rc = -1;
             for (int attempt = 0; attempt < 5 && rc != 0; attempt++)
-                rc = hilock_client_open(&lanes[i].cl[k], lanes[i].url, &o, err, sizeof err);
+                rc = hilock_client_open(&lanes[i].cl[k], lanes[i].lsn[k].url, &o, err,
+                                        sizeof err);
             if (rc) {
-                fprintf(stderr, "lane %d: open %s: %s (%s)\n", i, lanes[i].url,
+                fprintf(stderr, "lane %d: open %s: %s (%s)\n", i, lanes[i].lsn[k].url,
                         hilock_strerror(rc), err);
                 lanes[i].cl[k] = NULL;
             }
@@ -1737,7 +1776,7 @@ int main(int argc, char **argv)
 {
     uint64_t nseeds = 1000, first = 0;
     int have_first = 0, explicit_masks = 0, all = 0;
-    nlanes = 48;
+    nlanes = 64;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc)
             nseeds = strtoull(argv[++i], NULL, 10);
@@ -1826,8 +1865,13 @@ int main(int argc, char **argv)
     int64_t t_start = now_ms();
     for (int i = 0; i < nlanes; i++) {
         lanes[i].idx = i;
-        lanes[i].listen_fd = -1;
-        if (th_redis_start(&lanes[i].srv, NULL) != 0 || lane_listen(&lanes[i]) != 0) {
+        int bad = th_redis_start(&lanes[i].srv, NULL) != 0;
+        for (int k = 0; k < NCL && !bad; k++) {
+            lanes[i].lsn[k].lane = &lanes[i];
+            lanes[i].lsn[k].client = k;
+            bad = lane_listen(&lanes[i].lsn[k]) != 0;
+        }
+        if (bad) {
             fprintf(stderr, "lane %d: cannot start its server or proxy\n", i);
             return 1;
         }
@@ -1893,8 +1937,10 @@ int main(int argc, char **argv)
             hilock_client_close(lanes[i].cl[k]);
         while (lanes[i].conns)
             pconn_close(lanes[i].conns, 0);
-        fd_set_events(lanes[i].listen_fd, 0, NULL, 0);
-        close(lanes[i].listen_fd);
+        for (int k = 0; k < NCL; k++) {
+            fd_set_events(lanes[i].lsn[k].fd, 0, NULL, 0);
+            close(lanes[i].lsn[k].fd);
+        }
         srv_pause(&lanes[i], 0);
         redisFree(lanes[i].ctl);
         th_redis_stop(&lanes[i].srv);
