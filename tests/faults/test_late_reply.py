@@ -100,7 +100,7 @@ def test_release_reply_late_then_delivered(server, proxy, name, driver, kind):
         c = await opened(driver, proxy.url())
         try:
             lk = make(c, kind, name)
-            w = make(c, kind, name + ":warm")  # the scripts loaded, a pooled connection
+            w = make(c, kind, "warm:" + uuid.uuid4().hex[:12])  # scripts loaded, a pooled connection
             assert await do(w.acquire(wait=0, lease=5))
             await do(w.release())
             assert await do(lk.acquire(wait=0, lease=30))
@@ -146,7 +146,9 @@ def test_grant_reply_late_then_reset_during_settle(server, proxy, name, driver):
         c = await opened(driver, proxy.url())
         try:
             lk = c.lock(name)
-            w = c.lock(name + ":warm")
+            # not a name containing name: its channel's (un)subscription
+            # must not match the fault's pattern
+            w = c.lock("warm:" + uuid.uuid4().hex[:12])
             assert await do(w.acquire(wait=0, lease=5))
             await do(w.release())
             proxy.late_reply(name.encode(), LATE, reset=True)
