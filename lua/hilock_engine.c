@@ -1899,6 +1899,199 @@ static const luaL_Reg acq_methods[] = {
 
 static const luaL_Reg acq_meta[] = {{"__gc", acq_free}, {NULL, NULL}};
 
+
+/* ---- the session's hold table (proto_session.c) ----
+ *
+ * proto.holds(watchdog_lease_ms, command_timeout_ms) -> one client's table
+ * of holds, each named by a string key of the driver's:
+ *   t:grant(key, watchdog, lease_ms, sent_at)  a grant written at sent_at
+ *   t:remove(key)          released, dropped: never handed out again
+ *   t:heard(key, r, now) -> boolean  a pub/sub frame r heard on the hold's
+ *                          lock channel: true when the session made that
+ *                          hold due for a check (hl_holds_heard)
+ *   t:check(key, now) -> boolean  check it now, for the driver's reason
+ *   t:check_next(now) -> key | nil  the next hold to check (send its
+ *                          lock's hold_check_cmd), marked as checking
+ *   t:check_outcome(key, gone)  gone: true (lost), false, nil (no usable
+ *                          answer: proto.hold_gone's values)
+ *   t:lost_next() -> key | nil  a hold a check found gone, once
+ * Keys not in the table are ignored. Times: monotonic ms (proto.now_ms). */
+
+#define PHOLDS_MT "hilock.proto.holds"
+
+typedef struct pholdrec {
+    hl_hold h;
+    size_t len;
+    char key[];
+} pholdrec;
+
+typedef struct pholds {
+    hl_holds t;
+    int recs; /* registry ref: key -> lightuserdata of a pholdrec */
+    int live;
+} pholds;
+
+static int p_holds(lua_State *L)
+{
+    int64_t lease = lhl_check_int(L, 1, 1, HILOCK_MAX_TIME_MS);
+    int64_t cto = lhl_check_int(L, 2, 1, HILOCK_MAX_TIME_MS);
+    pholds *t = (pholds *)hlc_newuserdata(L, sizeof *t);
+    memset(t, 0, sizeof *t);
+    t->recs = LUA_NOREF;
+    luaL_getmetatable(L, PHOLDS_MT);
+    lua_setmetatable(L, -2);
+    hl_holds_init(&t->t, lease, cto);
+    lua_newtable(L);
+    t->recs = luaL_ref(L, LUA_REGISTRYINDEX);
+    t->live = 1;
+    return 1;
+}
+
+static pholds *check_holds_ud(lua_State *L)
+{
+    pholds *t = (pholds *)luaL_checkudata(L, 1, PHOLDS_MT);
+    if (!t->live)
+        luaL_argerror(L, 1, "freed holds");
+    return t;
+}
+
+/* key's record (arg 2), or NULL */
+static pholdrec *holds_rec(lua_State *L, pholds *t)
+{
+    luaL_checktype(L, 2, LUA_TSTRING);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->recs);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    pholdrec *rec = (pholdrec *)lua_touserdata(L, -1);
+    lua_pop(L, 2);
+    return rec;
+}
+
+static int holds_gc(lua_State *L)
+{
+    pholds *t = (pholds *)luaL_checkudata(L, 1, PHOLDS_MT);
+    if (!t->live)
+        return 0;
+    t->live = 0;
+    hl_holds_free(&t->t);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->recs);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        free(lua_touserdata(L, -1));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, t->recs);
+    return 0;
+}
+
+static int holds_grant(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    int watchdog = lua_toboolean(L, 3);
+    int64_t lease = lhl_check_int(L, 4, 0, HILOCK_MAX_TIME_MS);
+    int64_t sent_at = lhl_check_int(L, 5, INT64_MIN / 4, INT64_MAX / 4);
+    if (!rec) {
+        size_t len;
+        const char *key = lua_tolstring(L, 2, &len);
+        rec = malloc(sizeof *rec + len + 1);
+        if (!rec)
+            return luaL_error(L, "out of memory");
+        hl_hold_init(&rec->h, rec, 0);
+        rec->len = len;
+        memcpy(rec->key, key, len + 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, t->recs);
+        lua_pushvalue(L, 2);
+        lua_pushlightuserdata(L, rec);
+        lua_rawset(L, -3);
+        lua_pop(L, 1);
+    }
+    if (hl_holds_grant(&t->t, &rec->h, watchdog, lease, sent_at) != 0)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
+static int holds_remove(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    if (!rec)
+        return 0;
+    hl_holds_remove(&t->t, &rec->h);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->recs);
+    lua_pushvalue(L, 2);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    free(rec);
+    return 0;
+}
+
+static int holds_heard(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    redisReply *r = check_reply(L, 3);
+    int64_t now = lhl_check_int(L, 4, INT64_MIN / 4, INT64_MAX / 4);
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    lua_pushboolean(L, rec && hl_holds_heard(&t->t, &rec->h, &ev, now));
+    return 1;
+}
+
+static int holds_check(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    int64_t now = lhl_check_int(L, 3, INT64_MIN / 4, INT64_MAX / 4);
+    lua_pushboolean(L, rec && hl_holds_check(&t->t, &rec->h, now));
+    return 1;
+}
+
+static int holds_check_next(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    int64_t now = lhl_check_int(L, 2, INT64_MIN / 4, INT64_MAX / 4);
+    hl_hold *h = hl_holds_check_next(&t->t, now);
+    if (!h) {
+        lua_pushnil(L);
+        return 1;
+    }
+    pholdrec *rec = (pholdrec *)h->ref;
+    lua_pushlstring(L, rec->key, rec->len);
+    return 1;
+}
+
+static int holds_check_outcome(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    if (rec)
+        hl_holds_check_outcome(&t->t, &rec->h, lua_isnoneornil(L, 3) ? -1 : lua_toboolean(L, 3));
+    return 0;
+}
+
+static int holds_lost_next(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    hl_hold *h = hl_holds_lost_next(&t->t);
+    if (!h) {
+        lua_pushnil(L);
+        return 1;
+    }
+    pholdrec *rec = (pholdrec *)h->ref;
+    lua_pushlstring(L, rec->key, rec->len);
+    return 1;
+}
+
+static const luaL_Reg holds_methods[] = {
+    {"grant", holds_grant}, {"remove", holds_remove}, {"heard", holds_heard},
+    {"check", holds_check}, {"check_next", holds_check_next},
+    {"check_outcome", holds_check_outcome}, {"lost_next", holds_lost_next},
+    {"free", holds_gc}, {NULL, NULL}};
+static const luaL_Reg holds_meta[] = {{"__gc", holds_gc}, {NULL, NULL}};
+
 static const luaL_Reg proto_funcs[] = {
     {"lock", p_lock},
     {"reader", p_reader},
@@ -1919,6 +2112,7 @@ static const luaL_Reg proto_funcs[] = {
     {"decode_pubsub", p_decode_pubsub},
     {"hold_check_on", p_hold_check_on},
     {"hold_gone", p_hold_gone},
+    {"holds", p_holds},
     {NULL, NULL}};
 
 static const luaL_Reg rel_methods[] = {
@@ -2421,6 +2615,7 @@ void lhl_engine_open(lua_State *L)
     lhl_new_metatable(L, PREADER_MT, reader_methods, reader_meta);
     lhl_new_metatable(L, PREPLY_MT, reply_methods, reply_meta);
     lhl_new_metatable(L, PACQ_MT, acq_methods, acq_meta);
+    lhl_new_metatable(L, PHOLDS_MT, holds_methods, holds_meta);
     hlc_setfuncs(L, proto_funcs);
     lhl_new_metatable(L, PREL_MT, rel_methods, rel_meta);
     lhl_new_metatable(L, PSET_MT, set_methods, set_meta);

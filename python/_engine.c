@@ -2597,6 +2597,8 @@ static int add_type(PyObject *m, PyTypeObject **slot, PyType_Spec *spec, const c
 #include "_engine_wire.c"
 /* hilock.aio's requests; one-server acquire and release attempts in one call */
 #include "_engine_direct.c"
+/* the session's hold table: which holds to check (hilock.aio) */
+#include "_engine_holds.c"
 
 PyMODINIT_FUNC PyInit__engine(void)
 {
@@ -2617,7 +2619,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &ReqType, &req_spec, "Req") ||
         add_type(m, &DirectType, &direct_spec, "Direct") ||
         add_type(m, &ConnBaseType, &connbase_spec, "ConnBase") ||
-        add_type(m, &ClientBaseType, &clientbase_spec, "ClientBase") || sem_module_init(m))
+        add_type(m, &ClientBaseType, &clientbase_spec, "ClientBase") ||
+        add_type(m, &HoldsType, &holds_spec, "Holds") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

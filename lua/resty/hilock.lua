@@ -434,6 +434,9 @@ function _M.new(opts)
                           -- answer has ended (see mark_unsettled)
         nunsettled = 0,
     }, Client)
+    -- the session's hold table (the engine's): which holds to check after a
+    -- frame on their lock's channel (its renewals are not used here)
+    self.holds = proto.holds(self.watchdog_lease_ms, self.command_timeout_ms)
     if o.replica_ack == nil then
         self.replica_ack = mode ~= "single" -- Redisson's default outside one server
     else
@@ -1480,7 +1483,8 @@ local function subscribe(self, channel, slot)
             end
             local typ, ch = decode_pubsub(r)
             if typ == "subscribe" and ch == channel then
-                return { sock = sock, rd = rd, channel = channel, node = node, slot = slot }
+                return { sock = sock, rd = rd, channel = channel, node = node, slot = slot,
+                         confirm = r }
             end
             if r:type() == "error" then
                 break
@@ -1599,10 +1603,11 @@ end
 -- Fair-lock waiters have a channel of their own and subscribe directly.
 -- Holders listen there too (hold_start): every hold of the worker is in
 -- L.holds of its lock's channel (the engine's hold_channel), and a lock
--- message makes them check their hold (check_holds) without taking a
--- waiter's wake-up; the listener runs while anyone waits or holds.
+-- frame there goes to the session (holds_heard), which says which holds to
+-- check (send_checks), without taking a waiter's wake-up; the listener runs
+-- while anyone waits or holds.
 local listeners = {} -- pool .. "\0" .. channel -> listener
-local check_holds
+local check_hold
 
 -- Wake up to n (nil: every) requests waiting on L (none may be left:
 -- sem:post(0) raises).
@@ -1630,6 +1635,7 @@ local function holds_left(c, L)
                 L.holds[k] = nil
                 if c.held[k] == h then
                     c.held[k] = nil
+                    c.holds:remove(k)
                 end
             end
         end
@@ -1637,15 +1643,38 @@ local function holds_left(c, L)
     return next(L.holds) ~= nil
 end
 
--- Ask every hold listening on L whether it is still there (a timer of its
--- own: the listener keeps reading).
-local function check_listeners_holds(c, L)
-    local keys = {}
-    for k in pairs(L.holds) do
-        keys[#keys + 1] = k
+-- Send the checks the session hands out ("is the hold still there?": the
+-- engine's hold_check_cmd, no renewal), each on a timer of its own (the
+-- listener keeps reading). A hold whose release is under way is left to
+-- that release (usually the message is its own), and checked after it.
+local function send_checks(c)
+    local now = now_ms()
+    while true do
+        local key = c.holds:check_next(now)
+        if not key then
+            return
+        end
+        local h = c.held[key]
+        if h and h.releasing > 0 then
+            h.after = true
+        end
+        if not h or h.releasing > 0 or not timer_at(0, check_hold, c, key, h) then
+            c.holds:check_outcome(key, nil)
+        end
     end
-    if #keys > 0 then
-        timer_at(0, check_holds, c, keys)
+end
+
+-- A frame r on L's channel: the session says which of the holds listening
+-- there are to be checked now.
+local function holds_heard(c, L, r)
+    local now, due = now_ms(), false
+    for k in pairs(L.holds) do
+        if c.holds:heard(k, r, now) then
+            due = true
+        end
+    end
+    if due then
+        send_checks(c)
     end
 end
 
@@ -1663,8 +1692,9 @@ local function listener_loop(premature, c, key, L)
         end
         -- the holds listening here joined before this subscription was
         -- confirmed (or before it was made again): a force unlock
-        -- published in between went unheard, so each looks at its hold now
-        check_listeners_holds(c, L)
+        -- published in between went unheard (the session has them checked)
+        holds_heard(c, L, ps.confirm)
+        ps.confirm = nil
         L.state = "ready"
         if L.ready_waiting > 0 then
             L.ready:post(L.ready_waiting)
@@ -1692,9 +1722,9 @@ local function listener_loop(premature, c, key, L)
                         wake_all(L, n > 0 and n or nil)
                     end
                 elseif typ == "message" and ch == L.channel then
-                    if next(L.holds) and proto.hold_check_on(r) then
+                    if next(L.holds) then
                         -- an unlock or force unlock: are our holds still there?
-                        check_listeners_holds(c, L)
+                        holds_heard(c, L, r)
                     end
                     if payload == 0 then
                         L.sem:post(1)
@@ -1703,6 +1733,7 @@ local function listener_loop(premature, c, key, L)
                     end
                 elseif typ == "unsubscribe" and ch == L.channel then
                     -- ended by the server: the slot moved to another master
+                    holds_heard(c, L, r)
                     ps.sock:close()
                     invalidate(c)
                     break
@@ -1789,10 +1820,14 @@ local function hold_start(c, lock, key, owner, lease_ms)
         c.held[key] = h
     end
     h.ends = lease_ms > 0 and now_ms() + lease_ms or nil
+    -- in the session's table (a fixed lease there: the watchdog's renewals
+    -- are this driver's), so that what its channel says is checked
+    c.holds:grant(key, false, lease_ms > 0 and lease_ms or c.watchdog_lease_ms, now_ms())
 end
 
 -- key's hold is over (released, lost): it stops listening.
 hold_drop = function(c, key)
+    c.holds:remove(key)
     local h = c.held[key]
     if h then
         c.held[key] = nil
@@ -1818,40 +1853,39 @@ local function hold_gone(c, key, h)
     mark_lost(c, key)
 end
 
--- "Is each hold still there?" (the engine's hold_check_cmd, no renewal),
--- one check at a time per hold, once more when another message came
--- meanwhile. Found gone while its own release is under way: that release
--- says "not owner" (or, if it keeps the hold, the hold is checked again).
-check_holds = function(premature, c, keys)
-    if premature then
-        return
-    end
-    for _, key in ipairs(keys) do
-        local h = c.held[key]
-        if h and h.releasing > 0 then
-            h.after = true -- its release answers first (usually that message is its own)
-        elseif h and h.checking then
-            h.again = true
-        elseif h then
-            h.checking = true
-            repeat
-                h.again = false
-                local r = call(c, h.p:hold_check_cmd(h.owner), h.slot)
-                local gone = r and proto.hold_gone(r)
-                if c.held[key] ~= h then
-                    break
-                end
-                if gone then
-                    if h.releasing > 0 then
-                        h.after = true
-                    else
-                        hold_gone(c, key, h)
-                    end
-                    break
-                end
-            until not h.again
-            h.checking = false
+-- "Is hold h still there?" (the engine's hold_check_cmd, no renewal): the
+-- answer goes to the session, which says whether it is lost. Found gone
+-- while its own release is under way: that release says "not owner" (or,
+-- if it keeps the hold, the hold is checked again).
+check_hold = function(premature, c, key, h)
+    local gone
+    if not premature then
+        local r = call(c, h.p:hold_check_cmd(h.owner), h.slot)
+        if r then
+            gone = proto.hold_gone(r)
         end
+        if gone and h.releasing > 0 then
+            h.after = true
+            gone = nil
+        end
+    end
+    if c.held[key] == h then -- else released meanwhile: out of the table
+        c.holds:check_outcome(key, gone)
+    end
+    while true do
+        local lost = c.holds:lost_next()
+        if not lost then
+            break
+        end
+        local cur = c.held[lost]
+        if cur then
+            hold_gone(c, lost, cur)
+        else
+            c.holds:remove(lost)
+        end
+    end
+    if not premature then
+        send_checks(c) -- one heard again while this was out
     end
 end
 
@@ -2307,7 +2341,9 @@ local function release(self, owner, ack)
         hold_drop(c, key)
     elseif h and h.releasing == 0 and h.after and c.held[key] == h then
         h.after = false
-        timer_at(0, check_holds, c, { key }) -- found gone meanwhile, and still believed held
+        if c.holds:check(key, now_ms()) then -- found gone meanwhile, and still believed held
+            send_checks(c)
+        end
     end
     if not ok and unconfirmed then
         local wd_lease = c.watchdog_lease_ms

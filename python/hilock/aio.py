@@ -54,6 +54,7 @@ import os
 import random
 import socket
 import ssl
+import time
 import uuid
 import weakref
 from types import TracebackType
@@ -87,6 +88,11 @@ from ._errors import (
 )
 
 _E: Any = _E_module  # the extension carries no type information
+
+
+def _mono_ms() -> int:
+    """The session's clock (monotonic ms)."""
+    return int(time.monotonic() * 1000)
 
 __all__ = [
     "connect",
@@ -652,8 +658,7 @@ class _Hold:
     hold_channel): the lock's names, owner and thread, where it listens,
     the timer that ends a fixed lease's listening, and its check's state."""
 
-    __slots__ = ("names", "owner", "tid", "ps", "timer", "releasing", "checking", "again",
-                 "after")
+    __slots__ = ("names", "owner", "tid", "ps", "timer", "releasing", "after")
 
     def __init__(self, names: Any, owner: str, tid: int) -> None:
         self.names = names
@@ -662,8 +667,6 @@ class _Hold:
         self.ps: Optional["_PubSub"] = None
         self.timer: Optional[asyncio.TimerHandle] = None
         self.releasing = 0  # releases of it under way: a "gone" then is theirs to say
-        self.checking = False
-        self.again = False  # a message came while a check was out: check once more
         self.after = False  # found gone during a release: checked again after it, if kept
 
 
@@ -734,9 +737,10 @@ class _PubSub:
             c = self.channels.get(ch)
             if c is None:
                 return
-            if c.holders and _E.hold_check_on(r):
-                # an unlock or force unlock of the lock: are our holds still there?
-                self.client._check_holds(list(c.holders))
+            if c.holders:
+                # the session says which holds are to be checked (an unlock
+                # or force unlock of the lock: are they still there?)
+                self.client._heard(list(c.holders), r)
             if c.wakes is not None:
                 self._wake_n(c, c.wakes(r))
             elif payload == 0:
@@ -755,8 +759,8 @@ class _PubSub:
                 c.ready.set_result(True)
             if c is not None and c.holders:
                 # holds granted before this took effect: a force unlock
-                # published meanwhile went unheard, so each looks now
-                self.client._check_holds(list(c.holders))
+                # published meanwhile went unheard (the session has them checked)
+                self.client._heard(list(c.holders), r)
         elif typ == _E.PS_UNSUBSCRIBE:
             n = self.unsub_pending.get(ch, 0)
             if n > 0:
@@ -842,13 +846,11 @@ class _PubSub:
                     if c.ready.done():
                         c.ready = loop.create_future()
                     conn.write(_E.subscribe_cmd(name, self.sharded))
-                held: List[Tuple[int, str, str]] = []
                 for c in list(self.channels.values()):
                     for w in list(c.members):
                         w.wake()
-                    held.extend(c.holders)
-                if held:
-                    self.client._check_holds(held)  # a message may have been missed
+                # the holds are checked once each subscription is confirmed
+                # (a message may have been missed meanwhile)
                 return
             for c in list(self.channels.values()):
                 for w in list(c.members):
@@ -1236,6 +1238,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._leases: Dict[Tuple[int, str, str], int] = {}
         # every hold (key as _wd's), listening on its lock's channel
         self._held: Dict[Tuple[int, str, str], _Hold] = {}
+        # the session's hold table (the engine's): which of them to check
+        # after a frame on their channel; its renewals are not used here
+        self._holds = _E.Holds(self._wd_ms, self._cmd_ms)
         self._listeners: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
         # multi-locks with a member of this client, per member (kind, name):
         # told of every hold of it lost (MultiLock._member_lost)
@@ -1346,9 +1351,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             self._doubt_timer.cancel()
             self._doubt_timer = None
             self._doubt_when = -1.0
-        for h in self._held.values():
+        for key, h in self._held.items():
             if h.timer is not None:
                 h.timer.cancel()
+            self._holds.remove(key)
         self._held.clear()
         self._pool.close()
         self._pubsub.close()
@@ -2330,6 +2336,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         not at the next renewal or never (a fixed lease). A fixed lease's
         hold listens until that lease ends (the latest grant's)."""
         h = self._held.get(key)
+        # in the session's table (a fixed lease for it: aio renews its
+        # watchdog holds itself), so that what its channel says is checked
+        self._holds.grant(key, False, lease_ms or self._wd_ms, _mono_ms())
         if h is None:
             h = self._held[key] = _Hold(names, owner, tid)
             ps = self._pubsub
@@ -2369,6 +2378,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         if cur is None or (h is not None and cur is not h):
             return
         del self._held[key]
+        self._holds.remove(key)
         if cur.timer is not None:
             cur.timer.cancel()
         if cur.ps is not None:
@@ -2386,44 +2396,59 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 h.ps = None
                 self._spawn(self._observe(key, h))
 
-    def _check_holds(self, keys: List[Tuple[int, str, str]]) -> None:
-        """A lock message on their channel: ask whether each hold is still
-        there (the engine's hold_check_cmd, no renewal); one check at a time
-        per hold, once more if another message came meanwhile."""
+    def _heard(self, keys: List[Tuple[int, str, str]], r: Any) -> None:
+        """A pub/sub frame r on the channel these holds listen on: the
+        session (Holds.heard) says which are to be checked now."""
+        if self._closed:
+            return
+        now = _mono_ms()
+        due = False
         for key in keys:
+            due = self._holds.heard(key, r, now) or due
+        if due:
+            self._send_checks()
+
+    def _send_checks(self) -> None:
+        """Send the checks the session hands out ("is the hold still
+        there?": the engine's hold_check_cmd, no renewal), one task each."""
+        now = _mono_ms()
+        while True:
+            key = self._holds.check_next(now)
+            if key is None:
+                return
             h = self._held.get(key)
             if h is None or self._closed:
-                continue
-            if h.releasing:
+                self._holds.check_outcome(key, None)
+            elif h.releasing:
                 h.after = True  # its release answers first (usually that message is its own)
-                continue
-            if h.checking:
-                h.again = True
-                continue
-            h.checking = True
-            self._spawn(self._check_hold(key, h))
+                self._holds.check_outcome(key, None)
+            else:
+                self._spawn(self._check_hold(key, h))
 
     async def _check_hold(self, key: Tuple[int, str, str], h: _Hold) -> None:
+        gone: Optional[bool] = None
         try:
-            while True:
-                h.again = False
-                n = h.names
-                try:
-                    gone = _E.hold_gone(await self._call(n.hold_check_cmd(h.owner), n.slot))
-                except Error:
-                    return  # nothing known: the watchdog's renewals and doubt timer go on
-                if self._held.get(key) is not h:
-                    return  # released meanwhile
-                if gone and h.releasing:
-                    h.after = True  # the release says "not owner", or keeps it: look again then
-                    return
-                if gone:
-                    self._hold_gone(key, h)
-                    return
-                if not h.again:
-                    return
+            n = h.names
+            try:
+                gone = _E.hold_gone(await self._call(n.hold_check_cmd(h.owner), n.slot))
+            except Error:
+                gone = None  # nothing known: the watchdog's renewals and doubt timer go on
+            if gone and h.releasing:
+                h.after = True  # the release says "not owner", or keeps it: look again then
+                gone = None
         finally:
-            h.checking = False
+            if self._held.get(key) is h:  # else released meanwhile: out of the table
+                self._holds.check_outcome(key, gone)
+        while True:
+            lost = self._holds.lost_next()
+            if lost is None:
+                break
+            cur = self._held.get(lost)
+            if cur is not None:
+                self._hold_gone(lost, cur)
+            else:
+                self._holds.remove(lost)
+        self._send_checks()  # one heard again while this was out
 
     def _release_done(self, key: Tuple[int, str, str], h: _Hold) -> None:
         """A release of h's hold ended: a check that found it gone meanwhile
@@ -2431,8 +2456,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         h.releasing -= 1
         if not h.releasing and h.after:
             h.after = False
-            if self._held.get(key) is h:
-                self._check_holds([key])
+            if self._held.get(key) is h and self._holds.check(key, _mono_ms()):
+                self._send_checks()
 
     def _hold_gone(self, key: Tuple[int, str, str], h: _Hold) -> None:
         """The check found the hold gone (force unlock, deleted): reported

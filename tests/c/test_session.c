@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "proto_session.h"
+#include "proto.h"
 
 enum { LEASE = 3000, CTO = 700, NKEYS = 5 /* 4 batch keys, and alone */ };
 
@@ -215,6 +215,11 @@ static void t_heard_checks(void)
     /* ... one handed out before it does not */
     CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &unlock, 1001), 1);
     CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 1001), &a);
+    hl_holds_check_outcome(&t, &a, 0);
+    /* the driver's own reason: as a lock message */
+    CU_ASSERT_EQUAL(hl_holds_check(&t, &a, 1002), 1);
+    CU_ASSERT_EQUAL(hl_holds_check(&t, &a, 1003), 0);
+    CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 1003), &a);
     /* released while checked: its answer changes nothing */
     hl_holds_remove(&t, &a);
     hl_holds_check_outcome(&t, &a, 1);

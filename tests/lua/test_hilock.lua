@@ -185,6 +185,36 @@ test("extend: adds to the lease, as the C API and Python", function()
   assert(w:release())
 end)
 
+-- The session's hold table (proto.holds): a frame on a hold's channel
+-- makes that hold, and no other, due for a check; a "gone" answer is a
+-- loss, handed out once; a released hold is never handed out.
+test("hold table: a frame checks only its hold", function()
+  local function reply(bytes) local r = proto.reader(); return r:feed_get(bytes) end
+  local t = proto.holds(30000, 1000)
+  t:grant("a", false, 30000, 0)
+  t:grant("b", false, 30000, 0)
+  local sub = reply("*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n")
+  local msg = reply("*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\n0\r\n")
+  local odd = reply("*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n")
+  assert(t:heard("a", odd, 10) == false)
+  assert(t:heard("b", sub, 10) == true)
+  assert(t:heard("b", msg, 11) == false) -- already due
+  assert(t:heard("nobody", msg, 11) == false)
+  assert(t:check_next(11) == "b")
+  assert(t:check_next(11) == nil)
+  assert(t:heard("b", msg, 12) == false) -- in flight: once more after its answer
+  t:check_outcome("b", false)
+  assert(t:check_next(12) == "b")
+  t:check_outcome("b", true)
+  assert(t:lost_next() == "b")
+  assert(t:lost_next() == nil)
+  assert(t:heard("a", msg, 20) == true)
+  t:remove("a")
+  assert(t:check_next(20) == nil)
+  t:free()
+  assert(not pcall(t.check_next, t, 0))
+end)
+
 -- The engine module (hilock.proto) from Lua as a careless caller would use
 -- it: every function, and every method of every object it makes, called
 -- with junk (nothing, nil, numbers at the edges, strings, tables, other
@@ -204,6 +234,9 @@ test("engine objects and functions survive junk arguments", function()
   keep(lk)
   for _, kind in ipairs({ "fair", "read", "write", "fenced" }) do keep(proto.lock("n", kind)) end
   keep(proto.router("single"))
+  local hs = proto.holds(30000, 1000)
+  hs:grant("k", true, 0, 0)
+  keep(hs)
   for _, k in ipairs({ "semaphore", "permit", "latch" }) do keep(proto.sem("s", k)) end
   local owner = proto.owner(proto.uuid(), 1)
   -- machines, made as the drivers make them (docs/lua.md)

@@ -214,3 +214,38 @@ def test_blocking_force_unlock_reported_at_once(redis: RedisServer, kind: str) -
     finally:
         other.close()
         c.close()
+
+
+def test_session_holds_check_only_the_hold_heard() -> None:
+    """The engine's hold table (hilock._engine.Holds, what hilock.aio asks):
+    a frame on a hold's channel makes that hold, and no other, due for a
+    check; a "gone" answer is a loss, handed out once; a released hold is
+    never handed out."""
+    import hilock._engine as E
+
+    def reply(data: bytes) -> object:
+        r = E.Reader()
+        r.feed(data)
+        return r.get()
+
+    t = E.Holds(30000, 1000)
+    t.grant("a", False, 30000, 0)
+    t.grant(("b", 1), False, 30000, 0)
+    sub = reply(b"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n")
+    msg = reply(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\n0\r\n")
+    odd = reply(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n")
+    assert t.heard("a", odd, 10) is False
+    assert t.heard(("b", 1), sub, 10) is True
+    assert t.heard(("b", 1), msg, 11) is False  # already due
+    assert t.heard("nobody", msg, 11) is False
+    assert t.check_next(11) == ("b", 1)
+    assert t.check_next(11) is None
+    assert t.heard(("b", 1), msg, 12) is False  # in flight: once more after its answer
+    t.check_outcome(("b", 1), False)
+    assert t.check_next(12) == ("b", 1)
+    t.check_outcome(("b", 1), True)
+    assert t.lost_next() == ("b", 1)
+    assert t.lost_next() is None
+    assert t.heard("a", msg, 20) is True
+    t.remove("a")
+    assert t.check_next(20) is None

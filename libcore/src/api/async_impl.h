@@ -10,7 +10,7 @@
 #include <hiredis/async.h>
 
 #include "api.h"
-#include "proto_session.h"
+#include "proto.h"
 
 #define AS_NAME_MAX 4096
 

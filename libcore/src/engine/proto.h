@@ -1217,4 +1217,8 @@ HL_HIDDEN int hl_name_check(const char *name, size_t len, char *err, size_t errl
  * where: "host:port" or the unix socket path. */
 HL_HIDDEN void hl_msg_no_reply(char *buf, size_t len, int64_t ms, const char *where);
 
+/* The session (proto_session.c): the hold table, for every driver, the
+ * bindings' included (installed next to this header). */
+#include "proto_session.h"
+
 #endif

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto_session.h"
+#include "proto.h"
 
 enum { RENEW = 0, DOUBT = 1 };
 
@@ -356,10 +356,17 @@ hl_hold *hl_holds_doubt_next(hl_holds *t, int64_t now)
 
 int hl_holds_heard(hl_holds *t, hl_hold *h, const hl_ps_event *ev, int64_t now)
 {
-    if (!h->in_table || !ev)
-        return 0;
+    if (!ev)
+        return 0; /* the connection lost: heard again once subscribed again */
     if (ev->type != HL_PS_SUBSCRIBE && ev->type != HL_PS_UNSUBSCRIBE && !hl_hold_check_on(ev))
         return 0; /* not a lock's message, or no frame of the channel */
+    return hl_holds_check(t, h, now);
+}
+
+int hl_holds_check(hl_holds *t, hl_hold *h, int64_t now)
+{
+    if (!h->in_table)
+        return 0;
     if (h->checking) { /* its answer may predate this: once more after it */
         if (!h->check_again)
             h->check_at = now;

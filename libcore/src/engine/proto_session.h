@@ -26,10 +26,14 @@
 #ifndef HILOCK_PROTO_SESSION_H
 #define HILOCK_PROTO_SESSION_H
 
+/* Included by proto.h, at its end (it uses proto.h's types): include
+ * proto.h. */
+#ifndef HILOCK_PROTO_H
+#error "include proto.h, which includes this header"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
-
-#include "proto.h"
 
 /* One hold of the client. Fields are read-only for the driver, except ref,
  * kind, batch and alone (its own; set before the first grant). */
@@ -159,6 +163,10 @@ HL_HIDDEN hl_hold *hl_holds_lost_next(hl_holds *t);
  * table, or already due). A hold whose check is in flight is checked once
  * more after its answer (hl_holds_check_outcome). */
 HL_HIDDEN int hl_holds_heard(hl_holds *t, hl_hold *h, const hl_ps_event *ev, int64_t now);
+/* h is to be checked now for a reason of the driver's (a check it put off
+ * while h's release was in flight, say), as hl_holds_heard with a lock
+ * message: 1 when a check became due. */
+HL_HIDDEN int hl_holds_check(hl_holds *t, hl_hold *h, int64_t now);
 /* The next hold to check now (in the order heard), marked as checking, or
  * NULL. Send hl_cmd_hold_check for it and feed the answer to
  * hl_holds_check_outcome. A renewal of a hold handed out at or after the

@@ -17,7 +17,6 @@
 #include <hiredis/hiredis.h>
 
 #include "proto.h"
-#include "proto_session.h"
 #include "stats.h"
 #include "util.h"
 

@@ -1,0 +1,230 @@
+/*
+ * hilock._engine, part four: the session's hold table (libcore's
+ * proto_session.c) for Python drivers that do their own I/O (hilock.aio).
+ *
+ * Not a translation unit of its own: _engine.c includes it.
+ *
+ *   Holds(watchdog_lease_ms, command_timeout_ms)  one client's table; a
+ *                          hold is named by a hashable key of the driver's
+ *     .grant(key, watchdog, lease_ms, sent_at)  a grant written at sent_at
+ *     .remove(key)         released, dropped: never handed out again
+ *     .heard(key, reply, now) -> bool   a pub/sub frame heard on the hold's
+ *                          lock channel: True when the session made that
+ *                          hold due for a check (hl_holds_heard)
+ *     .check(key, now) -> bool   check it now, for the driver's reason
+ *     .check_next(now) -> key | None   the next hold to check (send its
+ *                          Names.hold_check_cmd), marked as checking
+ *     .check_outcome(key, gone)   gone: True (lost), False, None (no usable
+ *                          answer: hold_gone's values)
+ *     .lost_next() -> key | None   a hold a check found gone, once
+ *
+ * Keys not in the table are ignored (heard, check, check_outcome: False /
+ * nothing). Times are monotonic ms of the driver's clock.
+ */
+
+
+typedef struct {
+    hl_hold h;      /* h.ref: this record */
+    PyObject *key;  /* borrowed: the dict's key keeps it alive */
+} HoldRec;
+
+typedef struct {
+    PyObject_HEAD
+    hl_holds t;
+    PyObject *recs; /* key -> capsule of a HoldRec */
+} HoldsObject;
+
+static PyTypeObject *HoldsType;
+
+static void holdrec_free(PyObject *cap)
+{
+    PyMem_Free(PyCapsule_GetPointer(cap, "hilock.hold"));
+}
+
+static PyObject *holds_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    long long lease, cto;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "LL:Holds", &lease, &cto))
+        return NULL;
+    if (check_range(lease, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms") ||
+        check_range(cto, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms"))
+        return NULL;
+    HoldsObject *o = PyObject_New(HoldsObject, type);
+    if (!o)
+        return NULL;
+    hl_holds_init(&o->t, lease, cto);
+    o->recs = PyDict_New();
+    if (!o->recs) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    return (PyObject *)o;
+}
+
+static void holds_dealloc(PyObject *self)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    hl_holds_free(&o->t); /* before the records the table points to */
+    Py_XDECREF(o->recs);
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+/* key's record, or NULL (none: no exception set, unless one was raised) */
+static HoldRec *holds_find(HoldsObject *o, PyObject *key)
+{
+    PyObject *cap = PyDict_GetItemWithError(o->recs, key);
+    if (!cap)
+        return NULL;
+    return PyCapsule_GetPointer(cap, "hilock.hold");
+}
+
+static PyObject *holds_grant(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyObject *key;
+    int watchdog;
+    long long lease, sent_at;
+    if (!PyArg_ParseTuple(args, "OpLL:grant", &key, &watchdog, &lease, &sent_at))
+        return NULL;
+    HoldRec *rec = holds_find(o, key);
+    if (!rec && PyErr_Occurred())
+        return NULL;
+    if (!rec) {
+        rec = PyMem_Malloc(sizeof *rec);
+        if (!rec)
+            return PyErr_NoMemory();
+        hl_hold_init(&rec->h, rec, 0);
+        PyObject *cap = PyCapsule_New(rec, "hilock.hold", holdrec_free);
+        if (!cap) {
+            PyMem_Free(rec);
+            return NULL;
+        }
+        int rc = PyDict_SetItem(o->recs, key, cap);
+        Py_DECREF(cap);
+        if (rc != 0)
+            return NULL;
+        rec->key = key;
+    }
+    if (hl_holds_grant(&o->t, &rec->h, watchdog, lease, sent_at) != 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *holds_remove(PyObject *self, PyObject *key)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    HoldRec *rec = holds_find(o, key);
+    if (!rec) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    hl_holds_remove(&o->t, &rec->h);
+    if (PyDict_DelItem(o->recs, key) != 0) /* frees rec */
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *holds_heard(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyObject *key, *reply;
+    long long now;
+    if (!PyArg_ParseTuple(args, "OOL:heard", &key, &reply, &now))
+        return NULL;
+    redisReply *r = get_reply(reply);
+    if (!r)
+        return NULL;
+    HoldRec *rec = holds_find(o, key);
+    if (!rec) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    return PyBool_FromLong(hl_holds_heard(&o->t, &rec->h, &ev, now));
+}
+
+static PyObject *holds_check(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyObject *key;
+    long long now;
+    if (!PyArg_ParseTuple(args, "OL:check", &key, &now))
+        return NULL;
+    HoldRec *rec = holds_find(o, key);
+    if (!rec) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    return PyBool_FromLong(hl_holds_check(&o->t, &rec->h, now));
+}
+
+static PyObject *holds_check_next(PyObject *self, PyObject *arg)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    long long now = PyLong_AsLongLong(arg);
+    if (now == -1 && PyErr_Occurred())
+        return NULL;
+    hl_hold *h = hl_holds_check_next(&o->t, now);
+    if (!h)
+        Py_RETURN_NONE;
+    PyObject *key = ((HoldRec *)h->ref)->key;
+    Py_INCREF(key);
+    return key;
+}
+
+static PyObject *holds_check_outcome(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyObject *key, *gone;
+    if (!PyArg_ParseTuple(args, "OO:check_outcome", &key, &gone))
+        return NULL;
+    HoldRec *rec = holds_find(o, key);
+    if (!rec) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    int g = gone == Py_None ? -1 : PyObject_IsTrue(gone);
+    if (g == -1 && gone != Py_None)
+        return NULL;
+    hl_holds_check_outcome(&o->t, &rec->h, g);
+    Py_RETURN_NONE;
+}
+
+static PyObject *holds_lost_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_hold *h = hl_holds_lost_next(&((HoldsObject *)self)->t);
+    if (!h)
+        Py_RETURN_NONE;
+    PyObject *key = ((HoldRec *)h->ref)->key;
+    Py_INCREF(key);
+    return key;
+}
+
+static PyMethodDef holds_methods[] = {
+    {"grant", holds_grant, METH_VARARGS, "grant(key, watchdog, lease_ms, sent_at)"},
+    {"remove", holds_remove, METH_O, "remove(key)"},
+    {"heard", holds_heard, METH_VARARGS, "heard(key, reply, now) -> a check became due"},
+    {"check", holds_check, METH_VARARGS, "check(key, now) -> a check became due"},
+    {"check_next", holds_check_next, METH_O, "check_next(now) -> key | None"},
+    {"check_outcome", holds_check_outcome, METH_VARARGS, "check_outcome(key, gone)"},
+    {"lost_next", holds_lost_next, METH_NOARGS, "lost_next() -> key | None"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot holds_slots[] = {
+    {Py_tp_new, holds_new},
+    {Py_tp_dealloc, holds_dealloc},
+    {Py_tp_methods, holds_methods},
+    {Py_tp_doc, "Holds(watchdog_lease_ms, command_timeout_ms): the session's hold table "
+                "(which holds to check after a frame on their lock's channel)."},
+    {0, NULL}};
+
+static PyType_Spec holds_spec = {"hilock._engine.Holds", sizeof(HoldsObject), 0,
+                                 Py_TPFLAGS_DEFAULT, holds_slots};
