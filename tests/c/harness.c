@@ -177,10 +177,13 @@ static int th_spawn(th_redis *r)
     argv[argc++] = "";
     argv[argc++] = "--appendonly";
     argv[argc++] = "no";
-    /* a replica's full sync starts at once (the default waits 5 s for more
-     * replicas to join one diskless transfer) */
-    argv[argc++] = "--repl-diskless-sync-delay";
-    argv[argc++] = "0";
+    /* a replica's full sync starts at once, through an RDB file: the
+     * default diskless sync waits 5 s for more replicas to join one
+     * transfer, and with no wait (repl-diskless-sync-delay 0) Redis 7.0.15
+     * left a just-synchronised replica acknowledging offset 0 now and then
+     * (2 of 8 runs of test_async_silence under ASan) */
+    argv[argc++] = "--repl-diskless-sync";
+    argv[argc++] = "no";
     argv[argc++] = "--dir";
     argv[argc++] = r->dir;
     argv[argc++] = "--logfile";

@@ -63,7 +63,7 @@ hl_start_redis() {
   for try in 1 2 3 4 5; do
     hl_free_port || return 1
     redis-server --bind 127.0.0.1 --port "$HL_PORT" --save '' --appendonly no \
-      --repl-diskless-sync-delay 0 --dir "$dir" --logfile "$dir/redis.log" --daemonize no "$@" >/dev/null 2>&1 &
+      --repl-diskless-sync no --dir "$dir" --logfile "$dir/redis.log" --daemonize no "$@" >/dev/null 2>&1 &
     REDIS_PID=$!
     HL_PIDS+=("$REDIS_PID")
     local deadline=$(( $(date +%s) + 10 ))

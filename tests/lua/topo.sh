@@ -28,7 +28,7 @@ hl_cluster_node() {
   for try in 1 2 3 4 5; do
     hl_cluster_port || return 1
     redis-server --bind 127.0.0.1 --port "$HL_PORT" --save '' --appendonly no \
-      --repl-diskless-sync-delay 0 --dir "$dir" --logfile "$dir/redis.log" --daemonize no --cluster-enabled yes \
+      --repl-diskless-sync no --dir "$dir" --logfile "$dir/redis.log" --daemonize no --cluster-enabled yes \
       --cluster-config-file nodes.conf --cluster-node-timeout 3000 >/dev/null 2>&1 &
     pid=$!; HL_PIDS+=("$pid")
     hl_wait 10 eval "! kill -0 $pid 2>/dev/null || redis-cli -p $HL_PORT ping 2>/dev/null | grep -q PONG"

@@ -81,7 +81,7 @@ hl_start_cluster() {
       hl_free_port_pair || return 1
       p="$HL_PORT"
       redis-server --bind 127.0.0.1 --port "$p" --save '' --appendonly no --dir "$dir" \
-        --repl-diskless-sync-delay 0 --logfile "$dir/redis.log" --daemonize no --cluster-enabled yes \
+        --repl-diskless-sync no --logfile "$dir/redis.log" --daemonize no --cluster-enabled yes \
         --cluster-config-file nodes.conf --cluster-node-timeout 3000 >/dev/null 2>&1 &
       pid=$!
       HL_PIDS+=("$pid")

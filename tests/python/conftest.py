@@ -133,8 +133,9 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        # a replica syncs at once through an RDB file (a diskless sync waits 5 s)
         cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0",
+               "--save", "", "--appendonly", "no", "--repl-diskless-sync", "no",
                "--dir", self.dir,
                "--daemonize", "no", "--loglevel", "warning", *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
