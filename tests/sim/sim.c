@@ -1462,10 +1462,10 @@ static int server_clean(seedrun *s, char *detail, size_t len, int *known)
         snprintf(detail, len,
                  "%lld lock keys left (lock pttl %lld, fair pttl %lld, fair queue %lld)", n, p0,
                  p1, q);
-        if (p0 == -2 && p1 == -2 && q > 0)
-            *known = K_FAIR_QUEUE;
-        else if (q <= 0 && (p0 > 0 || p1 > 0))
+        if (p0 > 0 || p1 > 0) /* renewed: a fair queue entry left too is the other finding */
             *known = K_RENEWED;
+        else if (p0 == -2 && p1 == -2 && q > 0)
+            *known = K_FAIR_QUEUE;
         return 0;
     }
     if (!s->restarted) {
