@@ -28,9 +28,7 @@ fi
 bash "$root/tests/python/deps.sh" >/dev/null || { echo "docs: python deps failed"; exit 1; }
 venv="$root/build/venv"
 log="$root/build/docs-python-install.log"
-if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-build-isolation \
-      --config-settings="build-dir=$root/build/py/{wheel_tag}" \
-      --force-reinstall --no-deps "$root" >"$log" 2>&1; then
+if ! bash "$root/tests/python/install.sh" >"$log" 2>&1; then
   tail -30 "$log"; echo "docs: pip install failed (log: $log)"; exit 1
 fi
 hl_tmpdir; pkg="$HL_TMP/site"

@@ -92,9 +92,7 @@ done >>"$out/cli.txt" 2>&1
 # Python, blocking and asyncio (the installed package, as tests/python)
 venv="$root/build/venv"
 if bash "$root/tests/python/deps.sh" >"$out/pydeps.log" 2>&1 &&
-   "$venv/bin/python" -m pip install --disable-pip-version-check --no-build-isolation \
-      --config-settings="build-dir=$root/build/py/{wheel_tag}" \
-      --force-reinstall --no-deps "$root" >"$out/pyinstall.log" 2>&1; then
+   bash "$root/tests/python/install.sh" >"$out/pyinstall.log" 2>&1; then
   (cd "$out" && timeout 120 "$venv/bin/python" -W always "$here/surfaces.py" "${urls[@]}") \
     >"$out/python.txt" 2>&1
 else

@@ -8,11 +8,10 @@ venv="$root/build/venv"
 bash "$root/tests/python/deps.sh" || { echo "python deps failed"; echo "0 passed, 1 failed"; exit 1; }
 
 log="$root/build/python-install.log"
-# a build directory of our own (pyproject.toml names none: pip would build in
-# a temporary one), so that a second run rebuilds only what changed
-if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-build-isolation \
-      --config-settings="build-dir=$root/build/py/{wheel_tag}" \
-      --force-reinstall --no-deps "$root" >"$log" 2>&1; then
+# install.sh: pip install into the venv with a build directory of our own
+# (pyproject.toml names none: pip would build in a temporary one), skipped
+# when the package's sources are those of the venv's last install
+if ! bash "$root/tests/python/install.sh" >"$log" 2>&1; then
   tail -40 "$log"; echo "pip install failed (log: $log)"; echo "0 passed, 1 failed"; exit 1
 fi
 
