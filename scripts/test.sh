@@ -44,8 +44,10 @@ for s in "${suites[@]}"; do
     # three test programs at a time: they mostly wait on their own servers
     # and timers (the machine idles below one busy core at -j 2), so this
     # cuts the wall time without making them compete for the CPU
-    # (2026-11-23, load 2.7: 123 s at -j 2, 80 s at -j 3, twice)
-    c) ctest --test-dir "$HILOCK_BUILD" --output-on-failure -j 3 ;;
+    # (2026-11-23, load 2.7: 123 s at -j 2, 80 s at -j 3, twice). Five at a
+    # time (2026-11-29, load 6-38 from other work): -j 3 136 s wall for
+    # 52 CPU-s (0.4 cores), -j 5 91 s for 43 CPU-s (0.5 cores).
+    c) ctest --test-dir "$HILOCK_BUILD" --output-on-failure -j 5 ;;
     c-asan)
       # no benchmarks or Lua modules: nothing runs them under ASan (43.4
       # CPU-s of build instead of 57.6, 2026-11-29)
@@ -53,8 +55,10 @@ for s in "${suites[@]}"; do
         -DHILOCK_BUILD_BENCH=OFF -DHILOCK_LUA_VARIANTS= &&
       # the valkey_* repeats run in suite c; the library code they exercise
       # under ASan is the same as against redis-server
-      # Three programs at a time, as in suite c (2026-11-23, load 11-14, no
-      # cost data: 104 s of tests at -j 2, 68 and 72 s at -j 3)
+      # Three programs at a time (2026-11-23, load 11-14, no
+      # cost data: 104 s of tests at -j 2, 68 and 72 s at -j 3). (At -j 5,
+      # 2026-11-29, load 18-38 from other work: 69 and 89 s of tests, but
+      # example_multilock failed once with its Redlock left on a server.)
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --test-dir "$here/build/asan" --output-on-failure -LE valkey -j 3 ;;
     # valgrind runs a program's threads on one core: two programs at a time
@@ -63,7 +67,7 @@ for s in "${suites[@]}"; do
     c-tsan)
       # ThreadSanitizer over the unit tests and the thread stress program;
       # any report fails the test (exitcode 66). No suppressions. Three
-      # programs at a time, as in suite c: they mostly wait on their own
+      # programs at a time, as suite c did: they mostly wait on their own
       # servers and timers (measured 165 s -> 83 s of tests from -j 1 to
       # -j 2; 2026-11-23, load 14-16, no cost data: 100 s at -j 2, 69 and
       # 67 s at -j 3).
