@@ -1062,6 +1062,57 @@ static void t_sm_reply_lost_settled(void)
     hl_acquire_free(&a);
 }
 
+/* Every settle try fails: the machine ends marked unsettled; a machine
+ * given the same latch later (hl_acquire_resettle) settles it and gives a
+ * grant back under the same undo latch, or ends unsettled again. */
+static void t_sm_settle_fails_resettle(void)
+{
+    const char *L = "hilock_acquire_latch:{res:1}:id:7";
+    hl_acquire a;
+    CU_ASSERT_EQUAL_FATAL(start_latched(&a, L), 0);
+    hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
+    for (int i = 0; i < HL_SETTLE_TRIES; i++) {
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_SEND);
+        CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+        hl_acquire_on_reply_lost(&a, HILOCK_ECONN, 1001);
+    }
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 1001), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.result, HILOCK_ECONN);
+    CU_ASSERT_EQUAL(a.unsettled, 1);
+    hl_acquire_free(&a);
+
+    /* later: the settle finds the grant, the undo gives it back */
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000, 300000,
+                                          5000), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
+    hl_acquire_resettle(&a);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 5000), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    CU_ASSERT(arg_is(&a.cmd, 3, "hilock_acquire_latch:{res:1}:id") && arg_is(&a.cmd, 5, "7"));
+    FEED(&a, "$1\r\n1\r\n", 5001);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 5001), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(a.cmd.script, HL_SCRIPT_UNLOCK);
+    CU_ASSERT(arg_is(&a.cmd, 5, "hilock_acquire_latch:{res:1}:id:7:u"));
+    FEED(&a, ":0\r\n", 5002);
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 5002), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.result, 0);
+    CU_ASSERT_EQUAL(a.unsettled, 0);
+    hl_acquire_free(&a);
+
+    /* later, and the server still out of reach: unsettled again */
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_init(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 5000, 300000,
+                                          5000), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_acquire_set_latch(&a, L, 4000), 0);
+    hl_acquire_resettle(&a);
+    for (int i = 0; i < HL_SETTLE_TRIES; i++) {
+        CU_ASSERT_EQUAL(hl_acquire_next(&a, 5000), HL_ACT_SEND);
+        hl_acquire_on_error(&a, HILOCK_ECONN, 5000);
+    }
+    CU_ASSERT_EQUAL(hl_acquire_next(&a, 5000), HL_ACT_DONE);
+    CU_ASSERT_EQUAL(a.unsettled, 1);
+    hl_acquire_free(&a);
+}
+
 static void t_sm_one_try_busy(void)
 {
     const char *rep[] = {"*2\r\n:0\r\n:5000\r\n"};
@@ -1479,6 +1530,7 @@ int main(void)
     CU_add_test(m, "numbers: hl_fmt_i64 writes what printf writes", t_fmt_i64);
     CU_add_test(m, "names: hl_sb writes what snprintf writes, says when cut", t_sb);
     CU_add_test(m, "reply lost: the attempt is settled", t_sm_reply_lost_settled);
+    CU_add_test(m, "settle fails every try: unsettled, settled later", t_sm_settle_fails_resettle);
     CU_add_test(m, "one try on a held lock", t_sm_one_try_busy);
     CU_add_test(m, "wait times out, sleeps bounded", t_sm_wait_times_out);
     CU_add_test(m, "acquired after a wait", t_sm_acquire_after_wait);

@@ -212,8 +212,14 @@ static void client_destroy(hilock_client *c)
 {
     int forked = hl_transport_forked(&c->t); /* a child after fork(): memory only */
     hl_transport_free(&c->t, forked);
-    if (!forked)
+    if (!forked) {
         pthread_mutex_destroy(&c->err_mu);
+        pthread_mutex_destroy(&c->unsettled_mu);
+    }
+    for (size_t i = 0; i < sizeof c->unsettled_acq / sizeof c->unsettled_acq[0]; i++) {
+        free(c->unsettled_acq[i].name);
+        free(c->unsettled_acq[i].latch);
+    }
     free(c);
 }
 
@@ -320,6 +326,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     c->refs = 1;
     hl_transport_init(&c->t);
     pthread_mutex_init(&c->err_mu, NULL);
+    pthread_mutex_init(&c->unsettled_mu, NULL);
     c->t.sinks = (hl_sinks){.ctx = c, .error = error_sink, .lost = hl_lock_lost_sink,
                             .close = close_sink};
     if (hl_uuid4(c->t.id) != 0) {

@@ -423,6 +423,118 @@ static void latch_move_on(hilock_client *c, const hl_cmd *cmd)
         __atomic_add_fetch(&c->t.latch_epoch, 1, __ATOMIC_RELAXED);
 }
 
+/* The acquire latch's lifetime in acquire_once: the latch outlives any hold
+ * its grant made (lease), so that a settle sent after the call gave up on it
+ * (resettle) still learns what the attempt took. */
+static int64_t acquire_latch_ttl(const hilock_client *c, int64_t lease)
+{
+    int64_t ttl = latch_ttl(c);
+    return lease > ttl ? lease : ttl;
+}
+
+enum { UNSETTLED_ACQ_MAX = (int)(sizeof ((hilock_client *)0)->unsettled_acq /
+                                 sizeof ((hilock_client *)0)->unsettled_acq[0]) };
+
+/* Remember an attempt of owner on name whose settling failed every try. */
+static void unsettled_acq_put(hilock_client *c, const char *name, const char *owner,
+                              const char *latch, int64_t latch_ttl_ms, int64_t lease_ms)
+{
+    char *n = strdup(name), *k = strdup(latch);
+    if (!n || !k) { /* no memory: it ends with its lease, as before */
+        free(n);
+        free(k);
+        return;
+    }
+    int64_t now = hl_now_mono_ms();
+    pthread_mutex_lock(&c->unsettled_mu);
+    int slot = 0;
+    for (int i = 0; i < UNSETTLED_ACQ_MAX; i++) {
+        struct hl_unsettled_acq *u = &c->unsettled_acq[i];
+        if (!u->name || u->until <= now) {
+            slot = i;
+            break;
+        }
+        if (u->until < c->unsettled_acq[slot].until)
+            slot = i; /* all taken: the one that ends first */
+    }
+    struct hl_unsettled_acq *u = &c->unsettled_acq[slot];
+    free(u->name);
+    free(u->latch);
+    u->name = n;
+    u->latch = k;
+    snprintf(u->owner, sizeof u->owner, "%s", owner);
+    u->latch_ttl_ms = latch_ttl_ms;
+    u->lease_ms = lease_ms;
+    /* its hold (if any) ends with its lease, counted from a send before now */
+    u->until = now + lease_ms;
+    pthread_mutex_unlock(&c->unsettled_mu);
+}
+
+/* Take owner's unsettled attempt on name, if one may still hold: 1 and *out
+ * filled (out->name and out->latch are the caller's to free), else 0. */
+static int unsettled_acq_take(hilock_client *c, const char *name, const char *owner,
+                              struct hl_unsettled_acq *out)
+{
+    int found = 0;
+    int64_t now = hl_now_mono_ms();
+    pthread_mutex_lock(&c->unsettled_mu);
+    for (int i = 0; i < UNSETTLED_ACQ_MAX && !found; i++) {
+        struct hl_unsettled_acq *u = &c->unsettled_acq[i];
+        if (!u->name || strcmp(u->owner, owner) != 0 || strcmp(u->name, name) != 0)
+            continue;
+        if (u->until > now) {
+            *out = *u;
+            found = 1;
+        } else {
+            free(u->name);
+            free(u->latch);
+        }
+        u->name = u->latch = NULL;
+    }
+    pthread_mutex_unlock(&c->unsettled_mu);
+    return found;
+}
+
+/* Settle owner's earlier attempt on l whose call gave up settling it
+ * (hl_acquire_resettle): a grant it took is given back before the owner
+ * enters again. 0, or an error (the attempt is remembered again). */
+static int resettle(hilock_lock *l, const char *owner, struct hl_unsettled_acq *u)
+{
+    hilock_client *c = l->client;
+    hl_acquire a;
+    int rc = hl_acquire_init(&a, l->kind, &l->names, owner, 0, u->lease_ms,
+                             c->t.opts.fair_wait_window_ms, hl_now_mono_ms());
+    if (rc == 0)
+        rc = hl_acquire_set_latch(&a, u->latch, u->latch_ttl_ms);
+    if (rc == 0) {
+        hl_acquire_resettle(&a);
+        while (hl_acquire_next(&a, hl_now_mono_ms()) == HL_ACT_SEND) {
+            redisReply *reply = NULL;
+            char err[HL_ERRMSG_MAX] = "";
+            int erc = hl_exec(&c->t, &a.cmd, &reply, 0, err);
+            if (erc && a.cmd.reply_lost)
+                hl_acquire_on_reply_lost(&a, erc, hl_now_mono_ms());
+            else if (erc)
+                hl_acquire_on_error(&a, erc, hl_now_mono_ms());
+            else {
+                hl_acquire_on_reply(&a, reply, hl_now_mono_ms());
+                freeReplyObject(reply);
+            }
+        }
+        if (a.unsettled) {
+            rc = HILOCK_ECONN;
+            /* a remembered copy: put takes its own */
+            unsettled_acq_put(c, u->name, owner, u->latch, u->latch_ttl_ms, u->lease_ms);
+            lock_set_err(l, "an earlier acquire attempt of this thread on this lock could "
+                            "not be settled (connection errors); not entered again");
+        }
+    }
+    hl_acquire_free(&a);
+    free(u->name);
+    free(u->latch);
+    return rc;
+}
+
 int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid)
 {
     if (cancelled)
@@ -453,7 +565,7 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     /* every kind, every topology: the latch is a declared KEY in the lock's
      * slot, so a migrating slot redirects (ASK) or answers TRYAGAIN before
      * the script runs, and the router handles both */
-    if (hl_acquire_set_latch(&a, latch, latch_ttl(c)) != 0) {
+    if (hl_acquire_set_latch(&a, latch, acquire_latch_ttl(c, lease)) != 0) {
         hl_acquire_free(&a);
         return HILOCK_ENOMEM;
     }
@@ -514,6 +626,8 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
         }
     }
     hl_wait_sub_unsubscribe(&ws); /* no-op: the machine unsubscribed */
+    if (a.unsettled)
+        unsettled_acq_put(c, l->names.name, owner, latch, a.latch_ttl_ms, lease);
     int rc = a.result;
     *path = attempts <= 1 ? HL_GRANT_FIRST : woken ? HL_GRANT_WOKEN : HL_GRANT_RETRIED;
     *token = rc == 0 ? a.token : 0;
@@ -579,6 +693,9 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     }
     char owner[HL_OWNER_MAX];
     hl_hold_owner(owner, l->kind, c->t.id, tid);
+    struct hl_unsettled_acq u;
+    if (unsettled_acq_take(c, l->names.name, owner, &u) && (rc = resettle(l, owner, &u)) != 0)
+        return rc; /* its message is set */
     int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
     char err[HL_ERRMSG_MAX] = "";

@@ -1077,8 +1077,10 @@ void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms)
         /* both are idempotent (settle script, unlock latch): sent again a
          * few times; then best effort, a hold the lost attempt took ends
          * with its lease */
-        if (++a->settle_tries >= HL_SETTLE_TRIES)
+        if (++a->settle_tries >= HL_SETTLE_TRIES) {
+            a->unsettled = 1; /* the driver settles it later (hl_acquire_resettle) */
             finish(a, a->result);
+        }
         return;
     }
     if (a->state == ST_CANCEL) {
@@ -1099,6 +1101,15 @@ void hl_acquire_on_reply_lost(hl_acquire *a, int code, int64_t now_ms)
         return;
     }
     hl_acquire_on_error(a, code, now_ms);
+}
+
+void hl_acquire_resettle(hl_acquire *a)
+{
+    a->result = 0;
+    a->queued = 0;
+    a->unsettled = 0;
+    a->settle_tries = 0;
+    a->state = a->latch ? ST_SETTLE : ST_DONE;
 }
 
 void hl_acquire_on_resubscribe(hl_acquire *a, int64_t now_ms)

@@ -470,6 +470,8 @@ typedef struct hl_acquire {
     int64_t latch_ttl_ms;
     int settle_tries;  /* sends of the settle / undo that failed */
     int settle_eval;   /* send them as EVAL (NOSCRIPT seen) */
+    int unsettled;     /* the settle or undo failed every try: a hold the lost
+                          attempt took may still stand (hl_acquire_resettle) */
 } hl_acquire;
 
 /* 0, HILOCK_ENOMEM. wait_window_ms: the client's fair window (used when
@@ -525,6 +527,14 @@ HL_HIDDEN void hl_acquire_cancel(hl_acquire *a, int64_t now_ms);
 /* The subscription was lost because the channel moved (cluster resharding):
  * the machine unsubscribes, subscribes again, then retries. */
 HL_HIDDEN void hl_acquire_on_resubscribe(hl_acquire *a, int64_t now_ms);
+/* Settle an earlier call's attempt that ended with unsettled set: a machine
+ * given that call's latch (hl_acquire_set_latch, same key and lifetime) and
+ * lease only settles (and undoes a grant it finds, under the same undo latch,
+ * so an undo that ran already is not applied twice), then ends with result 0,
+ * or with unsettled set again when every try failed. The owner's next acquire
+ * of the lock runs it first: re-entering a grant nobody accounts for would
+ * stack a hold on it that the watchdog then renews for good. */
+HL_HIDDEN void hl_acquire_resettle(hl_acquire *a);
 HL_HIDDEN void hl_acquire_free(hl_acquire *a);
 
 /* Time validation shared by the API: 0 or HILOCK_EINVAL. */

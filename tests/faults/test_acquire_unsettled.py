@@ -1,0 +1,74 @@
+"""An acquire attempt whose reply is lost and whose settling fails every
+try: the grant it may have taken must not outlive the call as a hold of its
+owner.
+
+The attempt on "<name>" runs on the server (hold count 1) and the proxy
+resets the connection on its reply; each settle request (acquire_settle.lua
+on the attempt's latch, told apart from the attempt by the latch key ending
+the argument) is held up past the command timeout, so the acquire machine's
+tries all fail and the call raises ConnectionError. The same thread then
+takes the lock again and releases it once, as the torture workers do: the
+owner must hold nothing afterwards. (Before the fix the orphan grant stayed
+under the owner: the re-entry made it 2, the release left 1, and the
+watchdog renewed that hold for as long as the thread kept re-entering -
+test_torture's "still held after its only release".)
+"""
+
+import time
+import uuid
+
+import hilock
+from conftest import RedisServer
+from faultproxy import FaultProxy
+
+TIMEOUT = 0.5
+
+
+def test_acquire_settle_tries_all_fail_leave_no_hold():
+    server = RedisServer()
+    proxy = FaultProxy(server.port)
+    client = None
+    try:
+        client = hilock.Client(proxy.url(), connect_timeout=TIMEOUT, command_timeout=TIMEOUT,
+                               watchdog_lease=10.0)
+        name = "unsettled-%s" % uuid.uuid4().hex[:8]
+        owner = client.owner()
+        warm = client.lock(name + "-warm")  # the scripts loaded: the attempt runs at once
+        assert warm.acquire(wait=0)
+        warm.release()
+        # the attempt runs, its reply is lost; so is the reply of its one
+        # resend (a pooled connection found dead is tried again at once)
+        for _ in range(3):
+            proxy.reset_on_reply(name.encode())
+        # the settle's KEYS[1] is the latch key alone ("...:<epoch>\r\n"); the
+        # attempt carries it with ":<seq>" after it
+        proxy.delay_frames(("%s}:%s:0\r\n" % (name, owner)).encode(), 3 * TIMEOUT, upstream=True)
+        lk = client.lock(name)
+        t0 = time.monotonic()
+        try:
+            lk.acquire(wait=0)
+            got = "granted"
+        except hilock.ConnectionError as e:
+            got = "ConnectionError: %s" % e
+        held = server("HGET", name, owner)
+        print("[unsettled] first acquire: %s after %.2f s; hold count on the server then: %r"
+              % (got, time.monotonic() - t0, held))
+        assert got.startswith("ConnectionError"), got
+        assert held == "1", held  # the attempt ran: its grant stands for now
+        assert proxy.fired("reset-on-reply") >= 2
+        proxy.clear()
+        del lk
+        # the thread goes on: a new handle, one acquire, one release
+        lk = client.lock(name)
+        assert lk.acquire(wait=5.0)
+        after_acquire = server("HGET", name, owner)
+        lk.release()
+        left = server("HGET", name, owner)
+        print("[unsettled] next acquire: hold count %r; after its release: %r"
+              % (after_acquire, left))
+        assert left is None, "still held (count %r) after its only release" % left
+    finally:
+        if client is not None:
+            client.close()
+        proxy.close()
+        server.stop()
