@@ -981,6 +981,14 @@ static void check_grant(seedrun *s, simclient *c, int r)
         seed_note(s, "c%d: granted %s after its fixed lease ran out", c->idx, res_name(r));
         return;
     }
+    if (excused(s, c, r)) {
+        /* its own grant may have run before a restart or a force unlock
+         * deleted it, the answer heard late: it conflicts with no one */
+        seed_note(s, "c%d: granted %s, maybe deleted since by a force unlock or a restart",
+                  c->idx, res_name(r));
+        c->excused[r] = 1;
+        return;
+    }
     for (int i = 0; i < NCL; i++) {
         simclient *o = &s->cl[i];
         if (o == c || !believes(o, r, now))
