@@ -207,6 +207,12 @@ static void t_heard_checks(void)
     CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
     hl_holds_check_outcome(&t, &f, 1); /* again: nothing */
     CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
+    /* a fixed lease that ran out ended as asked: not checked, not lost */
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &f, 0, 5000, 60), 0);
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &f, &unlock, 5060), 0);
+    CU_ASSERT_EQUAL(hl_holds_check_pending(&t), 0);
+    CU_ASSERT_EQUAL(f.in_table, 1);
+    hl_holds_remove(&t, &f);
     /* a renewal handed out after the message answers it */
     CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &unlock, 990), 1);
     CU_ASSERT_PTR_EQUAL(hl_holds_renew_next(&t, 1000, 0), &a);

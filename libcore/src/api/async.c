@@ -352,6 +352,20 @@ int hl_as_chan_join(as_op *op, const char *name, hl_wake_rule rule)
     return 0;
 }
 
+/* One waiter or observer of ch less: with none left, it is unsubscribed. */
+static void chan_unref(hilock_async *a, as_chan *ch)
+{
+    if (--ch->refs > 0)
+        return;
+    if (ch->state == CH_SUBSCRIBED) {
+        ch->state = CH_UNSUBSCRIBING;
+        if (chan_cmd(a, ch->node, ch, 1) != 0)
+            chan_remove(ch->node, ch);
+    }
+    /* PENDING: removed when its confirmation comes (then unsubscribed);
+     * UNSUBSCRIBING: removed when that is confirmed */
+}
+
 static void chan_leave(as_op *op)
 {
     as_chan *ch = op->chan;
@@ -377,20 +391,14 @@ static void chan_leave(as_op *op)
             }
     }
     op->signaled = 0;
-    if (--ch->refs > 0)
-        return;
-    if (ch->state == CH_SUBSCRIBED) {
-        ch->state = CH_UNSUBSCRIBING;
-        if (chan_cmd(op->a, ch->node, ch, 1) != 0)
-            chan_remove(ch->node, ch);
-    }
-    /* PENDING: removed when its confirmation comes (then unsubscribed);
-     * UNSUBSCRIBING: removed when that is confirmed */
+    chan_unref(op->a, ch);
 }
 
 /* Every subscription of nd is gone (its connection died, or the slot map
  * changed under them). */
 static void chan_drop_one(as_node *nd, as_chan *ch);
+static void observers_drop(as_chan *ch);
+static void observers_heard(as_chan *ch, const hl_ps_event *ev);
 
 static void chan_drop_waiters_sub(as_node *nd)
 {
@@ -398,9 +406,11 @@ static void chan_drop_waiters_sub(as_node *nd)
         chan_drop_one(nd, nd->chans);
 }
 
-/* ch is gone from the server: its waiters are told, it is removed. */
+/* ch is gone from the server: its waiters are told, its observers listen
+ * again later (hold_observe_later), it is removed. */
 static void chan_drop_one(as_node *nd, as_chan *ch)
 {
+    observers_drop(ch);
     {
         for (as_op *o = ch->waiters, *nx; o; o = nx) {
             nx = o->chan_next;
@@ -450,11 +460,16 @@ static void sub_frame(as_conn *k, as_node *lk, redisReply *r)
                 if (o->sub_pending)
                     sub_result(o, 1);
             }
+            /* a holder listening from now: a force unlock published
+             * before went unheard (the session has its hold checked) */
+            observers_heard(ch, &ev);
             break;
         case HL_PS_UNSUBSCRIBE:
             if (ch->state == CH_SUBSCRIBED && lk->link->mode == HL_MODE_CLUSTER) {
                 /* not asked for: the slot left this node; its waiters
-                 * subscribe again where the slot lives now */
+                 * subscribe again where the slot lives now, its holders
+                 * too, and have their holds checked meanwhile */
+                observers_heard(ch, &ev);
                 chan_drop_one(lk, ch);
                 hl_as_route_chan_moved(lk);
                 break;
@@ -472,10 +487,14 @@ static void sub_frame(as_conn *k, as_node *lk, redisReply *r)
                         if (o->sub_pending)
                             sub_result(o, 0);
                     }
+                    observers_drop(ch); /* they listen again later */
+                    if (ch->refs == 0)
+                        chan_remove(lk, ch);
                 }
             }
             break;
         case HL_PS_MESSAGE: {
+            observers_heard(ch, &ev); /* the session says which holds to check */
             /* the engine's rule: all (-1), none, or the n longest waiting */
             int64_t n = hl_ps_wakes(ch->rule, &ev);
             for (as_op *o = ch->waiters; o && n != 0; o = o->chan_next) {
@@ -1288,10 +1307,134 @@ static int hold_index(hilock_async *a, as_hold *h)
     return 0;
 }
 
-/* lk's timer: its hold table's next deadline. */
+/* lk's timer: its hold table's next deadline (a renewal, a doubt, a check
+ * due), or when holds listen on their channels again. */
 static void holds_sync(as_link *lk)
 {
-    tmr_set(lk->a, &lk->tmr, hl_holds_next(&lk->holds));
+    tmr_set(lk->a, &lk->tmr, min_at(hl_holds_next(&lk->holds), lk->observe_at));
+}
+
+/* A hold listens on its lock's channel again after this pause when its
+ * subscription went (the connection was lost, the slot moved, the topology
+ * is not known yet): not at once, so that a server that is down is not
+ * asked in a loop; its renewals go on meanwhile, and the subscription's
+ * confirmation has it checked. */
+#define AS_OBSERVE_RETRY_MS 200
+
+/* h listens on its lock's channel (hl_hold_channel), shared with the
+ * waiters and other holds of the name on this client: what is heard there
+ * goes to the session (hl_holds_heard), which has h checked after a force
+ * unlock. 0, or -1: not now (h listens again at its link's observe_at). */
+static int hold_observe(hilock_async *a, as_hold *h)
+{
+    if (h->chan || !h->s.in_table)
+        return 0;
+    const char *name = hl_hold_channel(h->lock->kind, &h->lock->names);
+    as_node *nd = hl_as_route_hold_channel(h->link, name);
+    if (!nd || !conn_get(a, nd, 1)) /* first: replacing a broken one drops its channels */
+        return -1;
+    as_chan *ch = chan_find(nd, name, strlen(name));
+    if (!ch) {
+        ch = calloc(1, sizeof *ch);
+        if (!ch || !(ch->name = hl_strdup(name))) {
+            free(ch);
+            return -1;
+        }
+        ch->state = CH_PENDING;
+        ch->rule = HL_WAKE_LOCK; /* the lock kinds' waiters use this rule */
+        ch->node = nd;
+        ch->next = nd->chans;
+        nd->chans = ch;
+        if (chan_cmd(a, nd, ch, 0) != 0) {
+            chan_remove(nd, ch);
+            return -1;
+        }
+    }
+    ch->refs++;
+    h->chan = ch;
+    h->oprev = NULL;
+    h->onext = ch->observers;
+    if (ch->observers)
+        ch->observers->oprev = h;
+    ch->observers = h;
+    if (ch->state == CH_SUBSCRIBED) {
+        /* subscribed already (waiters of the name): a message processed
+         * before h listened went unheard by h, as if it just subscribed */
+        hl_holds_check(&h->link->holds, &h->s, now_ms());
+    }
+    return 0;
+}
+
+static void observer_unlink(as_hold *h)
+{
+    as_chan *ch = h->chan;
+    if (h->oprev)
+        h->oprev->onext = h->onext;
+    else
+        ch->observers = h->onext;
+    if (h->onext)
+        h->onext->oprev = h->oprev;
+    h->onext = h->oprev = NULL;
+    h->chan = NULL;
+}
+
+/* h no longer listens (released, lost, forgotten). */
+static void hold_unobserve(hilock_async *a, as_hold *h)
+{
+    h->observe = 0;
+    as_chan *ch = h->chan;
+    if (!ch)
+        return;
+    observer_unlink(h);
+    chan_unref(a, ch);
+}
+
+/* ch's subscription went: its holds listen again after a pause. */
+static void observers_drop(as_chan *ch)
+{
+    while (ch->observers) {
+        as_hold *h = ch->observers;
+        observer_unlink(h);
+        ch->refs--;
+        h->observe = 1;
+        as_link *lk = h->link;
+        int64_t at = now_ms() + AS_OBSERVE_RETRY_MS;
+        if (lk->observe_at < 0 || lk->observe_at > at)
+            lk->observe_at = at;
+        holds_sync(lk);
+    }
+}
+
+/* What ch's holds heard (a message, the subscription confirmed, the slot
+ * moved): the session decides which to check; the checks go out at the
+ * link's timer, now. */
+static void observers_heard(as_chan *ch, const hl_ps_event *ev)
+{
+    int64_t now = now_ms();
+    for (as_hold *h = ch->observers; h; h = h->onext)
+        if (hl_holds_heard(&h->link->holds, &h->s, ev, now))
+            holds_sync(h->link);
+}
+
+/* lk's holds whose subscription went listen again (at lk->observe_at). */
+static void holds_observe_again(hilock_async *a, as_link *lk, int64_t now)
+{
+    if (lk->observe_at < 0 || lk->observe_at > now)
+        return;
+    lk->observe_at = -1;
+    for (as_hold *h = a->holds; h; h = h->next) {
+        if (h->link != lk || !h->observe)
+            continue;
+        if (!h->s.in_table) {
+            h->observe = 0;
+            continue;
+        }
+        if (hold_observe(a, h) == 0) {
+            h->observe = 0;
+        } else if (lk->observe_at < 0) {
+            lk->observe_at = now + AS_OBSERVE_RETRY_MS;
+        }
+    }
 }
 
 static void hold_remove(hilock_async *a, as_hold *h)
@@ -1309,8 +1452,11 @@ static void hold_remove(hilock_async *a, as_hold *h)
         a->holds = h->next;
     if (h->next)
         h->next->prev = h->prev;
+    hold_unobserve(a, h);
     hl_holds_remove(&h->link->holds, &h->s);
     holds_sync(h->link);
+    if (h->checking) /* its check's answer too */
+        h->checking->check = NULL;
     if (h->renewing) /* its renewal's outcome is nobody's now */
         for (size_t i = 0; i < h->renewing->renew->n; i++)
             if (h->renewing->renew->holds[i] == h)
@@ -1348,6 +1494,14 @@ static int hold_granted(as_op *op, int64_t sent_at)
             hold_remove(a, h);
         return HILOCK_ENOMEM;
     }
+    /* in the table first, so that the confirmation of its subscription
+     * applies to it; not listening (no connection now) only means later */
+    if (!h->chan && hold_observe(a, h) != 0) {
+        h->observe = 1;
+        int64_t at = now_ms() + AS_OBSERVE_RETRY_MS;
+        if (h->link->observe_at < 0 || h->link->observe_at > at)
+            h->link->observe_at = at;
+    }
     holds_sync(h->link);
     return 0;
 }
@@ -1375,6 +1529,51 @@ static void queue_lost(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t si
 {
     hl_as_queue_report(a, l, NULL, tid, silent_ms);
     hl_as_ml_member_lost(a, l, tid, silent_ms);
+}
+
+/* The holds of lk the session found lost (a renewal's or a check's
+ * answer) are reported, and listen no more. */
+static void report_lost(hilock_async *a, as_link *lk)
+{
+    hl_hold *s;
+    while ((s = hl_holds_lost_next(&lk->holds))) {
+        as_hold *g = s->ref;
+        hold_unobserve(a, g);
+        queue_lost(a, g->lock, g->tid, -1);
+    }
+    holds_sync(lk);
+}
+
+/* A check of hold h (the session handed it out: a message on its lock's
+ * channel, its subscription confirmed): "is its field still there?"
+ * (hl_cmd_hold_check; no renewal). */
+static void check_send(hilock_async *a, as_link *lk, as_hold *h)
+{
+    as_op *op = hl_as_op_new(a, OP_CHECK, h->lock, h->tid, NULL, NULL);
+    if (!op) { /* nothing known: the renewals and the doubt timer go on */
+        hl_holds_check_outcome(&lk->holds, &h->s, -1);
+        return;
+    }
+    op->link = lk;
+    op->check = h;
+    h->checking = op;
+    memcpy(op->owner, h->owner, sizeof op->owner);
+    hl_cmd_hold_check(&op->cmd, &h->lock->names, op->owner);
+    op_queue(op);
+}
+
+/* The end of check op: the session takes the answer (gone 1, 0, or -1:
+ * none); a hold found gone is reported lost. */
+static void check_outcome(as_op *op, int gone)
+{
+    as_hold *h = op->check;
+    if (!h)
+        return;
+    op->check = NULL;
+    if (h->checking == op)
+        h->checking = NULL;
+    hl_holds_check_outcome(&op->link->holds, &h->s, gone);
+    report_lost(op->a, op->link);
 }
 
 /* The renewal of the n holds hs (one, or a group the session made: one
@@ -1452,10 +1651,15 @@ static void holds_due(hilock_async *a, as_link *lk, int64_t now)
         while ((s = hl_holds_renew_next(&lk->holds, now, 0)))
             renew_send(a, lk, &s, 1, now);
     }
+    /* then the checks the session has due (a renewal just sent answers
+     * its hold's: the session hands out no check for it) */
+    while ((s = hl_holds_check_next(&lk->holds, now)))
+        check_send(a, lk, s->ref);
     while ((s = hl_holds_doubt_next(&lk->holds, now))) {
         as_hold *h = s->ref;
         queue_lost(a, h->lock, h->tid, now - s->confirmed_at);
     }
+    holds_observe_again(a, lk, now);
     holds_sync(lk);
 }
 
@@ -1492,12 +1696,7 @@ static void renew_outcome(as_op *op, const hl_renew_outcome *out)
     }
     if (!fed)
         return;
-    hl_hold *s;
-    while ((s = hl_holds_lost_next(&lk->holds))) {
-        as_hold *g = s->ref;
-        queue_lost(op->a, g->lock, g->tid, -1);
-    }
-    holds_sync(lk);
+    report_lost(op->a, lk);
 }
 
 /* A group renewal whose answer was an error for the whole call (a slot
@@ -1670,6 +1869,14 @@ static void feed_reply(as_op *op, redisReply *r)
                         o == HL_RENEW_RENEWED);
         break;
     }
+    case OP_CHECK: {
+        int gone = -1, g;
+        if (hl_hold_check_gone(r, &g) == 0)
+            gone = g;
+        check_outcome(op, gone);
+        hl_as_op_finish(op, gone < 0 ? HILOCK_EPROTO : 0, gone);
+        break;
+    }
     default: {
         int64_t v = 0;
         int rc = op->is_locked ? hl_decode_is_locked(op->decode_kind, r, &v) : op->decode(r, &v);
@@ -1688,11 +1895,16 @@ static int ack_release_start(as_op *op);
 
 static void step_acquire(as_op *op)
 {
+    int leave = 0; /* the machine unsubscribed: left at its next action,
+                      or after the grant's hold listens (HL_ACT_DONE) */
     for (;;) {
         int64_t now = now_ms();
         if (op->cancel_req)
             hl_acquire_cancel(&op->acq, now); /* idempotent; between actions */
         hl_action act = hl_acquire_next(&op->acq, now);
+        if (leave && act != HL_ACT_DONE)
+            chan_leave(op);
+        leave = 0;
         switch (act) {
         case HL_ACT_SEND: {
             int rc = op_send(op, &op->acq.cmd);
@@ -1724,21 +1936,24 @@ static void step_acquire(as_op *op)
             op->wake_at = op->acq.sleep_ms < 0 ? -1 : now + op->acq.sleep_ms;
             return;
         case HL_ACT_UNSUBSCRIBE:
-            chan_leave(op);
+            leave = 1;
             continue;
         case HL_ACT_DONE: {
-            chan_leave(op);
             int rc = op->acq.result;
             int64_t v = op->lock->kind == HILOCK_KIND_FENCED ? op->acq.token : op->acq.hold_count;
             if (rc == 0 && op->unacked) {
+                chan_leave(op);
                 /* nobody replicated it, so a failover now would forget it:
                  * give it back (then perhaps try again: hl_ack_retry) */
                 if (ack_release_start(op) == 0)
                     return;
                 rc = HILOCK_ENOMEM;
             }
+            /* the hold listens on the channel the waiter leaves (one
+             * subscription kept, not dropped and made again) */
             if (rc == 0)
                 rc = hold_granted(op, op->sent_at);
+            chan_leave(op);
             if (rc == HILOCK_ETIMEDOUT)
                 snprintf(op->err, sizeof op->err, "lock '%s' not acquired in time",
                          op->lock->names.name);
@@ -1889,7 +2104,12 @@ static void step_release(as_op *op)
      * answer to, which must not keep the lock for the client's life */
     if (h && (!op->rel.still_held || !op->rel.renew))
         hold_remove(op->a, h);
-    if (rc == HILOCK_ENOTOWNER)
+    if (rc == HILOCK_ENOTOWNER && op->rel.known_lost)
+        snprintf(op->err, sizeof op->err,
+                 "lock '%s' was lost before this release (found gone or in doubt); "
+                 "not held by %s",
+                 op->lock->names.name, op->owner);
+    else if (rc == HILOCK_ENOTOWNER)
         snprintf(op->err, sizeof op->err, "lock '%s' is not held by %s", op->lock->names.name,
                  op->owner);
     hl_as_op_finish(op, rc, rc ? 0 : op->rel.remaining);
@@ -1980,6 +2200,8 @@ static void op_free(as_op *op)
     if (op->ack_reply)
         freeReplyObject(op->ack_reply);
     renew_outcome(op, NULL); /* a renewal with no answer: the next one is due */
+    if (op->type == OP_CHECK)
+        check_outcome(op, -1); /* no answer: nothing known */
     if (op->renew) {
         free(op->renew->wide);
         free(op->renew->owners);
@@ -2513,6 +2735,8 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
         free(op);
         return HILOCK_ENOMEM;
     }
+    if (h && hl_holds_is_lost(&h->link->holds, &h->s, now_ms()))
+        hl_release_known_lost(&op->rel); /* a fair unlock's "released" cannot be trusted */
     op->inited = 1;
     return hl_as_op_start(op);
 }

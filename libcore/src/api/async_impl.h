@@ -110,6 +110,9 @@ struct as_chan {
     as_op *waiters, *waiters_tail; /* FIFO through op->chan_next and
                                      op->chan_prev: joining and leaving are
                                      O(1), whatever the number of waiters */
+    as_hold *observers; /* holds listening on their lock's channel (through
+                           h->onext, h->oprev); each counts in refs. What
+                           they hear goes to the session (hl_holds_heard) */
 };
 
 /* One server of a client: the single server, the sentinel master, a cluster
@@ -146,6 +149,9 @@ struct as_link {
     as_node *watch;        /* the sentinel watched (its sub connection) */
     int watch_next;        /* the next sentinel to watch */
     int64_t watch_at;      /* (re)subscribe then when not watching; -1 */
+    int64_t observe_at;    /* holds of this link whose channel subscription
+                              went (connection lost, slot moved) listen again
+                              then; -1: none waits */
     char switch_host[256]; /* a +switch-master to apply (switch_port > 0) */
     int switch_port;
     /* the client's holds (the engine's session table) and its timer: the
@@ -179,10 +185,15 @@ struct as_hold {
     as_link *link;
     char owner[HL_OWNER_MAX];
     as_op *renewing;      /* renewal in flight */
+    as_op *checking;      /* check in flight (OP_CHECK: "is it still there?") */
+    as_chan *chan;        /* the lock's channel it listens on (a force unlock
+                             is heard there), or NULL */
+    as_hold *onext, *oprev; /* chan->observers */
+    int observe;          /* to listen again at link->observe_at */
 };
 
 enum { OP_ACQUIRE = 1, OP_RELEASE, OP_SIMPLE, OP_RENEW, OP_ML_ACQUIRE, OP_ML_RELEASE, OP_LISTEN,
-       OP_EXT };
+       OP_EXT, OP_CHECK };
 
 typedef struct as_ml as_ml;
 typedef struct as_renew as_renew;
@@ -246,6 +257,8 @@ struct as_op {
     int watchdog;
     /* renewal: the holds one renewal command renews (as_renew) */
     as_renew *renew;
+    /* OP_CHECK: the hold it asks about (NULL once that hold is gone) */
+    as_hold *check;
     /* multi-lock: the parent operation and its members' children */
     as_op *parent;       /* a child (member acquire/release, listener) */
     size_t index;        /* its member */
@@ -371,6 +384,9 @@ HL_HIDDEN int hl_as_route(as_op *op, const hl_cmd *cmd, as_node **out);
 /* Where channel goes (pub/sub): 0 with *out, 1 parked (op->parked), or an
  * error code. */
 HL_HIDDEN int hl_as_route_channel(as_op *op, const char *channel, as_node **out);
+/* Where a hold of lk listens on channel (pub/sub), with no operation to
+ * park: the node, or NULL when the topology is not known now. */
+HL_HIDDEN as_node *hl_as_route_hold_channel(as_link *lk, const char *channel);
 /* A reply r to op's cmd from k: 0 it is the answer; 1 the router took it
  * (r freed; op resends after a pause, or waits for the topology); -1 give
  * up (r freed, op->err set): the operation fails with HILOCK_ECONN. */

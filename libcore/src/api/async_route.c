@@ -79,6 +79,7 @@ as_link *hl_as_link_new(hilock_async *a, hilock_client *c, int *rc)
     lk->a = a;
     lk->client = c;
     lk->watch_at = -1;
+    lk->observe_at = -1;
     lk->mode = ep->cluster ? HL_MODE_CLUSTER : ep->master_name ? HL_MODE_SENTINEL : HL_MODE_SINGLE;
     int ok = 1;
     if (lk->mode == HL_MODE_SINGLE) {
@@ -461,6 +462,16 @@ int hl_as_route_channel(as_op *op, const char *channel, as_node **out)
         return HILOCK_ECONN;
     *out = nd;
     return 0;
+}
+
+as_node *hl_as_route_hold_channel(as_link *lk, const char *channel)
+{
+    if (lk->mode == HL_MODE_SINGLE)
+        return lk->nodes;
+    if (!lk->known)
+        return NULL;
+    return lk->mode == HL_MODE_CLUSTER ? lk->slots[hl_key_slot(channel, strlen(channel))]
+                                       : lk->nodes;
 }
 
 static void resend_after(as_op *op, int64_t pause_ms)

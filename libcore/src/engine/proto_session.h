@@ -160,7 +160,8 @@ HL_HIDDEN hl_hold *hl_holds_lost_next(hl_holds *t);
  * listens again). Only h is checked, never the client's other holds.
  * Returns 1 when a check of h became due (take it with
  * hl_holds_check_next), else 0 (nothing to do: another frame, h not in the
- * table, or already due). A hold whose check is in flight is checked once
+ * table, a fixed-lease hold whose lease ran out by now (it ended as its
+ * caller asked: no loss to report), or already due). A hold whose check is in flight is checked once
  * more after its answer (hl_holds_check_outcome). */
 HL_HIDDEN int hl_holds_heard(hl_holds *t, hl_hold *h, const hl_ps_event *ev, int64_t now);
 /* h is to be checked now for a reason of the driver's (a check it put off

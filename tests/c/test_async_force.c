@@ -1,0 +1,219 @@
+/*
+ * The non-blocking API (hilock_async): a hold listens on its lock's own
+ * channel, so a force unlock from another client is reported through the
+ * lost callback and hilock_async_is_lost within a round trip, not at the
+ * next renewal (the watchdog lease is 30 s here: a renewal every 10 s) nor
+ * never (a fixed 30 s lease has no renewal). Every lock kind, watchdog and
+ * fixed lease; the force unlock 300 ms after the grant (the subscription
+ * confirmed) and right after it (before the confirmation can have been
+ * read: the confirmation has the hold checked). A release afterwards
+ * answers HILOCK_ENOTOWNER, a fair lock's too. Against a real
+ * redis-server, through the epoll adapter.
+ */
+#include <CUnit/Basic.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hilock.h"
+#include "hilock/adapters/epoll.h"
+
+#include "async_helpers.h"
+
+enum { LEASE = 30000 };
+
+typedef struct seen {
+    int n;
+    hilock_lock *lock;
+    uint64_t tid;
+    int64_t at;
+    char msg[512];
+} seen;
+
+static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
+{
+    seen *s = payload;
+    s->n++;
+    s->lock = lock;
+    s->tid = tid;
+    s->at = th_now_ms();
+    snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
+}
+
+static hilock_client *open_client(void)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = LEASE;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0) == 0);
+    return c;
+}
+
+/* A lock of kind named name on c; *rw set for the read-write sides. */
+static hilock_lock *new_lock(hilock_client *c, int kind, const char *name, hilock_rwlock **rw)
+{
+    hilock_lock *l = NULL;
+    *rw = NULL;
+    switch (kind) {
+    case HILOCK_KIND_FAIR:
+        CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, name) == 0);
+        break;
+    case HILOCK_KIND_FENCED:
+        CU_ASSERT_FATAL(hilock_fenced_lock_new(&l, c, name) == 0);
+        break;
+    case HILOCK_KIND_READ:
+    case HILOCK_KIND_WRITE:
+        CU_ASSERT_FATAL(hilock_rwlock_new(rw, c, name) == 0);
+        l = kind == HILOCK_KIND_READ ? hilock_rwlock_read_lock(*rw) : hilock_rwlock_write_lock(*rw);
+        break;
+    default:
+        CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+        break;
+    }
+    return l;
+}
+
+static void free_lock(hilock_lock *l, hilock_rwlock *rw)
+{
+    if (rw)
+        hilock_rwlock_free(rw);
+    else
+        hilock_lock_free(l);
+}
+
+/* Hold a lock of kind (watchdog or a fixed lease) with hilock_async; after
+ * held_ms another client force-unlocks it and acquires it at once (the
+ * write side for a read-write lock: a second reader would share). The
+ * holder is told through the callback and is_lost, long before any renewal. */
+static void force_case(const char *label, int kind, int watchdog, int held_ms)
+{
+    char name[96];
+    snprintf(name, sizeof name, "aforce-%s-%s-%d", label, watchdog ? "wd" : "fixed", held_ms);
+    hilock_client *c = open_client(), *c2 = open_client();
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_rwlock *rw = NULL, *rw2 = NULL;
+    hilock_lock *l = new_lock(c, kind, name, &rw);
+    /* the other client: force unlock, then acquire (exclusively) */
+    hilock_lock *l2 = new_lock(c2, kind == HILOCK_KIND_READ ? HILOCK_KIND_WRITE : kind, name, &rw2);
+
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, watchdog ? HILOCK_LEASE_WATCHDOG : LEASE, on_done,
+                                   &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_FATAL(r.rc == 0);
+    if (held_ms > 0)
+        run_for(a, held_ms);
+    CU_ASSERT_EQUAL(s.n, 0); /* nothing happened yet */
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), 0);
+
+    int deleted = 0;
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_lock_force_unlock(&deleted, l2) == 0);
+    CU_ASSERT_EQUAL(deleted, 1);
+    int other = hilock_lock_acquire_tid(l2, 2, 0, HILOCK_LEASE_WATCHDOG);
+    int64_t t_other = th_now_ms();
+    CU_ASSERT_EQUAL(other, 0);
+    int told = run_until_n(a, &s.n, 1, 3000);
+    printf("\n  %s, %s lease, force unlock %d ms after the grant: holder told %lld ms after "
+           "it (-1: not within 3000 ms), the other client acquired %lld ms after it",
+           label, watchdog ? "watchdog" : "fixed", held_ms,
+           told ? (long long)(s.at - t0) : -1LL, (long long)(t_other - t0));
+    CU_ASSERT_FATAL(told);
+    CU_ASSERT(s.lock == l && s.tid == 1);
+    /* a round trip, not the next renewal (10 s) or never (fixed lease);
+     * bounded loosely for loaded and instrumented runs */
+    CU_ASSERT(s.at - t0 < 1000);
+    CU_ASSERT(strstr(s.msg, "lost") != NULL);
+    CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 1), 1);
+    run_for(a, 50);
+    CU_ASSERT_EQUAL(s.n, 1); /* once */
+
+    /* the release says the hold is gone (a fair unlock would say
+     * "released" on the missing key: the client knows better) */
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
+    CU_ASSERT_FATAL(run_until(a, &rel, 1, 5000));
+    CU_ASSERT_EQUAL(rel.rc, HILOCK_ENOTOWNER);
+    /* the other client's hold was left alone */
+    int held = 0;
+    CU_ASSERT(hilock_lock_is_held_tid(&held, l2, 2) == 0 && held == 1);
+    CU_ASSERT(hilock_lock_release_tid(l2, 2) == 0);
+    /* nothing held: the holder no longer listens */
+    char chan[160];
+    snprintf(chan, sizeof chan, "%s:{%s}",
+             kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE ? "redisson_rwlock"
+                                                                  : "redisson_lock__channel",
+             name);
+    CU_ASSERT(run_until_numsub(a, chan, 0));
+    free_lock(l, rw);
+    free_lock(l2, rw2);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+}
+
+#define CASES(kind, label)                                                                         \
+    static void t_##label##_wd(void) { force_case(#label, kind, 1, 300); }                         \
+    static void t_##label##_fixed(void) { force_case(#label, kind, 0, 300); }                      \
+    static void t_##label##_wd_early(void) { force_case(#label, kind, 1, 0); }                     \
+    static void t_##label##_fixed_early(void) { force_case(#label, kind, 0, 0); }
+CASES(HILOCK_KIND_REENTRANT, reentrant)
+CASES(HILOCK_KIND_FAIR, fair)
+CASES(HILOCK_KIND_READ, read)
+CASES(HILOCK_KIND_WRITE, write)
+CASES(HILOCK_KIND_FENCED, fenced)
+
+/* The holder listens while it holds and no longer: a channel's one
+ * subscription serves the holder and the waiters of the name; after the
+ * release nothing is subscribed. */
+static void t_listens_while_held(void)
+{
+    hilock_client *c = open_client();
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "aforce-listen") == 0);
+    res r = {0}, w = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{aforce-listen}", 1));
+    /* a waiter of the same name on this client shares the subscription */
+    CU_ASSERT(hilock_async_acquire(a, l, 2, 5000, HILOCK_LEASE_WATCHDOG, on_done, &w) == 0);
+    run_for(a, 200);
+    CU_ASSERT_EQUAL(numsub("redisson_lock__channel:{aforce-listen}"), 1);
+    CU_ASSERT_EQUAL(w.n, 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &w, 1, 5000) && w.rc == 0); /* woken, holds */
+    CU_ASSERT(rel.n == 1 && rel.rc == 0);
+    CU_ASSERT_EQUAL(numsub("redisson_lock__channel:{aforce-listen}"), 1);
+    CU_ASSERT(hilock_async_release(a, l, 2, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{aforce-listen}", 0));
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("non-blocking API: force unlock told", th_srv_init, th_srv_clean);
+#define ADD(label)                                                                                 \
+    CU_add_test(s, #label ", watchdog lease, 300 ms after the grant", t_##label##_wd);             \
+    CU_add_test(s, #label ", fixed lease, 300 ms after the grant", t_##label##_fixed);             \
+    CU_add_test(s, #label ", watchdog lease, right after the grant", t_##label##_wd_early);        \
+    CU_add_test(s, #label ", fixed lease, right after the grant", t_##label##_fixed_early)
+    ADD(reentrant);
+    ADD(fair);
+    ADD(read);
+    ADD(write);
+    ADD(fenced);
+    CU_add_test(s, "a holder listens while it holds, sharing the waiters' subscription",
+                t_listens_while_held);
+    return th_cu_run();
+}
