@@ -198,6 +198,44 @@ static void t_listens_while_held(void)
     hilock_client_close(c);
 }
 
+/* A fixed-lease hold never released stops listening when its lease ends
+ * (it ended as asked: nothing to check, no loss reported), so a client
+ * that lets its fixed leases run out keeps no subscription. */
+static void t_fixed_lease_end_stops_listening(void)
+{
+    hilock_client *c = open_client();
+    hilock_async *a = new_async();
+    seen s = {0};
+    hilock_async_set_lost_callback(a, on_lost, &s);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "aforce-expire") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 400, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{aforce-expire}", 1));
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(run_until_numsub(a, "redisson_lock__channel:{aforce-expire}", 0));
+    printf("\n  fixed 400 ms lease run out: subscription gone %lld ms after it was seen",
+           (long long)(th_now_ms() - t0));
+    /* another client's hold and release there tell this one nothing */
+    hilock_client *c2 = open_client();
+    hilock_lock *l2 = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l2, c2, "aforce-expire") == 0);
+    /* (the key may outlive the client's count of the lease by a few ms) */
+    CU_ASSERT(hilock_lock_acquire_tid(l2, 2, 2000, HILOCK_LEASE_WATCHDOG) == 0);
+    CU_ASSERT(hilock_lock_release_tid(l2, 2) == 0);
+    run_for(a, 200);
+    CU_ASSERT_EQUAL(s.n, 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == HILOCK_ENOTOWNER);
+    hilock_lock_free(l2);
+    hilock_client_close(c2);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -215,5 +253,6 @@ int main(void)
     ADD(fenced);
     CU_add_test(s, "a holder listens while it holds, sharing the waiters' subscription",
                 t_listens_while_held);
+    CU_add_test(s, "a fixed lease that ran out stops listening", t_fixed_lease_end_stops_listening);
     return th_cu_run();
 }

@@ -1311,7 +1311,16 @@ static int hold_index(hilock_async *a, as_hold *h)
  * due), or when holds listen on their channels again. */
 static void holds_sync(as_link *lk)
 {
-    tmr_set(lk->a, &lk->tmr, min_at(hl_holds_next(&lk->holds), lk->observe_at));
+    tmr_set(lk->a, &lk->tmr,
+            min_at(min_at(hl_holds_next(&lk->holds), lk->observe_at), lk->expire_at));
+}
+
+/* When h's fixed lease ends (-1: a watchdog hold, or not in the table). */
+static int64_t fixed_end(const as_hold *h)
+{
+    if (!h->s.in_table || h->s.watchdog || h->s.lease_ms <= 0)
+        return -1;
+    return h->s.confirmed_at + h->s.lease_ms;
 }
 
 /* A hold listens on its lock's channel again after this pause when its
@@ -1321,6 +1330,26 @@ static void holds_sync(as_link *lk)
  * confirmation has it checked. */
 #define AS_OBSERVE_RETRY_MS 200
 
+static void hold_unobserve(hilock_async *a, as_hold *h);
+
+/* The holds of lk whose fixed lease ended stop listening (nothing of theirs
+ * is left to check); lk->expire_at follows the ones still listening. */
+static void holds_expire(hilock_async *a, as_link *lk, int64_t now)
+{
+    if (lk->expire_at < 0 || lk->expire_at > now)
+        return;
+    lk->expire_at = -1;
+    for (as_hold *h = a->holds; h; h = h->next) {
+        int64_t end = h->link == lk && (h->chan || h->observe) ? fixed_end(h) : -1;
+        if (end < 0)
+            continue;
+        if (end <= now)
+            hold_unobserve(a, h);
+        else
+            lk->expire_at = min_at(lk->expire_at, end);
+    }
+}
+
 /* h listens on its lock's channel (hl_hold_channel), shared with the
  * waiters and other holds of the name on this client: what is heard there
  * goes to the session (hl_holds_heard), which has h checked after a force
@@ -1329,6 +1358,9 @@ static int hold_observe(hilock_async *a, as_hold *h)
 {
     if (h->chan || !h->s.in_table)
         return 0;
+    int64_t end = fixed_end(h);
+    if (end >= 0 && end <= now_ms())
+        return 0; /* its fixed lease ended: nothing to listen for */
     const char *name = hl_hold_channel(h->lock->kind, &h->lock->names);
     as_node *nd = hl_as_route_hold_channel(h->link, name);
     if (!nd || !conn_get(a, nd, 1)) /* first: replacing a broken one drops its channels */
@@ -1502,6 +1534,8 @@ static int hold_granted(as_op *op, int64_t sent_at)
         if (h->link->observe_at < 0 || h->link->observe_at > at)
             h->link->observe_at = at;
     }
+    /* a fixed lease: it stops listening when the lease ends */
+    h->link->expire_at = min_at(h->link->expire_at, fixed_end(h));
     holds_sync(h->link);
     return 0;
 }
@@ -1660,6 +1694,7 @@ static void holds_due(hilock_async *a, as_link *lk, int64_t now)
         queue_lost(a, h->lock, h->tid, now - s->confirmed_at);
     }
     holds_observe_again(a, lk, now);
+    holds_expire(a, lk, now);
     holds_sync(lk);
 }
 

@@ -152,6 +152,9 @@ struct as_link {
     int64_t observe_at;    /* holds of this link whose channel subscription
                               went (connection lost, slot moved) listen again
                               then; -1: none waits */
+    int64_t expire_at;     /* the earliest end of a fixed lease among the
+                              holds of this link that listen: they stop
+                              listening then (the hold ended as asked); -1 */
     char switch_host[256]; /* a +switch-master to apply (switch_port > 0) */
     int switch_port;
     /* the client's holds (the engine's session table) and its timer: the

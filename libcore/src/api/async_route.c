@@ -80,6 +80,7 @@ as_link *hl_as_link_new(hilock_async *a, hilock_client *c, int *rc)
     lk->client = c;
     lk->watch_at = -1;
     lk->observe_at = -1;
+    lk->expire_at = -1;
     lk->mode = ep->cluster ? HL_MODE_CLUSTER : ep->master_name ? HL_MODE_SENTINEL : HL_MODE_SINGLE;
     int ok = 1;
     if (lk->mode == HL_MODE_SINGLE) {
