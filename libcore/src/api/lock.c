@@ -694,6 +694,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     char owner[HL_OWNER_MAX];
     hl_hold_owner(owner, l->kind, c->t.id, tid);
     struct hl_unsettled_acq u;
+    memset(&u, 0, sizeof u); /* resettle reads it only when taken; GCC's TSan build cannot see that */
     if (unsettled_acq_take(c, l->names.name, owner, &u) && (rc = resettle(l, owner, &u)) != 0)
         return rc; /* its message is set */
     int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
