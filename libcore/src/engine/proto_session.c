@@ -308,7 +308,8 @@ size_t hl_holds_renew_due(hl_holds *t, int64_t now, int64_t horizon, size_t max_
         out[n++] = h;
     if (max_group < 1)
         max_group = 1;
-    qsort(out, n, sizeof *out, group_cmp);
+    if (n > 1) /* out may be NULL when cap is 0: qsort's pointer must not be */
+        qsort(out, n, sizeof *out, group_cmp);
     for (size_t i = 0; i < n;) {
         size_t k = 1;
         if (!out[i]->alone)
