@@ -552,6 +552,93 @@ static void t_random_against_model(void)
     CU_ASSERT_EQUAL(failed, 0);
 }
 
+/* ------------------------------------------------ unsettled acquires */
+
+static void t_unsettled(void)
+{
+    hl_unsettled t;
+    hl_unsettled_init(&t, 3);
+    hl_unsettled_acq *u = NULL;
+    /* nothing recorded: acquire */
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 0, &u), HL_UNSETTLED_NONE);
+    CU_ASSERT_PTR_NULL(u);
+    /* an attempt of c:1 on L whose settle runs: its next acquire of L waits,
+     * another owner or another lock does not */
+    hl_unsettled_acq *a = hl_unsettled_put(&t, "L", "c:1", "{L}:c:1:0:7", 9000, 500, 1, 100);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_STRING_EQUAL(a->latch, "{L}:c:1:0:7");
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 200, &u), HL_UNSETTLED_WAIT);
+    CU_ASSERT_PTR_EQUAL(u, a);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:2", 200, &u), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "M", "c:1", 200, &u), HL_UNSETTLED_NONE);
+    /* a settle runs no matter how long (never forgotten by time) */
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 100000, &u), HL_UNSETTLED_WAIT);
+    CU_ASSERT(hl_unsettled_settling(&t, "L", "c:1"));
+    /* a late grant is not given back while its settle runs (the settle does) */
+    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 2), 0);
+    /* the settle gave up at 1000: settle it before the next acquire, until
+     * its lease (500) has run out */
+    hl_unsettled_settle_end(&t, a, 0, 1000);
+    CU_ASSERT_FALSE(hl_unsettled_settling(&t, "L", "c:1"));
+    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 2), 1);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1200, &u), HL_UNSETTLED_SETTLE);
+    CU_ASSERT_PTR_EQUAL(u, a);
+    CU_ASSERT(a->settling);
+    CU_ASSERT_EQUAL(a->latch_ttl_ms, 9000);
+    CU_ASSERT_EQUAL(a->lease_ms, 500);
+    /* handed out: a second acquire of the owner waits for that settle */
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1200, &u), HL_UNSETTLED_WAIT);
+    /* it failed again at 1300 (until 1800), then is over by its lease */
+    hl_unsettled_settle_end(&t, a, 0, 1300);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1799, &u), HL_UNSETTLED_SETTLE);
+    hl_unsettled_settle_end(&t, a, 0, 1300);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1800, &u), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(t.count, 0);
+    /* settled: forgotten at once */
+    a = hl_unsettled_put(&t, "L", "c:1", "{L}:c:1:1:8", 9000, 500, 0, 2000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_FALSE(hl_unsettled_settling(&t, "L", "c:1"));
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 2001, &u), HL_UNSETTLED_SETTLE);
+    hl_unsettled_settle_end(&t, a, 1, 2002);
+    CU_ASSERT_EQUAL(t.count, 0);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 2003, &u), HL_UNSETTLED_NONE);
+    /* no latch: nothing can settle it; it ends with its lease */
+    a = hl_unsettled_put(&t, "L", "c:1", NULL, 0, 500, 0, 3000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 3001, &u), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(t.count, 1);
+    hl_unsettled_forget(&t, a);
+    CU_ASSERT_EQUAL(t.count, 0);
+    /* the count rule: known holds + this grant is what the server may count */
+    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 1), 0);
+    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 2, 3), 0);
+    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 2, 4), 1);
+    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 0), 0); /* count unknown */
+    /* full (max 3): the record not settling that ends first makes room; a
+     * table of settling records takes no more */
+    hl_unsettled_acq *s1 = hl_unsettled_put(&t, "A", "c:1", "a", 10, 100, 0, 5000);
+    hl_unsettled_acq *s2 = hl_unsettled_put(&t, "B", "c:1", "b", 10, 50, 0, 5000);
+    hl_unsettled_acq *s3 = hl_unsettled_put(&t, "C", "c:1", "c", 10, 100, 1, 5000);
+    CU_ASSERT(s1 && s2 && s3);
+    hl_unsettled_acq *s4 = hl_unsettled_put(&t, "D", "c:1", "d", 10, 100, 1, 5000);
+    CU_ASSERT_PTR_NOT_NULL(s4);
+    CU_ASSERT_EQUAL(t.count, 3);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "B", "c:1", 5001, &u), HL_UNSETTLED_NONE); /* B went */
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "A", "c:1", 5001, &u), HL_UNSETTLED_SETTLE);
+    CU_ASSERT_PTR_NULL(hl_unsettled_put(&t, "E", "c:1", "e", 10, 100, 0, 5002));
+    CU_ASSERT_EQUAL(t.count, 3);
+    /* an owner too long for a record */
+    char longowner[HL_OWNER_MAX + 8];
+    memset(longowner, 'o', sizeof longowner - 1);
+    longowner[sizeof longowner - 1] = 0;
+    hl_unsettled_free(&t); /* frees settling ones too */
+    CU_ASSERT_EQUAL(t.count, 0);
+    hl_unsettled_init(&t, 0);
+    CU_ASSERT_PTR_NULL(hl_unsettled_put(&t, "L", longowner, "x", 1, 1, 0, 0));
+    CU_ASSERT_EQUAL(t.max, 1024);
+    hl_unsettled_free(&t);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -562,5 +649,7 @@ int main(void)
     CU_add_test(s, "fixed lease, re-entry, batch horizon", t_fixed_reentry_horizon);
     CU_add_test(s, "heard on a hold's channel: that hold checked", t_heard_checks);
     CU_add_test(s, "random schedules against a reference model", t_random_against_model);
+    CU_pSuite u = CU_add_suite("session unsettled acquires", NULL, NULL);
+    CU_add_test(u, "recorded, settled before the next acquire, late grants", t_unsettled);
     return th_cu_run();
 }

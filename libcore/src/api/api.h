@@ -28,7 +28,7 @@ struct hilock_client {
      * made per call). Guarded by unsettled_mu; the oldest is forgotten
      * when all are taken (it ends with its lease). */
     pthread_mutex_t unsettled_mu;
-    struct hl_unsettled_acq {
+    struct hl_client_unsettled {
         char *name;        /* NULL: free slot */
         char *latch;       /* the attempt's "<latch key>:<seq>" */
         char owner[HL_OWNER_MAX];

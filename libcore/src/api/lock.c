@@ -449,7 +449,7 @@ static void unsettled_acq_put(hilock_client *c, const char *name, const char *ow
     pthread_mutex_lock(&c->unsettled_mu);
     int slot = 0;
     for (int i = 0; i < UNSETTLED_ACQ_MAX; i++) {
-        struct hl_unsettled_acq *u = &c->unsettled_acq[i];
+        struct hl_client_unsettled *u = &c->unsettled_acq[i];
         if (!u->name || u->until <= now) {
             slot = i;
             break;
@@ -457,7 +457,7 @@ static void unsettled_acq_put(hilock_client *c, const char *name, const char *ow
         if (u->until < c->unsettled_acq[slot].until)
             slot = i; /* all taken: the one that ends first */
     }
-    struct hl_unsettled_acq *u = &c->unsettled_acq[slot];
+    struct hl_client_unsettled *u = &c->unsettled_acq[slot];
     free(u->name);
     free(u->latch);
     u->name = n;
@@ -473,13 +473,13 @@ static void unsettled_acq_put(hilock_client *c, const char *name, const char *ow
 /* Take owner's unsettled attempt on name, if one may still hold: 1 and *out
  * filled (out->name and out->latch are the caller's to free), else 0. */
 static int unsettled_acq_take(hilock_client *c, const char *name, const char *owner,
-                              struct hl_unsettled_acq *out)
+                              struct hl_client_unsettled *out)
 {
     int found = 0;
     int64_t now = hl_now_mono_ms();
     pthread_mutex_lock(&c->unsettled_mu);
     for (int i = 0; i < UNSETTLED_ACQ_MAX && !found; i++) {
-        struct hl_unsettled_acq *u = &c->unsettled_acq[i];
+        struct hl_client_unsettled *u = &c->unsettled_acq[i];
         if (!u->name || strcmp(u->owner, owner) != 0 || strcmp(u->name, name) != 0)
             continue;
         if (u->until > now) {
@@ -498,7 +498,7 @@ static int unsettled_acq_take(hilock_client *c, const char *name, const char *ow
 /* Settle owner's earlier attempt on l whose call gave up settling it
  * (hl_acquire_resettle): a grant it took is given back before the owner
  * enters again. 0, or an error (the attempt is remembered again). */
-static int resettle(hilock_lock *l, const char *owner, struct hl_unsettled_acq *u)
+static int resettle(hilock_lock *l, const char *owner, struct hl_client_unsettled *u)
 {
     hilock_client *c = l->client;
     hl_acquire a;
@@ -693,7 +693,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     }
     char owner[HL_OWNER_MAX];
     hl_hold_owner(owner, l->kind, c->t.id, tid);
-    struct hl_unsettled_acq u;
+    struct hl_client_unsettled u;
     memset(&u, 0, sizeof u); /* resettle reads it only when taken; GCC's TSan build cannot see that */
     if (unsettled_acq_take(c, l->names.name, owner, &u) && (rc = resettle(l, owner, &u)) != 0)
         return rc; /* its message is set */

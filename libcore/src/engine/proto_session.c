@@ -457,3 +457,137 @@ int hl_holds_is_lost(const hl_holds *t, const hl_hold *h, int64_t now)
            hl_renew_in_doubt(h->confirmed_at, t->watchdog_lease_ms, h->tried_at,
                              t->command_timeout_ms, now);
 }
+
+/* ---- acquire attempts not settled ---- */
+
+void hl_unsettled_init(hl_unsettled *t, size_t max)
+{
+    memset(t, 0, sizeof *t);
+    t->max = max ? max : 1024;
+}
+
+static void unsettled_free_one(hl_unsettled_acq *u)
+{
+    free(u->name);
+    free(u->latch);
+    free(u);
+}
+
+void hl_unsettled_free(hl_unsettled *t)
+{
+    for (hl_unsettled_acq *u = t->head, *nx; u; u = nx) {
+        nx = u->next;
+        unsettled_free_one(u);
+    }
+    t->head = NULL;
+    t->count = 0;
+}
+
+void hl_unsettled_forget(hl_unsettled *t, hl_unsettled_acq *u)
+{
+    for (hl_unsettled_acq **pp = &t->head; *pp; pp = &(*pp)->next)
+        if (*pp == u) {
+            *pp = u->next;
+            t->count--;
+            unsettled_free_one(u);
+            return;
+        }
+}
+
+hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name, const char *owner,
+                                   const char *latch, int64_t latch_ttl_ms, int64_t lease_ms,
+                                   int settling, int64_t now)
+{
+    if (!name || !owner || strlen(owner) >= HL_OWNER_MAX)
+        return NULL;
+    if (t->count >= t->max) { /* full: the record not settling that ends first goes */
+        hl_unsettled_acq *victim = NULL;
+        for (hl_unsettled_acq *u = t->head; u; u = u->next)
+            if (!u->settling && (!victim || u->until < victim->until))
+                victim = u;
+        if (!victim)
+            return NULL;
+        hl_unsettled_forget(t, victim);
+    }
+    hl_unsettled_acq *u = calloc(1, sizeof *u);
+    if (!u)
+        return NULL;
+    u->name = strdup(name);
+    u->latch = latch ? strdup(latch) : NULL;
+    if (!u->name || (latch && !u->latch)) {
+        unsettled_free_one(u);
+        return NULL;
+    }
+    memcpy(u->owner, owner, strlen(owner) + 1);
+    u->latch_ttl_ms = latch_ttl_ms;
+    u->lease_ms = lease_ms;
+    u->settling = settling != 0;
+    /* a hold it took (at the latest now, when nothing runs it again) has
+     * ended by then */
+    u->until = now + (lease_ms > 0 ? lease_ms : 0);
+    u->next = t->head;
+    t->head = u;
+    t->count++;
+    return u;
+}
+
+void hl_unsettled_settle_end(hl_unsettled *t, hl_unsettled_acq *u, int settled, int64_t now)
+{
+    if (settled) {
+        hl_unsettled_forget(t, u);
+        return;
+    }
+    u->settling = 0;
+    u->until = now + (u->lease_ms > 0 ? u->lease_ms : 0);
+}
+
+static int unsettled_is(const hl_unsettled_acq *u, const char *name, const char *owner)
+{
+    return strcmp(u->owner, owner) == 0 && strcmp(u->name, name) == 0;
+}
+
+hl_unsettled_step hl_unsettled_next(hl_unsettled *t, const char *name, const char *owner,
+                                    int64_t now, hl_unsettled_acq **out)
+{
+    hl_unsettled_acq *settle = NULL, *wait = NULL;
+    for (hl_unsettled_acq **pp = &t->head; *pp;) {
+        hl_unsettled_acq *u = *pp;
+        if (!u->settling && u->until <= now) { /* over: its hold has ended */
+            *pp = u->next;
+            t->count--;
+            unsettled_free_one(u);
+            continue;
+        }
+        if (unsettled_is(u, name, owner)) {
+            if (u->settling)
+                wait = u;
+            else if (!settle && u->latch) /* without a latch only its lease ends it */
+                settle = u;
+        }
+        pp = &u->next;
+    }
+    if (out)
+        *out = wait ? wait : settle;
+    if (wait)
+        return HL_UNSETTLED_WAIT;
+    if (!settle)
+        return HL_UNSETTLED_NONE;
+    settle->settling = 1;
+    return HL_UNSETTLED_SETTLE;
+}
+
+int hl_unsettled_settling(const hl_unsettled *t, const char *name, const char *owner)
+{
+    for (const hl_unsettled_acq *u = t->head; u; u = u->next)
+        if (u->settling && unsettled_is(u, name, owner))
+            return 1;
+    return 0;
+}
+
+int hl_unsettled_late_grant(const hl_unsettled *t, const char *name, const char *owner,
+                            int64_t known_holds, int64_t hold_count)
+{
+    if (hold_count < 1 || known_holds < 0 || hold_count <= known_holds + 1)
+        return 0;
+    return !hl_unsettled_settling(t, name, owner);
+}

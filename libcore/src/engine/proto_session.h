@@ -22,6 +22,10 @@
  * hl_holds_renew_due, all of them grouped into renewal commands), the holds to report "in doubt"
  * (hl_holds_doubt_next) and the holds found lost (hl_holds_lost_next). Each
  * output is the hold pointer, so the driver finds its record (ref).
+ *
+ * The second piece (hl_unsettled_*, at the end): acquire attempts that may
+ * have been granted and are not settled, and what the owner's next acquire
+ * of that lock must do first.
  */
 #ifndef HILOCK_PROTO_SESSION_H
 #define HILOCK_PROTO_SESSION_H
@@ -195,5 +199,90 @@ HL_HIDDEN int64_t hl_holds_doubt_at(const hl_holds *t, const hl_hold *h);
 /* 1 when h is lost or was reported in doubt, or would be at now (asked
  * before the driver's timer ran: hl_renew_in_doubt). */
 HL_HIDDEN int hl_holds_is_lost(const hl_holds *t, const hl_hold *h, int64_t now);
+
+/* ---- acquire attempts not settled (the "unsettled acquire" rule) ----
+ *
+ * An acquire attempt that may have been granted on the server (its reply
+ * was lost or came too late) and whose settle has not told what it did is
+ * recorded here: lock name, owner, the attempt's acquire latch argument
+ * and its lifetime, its lease, and whether a settle of it runs (the
+ * driver's). The session decides: before that owner's next acquire of
+ * that lock, the driver settles the attempt first (hl_acquire_resettle
+ * under the recorded latch) or waits for the settle that runs; entering
+ * first would stack a new hold on a grant nobody accounts for (the
+ * watchdog then renews it for as long as the owner re-enters), and a late
+ * copy of the attempt running after the new grant would apply its own
+ * lease to it. A grant whose hold count exceeds the holds the owner knows
+ * of is a late grant to give back (one release), once no settle for it
+ * runs (hl_unsettled_late_grant). docs/protocol.md ("Session: unsettled
+ * acquires"). No I/O, no threads, no clock; not thread-safe (a driver
+ * with threads guards it with one mutex). */
+typedef struct hl_unsettled_acq {
+    struct hl_unsettled_acq *next;
+    char *name;            /* the lock's name */
+    char *latch;           /* the attempt's "<latch key>:<seq>"; NULL: none
+                              (nothing can settle it but its own reply) */
+    char owner[HL_OWNER_MAX];
+    int64_t latch_ttl_ms;  /* the latch's lifetime, as the attempt set it */
+    int64_t lease_ms;      /* the attempt's lease */
+    int64_t until;         /* no settle running: forgotten at this time (a
+                              hold the attempt took has ended by then) */
+    int settling;          /* a settle of it runs (hl_unsettled_settle_end
+                              reports its end) */
+} hl_unsettled_acq;
+
+typedef struct hl_unsettled {
+    hl_unsettled_acq *head;
+    size_t count, max;
+} hl_unsettled;
+
+/* What hl_unsettled_next tells the driver before an acquire. */
+typedef enum hl_unsettled_step {
+    HL_UNSETTLED_NONE = 0, /* nothing of this owner on this lock: send the attempt */
+    HL_UNSETTLED_SETTLE,   /* settle *out first (hl_acquire_resettle with its
+                              latch, latch_ttl_ms and lease_ms), then report
+                              the end (hl_unsettled_settle_end) and ask again */
+    HL_UNSETTLED_WAIT      /* a settle of *out runs: ask again after its end */
+} hl_unsettled_step;
+
+/* An empty table keeping at most max records (0: 1024); when all are
+ * taken, the one not settling that is forgotten first makes room. */
+HL_HIDDEN void hl_unsettled_init(hl_unsettled *t, size_t max);
+/* Frees every record (a settle the driver still runs reports to nobody). */
+HL_HIDDEN void hl_unsettled_free(hl_unsettled *t);
+/* Record owner's attempt on name that may have been granted and is not
+ * settled, at now: latch (may be NULL) and latch_ttl_ms as the attempt
+ * carried them, lease_ms its lease; settling 1 when the driver runs a
+ * settle of it now (end it with hl_unsettled_settle_end), 0 when every
+ * settle try failed. Strings are copied. The record, or NULL (no memory, or
+ * the table is full of settling records: the grant then ends with its
+ * lease, and a late grant is caught at the next grant's count). */
+HL_HIDDEN hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name,
+                                             const char *owner, const char *latch,
+                                             int64_t latch_ttl_ms, int64_t lease_ms,
+                                             int settling, int64_t now);
+/* The settle of u (put settling, or handed out by hl_unsettled_next) ended
+ * at now: settled 1 (its outcome is known and applied: u is freed), 0 (it
+ * gave up: u stays, not settling, until now + its lease). */
+HL_HIDDEN void hl_unsettled_settle_end(hl_unsettled *t, hl_unsettled_acq *u, int settled,
+                                       int64_t now);
+/* u leaves the table (freed), whatever its state. */
+HL_HIDDEN void hl_unsettled_forget(hl_unsettled *t, hl_unsettled_acq *u);
+/* Before owner's acquire of name, at now: records past their time are
+ * forgotten; then WAIT (a settle of an attempt of theirs runs: *out is it),
+ * SETTLE (*out, now marked settling: settle it first) or NONE. */
+HL_HIDDEN hl_unsettled_step hl_unsettled_next(hl_unsettled *t, const char *name,
+                                              const char *owner, int64_t now,
+                                              hl_unsettled_acq **out);
+/* 1 when a settle of an attempt of owner on name runs. */
+HL_HIDDEN int hl_unsettled_settling(const hl_unsettled *t, const char *name, const char *owner);
+/* A grant to owner on name answered hold_count (the server's count after
+ * it) while the owner knew of known_holds holds of it before: 1 when the
+ * count exceeds known_holds + 1 and no settle of an attempt of that owner
+ * on that lock runs: the extra is a late grant nobody accounts for, to give
+ * back with one release (the new hold stays). 0 otherwise (also when
+ * hold_count is not known: < 1). */
+HL_HIDDEN int hl_unsettled_late_grant(const hl_unsettled *t, const char *name, const char *owner,
+                                      int64_t known_holds, int64_t hold_count);
 
 #endif
