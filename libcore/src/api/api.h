@@ -23,18 +23,12 @@ struct hilock_client {
     char errmsg[HL_ERRMSG_MAX];
     int refs;              /* the user's handle + one per lock handle (atomic) */
     /* Acquire attempts whose settling failed every try (hl_acquire
-     * unsettled): the grant each may have taken is settled before its
-     * owner's next acquire of that lock, through any handle (one is often
-     * made per call). Guarded by unsettled_mu; the oldest is forgotten
-     * when all are taken (it ends with its lease). */
+     * unsettled), in the engine's record set (hl_unsettled_*): the grant
+     * each may have taken is settled before its owner's next acquire of
+     * that lock, through any handle (one is often made per call). Guarded
+     * by unsettled_mu. */
     pthread_mutex_t unsettled_mu;
-    struct hl_client_unsettled {
-        char *name;        /* NULL: free slot */
-        char *latch;       /* the attempt's "<latch key>:<seq>" */
-        char owner[HL_OWNER_MAX];
-        int64_t latch_ttl_ms, lease_ms;
-        int64_t until;     /* monotonic ms: the hold has ended by then */
-    } unsettled_acq[16];
+    hl_unsettled unsettled;
 };
 
 HL_HIDDEN void hl_client_ref(struct hilock_client *c);

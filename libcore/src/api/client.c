@@ -216,10 +216,7 @@ static void client_destroy(hilock_client *c)
         pthread_mutex_destroy(&c->err_mu);
         pthread_mutex_destroy(&c->unsettled_mu);
     }
-    for (size_t i = 0; i < sizeof c->unsettled_acq / sizeof c->unsettled_acq[0]; i++) {
-        free(c->unsettled_acq[i].name);
-        free(c->unsettled_acq[i].latch);
-    }
+    hl_unsettled_free(&c->unsettled);
     free(c);
 }
 
@@ -327,6 +324,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     hl_transport_init(&c->t);
     pthread_mutex_init(&c->err_mu, NULL);
     pthread_mutex_init(&c->unsettled_mu, NULL);
+    hl_unsettled_init(&c->unsettled, 0);
     c->t.sinks = (hl_sinks){.ctx = c, .error = error_sink, .lost = hl_lock_lost_sink,
                             .close = close_sink};
     if (hl_uuid4(c->t.id) != 0) {

@@ -432,77 +432,27 @@ static int64_t acquire_latch_ttl(const hilock_client *c, int64_t lease)
     return lease > ttl ? lease : ttl;
 }
 
-enum { UNSETTLED_ACQ_MAX = (int)(sizeof ((hilock_client *)0)->unsettled_acq /
-                                 sizeof ((hilock_client *)0)->unsettled_acq[0]) };
-
-/* Remember an attempt of owner on name whose settling failed every try. */
+/* Record an attempt of owner on name whose settling failed every try (the
+ * session's rule, hl_unsettled_put): settled before the owner's next
+ * acquire of the lock. No memory: it ends with its lease, as before. */
 static void unsettled_acq_put(hilock_client *c, const char *name, const char *owner,
                               const char *latch, int64_t latch_ttl_ms, int64_t lease_ms)
 {
-    char *n = strdup(name), *k = strdup(latch);
-    if (!n || !k) { /* no memory: it ends with its lease, as before */
-        free(n);
-        free(k);
-        return;
-    }
-    int64_t now = hl_now_mono_ms();
     pthread_mutex_lock(&c->unsettled_mu);
-    int slot = 0;
-    for (int i = 0; i < UNSETTLED_ACQ_MAX; i++) {
-        struct hl_client_unsettled *u = &c->unsettled_acq[i];
-        if (!u->name || u->until <= now) {
-            slot = i;
-            break;
-        }
-        if (u->until < c->unsettled_acq[slot].until)
-            slot = i; /* all taken: the one that ends first */
-    }
-    struct hl_client_unsettled *u = &c->unsettled_acq[slot];
-    free(u->name);
-    free(u->latch);
-    u->name = n;
-    u->latch = k;
-    snprintf(u->owner, sizeof u->owner, "%s", owner);
-    u->latch_ttl_ms = latch_ttl_ms;
-    u->lease_ms = lease_ms;
-    /* its hold (if any) ends with its lease, counted from a send before now */
-    u->until = now + lease_ms;
+    hl_unsettled_put(&c->unsettled, name, owner, latch, latch_ttl_ms, lease_ms, 0,
+                     hl_now_mono_ms());
     pthread_mutex_unlock(&c->unsettled_mu);
 }
 
-/* Take owner's unsettled attempt on name, if one may still hold: 1 and *out
- * filled (out->name and out->latch are the caller's to free), else 0. */
-static int unsettled_acq_take(hilock_client *c, const char *name, const char *owner,
-                              struct hl_client_unsettled *out)
-{
-    int found = 0;
-    int64_t now = hl_now_mono_ms();
-    pthread_mutex_lock(&c->unsettled_mu);
-    for (int i = 0; i < UNSETTLED_ACQ_MAX && !found; i++) {
-        struct hl_client_unsettled *u = &c->unsettled_acq[i];
-        if (!u->name || strcmp(u->owner, owner) != 0 || strcmp(u->name, name) != 0)
-            continue;
-        if (u->until > now) {
-            *out = *u;
-            found = 1;
-        } else {
-            free(u->name);
-            free(u->latch);
-        }
-        u->name = u->latch = NULL;
-    }
-    pthread_mutex_unlock(&c->unsettled_mu);
-    return found;
-}
-
-/* Settle owner's earlier attempt on l whose call gave up settling it
+/* Settle owner's earlier attempt u on l whose call gave up settling it
  * (hl_acquire_resettle): a grant it took is given back before the owner
- * enters again. 0, or an error (the attempt is remembered again). */
-static int resettle(hilock_lock *l, const char *owner, struct hl_client_unsettled *u)
+ * enters again. u is marked settling (hl_unsettled_next), so nothing else
+ * frees it meanwhile. 0, or an error (u stays recorded). */
+static int resettle(hilock_lock *l, hl_unsettled_acq *u)
 {
     hilock_client *c = l->client;
     hl_acquire a;
-    int rc = hl_acquire_init(&a, l->kind, &l->names, owner, 0, u->lease_ms,
+    int rc = hl_acquire_init(&a, l->kind, &l->names, u->owner, 0, u->lease_ms,
                              c->t.opts.fair_wait_window_ms, hl_now_mono_ms());
     if (rc == 0)
         rc = hl_acquire_set_latch(&a, u->latch, u->latch_ttl_ms);
@@ -521,18 +471,45 @@ static int resettle(hilock_lock *l, const char *owner, struct hl_client_unsettle
                 freeReplyObject(reply);
             }
         }
-        if (a.unsettled) {
+        if (a.unsettled)
             rc = HILOCK_ECONN;
-            /* a remembered copy: put takes its own */
-            unsettled_acq_put(c, u->name, owner, u->latch, u->latch_ttl_ms, u->lease_ms);
-            lock_set_err(l, "an earlier acquire attempt of this thread on this lock could "
-                            "not be settled (connection errors); not entered again");
-        }
     }
     hl_acquire_free(&a);
-    free(u->name);
-    free(u->latch);
+    pthread_mutex_lock(&c->unsettled_mu);
+    hl_unsettled_settle_end(&c->unsettled, u, rc == 0, hl_now_mono_ms());
+    pthread_mutex_unlock(&c->unsettled_mu);
+    if (rc == HILOCK_ECONN)
+        lock_set_err(l, "an earlier acquire attempt of this thread on this lock could "
+                        "not be settled (connection errors); not entered again");
+    else if (rc)
+        lock_set_err(l, "no memory to settle an earlier acquire attempt of this thread on "
+                        "this lock; not entered again");
     return rc;
+}
+
+/* Before owner's acquire of l: every earlier attempt of theirs on it that
+ * may have been granted and is not settled is settled first (the session
+ * says which: hl_unsettled_next). 0, or an error with its message set. */
+static int settle_earlier(hilock_lock *l, const char *owner)
+{
+    hilock_client *c = l->client;
+    for (;;) {
+        hl_unsettled_acq *u = NULL;
+        pthread_mutex_lock(&c->unsettled_mu);
+        hl_unsettled_step st =
+            hl_unsettled_next(&c->unsettled, l->names.name, owner, hl_now_mono_ms(), &u);
+        pthread_mutex_unlock(&c->unsettled_mu);
+        if (st == HL_UNSETTLED_NONE)
+            return 0;
+        if (st == HL_UNSETTLED_WAIT) { /* the same thread id in two threads at once */
+            lock_set_err(l, "an earlier acquire attempt of this thread id on this lock is "
+                            "being settled by another call; not entered");
+            return HILOCK_ECONN;
+        }
+        int rc = resettle(l, u);
+        if (rc)
+            return rc;
+    }
 }
 
 int hilock_lock_cancel(int *cancelled, hilock_lock *l, uint64_t tid)
@@ -693,9 +670,7 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
     }
     char owner[HL_OWNER_MAX];
     hl_hold_owner(owner, l->kind, c->t.id, tid);
-    struct hl_client_unsettled u;
-    memset(&u, 0, sizeof u); /* resettle reads it only when taken; GCC's TSan build cannot see that */
-    if (unsettled_acq_take(c, l->names.name, owner, &u) && (rc = resettle(l, owner, &u)) != 0)
+    if ((rc = settle_earlier(l, owner)) != 0)
         return rc; /* its message is set */
     int64_t lease = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     int64_t deadline = wait_ms < 0 ? -1 : hl_now_mono_ms() + wait_ms;
