@@ -406,6 +406,14 @@ int th_proxy_fired(th_proxy *p)
     return n;
 }
 
+int th_proxy_stalled(th_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int n = p->nstalled;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
 void th_proxy_stop(th_proxy *p)
 {
     if (!p)

@@ -44,6 +44,8 @@ void th_proxy_reset(th_proxy *p);
  * and the connection reset; the late reply delivered; the held request
  * delivered). */
 int th_proxy_fired(th_proxy *p);
+/* How many connections were accepted and stalled (th_proxy_stall_new). */
+int th_proxy_stalled(th_proxy *p);
 /* Stop: every connection closed, every thread joined. NULL is fine. */
 void th_proxy_stop(th_proxy *p);
 

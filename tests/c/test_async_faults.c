@@ -313,6 +313,63 @@ static void t_settle_on_new_connection(void)
     th_redis_stop(&r);
 }
 
+/* A settle that moved to a new connection (its own died unanswered) sends
+ * acquire_settle.lua there; that connection is accepted and never answered
+ * (a load balancer in front of a dead host). A later call on the client
+ * goes on the same connection, behind the settle's request: it fails with
+ * HILOCK_ECONN after the command timeout instead of waiting for ever
+ * (simulator finding stalled-call). Then new connections are answered
+ * again and the client works. */
+static void t_call_behind_a_stalled_settle(void)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_client *c = NULL;
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "astall-settle") == 0);
+    res q = {0};
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT_FATAL(run_until(a, &q, 1, 5000) && q.rc == 0); /* connected */
+    th_proxy_silence(p, 1, 1);
+    res acq = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &acq) == 0);
+    CU_ASSERT_FATAL(run_until(a, &acq, 1, 5000));
+    CU_ASSERT_EQUAL(acq.rc, HILOCK_ECONN); /* settled on its connection */
+    /* that connection dies: the settle goes on a new one, which stalls */
+    th_proxy_silence(p, 0, 0);
+    th_proxy_stall_new(p, 1);
+    th_proxy_reset(p);
+    int64_t end = th_now_ms() + 5000;
+    while (th_proxy_stalled(p) < 1 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    CU_ASSERT_FATAL(th_proxy_stalled(p) == 1);
+    int64_t t0 = th_now_ms();
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    int done = run_until(a, &q, 2, 5000);
+    printf("\n  a query behind the stalled settle: %s after %lld ms (rc %d: %s)\n",
+           done ? "completed" : "NOT completed", (long long)(th_now_ms() - t0), q.rc, q.err);
+    CU_ASSERT_FATAL(done);
+    CU_ASSERT_EQUAL(q.rc, HILOCK_ECONN);
+    /* answered again: the client works */
+    th_proxy_stall_new(p, 0);
+    res x = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &x) == 0);
+    CU_ASSERT_FATAL(run_until(a, &x, 1, 5000));
+    CU_ASSERT_EQUAL(x.rc, 0);
+    CU_ASSERT(hilock_async_release(a, l, 1, on_done, &x) == 0);
+    CU_ASSERT(run_until(a, &x, 2, 5000) && x.rc == 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS astall-settle"), 0);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+    th_proxy_stop(p);
+}
+
 /* A semaphore acquire whose reply never came (the server stopped): the
  * engine settles it through its request latch on another connection, so
  * whichever of the two the server runs first, no permit stays taken. */
@@ -554,6 +611,8 @@ int main(void)
                 t_late_retry_earns_no_grace);
     CU_add_test(s, "multi-lock and Redlock lost callback", t_multilock_lost);
     CU_add_test(s, "a settle whose connection died goes on a new one", t_settle_on_new_connection);
+    CU_add_test(s, "a call behind a settle on a stalled new connection fails in time",
+                t_call_behind_a_stalled_settle);
     CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);
     CU_add_test(s, "a late copy of a release leaves a later hold alone", t_late_release_copy);
     CU_add_test(s, "a late copy of a release past its latch lifetime leaves a later hold alone",

@@ -877,7 +877,7 @@ static int op_send_to(as_op *op, hl_cmd *cmd, int again)
     if (asking) { /* one command during a slot migration: its reply is dropped */
         hl_cmd ask;
         hl_cmd_asking(&ask);
-        as_req *aq = req_new(k, -1);
+        as_req *aq = req_new(k, k->cmd_timeout_ms);
         if (!aq)
             return HILOCK_ENOMEM;
         aq->asking = 1;
@@ -1150,7 +1150,9 @@ static void settle_step(as_settle *st)
                     k->nsettles++;
                 }
             }
-            as_req *q = k && k->ac ? req_new(k, -1) : NULL;
+            /* timed like any request: on a new connection it may be the
+             * first, and a command behind it is timed only from its answer */
+            as_req *q = k && k->ac ? req_new(k, k->cmd_timeout_ms) : NULL;
             if (!q || redisAsyncCommandArgv(k->ac, settle_reply_cb, q, st->s.cmd.argc,
                                             st->s.cmd.argv, st->s.cmd.argvlen) != REDIS_OK) {
                 if (q) {
@@ -1795,7 +1797,11 @@ static void run_timers(hilock_async *a, int64_t now)
         if (t->kind == AS_TMR_REQ) {
             as_req *q = TMR_OWNER(t, as_req);
             as_conn *k = q->conn;
-            if (!k->ac || k->draining || k->pubsub || !(q->op || q->probe)) {
+            /* whoever waits for q's reply (an operation, a settle, a
+             * topology question, or no one any more): the requests behind it
+             * on k cannot be answered before it, and are timed from its
+             * answer, so k times out */
+            if (!k->ac || k->draining || k->pubsub) {
                 tmr_clear(a, t);
                 continue;
             }

@@ -47,8 +47,8 @@ struct as_req {
     int ack;          /* op's replica acknowledgement (ROLE, WAIT) */
     int asking;       /* ASKING before op's command: its reply is dropped */
     int64_t timeout_ms; /* > 0: its deadline is this long after it was written */
-    int64_t deadline; /* -1: none yet (not written) or none (settles bound
-                         their own waits) */
+    int64_t deadline; /* -1: none yet (not written, or not the oldest
+                         unanswered request of its connection) */
     uint64_t start_off; /* its first byte's offset in the connection's output */
     as_tmr tmr;       /* the deadline, in the heap once written */
 };
