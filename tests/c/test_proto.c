@@ -566,6 +566,60 @@ static void del_matching(redisContext *ctx, const char *pattern)
         freeReplyObject(k);
 }
 
+/* The settle machine's undo gives back the one grant its attempt made,
+ * also when the owner was granted the lock again by a later call meanwhile
+ * (a re-entry with a higher seq): a request id of the per-owner form
+ * ("<client>:e<epoch>:<seq>", the OpenResty driver's) must not make the undo
+ * "a late copy of an older release" (answered -1, nothing released: the
+ * grant stayed, re-entered and renewed for good; test_resty's late grant
+ * after a partition). */
+static void t_settle_undo_after_later_grant(void)
+{
+    hilock_kind kinds[] = {HILOCK_KIND_REENTRANT, HILOCK_KIND_FENCED, HILOCK_KIND_FAIR};
+    for (int k = 0; k < 3; k++) {
+        redisContext *ctx = th_redis_connect(&srv);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+        hl_names n;
+        CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, "res:sundo"), 0);
+        del_matching(ctx, "*res:sundo*");
+        char key[256], arg[300];
+        snprintf(key, sizeof key, "%s:%s:0", n.acquire_latch_prefix, OWNER);
+        /* call 5's attempt runs (granted); its reply never reaches the client */
+        snprintf(arg, sizeof arg, "%s:5", key);
+        hl_cmd a;
+        memset(&a, 0, sizeof a);
+        hl_cmd_acquire_latched(&a, kinds[k], &n, OWNER, 20000, 5000, arg, 4000);
+        redisReply *late = run_cmd(ctx, &a);
+        hl_settle s;
+        CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:6", 1000, 0), 0);
+        /* call 7 of the owner (the next epoch's latch) is granted: a re-entry */
+        hl_acquire_result ar;
+        snprintf(arg, sizeof arg, "%s:%s:1:7", n.acquire_latch_prefix, OWNER);
+        CU_ASSERT_EQUAL(run_latched(ctx, kinds[k], &n, arg, &ar, NULL), 0);
+        CU_ASSERT_EQUAL(ar.hold_count, 2);
+        /* the late reply comes: the undo gives call 5's grant back */
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 1), HL_ACT_WAIT);
+        hl_settle_on_reply(&s, late, 2);
+        freeReplyObject(late);
+        CU_ASSERT_EQUAL_FATAL(hl_settle_next(&s, 2), HL_ACT_SEND);
+        redisReply *r = run_cmd(ctx, &s.cmd);
+        hl_release_result rr;
+        CU_ASSERT_EQUAL(hl_decode_release(r, &rr), 0);
+        CU_ASSERT_EQUAL(rr.not_owner, 0);
+        CU_ASSERT_EQUAL(rr.remaining, 1);
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 3), HL_ACT_WAIT);
+        hl_settle_on_reply(&s, r, 3);
+        freeReplyObject(r);
+        CU_ASSERT_EQUAL(hl_settle_next(&s, 3), HL_ACT_DONE);
+        CU_ASSERT_EQUAL(s.outcome, HL_SETTLE_RELEASED);
+        hl_settle_free(&s);
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET res:sundo %s", OWNER), 1); /* call 7's */
+        del_matching(ctx, "*res:sundo*");
+        hl_names_free(&n);
+        redisFree(ctx);
+    }
+}
+
 /* The late-copy rule (proto_release.c, scripts/unlock_latch.lua): a copy of
  * a release that reaches the server after the owner released and took the
  * lock again changes nothing, however late: also after the release's own
@@ -1514,6 +1568,8 @@ int main(void)
     CU_add_test(s, "built commands against redis", t_cmd_roundtrip);
     CU_add_test(s, "acquire latch: one per owner, replay, given up", t_acquire_latch);
     CU_add_test(s, "unlock latch: one per owner, replay", t_unlock_latch_per_owner);
+    CU_add_test(s, "settle: the undo gives its grant back after a later grant",
+                t_settle_undo_after_later_grant);
     CU_add_test(s, "unlock latch: a late release copy leaves a later hold, any delay",
                 t_late_release_copy_rule);
     CU_add_test(s, "fenced acquire latch: replay keeps the token", t_fenced_latch);

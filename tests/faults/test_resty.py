@@ -796,8 +796,6 @@ def test_resty_force_unlock_before_the_subscription_is_heard(nginx, server, kind
         assert a("unlock %s %s" % (kind, name)).startswith("err notowner")
 
 
-@pytest.mark.xfail(strict=True, reason="known (docs/safety.md, OpenResty after partition-all):"
-                   " a late grant not given back is re-entered and kept")
 def test_resty_late_grant_after_partition_is_not_kept_by_re_entry(nginx, server, proxy):
     """As a safety client (tests/safety, seed 61, partition-all): the lock is
     free; every connection of the client is blackholed 3 s while a request
@@ -806,9 +804,13 @@ def test_resty_late_grant_after_partition_is_not_kept_by_re_entry(nginx, server,
     attempt reaches the server and grants the lock to this owner. The
     request then takes and releases the lock once, as a caller that saw
     only failures does: afterwards another client must get the lock within
-    the watchdog lease (3 s) plus a margin. Known to fail: the request's
-    acquire re-enters the late grant (hold count 2), its release leaves
-    count 1, and the watchdog it started keeps that count for ever."""
+    the watchdog lease (3 s) plus a margin. It failed (docs/safety.md): each
+    failed call's settler sent its undo after the heal, but the undos carried
+    the per-owner unlock latch with the number of their own call, lower than
+    the number a later call's late grant had written there, so 4 of 6 were
+    refused as "late copies" (-1) and the grants stayed; the request's
+    acquire re-entered them and the watchdog kept them for ever. The settle's
+    undo now takes the request's own latch (proto_release.c)."""
     name = "fr:" + uuid.uuid4().hex[:12]
     w = Actor(nginx, proxy.url(), watchdog_lease_ms=3000, command_timeout_ms=500,
               connect_timeout_ms=500)

@@ -679,7 +679,10 @@ typedef struct hl_settle {
     hl_settle_outcome outcome;
 } hl_settle;
 /* 0, HILOCK_EINVAL (cmd is not an acquire attempt), HILOCK_ENOMEM.
- * publish: "publish" or "spublish" (the lock's hl_names.publish). */
+ * publish: "publish" or "spublish" (the lock's hl_names.publish).
+ * request_id: the undo's unlock latch is the request's own (per request,
+ * also for an id of hl_release_request_id's form): the owner's later grants
+ * must not make the undo a late copy that releases nothing. */
 HL_HIDDEN int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
                              const char *request_id, int64_t command_timeout_ms,
                              int64_t now_ms);

@@ -311,7 +311,13 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
         bad = bad || arg_i64(attempt, lease_at + 2, &s->window_ms);
         s->enqueued = attempt->argvlen[lease_at + 3] == 1 && attempt->argv[lease_at + 3][0] == '1';
     }
-    if (!bad && !(s->latch = latch_key(&s->names, kind, s->owner, request_id)))
+    /* the undo's unlock latch is the request's own, never the owner's: the
+     * undo gives back the one grant its attempt made (it follows the
+     * attempt on its connection), and the owner may have been granted the
+     * lock again by a later call meanwhile; under the owner's latch that
+     * grant's higher number would make the undo "a late copy" that changes
+     * nothing, and the attempt's grant would stay */
+    if (!bad && !(s->latch = latch_key(&s->names, kind, NULL, request_id)))
         rc = HILOCK_ENOMEM;
     /* the attempt's acquire latch: with it, an attempt whose connection dies
      * unanswered can be settled on another connection (acquire_settle.lua) */
