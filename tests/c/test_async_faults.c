@@ -370,6 +370,58 @@ static void t_call_behind_a_stalled_settle(void)
     th_proxy_stop(p);
 }
 
+/* A fair waiter's attempt runs on the server (it joins the line behind a
+ * holder) and its reply is lost; the connection then dies, so the settle
+ * asks on a new connection (acquire_settle.lua: not granted) and must then
+ * take the waiter out of the line. Before, the settle dropped that answer
+ * (the engine still said "reconnect" while it waited for it) and the entry
+ * stayed until its deadline, 5 minutes by default, holding up every later
+ * waiter (simulator finding fair-queue). */
+static void t_fair_settle_on_new_connection_leaves_the_line(void)
+{
+    const char *queue = "redisson_lock_queue:{afair-settle}";
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    hilock_client *c = NULL, *c2 = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    CU_ASSERT_FATAL(hilock_client_open(&c2, srv.url, &o, NULL, 0) == 0);
+    hilock_lock *l = NULL, *holder = NULL;
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, "afair-settle") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&holder, c2, "afair-settle") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire(holder, 0, 30000) == 0);
+    hilock_async *a = new_async();
+    res q = {0};
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT_FATAL(run_until(a, &q, 1, 5000) && q.rc == 0); /* connected */
+    th_proxy_silence(p, 0, 1); /* replies lost */
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 10000, 30000, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "LLEN %s", queue), 1); /* in line, unanswered */
+    th_proxy_silence(p, 0, 0);
+    th_proxy_reset(p); /* the settle's connection dies: a new one */
+    int64_t t0 = th_now_ms(), end = t0 + 3000;
+    long long len = 1;
+    while ((len = th_redis_int(&srv, "LLEN %s", queue)) != 0 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    printf("\n  the unanswered fair waiter's entry: %s %lld ms after its connection died\n",
+           len == 0 ? "gone" : "STILL IN LINE", (long long)(th_now_ms() - t0));
+    CU_ASSERT_EQUAL(len, 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{afair-settle}"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(holder), 0);
+    th_redis_int(&srv, "DEL afair-settle %s redisson_lock_timeout:{afair-settle}", queue);
+    hilock_lock_free(l);
+    hilock_lock_free(holder);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+    th_proxy_stop(p);
+}
+
 /* A semaphore acquire whose reply never came (the server stopped): the
  * engine settles it through its request latch on another connection, so
  * whichever of the two the server runs first, no permit stays taken. */
@@ -613,6 +665,8 @@ int main(void)
     CU_add_test(s, "a settle whose connection died goes on a new one", t_settle_on_new_connection);
     CU_add_test(s, "a call behind a settle on a stalled new connection fails in time",
                 t_call_behind_a_stalled_settle);
+    CU_add_test(s, "a fair waiter settled on a new connection leaves the line",
+                t_fair_settle_on_new_connection_leaves_the_line);
     CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);
     CU_add_test(s, "a late copy of a release leaves a later hold alone", t_late_release_copy);
     CU_add_test(s, "a late copy of a release past its latch lifetime leaves a later hold alone",

@@ -303,6 +303,7 @@ static void t_settle_connection_lost(void)
     CU_ASSERT(arg_is(&s.cmd, 4, "5000"));
     CU_ASSERT(arg_is(&s.cmd, 5, "7"));
     CU_ASSERT_EQUAL(hl_settle_next(&s, 6), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.reconnect, 0); /* its answer comes on the new connection */
     FEED_SET(&s, "$1\r\n1\r\n", 7); /* it had been granted: give it back */
     CU_ASSERT_EQUAL(s.reconnect, 0);
     CU_ASSERT_EQUAL(hl_settle_next(&s, 7), HL_ACT_SEND);

@@ -673,7 +673,10 @@ typedef struct hl_settle {
     hl_cmd cmd;            /* for HL_ACT_SEND (script body: no NOSCRIPT round) */
     int reconnect;         /* THAT connection is dead: close it (nothing more to
                               read on it); the next HL_ACT_SEND goes on a new
-                              connection to the same server */
+                              connection to the same server. Set from the
+                              failure through that HL_ACT_SEND (and the pause
+                              before it); 0 again at the HL_ACT_WAIT for its
+                              reply, which comes on the new connection */
     int64_t sleep_ms;      /* for HL_ACT_WAIT */
     int64_t wake_at;       /* for HL_ACT_WAIT: now_ms + sleep_ms */
     hl_settle_outcome outcome;

@@ -380,6 +380,9 @@ hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
     case SE_AWAIT_ATTEMPT:
     case SE_AWAIT_UNDO:
     case SE_AWAIT_SETTLE:
+        /* the reply is awaited on the connection the last send went on
+         * (a new one when reconnect was set for it): that one is alive */
+        s->reconnect = 0;
         if (now_ms >= s->give_up_at) {
             s->state = SE_DONE; /* the server never answered: nothing known */
             return HL_ACT_DONE;
