@@ -434,7 +434,14 @@ typedef struct {
     int ok;
     int resent;
     char owner[HL_OWNER_MAX];
+    /* a machine made by Unsettled.before to settle an earlier attempt: its
+     * record (marked settling) and the record set (_engine_holds.c) */
+    PyObject *utable;
+    hl_unsettled_acq *urec;
 } AcquireObject;
+
+/* _engine_holds.c: the end of the settle of a recorded attempt */
+static void unsettled_end(AcquireObject *m, int settled);
 
 /* n.acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0,
  *           latch_ttl_ms=0, line_window_ms=0) -> Acquire
@@ -464,6 +471,8 @@ static PyObject *acquire_make(PyObject *self, const char *owner, long long wait,
         return NULL;
     m->ok = 0;
     m->resent = 0;
+    m->utable = NULL;
+    m->urec = NULL;
     Py_INCREF(self);
     m->names = self;
     memcpy(m->owner, ow, strlen(ow) + 1);
@@ -820,6 +829,7 @@ static PyType_Spec names_spec = {"hilock._engine.Names", sizeof(NamesObject), 0,
 static void acquire_dealloc(PyObject *self)
 {
     AcquireObject *m = (AcquireObject *)self;
+    unsettled_end(m, 0); /* dropped before its end: the record stays, not settling */
     if (m->ok)
         hl_acquire_free(&m->a);
     Py_XDECREF(m->names);
@@ -2620,7 +2630,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &DirectType, &direct_spec, "Direct") ||
         add_type(m, &ConnBaseType, &connbase_spec, "ConnBase") ||
         add_type(m, &ClientBaseType, &clientbase_spec, "ClientBase") ||
-        add_type(m, &HoldsType, &holds_spec, "Holds") || sem_module_init(m))
+        add_type(m, &HoldsType, &holds_spec, "Holds") ||
+        add_type(m, &UnsettledType, &unsettled_spec, "Unsettled") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

@@ -20,6 +20,24 @@
  *
  * Keys not in the table are ignored (heard, check, check_outcome: False /
  * nothing). Times are monotonic ms of the driver's clock.
+ *
+ *   Unsettled()            the session's record of acquire attempts that may
+ *                          have been granted and are not settled
+ *                          (hl_unsettled_*, one per client)
+ *     .after(m)            m, an Acquire machine that ended: recorded when
+ *                          its settle failed every try (hl_acquire.unsettled)
+ *     .before(names, owner, window_ms) -> None | True | Acquire
+ *                          before owner's acquire of names' lock: None, go
+ *                          on; True, an attempt of theirs is being settled
+ *                          (wait, or fail the acquire); an Acquire machine:
+ *                          drive it to its end (it only settles the earlier
+ *                          attempt, hl_acquire_resettle), then .settled(it)
+ *                          and ask again
+ *     .settled(m) -> bool  the settle machine's end: True settled (the
+ *                          record is forgotten), False (kept until its lease
+ *                          ran out); a machine dropped first counts as False
+ *
+ * The times of Unsettled are the binding's clock (the machines' own).
  */
 
 
@@ -228,3 +246,131 @@ static PyType_Slot holds_slots[] = {
 
 static PyType_Spec holds_spec = {"hilock._engine.Holds", sizeof(HoldsObject), 0,
                                  Py_TPFLAGS_DEFAULT, holds_slots};
+
+
+/* ------------------------------------------------------------ unsettled */
+
+typedef struct {
+    PyObject_HEAD
+    hl_unsettled t;
+} UnsettledObject;
+
+static PyTypeObject *UnsettledType;
+
+static PyObject *unsettled_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, ":Unsettled"))
+        return NULL;
+    UnsettledObject *o = PyObject_New(UnsettledObject, type);
+    if (!o)
+        return NULL;
+    hl_unsettled_init(&o->t, 0);
+    return (PyObject *)o;
+}
+
+static void unsettled_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    hl_unsettled_free(&((UnsettledObject *)self)->t); /* no machine refers to it: they hold it */
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+static void unsettled_end(AcquireObject *m, int settled)
+{
+    if (!m->urec)
+        return;
+    hl_unsettled_settle_end(&((UnsettledObject *)m->utable)->t, m->urec, settled, mono_ms());
+    m->urec = NULL;
+    Py_CLEAR(m->utable);
+}
+
+static AcquireObject *unsettled_machine(PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, AcquireType)) {
+        PyErr_SetString(PyExc_TypeError, "an Acquire machine");
+        return NULL;
+    }
+    return (AcquireObject *)arg;
+}
+
+static PyObject *unsettled_after(PyObject *self, PyObject *arg)
+{
+    AcquireObject *m = unsettled_machine(arg);
+    if (!m)
+        return NULL;
+    if (!m->ok || !m->a.unsettled || !m->a.latch || m->urec)
+        Py_RETURN_FALSE;
+    m->a.unsettled = 0; /* recorded once */
+    /* no room or no memory: the grant ends with its lease, as before */
+    return PyBool_FromLong(hl_unsettled_put(&((UnsettledObject *)self)->t, m->a.names->name,
+                                            m->owner, m->a.latch, m->a.latch_ttl_ms,
+                                            m->a.lease_ms, 0, mono_ms()) != NULL);
+}
+
+static PyObject *unsettled_before(PyObject *self, PyObject *args)
+{
+    UnsettledObject *o = (UnsettledObject *)self;
+    PyObject *names;
+    const char *owner;
+    long long window;
+    if (!PyArg_ParseTuple(args, "O!sL:before", NamesType, &names, &owner, &window))
+        return NULL;
+    hl_unsettled_acq *u = NULL;
+    hl_unsettled_step st =
+        hl_unsettled_next(&o->t, ((NamesObject *)names)->n.name, owner, mono_ms(), &u);
+    if (st == HL_UNSETTLED_NONE)
+        Py_RETURN_NONE;
+    if (st == HL_UNSETTLED_WAIT)
+        Py_RETURN_TRUE;
+    /* SETTLE: u is marked settling until the machine's end (settled, dealloc) */
+    AcquireObject *m = (AcquireObject *)acquire_make(names, owner, 0, u->lease_ms > 0 ?
+                                                     u->lease_ms : 1, window, -1, 0, 0, 0);
+    int rc = m ? hl_acquire_set_latch(&m->a, u->latch, u->latch_ttl_ms) : 0;
+    if (!m || rc) {
+        hl_unsettled_settle_end(&o->t, u, 0, mono_ms());
+        Py_XDECREF(m);
+        return m ? raise_code(rc, "acquire latch") : NULL;
+    }
+    hl_acquire_resettle(&m->a);
+    Py_INCREF(self);
+    m->utable = self;
+    m->urec = u;
+    return (PyObject *)m;
+}
+
+static PyObject *unsettled_settled(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    AcquireObject *m = unsettled_machine(arg);
+    if (!m)
+        return NULL;
+    int settled = m->urec && !m->a.unsettled && m->a.result == 0;
+    unsettled_end(m, settled);
+    return PyBool_FromLong(settled);
+}
+
+/* bool(u): any record (a driver's cheap test before .before) */
+static int unsettled_bool(PyObject *self)
+{
+    return ((UnsettledObject *)self)->t.count > 0;
+}
+
+static PyMethodDef unsettled_methods[] = {
+    {"after", unsettled_after, METH_O, "after(m) -> recorded"},
+    {"before", unsettled_before, METH_VARARGS,
+     "before(names, owner, window_ms) -> None | True | Acquire"},
+    {"settled", unsettled_settled, METH_O, "settled(m) -> bool"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot unsettled_slots[] = {
+    {Py_tp_new, unsettled_new},
+    {Py_tp_dealloc, unsettled_dealloc},
+    {Py_tp_methods, unsettled_methods},
+    {Py_nb_bool, unsettled_bool},
+    {Py_tp_doc, "Unsettled(): the session's acquire attempts not settled (settled again "
+                "before their owner's next acquire of the lock)."},
+    {0, NULL}};
+
+static PyType_Spec unsettled_spec = {"hilock._engine.Unsettled", sizeof(UnsettledObject), 0,
+                                     Py_TPFLAGS_DEFAULT, unsettled_slots};

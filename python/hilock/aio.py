@@ -1276,6 +1276,9 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # release again first instead of re-entering a hold that may still
         # be there (as the blocking driver does, lock.c unsettled_take).
         self._unsettled: Dict[Tuple[int, str, str], int] = {}
+        # the session's acquire attempts not settled (hilock._engine.Unsettled):
+        # settled again before their owner's next acquire of the lock
+        self._unsettled_acq = _E.Unsettled()
 
     @staticmethod
     def _ssl_context(ca_file: Optional[str], ca_dir: Optional[str], cert: Optional[str],
@@ -2766,6 +2769,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     _leave(c, ps, t[1], w)
                     w = None
             else:
+                c._unsettled_acq.after(m)  # the session keeps an attempt left unsettled
                 if ttl_out is not None:
                     ttl_out.append(m.last_ttl())
                 got: Optional[_Conn] = None
@@ -3059,6 +3063,8 @@ class Lock:
         c = self._c
         if c._unsettled:
             await self._settle_release()
+        if c._unsettled_acq:
+            await self._settle_earlier()
         d = c._direct  # None until open, after close, and beyond one server
         if d is None or c._closed or c._settling:  # (settling: the gate's path)
             return await self._acquire(w, l)
@@ -3081,6 +3087,24 @@ class Lock:
             c._count_first_grant(self._kind, self._name, c._now_ms() - at)
             return self._granted(owner, tid, key, l, nxt[3], at)
         return await self._acquire(w, l, (m, None, nxt, None), at)
+
+    async def _settle_earlier(self) -> None:
+        """The session's rule (Unsettled.before): an earlier attempt of this
+        owner on this lock that may have been granted and was never settled
+        is settled first; when that fails too, or another call of this
+        owner settles one, this acquire fails instead of entering."""
+        c = self._c
+        owner = self._who()[0]
+        while True:
+            m = c._unsettled_acq.before(self._n, owner, c._window_ms)
+            if m is None:
+                return
+            if m is not True:
+                await _run_acquire(c, self._n, owner, 0, 1, _Cancel(), m=m)
+                if c._unsettled_acq.settled(m):
+                    continue
+            _raise(_E.E_CONN, f"an earlier acquire attempt of this owner on lock "
+                   f"{self._name!r} is not settled yet; not entered")
 
     async def _settle_release(self) -> None:
         """The caller's last release of this lock got no answer (renewal

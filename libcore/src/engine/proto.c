@@ -918,7 +918,10 @@ int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl
     }
     memcpy(a->undo_latch, latch_key, len - 3);
     memcpy(a->undo_latch + len - 3, ":u", 3);
-    a->latch_ttl_ms = latch_ttl_ms;
+    /* at least the lease: a settle sent after the call gave up on the
+     * attempt (hl_acquire_resettle, before the owner's next acquire) still
+     * learns what it took, for as long as a hold it took can stand */
+    a->latch_ttl_ms = latch_ttl_ms > a->lease_ms ? latch_ttl_ms : a->lease_ms;
     return 0;
 }
 

@@ -497,6 +497,8 @@ HL_HIDDEN int hl_acquire_latch_arg(char *buf, size_t len, const hl_names *n, con
  * lost with its connection (hl_acquire_on_reply_lost) is then settled before
  * the machine finishes: it sends hl_cmd_acquire_settle
  * and, when the lost attempt had taken a hold, a release of that hold.
+ * The latch lives latch_ttl_ms, or the machine's lease when that is longer
+ * (a settle sent later, hl_acquire_resettle, must still find it).
  * 0, HILOCK_EINVAL (latch_key not "<key>:<seq>") or HILOCK_ENOMEM. */
 #define HL_SETTLE_TRIES 3
 HL_HIDDEN int hl_acquire_set_latch(hl_acquire *a, const char *latch_key, int64_t latch_ttl_ms);
