@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "hilock.h"
@@ -355,11 +357,17 @@ static void t_call_behind_a_stalled_settle(void)
            done ? "completed" : "NOT completed", (long long)(th_now_ms() - t0), q.rc, q.err);
     CU_ASSERT_FATAL(done);
     CU_ASSERT_EQUAL(q.rc, HILOCK_ECONN);
-    /* answered again: the client works */
+    /* answered again: the client works (once the settle, which goes on to a
+     * new connection, ends: until then no new attempt goes to that server,
+     * the engine's hl_settle_gate) */
     th_proxy_stall_new(p, 0);
     res x = {0};
-    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &x) == 0);
-    CU_ASSERT_FATAL(run_until(a, &x, 1, 5000));
+    end = th_now_ms() + 5000;
+    do {
+        x = (res){0};
+        CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &x) == 0);
+        CU_ASSERT_FATAL(run_until(a, &x, 1, 5000));
+    } while (x.rc == HILOCK_ECONN && th_now_ms() < end);
     CU_ASSERT_EQUAL(x.rc, 0);
     CU_ASSERT(hilock_async_release(a, l, 1, on_done, &x) == 0);
     CU_ASSERT(run_until(a, &x, 2, 5000) && x.rc == 0);
@@ -643,6 +651,130 @@ static void t_release_lost_ends_at_the_lease(void)
     th_proxy_stop(p);
 }
 
+/* How many of this process's descriptors are TCP connections to port
+ * (their peer, from /proc/net/tcp by socket inode). */
+static int conns_to(int port)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], target[128];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        unsigned long ino = 0;
+        if (len <= 0)
+            continue;
+        target[len] = 0;
+        if (sscanf(target, "socket:[%lu]", &ino) != 1)
+            continue;
+        FILE *f = fopen("/proc/net/tcp", "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            unsigned rport = 0;
+            unsigned long inode = 0;
+            if (sscanf(line, " %*d: %*x:%*x %*x:%x %*x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+                       &inode) == 2 &&
+                inode == ino) {
+                n += (int)rport == port;
+                break;
+            }
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* A server that stopped answering (SIGSTOP) takes one attempt at a time:
+ * an attempt whose reply timed out there is settled on its connection, and
+ * until that settle ends no new attempt goes to that server (the engine's
+ * hl_settle_gate, as in the blocking driver and hilock.aio). A Redlock
+ * member's try (its own 50 ms limit) is refused at once; a plain acquire
+ * waits for the settle up to its command timeout, then fails naming the
+ * server. Before, every attempt opened one more connection to the stalled
+ * member and left a settle on it (one per acquire, for up to a minute)
+ * until the application's loop refused to watch more descriptors and every
+ * acquire failed (tests/safety redlock-safe/async: "0 of 5 taken"). */
+static void t_stalled_server_takes_one_attempt(void)
+{
+    th_redis r;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&r, NULL), 0);
+    hilock_client *cs[3] = {open_client(&r, 30000), open_client(&srv2, 30000),
+                            open_client(&srv3, 30000)};
+    hilock_async *a = new_async();
+    hilock_lock *l[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_FATAL(hilock_lock_new(&l[i], cs[i], "astall") == 0);
+    hilock_multilock *rl = NULL;
+    CU_ASSERT_FATAL(hilock_redlock_new(&rl, l, 3) == 0);
+    res x = {0};
+    CU_ASSERT_FATAL(hilock_async_multilock_acquire(a, rl, 1, 0, 10000, on_done, &x) == 0);
+    CU_ASSERT_FATAL(run_until(a, &x, 1, 5000) && x.rc == 0); /* every member connected */
+    CU_ASSERT_FATAL(hilock_async_multilock_release(a, rl, 1, on_done, &x) == 0);
+    CU_ASSERT_FATAL(run_until(a, &x, 2, 5000) && x.rc == 0);
+    th_redis_pause(&r);
+    int64_t end = th_now_ms() + 5000;
+    while (!th_redis_stopped(&r) && th_now_ms() < end)
+        th_sleep_ms(2);
+    int before = conns_to(r.port);
+    for (int i = 0; i < 8; i++) {
+        res q = {0};
+        CU_ASSERT_FATAL(hilock_async_multilock_acquire(a, rl, 1, 0, 10000, on_done, &q) == 0);
+        CU_ASSERT_FATAL(run_until(a, &q, 1, 5000));
+        CU_ASSERT_EQUAL(q.rc, 0); /* the two others are a majority */
+        CU_ASSERT_FATAL(hilock_async_multilock_release(a, rl, 1, on_done, &q) == 0);
+        CU_ASSERT_FATAL(run_until(a, &q, 2, 5000));
+    }
+    int after = conns_to(r.port);
+    if (after - before > 2)
+        printf("\n  %d connections to the stopped member after 8 acquires (%d before)\n", after,
+               before);
+    CU_ASSERT(after - before <= 2); /* the settle's (and a release's); before: 8 or more */
+    /* a plain acquire there waits for the settle, then names the server */
+    res p = {0};
+    CU_ASSERT_FATAL(hilock_async_acquire(a, l[0], 2, 0, 10000, on_done, &p) == 0);
+    CU_ASSERT_FATAL(run_until(a, &p, 1, 5000));
+    CU_ASSERT_EQUAL(p.rc, HILOCK_ECONN);
+    CU_ASSERT(strstr(p.err, "has not answered an earlier attempt yet") != NULL);
+    CU_ASSERT(strstr(p.err, "127.0.0.1") != NULL);
+    if (!strstr(p.err, "earlier attempt"))
+        printf("\n  plain acquire: %s\n", p.err);
+    /* answering again: its late attempts are settled (given back), and the
+     * Redlock and the plain lock work again */
+    th_redis_resume(&r);
+    int rc = -1;
+    end = th_now_ms() + 5000;
+    while (rc != 0 && th_now_ms() < end) {
+        res y = {0};
+        CU_ASSERT_FATAL(hilock_async_acquire(a, l[0], 2, 0, 10000, on_done, &y) == 0);
+        CU_ASSERT_FATAL(run_until(a, &y, 1, 5000));
+        rc = y.rc;
+        if (rc != 0)
+            run_for(a, 50);
+    }
+    CU_ASSERT_EQUAL(rc, 0);
+    res rel = {0};
+    CU_ASSERT(hilock_async_release(a, l[0], 2, on_done, &rel) == 0);
+    CU_ASSERT(run_until(a, &rel, 1, 5000) && rel.rc == 0);
+    res y = {0};
+    CU_ASSERT_FATAL(hilock_async_multilock_acquire(a, rl, 1, 0, 10000, on_done, &y) == 0);
+    CU_ASSERT_FATAL(run_until(a, &y, 1, 5000));
+    CU_ASSERT_EQUAL(y.rc, 0);
+    CU_ASSERT_FATAL(hilock_async_multilock_release(a, rl, 1, on_done, &y) == 0);
+    CU_ASSERT(run_until(a, &y, 2, 5000) && y.rc == 0);
+    free_async(a);
+    hilock_multilock_free(rl);
+    for (int i = 0; i < 3; i++) {
+        hilock_lock_free(l[i]);
+        hilock_client_close(cs[i]);
+    }
+    th_redis_stop(&r);
+}
+
 static int clean_srv(void)
 {
     th_redis_stop(&srv);
@@ -675,5 +807,7 @@ int main(void)
                 t_late_release_copy_short_lease);
     CU_add_test(s, "a release that gets no answer stops renewal; the next acquire releases first",
                 t_release_lost_ends_at_the_lease);
+    CU_add_test(s, "a stopped server takes one attempt at a time (Redlock member and plain)",
+                t_stalled_server_takes_one_attempt);
     return th_cu_run();
 }

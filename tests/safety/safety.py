@@ -227,14 +227,6 @@ KNOWN_FAILURES: Dict[str, str] = {
                             "told first (before 5cf4461), c 1 after (a master paused past a "
                             "failover granted once more on resuming; its holder was told lost "
                             "68 ms later, as the other was granted)",
-    "redlock-safe/async": "liveness only, not yet explained: seed 52, 30 s: in 1 of 5 runs no "
-                          "grant in the 14 s after the last heal, every acquire failing with "
-                          "'redlock: 0 of 5 taken (need 3)' (connection errors); the 4 others "
-                          "passed (72-237 grants, first grant 0.2-15 s after a heal); 0 double "
-                          "holds, 0 stale writes in all. Meanwhile a blocking hilock_inspect of "
-                          "members 0 and 1 from every client failed (command timeout) for ~9 s "
-                          "with no fault on them, and the other members held split votes; c on "
-                          "the same seed passes (205 grants)",
     "release-lost/redisson": "outside the guarantee (Redisson's, not hilock's): a Redisson "
                              "release that never reached the server leaves the hold, and the "
                              "same thread's next tryLock re-enters it (count 2, 3, ...), so "

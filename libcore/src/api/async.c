@@ -851,6 +851,53 @@ static void conn_write(as_conn *k)
     conn_stamp(k, now_ms(), after < before);
 }
 
+/* Earlier attempts of a's on nd whose reply timed out and which are still
+ * being settled (at nd's present address). */
+static int settling_on(const hilock_async *a, const as_node *nd)
+{
+    int n = 0;
+    for (const as_settle *st = a->settles; st; st = st->next)
+        n += st->node == nd && st->addr_gen == nd->addr_gen;
+    return n;
+}
+
+/* The engine's rule before an acquire attempt goes to nd (hl_settle_gate,
+ * as drain.c's and hilock.aio's): while earlier attempts there are still
+ * being settled, the server (or the way to it) is stalled, and one more
+ * attempt would only park one more connection there. A call with a limit
+ * of its own (a multi-lock member's try: op->timeout_ms) fails at once;
+ * others wait for the settle to end (settle_free wakes them) up to the
+ * command timeout, then fail. 0 send, 1 wait (until op->route_at), -1
+ * fail (op->err set). */
+static int op_gate(as_op *op, as_node *nd)
+{
+    hilock_client *c = op->link->client;
+    int64_t wait = hl_settle_gate(settling_on(op->a, nd), op->timeout_ms > 0 || op->gated != NULL,
+                                  c->t.opts.command_timeout_ms);
+    if (wait < 0) {
+        op->gated = NULL;
+        return 0;
+    }
+    if (wait > 0) {
+        op->gated = nd;
+        op->route_at = now_ms() + wait;
+        return 1;
+    }
+    op->gated = NULL;
+    const char *host = nd->host ? nd->host : c->t.ep.host;
+    if (host)
+        snprintf(op->err, sizeof op->err,
+                 "server %s:%d has not answered an earlier attempt yet (still being settled); "
+                 "no new attempt sent to it",
+                 host, nd->host ? nd->port : c->t.ep.port);
+    else
+        snprintf(op->err, sizeof op->err,
+                 "server unix:%s has not answered an earlier attempt yet (still being settled); "
+                 "no new attempt sent to it",
+                 c->t.ep.path ? c->t.ep.path : "?");
+    return -1;
+}
+
 /* Send *cmd for op on the command connection of the server it routes to
  * (again: a resend of the same command, which keeps the router's count);
  * 0 (sent, or parked until the topology is known) or an error code. */
@@ -867,6 +914,16 @@ static int op_send_to(as_op *op, hl_cmd *cmd, int again)
     }
     if (r)
         return r;
+    if (op->type == OP_ACQUIRE && hl_cmd_is_attempt(cmd)) {
+        int g = op_gate(op, nd);
+        if (g > 0) { /* held back until a settle there ends, or route_at */
+            op->sent = cmd;
+            op->req = NULL;
+            return 0;
+        }
+        if (g < 0)
+            return HILOCK_ECONN;
+    }
     int asking = op->ask != NULL;
     op->ask = NULL;
     as_conn *k = conn_get(op->a, nd, 0);
@@ -1052,6 +1109,12 @@ static void settle_free(as_settle *st)
             *pp = st->next;
             break;
         }
+    /* attempts held back for it (op_gate) ask the gate again now */
+    for (as_op *op = a->closing ? NULL : a->ops; op; op = op->next)
+        if (op->gated && op->gated == st->node && op->route_at >= 0) {
+            op->route_at = now_ms();
+            hl_as_op_sync(op);
+        }
     if (st->conn) {
         for (as_req *q = st->conn->reqs; q; q = q->next)
             if (q->settle == st)
@@ -1080,6 +1143,7 @@ static int settle_start(as_req *q, as_op *op)
     }
     st->a = a;
     st->node = q->conn->node;
+    st->addr_gen = st->node ? st->node->addr_gen : 0;
     st->conn = q->conn;
     st->pending = 1; /* the attempt's own late reply */
     q->conn->nsettles++;
@@ -1201,6 +1265,17 @@ static void conn_timed_out(as_conn *k, int64_t now)
             as_link *lk = q->probe;
             q->probe = NULL;
             hl_as_probe_reply(lk, NULL);
+            continue;
+        }
+        if (q->settle) {
+            /* a settle's own request (its undo or acquire_settle.lua, on a
+             * connection it moved to: the one it started on is draining and
+             * never times out again): that connection is stalled, as if it
+             * died (the machine goes on to a new one, or gives up), so the
+             * settle does not hold new attempts back until HL_SETTLE_MAX_MS */
+            as_settle *st = q->settle;
+            q->settle = NULL;
+            settle_feed(st, NULL);
             continue;
         }
         as_op *op = q->op;

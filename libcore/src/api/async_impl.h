@@ -59,6 +59,8 @@ struct as_settle {
     as_settle *next;
     hilock_async *a;
     as_node *node;    /* its server: a new connection when the machine says */
+    unsigned addr_gen; /* node->addr_gen when it started: it counts against
+                          that address only (hl_settle_gate) */
     as_conn *conn;
     hl_settle s;
     int pending;      /* its requests awaiting replies */
@@ -125,6 +127,7 @@ struct as_node {
     int sentinel;          /* a sentinel: its own credentials, no SELECT */
     as_conn *cmd, *sub;
     as_chan *chans;
+    unsigned addr_gen;     /* its address changed (sentinel failover): counts up */
     int replicas;          /* replica acknowledgement: ROLE's count */
     int64_t replicas_at;   /* when read (monotonic ms); -1 never */
 };
@@ -237,6 +240,8 @@ struct as_op {
     as_node *ask;      /* ASK: the next send goes there, after ASKING */
     int parked;        /* waits for the topology (the send in sent, or a subscribe) */
     int64_t route_at;  /* a resend of sent after the router's pause; -1 none */
+    as_node *gated;    /* the attempt in sent waits (until route_at) for a
+                          settle on this server to end (hl_settle_gate) */
     /* replica acknowledgement of a grant (the engine's hl_ack) */
     hl_ack ack;
     as_conn *ack_conn; /* the connection the attempt was answered on */

@@ -246,6 +246,7 @@ static int master_at(as_link *lk, const char *host, int port)
     free(nd->host);
     nd->host = h;
     nd->port = port;
+    nd->addr_gen++; /* settles on the old master no longer hold attempts back */
     nd->replicas_at = -1;
     return 0;
 }
