@@ -2,6 +2,8 @@
  * What the test programs of the non-blocking API (hilock_async) share: a
  * completion record, one epoll adapter per program, running the loop until
  * an awaited event with a bound, and counting a channel's subscribers.
+ * What the lost callbacks saw (seen, on_lost, on_ml_lost) and a client with
+ * a watchdog lease and I/O timeouts of the test's (open_lease_client).
  * Header-only (static functions): include it once per program. numsub
  * asks the harness's server, th_srv (th_srv_init / th_srv_client_init).
  */
@@ -75,6 +77,59 @@ static inline void run_for(hilock_async *a, int64_t ms)
     int64_t end = th_now_ms() + ms;
     while (th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, (int)(end - th_now_ms()));
+}
+
+/* What the lost callbacks (on_lost, on_ml_lost, the payload) saw: how many
+ * reports, the last one's lock or multi-lock and owner, the first one's
+ * time and message. */
+typedef struct seen {
+    int n;
+    hilock_lock *lock;
+    hilock_multilock *m;
+    uint64_t tid;
+    int64_t at; /* th_now_ms() of the first report */
+    char msg[512];
+} seen;
+
+static inline void seen_report(hilock_async *a, seen *s, uint64_t tid)
+{
+    s->tid = tid;
+    if (s->n++ == 0) {
+        s->at = th_now_ms();
+        snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
+    }
+}
+
+static inline void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
+{
+    seen *s = payload;
+    s->lock = lock;
+    seen_report(a, s, tid);
+}
+
+static inline void on_ml_lost(hilock_async *a, hilock_multilock *m, uint64_t tid, void *payload)
+{
+    seen *s = payload;
+    s->m = m;
+    seen_report(a, s, tid);
+}
+
+/* A client of url with a watchdog lease of lease_ms and command and connect
+ * timeouts of io_timeout_ms (0: the defaults); NULL, said why, when it
+ * cannot be opened. */
+static inline hilock_client *open_lease_client(const char *url, int64_t lease_ms,
+                                               int64_t io_timeout_ms)
+{
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = lease_ms;
+    o.command_timeout_ms = io_timeout_ms;
+    o.connect_timeout_ms = io_timeout_ms;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
+    if (rc != 0)
+        printf("\n  open %s: %s (%s)\n", url, hilock_strerror(rc), err);
+    return c;
 }
 
 static inline long long numsub(const char *channel)

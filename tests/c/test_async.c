@@ -261,21 +261,6 @@ static void t_cancel_many(void)
     free_async(a);
 }
 
-typedef struct lost_seen {
-    int n;
-    hilock_lock *lock;
-    uint64_t tid;
-} lost_seen;
-
-static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
-{
-    (void)a;
-    lost_seen *s = payload;
-    s->n++;
-    s->lock = lock;
-    s->tid = tid;
-}
-
 /* Watchdog holds are renewed from the loop's timer; a hold found gone is
  * reported once. */
 static void t_watchdog(void)
@@ -287,8 +272,8 @@ static void t_watchdog(void)
     hilock_client *c = NULL;
     CU_ASSERT_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0) == 0);
     hilock_async *a = new_async();
-    lost_seen seen = {0};
-    hilock_async_set_lost_callback(a, on_lost, &seen);
+    seen lost = {0};
+    hilock_async_set_lost_callback(a, on_lost, &lost);
     hilock_lock *l = NULL;
     CU_ASSERT_FATAL(hilock_lock_new(&l, c, "async-wd") == 0);
     res r = {0};
@@ -297,14 +282,14 @@ static void t_watchdog(void)
     run_for(a, 2500); /* three renewals */
     long long pttl = th_redis_int(&th_srv, "PTTL async-wd");
     CU_ASSERT(pttl > 0 && pttl <= 2400);
-    CU_ASSERT_EQUAL(seen.n, 0);
+    CU_ASSERT_EQUAL(lost.n, 0);
     /* gone behind its back: reported at the next renewal */
     th_redis_int(&th_srv, "DEL async-wd");
     int64_t end = th_now_ms() + 3000;
-    while (seen.n == 0 && th_now_ms() < end)
+    while (lost.n == 0 && th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, 50);
-    CU_ASSERT_EQUAL(seen.n, 1);
-    CU_ASSERT(seen.lock == l && seen.tid == 5);
+    CU_ASSERT_EQUAL(lost.n, 1);
+    CU_ASSERT(lost.lock == l && lost.tid == 5);
     CU_ASSERT_EQUAL(hilock_async_is_lost(a, l, 5), 1);
     res rel = {0};
     CU_ASSERT(hilock_async_release(a, l, 5, on_done, &rel) == 0);
@@ -319,7 +304,7 @@ static void t_watchdog(void)
     CU_ASSERT(run_until(a, &rel, 2, 5000) && rel.rc == 0);
     CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS async-wd"), 0);
     run_for(a, 400);
-    CU_ASSERT_EQUAL(seen.n, 1);
+    CU_ASSERT_EQUAL(lost.n, 1);
     hilock_lock_free(l);
     free_async(a);
     hilock_client_close(c);
@@ -358,8 +343,8 @@ static void t_watchdog_batch(void)
     hilock_client *c = NULL;
     CU_ASSERT_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0) == 0);
     hilock_async *a = new_async();
-    lost_seen seen = {0};
-    hilock_async_set_lost_callback(a, on_lost, &seen);
+    seen lost = {0};
+    hilock_async_set_lost_callback(a, on_lost, &lost);
     hilock_lock *l[N] = {0};
     res r = {0};
     for (int i = 0; i < N; i++) {
@@ -377,7 +362,7 @@ static void t_watchdog_batch(void)
     CU_ASSERT_EQUAL(calls, 1);
     for (int i = 0; i < N; i++)
         CU_ASSERT(th_redis_int(&th_srv, "PTTL async-batch-%d", i) > LEASE - 800); /* renewed */
-    CU_ASSERT_EQUAL(seen.n, 0);
+    CU_ASSERT_EQUAL(lost.n, 0);
     res rel = {0};
     for (int i = 0; i < N; i++)
         CU_ASSERT(hilock_async_release(a, l[i], 8, on_done, &rel) == 0);

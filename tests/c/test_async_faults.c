@@ -24,43 +24,11 @@
 static th_redis srv, srv2, srv3;
 #include "async_helpers.h"
 
-typedef struct seen {
-    int n;
-    hilock_lock *lock;
-    hilock_multilock *m;
-    uint64_t tid;
-    int64_t at;
-    char msg[512];
-} seen;
-
-static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
-{
-    seen *s = payload;
-    s->n++;
-    s->lock = lock;
-    s->tid = tid;
-    s->at = th_now_ms();
-    snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
-}
-
-static void on_ml_lost(hilock_async *a, hilock_multilock *m, uint64_t tid, void *payload)
-{
-    seen *s = payload;
-    s->n++;
-    s->m = m;
-    s->tid = tid;
-    s->at = th_now_ms();
-    snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
-}
-
+/* command and connect timeouts of 300 ms */
 static hilock_client *open_client(th_redis *r, int64_t lease_ms)
 {
-    hilock_options o = HILOCK_OPTIONS_INIT;
-    o.watchdog_lease_ms = lease_ms;
-    o.command_timeout_ms = 300;
-    o.connect_timeout_ms = 300;
-    hilock_client *c = NULL;
-    CU_ASSERT_FATAL(hilock_client_open(&c, r->url, &o, NULL, 0) == 0);
+    hilock_client *c = open_lease_client(r->url, lease_ms, 300);
+    CU_ASSERT_FATAL(c != NULL);
     return c;
 }
 

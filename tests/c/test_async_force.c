@@ -24,30 +24,10 @@
 
 enum { LEASE = 30000 };
 
-typedef struct seen {
-    int n;
-    hilock_lock *lock;
-    uint64_t tid;
-    int64_t at;
-    char msg[512];
-} seen;
-
-static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
-{
-    seen *s = payload;
-    s->n++;
-    s->lock = lock;
-    s->tid = tid;
-    s->at = th_now_ms();
-    snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
-}
-
 static hilock_client *open_client(void)
 {
-    hilock_options o = HILOCK_OPTIONS_INIT;
-    o.watchdog_lease_ms = LEASE;
-    hilock_client *c = NULL;
-    CU_ASSERT_FATAL(hilock_client_open(&c, th_srv.url, &o, NULL, 0) == 0);
+    hilock_client *c = open_lease_client(th_srv.url, LEASE, 0);
+    CU_ASSERT_FATAL(c != NULL);
     return c;
 }
 

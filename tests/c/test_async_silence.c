@@ -39,35 +39,9 @@ static th_redis srv;
  * a renewal's I/O may be stuck for a whole period. */
 enum { LEASE = 2000, IO_TIMEOUT = 700 };
 
-typedef struct seen {
-    int n;
-    int64_t at; /* th_now_ms() of the first report */
-    char msg[512];
-} seen;
-
-static void on_lost(hilock_async *a, hilock_lock *lock, uint64_t tid, void *payload)
-{
-    (void)lock;
-    (void)tid;
-    seen *s = payload;
-    if (s->n++ == 0) {
-        s->at = th_now_ms();
-        snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
-    }
-}
-
 static hilock_client *open_url(const char *url, int64_t timeout_ms)
 {
-    hilock_options o = HILOCK_OPTIONS_INIT;
-    o.watchdog_lease_ms = LEASE;
-    o.command_timeout_ms = timeout_ms;
-    o.connect_timeout_ms = timeout_ms;
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
-    if (rc != 0)
-        printf("\n  open %s: %s (%s)\n", url, hilock_strerror(rc), err);
-    return c;
+    return open_lease_client(url, LEASE, timeout_ms);
 }
 
 /* Run the loop until the watchdog renewed the key once after its grant (its
@@ -260,17 +234,6 @@ static void t_loop_blocked_past_lease(void)
     free_async(a);
     hilock_client_close(c);
     hilock_client_close(o);
-}
-
-static void on_ml_lost(hilock_async *a, hilock_multilock *m, uint64_t tid, void *payload)
-{
-    (void)m;
-    (void)tid;
-    seen *s = payload;
-    if (s->n++ == 0) {
-        s->at = th_now_ms();
-        snprintf(s->msg, sizeof s->msg, "%s", hilock_async_errmsg(a));
-    }
 }
 
 /* The same with a multi-lock hold of two members: another client takes one

@@ -2,7 +2,8 @@
 # Fault suite: the Python package (installed into $HILOCK_ROOT/build/venv as
 # the python suite does) against real redis-server processes behind a TCP
 # fault proxy of our own (faultproxy.py). Servers are started and stopped by
-# the shared harness (tests/python/conftest.py); test_cli_* use the hilock
+# the shared harness (tests/python/conftest.py, copied as harness.py); the
+# fixtures every file uses are in conftest.py here; test_cli_* use the hilock
 # command of $HILOCK_BUILD. Arguments go to one pytest run (e.g. -k); with
 # none, four runs split the files (below). HILOCK_TORTURE_SECONDS (default 30) sets the
 # length of the torture test.
@@ -18,7 +19,9 @@ fi
 
 work="$(mktemp -d /tmp/hilock-faults.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-cp "$root"/tests/python/conftest.py "$root"/tests/faults/*.py "$work/"
+# the Python suite's harness as harness.py, under this suite's conftest.py
+cp "$root"/tests/python/conftest.py "$work/harness.py"
+cp "$root"/tests/faults/*.py "$work/"
 cd "$work"
 export HILOCK_PYTHON="$venv/bin/python" HILOCK_ROOT="$root"
 run() { timeout 700 "$venv/bin/python" -m pytest -p no:cacheprovider -q -ra -s "$@"; }

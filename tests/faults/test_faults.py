@@ -21,41 +21,8 @@ import uuid
 import pytest
 
 import hilock
-from conftest import ClusterNode, Redis, RedisServer, RespError, wait_for
+from conftest import TIMES, ClusterNode, Redis, RedisServer, RespError, opened, report, wait_for
 from faultproxy import FaultProxy
-
-TIMES = []  # (scenario, seconds) printed at the end of the session
-
-
-def report(what: str, secs: float) -> None:
-    TIMES.append((what, secs))
-    print(f"[time] {what}: {secs * 1000:.0f} ms")
-
-
-@pytest.fixture
-def server():
-    s = RedisServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def proxy(server):
-    p = FaultProxy(server.port)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def name() -> str:
-    return "f:" + uuid.uuid4().hex[:12]
-
-
-def opened(url: str, **kw):
-    kw.setdefault("command_timeout", 1.0)
-    kw.setdefault("connect_timeout", 1.0)
-    return hilock.Client(url, **kw)
-
 
 def make(c, kind, name):
     if kind == "read":

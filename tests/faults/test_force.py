@@ -14,24 +14,11 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-import uuid
 
 import pytest
 
-from conftest import RedisServer, wait_for
-from test_silence import RUN_CMD, hilock_cli, report, started, stop_all, times
-
-
-@pytest.fixture
-def server():
-    s = RedisServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def name() -> str:
-    return "force:" + uuid.uuid4().hex[:12]
+from conftest import report, wait_for
+from test_silence import RUN_CMD, hilock_cli, started, stop_all, times
 
 
 MODES = {"plain": [], "fair": ["--fair"], "shared": ["-s"], "exclusive": ["-x"],
@@ -119,3 +106,4 @@ def test_cli_run_fair_short_command_force_unlocked_exits_75(server, name, tmp_pa
         assert a_last < b_start, "two hilock run --fair commands ran at the same time"
     finally:
         stop_all(a, b)
+

@@ -30,35 +30,11 @@ import uuid
 import pytest
 
 import hilock
-from conftest import RedisServer
-from faultproxy import FaultProxy
+from conftest import report
 
 LATE = 1.5
 TIMEOUT = 0.5
 DRIVERS = ["blocking", "aio"]
-
-
-def report(what: str, secs: float) -> None:
-    print(f"[time] {what}: {secs * 1000:.0f} ms")
-
-
-@pytest.fixture
-def server():
-    s = RedisServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def proxy(server):
-    p = FaultProxy(server.port)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def name() -> str:
-    return "lr:" + uuid.uuid4().hex[:12]
 
 
 async def do(v):

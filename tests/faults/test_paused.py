@@ -27,32 +27,15 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import pytest
 
 import hilock
-from conftest import RedisServer, wait_for
+from conftest import report, wait_for
 
 LEASE = 2.0
 LABELS = {"other": "other client acquired", "look": "the holder's first look",
           "told": "on_lost called"}
-
-
-def report(what: str, secs: float) -> None:
-    print(f"[time] {what}: {secs * 1000:.0f} ms")
-
-
-@pytest.fixture
-def server():
-    s = RedisServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def name() -> str:
-    return "p:" + uuid.uuid4().hex[:12]
 
 
 def wait_renewed(server, key: str, lease: float) -> None:

@@ -49,8 +49,7 @@ import uuid
 import pytest
 
 import hilock
-from conftest import wait_for
-from test_faults import opened, report, server, proxy  # noqa: F401  (fixtures)
+from conftest import opened, report, wait_for
 
 ROOT = os.environ.get("HILOCK_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -157,11 +156,6 @@ class Actor:
             args["then_line"] = "X " + then_line
         q = urllib.parse.urlencode(args)
         return self.nginx.get("/agent?" + q, timeout)
-
-
-@pytest.fixture
-def name() -> str:
-    return "fr:" + uuid.uuid4().hex[:12]
 
 
 def other_lock(c, kind, name):

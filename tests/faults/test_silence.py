@@ -25,39 +25,15 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-import uuid
 
 import pytest
 
 import hilock
-from conftest import RedisServer, wait_for
+from conftest import report, wait_for
 from faultproxy import FaultProxy
 
 LEASE = 3.0
 FAULTS = ["half-dead", "requests-lost", "replies-lost"]
-
-
-def report(what: str, secs: float) -> None:
-    print(f"[time] {what}: {secs * 1000:.0f} ms")
-
-
-@pytest.fixture
-def server():
-    s = RedisServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def proxy(server):
-    p = FaultProxy(server.port)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def name() -> str:
-    return "s:" + uuid.uuid4().hex[:12]
 
 
 def fault_on(proxy: FaultProxy, fault: str) -> None:

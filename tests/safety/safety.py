@@ -26,8 +26,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("HILOCK_ROOT", os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+# tests/python first: its conftest.py (the harness) is the one imported here,
+# not the fault suite's (fixtures over that harness); faultproxy from faults
 sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 
 from conftest import RedisServer, RespError, wait_for, REDIS_SERVER, _pdeathsig  # noqa: E402
 from faultproxy import FaultProxy  # noqa: E402

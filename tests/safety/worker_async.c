@@ -119,80 +119,30 @@ static void on_lost_ml(hilock_async *a, hilock_multilock *m, uint64_t tid, void 
 }
 
 int main(int argc, char **argv) {
-    if (argc < 8) {
-        fprintf(stderr,
-                "usage: worker-async URL LOCK FENCE_PORT PROC_ID SEED SECONDS LOG [K=V...]\n");
-        return 2;
-    }
-    const char *url = argv[1], *lock_name = argv[2];
-    int fence_port = atoi(argv[3]);
-    wlog lg = {NULL, atoi(argv[4]), 0, PTHREAD_MUTEX_INITIALIZER};
-    uint64_t seed = strtoull(argv[5], NULL, 10);
-    double secs = atof(argv[6]);
-    wopts o;
-    if (wopts_parse(&o, argc, argv, 8) != 0) return 2;
-    rng_state = seed * 0x9E3779B97F4A7C15ULL + (uint64_t)lg.proc * 0xBF58476D1CE4E5B9ULL + 1;
-    lg.f = fopen(argv[7], "a");
-    if (!lg.f) return 1;
-    fence fc;
-    if (fence_open(&fc, fence_port, lock_name) != 0) return 1;
-
-    hilock_options opts;
-    hilock_options_init(&opts, HILOCK_OPTIONS_VERSION);
-    opts.watchdog_lease_ms = o.watchdog_lease_ms;
-    opts.command_timeout_ms = o.command_timeout_ms;
-    opts.connect_timeout_ms = o.connect_timeout_ms;
-    opts.replica_ack = (int)o.replica_ack;
-    log_line(&lg, "{\"ev\":\"start\",\"t\":%" PRId64 ",\"pid\":%d,\"driver\":\"async\"", now_ns(),
-             (int)getpid());
-    enum { MAXN = 9 };
-    hilock_client *cs[MAXN] = {0};
-    hilock_lock *ls[MAXN] = {0};
-    hilock_multilock *ml = NULL;
-    size_t n = 0;
-    char urls[2048];
-    snprintf(urls, sizeof urls, "%s", url);
-    char err[256];
-    int rc = 0;
-    for (char *save = NULL, *u = strtok_r(urls, "|", &save); u && n < MAXN;
-         u = strtok_r(NULL, "|", &save), n++) {
-        /* the open is not what is tested (as worker.c): 30 s at most */
-        int64_t open_until = now_ns() + (int64_t)30 * 1000000000;
-        while ((rc = hilock_client_open(&cs[n], u, &opts, err, sizeof err)) == HILOCK_ECONN &&
-               now_ns() < open_until)
-            sleep_ns(100000000);
-        if (rc != 0) break;
-    }
-    if (rc != 0) {
-        log_line(&lg, "{\"ev\":\"fatal\",\"t\":%" PRId64 ",\"err\":\"open %s\"", now_ns(),
-                 hilock_strerror(rc));
-        fclose(lg.f);
-        return 1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if ((n > 1 ? hilock_lock_new(&ls[i], cs[i], lock_name)
-                   : hilock_fenced_lock_new(&ls[i], cs[i], lock_name)) != 0)
-            return 1;
-    }
-    hilock_lock *l = ls[0];
-    if (n > 1 && hilock_redlock_new(&ml, ls, n) != 0) return 1;
+    worker wk;
+    int rc = worker_open(&wk, argc, argv, "worker-async", "async");
+    if (rc != 0) return rc;
+    wlog *lg = &wk.lg;
+    const wopts o = wk.o;
+    hilock_lock *l = wk.ls[0];
+    hilock_multilock *ml = wk.ml;
 
     ploop lp = {.nfds = 0, .timer_at = -1};
     hilock_async_loop loop = {HILOCK_ASYNC_LOOP_VERSION, &lp, lp_watch, lp_timer};
     hilock_async *a = NULL;
     if (hilock_async_new(&a, &loop) != 0) return 1;
-    lost_state lost = {&lg, 0};
+    lost_state lost = {lg, 0};
     if (ml) hilock_async_set_multilock_lost_callback(a, on_lost_ml, &lost);
     else hilock_async_set_lost_callback(a, on_lost, &lost);
     const uint64_t tid = 1; /* one owner: this process's only thread */
-    log_line(&lg, "{\"ev\":\"ready\",\"t\":%" PRId64, now_ns());
-    int64_t deadline = now_ns() + (int64_t)(secs * 1e9);
+    log_line(lg, "{\"ev\":\"ready\",\"t\":%" PRId64, now_ns());
+    int64_t deadline = now_ns() + (int64_t)(wk.secs * 1e9);
     int grants = 0;
     int64_t first_token = 0;
     char extra[520];
     while (now_ns() < deadline) {
         snprintf(extra, sizeof extra, ",\"lease_ms\":%" PRId64, o.lease_ms);
-        int oid = log_inv(&lg, "acq", extra);
+        int oid = log_inv(lg, "acq", extra);
         int64_t acq_inv = now_ns();
         result r = {0};
         lost.lost = 0;
@@ -205,12 +155,12 @@ int main(int argc, char **argv) {
             snprintf(r.err, sizeof r.err, "%s", hilock_async_errmsg(a));
         }
         if (rc == HILOCK_ETIMEDOUT) {
-            log_ret(&lg, "acq", oid, "timeout", "");
+            log_ret(lg, "acq", oid, "timeout", "");
             continue;
         }
         if (rc != 0) {
             errmsg_json(extra, sizeof extra, errname(rc), r.err);
-            log_ret(&lg, "acq", oid, "error", extra);
+            log_ret(lg, "acq", oid, "error", extra);
             lp_run(&lp, a, NULL, now_ns() + (int64_t)((0.05 + rnd() * 0.05) * 1e9));
             continue;
         }
@@ -219,10 +169,10 @@ int main(int argc, char **argv) {
         if (o.reuse_token && first_token) token = first_token;
         else if (!first_token) first_token = token;
         char grant[32];
-        snprintf(grant, sizeof grant, "%d.%d", lg.proc, grants);
+        snprintf(grant, sizeof grant, "%d.%d", lg->proc, grants);
         if (ml) snprintf(extra, sizeof extra, ",\"token\":null,\"grant\":\"%s\"", grant);
         else snprintf(extra, sizeof extra, ",\"token\":%" PRId64 ",\"grant\":\"%s\"", token, grant);
-        log_ret(&lg, "acq", oid, "ok", extra);
+        log_ret(lg, "acq", oid, "ok", extra);
         for (int64_t w = 0; w < o.writes; w++) {
             lp_run(&lp, a, NULL,
                    now_ns() + (int64_t)((0.2 + 0.8 * rnd()) * (double)o.hold_ms * 1e6));
@@ -235,12 +185,12 @@ int main(int argc, char **argv) {
                 now_ns() >= acq_inv + (o.lease_ms - o.lease_ms / 5) * 1000000)
                 break;
             snprintf(extra, sizeof extra, ",\"token\":%" PRId64 ",\"grant\":\"%s\"", token, grant);
-            int wid = log_inv(&lg, "write", extra);
-            int ok = ml ? 1 : fence_write(&fc, token, grant);
-            log_ret(&lg, "write", wid, ok == 1 ? "ok" : ok == 0 ? "refused" : "error", "");
+            int wid = log_inv(lg, "write", extra);
+            int ok = ml ? 1 : fence_write(&wk.fc, token, grant);
+            log_ret(lg, "write", wid, ok == 1 ? "ok" : ok == 0 ? "refused" : "error", "");
         }
         snprintf(extra, sizeof extra, ",\"grant\":\"%s\"", grant);
-        int rid = log_inv(&lg, "rel", extra);
+        int rid = log_inv(lg, "rel", extra);
         r = (result){0};
         rc = ml ? hilock_async_multilock_release(a, ml, tid, on_done, &r)
                 : hilock_async_release(a, l, tid, on_done, &r);
@@ -250,22 +200,15 @@ int main(int argc, char **argv) {
         } else {
             snprintf(r.err, sizeof r.err, "%s", hilock_async_errmsg(a));
         }
-        if (rc == 0) log_ret(&lg, "rel", rid, "ok", "");
-        else if (rc == HILOCK_ENOTOWNER) log_ret(&lg, "rel", rid, "notowner", "");
+        if (rc == 0) log_ret(lg, "rel", rid, "ok", "");
+        else if (rc == HILOCK_ENOTOWNER) log_ret(lg, "rel", rid, "notowner", "");
         else {
             errmsg_json(extra, sizeof extra, errname(rc), r.err);
-            log_ret(&lg, "rel", rid, "error", extra);
+            log_ret(lg, "rel", rid, "error", extra);
         }
         lp_run(&lp, a, NULL, now_ns() + (int64_t)(rnd() * 0.05 * 1e9));
     }
-    log_line(&lg, "{\"ev\":\"end\",\"t\":%" PRId64, now_ns());
     hilock_async_free(a);
-    hilock_multilock_free(ml);
-    for (size_t i = 0; i < n; i++) {
-        hilock_lock_free(ls[i]);
-        hilock_client_close(cs[i]);
-    }
-    close(fc.fd);
-    fclose(lg.f);
+    worker_close(&wk);
     return 0;
 }

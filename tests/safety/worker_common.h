@@ -1,7 +1,8 @@
 /* What the C safety workers share (worker.c on the blocking API,
  * worker_async.c on hilock_async): the JSON-lines history (README.md here),
- * the fencing store's script over a plain socket, the seeded plan and the
- * options. Header-only (static functions): include it once per program.
+ * the fencing store's script over a plain socket, the seeded plan, the
+ * options and what main() does first and last (worker_open, worker_close).
+ * Header-only (static functions): include it once per program.
  * Times are CLOCK_MONOTONIC in ns, the clock of time.monotonic_ns(). */
 #ifndef HILOCK_SAFETY_WORKER_COMMON_H
 #define HILOCK_SAFETY_WORKER_COMMON_H
@@ -197,6 +198,93 @@ static int wopts_parse(wopts *o, int argc, char **argv, int first) {
         else return -1;
     }
     return 0;
+}
+
+/* ---- what main() does first and last in both workers ---- */
+enum { WORKER_MAXN = 9 };
+
+typedef struct {
+    wlog lg;
+    wopts o;
+    fence fc;
+    const char *lock_name;
+    uint64_t seed;
+    double secs;
+    /* URL "u1|u2|...": a Redlock over one lock per server (no fencing token) */
+    hilock_client *cs[WORKER_MAXN];
+    hilock_lock *ls[WORKER_MAXN];
+    hilock_multilock *ml; /* NULL for one server */
+    size_t n;
+} worker;
+
+/* The command line (prog names the worker in the usage line), the log and
+ * the fence, the options, the clients, one fenced lock (or a Redlock over
+ * plain locks), the "start" line with driver. 0, or the exit status. */
+static int worker_open(worker *w, int argc, char **argv, const char *prog, const char *driver) {
+    memset(w, 0, sizeof *w);
+    if (argc < 8) {
+        fprintf(stderr, "usage: %s URL LOCK FENCE_PORT PROC_ID SEED SECONDS LOG [K=V...]\n", prog);
+        return 2;
+    }
+    const char *url = argv[1];
+    w->lock_name = argv[2];
+    int fence_port = atoi(argv[3]);
+    w->lg = (wlog){NULL, atoi(argv[4]), 0, PTHREAD_MUTEX_INITIALIZER};
+    w->seed = strtoull(argv[5], NULL, 10);
+    w->secs = atof(argv[6]);
+    if (wopts_parse(&w->o, argc, argv, 8) != 0) return 2;
+    rng_state = w->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)w->lg.proc * 0xBF58476D1CE4E5B9ULL + 1;
+    w->lg.f = fopen(argv[7], "a");
+    if (!w->lg.f) return 1;
+    if (fence_open(&w->fc, fence_port, w->lock_name) != 0) return 1;
+
+    hilock_options opts;
+    hilock_options_init(&opts, HILOCK_OPTIONS_VERSION);
+    opts.watchdog_lease_ms = w->o.watchdog_lease_ms;
+    opts.command_timeout_ms = w->o.command_timeout_ms;
+    opts.connect_timeout_ms = w->o.connect_timeout_ms;
+    opts.replica_ack = (int)w->o.replica_ack;
+    log_line(&w->lg, "{\"ev\":\"start\",\"t\":%" PRId64 ",\"pid\":%d,\"driver\":\"%s\"", now_ns(),
+             (int)getpid(), driver);
+    char urls[2048];
+    snprintf(urls, sizeof urls, "%s", url);
+    char err[256];
+    int rc = 0;
+    for (char *save = NULL, *u = strtok_r(urls, "|", &save); u && w->n < WORKER_MAXN;
+         u = strtok_r(NULL, "|", &save), w->n++) {
+        /* the open is not what is tested: a fault that hits it (servers and
+         * clients start together) is waited out, 30 s at most */
+        int64_t open_until = now_ns() + (int64_t)30 * 1000000000;
+        while ((rc = hilock_client_open(&w->cs[w->n], u, &opts, err, sizeof err)) == HILOCK_ECONN &&
+               now_ns() < open_until)
+            sleep_ns(100000000);
+        if (rc != 0) break;
+    }
+    if (rc != 0) {
+        log_line(&w->lg, "{\"ev\":\"fatal\",\"t\":%" PRId64 ",\"err\":\"open %s\"", now_ns(),
+                 hilock_strerror(rc));
+        fclose(w->lg.f);
+        return 1;
+    }
+    for (size_t i = 0; i < w->n; i++) {
+        if ((w->n > 1 ? hilock_lock_new(&w->ls[i], w->cs[i], w->lock_name)
+                      : hilock_fenced_lock_new(&w->ls[i], w->cs[i], w->lock_name)) != 0)
+            return 1;
+    }
+    if (w->n > 1 && hilock_redlock_new(&w->ml, w->ls, w->n) != 0) return 1;
+    return 0;
+}
+
+/* The "end" line; everything worker_open made, freed. */
+static void worker_close(worker *w) {
+    log_line(&w->lg, "{\"ev\":\"end\",\"t\":%" PRId64, now_ns());
+    hilock_multilock_free(w->ml);
+    for (size_t i = 0; i < w->n; i++) {
+        hilock_lock_free(w->ls[i]);
+        hilock_client_close(w->cs[i]);
+    }
+    close(w->fc.fd);
+    fclose(w->lg.f);
 }
 
 #endif
