@@ -37,6 +37,10 @@ typedef struct pconn {
     pthread_t th;
     int cfd, sfd;
     int kill; /* th_proxy_reset: reset both ways (under the proxy's mu) */
+    /* under the proxy's mu: */
+    int subscriber;         /* a request of it contained "SUBSCRIBE" */
+    int drop_up, drop_down; /* th_proxy_silence_subscribers */
+    int done;               /* conn_main returned */
 } pconn;
 
 struct th_proxy {
@@ -178,7 +182,9 @@ static void *conn_main(void *arg)
         if (pf[0].revents) {
             ssize_t r = recv(pc->cfd, buf, sizeof buf, 0);
             pthread_mutex_lock(&p->mu);
-            int drop = p->drop_up;
+            if (r > 0 && memmem(buf, (size_t)r, "SUBSCRIBE", 9))
+                pc->subscriber = 1;
+            int drop = p->drop_up || pc->drop_up;
             pthread_mutex_unlock(&p->mu);
             if (r <= 0) {
                 client_open = 0; /* held requests still go out */
@@ -220,7 +226,7 @@ static void *conn_main(void *arg)
             if (r <= 0)
                 break;
             pthread_mutex_lock(&p->mu);
-            int drop = p->drop_down;
+            int drop = p->drop_down || pc->drop_down;
             pthread_mutex_unlock(&p->mu);
             if (drop) /* replies lost: the client never sees them */
                 continue;
@@ -251,6 +257,9 @@ static void *conn_main(void *arg)
         close(pc->cfd);
     rst_close(pc->sfd);
     pc->cfd = pc->sfd = -1;
+    pthread_mutex_lock(&p->mu);
+    pc->done = 1;
+    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -396,6 +405,37 @@ void th_proxy_reset(th_proxy *p)
     for (int i = 0; i < p->nconns; i++)
         p->conns[i]->kill = 1;
     pthread_mutex_unlock(&p->mu);
+}
+
+int th_proxy_silence_subscribers(th_proxy *p, int up, int down)
+{
+    int n = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns; i++) {
+        pconn *pc = p->conns[i];
+        if (pc->subscriber && !pc->done) {
+            pc->drop_up = up;
+            pc->drop_down = down;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+int th_proxy_reset_subscribers(th_proxy *p)
+{
+    int n = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns; i++) {
+        pconn *pc = p->conns[i];
+        if (pc->subscriber && !pc->done) {
+            pc->kill = 1;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 int th_proxy_fired(th_proxy *p)

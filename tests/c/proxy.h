@@ -19,6 +19,12 @@
  *   half-dead host); they stay open and silent until th_proxy_stop.
  * - th_proxy_refuse: new connections are reset at once.
  * - th_proxy_reset: every live connection is reset (RST) both ways now.
+ *
+ * Per connection: a connection that has sent a request containing
+ * "SUBSCRIBE" (SSUBSCRIBE too) is a subscriber, a client's pub/sub
+ * connection; th_proxy_silence_subscribers and th_proxy_reset_subscribers
+ * act on the live subscribers alone, so the command connections stay
+ * healthy.
  */
 #ifndef HILOCK_TEST_PROXY_H
 #define HILOCK_TEST_PROXY_H
@@ -40,6 +46,12 @@ void th_proxy_silence(th_proxy *p, int up, int down);
 void th_proxy_stall_new(th_proxy *p, int on);
 void th_proxy_refuse(th_proxy *p, int on);
 void th_proxy_reset(th_proxy *p);
+/* The live subscribers drop every byte in one direction or both from now
+ * (up = requests lost, down = replies lost; (0, 0) ends it); connections
+ * made later are not touched. How many there were. */
+int th_proxy_silence_subscribers(th_proxy *p, int up, int down);
+/* The live subscribers are reset (RST) both ways; how many. */
+int th_proxy_reset_subscribers(th_proxy *p);
 /* How many of the rules above have done what they say (the reply delivered
  * and the connection reset; the late reply delivered; the held request
  * delivered). */

@@ -57,7 +57,10 @@ server. Faults are switched on and off while connections are live:
 - half_dead(True)       silence(True, True) and stall_new(True) at once
 
 Per connection: every live _Conn in proxy.live() has drop_up and drop_down,
-to silence one direction of one connection only.
+to silence one direction of one connection only, and kill() to reset it.
+proxy.subscribers() are the live connections that have sent a request
+containing SUBSCRIBE (SSUBSCRIBE too): a client's pub/sub connection, to
+fault it alone while its command connections stay healthy.
 
 Threads only (no asyncio), so it runs next to the blocking hilock calls in
 the same test process. Every socket is closed by close().
@@ -91,6 +94,7 @@ class _Conn:
         self.server = server
         self.dead = False
         self.kill_on_reply = False
+        self.subscriber = False  # a request of it contained SUBSCRIBE
         self.late: Optional[Tuple[float, bool]] = None  # late_reply's, for the next reply
         self._tag: Optional[str] = None
         self.drop_up = proxy.drop_up      # requests from the client are dropped
@@ -131,6 +135,8 @@ class _Conn:
                     return
                 while (p.blackholed or (p.cut_tags and self.tag in p.cut_tags)) and not self.dead:
                     time.sleep(0.01)
+                if upstream and b"SUBSCRIBE" in data:
+                    self.subscriber = True
                 if self.drop_up if upstream else self.drop_down:
                     p.dropped += 1
                     continue
@@ -253,6 +259,9 @@ class FaultProxy:
     def live(self) -> List["_Conn"]:
         with self._mu:
             return [c for c in self.conns if not c.dead]
+
+    def subscribers(self) -> List["_Conn"]:
+        return [c for c in self.live() if c.subscriber]
 
     def reset(self) -> None:
         with self._mu:

@@ -32,13 +32,14 @@ fi
 # Four pytest processes at once, each with its own servers on its own ports:
 # the tests mostly wait on leases and timers (in CI at 1c411ff: 155 s for
 # test_silence.py, 162 s for the other files, as two processes). Groups:
-# the silent-link tests of hilock.aio then the paused-holder and late-reply
-# files (issue 31 (f), (c), (d); that group was the shortest: 62 s of 100 s
+# the silent-link tests of hilock.aio then the paused-holder, late-reply and
+# pub/sub-connection files (issue 31 (f), (c), (d), (b) on the pub/sub
+# connection; that group was the shortest: 62 s of 100 s
 # at load 13-16), the other silent-link tests, test_faults.py, and every
 # other file. A group is one or more pytest runs, one after the other,
 # separated by " ; "; a run is files, then -k and its expression ("not_aio"
 # stands for "not test_aio_").
-late="test_paused.py test_late_reply.py"
+late="test_paused.py test_late_reply.py test_subscription.py"
 groups=("test_silence.py -k test_aio_ ; $late" "test_silence.py -k not_aio" "test_faults.py")
 rest=""
 for f in test_*.py; do
