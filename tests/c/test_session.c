@@ -577,7 +577,8 @@ static void t_unsettled(void)
     /* a late grant is not given back while its settle runs (the settle does) */
     CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 2), 0);
     /* the settle gave up at 1000: settle it before the next acquire, until
-     * its lease (500) has run out */
+     * its lease (500) and its latch lifetime (9000) have run out: a copy of
+     * the attempt may still run up to a latch lifetime later */
     hl_unsettled_settle_end(&t, a, 0, 1000);
     CU_ASSERT_FALSE(hl_unsettled_settling(&t, "L", "c:1"));
     CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 2), 1);
@@ -588,11 +589,11 @@ static void t_unsettled(void)
     CU_ASSERT_EQUAL(a->lease_ms, 500);
     /* handed out: a second acquire of the owner waits for that settle */
     CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1200, &u), HL_UNSETTLED_WAIT);
-    /* it failed again at 1300 (until 1800), then is over by its lease */
+    /* it failed again at 1300 (until 1300 + 500 + 9000), then is over */
     hl_unsettled_settle_end(&t, a, 0, 1300);
-    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1799, &u), HL_UNSETTLED_SETTLE);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 10799, &u), HL_UNSETTLED_SETTLE);
     hl_unsettled_settle_end(&t, a, 0, 1300);
-    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1800, &u), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 10800, &u), HL_UNSETTLED_NONE);
     CU_ASSERT_EQUAL(t.count, 0);
     /* settled: forgotten at once */
     a = hl_unsettled_put(&t, "L", "c:1", "{L}:c:1:1:8", 9000, 500, 0, 2000);
@@ -602,7 +603,8 @@ static void t_unsettled(void)
     hl_unsettled_settle_end(&t, a, 1, 2002);
     CU_ASSERT_EQUAL(t.count, 0);
     CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 2003, &u), HL_UNSETTLED_NONE);
-    /* no latch: nothing can settle it; it ends with its lease */
+    /* no latch: nothing can settle it; it ends with its lease (and no
+     * latch lifetime) */
     a = hl_unsettled_put(&t, "L", "c:1", NULL, 0, 500, 0, 3000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 3001, &u), HL_UNSETTLED_NONE);

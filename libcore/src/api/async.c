@@ -1146,6 +1146,11 @@ static int settle_start(as_req *q, as_op *op)
     st->addr_gen = st->node ? st->node->addr_gen : 0;
     st->conn = q->conn;
     st->pending = 1; /* the attempt's own late reply */
+    /* the session keeps it unsettled while this runs: the owner's next
+     * acquire of the lock waits for it, or takes it over */
+    st->rec = hl_unsettled_put(&a->unsettled, op->lock->names.name, op->owner,
+                               op->latch[0] ? op->latch : NULL, op->acq.latch_ttl_ms,
+                               op->lease_ms, 1, now_ms());
     q->conn->nsettles++;
     q->op = NULL;
     q->settle = st;
@@ -1196,6 +1201,28 @@ static void settle_feed(as_settle *st, redisReply *r)
     st->ready = 1;
 }
 
+/* The settle of u (an as_settle's or an operation's resettle) ended: the
+ * session is told, and the acquires that waited for it go on. */
+static void settle_ended(hilock_async *a, hl_unsettled_acq *u, int settled, int64_t now)
+{
+    if (u)
+        hl_unsettled_settle_end(&a->unsettled, u, settled, now);
+    for (as_op *op = a->ops; op; op = op->next)
+        if (op->pre_wait && op->waiting && !op->done) {
+            op->waiting = 0;
+            op_queue(op);
+        }
+}
+
+/* The settle running for u, or NULL (an operation's resettle, or none). */
+static as_settle *settle_of(hilock_async *a, const hl_unsettled_acq *u)
+{
+    for (as_settle *st = a->settles; st; st = st->next)
+        if (st->rec == u)
+            return st;
+    return NULL;
+}
+
 /* Work st's machine: send on its connection, wait, or finish. */
 static void settle_step(as_settle *st)
 {
@@ -1243,6 +1270,7 @@ static void settle_step(as_settle *st)
         default: { /* done: a connection taken out of use goes when its last
                       settle is done */
             as_conn *k = st->conn;
+            settle_ended(st->a, st->rec, st->s.settled, now);
             settle_free(st);
             if (k && k->nsettles == 0 && k->draining)
                 conn_close(k);
@@ -1906,6 +1934,10 @@ static void run_timers(hilock_async *a, int64_t now)
 static void feed_error(as_op *op, int code, int lost)
 {
     int64_t now = now_ms();
+    if (op->type == OP_ACQUIRE && op->uns_phase) { /* settle and undo are idempotent */
+        hl_acquire_on_error(&op->rs, code, now);
+        return;
+    }
     if (op->type == OP_ACQUIRE && op->ack_phase) { /* a release before or after the grant */
         if (lost) /* later releases use another unlock latch key */
             __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
@@ -1942,6 +1974,10 @@ static void feed_error(as_op *op, int code, int lost)
 static void feed_reply(as_op *op, redisReply *r)
 {
     int64_t now = now_ms();
+    if (op->type == OP_ACQUIRE && op->uns_phase) {
+        hl_acquire_on_reply(&op->rs, r, now);
+        return;
+    }
     if (op->type == OP_ACQUIRE && op->ack_phase) {
         hl_release_on_reply(&op->rel, r, now);
         return;
@@ -2057,6 +2093,10 @@ static void step_acquire(as_op *op)
         case HL_ACT_DONE: {
             int rc = op->acq.result;
             int64_t v = op->lock->kind == HILOCK_KIND_FENCED ? op->acq.token : op->acq.hold_count;
+            if (op->acq.unsettled) /* every settle try failed: settled before the next acquire */
+                hl_unsettled_put(&op->a->unsettled, op->lock->names.name, op->owner,
+                                 op->latch[0] ? op->latch : NULL, op->acq.latch_ttl_ms,
+                                 op->lease_ms, 0, now);
             if (rc == 0 && op->unacked) {
                 chan_leave(op);
                 /* nobody replicated it, so a failover now would forget it:
@@ -2185,6 +2225,126 @@ static void release_unconfirmed(as_op *op, int64_t lease)
              op->lock->names.name, why, (long long)lease);
 }
 
+static void step_pre_settle(as_op *op);
+
+/* The resettle of op->rs_rec (an earlier attempt of this owner on this
+ * lock): drive it; when it is over, ask the session again, or fail. */
+static void step_resettle(as_op *op)
+{
+    hilock_async *a = op->a;
+    for (;;) {
+        int64_t now = now_ms();
+        if (hl_acquire_next(&op->rs, now) == HL_ACT_SEND) {
+            int rc = op_send(op, &op->rs.cmd);
+            if (rc == 0)
+                return;
+            hl_acquire_on_error(&op->rs, rc, now);
+            continue;
+        }
+        int settled = !op->rs.unsettled;
+        hl_unsettled_acq *u = op->rs_rec;
+        op->rs_rec = NULL;
+        op->uns_phase = 0;
+        hl_acquire_free(&op->rs);
+        settle_ended(a, u, settled, now);
+        if (!settled) {
+            snprintf(op->err, sizeof op->err,
+                     "an earlier acquire attempt of thread %" PRIu64 " on lock '%s' could not "
+                     "be settled (connection errors); not entered again",
+                     op->tid, op->lock->names.name);
+            hl_as_op_finish(op, HILOCK_ECONN, 0);
+            return;
+        }
+        op->err[0] = 0;
+        step_pre_settle(op);
+        return;
+    }
+}
+
+/* Before the first attempt: an earlier attempt of this owner on this lock
+ * that may have been granted and is not settled (the session says:
+ * hl_unsettled_next) is settled first. Entering first would stack the new
+ * hold on a grant nobody accounts for (renewed for good), and a late copy
+ * of that attempt arriving after the new grant would apply its own lease
+ * to it. A settle running on the attempt's connection that has sent no
+ * undo yet is taken over (hl_settle_can_hand_over: dropped, and the
+ * attempt settled under its latch on a connection that answers); any other
+ * is waited for, up to the call's deadline and a command timeout. */
+static void step_pre_settle(as_op *op)
+{
+    hilock_async *a = op->a;
+    for (;;) {
+        int64_t now = now_ms();
+        hl_unsettled_acq *u = NULL;
+        hl_unsettled_step next =
+            hl_unsettled_next(&a->unsettled, op->lock->names.name, op->owner, now, &u);
+        if (next == HL_UNSETTLED_NONE) {
+            op->pre_done = 1;
+            op->pre_wait = 0;
+            step_acquire(op);
+            return;
+        }
+        if (op->cancel_req) { /* nothing sent yet */
+            snprintf(op->err, sizeof op->err, "acquire of lock '%s' by thread %" PRIu64 " cancelled",
+                     op->lock->names.name, op->tid);
+            hl_as_op_finish(op, HILOCK_ECANCELED, 0);
+            return;
+        }
+        if (next == HL_UNSETTLED_WAIT) {
+            as_settle *st = settle_of(a, u);
+            if (st && hl_settle_can_hand_over(&st->s)) {
+                as_conn *k = st->conn;
+                st->rec = NULL;
+                settle_free(st);
+                if (k && k->nsettles == 0 && k->draining)
+                    conn_close(k);
+                hl_unsettled_settle_end(&a->unsettled, u, 0, now);
+                continue; /* SETTLE next */
+            }
+            if (!op->pre_wait) {
+                op->pre_wait = 1;
+                op->pre_until =
+                    op->deadline < 0
+                        ? -1
+                        : (op->deadline > now ? op->deadline : now) +
+                              op->lock->client->t.opts.command_timeout_ms;
+            }
+            if (op->pre_until >= 0 && now >= op->pre_until) {
+                snprintf(op->err, sizeof op->err,
+                         "an earlier acquire attempt of thread %" PRIu64 " on lock '%s' is "
+                         "still being settled; not entered",
+                         op->tid, op->lock->names.name);
+                hl_as_op_finish(op, HILOCK_ECONN, 0);
+                return;
+            }
+            op->waiting = 1; /* settle_ended wakes it */
+            op->wake_at = op->pre_until;
+            return;
+        }
+        /* HL_UNSETTLED_SETTLE: u is marked settling, ours to end */
+        hilock_client *c = op->lock->client;
+        if (hl_acquire_init(&op->rs, op->lock->kind, &op->lock->names, op->owner, 0,
+                            u->lease_ms, c->t.opts.fair_wait_window_ms, now) != 0) {
+            settle_ended(a, u, 0, now);
+            hl_as_op_finish(op, HILOCK_ENOMEM, 0);
+            return;
+        }
+        op->uns_phase = 1;
+        op->rs_rec = u;
+        if (hl_acquire_set_latch(&op->rs, u->latch, u->latch_ttl_ms) != 0) {
+            op->uns_phase = 0;
+            op->rs_rec = NULL;
+            hl_acquire_free(&op->rs);
+            settle_ended(a, u, 0, now);
+            hl_as_op_finish(op, HILOCK_ENOMEM, 0);
+            return;
+        }
+        hl_acquire_resettle(&op->rs);
+        step_resettle(op);
+        return;
+    }
+}
+
 /* Before an acquire: the caller's last release of the lock got no answer
  * and its hold may still be there; send the release again first, so the
  * acquire never re-enters it. Not owner: it ran, or the hold expired. Any
@@ -2205,7 +2365,7 @@ static void step_pre_release(as_op *op)
     }
     hl_release_free(&op->rel);
     op->err[0] = 0;
-    step_acquire(op);
+    step_pre_settle(op);
 }
 
 static void step_release(as_op *op)
@@ -2262,6 +2422,10 @@ static void step_op(as_op *op)
             step_ack_release(op);
         else if (op->ack_phase == 2)
             step_pre_release(op);
+        else if (op->uns_phase)
+            step_resettle(op);
+        else if (!op->pre_done)
+            step_pre_settle(op);
         else
             step_acquire(op);
         break;
@@ -2311,6 +2475,11 @@ static void op_free(as_op *op)
         hl_as_ml_free(op->ml);
     if (op->type == OP_ACQUIRE && op->inited)
         hl_acquire_free(&op->acq);
+    if (op->type == OP_ACQUIRE && op->uns_phase) { /* freed mid-settle: it stays unsettled */
+        hl_acquire_free(&op->rs);
+        if (op->rs_rec)
+            hl_unsettled_settle_end(&op->a->unsettled, op->rs_rec, 0, now_ms());
+    }
     if ((op->type == OP_RELEASE && op->inited) || (op->type == OP_ACQUIRE && op->ack_phase))
         hl_release_free(&op->rel);
     if (op->ack_reply)
@@ -2473,6 +2642,7 @@ int hilock_async_new(hilock_async **out, const hilock_async_loop *loop)
     a->ready_tail = &a->ready;
     a->done_tail = &a->done;
     a->timer_armed = -1;
+    hl_unsettled_init(&a->unsettled, 0);
     *out = a;
     return 0;
 }
@@ -2533,6 +2703,7 @@ static void async_free_now(hilock_async *a)
     if (a->timer_armed >= 0 && a->loop.timer)
         a->loop.timer(a->loop.data, -1);
     free(a->heap);
+    hl_unsettled_free(&a->unsettled);
     free(a);
 }
 

@@ -68,6 +68,7 @@ struct as_settle {
     int waiting;      /* HL_ACT_WAIT */
     int64_t wait_until;
     char rid[HL_OWNER_MAX + 32];
+    hl_unsettled_acq *rec; /* its attempt in a->unsettled (NULL: no memory) */
 };
 
 struct as_conn {
@@ -249,6 +250,15 @@ struct as_op {
     redisReply *ack_reply; /* the attempt's reply, fed once acknowledged */
     int unacked;       /* no replica acknowledged the last attempt */
     int ack_phase;     /* 1: releasing the unacknowledged grant */
+    /* before the first attempt: an earlier attempt of this owner on this
+     * lock that may have been granted is settled first (the session's rule,
+     * hl_unsettled_next) */
+    int pre_done;      /* the session said go (HL_UNSETTLED_NONE) */
+    int pre_wait;      /* waits for a settle of such an attempt to end */
+    int64_t pre_until; /* ... until then at most (-1: no bound) */
+    int uns_phase;     /* 1: rs settles rs_rec (hl_acquire_resettle) */
+    hl_acquire rs;
+    hl_unsettled_acq *rs_rec;
     int64_t wait_ms, deadline;
     uint64_t acq_seq;
     /* waiting */
@@ -298,6 +308,7 @@ struct hilock_async {
     as_op *ready, **ready_tail;
     as_op *done, **done_tail; /* finished, callbacks not yet run: FIFO */
     as_settle *settles;
+    hl_unsettled unsettled; /* the session's acquire attempts not settled */
     struct as_mlhold *mlholds;
     int in_dispatch;
     int free_later;

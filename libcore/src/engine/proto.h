@@ -682,6 +682,10 @@ typedef struct hl_settle {
     int64_t sleep_ms;      /* for HL_ACT_WAIT */
     int64_t wake_at;       /* for HL_ACT_WAIT: now_ms + sleep_ms */
     hl_settle_outcome outcome;
+    int settled;           /* at HL_ACT_DONE: 1 the attempt's outcome is known
+                              and applied (nothing of it stands); 0 the
+                              machine gave up (the session keeps it
+                              unsettled: hl_unsettled_settle_end) */
 } hl_settle;
 /* 0, HILOCK_EINVAL (cmd is not an acquire attempt), HILOCK_ENOMEM.
  * publish: "publish" or "spublish" (the lock's hl_names.publish).
@@ -695,6 +699,14 @@ HL_HIDDEN hl_action hl_settle_next(hl_settle *s, int64_t now_ms);
 HL_HIDDEN void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_settle_on_error(hl_settle *s, int64_t now_ms);
 HL_HIDDEN void hl_settle_free(hl_settle *s);
+/* 1 while s may be dropped for a settle of the same attempt on another
+ * connection (hl_acquire_resettle under the attempt's acquire latch): the
+ * attempt carried that latch and s has sent no undo (a release or leaving
+ * the line), so nothing but the attempt itself and acquire_settle.lua,
+ * which answers a resend the same, can have changed the lock. A driver
+ * whose next acquire of the lock would otherwise wait for s
+ * (HL_UNSETTLED_WAIT) drops s and settles the attempt itself. */
+HL_HIDDEN int hl_settle_can_hand_over(const hl_settle *s);
 /* One settling attempt per server: a server on which `settling` earlier
  * attempts still wait to be settled is stalled (or the way to it is), and
  * every new attempt would park one more connection there. What a driver

@@ -351,6 +351,22 @@ int64_t hl_settle_gate(int settling, int bounded, int64_t command_timeout_ms)
     return bounded || command_timeout_ms < 0 ? 0 : command_timeout_ms;
 }
 
+int hl_settle_can_hand_over(const hl_settle *s)
+{
+    if (!s->acq_latch)
+        return 0;
+    switch (s->state) {
+    case SE_AWAIT_ATTEMPT:
+    case SE_SEND_SETTLE:
+    case SE_AWAIT_SETTLE:
+        return 1;
+    case SE_PAUSE:
+        return s->after_pause == SE_SEND_SETTLE;
+    default:
+        return 0;
+    }
+}
+
 void hl_settle_free(hl_settle *s)
 {
     if (!s)
@@ -413,6 +429,7 @@ static void undo(hl_settle *s, int acquired)
         s->outcome = HL_SETTLE_LEFT_LINE;
     } else {
         s->state = SE_DONE;
+        s->settled = 1; /* it took nothing and left no place in line */
         return;
     }
     /* the script body: this connection gets no NOSCRIPT round trip */
@@ -427,6 +444,7 @@ void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms)
     s->reconnect = 0;
     if (s->state == SE_AWAIT_UNDO) {
         s->state = SE_DONE;
+        s->settled = 1;
         return;
     }
     if (s->state == SE_AWAIT_SETTLE) {
@@ -445,6 +463,7 @@ void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms)
     hl_acquire_result res;
     if (hl_decode_acquire_kind(s->kind, r, &res) != 0) {
         s->state = SE_DONE; /* an error (NOSCRIPT included): it changed nothing */
+        s->settled = 1;
         return;
     }
     undo(s, res.acquired);

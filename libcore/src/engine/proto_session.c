@@ -494,6 +494,16 @@ void hl_unsettled_forget(hl_unsettled *t, hl_unsettled_acq *u)
         }
 }
 
+/* When u, with no settle running from now, is forgotten: a copy of the
+ * attempt still on its way may run up to a latch lifetime from now (after
+ * that a settle learns nothing more from the latch), and a grant it takes
+ * lasts its lease. */
+static int64_t unsettled_until(const hl_unsettled_acq *u, int64_t now)
+{
+    return now + (u->lease_ms > 0 ? u->lease_ms : 0) +
+           (u->latch_ttl_ms > 0 ? u->latch_ttl_ms : 0);
+}
+
 hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name, const char *owner,
                                    const char *latch, int64_t latch_ttl_ms, int64_t lease_ms,
                                    int settling, int64_t now)
@@ -522,9 +532,7 @@ hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name, const char
     u->latch_ttl_ms = latch_ttl_ms;
     u->lease_ms = lease_ms;
     u->settling = settling != 0;
-    /* a hold it took (at the latest now, when nothing runs it again) has
-     * ended by then */
-    u->until = now + (lease_ms > 0 ? lease_ms : 0);
+    u->until = unsettled_until(u, now);
     u->next = t->head;
     t->head = u;
     t->count++;
@@ -538,7 +546,7 @@ void hl_unsettled_settle_end(hl_unsettled *t, hl_unsettled_acq *u, int settled, 
         return;
     }
     u->settling = 0;
-    u->until = now + (u->lease_ms > 0 ? u->lease_ms : 0);
+    u->until = unsettled_until(u, now);
 }
 
 static int unsettled_is(const hl_unsettled_acq *u, const char *name, const char *owner)

@@ -225,8 +225,10 @@ typedef struct hl_unsettled_acq {
     char owner[HL_OWNER_MAX];
     int64_t latch_ttl_ms;  /* the latch's lifetime, as the attempt set it */
     int64_t lease_ms;      /* the attempt's lease */
-    int64_t until;         /* no settle running: forgotten at this time (a
-                              hold the attempt took has ended by then) */
+    int64_t until;         /* no settle running: forgotten at this time: a
+                              copy of the attempt still on its way may run
+                              up to a latch lifetime after the last settle
+                              gave up, and its grant lasts its lease */
     int settling;          /* a settle of it runs (hl_unsettled_settle_end
                               reports its end) */
 } hl_unsettled_acq;
@@ -254,7 +256,10 @@ HL_HIDDEN void hl_unsettled_free(hl_unsettled *t);
  * settled, at now: latch (may be NULL) and latch_ttl_ms as the attempt
  * carried them, lease_ms its lease; settling 1 when the driver runs a
  * settle of it now (end it with hl_unsettled_settle_end), 0 when every
- * settle try failed. Strings are copied. The record, or NULL (no memory, or
+ * settle try failed; with no settle running it is forgotten at now + its
+ * lease + its latch lifetime (a copy of the attempt may still be on its
+ * way and run up to a latch lifetime later; its grant lasts its lease).
+ * Strings are copied. The record, or NULL (no memory, or
  * the table is full of settling records: the grant then ends with its
  * lease, and a late grant is caught at the next grant's count). */
 HL_HIDDEN hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name,
@@ -263,7 +268,8 @@ HL_HIDDEN hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name,
                                              int settling, int64_t now);
 /* The settle of u (put settling, or handed out by hl_unsettled_next) ended
  * at now: settled 1 (its outcome is known and applied: u is freed), 0 (it
- * gave up: u stays, not settling, until now + its lease). */
+ * gave up: u stays, not settling, until now + its lease + its latch
+ * lifetime). */
 HL_HIDDEN void hl_unsettled_settle_end(hl_unsettled *t, hl_unsettled_acq *u, int settled,
                                        int64_t now);
 /* u leaves the table (freed), whatever its state. */
