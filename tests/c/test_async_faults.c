@@ -398,6 +398,49 @@ static void t_fair_settle_on_new_connection_leaves_the_line(void)
     th_proxy_stop(p);
 }
 
+/* The server forgets its scripts (SCRIPT FLUSH) while a fair waiter waits:
+ * its first attempt is answered NOSCRIPT and sent again as EVAL; cancelled,
+ * it leaves the line with a script the server does not know either. That
+ * NOSCRIPT must be answered with EVAL too: before, an operation sent the
+ * body once in its life, so the cancel's NOSCRIPT was taken as its answer
+ * and the entry stayed in line until its deadline (simulator finding
+ * fair-queue: an attempt settled with acquire_settle.lua's body, then the
+ * leave-the-line script refused). */
+static void t_fair_cancel_after_noscript_leaves_the_line(void)
+{
+    const char *queue = "redisson_lock_queue:{afair-noscript}";
+    hilock_client *c = open_client(&srv, 30000), *c2 = open_client(&srv, 30000);
+    hilock_lock *l = NULL, *holder = NULL;
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, "afair-noscript") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&holder, c2, "afair-noscript") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire(holder, 0, 30000) == 0);
+    th_redis_int(&srv, "SCRIPT FLUSH");
+    hilock_async *a = new_async();
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 10000, 30000, on_done, &r) == 0);
+    int64_t end = th_now_ms() + 5000;
+    while (th_redis_int(&srv, "LLEN %s", queue) != 1 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    CU_ASSERT_FATAL(th_redis_int(&srv, "LLEN %s", queue) == 1); /* waiting in line */
+    int cancelled = 0;
+    CU_ASSERT(hilock_async_cancel(&cancelled, a, l, 1) == 0);
+    CU_ASSERT_EQUAL(cancelled, 1);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
+    long long len = th_redis_int(&srv, "LLEN %s", queue);
+    printf("\n  cancelled after a NOSCRIPT: rc %d (%s); entries left in line: %lld\n", r.rc,
+           r.err, len);
+    CU_ASSERT_EQUAL(r.rc, HILOCK_ECANCELED);
+    CU_ASSERT_EQUAL(len, 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{afair-noscript}"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(holder), 0);
+    th_redis_int(&srv, "DEL afair-noscript %s redisson_lock_timeout:{afair-noscript}", queue);
+    hilock_lock_free(l);
+    hilock_lock_free(holder);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+}
+
 /* A semaphore acquire whose reply never came (the server stopped): the
  * engine settles it through its request latch on another connection, so
  * whichever of the two the server runs first, no permit stays taken. */
@@ -767,6 +810,8 @@ int main(void)
                 t_call_behind_a_stalled_settle);
     CU_add_test(s, "a fair waiter settled on a new connection leaves the line",
                 t_fair_settle_on_new_connection_leaves_the_line);
+    CU_add_test(s, "a fair waiter cancelled after NOSCRIPT leaves the line",
+                t_fair_cancel_after_noscript_leaves_the_line);
     CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);
     CU_add_test(s, "a late copy of a release leaves a later hold alone", t_late_release_copy);
     CU_add_test(s, "a late copy of a release past its latch lifetime leaves a later hold alone",

@@ -197,6 +197,29 @@ static void t_release_noscript_then_retry(void)
     hl_release_free(&m);
 }
 
+/* NOSCRIPT to an EVALSHA: the body once for that command; any command
+ * of the same call that meets NOSCRIPT gets its body too. */
+static void t_eval_fallback_per_command(void)
+{
+    redisReply *noscript = TH_RESP("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+    redisReply *other = TH_RESP("-ERR something else\r\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(noscript);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(other);
+    hl_cmd a;
+    hl_cmd_acquire(&a, HILOCK_KIND_FAIR, &N, OWNER, 9000, 120000);
+    CU_ASSERT_EQUAL(hl_cmd_eval_fallback(&a, other), 0);
+    CU_ASSERT(arg_is(&a, 0, "EVALSHA"));
+    CU_ASSERT_EQUAL(hl_cmd_eval_fallback(&a, noscript), 1);
+    CU_ASSERT(arg_is(&a, 0, "EVAL"));
+    CU_ASSERT_EQUAL(hl_cmd_eval_fallback(&a, noscript), 0); /* sent as EVAL already */
+    hl_cmd_fair_cancel(&a, &N, OWNER, 120000); /* the same call's next command */
+    CU_ASSERT_EQUAL(hl_cmd_eval_fallback(&a, noscript), 1);
+    CU_ASSERT(arg_is(&a, 0, "EVAL"));
+    CU_ASSERT_EQUAL(hl_cmd_eval_fallback(NULL, noscript), 0);
+    freeReplyObject(noscript);
+    freeReplyObject(other);
+}
+
 /* ---------------------------------------------------------------- settle */
 
 #define FEED_SET(s, b, now) TH_FEED(hl_settle_on_reply, s, b, now)
@@ -1060,6 +1083,7 @@ int main(void)
     CU_add_test(s, "release: not owner, errors", t_release_not_owner_and_errors);
     CU_add_test(s, "release: a fair lock known lost", t_release_fair_known_lost);
     CU_add_test(s, "release: NOSCRIPT, resend after a lost reply", t_release_noscript_then_retry);
+    CU_add_test(s, "NOSCRIPT: the body once per command", t_eval_fallback_per_command);
     CU_add_test(s, "settle: late grant released", t_settle_late_grant_released);
     CU_add_test(s, "settle: fair waiter leaves the line", t_settle_fair_waiter_leaves);
     CU_add_test(s, "settle: errors and giving up", t_settle_errors_and_give_up);

@@ -1048,11 +1048,10 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
             op->sent = cmd;
         else
             feed_error(op, HILOCK_ECONN, 0);
-    } else if (cmd && cmd->script >= 0 && !op->eval_tried && hl_reply_is_noscript(r)) {
-        /* the server lost its scripts: send the body (as hl_exec does) */
+    } else if (cmd && hl_cmd_eval_fallback(cmd, r)) {
+        /* the server lost its scripts: send the body (as hl_exec does),
+         * for each command of the operation that meets NOSCRIPT */
         freeReplyObject(r);
-        hl_cmd_to_eval(cmd);
-        op->eval_tried = 1;
         op->sent = cmd;
         op->resend = 1;
     } else if (((op->attempt && op->type == OP_ACQUIRE) || op->type == OP_RENEW) &&

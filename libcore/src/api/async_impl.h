@@ -233,7 +233,7 @@ struct as_op {
     hl_cmd *sent;      /* command in flight (NULL: none) */
     as_req *req;       /* its request record */
     int resend;        /* NOSCRIPT: send *sent again as EVAL */
-    int eval_tried;
+    int eval_tried;    /* OP_RENEW: its body was sent after NOSCRIPT */
     int64_t sent_at;
     int attempt;       /* the command in flight is an acquire attempt */
     /* routing (async_route.c) */

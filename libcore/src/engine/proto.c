@@ -326,6 +326,15 @@ void hl_cmd_to_eval(hl_cmd *cmd)
     cmd->argvlen[1] = strlen(cmd->argv[1]);
 }
 
+int hl_cmd_eval_fallback(hl_cmd *cmd, const redisReply *r)
+{
+    if (!cmd || cmd->script < 0 || cmd->argc < 2 || !hl_reply_is_noscript(r) ||
+        cmd->argvlen[0] != 7 || memcmp(cmd->argv[0], "EVALSHA", 7) != 0)
+        return 0;
+    hl_cmd_to_eval(cmd);
+    return 1;
+}
+
 static size_t dec_len(size_t n)
 {
     size_t k = 1;

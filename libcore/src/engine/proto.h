@@ -196,6 +196,11 @@ HL_HIDDEN const char *hl_cmd_key(const hl_cmd *cmd, size_t *len);
 
 /* Switch an EVALSHA command to EVAL with the script body (after NOSCRIPT). */
 HL_HIDDEN void hl_cmd_to_eval(hl_cmd *cmd);
+/* r answers cmd: when r is NOSCRIPT and cmd went as EVALSHA, cmd becomes
+ * EVAL with the script body and 1 says "send it again"; else 0 (r is the
+ * answer). Once per command, whatever came before it in the same call: an
+ * EVAL is never answered NOSCRIPT. */
+HL_HIDDEN int hl_cmd_eval_fallback(hl_cmd *cmd, const redisReply *r);
 
 /* The RESP bytes of a command (an array of argc bulk strings), for a driver
  * that writes to its own socket: hl_resp_len is their exact count,
