@@ -54,7 +54,13 @@ typedef struct pacq {
     int ok;
     int resent; /* the current command was switched to EVAL already */
     char owner[HL_OWNER_MAX];
+    /* a machine made by u:before to settle an earlier attempt: its record
+     * (marked settling) and a registry ref to the record set keeping it */
+    hl_unsettled_acq *urec;
+    int uref;
 } pacq;
+
+static void unsettled_end(lua_State *L, pacq *m, int settled);
 
 /* A command's RESP bytes (the engine's hl_resp_*) as one Lua string for the
  * driver to send: built on the stack when they fit, else in a userdata. */
@@ -877,6 +883,7 @@ static int plock_acquire(lua_State *L)
     lua_pushvalue(L, 1); /* the machine borrows the names */
     hlc_setref(L, -2);
     m->p = p;
+    m->uref = LUA_NOREF;
     acq_start(L, m, p, 2);
     return 1;
 }
@@ -889,6 +896,7 @@ static pacq *check_acq(lua_State *L, int idx)
 static int acq_free(lua_State *L)
 {
     pacq *m = (pacq *)luaL_checkudata(L, 1, PACQ_MT);
+    unsettled_end(L, m, 0); /* freed before its end: the record stays, not settling */
     if (m->ok) {
         hl_acquire_free(&m->a);
         m->ok = 0;
@@ -903,6 +911,7 @@ static int acq_free(lua_State *L)
 static int acq_restart(lua_State *L)
 {
     pacq *m = (pacq *)luaL_checkudata(L, 1, PACQ_MT);
+    unsettled_end(L, m, 0);
     acq_start(L, m, m->p, 2);
     lua_settop(L, 1);
     return 1;
@@ -2092,6 +2101,152 @@ static const luaL_Reg holds_methods[] = {
     {"free", holds_gc}, {NULL, NULL}};
 static const luaL_Reg holds_meta[] = {{"__gc", holds_gc}, {NULL, NULL}};
 
+/* ---- the session's unsettled acquires (proto_session.c, hl_unsettled_*) ----
+ *
+ * proto.unsettled() -> u, one client's record of acquire attempts that may
+ * have been granted and are not settled:
+ *   u:after(m) -> recorded   m, an acquire machine that ended: recorded when
+ *                            its settle failed every try (hl_acquire.unsettled)
+ *   u:count() -> n           records kept (0: nothing to ask before an acquire)
+ *   u:before(p, owner, window_ms) -> nil | true | machine   before owner's
+ *                            acquire of p's lock: nil, go on; true, a settle
+ *                            of theirs runs (fail the acquire); a machine:
+ *                            drive it to "done" (it only settles the earlier
+ *                            attempt: hl_acquire_resettle), then u:settled(it)
+ *                            and ask again
+ *   u:settled(m) -> bool     the machine's end: true settled (forgotten),
+ *                            false kept until its lease ran out (a machine
+ *                            freed before counts as false)
+ * Times: the binding's clock (the machines' own). */
+
+#define PUNS_MT "hilock.proto.unsettled"
+
+typedef struct puns {
+    hl_unsettled t;
+    int live;
+} puns;
+
+static int p_unsettled(lua_State *L)
+{
+    puns *u = (puns *)hlc_newuserdata(L, sizeof *u);
+    memset(u, 0, sizeof *u);
+    luaL_getmetatable(L, PUNS_MT);
+    lua_setmetatable(L, -2);
+    hl_unsettled_init(&u->t, 0);
+    u->live = 1;
+    return 1;
+}
+
+static puns *check_uns(lua_State *L)
+{
+    puns *u = (puns *)luaL_checkudata(L, 1, PUNS_MT);
+    if (!u->live)
+        luaL_argerror(L, 1, "freed unsettled");
+    return u;
+}
+
+static int uns_gc(lua_State *L)
+{
+    puns *u = (puns *)luaL_checkudata(L, 1, PUNS_MT);
+    if (u->live) { /* no machine refers to it: each keeps a ref */
+        u->live = 0;
+        hl_unsettled_free(&u->t);
+    }
+    return 0;
+}
+
+static void unsettled_end(lua_State *L, pacq *m, int settled)
+{
+    if (!m->urec)
+        return;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->uref);
+    puns *u = (puns *)lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (u && u->live)
+        hl_unsettled_settle_end(&u->t, m->urec, settled, lhl_mono_ms());
+    m->urec = NULL;
+    luaL_unref(L, LUA_REGISTRYINDEX, m->uref);
+    m->uref = LUA_NOREF;
+}
+
+static int uns_after(lua_State *L)
+{
+    puns *u = check_uns(L);
+    pacq *m = check_acq(L, 2);
+    int put = 0;
+    if (m->a.unsettled && m->a.latch && !m->urec) {
+        m->a.unsettled = 0; /* recorded once */
+        /* no room or no memory: the grant ends with its lease, as before */
+        put = hl_unsettled_put(&u->t, m->a.names->name, m->owner, m->a.latch,
+                               m->a.latch_ttl_ms, m->a.lease_ms, 0, lhl_mono_ms()) != NULL;
+    }
+    lua_pushboolean(L, put);
+    return 1;
+}
+
+static int uns_count(lua_State *L)
+{
+    lhl_push_i64(L, (int64_t)check_uns(L)->t.count);
+    return 1;
+}
+
+static int uns_before(lua_State *L)
+{
+    puns *u = check_uns(L);
+    plock *p = check_plock(L, 2);
+    const char *owner = check_owner(L, 3);
+    int64_t window = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    hl_unsettled_acq *r = NULL;
+    hl_unsettled_step st = hl_unsettled_next(&u->t, p->n.name, owner, lhl_mono_ms(), &r);
+    if (st == HL_UNSETTLED_NONE) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (st == HL_UNSETTLED_WAIT) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    /* SETTLE: r is marked settling until the machine's end (settled, free) */
+    pacq *m = (pacq *)hlc_newuserdata(L, sizeof *m);
+    memset(m, 0, sizeof *m);
+    m->uref = LUA_NOREF;
+    luaL_getmetatable(L, PACQ_MT);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, 2); /* the machine borrows the names */
+    hlc_setref(L, -2);
+    m->p = p;
+    memcpy(m->owner, owner, strlen(owner) + 1);
+    int rc = hl_acquire_init(&m->a, p->kind, &p->n, m->owner, 0,
+                             r->lease_ms > 0 ? r->lease_ms : 1, window, lhl_mono_ms());
+    m->ok = 1;
+    if (rc == 0)
+        rc = hl_acquire_set_latch(&m->a, r->latch, r->latch_ttl_ms);
+    if (rc) {
+        hl_unsettled_settle_end(&u->t, r, 0, lhl_mono_ms());
+        return luaL_error(L, "out of memory");
+    }
+    hl_acquire_resettle(&m->a);
+    m->urec = r;
+    lua_pushvalue(L, 1);
+    m->uref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 1;
+}
+
+static int uns_settled(lua_State *L)
+{
+    check_uns(L);
+    pacq *m = check_acq(L, 2);
+    int settled = m->urec && !m->a.unsettled && m->a.result == 0;
+    unsettled_end(L, m, settled);
+    lua_pushboolean(L, settled);
+    return 1;
+}
+
+static const luaL_Reg uns_methods[] = {
+    {"after", uns_after}, {"count", uns_count}, {"before", uns_before},
+    {"settled", uns_settled}, {NULL, NULL}};
+static const luaL_Reg uns_meta[] = {{"__gc", uns_gc}, {NULL, NULL}};
+
 static const luaL_Reg proto_funcs[] = {
     {"lock", p_lock},
     {"reader", p_reader},
@@ -2113,6 +2268,7 @@ static const luaL_Reg proto_funcs[] = {
     {"hold_check_on", p_hold_check_on},
     {"hold_gone", p_hold_gone},
     {"holds", p_holds},
+    {"unsettled", p_unsettled},
     {NULL, NULL}};
 
 static const luaL_Reg rel_methods[] = {
@@ -2616,6 +2772,7 @@ void lhl_engine_open(lua_State *L)
     lhl_new_metatable(L, PREPLY_MT, reply_methods, reply_meta);
     lhl_new_metatable(L, PACQ_MT, acq_methods, acq_meta);
     lhl_new_metatable(L, PHOLDS_MT, holds_methods, holds_meta);
+    lhl_new_metatable(L, PUNS_MT, uns_methods, uns_meta);
     hlc_setfuncs(L, proto_funcs);
     lhl_new_metatable(L, PREL_MT, rel_methods, rel_meta);
     lhl_new_metatable(L, PSET_MT, set_methods, set_meta);

@@ -437,6 +437,9 @@ function _M.new(opts)
     -- the session's hold table (the engine's): which holds to check after a
     -- frame on their lock's channel (its renewals are not used here)
     self.holds = proto.holds(self.watchdog_lease_ms, self.command_timeout_ms)
+    -- the session's acquire attempts not settled: settled again before their
+    -- owner's next acquire of the lock (acquire_run)
+    self.unsettled_acq = proto.unsettled()
     if o.replica_ack == nil then
         self.replica_ack = mode ~= "single" -- Redisson's default outside one server
     else
@@ -2206,6 +2209,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
             if a1 then
                 return true, st, a3, sent_at
             end
+            c.unsettled_acq:after(m) -- the session keeps an attempt left unsettled
             st_done(c, st)
             -- the failure's own words when the machine ended on it
             if last_err and a2 == last_err:match("^[^:]+") then
@@ -2362,6 +2366,42 @@ local function release(self, owner, ack)
     return true
 end
 
+-- The session's rule before owner's acquire (u:before): an earlier attempt
+-- of theirs on this lock that may have been granted and was never settled
+-- is settled first; when that fails too, or one is being settled, the
+-- acquire fails instead of entering. Returns true, or nil, err.
+local function settle_earlier(self, owner)
+    local c = self.client
+    local u = c.unsettled_acq
+    while true do
+        local m = u:before(self.p, owner, c.fair_wait_window_ms)
+        if not m then
+            return true
+        end
+        local settled = false
+        if m ~= true then
+            local st = {}
+            while true do
+                local act, a1 = m:next()
+                if act ~= "send" then
+                    break
+                end
+                local r, err = send_try(c, self.slot, m, a1, st)
+                if not r then
+                    st_close(st)
+                    m:on_error(err)
+                end
+            end
+            st_done(c, st)
+            settled = u:settled(m)
+        end
+        if not settled then
+            return nil, str_format("connection: an earlier acquire attempt of this owner on "
+                                   .. "lock '%s' is not settled yet; not entered", self.name)
+        end
+    end
+end
+
 -- Acquire; returns the grant's fencing token (fenced lock; 0 for other
 -- kinds) or nil, err.
 local function acquire_run(self, wait, lease, waits)
@@ -2380,6 +2420,12 @@ local function acquire_run(self, wait, lease, waits)
         -- acquired (and the release stays unsettled)
         local ok, err = release(self, owner, false)
         if not ok and not (type(err) == "string" and err:find("^not owner")) then
+            return nil, err
+        end
+    end
+    if c.unsettled_acq:count() > 0 then
+        local ok, err = settle_earlier(self, owner)
+        if not ok then
             return nil, err
         end
     end

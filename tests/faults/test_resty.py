@@ -375,6 +375,41 @@ def test_resty_acquire_reply_lost_on_fresh_connection_leaves_no_hold(nginx, serv
         assert server("LLEN", "redisson_lock_queue:{%s}" % name) == 0
 
 
+@pytest.mark.parametrize("later", [0.0, 3.5], ids=["at-once", "past-latch-lifetime"])
+def test_resty_acquire_settle_tries_all_fail_leave_no_hold(nginx, server, proxy, name, later):
+    """test_acquire_unsettled.py's scenario in OpenResty: the attempt runs on
+    a pooled connection and its reply is reset (so is a resend's on another
+    pooled one); the proxy refuses every new connection, so every settle try
+    fails: the acquire fails
+    with the grant standing (count 1). The same owner then acquires and
+    releases once (at once, or 3.5 s later: past the acquire latch's own
+    lifetime, 2 x (0.5 + 0.5) s + 1 s): nothing may be left held (before:
+    the acquire re-entered the grant, count 2, and its release left 1)."""
+    a = Actor(nginx, proxy.url(), watchdog_lease_ms=10000, command_timeout_ms=500,
+              connect_timeout_ms=500)
+    assert a("lock r warm:%s 0 0" % name) == "ok 1"  # scripts loaded, pooled
+    assert a("unlock r warm:%s" % name) == "ok"
+    for _ in range(3):  # the attempt, and its resend on another pooled connection
+        proxy.reset_on_reply(name.encode())
+    proxy.refuse(True)
+    try:
+        answer = a("lock r %s 0 0" % name)
+        held = server("HVALS", name)
+    finally:
+        proxy.clear()
+    assert answer.startswith("err connection"), answer
+    assert proxy.fired("reset-on-reply") >= 1
+    assert held == ["1"], held  # the attempt ran: its grant stands for now
+    time.sleep(later)
+    assert a("lock r %s 0 0" % name) == "ok 1"
+    count = server("HVALS", name)
+    assert a("unlock r %s" % name) == "ok"
+    left = server("HVALS", name)
+    print("[unsettled, openresty] first acquire: %s; next acquire (%.1f s later): hold count "
+          "%r; after its release: %r" % (answer, later, count, left))
+    assert left == [], "still held (count %r) after its only release" % left
+
+
 def test_resty_stalled_attempt_settled_on_a_new_connection(nginx, server, proxy, name):
     """The attempt's reply is late (the driver gives up after 300 ms and
     settles it on that connection), then that connection dies before the
