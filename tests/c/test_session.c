@@ -158,6 +158,48 @@ static hl_ps_event ps_frame(hl_ps_type type, int payload)
 /* What is heard on a hold's channel: only that hold is checked, once per
  * message (or once more after a check in flight), a renewal sent after the
  * message answers it, a "gone" answer is a loss, a release ends it. */
+/* A fixed lease's end: the earliest comes out first, leaves the table (no
+ * loss), and a re-entry or a partial release (a grant sent later) moves it;
+ * watchdog holds have none. */
+static void t_fixed_lease_ends(void)
+{
+    hl_holds t;
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold a, b, w;
+    hl_hold_init(&a, &a, 0);
+    hl_hold_init(&b, &b, 0);
+    hl_hold_init(&w, &w, 0);
+    CU_ASSERT_EQUAL(hl_holds_next_end(&t), -1);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &w, 1, 0, 0), 0);
+    CU_ASSERT_EQUAL(hl_holds_next_end(&t), -1);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &a, 0, 1000, 100), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &b, 0, 500, 200), 0);
+    CU_ASSERT_EQUAL(hl_holds_next_end(&t), 700);
+    CU_ASSERT_PTR_NULL(hl_holds_end_next(&t, 699));
+    /* b applied again at 300 (a re-entry, a partial release): ends at 800 */
+    CU_ASSERT_EQUAL(hl_holds_grant(&t, &b, 0, 500, 300), 0);
+    CU_ASSERT_EQUAL(hl_holds_next_end(&t), 800);
+    /* the end is not a deadline of hl_holds_next (the renewal is) */
+    CU_ASSERT_EQUAL(hl_holds_next(&t), hl_holds_next_renewal(&t));
+    CU_ASSERT_PTR_EQUAL(hl_holds_end_next(&t, 1200), &b);
+    CU_ASSERT_EQUAL(b.in_table, 0);
+    CU_ASSERT_EQUAL(b.lost, 0);
+    CU_ASSERT_PTR_EQUAL(hl_holds_end_next(&t, 1200), &a);
+    CU_ASSERT_PTR_NULL(hl_holds_end_next(&t, 1200));
+    CU_ASSERT_PTR_NULL(hl_holds_lost_next(&t));
+    CU_ASSERT_EQUAL(t.count, 1);
+    /* a fixed hold made a watchdog hold (a watchdog re-entry) has no end */
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &a, 0, 1000, 2000), 0);
+    CU_ASSERT_EQUAL(hl_holds_next_end(&t), 3000);
+    CU_ASSERT_EQUAL(hl_holds_grant(&t, &a, 1, 0, 2100), 0);
+    CU_ASSERT_EQUAL(hl_holds_next_end(&t), -1);
+    /* released or found lost: no end either */
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &b, 0, 1000, 2000), 0);
+    hl_holds_remove(&t, &b);
+    CU_ASSERT_EQUAL(hl_holds_next_end(&t), -1);
+    hl_holds_free(&t);
+}
+
 static void t_heard_checks(void)
 {
     hl_holds t;
@@ -649,6 +691,7 @@ int main(void)
     CU_add_test(s, "grant, renewal, doubt, loss", t_grant_renew_doubt);
     CU_add_test(s, "a late renewal is awaited, an unanswered one is not", t_late_renewal_grace);
     CU_add_test(s, "fixed lease, re-entry, batch horizon", t_fixed_reentry_horizon);
+    CU_add_test(s, "a fixed lease's end", t_fixed_lease_ends);
     CU_add_test(s, "heard on a hold's channel: that hold checked", t_heard_checks);
     CU_add_test(s, "random schedules against a reference model", t_random_against_model);
     CU_pSuite u = CU_add_suite("session unsettled acquires", NULL, NULL);

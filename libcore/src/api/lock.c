@@ -375,7 +375,10 @@ static int check_lock(hilock_lock *l)
 }
 
 /* (l, tid) was just granted with this lease: forget an earlier loss, keep
- * the lease for partial unlocks, and renew it when the caller gave none. */
+ * the lease for partial unlocks, and keep the hold in the transport's
+ * watchdog: renewed when the caller gave no lease, and either way listening
+ * on its lock's channel (a fixed lease until it ends), so that a force
+ * unlock is reported at once. */
 static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog, int64_t sent_at)
 {
     clear_lost(l, tid);
@@ -386,7 +389,7 @@ static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog, in
         hl_since_mark(&l->since, tid, hl_now_mono_ms());
     pthread_mutex_unlock(&l->mu);
     hl_err_forget(l);
-    int rc = watchdog ? hl_wd_add(&l->client->t, l, l->kind, &l->names, tid, sent_at) : 0;
+    int rc = hl_wd_add(&l->client->t, l, l->kind, &l->names, tid, watchdog, lease, sent_at);
     return rc ? lock_fail(l, rc, "cannot start the watchdog") : 0;
 }
 
@@ -860,7 +863,8 @@ int hl_lock_release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, hl_r
                               __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
         snprintf(r->rid, sizeof r->rid, "%" PRIu64, seq); /* cannot happen */
     pthread_mutex_lock(&l->mu);
-    int64_t lease = r->stopped ? 0 : l->last_lease_ms; /* 0: the watchdog lease */
+    /* 0: the watchdog lease */
+    int64_t lease = r->stopped == HL_WD_STOPPED ? 0 : l->last_lease_ms;
     pthread_mutex_unlock(&l->mu);
     int64_t now = hl_now_mono_ms();
     r->release_sent = now;
@@ -917,8 +921,22 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
     if ((rc == 0 && !still_held) || rc == HILOCK_ENOTOWNER) /* the hold is over */
         hl_stats_hold_end(&c->t.stats, &l->mu, &l->since, l->kind, l->names.name, r->tid,
                           rc == 0);
-    if (renew && r->stopped) /* holds remain, or the server refused: keep renewing */
-        hl_wd_add(&c->t, l, l->kind, &l->names, r->tid, rc == 0 ? r->release_sent : r->confirmed_at);
+    /* holds remain, or the server refused: keep renewing (a fixed lease:
+     * keep listening until it ends) */
+    if (renew && r->stopped) {
+        pthread_mutex_lock(&l->mu);
+        int64_t fixed = l->last_lease_ms;
+        pthread_mutex_unlock(&l->mu);
+        hl_wd_add(&c->t, l, l->kind, &l->names, r->tid, r->stopped == HL_WD_STOPPED, fixed,
+                  rc == 0 ? r->release_sent : r->confirmed_at);
+    } else if (rc == 0 && still_held && !r->stopped) {
+        /* a partial release applied the lease again: a fixed-lease hold
+         * listens until its new end */
+        pthread_mutex_lock(&l->mu);
+        int64_t fixed = l->last_lease_ms;
+        pthread_mutex_unlock(&l->mu);
+        hl_wd_extended(&c->t, l, r->tid, fixed, r->release_sent);
+    }
     if (unconfirmed) {
         /* No answer: the hold may be gone or not. Not renewed any more, it
          * ends at its lease at the latest (counted from the release: no

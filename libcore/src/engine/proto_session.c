@@ -9,7 +9,7 @@
 
 #include "proto.h"
 
-enum { RENEW = 0, DOUBT = 1 };
+enum { RENEW = 0, DOUBT = 1, END = 2, NHEAPS = 3 };
 
 /* ---- the two heaps: binary min-heaps on key[w], pos[w] = index + 1 ---- */
 
@@ -110,12 +110,21 @@ int64_t hl_holds_doubt_at(const hl_holds *t, const hl_hold *h)
                              t->command_timeout_ms);
 }
 
-/* h's two deadlines follow its state. */
+/* When h's fixed lease ends (-1: a watchdog hold, or not in the table). */
+static int64_t fixed_end(const hl_hold *h)
+{
+    if (!h->in_table || h->watchdog || h->lease_ms <= 0)
+        return -1;
+    return h->confirmed_at + h->lease_ms;
+}
+
+/* h's three deadlines follow its state. */
 static void sync(hl_holds *t, hl_hold *h)
 {
     int live = h->in_table && h->watchdog;
     heap_set(t, RENEW, h, live && !h->renewing ? h->next_renew : -1);
     heap_set(t, DOUBT, h, hl_holds_doubt_at(t, h));
+    heap_set(t, END, h, fixed_end(h));
 }
 
 static void lost_unqueue(hl_holds *t, hl_hold *h)
@@ -175,8 +184,8 @@ static void check_end(hl_holds *t, hl_hold *h)
  * queued for hl_holds_lost_next. */
 static void make_lost(hl_holds *t, hl_hold *h)
 {
-    heap_out(t, RENEW, h);
-    heap_out(t, DOUBT, h);
+    for (int w = 0; w < NHEAPS; w++)
+        heap_out(t, w, h);
     check_end(t, h);
     h->in_table = 0;
     h->renewing = 0;
@@ -201,10 +210,12 @@ void hl_holds_init(hl_holds *t, int64_t watchdog_lease_ms, int64_t command_timeo
 
 void hl_holds_free(hl_holds *t)
 {
-    free(t->heap[RENEW]);
-    free(t->heap[DOUBT]);
-    t->heap[RENEW] = t->heap[DOUBT] = NULL;
-    t->n[RENEW] = t->n[DOUBT] = t->cap = t->count = 0;
+    for (int w = 0; w < NHEAPS; w++) {
+        free(t->heap[w]);
+        t->heap[w] = NULL;
+        t->n[w] = 0;
+    }
+    t->cap = t->count = 0;
     t->lost_head = t->lost_tail = NULL;
     t->check_head = t->check_tail = NULL;
 }
@@ -217,13 +228,13 @@ void hl_hold_init(hl_hold *h, void *ref, int kind)
     h->tried_at = -1;
 }
 
-/* Room in both heaps for one more hold: 0 or -1. */
+/* Room in every heap for one more hold: 0 or -1. */
 static int reserve(hl_holds *t)
 {
     if (t->count < t->cap)
         return 0;
     size_t cap = t->cap ? 2 * t->cap : 16;
-    for (int w = 0; w < 2; w++) {
+    for (int w = 0; w < NHEAPS; w++) {
         hl_hold **a = realloc(t->heap[w], cap * sizeof *a);
         if (!a)
             return -1; /* the other heap may have grown: harmless */
@@ -268,8 +279,8 @@ void hl_holds_remove(hl_holds *t, hl_hold *h)
     check_end(t, h);
     if (!h->in_table)
         return;
-    heap_out(t, RENEW, h);
-    heap_out(t, DOUBT, h);
+    for (int w = 0; w < NHEAPS; w++)
+        heap_out(t, w, h);
     h->in_table = 0;
     h->renewing = 0;
     t->count--;
@@ -432,6 +443,20 @@ int64_t hl_holds_next_renewal(const hl_holds *t)
 int64_t hl_holds_next_doubt(const hl_holds *t)
 {
     return top(t, DOUBT);
+}
+
+int64_t hl_holds_next_end(const hl_holds *t)
+{
+    return top(t, END);
+}
+
+hl_hold *hl_holds_end_next(hl_holds *t, int64_t now)
+{
+    if (!t->n[END] || t->heap[END][0]->key[END] > now)
+        return NULL;
+    hl_hold *h = t->heap[END][0];
+    hl_holds_remove(t, h);
+    return h;
 }
 
 static int64_t earlier(int64_t a, int64_t b)

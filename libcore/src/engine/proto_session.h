@@ -71,8 +71,9 @@ typedef struct hl_hold {
                              for it was heard (a renewal or check sent at or
                              after that answers it) */
     /* the table's */
-    size_t pos[2];        /* index + 1 in the renewal (0) and doubt (1) heaps */
-    int64_t key[2];
+    size_t pos[3];        /* index + 1 in the renewal (0), doubt (1) and
+                             fixed-lease end (2) heaps */
+    int64_t key[3];
     struct hl_hold *lnext, *lprev; /* the lost FIFO */
     int queued;
     struct hl_hold *cnext, *cprev; /* the check FIFO */
@@ -83,8 +84,9 @@ typedef struct hl_hold {
 typedef struct hl_holds {
     int64_t watchdog_lease_ms;
     int64_t command_timeout_ms;
-    hl_hold **heap[2];    /* 0: renewal due, 1: in doubt at */
-    size_t n[2];
+    hl_hold **heap[3];    /* 0: renewal due, 1: in doubt at, 2: a fixed
+                             lease's end */
+    size_t n[3];
     size_t cap;           /* room in each heap: >= count */
     size_t count;         /* holds in the table */
     hl_hold *lost_head, *lost_tail;
@@ -193,6 +195,15 @@ HL_HIDDEN int hl_holds_check_pending(const hl_holds *t);
 HL_HIDDEN int64_t hl_holds_next(const hl_holds *t);
 HL_HIDDEN int64_t hl_holds_next_renewal(const hl_holds *t);
 HL_HIDDEN int64_t hl_holds_next_doubt(const hl_holds *t);
+/* The earliest end of a fixed lease among the holds in the table (-1:
+ * none). Not part of hl_holds_next: a driver that stops what it does for a
+ * hold when its lease ends (listening on its channel) asks for it. */
+HL_HIDDEN int64_t hl_holds_next_end(const hl_holds *t);
+/* The next hold whose fixed lease ended by now (granted at confirmed_at
+ * with lease_ms: it ended as its caller asked, no loss to report), taken
+ * out of the table as hl_holds_remove does, or NULL. The driver stops
+ * listening on its channel and forgets it. */
+HL_HIDDEN hl_hold *hl_holds_end_next(hl_holds *t, int64_t now);
 /* When h is to be reported in doubt (-1: never: not a watchdog hold in
  * the table, or reported in this silence). */
 HL_HIDDEN int64_t hl_holds_doubt_at(const hl_holds *t, const hl_hold *h);

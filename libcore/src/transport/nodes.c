@@ -86,9 +86,12 @@ static hl_node *node_find(hl_transport *c, const char *host, int port) /* nodes_
     return NULL;
 }
 
-/* Give a retired entry nobody uses (no connection checked out, no pub/sub
- * listener, no attempt being settled) the address host:port; its idle
- * connections are closed. A thread that still holds the entry from an
+/* Give a retired entry nobody uses (no connection checked out, no channel
+ * of its pub/sub listener, no attempt being settled) the address host:port;
+ * its idle connections are closed (its listener's too: hl_pubsub_unused).
+ * A listener that ran keeps its thread, asleep until a channel is
+ * registered (holds listen on their locks' channels, so most used nodes
+ * had one). A thread that still holds the entry from an
  * earlier route only reaches the new address, which answers MOVED for a key
  * it does not serve. NULL when every retired entry is in use. nodes_mu. */
 static hl_node *node_reuse(hl_transport *c, const char *host, int port)
@@ -103,7 +106,7 @@ static hl_node *node_reuse(hl_transport *c, const char *host, int port)
         pthread_mutex_lock(&c->drain.mu);
         pthread_mutex_lock(&n->ps.mu);
         pthread_mutex_lock(&n->pool.mu);
-        int idle = n->pool.inuse == 0 && !n->ps.wk.running && !n->ps.channels && n->settling == 0;
+        int idle = n->pool.inuse == 0 && n->settling == 0 && hl_pubsub_unused(n);
         if (idle) {
             for (int j = 0; j < n->pool.nidle; j++)
                 redisFree(n->pool.idle[j]);

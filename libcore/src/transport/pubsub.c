@@ -252,12 +252,14 @@ static void *listener_main(void *arg)
                 pthread_mutex_lock(&ps->mu);
                 continue;
             }
+            ps->connecting = 1; /* node_reuse leaves the address alone */
             pthread_mutex_unlock(&ps->mu);
             int code = 0;
             char err[HL_ERRMSG_MAX];
             int64_t gen_before = __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE);
             redisContext *ctx = hl_node_connect(node, c->opts.connect_timeout_ms, &code, err);
             pthread_mutex_lock(&ps->mu);
+            ps->connecting = 0;
             if (!ctx) {
                 ps->conn_failed = 1;
                 memcpy(ps->errmsg, "pub/sub: ", 9);
@@ -314,6 +316,21 @@ static void *listener_main(void *arg)
     ps->connected = 0;
     pthread_mutex_unlock(&ps->mu);
     return NULL;
+}
+
+int hl_pubsub_unused(hl_node *n)
+{
+    hl_pubsub *ps = &n->ps;
+    if (ps->channels || ps->connecting)
+        return 0;
+    if (ps->connected || ps->ctx) {
+        /* the listener polls the old fd with mu released at most: it finds
+         * ctx gone when it wakes, and sleeps until a registration */
+        drop_connection(n);
+        if (ps->wk.running)
+            poke(ps);
+    }
+    return 1;
 }
 
 /* Start the listener thread if needed; mu held. */

@@ -124,6 +124,8 @@ typedef struct hl_pubsub {
     int stop;
     struct hl_channel *channels; /* pubsub.c */
     int connected;
+    int connecting;     /* the listener is connecting (mu released): it
+                           reads the node's address meanwhile */
     int conn_failed;    /* the last connection attempt failed */
     redisContext *ctx;  /* owned by the listener thread */
     int64_t conn_gen;   /* master generation ctx was made in */
@@ -242,20 +244,34 @@ typedef struct hl_watchdog {
                             found lost; under mu */
     int holds_ready;     /* holds initialised (at the first hold: the
                             client's options are known by then) */
+    int64_t renewal_wake_at; /* when the sleeping renewal thread wakes by
+                                itself; -1: awake (it looks at every
+                                deadline before it sleeps again) */
 } hl_watchdog;
 
-/* A watchdog acquisition of (holder, tid): starts renewing or counts a hold.
- * holder is the caller's handle (compared by address, given back to
- * sinks.lost); kind and names say what to renew (names must stay valid until
+/* An acquisition of (holder, tid): watchdog (renewed, listening on its
+ * lock's channel) or a fixed lease_ms (only listening, until the lease ends
+ * or it is released): starts keeping it or counts a hold. holder is the
+ * caller's handle (compared by address, given back to sinks.lost); kind and
+ * names say what to renew and where to listen (names must stay valid until
  * the entry is released or forgotten). sent_at: monotonic ms when the
  * granting command was sent. */
 HL_HIDDEN int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
-                        uint64_t tid, int64_t sent_at);
-/* Before a release: if this is the last watchdog hold of (holder, tid), stop
- * renewing it and wait for any renewal in flight; returns 1 when it stopped
- * (so hl_wd_readd can undo it if the release left holds), 0 otherwise. */
+                        uint64_t tid, int watchdog, int64_t lease_ms, int64_t sent_at);
+/* hl_wd_release's answers: the last hold of the entry was taken out (its
+ * renewal and listening stopped, any renewal or check in flight waited
+ * for), a watchdog one or a fixed-lease one. */
+enum { HL_WD_STOPPED = 1, HL_WD_STOPPED_FIXED = 2 };
+/* Before a release: if this is the last hold of (holder, tid), stop
+ * renewing it and listening, and wait for any renewal in flight; returns
+ * HL_WD_STOPPED or HL_WD_STOPPED_FIXED when it stopped (the caller adds it
+ * again if the release left holds), 0 otherwise. */
 HL_HIDDEN int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid,
                             int64_t *confirmed_at);
+/* A release that left holds of a fixed-lease hold of (holder, tid) applied
+ * its lease_ms again, sent at sent_at: it listens until the new end. */
+HL_HIDDEN void hl_wd_extended(hl_transport *c, const void *holder, uint64_t tid,
+                              int64_t lease_ms, int64_t sent_at);
 HL_HIDDEN void hl_wd_forget_lock(hl_transport *c, const void *holder);
 /* 1 when a watchdog hold of (holder, tid) -- of holder, any tid, with
  * any_tid -- is lost or in doubt at now by the session's rule, its report

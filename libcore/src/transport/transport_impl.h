@@ -140,6 +140,11 @@ HL_HIDDEN void hl_pubsub_poke(hl_transport *c);
 
 /* Stop every node's listener and wake its waiters. */
 HL_HIDDEN void hl_pubsub_shutdown(hl_transport *c);
+/* n's pub/sub mutex held: 1 when n's listener listens to nothing and is not
+ * connecting, and then its connection (if any) is closed and the listener
+ * sleeps until a channel is registered, so that the node entry may take
+ * another address (nodes.c's node_reuse); else 0, nothing changed. */
+HL_HIDDEN int hl_pubsub_unused(hl_node *n);
 
 /* A hold whose renewals go unconfirmed for lease - margin since the last
  * confirmed one is reported lost (the server's copy ends at lease at the

@@ -1,6 +1,10 @@
 /*
  * Watchdog: every lock taken without a lease is renewed every lease/3, all
- * of them pipelined on one connection (one round trip per tick). The
+ * of them pipelined on one connection (one round trip per tick). A hold
+ * taken with a fixed lease is kept here too, never renewed: it listens on
+ * its lock's channel like a watchdog hold (a force unlock is checked and
+ * reported at once) until its lease ends (the session's hl_holds_end_next:
+ * the renewal thread stops its listening and frees it) or it is released. The
  * renewal is guarded by the owner's field: "gone" means the lock was lost,
  * which is reported once and ends its renewal. Transport errors are retried
  * at the next tick, but a hold whose last confirmed renewal (or grant) was
@@ -49,7 +53,10 @@ typedef struct hl_wd_entry {
     const hl_names *names; /* the holder's, valid while the entry lives */
     uint64_t tid;
     char owner[HL_OWNER_MAX];
-    int holds;         /* watchdog acquisitions not yet released */
+    int holds;         /* acquisitions not yet released: watchdog ones (a
+                          fixed-lease re-entry of a watchdog hold is not
+                          counted, as it never was), or for a fixed-lease
+                          hold (e->s.watchdog 0) fixed-lease ones */
     int inflight;      /* in the batch being renewed (or its loss waiting to
                           be reported) */
     int reporting;     /* the watchdog thread is reporting it in doubt */
@@ -627,6 +634,25 @@ static void check_batch(hl_transport *c)
     pthread_cond_broadcast(&wd->cv); /* removers; the watchdog thread reports */
 }
 
+/* Fixed leases that ended (the session's hl_holds_end_next: out of its
+ * table already): each entry stops listening and is freed, as a release
+ * would. Renewal thread; mu held, released while an entry is freed (and
+ * while claim waits for a registration or report using it). */
+static void end_leases(hl_transport *c)
+{
+    hl_watchdog *wd = &c->wd;
+    hl_hold *s;
+    while ((s = hl_holds_end_next(&wd->holds, hl_now_mono_ms()))) {
+        hl_wd_entry *e = s->ref;
+        if (e->removed)
+            continue; /* claimed meanwhile: its remover frees it */
+        claim(wd, e);
+        pthread_mutex_unlock(&wd->mu); /* entry_free takes the pubsub mutex */
+        entry_free(c, e);
+        pthread_mutex_lock(&wd->mu);
+    }
+}
+
 /* The renewal thread: a check pass when the session has holds due for a
  * check (hl_holds_heard), a renewal pass when it says a renewal is due
  * (every hold due within the next period goes with it, so the holds share
@@ -651,16 +677,26 @@ static void *renewal_main(void *arg)
             follow_moved(c);
             continue;
         }
-        /* sleep on the pipe: hold_message (a check due) and hl_wd_shutdown
-         * write to it;
-         * a hold added meanwhile is due a period after its grant at the
-         * earliest, so a period's sleep when none is due finds it in time */
+        int64_t end = hl_holds_next_end(&wd->holds);
+        if (end >= 0 && end <= now) {
+            end_leases(c);
+            continue;
+        }
+        /* sleep on the pipe: hold_message (a check due), hl_wd_add (a
+         * fixed lease ending before wake_at) and hl_wd_shutdown write to
+         * it; a watchdog hold added meanwhile is due a period after its
+         * grant at the earliest, so a period's sleep when none is due
+         * finds it in time */
+        int64_t ms = due >= 0 && due - now < period ? due - now : period;
+        if (end >= 0 && end - now < ms)
+            ms = end - now;
+        wd->renewal_wake_at = now + ms;
         pthread_mutex_unlock(&wd->mu);
         struct pollfd pf = {wd->rwk.wake_fd[0], POLLIN, 0};
-        int64_t ms = due >= 0 && due - now < period ? due - now : period;
         if (poll(&pf, 1, (int)(ms > 3600000 ? 3600000 : ms)) > 0)
             hl_wake_drain(wd->rwk.wake_fd[0]);
         pthread_mutex_lock(&wd->mu);
+        wd->renewal_wake_at = -1; /* awake: it looks at every deadline next */
     }
     pthread_mutex_unlock(&wd->mu);
     return NULL;
@@ -734,34 +770,59 @@ void hl_wd_defer_close(hl_transport *c)
     pthread_mutex_unlock(&wd->mu);
 }
 
-/* A new hold of (holder, tid), or one more of it: mu held. 1 when it was
- * counted on an existing entry. */
-static int add_hold(hl_watchdog *wd, const void *holder, uint64_t tid, int64_t sent_at)
+/* A fixed lease of a hold in the table ends before the renewal thread
+ * wakes: wake it (it stops the hold's listening then). mu held. */
+static void end_moved(hl_watchdog *wd, const hl_hold *s)
+{
+    if (s->in_table && !s->watchdog && s->lease_ms > 0 && wd->renewal_wake_at >= 0 &&
+        s->confirmed_at + s->lease_ms < wd->renewal_wake_at) {
+        wd->renewal_wake_at = -1; /* once: it is awake now */
+        hl_worker_wake(&wd->rwk);
+    }
+}
+
+/* A new hold of (holder, tid), or one more of it (count 1), or its fixed
+ * lease applied again by a partial release (count 0): mu held. 1 when it
+ * was taken by an existing entry. A grant's mode follows the entry's: a
+ * fixed-lease re-entry of a watchdog hold changes nothing (the watchdog
+ * renews it; it already listens); a watchdog re-entry of a fixed-lease
+ * hold makes it a watchdog hold with one watchdog acquisition (its release
+ * then stops the renewal, and a hold left is renewed again, as before
+ * fixed-lease holds were kept here). */
+static int add_hold(hl_watchdog *wd, const void *holder, uint64_t tid, int watchdog,
+                    int64_t lease_ms, int count, int64_t sent_at)
 {
     hl_wd_entry *e = find_live(wd, holder, tid);
     if (!e)
         return 0;
-    e->holds++;
+    if (e->s.watchdog && !watchdog)
+        return 1;
+    if (!e->s.watchdog && watchdog)
+        e->holds = 0;
+    e->holds += count;
     /* a re-entry applied the lease again: the session takes it as the
      * confirmation when it was sent after the last one (cannot fail: the
      * hold is in the table) */
     int64_t before = e->s.confirmed_at;
-    hl_holds_grant(&wd->holds, &e->s, 1, 0, sent_at);
-    if (e->s.confirmed_at != before)
+    int was = e->s.watchdog;
+    hl_holds_grant(&wd->holds, &e->s, watchdog, watchdog ? 0 : lease_ms, sent_at);
+    if (e->s.confirmed_at != before || was != watchdog)
         pthread_cond_broadcast(&wd->cv); /* its doubt timer moved */
+    end_moved(wd, &e->s);
     return 1;
 }
 
 int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
-              uint64_t tid, int64_t sent_at)
+              uint64_t tid, int watchdog, int64_t lease_ms, int64_t sent_at)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
     if (!wd->holds_ready) { /* the options are set by now */
         hl_holds_init(&wd->holds, c->opts.watchdog_lease_ms, c->opts.command_timeout_ms);
         wd->holds_ready = 1;
+        wd->renewal_wake_at = -1;
     }
-    int counted = add_hold(wd, holder, tid, sent_at);
+    int counted = add_hold(wd, holder, tid, watchdog, lease_ms, 1, sent_at);
     /* a new hold: the threads first, so that the renewal thread's pipe,
      * which the listener writes to for this hold's channel, exists before
      * the channel is observed */
@@ -791,13 +852,14 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     e->client = c;
     hl_hold_owner(e->owner, kind, c->id, tid);
     pthread_mutex_lock(&wd->mu);
-    if (add_hold(wd, holder, tid, sent_at)) { /* added meanwhile */
+    if (add_hold(wd, holder, tid, watchdog, lease_ms, 1, sent_at)) { /* added meanwhile */
         pthread_mutex_unlock(&wd->mu);
         entry_free(c, e);
         return 0;
     }
-    /* the session schedules its renewals and its doubt */
-    if (hl_holds_grant(&wd->holds, &e->s, 1, 0, sent_at) != 0) {
+    /* the session schedules its renewals and its doubt, or a fixed
+     * lease's end */
+    if (hl_holds_grant(&wd->holds, &e->s, watchdog, watchdog ? 0 : lease_ms, sent_at) != 0) {
         pthread_mutex_unlock(&wd->mu);
         entry_free(c, e);
         return HILOCK_ENOMEM;
@@ -805,6 +867,7 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     link_entry(wd, e);
     e->observing = 1; /* a remover waits until obs is registered */
     pthread_cond_broadcast(&wd->cv); /* the watchdog thread times its doubt */
+    end_moved(wd, &e->s);
     pthread_mutex_unlock(&wd->mu);
     /* listen on the lock's own channel, so that a force unlock is checked
      * at once; in the table first, so that what is heard (the subscription
@@ -829,13 +892,23 @@ int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid, int64_t *co
     if (e && e->holds > 1) {
         e->holds--;
     } else if (e) {
+        stopped = e->s.watchdog ? HL_WD_STOPPED : HL_WD_STOPPED_FIXED;
         claim(wd, e);
-        stopped = 1;
     }
     pthread_mutex_unlock(&wd->mu);
     if (stopped)
         entry_free(c, e);
     return stopped;
+}
+
+void hl_wd_extended(hl_transport *c, const void *holder, uint64_t tid, int64_t lease_ms,
+                    int64_t sent_at)
+{
+    hl_watchdog *wd = &c->wd;
+    pthread_mutex_lock(&wd->mu);
+    if (wd->holds_ready && lease_ms > 0)
+        add_hold(wd, holder, tid, 0, lease_ms, 0, sent_at);
+    pthread_mutex_unlock(&wd->mu);
 }
 
 int hl_wd_is_lost(hl_transport *c, const void *holder, uint64_t tid, int any_tid, int64_t now)
