@@ -13,6 +13,10 @@ libcore/src each; a file's layer is the folder it is in:
     transport  connections, pool, pub/sub, drain, sentinel, watchdog, stats,
                util.c (time, errors, wake pipes, SIGPIPE, threads)
     api        the public functions over the opaque handles, hilock_async
+A transport file names no lock kind: no HILOCK_KIND_* and no hl_rw_* or
+hl_sem_* (read-write or semaphore engine calls), comments included (issue 31's
+grep); what differs per kind is the engine's to decide (hl_renew_alone,
+hl_hold_channel, hl_cmd_renew_kind) or the api layer's to pass in.
 A file may include the headers of its own layer and of the layers below; a
 header named *_impl.h only the files of its own folder may include (the layer
 above sees the layer through its main header only). A source or header
@@ -50,6 +54,8 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # a prototype at file scope (column 0, ends in ';' before any '{')
 PROTO_RE = re.compile(r"^(?!static\b)[A-Za-z_][\w \t*]*?\b(hl_\w+)\s*\([^;{]*\)[^;{]*;", re.M)
 FUNC_NAME_RE = re.compile(r"\b(hl_\w+)\s*\(")
+# what a transport file may not name (issue 31: `grep -lE 'HILOCK_KIND_|hl_(rw|sem)_'`)
+KIND_RE = re.compile(r"HILOCK_KIND_\w*|hl_(?:rw|sem)_\w*")
 
 
 def src_dir(root):
@@ -111,6 +117,15 @@ def check(root):
         private_funcs.pop(fn, None)
     for f in sorted(where):
         lf = where[f]
+        if lf == "transport":
+            with open(path_of(root, where, f), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            for no, line in enumerate(text.splitlines(), 1):
+                m = KIND_RE.search(line)
+                if m:
+                    breaches.append(f"{rel_of(where, f)}:{no} (transport) names a lock kind "
+                                    f"({m.group(0)}): the engine decides per kind, or the api "
+                                    f"layer passes the fact in")
         for inc in includes(path_of(root, where, f)):
             if inc not in where:
                 continue  # system, public (hilock.h) or generated

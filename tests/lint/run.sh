@@ -72,14 +72,15 @@ printf '#include "proto.h"\n#include "api.h"\n' >"$lsample/cli/sample.c"
 printf '#include "proto.h"\n' >"$lsample/libcore/src/transport/transport_impl.h"
 printf '#include "api.h"\n#include "transport_impl.h"\n' >"$lsample/libcore/src/api/lock.c"
 printf '#include "proto.h"\n' >"$lsample/libcore/src/stray.c"
-if [ "$(python3 "$layers" check "$lsample" | grep -c '^breach:')" != 5 ]; then
-  echo "  FAIL  layers self-check: an upward include, a layer's inner header used from above, a private header used or a private function declared outside libcore, or a file outside the layer folders was missed"
+printf '#include "transport_impl.h"\nint f(int k) { return k == HILOCK_KIND_READ; }\n' >"$lsample/libcore/src/transport/kinds.c"
+if [ "$(python3 "$layers" check "$lsample" | grep -c '^breach:')" != 6 ]; then
+  echo "  FAIL  layers self-check: an upward include, a layer's inner header used from above, a private header used or a private function declared outside libcore, a file outside the layer folders, or a transport file naming a lock kind was missed"
   fails=$((fails+1))
 else
-  echo "  ok    layers self-check: an upward include, a layer's inner header used from above, an outside include of a private header, an outside declaration of a private function and a file outside the layer folders are caught"
+  echo "  ok    layers self-check: an upward include, a layer's inner header used from above, an outside include of a private header, an outside declaration of a private function, a file outside the layer folders and a transport file naming a lock kind are caught"
 fi
 if out="$(python3 "$layers" check "$root")"; then
-  echo "  ok    libcore includes follow the layer folders (engine < transport < api); no private header outside libcore"
+  echo "  ok    libcore includes follow the layer folders (engine < transport < api); no private header outside libcore; no transport file names a lock kind"
   [ -n "$out" ] && echo "$out" | sed 's/^/          /'
 else
   echo "  FAIL  layer rules broken (scripts/layers.py; docs/architecture.md):"

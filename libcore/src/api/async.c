@@ -1611,7 +1611,7 @@ static int hold_granted(as_op *op, int64_t sent_at)
         hl_hold_init(&h->s, h, 0);
         /* its renewal command: a read side's alone, others with the holds
          * on the same node (one slot on Redis Cluster) */
-        h->s.alone = op->lock->kind == HILOCK_KIND_READ;
+        h->s.alone = hl_renew_alone(op->lock->kind);
         h->s.batch = op->link->mode == HL_MODE_CLUSTER
                          ? hl_key_slot(op->lock->names.name, strlen(op->lock->names.name))
                          : 0;

@@ -242,6 +242,10 @@ HL_HIDDEN void hl_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *owner,
  * keys too); hl_cmd_renew is the reentrant/fair/write one. */
 HL_HIDDEN void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
                                  const char *owner, int64_t lease_ms);
+/* 1 when a hold of kind is renewed by a command of its own, never in a
+ * renew_many batch (a read side: its renewal touches more keys than its
+ * own); the session's hl_hold.alone. */
+HL_HIDDEN int hl_renew_alone(hilock_kind kind);
 /* "Is it locked": EXISTS, or for a read-write side HGET <name> mode
  * (decoded by hl_decode_is_locked: 1 when the mode is that side's). */
 HL_HIDDEN void hl_cmd_is_locked(hl_cmd *cmd, hilock_kind kind, const hl_names *n);

@@ -84,6 +84,11 @@ void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const c
     hl_cmd_add_str(cmd, owner);
 }
 
+int hl_renew_alone(hilock_kind kind)
+{
+    return kind == HILOCK_KIND_READ;
+}
+
 void hl_cmd_is_locked(hl_cmd *cmd, hilock_kind kind, const hl_names *n)
 {
     if (kind != HILOCK_KIND_READ && kind != HILOCK_KIND_WRITE) {

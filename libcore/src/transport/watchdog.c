@@ -840,9 +840,9 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     if (!e)
         return HILOCK_ENOMEM;
     hl_hold_init(&e->s, e, (int)kind);
-    /* its renewal command: a read side's alone, others with the holds on
-     * the same node (one slot on Redis Cluster) */
-    e->s.alone = kind == HILOCK_KIND_READ;
+    /* its renewal command: alone (the engine says which kinds: a read
+     * side), or with the holds on the same node (one slot on Redis Cluster) */
+    e->s.alone = hl_renew_alone(kind);
     e->s.batch = c->ep.cluster ? hl_key_slot(names->name, strlen(names->name)) : 0;
     e->holder = holder;
     e->kind = kind;
