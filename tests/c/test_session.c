@@ -193,6 +193,9 @@ static void t_fixed_lease_ends(void)
     CU_ASSERT_EQUAL(hl_holds_next_end(&t), 3000);
     CU_ASSERT_EQUAL(hl_holds_grant(&t, &a, 1, 0, 2100), 0);
     CU_ASSERT_EQUAL(hl_holds_next_end(&t), -1);
+    /* a hold whose subscription went listens again after the session's
+     * pause (hilock_async's 200 ms before it was the engine's) */
+    CU_ASSERT_EQUAL(hl_holds_observe_again_at(5000), 5200);
     /* released or found lost: no end either */
     CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &b, 0, 1000, 2000), 0);
     hl_holds_remove(&t, &b);

@@ -1427,13 +1427,6 @@ static int64_t fixed_end(const as_hold *h)
     return h->s.confirmed_at + h->s.lease_ms;
 }
 
-/* A hold listens on its lock's channel again after this pause when its
- * subscription went (the connection was lost, the slot moved, the topology
- * is not known yet): not at once, so that a server that is down is not
- * asked in a loop; its renewals go on meanwhile, and the subscription's
- * confirmation has it checked. */
-#define AS_OBSERVE_RETRY_MS 200
-
 static void hold_unobserve(hilock_async *a, as_hold *h);
 
 /* The holds of lk whose fixed lease ended stop listening (nothing of theirs
@@ -1534,7 +1527,7 @@ static void observers_drop(as_chan *ch)
         ch->refs--;
         h->observe = 1;
         as_link *lk = h->link;
-        int64_t at = now_ms() + AS_OBSERVE_RETRY_MS;
+        int64_t at = hl_holds_observe_again_at(now_ms()); /* the session's pause */
         if (lk->observe_at < 0 || lk->observe_at > at)
             lk->observe_at = at;
         holds_sync(lk);
@@ -1568,7 +1561,7 @@ static void holds_observe_again(hilock_async *a, as_link *lk, int64_t now)
         if (hold_observe(a, h) == 0) {
             h->observe = 0;
         } else if (lk->observe_at < 0) {
-            lk->observe_at = now + AS_OBSERVE_RETRY_MS;
+            lk->observe_at = hl_holds_observe_again_at(now);
         }
     }
 }
@@ -1634,7 +1627,7 @@ static int hold_granted(as_op *op, int64_t sent_at)
      * applies to it; not listening (no connection now) only means later */
     if (!h->chan && hold_observe(a, h) != 0) {
         h->observe = 1;
-        int64_t at = now_ms() + AS_OBSERVE_RETRY_MS;
+        int64_t at = hl_holds_observe_again_at(now_ms()); /* the session's pause */
         if (h->link->observe_at < 0 || h->link->observe_at > at)
             h->link->observe_at = at;
     }

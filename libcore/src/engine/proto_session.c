@@ -445,6 +445,11 @@ int64_t hl_holds_next_doubt(const hl_holds *t)
     return top(t, DOUBT);
 }
 
+int64_t hl_holds_observe_again_at(int64_t now)
+{
+    return now + HL_OBSERVE_RETRY_MS;
+}
+
 int64_t hl_holds_next_end(const hl_holds *t)
 {
     return top(t, END);

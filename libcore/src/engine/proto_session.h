@@ -204,6 +204,15 @@ HL_HIDDEN int64_t hl_holds_next_end(const hl_holds *t);
  * out of the table as hl_holds_remove does, or NULL. The driver stops
  * listening on its channel and forgets it. */
 HL_HIDDEN hl_hold *hl_holds_end_next(hl_holds *t, int64_t now);
+/* A hold whose subscription to its lock's channel went (its connection was
+ * lost, the cluster slot moved, no route to the channel is known now, the
+ * subscribe could not be sent) listens again at the time this returns, for
+ * a loss of it at now: not at once, so that a server that is down is not
+ * asked in a loop; its renewals and doubt timer go on meanwhile, and the
+ * subscription's confirmation has it checked (hl_holds_heard). Today
+ * now + HL_OBSERVE_RETRY_MS. */
+enum { HL_OBSERVE_RETRY_MS = 200 };
+HL_HIDDEN int64_t hl_holds_observe_again_at(int64_t now);
 /* When h is to be reported in doubt (-1: never: not a watchdog hold in
  * the table, or reported in this silence). */
 HL_HIDDEN int64_t hl_holds_doubt_at(const hl_holds *t, const hl_hold *h);
