@@ -315,8 +315,16 @@ class FaultProxy:
         return sum(1 for k, _ in self.events if k == kind)
 
     # -- internals -----------------------------------------------------
+    @staticmethod
+    def _subscription(data: bytes) -> bool:
+        """A pub/sub (un)subscribe request: every holder listens on its
+        lock's channel, so these name the lock too, at moments of the
+        client's own (an unsubscribe goes out after the release returns).
+        The one-shot rules are meant for the lock's commands: they skip these."""
+        return b"subscribe\r\n" in data.lower()
+
     def _take(self, pats: List[bytes], data: bytes) -> Optional[bytes]:
-        if not pats:
+        if not pats or self._subscription(data):
             return None
         with self._mu:
             for i, pat in enumerate(pats):
@@ -326,7 +334,7 @@ class FaultProxy:
         return None
 
     def _take_dup(self, data: bytes, dups: List[Tuple[bytes, float]]) -> Optional[float]:
-        if not dups:
+        if not dups or self._subscription(data):
             return None
         with self._mu:
             for i, (pat, secs) in enumerate(dups):
@@ -336,7 +344,7 @@ class FaultProxy:
         return None
 
     def _take_late(self, data: bytes) -> Optional[Tuple[float, bool]]:
-        if not self._late:
+        if not self._late or self._subscription(data):
             return None
         with self._mu:
             for i, (pat, secs, rst) in enumerate(self._late):

@@ -80,8 +80,9 @@ def _ctrl_c_once(client: hilock.Client, redis: RedisServer, name: str, kind: str
             wait_for(lambda: redis("LLEN", f"redisson_lock_queue:{{{name}}}") == 1, 10,
                      "child queued")
         else:
+            # the holder here listens there too (a force unlock is heard)
             wait_for(lambda: redis("PUBSUB", "NUMSUB", f"redisson_lock__channel:{{{name}}}")[1]
-                     == 1, 10, "child subscribed")
+                     == 2, 10, "child subscribed")
         t0 = time.monotonic()  # CLOCK_MONOTONIC is system-wide
         send(child)
         line = child.stdout.readline().split()

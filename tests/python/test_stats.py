@@ -70,7 +70,8 @@ def test_scripted_sequence_exact_counters_and_logs(own_redis: RedisServer) -> No
         assert main is not None
 
         def interrupt_when_waiting() -> None:
-            wait_for(lambda: own_redis("PUBSUB", "NUMSUB", channel)[1] >= 1, 5, "waiter subscribed")
+            # the other client listens there as b2's holder: the waiter is the second
+            wait_for(lambda: own_redis("PUBSUB", "NUMSUB", channel)[1] >= 2, 5, "waiter subscribed")
             signal.pthread_kill(main, signal.SIGUSR1)
 
         t = threading.Thread(target=interrupt_when_waiting)
@@ -293,8 +294,9 @@ def test_aio_scripted_sequence_same_counters(own_redis: RedisServer) -> None:
             assert not await b.acquire(wait=0.1)   # timed out
             assert not await b.acquire(wait=0)     # a try: busy
             waiting = asyncio.ensure_future(b.acquire())
+            # the other (blocking) client listens there as b2's holder
             await until(lambda: own_redis("PUBSUB", "NUMSUB",
-                                          "redisson_lock__channel:{astats:b}")[1] >= 1,
+                                          "redisson_lock__channel:{astats:b}")[1] >= 2,
                         5, "waiter subscribed")
             waiting.cancel()                       # cancelled
             with pytest.raises(asyncio.CancelledError):
