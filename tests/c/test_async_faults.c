@@ -749,9 +749,16 @@ static void t_stalled_server_takes_one_attempt(void)
     res p = {0};
     CU_ASSERT_FATAL(hilock_async_acquire(a, l[0], 2, 0, 10000, on_done, &p) == 0);
     CU_ASSERT_FATAL(run_until(a, &p, 1, 5000));
+    /* while the settle runs, the gate refuses the attempt; a settle that
+     * gave up before this acquire (its own tries time out: under load the
+     * eight Redlock rounds can outlast it) lets one attempt through, which
+     * times out. Either way the error names the server. */
+    char srvname[64];
+    snprintf(srvname, sizeof srvname, "127.0.0.1:%d", r.port);
     CU_ASSERT_EQUAL(p.rc, HILOCK_ECONN);
-    CU_ASSERT(strstr(p.err, "has not answered an earlier attempt yet") != NULL);
-    CU_ASSERT(strstr(p.err, "127.0.0.1") != NULL);
+    CU_ASSERT(strstr(p.err, "has not answered an earlier attempt yet") != NULL ||
+              strstr(p.err, "no reply within 300 ms") != NULL);
+    CU_ASSERT(strstr(p.err, srvname) != NULL);
     if (!strstr(p.err, "earlier attempt"))
         printf("\n  plain acquire: %s\n", p.err);
     /* answering again: its late attempts are settled (given back), and the

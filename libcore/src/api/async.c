@@ -1316,8 +1316,18 @@ static void conn_timed_out(as_conn *k, int64_t now)
             continue;
         }
         op->sent = NULL;
-        snprintf(op->err, sizeof op->err, "no reply within %lld ms",
-                 (long long)op->link->client->t.opts.command_timeout_ms);
+        {
+            hilock_client *oc = op->link->client;
+            as_node *nd = k->node;
+            char where[300];
+            if (nd && nd->host)
+                snprintf(where, sizeof where, "%s:%d", nd->host, nd->port);
+            else if (oc->t.ep.host)
+                snprintf(where, sizeof where, "%s:%d", oc->t.ep.host, oc->t.ep.port);
+            else
+                snprintf(where, sizeof where, "unix:%s", oc->t.ep.path ? oc->t.ep.path : "?");
+            hl_msg_no_reply(op->err, sizeof op->err, oc->t.opts.command_timeout_ms, where);
+        }
         if (op->type == OP_ACQUIRE && op->attempt) /* its late copy must find its latch */
             __atomic_add_fetch(&op->lock->client->t.latch_epoch, 1, __ATOMIC_RELAXED);
         if (op->type == OP_ACQUIRE && op->attempt && settle_start(q, op) == 0)
