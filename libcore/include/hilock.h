@@ -68,7 +68,9 @@ extern "C" {
     (HILOCK_VERSION_MAJOR * 10000 + HILOCK_VERSION_MINOR * 100 + HILOCK_VERSION_PATCH)
 #define HILOCK_VERSION_STRING "0.1.0"
 
-/* Runtime version: the number as HILOCK_VERSION_NUMBER, and the string. */
+/* Runtime version: the number as HILOCK_VERSION_NUMBER, and the string
+ * (with "+BROKEN-<mode>" after it only in a library built for the safety
+ * harness's self-tests, CMake HILOCK_SAFETY_BREAK: docs/safety.md). */
 HILOCK_API int hilock_version(void);
 HILOCK_API const char *hilock_version_string(void);
 

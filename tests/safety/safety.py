@@ -104,6 +104,35 @@ SCENARIOS: Dict[str, Dict[str, Any]] = {
                 "counter reset would hand out): tokens issued again and lowered"},
 }
 
+# Self-tests of a deliberately broken library (CMake HILOCK_SAFETY_BREAK, built
+# by broken.sh into build/safety/broken-<mode>: never a real build): each must
+# fail the checkers. Not in the short run (two more library builds); the long
+# run and --scenario NAME run them. "token-reset" is the same fault on the
+# real library, which must pass.
+SCENARIOS.update({
+    "selftest-no-doubt": {
+        "topology": "single", "aof": "always",
+        # holds of 2.4-12 s, the holder's requests dropped 4-6 s: its lease
+        # (3 s) runs out while it holds, and only the doubt rule tells it
+        "client": dict(WATCHDOG, writes=6, hold_ms=2000), "faults": ["requests-lost"],
+        "fault_secs": {"requests-lost": (4.0, 6.0)}, "build": "no-doubt",
+        "seconds": 30, "long_seconds": 30, "expect": "violation", "drivers": ["c", "async"],
+        "what": "a library built without the doubt rule (HILOCK_SAFETY_BREAK=no-doubt: renewals "
+                "never reported in doubt); the holder's requests dropped 4-6 s"},
+    "selftest-token-reset": {
+        "topology": "single", "aof": "no", "client": WATCHDOG, "faults": ["token-reset"],
+        "build": "token-reset", "seconds": 10, "long_seconds": 10, "expect": "violation",
+        "drivers": ["c", "async"],
+        "what": "a library built without the token's clock floor (HILOCK_SAFETY_BREAK=token-reset) "
+                "while the token counter is reset to 0 every 0.7 s"},
+    "token-reset": {
+        "topology": "single", "aof": "no", "client": WATCHDOG, "faults": ["token-reset"],
+        "seconds": 10, "long_seconds": 30, "expect": "pass",
+        "drivers": ["c", "async", "python", "aio", "openresty"],
+        "what": "the token counter reset to 0 every 0.7 s (as a restart without data would): "
+                "the real library's tokens still never repeat or go down"},
+})
+
 # Known to fail on main at 7b6fa8d (issue 29): not in the short run; the long
 # run and --scenario NAME run them, and their violations do not fail the run
 # while they are listed here (one that passes is reported as XPASS, and
@@ -496,8 +525,10 @@ class Nemesis:
     def __init__(self, seed: int, name: str, faults: List[str], active_s: float,
                  procs: Dict[str, List[subprocess.Popen]], topo: Any,
                  proxies_of: Dict[str, List[FaultProxy]], locks: Dict[str, str],
-                 logs: Optional[Dict[str, List[str]]] = None) -> None:
+                 logs: Optional[Dict[str, List[str]]] = None,
+                 fault_secs: Optional[Dict[str, Tuple[float, float]]] = None) -> None:
         self.r = random.Random(f"{seed}:{name}")
+        self.fault_secs = fault_secs or {}  # a scenario's own duration range per fault
         self.logs = logs or {}
         self.faults = faults
         self.active_s = active_s
@@ -519,7 +550,7 @@ class Nemesis:
             f = self.r.choice(self.faults)
             p: Dict[str, float] = {"proc": self.r.randrange(PROCS)}
             if f in ("partition-one", "partition-all", "requests-lost", "replies-lost"):
-                p["secs"] = self.r.uniform(0.5, 5.0)
+                p["secs"] = self.r.uniform(*self.fault_secs.get(f, (0.5, 5.0)))
             elif f == "latency":
                 p["secs"] = self.r.uniform(1.0, 4.0)
                 p["delay"] = self.r.uniform(0.05, 0.4)
@@ -1092,6 +1123,40 @@ def redisson_build(build: str) -> str:
         return os.path.join(out, "classes") + ":" + f.read().strip()
 
 
+_broken_lock = threading.Lock()
+
+
+def broken_build(build: str, mode: str) -> str:
+    """Build the self-test library HILOCK_SAFETY_BREAK=mode and the C workers
+    linked to it (broken.sh), once per run; their folder."""
+    out = os.path.join(build, f"broken-{mode}")
+    with _broken_lock:
+        done = getattr(broken_build, "done", set())
+        if mode not in done:
+            r = subprocess.run(["bash", os.path.join(HERE, "broken.sh"), mode, out],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"the {mode} self-test build failed:\n" + r.stdout + r.stderr)
+            done.add(mode)
+            broken_build.done = done  # type: ignore[attr-defined]
+    return out
+
+
+def versions(paths: List[str]) -> List[str]:
+    """The library versions the workers' start lines name (C workers only)."""
+    out = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                for line in f:
+                    if '"ev":"start"' in line:
+                        out.append(json.loads(line).get("version", ""))
+                        break
+        except (OSError, ValueError):
+            pass
+    return out
+
+
 def _try(f: Callable[..., Any], *a: Any) -> None:
     try:
         f(*a)
@@ -1099,7 +1164,11 @@ def _try(f: Callable[..., Any], *a: Any) -> None:
         pass  # raised again where the worker is needed
 
 
-def worker_cmd(driver: str, build: str, py: str) -> List[str]:
+def worker_cmd(driver: str, build: str, py: str, broken: Optional[str] = None) -> List[str]:
+    if broken:  # a self-test: the C workers on the deliberately broken library
+        if driver not in ("c", "async"):
+            raise ValueError(f"no {broken} self-test build for driver {driver}")
+        return [os.path.join(broken_build(build, broken), f"worker-{driver}")]
     if driver == "redisson":
         return ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx128m",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", redisson_build(build),
@@ -1157,7 +1226,8 @@ def run_scenario(name: str, sc: Dict[str, Any], seed: int, drivers: List[str], l
 
         def launch(d: str, i: int, url: str) -> None:
             path = logs[d][i]
-            cmd = worker_cmd(group(d)[i], build, py) + [url, locks[d], str(fence.port), str(i),
+            cmd = worker_cmd(group(d)[i], build, py, sc.get("build")) + \
+                [url, locks[d], str(fence.port), str(i),
                                                        str(seed), str(secs), path] + words
             procs[d][i] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                            stderr=open(path + ".err", "w"))
@@ -1185,7 +1255,7 @@ def run_scenario(name: str, sc: Dict[str, Any], seed: int, drivers: List[str], l
             wait_for(ready, 60, "every client open", step=0.1)
         t0 = mono()
         nem = Nemesis(seed, name, sc["faults"], max(0.0, secs - tail), procs, topo, proxies_of,
-                      locks, logs)
+                      locks, logs, sc.get("fault_secs"))
         lines.append(f"  nemesis: {nem.describe() or 'none'}")
         nt = threading.Thread(target=nem.run, args=(t0,), daemon=True)
         nt.start()
@@ -1230,8 +1300,20 @@ def run_scenario(name: str, sc: Dict[str, Any], seed: int, drivers: List[str], l
             with open(os.path.join(run_dir, f"{d}-result.json"), "w") as f:
                 json.dump(r, f, indent=1, default=str)
             v = violations(r)
+            # which library ran: a self-test must have run its broken build,
+            # and no other scenario may ever run one
+            vs = versions(logs[d])
+            want = f"+BROKEN-{sc['build']}" if sc.get("build") else None
+            wrong = [x for x in vs if (want not in x if want else "+BROKEN" in x)]
+            if want:  # every client must have started on it (a client that
+                # could not start is a violation, not a catch)
+                wrong += ["(not started)"] * (len(logs[d]) - len(vs))
             known = KNOWN_FAILURES.get(f"{name}/{d}") or KNOWN_FAILURES.get(name)
-            if known:
+            if wrong:
+                verdict = f"FAIL: {len(wrong)} clients ran library {wrong[0]!r}" + \
+                    (f", not the {sc['build']} self-test build" if want else "")
+                ok = False
+            elif known:
                 # a known failure does not fail the run either way; one that
                 # stops showing for good goes off the list with its fix
                 verdict = "known failure (" + "; ".join(v) + ")" if v else \

@@ -244,8 +244,10 @@ static int worker_open(worker *w, int argc, char **argv, const char *prog, const
     opts.command_timeout_ms = w->o.command_timeout_ms;
     opts.connect_timeout_ms = w->o.connect_timeout_ms;
     opts.replica_ack = (int)w->o.replica_ack;
-    log_line(&w->lg, "{\"ev\":\"start\",\"t\":%" PRId64 ",\"pid\":%d,\"driver\":\"%s\"", now_ns(),
-             (int)getpid(), driver);
+    /* the library's version: a self-test build says "+BROKEN-<mode>" (safety.py checks it) */
+    log_line(&w->lg,
+             "{\"ev\":\"start\",\"t\":%" PRId64 ",\"pid\":%d,\"driver\":\"%s\",\"version\":\"%s\"",
+             now_ns(), (int)getpid(), driver, hilock_version_string());
     char urls[2048];
     snprintf(urls, sizeof urls, "%s", url);
     char err[256];

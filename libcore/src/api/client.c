@@ -16,7 +16,11 @@ int hilock_version(void)
 
 const char *hilock_version_string(void)
 {
+#ifdef HILOCK_SAFETY_BREAK /* the safety harness's self-tests only: says so */
+    return HILOCK_VERSION_STRING "+BROKEN-" HILOCK_SAFETY_BREAK;
+#else
     return HILOCK_VERSION_STRING;
+#endif
 }
 
 const char *hilock_strerror(int code)

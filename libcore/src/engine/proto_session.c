@@ -104,6 +104,9 @@ static int64_t period(const hl_holds *t)
 
 int64_t hl_holds_doubt_at(const hl_holds *t, const hl_hold *h)
 {
+#ifdef HILOCK_SAFETY_BREAK_NO_DOUBT
+    return -1; /* the safety harness's self-test build only: never in doubt */
+#endif
     if (!h->in_table || !h->watchdog || h->doubt)
         return -1;
     return hl_renew_doubt_at(h->confirmed_at, t->watchdog_lease_ms, h->tried_at,

@@ -98,6 +98,13 @@ int64_t hl_renew_doubt_at(int64_t confirmed_at, int64_t watchdog_lease_ms,
 int hl_renew_in_doubt(int64_t confirmed_at, int64_t watchdog_lease_ms, int64_t renew_sent_at,
                       int64_t command_timeout_ms, int64_t now)
 {
+#ifdef HILOCK_SAFETY_BREAK_NO_DOUBT
+    /* the safety harness's self-test build only (CMake HILOCK_SAFETY_BREAK):
+     * renewals without the doubt rule (and hl_holds_doubt_at) */
+    (void)confirmed_at, (void)watchdog_lease_ms, (void)renew_sent_at, (void)command_timeout_ms;
+    (void)now;
+    return 0;
+#endif
     return now >= hl_renew_doubt_at(confirmed_at, watchdog_lease_ms,
                                     renew_sent_at >= 0 ? renew_sent_at : now, command_timeout_ms);
 }
