@@ -110,8 +110,11 @@ static void check_layout(const char *name, const char *channel)
     CU_ASSERT_STRING_EQUAL(type, "hash");
     CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN %s", name), 1);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET %s %s", name, owner), 1);
+    /* the fixed lease (not the watchdog's 30 s, not none); a loose lower
+     * bound: under valgrind the holder's new listening threads (it listens
+     * on its channel) took the main thread more than 1 s here */
     long long pttl = th_redis_int(&srv, "PTTL %s", name);
-    CU_ASSERT(pttl > 9000 && pttl <= 10000);
+    CU_ASSERT(pttl > 5000 && pttl <= 10000);
 
     int x = -1;
     int64_t v = -5;
@@ -122,7 +125,7 @@ static void check_layout(const char *name, const char *channel)
     CU_ASSERT_EQUAL(hilock_lock_hold_count(&v, l), 0);
     CU_ASSERT_EQUAL(v, 1);
     CU_ASSERT_EQUAL(hilock_lock_remaining_ms(&v, l), 0);
-    CU_ASSERT(v > 9000 && v <= 10000);
+    CU_ASSERT(v > 5000 && v <= 10000);
 
     redisContext *sub = subscribe(channel);
     CU_ASSERT_PTR_NOT_NULL_FATAL(sub);
@@ -227,7 +230,7 @@ static void t_not_owner(void)
                     HILOCK_ENOTOWNER);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET owned %s", owner), 1);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "HLEN owned"), 1);
-    CU_ASSERT(th_redis_int(&srv, "PTTL owned") > 9000);
+    CU_ASSERT(th_redis_int(&srv, "PTTL owned") > 5000); /* untouched (loose: valgrind) */
     int x = -1;
     CU_ASSERT_EQUAL(hilock_lock_is_held(&x, b), 0);
     CU_ASSERT_EQUAL(x, 0);
