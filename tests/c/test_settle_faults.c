@@ -261,6 +261,61 @@ static void t_async_release_reply_late(void)
     th_proxy_stop(p);
 }
 
+static void count_lost_cb(hilock_lock *l, uint64_t tid, void *payload)
+{
+    (void)l;
+    (void)tid;
+    __atomic_add_fetch((int *)payload, 1, __ATOMIC_SEQ_CST);
+}
+
+static int lost_cb_seen(void *p) { return __atomic_load_n((int *)p, __ATOMIC_SEQ_CST) > 0; }
+
+/* A watchdog grant whose reply came after its whole lease: the watchdog
+ * thread finds it lost at once, while the acquiring thread is still
+ * registering the hold's channel listener (hl_wd_add). The report freed the
+ * hold under the registration, which then wrote into it (valgrind: invalid
+ * write in hl_wd_add, test_multilock under load in a clean-clone run).
+ * Repeated so the two threads meet in that window; each grant is reported
+ * lost once and the next acquire works. */
+static void t_blocking_grant_lost_while_registering(void)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = 3000;
+    o.connect_timeout_ms = 1000;
+    o.watchdog_lease_ms = 150;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "slost-reg") == 0);
+    int lost = 0;
+    hilock_lock_set_lost_callback(l, count_lost_cb, &lost);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0); /* scripts, connections */
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    int granted = 0, told = 0;
+    for (int i = 0; i < 12; i++) {
+        __atomic_store_n(&lost, 0, __ATOMIC_SEQ_CST);
+        th_proxy_late_reply(p, "slost-reg", 250);
+        int rc = hilock_lock_acquire(l, 0, HILOCK_LEASE_WATCHDOG);
+        if (rc != 0)
+            continue;
+        granted++;
+        told += th_wait_for(lost_cb_seen, &lost, 3000);
+        hilock_lock_release(l); /* not owner: it was lost */
+        th_redis_int(&srv, "DEL slost-reg");
+    }
+    printf("\n  grants answered after their lease: %d of 12, each told lost: %d\n", granted,
+           told);
+    CU_ASSERT(granted > 0);
+    CU_ASSERT_EQUAL(told, granted);
+    CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_proxy_stop(p);
+}
+
 static int init_srv(void) { return th_redis_start(&srv, NULL); }
 
 static int clean_srv(void)
@@ -284,5 +339,7 @@ int main(void)
                 t_blocking_late_release_copy);
     CU_add_test(s, "blocking: a late release copy past every latch lifetime leaves a later hold",
                 t_blocking_late_release_copy_short_lease);
+    CU_add_test(s, "blocking: a grant found lost while its listener registers",
+                t_blocking_grant_lost_while_registering);
     return th_cu_run();
 }

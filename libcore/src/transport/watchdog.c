@@ -325,6 +325,12 @@ static void report_found_lost(hl_transport *c)
         c->sinks.lost(e->holder, e->tid, cause, 0);
         pthread_mutex_lock(&wd->mu);
         e->reporting = 0;
+        /* hl_wd_add may still be registering its listener (mu released,
+         * found lost at once: a grant answered after its lease); it writes
+         * into e when done, so e is freed only after that. inflight stays
+         * set meanwhile, so a remover waits for this report too. */
+        while (e->observing)
+            pthread_cond_wait(&wd->cv, &wd->mu);
         e->inflight = 0;
         pthread_cond_broadcast(&wd->cv);
         if (!e->removed) {
