@@ -60,7 +60,11 @@ typedef struct pacq {
     int uref;
 } pacq;
 
-static void unsettled_end(lua_State *L, pacq *m, int settled);
+/* the end of the settle of a recorded attempt (a resettle machine's, or a
+ * settle machine's), and an attempt recorded settling (below) */
+static void unsettled_end_rec(lua_State *L, hl_unsettled_acq **urec, int *uref, int settled);
+#define unsettled_end(L, m, settled) unsettled_end_rec(L, &(m)->urec, &(m)->uref, settled)
+static hl_unsettled_acq *unsettled_put_settling(lua_State *L, int idx, pacq *m);
 
 /* A command's RESP bytes (the engine's hl_resp_*) as one Lua string for the
  * driver to send: built on the stack when they fit, else in a userdata. */
@@ -1221,6 +1225,9 @@ typedef struct pset {
     hl_settle s;
     int ok;
     int sent; /* a send since the last reply or error: a wait reads it */
+    /* the session's record of its attempt (proto.unsettled), ended with it */
+    hl_unsettled_acq *urec;
+    int uref;
 } pset;
 
 static pset *check_set(lua_State *L, int idx)
@@ -1231,6 +1238,7 @@ static pset *check_set(lua_State *L, int idx)
 static int set_free(lua_State *L)
 {
     pset *s = (pset *)luaL_checkudata(L, 1, PSET_MT);
+    unsettled_end_rec(L, &s->urec, &s->uref, 0); /* freed before its end */
     if (s->ok) {
         hl_settle_free(&s->s);
         s->ok = 0;
@@ -1238,12 +1246,15 @@ static int set_free(lua_State *L)
     return 0;
 }
 
-/* m:on_unknown(err, request_id, command_timeout_ms) -> settle machine | nil
+/* m:on_unknown(err, request_id, command_timeout_ms[, u]) -> settle machine | nil
  * The reply of the command just sent never came (read timeout) but the
  * server may still run it. The acquire machine ends with err. When that
  * command was an attempt, the returned settle machine must be driven on
  * the SAME connection (keep it out of the pool): it waits for the late
- * reply and undoes its effect. nil: nothing to settle (close it). */
+ * reply and undoes its effect. nil: nothing to settle (close it).
+ * u: the client's proto.unsettled(), where the attempt is recorded as being
+ * settled until the settle machine's "done" (outcome known, or given up:
+ * then settled again before the owner's next acquire) or its free. */
 static int acq_on_unknown(lua_State *L)
 {
     pacq *m = check_acq(L, 1);
@@ -1253,8 +1264,10 @@ static int acq_on_unknown(lua_State *L)
     if (rlen == 0 || rlen > 128 || strlen(rid) != rlen)
         luaL_argerror(L, 3, "expected a request id (1..128 bytes)");
     int64_t cmd_timeout = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
+    int top = lua_gettop(L);
     pset *s = (pset *)hlc_newuserdata(L, sizeof *s);
     memset(s, 0, sizeof *s);
+    s->uref = LUA_NOREF;
     luaL_getmetatable(L, PSET_MT);
     lua_setmetatable(L, -2);
     int rc = hl_settle_init(&s->s, &m->a.cmd, m->a.names->publish, rid, cmd_timeout, lhl_mono_ms());
@@ -1266,6 +1279,10 @@ static int acq_on_unknown(lua_State *L)
         return 1;
     }
     s->ok = 1;
+    if (top >= 5 && (s->urec = unsettled_put_settling(L, 5, m)) != NULL) {
+        lua_pushvalue(L, 5);
+        s->uref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
     return 1;
 }
 
@@ -1299,6 +1316,7 @@ static int set_next(lua_State *L)
         lua_pushboolean(L, s->s.reconnect);
         return 3;
     default:
+        unsettled_end_rec(L, &s->urec, &s->uref, s->s.settled);
         lua_pushliteral(L, "done");
         lua_pushstring(L, settle_outcomes[s->s.outcome]);
         return 2;
@@ -2155,18 +2173,30 @@ static int uns_gc(lua_State *L)
     return 0;
 }
 
-static void unsettled_end(lua_State *L, pacq *m, int settled)
+static void unsettled_end_rec(lua_State *L, hl_unsettled_acq **urec, int *uref, int settled)
 {
-    if (!m->urec)
+    if (!*urec)
         return;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, m->uref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, *uref);
     puns *u = (puns *)lua_touserdata(L, -1);
     lua_pop(L, 1);
     if (u && u->live)
-        hl_unsettled_settle_end(&u->t, m->urec, settled, lhl_mono_ms());
-    m->urec = NULL;
-    luaL_unref(L, LUA_REGISTRYINDEX, m->uref);
-    m->uref = LUA_NOREF;
+        hl_unsettled_settle_end(&u->t, *urec, settled, lhl_mono_ms());
+    *urec = NULL;
+    luaL_unref(L, LUA_REGISTRYINDEX, *uref);
+    *uref = LUA_NOREF;
+}
+
+/* m's attempt recorded settling in the proto.unsettled() at idx (anything
+ * else: NULL), or NULL (no latch: only its own reply settles it; no room or
+ * no memory: it ends with its lease) */
+static hl_unsettled_acq *unsettled_put_settling(lua_State *L, int idx, pacq *m)
+{
+    puns *u = (puns *)hlc_testudata(L, idx, PUNS_MT);
+    if (!u || !u->live || !m->a.latch)
+        return NULL;
+    return hl_unsettled_put(&u->t, m->a.names->name, m->owner, m->a.latch, m->a.latch_ttl_ms,
+                            m->a.lease_ms, 1, lhl_mono_ms());
 }
 
 static int uns_after(lua_State *L)

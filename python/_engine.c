@@ -440,8 +440,11 @@ typedef struct {
     hl_unsettled_acq *urec;
 } AcquireObject;
 
-/* _engine_holds.c: the end of the settle of a recorded attempt */
-static void unsettled_end(AcquireObject *m, int settled);
+/* _engine_holds.c: the end of the settle of a recorded attempt (a
+ * resettle machine's, or a Settle's), and an attempt recorded settling */
+static void unsettled_end_rec(PyObject **utable, hl_unsettled_acq **urec, int settled);
+#define unsettled_end(m, settled) unsettled_end_rec(&(m)->utable, &(m)->urec, settled)
+static hl_unsettled_acq *unsettled_put_settling(PyObject *table, AcquireObject *m);
 
 /* n.acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0,
  *           latch_ttl_ms=0, line_window_ms=0) -> Acquire
@@ -944,18 +947,25 @@ typedef struct {
     PyObject_HEAD
     hl_settle s;
     int ok;
+    /* the session's record of its attempt (Unsettled), ended with it */
+    PyObject *utable;
+    hl_unsettled_acq *urec;
 } SettleObject;
 
-/* m.on_unknown(code, request_id, command_timeout_ms) -> Settle | None:
+/* m.on_unknown(code, request_id, command_timeout_ms[, unsettled]) -> Settle | None:
  * the reply of the attempt just sent did not come in time; drive the
- * returned machine on THAT connection (None: nothing to settle). */
+ * returned machine on THAT connection (None: nothing to settle).
+ * unsettled: the client's Unsettled, where the attempt is recorded as
+ * being settled until the Settle's end (its outcome known, or given up:
+ * then settled again before the owner's next acquire). */
 static PyObject *acquire_on_unknown(PyObject *self, PyObject *args)
 {
     AcquireObject *m = (AcquireObject *)self;
     int code;
     const char *rid;
     long long cmdt;
-    if (!PyArg_ParseTuple(args, "isL:on_unknown", &code, &rid, &cmdt))
+    PyObject *table = NULL;
+    if (!PyArg_ParseTuple(args, "isL|O:on_unknown", &code, &rid, &cmdt, &table))
         return NULL;
     const char *r = check_str(rid, 128, "request id");
     if (!r || check_range(cmdt, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms") ||
@@ -965,6 +975,8 @@ static PyObject *acquire_on_unknown(PyObject *self, PyObject *args)
     if (!s)
         return NULL;
     s->ok = 0;
+    s->utable = NULL;
+    s->urec = NULL;
     int rc = hl_settle_init(&s->s, &m->a.cmd, ((NamesObject *)m->names)->n.publish, r, cmdt,
                             mono_ms());
     hl_acquire_on_unknown(&m->a, code, mono_ms());
@@ -977,6 +989,10 @@ static PyObject *acquire_on_unknown(PyObject *self, PyObject *args)
         Py_RETURN_NONE;
     }
     s->ok = 1;
+    if (table && (s->urec = unsettled_put_settling(table, m)) != NULL) {
+        Py_INCREF(table);
+        s->utable = table;
+    }
     return (PyObject *)s;
 }
 
@@ -1145,6 +1161,7 @@ static PyType_Spec release_spec = {"hilock._engine.Release", sizeof(ReleaseObjec
 static void settle_dealloc(PyObject *self)
 {
     SettleObject *s = (SettleObject *)self;
+    unsettled_end_rec(&s->utable, &s->urec, 0); /* dropped before its end */
     if (s->ok)
         hl_settle_free(&s->s);
     generic_dealloc_tail(self);
@@ -1172,6 +1189,7 @@ static PyObject *settle_next(PyObject *self, PyObject *unused)
         return Py_BuildValue("(iNi)", ACT_SEND, b, s->s.reconnect);
     }
     default:
+        unsettled_end_rec(&s->utable, &s->urec, s->s.settled);
         return Py_BuildValue("(ii)", ACT_DONE, (int)s->s.outcome);
     }
 }

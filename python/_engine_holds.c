@@ -36,6 +36,8 @@
  *     .settled(m) -> bool  the settle machine's end: True settled (the
  *                          record is forgotten), False (kept until its lease
  *                          ran out); a machine dropped first counts as False
+ *   Acquire.on_unknown(..., unsettled) records the attempt settling until
+ *   its Settle's end (hl_settle.settled), or its dealloc (not settled).
  *
  * The times of Unsettled are the binding's clock (the machines' own).
  */
@@ -276,13 +278,24 @@ static void unsettled_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-static void unsettled_end(AcquireObject *m, int settled)
+static void unsettled_end_rec(PyObject **utable, hl_unsettled_acq **urec, int settled)
 {
-    if (!m->urec)
+    if (!*urec)
         return;
-    hl_unsettled_settle_end(&((UnsettledObject *)m->utable)->t, m->urec, settled, mono_ms());
-    m->urec = NULL;
-    Py_CLEAR(m->utable);
+    hl_unsettled_settle_end(&((UnsettledObject *)*utable)->t, *urec, settled, mono_ms());
+    *urec = NULL;
+    Py_CLEAR(*utable);
+}
+
+/* m's attempt (its reply did not come in time) recorded settling in table
+ * (an Unsettled; anything else: NULL), or NULL (no latch: only its own
+ * reply can settle it; no room or no memory: it ends with its lease) */
+static hl_unsettled_acq *unsettled_put_settling(PyObject *table, AcquireObject *m)
+{
+    if (!PyObject_TypeCheck(table, UnsettledType) || !m->ok || !m->a.latch)
+        return NULL;
+    return hl_unsettled_put(&((UnsettledObject *)table)->t, m->a.names->name, m->owner,
+                            m->a.latch, m->a.latch_ttl_ms, m->a.lease_ms, 1, mono_ms());
 }
 
 static AcquireObject *unsettled_machine(PyObject *arg)

@@ -2129,7 +2129,8 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
             end
             local r, err, unknown, lost = send_try(c, slot, m, a1, st, latched)
             if unknown then
-                settle_later(c, st, m:on_unknown(err, request_id(c), c.command_timeout_ms))
+                settle_later(c, st, m:on_unknown(err, request_id(c), c.command_timeout_ms,
+                                                 c.unsettled_acq))
             elseif not r then
                 last_err = err -- the machine keeps the code; this says what happened
                 st_close(st)

@@ -2737,7 +2737,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     _trouble(why, _E.no_reply_msg(c._cmd_ms, conn.what))
                     conn.broken = True
                     c._latch_epoch += 1
-                    s = m.on_unknown(_E.E_CONN, c._request_id(), c._cmd_ms)
+                    s = m.on_unknown(_E.E_CONN, c._request_id(), c._cmd_ms, c._unsettled_acq)
                     if s is None:
                         conn.close()
                     else:
@@ -3095,11 +3095,17 @@ class Lock:
         owner settles one, this acquire fails instead of entering."""
         c = self._c
         owner = self._who()[0]
+        waited = False
         while True:
             m = c._unsettled_acq.before(self._n, owner, c._window_ms)
             if m is None:
                 return
-            if m is not True:
+            if m is True:  # its settle runs: wait for it as the gate does, once
+                if not waited and c._settling:
+                    waited = True
+                    await c._settle_gate(self._n.slot, False, _Cancel())
+                    continue
+            else:
                 await _run_acquire(c, self._n, owner, 0, 1, _Cancel(), m=m)
                 if c._unsettled_acq.settled(m):
                     continue

@@ -139,3 +139,71 @@ def test_aio_acquire_settle_tries_all_fail_leave_no_hold(later):
     finally:
         proxy.close()
         server.stop()
+
+
+def test_aio_stalled_attempt_settle_gives_up_then_settled_before_next_acquire():
+    """hilock.aio: the attempt's reply is late (the call fails after the
+    command timeout and a settling task waits for the reply on that
+    connection), then that connection dies and every new one is refused
+    while the settle machine tries them (8 tries over ~3.5 s): it gives up
+    with the late grant standing. The task's next acquire must settle it
+    first and hold once; while the settle still runs that acquire fails
+    ("not settled yet") and is asked again. Before: it re-entered the grant
+    (count 2) and its release left 1 for the rest of the 30 s lease."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    server = RedisServer()
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), connect_timeout=TIMEOUT, command_timeout=TIMEOUT)
+        try:
+            name = "unsettled-%s" % uuid.uuid4().hex[:8]
+            owner = c.owner()
+            warm = c.lock("warm-%s" % uuid.uuid4().hex[:8])  # scripts loaded, a pooled connection
+            assert await warm.acquire(wait=0, lease=5)
+            await warm.release()
+            proxy.latency(down=2.0)  # the attempt's reply waits 2 s in the proxy
+            t0 = time.monotonic()
+            try:
+                await c.lock(name).acquire(wait=0, lease=30)
+                got = "granted"
+            except hilock.ConnectionError as e:
+                got = "ConnectionError: %s" % e
+            assert got.startswith("ConnectionError"), got
+            assert server("HGET", name, owner) == "1"  # granted on the server, reply late
+            await asyncio.sleep(max(0.0, 0.8 - (time.monotonic() - t0)))
+            proxy.refuse(True)
+            proxy.latency()
+            proxy.reset()  # the attempt's connection dies with its reply; no new one is taken
+            await asyncio.sleep(4.0)  # the settle machine's reconnect schedule (~3.5 s) runs out
+            proxy.clear()
+            lk = c.lock(name)
+            tries = []
+            while True:
+                try:
+                    ok = await lk.acquire(wait=0, lease=30)
+                    tries.append(ok)
+                    break
+                except hilock.ConnectionError as e:
+                    tries.append(str(e))
+                    if "not settled yet" not in str(e) or time.monotonic() - t0 > 20:
+                        break
+                    await asyncio.sleep(0.5)
+            count = server("HGET", name, owner)
+            await lk.release()
+            left = server("HGET", name, owner)
+            print("[aio settle gave up] next acquire: %r; hold count %r; after its release: %r"
+                  % (tries, count, left))
+            assert tries[-1] is True, tries
+            assert left is None, "still held (count %r) after its only release" % left
+        finally:
+            await c.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 40))
+    finally:
+        proxy.close()
+        server.stop()

@@ -387,8 +387,11 @@ def test_resty_acquire_settle_tries_all_fail_leave_no_hold(nginx, server, proxy,
     the acquire re-entered the grant, count 2, and its release left 1)."""
     a = Actor(nginx, proxy.url(), watchdog_lease_ms=10000, command_timeout_ms=500,
               connect_timeout_ms=500)
-    assert a("lock r warm:%s 0 0" % name) == "ok 1"  # scripts loaded, pooled
-    assert a("unlock r warm:%s" % name) == "ok"
+    # a warm-up name not containing name: its listener's UNSUBSCRIBE, sent at
+    # its own time, must not take the reset meant for the attempt
+    warm = "warm-" + uuid.uuid4().hex[:12]
+    assert a("lock r %s 0 0" % warm) == "ok 1"  # scripts loaded, pooled
+    assert a("unlock r %s" % warm) == "ok"
     for _ in range(3):  # the attempt, and its resend on another pooled connection
         proxy.reset_on_reply(name.encode())
     proxy.refuse(True)
@@ -430,6 +433,46 @@ def test_resty_stalled_attempt_settled_on_a_new_connection(nginx, server, proxy,
     wait_for(lambda: server("EXISTS", name) == 0, 5, "the late grant released")
     report("openresty stalled attempt, connection lost: grant released after",
            time.monotonic() - t0)
+
+
+def test_resty_stalled_attempt_settle_gives_up_then_settled_before_next_acquire(
+        nginx, server, proxy, name):
+    """As the test above, but the new connections are refused while the
+    settle machine tries them (8 tries over ~3.5 s): it gives up with the
+    late grant standing. The same owner's next acquire must settle it first
+    (the session's record of the attempt) and hold once: one release frees
+    the lock (before: it re-entered the grant, count 2, and its release left
+    1 for the rest of the 30 s lease). While the settle still runs, the
+    acquire fails ("not settled yet") instead of entering: it is asked again."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=300, connect_timeout_ms=300)
+    assert a("lock r %s:warm 0 5000" % name) == "ok 1"
+    assert a("unlock r %s:warm" % name) == "ok"
+    proxy.latency(down=2.0)  # the attempt's reply waits 2 s in the proxy
+    t0 = time.monotonic()
+    answer = a("lock r %s 0 30000" % name)
+    assert answer.startswith("err connection"), answer
+    assert server("HVALS", name) == ["1"]  # granted on the server, reply late
+    time.sleep(max(0.0, 0.6 - (time.monotonic() - t0)))
+    proxy.refuse(True)
+    proxy.latency()
+    proxy.reset()  # the attempt's connection dies with its reply; no new one is taken
+    time.sleep(4.0)  # the settle machine's reconnect schedule (~3.5 s) runs out
+    proxy.clear()
+    tries = []
+    while True:
+        got = a("lock r %s 0 30000" % name)
+        tries.append(got)
+        if "not settled yet" not in got or time.monotonic() - t0 > 20:
+            break
+        time.sleep(0.5)
+    count = server("HVALS", name)
+    released = a("unlock r %s" % name)
+    left = server("HVALS", name)
+    print("[openresty settle gave up] next acquire: %r (after %d tries); hold count %r; after "
+          "its release: %r" % (got, len(tries), count, left))
+    assert got == "ok 1", tries
+    assert released == "ok"
+    assert left == [], "still held (count %r) after its only release" % left
 
 
 def test_resty_release_with_publish_refused_is_truthful(nginx, server, name):
