@@ -258,6 +258,16 @@ KNOWN_FAILURES: Dict[str, str] = {
                             "told first (before 5cf4461), c 1 after (a master paused past a "
                             "failover granted once more on resuming; its holder was told lost "
                             "68 ms later, as the other was granted)",
+    "single-one-way/redisson": "liveness of the Redisson group, not yet explained: long schedule, "
+                               "seed 634195765, 180 s, six drivers: no grant to any client of the "
+                               "group for 83 s (99.5-182.7 s; the last heal 10.0 s before the next "
+                               "grant, bound 10 s), every Redisson acquire failing with "
+                               "RedisResponseTimeoutException (500 ms) and both hilock clients' 2 s "
+                               "waits timing out (the lock held), no client writing; 0 double holds "
+                               "not told first, 0 stale writes. The same run: 49.6 s, 64.0 s and "
+                               "82.4 s without a grant in that group in single-watchdog, "
+                               "single-fixed and fixed-one-way (their last heal was within the "
+                               "bound); every other driver's group at most 7.1 s",
     "release-lost/redisson": "outside the guarantee (Redisson's, not hilock's): a Redisson "
                              "release that never reached the server leaves the hold, and the "
                              "same thread's next tryLock re-enters it (count 2, 3, ...), so "
