@@ -686,6 +686,121 @@ static void t_unsettled(void)
     hl_unsettled_free(&t);
 }
 
+/* ------------------------------------------------- subscription liveness */
+
+/* A pub/sub connection's liveness (hl_sublive): a PING once nothing was
+ * heard for the interval, given up when it is unanswered for the deadline;
+ * while not known alive its holds are checked at once and every interval;
+ * a frame heard ends that. The PING's answer as the reply parser sees it
+ * (RESP2 subscribed mode: ["pong", ""]) is a frame hl_decode_pubsub does
+ * not take for a channel's. */
+static void t_sublive(void)
+{
+    CU_ASSERT_EQUAL(hl_sublive_interval(1000), 500); /* the default command timeout */
+    CU_ASSERT_EQUAL(hl_sublive_interval(600), 300);
+    CU_ASSERT_EQUAL(hl_sublive_interval(10), 100);
+    CU_ASSERT_EQUAL(hl_sublive_interval(60000), 500);
+    CU_ASSERT_EQUAL(hl_sublive_interval(0), 500);
+    hl_sublive s;
+    hl_sublive_init(&s, 1000);
+    /* idle: nothing due */
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), -1);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 100000), 0);
+    CU_ASSERT_FALSE(hl_sublive_alive(&s));
+    /* opened at 0, not heard yet: its holds checked every interval, a PING
+     * when nothing was heard for one */
+    hl_sublive_opened(&s, 0);
+    CU_ASSERT_FALSE(hl_sublive_alive(&s));
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 500);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 499), 0);
+    /* the confirmation heard: alive, nothing checked, PING at 10 + 500 */
+    hl_sublive_heard(&s, 10);
+    CU_ASSERT_TRUE(hl_sublive_alive(&s));
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 510);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 509), 0);
+    /* frames keep it alive with no PING */
+    hl_sublive_heard(&s, 400);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 899), 0);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 900), HL_SUBLIVE_PING);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 900), 0); /* one PING, not one per call */
+    CU_ASSERT_TRUE(hl_sublive_alive(&s)); /* within its deadline */
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 1400);
+    /* answered: the next PING an interval after the answer */
+    hl_sublive_heard(&s, 950);
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 1450);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 1450), HL_SUBLIVE_PING);
+    /* unanswered: at its deadline the connection is given up and its holds
+     * checked at once, then every interval while nothing is heard */
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 1949), 0);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 1950), HL_SUBLIVE_RESET | HL_SUBLIVE_CHECK);
+    CU_ASSERT_FALSE(hl_sublive_alive(&s));
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 2450);
+    /* the driver opens another at 1960: it answers nothing (accepted then
+     * silent): checked every interval, PING, given up again */
+    hl_sublive_opened(&s, 1960);
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 2450);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 2450), HL_SUBLIVE_CHECK);
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 2460);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 2460), HL_SUBLIVE_PING);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 2950), HL_SUBLIVE_CHECK);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 2960), HL_SUBLIVE_RESET | HL_SUBLIVE_CHECK);
+    /* closed by the driver (a reset read): checked at once, then every
+     * interval until a new connection is heard */
+    hl_sublive_opened(&s, 3000);
+    hl_sublive_heard(&s, 3001);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 3002), 0);
+    hl_sublive_closed(&s, 3100);
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 3100);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 3100), HL_SUBLIVE_CHECK);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 3599), 0);
+    hl_sublive_heard(&s, 3200); /* nothing open: a stray frame changes nothing */
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 3600), HL_SUBLIVE_CHECK);
+    hl_sublive_opened(&s, 3700);
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 4100); /* the checks keep their pace */
+    hl_sublive_heard(&s, 3710);
+    CU_ASSERT_EQUAL(hl_sublive_due(&s, 4100), 0);
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), 4210);
+    hl_sublive_idle(&s);
+    CU_ASSERT_EQUAL(hl_sublive_next(&s), -1);
+    /* the PING's answers as the reply parser gives them: no channel frame */
+    hl_ps_event ev;
+    redisReply *r = NULL;
+    redisReader *rd = redisReaderCreate();
+    const char *pong = "*2\r\n$4\r\npong\r\n$0\r\n\r\n+PONG\r\n";
+    redisReaderFeed(rd, pong, strlen(pong));
+    CU_ASSERT_EQUAL_FATAL(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    hl_decode_pubsub(r, &ev);
+    CU_ASSERT_EQUAL(ev.type, HL_PS_OTHER);
+    freeReplyObject(r);
+    r = NULL;
+    CU_ASSERT_EQUAL_FATAL(redisReaderGetReply(rd, (void **)&r), REDIS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    hl_decode_pubsub(r, &ev);
+    CU_ASSERT_EQUAL(ev.type, HL_PS_OTHER);
+    freeReplyObject(r);
+    redisReaderFree(rd);
+    /* a hold told its subscription is not known alive is checked (a fixed
+     * lease too, not once its lease ran out) */
+    hl_holds t;
+    hl_holds_init(&t, LEASE, CTO);
+    hl_hold a, f;
+    hl_hold_init(&a, NULL, 0);
+    hl_hold_init(&f, NULL, 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &a, 1, 0, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(hl_holds_grant(&t, &f, 0, 5000, 0), 0);
+    hl_ps_event unheard = ps_frame(HL_PS_UNHEARD, -1);
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &a, &unheard, 10), 1);
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &f, &unheard, 10), 1);
+    CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 10), &a);
+    CU_ASSERT_PTR_EQUAL(hl_holds_check_next(&t, 10), &f);
+    hl_holds_check_outcome(&t, &a, 1);
+    hl_holds_check_outcome(&t, &f, 0);
+    CU_ASSERT_PTR_EQUAL(hl_holds_lost_next(&t), &a);
+    CU_ASSERT_EQUAL(hl_holds_heard(&t, &f, &unheard, 5000), 0); /* its lease ran out */
+    hl_holds_free(&t);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -697,6 +812,8 @@ int main(void)
     CU_add_test(s, "a fixed lease's end", t_fixed_lease_ends);
     CU_add_test(s, "heard on a hold's channel: that hold checked", t_heard_checks);
     CU_add_test(s, "random schedules against a reference model", t_random_against_model);
+    CU_add_test(s, "a subscription connection's liveness: PING, give up, holds checked",
+                t_sublive);
     CU_pSuite u = CU_add_suite("session unsettled acquires", NULL, NULL);
     CU_add_test(u, "recorded, settled before the next acquire, late grants", t_unsettled);
     return th_cu_run();

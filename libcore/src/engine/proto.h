@@ -374,7 +374,11 @@ typedef enum hl_ps_type {
     HL_PS_OTHER = 0,
     HL_PS_MESSAGE,     /* message / smessage */
     HL_PS_SUBSCRIBE,   /* subscribe / ssubscribe confirmation */
-    HL_PS_UNSUBSCRIBE  /* unsubscribe / sunsubscribe confirmation */
+    HL_PS_UNSUBSCRIBE, /* unsubscribe / sunsubscribe confirmation */
+    HL_PS_UNHEARD      /* no frame (hl_decode_pubsub never gives it): the
+                          driver's subscription connection is not known
+                          alive (hl_sublive_due's HL_SUBLIVE_CHECK), so a
+                          message on the channel may go unheard */
 } hl_ps_type;
 typedef struct hl_ps_event {
     hl_ps_type type;
@@ -1002,6 +1006,9 @@ HL_HIDDEN int hl_ml_durability(const redisReply *r, const char *err, int delayed
 /* SUBSCRIBE/UNSUBSCRIBE channel, or SSUBSCRIBE/SUNSUBSCRIBE when sharded
  * (Redis Cluster: what sees the scripts' SPUBLISH). */
 HL_HIDDEN void hl_cmd_subscribe(hl_cmd *cmd, const char *channel, int sharded, int unsubscribe);
+/* PING on a pub/sub connection: the session's liveness test (hl_sublive);
+ * answered ["pong", ""] in subscribed mode (RESP2), +PONG otherwise. */
+HL_HIDDEN void hl_cmd_ping(hl_cmd *cmd);
 HL_HIDDEN void hl_cmd_cluster_slots(hl_cmd *cmd);
 HL_HIDDEN void hl_cmd_role(hl_cmd *cmd);
 HL_HIDDEN void hl_cmd_asking(hl_cmd *cmd);

@@ -274,6 +274,12 @@ void hl_cmd_subscribe(hl_cmd *cmd, const char *channel, int sharded, int unsubsc
     plain(cmd, 2, argv);
 }
 
+void hl_cmd_ping(hl_cmd *cmd)
+{
+    const char *argv[] = {"PING"};
+    plain(cmd, 1, argv);
+}
+
 void hl_cmd_cluster_slots(hl_cmd *cmd)
 {
     const char *argv[] = {"CLUSTER", "SLOTS"};

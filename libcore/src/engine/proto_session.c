@@ -375,7 +375,8 @@ int hl_holds_heard(hl_holds *t, hl_hold *h, const hl_ps_event *ev, int64_t now)
         return 0; /* the connection lost: heard again once subscribed again */
     if (!h->watchdog && h->lease_ms > 0 && now >= h->confirmed_at + h->lease_ms)
         return 0; /* a fixed lease that ran out: it ended as asked, nothing to check */
-    if (ev->type != HL_PS_SUBSCRIBE && ev->type != HL_PS_UNSUBSCRIBE && !hl_hold_check_on(ev))
+    if (ev->type != HL_PS_SUBSCRIBE && ev->type != HL_PS_UNSUBSCRIBE &&
+        ev->type != HL_PS_UNHEARD && !hl_hold_check_on(ev))
         return 0; /* not a lock's message, or no frame of the channel */
     return hl_holds_check(t, h, now);
 }
@@ -631,4 +632,91 @@ int hl_unsettled_late_grant(const hl_unsettled *t, const char *name, const char 
     if (hold_count < 1 || known_holds < 0 || hold_count <= known_holds + 1)
         return 0;
     return !hl_unsettled_settling(t, name, owner);
+}
+
+/* ---- subscription liveness ---- */
+
+int64_t hl_sublive_interval(int64_t command_timeout_ms)
+{
+    if (command_timeout_ms <= 0)
+        return 500;
+    int64_t i = command_timeout_ms / 2;
+    return i < 100 ? 100 : i > 500 ? 500 : i;
+}
+
+void hl_sublive_init(hl_sublive *s, int64_t command_timeout_ms)
+{
+    s->interval_ms = s->timeout_ms = hl_sublive_interval(command_timeout_ms);
+    hl_sublive_idle(s);
+}
+
+void hl_sublive_idle(hl_sublive *s)
+{
+    s->open = s->alive = 0;
+    s->heard_at = 0;
+    s->ping_at = s->check_at = -1;
+}
+
+void hl_sublive_opened(hl_sublive *s, int64_t now)
+{
+    s->open = 1;
+    s->alive = 0;
+    s->heard_at = now;
+    s->ping_at = -1;
+    if (s->check_at < 0) /* checked every interval until heard */
+        s->check_at = now + s->interval_ms;
+}
+
+void hl_sublive_heard(hl_sublive *s, int64_t now)
+{
+    if (!s->open)
+        return;
+    s->alive = 1;
+    s->heard_at = now;
+    s->ping_at = s->check_at = -1;
+}
+
+void hl_sublive_closed(hl_sublive *s, int64_t now)
+{
+    /* given up by hl_sublive_due (its checks already paced) or idle: as is */
+    if (s->open && (s->check_at < 0 || s->check_at > now))
+        s->check_at = now;
+    s->open = s->alive = 0;
+    s->ping_at = -1;
+}
+
+int hl_sublive_due(hl_sublive *s, int64_t now)
+{
+    int due = 0;
+    if (s->open && s->ping_at >= 0 && now >= s->ping_at + s->timeout_ms) {
+        /* unanswered: not alive; its holds checked now and every interval */
+        s->open = s->alive = 0;
+        s->ping_at = -1;
+        s->check_at = now;
+        due |= HL_SUBLIVE_RESET;
+    }
+    if (s->open && s->ping_at < 0 && now >= s->heard_at + s->interval_ms) {
+        s->ping_at = now;
+        due |= HL_SUBLIVE_PING;
+    }
+    if (!s->alive && s->check_at >= 0 && now >= s->check_at) {
+        s->check_at = now + s->interval_ms;
+        due |= HL_SUBLIVE_CHECK;
+    }
+    return due;
+}
+
+int64_t hl_sublive_next(const hl_sublive *s)
+{
+    int64_t next = -1;
+    if (s->open)
+        next = s->ping_at >= 0 ? s->ping_at + s->timeout_ms : s->heard_at + s->interval_ms;
+    if (!s->alive && s->check_at >= 0 && (next < 0 || s->check_at < next))
+        next = s->check_at;
+    return next;
+}
+
+int hl_sublive_alive(const hl_sublive *s)
+{
+    return s->open && s->alive;
 }

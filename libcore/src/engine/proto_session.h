@@ -162,8 +162,9 @@ HL_HIDDEN hl_hold *hl_holds_lost_next(hl_holds *t);
  * there?", hl_cmd_hold_check: no renewal): a lock message
  * (hl_hold_check_on: any unlock or force unlock of the lock), a
  * subscription confirmed (a force unlock published before it took effect
- * went unheard) or the slot moved (messages go unheard until the driver
- * listens again). Only h is checked, never the client's other holds.
+ * went unheard), the slot moved (messages go unheard until the driver
+ * listens again) or HL_PS_UNHEARD (its subscription connection is not known
+ * alive: hl_sublive). Only h is checked, never the client's other holds.
  * Returns 1 when a check of h became due (take it with
  * hl_holds_check_next), else 0 (nothing to do: another frame, h not in the
  * table, a fixed-lease hold whose lease ran out by now (it ended as its
@@ -310,5 +311,70 @@ HL_HIDDEN int hl_unsettled_settling(const hl_unsettled *t, const char *name, con
  * hold_count is not known: < 1). */
 HL_HIDDEN int hl_unsettled_late_grant(const hl_unsettled *t, const char *name, const char *owner,
                                       int64_t known_holds, int64_t hold_count);
+
+/* ---- subscription liveness (hl_sublive: one per pub/sub connection) ----
+ *
+ * A holder listens on its lock's channel so that a force unlock is
+ * reported at once; that only works while its pub/sub connection delivers.
+ * A connection whose server bytes are lost (or one accepted and never
+ * answered) says nothing, so the session asks for a PING on it whenever
+ * nothing was heard for interval_ms (in subscribed mode RESP2 answers
+ * ["pong", ""], or +PONG once nothing is subscribed: any frame counts as
+ * heard) and gives it up when the PING is unanswered timeout_ms after it
+ * was written. While the connection is not known alive (opened and not
+ * heard yet, PING overdue, closed), the holds that listen on it are
+ * checked on the command connection (HL_PS_UNHEARD to hl_holds_heard, the
+ * hold check) at once and every interval_ms after, until a frame is heard
+ * again. One PING per connection per interval at most (none while frames
+ * come); no per-hold traffic while it is alive. docs/protocol.md
+ * ("Session: subscription liveness"). No I/O, no threads, no clock. */
+enum {
+    HL_SUBLIVE_PING = 1,  /* write a PING on the connection now */
+    HL_SUBLIVE_RESET = 2, /* give the connection up (close it, then
+                             hl_sublive_closed) and open another, which
+                             subscribes every channel again */
+    HL_SUBLIVE_CHECK = 4  /* check every hold listening on it now
+                             (hl_holds_heard with HL_PS_UNHEARD) */
+};
+
+typedef struct hl_sublive {
+    int64_t interval_ms; /* PING when nothing was heard for this long */
+    int64_t timeout_ms;  /* a PING unanswered this long: not alive */
+    int open;            /* a connection is up (hl_sublive_opened) */
+    int alive;           /* a frame was heard on it since its last PING was due */
+    int64_t heard_at;    /* the last frame heard (or when it was opened) */
+    int64_t ping_at;     /* when the unanswered PING was written; -1: none */
+    int64_t check_at;    /* not alive: the next check of its holds; -1: none */
+} hl_sublive;
+
+/* The interval and PING deadline for a client's command timeout: half of
+ * it, between 100 and 500 ms (500 for none, <= 0), so that a silent
+ * connection is found within interval + timeout (1 s by default). */
+HL_HIDDEN int64_t hl_sublive_interval(int64_t command_timeout_ms);
+/* Idle (no connection, nothing due), with hl_sublive_interval's interval
+ * and PING deadline. */
+HL_HIDDEN void hl_sublive_init(hl_sublive *s, int64_t command_timeout_ms);
+/* A connection was opened at now (its SUBSCRIBEs written): not known alive
+ * until a frame is heard; its holds stay checked every interval. */
+HL_HIDDEN void hl_sublive_opened(hl_sublive *s, int64_t now);
+/* A frame (message, confirmation, pong, anything) was read on it at now:
+ * alive; no PING is due before now + interval, no check is due. */
+HL_HIDDEN void hl_sublive_heard(hl_sublive *s, int64_t now);
+/* The open connection was closed at now (reset, error): its holds are
+ * checked at once (a message may have been lost with it) unless a check is
+ * already due, and every interval until a new one is heard. After
+ * HL_SUBLIVE_RESET, or when idle, nothing changes. */
+HL_HIDDEN void hl_sublive_closed(hl_sublive *s, int64_t now);
+/* Nothing listens any more (every channel unsubscribed, the client
+ * closing): idle, nothing due. */
+HL_HIDDEN void hl_sublive_idle(hl_sublive *s);
+/* What is due at now: HL_SUBLIVE_* flags (0: nothing). PING marks the PING
+ * written at now; RESET marks the connection closed (no need to call
+ * hl_sublive_closed for it; hl_sublive_opened for the next). */
+HL_HIDDEN int hl_sublive_due(hl_sublive *s, int64_t now);
+/* When hl_sublive_due has something next; -1: nothing (idle). */
+HL_HIDDEN int64_t hl_sublive_next(const hl_sublive *s);
+/* 1 when the connection is open and heard from within its deadline. */
+HL_HIDDEN int hl_sublive_alive(const hl_sublive *s);
 
 #endif

@@ -113,6 +113,7 @@ static void drop_connection(hl_node *n)
         ps->ctx = NULL;
     }
     ps->connected = 0;
+    hl_sublive_closed(&ps->live, hl_now_mono_ms()); /* its holds checked at once */
     hl_channel *ch = ps->channels, *next;
     for (; ch; ch = next) {
         next = ch->next;
@@ -195,6 +196,9 @@ static void handle_frame(hl_node *n, redisReply *r)
 
 static int take_frame(void *node, redisReply *r)
 {
+    /* any frame (a message, a confirmation, a PING's answer) says the
+     * connection delivers */
+    hl_sublive_heard(&((hl_node *)node)->ps.live, hl_now_mono_ms());
     handle_frame(node, r);
     freeReplyObject(r);
     return 1;
@@ -234,6 +238,47 @@ static int send_changes(hl_node *n)
     return 0;
 }
 
+/* What the session's liveness rule has due on the listener's connection
+ * (hl_sublive_due): a PING written; a connection given up (dropped: the
+ * loop opens another and subscribes again); every hold listening through it
+ * checked on the command connection (its observers told HL_PS_UNHEARD).
+ * Returns how long the listener may sleep (-1: until woken). mu held. */
+static int live_tick(hl_node *n)
+{
+    hl_pubsub *ps = &n->ps;
+    int64_t now = hl_now_mono_ms();
+    if (!ps->channels) {
+        hl_sublive_idle(&ps->live); /* nothing listens: nothing to check */
+        return -1;
+    }
+    if (ps->connected && !ps->live.open && ps->live.check_at < 0)
+        hl_sublive_opened(&ps->live, now); /* listening again on a kept connection */
+    int due = hl_sublive_due(&ps->live, now);
+    if (due & HL_SUBLIVE_CHECK) {
+        hl_ps_event unheard = {HL_PS_UNHEARD, NULL, 0, -1, -1};
+        for (hl_channel *ch = ps->channels; ch; ch = ch->next)
+            tell_observers(ch, &unheard);
+    }
+    if ((due & HL_SUBLIVE_RESET) && ps->connected) {
+        drop_connection(n); /* woken waiters try again; the loop reconnects */
+    } else if ((due & HL_SUBLIVE_PING) && ps->ctx) {
+        hl_cmd ping;
+        hl_cmd_ping(&ping);
+        redisAppendCommandArgv(ps->ctx, ping.argc, ping.argv, ping.argvlen);
+        int done = 0;
+        while (!done)
+            if (redisBufferWrite(ps->ctx, &done) != REDIS_OK) {
+                drop_connection(n);
+                break;
+            }
+    }
+    int64_t next = hl_sublive_next(&ps->live);
+    if (next < 0)
+        return -1;
+    now = hl_now_mono_ms();
+    return next <= now ? 0 : next - now > 3600000 ? 3600000 : (int)(next - now);
+}
+
 static void *listener_main(void *arg)
 {
     hl_node *node = arg;
@@ -241,7 +286,9 @@ static void *listener_main(void *arg)
     hl_pubsub *ps = &node->ps;
     int64_t backoff = RECONNECT_MIN_MS;
     pthread_mutex_lock(&ps->mu);
+    hl_sublive_init(&ps->live, c->opts.command_timeout_ms);
     while (!ps->stop) {
+        int sleep_ms = live_tick(node);
         if (!ps->connected) {
             if (!ps->channels) {
                 /* nothing to listen to: sleep until someone registers */
@@ -269,12 +316,14 @@ static void *listener_main(void *arg)
                 pthread_cond_broadcast(&ps->cv);
                 pthread_mutex_unlock(&ps->mu);
                 struct pollfd pf = {ps->wk.wake_fd[0], POLLIN, 0};
-                poll(&pf, 1, (int)backoff);
+                /* the holds' checks go on at their pace meanwhile */
+                poll(&pf, 1, sleep_ms >= 0 && sleep_ms < backoff ? sleep_ms : (int)backoff);
                 backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
                 pthread_mutex_lock(&ps->mu);
                 continue;
             }
             backoff = RECONNECT_MIN_MS;
+            hl_sublive_opened(&ps->live, hl_now_mono_ms()); /* not alive until heard */
             ps->ctx = ctx;
             ps->conn_gen = gen_before;
             ps->connected = 1;
@@ -292,10 +341,14 @@ static void *listener_main(void *arg)
             drop_connection(node);
             continue;
         }
+        sleep_ms = live_tick(node); /* a PING due, or the connection given up */
+        if (!ps->connected)
+            continue;
         int fd = ps->ctx->fd;
         pthread_mutex_unlock(&ps->mu);
         struct pollfd pf[2] = {{ps->wk.wake_fd[0], POLLIN, 0}, {fd, POLLIN, 0}};
-        int n = poll(pf, 2, -1);
+        /* woken by a frame, a change, or the liveness rule's next deadline */
+        int n = poll(pf, 2, sleep_ms);
         pthread_mutex_lock(&ps->mu);
         if (n < 0)
             continue;

@@ -130,6 +130,8 @@ typedef struct hl_pubsub {
     redisContext *ctx;  /* owned by the listener thread */
     int64_t conn_gen;   /* master generation ctx was made in */
     int64_t generation; /* bumps on every (re)connect */
+    hl_sublive live;    /* the connection's liveness (the session's PING and
+                           deadline; the listener thread's) */
     char errmsg[HL_ERRMSG_MAX];
 } hl_pubsub;
 
