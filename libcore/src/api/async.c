@@ -400,10 +400,18 @@ static void chan_drop_one(as_node *nd, as_chan *ch);
 static void observers_drop(as_chan *ch);
 static void observers_heard(as_chan *ch, const hl_ps_event *ev);
 
+static void holds_sync(as_link *lk);
+
 static void chan_drop_waiters_sub(as_node *nd)
 {
     while (nd->chans)
         chan_drop_one(nd, nd->chans);
+    /* a message may have gone with them: the holds that listened through
+     * nd are checked at once, and every interval until nd is heard again
+     * (the session's liveness rule) */
+    hl_sublive_closed(&nd->live, now_ms());
+    if (!nd->sentinel && !nd->link->a->closing)
+        holds_sync(nd->link);
 }
 
 /* ch is gone from the server: its waiters are told, its observers listen
@@ -516,8 +524,10 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     as_conn *k = ac->data;
     redisReply *r = reply;
-    if (k && !k->a->closing && r && k->node == priv)
+    if (k && !k->a->closing && r && k->node == priv) {
+        hl_sublive_heard(&k->node->live, now_ms()); /* any frame: it delivers */
         sub_frame(k, priv, r);
+    }
     if (r)
         freeReplyObject(r);
 }
@@ -529,8 +539,21 @@ static void sub_cb(redisAsyncContext *ac, void *reply, void *priv)
 static void sub_push_cb(redisAsyncContext *ac, void *reply)
 {
     as_conn *k = ac->data;
-    if (k && !k->a->closing && reply && k->node)
+    if (k && !k->a->closing && reply && k->node) {
+        hl_sublive_heard(&k->node->live, now_ms());
         sub_frame(k, k->node, reply);
+    }
+}
+
+/* The answer to a liveness PING (["pong", ""] in subscribed mode, +PONG
+ * otherwise): the connection delivers. */
+static void ping_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    as_conn *k = ac->data;
+    if (k && !k->a->closing && reply && k->node == priv)
+        hl_sublive_heard(&k->node->live, now_ms());
+    if (reply)
+        freeReplyObject(reply);
 }
 
 /* The HELLO 3 of such a connection: a refusal is a refused handshake. */
@@ -682,10 +705,14 @@ static as_conn *conn_get(hilock_async *a, as_node *nd, int pubsub)
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     k->next = a->conns;
     a->conns = k;
-    if (pubsub)
+    if (pubsub) {
         nd->sub = k;
-    else
+        hl_sublive_opened(&nd->live, now_ms()); /* not alive until heard */
+        if (!nd->sentinel && !a->closing)
+            holds_sync(nd->link);
+    } else {
         nd->cmd = k;
+    }
     hl_cmd hs[HL_HANDSHAKE_MAX];
     int n = nd->sentinel ? (c->t.ep.sentinel_password || c->t.ep.sentinel_user
                                 ? hl_cmd_handshake(hs, c->t.ep.sentinel_user,
@@ -1425,8 +1452,10 @@ static int hold_index(hilock_async *a, as_hold *h)
  * due), or when holds listen on their channels again. */
 static void holds_sync(as_link *lk)
 {
-    tmr_set(lk->a, &lk->tmr,
-            min_at(min_at(hl_holds_next(&lk->holds), lk->observe_at), lk->expire_at));
+    int64_t at = min_at(min_at(hl_holds_next(&lk->holds), lk->observe_at), lk->expire_at);
+    for (as_node *nd = lk->nodes; nd; nd = nd->next)
+        at = min_at(at, hl_sublive_next(&nd->live));
+    tmr_set(lk->a, &lk->tmr, at);
 }
 
 /* When h's fixed lease ends (-1: a watchdog hold, or not in the table). */
@@ -1768,6 +1797,40 @@ static void renew_send(hilock_async *a, as_link *lk, hl_hold *const *hs, size_t 
  * hold can be reported; then the holds with no renewal confirmed in time
  * (the engine's rule) are reported lost "in doubt", once per silence, and
  * still renewed (as the blocking watchdog.c). */
+/* What the session's liveness rule has due on nd's pub/sub connection
+ * (hl_sublive_due): a PING written; the connection given up (closed: its
+ * holds listen again on a new one, AS_OBSERVE_RETRY_MS later); the holds
+ * that listen through it, or wait to listen again, checked on the command
+ * connection (HL_PS_UNHEARD to hl_holds_heard). Nothing while no hold or
+ * waiter listens there. */
+static void sub_live_tick(hilock_async *a, as_link *lk, as_node *nd, int64_t now)
+{
+    as_conn *k = nd->sub;
+    int usable = k && k->ac && !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING));
+    if (!nd->chans && lk->observe_at < 0) {
+        hl_sublive_idle(&nd->live); /* nothing listens there */
+        return;
+    }
+    if (usable && !nd->live.open)
+        hl_sublive_opened(&nd->live, now); /* listening again on a kept connection */
+    int due = hl_sublive_due(&nd->live, now);
+    if (due & HL_SUBLIVE_CHECK) {
+        hl_ps_event unheard = {HL_PS_UNHEARD, NULL, 0, -1, -1};
+        for (as_hold *h = a->holds; h; h = h->next)
+            if (h->link == lk && ((h->chan && h->chan->node == nd) || h->observe))
+                hl_holds_heard(&lk->holds, &h->s, &unheard, now);
+    }
+    if ((due & HL_SUBLIVE_RESET) && k) {
+        conn_close(k); /* its channels go; its holds listen again later */
+    } else if ((due & HL_SUBLIVE_PING) && usable) {
+        hl_cmd ping;
+        hl_cmd_ping(&ping);
+        if (redisAsyncCommandArgv(k->ac, ping_cb, nd, ping.argc, ping.argv, ping.argvlen) !=
+            REDIS_OK)
+            conn_close(k);
+    }
+}
+
 static void holds_due(hilock_async *a, as_link *lk, int64_t now)
 {
     hl_hold *s;
@@ -1792,6 +1855,8 @@ static void holds_due(hilock_async *a, as_link *lk, int64_t now)
         while ((s = hl_holds_renew_next(&lk->holds, now, 0)))
             renew_send(a, lk, &s, 1, now);
     }
+    for (as_node *nd = lk->nodes; nd; nd = nd->next)
+        sub_live_tick(a, lk, nd, now);
     /* then the checks the session has due (a renewal just sent answers
      * its hold's: the session hands out no check for it) */
     while ((s = hl_holds_check_next(&lk->holds, now)))
@@ -1925,8 +1990,19 @@ static void run_timers(hilock_async *a, int64_t now)
             op_due(op, now);
             hl_as_op_sync(op);
         } else {
+            as_link *lk = TMR_OWNER(t, as_link);
+            if (lk->read_gen != gen) {
+                /* first take in what already came on its pub/sub
+                 * connections (a busy application, not a silent server):
+                 * a PING's answer may be there */
+                lk->read_gen = gen;
+                for (as_node *nd = lk->nodes; nd; nd = nd->next)
+                    if (nd->sub && nd->sub->ac && nd->live.ping_at >= 0)
+                        conn_read_all(nd->sub);
+                continue;
+            }
             tmr_clear(a, t);
-            holds_due(a, TMR_OWNER(t, as_link), now);
+            holds_due(a, lk, now);
         }
     }
 }

@@ -131,6 +131,8 @@ struct as_node {
     unsigned addr_gen;     /* its address changed (sentinel failover): counts up */
     int replicas;          /* replica acknowledgement: ROLE's count */
     int64_t replicas_at;   /* when read (monotonic ms); -1 never */
+    hl_sublive live;       /* its pub/sub connection's liveness (the session's
+                              PING and deadline), ticked by its link's timer */
 };
 
 /* One client's servers and what is known of its topology (async_route.c). */
@@ -153,6 +155,8 @@ struct as_link {
     as_node *watch;        /* the sentinel watched (its sub connection) */
     int watch_next;        /* the next sentinel to watch */
     int64_t watch_at;      /* (re)subscribe then when not watching; -1 */
+    uint64_t read_gen;     /* run_timers pass that last read its pub/sub
+                              connections (a PING's answer may wait there) */
     int64_t observe_at;    /* holds of this link whose channel subscription
                               went (connection lost, slot moved) listen again
                               then; -1: none waits */

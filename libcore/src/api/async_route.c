@@ -41,6 +41,7 @@ static as_node *node_add(as_link *lk, as_node **list, const char *host, int port
     nd->port = port;
     nd->sentinel = sentinel;
     nd->replicas_at = -1;
+    hl_sublive_init(&nd->live, lk->client->t.opts.command_timeout_ms);
     while (*list)
         list = &(*list)->next;
     *list = nd;
