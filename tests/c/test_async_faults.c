@@ -441,6 +441,67 @@ static void t_fair_cancel_after_noscript_leaves_the_line(void)
     hilock_client_close(c2);
 }
 
+/* A child the process starts (fork + exec: hilock run's command, a server
+ * the application runs) must not keep the library's sockets open. Before,
+ * hiredis's sockets were inherited: after the library closed a pub/sub
+ * connection the child still held it, so the server kept its subscription
+ * (simulator finding subscribed: the simulator starts redis-servers; ss
+ * showed closed client sockets held by those children). */
+static pid_t spawn_sleeper(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("sleep", "sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static long long subscribers(const char *channel)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    long long v = -1;
+    redisReply *r = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        v = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    if (ctx)
+        redisFree(ctx);
+    return v;
+}
+
+static void t_children_do_not_keep_connections(void)
+{
+    const char *channel = "redisson_lock__channel:{acloexec}";
+    hilock_client *c = open_client(&srv, 30000);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "acloexec") == 0);
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
+    int64_t end = th_now_ms() + 5000; /* the hold listens on its channel */
+    while (subscribers(channel) != 1 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    CU_ASSERT_FATAL(subscribers(channel) == 1);
+    pid_t child = spawn_sleeper();
+    CU_ASSERT_FATAL(child > 0);
+    free_async(a); /* its connections closed, the subscription with them */
+    long long n = 1;
+    end = th_now_ms() + 2000;
+    while ((n = subscribers(channel)) != 0 && th_now_ms() < end)
+        th_sleep_ms(20);
+    printf("\n  hilock_async freed, a child running: %lld subscriber(s) left\n", n);
+    CU_ASSERT_EQUAL(n, 0);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    th_redis_int(&srv, "DEL acloexec");
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 /* A semaphore acquire whose reply never came (the server stopped): the
  * engine settles it through its request latch on another connection, so
  * whichever of the two the server runs first, no permit stays taken. */
@@ -819,6 +880,8 @@ int main(void)
                 t_fair_settle_on_new_connection_leaves_the_line);
     CU_add_test(s, "a fair waiter cancelled after NOSCRIPT leaves the line",
                 t_fair_cancel_after_noscript_leaves_the_line);
+    CU_add_test(s, "a child process keeps none of the library's connections",
+                t_children_do_not_keep_connections);
     CU_add_test(s, "a semaphore acquire whose reply was lost keeps nothing", t_semaphore_reply_lost);
     CU_add_test(s, "a late copy of a release leaves a later hold alone", t_late_release_copy);
     CU_add_test(s, "a late copy of a release past its latch lifetime leaves a later hold alone",

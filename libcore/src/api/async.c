@@ -690,6 +690,7 @@ static as_conn *conn_get(hilock_async *a, as_node *nd, int pubsub)
         k->tls = 1;
     }
     hl_reader_bound(ac->c.reader);
+    hl_fd_cloexec(ac->c.fd); /* a child the process execs does not keep it open */
     k->ac = ac;
     k->fd = ac->c.fd;
     ac->data = k;

@@ -75,6 +75,13 @@ int hl_wake_pipe(int fd[2])
     return 0;
 }
 
+void hl_fd_cloexec(int fd)
+{
+    int fl = fd >= 0 ? fcntl(fd, F_GETFD) : -1;
+    if (fl >= 0 && !(fl & FD_CLOEXEC))
+        fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}
+
 void hl_wake(int fd)
 {
     char b = 1;

@@ -33,6 +33,12 @@ HL_HIDDEN const char *hl_err_view(const void *handle, pthread_mutex_t *mu, const
 /* Wake-up pipes of the client's threads: non-blocking, close-on-exec.
  * hl_wake_pipe: 0, or -1 with both ends set to -1. */
 HL_HIDDEN int hl_wake_pipe(int fd[2]);
+/* fd (a connection's socket) is closed in a program the process execs: a
+ * child (a server the application starts, a command it runs) must not keep
+ * the library's connections open after the library closed them (the server
+ * would keep their subscriptions). hiredis opens sockets without
+ * SOCK_CLOEXEC, so this follows the connect (hilock_async's connections). */
+HL_HIDDEN void hl_fd_cloexec(int fd);
 HL_HIDDEN void hl_wake(int fd);       /* write one byte */
 HL_HIDDEN void hl_wake_drain(int fd); /* read everything there is */
 /* SIGPIPE never reaches the host process (see util.c): a caller's thread
