@@ -829,7 +829,6 @@ typedef struct seedrun {
     sbuf log;
     int violations;
     unsigned known;       /* known finding classes seen (bits) */
-    int stalled;          /* a stall-new fault was applied */
     int phase; /* 0 running, 1 end checks, 2 done */
     int64_t check_until, next_check;
     int64_t lag0, check_lag0; /* lag_ms at the seed's start and its end checks */
@@ -865,18 +864,15 @@ static void seed_note(seedrun *s, const char *fmt, ...)
 /* Findings the simulator made that are not fixed yet (docs/testing.md,
  * "Known findings"): a violation of one of these classes is printed and
  * counted but fails the run only with --strict. Everything else fails it. */
-enum { K_SUBSCRIBED, K_FAIR_QUEUE, K_LATE_RELEASE, K_STALLED_CALL, K_N };
-static const char *known_names[K_N] = {"subscribed", "fair-queue", "late-release-copy",
-                                       "stalled-call"};
+enum { K_SUBSCRIBED, K_FAIR_QUEUE, K_LATE_RELEASE, K_N };
+static const char *known_names[K_N] = {"subscribed", "fair-queue", "late-release-copy"};
 static const char *known_why[K_N] = {
     "a channel is still subscribed on the server seconds after the last call (a holder's "
     "lock channel or a fair waiter's channel)",
     "a fair waiter's queue entry is left after its acquire failed with a connection error",
     "another client was granted a lock whose holder was not told lost, the holder's earlier "
     "release of it having been answered HILOCK_ECONN: a late copy of that release (seen on the "
-    "fair lock) may have unlocked the later hold",
-    "a call never completed (not even after cancel) in a seed where new connections were "
-    "accepted and never answered (stall-new)"};
+    "fair lock) may have unlocked the later hold"};
 static int strict;
 static int known_seeds[K_N];
 static uint64_t known_first[K_N];
@@ -1357,8 +1353,6 @@ static void apply_fault(seedrun *s, fault *f, int64_t now)
             else
                 l->cf[k].stall_until = now + f->dur;
         }
-        if (f->kind == F_STALL)
-            s->stalled = 1;
         seed_note(s, "fault %s for %" PRId64 " ms on %s", fault_names[f->kind], f->dur,
                   c ? "its client" : where);
         break;
@@ -1593,9 +1587,8 @@ static int64_t seed_step(seedrun *s, int64_t now)
                 busy = 1;
             if (c->pending && !c->pending->done &&
                 now - (lag_ms - c->pending->lag0) > c->pending->start + c->pending->bound) {
-                violation_known(s, s->stalled ? K_STALLED_CALL : -1,
-                                "c%d: a %c call has not completed after %" PRId64 " ms", c->idx,
-                                c->pending->kind, now - c->pending->start);
+                violation(s, "c%d: a %c call has not completed after %" PRId64 " ms", c->idx,
+                          c->pending->kind, now - c->pending->start);
                 c->pending->overdue = 1; /* reported once; its callback may still come */
                 c->pending = NULL;
                 c->state = ST_DONE;
