@@ -9,6 +9,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,12 +110,88 @@ static void t_fork_busy_client(void)
     hilock_client_close(c);
 }
 
+static long long numsub(const char *channel)
+{
+    redisContext *c = th_redis_connect(&srv);
+    long long n = -1;
+    redisReply *r = c ? redisCommand(c, "PUBSUB NUMSUB %s", channel) : NULL;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        n = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return n;
+}
+
+static long long connected_clients(void)
+{
+    redisContext *c = th_redis_connect(&srv);
+    long long n = -1;
+    redisReply *r = c ? redisCommand(c, "INFO clients") : NULL;
+    const char *f = r && r->type == REDIS_REPLY_VERB ? r->str
+                    : r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    const char *at = f ? strstr(f, "connected_clients:") : NULL;
+    if (at)
+        n = atoll(at + strlen("connected_clients:")) - 1; /* not this one */
+    if (r)
+        freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return n;
+}
+
+/* A child the process starts (fork + exec: hilock run's command, a server
+ * the application runs) keeps none of the blocking client's sockets: after
+ * hilock_client_close the server has no connection of it left, and no
+ * subscription of its watchdog's listener. Before, hiredis's sockets were
+ * inherited (no close-on-exec), so the exec'd child kept every connection
+ * open, subscriptions included, for as long as it ran. */
+static void t_exec_child_keeps_no_connection(void)
+{
+    const char *channel = "redisson_lock__channel:{fcloexec}";
+    long long before = connected_clients();
+    hilock_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, NULL, NULL, 0), 0);
+    hilock_lock *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "fcloexec"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, HILOCK_LEASE_WATCHDOG), 0);
+    int64_t end = th_now_ms() + 5000; /* the hold listens on its channel */
+    while (numsub(channel) != 1 && th_now_ms() < end)
+        th_sleep_ms(10);
+    CU_ASSERT_EQUAL_FATAL(numsub(channel), 1);
+    pid_t child = fork();
+    if (child == 0) {
+        execlp("sleep", "sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    CU_ASSERT_FATAL(child > 0);
+    hilock_lock_free(l);
+    hilock_client_close(c); /* its connections closed; the hold ends at its lease */
+    long long subs = 1, conns = 1;
+    end = th_now_ms() + 3000;
+    while (((subs = numsub(channel)) != 0 || (conns = connected_clients()) != before) &&
+           th_now_ms() < end)
+        th_sleep_ms(20);
+    printf("\n  client closed, an exec'd child running: %lld subscriber(s), %lld connection(s) "
+           "left (%lld before)\n",
+           subs, conns, before);
+    CU_ASSERT_EQUAL(subs, 0);
+    CU_ASSERT_EQUAL(conns, before);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    th_redis_int(&srv, "DEL fcloexec");
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite("fork", init_suite, clean_suite);
     CU_add_test(s, "fork while watchdog and listener run", t_fork_busy_client);
+    CU_add_test(s, "an exec'd child keeps none of the client's connections",
+                t_exec_child_keeps_no_connection);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

@@ -146,6 +146,7 @@ static redisContext *connect_node(const hl_endpoint *ep, const char *host, int p
     }
     hl_reader_bound(ctx->reader);
     hl_conn_nosignal(ctx);
+    hl_fd_cloexec(ctx->fd); /* a child the process execs does not keep it open */
     if (!ep->path)
         redisEnableKeepAlive(ctx);
     if (ep->tls_ctx && hl_conn_tls_handshake(ep->tls_ctx, ctx, host, ep->tls_server_name,

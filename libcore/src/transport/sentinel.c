@@ -147,6 +147,7 @@ redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_
         return NULL;
     }
     hl_conn_nosignal(s);
+    hl_fd_cloexec(s->fd); /* a child the process execs does not keep it open */
     if (ep->tls_ctx && hl_conn_tls_handshake(ep->tls_ctx, s, ep->seed_hosts[i], ep->tls_server_name,
                                         timeout_ms, where, code, err)) {
         redisFree(s);
