@@ -2649,13 +2649,16 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &ConnBaseType, &connbase_spec, "ConnBase") ||
         add_type(m, &ClientBaseType, &clientbase_spec, "ClientBase") ||
         add_type(m, &HoldsType, &holds_spec, "Holds") ||
-        add_type(m, &UnsettledType, &unsettled_spec, "Unsettled") || sem_module_init(m))
+        add_type(m, &UnsettledType, &unsettled_spec, "Unsettled") ||
+        add_type(m, &SubliveType, &sublive_spec, "Sublive") || sem_module_init(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},
         {"ACT_UNSUBSCRIBE", ACT_UNSUBSCRIBE}, {"ACT_DONE", ACT_DONE},
         {"PS_OTHER", HL_PS_OTHER}, {"PS_MESSAGE", HL_PS_MESSAGE},
         {"PS_SUBSCRIBE", HL_PS_SUBSCRIBE}, {"PS_UNSUBSCRIBE", HL_PS_UNSUBSCRIBE},
+        {"PS_UNHEARD", HL_PS_UNHEARD}, {"SUBLIVE_PING", HL_SUBLIVE_PING},
+        {"SUBLIVE_RESET", HL_SUBLIVE_RESET}, {"SUBLIVE_CHECK", HL_SUBLIVE_CHECK},
         {"RENEW_RENEWED", HL_RENEW_RENEWED}, {"RENEW_LOST", HL_RENEW_LOST},
         {"RENEW_EVAL", HL_RENEW_EVAL}, {"RENEW_REDIRECT", HL_RENEW_REDIRECT},
         {"RENEW_TROUBLE", HL_RENEW_TROUBLE},

@@ -17,6 +17,21 @@
  *     .check_outcome(key, gone)   gone: True (lost), False, None (no usable
  *                          answer: hold_gone's values)
  *     .lost_next() -> key | None   a hold a check found gone, once
+ *     .unheard(key, now) -> bool   the hold's pub/sub connection is not
+ *                          known alive (Sublive.due's SUBLIVE_CHECK): True
+ *                          when a check of it became due (hl_holds_heard
+ *                          with HL_PS_UNHEARD)
+ *
+ *   Sublive(command_timeout_ms)  one pub/sub connection's liveness
+ *                          (hl_sublive): a PING (the module's ping_cmd()) when nothing
+ *                          was heard for an interval, given up when it is
+ *                          unanswered as long again
+ *     .opened(now) .heard(now) .closed(now) .idle()   what happened to it
+ *     .due(now) -> SUBLIVE_* flags   PING: write ping_cmd() now; RESET:
+ *                          close it and open another; CHECK: feed every
+ *                          hold listening on it to Holds.unheard
+ *     .next() -> ms        when due has something next (-1: nothing)
+ *     .alive() -> bool
  *
  * Keys not in the table are ignored (heard, check, check_outcome: False /
  * nothing). Times are monotonic ms of the driver's clock.
@@ -228,6 +243,23 @@ static PyObject *holds_lost_next(PyObject *self, PyObject *unused)
     return key;
 }
 
+static PyObject *holds_unheard(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyObject *key;
+    long long now;
+    if (!PyArg_ParseTuple(args, "OL:unheard", &key, &now))
+        return NULL;
+    HoldRec *rec = holds_find(o, key);
+    if (!rec) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    hl_ps_event ev = {HL_PS_UNHEARD, NULL, 0, -1, -1};
+    return PyBool_FromLong(hl_holds_heard(&o->t, &rec->h, &ev, now));
+}
+
 static PyMethodDef holds_methods[] = {
     {"grant", holds_grant, METH_VARARGS, "grant(key, watchdog, lease_ms, sent_at)"},
     {"remove", holds_remove, METH_O, "remove(key)"},
@@ -236,6 +268,7 @@ static PyMethodDef holds_methods[] = {
     {"check_next", holds_check_next, METH_O, "check_next(now) -> key | None"},
     {"check_outcome", holds_check_outcome, METH_VARARGS, "check_outcome(key, gone)"},
     {"lost_next", holds_lost_next, METH_NOARGS, "lost_next() -> key | None"},
+    {"unheard", holds_unheard, METH_VARARGS, "unheard(key, now) -> a check became due"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot holds_slots[] = {
@@ -387,3 +420,117 @@ static PyType_Slot unsettled_slots[] = {
 
 static PyType_Spec unsettled_spec = {"hilock._engine.Unsettled", sizeof(UnsettledObject), 0,
                                      Py_TPFLAGS_DEFAULT, unsettled_slots};
+
+
+/* ------------------------------------------------------------- sublive */
+
+typedef struct {
+    PyObject_HEAD
+    hl_sublive s;
+} SubliveObject;
+
+static PyTypeObject *SubliveType;
+
+static PyObject *sublive_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    long long cto;
+    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "L:Sublive", &cto))
+        return NULL;
+    if (check_range(cto, 0, HILOCK_MAX_TIME_MS, "command_timeout_ms"))
+        return NULL;
+    SubliveObject *o = PyObject_New(SubliveObject, type);
+    if (!o)
+        return NULL;
+    hl_sublive_init(&o->s, cto);
+    return (PyObject *)o;
+}
+
+static void sublive_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+static int sublive_now(PyObject *arg, long long *now)
+{
+    *now = PyLong_AsLongLong(arg);
+    return *now == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *sublive_opened(PyObject *self, PyObject *arg)
+{
+    long long now;
+    if (sublive_now(arg, &now))
+        return NULL;
+    hl_sublive_opened(&((SubliveObject *)self)->s, now);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sublive_heard(PyObject *self, PyObject *arg)
+{
+    long long now;
+    if (sublive_now(arg, &now))
+        return NULL;
+    hl_sublive_heard(&((SubliveObject *)self)->s, now);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sublive_closed(PyObject *self, PyObject *arg)
+{
+    long long now;
+    if (sublive_now(arg, &now))
+        return NULL;
+    hl_sublive_closed(&((SubliveObject *)self)->s, now);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sublive_idle(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    hl_sublive_idle(&((SubliveObject *)self)->s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *sublive_due(PyObject *self, PyObject *arg)
+{
+    long long now;
+    if (sublive_now(arg, &now))
+        return NULL;
+    return PyLong_FromLong(hl_sublive_due(&((SubliveObject *)self)->s, now));
+}
+
+static PyObject *sublive_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLongLong(hl_sublive_next(&((SubliveObject *)self)->s));
+}
+
+static PyObject *sublive_alive(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(hl_sublive_alive(&((SubliveObject *)self)->s));
+}
+
+static PyMethodDef sublive_methods[] = {
+    {"opened", sublive_opened, METH_O, "opened(now): a connection opened, not heard yet"},
+    {"heard", sublive_heard, METH_O, "heard(now): a frame was read on it"},
+    {"closed", sublive_closed, METH_O, "closed(now): it closed (reset, error)"},
+    {"idle", sublive_idle, METH_NOARGS, "idle(): nothing listens any more"},
+    {"due", sublive_due, METH_O, "due(now) -> SUBLIVE_* flags"},
+    {"next", sublive_next, METH_NOARGS, "next() -> ms of the next due (-1: none)"},
+    {"alive", sublive_alive, METH_NOARGS, "alive() -> bool"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot sublive_slots[] = {
+    {Py_tp_new, sublive_new},
+    {Py_tp_dealloc, sublive_dealloc},
+    {Py_tp_methods, sublive_methods},
+    {Py_tp_doc, "Sublive(command_timeout_ms): the session's liveness rule of one pub/sub "
+                "connection (a PING when quiet, given up when unanswered, its holds checked "
+                "while it is not known alive)."},
+    {0, NULL}};
+
+static PyType_Spec sublive_spec = {"hilock._engine.Sublive", sizeof(SubliveObject), 0,
+                                   Py_TPFLAGS_DEFAULT, sublive_slots};
+

@@ -698,6 +698,14 @@ class _PubSub:
         self.channels: Dict[str, _Channel] = {}
         self.unsub_pending: Dict[str, int] = {}
         self.subscribing: Deque[str] = collections.deque()  # sharded: answers due, in order
+        # the session's liveness rule of the connection (hilock._engine.Sublive):
+        # a PING when nothing was heard for an interval, the connection given
+        # up when that is unanswered as long again, and while it is not known
+        # alive its holds checked on the command connection (a force unlock
+        # published on a connection that delivers nothing goes unheard)
+        self.live = _E.Sublive(client._cmd_ms or 0)
+        self.live_timer: Optional[asyncio.TimerHandle] = None
+        self.live_at = 0
 
     async def _connection(self) -> Optional[_Conn]:
         if self.conn is not None and not self.conn.closed:
@@ -719,9 +727,56 @@ class _PubSub:
             self.conn = conn
             fut, self.connecting = self.connecting, None
             fut.set_result(conn)
+        if conn is not None and not conn.closed:
+            self.live.opened(_mono_ms())  # not known alive until a frame is heard
+            self._live_arm()
         return conn
 
+    def _live_start(self) -> None:
+        """A channel is listened to on a kept connection the rule was idle
+        for (nothing listened): not known alive until a frame is heard."""
+        conn = self.conn
+        if conn is not None and not conn.closed and self.live.next() < 0:
+            self.live.opened(_mono_ms())
+            self._live_arm()
+
+    def _live_arm(self) -> None:
+        """Make sure the liveness timer fires by the rule's next deadline."""
+        nxt = self.live.next()
+        if nxt < 0 or self.client._closed:
+            return
+        if self.live_timer is not None:
+            if self.live_at <= nxt:
+                return
+            self.live_timer.cancel()
+        self.live_at = nxt
+        self.live_timer = self.client._loop.call_later(
+            max(0, nxt - _mono_ms()) / 1000.0, self._live_tick)
+
+    def _live_tick(self) -> None:
+        """What the liveness rule has due (Sublive.due): the holds listening
+        here checked, the connection given up (it is listened on again as
+        after any loss), or a PING written."""
+        self.live_timer = None
+        if self.client._closed:
+            return
+        if not self.channels:
+            self.live.idle()  # nothing listens: nothing to check
+            return
+        due = self.live.due(_mono_ms())
+        if due & _E.SUBLIVE_CHECK:
+            self.client._unheard([k for c in self.channels.values() for k in c.holders])
+        conn = self.conn
+        if conn is not None and not conn.closed:
+            if due & _E.SUBLIVE_RESET:
+                conn.close()  # _on_close: a new connection subscribes again
+            elif due & _E.SUBLIVE_PING:
+                conn.write(_E.ping_cmd())
+        self._live_arm()
+
     def _on_push(self, r: Any) -> None:
+        # any frame (a message, a confirmation, a PING's answer): it delivers
+        self.live.heard(_mono_ms())
         if self.sharded and r.error is not None:
             # a subscription refused (its slot is not served here): the
             # oldest one awaiting its answer; its waiters look again
@@ -816,6 +871,9 @@ class _PubSub:
     def _on_close(self, conn: _Conn) -> None:
         if self.conn is conn:
             self.conn = None
+            # its holds checked at once (a message may have gone with it)
+            self.live.closed(_mono_ms())
+            self._live_arm()
         self.unsub_pending.clear()
         self.subscribing.clear()
         if self.sharded:
@@ -887,6 +945,7 @@ class _PubSub:
             if self.sharded:
                 self.subscribing.append(name)
             conn.write(_E.subscribe_cmd(name, self.sharded))
+            self._live_start()
         else:
             c.members[w] = None
         if not c.ready.done():
@@ -915,6 +974,7 @@ class _PubSub:
         if self.sharded:
             self.subscribing.append(name)
         conn.write(_E.subscribe_cmd(name, self.sharded))
+        self._live_start()
         return True
 
     async def observe(self, name: str, key: Tuple[int, str, str]) -> None:
@@ -938,6 +998,7 @@ class _PubSub:
         if self.sharded:
             self.subscribing.append(name)
         conn.write(_E.subscribe_cmd(name, self.sharded))
+        self._live_start()
 
     def unobserve(self, name: str, key: Tuple[int, str, str]) -> None:
         c = self.channels.get(name)
@@ -968,6 +1029,10 @@ class _PubSub:
                 conn.write(_E.subscribe_cmd(name, self.sharded, True))
 
     def close(self) -> None:
+        if self.live_timer is not None:
+            self.live_timer.cancel()
+            self.live_timer = None
+        self.live.idle()
         for c in self.channels.values():
             if not c.ready.done():
                 c.ready.set_result(False)
@@ -2408,6 +2473,19 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         due = False
         for key in keys:
             due = self._holds.heard(key, r, now) or due
+        if due:
+            self._send_checks()
+
+    def _unheard(self, keys: List[Tuple[int, str, str]]) -> None:
+        """The pub/sub connection these holds listen on is not known alive
+        (Sublive.due's SUBLIVE_CHECK): the session (Holds.unheard) says which
+        are to be checked now."""
+        if self._closed:
+            return
+        now = _mono_ms()
+        due = False
+        for key in keys:
+            due = self._holds.unheard(key, now) or due
         if due:
             self._send_checks()
 

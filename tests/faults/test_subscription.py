@@ -26,9 +26,6 @@ from test_force import holder_channel, subscribers
 SUB_LEASE = 30.0
 SUB_BOUND = 1.0
 SUB_FAULTS = ["requests-lost", "replies-lost", "accepted-then-silent"]
-SUB_KNOWN = "known (docs/faults.md): a silent subscription connection goes unnoticed, so " \
-    "the force unlock's message is never heard; the holder learns at the next renewal " \
-    "(10 s) or never (a fixed lease)"
 
 
 def sub_fault_on(proxy, fault: str) -> int:
@@ -45,10 +42,7 @@ def sub_fault_on(proxy, fault: str) -> int:
 
 
 def sub_case(fault: str, driver: str):
-    marks = []
-    if driver == "aio" and fault != "requests-lost":  # not fixed there yet
-        marks.append(pytest.mark.xfail(strict=True, reason=SUB_KNOWN))
-    return pytest.param(driver, fault, marks=marks, id=f"{driver}-{fault}")
+    return pytest.param(driver, fault, id=f"{driver}-{fault}")
 
 
 @pytest.mark.parametrize("driver,fault", [sub_case(f, d) for d in ("blocking", "aio")
