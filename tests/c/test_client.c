@@ -583,7 +583,16 @@ static void t_fork_child(void)
             bad |= 4;
         hilock_lock_free(l);
         hilock_client_close(c);
-        _exit(bad); /* _exit: the harness's atexit must not stop the servers */
+        /* Report through exec (as test_fork does): memory the parent's
+         * threads owned at fork (the hold's listener, which a fixed lease
+         * starts too since c127189: a reply it was reading) is unreachable
+         * in the child by nature, and valgrind would count it as the
+         * child's leak at exit. exec, not exit: the harness's atexit must
+         * not stop the servers. */
+        char code[32];
+        snprintf(code, sizeof code, "exit %d", bad);
+        execl("/bin/sh", "sh", "-c", code, (char *)NULL);
+        _exit(100);
     }
     int status = 0;
     CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);

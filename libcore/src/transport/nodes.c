@@ -45,6 +45,7 @@ void hl_node_free(hl_node *n, int forked)
             redisFree(n->pool.idle[i]);
         if (n->ps.ctx)
             redisFree(n->ps.ctx);
+        hl_pubsub_free_forked(&n->ps);
         free(n->pool.idle);
         free(n->host);
         free(n);

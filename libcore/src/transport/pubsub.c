@@ -677,6 +677,20 @@ static void node_pubsub_shutdown(hl_node *n)
     pthread_mutex_unlock(&ps->mu);
 }
 
+void hl_pubsub_free_forked(hl_pubsub *ps)
+{
+    /* a child after fork(): nobody unregisters here (no listener thread,
+     * the waiters are the parent's); the channel records are memory only */
+    hl_channel *ch = ps->channels;
+    ps->channels = NULL;
+    while (ch) {
+        hl_channel *next = ch->next;
+        free(ch->name);
+        free(ch);
+        ch = next;
+    }
+}
+
 void hl_pubsub_shutdown(hl_transport *c)
 {
     int count = __atomic_load_n(&c->nnodes, __ATOMIC_ACQUIRE);

@@ -36,6 +36,8 @@ void hl_transport_free(hl_transport *c, int forked)
     hl_endpoint_free(&c->ep);
     hl_forkguard_free(&c->fork);
     hl_worker_close(&c->wd.rwk); /* the renewal thread's pipe (descriptors: in a child too) */
+    if (forked)
+        hl_wd_free_forked(c); /* its holds' entries: memory only */
     hl_holds_free(&c->wd.holds); /* memory: in a child too */
     if (forked)
         return;

@@ -139,6 +139,8 @@ HL_HIDDEN void hl_master_switched(hl_transport *c);
 HL_HIDDEN void hl_pubsub_poke(hl_transport *c);
 
 /* Stop every node's listener and wake its waiters. */
+/* A child after fork(): frees a node's channel records, memory only. */
+HL_HIDDEN void hl_pubsub_free_forked(hl_pubsub *ps);
 HL_HIDDEN void hl_pubsub_shutdown(hl_transport *c);
 /* n's pub/sub mutex held: 1 when n's listener listens to nothing and is not
  * connecting, and then its connection (if any) is closed and the listener
@@ -157,6 +159,8 @@ HL_HIDDEN int64_t hl_wd_margin_ms(const hl_transport *c);
 /* Stop renewing (holder, tid) at once, whatever its hold count. */
 HL_HIDDEN void hl_wd_forget(hl_transport *c, const void *holder, uint64_t tid);
 
+/* A child after fork(): frees the watchdog's entries and buffers, memory only. */
+HL_HIDDEN void hl_wd_free_forked(hl_transport *c);
 /* Stop the watchdog thread (from_watchdog: it is the caller, detached
  * instead of joined) and drop every entry. */
 HL_HIDDEN void hl_wd_shutdown(hl_transport *c, int from_watchdog);

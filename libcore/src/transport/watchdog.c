@@ -960,6 +960,25 @@ void hl_wd_forget_lock(hl_transport *c, const void *holder)
     pthread_mutex_unlock(&wd->mu);
 }
 
+void hl_wd_free_forked(hl_transport *c)
+{
+    /* a child after fork(): no watchdog thread runs here and the parent's
+     * mutexes may be held by threads that do not exist; the entries and
+     * the renewal buffers are this process's memory only (their listeners
+     * are the pub/sub lists hl_node_free frees) */
+    hl_watchdog *wd = &c->wd;
+    hl_wd_entry *left = wd->entries;
+    wd->entries = NULL;
+    wd->map = NULL;
+    while (left) {
+        hl_wd_entry *e = left;
+        left = e->next;
+        free(e);
+    }
+    scratch_free(wd->scratch);
+    wd->scratch = NULL;
+}
+
 void hl_wd_shutdown(hl_transport *c, int from_watchdog)
 {
     hl_watchdog *wd = &c->wd;
