@@ -22,6 +22,10 @@ hl_start_nginx() {
     while [ "$(date +%s)" -lt "$deadline" ]; do
       kill -0 "$NGINX_PID" 2>/dev/null || break
       if [ "$(curl -s --max-time 1 "http://127.0.0.1:$HL_PORT/ping" 2>/dev/null)" = pong ]; then
+        # nginx retries a bind that failed and logs each failure: a port
+        # another process held for a moment leaves [emerg] lines that
+        # test (f) would count. Start again on another port instead.
+        grep -q 'bind() to .* failed' "$NGINX_TMP/error.log" && break
         NGINX_PORT="$HL_PORT"; return 0
       fi
       sleep 0.05
