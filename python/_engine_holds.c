@@ -21,6 +21,20 @@
  *                          known alive (Sublive.due's SUBLIVE_CHECK): True
  *                          when a check of it became due (hl_holds_heard
  *                          with HL_PS_UNHEARD)
+ *     .renew_due(now, horizon) -> [key, ...]   the watchdog holds whose
+ *                          renewal is due by now + horizon, marked as sent
+ *                          at now (hl_holds_renew_next); feed each one's
+ *                          outcome, whatever happened
+ *     .outcome(key, RENEW_*, acked, sent_at) -> RENEW_*   a renewal's
+ *                          outcome (hl_holds_outcome), as applied
+ *     .doubt_next(now) -> key | None   a hold to report lost "in doubt"
+ *     .end_next(now) -> key | None     a fixed lease that ended (out of
+ *                          the table: stop listening)
+ *     .next() -> ms        the earliest deadline of the above and of the
+ *                          checks (-1: none): call them then
+ *     .is_lost(key, now) -> bool   lost, reported, or in doubt now
+ *     .state(key) -> (watchdog, confirmed_at, doubted)   KeyError: none
+ *     .count() -> n        holds in the table
  *
  *   Sublive(command_timeout_ms)  one pub/sub connection's liveness
  *                          (hl_sublive): a PING (the module's ping_cmd()) when nothing
@@ -260,6 +274,130 @@ static PyObject *holds_unheard(PyObject *self, PyObject *args)
     return PyBool_FromLong(hl_holds_heard(&o->t, &rec->h, &ev, now));
 }
 
+/* the hold of key, or NULL with an exception set (KeyError for none) */
+static HoldRec *holds_get(HoldsObject *o, PyObject *key)
+{
+    HoldRec *rec = holds_find(o, key);
+    if (!rec && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, key);
+    return rec;
+}
+
+static PyObject *holds_key(hl_hold *h)
+{
+    if (!h)
+        Py_RETURN_NONE;
+    PyObject *key = ((HoldRec *)h->ref)->key;
+    Py_INCREF(key);
+    return key;
+}
+
+/* renew_due(now, horizon) -> [key, ...]: every watchdog hold whose renewal
+ * is due by now + horizon, each marked as sent at now (hl_holds_renew_next) */
+static PyObject *holds_renew_due(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    long long now, horizon;
+    if (!PyArg_ParseTuple(args, "LL:renew_due", &now, &horizon))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    hl_hold *h;
+    while (out && (h = hl_holds_renew_next(&o->t, now, horizon))) {
+        PyObject *key = holds_key(h);
+        int rc = PyList_Append(out, key);
+        Py_DECREF(key);
+        if (rc != 0) { /* none handed out after all: their renewals "failed" */
+            hl_holds_outcome(&o->t, h, HL_RENEW_TROUBLE, 1, now);
+            for (Py_ssize_t i = 0; i < PyList_Size(out); i++) {
+                HoldRec *rec = holds_find(o, PyList_GetItem(out, i));
+                if (rec)
+                    hl_holds_outcome(&o->t, &rec->h, HL_RENEW_TROUBLE, 1, now);
+            }
+            Py_CLEAR(out);
+        }
+    }
+    return out;
+}
+
+/* outcome(key, outcome, acked, sent_at) -> RENEW_* as applied (hl_holds_outcome) */
+static PyObject *holds_outcome(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyObject *key;
+    int out, acked;
+    long long sent_at;
+    if (!PyArg_ParseTuple(args, "OipL:outcome", &key, &out, &acked, &sent_at))
+        return NULL;
+    if (out < HL_RENEW_RENEWED || out > HL_RENEW_TROUBLE) {
+        PyErr_SetString(PyExc_ValueError, "outcome: not a RENEW_* outcome");
+        return NULL;
+    }
+    HoldRec *rec = holds_find(o, key);
+    if (!rec && PyErr_Occurred())
+        return NULL;
+    if (!rec)
+        return PyLong_FromLong((long)hl_renew_unacked((hl_renew_outcome)out, acked));
+    return PyLong_FromLong(
+        (long)hl_holds_outcome(&o->t, &rec->h, (hl_renew_outcome)out, acked, sent_at));
+}
+
+static PyObject *holds_doubt_next(PyObject *self, PyObject *arg)
+{
+    long long now = PyLong_AsLongLong(arg);
+    if (now == -1 && PyErr_Occurred())
+        return NULL;
+    return holds_key(hl_holds_doubt_next(&((HoldsObject *)self)->t, now));
+}
+
+static PyObject *holds_end_next(PyObject *self, PyObject *arg)
+{
+    long long now = PyLong_AsLongLong(arg);
+    if (now == -1 && PyErr_Occurred())
+        return NULL;
+    return holds_key(hl_holds_end_next(&((HoldsObject *)self)->t, now));
+}
+
+/* next() -> ms: the earliest deadline, a fixed lease's end included (-1: none) */
+static PyObject *holds_next(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    const hl_holds *t = &((HoldsObject *)self)->t;
+    int64_t a = hl_holds_next(t), b = hl_holds_next_end(t);
+    return PyLong_FromLongLong(a < 0 ? b : b < 0 || a < b ? a : b);
+}
+
+static PyObject *holds_is_lost(PyObject *self, PyObject *args)
+{
+    HoldsObject *o = (HoldsObject *)self;
+    PyObject *key;
+    long long now;
+    if (!PyArg_ParseTuple(args, "OL:is_lost", &key, &now))
+        return NULL;
+    HoldRec *rec = holds_find(o, key);
+    if (!rec) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    return PyBool_FromLong(hl_holds_is_lost(&o->t, &rec->h, now));
+}
+
+/* state(key) -> (watchdog, confirmed_at, doubted): KeyError for none */
+static PyObject *holds_state(PyObject *self, PyObject *key)
+{
+    HoldRec *rec = holds_get((HoldsObject *)self, key);
+    if (!rec)
+        return NULL;
+    return Py_BuildValue("(NLN)", PyBool_FromLong(rec->h.watchdog),
+                         (long long)rec->h.confirmed_at, PyBool_FromLong(rec->h.doubted));
+}
+
+static PyObject *holds_len(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromSize_t(((HoldsObject *)self)->t.count);
+}
+
 static PyMethodDef holds_methods[] = {
     {"grant", holds_grant, METH_VARARGS, "grant(key, watchdog, lease_ms, sent_at)"},
     {"remove", holds_remove, METH_O, "remove(key)"},
@@ -269,6 +407,15 @@ static PyMethodDef holds_methods[] = {
     {"check_outcome", holds_check_outcome, METH_VARARGS, "check_outcome(key, gone)"},
     {"lost_next", holds_lost_next, METH_NOARGS, "lost_next() -> key | None"},
     {"unheard", holds_unheard, METH_VARARGS, "unheard(key, now) -> a check became due"},
+    {"renew_due", holds_renew_due, METH_VARARGS, "renew_due(now, horizon) -> [key, ...]"},
+    {"outcome", holds_outcome, METH_VARARGS,
+     "outcome(key, outcome, acked, sent_at) -> RENEW_* as applied"},
+    {"doubt_next", holds_doubt_next, METH_O, "doubt_next(now) -> key | None"},
+    {"end_next", holds_end_next, METH_O, "end_next(now) -> key | None"},
+    {"next", holds_next, METH_NOARGS, "next() -> ms of the earliest deadline (-1: none)"},
+    {"is_lost", holds_is_lost, METH_VARARGS, "is_lost(key, now) -> bool"},
+    {"state", holds_state, METH_O, "state(key) -> (watchdog, confirmed_at, doubted)"},
+    {"count", holds_len, METH_NOARGS, "count() -> holds in the table"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot holds_slots[] = {

@@ -5,7 +5,7 @@
     async def main() -> None:
         client = await hilock.aio.connect("redis://127.0.0.1:6379/0")
         async with client.lock("orders:42", wait=5.0):
-            ...                      # held; the watchdog task keeps it alive
+            ...                      # held; the watchdog keeps it alive
         await client.close()
 
 This module is a driver: it opens connections with the running loop
@@ -19,10 +19,11 @@ command, script, key, channel or server error (tests/lint checks it).
 
 Per client: a small pool of connections (one command in flight on each), one
 pub/sub connection shared by every waiter (an unlock message wakes one waiter
-of that channel, a read-write "wake all" message every one), and one watchdog
-task renewing every hold taken without a lease, all in one pipelined round
-trip per tick. No thread is started: a waiting acquire is a suspended
-coroutine.
+of that channel, a read-write "wake all" message every one), and one loop
+timer at the session's next deadline (the engine's hold table says when each
+hold taken without a lease is renewed, in one pipelined round trip per
+server, or reported "in doubt"). No thread is started: a waiting acquire is
+a suspended coroutine.
 
 Owners: ``"<client-id>:<thread-id>"`` with the thread id taken per asyncio
 task -- each task gets its own number (:func:`task_id`) the first time it
@@ -654,18 +655,17 @@ class _MemberWaiter(_Waiter):
 
 
 class _Hold:
-    """One hold of this client listening on its lock's channel (the engine's
-    hold_channel): the lock's names, owner and thread, where it listens,
-    the timer that ends a fixed lease's listening, and its check's state."""
+    """One hold of this client (in the session's hold table under its key),
+    listening on its lock's channel (the engine's hold_channel): the lock's
+    names, owner and thread, where it listens, and its check's state."""
 
-    __slots__ = ("names", "owner", "tid", "ps", "timer", "releasing", "after")
+    __slots__ = ("names", "owner", "tid", "ps", "releasing", "after")
 
     def __init__(self, names: Any, owner: str, tid: int) -> None:
         self.names = names
         self.owner = owner
         self.tid = tid
         self.ps: Optional["_PubSub"] = None
-        self.timer: Optional[asyncio.TimerHandle] = None
         self.releasing = 0  # releases of it under way: a "gone" then is theirs to say
         self.after = False  # found gone during a release: checked again after it, if kept
 
@@ -1195,7 +1195,7 @@ async def connect(url: str = "redis://127.0.0.1:6379/0", **kwargs: Any) -> "Clie
 
 class Client(_E.ClientBase):  # type: ignore[misc]
     """An asyncio hilock client: a small connection pool, one pub/sub
-    connection and one watchdog task, all on the running loop.
+    connection and the session's timer (renewals), all on the running loop.
 
     ``client = await hilock.aio.connect(url)`` or ``async with
     hilock.aio.Client(url) as client``. Keyword arguments as
@@ -1288,24 +1288,17 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._opened = False
         self._pool = _Pool(self, pool_size)
         self._pubsub = _PubSub(self)
-        # watchdog: (kind, name, owner) -> (names, owner, tid)
-        self._wd: Dict[Tuple[int, str, str], Tuple[Any, str, int]] = {}
-        self._wd_task: Optional["asyncio.Task[None]"] = None
-        # each watched hold's clock (Client._now_ms): [when its latest grant
-        # or renewal confirmed by the server went out, when the first renewal
-        # since then went out (-1: none yet), 1 once reported "in doubt"]
-        self._wd_t: Dict[Tuple[int, str, str], List[int]] = {}
-        self._wd_last = -1e18  # loop time the watchdog's latest pass began
-        self._wd_busy = False  # a pass is under way
-        self._doubt_timer: Optional[asyncio.Handle] = None
-        self._doubt_when = -1.0  # its loop time (0: a check queued to run now)
         self._lost: Dict[Tuple[int, str, str], None] = {}
         self._leases: Dict[Tuple[int, str, str], int] = {}
-        # every hold (key as _wd's), listening on its lock's channel
+        # every hold, (kind, name, owner) -> _Hold, listening on its lock's channel
         self._held: Dict[Tuple[int, str, str], _Hold] = {}
-        # the session's hold table (the engine's): which of them to check
-        # after a frame on their channel; its renewals are not used here
+        # the session's hold table (the engine's, times in Client._now_ms):
+        # when each watchdog hold is renewed or reported "in doubt", when a
+        # fixed lease ends, which holds to check after a frame on their
+        # channel; one loop timer at its next deadline (_tick)
         self._holds = _E.Holds(self._wd_ms, self._cmd_ms)
+        self._tick_h: Optional[asyncio.TimerHandle] = None
+        self._tick_at = -1
         self._listeners: Dict[Tuple[int, str], "weakref.WeakSet[Any]"] = {}
         # multi-locks with a member of this client, per member (kind, name):
         # told of every hold of it lost (MultiLock._member_lost)
@@ -1332,10 +1325,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # libcore's stats.c keeps them
         self._st_names: Dict[Tuple[int, str], List[int]] = {}
         self._st_other: List[List[int]] = [[0] * _S_LEN for _ in range(_KINDS)]
-        # when each hold (key as _wd's) was first granted (Client._now_ms):
+        # when each hold (key as _held's) was first granted (Client._now_ms):
         # its hold time is counted when it ends (last release, or loss)
         self._since: Dict[Tuple[int, str, str], int] = {}
-        # holds (key as _wd's) whose release got no answer to any try, so
+        # holds (key as _held's) whose release got no answer to any try, so
         # not renewed any more: _E.now_ms() by which each has ended at the
         # latest (its lease). The owner's next acquire of the lock sends the
         # release again first instead of re-entering a hold that may still
@@ -1413,15 +1406,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             return
         self._closed = True
         self._direct = None
-        if self._wd_task is not None:
-            self._wd_task.cancel()
-        if self._doubt_timer is not None:
-            self._doubt_timer.cancel()
-            self._doubt_timer = None
-            self._doubt_when = -1.0
-        for key, h in self._held.items():
-            if h.timer is not None:
-                h.timer.cancel()
+        if self._tick_h is not None:
+            self._tick_h.cancel()
+            self._tick_h = None
+        for key in self._held:
             self._holds.remove(key)
         self._held.clear()
         self._pool.close()
@@ -2189,146 +2177,122 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         """The watchdog's clock: the loop's, in ms (its timers use it)."""
         return int(self._loop.time() * 1000.0)
 
-    def _watch(self, key: Tuple[int, str, str], entry: Tuple[Any, str, int],
-               sent_at: int) -> None:
-        """Watch (renew) a hold granted by an attempt sent at sent_at."""
-        st = self._wd_t.get(key) if key in self._wd else None
-        if st is None:
-            self._wd[key] = entry
-            self._wd_t[key] = [sent_at, -1, 0]
-        elif sent_at > st[0]:
-            st[0], st[1], st[2] = sent_at, -1, 0  # a re-entry set the lease again
-        if self._wd_task is None or self._wd_task.done():
-            self._wd_task = self._loop.create_task(self._watchdog())
-        if self._doubt_timer is None:
-            self._arm_doubt()  # else it fires no later than this hold's deadline, and rearms
+    def _arm(self) -> None:
+        """The session's timer: a loop timer at its hold table's next
+        deadline (Holds.next), so that no stuck connect, handshake or read
+        of a renewal can put off a report."""
+        at = self._holds.next()
+        if at < 0 or self._closed:
+            return  # a timer still armed fires and finds nothing due
+        if self._tick_h is not None:
+            if self._tick_at <= at:
+                return
+            self._tick_h.cancel()
+        self._tick_at = at
+        self._tick_h = self._loop.call_at(at / 1000.0, self._tick)
 
-    def _renew_due(self) -> float:
-        """Loop time of the watchdog's next pass: a period after the oldest
-        confirmed grant or renewal went out, and after the last pass began."""
-        period = _E.renew_period(self._wd_ms) / 1000.0
-        oldest = min((st[0] for st in self._wd_t.values()), default=0) / 1000.0
-        return max(oldest, self._wd_last) + period
-
-    async def _watchdog(self) -> None:
-        loop = self._loop
-        while self._wd and not self._closed:
-            wait = self._renew_due() - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue  # the holds may have changed meanwhile
-            self._wd_busy = True
-            self._wd_last = loop.time()
-            try:
-                await self._renew_all()
-            except Error:
-                pass  # trouble: the next pass tries again
-            finally:
-                self._wd_busy = False
-                self._arm_doubt()
-
-    def _doubt_at(self, st: List[int]) -> int:
-        """When a hold with clock st is reported "in doubt" (the engine's rule)."""
-        return int(_E.renew_doubt_at(st[0], self._wd_ms, st[1], self._cmd_ms))
-
-    def _unsure(self, key: Tuple[int, str, str]) -> bool:
-        """Whether the watched hold key is in doubt at this moment by the
-        engine's rule (hl_renew_in_doubt: a renewal not tried yet gets its
-        chance until the lease's end), its report made or not: asked right
-        after the loop was blocked past the hold's deadline, before the
-        doubt timer has run (as hilock_async_is_lost)."""
-        st = self._wd_t.get(key)
-        if st is None or st[2] or key not in self._wd:
-            return False
-        now = self._now_ms()
-        tried = st[1] if st[1] >= 0 else now
-        return now >= int(_E.renew_doubt_at(st[0], self._wd_ms, tried, self._cmd_ms))
-
-    def _arm_doubt(self) -> None:
-        """The doubt timer: a loop timer of its own at the earliest doubt
-        deadline, so that no stuck connect, handshake or read of a renewal
-        can put off a report."""
-        for key in [k for k in self._wd_t if k not in self._wd]:
-            del self._wd_t[key]
-        due = [self._doubt_at(st) for st in self._wd_t.values() if not st[2]]
-        old = self._doubt_timer
-        if old is not None and self._doubt_when == 0.0:
-            return  # a check is queued to run now: it rearms
-        at = min(due) / 1000.0 if due and not self._closed else -1.0
-        if old is not None and at == self._doubt_when:
-            return
-        if old is not None:
-            old.cancel()
-        self._doubt_timer = None if at < 0 else self._loop.call_at(at, self._check_doubt, 0)
-        self._doubt_when = at
-
-    def _check_doubt(self, deferred: int) -> None:
-        """Report the holds whose doubt deadline passed (once per silence;
-        they stay watched). A renewal that fell due while the loop was held
-        up is sent first: its pass is due but the watchdog task has not run
-        yet, so the check waits a loop iteration or two for it (it sends at
-        once on an idle connection; one it must still open or wait for does
-        not hold the check up)."""
-        self._doubt_timer = None
-        self._doubt_when = -1.0
+    def _tick(self) -> None:
+        """What the session has due: the renewals (every watchdog hold due
+        within a period goes in this pass, so holds share one pass per
+        period; handed out first, so that one that fell due while the loop
+        was held up goes out before its hold can be reported), the checks,
+        the holds to report lost "in doubt" (once per silence; still
+        renewed) and the fixed leases that ended (they stop listening)."""
+        self._tick_h = None
         if self._closed:
             return
-        if deferred < 3 and not self._wd_busy and self._renew_due() <= self._loop.time():
-            self._doubt_timer = self._loop.call_soon(self._check_doubt, deferred + 1)
-            self._doubt_when = 0.0
-            return
-        now = self._now_ms()
-        for key, st in list(self._wd_t.items()):
-            entry = self._wd.get(key)
-            if entry is None or st[2] or now < self._doubt_at(st):
-                continue
-            st[2] = 1
-            self._count_lost(key, entry[2], _S_LOST_DOUBT, now - st[0])
-            self._mark_lost(key, entry[2])
-        self._arm_doubt()
+        hs = self._holds
+        now = max(self._now_ms(), self._tick_at)
+        keys = hs.renew_due(now, _E.renew_period(self._wd_ms))
+        if keys:
+            self._spawn(self._renew({k: self._held[k] for k in keys}))
+        self._send_checks()
+        while True:
+            key = hs.doubt_next(now)
+            if key is None:
+                break
+            h = self._held[key]
+            self._count_lost(key, h.tid, _S_LOST_DOUBT, now - hs.state(key)[1])
+            self._mark_lost(key, h.tid)
+        while True:
+            key = hs.end_next(now)
+            if key is None:
+                break
+            self._hold_drop(key)
+        self._arm()
 
-    async def _renew_all(self) -> None:
-        for _ in range(3):
-            if self._sentinel:
-                # at most one question to the sentinels a second: after a
-                # failover the renewals go to the new master within a tick,
-                # not only once the old one refuses writes
-                await self._master_addr()
-            if not await self._renew_batch():
+    def _unsure(self, key: Tuple[int, str, str]) -> bool:
+        """Whether the hold key is lost or in doubt at this moment by the
+        session's rule (Holds.is_lost), its report made or not: asked right
+        after the loop was blocked past the hold's deadline, before the
+        timer has run (as hilock_async_is_lost)."""
+        return key in self._held and bool(self._holds.is_lost(key, self._now_ms()))
+
+    def _report_lost(self) -> None:
+        """The holds the session found lost (a renewal or a check found the
+        field gone): each stops listening and is reported."""
+        while True:
+            key = self._holds.lost_next()
+            if key is None:
                 return
-            await asyncio.sleep(_REDIRECT_PAUSE)  # redirected: again, on the new master
+            h = self._held.get(key)
+            if h is None:
+                self._holds.remove(key)
+                continue
+            expired = self._holds.state(key)[2]  # reported in doubt first
+            self._hold_drop(key, h)
+            self._count_lost(key, h.tid, _S_LOST_EXPIRED if expired else _S_LOST_GONE)
+            self._mark_lost(key, h.tid)
 
-    async def _renew_batch(self) -> bool:
-        """One pipelined renewal of every watched hold (cluster: one per
-        master, all at once); True when a node said it is no master of a
-        lock any more (then the master or the slot map is looked up again)."""
-        items = list(self._wd.items())
+    async def _renew(self, due: Dict[Tuple[int, str, str], _Hold]) -> None:
+        """Renew the holds the session handed out, pipelined (cluster: one
+        batch per master, all at once). A node that says it is no master of
+        a lock any more has its holds sent again on the master looked up
+        anew, twice at most. Every hold's outcome reaches the session,
+        whatever happens (TROUBLE for the ones no answer came for)."""
+        try:
+            for _ in range(3):
+                if self._sentinel:
+                    # at most one question to the sentinels a second: after a
+                    # failover the renewals go to the new master within a tick,
+                    # not only once the old one refuses writes
+                    await self._master_addr()
+                if not await self._renew_batch(due):
+                    return
+                await asyncio.sleep(_REDIRECT_PAUSE)  # redirected: again, on the new master
+        except Error:
+            pass  # trouble: the next renewal goes out when due
+        finally:
+            now = self._now_ms()
+            for key, h in due.items():
+                if self._held.get(key) is h:
+                    self._holds.outcome(key, _E.RENEW_TROUBLE, True, now)
+            self._report_lost()
+            self._arm()
+
+    async def _renew_batch(self, due: Dict[Tuple[int, str, str], _Hold]) -> bool:
+        """One pipelined renewal of the holds in due (cluster: one per
+        master, all at once); their outcomes are fed and they leave due,
+        but for those a node redirected. True when one was."""
         if not self._cluster:
-            return await self._renew_on(self._pool, items)
-        groups: Dict[Tuple[str, int], List[Tuple[Tuple[int, str, str], Tuple[Any, str, int]]]] = {}
-        for it in items:
-            groups.setdefault(await self._slot_addr(it[1][0].slot), []).append(it)
-        res = await asyncio.gather(*(self._renew_on(self._pool_at(a), g)
+            return await self._renew_on(self._pool, list(due.items()), due)
+        groups: Dict[Tuple[str, int], List[Tuple[Tuple[int, str, str], _Hold]]] = {}
+        for it in due.items():
+            groups.setdefault(await self._slot_addr(it[1].names.slot), []).append(it)
+        res = await asyncio.gather(*(self._renew_on(self._pool_at(a), g, due)
                                      for a, g in groups.items()), return_exceptions=True)
         return any(r is True for r in res)
 
-    async def _renew_on(self, pool: _Pool,
-                        items: List[Tuple[Tuple[int, str, str], Tuple[Any, str, int]]]) -> bool:
+    async def _renew_on(self, pool: _Pool, items: List[Tuple[Tuple[int, str, str], _Hold]],
+                        due: Dict[Tuple[int, str, str], _Hold]) -> bool:
         redirected = False
         conn = pool.get_nowait() or await pool.get()
-        reqs = [conn.request(n.renew_cmd(owner, self._wd_ms)) for _k, (n, owner, _t) in items]
+        reqs = [conn.request(h.names.renew_cmd(h.owner, self._wd_ms)) for _k, h in items]
         self._st[_C_RENEWAL_COMMANDS] += len(reqs)
         sent = self._now_ms()
-        for key, _entry in items:
-            clock = self._wd_t.get(key)
-            if clock is not None and clock[1] < 0:
-                # the first renewal since the last confirmation: the engine's
-                # doubt rule waits for it if it went out late (a retry on a
-                # silent link earns nothing)
-                clock[1] = sent
         good = True
-        answered: List[Tuple[Tuple[int, str, str], Tuple[Any, str, int], int, int]] = []
-        for (key, entry), req in zip(items, reqs):
+        answered: List[Tuple[Tuple[int, str, str], _Hold, int, int]] = []
+        for (key, h), req in zip(items, reqs):
             st = await _await_req(self._loop, req, self._cmd_ms) if good else 2
             if st != 0:
                 good = False
@@ -2337,7 +2301,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             out = _E.renew_outcome(req.reply)
             this_sent = sent
             if out == _E.RENEW_EVAL:
-                again = conn.request(entry[0].renew_cmd(entry[1], self._wd_ms, True))
+                again = conn.request(h.names.renew_cmd(h.owner, self._wd_ms, True))
                 self._st[_C_RENEWAL_COMMANDS] += 1
                 this_sent = self._now_ms()
                 reqs.append(again)  # keeps order: read right now
@@ -2348,13 +2312,13 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 out = _E.renew_outcome(again.reply)
             if out == _E.RENEW_REDIRECT:
                 good = False
-            answered.append((key, entry, out, this_sent))
+            answered.append((key, h, out, this_sent))
         acked, given = True, False
         if self._ack:
             # replica_ack: a renewal no replica took is no confirmation (a
             # master cut off from its replicas may be replaced by one whose
             # lease runs from the last renewal it took): WAIT on the same
-            # connection, as for a grant (the engine's hl_renew_unacked)
+            # connection, as for a grant (the session applies hl_renew_unacked)
             if good and any(a[2] == _E.RENEW_RENEWED for a in answered):
                 cancel = _Cancel()
                 acked = await self._replica_ack(conn, cancel)  # gives conn back
@@ -2369,44 +2333,36 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             pool.put(conn)
         else:
             conn.close()
-        for key, entry, out, this_sent in answered:
-            out = _E.renew_unacked(out, acked)
-            if out != _E.RENEW_LOST:
-                self._st[_C_RENEWALS if out == _E.RENEW_RENEWED else _C_RENEWAL_FAILURES] += 1
-            clock = self._wd_t.get(key)
-            if out == _E.RENEW_RENEWED and clock is not None and self._wd.get(key) is entry:
-                # confirmed: the lease runs from this renewal's sending
-                clock[0], clock[1], clock[2] = max(clock[0], this_sent), -1, 0
+        for key, h, out, this_sent in answered:
             if out == _E.RENEW_REDIRECT:
+                self._st[_C_RENEWAL_FAILURES] += 1
                 if self._cluster:
                     self._map_stale = True  # the slot moved (or a failover)
                 elif not redirected:
                     self._not_master()
                 redirected = True
-                continue
-            if out == _E.RENEW_LOST and self._wd.get(key) is entry:
-                del self._wd[key]
-                self._hold_drop(key)
-                gone = self._wd_t.pop(key, None)
-                self._count_lost(key, entry[2], _S_LOST_EXPIRED if gone is not None and gone[2]
-                                 else _S_LOST_GONE)
-                self._mark_lost(key, entry[2])
+                continue  # stays due: sent again
+            if due.pop(key, None) is not h or self._held.get(key) is not h:
+                continue  # released meanwhile (and maybe granted anew)
+            out = self._holds.outcome(key, out, acked, this_sent)
+            if out != _E.RENEW_LOST:
+                self._st[_C_RENEWALS if out == _E.RENEW_RENEWED else _C_RENEWAL_FAILURES] += 1
         return redirected
 
     # -- holders listen on their lock's channel -------------------------------
 
     def _hold_start(self, key: Tuple[int, str, str], names: Any, owner: str, tid: int,
-                    lease_ms: int) -> None:
-        """A hold granted (lease_ms: its fixed lease, 0 = the watchdog's):
-        it listens on its lock's channel (names.hold_channel, one
-        subscription per name shared with waiters and the name's other
-        holds), so that a force unlock is reported at once (_check_holds),
-        not at the next renewal or never (a fixed lease). A fixed lease's
-        hold listens until that lease ends (the latest grant's)."""
+                    lease_ms: int, sent_at: int) -> None:
+        """A hold granted by an attempt sent at sent_at (Client._now_ms;
+        lease_ms: its fixed lease, 0 = the watchdog's): the session's table
+        has it (renewed, or ended with its lease), and it listens on its
+        lock's channel (names.hold_channel, one subscription per name shared
+        with waiters and the name's other holds), so that a force unlock is
+        reported at once, not at the next renewal or never (a fixed lease).
+        A fixed lease's hold listens until that lease ends (the latest
+        grant's)."""
         h = self._held.get(key)
-        # in the session's table (a fixed lease for it: aio renews its
-        # watchdog holds itself), so that what its channel says is checked
-        self._holds.grant(key, False, lease_ms or self._wd_ms, _mono_ms())
+        self._holds.grant(key, not lease_ms, lease_ms, sent_at)
         if h is None:
             h = self._held[key] = _Hold(names, owner, tid)
             ps = self._pubsub
@@ -2414,11 +2370,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 self._spawn(self._observe(key, h))  # a connection to open, or a slot to find
             else:
                 h.ps = ps
-        if h.timer is not None:
-            h.timer.cancel()
-            h.timer = None
-        if lease_ms:
-            h.timer = self._loop.call_later(lease_ms / 1000.0, self._hold_drop, key, h)
+        self._arm()
 
     async def _observe(self, key: Tuple[int, str, str], h: _Hold) -> None:
         """Listen for hold h where its slot lives (cluster: the map reloaded
@@ -2447,8 +2399,6 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             return
         del self._held[key]
         self._holds.remove(key)
-        if cur.timer is not None:
-            cur.timer.cancel()
         if cur.ps is not None:
             cur.ps.unobserve(cur.names.hold_channel, key)
 
@@ -2469,7 +2419,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         session (Holds.heard) says which are to be checked now."""
         if self._closed:
             return
-        now = _mono_ms()
+        now = self._now_ms()
         due = False
         for key in keys:
             due = self._holds.heard(key, r, now) or due
@@ -2482,7 +2432,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         are to be checked now."""
         if self._closed:
             return
-        now = _mono_ms()
+        now = self._now_ms()
         due = False
         for key in keys:
             due = self._holds.unheard(key, now) or due
@@ -2492,7 +2442,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
     def _send_checks(self) -> None:
         """Send the checks the session hands out ("is the hold still
         there?": the engine's hold_check_cmd, no renewal), one task each."""
-        now = _mono_ms()
+        now = self._now_ms()
         while True:
             key = self._holds.check_next(now)
             if key is None:
@@ -2520,15 +2470,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         finally:
             if self._held.get(key) is h:  # else released meanwhile: out of the table
                 self._holds.check_outcome(key, gone)
-        while True:
-            lost = self._holds.lost_next()
-            if lost is None:
-                break
-            cur = self._held.get(lost)
-            if cur is not None:
-                self._hold_gone(lost, cur)
-            else:
-                self._holds.remove(lost)
+        self._report_lost()
         self._send_checks()  # one heard again while this was out
 
     def _release_done(self, key: Tuple[int, str, str], h: _Hold) -> None:
@@ -2537,21 +2479,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         h.releasing -= 1
         if not h.releasing and h.after:
             h.after = False
-            if self._held.get(key) is h and self._holds.check(key, _mono_ms()):
+            if self._held.get(key) is h and self._holds.check(key, self._now_ms()):
                 self._send_checks()
-
-    def _hold_gone(self, key: Tuple[int, str, str], h: _Hold) -> None:
-        """The check found the hold gone (force unlock, deleted): reported
-        as a renewal that finds it gone reports it."""
-        self._hold_drop(key, h)
-        field = _S_LOST_GONE
-        if key in self._wd:
-            del self._wd[key]
-            clock = self._wd_t.pop(key, None)
-            if clock is not None and clock[2]:
-                field = _S_LOST_EXPIRED
-        self._count_lost(key, h.tid, field)
-        self._mark_lost(key, h.tid)
 
     def _mark_lost(self, key: Tuple[int, str, str], tid: int) -> None:
         if len(self._lost) >= 65536:
@@ -2999,8 +2928,6 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
     result's error."""
     unconfirmed = bool(t[5]) and t[1] != 0
     if not t[3]:
-        if c._wd.pop(key, None) is not None:
-            c._wd_t.pop(key, None)
         c._leases.pop(key, None)
         c._hold_drop(key)
         if t[1] == 0:
@@ -3010,9 +2937,7 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
         # answer to may or may not have run; renewing the hold would keep
         # the lock for the client's whole life when it did not. Unrenewed,
         # it ends at its lease at the latest.
-        if c._wd.pop(key, None) is not None:
-            c._wd_t.pop(key, None)
-        c._hold_drop(key)  # no longer believed held: nor listened for
+        c._hold_drop(key)  # no longer believed held: nor renewed, nor listened for
     lease = 0
     if unconfirmed:
         lease = max(c._wd_ms, c._leases.get(key, 0))
@@ -3332,9 +3257,7 @@ class Lock:
         self._token = token
         if key not in c._since:  # a re-entry keeps the first grant's time
             c._since[key] = c._now_ms()
-        if not l:
-            c._watch(key, (self._n, owner, tid), sent_at)
-        c._hold_start(key, self._n, owner, tid, l)
+        c._hold_start(key, self._n, owner, tid, l, sent_at)
         return True
 
     async def release(self) -> None:
@@ -3657,11 +3580,10 @@ class MultiLock:
         if result == 0:
             if lease_ms == 0:
                 c._leases.pop(key, None)
-                c._watch(key, (n, owner, tid), at[0])
             else:
                 c._leases[key] = lease_ms
             c._lost.pop(key, None)
-            c._hold_start(key, n, owner, tid, lease_ms)
+            c._hold_start(key, n, owner, tid, lease_ms, at[0])
         if cancel.exc is not None:
             raise cancel.exc
         return int(result)

@@ -112,6 +112,36 @@ def test_aio_force_unlock_reported_at_once(redis: RedisServer, kind: str,
           f"lost seen {figures['seen'] * 1000:.1f} ms after the force unlock")
 
 
+def test_aio_force_unlock_heard_after_the_first_lease(redis: RedisServer) -> None:
+    """A watchdog hold kept past its first lease (6 s, renewed every 2 s)
+    is still heard at once: force-unlocked 6.3 s after the grant, 1.7 s
+    before its next renewal, the holder is told within 0.8 s. (Before the
+    session renewed aio's holds, its hold table kept a watchdog hold as a
+    fixed lease of the watchdog's length: after 6 s a message on its
+    channel had nothing checked, and the holder was told by the next
+    renewal, 1.7 s later.)"""
+    name = f"aioforce-late-{uuid.uuid4().hex[:8]}"
+    figures: Dict[str, float] = {}
+
+    async def main() -> None:
+        c = await aio.connect(redis.url, watchdog_lease=6.0)
+        try:
+            lk = c.lock(name)
+            told: List[float] = []
+            lk.on_lost = lambda l, tid: told.append(time.monotonic())
+            assert await lk.acquire(wait=0)
+            await asyncio.sleep(6.3)
+            assert not lk.lost and await lk.owned()
+            figures["told"], _seen = await force_and_time(redis, "reentrant", name, lk, told)
+            assert figures["told"] < 0.8, (
+                f"told {figures['told'] * 1000:.0f} ms after the force unlock")
+        finally:
+            await c.close()
+
+    asyncio.run(main())
+    print(f"\npast the first lease: told {figures['told'] * 1000:.1f} ms after the force unlock")
+
+
 def test_aio_force_unlock_before_the_subscription_is_heard(redis: RedisServer) -> None:
     """The force unlock comes right after the grant, while the loop is still
     busy (the holder's subscription not sent or not confirmed yet): the
