@@ -134,17 +134,7 @@ static inline hilock_client *open_lease_client(const char *url, int64_t lease_ms
 
 static inline long long numsub(const char *channel)
 {
-    redisContext *ctx = th_redis_connect(&th_srv);
-    long long v = -1000;
-    redisReply *r = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r)
-        freeReplyObject(r);
-    if (ctx)
-        redisFree(ctx);
-    return v;
+    return th_redis_numsub(&th_srv, channel);
 }
 
 /* Run the loop until the channel has want subscribers (bounded). */

@@ -160,6 +160,39 @@ long long th_redis_int(const th_redis *r, const char *fmt, ...)
     return v;
 }
 
+long long th_redis_numsub(const th_redis *r, const char *channel)
+{
+    redisContext *ctx = th_redis_connect(r);
+    long long v = -1000;
+    redisReply *rep = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[1]->type == REDIS_REPLY_INTEGER)
+        v = rep->element[1]->integer;
+    if (rep)
+        freeReplyObject(rep);
+    if (ctx)
+        redisFree(ctx);
+    return v;
+}
+
+typedef struct th_numsub_want {
+    const th_redis *r;
+    const char *channel;
+    long long want;
+} th_numsub_want;
+
+static int th_numsub_is(void *arg)
+{
+    const th_numsub_want *w = arg;
+    return th_redis_numsub(w->r, w->channel) == w->want;
+}
+
+int th_wait_numsub(const th_redis *r, const char *channel, long long want, int64_t timeout_ms)
+{
+    th_numsub_want w = {r, channel, want};
+    return th_wait_for(th_numsub_is, &w, timeout_ms);
+}
+
 static int th_spawn(th_redis *r)
 {
     char portbuf[16];

@@ -37,6 +37,9 @@ redisContext *th_redis_connect(const th_redis *r);
 /* Run a command on a fresh connection and return the integer reply (or
  * -1000 on error); for quick checks like EXISTS, PTTL, HGET. */
 long long th_redis_int(const th_redis *r, const char *fmt, ...);
+/* PUBSUB NUMSUB channel on a fresh connection to r: the channel's
+ * subscribers, or -1000 when the server did not answer. */
+long long th_redis_numsub(const th_redis *r, const char *channel);
 /* th_wait_for predicate: the replica r (a th_redis *) reports its link to
  * its master up (INFO replication: master_link_status:up). */
 int th_replica_linked(void *r);
@@ -51,6 +54,9 @@ void th_sleep_ms(int64_t ms);
 /* Wait until cond(arg) returns non-zero or timeout_ms passes; polls every
  * 5 ms. Returns 1 when the condition held, 0 on timeout. */
 int th_wait_for(int (*cond)(void *), void *arg, int64_t timeout_ms);
+/* Wait (th_wait_for) until channel on r has want subscribers (PUBSUB
+ * NUMSUB); 1 when it had, 0 on timeout. */
+int th_wait_numsub(const th_redis *r, const char *channel, long long want, int64_t timeout_ms);
 
 /* ---- additions (keep the API above stable; only add below) ---- */
 /* 1 when the tests run under valgrind (env HILOCK_VALGRIND=1): scale down

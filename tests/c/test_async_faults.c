@@ -457,21 +457,6 @@ static pid_t spawn_sleeper(void)
     return pid;
 }
 
-static long long subscribers(const char *channel)
-{
-    redisContext *ctx = th_redis_connect(&srv);
-    long long v = -1;
-    redisReply *r = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r)
-        freeReplyObject(r);
-    if (ctx)
-        redisFree(ctx);
-    return v;
-}
-
 static void t_children_do_not_keep_connections(void)
 {
     const char *channel = "redisson_lock__channel:{acloexec}";
@@ -483,15 +468,15 @@ static void t_children_do_not_keep_connections(void)
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000) && r.rc == 0);
     int64_t end = th_now_ms() + 5000; /* the hold listens on its channel */
-    while (subscribers(channel) != 1 && th_now_ms() < end)
+    while (th_redis_numsub(&srv, channel) != 1 && th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, 20);
-    CU_ASSERT_FATAL(subscribers(channel) == 1);
+    CU_ASSERT_FATAL(th_redis_numsub(&srv, channel) == 1);
     pid_t child = spawn_sleeper();
     CU_ASSERT_FATAL(child > 0);
     free_async(a); /* its connections closed, the subscription with them */
     long long n = 1;
     end = th_now_ms() + 2000;
-    while ((n = subscribers(channel)) != 0 && th_now_ms() < end)
+    while ((n = th_redis_numsub(&srv, channel)) != 0 && th_now_ms() < end)
         th_sleep_ms(20);
     printf("\n  hilock_async freed, a child running: %lld subscriber(s) left\n", n);
     CU_ASSERT_EQUAL(n, 0);

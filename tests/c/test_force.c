@@ -97,39 +97,6 @@ static void free_lock(hilock_lock *l, hilock_rwlock *rw)
         hilock_lock_free(l);
 }
 
-static long long numsub(const char *channel)
-{
-    redisContext *ctx = th_redis_connect(&th_srv);
-    long long v = -1000;
-    redisReply *r = ctx ? redisCommand(ctx, "PUBSUB NUMSUB %s", channel) : NULL;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r)
-        freeReplyObject(r);
-    if (ctx)
-        redisFree(ctx);
-    return v;
-}
-
-typedef struct sub_want {
-    const char *channel;
-    long long want;
-} sub_want;
-
-static int subscribers_are(void *arg)
-{
-    const sub_want *w = arg;
-    return numsub(w->channel) == w->want;
-}
-
-/* Wait (bounded) until channel has want subscribers. */
-static int wait_numsub(const char *channel, long long want, int64_t ms)
-{
-    sub_want w = {channel, want};
-    return th_wait_for(subscribers_are, &w, ms);
-}
-
 static void channel_of(char *buf, size_t len, int kind, const char *name)
 {
     snprintf(buf, len, "%s:{%s}",
@@ -157,7 +124,7 @@ static void force_case(const char *label, int kind, int held_ms)
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, LEASE) == 0);
     if (held_ms > 0) {
         th_sleep_ms(held_ms);
-        CU_ASSERT_EQUAL(numsub(chan), 1); /* the holder listens */
+        CU_ASSERT_EQUAL(th_redis_numsub(&th_srv, chan), 1); /* the holder listens */
     }
     CU_ASSERT_EQUAL(seen_n(&s), 0); /* nothing happened yet */
     CU_ASSERT_EQUAL(hilock_lock_is_lost_tid(l, 1), 0);
@@ -192,7 +159,7 @@ static void force_case(const char *label, int kind, int held_ms)
     CU_ASSERT(hilock_lock_release_tid(l2, 2) == 0);
     /* nothing held: nobody listens (c2's watchdog hold listened until its
      * release) */
-    CU_ASSERT(wait_numsub(chan, 0, 5000));
+    CU_ASSERT(th_wait_numsub(&th_srv, chan, 0, 5000));
     free_lock(l, rw);
     free_lock(l2, rw2);
     hilock_client_close(c);
@@ -219,9 +186,9 @@ static void t_lease_end_stops_listening(void)
     seen s = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, 0};
     hilock_lock_set_lost_callback(l, on_lost, &s);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, 400) == 0);
-    CU_ASSERT(wait_numsub(chan, 1, 3000));
+    CU_ASSERT(th_wait_numsub(&th_srv, chan, 1, 3000));
     int64_t t0 = th_now_ms();
-    CU_ASSERT(wait_numsub(chan, 0, 5000));
+    CU_ASSERT(th_wait_numsub(&th_srv, chan, 0, 5000));
     printf("\n  fixed 400 ms lease run out: subscription gone %lld ms after it was seen",
            (long long)(th_now_ms() - t0));
     /* another client's hold and release there tell this one nothing */
@@ -256,19 +223,19 @@ static void t_partial_release(void)
     /* twice, released twice: listening until the last release, no loss */
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, LEASE) == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, LEASE) == 0);
-    CU_ASSERT(wait_numsub(chan, 1, 3000));
+    CU_ASSERT(th_wait_numsub(&th_srv, chan, 1, 3000));
     CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), 0);
     th_sleep_ms(100);
-    CU_ASSERT_EQUAL(numsub(chan), 1);
+    CU_ASSERT_EQUAL(th_redis_numsub(&th_srv, chan), 1);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), 0);
-    CU_ASSERT(wait_numsub(chan, 0, 3000));
+    CU_ASSERT(th_wait_numsub(&th_srv, chan, 0, 3000));
     CU_ASSERT_EQUAL(seen_n(&s), 0);
 
     /* twice, released once, then forced away: told */
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, LEASE) == 0);
     CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, 1, 0, LEASE) == 0);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), 0);
-    CU_ASSERT(wait_numsub(chan, 1, 3000));
+    CU_ASSERT(th_wait_numsub(&th_srv, chan, 1, 3000));
     int deleted = 0;
     int64_t t0 = th_now_ms();
     CU_ASSERT(hilock_lock_force_unlock(&deleted, l2) == 0 && deleted == 1);
@@ -279,7 +246,7 @@ static void t_partial_release(void)
     CU_ASSERT(ok);
     CU_ASSERT_EQUAL(hilock_lock_is_lost_tid(l, 1), 1);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(l, 1), HILOCK_ENOTOWNER);
-    CU_ASSERT(wait_numsub(chan, 0, 3000));
+    CU_ASSERT(th_wait_numsub(&th_srv, chan, 0, 3000));
     hilock_lock_free(l);
     hilock_lock_free(l2);
     hilock_client_close(c);

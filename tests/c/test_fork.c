@@ -42,17 +42,6 @@ static void *waiter_main(void *p)
     return NULL;
 }
 
-static int listener_subscribed(void *arg)
-{
-    (void)arg;
-    redisContext *c = th_redis_connect(&srv);
-    redisReply *r = redisCommand(c, "PUBSUB NUMSUB redisson_lock__channel:{busy}");
-    int n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? (int)r->element[1]->integer : 0;
-    freeReplyObject(r);
-    redisFree(c);
-    return n == 1;
-}
-
 static void t_fork_busy_client(void)
 {
     hilock_options o;
@@ -66,7 +55,7 @@ static void t_fork_busy_client(void)
     waiter_arg w = {l, -100};
     pthread_t t;
     pthread_create(&t, NULL, waiter_main, &w); /* listener thread runs */
-    CU_ASSERT(th_wait_for(listener_subscribed, NULL, 5000));
+    CU_ASSERT(th_wait_numsub(&srv, "redisson_lock__channel:{busy}", 1, 5000));
 
     pid_t pid = fork();
     CU_ASSERT_FATAL(pid >= 0);
@@ -110,21 +99,6 @@ static void t_fork_busy_client(void)
     hilock_client_close(c);
 }
 
-static long long numsub(const char *channel)
-{
-    redisContext *c = th_redis_connect(&srv);
-    long long n = -1;
-    redisReply *r = c ? redisCommand(c, "PUBSUB NUMSUB %s", channel) : NULL;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        n = r->element[1]->integer;
-    if (r)
-        freeReplyObject(r);
-    if (c)
-        redisFree(c);
-    return n;
-}
-
 static long long connected_clients(void)
 {
     redisContext *c = th_redis_connect(&srv);
@@ -157,10 +131,8 @@ static void t_exec_child_keeps_no_connection(void)
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "fcloexec"), 0);
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(l, 0, HILOCK_LEASE_WATCHDOG), 0);
-    int64_t end = th_now_ms() + 5000; /* the hold listens on its channel */
-    while (numsub(channel) != 1 && th_now_ms() < end)
-        th_sleep_ms(10);
-    CU_ASSERT_EQUAL_FATAL(numsub(channel), 1);
+    /* the hold listens on its channel */
+    CU_ASSERT_FATAL(th_wait_numsub(&srv, channel, 1, 5000));
     pid_t child = fork();
     if (child == 0) {
         execlp("sleep", "sleep", "30", (char *)NULL);
@@ -170,8 +142,8 @@ static void t_exec_child_keeps_no_connection(void)
     hilock_lock_free(l);
     hilock_client_close(c); /* its connections closed; the hold ends at its lease */
     long long subs = 1, conns = 1;
-    end = th_now_ms() + 3000;
-    while (((subs = numsub(channel)) != 0 || (conns = connected_clients()) != before) &&
+    int64_t end = th_now_ms() + 3000;
+    while (((subs = th_redis_numsub(&srv, channel)) != 0 || (conns = connected_clients()) != before) &&
            th_now_ms() < end)
         th_sleep_ms(20);
     printf("\n  client closed, an exec'd child running: %lld subscriber(s), %lld connection(s) "

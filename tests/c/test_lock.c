@@ -466,18 +466,6 @@ static int subscribed_connections(void)
     return n;
 }
 
-static long long numsub(const char *channel)
-{
-    redisContext *ctx = th_redis_connect(&srv);
-    redisReply *r = redisCommand(ctx, "PUBSUB NUMSUB %s", channel);
-    long long n = -1;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        n = r->element[1]->integer;
-    freeReplyObject(r);
-    redisFree(ctx);
-    return n;
-}
-
 typedef struct sub_arg {
     hilock_lock *l;
     atomic_int *waiting;
@@ -498,21 +486,21 @@ static void *sub_waiter(void *p)
 static int both_subscribed(void *p)
 {
     (void)p;
-    return numsub("redisson_lock__channel:{subA}") == 2 &&
-           numsub("redisson_lock__channel:{subB}") == 2;
+    return th_redis_numsub(&srv, "redisson_lock__channel:{subA}") == 2 &&
+           th_redis_numsub(&srv, "redisson_lock__channel:{subB}") == 2;
 }
 
 static int holders_listen(void *p)
 {
     (void)p;
-    return numsub("redisson_lock__channel:{subA}") == 1 &&
-           numsub("redisson_lock__channel:{subB}") == 1;
+    return th_redis_numsub(&srv, "redisson_lock__channel:{subA}") == 1 &&
+           th_redis_numsub(&srv, "redisson_lock__channel:{subB}") == 1;
 }
 static int none_subscribed(void *p)
 {
     (void)p;
-    return numsub("redisson_lock__channel:{subA}") == 0 &&
-           numsub("redisson_lock__channel:{subB}") == 0;
+    return th_redis_numsub(&srv, "redisson_lock__channel:{subA}") == 0 &&
+           th_redis_numsub(&srv, "redisson_lock__channel:{subB}") == 0;
 }
 
 static void t_shared_subscription(void)
@@ -537,8 +525,8 @@ static void t_shared_subscription(void)
     }
     CU_ASSERT(th_wait_for(both_subscribed, NULL, 2000));
     th_sleep_ms(50); /* all five are waiting by now; counts must not grow */
-    CU_ASSERT_EQUAL(numsub("redisson_lock__channel:{subA}"), 2);
-    CU_ASSERT_EQUAL(numsub("redisson_lock__channel:{subB}"), 2);
+    CU_ASSERT_EQUAL(th_redis_numsub(&srv, "redisson_lock__channel:{subA}"), 2);
+    CU_ASSERT_EQUAL(th_redis_numsub(&srv, "redisson_lock__channel:{subB}"), 2);
     CU_ASSERT_EQUAL(subscribed_connections(), base + 1);
     CU_ASSERT_EQUAL(hilock_lock_release(ha), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(hb), 0);
@@ -557,7 +545,8 @@ static void t_shared_subscription(void)
 static int all_waiting(void *p)
 {
     (void)p;
-    return numsub("redisson_lock__channel:{herd}") == 2; /* the holder's client, the waiters' */
+    /* the holder's client, the waiters' */
+    return th_redis_numsub(&srv, "redisson_lock__channel:{herd}") == 2;
 }
 
 static void t_one_unlock_wakes_one(void)
@@ -711,7 +700,7 @@ static void t_pool_bounded(void)
 static int one_waiting_on_garbage(void *p)
 {
     (void)p;
-    return numsub("redisson_lock__channel:{garbage}") == 1;
+    return th_redis_numsub(&srv, "redisson_lock__channel:{garbage}") == 1;
 }
 
 static long long garbage_extra_attempts = -1;

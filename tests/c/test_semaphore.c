@@ -489,22 +489,10 @@ typedef struct pes_releaser {
     int rc;
 } pes_releaser;
 
-static long long pes_subscribers(void)
-{
-    redisContext *r = th_redis_connect(&srv);
-    redisReply *x = r ? redisCommand(r, "PUBSUB NUMSUB redisson_sc:{pes}") : NULL;
-    long long v = x && x->type == REDIS_REPLY_ARRAY && x->elements == 2 ? x->element[1]->integer : -1;
-    if (x)
-        freeReplyObject(x);
-    if (r)
-        redisFree(r);
-    return v;
-}
-
 static int pes_waiter_subscribed(void *arg)
 {
     (void)arg;
-    return pes_subscribers() >= 1;
+    return th_redis_numsub(&srv, "redisson_sc:{pes}") >= 1;
 }
 
 /* Gives the permit back once a waiter listens on the semaphore's channel. */

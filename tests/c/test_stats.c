@@ -95,21 +95,6 @@ static void *wait_forever(void *arg)
     return NULL;
 }
 
-static long long numsub(const th_redis *r, const char *channel)
-{
-    redisContext *ctx = th_redis_connect(r);
-    if (!ctx)
-        return -1;
-    redisReply *rep = redisCommand(ctx, "PUBSUB NUMSUB %s", channel);
-    long long v = -1;
-    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
-        v = rep->element[1]->integer;
-    if (rep)
-        freeReplyObject(rep);
-    redisFree(ctx);
-    return v;
-}
-
 typedef struct cond_arg {
     const th_redis *r;
     hilock_client *c;
@@ -119,7 +104,7 @@ typedef struct cond_arg {
 static int waiter_subscribed(void *arg)
 {
     cond_arg *a = arg;
-    return numsub(a->r, "redisson_lock__channel:{stats:b}") >= 1;
+    return th_redis_numsub(a->r, "redisson_lock__channel:{stats:b}") >= 1;
 }
 
 static int lost_traced(void *arg)

@@ -565,15 +565,7 @@ static void t_stopped_server_reported_in_time(void)
  * the 30 s lease here). */
 static int holder_listens(void *channel)
 {
-    redisContext *ctx = th_redis_connect(&srv);
-    if (!ctx)
-        return 0;
-    redisReply *r = redisCommand(ctx, "PUBSUB NUMSUB %s", (const char *)channel);
-    int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-              r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer >= 1;
-    freeReplyObject(r);
-    redisFree(ctx);
-    return yes;
+    return th_redis_numsub(&srv, channel) >= 1;
 }
 
 static void t_force_unlock_heard_at_once(void)
