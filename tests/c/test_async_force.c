@@ -18,6 +18,7 @@
 
 #include "harness.h"
 #include "hilock.h"
+#include "lock_kinds.h"
 #include "hilock/adapters/epoll.h"
 #include "proxy.h"
 
@@ -30,38 +31,6 @@ static hilock_client *open_client(void)
     hilock_client *c = open_lease_client(th_srv.url, LEASE, 0);
     CU_ASSERT_FATAL(c != NULL);
     return c;
-}
-
-/* A lock of kind named name on c; *rw set for the read-write sides. */
-static hilock_lock *new_lock(hilock_client *c, int kind, const char *name, hilock_rwlock **rw)
-{
-    hilock_lock *l = NULL;
-    *rw = NULL;
-    switch (kind) {
-    case HILOCK_KIND_FAIR:
-        CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, name) == 0);
-        break;
-    case HILOCK_KIND_FENCED:
-        CU_ASSERT_FATAL(hilock_fenced_lock_new(&l, c, name) == 0);
-        break;
-    case HILOCK_KIND_READ:
-    case HILOCK_KIND_WRITE:
-        CU_ASSERT_FATAL(hilock_rwlock_new(rw, c, name) == 0);
-        l = kind == HILOCK_KIND_READ ? hilock_rwlock_read_lock(*rw) : hilock_rwlock_write_lock(*rw);
-        break;
-    default:
-        CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
-        break;
-    }
-    return l;
-}
-
-static void free_lock(hilock_lock *l, hilock_rwlock *rw)
-{
-    if (rw)
-        hilock_rwlock_free(rw);
-    else
-        hilock_lock_free(l);
 }
 
 /* Hold a lock of kind (watchdog or a fixed lease) with hilock_async; after
@@ -77,9 +46,9 @@ static void force_case(const char *label, int kind, int watchdog, int held_ms)
     seen s = {0};
     hilock_async_set_lost_callback(a, on_lost, &s);
     hilock_rwlock *rw = NULL, *rw2 = NULL;
-    hilock_lock *l = new_lock(c, kind, name, &rw);
+    hilock_lock *l = kind_lock_new(c, kind, name, &rw);
     /* the other client: force unlock, then acquire (exclusively) */
-    hilock_lock *l2 = new_lock(c2, kind == HILOCK_KIND_READ ? HILOCK_KIND_WRITE : kind, name, &rw2);
+    hilock_lock *l2 = kind_lock_new(c2, kind_exclusive(kind), name, &rw2);
 
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, watchdog ? HILOCK_LEASE_WATCHDOG : LEASE, on_done,
@@ -125,13 +94,10 @@ static void force_case(const char *label, int kind, int watchdog, int held_ms)
     CU_ASSERT(hilock_lock_release_tid(l2, 2) == 0);
     /* nothing held: the holder no longer listens */
     char chan[160];
-    snprintf(chan, sizeof chan, "%s:{%s}",
-             kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE ? "redisson_rwlock"
-                                                                  : "redisson_lock__channel",
-             name);
+    kind_channel(chan, sizeof chan, kind, name);
     CU_ASSERT(run_until_numsub(a, chan, 0));
-    free_lock(l, rw);
-    free_lock(l2, rw2);
+    kind_lock_free(l, rw);
+    kind_lock_free(l2, rw2);
     free_async(a);
     hilock_client_close(c);
     hilock_client_close(c2);
@@ -142,11 +108,7 @@ static void force_case(const char *label, int kind, int watchdog, int held_ms)
     static void t_##label##_fixed(void) { force_case(#label, kind, 0, 300); }                      \
     static void t_##label##_wd_early(void) { force_case(#label, kind, 1, 0); }                     \
     static void t_##label##_fixed_early(void) { force_case(#label, kind, 0, 0); }
-CASES(HILOCK_KIND_REENTRANT, reentrant)
-CASES(HILOCK_KIND_FAIR, fair)
-CASES(HILOCK_KIND_READ, read)
-CASES(HILOCK_KIND_WRITE, write)
-CASES(HILOCK_KIND_FENCED, fenced)
+LOCK_KINDS(CASES)
 
 /* The holder listens while it holds and no longer: a channel's one
  * subscription serves the holder and the waiters of the name; after the
@@ -315,16 +277,12 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite("non-blocking API: force unlock told", th_srv_init, th_srv_clean);
-#define ADD(label)                                                                                 \
+#define ADD(kind, label)                                                                           \
     CU_add_test(s, #label ", watchdog lease, 300 ms after the grant", t_##label##_wd);             \
     CU_add_test(s, #label ", fixed lease, 300 ms after the grant", t_##label##_fixed);             \
     CU_add_test(s, #label ", watchdog lease, right after the grant", t_##label##_wd_early);        \
-    CU_add_test(s, #label ", fixed lease, right after the grant", t_##label##_fixed_early)
-    ADD(reentrant);
-    ADD(fair);
-    ADD(read);
-    ADD(write);
-    ADD(fenced);
+    CU_add_test(s, #label ", fixed lease, right after the grant", t_##label##_fixed_early);
+    LOCK_KINDS(ADD)
     CU_add_test(s, "a holder listens while it holds, sharing the waiters' subscription",
                 t_listens_while_held);
     CU_add_test(s, "a fixed lease that ran out stops listening", t_fixed_lease_end_stops_listening);

@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "hilock.h"
+#include "lock_kinds.h"
 
 enum { LEASE = 30000 };
 
@@ -66,45 +67,6 @@ static hilock_client *open_client(void)
     return c;
 }
 
-static hilock_lock *new_lock(hilock_client *c, int kind, const char *name, hilock_rwlock **rw)
-{
-    hilock_lock *l = NULL;
-    *rw = NULL;
-    switch (kind) {
-    case HILOCK_KIND_FAIR:
-        CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, name) == 0);
-        break;
-    case HILOCK_KIND_FENCED:
-        CU_ASSERT_FATAL(hilock_fenced_lock_new(&l, c, name) == 0);
-        break;
-    case HILOCK_KIND_READ:
-    case HILOCK_KIND_WRITE:
-        CU_ASSERT_FATAL(hilock_rwlock_new(rw, c, name) == 0);
-        l = kind == HILOCK_KIND_READ ? hilock_rwlock_read_lock(*rw) : hilock_rwlock_write_lock(*rw);
-        break;
-    default:
-        CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
-        break;
-    }
-    return l;
-}
-
-static void free_lock(hilock_lock *l, hilock_rwlock *rw)
-{
-    if (rw)
-        hilock_rwlock_free(rw);
-    else
-        hilock_lock_free(l);
-}
-
-static void channel_of(char *buf, size_t len, int kind, const char *name)
-{
-    snprintf(buf, len, "%s:{%s}",
-             kind == HILOCK_KIND_READ || kind == HILOCK_KIND_WRITE ? "redisson_rwlock"
-                                                                  : "redisson_lock__channel",
-             name);
-}
-
 /* Hold a lock of kind with a fixed 30 s lease; after held_ms another client
  * force-unlocks it and acquires it at once (the write side for a read-write
  * lock: a second reader would share). The holder is told through the
@@ -113,11 +75,11 @@ static void force_case(const char *label, int kind, int held_ms)
 {
     char name[96], chan[160];
     snprintf(name, sizeof name, "bforce-%s-%d", label, held_ms);
-    channel_of(chan, sizeof chan, kind, name);
+    kind_channel(chan, sizeof chan, kind, name);
     hilock_client *c = open_client(), *c2 = open_client();
     hilock_rwlock *rw = NULL, *rw2 = NULL;
-    hilock_lock *l = new_lock(c, kind, name, &rw);
-    hilock_lock *l2 = new_lock(c2, kind == HILOCK_KIND_READ ? HILOCK_KIND_WRITE : kind, name, &rw2);
+    hilock_lock *l = kind_lock_new(c, kind, name, &rw);
+    hilock_lock *l2 = kind_lock_new(c2, kind_exclusive(kind), name, &rw2);
     seen s = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, 0, 0};
     hilock_lock_set_lost_callback(l, on_lost, &s);
 
@@ -160,8 +122,8 @@ static void force_case(const char *label, int kind, int held_ms)
     /* nothing held: nobody listens (c2's watchdog hold listened until its
      * release) */
     CU_ASSERT(th_wait_numsub(&th_srv, chan, 0, 5000));
-    free_lock(l, rw);
-    free_lock(l2, rw2);
+    kind_lock_free(l, rw);
+    kind_lock_free(l2, rw2);
     hilock_client_close(c);
     hilock_client_close(c2);
 }
@@ -169,11 +131,7 @@ static void force_case(const char *label, int kind, int held_ms)
 #define CASES(kind, label)                                                                         \
     static void t_##label(void) { force_case(#label, kind, 300); }                                 \
     static void t_##label##_early(void) { force_case(#label, kind, 0); }
-CASES(HILOCK_KIND_REENTRANT, reentrant)
-CASES(HILOCK_KIND_FAIR, fair)
-CASES(HILOCK_KIND_READ, read)
-CASES(HILOCK_KIND_WRITE, write)
-CASES(HILOCK_KIND_FENCED, fenced)
+LOCK_KINDS(CASES)
 
 /* A fixed-lease hold never released stops listening when its lease ends (it
  * ended as asked: nothing to check, no loss reported). */
@@ -259,14 +217,10 @@ int main(void)
         return 2;
     CU_pSuite s = CU_add_suite("blocking API: a fixed-lease hold is told of a force unlock",
                                th_srv_init, th_srv_clean);
-#define ADD(label)                                                                                 \
+#define ADD(kind, label)                                                                           \
     CU_add_test(s, #label ", 300 ms after the grant", t_##label);                                  \
-    CU_add_test(s, #label ", right after the grant", t_##label##_early)
-    ADD(reentrant);
-    ADD(fair);
-    ADD(read);
-    ADD(write);
-    ADD(fenced);
+    CU_add_test(s, #label ", right after the grant", t_##label##_early);
+    LOCK_KINDS(ADD)
     CU_add_test(s, "a fixed lease that ran out stops listening", t_lease_end_stops_listening);
     CU_add_test(s, "a partial release keeps listening, the last one ends it", t_partial_release);
     return th_cu_run();
