@@ -1722,6 +1722,15 @@ static int p_unsubscribe_cmd(lua_State *L)
     return push_plain(L, &c);
 }
 
+/* proto.ping_cmd(): PING, the liveness test of a pub/sub connection
+ * (proto.sublive) */
+static int p_ping_cmd(lua_State *L)
+{
+    hl_cmd c;
+    hl_cmd_ping(&c);
+    return push_plain(L, &c);
+}
+
 static int p_cluster_slots_cmd(lua_State *L)
 {
     hl_cmd c;
@@ -1936,6 +1945,10 @@ static const luaL_Reg acq_meta[] = {{"__gc", acq_free}, {NULL, NULL}};
  *   t:heard(key, r, now) -> boolean  a pub/sub frame r heard on the hold's
  *                          lock channel: true when the session made that
  *                          hold due for a check (hl_holds_heard)
+ *   t:unheard(key, now) -> boolean  the pub/sub connection the hold
+ *                          listens on is not known alive (sublive:due's
+ *                          check): true when that hold became due for a
+ *                          check (hl_holds_heard with HL_PS_UNHEARD)
  *   t:check(key, now) -> boolean  check it now, for the driver's reason
  *   t:check_next(now) -> key | nil  the next hold to check (send its
  *                          lock's hold_check_cmd), marked as checking
@@ -2067,6 +2080,20 @@ static int holds_heard(lua_State *L)
     return 1;
 }
 
+/* t:unheard(key, now) -> boolean: the hold's pub/sub connection is not known
+ * alive (sublive:due's check): true when a check of it became due. */
+static int holds_unheard(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    int64_t now = lhl_check_int(L, 3, INT64_MIN / 4, INT64_MAX / 4);
+    hl_ps_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = HL_PS_UNHEARD;
+    lua_pushboolean(L, rec && hl_holds_heard(&t->t, &rec->h, &ev, now));
+    return 1;
+}
+
 static int holds_check(lua_State *L)
 {
     pholds *t = check_holds_ud(L);
@@ -2114,10 +2141,103 @@ static int holds_lost_next(lua_State *L)
 
 static const luaL_Reg holds_methods[] = {
     {"grant", holds_grant}, {"remove", holds_remove}, {"heard", holds_heard},
+    {"unheard", holds_unheard},
     {"check", holds_check}, {"check_next", holds_check_next},
     {"check_outcome", holds_check_outcome}, {"lost_next", holds_lost_next},
     {"free", holds_gc}, {NULL, NULL}};
 static const luaL_Reg holds_meta[] = {{"__gc", holds_gc}, {NULL, NULL}};
+
+/* ---- subscription liveness (proto_session.c, hl_sublive_*) ----
+ *
+ * proto.sublive(command_timeout_ms) -> the session's liveness rule of one
+ * pub/sub connection (0: no command timeout), idle until opened:
+ *   s:opened(now)    a connection opened (its SUBSCRIBE written)
+ *   s:heard(now)     a frame (any) read on it
+ *   s:closed(now)    it closed (reset, error)
+ *   s:idle()         nothing listens any more
+ *   s:due(now) -> ping, reset, check  what to do now: write proto.ping_cmd()
+ *                    on it; give it up (close it, open another: no
+ *                    s:closed needed); hand each hold listening on it to
+ *                    holds:unheard
+ *   s:next() -> ms   when s:due has something next; -1: nothing
+ *   s:alive() -> boolean  open and heard from within its deadline
+ * Times: monotonic ms (proto.now_ms). A plain struct: nothing to free. */
+
+#define PSUBLIVE_MT "hilock.proto.sublive"
+
+static int p_sublive(lua_State *L)
+{
+    int64_t cto = lhl_check_int(L, 1, 0, HILOCK_MAX_TIME_MS);
+    hl_sublive *s = (hl_sublive *)hlc_newuserdata(L, sizeof *s);
+    hl_sublive_init(s, cto);
+    luaL_getmetatable(L, PSUBLIVE_MT);
+    lua_setmetatable(L, -2);
+    return 1;
+}
+
+static hl_sublive *check_sublive(lua_State *L)
+{
+    return (hl_sublive *)luaL_checkudata(L, 1, PSUBLIVE_MT);
+}
+
+static int64_t check_now(lua_State *L, int idx)
+{
+    return lhl_check_int(L, idx, INT64_MIN / 4, INT64_MAX / 4);
+}
+
+static int sublive_opened(lua_State *L)
+{
+    hl_sublive *s = check_sublive(L);
+    hl_sublive_opened(s, check_now(L, 2));
+    return 0;
+}
+
+static int sublive_heard(lua_State *L)
+{
+    hl_sublive *s = check_sublive(L);
+    hl_sublive_heard(s, check_now(L, 2));
+    return 0;
+}
+
+static int sublive_closed(lua_State *L)
+{
+    hl_sublive *s = check_sublive(L);
+    hl_sublive_closed(s, check_now(L, 2));
+    return 0;
+}
+
+static int sublive_idle(lua_State *L)
+{
+    hl_sublive_idle(check_sublive(L));
+    return 0;
+}
+
+static int sublive_due(lua_State *L)
+{
+    hl_sublive *s = check_sublive(L);
+    int due = hl_sublive_due(s, check_now(L, 2));
+    lua_pushboolean(L, (due & HL_SUBLIVE_PING) != 0);
+    lua_pushboolean(L, (due & HL_SUBLIVE_RESET) != 0);
+    lua_pushboolean(L, (due & HL_SUBLIVE_CHECK) != 0);
+    return 3;
+}
+
+static int sublive_next(lua_State *L)
+{
+    lhl_push_i64(L, hl_sublive_next(check_sublive(L)));
+    return 1;
+}
+
+static int sublive_alive(lua_State *L)
+{
+    lua_pushboolean(L, hl_sublive_alive(check_sublive(L)));
+    return 1;
+}
+
+static const luaL_Reg sublive_methods[] = {
+    {"opened", sublive_opened}, {"heard", sublive_heard}, {"closed", sublive_closed},
+    {"idle", sublive_idle},     {"due", sublive_due},     {"next", sublive_next},
+    {"alive", sublive_alive},   {NULL, NULL}};
 
 /* ---- the session's unsettled acquires (proto_session.c, hl_unsettled_*) ----
  *
@@ -2298,6 +2418,7 @@ static const luaL_Reg proto_funcs[] = {
     {"hold_check_on", p_hold_check_on},
     {"hold_gone", p_hold_gone},
     {"holds", p_holds},
+    {"sublive", p_sublive},
     {"unsettled", p_unsettled},
     {NULL, NULL}};
 
@@ -2333,6 +2454,7 @@ static const luaL_Reg engine_funcs[] = {
     {"renew_in_doubt", p_renew_in_doubt},
     {"subscribe_cmd", p_subscribe_cmd},
     {"unsubscribe_cmd", p_unsubscribe_cmd},
+    {"ping_cmd", p_ping_cmd},
     {"cluster_slots_cmd", p_cluster_slots_cmd},
     {"role_cmd", p_role_cmd},
     {"handshake_cmds", p_handshake_cmds},
@@ -2802,6 +2924,7 @@ void lhl_engine_open(lua_State *L)
     lhl_new_metatable(L, PREPLY_MT, reply_methods, reply_meta);
     lhl_new_metatable(L, PACQ_MT, acq_methods, acq_meta);
     lhl_new_metatable(L, PHOLDS_MT, holds_methods, holds_meta);
+    lhl_new_metatable(L, PSUBLIVE_MT, sublive_methods, no_meta);
     lhl_new_metatable(L, PUNS_MT, uns_methods, uns_meta);
     hlc_setfuncs(L, proto_funcs);
     lhl_new_metatable(L, PREL_MT, rel_methods, rel_meta);

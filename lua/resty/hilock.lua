@@ -1450,10 +1450,15 @@ local function owner_of(lock)
     return lock.owner
 end
 
+local live_due
+
 -- A subscription on its own connection to the master of slot: {sock, rd,
 -- channel, node}. On a cluster it is a shard subscription (SSUBSCRIBE),
--- which is what sees the scripts' SPUBLISH.
-local function subscribe(self, channel, slot)
+-- which is what sees the scripts' SPUBLISH. L: a shared listener, whose
+-- liveness rule (L.live, the session's) paces the wait for the
+-- confirmation instead of the command timeout, and meanwhile has the holds
+-- listening there checked.
+local function subscribe(self, channel, slot, L)
     local cmd = proto.subscribe_cmd(channel, self.mode == "cluster")
     for _ = 1, 3 do
         local node = master_node(self, slot)
@@ -1468,10 +1473,26 @@ local function subscribe(self, channel, slot)
         local rd = get_reader()
         local ok = sock:send(cmd)
         local retry = false
+        if ok and L then
+            L.live:opened(now_ms())
+        end
         while ok do
-            local r = read_reply(sock, rd)
+            if L then
+                local ms = live_due(self, L, sock)
+                if not ms then
+                    break
+                end
+                sock:settimeout(ms)
+            end
+            local r, err = read_reply(sock, rd)
             if not r then
-                break
+                if not L or err ~= "connection: timeout" then
+                    break
+                end
+                goto continue
+            end
+            if L then
+                L.live:heard(now_ms())
             end
             local act, s1, host, port = proto.router(self.mode):on_reply(r)
             if act == "moved" or act == "ask" or act == "refresh" then
@@ -1492,8 +1513,12 @@ local function subscribe(self, channel, slot)
             if r:type() == "error" then
                 break
             end
+            ::continue::
         end
         sock:close()
+        if L then
+            L.live:closed(now_ms())
+        end
         if not retry then
             return nil
         end
@@ -1681,12 +1706,68 @@ local function holds_heard(c, L, r)
     end
 end
 
+local ping_cmd = proto.ping_cmd()
+
+-- What the session's liveness rule of L's connection (L.live, proto.sublive)
+-- has due now: the holds listening there handed to the session, which says
+-- which to check on the command connection (not known alive: a force
+-- unlock published there may go unheard); a PING written on sock. Returns
+-- false when the rule gives the connection up (or the PING cannot be
+-- written), else how long to read before asking again (ms).
+live_due = function(c, L, sock)
+    local now = now_ms()
+    local ping, reset, check = L.live:due(now)
+    if check then
+        local due = false
+        for k in pairs(L.holds) do
+            due = c.holds:unheard(k, now) or due
+        end
+        if due then
+            send_checks(c)
+        end
+    end
+    if reset then
+        return false
+    end
+    if ping and sock and not sock:send(ping_cmd) then
+        L.live:closed(now)
+        return false
+    end
+    local nxt, ms = L.live:next(), LISTEN_POLL_MS
+    if nxt >= 0 and nxt - now < ms then
+        ms = nxt > now and nxt - now or 1
+    end
+    return ms
+end
+
+-- No subscription while holds listen on L: wait up to LISTEN_POLL_MS before
+-- subscribing again, their checks going on meanwhile. false: nothing listens
+-- any more (or the worker exits).
+local function listen_pause(c, L)
+    local deadline = now_ms() + LISTEN_POLL_MS
+    while not ngx.worker.exiting() and holds_left(c, L) do
+        local ms, left = live_due(c, L, nil), deadline - now_ms()
+        if left <= 0 then
+            return true
+        end
+        ngx_sleep((ms < left and ms or left) / 1000)
+    end
+    return false
+end
+
 local function listener_loop(premature, c, key, L)
     local resubscribing = false
     while not premature and not ngx.worker.exiting() do
-        local ps = subscribe(c, L.channel, L.slot)
+        local ps = subscribe(c, L.channel, L.slot, L)
         if not ps then
-            break
+            -- holds listen here: they are checked until a subscription is
+            -- heard again; waiters try again meanwhile
+            wake_all(L)
+            if not listen_pause(c, L) then
+                break
+            end
+            resubscribing = true
+            goto continue
         end
         if resubscribing then -- messages may have been missed: all retry
             c.st.reconnects = c.st.reconnects + 1
@@ -1710,12 +1791,19 @@ local function listener_loop(premature, c, key, L)
                     listeners[key] = nil
                 end
                 L.state = "closed"
+                L.live:idle()
                 unsubscribe(c, ps)
                 return
             end
-            ps.sock:settimeout(LISTEN_POLL_MS)
+            local ms = live_due(c, L, ps.sock)
+            if not ms then -- unanswered: given up, another one subscribes
+                ps.sock:close()
+                break
+            end
+            ps.sock:settimeout(ms)
             local r, err = read_reply(ps.sock, ps.rd)
             if r then
+                L.live:heard(now_ms())
                 local typ, ch, payload = decode_pubsub(r)
                 if typ == "message" and ch == L.channel and L.rule then
                     -- a semaphore's or latch's channel: the engine says how
@@ -1738,26 +1826,44 @@ local function listener_loop(premature, c, key, L)
                     -- ended by the server: the slot moved to another master
                     holds_heard(c, L, r)
                     ps.sock:close()
+                    L.live:closed(now_ms())
                     invalidate(c)
                     break
                 end
             elseif err ~= "connection: timeout" or ps_moved(c, ps) then
                 ps.sock:close()
+                L.live:closed(now_ms())
                 break
             end
         end
         L.state = "reconnecting"
         resubscribing = true
+        ::continue::
     end
     -- could not subscribe: waiters fall back to timed retries
     if listeners[key] == L then
         listeners[key] = nil
     end
+    L.live:idle()
     L.state = "failed"
     if L.ready_waiting > 0 then
         L.ready:post(L.ready_waiting)
     end
     wake_all(L)
+end
+
+-- A listener of channel started (its timer running listener_loop), or nil.
+-- L.live: the session's liveness rule of its connection.
+local function new_listener(c, key, channel, slot, rule)
+    local L = { channel = channel, slot = slot, state = "starting", ready_waiting = 0, rule = rule,
+                sem = semaphore.new(0), ready = semaphore.new(0),
+                waiting = setmetatable({}, WEAK_KEYS), holds = {},
+                live = proto.sublive(c.command_timeout_ms) }
+    if not timer_at(0, listener_loop, c, key, L) then
+        return nil
+    end
+    listeners[key] = L
+    return L
 end
 
 -- Register the calling request on the worker's listener for channel; returns
@@ -1768,13 +1874,10 @@ local function join_listener(c, channel, slot, rule)
     local key = c.pool .. "\0" .. channel
     local L = listeners[key]
     if not L then
-        L = { channel = channel, slot = slot, state = "starting", ready_waiting = 0, rule = rule,
-              sem = semaphore.new(0), ready = semaphore.new(0),
-              waiting = setmetatable({}, WEAK_KEYS), holds = {} }
-        if not timer_at(0, listener_loop, c, key, L) then
+        L = new_listener(c, key, channel, slot, rule)
+        if not L then
             return nil
         end
-        listeners[key] = L
     end
     local co = co_running()
     L.waiting[co] = true
@@ -1810,13 +1913,10 @@ local function hold_start(c, lock, key, owner, lease_ms)
         local lkey = c.pool .. "\0" .. channel
         local L = listeners[lkey]
         if not L or L.state == "closed" or L.state == "failed" then
-            L = { channel = channel, slot = lock.slot, state = "starting", ready_waiting = 0,
-                  sem = semaphore.new(0), ready = semaphore.new(0),
-                  waiting = setmetatable({}, WEAK_KEYS), holds = {} }
-            if not timer_at(0, listener_loop, c, lkey, L) then
+            L = new_listener(c, lkey, channel, lock.slot)
+            if not L then
                 return -- unheard: the watchdog still renews it
             end
-            listeners[lkey] = L
         end
         L.holds[key] = h
         h.L = L

@@ -55,6 +55,11 @@ server. Faults are switched on and off while connections are live:
                         connect succeeds, the handshake hangs); they stay
                         silent until close(), even after stall_new(False)
 - half_dead(True)       silence(True, True) and stall_new(True) at once
+- mute_new_subscribers(True)  a new connection whose first request is a
+                        SUBSCRIBE (SSUBSCRIBE too) drops every byte both
+                        ways from then on: to its client, a pub/sub
+                        connection accepted and never answered, while new
+                        command connections are answered
 
 Per connection: every live _Conn in proxy.live() has drop_up and drop_down,
 to silence one direction of one connection only, and kill() to reset it.
@@ -95,6 +100,7 @@ class _Conn:
         self.dead = False
         self.kill_on_reply = False
         self.subscriber = False  # a request of it contained SUBSCRIBE
+        self.first = True  # no request read yet
         self.late: Optional[Tuple[float, bool]] = None  # late_reply's, for the next reply
         self._tag: Optional[str] = None
         self.drop_up = proxy.drop_up      # requests from the client are dropped
@@ -137,6 +143,10 @@ class _Conn:
                     time.sleep(0.01)
                 if upstream and b"SUBSCRIBE" in data:
                     self.subscriber = True
+                    if self.first and p.muting:
+                        self.drop_up = self.drop_down = True
+                if upstream:
+                    self.first = False
                 if self.drop_up if upstream else self.drop_down:
                     p.dropped += 1
                     continue
@@ -207,6 +217,7 @@ class FaultProxy:
         self.drop_up = False
         self.drop_down = False
         self.stalling = False
+        self.muting = False
         self.stalled: List[socket.socket] = []  # accepted, never answered
         self.dropped = 0  # chunks dropped by silence()
         self.frame_delays: List[Tuple[bytes, float, bool]] = []
@@ -251,6 +262,9 @@ class FaultProxy:
 
     def stall_new(self, on: bool = True) -> None:
         self.stalling = on
+
+    def mute_new_subscribers(self, on: bool = True) -> None:
+        self.muting = on
 
     def half_dead(self, on: bool = True) -> None:
         self.stall_new(on)

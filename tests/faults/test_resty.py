@@ -28,6 +28,10 @@ behind the same TCP fault proxy as the C/Python scenarios.
   lk:lost() after it says true.
 - a late copy of a release (held up past the command timeout, or copied on
   its way) leaves the owner's later hold alone.
+- a fault of the holder's pub/sub connection alone (replies lost, requests
+  lost, reset then its replacement accepted and silent), then a force
+  unlock: lk:lost() says true within a second (the worker's listener
+  follows the session's liveness rule, proto.sublive).
 (The pub/sub connection killed during a wait is tests/openresty (i) and the
 conformance pubsub-killed scenario.)
 """
@@ -50,6 +54,7 @@ import pytest
 
 import hilock
 from conftest import opened, report, wait_for
+from test_subscription import SUB_BOUND, SUB_FAULTS, SUB_LEASE, sub_fault_on
 
 ROOT = os.environ.get("HILOCK_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -908,4 +913,70 @@ def test_resty_late_grant_after_partition_is_not_kept_by_re_entry(nginx, server,
         assert got, "another client could not get the lock for 6 s after the owner's release"
     finally:
         proxy.blackhole(False)
+        other.close()
+
+
+def _resty_sub_fault_on(proxy, fault: str) -> int:
+    """sub_fault_on for the worker: its pub/sub listener takes its
+    connection from the worker's keepalive pool, so a reset one may be
+    replaced by a pooled command connection. Accepted-then-silent: new
+    connections that start with SUBSCRIBE are muted (accepted, never
+    answered) and every live connection is reset, so the listener's
+    replacement is a new, muted one, while new command connections (the
+    query and the checks below) are answered. How many pub/sub connections
+    it hit."""
+    if fault != "accepted-then-silent":
+        return sub_fault_on(proxy, fault)
+    subs = proxy.subscribers()
+    proxy.mute_new_subscribers(True)
+    for c in proxy.live():
+        c.kill()
+    return len(subs)
+
+
+@pytest.mark.parametrize("fault", SUB_FAULTS)
+def test_resty_pubsub_connection_fault_holder_told_of_force_unlock(nginx, server, proxy, name,
+                                                                   fault):
+    """The fault hits the holder's pub/sub connection alone (DESIGN.md §6,
+    per connection and direction, as test_subscription.py does for the
+    blocking client and hilock.aio): replies to it dropped, requests on it
+    dropped, or reset with its replacement accepted and never answered. The
+    command connection answers throughout (a hold-count query through it).
+    Another client then force-unlocks and acquires at once: lk:lost() must
+    say true within SUB_BOUND of the force unlock, not at the next renewal
+    (10 s away with the 30 s watchdog lease). Before the worker's listener
+    used the session's liveness rule (proto.sublive): replies-lost and
+    accepted-then-silent not told within 3 s (the other client acquired
+    within a few ms)."""
+    a = Actor(nginx, proxy.url(), watchdog_lease_ms=int(SUB_LEASE * 1000))
+    other = opened(server.url)
+    channel = "redisson_lock__channel:{%s}" % name
+    try:
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+        time.sleep(0.2)  # its confirmation read (not dropped below)
+        assert _resty_sub_fault_on(proxy, fault) == 1  # the one pub/sub connection
+        time.sleep(0.3)
+        tq = time.monotonic()
+        assert a("holds r %s" % name) == "ok 1"  # the command connection answers
+        assert time.monotonic() - tq < 1.0
+        assert a("lost r %s" % name) == "ok 0"
+        t0 = time.monotonic()
+        assert other.lock(name).force_unlock()
+        assert other.lock(name).acquire(wait=0)
+        t_other = time.monotonic() - t0
+        told = None
+        while time.monotonic() - t0 < 3.0:
+            if a("lost r %s" % name) == "ok 1":
+                told = time.monotonic() - t0
+                break
+            time.sleep(0.005)
+        report(f"openresty, {fault} on the subscription connection alone: holder told after "
+               f"the force unlock (-1: not within 3 s)", -0.001 if told is None else told)
+        report(f"openresty, {fault} on the subscription connection alone: other client "
+               f"acquired after the force unlock", t_other)
+        assert told is not None and told < SUB_BOUND, \
+            f"openresty, {fault}: holder not told within {SUB_BOUND} s of the force unlock"
+    finally:
+        proxy.mute_new_subscribers(False)
         other.close()

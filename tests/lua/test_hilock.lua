@@ -215,6 +215,54 @@ test("hold table: a frame checks only its hold", function()
   assert(not pcall(t.check_next, t, 0))
 end)
 
+-- The session's liveness rule of a pub/sub connection (proto.sublive), as
+-- resty's listener drives it: a PING after an interval without a frame
+-- (half the command timeout, 100..500 ms), the connection given up when it
+-- is unanswered as long again, and meanwhile its holds checked
+-- (holds:unheard) at once and every interval until a frame is heard.
+test("subscription liveness: ping, give up, check the holds", function()
+  local s = proto.sublive(1000)
+  eq(s:next(), -1) -- idle
+  s:opened(0)
+  eq(s:alive(), false)
+  eq(s:next(), 500)
+  local ping, reset, check = s:due(499)
+  assert(not ping and not reset and not check)
+  ping, reset, check = s:due(500) -- not heard since it opened: PING, check its holds
+  assert(ping and not reset and check)
+  s:heard(510)
+  eq(s:alive(), true)
+  eq(s:next(), 1010)
+  ping, reset, check = s:due(1010)
+  assert(ping and not reset and not check)
+  ping, reset, check = s:due(1510) -- unanswered: given up, its holds checked
+  assert(not ping and reset and check)
+  eq(s:alive(), false)
+  s:closed(1510) -- nothing more after a reset
+  eq(s:next(), 2010)
+  s:opened(1600)
+  s:heard(1610)
+  s:closed(1700) -- lost: checked at once
+  ping, reset, check = s:due(1700)
+  assert(not ping and not reset and check)
+  s:idle()
+  eq(s:next(), -1)
+  eq(proto.sublive(0):next(), -1)
+  raises(function() proto.sublive(-1) end)
+  raises(function() proto.sublive("x") end)
+  raises(function() s.due(proto.holds(1000, 1000), 0) end)
+  assert(#proto.ping_cmd() > 0)
+  local t = proto.holds(30000, 1000)
+  t:grant("a", false, 30000, 0)
+  assert(t:unheard("a", 10) == true)
+  assert(t:unheard("a", 10) == false) -- already due
+  assert(t:unheard("nobody", 10) == false)
+  assert(t:check_next(10) == "a")
+  t:check_outcome("a", false)
+  assert(t:check_next(10) == nil)
+  t:free()
+end)
+
 -- The engine module (hilock.proto) from Lua as a careless caller would use
 -- it: every function, and every method of every object it makes, called
 -- with junk (nothing, nil, numbers at the edges, strings, tables, other
@@ -237,6 +285,7 @@ test("engine objects and functions survive junk arguments", function()
   local hs = proto.holds(30000, 1000)
   hs:grant("k", true, 0, 0)
   keep(hs)
+  keep(proto.sublive(1000))
   for _, k in ipairs({ "semaphore", "permit", "latch" }) do keep(proto.sem("s", k)) end
   local owner = proto.owner(proto.uuid(), 1)
   -- machines, made as the drivers make them (docs/lua.md)
