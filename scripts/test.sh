@@ -36,6 +36,44 @@ if [ "${#suites[@]}" -eq 0 ]; then
   done
 fi
 
+build_asan() { # no benchmarks or Lua modules: nothing runs them under ASan
+  build "$here/build/asan" -DCMAKE_BUILD_TYPE=Debug -DHILOCK_SANITIZE=ON \
+    -DHILOCK_BUILD_BENCH=OFF -DHILOCK_LUA_VARIANTS=
+}
+build_tsan() {
+  build "$here/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHILOCK_TSAN=ON \
+    -DHILOCK_BUILD_BENCH=OFF -DHILOCK_LUA_VARIANTS=
+}
+# Suite c's programs mostly wait on their servers and timers (about half a
+# core), so when it runs, the ASan and ThreadSanitizer trees are built
+# beside it at a lower priority; c-asan and c-tsan then wait for their
+# tree instead of building it (each build is 40-45 s of the CI's time).
+has_suite() { [[ " ${suites[*]} " == *" $1 "* ]]; }
+prebuilt() { # asan|tsan: wait for the background build, or build now
+  local rc="$here/build/$1.prebuild-rc"
+  if [ -n "${prebuild_pid:-}" ]; then
+    while [ ! -e "$rc" ] && kill -0 "$prebuild_pid" 2>/dev/null; do sleep 0.5; done
+    if [ -e "$rc" ]; then
+      [ "$(cat "$rc")" = 0 ] && return 0
+      cat "$here/build/$1.log"; return 1
+    fi
+  fi
+  "build_$1"
+}
+rm -f build/asan.prebuild-rc build/tsan.prebuild-rc
+prebuild_pid=
+if has_suite c && { has_suite c-asan || has_suite c-tsan; }; then
+  (
+    renice -n 10 -p "$BASHPID" >/dev/null 2>&1 # the compilers it starts inherit it
+    for t in asan tsan; do
+      has_suite "c-$t" || continue
+      "build_$t" >/dev/null 2>&1
+      echo $? >"build/$t.prebuild-rc"
+    done
+  ) &
+  prebuild_pid=$!
+fi
+
 passed=0; failed=0; failed_names=()
 for s in "${suites[@]}"; do
   echo "=== suite: $s"
@@ -49,10 +87,9 @@ for s in "${suites[@]}"; do
     # 52 CPU-s (0.4 cores), -j 5 91 s for 43 CPU-s (0.5 cores).
     c) ctest --test-dir "$HILOCK_BUILD" --output-on-failure -j 5 ;;
     c-asan)
-      # no benchmarks or Lua modules: nothing runs them under ASan (43.4
-      # CPU-s of build instead of 57.6, 2026-11-29)
-      build "$here/build/asan" -DCMAKE_BUILD_TYPE=Debug -DHILOCK_SANITIZE=ON \
-        -DHILOCK_BUILD_BENCH=OFF -DHILOCK_LUA_VARIANTS= &&
+      # (no benchmarks or Lua modules in the tree: 43.4 CPU-s of build
+      # instead of 57.6, 2026-11-29)
+      prebuilt asan &&
       # the valkey_* repeats run in suite c; the library code they exercise
       # under ASan is the same as against redis-server
       # Three programs at a time (2026-11-23, load 11-14, no
@@ -71,8 +108,7 @@ for s in "${suites[@]}"; do
       # servers and timers (measured 165 s -> 83 s of tests from -j 1 to
       # -j 2; 2026-11-23, load 14-16, no cost data: 100 s at -j 2, 69 and
       # 67 s at -j 3).
-      build "$here/build/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHILOCK_TSAN=ON \
-        -DHILOCK_BUILD_BENCH=OFF -DHILOCK_LUA_VARIANTS= &&
+      prebuilt tsan &&
       TSAN_OPTIONS="exitcode=66 second_deadlock_stack=1" \
         ctest --test-dir "$here/build/tsan" --output-on-failure -L "unit|stress" -j 3 ;;
     # the safety harness's long schedule (at least 30 minutes) when named;
