@@ -41,4 +41,8 @@ fi
 long=()
 [ "${HILOCK_SAFETY:-}" = long ] && long=(--long)
 export HILOCK_PYTHON="$venv/bin/python" HILOCK_ROOT="$root"
+# the double-hold checker on made-up histories (test_checker.py), first
+if ! "$venv/bin/python" "$here/test_checker.py" "$out/safety-checker"; then
+  echo "safety: the checker's self-test failed"; echo "0 passed, 1 failed"; exit 1
+fi
 exec "$venv/bin/python" "$here/safety.py" --build "$out" "${long[@]}" "$@"

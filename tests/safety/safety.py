@@ -972,7 +972,14 @@ def analyse(evs: List[Dict[str, Any]], fence_log: List[Tuple[int, str, int]],
             if b.p == a.p:
                 continue
             double += 1
-            if a.told is not None and a.told <= b.ret:
+            # told first: the earlier holder had its report (or its fixed
+            # lease's end) before B returned; or B itself returned told (a
+            # fixed-lease grant whose lease, counted from its invoke, had
+            # ended before it returned, as when its client was stopped
+            # between the server's grant and reading it: its client knows by
+            # its own clock it holds nothing and writes nothing under it)
+            if (a.told is not None and a.told <= b.ret) or \
+                    (b.told is not None and b.told <= b.ret):
                 told_first += 1
             elif a.p in peers or b.p in peers:
                 untold_peer += 1

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The double-hold checker of safety.py (analyse) on small made-up histories:
+what it must call a double hold not told first, and what it must not.
+run.sh runs it before every schedule (well under a second).
+
+    build/venv/bin/python tests/safety/test_checker.py BUILD_DIR/safety-checker
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safety  # noqa: E402
+
+S = 1_000_000_000
+
+
+def grant(p: int, n: int, inv: float, ret: float, lease_ms: int, rel: float,
+          rel_res: str = "ok", writes: List[float] = ()) -> List[Dict[str, Any]]:
+    """One client's acquire (granted), writes and release, times in s."""
+    g = f"{p}.{n}"
+    tok = int(ret * 1000)
+    ev: List[Dict[str, Any]] = [
+        {"ev": "inv", "op": "acq", "id": n * 10, "t": int(inv * S), "lease_ms": lease_ms, "p": p},
+        {"ev": "ret", "op": "acq", "id": n * 10, "t": int(ret * S), "res": "ok", "token": tok,
+         "grant": g, "p": p}]
+    for k, w in enumerate(writes):
+        ev += [{"ev": "inv", "op": "write", "id": n * 10 + 1 + k, "t": int(w * S), "token": tok,
+                "grant": g, "p": p},
+               {"ev": "ret", "op": "write", "id": n * 10 + 1 + k, "t": int(w * S) + 1000,
+                "res": "ok", "p": p}]
+    ev += [{"ev": "inv", "op": "rel", "id": n * 10 + 9, "t": int(rel * S), "grant": g, "p": p},
+           {"ev": "ret", "op": "rel", "id": n * 10 + 9, "t": int(rel * S) + 1000, "res": rel_res,
+            "p": p}]
+    return ev
+
+
+def run(checker: str, evs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    evs = sorted(evs, key=lambda e: e["t"])
+    return safety.analyse(evs, [], [], evs[-1]["t"], checker, None, 10.0)
+
+
+def main() -> int:
+    checker = sys.argv[1]
+    fails = 0
+
+    def expect(what: str, r: Dict[str, Any], double: int, not_told: int) -> None:
+        nonlocal fails
+        ok = r["double_holds"] == double and r["not_told"] == not_told
+        fails += 0 if ok else 1
+        print(f"  {'ok  ' if ok else 'FAIL'}  {what}: double holds {r['double_holds']} (want "
+              f"{double}), not told first {r['not_told']} (want {not_told})")
+
+    # fixed-stop-client-long, seed 634195765 (async, python): client 2
+    # invoked its acquire at 10.0 s, was stopped 5.5 s before the reply was
+    # read, and returned "granted" at 15.5 s, long after its 1.5 s lease
+    # ended (it wrote nothing, and its release said not owner); client 1,
+    # granted at 15.2 s after that lease ended, still held the lock then.
+    # The late grant held nothing: its own lease's end (by its invoke)
+    # came before it returned, so the pair is told first.
+    expect("a fixed-lease grant that returns after its own lease ended",
+           run(checker, grant(1, 1, 15.0, 15.2, 1500, 15.9, writes=[15.3, 15.6]) +
+               grant(2, 1, 10.0, 15.5, 1500, 15.55, rel_res="notowner")), 1, 0)
+    # the same pair, client 2 granted within its lease (returned 0.1 s after
+    # its invoke): two holders at once, the earlier one not told
+    expect("a fixed-lease grant inside another's lease",
+           run(checker, grant(1, 1, 15.0, 15.2, 1500, 15.9, writes=[15.3, 15.6]) +
+               grant(2, 1, 15.4, 15.5, 1500, 15.8, writes=[15.6])), 1, 1)
+    # watchdog leases: a second grant while the first holder holds, no
+    # report to it
+    expect("a watchdog grant while another holds, nobody told",
+           run(checker, grant(1, 1, 1.0, 1.1, 0, 3.0, writes=[1.5]) +
+               grant(2, 1, 1.2, 2.0, 0, 2.5, writes=[2.1])), 1, 1)
+    # one after the other: no double hold
+    expect("grants one after the other",
+           run(checker, grant(1, 1, 1.0, 1.1, 0, 2.0) + grant(2, 1, 1.5, 2.1, 0, 2.5)), 0, 0)
+    print(f"checker self-test: {'ok' if not fails else f'{fails} failed'}")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
