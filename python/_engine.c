@@ -1690,6 +1690,19 @@ static PyObject *m_decode_pubsub(PyObject *self, PyObject *arg)
     return Py_BuildValue("(iNi)", (int)ev.type, ch, ev.payload);
 }
 
+/* lock_wakes(reply) -> -1 all, 0 none, 1: how many waiters a frame on a
+ * lock's channel wakes (hl_ps_wakes, HL_WAKE_LOCK) */
+static PyObject *m_lock_wakes(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    redisReply *r = get_reply(arg);
+    if (!r)
+        return NULL;
+    hl_ps_event ev;
+    hl_decode_pubsub(r, &ev);
+    return PyLong_FromLongLong((long long)hl_ps_wakes(HL_WAKE_LOCK, &ev));
+}
+
 /* hold_check_on(reply) -> bool: a pub/sub message on a holder's channel
  * that means "check the hold now" (hl_hold_check_on) */
 static PyObject *m_hold_check_on(PyObject *self, PyObject *arg)
@@ -2552,6 +2565,8 @@ static PyMethodDef module_methods[] = {
     {"hold_gone", m_hold_gone, METH_O, "hold_gone(reply) -> True gone, False held, None unknown"},
     {"decode_pubsub", m_decode_pubsub, METH_O,
      "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
+    {"lock_wakes", m_lock_wakes, METH_O,
+     "lock_wakes(reply) -> -1 all, 0 none, 1: the waiters a frame on a lock's channel wakes"},
     {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},
     {"renew_unacked", m_renew_unacked, METH_VARARGS,
      "renew_unacked(outcome, acked) -> RENEW_*: RENEW_RENEWED that no replica acknowledged "

@@ -26,7 +26,6 @@ permit-expirable one by giving its id back) before the call fails.
 
 from __future__ import annotations
 
-import asyncio
 from types import TracebackType
 from typing import Any, Optional, Tuple, Type
 
@@ -41,6 +40,8 @@ from .aio import (
     Client,
     Seconds,
     _Cancel,
+    _quietly,
+    _send,
     _subscribe_step,
     _wait_step,
     _Waiter,
@@ -57,13 +58,6 @@ def _int(value: Any, what: str) -> int:
     if not -(2**63) <= value < 2**63:
         raise InvalidArgument(f"invalid argument: {what} out of range: {value}", _E.E_INVAL)
     return value
-
-
-def _give(conn: Any) -> None:
-    if conn.pool is not None:
-        conn.pool.put(conn)
-    else:
-        conn.close()
 
 
 async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, Optional[str]]:
@@ -83,14 +77,15 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
             t = m.next()
             act = t[0]
             if act == _SEND:
-                st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
+                st, req, conn, code = await _send(c, slot, t[1], c._cmd_ms, cancel)
                 if st == 3:
                     m.on_error(code)
                     continue
+                assert conn is not None
                 if st == 0:
                     again = m.on_reply(req.reply)
                     if again is not None:  # the script's body, routed again
-                        _give(conn)
+                        conn.give()
                         st, req, conn, code = await c._routed(slot, again, c._cmd_ms, cancel)
                         if st == 3:
                             m.on_error(code)
@@ -99,7 +94,7 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
                             m.on_reply(req.reply)
                 assert conn is not None
                 if st == 0:
-                    _give(conn)
+                    conn.give()
                 else:
                     # sent, no answer: the server may have run it (the engine
                     # settles it through the request latch or the permit id)
@@ -122,22 +117,6 @@ async def _run_wait(c: Client, sn: Any, m: Any, cancel: _Cancel) -> Tuple[int, O
     finally:
         if w is not None and ps is not None:  # (a join that raised left nothing)
             ps.leave(channel, w)
-
-
-async def _quietly(coro: Any) -> None:
-    """Run coro to its end even if the caller is cancelled again (giving
-    back what a cancelled acquire took); its errors are dropped (the
-    permit-expirable lease, if any, is the last resort)."""
-    t = asyncio.get_running_loop().create_task(coro)
-    while not t.done():
-        try:
-            await asyncio.shield(t)
-        except asyncio.CancelledError:
-            continue
-        except Error:
-            return
-    if not t.cancelled():
-        t.exception()
 
 
 class _Object:
@@ -176,19 +155,7 @@ class _Object:
 
     async def _op(self, verb: str, *arg: Any) -> int:
         """One command machine (SemNames.op) on the pool: its value."""
-        self._c._check()
-        m = self._sn.op(verb, *arg)
-        while True:
-            t = m.next()
-            if t[0] != _SEND:
-                break
-            try:
-                m.on_reply(await self._c._call(t[1], self._sn.slot))
-            except Error as e:
-                m.on_error(e.code or _E.E_CONN)
-        if t[1]:
-            raise self._error(t[1])
-        return int(t[2])
+        return await self._c._run_call(self._sn.op(verb, *arg), self._error, self._sn.slot)
 
     async def _wait(self, permits: int, wait_ms: int, lease_ms: int) -> Tuple[int, Optional[str]]:
         """The engine's wait; a cancellation gives back what was taken, then

@@ -119,7 +119,7 @@ _UNSUBSCRIBE = _E.ACT_UNSUBSCRIBE
 _DONE = _E.ACT_DONE
 _LONG_WAIT_MS = 60000  # "until a message": look again at least this often
 _MAX_REDIRECTS = 20    # sentinel: "no master" answers followed per command
-_REDIRECT_PAUSE = 0.1  # seconds between them (a failover takes a moment)
+_REDIRECT_PAUSE_MS = 100  # between them (a failover takes a moment)
 
 _log = logging.getLogger("hilock")
 
@@ -320,6 +320,14 @@ class _Conn(_E.ConnBase, asyncio.BufferedProtocol):  # type: ignore[misc]
         if self.transport is not None:
             self.transport.close()
         self._closed()
+
+    def give(self) -> None:
+        """Back to its pool (which closes it if it cannot be used again),
+        or closed when it has none."""
+        if self.pool is not None:
+            self.pool.put(self)
+        else:
+            self.close()
 
     def request(self, data: bytes) -> _Req:
         req = _Req(self, _Fut(self.loop))
@@ -681,7 +689,7 @@ class _Channel:
         self.holders: Dict[Tuple[int, str, str], None] = {}
         self.ready = ready
         # the engine's wake rule of a semaphore or latch channel (SemNames.wakes:
-        # reply -> -1 all, n waiters); None: a lock's ("0" one, "1" all)
+        # reply -> -1 all, n waiters); None: a lock's (lock_wakes)
         self.wakes: Optional[Callable[[Any], int]] = None
 
 
@@ -731,6 +739,14 @@ class _PubSub:
             self.live.opened(_mono_ms())  # not known alive until a frame is heard
             self._live_arm()
         return conn
+
+    def _subscribe(self, conn: _Conn, name: str) -> None:
+        """Subscribe conn to channel name (sharded: its answer is awaited
+        in order) and start the liveness rule if it was idle."""
+        if self.sharded:
+            self.subscribing.append(name)
+        conn.write(_E.subscribe_cmd(name, self.sharded))
+        self._live_start()
 
     def _live_start(self) -> None:
         """A channel is listened to on a kept connection the rule was idle
@@ -787,7 +803,7 @@ class _PubSub:
                     self._moved(c)
                     break
             return
-        typ, ch, payload = _E.decode_pubsub(r)
+        typ, ch, _payload = _E.decode_pubsub(r)
         if typ == _E.PS_MESSAGE:
             c = self.channels.get(ch)
             if c is None:
@@ -796,13 +812,9 @@ class _PubSub:
                 # the session says which holds are to be checked (an unlock
                 # or force unlock of the lock: are they still there?)
                 self.client._heard(list(c.holders), r)
-            if c.wakes is not None:
-                self._wake_n(c, c.wakes(r))
-            elif payload == 0:
-                self._wake_one(c)
-            elif payload == 1:
-                for w in c.members:
-                    w.wake()
+            # the engine's wake rule of the channel (a lock's, a semaphore's
+            # or a latch's): how many of its waiters this frame wakes
+            self._wake_n(c, (c.wakes or _E.lock_wakes)(r))
         elif typ == _E.PS_SUBSCRIBE:
             if self.sharded:
                 try:
@@ -942,10 +954,7 @@ class _PubSub:
                 return False
             if self.channels.get(name) is not c:  # moved or closed meanwhile
                 return False
-            if self.sharded:
-                self.subscribing.append(name)
-            conn.write(_E.subscribe_cmd(name, self.sharded))
-            self._live_start()
+            self._subscribe(conn, name)
         else:
             c.members[w] = None
         if not c.ready.done():
@@ -971,10 +980,7 @@ class _PubSub:
         c = _Channel(name, self.client._loop.create_future())
         self.channels[name] = c
         c.holders[key] = None
-        if self.sharded:
-            self.subscribing.append(name)
-        conn.write(_E.subscribe_cmd(name, self.sharded))
-        self._live_start()
+        self._subscribe(conn, name)
         return True
 
     async def observe(self, name: str, key: Tuple[int, str, str]) -> None:
@@ -995,10 +1001,7 @@ class _PubSub:
             return
         if self.channels.get(name) is not c:  # moved, closed or let go meanwhile
             return
-        if self.sharded:
-            self.subscribing.append(name)
-        conn.write(_E.subscribe_cmd(name, self.sharded))
-        self._live_start()
+        self._subscribe(conn, name)
 
     def unobserve(self, name: str, key: Tuple[int, str, str]) -> None:
         c = self.channels.get(name)
@@ -1374,21 +1377,13 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             self._opened = True
             return self
         conn = await self._pool.get()
-        req = conn.request(_E.ping_cmd())  # the check hilock.Client makes at open
-        try:
-            st = await _await_req(self._loop, req, self._cmd_ms)
-        except BaseException:
-            conn.close()
-            raise
-        if st != 0:
-            conn.close()
-            raise from_code(_E.E_CONN, "no answer from the server at open (closed by it: "
-                            "a TLS client certificate it refused?)" if st == 2 else
-                            _E.no_reply_msg(self._cmd_ms, conn.what))
-        rc = _E.decode_ping(req.reply)
+        # the check hilock.Client makes at open
+        reply = await self._ask(conn, _E.ping_cmd(), "no answer from the server at open "
+                                "(closed by it: a TLS client certificate it refused?)")
+        rc = _E.decode_ping(reply)
         if rc:
             conn.close()
-            raise from_code(rc, f"refused at open: {req.reply.error or 'unexpected reply'}")
+            raise from_code(rc, f"refused at open: {reply.error or 'unexpected reply'}")
         self._pool.put(conn)
         if not (self._ack or self._sentinel):
             # the loop's clock read in C where it is asyncio's own (time.monotonic)
@@ -1626,10 +1621,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 self._nreps[where] = (nrep, _E.now_ms())
             if k.replicated:
                 self._replicated = True
-            if failed or conn.pool is None:
+            if failed:
                 conn.close()
             else:
-                conn.pool.put(conn)
+                conn.give()
             return bool(acked)
 
     # -- cluster topology and routing ---------------------------------------
@@ -1715,21 +1710,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             ep = self._ep
             conn = await self._connect(addr[0], addr[1], None, ep.get("user"),
                                        ep.get("password"), 0, None)
-        req = conn.request(_E.cluster_slots_cmd())
-        try:
-            st = await _await_req(self._loop, req, self._cmd_ms)
-        except BaseException:
-            conn.close()
-            raise
-        if st != 0:
-            conn.close()
-            raise from_code(_E.E_CONN, f"{addr[0]}:{addr[1]}: no answer to the slot map "
-                            "question")
-        if conn.pool is not None:
-            conn.pool.put(conn)
-        else:
-            conn.close()
-        return _E.decode_slots(req.reply)
+        reply = await self._ask(conn, _E.cluster_slots_cmd(),
+                                f"{addr[0]}:{addr[1]}: closed the connection before the slot map")
+        conn.give()
+        return _E.decode_slots(reply)
 
     async def _routed(self, slot: int, data: bytes, timeout_ms: int,
                       cancel: Optional[_Cancel] = None,
@@ -1746,112 +1730,73 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         Error saying why: the one that left no connection to send on, or
         the server's answer the router gave up on).
         cancel: a cancellation is remembered there (see _Cancel) and ends
-        the routing before the next send. first (one server): data was
+        the routing before the next send (one server: after a pause; the
+        first send goes out, it may be the cancel's own). first (one server): data was
         already sent directly (_send_idle) and first holds its error reply:
         routing starts from that reply."""
         loop = self._loop
-        if not self._cluster:
-            pool = self._pool
-            rt: Any = None
-            redirects = 0
-            while True:
-                if first is not None:
-                    req, first = first, None
-                    conn = req.conn
-                    st = 0
-                else:
-                    conn = pool.get_nowait()
-                    if conn is None:
-                        try:
-                            conn = await pool.get()
-                        except asyncio.CancelledError as e:
-                            if cancel is None:
-                                raise
-                            cancel.exc = cancel.exc or e
-                            return 3, None, None, _E.E_CANCELED
-                        except Error as e:  # the error itself in req's place (_call)
-                            return 3, e, None, e.code or _E.E_CONN
-                    req = conn.request(data)
-                    if cancel is None:
-                        try:
-                            st = await _await_req(loop, req, timeout_ms)
-                        except BaseException:
-                            conn.broken = True
-                            conn.close()
-                            raise
-                    else:
-                        st = await cancel.req(loop, req, timeout_ms)
-                if st != 0 or req.reply.error is None:
-                    return st, req, conn, 0
-                if (self._sentinel and redirects < _MAX_REDIRECTS
-                        and self._redirected(req.reply)):
-                    redirects += 1
-                    conn.close()  # no master any more: the same command on the new one
-                    if cancel is None:
-                        await asyncio.sleep(_REDIRECT_PAUSE)
-                    else:
-                        await cancel.sleep(loop, _REDIRECT_PAUSE)
-                        if cancel.exc is not None:
-                            return 3, None, None, _E.E_CANCELED
-                    continue
-                # what the engine's router makes of any other error reply (a
-                # server still loading its data: the same command after a
-                # pause, a bounded number of times)
-                rt = rt or _E.Router(self._mode)
-                a = rt.on_reply(req.reply)
-                if a[0] == _E.ROUTE_RETRY:
-                    pool.put(conn)
-                elif a[0] == _E.ROUTE_REFRESH:
-                    conn.close()  # a demoted server: a new connection, once
-                elif a[0] == _E.ROUTE_FAIL:
-                    pool.put(conn)
-                    return 3, _answered(a[1], conn, req.reply), None, a[1]
-                else:
-                    return 0, req, conn, 0
-                await self._route_pause(a[1], cancel)
-                if cancel is not None and cancel.exc is not None:
-                    return 3, None, None, _E.E_CANCELED
+        cluster = self._cluster
         rt: Any = None
-        ask: Optional[Tuple[str, int]] = None
+        ask: Optional[Tuple[str, int]] = None  # cluster: this command's ASK target
+        redirects = 0  # sentinel: "no master" answers followed
+        again = False  # one server: a pause was made (a cancel meanwhile ends it)
         while True:
-            if cancel is not None and cancel.exc is not None:
+            if cancel is not None and cancel.exc is not None and (cluster or again):
                 return 3, None, None, _E.E_CANCELED
-            try:
-                pool = self._pool_at(ask) if ask is not None else self._pool_at(
-                    await self._slot_addr(slot))
-                conn = pool.get_nowait() or await pool.get()
-            except asyncio.CancelledError as e:
-                if cancel is None:
-                    raise
-                cancel.exc = cancel.exc or e
-                return 3, None, None, _E.E_CANCELED
-            except Error as e:
-                self._map_stale = True
-                rt = rt or _E.Router(self._mode)
-                a = rt.on_conn_error(False)
-                if a[0] != _E.ROUTE_REFRESH:
-                    return 3, e, None, e.code or _E.E_CONN
-                ask = None
-                await self._route_pause(a[1], cancel)
-                continue
-            if ask is not None:
-                conn.request(_E.asking_cmd())  # its answer is read and dropped
-            req = conn.request(data)
-            if cancel is None:
-                try:
-                    st = await _await_req(loop, req, timeout_ms)
-                except BaseException:
-                    conn.broken = True
-                    conn.close()
-                    raise
+            again = True
+            if first is not None:
+                req, first = first, None
+                conn = req.conn
+                st = 0
             else:
-                st = await cancel.req(loop, req, timeout_ms)
+                try:
+                    pool = self._pool if not cluster else self._pool_at(
+                        ask if ask is not None else await self._slot_addr(slot))
+                    conn = pool.get_nowait() or await pool.get()
+                except asyncio.CancelledError as e:
+                    if cancel is None:
+                        raise
+                    cancel.exc = cancel.exc or e
+                    return 3, None, None, _E.E_CANCELED
+                except Error as e:  # the error itself in req's place (_call)
+                    if not cluster:
+                        return 3, e, None, e.code or _E.E_CONN
+                    self._map_stale = True
+                    rt = rt or _E.Router(self._mode)
+                    a = rt.on_conn_error(False)
+                    if a[0] != _E.ROUTE_REFRESH:
+                        return 3, e, None, e.code or _E.E_CONN
+                    ask = None
+                    await self._route_pause(a[1], cancel)
+                    continue
+                if ask is not None:
+                    conn.request(_E.asking_cmd())  # its answer is read and dropped
+                req = conn.request(data)
+                if cancel is None:
+                    try:
+                        st = await _await_req(loop, req, timeout_ms)
+                    except BaseException:
+                        conn.broken = True
+                        conn.close()
+                        raise
+                else:
+                    st = await cancel.req(loop, req, timeout_ms)
             if st != 0:
-                self._map_stale = True  # the node may be gone
+                if cluster:
+                    self._map_stale = True  # the node may be gone
                 return st, req, conn, 0
             r = req.reply
             if r.error is None:
                 return 0, req, conn, 0
+            if self._sentinel and redirects < _MAX_REDIRECTS and self._redirected(r):
+                redirects += 1
+                conn.close()  # no master any more: the same command on the new one
+                await self._route_pause(_REDIRECT_PAUSE_MS, cancel)
+                continue
+            # what the engine's router makes of any other error reply (a
+            # slot moved or moving, a server still loading its data or
+            # demoted: the same command again, where and after the pause it
+            # says, a bounded number of times)
             rt = rt or _E.Router(self._mode)
             a = rt.on_reply(r)
             act = a[0]
@@ -1859,14 +1804,11 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 return 0, req, conn, 0
             ask = None
             if act == _E.ROUTE_REFRESH:
-                conn.close()
-                self._map_stale = True
-                await self._route_pause(a[1], cancel)
-                continue
-            if conn.pool is not None:
-                conn.pool.put(conn)
+                conn.close()  # a demoted server: a new connection (cluster: a new map)
+                if cluster:
+                    self._map_stale = True
             else:
-                conn.close()
+                conn.give()
             if act in (_E.ROUTE_MOVED, _E.ROUTE_ASK):
                 self._st[_C_REDIRECTS] += 1
             if act == _E.ROUTE_MOVED:
@@ -1874,11 +1816,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 if self._slot_node and 0 <= _slot < len(self._slot_node):
                     self._slot_node[_slot] = (host, port)
                 self._map_stale = True  # the rest of the map later
-                if pause > 0:
-                    await self._route_pause(pause, cancel)
+                await self._route_pause(pause, cancel)
             elif act == _E.ROUTE_ASK:
                 ask = (a[1], a[2])
-            elif act == _E.ROUTE_RETRY:
+            elif act in (_E.ROUTE_RETRY, _E.ROUTE_REFRESH):
                 await self._route_pause(a[1], cancel)
             else:
                 return 3, _answered(a[1], conn, r), None, a[1]
@@ -1952,22 +1893,30 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         except (OSError, asyncio.TimeoutError) as e:
             raise from_code(_E.E_CONN, f"cannot connect to {what}: {e or 'timeout'}") from None
         for cmd in _E.handshake_cmds(user, password, db):
-            req = proto.request(cmd)
-            try:
-                st = await _await_req(loop, req, self._cmd_ms)
-            except BaseException:
-                proto.close()
-                raise
-            if st != 0:
-                proto.close()
-                raise from_code(_E.E_CONN, _E.no_reply_msg(self._cmd_ms, what) if st == 1
-                                else f"{what}: closed the connection during the handshake")
-            rc = _E.handshake_reply(req.reply)
+            reply = await self._ask(proto, cmd,
+                                    f"{what}: closed the connection during the handshake")
+            rc = _E.handshake_reply(reply)
             if rc:
                 proto.close()
-                raise from_code(rc, f"{what}: {req.reply.error or 'unexpected reply'}")
+                raise from_code(rc, f"{what}: {reply.error or 'unexpected reply'}")
         del ep
         return proto
+
+    async def _ask(self, conn: _Conn, cmd: bytes, closed: str) -> Any:
+        """One command on conn (opening it: a handshake, a check), its
+        reply; conn is closed when none came (ConnectionError: no reply in
+        time, or closed, the message for that)."""
+        req = conn.request(cmd)
+        try:
+            st = await _await_req(self._loop, req, self._cmd_ms)
+        except BaseException:
+            conn.close()
+            raise
+        if st != 0:
+            conn.close()
+            raise from_code(_E.E_CONN, _E.no_reply_msg(self._cmd_ms, conn.what) if st == 1
+                            else closed)
+        return req.reply
 
     async def _call(self, data: bytes, slot: int = 0) -> Any:
         """One command, one reply (a plain query) on the master of slot: the
@@ -1980,15 +1929,18 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             raise from_code(code, "no master to send the command to")
         assert conn is not None and conn.pool is not None
         if st == 0:
-            conn.pool.put(conn)
+            conn.give()
             return req.reply
         conn.close()
         raise from_code(_E.E_CONN, _E.no_reply_msg(self._cmd_ms, conn.what) if st == 1
                         else "connection closed")
 
-    async def _run_call(self, m: Any, what: str, slot: int = 0) -> int:
-        """Drive a one-command machine (Names.force, Names.extend): its
-        decoded value, or the error raised."""
+    async def _run_call(self, m: Any, what: Union[str, Callable[[int], Error]],
+                        slot: int = 0) -> int:
+        """Drive a one-command machine (Names.force, Names.extend,
+        SemNames.op): its decoded value, or the error raised (what: the
+        detail, or the error of a code)."""
+        self._check()
         while True:
             t = m.next()
             if t[0] != _SEND:
@@ -1998,7 +1950,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             except Error as e:
                 m.on_error(e.code or _E.E_CONN)
         if t[1]:
-            _raise(t[1], what)
+            raise what(t[1]) if callable(what) else from_code(t[1], what)
         return int(t[2])
 
     def _start_settle(self, conn: _Conn, first: _Req, s: Any) -> None:
@@ -2259,7 +2211,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                     await self._master_addr()
                 if not await self._renew_batch(due):
                     return
-                await asyncio.sleep(_REDIRECT_PAUSE)  # redirected: again, on the new master
+                await asyncio.sleep(_REDIRECT_PAUSE_MS / 1000.0)  # redirected: on the new master
         except Error:
             pass  # trouble: the next renewal goes out when due
         finally:
@@ -2694,24 +2646,12 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                             continue
                     if sent_at is not None:
                         sent_at[0] = c._now_ms()
-                    req = _send_idle(c, t[1])
-                    st = await cancel.req(loop, req, c._cmd_ms) if req is not None else 0
-                else:
-                    (req, st), sent = sent, None
-                if req is not None:
-                    conn = req.conn
-                    if st == 0 and req.reply.error is not None:  # the router's say first
-                        st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel, req)
-                        if st == 3:
-                            _trouble(why, req)
-                            m.on_error(code)
-                            continue
-                else:
-                    st, req, conn, code = await c._routed(slot, t[1], c._cmd_ms, cancel)
-                    if st == 3:
-                        _trouble(why, req)
-                        m.on_error(code)
-                        continue
+                st, req, conn, code = await _send(c, slot, t[1], c._cmd_ms, cancel, sent)
+                sent = None
+                if st == 3:
+                    _trouble(why, req)
+                    m.on_error(code)
+                    continue
                 assert conn is not None
                 if st == 0:
                     again = m.on_reply(req.reply)
@@ -2719,7 +2659,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         _trouble(why, _answered(_E.E_PROTO, conn, req.reply))
                     if again is not None:  # the script body: routed again (the
                         # node that answered may not be the slot's master)
-                        conn.pool.put(conn)  # type: ignore[union-attr]
+                        conn.give()
                         st, req, conn2, code = await c._routed(slot, again, c._cmd_ms, cancel)
                         if st == 3:
                             _trouble(why, req)
@@ -2734,10 +2674,10 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                 if st == 0:
                     if keep and t[2]:
                         if held is not None:
-                            held.pool.put(held)  # type: ignore[union-attr]
+                            held.give()
                         held = conn
                     else:
-                        conn.pool.put(conn)  # type: ignore[union-attr]
+                        conn.give()
                 elif st == 1 and t[2]:
                     # the attempt may still run on the server: settle it there;
                     # later calls take another latch key (its late copy must find it)
@@ -2762,7 +2702,7 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                         m.on_error(_E.E_CONN)
             elif act == _SUBSCRIBE:
                 if held is not None:  # do not sit on a connection while waiting
-                    held.pool.put(held)  # type: ignore[union-attr]
+                    held.give()
                     held = None
                 channel = t[1]
                 w, ps = await _subscribe_step(c, m, slot, channel, cancel)
@@ -2789,7 +2729,25 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
         if w is not None:
             _leave(c, ps, channel, w)
         if held is not None:
-            held.pool.put(held)  # type: ignore[union-attr]
+            held.give()
+
+
+async def _send(c: Client, slot: int, data: bytes, timeout_ms: int, cancel: _Cancel,
+                sent: Optional[Tuple[_Req, int]] = None) -> Tuple[int, Any, Optional[_Conn], int]:
+    """data to the master of slot: on an idle connection when nothing is to
+    be routed (_send_idle), else through Client._routed; an error reply goes
+    to the router. sent: (request, status as _Cancel.req's) of data already
+    on the wire. (st, req, conn, code) as Client._routed."""
+    if sent is None:
+        req = _send_idle(c, data)
+        if req is None:
+            return await c._routed(slot, data, timeout_ms, cancel)
+        st = await cancel.req(c._loop, req, timeout_ms)
+    else:
+        req, st = sent
+    if st == 0 and req.reply.error is not None:  # the router's say first
+        return await c._routed(slot, data, timeout_ms, cancel, req)
+    return st, req, req.conn, 0
 
 
 def _trouble(why: Optional[List[str]], what: Any) -> None:
@@ -2883,31 +2841,18 @@ async def _release_run(c: Client, names: Any, owner: str, key: Tuple[int, str, s
             t = m.next()
         if t[0] != _SEND:
             break
-        timeout = t[2] if t[2] > 0 else c._cmd_ms
-        code = 0
-        if sent is not None:
-            (req, st), sent = sent, None
-            conn = req.conn
-            if st == 0 and req.reply.error is not None:  # the router's say first
-                st, req, conn, code = await c._routed(names.slot, t[1], timeout, cancel, req)
-        else:
-            if cancel.exc is not None:
-                raise cancel.exc  # nothing on the wire: the hold is as it was
-            req = _send_idle(c, t[1])
-            if req is not None:
-                conn = req.conn
-                st = await cancel.req(c._loop, req, timeout)
-                if st == 0 and req.reply.error is not None:  # the router's say first
-                    st, req, conn, code = await c._routed(names.slot, t[1], timeout, cancel, req)
-            else:
-                st, req, conn, code = await c._routed(names.slot, t[1], timeout, cancel)
+        if sent is None and cancel.exc is not None:
+            raise cancel.exc  # nothing on the wire: the hold is as it was
+        st, req, conn, code = await _send(c, names.slot, t[1], t[2] if t[2] > 0 else c._cmd_ms,
+                                          cancel, sent)
+        sent = None
         if st == 3:
             if cancel.exc is not None and code == _E.E_CANCELED:
                 raise cancel.exc  # nothing more on the wire
             m.on_error(code)
         elif st == 0:
             assert conn is not None and conn.pool is not None
-            conn.pool.put(conn)
+            conn.give()
             m.on_reply(req.reply)
         else:
             assert conn is not None
@@ -2958,10 +2903,11 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
         _raise(result, f"release of lock {names.name!r}")
 
 
-async def _release_quietly(c: Client, names: Any, owner: str, key: Tuple[int, str, str]) -> None:
-    """Give back a hold nobody asked for (an acquire cancelled after its
-    grant); a second cancellation does not stop it."""
-    t = c._loop.create_task(_release(c, names, owner, key))
+async def _quietly(coro: Any) -> None:
+    """Run coro (giving back what nobody asked for: a grant or permits a
+    cancelled acquire took) to its end even if the caller is cancelled
+    again; its errors are dropped (the lease is the last resort)."""
+    t = asyncio.get_running_loop().create_task(coro)
     while not t.done():
         try:
             await asyncio.shield(t)
@@ -3216,7 +3162,7 @@ class Lock:
             # nobody replicated the grant, so a failover now would forget it:
             # give it back, and try again while the caller may still wait
             c._leases[key] = lease
-            await _release_quietly(c, self._n, owner, key)
+            await _quietly(_release(c, self._n, owner, key))
             pause = _E.ack_retry(w, deadline)
             if pause is None:
                 raise from_code(_E.E_UNACKED, f"lock {self.name!r} released again: no replica "
@@ -3231,7 +3177,7 @@ class Lock:
                     c._leases.pop(key, None)
                 else:
                     c._leases[key] = l
-                await _release_quietly(c, self._n, owner, key)
+                await _quietly(_release(c, self._n, owner, key))
                 raise cancel.exc
             return self._granted(owner, tid, key, l, token, at[0])
         if cancel.exc is not None:
@@ -3572,7 +3518,7 @@ class MultiLock:
             if out:
                 ttls[i] = out[0]
             if conn is not None and not await c._replica_ack(conn, cancel):
-                await _release_quietly(c, n, owner, (n.kind, n.name, owner))
+                await _quietly(_release(c, n, owner, (n.kind, n.name, owner)))
                 result = _E.E_CONN
         except Error as e:
             return e.code or _E.E_CONN

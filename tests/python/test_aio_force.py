@@ -279,3 +279,56 @@ def test_session_holds_check_only_the_hold_heard() -> None:
     assert t.heard("a", msg, 20) is True
     t.remove("a")
     assert t.check_next(20) is None
+
+
+def test_session_holds_renew_doubt_and_lease_end() -> None:
+    """The hold table's watchdog rules as hilock.aio drives them
+    (hilock._engine.Holds, virtual times; lease 3 s: a period of 1 s, in
+    doubt 2.4 s after the last confirmed send): every hold due within a
+    period goes out together and is not handed out again before its
+    outcome; a confirmed renewal moves the hold's clock on, one no replica
+    took does not; a hold with no renewal confirmed is reported in doubt
+    once (is_lost says so from that moment, also before the report), a
+    LOST outcome hands it out once, a fixed lease ends at its send +
+    lease, a new grant ends "doubted". And the lock channel's wake rule
+    (lock_wakes): "0" wakes one, "1" all, anything else nobody."""
+    import hilock._engine as E
+
+    def reply(data: bytes) -> object:
+        r = E.Reader()
+        r.feed(data)
+        return r.get()
+
+    t = E.Holds(3000, 500)
+    t.grant("w", True, 0, 0)
+    t.grant("x", True, 0, 300)
+    t.grant("f", False, 5000, 0)
+    assert t.count() == 3 and t.next() == 1000
+    assert t.renew_due(999, 0) == []
+    assert sorted(t.renew_due(1000, 1000)) == ["w", "x"]  # x due at 1300: within the period
+    assert t.renew_due(1000, 1000) == []  # in flight
+    assert t.outcome("w", E.RENEW_RENEWED, True, 1000) == E.RENEW_RENEWED
+    assert t.state("w") == (True, 1000, False)
+    assert t.outcome("x", E.RENEW_RENEWED, False, 1000) == E.RENEW_TROUBLE  # unacked
+    assert t.state("x") == (True, 300, False)
+    assert sorted(t.renew_due(2000, 1000)) == ["w", "x"]
+    assert t.outcome("w", E.RENEW_LOST, True, 2000) == E.RENEW_LOST
+    assert t.lost_next() == "w" and t.lost_next() is None
+    assert t.outcome("x", E.RENEW_TROUBLE, True, 2000) == E.RENEW_TROUBLE
+    assert t.count() == 2
+    # x: confirmed at 300, first renewal tried at 1000: in doubt at 2700
+    assert t.doubt_next(2699) is None and not t.is_lost("x", 2699)
+    assert t.is_lost("x", 2700)
+    assert t.doubt_next(2700) == "x" and t.doubt_next(2700) is None
+    assert t.state("x")[2] is True and t.is_lost("x", 2701)
+    assert t.end_next(4999) is None and t.end_next(5000) == "f"
+    assert t.count() == 1
+    t.grant("x", True, 0, 5100)  # granted anew: no longer doubted
+    assert not t.is_lost("x", 5100) and t.state("x") == (True, 5100, False)
+    with pytest.raises(KeyError):
+        t.state("nobody")
+    assert not t.is_lost("nobody", 0)
+    assert E.lock_wakes(reply(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\n0\r\n")) == 1
+    assert E.lock_wakes(reply(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\n1\r\n")) == -1
+    assert E.lock_wakes(reply(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n")) == 0
+    assert E.lock_wakes(reply(b"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n")) == 0
