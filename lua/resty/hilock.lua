@@ -1923,9 +1923,11 @@ local function hold_start(c, lock, key, owner, lease_ms)
         c.held[key] = h
     end
     h.ends = lease_ms > 0 and now_ms() + lease_ms or nil
-    -- in the session's table (a fixed lease there: the watchdog's renewals
-    -- are this driver's), so that what its channel says is checked
-    c.holds:grant(key, false, lease_ms > 0 and lease_ms or c.watchdog_lease_ms, now_ms())
+    -- in the session's table as what it is (a watchdog hold, or its fixed
+    -- lease: a watchdog hold is checked for as long as it is held, not only
+    -- during its first lease), so that what its channel says is checked;
+    -- the table's renewal and doubt times are unused (this driver's own)
+    c.holds:grant(key, lease_ms == 0, lease_ms, now_ms())
 end
 
 -- key's hold is over (released, lost): it stops listening.

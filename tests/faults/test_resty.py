@@ -844,6 +844,38 @@ def test_resty_force_unlock_reported_at_once(nginx, server, name, kind, lease_ms
         other.close()
 
 
+def test_resty_force_unlock_heard_after_the_first_lease(nginx, server, name):
+    """A watchdog hold kept past its first lease (6 s, renewed every 2 s)
+    is still heard at once: force-unlocked 6.3 s after the grant, 1.7 s
+    before its next renewal, lk:lost() says true within 0.8 s. The worker's
+    hold table (proto.holds) kept a watchdog hold as a fixed lease of the
+    watchdog's length, so after 6 s neither a message on its channel nor
+    the pub/sub connection's liveness rule had it checked, and the holder
+    was told by the next renewal (as hilock.aio before a63d2c1)."""
+    a = Actor(nginx, server.url, watchdog_lease_ms=6000)
+    other = opened(server.url)
+    channel = "redisson_lock__channel:{%s}" % name
+    try:
+        assert a("lock r %s 0 0" % name) == "ok 1"
+        t_grant = time.monotonic()
+        wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+        time.sleep(max(0.0, 6.3 - (time.monotonic() - t_grant)))
+        assert a("lost r %s" % name) == "ok 0"
+        t0 = time.monotonic()
+        assert other.lock(name).force_unlock()
+        told = None
+        while time.monotonic() - t0 < 3.0:
+            if a("lost r %s" % name) == "ok 1":
+                told = time.monotonic() - t0
+                break
+            time.sleep(0.005)
+        report("openresty force unlock past the first watchdog lease: holder told after "
+               "(-1: not within 3 s)", -0.001 if told is None else told)
+        assert told is not None and told < 0.8, "not told within 0.8 s of the force unlock"
+    finally:
+        other.close()
+
+
 @pytest.mark.parametrize("lease_ms", [0, 30000], ids=["watchdog", "fixed-lease"])
 @pytest.mark.parametrize("kind", ["r", "f"])
 def test_resty_force_unlock_before_the_subscription_is_heard(nginx, server, kind, lease_ms):
