@@ -2139,7 +2139,103 @@ static int holds_lost_next(lua_State *L)
     return 1;
 }
 
+/* the key of the driver's record of h */
+static int push_hold_key(lua_State *L, hl_hold *h)
+{
+    if (!h) {
+        lua_pushnil(L);
+        return 1;
+    }
+    pholdrec *rec = (pholdrec *)h->ref;
+    lua_pushlstring(L, rec->key, rec->len);
+    return 1;
+}
+
+/* t:renew_due(now, horizon) -> { key, ... }: the watchdog holds whose
+ * renewal is due by now + horizon, each marked as sent at now
+ * (hl_holds_renew_next); feed each one's outcome, whatever happened. */
+static int holds_renew_due(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    int64_t now = lhl_check_int(L, 2, INT64_MIN / 4, INT64_MAX / 4);
+    int64_t horizon = lhl_check_int(L, 3, 0, HILOCK_MAX_TIME_MS);
+    lua_newtable(L);
+    int n = 0;
+    hl_hold *h;
+    while ((h = hl_holds_renew_next(&t->t, now, horizon)) != NULL) {
+        push_hold_key(L, h);
+        lua_rawseti(L, -2, ++n);
+    }
+    return 1;
+}
+
+/* t:outcome(key, outcome, acked, sent_at) -> outcome as applied: a
+ * renewal's (proto.renew_outcome's names; acked: a replica took it, or
+ * none is asked for), hl_holds_outcome. A key not in the table: the
+ * outcome as proto.renew_unacked gives it. */
+static int holds_outcome(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    int o = luaL_checkoption(L, 3, NULL, renew_outcome_names);
+    int acked = lua_toboolean(L, 4);
+    int64_t sent_at = lhl_check_int(L, 5, INT64_MIN / 4, INT64_MAX / 4);
+    hl_renew_outcome out = rec ? hl_holds_outcome(&t->t, &rec->h, (hl_renew_outcome)o, acked, sent_at)
+                               : hl_renew_unacked((hl_renew_outcome)o, acked);
+    lua_pushstring(L, renew_outcome_names[out]);
+    return 1;
+}
+
+/* t:doubt_next(now) -> key | nil: a hold to report lost "in doubt" */
+static int holds_doubt_next(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    return push_hold_key(L, hl_holds_doubt_next(&t->t, lhl_check_int(L, 2, INT64_MIN / 4,
+                                                                       INT64_MAX / 4)));
+}
+
+/* t:next_renewal() / t:next_doubt() -> ms | -1 */
+static int holds_next_renewal(lua_State *L)
+{
+    lhl_push_i64(L, hl_holds_next_renewal(&check_holds_ud(L)->t));
+    return 1;
+}
+
+static int holds_next_doubt(lua_State *L)
+{
+    lhl_push_i64(L, hl_holds_next_doubt(&check_holds_ud(L)->t));
+    return 1;
+}
+
+/* t:is_lost(key, now) -> boolean: lost, reported in doubt, or in doubt now
+ * (hl_holds_is_lost); false for a key not in the table */
+static int holds_is_lost(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    int64_t now = lhl_check_int(L, 3, INT64_MIN / 4, INT64_MAX / 4);
+    lua_pushboolean(L, rec && hl_holds_is_lost(&t->t, &rec->h, now));
+    return 1;
+}
+
+/* t:state(key) -> confirmed_at, doubted | nil: the hold's last confirmed
+ * grant or renewal (when it was sent) and whether it was reported in doubt
+ * since its grant */
+static int holds_state(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    pholdrec *rec = holds_rec(L, t);
+    if (!rec)
+        return 0;
+    lhl_push_i64(L, rec->h.confirmed_at);
+    lua_pushboolean(L, rec->h.doubted);
+    return 2;
+}
+
 static const luaL_Reg holds_methods[] = {
+    {"renew_due", holds_renew_due}, {"outcome", holds_outcome}, {"doubt_next", holds_doubt_next},
+    {"next_renewal", holds_next_renewal}, {"next_doubt", holds_next_doubt},
+    {"is_lost", holds_is_lost}, {"state", holds_state},
     {"grant", holds_grant}, {"remove", holds_remove}, {"heard", holds_heard},
     {"unheard", holds_unheard},
     {"check", holds_check}, {"check_next", holds_check_next},

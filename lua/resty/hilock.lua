@@ -1040,31 +1040,22 @@ end
 
 local renew_tick, doubt_tick, hold_drop
 
--- When the watched hold e is reported lost "in doubt" (the engine's rule,
--- proto.renew_doubt_at): lease - lease/5 after its latest confirmed grant or
--- renewal went out, unless a renewal of it in flight went out at or after
--- that point (the worker was held up): then its answer is awaited first, for
--- at most the command timeout and never past the lease.
-local function doubt_at(self, e)
-    return proto.renew_doubt_at(e.confirmed, self.watchdog_lease_ms, e.renew_sent or -1,
-                                self.command_timeout_ms)
-end
-
--- The doubt timer: a chain of its own at the earliest doubt deadline, so
--- that no renewal stuck in a connect or a read can put a report off. nginx
--- timers cannot be cancelled: arming an earlier one supersedes the armed one
--- (doubt_gen); a later deadline waits for the armed one, which re-arms.
+-- The watchdog's times are the session's hold table's (self.holds: every
+-- hold granted there as what it is, hold_start): when each watchdog hold's
+-- renewal is due (proto.renew_period after its last one went out) and when
+-- it is reported lost "in doubt" (the engine's rule: lease - lease/5 after
+-- its latest confirmed grant or renewal went out, unless a renewal of it in
+-- flight went out at or after that point: then its answer is awaited first,
+-- for at most the command timeout and never past the lease).
+--
+-- The doubt timer: a chain of its own at the table's earliest doubt
+-- deadline, so that no renewal stuck in a connect or a read can put a
+-- report off. nginx timers cannot be cancelled: arming an earlier one
+-- supersedes the armed one (doubt_gen); a later deadline waits for the
+-- armed one, which re-arms.
 local function arm_doubt(self)
-    local at
-    for _, e in pairs(self.wd) do
-        if not e.doubt then
-            local d = doubt_at(self, e)
-            if not at or d < at then
-                at = d
-            end
-        end
-    end
-    if not at or (self.doubt_armed and self.doubt_armed <= at) then
+    local at = self.holds:next_doubt()
+    if at < 0 or (self.doubt_armed and self.doubt_armed <= at) then
         return
     end
     local gen = (self.doubt_gen or 0) + 1
@@ -1074,25 +1065,20 @@ local function arm_doubt(self)
     end
 end
 
--- Schedule the next renewal tick (every lease/3; one timer chain per
--- client), and the doubt timer.
+-- Schedule the renewal tick at the table's next renewal (one timer chain
+-- per client), and the doubt timer.
 local function start_watchdog(self)
-    if not next(self.wd) then
-        return
-    end
     if not self.doubt_armed then -- else it fires no later than a new hold's deadline
         arm_doubt(self)
     end
     if self.wd_running then
         return
     end
-    local now = now_ms()
-    local at = self.wd_renew_at
-    if not at then
-        at = now + proto.renew_period(self.watchdog_lease_ms)
-        self.wd_renew_at = at
+    local at = self.holds:next_renewal()
+    if at < 0 then
+        return
     end
-    local delay = at - now
+    local delay = at - now_ms()
     local ok = timer_at((delay < 1 and 1 or delay) / 1000, renew_tick, self)
     self.wd_running = ok and true or false
 end
@@ -1153,27 +1139,45 @@ local function count_lost(self, key, e, field, silent_ms)
     end
 end
 
--- A renewal of e sent at sent_at was confirmed: its lease runs from then.
-local function confirmed(e, sent_at)
-    if sent_at > e.confirmed then
-        e.confirmed = sent_at
-        e.doubt = nil -- a later silence is reported again
+-- Holds the table reports lost "in doubt" (past their doubt deadline):
+-- cut off from the server, the holder must stop before its lease ends there
+-- and another client takes the lock. They stay in the table and are still
+-- renewed: if the link comes back and the lock is still theirs, renewing it
+-- is harmless; if it is gone, the renewal says so.
+local function check_doubts(self)
+    local now = now_ms()
+    while true do
+        local k = self.holds:doubt_next(now)
+        if not k then
+            return
+        end
+        local e = self.wd[k]
+        local at = self.holds:state(k)
+        if e and at then
+            count_lost(self, k, e, "lost_in_doubt", now - at)
+            mark_lost(self, k, str_format("in doubt: no renewal confirmed by the server for %d ms",
+                                          now - at))
+        end
     end
 end
 
--- Holds past their doubt deadline (doubt_at) are reported lost "in doubt":
--- cut off from the server, the holder must stop before its lease ends there
--- and another client takes the lock. They stay watched: if the link comes
--- back and the lock is still theirs, renewing it is harmless; if it is gone,
--- the renewal says so.
-local function check_doubts(self)
-    local now = now_ms()
-    for k, e in pairs(self.wd) do
-        if not e.doubt and now >= doubt_at(self, e) then
-            e.doubt = true
-            count_lost(self, k, e, "lost_in_doubt", now - e.confirmed)
-            mark_lost(self, k, str_format("in doubt: no renewal confirmed by the server for %d ms",
-                                          now - e.confirmed))
+-- The holds the table found lost (a renewal or a check found the owner's
+-- field gone), each reported once: counted (lost_expired when it was
+-- reported in doubt before, else lost_gone), dropped, remembered for
+-- lk:lost().
+local function report_lost(self)
+    while true do
+        local k = self.holds:lost_next()
+        if not k then
+            return
+        end
+        local e = self.wd[k] or self.held[k]
+        local _, doubted = self.holds:state(k)
+        self.wd[k] = nil
+        hold_drop(self, k)
+        if e then
+            count_lost(self, k, e, doubted and "lost_expired" or "lost_gone")
+            mark_lost(self, k)
         end
     end
 end
@@ -1233,9 +1237,29 @@ end
 
 local replica_acked -- below
 
+-- The outcome out of the renewal of hold k (entry e) sent at sent_at, to
+-- the table (acked: a replica took it, or none is asked for), counted.
+-- A hold released meanwhile (and maybe taken again: another entry) is
+-- left alone.
+local function renewed(self, k, e, out, acked, sent_at)
+    local st = self.st
+    if (self.wd[k] or false) == e then
+        out = self.holds:outcome(k, out, acked, sent_at)
+    else
+        out = proto.renew_unacked(out, acked)
+    end
+    if out == "renewed" then
+        st.renewals = st.renewals + 1
+    elseif out ~= "lost" then
+        st.renewal_failures = st.renewal_failures + 1
+    end
+end
+
 -- Renew the watched entries of node, their groups pipelined on one
--- connection. Redirected or failed renewals come back in the retry list.
-local function renew_on(self, node, keys, entries, retry)
+-- connection (sent at sent_at, when the table handed them out).
+-- Redirected renewals come back in the retry list; every other one's
+-- outcome goes to the table.
+local function renew_on(self, node, keys, entries, retry, sent_at)
     local groups = renew_groups(self, entries)
     local cmds = {}
     for j, g in ipairs(groups) do
@@ -1244,15 +1268,14 @@ local function renew_on(self, node, keys, entries, retry)
     local sock = connect(self, node)
     if not sock then
         invalidate(self)
+        for i, e in ipairs(entries) do
+            renewed(self, keys[i], e, "trouble", true, sent_at)
+        end
         return
     end
     local rd = get_reader()
-    local sent_at = now_ms()
-    for _, e in ipairs(entries) do
-        e.renew_sent = sent_at -- in flight: the doubt rule waits for its answer
-    end
     local good = sock:send(cmds) and true or false
-    local st, answered, results = self.st, 0, {}
+    local st, results = self.st, {}
     st.renewal_commands = st.renewal_commands + #cmds
     for _, g in ipairs(groups) do
         if not good then
@@ -1273,7 +1296,6 @@ local function renew_on(self, node, keys, entries, retry)
             end
             outs = renew_outcomes(r, g)
         end
-        answered = answered + #g
         results[#results + 1] = { g, outs }
     end
     -- replica_ack: a renewal no replica took is no confirmation (a master
@@ -1297,31 +1319,24 @@ local function renew_on(self, node, keys, entries, retry)
             end
         end
     end
+    local fed = {}
     for _, res in ipairs(results) do
         local g, outs = res[1], res[2]
         for j, i in ipairs(g) do
-            local out = proto.renew_unacked(outs[j], acked)
-            if out == "redirect" then
+            fed[i] = true
+            if proto.renew_unacked(outs[j], acked) == "redirect" then
                 retry[#retry + 1] = i
                 st.renewal_failures = st.renewal_failures + 1
-            elseif out == "renewed" then
-                confirmed(entries[i], sent_at)
-                st.renewals = st.renewals + 1
-            elseif out == "lost" and self.wd[keys[i]] == entries[i] then
-                -- only if the entry is still the one we renewed (not
-                -- released and taken again meanwhile)
-                self.wd[keys[i]] = nil
-                hold_drop(self, keys[i])
-                count_lost(self, keys[i], entries[i],
-                           entries[i].doubt and "lost_expired" or "lost_gone")
-                mark_lost(self, keys[i])
-            elseif out ~= "lost" then
-                st.renewal_failures = st.renewal_failures + 1
+            else
+                renewed(self, keys[i], entries[i], outs[j], acked, sent_at)
             end
         end
     end
-    if not good then -- no usable answer for the rest: retried at the next tick
-        st.renewal_failures = st.renewal_failures + #entries - answered
+    -- no usable answer for the rest: retried when next due
+    for i, e in ipairs(entries) do
+        if not fed[i] then
+            renewed(self, keys[i], e, "trouble", true, sent_at)
+        end
     end
     if good then
         put_reader(rd)
@@ -1334,31 +1349,30 @@ local function renew_on(self, node, keys, entries, retry)
     end
 end
 
--- One tick: renew every watched (lock, owner), one pipelined round trip per
--- master (cluster: the master of each lock's slot). A "0" answer means the
--- owner field is gone: the hold is lost. Transport errors are retried at the
--- next tick; a redirected renewal (slot moved, failover) is sent again at
--- once through the redirection-following path.
--- Renewals first, then the doubt check: a tick that fires late (the worker
--- was held up past lease - lease/5) sends its renewals before any hold is
--- looked at, and the engine's rule awaits their answer.
+-- One tick: the renewals the table has due within a period (so the holds
+-- share one pass per period), one pipelined round trip per master
+-- (cluster: the master of each lock's slot). A "0" answer means the owner
+-- field is gone: the hold is lost. Transport errors are retried when next
+-- due; a redirected renewal (slot moved, failover) is sent again at once
+-- through the redirection-following path. Then the losses and doubts.
 renew_tick = function(premature, self)
-    if premature or not next(self.wd) then
-        self.wd_running, self.wd_renew_at = false, nil
+    if premature then
+        self.wd_running = false
         return
     end
     self.wd_busy = true
-    self.wd_renew_at = now_ms() + proto.renew_period(self.watchdog_lease_ms)
-    -- snapshot first: finding a master may yield (sentinel, slot map), and
-    -- other requests change self.wd meanwhile
-    local ks, es = {}, {}
-    for k, e in pairs(self.wd) do
-        ks[#ks + 1], es[#es + 1] = k, e
+    local sent_at = now_ms()
+    local ks = self.holds:renew_due(sent_at, proto.renew_period(self.watchdog_lease_ms))
+    -- finding a master may yield (sentinel, slot map), and other requests
+    -- change self.wd meanwhile: the entries as handed out
+    local es = {}
+    for j, k in ipairs(ks) do
+        es[j] = self.wd[k] or false
     end
     local groups, order = {}, {}
     for j = 1, #ks do
         local k, e = ks[j], es[j]
-        local node = master_node(self, e.slot)
+        local node = e and master_node(self, e.slot)
         if node then
             local g = groups[node]
             if not g then
@@ -1367,18 +1381,18 @@ renew_tick = function(premature, self)
                 order[#order + 1] = node
             end
             g.keys[#g.keys + 1], g.entries[#g.entries + 1] = k, e
+        else
+            renewed(self, k, e, "trouble", true, sent_at)
         end
     end
     for _, node in ipairs(order) do
         local g, retry = groups[node], {}
-        renew_on(self, node, g.keys, g.entries, retry)
+        renew_on(self, node, g.keys, g.entries, retry, sent_at)
         for _, i in ipairs(retry) do
             local k, e = g.keys[i], g.entries[i]
             local build = function(eval)
                 return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
             end
-            local sent_at = now_ms()
-            e.renew_sent = sent_at
             local st = self.st
             st.renewal_commands = st.renewal_commands + 1
             local r = call(self, build(false), e.slot)
@@ -1386,24 +1400,12 @@ renew_tick = function(premature, self)
                 st.renewal_commands = st.renewal_commands + 1
                 r = call(self, build(true), e.slot)
             end
-            local out = r and proto.renew_outcome(r)
-            if out == "renewed" then
-                confirmed(e, sent_at)
-                st.renewals = st.renewals + 1
-            elseif out == "lost" and self.wd[k] == e then
-                self.wd[k] = nil
-                hold_drop(self, k)
-                count_lost(self, k, e, e.doubt and "lost_expired" or "lost_gone")
-                mark_lost(self, k)
-            elseif out ~= "lost" then
-                st.renewal_failures = st.renewal_failures + 1
-            end
+            local out = r and proto.renew_outcome(r) or "trouble"
+            renewed(self, k, e, out == "redirect" and "trouble" or out, true, sent_at)
         end
     end
-    for j = 1, #es do
-        es[j].renew_sent = nil
-    end
     self.wd_busy = false
+    report_lost(self)
     check_doubts(self)
     self.wd_running = false
     start_watchdog(self)
@@ -1417,7 +1419,8 @@ doubt_tick = function(premature, self, gen, n)
         return
     end
     self.doubt_armed = nil
-    if n < 3 and not self.wd_busy and self.wd_renew_at and now_ms() >= self.wd_renew_at then
+    local due = self.holds:next_renewal()
+    if n < 3 and not self.wd_busy and due >= 0 and now_ms() >= due then
         if timer_at(0, doubt_tick, self, gen, n + 1) then
             self.doubt_armed = 0
             return
@@ -1905,7 +1908,11 @@ end
 -- listens until that lease (the latest grant's) ends. Nothing waits for
 -- the subscription: once it is confirmed, the listener checks the holds
 -- that joined it before (a force unlock published in between is unheard).
-local function hold_start(c, lock, key, owner, lease_ms)
+local function hold_start(c, lock, key, owner, lease_ms, sent_at)
+    -- in the session's table as what it is (a watchdog hold: renewed and
+    -- checked for as long as it is held; or its fixed lease), its grant
+    -- written at sent_at
+    c.holds:grant(key, lease_ms == 0, lease_ms, sent_at)
     local h = c.held[key]
     if not h then
         h = { p = lock.p, owner = owner, slot = lock.slot, kind = lock.kind_name, releasing = 0 }
@@ -1923,11 +1930,6 @@ local function hold_start(c, lock, key, owner, lease_ms)
         c.held[key] = h
     end
     h.ends = lease_ms > 0 and now_ms() + lease_ms or nil
-    -- in the session's table as what it is (a watchdog hold, or its fixed
-    -- lease: a watchdog hold is checked for as long as it is held, not only
-    -- during its first lease), so that what its channel says is checked;
-    -- the table's renewal and doubt times are unused (this driver's own)
-    c.holds:grant(key, lease_ms == 0, lease_ms, now_ms())
 end
 
 -- key's hold is over (released, lost): it stops listening.
@@ -1940,22 +1942,6 @@ hold_drop = function(c, key)
             h.L.holds[key] = nil
         end
     end
-end
-
--- The check found the hold gone (force unlock, deleted): reported as a
--- renewal that finds it gone reports it.
-local function hold_gone(c, key, h)
-    hold_drop(c, key)
-    local e = c.wd[key]
-    local field = "lost_gone"
-    if e then
-        c.wd[key] = nil
-        if e.doubt then
-            field = "lost_expired"
-        end
-    end
-    count_lost(c, key, e or h, field)
-    mark_lost(c, key)
 end
 
 -- "Is hold h still there?" (the engine's hold_check_cmd, no renewal): the
@@ -1977,18 +1963,7 @@ check_hold = function(premature, c, key, h)
     if c.held[key] == h then -- else released meanwhile: out of the table
         c.holds:check_outcome(key, gone)
     end
-    while true do
-        local lost = c.holds:lost_next()
-        if not lost then
-            break
-        end
-        local cur = c.held[lost]
-        if cur then
-            hold_gone(c, lost, cur)
-        else
-            c.holds:remove(lost)
-        end
-    end
+    report_lost(c)
     if not premature then
         send_checks(c) -- one heard again while this was out
     end
@@ -2570,17 +2545,14 @@ local function acquire_run(self, wait, lease, waits)
     if not c.since[key] then -- a re-entry keeps the first grant's time
         c.since[key] = now_ms()
     end
-    hold_start(c, self, key, owner, watchdog and 0 or lease_ms)
+    -- sent_at: when the grant the server confirmed was sent
+    hold_start(c, self, key, owner, watchdog and 0 or lease_ms, sent_at or now_ms())
     if watchdog then
-        local e = c.wd[key]
-        if not e then
-            -- confirmed: when the grant the server confirmed was sent
+        if not c.wd[key] then
             c.wd[key] = { p = self.p, owner = owner, slot = self.slot, kind = self.kind_name,
-                          read = self.kind_name == "read", confirmed = sent_at or now_ms() }
-            start_watchdog(c)
-        elseif sent_at then
-            confirmed(e, sent_at) -- a re-entry applied the lease again
+                          read = self.kind_name == "read" }
         end
+        start_watchdog(c)
     end
     return token
 end
@@ -2823,7 +2795,7 @@ end
 -- ends on the server). false otherwise; reset by the next acquire. Asked
 -- while the worker's timers could not run (this request kept it busy), it
 -- also says "in doubt" once the lease may have ended since the last
--- confirmed renewal (proto.renew_in_doubt).
+-- confirmed renewal (the hold table's rule, holds:is_lost).
 function Lock:lost()
     local c, key = self.client, wd_key(self, owner_of(self))
     local why = c.lost[key] or c.lost_old[key]
@@ -2831,13 +2803,11 @@ function Lock:lost()
         return true, why
     end
     -- asked while the worker's timers are held up (this request kept the
-    -- worker busy): the doubt timer may be overdue; the engine's rule says
-    local e, now = c.wd[key], now_ms()
-    if e and not e.doubt and proto.renew_in_doubt(e.confirmed, c.watchdog_lease_ms,
-                                                  e.renew_sent or -1, c.command_timeout_ms, now) then
-        e.doubt = true
+    -- worker busy): the doubt timer may be overdue; the table's rule says
+    local now = now_ms()
+    if c.wd[key] and c.holds:is_lost(key, now) then
         mark_lost(c, key, str_format("in doubt: no renewal confirmed by the server for %d ms",
-                                     now - e.confirmed))
+                                     now - c.holds:state(key)))
         return true, c.lost[key]
     end
     return false

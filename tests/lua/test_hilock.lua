@@ -215,6 +215,35 @@ test("hold table: a frame checks only its hold", function()
   assert(not pcall(t.check_next, t, 0))
 end)
 
+-- The watchdog's half of the hold table, as resty's watchdog drives it: a
+-- watchdog hold is due lease/3 after its grant was sent, handed out once
+-- until its outcome; unconfirmed, it is in doubt at lease - lease/5 after
+-- its last confirmation; a "lost" outcome queues it for lost_next.
+test("hold table: renewals, doubt, loss", function()
+  local t = proto.holds(3000, 1000)
+  t:grant("w", true, 0, 0)
+  t:grant("f", false, 3000, 0) -- a fixed lease: never renewed
+  eq(t:next_renewal(), 1000)
+  eq(#t:renew_due(999, 0), 0)
+  local due = t:renew_due(999, 1000) -- due within a period
+  eq(#due, 1); eq(due[1], "w")
+  eq(#t:renew_due(1000, 1000), 0) -- in flight
+  eq(t:outcome("w", "renewed", true, 999), "renewed")
+  eq(select(1, t:state("w")), 999)
+  eq(t:outcome("w", "renewed", false, 999), "trouble") -- not acknowledged
+  eq(t:doubt_next(999 + 2399), nil)
+  eq(t:is_lost("w", 999 + 2399), false)
+  eq(t:doubt_next(999 + 2400), "w")
+  eq(select(2, t:state("w")), true)
+  eq(t:is_lost("w", 3400), true)
+  eq(t:outcome("w", "lost", true, 3500), "lost")
+  eq(t:lost_next(), "w")
+  eq(t:is_lost("nobody", 0), false)
+  eq(t:state("nobody"), nil)
+  raises(function() t:outcome("w", "bogus", true, 0) end)
+  t:free()
+end)
+
 -- The session's liveness rule of a pub/sub connection (proto.sublive), as
 -- resty's listener drives it: a PING after an interval without a frame
 -- (half the command timeout, 100..500 ms), the connection given up when it
