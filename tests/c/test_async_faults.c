@@ -398,6 +398,72 @@ static void t_fair_settle_on_new_connection_leaves_the_line(void)
     th_proxy_stop(p);
 }
 
+/* A fair waiter's attempt runs on the server (it joins the line behind a
+ * holder); its reply is lost with its connection, and new connections are
+ * refused for a while, so every settle the acquire tries itself fails
+ * (HILOCK_ECONN) and so does leaving the line. The owner calls nothing
+ * more. Once connections are accepted again the entry must go without
+ * another call: the session has the attempt settled once more on its own
+ * (hl_unsettled_background) and the settle leaves the line. Before, the
+ * attempt was settled only before the owner's next acquire of the lock, and
+ * that one did not leave the line either: the entry stayed until its
+ * deadline (the simulator's fair-queue). */
+static void t_fair_unsettled_waiter_leaves_the_line_on_its_own(void)
+{
+    const char *queue = "redisson_lock_queue:{afair-unsettled}";
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = th_valgrind() ? 3000 : 1000;
+    o.connect_timeout_ms = o.command_timeout_ms;
+    hilock_client *c = NULL, *c2 = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    CU_ASSERT_FATAL(hilock_client_open(&c2, srv.url, &o, NULL, 0) == 0);
+    hilock_lock *l = NULL, *holder = NULL;
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, "afair-unsettled") == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&holder, c2, "afair-unsettled") == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire(holder, 0, 30000) == 0);
+    hilock_async *a = new_async();
+    res q = {0};
+    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT_FATAL(run_until(a, &q, 1, 5000) && q.rc == 0); /* connected */
+    th_proxy_silence(p, 0, 1); /* replies lost */
+    res r = {0};
+    CU_ASSERT(hilock_async_acquire(a, l, 1, 10000, 30000, on_done, &r) == 0);
+    int64_t end = th_now_ms() + 5000;
+    while (th_redis_int(&srv, "LLEN %s", queue) != 1 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 5);
+    CU_ASSERT_FATAL(th_redis_int(&srv, "LLEN %s", queue) == 1); /* in line, unanswered */
+    th_proxy_refuse(p, 1);
+    th_proxy_reset(p); /* the attempt's connection dies; no new one is let in */
+    CU_ASSERT_FATAL(run_until(a, &r, 1, 10000));
+    int rc = r.rc;
+    th_proxy_silence(p, 0, 0);
+    run_for(a, 300); /* still refused */
+    long long during = th_redis_int(&srv, "LLEN %s", queue);
+    th_proxy_refuse(p, 0);
+    int64_t t0 = th_now_ms();
+    end = t0 + 5000;
+    long long len = 1;
+    while ((len = th_redis_int(&srv, "LLEN %s", queue)) != 0 && th_now_ms() < end)
+        hilock_epoll_run_once(&ep, a, 20);
+    printf("\n  the fair waiter whose settles were refused: rc %d (%s); entry %s %lld ms after "
+           "connections were let in again\n",
+           rc, r.err, len == 0 ? "gone" : "STILL IN LINE", (long long)(th_now_ms() - t0));
+    CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
+    CU_ASSERT_EQUAL(during, 1);
+    CU_ASSERT_EQUAL(len, 0);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{afair-unsettled}"), 0);
+    CU_ASSERT_EQUAL(hilock_lock_release(holder), 0);
+    th_redis_int(&srv, "DEL afair-unsettled %s redisson_lock_timeout:{afair-unsettled}", queue);
+    hilock_lock_free(l);
+    hilock_lock_free(holder);
+    free_async(a);
+    hilock_client_close(c);
+    hilock_client_close(c2);
+    th_proxy_stop(p);
+}
+
 /* The server forgets its scripts (SCRIPT FLUSH) while a fair waiter waits:
  * its first attempt is answered NOSCRIPT and sent again as EVAL; cancelled,
  * it leaves the line with a script the server does not know either. That
@@ -863,6 +929,8 @@ int main(void)
                 t_call_behind_a_stalled_settle);
     CU_add_test(s, "a fair waiter settled on a new connection leaves the line",
                 t_fair_settle_on_new_connection_leaves_the_line);
+    CU_add_test(s, "a fair waiter whose settles failed leaves the line on its own",
+                t_fair_unsettled_waiter_leaves_the_line_on_its_own);
     CU_add_test(s, "a fair waiter cancelled after NOSCRIPT leaves the line",
                 t_fair_cancel_after_noscript_leaves_the_line);
     CU_add_test(s, "a child process keeps none of the library's connections",

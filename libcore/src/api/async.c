@@ -954,6 +954,7 @@ static int op_send_to(as_op *op, hl_cmd *cmd, int again)
     }
     int asking = op->ask != NULL;
     op->ask = NULL;
+    op->last_node = nd;
     as_conn *k = conn_get(op->a, nd, 0);
     if (!k) {
         snprintf(op->err, sizeof op->err, "%s", op->a->errmsg);
@@ -1187,6 +1188,38 @@ static int settle_start(as_req *q, as_op *op)
     return 0;
 }
 
+/* u's settle gave up (u not settling): the session may have it settled
+ * once more now, on its own (hl_unsettled_background), on a new connection
+ * to nd, the server of the lock (kind, names) the attempt was sent to. */
+static void settle_background(hilock_async *a, hl_unsettled_acq *u, hilock_client *c,
+                              hilock_kind kind, const hl_names *names, as_node *nd)
+{
+    if (!u || !nd || a->closing || !hl_unsettled_background(&a->unsettled, u))
+        return;
+    int64_t now = now_ms();
+    as_settle *st = calloc(1, sizeof *st);
+    if (st) {
+        uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+        snprintf(st->rid, sizeof st->rid, "%s:%" PRIu64, c->t.id, seq);
+        if (hl_settle_init_unsettled(&st->s, kind, names, u, names->publish, st->rid,
+                                     c->t.opts.command_timeout_ms, now) != 0) {
+            free(st);
+            st = NULL;
+        }
+    }
+    if (!st) {
+        hl_unsettled_settle_end(&a->unsettled, u, 0, now);
+        return;
+    }
+    st->a = a;
+    st->node = nd;
+    st->addr_gen = nd->addr_gen;
+    st->rec = u;
+    st->next = a->settles;
+    a->settles = st;
+    st->ready = 1;
+}
+
 /* st leaves its connection (the machine said it is dead: s.reconnect):
  * its requests there are dropped, and the connection is closed when no
  * other settle uses it and it was taken out of use. Not from inside a
@@ -1297,7 +1330,12 @@ static void settle_step(as_settle *st)
         default: { /* done: a connection taken out of use goes when its last
                       settle is done */
             as_conn *k = st->conn;
+            hl_unsettled_acq *u = st->s.settled ? NULL : st->rec;
             settle_ended(st->a, st->rec, st->s.settled, now);
+            /* gave up: once more on its own, perhaps (the session says) */
+            if (u && st->node)
+                settle_background(st->a, u, st->node->link->client, st->s.kind, &st->s.names,
+                                  st->node);
             settle_free(st);
             if (k && k->nsettles == 0 && k->draining)
                 conn_close(k);
@@ -2172,10 +2210,15 @@ static void step_acquire(as_op *op)
         case HL_ACT_DONE: {
             int rc = op->acq.result;
             int64_t v = op->lock->kind == HILOCK_KIND_FENCED ? op->acq.token : op->acq.hold_count;
-            if (op->acq.unsettled) /* every settle try failed: settled before the next acquire */
-                hl_unsettled_put(&op->a->unsettled, op->lock->names.name, op->owner,
-                                 op->latch[0] ? op->latch : NULL, op->acq.latch_ttl_ms,
-                                 op->lease_ms, 0, now);
+            if (op->acq.unsettled) { /* every settle try failed: settled before the
+                                        next acquire, and on its own once more */
+                hl_unsettled_acq *u =
+                    hl_unsettled_put(&op->a->unsettled, op->lock->names.name, op->owner,
+                                     op->latch[0] ? op->latch : NULL, op->acq.latch_ttl_ms,
+                                     op->lease_ms, 0, now);
+                settle_background(op->a, u, op->lock->client, op->lock->kind, &op->lock->names,
+                                  op->last_node);
+            }
             if (rc == 0 && op->unacked) {
                 chan_leave(op);
                 /* nobody replicated it, so a failover now would forget it:
@@ -2327,6 +2370,9 @@ static void step_resettle(as_op *op)
         hl_acquire_free(&op->rs);
         settle_ended(a, u, settled, now);
         if (!settled) {
+            /* once more on its own, perhaps (the session says) */
+            settle_background(a, u, op->lock->client, op->lock->kind, &op->lock->names,
+                              op->last_node);
             snprintf(op->err, sizeof op->err,
                      "an earlier acquire attempt of thread %" PRIu64 " on lock '%s' could not "
                      "be settled (connection errors); not entered again",

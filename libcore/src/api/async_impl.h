@@ -245,6 +245,8 @@ struct as_op {
     as_node *ask;      /* ASK: the next send goes there, after ASKING */
     int parked;        /* waits for the topology (the send in sent, or a subscribe) */
     int64_t route_at;  /* a resend of sent after the router's pause; -1 none */
+    as_node *last_node; /* the server its last command was sent to: a
+                           settle of its attempt goes there (NULL: none) */
     as_node *gated;    /* the attempt in sent waits (until route_at) for a
                           settle on this server to end (hl_settle_gate) */
     /* replica acknowledgement of a grant (the engine's hl_ack) */

@@ -1096,7 +1096,14 @@ void hl_acquire_on_error(hl_acquire *a, int code, int64_t now_ms)
         return;
     }
     if (a->state == ST_CANCEL) {
-        a->queued = 0; /* best effort: the entry expires at its deadline */
+        a->queued = 0;
+        /* the entry stays until its deadline (the window: 5 minutes by
+         * default), holding up every waiter behind it. With a latch the
+         * attempt can be settled later (acquire_settle.lua answers a resend
+         * the same) and then leave the line (hl_acquire_resettle): the
+         * driver keeps it unsettled */
+        if (a->latch)
+            a->unsettled = 1;
         a->state = ST_UNSUB;
         return;
     }
@@ -1118,7 +1125,12 @@ void hl_acquire_on_reply_lost(hl_acquire *a, int code, int64_t now_ms)
 void hl_acquire_resettle(hl_acquire *a)
 {
     a->result = 0;
-    a->queued = 0;
+    /* a fair attempt may have joined the line (a copy that ran before the
+     * settle marked its latch): a settle that finds no grant leaves it.
+     * Its window is not known here: leaving shifts nobody behind it (their
+     * deadlines stay later than they need be; none is evicted early) */
+    a->queued = a->kind == HILOCK_KIND_FAIR;
+    a->window_ms = 0;
     a->unsettled = 0;
     a->settle_tries = 0;
     a->state = a->latch ? ST_SETTLE : ST_DONE;

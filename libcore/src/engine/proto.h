@@ -708,6 +708,19 @@ typedef struct hl_settle {
 HL_HIDDEN int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
                              const char *request_id, int64_t command_timeout_ms,
                              int64_t now_ms);
+/* A settle of a recorded attempt (hl_unsettled_background) whose
+ * connection is gone: kind and n are the lock's, u the record (owner,
+ * lease, acquire latch). The machine starts as one whose connection died
+ * before the attempt's reply: acquire_settle.lua on a new connection (its
+ * first HL_ACT_SEND has reconnect set), then the release of a grant it
+ * finds, or, for a fair lock, leaving the line (the attempt's window is not
+ * recorded: nobody behind moves up, hl_acquire_resettle). 0, HILOCK_EINVAL
+ * (no latch), HILOCK_ENOMEM. */
+struct hl_unsettled_acq;
+HL_HIDDEN int hl_settle_init_unsettled(hl_settle *s, hilock_kind kind, const hl_names *n,
+                                       const struct hl_unsettled_acq *u, const char *publish,
+                                       const char *request_id, int64_t command_timeout_ms,
+                                       int64_t now_ms);
 HL_HIDDEN hl_action hl_settle_next(hl_settle *s, int64_t now_ms);
 HL_HIDDEN void hl_settle_on_reply(hl_settle *s, const redisReply *r, int64_t now_ms);
 HL_HIDDEN void hl_settle_on_error(hl_settle *s, int64_t now_ms);

@@ -344,6 +344,28 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
     return 0;
 }
 
+int hl_settle_init_unsettled(hl_settle *s, hilock_kind kind, const hl_names *n,
+                             const hl_unsettled_acq *u, const char *publish,
+                             const char *request_id, int64_t command_timeout_ms, int64_t now_ms)
+{
+    memset(s, 0, sizeof *s);
+    s->state = SE_DONE;
+    if (!n || !u || !u->latch || u->latch_ttl_ms <= 0)
+        return HILOCK_EINVAL;
+    /* the attempt as it was sent, but for a fair lock's window (not
+     * recorded: 0, see hl_acquire_resettle); its line flag says "may have
+     * joined the line" */
+    hl_cmd attempt;
+    hl_cmd_acquire_latched(&attempt, kind, n, u->owner, u->lease_ms, 0, u->latch,
+                           u->latch_ttl_ms);
+    int rc = hl_settle_init(s, &attempt, publish, request_id, command_timeout_ms, now_ms);
+    if (rc)
+        return rc;
+    /* its connection is gone: the settle goes on a new one at once */
+    hl_settle_on_error(s, now_ms);
+    return s->state == SE_DONE ? HILOCK_EINVAL : 0;
+}
+
 int64_t hl_settle_gate(int settling, int bounded, int64_t command_timeout_ms)
 {
     if (settling < HL_SETTLE_PER_NODE)

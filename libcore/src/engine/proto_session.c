@@ -583,6 +583,16 @@ void hl_unsettled_settle_end(hl_unsettled *t, hl_unsettled_acq *u, int settled, 
     u->until = unsettled_until(u, now);
 }
 
+int hl_unsettled_background(hl_unsettled *t, hl_unsettled_acq *u)
+{
+    (void)t;
+    if (!u || u->settling || !u->latch || u->background >= HL_UNSETTLED_BACKGROUND)
+        return 0;
+    u->background++;
+    u->settling = 1;
+    return 1;
+}
+
 static int unsettled_is(const hl_unsettled_acq *u, const char *name, const char *owner)
 {
     return strcmp(u->owner, owner) == 0 && strcmp(u->name, name) == 0;

@@ -252,6 +252,8 @@ typedef struct hl_unsettled_acq {
                               gave up, and its grant lasts its lease */
     int settling;          /* a settle of it runs (hl_unsettled_settle_end
                               reports its end) */
+    int background;        /* settles the driver ran for it on its own
+                              (hl_unsettled_background) */
 } hl_unsettled_acq;
 
 typedef struct hl_unsettled {
@@ -293,6 +295,18 @@ HL_HIDDEN hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name,
  * lifetime). */
 HL_HIDDEN void hl_unsettled_settle_end(hl_unsettled *t, hl_unsettled_acq *u, int settled,
                                        int64_t now);
+/* A record whose settle gave up (not settling) is settled once more by
+ * the driver on its own, without waiting for the owner's next acquire of
+ * the lock, which may never come: a place in a fair line the attempt took
+ * would otherwise hold up every later waiter until its deadline (the window:
+ * 5 minutes by default), and its keys would stay. The driver asks at the end
+ * of every settle that gave up (hl_unsettled_put with settling 0,
+ * hl_unsettled_settle_end with settled 0): 1 when it is to start one now
+ * (hl_settle_init_unsettled, with reconnects and pauses): u is then marked
+ * settling (end it with hl_unsettled_settle_end); 0 when not (no latch to
+ * settle it by, a settle runs, or HL_UNSETTLED_BACKGROUND of them ran). */
+#define HL_UNSETTLED_BACKGROUND 2
+HL_HIDDEN int hl_unsettled_background(hl_unsettled *t, hl_unsettled_acq *u);
 /* u leaves the table (freed), whatever its state. */
 HL_HIDDEN void hl_unsettled_forget(hl_unsettled *t, hl_unsettled_acq *u);
 /* Before owner's acquire of name, at now: records past their time are
