@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The double-hold checker of safety.py (analyse) on small made-up histories:
-what it must call a double hold not told first, and what it must not.
-run.sh runs it before every schedule (well under a second).
+what it must call a double hold not told first, and what it must not; and
+the nemesis keeping each quiet gap when its faults run long.
+run.sh runs it before every schedule (about 2 s).
 
     build/venv/bin/python tests/safety/test_checker.py BUILD_DIR/safety-checker
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -76,6 +79,27 @@ def main() -> int:
     # one after the other: no double hold
     expect("grants one after the other",
            run(checker, grant(1, 1, 1.0, 1.1, 0, 2.0) + grant(2, 1, 1.5, 2.1, 0, 2.5)), 0, 0)
+    # the nemesis: three faults planned 0.1 s long with 0.3 s quiet gaps,
+    # each taking 0.5 s to apply (a slow Sentinel split under load): every
+    # heal must still be followed by its planned gap before the next fault
+    nem = safety.Nemesis.__new__(safety.Nemesis)
+    nem.schedule = [(0.0, "slow", {"secs": 0.1}), (0.4, "slow", {"secs": 0.1}),
+                    (0.8, "slow", {"secs": 0.1})]
+    nem.faults, nem.log, nem.heals = [], [], []
+    nem.stop = threading.Event()
+    nem._apply = lambda f, p: time.sleep(0.5)  # type: ignore[method-assign]
+    th = threading.Thread(target=nem.run, args=(safety.mono(),), daemon=True)
+    th.start()
+    deadline = time.monotonic() + 30
+    while len(nem.log) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    nem.stop.set()
+    th.join(5)
+    gaps = [(b["start"] - a["end"]) / S for a, b in zip(nem.log, nem.log[1:])]
+    ok = len(nem.log) == 3 and all(g >= 0.29 for g in gaps)
+    fails += 0 if ok else 1
+    print(f"  {'ok  ' if ok else 'FAIL'}  faults that run long keep their quiet gaps: "
+          f"{', '.join('%.2f s' % g for g in gaps)} between heal and next fault (want >= 0.3 s)")
     print(f"checker self-test: {'ok' if not fails else f'{fails} failed'}")
     return 1 if fails else 0
 
