@@ -818,6 +818,8 @@ class Nemesis:
         # the first split in any group of sentinel-split-brain)
         slip = 0.0
         for t, f, p in self.schedule:
+            if t + slip + p["secs"] > self.active_s:
+                break  # the clients' tail is kept for the checks after the last heal
             self._sleep(t + slip - (mono() - t0) / NS)
             if self.stop.is_set():
                 return

@@ -85,7 +85,7 @@ def main() -> int:
     nem = safety.Nemesis.__new__(safety.Nemesis)
     nem.schedule = [(0.0, "slow", {"secs": 0.1}), (0.4, "slow", {"secs": 0.1}),
                     (0.8, "slow", {"secs": 0.1})]
-    nem.faults, nem.log, nem.heals = [], [], []
+    nem.faults, nem.log, nem.heals, nem.active_s = [], [], [], 10.0
     nem.stop = threading.Event()
     nem._apply = lambda f, p: time.sleep(0.5)  # type: ignore[method-assign]
     th = threading.Thread(target=nem.run, args=(safety.mono(),), daemon=True)
@@ -100,6 +100,22 @@ def main() -> int:
     fails += 0 if ok else 1
     print(f"  {'ok  ' if ok else 'FAIL'}  faults that run long keep their quiet gaps: "
           f"{', '.join('%.2f s' % g for g in gaps)} between heal and next fault (want >= 0.3 s)")
+    # and a schedule moved back past the active part (active_s) stops there:
+    # the clients' tail after the last heal is kept. The third fault is moved
+    # back by at least 0.8 s (two applies of >= 0.5 s for 0.1 s planned), so
+    # it would end past 1.7 s; the second ends by 1.65 s unless the first
+    # apply took over 1.2 s
+    nem.schedule, nem.log, nem.active_s = nem.schedule, [], 1.65
+    nem.stop = threading.Event()
+    th = threading.Thread(target=nem.run, args=(safety.mono(),), daemon=True)
+    th.start()
+    time.sleep(3.0)
+    nem.stop.set()
+    th.join(5)
+    ok = len(nem.log) == 2
+    fails += 0 if ok else 1
+    print(f"  {'ok  ' if ok else 'FAIL'}  no fault starts past the active part once moved back: "
+          f"{len(nem.log)} of 3 ran (want 2)")
     print(f"checker self-test: {'ok' if not fails else f'{fails} failed'}")
     return 1 if fails else 0
 
