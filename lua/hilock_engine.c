@@ -21,8 +21,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "engine_fns.h" /* the engine's free functions, listed once */
 #include "hilock_lua.h"
-#include "proto.h"
 
 #define PLOCK_MT "hilock.proto.lock"
 #define PREADER_MT "hilock.proto.reader"
@@ -115,46 +115,12 @@ static int p_uuid(lua_State *L)
     return 1;
 }
 
-static int p_now_ms(lua_State *L)
-{
-    lhl_push_i64(L, lhl_mono_ms());
-    return 1;
-}
-
 static void set_str_field(lua_State *L, const char *k, const char *v)
 {
     if (v) {
         lua_pushstring(L, v);
         lua_setfield(L, -2, k);
     }
-}
-
-/* proto.check_name(name) -> true | nil, why: whether name is one hilock
- * takes for a lock, semaphore or latch, and why not (hl_name_check). */
-static int p_check_name(lua_State *L)
-{
-    size_t len;
-    const char *name = luaL_checklstring(L, 1, &len);
-    char why[128];
-    if (hl_name_check(name, len, why, sizeof why)) {
-        lua_pushnil(L);
-        lua_pushstring(L, why);
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
-}
-
-/* proto.no_reply_msg(ms, where) -> "no reply within <ms> ms from <where>":
- * the engine's words for a server that took the connection and is silent. */
-static int p_no_reply_msg(lua_State *L)
-{
-    lua_Number ms = luaL_checknumber(L, 1);
-    const char *where = luaL_checkstring(L, 2);
-    char buf[512];
-    hl_msg_no_reply(buf, sizeof buf, (int64_t)ms, where);
-    lua_pushstring(L, buf);
-    return 1;
 }
 
 /* proto.parse_url(url) -> table | nil, err: the engine's URL parser
@@ -223,20 +189,6 @@ static int p_parse_url(lua_State *L)
     return 1;
 }
 
-/* proto.owner(client_id, thread_id) -> "<client_id>:<thread_id>" */
-static int p_owner(lua_State *L)
-{
-    size_t len;
-    const char *id = luaL_checklstring(L, 1, &len);
-    if (len == 0 || len > 40 || strlen(id) != len)
-        luaL_argerror(L, 1, "expected a client id (at most 40 bytes)");
-    uint64_t tid = (uint64_t)lhl_check_int(L, 2, 0, INT64_MAX);
-    char buf[HL_OWNER_MAX];
-    hl_owner(buf, id, tid);
-    lua_pushstring(L, buf);
-    return 1;
-}
-
 static const char *check_owner(lua_State *L, int idx)
 {
     size_t len;
@@ -256,14 +208,6 @@ static const char *const plock_kinds[] = {"reentrant", "fair", "fenced", "read",
 static const hilock_kind plock_kind_ids[] = {HILOCK_KIND_REENTRANT, HILOCK_KIND_FAIR,
                                              HILOCK_KIND_FENCED, HILOCK_KIND_READ,
                                              HILOCK_KIND_WRITE};
-
-static const char *plock_kind_name(hilock_kind k)
-{
-    for (size_t i = 0; i < sizeof plock_kind_ids / sizeof plock_kind_ids[0]; i++)
-        if (plock_kind_ids[i] == k)
-            return plock_kinds[i];
-    return "reentrant";
-}
 
 /* proto.lock(name [, kind [, sharded]]); kind: "reentrant" (default),
  * "fair", "fenced", "read" or "write" (the two sides of a read-write lock);
@@ -315,36 +259,6 @@ static int plock_gc(lua_State *L)
     return 0;
 }
 
-static int plock_name(lua_State *L)
-{
-    lua_pushstring(L, check_plock(L, 1)->n.name);
-    return 1;
-}
-
-static int plock_channel(lua_State *L)
-{
-    lua_pushstring(L, check_plock(L, 1)->n.channel);
-    return 1;
-}
-
-/* p:hold_channel() -> the channel a holder listens on: its kind's unlock and
- * force unlock publish there (hl_hold_channel) */
-static int plock_hold_channel(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    lua_pushstring(L, hl_hold_channel(p->kind, &p->n));
-    return 1;
-}
-
-/* p:slot() -> the Redis Cluster hash slot of the lock (and of all its
- * companion keys and channels) */
-static int plock_slot(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    lua_pushinteger(L, (lua_Integer)hl_key_slot(p->n.name, strlen(p->n.name)));
-    return 1;
-}
-
 /* proto.key_slot(key) -> Redis Cluster hash slot (0..16383) */
 static int p_key_slot(lua_State *L)
 {
@@ -353,156 +267,6 @@ static int p_key_slot(lua_State *L)
     lua_pushinteger(L, (lua_Integer)hl_key_slot(k, len));
     return 1;
 }
-
-static int plock_kind(lua_State *L)
-{
-    lua_pushstring(L, plock_kind_name(check_plock(L, 1)->kind));
-    return 1;
-}
-
-/* p:hold_owner(client_id, thread_id) -> the hash field of that owner's hold:
- * "<client_id>:<thread_id>", with ":write" after it on a write side. */
-static int plock_hold_owner(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    size_t len;
-    const char *id = luaL_checklstring(L, 2, &len);
-    if (len == 0 || len > 40 || strlen(id) != len)
-        luaL_argerror(L, 2, "expected a client id (at most 40 bytes)");
-    uint64_t tid = (uint64_t)lhl_check_int(L, 3, 0, INT64_MAX);
-    char buf[HL_OWNER_MAX];
-    hl_hold_owner(buf, p->kind, id, tid);
-    lua_pushstring(L, buf);
-    return 1;
-}
-
-static int plock_wait_channel(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    char *ch = hl_wait_channel(p->kind, &p->n, check_owner(L, 2));
-    if (!ch)
-        return luaL_error(L, "out of memory");
-    lua_pushstring(L, ch);
-    free(ch);
-    return 1;
-}
-
-/* p:latch_key(request_id) -> "redisson_unlock_latch:{N}:<request_id>" */
-static int plock_latch_key(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    const char *id = luaL_checkstring(L, 2);
-    lua_pushfstring(L, "%s:%s", p->n.latch_prefix, id);
-    return 1;
-}
-
-/* p:acquire_cmd(owner, lease_ms, window_ms [, eval]); window_ms -1 = one try */
-static int plock_acquire_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    const char *owner = check_owner(L, 2);
-    int64_t lease = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
-    int64_t window = lhl_check_int(L, 4, -1, HILOCK_MAX_TIME_MS);
-    hl_cmd cmd;
-    hl_cmd_acquire(&cmd, p->kind, &p->n, owner, lease, window);
-    push_cmd(L, &cmd, eval_flag(L, 5));
-    return 1;
-}
-
-/* p:release_cmd(owner, lease_ms, latch_key, latch_ttl_ms [, eval]) */
-static int plock_release_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    const char *owner = check_owner(L, 2);
-    int64_t lease = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
-    const char *latch = luaL_checkstring(L, 4);
-    int64_t latch_ttl = lhl_check_int(L, 5, 1, HILOCK_MAX_TIME_MS);
-    hl_cmd cmd;
-    hl_cmd_release(&cmd, p->kind, &p->n, owner, lease, latch, latch_ttl);
-    push_cmd(L, &cmd, eval_flag(L, 6));
-    return 1;
-}
-
-static int plock_renew_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    const char *owner = check_owner(L, 2);
-    int64_t lease = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
-    hl_cmd cmd;
-    hl_cmd_renew_kind(&cmd, p->kind, &p->n, owner, lease);
-    push_cmd(L, &cmd, eval_flag(L, 4));
-    return 1;
-}
-
-/* p:extend_cmd(owner, add_ms [, eval]) -> bytes: add add_ms to the
- * remaining lease of owner's hold (answer: proto.decode_extend) */
-static int plock_extend_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    const char *owner = check_owner(L, 2);
-    int64_t add = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
-    hl_cmd cmd;
-    hl_cmd_extend(&cmd, &p->n, owner, add);
-    push_cmd(L, &cmd, eval_flag(L, 4));
-    return 1;
-}
-
-static int plock_cancel_cmd(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    const char *owner = check_owner(L, 2);
-    int64_t window = lhl_check_int(L, 3, 0, HILOCK_MAX_TIME_MS);
-    hl_cmd cmd;
-    hl_cmd_fair_cancel(&cmd, &p->n, owner, window);
-    push_cmd(L, &cmd, eval_flag(L, 4));
-    return 1;
-}
-
-/* The lock's one-command builders that need only the lock (and an owner):
- * p:<verb>_cmd([owner]) -> the engine's command bytes. */
-static int push_kind_cmd(lua_State *L, void (*build)(hl_cmd *, hilock_kind, const hl_names *),
-                         int eval)
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    build(&cmd, p->kind, &p->n);
-    push_cmd(L, &cmd, eval);
-    return 1;
-}
-
-static int push_names_cmd(lua_State *L, void (*build)(hl_cmd *, const hl_names *))
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    build(&cmd, &p->n);
-    push_cmd(L, &cmd, 0);
-    return 1;
-}
-
-static int push_owner_cmd(lua_State *L,
-                          void (*build)(hl_cmd *, const hl_names *, const char *))
-{
-    plock *p = check_plock(L, 1);
-    hl_cmd cmd;
-    build(&cmd, &p->n, check_owner(L, 2));
-    push_cmd(L, &cmd, 0);
-    return 1;
-}
-
-/* p:force_cmd([eval]) */
-static int plock_force_cmd(lua_State *L) { return push_kind_cmd(L, hl_cmd_force, eval_flag(L, 2)); }
-/* p:locked_cmd() -> "is it locked" (EXISTS; on a read-write side, whether
- * the lock's mode is that side's), answered through p:decode_locked(r). */
-static int plock_locked_cmd(lua_State *L) { return push_kind_cmd(L, hl_cmd_is_locked, 0); }
-static int plock_exists_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_exists); }
-/* p:token_cmd() -> GET of the fencing token counter (proto.decode_token) */
-static int plock_token_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_token); }
-static int plock_pttl_cmd(lua_State *L) { return push_names_cmd(L, hl_cmd_pttl); }
-static int plock_hexists_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hexists); }
-/* p:hold_check_cmd(owner) -> "is owner's hold still there?" without renewing
- * it (decode with proto.hold_gone) */
-static int plock_hold_check_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hold_check); }
-static int plock_hget_cmd(lua_State *L) { return push_owner_cmd(L, hl_cmd_hget); }
 
 /* ---- reader and replies ---- */
 
@@ -709,143 +473,6 @@ static int reply_error_msg(lua_State *L)
 static int reply_is_noscript(lua_State *L)
 {
     lua_pushboolean(L, hl_reply_is_noscript(check_reply(L, 1)));
-    return 1;
-}
-
-/* A failed decode: nil, "<prefix>[: <server message>]". */
-static int decode_fail(lua_State *L, const redisReply *r, int rc)
-{
-    return lhl_push_fail(L, rc, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-}
-
-/* proto.decode_acquire(r) -> acquired, hold_count_or_ttl_ms | nil, err */
-static int p_decode_acquire(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    hl_acquire_result res;
-    int rc = hl_decode_acquire(r, &res);
-    if (rc)
-        return decode_fail(L, r, rc);
-    lua_pushboolean(L, res.acquired);
-    lhl_push_i64(L, res.acquired ? res.hold_count : res.ttl_ms);
-    return 2;
-}
-
-/* proto.decode_release(r) -> remaining holds | nil, "not owner" | nil, err */
-static int p_decode_release(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    hl_release_result res;
-    int rc = hl_decode_release(r, &res);
-    if (rc)
-        return decode_fail(L, r, rc);
-    if (res.not_owner)
-        return lhl_push_fail(L, HILOCK_ENOTOWNER, NULL);
-    lhl_push_i64(L, res.remaining);
-    return 1;
-}
-
-static int p_decode_int(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    int64_t v;
-    int rc = hl_decode_int(r, &v);
-    if (rc)
-        return decode_fail(L, r, rc);
-    lhl_push_i64(L, v);
-    return 1;
-}
-
-/* proto.decode_extend(r) -> 1 extended, 0 not held by that owner, -1 the
- * key has no expiry | "send_body" (the server forgot the script: send
- * extend_cmd(..., true)) | nil, err */
-static int p_decode_extend(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    if (hl_reply_is_noscript(r)) {
-        lua_pushliteral(L, "send_body");
-        return 1;
-    }
-    int64_t v;
-    int rc = hl_decode_extend(r, &v);
-    if (rc)
-        return decode_fail(L, r, rc);
-    lhl_push_i64(L, v);
-    return 1;
-}
-
-static int p_decode_hold_count(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    int64_t v;
-    int rc = hl_decode_hold_count(r, &v);
-    if (rc)
-        return decode_fail(L, r, rc);
-    lhl_push_i64(L, v);
-    return 1;
-}
-
-/* p:decode_locked(r) -> true | false | nil, err */
-static int plock_decode_locked(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    redisReply *r = check_reply(L, 2);
-    int64_t v = 0;
-    int rc = hl_decode_is_locked(p->kind, r, &v);
-    if (rc)
-        return decode_fail(L, r, rc);
-    lua_pushboolean(L, v != 0);
-    return 1;
-}
-
-/* proto.decode_token(r) -> the fencing token counter (0: none yet) | nil, err */
-static int p_decode_token(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    int64_t v;
-    int rc = hl_decode_token(r, &v);
-    if (rc)
-        return decode_fail(L, r, rc);
-    lhl_push_i64(L, v);
-    return 1;
-}
-
-/* proto.decode_pubsub(r) -> "message"|"subscribe"|"unsubscribe"|"other",
- * channel, payload (0 wake one, 1 wake all, -1 ignore) */
-static int p_decode_pubsub(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    hl_ps_event ev;
-    hl_decode_pubsub(r, &ev);
-    static const char *const names[] = {"other", "message", "subscribe", "unsubscribe"};
-    lua_pushstring(L, names[ev.type]);
-    if (ev.channel)
-        lua_pushlstring(L, ev.channel, ev.channel_len);
-    else
-        lua_pushnil(L);
-    lua_pushinteger(L, ev.payload);
-    return 3;
-}
-
-/* proto.hold_check_on(r) -> boolean: a pub/sub message on a holder's
- * channel that means "check the hold now" (hl_hold_check_on) */
-static int p_hold_check_on(lua_State *L)
-{
-    hl_ps_event ev;
-    hl_decode_pubsub(check_reply(L, 1), &ev);
-    lua_pushboolean(L, hl_hold_check_on(&ev));
-    return 1;
-}
-
-/* proto.hold_gone(r) -> true (the hold was lost), false (still there), nil
- * (the reply says neither: nothing known) -- hl_hold_check_gone */
-static int p_hold_gone(lua_State *L)
-{
-    int gone;
-    if (hl_hold_check_gone(check_reply(L, 1), &gone) != 0)
-        lua_pushnil(L);
-    else
-        lua_pushboolean(L, gone);
     return 1;
 }
 
@@ -1542,57 +1169,11 @@ static int ack_on_error(lua_State *L)
     return 0;
 }
 
-/* proto.acquire_latch_ttl(command_timeout_ms, connect_timeout_ms) -> ms:
- * how long an acquire latch (m:latch) must answer a request sent again
- * (the engine's one rule, as the C client's). */
-static int p_acquire_latch_ttl(lua_State *L)
-{
-    int64_t cmd = lhl_check_int(L, 1, 1, HILOCK_MAX_TIME_MS);
-    int64_t conn = lhl_check_int(L, 2, 1, HILOCK_MAX_TIME_MS);
-    lhl_push_i64(L, hl_acquire_latch_ttl(cmd, conn));
-    return 1;
-}
-
-/* proto.ack_retry(wait_ms, deadline_ms (-1 none)) -> pause_ms | nil
- * A grant no replica acknowledged was given back: sleep pause_ms and try
- * again, or (nil) give up with a connection error. */
-static int p_ack_retry(lua_State *L)
-{
-    int64_t wait = lhl_check_int(L, 1, -1, HILOCK_MAX_TIME_MS);
-    int64_t deadline = lhl_check_int(L, 2, -1, INT64_MAX / 2);
-    int64_t pause;
-    if (!hl_ack_retry(wait, deadline, lhl_mono_ms(), &pause)) {
-        lua_pushnil(L);
-        return 1;
-    }
-    lhl_push_i64(L, pause);
-    return 1;
-}
-
 /* ---- watchdog ---- */
 
 /* proto.renew_outcome(r) -> "renewed" | "lost" | "send_body" (send the command
  *   again with its script body, now)
  *   | "redirect" (send again through the routed path) | "trouble" (next tick) */
-static const char *const renew_outcome_names[] = {"renewed", "lost", "send_body", "redirect",
-                                                   "trouble", NULL};
-
-static int p_renew_outcome(lua_State *L)
-{
-    lua_pushstring(L, renew_outcome_names[hl_renew_classify(check_reply(L, 1))]);
-    return 1;
-}
-
-/* proto.renew_unacked(outcome, acked) -> outcome: a renewal's outcome word
- * once replica acknowledgement is known (hl_renew_unacked): "renewed" that
- * no replica acknowledged is "trouble" (retried, not a confirmation). */
-static int p_renew_unacked(lua_State *L)
-{
-    int o = luaL_checkoption(L, 1, NULL, renew_outcome_names);
-    int acked = lua_toboolean(L, 2);
-    lua_pushstring(L, renew_outcome_names[hl_renew_unacked((hl_renew_outcome)o, acked)]);
-    return 1;
-}
 
 /* proto.renew_many_cmd(locks, owners, lease_ms [, eval]) -> bytes: one
  * script call renewing the holds owners[i] of locks[i] (proto.lock objects;
@@ -1633,266 +1214,10 @@ static int p_renew_many_cmd(lua_State *L)
     return 1;
 }
 
-/* proto.renew_outcomes(r, n) -> {outcome, ...}, per_hold: the answer of a
- * renew_many_cmd of n holds, one proto.renew_outcome word per hold (an
- * error reply gives every hold its outcome; a malformed answer "trouble"
- * for all); per_hold: the answer was one per hold. */
-static int p_renew_outcomes(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    int64_t n = lhl_check_int(L, 2, 1, HL_RENEW_MANY_MAX);
-    hl_renew_outcome out[HL_RENEW_MANY_MAX];
-    int per_hold = hl_renew_classify_many(r, (int)n, out);
-    lua_createtable(L, (int)n, 0);
-    for (int i = 0; i < (int)n; i++) {
-        lua_pushstring(L, renew_outcome_names[out[i]]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    lua_pushboolean(L, per_hold);
-    return 2;
-}
-
-/* proto.renew_period(watchdog_lease_ms) -> ms between renewals */
-static int p_renew_period(lua_State *L)
-{
-    lhl_push_i64(L, hl_renew_period(lhl_check_int(L, 1, 1, HILOCK_MAX_TIME_MS)));
-    return 1;
-}
-
-/* proto.renew_doubt_after(watchdog_lease_ms) -> ms after the sending of a
- * hold's latest confirmed grant or renewal at which, with none confirmed
- * since, the hold is reported lost "in doubt" (lease - lease/5) */
-static int p_renew_doubt_after(lua_State *L)
-{
-    lhl_push_i64(L, hl_renew_doubt_after(lhl_check_int(L, 1, 1, HILOCK_MAX_TIME_MS)));
-    return 1;
-}
-
-/* proto.renew_doubt_at(confirmed_at, watchdog_lease_ms, renew_sent_at,
- * command_timeout_ms) -> ms: when a watched hold whose latest confirmed grant
- * or renewal was sent at confirmed_at is reported lost "in doubt" (the
- * engine's hl_renew_doubt_at; proto.now_ms times; renew_sent_at -1 when no
- * renewal of it is in flight, else when that one went out: a renewal sent
- * late, the worker having been held up, is answered first) */
-static int p_renew_doubt_at(lua_State *L)
-{
-    int64_t confirmed = lhl_check_int(L, 1, 0, INT64_MAX / 4);
-    int64_t lease = lhl_check_int(L, 2, 1, HILOCK_MAX_TIME_MS);
-    int64_t sent = lhl_check_int(L, 3, -1, INT64_MAX / 4);
-    int64_t cmdt = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
-    lhl_push_i64(L, hl_renew_doubt_at(confirmed, lease, sent, cmdt));
-    return 1;
-}
-
-/* proto.renew_in_doubt(confirmed_at, watchdog_lease_ms, renew_sent_at,
- * command_timeout_ms, now) -> boolean: that hold is in doubt at now, asked
- * between two turns of the worker's timers (hl_renew_in_doubt: a renewal not
- * sent yet counts as sent now, so true once the lease may have ended) */
-static int p_renew_in_doubt(lua_State *L)
-{
-    int64_t confirmed = lhl_check_int(L, 1, 0, INT64_MAX / 4);
-    int64_t lease = lhl_check_int(L, 2, 1, HILOCK_MAX_TIME_MS);
-    int64_t sent = lhl_check_int(L, 3, -1, INT64_MAX / 4);
-    int64_t cmdt = lhl_check_int(L, 4, 1, HILOCK_MAX_TIME_MS);
-    int64_t now = lhl_check_int(L, 5, 0, INT64_MAX / 4);
-    lua_pushboolean(L, hl_renew_in_doubt(confirmed, lease, sent, cmdt, now));
-    return 1;
-}
-
-/* ---- pub/sub and topology ---- */
-
-static int push_plain(lua_State *L, hl_cmd *c)
-{
-    push_cmd(L, c, 0);
-    return 1;
-}
-
-/* proto.subscribe_cmd(channel, sharded) / proto.unsubscribe_cmd(...) */
-static int p_subscribe_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_subscribe(&c, luaL_checkstring(L, 1), lua_toboolean(L, 2), 0);
-    return push_plain(L, &c);
-}
-
-static int p_unsubscribe_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_subscribe(&c, luaL_checkstring(L, 1), lua_toboolean(L, 2), 1);
-    return push_plain(L, &c);
-}
-
-/* proto.ping_cmd(): PING, the liveness test of a pub/sub connection
- * (proto.sublive) */
-static int p_ping_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_ping(&c);
-    return push_plain(L, &c);
-}
-
-static int p_cluster_slots_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_cluster_slots(&c);
-    return push_plain(L, &c);
-}
-
-static int p_role_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_role(&c);
-    return push_plain(L, &c);
-}
-
-static int p_asking_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_asking(&c);
-    return push_plain(L, &c);
-}
-
-static int p_sentinel_master_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_sentinel_master(&c, luaL_checkstring(L, 1));
-    return push_plain(L, &c);
-}
-
-static int p_sentinel_watch_cmd(lua_State *L)
-{
-    hl_cmd c;
-    hl_cmd_sentinel_watch(&c);
-    return push_plain(L, &c);
-}
-
-/* proto.handshake_cmds(user, password, db) -> { bytes, ... } (possibly
- * empty): what a fresh connection sends before anything else. */
-static int p_handshake_cmds(lua_State *L)
-{
-    const char *user = luaL_optstring(L, 1, NULL);
-    const char *password = luaL_optstring(L, 2, NULL);
-    lua_Integer db = luaL_optinteger(L, 3, 0);
-    if (db < 0 || db > INT_MAX)
-        return luaL_argerror(L, 3, "database number out of range");
-    hl_cmd cmds[HL_HANDSHAKE_MAX];
-    int n = hl_cmd_handshake(cmds, user, password, (int)db);
-    lua_createtable(L, n, 0);
-    for (int i = 0; i < n; i++) {
-        push_cmd(L, &cmds[i], 0);
-        lua_rawseti(L, -2, i + 1);
-    }
-    return 1;
-}
-
-/* proto.handshake_reply(r) -> true | nil, why: whether the server accepted
- * one handshake command (why: its error text, or "unexpected reply"). */
-static int p_handshake_reply(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    if (!hl_decode_handshake(r)) {
-        lua_pushboolean(L, 1);
-        return 1;
-    }
-    lua_pushnil(L);
-    if (r->type == REDIS_REPLY_ERROR)
-        lua_pushlstring(L, r->str, r->len);
-    else
-        lua_pushliteral(L, "unexpected reply");
-    return 2;
-}
-
-/* proto.decode_slots(r) -> { {first, last, host, port}, ... } | nil, err
- * (malformed ranges are skipped) */
-static int p_decode_slots(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    if (r->type != REDIS_REPLY_ARRAY)
-        return decode_fail(L, r, HILOCK_EPROTO);
-    lua_createtable(L, (int)(r->elements < 64 ? r->elements : 64), 0);
-    int n = 0;
-    hl_slot_range g;
-    for (size_t i = 0; i < r->elements; i++) {
-        if (hl_decode_slot_range(r->element[i], &g) != 0)
-            continue;
-        lua_createtable(L, 4, 0);
-        lua_pushinteger(L, (lua_Integer)g.lo);
-        lua_rawseti(L, -2, 1);
-        lua_pushinteger(L, (lua_Integer)g.hi);
-        lua_rawseti(L, -2, 2);
-        lua_pushstring(L, g.host);
-        lua_rawseti(L, -2, 3);
-        lua_pushinteger(L, g.port);
-        lua_rawseti(L, -2, 4);
-        lua_rawseti(L, -2, ++n);
-    }
-    return 1;
-}
-
-/* proto.decode_sentinel_master(r) -> host, port | nil, err */
-static int p_decode_sentinel_master(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    char host[256];
-    int port;
-    if (hl_decode_master_addr(r, host, sizeof host, &port) != 0)
-        return lhl_push_fail(L, HILOCK_EPROTO, "no such master");
-    lua_pushstring(L, host);
-    lua_pushinteger(L, port);
-    return 2;
-}
-
-/* proto.decode_role(r) -> is_master, replicas */
-static int p_decode_role(lua_State *L)
-{
-    int master = 0;
-    int n = hl_decode_role_replicas(check_reply(L, 1), &master);
-    lua_pushboolean(L, master);
-    lua_pushinteger(L, n);
-    return 2;
-}
-
-/* proto.decode_switch_master(r, master_name) -> host, port | nil */
-static int p_decode_switch_master(lua_State *L)
-{
-    redisReply *r = check_reply(L, 1);
-    char host[256];
-    int port;
-    if (!hl_decode_switch_master(r, luaL_checkstring(L, 2), host, sizeof host, &port)) {
-        lua_pushnil(L);
-        return 1;
-    }
-    lua_pushstring(L, host);
-    lua_pushinteger(L, port);
-    return 2;
-}
-
 static const luaL_Reg plock_methods[] = {
-    {"name", plock_name},
-    {"channel", plock_channel},
-    {"kind", plock_kind},
-    {"hold_owner", plock_hold_owner},
-    {"slot", plock_slot},
-    {"wait_channel", plock_wait_channel},
-    {"hold_channel", plock_hold_channel},
-    {"hold_check_cmd", plock_hold_check_cmd},
-    {"latch_key", plock_latch_key},
     {"acquire", plock_acquire},
     {"release", plock_release},
     {"force", plock_force},
-    {"acquire_cmd", plock_acquire_cmd},
-    {"release_cmd", plock_release_cmd},
-    {"force_cmd", plock_force_cmd},
-    {"renew_cmd", plock_renew_cmd},
-    {"extend_cmd", plock_extend_cmd},
-    {"cancel_cmd", plock_cancel_cmd},
-    {"exists_cmd", plock_exists_cmd},
-    {"locked_cmd", plock_locked_cmd},
-    {"decode_locked", plock_decode_locked},
-    {"token_cmd", plock_token_cmd},
-    {"hexists_cmd", plock_hexists_cmd},
-    {"hget_cmd", plock_hget_cmd},
-    {"pttl_cmd", plock_pttl_cmd},
     {NULL, NULL}};
 
 static const luaL_Reg plock_meta[] = {{"__gc", plock_gc}, {NULL, NULL}};
@@ -2177,12 +1502,12 @@ static int holds_outcome(lua_State *L)
 {
     pholds *t = check_holds_ud(L);
     pholdrec *rec = holds_rec(L, t);
-    int o = luaL_checkoption(L, 3, NULL, renew_outcome_names);
+    int o = luaL_checkoption(L, 3, NULL, hb_renew_words);
     int acked = lua_toboolean(L, 4);
     int64_t sent_at = lhl_check_int(L, 5, INT64_MIN / 4, INT64_MAX / 4);
     hl_renew_outcome out = rec ? hl_holds_outcome(&t->t, &rec->h, (hl_renew_outcome)o, acked, sent_at)
                                : hl_renew_unacked((hl_renew_outcome)o, acked);
-    lua_pushstring(L, renew_outcome_names[out]);
+    lua_pushstring(L, hb_renew_words[out]);
     return 1;
 }
 
@@ -2493,26 +1818,137 @@ static const luaL_Reg uns_methods[] = {
     {"settled", uns_settled}, {NULL, NULL}};
 static const luaL_Reg uns_meta[] = {{"__gc", uns_gc}, {NULL, NULL}};
 
+/* ---- the engine's free functions: hb_fns (bindings/engine_fns.h) ---- */
+
+static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *words)
+{
+    const hb_val *x = &o->v[(*pos)++];
+    switch (x->t) {
+    case HB_INT:
+        lhl_push_i64(L, x->i);
+        break;
+    case HB_WORD:
+        lua_pushstring(L, words[x->i]);
+        break;
+    case HB_BOOL:
+        lua_pushboolean(L, (int)x->i);
+        break;
+    case HB_STR:
+        lua_pushlstring(L, hb_sval(o, x), x->len);
+        break;
+    case HB_CMD:
+        push_cmd(L, &o->cmd[x->i], (int)x->len);
+        break;
+    case HB_LIST:
+    case HB_TUPLE:
+        lua_createtable(L, x->i < 64 ? (int)x->i : 64, 0);
+        for (int k = 1; k <= (int)x->i; k++) {
+            hb_push_value(L, o, pos, words);
+            lua_rawseti(L, -2, k);
+        }
+        break;
+    default:
+        lua_pushnil(L);
+    }
+}
+
+/* the row in upvalue 1, called with the Lua arguments */
+static int hb_call(lua_State *L)
+{
+    const hb_fn *f = (const hb_fn *)lua_touserdata(L, lua_upvalueindex(1));
+    hb_arg a[HB_MAXARGS];
+    memset(a, 0, sizeof a);
+    int k = 0, opt = 0;
+    for (const char *c = f->args; *c; c++) {
+        if (*c == '|') {
+            opt = 1;
+            continue;
+        }
+        int idx = ++k;
+        hb_arg *x = &a[idx - 1];
+        if (opt && lhl_is_none_or_nil(L, idx) && *c != 'b')
+            continue;
+        x->set = 1;
+        switch (*c) {
+        case 'i':
+            x->i = lhl_check_int(L, idx, INT64_MIN, INT64_MAX);
+            break;
+        case 'u':
+            x->i = lhl_check_int(L, idx, 0, INT64_MAX);
+            break;
+        case 'b':
+            x->i = lua_toboolean(L, idx);
+            break;
+        case 'r':
+            x->r = check_reply(L, idx);
+            break;
+        case 'N': {
+            plock *p = check_plock(L, idx);
+            x->n = &p->n;
+            x->kind = p->kind;
+            break;
+        }
+        case 'e':
+            x->i = luaL_checkoption(L, idx, NULL, f->words);
+            break;
+        case 'z':
+            if (lhl_is_none_or_nil(L, idx)) {
+                x->set = 0;
+                break;
+            }
+            /* fall through */
+        default: /* 's', 'S' */
+            x->s = luaL_checklstring(L, idx, &x->len);
+            if (*c != 'S' && strlen(x->s) != x->len)
+                luaL_argerror(L, idx, "expected a string without NUL bytes");
+        }
+    }
+    hb_out o;
+    hb_init(&o);
+    int rc = f->fn(a, &o);
+    if (rc || o.oom) {
+        char why[sizeof o.why];
+        int bad = o.bad, code = o.oom ? HILOCK_ENOMEM : o.err;
+        memcpy(why, o.why, sizeof why);
+        const char *msg = o.msg == o.why ? why : o.msg;
+        hb_free(&o);
+        if (bad > 0)
+            return luaL_argerror(L, bad, why);
+        if (f->flags & HB_LUA_RAW) {
+            lua_pushnil(L);
+            lua_pushstring(L, msg ? msg : lhl_err_prefix(code));
+            return 2;
+        }
+        return lhl_push_fail(L, code, msg);
+    }
+    int n = 0;
+    for (int pos = 0; pos < o.n; n++) {
+        luaL_checkstack(L, 4, "hilock: results");
+        hb_push_value(L, &o, &pos, f->words);
+    }
+    hb_free(&o);
+    return n;
+}
+
+/* the rows of fns named for Lua, into the table on the top of the stack */
+static void hb_register(lua_State *L, const hb_fn *fns)
+{
+    for (int i = 0; fns[i].fn; i++) {
+        if (!fns[i].lua)
+            continue;
+        lua_pushlightuserdata(L, (void *)&fns[i]);
+        lua_pushcclosure(L, hb_call, 1);
+        lua_setfield(L, -2, fns[i].lua);
+    }
+}
+
 static const luaL_Reg proto_funcs[] = {
     {"lock", p_lock},
     {"reader", p_reader},
     {"command", p_command},
     {"uuid", p_uuid},
-    {"now_ms", p_now_ms},
-    {"owner", p_owner},
     {"parse_url", p_parse_url},
-    {"no_reply_msg", p_no_reply_msg},
-    {"check_name", p_check_name},
     {"key_slot", p_key_slot},
-    {"decode_acquire", p_decode_acquire},
-    {"decode_release", p_decode_release},
-    {"decode_int", p_decode_int},
-    {"decode_extend", p_decode_extend},
-    {"decode_hold_count", p_decode_hold_count},
-    {"decode_token", p_decode_token},
-    {"decode_pubsub", p_decode_pubsub},
-    {"hold_check_on", p_hold_check_on},
-    {"hold_gone", p_hold_gone},
     {"holds", p_holds},
     {"sublive", p_sublive},
     {"unsettled", p_unsettled},
@@ -2538,30 +1974,7 @@ static const luaL_Reg no_meta[] = {{NULL, NULL}};
 static const luaL_Reg engine_funcs[] = {
     {"router", p_router},
     {"ack", p_ack},
-    {"ack_retry", p_ack_retry},
-    {"acquire_latch_ttl", p_acquire_latch_ttl},
-    {"renew_outcome", p_renew_outcome},
-    {"renew_unacked", p_renew_unacked},
     {"renew_many_cmd", p_renew_many_cmd},
-    {"renew_outcomes", p_renew_outcomes},
-    {"renew_period", p_renew_period},
-    {"renew_doubt_after", p_renew_doubt_after},
-    {"renew_doubt_at", p_renew_doubt_at},
-    {"renew_in_doubt", p_renew_in_doubt},
-    {"subscribe_cmd", p_subscribe_cmd},
-    {"unsubscribe_cmd", p_unsubscribe_cmd},
-    {"ping_cmd", p_ping_cmd},
-    {"cluster_slots_cmd", p_cluster_slots_cmd},
-    {"role_cmd", p_role_cmd},
-    {"handshake_cmds", p_handshake_cmds},
-    {"handshake_reply", p_handshake_reply},
-    {"asking_cmd", p_asking_cmd},
-    {"sentinel_master_cmd", p_sentinel_master_cmd},
-    {"sentinel_watch_cmd", p_sentinel_watch_cmd},
-    {"decode_slots", p_decode_slots},
-    {"decode_sentinel_master", p_decode_sentinel_master},
-    {"decode_role", p_decode_role},
-    {"decode_switch_master", p_decode_switch_master},
     {NULL, NULL}};
 
 /* The engine's metatables; its functions into the proto table on the top. */
@@ -3029,6 +2442,11 @@ void lhl_engine_open(lua_State *L)
     lhl_new_metatable(L, PACK_MT, ack_methods, no_meta);
     lhl_new_metatable(L, PFORCE_MT, force_methods, no_meta);
     hlc_setfuncs(L, engine_funcs);
+    hb_register(L, hb_fns);
+    luaL_getmetatable(L, PLOCK_MT); /* the lock's methods: hb_lock_fns */
+    lua_getfield(L, -1, "__index");
+    hb_register(L, hb_lock_fns);
+    lua_pop(L, 2);
     lhl_new_metatable(L, PSEM_MT, psem_methods, psem_meta);
     lhl_new_metatable(L, PSW_MT, psw_methods, psw_meta);
     lhl_new_metatable(L, PSOP_MT, psop_methods, no_meta);

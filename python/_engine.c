@@ -33,19 +33,11 @@
 
 #include <hiredis/hiredis.h>
 
-#include "hilock.h"
-#include "proto.h"
+#include "engine_fns.h" /* the engine's free functions, listed once */
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 /* ------------------------------------------------------------------ */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static PyObject *raise_code(int code, const char *detail)
 {
@@ -326,6 +318,9 @@ typedef struct {
     int ok;
 } NamesObject;
 
+typedef struct hb_fn hb_fn;
+static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args);
+
 static int check_kind(long k)
 {
     if (k < HILOCK_KIND_REENTRANT || k > HILOCK_KIND_FENCED) {
@@ -479,7 +474,7 @@ static PyObject *acquire_make(PyObject *self, const char *owner, long long wait,
     Py_INCREF(self);
     m->names = self;
     memcpy(m->owner, ow, strlen(ow) + 1);
-    if (hl_acquire_init(&m->a, n->kind, &n->n, m->owner, wait, lease, window, mono_ms()) != 0) {
+    if (hl_acquire_init(&m->a, n->kind, &n->n, m->owner, wait, lease, window, hb_mono_ms()) != 0) {
         hl_acquire_free(&m->a);
         Py_DECREF(m);
         return PyErr_NoMemory();
@@ -544,7 +539,7 @@ static PyObject *release_make(PyObject *self, const char *owner, long long lease
     m->names = self;
     memcpy(m->owner, ow, strlen(ow) + 1);
     int rc = hl_release_init(&m->m, n->kind, &n->n, m->owner, lease, wd, r, cmdt, timeout,
-                             mono_ms());
+                             hb_mono_ms());
     m->ok = 1;
     if (rc == HILOCK_ENOMEM) {
         Py_DECREF(m);
@@ -697,105 +692,19 @@ static PyObject *names_fair_cancel(PyObject *self, PyObject *args)
     return (PyObject *)m;
 }
 
-/* n.renew_cmd(owner, lease_ms, eval=False) -> bytes */
-static PyObject *names_renew_cmd(PyObject *self, PyObject *args)
-{
-    NamesObject *n = (NamesObject *)self;
-    const char *owner;
-    long long lease;
-    int eval = 0;
-    if (!PyArg_ParseTuple(args, "sL|p:renew_cmd", &owner, &lease, &eval))
-        return NULL;
-    const char *ow = check_owner(owner);
-    if (!ow || check_range(lease, 1, HILOCK_MAX_TIME_MS, "lease_ms"))
-        return NULL;
-    hl_cmd cmd;
-    hl_cmd_renew_kind(&cmd, n->kind, &n->n, ow, lease);
-    return cmd_bytes(&cmd, eval);
-}
 
-enum { Q_LOCKED = 0, Q_HELD, Q_HOLDS, Q_TTL, Q_TOKEN };
-
-/* n.query_cmd(what, owner=None) -> bytes: what = Q_LOCKED (decode with
- * decode_locked), Q_HELD (decode_flag), Q_HOLDS (decode_holds), Q_TTL
- * (decode_pttl), Q_TOKEN (decode_token) */
-static PyObject *names_query_cmd(PyObject *self, PyObject *args)
-{
-    NamesObject *n = (NamesObject *)self;
-    int what;
-    const char *owner = NULL;
-    if (!PyArg_ParseTuple(args, "i|z:query_cmd", &what, &owner))
-        return NULL;
-    const char *ow = NULL;
-    if (what == Q_HELD || what == Q_HOLDS) {
-        if (!owner) {
-            PyErr_SetString(PyExc_TypeError, "this query needs an owner");
-            return NULL;
-        }
-        ow = check_owner(owner);
-        if (!ow)
-            return NULL;
+/* the methods of hb_lock_fns named for Python: one wrapper each */
+#define HB_PYWRAP(fn, py, lua, args, words, doc)                                            \
+    static PyObject *py_##fn(PyObject *self, PyObject *a)                                    \
+    {                                                                                        \
+        return hb_invoke(&hb_lock_fns[HBL_##fn], self, a);                                   \
     }
-    hl_cmd cmd;
-    switch (what) {
-    case Q_LOCKED: hl_cmd_is_locked(&cmd, n->kind, &n->n); break;
-    case Q_HELD: hl_cmd_hexists(&cmd, &n->n, ow); break;
-    case Q_HOLDS: hl_cmd_hget(&cmd, &n->n, ow); break;
-    case Q_TTL: hl_cmd_pttl(&cmd, &n->n); break;
-    case Q_TOKEN: hl_cmd_token(&cmd, &n->n); break;
-    default: PyErr_SetString(PyExc_ValueError, "unknown query"); return NULL;
-    }
-    return cmd_bytes(&cmd, 0);
-}
+HB_LOCK_FNS(HB_PYWRAP)
+#define HB_PYPTR(fn, py, lua, args, words, doc) py_##fn,
+static const PyCFunction names_wrappers[] = {HB_LOCK_FNS(HB_PYPTR)};
 
-/* n.hold_check_cmd(owner) -> bytes: "is owner's hold still there?",
- * without renewing it (decode with hold_gone) */
-static PyObject *names_hold_check_cmd(PyObject *self, PyObject *args)
-{
-    NamesObject *n = (NamesObject *)self;
-    const char *owner;
-    if (!PyArg_ParseTuple(args, "s:hold_check_cmd", &owner))
-        return NULL;
-    const char *ow = check_owner(owner);
-    if (!ow)
-        return NULL;
-    hl_cmd cmd;
-    hl_cmd_hold_check(&cmd, &n->n, ow);
-    return cmd_bytes(&cmd, 0);
-}
-
-/* n.decode_locked(reply) -> bool */
-static PyObject *names_decode_locked(PyObject *self, PyObject *arg)
-{
-    NamesObject *n = (NamesObject *)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    int64_t v;
-    int rc = hl_decode_is_locked(n->kind, r, &v);
-    if (rc)
-        return raise_code(rc, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-    return PyBool_FromLong(v != 0);
-}
-
-/* n.wait_channel(owner) -> the channel a waiter of this owner listens on
- * (a multi-lock waits on its busy members' channels) */
-static PyObject *names_wait_channel(PyObject *self, PyObject *args)
-{
-    NamesObject *n = (NamesObject *)self;
-    const char *owner;
-    if (!PyArg_ParseTuple(args, "s:wait_channel", &owner) || !check_owner(owner))
-        return NULL;
-    char *ch = hl_wait_channel(n->kind, &n->n, owner);
-    if (!ch)
-        return PyErr_NoMemory();
-    PyObject *o = PyUnicode_DecodeUTF8(ch, (Py_ssize_t)strlen(ch), "surrogateescape");
-    free(ch);
-    return o;
-}
-
-static PyMethodDef names_methods[] = {
-    {"wait_channel", names_wait_channel, METH_VARARGS, "wait_channel(owner) -> str"},
+/* the hand-written methods, then hb_lock_fns' (filled once, at import) */
+static PyMethodDef names_methods[8 + HBL_COUNT] = {
     {"acquire", names_acquire, METH_VARARGS,
      "acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0, latch_ttl_ms=0,"
      " line_window_ms=0) -> Acquire"},
@@ -805,13 +714,18 @@ static PyMethodDef names_methods[] = {
      "release(owner, acquired_lease_ms, watchdog_lease_ms, request_id, command_timeout_ms,"
      " timeout_ms=0) -> Release"},
     {"force", names_force, METH_NOARGS, "force() -> Call (value: 1 deleted, 0 nothing)"},
-    {"extend", names_extend, METH_VARARGS, "extend(owner, add_ms) -> Call (value 1, 0, -1)"},
-    {"renew_cmd", names_renew_cmd, METH_VARARGS, "renew_cmd(owner, lease_ms, eval=False)"},
-    {"query_cmd", names_query_cmd, METH_VARARGS, "query_cmd(what, owner=None) -> bytes"},
-    {"decode_locked", names_decode_locked, METH_O, "decode_locked(reply) -> bool"},
-    {"hold_check_cmd", names_hold_check_cmd, METH_VARARGS,
-     "hold_check_cmd(owner) -> bytes (decode with hold_gone)"},
-    {NULL, NULL, 0, NULL}};
+    {"extend", names_extend, METH_VARARGS, "extend(owner, add_ms) -> Call (value 1, 0, -1)"}};
+
+static void names_methods_fill(void)
+{
+    int n = 0;
+    while (names_methods[n].ml_name)
+        n++;
+    for (int i = 0; i < HBL_COUNT; i++)
+        if (hb_lock_fns[i].py)
+            names_methods[n++] = (PyMethodDef){hb_lock_fns[i].py, names_wrappers[i],
+                                               METH_VARARGS, hb_lock_fns[i].doc};
+}
 
 static PyType_Slot names_slots[] = {
     {Py_tp_new, names_new},
@@ -857,7 +771,7 @@ static PyObject *acquire_next(PyObject *self, PyObject *unused)
 {
     (void)unused;
     AcquireObject *m = (AcquireObject *)self;
-    hl_action act = hl_acquire_next(&m->a, mono_ms());
+    hl_action act = hl_acquire_next(&m->a, hb_mono_ms());
     switch (act) {
     case HL_ACT_SEND: {
         m->resent = 0;
@@ -906,7 +820,7 @@ static PyObject *acquire_on_reply(PyObject *self, PyObject *arg)
         m->resent = 1;
         return cmd_bytes(&m->a.cmd, 1);
     }
-    hl_acquire_on_reply(&m->a, r, mono_ms());
+    hl_acquire_on_reply(&m->a, r, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -929,7 +843,7 @@ static PyObject *acquire_on_error(PyObject *self, PyObject *arg)
     int code;
     if (arg_code(arg, &code))
         return NULL;
-    hl_acquire_on_error(&((AcquireObject *)self)->a, code, mono_ms());
+    hl_acquire_on_error(&((AcquireObject *)self)->a, code, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -939,7 +853,7 @@ static PyObject *acquire_on_reply_lost(PyObject *self, PyObject *arg)
     int code;
     if (arg_code(arg, &code))
         return NULL;
-    hl_acquire_on_reply_lost(&((AcquireObject *)self)->a, code, mono_ms());
+    hl_acquire_on_reply_lost(&((AcquireObject *)self)->a, code, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -978,8 +892,8 @@ static PyObject *acquire_on_unknown(PyObject *self, PyObject *args)
     s->utable = NULL;
     s->urec = NULL;
     int rc = hl_settle_init(&s->s, &m->a.cmd, ((NamesObject *)m->names)->n.publish, r, cmdt,
-                            mono_ms());
-    hl_acquire_on_unknown(&m->a, code, mono_ms());
+                            hb_mono_ms());
+    hl_acquire_on_unknown(&m->a, code, hb_mono_ms());
     if (rc == HILOCK_ENOMEM) {
         Py_DECREF(s);
         return PyErr_NoMemory();
@@ -1001,21 +915,21 @@ static PyObject *acquire_on_subscribed(PyObject *self, PyObject *arg)
     int ok = PyObject_IsTrue(arg);
     if (ok < 0)
         return NULL;
-    hl_acquire_on_subscribed(&((AcquireObject *)self)->a, ok, mono_ms());
+    hl_acquire_on_subscribed(&((AcquireObject *)self)->a, ok, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
 static PyObject *acquire_on_wake(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    hl_acquire_on_wake(&((AcquireObject *)self)->a, mono_ms());
+    hl_acquire_on_wake(&((AcquireObject *)self)->a, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
 static PyObject *acquire_on_resubscribe(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    hl_acquire_on_resubscribe(&((AcquireObject *)self)->a, mono_ms());
+    hl_acquire_on_resubscribe(&((AcquireObject *)self)->a, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -1025,7 +939,7 @@ static PyObject *acquire_on_resubscribe(PyObject *self, PyObject *unused)
 static PyObject *acquire_cancel(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    hl_acquire_cancel(&((AcquireObject *)self)->a, mono_ms());
+    hl_acquire_cancel(&((AcquireObject *)self)->a, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -1084,7 +998,7 @@ static PyObject *release_next(PyObject *self, PyObject *unused)
 {
     (void)unused;
     ReleaseObject *m = (ReleaseObject *)self;
-    if (hl_release_next(&m->m, mono_ms()) == HL_ACT_SEND) {
+    if (hl_release_next(&m->m, hb_mono_ms()) == HL_ACT_SEND) {
         PyObject *b = cmd_bytes(&m->m.cmd, 0);
         if (!b)
             return NULL;
@@ -1112,7 +1026,7 @@ static PyObject *release_on_reply(PyObject *self, PyObject *arg)
     redisReply *r = get_reply(arg);
     if (!r)
         return NULL;
-    hl_release_on_reply(&((ReleaseObject *)self)->m, r, mono_ms());
+    hl_release_on_reply(&((ReleaseObject *)self)->m, r, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -1121,7 +1035,7 @@ static PyObject *release_on_error(PyObject *self, PyObject *arg)
     int code;
     if (arg_code(arg, &code))
         return NULL;
-    hl_release_on_error(&((ReleaseObject *)self)->m, code, mono_ms());
+    hl_release_on_error(&((ReleaseObject *)self)->m, code, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -1179,7 +1093,7 @@ static PyObject *settle_next(PyObject *self, PyObject *unused)
 {
     (void)unused;
     SettleObject *s = (SettleObject *)self;
-    switch (hl_settle_next(&s->s, mono_ms())) {
+    switch (hl_settle_next(&s->s, hb_mono_ms())) {
     case HL_ACT_WAIT:
         return Py_BuildValue("(iL)", ACT_WAIT, (long long)s->s.sleep_ms);
     case HL_ACT_SEND: {
@@ -1199,14 +1113,14 @@ static PyObject *settle_on_reply(PyObject *self, PyObject *arg)
     redisReply *r = get_reply(arg);
     if (!r)
         return NULL;
-    hl_settle_on_reply(&((SettleObject *)self)->s, r, mono_ms());
+    hl_settle_on_reply(&((SettleObject *)self)->s, r, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
 static PyObject *settle_on_error(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    hl_settle_on_error(&((SettleObject *)self)->s, mono_ms());
+    hl_settle_on_error(&((SettleObject *)self)->s, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -1258,138 +1172,7 @@ static PyType_Spec call_spec = {"hilock._engine.Call", sizeof(CallObject), 0,
 /* module functions                                                    */
 /* ------------------------------------------------------------------ */
 
-/* hold_owner(kind, client_id, thread_id) -> the owner (hash field) */
-static PyObject *m_hold_owner(PyObject *self, PyObject *args)
-{
-    (void)self;
-    long kind;
-    const char *id;
-    unsigned long long tid;
-    if (!PyArg_ParseTuple(args, "lsK:hold_owner", &kind, &id, &tid))
-        return NULL;
-    const char *s = check_str(id, 40, "client id");
-    if (!s || check_kind(kind))
-        return NULL;
-    char buf[HL_OWNER_MAX];
-    hl_hold_owner(buf, (hilock_kind)kind, s, (uint64_t)tid);
-    return PyUnicode_FromString(buf);
-}
-
-/* subscribe_cmd(channel, sharded=False, unsubscribe=False) -> bytes */
-static PyObject *m_subscribe_cmd(PyObject *self, PyObject *args)
-{
-    (void)self;
-    const char *ch;
-    int sharded = 0, unsub = 0;
-    if (!PyArg_ParseTuple(args, "s|pp:subscribe_cmd", &ch, &sharded, &unsub))
-        return NULL;
-    const char *s = check_str(ch, 8192, "channel");
-    if (!s)
-        return NULL;
-    hl_cmd c;
-    hl_cmd_subscribe(&c, s, sharded, unsub);
-    return cmd_bytes(&c, 0);
-}
-
-/* handshake_cmds(user, password, db) -> [bytes, ...] */
-static PyObject *m_handshake_cmds(PyObject *self, PyObject *args)
-{
-    (void)self;
-    const char *user = NULL, *pw = NULL;
-    int db = 0;
-    if (!PyArg_ParseTuple(args, "zzi:handshake_cmds", &user, &pw, &db))
-        return NULL;
-    if (db < 0) {
-        PyErr_SetString(PyExc_ValueError, "database number out of range");
-        return NULL;
-    }
-    hl_cmd cmds[HL_HANDSHAKE_MAX];
-    int n = hl_cmd_handshake(cmds, user, pw, db);
-    PyObject *l = PyList_New(n);
-    if (!l)
-        return NULL;
-    for (int i = 0; i < n; i++) {
-        PyObject *b = cmd_bytes(&cmds[i], 0);
-        if (!b) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SetItem(l, i, b);
-    }
-    return l;
-}
-
-/* handshake_reply(reply) -> 0 | HILOCK_EAUTH | HILOCK_EPROTO */
-static PyObject *m_handshake_reply(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    return PyLong_FromLong(hl_decode_handshake(r));
-}
-
 /* ---- sentinel: the master, roles, replica acknowledgement ---- */
-
-/* sentinel_master_cmd(master_name) -> bytes (ask a sentinel for the master) */
-static PyObject *m_sentinel_master_cmd(PyObject *self, PyObject *args)
-{
-    (void)self;
-    const char *name;
-    if (!PyArg_ParseTuple(args, "s:sentinel_master_cmd", &name) ||
-        !check_str(name, 1024, "master name"))
-        return NULL;
-    hl_cmd c;
-    hl_cmd_sentinel_master(&c, name);
-    return cmd_bytes(&c, 0);
-}
-
-/* decode_master_addr(reply) -> (host, port); ProtocolError when the
- * sentinel does not know the master or answers something else */
-static PyObject *m_decode_master_addr(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    char host[256];
-    int port;
-    if (hl_decode_master_addr(r, host, sizeof host, &port) != 0)
-        return raise_code(HILOCK_EPROTO, "the sentinel names no such master");
-    return Py_BuildValue("(si)", host, port);
-}
-
-static PyObject *m_role_cmd(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    hl_cmd c;
-    hl_cmd_role(&c);
-    return cmd_bytes(&c, 0);
-}
-
-/* decode_role(reply) -> (is_master, connected replicas) */
-static PyObject *m_decode_role(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    int master = 0;
-    int n = hl_decode_role_replicas(r, &master);
-    return Py_BuildValue("(Oi)", master ? Py_True : Py_False, n);
-}
-
-/* not_master(reply) -> bool: the node is no master any more (READONLY,
- * MASTERDOWN, in a plain or a script error): find the master again */
-static PyObject *m_not_master(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    return PyBool_FromLong(hl_reply_not_master(r));
-}
 
 typedef struct {
     PyObject_HEAD
@@ -1578,278 +1361,185 @@ static PyType_Slot router_slots[] = {
 static PyType_Spec router_spec = {"hilock._engine.Router", sizeof(RouterObject), 0,
                                   Py_TPFLAGS_DEFAULT, router_slots};
 
-/* cluster_slots_cmd() -> bytes: the slot map question */
-static PyObject *m_cluster_slots_cmd(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    hl_cmd c;
-    hl_cmd_cluster_slots(&c);
-    return cmd_bytes(&c, 0);
-}
+/* ------------------------------------------------------------------ */
+/* the engine's free functions: hb_fns (bindings/engine_fns.h)         */
+/* ------------------------------------------------------------------ */
 
-/* asking_cmd() -> bytes: sent right before a command that follows an ASK */
-static PyObject *m_asking_cmd(PyObject *self, PyObject *unused)
+static PyObject *hb_value(hb_out *o, int *pos)
 {
-    (void)self;
-    (void)unused;
-    hl_cmd c;
-    hl_cmd_asking(&c);
-    return cmd_bytes(&c, 0);
-}
-
-/* decode_slots(reply) -> [(first, last, host, port), ...]: the slot map's
- * masters (validated; malformed entries skipped; an empty host is the node
- * asked, reported as 127.0.0.1 as the C transport does). An error reply or
- * a non-array raises ProtocolError. */
-static PyObject *m_decode_slots(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    if (r->type != REDIS_REPLY_ARRAY)
-        return raise_code(HILOCK_EPROTO, r->type == REDIS_REPLY_ERROR && r->str
-                                             ? r->str : "slot map: not an array");
-    PyObject *out = PyList_New(0);
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < r->elements; i++) {
-        hl_slot_range g;
-        if (hl_decode_slot_range(r->element[i], &g) != 0)
-            continue;
-        PyObject *t = Py_BuildValue("(IIsi)", g.lo, g.hi, g.host, g.port);
-        if (!t || PyList_Append(out, t) != 0) {
-            Py_XDECREF(t);
-            Py_DECREF(out);
-            return NULL;
+    const hb_val *x = &o->v[(*pos)++];
+    switch (x->t) {
+    case HB_INT:
+    case HB_WORD:
+        return PyLong_FromLongLong((long long)x->i);
+    case HB_BOOL:
+        return PyBool_FromLong((long)x->i);
+    case HB_STR:
+        return PyUnicode_DecodeUTF8(hb_sval(o, x), (Py_ssize_t)x->len, "surrogateescape");
+    case HB_CMD:
+        return cmd_bytes(&o->cmd[x->i], (int)x->len);
+    case HB_LIST:
+    case HB_TUPLE: {
+        PyObject *l = x->t == HB_LIST ? PyList_New((Py_ssize_t)x->i) : PyTuple_New((Py_ssize_t)x->i);
+        for (Py_ssize_t k = 0; l && k < (Py_ssize_t)x->i; k++) {
+            PyObject *v = hb_value(o, pos);
+            if (!v || (x->t == HB_LIST ? PyList_SetItem(l, k, v) : PyTuple_SetItem(l, k, v))) {
+                Py_CLEAR(l);
+                break;
+            }
         }
-        Py_DECREF(t);
+        return l;
     }
-    return out;
-}
-
-/* ack_retry(wait_ms, deadline_ms (-1 none)) -> pause_ms | None (give up) */
-static PyObject *m_ack_retry(PyObject *self, PyObject *args)
-{
-    (void)self;
-    long long wait, deadline;
-    if (!PyArg_ParseTuple(args, "LL:ack_retry", &wait, &deadline))
-        return NULL;
-    int64_t pause;
-    if (!hl_ack_retry(wait, deadline, mono_ms(), &pause))
+    default:
         Py_RETURN_NONE;
-    return PyLong_FromLongLong(pause);
+    }
 }
 
-/* ping_cmd() -> bytes: the liveness check a client sends when it opens
- * (as hilock_client_open does) */
-static PyObject *m_ping_cmd(PyObject *self, PyObject *unused)
+/* One argument of letter c from v into *a; -1 with an exception set. */
+static int hb_parse(const hb_fn *f, char c, PyObject *v, hb_arg *a)
 {
-    (void)self;
-    (void)unused;
-    hl_cmd c;
-    hl_cmd_begin_plain(&c);
-    hl_cmd_add_str(&c, "PING");
-    return cmd_bytes(&c, 0);
+    switch (c) {
+    case 'i':
+    case 'e':
+        a->i = PyLong_AsLongLong(v);
+        if (a->i == -1 && PyErr_Occurred())
+            return -1;
+        if (c == 'e') {
+            int n = 0;
+            while (f->words[n])
+                n++;
+            if (a->i < 0 || a->i >= n) {
+                PyErr_Format(PyExc_ValueError, "%s: no such outcome %lld", f->py, (long long)a->i);
+                return -1;
+            }
+        }
+        return 0;
+    case 'u':
+        a->i = (int64_t)PyLong_AsUnsignedLongLongMask(v);
+        return PyErr_Occurred() ? -1 : 0;
+    case 'b':
+        a->i = PyObject_IsTrue(v);
+        return a->i < 0 ? -1 : 0;
+    case 'r':
+        a->r = get_reply(v);
+        return a->r ? 0 : -1;
+    case 'z':
+        if (v == Py_None)
+            return 0;
+        /* fall through */
+    default: { /* 's', 'S' */
+        Py_ssize_t len;
+        if (!PyArg_Parse(v, "s#", &a->s, &len))
+            return -1;
+        a->len = (size_t)len;
+        if (c != 'S' && memchr(a->s, 0, a->len)) {
+            PyErr_SetString(PyExc_ValueError, "embedded null character");
+            return -1;
+        }
+        return 0;
+    }
+    }
 }
 
-/* decode_ping(reply) -> 0 | HILOCK_EAUTH (the server refused us: an error
- * reply such as NOAUTH or NOPERM) | HILOCK_EPROTO (not a PONG) */
-static PyObject *m_decode_ping(PyObject *self, PyObject *arg)
+/* row f called with args (and self, the Names of an 'N' row) */
+static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
 {
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    if (r->type == REDIS_REPLY_ERROR)
-        return PyLong_FromLong(HILOCK_EAUTH);
-    if (r->type == REDIS_REPLY_STATUS && r->len == 4 && memcmp(r->str, "PONG", 4) == 0)
-        return PyLong_FromLong(0);
-    return PyLong_FromLong(HILOCK_EPROTO);
-}
-
-/* decode_pubsub(reply) -> (PS_*, channel str or None, payload) */
-static PyObject *m_decode_pubsub(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    hl_ps_event ev;
-    hl_decode_pubsub(r, &ev);
-    PyObject *ch;
-    if (ev.channel) {
-        ch = PyUnicode_DecodeUTF8(ev.channel, (Py_ssize_t)ev.channel_len, "surrogateescape");
-        if (!ch)
+    Py_ssize_t n = PyTuple_Size(args), min = -1, k = 0, skip = 0;
+    hb_arg a[HB_MAXARGS];
+    memset(a, 0, sizeof a);
+    for (const char *c = f->args; *c; c++) {
+        if (*c == '|') {
+            min = k;
+            continue;
+        }
+        if (*c == 'N') { /* a method of Names (the type checked self) */
+            a[0].n = &((NamesObject *)self)->n;
+            a[0].kind = ((NamesObject *)self)->kind;
+            skip = 1;
+            continue;
+        }
+        if (k < n && hb_parse(f, *c, PyTuple_GetItem(args, k), &a[k + skip]))
             return NULL;
-    } else {
-        Py_INCREF(Py_None);
-        ch = Py_None;
+        a[k + skip].set = k < n;
+        k++;
     }
-    return Py_BuildValue("(iNi)", (int)ev.type, ch, ev.payload);
-}
-
-/* lock_wakes(reply) -> -1 all, 0 none, 1: how many waiters a frame on a
- * lock's channel wakes (hl_ps_wakes, HL_WAKE_LOCK) */
-static PyObject *m_lock_wakes(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    hl_ps_event ev;
-    hl_decode_pubsub(r, &ev);
-    return PyLong_FromLongLong((long long)hl_ps_wakes(HL_WAKE_LOCK, &ev));
-}
-
-/* hold_check_on(reply) -> bool: a pub/sub message on a holder's channel
- * that means "check the hold now" (hl_hold_check_on) */
-static PyObject *m_hold_check_on(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    hl_ps_event ev;
-    hl_decode_pubsub(r, &ev);
-    return PyBool_FromLong(hl_hold_check_on(&ev));
-}
-
-/* hold_gone(reply) -> True (the hold was lost), False (still there), None
- * (the reply says neither: nothing known) -- hl_hold_check_gone */
-static PyObject *m_hold_gone(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    int gone;
-    if (hl_hold_check_gone(r, &gone) != 0)
-        Py_RETURN_NONE;
-    return PyBool_FromLong(gone);
-}
-
-/* renew_outcome(reply) -> RENEW_* */
-static PyObject *m_renew_outcome(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    return PyLong_FromLong((long)hl_renew_classify(r));
-}
-
-/* renew_unacked(outcome, acked) -> RENEW_*: a renewal's outcome once replica
- * acknowledgement is known (hl_renew_unacked: renewed but no replica took
- * it is RENEW_TROUBLE, retried, not a confirmation) */
-static PyObject *m_renew_unacked(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int o, acked;
-    if (!PyArg_ParseTuple(args, "ip:renew_unacked", &o, &acked))
-        return NULL;
-    if (o < HL_RENEW_RENEWED || o > HL_RENEW_TROUBLE) {
-        PyErr_SetString(PyExc_ValueError, "renew_unacked: not a RENEW_* outcome");
+    if (n > k || n < (min < 0 ? k : min)) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd arguments (%zd given)", f->py,
+                     min < 0 ? k : min, k, n);
         return NULL;
     }
-    return PyLong_FromLong((long)hl_renew_unacked((hl_renew_outcome)o, acked));
+    hb_out o;
+    hb_init(&o);
+    PyObject *res = NULL;
+    int rc = f->fn(a, &o);
+    if (o.oom)
+        PyErr_NoMemory();
+    else if (rc && o.bad)
+        PyErr_SetString(PyExc_ValueError, o.why);
+    else if (rc)
+        raise_code(o.err, o.msg);
+    else if (o.n == 0)
+        Py_INCREF(Py_None), res = Py_None;
+    else {
+        PyObject *l = PyList_New(0);
+        for (int pos = 0; l && pos < o.n;) {
+            PyObject *v = hb_value(&o, &pos);
+            if (!v || PyList_Append(l, v)) {
+                Py_XDECREF(v);
+                Py_CLEAR(l);
+                break;
+            }
+            Py_DECREF(v);
+        }
+        if (l && PyList_Size(l) == 1)
+            Py_INCREF(res = PyList_GetItem(l, 0));
+        else if (l)
+            res = PyList_AsTuple(l);
+        Py_XDECREF(l);
+    }
+    hb_free(&o);
+    return res;
 }
 
-static PyObject *m_renew_period(PyObject *self, PyObject *arg)
+/* a module function: self is the row's index in hb_fns */
+static PyObject *hb_call(PyObject *self, PyObject *args)
 {
-    (void)self;
-    long long v = PyLong_AsLongLong(arg);
-    if (v == -1 && PyErr_Occurred())
-        return NULL;
-    if (check_range(v, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms"))
-        return NULL;
-    return PyLong_FromLongLong(hl_renew_period(v));
+    return hb_invoke(&hb_fns[PyLong_AsLong(self)], NULL, args);
 }
 
-/* renew_doubt_at(confirmed_at, watchdog_lease_ms, renew_sent_at, command_timeout_ms) -> ms:
- * when a watched hold whose last confirmed grant or renewal was sent at
- * confirmed_at is reported lost "in doubt" (hl_renew_doubt_at; times on any
- * one monotonic ms clock, renew_sent_at -1 when no renewal is in flight) */
-static PyObject *m_renew_doubt_at(PyObject *self, PyObject *args)
-{
-    (void)self;
-    long long confirmed, lease, sent, cmdt;
-    if (!PyArg_ParseTuple(args, "LLLL:renew_doubt_at", &confirmed, &lease, &sent, &cmdt))
-        return NULL;
-    if (check_range(confirmed, 0, INT64_MAX / 4, "confirmed_at") ||
-        check_range(lease, 1, HILOCK_MAX_TIME_MS, "watchdog_lease_ms") ||
-        check_range(sent, -1, INT64_MAX / 4, "renew_sent_at") ||
-        check_range(cmdt, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms"))
-        return NULL;
-    return PyLong_FromLongLong(hl_renew_doubt_at(confirmed, lease, sent, cmdt));
-}
+/* hb_fns' rows named for Python, as module functions (filled once, at import) */
+static PyMethodDef hb_defs[sizeof hb_fns / sizeof hb_fns[0]];
 
-static PyObject *m_latch_ttl(PyObject *self, PyObject *arg)
+static int hb_add_fns(PyObject *m)
 {
-    (void)self;
-    long long v = PyLong_AsLongLong(arg);
-    if (v == -1 && PyErr_Occurred())
-        return NULL;
-    if (check_range(v, 1, HILOCK_MAX_TIME_MS, "command_timeout_ms"))
-        return NULL;
-    return PyLong_FromLongLong(hl_latch_ttl(v));
-}
-
-/* A release request id that opts in to the owner's unlock latch of one
- * epoch (hl_release_request_id): the epoch is the process id times 2^20
- * plus the client's count of lost replies (mod 2^20), so a client used in
- * a forked child never shares a latch with its parent's releases. 0, or -1
- * with a Python exception set. */
-static int release_rid(char *buf, size_t len, const char *client_id, long long pid,
-                       long long latch_epoch, long long seq)
-{
-    if (check_range(pid, 0, INT32_MAX, "pid") || check_range(latch_epoch, 0, INT64_MAX,
-                                                              "latch_epoch") ||
-        check_range(seq, 0, INT64_MAX, "seq"))
-        return -1;
-    uint64_t epoch = (uint64_t)pid * 1048576u + (uint64_t)latch_epoch % 1048576u;
-    if (hl_release_request_id(buf, len, client_id, epoch, (uint64_t)seq) != 0) {
-        PyErr_SetString(PyExc_ValueError, "client id too long for a request id");
-        return -1;
+    for (int i = 0; hb_fns[i].fn; i++) {
+        if (!hb_fns[i].py)
+            continue;
+        hb_defs[i] = (PyMethodDef){hb_fns[i].py, hb_call, METH_VARARGS, hb_fns[i].doc};
+        PyObject *idx = PyLong_FromLong(i), *mod = PyModule_GetNameObject(m);
+        PyObject *fn = idx && mod ? PyCFunction_NewEx(&hb_defs[i], idx, mod) : NULL;
+        Py_XDECREF(idx);
+        Py_XDECREF(mod);
+        if (!fn || PyModule_AddObject(m, hb_fns[i].py, fn)) {
+            Py_XDECREF(fn);
+            return -1;
+        }
     }
     return 0;
 }
 
-/* release_request_id(client_id, pid, latch_epoch, seq) -> str */
-static PyObject *m_release_request_id(PyObject *self, PyObject *args)
+/* A release's request id (hb_release_rid) into buf; -1 with ValueError. */
+static int release_rid(char *buf, size_t len, const char *client_id, long long pid,
+                       long long latch_epoch, long long seq)
 {
-    (void)self;
-    const char *id;
-    long long pid, epoch, seq;
-    char buf[128];
-    if (!PyArg_ParseTuple(args, "sLLL:release_request_id", &id, &pid, &epoch, &seq) ||
-        release_rid(buf, sizeof buf, id, pid, epoch, seq) != 0)
-        return NULL;
-    return PyUnicode_FromString(buf);
+    hb_arg a[4] = {{.s = client_id}, {.i = pid}, {.i = latch_epoch}, {.i = seq}};
+    hb_out o;
+    hb_init(&o);
+    if (hb_release_rid(buf, len, a, &o) == 0)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, o.why);
+    return -1;
 }
-
-/* The decoders of query replies: the validated number, or the error raised. */
-typedef int (*decoder)(const redisReply *, int64_t *);
-
-static PyObject *decode_with(PyObject *arg, decoder d)
-{
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    int64_t v;
-    int rc = d(r, &v);
-    if (rc)
-        return raise_code(rc, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-    return PyLong_FromLongLong((long long)v);
-}
-
-static PyObject *m_decode_flag(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_flag); }
-static PyObject *m_decode_int(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_int); }
-static PyObject *m_decode_holds(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_hold_count); }
-static PyObject *m_decode_pttl(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_pttl); }
-static PyObject *m_decode_token(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_token); }
-static PyObject *m_decode_extend(PyObject *s, PyObject *a) { (void)s; return decode_with(a, hl_decode_extend); }
 
 static int set_item(PyObject *d, const char *k, PyObject *v)
 {
@@ -1865,58 +1555,6 @@ static int set_str(PyObject *d, const char *k, const char *v)
     if (!v)
         return 0;
     return set_item(d, k, PyUnicode_FromString(v));
-}
-
-/* check_name(name) -> None: raises InvalidArgument saying why a lock,
- * semaphore or latch name is refused (empty, too long, a NUL byte): the
- * engine's words (hl_name_check), as every binding's. */
-static PyObject *m_check_name(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    Py_ssize_t len;
-    const char *name = NULL;
-    if (!PyArg_Parse(arg, "s#", &name, &len))
-        return NULL;
-    char why[128];
-    if (hl_name_check(name, (size_t)len, why, sizeof why))
-        return raise_code(HILOCK_EINVAL, why);
-    Py_RETURN_NONE;
-}
-
-/* no_reply_msg(ms, where) -> str: "no reply within <ms> ms from <where>",
- * the engine's words for a server that accepted and stays silent. */
-static PyObject *m_no_reply_msg(PyObject *self, PyObject *args)
-{
-    (void)self;
-    long long ms;
-    const char *where;
-    if (!PyArg_ParseTuple(args, "Ls:no_reply_msg", &ms, &where))
-        return NULL;
-    char buf[512];
-    hl_msg_no_reply(buf, sizeof buf, (int64_t)ms, where);
-    return PyUnicode_FromString(buf);
-}
-
-/* redact_url(url) -> str: url with every password shown as *** (the C
- * hilock_url_redact), for reprs, url properties and messages. */
-static PyObject *m_redact_url(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    Py_ssize_t len;
-    const char *url = NULL;
-    if (!PyArg_Parse(arg, "s#", &url, &len))
-        return NULL;
-    char stack[512];
-    size_t n = hilock_url_redact(stack, sizeof stack, url);
-    if (n < sizeof stack)
-        return PyUnicode_DecodeUTF8(stack, (Py_ssize_t)n, "replace");
-    char *buf = malloc(n + 1);
-    if (!buf)
-        return PyErr_NoMemory();
-    hilock_url_redact(buf, n + 1, url);
-    PyObject *r = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)n, "replace");
-    free(buf);
-    return r;
 }
 
 /* parse_url(url) -> dict: the engine's URL parser (docs/urls.md). Keys:
@@ -1983,87 +1621,6 @@ fail:
     return NULL;
 }
 
-/* Multi-lock and Redlock rules (proto_multilock.c). */
-static PyObject *m_ml_quorum(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int redlock;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "pn:ml_quorum", &redlock, &n))
-        return NULL;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "n must be >= 1");
-        return NULL;
-    }
-    return PyLong_FromSize_t(hl_ml_quorum(redlock, (size_t)n));
-}
-
-static PyObject *m_ml_validity(PyObject *self, PyObject *args)
-{
-    (void)self;
-    long long lease, t0, t1;
-    if (!PyArg_ParseTuple(args, "LLL:ml_validity", &lease, &t0, &t1))
-        return NULL;
-    return PyLong_FromLongLong(hl_ml_validity(lease, t0, t1));
-}
-
-static PyObject *m_ml_success(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int redlock, fatal;
-    Py_ssize_t n, ok;
-    long long validity;
-    if (!PyArg_ParseTuple(args, "pnnpL:ml_success", &redlock, &n, &ok, &fatal, &validity))
-        return NULL;
-    if (n < 0 || ok < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative count");
-        return NULL;
-    }
-    return PyBool_FromLong(hl_ml_success(redlock, (size_t)n, (size_t)ok, fatal, validity));
-}
-
-static PyObject *m_ml_take_back(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int redlock, reentry, rc;
-    if (!PyArg_ParseTuple(args, "ppi:ml_take_back", &redlock, &reentry, &rc))
-        return NULL;
-    return PyBool_FromLong(hl_ml_take_back(redlock, reentry, rc));
-}
-
-static PyObject *m_ml_line_window(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int kind;
-    long long wait, window;
-    if (!PyArg_ParseTuple(args, "iLL:ml_line_window", &kind, &wait, &window))
-        return NULL;
-    return PyLong_FromLongLong(hl_ml_line_window((hilock_kind)kind, wait, window));
-}
-
-/* settle_gate(settling, bounded, command_timeout_ms) -> -1 send the
- * attempt, else ms to wait for a settling on that server to end (0: none)
- * before asking again with bounded=1 (proto.h, hl_settle_gate) */
-static PyObject *m_settle_gate(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int settling, bounded;
-    long long cmd_ms;
-    if (!PyArg_ParseTuple(args, "ipL:settle_gate", &settling, &bounded, &cmd_ms))
-        return NULL;
-    return PyLong_FromLongLong(hl_settle_gate(settling, bounded, cmd_ms));
-}
-
-static PyObject *m_ml_in_line(PyObject *self, PyObject *args)
-{
-    (void)self;
-    long long window;
-    int rc;
-    if (!PyArg_ParseTuple(args, "Li:ml_in_line", &window, &rc))
-        return NULL;
-    return PyBool_FromLong(hl_ml_in_line(window, rc));
-}
-
 /* ml_wait_ms(redlock, members, validity_failed, backoff_ms, left_ms) -> ms
  * (-1: until a member's message): how long a failed multi-lock or Redlock
  * attempt sleeps (proto.h, hl_ml_wait_ms). members: a sequence of
@@ -2105,39 +1662,6 @@ static PyObject *m_ml_wait_ms(PyObject *self, PyObject *args)
     int64_t s = hl_ml_wait_ms(redlock, mb, (size_t)n, validity_failed, backoff, left);
     free(mb);
     return PyLong_FromLongLong(s);
-}
-
-/* ml_backoff(attempt, r) -> ms: the random pause when no message can tell
- * (hl_ml_backoff; r: a random number of the driver's) */
-static PyObject *m_ml_backoff(PyObject *self, PyObject *args)
-{
-    (void)self;
-    unsigned int attempt;
-    unsigned long long r;
-    if (!PyArg_ParseTuple(args, "IK:ml_backoff", &attempt, &r))
-        return NULL;
-    return PyLong_FromLongLong(hl_ml_backoff(attempt, (uint64_t)r));
-}
-
-static PyObject *m_ml_hold_lost(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int redlock;
-    Py_ssize_t n, nacq, nlost;
-    if (!PyArg_ParseTuple(args, "pnnn:ml_hold_lost", &redlock, &n, &nacq, &nlost))
-        return NULL;
-    if (n < 0 || nacq < 0 || nlost < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative count");
-        return NULL;
-    }
-    return PyBool_FromLong(hl_ml_hold_lost(redlock, (size_t)n, (size_t)nacq, (size_t)nlost));
-}
-
-static PyObject *m_now_ms(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    return PyLong_FromLongLong(mono_ms());
 }
 
 /* ------------------------------------------------------------------ */
@@ -2545,75 +2069,10 @@ static PyType_Spec fut_spec = {"hilock._engine.ReplyFuture", sizeof(FutObject), 
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, fut_slots};
 
 static PyMethodDef module_methods[] = {
-    {"hold_owner", m_hold_owner, METH_VARARGS, "hold_owner(kind, client_id, thread_id) -> str"},
-    {"subscribe_cmd", m_subscribe_cmd, METH_VARARGS,
-     "subscribe_cmd(channel, sharded=False, unsubscribe=False) -> bytes"},
-    {"handshake_cmds", m_handshake_cmds, METH_VARARGS,
-     "handshake_cmds(user, password, db) -> [bytes]"},
-    {"handshake_reply", m_handshake_reply, METH_O, "handshake_reply(reply) -> 0 or a code"},
-    {"ping_cmd", m_ping_cmd, METH_NOARGS, "ping_cmd() -> bytes (the check at open)"},
-    {"sentinel_master_cmd", m_sentinel_master_cmd, METH_VARARGS,
-     "sentinel_master_cmd(master_name) -> bytes"},
-    {"decode_master_addr", m_decode_master_addr, METH_O, "decode_master_addr(reply) -> (host, port)"},
-    {"role_cmd", m_role_cmd, METH_NOARGS, "role_cmd() -> bytes"},
-    {"decode_role", m_decode_role, METH_O, "decode_role(reply) -> (is_master, replicas)"},
-    {"not_master", m_not_master, METH_O, "not_master(reply) -> bool"},
-    {"ack_retry", m_ack_retry, METH_VARARGS, "ack_retry(wait_ms, deadline_ms) -> pause_ms or None"},
-    {"decode_ping", m_decode_ping, METH_O, "decode_ping(reply) -> 0 or a code"},
-    {"hold_check_on", m_hold_check_on, METH_O,
-     "hold_check_on(reply) -> bool: a message that makes a holder check its hold"},
-    {"hold_gone", m_hold_gone, METH_O, "hold_gone(reply) -> True gone, False held, None unknown"},
-    {"decode_pubsub", m_decode_pubsub, METH_O,
-     "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
-    {"lock_wakes", m_lock_wakes, METH_O,
-     "lock_wakes(reply) -> -1 all, 0 none, 1: the waiters a frame on a lock's channel wakes"},
-    {"renew_outcome", m_renew_outcome, METH_O, "renew_outcome(reply) -> RENEW_*"},
-    {"renew_unacked", m_renew_unacked, METH_VARARGS,
-     "renew_unacked(outcome, acked) -> RENEW_*: RENEW_RENEWED that no replica acknowledged "
-     "is RENEW_TROUBLE (retried, not a confirmation)"},
-    {"renew_period", m_renew_period, METH_O, "renew_period(watchdog_lease_ms) -> ms"},
-    {"renew_doubt_at", m_renew_doubt_at, METH_VARARGS,
-     "renew_doubt_at(confirmed_at, watchdog_lease_ms, renew_sent_at, command_timeout_ms) -> ms:"
-     " when the hold is reported lost 'in doubt' (renew_sent_at -1: none in flight)"},
-    {"latch_ttl", m_latch_ttl, METH_O, "latch_ttl(command_timeout_ms) -> ms"},
-    {"release_request_id", m_release_request_id, METH_VARARGS,
-     "release_request_id(client_id, pid, latch_epoch, seq) -> a release's request id (the "
-     "owner's unlock latch of that epoch)"},
-    {"decode_flag", m_decode_flag, METH_O, "0 or 1, else ProtocolError"},
-    {"decode_int", m_decode_int, METH_O, "an integer reply"},
-    {"decode_holds", m_decode_holds, METH_O, "hold count (missing = 0)"},
-    {"decode_pttl", m_decode_pttl, METH_O, "-2 no key, -1 no expiry, else ms"},
-    {"decode_token", m_decode_token, METH_O, "fencing counter (missing = 0)"},
-    {"decode_extend", m_decode_extend, METH_O, "1 extended, 0 not held, -1 no expiry"},
     {"parse_url", m_parse_url, METH_O, "parse_url(url) -> dict (the engine's URL parser)"},
-    {"redact_url", m_redact_url, METH_O, "redact_url(url) -> str (passwords shown as ***)"},
-    {"check_name", m_check_name, METH_O, "check_name(name): InvalidArgument saying why not"},
-    {"no_reply_msg", m_no_reply_msg, METH_VARARGS, "no_reply_msg(ms, where) -> str"},
-    {"ml_quorum", m_ml_quorum, METH_VARARGS, "ml_quorum(redlock, n) -> members to take"},
-    {"ml_validity", m_ml_validity, METH_VARARGS, "ml_validity(lease_ms, t0_ms, t1_ms) -> ms"},
-    {"ml_success", m_ml_success, METH_VARARGS,
-     "ml_success(redlock, n, ok, fatal, validity_ms) -> bool"},
-    {"ml_take_back", m_ml_take_back, METH_VARARGS,
-     "ml_take_back(redlock, reentry, rc) -> bool: release member after a failed attempt"},
-    {"ml_line_window", m_ml_line_window, METH_VARARGS,
-     "ml_line_window(kind, wait_ms, client_window_ms) -> ms: a fair member's line window,"
-     " -1 none"},
-    {"settle_gate", m_settle_gate, METH_VARARGS,
-     "settle_gate(settling, bounded, command_timeout_ms) -> -1 send the attempt, else ms to"
-     " wait for a settling on that server to end, then ask again bounded"},
-    {"ml_in_line", m_ml_in_line, METH_VARARGS,
-     "ml_in_line(window_ms, rc) -> bool: the call may have an entry in the member's line"},
     {"ml_wait_ms", m_ml_wait_ms, METH_VARARGS,
      "ml_wait_ms(redlock, [(rc, ttl_ms, wakeable, line_window_ms)], validity_failed, backoff_ms,"
      " left_ms) -> ms to sleep, -1 until a member's message"},
-    {"ml_backoff", m_ml_backoff, METH_VARARGS, "ml_backoff(attempt, r) -> ms"},
-    {"ml_hold_lost", m_ml_hold_lost, METH_VARARGS,
-     "ml_hold_lost(redlock, n, nacquired, nlost) -> bool"},
-    {"now_ms", m_now_ms, METH_NOARGS, "the engine's monotonic clock, ms"},
-    {"cluster_slots_cmd", m_cluster_slots_cmd, METH_NOARGS, "cluster_slots_cmd() -> bytes"},
-    {"asking_cmd", m_asking_cmd, METH_NOARGS, "asking_cmd() -> bytes (before a command sent on an ASK)"},
-    {"decode_slots", m_decode_slots, METH_O,
-     "decode_slots(reply) -> [(first, last, host, port)] (the slot map's masters)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef engine_module = {
@@ -2648,6 +2107,8 @@ PyMODINIT_FUNC PyInit__engine(void)
     PyObject *m = PyModule_Create(&engine_module);
     if (!m)
         return NULL;
+    if (!names_methods[5].ml_name)
+        names_methods_fill();
     if (add_type(m, &ReplyType, &reply_spec, "Reply") ||
         add_type(m, &ReaderType, &reader_spec, "Reader") ||
         add_type(m, &NamesType, &names_spec, "Names") ||
@@ -2665,7 +2126,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &ClientBaseType, &clientbase_spec, "ClientBase") ||
         add_type(m, &HoldsType, &holds_spec, "Holds") ||
         add_type(m, &UnsettledType, &unsettled_spec, "Unsettled") ||
-        add_type(m, &SubliveType, &sublive_spec, "Sublive") || sem_module_init(m))
+        add_type(m, &SubliveType, &sublive_spec, "Sublive") || sem_module_init(m) ||
+        hb_add_fns(m))
         goto fail;
     struct { const char *n; long v; } consts[] = {
         {"ACT_SEND", ACT_SEND}, {"ACT_SUBSCRIBE", ACT_SUBSCRIBE}, {"ACT_WAIT", ACT_WAIT},

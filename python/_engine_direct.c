@@ -522,7 +522,7 @@ static PyObject *direct_acquire(PyObject *self, PyObject *args)
     if (!m)
         return NULL;
     AcquireObject *a = (AcquireObject *)m;
-    if (hl_acquire_next(&a->a, mono_ms()) != HL_ACT_SEND) {
+    if (hl_acquire_next(&a->a, hb_mono_ms()) != HL_ACT_SEND) {
         /* an acquire starts with a send: anything else is the general path's */
         Py_DECREF(m);
         Py_RETURN_NONE;
@@ -554,7 +554,7 @@ static PyObject *direct_release(PyObject *self, PyObject *args)
     if (!m)
         return NULL;
     ReleaseObject *r = (ReleaseObject *)m;
-    if (hl_release_next(&r->m, mono_ms()) != HL_ACT_SEND) {
+    if (hl_release_next(&r->m, hb_mono_ms()) != HL_ACT_SEND) {
         Py_DECREF(m); /* a release starts with a send: else the general path */
         Py_RETURN_NONE;
     }
@@ -609,9 +609,9 @@ static PyObject *direct_done(PyObject *self, PyObject *args)
     if (r->type == REDIS_REPLY_ERROR)
         Py_RETURN_NONE;
     if (acq)
-        hl_acquire_on_reply(&((AcquireObject *)mach)->a, r, mono_ms());
+        hl_acquire_on_reply(&((AcquireObject *)mach)->a, r, hb_mono_ms());
     else
-        hl_release_on_reply(&((ReleaseObject *)mach)->m, r, mono_ms());
+        hl_release_on_reply(&((ReleaseObject *)mach)->m, r, hb_mono_ms());
     if (direct_give_back(o, req->conn) != 0)
         return NULL;
     return acq ? acquire_next(mach, NULL) : release_next(mach, NULL);

@@ -462,7 +462,7 @@ static void unsettled_end_rec(PyObject **utable, hl_unsettled_acq **urec, int se
 {
     if (!*urec)
         return;
-    hl_unsettled_settle_end(&((UnsettledObject *)*utable)->t, *urec, settled, mono_ms());
+    hl_unsettled_settle_end(&((UnsettledObject *)*utable)->t, *urec, settled, hb_mono_ms());
     *urec = NULL;
     Py_CLEAR(*utable);
 }
@@ -475,7 +475,7 @@ static hl_unsettled_acq *unsettled_put_settling(PyObject *table, AcquireObject *
     if (!PyObject_TypeCheck(table, UnsettledType) || !m->ok || !m->a.latch)
         return NULL;
     return hl_unsettled_put(&((UnsettledObject *)table)->t, m->a.names->name, m->owner,
-                            m->a.latch, m->a.latch_ttl_ms, m->a.lease_ms, 1, mono_ms());
+                            m->a.latch, m->a.latch_ttl_ms, m->a.lease_ms, 1, hb_mono_ms());
 }
 
 static AcquireObject *unsettled_machine(PyObject *arg)
@@ -498,7 +498,7 @@ static PyObject *unsettled_after(PyObject *self, PyObject *arg)
     /* no room or no memory: the grant ends with its lease, as before */
     return PyBool_FromLong(hl_unsettled_put(&((UnsettledObject *)self)->t, m->a.names->name,
                                             m->owner, m->a.latch, m->a.latch_ttl_ms,
-                                            m->a.lease_ms, 0, mono_ms()) != NULL);
+                                            m->a.lease_ms, 0, hb_mono_ms()) != NULL);
 }
 
 static PyObject *unsettled_before(PyObject *self, PyObject *args)
@@ -511,7 +511,7 @@ static PyObject *unsettled_before(PyObject *self, PyObject *args)
         return NULL;
     hl_unsettled_acq *u = NULL;
     hl_unsettled_step st =
-        hl_unsettled_next(&o->t, ((NamesObject *)names)->n.name, owner, mono_ms(), &u);
+        hl_unsettled_next(&o->t, ((NamesObject *)names)->n.name, owner, hb_mono_ms(), &u);
     if (st == HL_UNSETTLED_NONE)
         Py_RETURN_NONE;
     if (st == HL_UNSETTLED_WAIT)
@@ -521,7 +521,7 @@ static PyObject *unsettled_before(PyObject *self, PyObject *args)
                                                      u->lease_ms : 1, window, -1, 0, 0, 0);
     int rc = m ? hl_acquire_set_latch(&m->a, u->latch, u->latch_ttl_ms) : 0;
     if (!m || rc) {
-        hl_unsettled_settle_end(&o->t, u, 0, mono_ms());
+        hl_unsettled_settle_end(&o->t, u, 0, hb_mono_ms());
         Py_XDECREF(m);
         return m ? raise_code(rc, "acquire latch") : NULL;
     }

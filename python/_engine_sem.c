@@ -322,7 +322,7 @@ static PyObject *semnames_wait(PyObject *self, PyObject *args)
             return raise_code(HILOCK_EPROTO, "bad permit id");
         }
     }
-    if (hl_semwait_init(&o->m, n->kind, &n->n, permits, lease, o->ids, wait, mono_ms()) != 0) {
+    if (hl_semwait_init(&o->m, n->kind, &n->n, permits, lease, o->ids, wait, hb_mono_ms()) != 0) {
         Py_DECREF(o);
         return sem_invalid("bad permits, wait or lease");
     }
@@ -365,7 +365,7 @@ static PyObject *semwait_next(PyObject *self, PyObject *unused)
 {
     (void)unused;
     SemWaitObject *o = (SemWaitObject *)self;
-    switch (hl_semwait_next(&o->m, mono_ms())) {
+    switch (hl_semwait_next(&o->m, hb_mono_ms())) {
     case HL_ACT_SEND: {
         o->resent = 0;
         PyObject *b = cmd_bytes(&o->m.cmd, 0);
@@ -403,7 +403,7 @@ static PyObject *semwait_on_reply(PyObject *self, PyObject *arg)
         o->resent = 1;
         return cmd_bytes(&o->m.cmd, 1);
     }
-    hl_semwait_on_reply(&o->m, r, mono_ms());
+    hl_semwait_on_reply(&o->m, r, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -414,7 +414,7 @@ static PyObject *semwait_on_error(PyObject *self, PyObject *arg)
     int code;
     if (arg_code(arg, &code))
         return NULL;
-    hl_semwait_on_error(&((SemWaitObject *)self)->m, code, mono_ms());
+    hl_semwait_on_error(&((SemWaitObject *)self)->m, code, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -428,7 +428,7 @@ static PyObject *semwait_on_reply_lost(PyObject *self, PyObject *arg)
         return NULL;
     SemWaitObject *o = (SemWaitObject *)self;
     o->m.cmd.reply_lost = 1;
-    hl_semwait_on_error(&o->m, code, mono_ms());
+    hl_semwait_on_error(&o->m, code, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -437,21 +437,21 @@ static PyObject *semwait_on_subscribed(PyObject *self, PyObject *arg)
     int ok = PyObject_IsTrue(arg);
     if (ok < 0)
         return NULL;
-    hl_semwait_on_subscribed(&((SemWaitObject *)self)->m, ok, mono_ms());
+    hl_semwait_on_subscribed(&((SemWaitObject *)self)->m, ok, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
 static PyObject *semwait_on_wake(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    hl_semwait_on_wake(&((SemWaitObject *)self)->m, mono_ms());
+    hl_semwait_on_wake(&((SemWaitObject *)self)->m, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
 static PyObject *semwait_on_resubscribe(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    hl_semwait_on_resubscribe(&((SemWaitObject *)self)->m, mono_ms());
+    hl_semwait_on_resubscribe(&((SemWaitObject *)self)->m, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
@@ -460,7 +460,7 @@ static PyObject *semwait_on_resubscribe(PyObject *self, PyObject *unused)
 static PyObject *semwait_cancel(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    hl_semwait_cancel(&((SemWaitObject *)self)->m, mono_ms());
+    hl_semwait_cancel(&((SemWaitObject *)self)->m, hb_mono_ms());
     Py_RETURN_NONE;
 }
 
