@@ -221,6 +221,15 @@ KNOWN_FAILURES: Dict[str, str] = {
                          "double holds not told first; seeds 52, 11: none; 0 tokens issued "
                          "twice, 0 stale writes accepted in all (before 27fe450/0d105d5, seed "
                          "11: c 41 tokens issued twice, 1 stale write accepted)",
+    "sentinel-failover/redisson": "outside the guarantee (Redisson's tokens): long schedule, seed "
+                                  "634195765, 420 s: 1 stale write accepted, between two grants "
+                                  "of one Redisson client (1.130 and 1.141, 1.7 s apart) that "
+                                  "Redisson gave the same token: it INCRed the counter on the old "
+                                  "master until 147.0 s, 0.6 s after a forced failover, and the "
+                                  "new master had missed the last 11 INCRs (692 Redisson tokens "
+                                  "issued twice or not above an earlier grant's in the run); the "
+                                  "store accepts a token equal to the highest. 2 double holds "
+                                  "with a Redisson hold, 0 between hilock holds",
     # c and python: no double hold since the Sentinel name rule (a master
     # listing no replica acknowledges nothing once the client saw the name
     # with one); what is left is liveness under load
@@ -236,6 +245,26 @@ KNOWN_FAILURES: Dict[str, str] = {
                                 "no grant to the cut-off client (two masters granting after "
                                 "the last heal; not yet explained); seeds 52, 11, 7 at load "
                                 "8-11: none; and the liveness of sentinel-split-brain/c",
+    # the long schedule of session 12 (seed 634195765, load 58-127): in the
+    # split-brain scenarios every group, Redisson's too, without a grant
+    # after the first split; not explained beyond what is said here
+    "sentinel-split-brain": "liveness only, under load, not explained: long schedule, seed "
+                            "634195765, 420 s, load 80-127: no grant in any group (Redisson's "
+                            "included: 7-20 grants each, none after the first split at 16 s); "
+                            "every client's connects to the sentinel through the harness's "
+                            "tagging proxy timed out (500 ms) to the end, and the 41 splits, "
+                            "planned 4-7.8 s, lasted 1.8-37.2 s; 0 double holds, 0 stale writes "
+                            "accepted in every group. Replayed with the nemesis keeping its "
+                            "gaps (51a20f8; --seconds 60 --drivers c,python, load ~90): 5 "
+                            "splits 1.1-3.3 s apart, still no grant after the first (24 and 15 "
+                            "grants, all in the first 5 s), every c client's sentinel query "
+                            "unanswered ('knows no master named', which the C transport also "
+                            "says for a reply that timed out) to the end. At load 8-11 (seeds "
+                            "52, 11, 7, 60 s) c, python and aio had grants after each heal; "
+                            "openresty seed 52, 30 s, load 5-12: 136 grants, no violation",
+    "sentinel-min-replicas": "as sentinel-split-brain (the same run, 300 s, load 58-117): 13-22 "
+                             "grants per group, none after the first split, 0 double holds, "
+                             "0 stale writes accepted",
     "sentinel-split-brain-noack": "outside the guarantee (replica_ack off): seed 11, 40 s: c 38, "
                                   "python 9, aio 107 double holds not told first, aio 2 tokens "
                                   "issued twice and 2 stale writes accepted (two masters, one "
@@ -279,6 +308,15 @@ KNOWN_FAILURES: Dict[str, str] = {
                              "took 118 of 135 grants and no other client (Redisson or hilock) "
                              "was granted the lock in the 21 s after; 0 double holds, 0 stale "
                              "writes",
+    "redlock-safe": "liveness only, under load: long schedule, seed 634195765, 300 s, load "
+                    "70-90: c 1, async 0, python 0 grants, every member of every attempt 'has "
+                    "not answered an earlier attempt yet' (replies through the harness's proxies "
+                    "later than the 50 ms member timeout, and a member settling an attempt takes "
+                    "no new one: as redlock-restart-empty); aio 1130 grants, each heal followed "
+                    "by a grant within 4.0 s but the last (a reset that took 9.8 s to apply) "
+                    "ended after the clients had stopped (5a1ecb7 keeps such faults out of the "
+                    "tail); 0 double holds, 0 stale writes accepted. Seed 31, 25 s, load 8-14: "
+                    "c 39, python 52 grants, no double hold",
     "redlock-restart-empty": "0 double holds, 0 stale writes (seeds 52, 11, 40 s), but c and "
                              "python no grant after the first seconds: the harness's proxies "
                              "answer 3-5 s late with 10-15 clients, every attempt outlives the "
@@ -1046,6 +1084,13 @@ def analyse(evs: List[Dict[str, Any]], fence_log: List[Tuple[int, str, int]],
                 return h.ret
         return None
 
+    # a heal can be judged only while the group's clients still run for the
+    # bound after it: a group whose clients opened (and so stop) earlier
+    # than the slowest group's, or a fault that ended late, can leave heals
+    # after which none of its clients was still asking
+    ends = [e["t"] for e in evs if e["ev"] == "end"]
+    if ends:
+        heals = [h for h in heals if h + long_gap_s * NS <= max(ends)]
     heal_gaps = []
     for h in heals:
         g = first_grant_after(h)

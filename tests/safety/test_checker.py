@@ -79,6 +79,26 @@ def main() -> int:
     # one after the other: no double hold
     expect("grants one after the other",
            run(checker, grant(1, 1, 1.0, 1.1, 0, 2.0) + grant(2, 1, 1.5, 2.1, 0, 2.5)), 0, 0)
+    # liveness: a heal is judged only while the group's clients still run
+    # for the bound (10 s) after it. Clients that end at 20 s (they opened
+    # before a slower group, so they stop first): the heal at 15 s cannot be
+    # followed by a grant of theirs, the one at 5 s must be
+    ends = [{"ev": "end", "t": 20 * S, "p": 1}, {"ev": "end", "t": 20 * S, "p": 2}]
+    hist = grant(1, 1, 1.0, 1.1, 0, 2.0) + grant(2, 1, 5.5, 6.0, 0, 6.5) + ends
+    evs = sorted(hist, key=lambda e: e["t"])
+    r = safety.analyse(evs, [], [5 * S, 15 * S], 21 * S, checker, None, 10.0)
+    ok = r["live_ok"]
+    fails += 0 if ok else 1
+    print(f"  {'ok  ' if ok else 'FAIL'}  a heal less than the bound before the clients stop is not "
+          f"judged: live {r['live_ok']} (want True)")
+    hist = grant(1, 1, 1.0, 1.1, 0, 2.0) + ends
+    evs = sorted(hist, key=lambda e: e["t"])
+    r = safety.analyse(evs, [], [5 * S], 21 * S, checker, None, 10.0)
+    ok = not r["live_ok"]
+    fails += 0 if ok else 1
+    print(f"  {'ok  ' if ok else 'FAIL'}  no grant after a heal 15 s before the clients stop: "
+          f"live {r['live_ok']} (want False)")
+
     # the nemesis: three faults planned 0.1 s long with 0.3 s quiet gaps,
     # each taking 0.5 s to apply (a slow Sentinel split under load): every
     # heal must still be followed by its planned gap before the next fault
