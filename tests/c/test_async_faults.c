@@ -774,6 +774,103 @@ static void t_release_lost_ends_at_the_lease(void)
     th_proxy_stop(p);
 }
 
+/* A hold taken twice (re-entered: count 2) whose two releases both get no
+ * answer (requests lost): the same thread's next acquire must send both
+ * again first and hold once (count 1), and its release must leave nothing.
+ * Before, one release was sent again: the acquire re-entered the hold left
+ * (count 2 while the caller counts 1), its release left count 1 and the
+ * watchdog renewed that hold for good (simulator seed 1003816: "the server
+ * counts 2 holds, the caller 1", a lock key renewed 4 s after the last
+ * call). The second case: three holds, two releases that ran with their
+ * replies lost: sent again under their own ids they change nothing, so the
+ * hold the caller still counts stays (a release under a new id would take
+ * it). */
+static void t_two_unanswered_releases_are_both_sent_again(void)
+{
+    const char *name = "arel-lost2";
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = 30000;
+    o.command_timeout_ms = th_valgrind() ? 1000 : 300;
+    o.connect_timeout_ms = o.command_timeout_ms;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    char owner[128];
+    CU_ASSERT_FATAL(hilock_client_owner(c, 6, owner, sizeof owner) == 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    res r = {0};
+    int n = 0;
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(hilock_async_acquire(a, l, 6, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+        CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    }
+    th_proxy_silence(p, 1, 0); /* requests lost: neither release arrives */
+    int rc1, rc2;
+    CU_ASSERT(hilock_async_release(a, l, 6, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    rc1 = r.rc;
+    CU_ASSERT(hilock_async_release(a, l, 6, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    rc2 = r.rc;
+    th_proxy_silence(p, 0, 0);
+    long long before = th_redis_int(&srv, "HGET %s %s", name, owner);
+    CU_ASSERT(hilock_async_acquire(a, l, 6, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    int arc = r.rc;
+    int64_t value = r.value;
+    long long count = th_redis_int(&srv, "HGET %s %s", name, owner);
+    CU_ASSERT(hilock_async_release(a, l, 6, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    int rrc = r.rc;
+    int64_t remaining = r.value;
+    long long left = th_redis_int(&srv, "EXISTS %s", name);
+    printf("\n  count 2, both releases unanswered (rc %d, %d; count on the server %lld): next "
+           "acquire rc %d value %lld, count %lld; its release rc %d remaining %lld; key left "
+           "%lld\n",
+           rc1, rc2, before, arc, (long long)value, count, rrc, (long long)remaining, left);
+    CU_ASSERT_NOT_EQUAL(rc1, 0);
+    CU_ASSERT_NOT_EQUAL(rc2, 0);
+    CU_ASSERT_EQUAL(before, 2);
+    CU_ASSERT_EQUAL(arc, 0);
+    CU_ASSERT_EQUAL(value, 1);
+    CU_ASSERT_EQUAL(count, 1);
+    CU_ASSERT_EQUAL(rrc, 0);
+    CU_ASSERT_EQUAL(remaining, 0);
+    CU_ASSERT_EQUAL(left, 0);
+
+    /* three holds; two releases run, their replies lost; the caller counts 1 */
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT(hilock_async_acquire(a, l, 6, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+        CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+    }
+    th_proxy_silence(p, 0, 1); /* replies lost: both releases run */
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(hilock_async_release(a, l, 6, on_done, &r) == 0);
+        CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+        CU_ASSERT_NOT_EQUAL(r.rc, 0);
+    }
+    th_proxy_silence(p, 0, 0);
+    before = th_redis_int(&srv, "HGET %s %s", name, owner);
+    CU_ASSERT(hilock_async_acquire(a, l, 6, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+    CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+    arc = r.rc;
+    count = th_redis_int(&srv, "HGET %s %s", name, owner);
+    printf("  count 3, two releases ran unanswered (count on the server %lld): next acquire rc "
+           "%d, count %lld (the caller counts 2)\n",
+           before, arc, count);
+    CU_ASSERT_EQUAL(before, 1);
+    CU_ASSERT_EQUAL(arc, 0);
+    CU_ASSERT_EQUAL(count, 2);
+    th_redis_int(&srv, "DEL %s", name);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+    th_proxy_stop(p);
+}
+
 /* How many of this process's descriptors are TCP connections to port
  * (their peer, from /proc/net/tcp by socket inode). */
 static int conns_to(int port)
@@ -943,6 +1040,8 @@ int main(void)
                 t_late_release_copy_short_lease);
     CU_add_test(s, "a release that gets no answer stops renewal; the next acquire releases first",
                 t_release_lost_ends_at_the_lease);
+    CU_add_test(s, "two unanswered releases are both sent again before the next acquire",
+                t_two_unanswered_releases_are_both_sent_again);
     CU_add_test(s, "a stopped server takes one attempt at a time (Redlock member and plain)",
                 t_stalled_server_takes_one_attempt);
     return th_cu_run();

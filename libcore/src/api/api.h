@@ -48,6 +48,8 @@ HL_HIDDEN void hl_client_set_err(struct hilock_client *c, const char *msg);
 /* ---- lock ---- */
 /* Thread ids whose loss a handle remembers (the most recent ones). */
 #define HL_LOST_MAX 1024
+/* releases of one thread kept to be sent again (hilock_lock.unsettled) */
+#define HL_UNCONFIRMED_MAX 4
 typedef struct hl_lost_state {
     struct hl_lost_state *next;
     uint64_t tid;
@@ -126,11 +128,15 @@ struct hilock_lock {
     hl_deferred free_later;
     int rw_side;               /* a side of a hilock_rwlock: freed with it only */
     /* releases that got no answer (renewal stopped): the thread's next
-     * acquire completes the release first instead of re-entering a hold
-     * it may still have; until: when the hold has ended at the latest */
+     * acquire completes them first instead of re-entering a hold it may
+     * still have; until: when the hold has ended at the latest. Each by its
+     * request id (latch epoch, seq), oldest first: sent again under that
+     * id, one that ran changes nothing (the owner's unlock latch) */
     struct {
         uint64_t tid;
         int64_t until; /* monotonic ms; 0 = free slot */
+        int n;
+        uint64_t epoch[HL_UNCONFIRMED_MAX], seq[HL_UNCONFIRMED_MAX];
     } unsettled[4];
 };
 
@@ -192,6 +198,7 @@ HL_HIDDEN int hl_lock_try_end(struct hilock_lock *l, uint64_t tid, int64_t lease
 typedef struct hl_rel {
     hl_release m;
     uint64_t tid;
+    uint64_t epoch, seq;         /* its request id's (hl_release_request_id) */
     char owner[HL_OWNER_MAX];
     char rid[HL_OWNER_MAX + 48]; /* hl_release_request_id */
     char err[HL_ERRMSG_MAX];
@@ -207,13 +214,26 @@ HL_HIDDEN int hl_lock_release_next(struct hilock_lock *l, hl_rel *r);
 HL_HIDDEN void hl_lock_release_feed(struct hilock_lock *l, hl_rel *r, int rc,
                                     redisReply *reply, const char *err);
 HL_HIDDEN int hl_lock_release_end(struct hilock_lock *l, hl_rel *r);
-/* A release by tid that got no answer (renewal stopped): its hold has ended
- * by until (monotonic ms) at the latest. The thread's next acquire takes it
- * (hl_lock_unsettled_take: 1 while until is ahead) and sends the release
- * again first instead of re-entering a hold that may still be there. Both
- * drivers: the blocking one (lock.c) and hilock_async (async.c). */
-HL_HIDDEN void hl_lock_unsettled_put(struct hilock_lock *l, uint64_t tid, int64_t until);
-HL_HIDDEN int hl_lock_unsettled_take(struct hilock_lock *l, uint64_t tid);
+/* A release by tid that got no answer (renewal stopped), sent with the
+ * request id of (epoch, seq): its hold has ended by until (monotonic ms) at
+ * the latest. The thread's next acquire takes every such release of tid
+ * (hl_lock_unsettled_take: how many, oldest first, while until is ahead;
+ * their ids in epochs/seqs, HL_UNCONFIRMED_MAX at most, and *until) and
+ * sends each again under its own id first, instead of re-entering a hold
+ * that may still be there: one that ran answers its first answer and
+ * changes nothing, one that did not runs now. Both drivers: the blocking
+ * one (lock.c) and hilock_async (async.c). When more than
+ * HL_UNCONFIRMED_MAX pile up, the oldest is dropped (its hold ends at its
+ * lease). */
+HL_HIDDEN void hl_lock_unsettled_put(struct hilock_lock *l, uint64_t tid, int64_t until,
+                                     uint64_t epoch, uint64_t seq);
+HL_HIDDEN int hl_lock_unsettled_take(struct hilock_lock *l, uint64_t tid, uint64_t *epochs,
+                                     uint64_t *seqs, int64_t *until);
+/* hl_lock_release_begin for a release sent again under its own request id
+ * (epoch, seq from hl_lock_unsettled_take). */
+HL_HIDDEN int hl_lock_release_begin_again(struct hilock_lock *l, uint64_t tid,
+                                          int64_t timeout_ms, uint64_t epoch, uint64_t seq,
+                                          hl_rel *r);
 
 /* For multi-locks: one attempt (no waiting), with a time limit on the
  * round trip (connect + command), timeout_ms <= 0 = client defaults.

@@ -2256,9 +2256,18 @@ static void step_acquire(as_op *op)
 static int op_release_setup(as_op *op, int phase)
 {
     hilock_client *c = op->lock->client;
-    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
-                              __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+    uint64_t seq, epoch;
+    if (phase == 2 && op->again_i < op->again_n) { /* one that got no answer, again */
+        epoch = op->again_epoch[op->again_i];
+        seq = op->again_seq[op->again_i];
+        op->again_i++;
+    } else {
+        seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+        epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
+    }
+    op->rel_epoch = epoch;
+    op->rel_seq = seq;
+    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id, epoch, seq) != 0)
         snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq);
     if (hl_release_init(&op->rel, op->lock->kind, &op->lock->names, op->owner,
                         op->watchdog ? 0 : op->lease_ms, c->t.opts.watchdog_lease_ms, op->rid,
@@ -2338,7 +2347,7 @@ static int64_t unrenewed_lease(const hilock_lock *l, const as_hold *h)
  * next acquire sends the release again first (hl_lock_unsettled_take). */
 static void release_unconfirmed(as_op *op, int64_t lease)
 {
-    hl_lock_unsettled_put(op->lock, op->tid, now_ms() + lease);
+    hl_lock_unsettled_put(op->lock, op->tid, now_ms() + lease, op->rel_epoch, op->rel_seq);
     char why[128];
     snprintf(why, sizeof why, "%.120s", op->err[0] ? op->err : hilock_strerror(op->rel.result));
     snprintf(op->err, sizeof op->err,
@@ -2484,11 +2493,24 @@ static void step_pre_release(as_op *op)
     if (rc != 0 && rc != HILOCK_ENOTOWNER) {
         if (unconfirmed)
             release_unconfirmed(op, unrenewed_lease(op->lock, NULL));
+        /* the ones not sent yet stay, after it */
+        for (int j = op->again_i; j < op->again_n; j++)
+            hl_lock_unsettled_put(op->lock, op->tid, op->again_until, op->again_epoch[j],
+                                  op->again_seq[j]);
         hl_release_free(&op->rel);
         hl_as_op_finish(op, rc, 0);
         return;
     }
     hl_release_free(&op->rel);
+    /* released: the next one that got no answer; not owner: no hold is left */
+    if (rc == 0 && op->again_i < op->again_n) {
+        if (op_release_setup(op, 2) != 0) {
+            hl_as_op_finish(op, HILOCK_ENOMEM, 0);
+            return;
+        }
+        op_queue(op);
+        return;
+    }
     op->err[0] = 0;
     step_pre_settle(op);
 }
@@ -3037,8 +3059,9 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
     op->lease_ms = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     op->wait_ms = wait_ms;
     op->deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
-    if (acquire_setup(op, wait_ms) != 0 ||
-        (hl_lock_unsettled_take(l, tid) && op_release_setup(op, 2) != 0)) {
+    op->again_n = hl_lock_unsettled_take(l, tid, op->again_epoch, op->again_seq,
+                                         &op->again_until);
+    if (acquire_setup(op, wait_ms) != 0 || (op->again_n > 0 && op_release_setup(op, 2) != 0)) {
         op_unlink(a, op);
         op_free(op);
         return HILOCK_ENOMEM;
@@ -3133,9 +3156,10 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
     op->link = lk;
     hl_hold_owner(op->owner, l->kind, c->t.id, tid);
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    op->rel_epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
+    op->rel_seq = seq;
     /* "<client>:e<latch epoch>:<seq>", as lock.c */
-    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
-                              __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id, op->rel_epoch, seq) != 0)
         snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq); /* cannot happen */
     as_hold *h = hl_as_hold_find(a, l, tid);
     int64_t lease = h && !h->s.watchdog ? h->s.lease_ms : 0; /* 0: the watchdog lease */

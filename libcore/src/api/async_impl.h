@@ -267,6 +267,13 @@ struct as_op {
     hl_unsettled_acq *rs_rec;
     int64_t wait_ms, deadline;
     uint64_t acq_seq;
+    /* the release in rel: its request id's latch epoch and seq */
+    uint64_t rel_epoch, rel_seq;
+    /* before the first attempt: the thread's releases that got no answer,
+     * sent again under their own ids (hl_lock_unsettled_take), next: again_i */
+    int again_n, again_i;
+    int64_t again_until;
+    uint64_t again_epoch[HL_UNCONFIRMED_MAX], again_seq[HL_UNCONFIRMED_MAX];
     /* waiting */
     as_chan *chan;
     as_op *chan_next, *chan_prev;
