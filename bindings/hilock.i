@@ -645,6 +645,8 @@ PyObject *hl_trace_take(void)
 /* Not needed from Python (the Python layer installs its own callbacks). */
 %ignore hilock_lock_set_lost_callback;
 %ignore hilock_multilock_set_lost_callback;
+%ignore hilock_permit_semaphore_keep; /* C callbacks: the CLI's; Python has none yet */
+%ignore hilock_permit_semaphore_forget;
 %ignore hilock_lock_client;
 /* Statistics: hl_client_stats_tuple; trace events: hl_client_watch_trace. */
 %ignore hilock_client_stats;

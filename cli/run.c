@@ -141,6 +141,16 @@ static void on_lost(hilock_lock *l, uint64_t tid, void *payload)
     wake_main();
 }
 
+/* A kept permit (hilock_permit_semaphore_keep) found gone or in doubt. */
+static void on_permit_lost(hilock_permit_semaphore *s, const char *id, void *payload)
+{
+    (void)s;
+    (void)id;
+    (void)payload;
+    atomic_store(&lost_flag, 1);
+    wake_main();
+}
+
 static void *acquire_thread(void *arg)
 {
     acq_ctx *a = arg;
@@ -496,23 +506,16 @@ typedef struct run_state {
     int64_t token;           /* fenced lock: the grant's token */
     hilock_permit_semaphore *sem; /* --semaphore: the semaphore instead of lock */
     char permit[HILOCK_PERMIT_ID_SIZE]; /* and the permit taken */
-    int64_t permit_lease;    /* its lease: fixed, or the watchdog lease renewed */
-    /* a permit's watchdog lease: renewed by a thread of its own, so that a
-     * renewal stuck on a silent link never delays the "in doubt" moment,
-     * which the main loop times (confirmed_at + lease - lease/5) */
-    int renewing;            /* the permit renewal thread runs */
-    pthread_t renew_th;
-    int stop_fd;             /* eventfd: ends the renewal thread */
-    _Atomic int64_t confirmed_at; /* when the last confirmed renewal (or the
-                                     grant) was sent, monotonic ms */
+    int64_t permit_lease;    /* its lease: fixed, or the watchdog lease renewed
+                                (the client's watchdog keeps it:
+                                hilock_permit_semaphore_keep) */
     int interrupted;         /* the signal that ended the wait, or 0 */
     int lost;                /* the hold was lost while the command ran */
     int child_status;
     /* --stats: the acquire's code and times (monotonic ms; held_at -1 when
-     * not granted), the permit renewal thread's counts */
+     * not granted) */
     int acquire_rc;
     int64_t wait_from, wait_end, held_at, hold_end;
-    atomic_ullong permit_renewals, permit_renewal_failures;
 } run_state;
 
 /* Block the forwarded signals and SIGCHLD in every thread (before the
@@ -612,7 +615,7 @@ static const char *kind_word(const run_state *st)
 
 /* --stats: one line on stderr (docs/cli.md, "Statistics"): what this run's
  * acquire and hold came to, from its own clock and the client's counters
- * (hilock_client_stats; a permit's renewals are counted here). Called once
+ * (hilock_client_stats; a kept permit's renewals are the watchdog's). Called once
  * the acquire has returned, before the client is closed. */
 static void print_stats(run_state *st)
 {
@@ -630,17 +633,12 @@ static void print_stats(run_state *st)
                           : rc == HILOCK_ECANCELED                       ? "cancelled"
                                                                          : "error";
     const hilock_kind_stats *k = NULL;
-    uint64_t renewals, failures;
-    if (st->sem) {
-        renewals = atomic_load(&st->permit_renewals);
-        failures = atomic_load(&st->permit_renewal_failures);
-    } else {
+    if (!st->sem) {
         hilock_kind kind = hilock_lock_kind(st->lock);
         if ((unsigned)kind < HILOCK_STATS_KINDS)
             k = &s.kind[kind];
-        renewals = s.renewals;
-        failures = s.renewal_failures;
     }
+    uint64_t renewals = s.renewals, failures = s.renewal_failures;
     const char *path = rc != 0 || !k             ? "-"
                        : k->granted_first_try     ? "first_try"
                        : k->granted_woken         ? "woken"
@@ -760,79 +758,19 @@ static int acquire_outcome(run_state *st, int rc)
     return status;
 }
 
-/* The permit renewal thread: every lease/3 a new lease (sent at the time
- * noted in confirmed_at once confirmed); a permit found gone (the semaphore
- * deleted, its lease ran out) is lost at once. Transport trouble is retried
- * soon; whether the permit is in doubt meanwhile is the main loop's call. */
-static void *permit_renewal_thread(void *arg)
-{
-    run_state *st = arg;
-    int64_t period = st->permit_lease / 3 > 0 ? st->permit_lease / 3 : 1;
-    int64_t next = atomic_load(&st->confirmed_at) + period;
-    for (;;) {
-        int64_t now = cli_now_ms();
-        if (now < next) {
-            struct pollfd p = {st->stop_fd, POLLIN, 0};
-            if (poll(&p, 1, (int)(next - now > 60000 ? 60000 : next - now)) > 0)
-                return NULL;
-            continue;
-        }
-        int q = hilock_permit_semaphore_update_lease(st->sem, st->permit, st->permit_lease);
-        if (q == 0) {
-            atomic_store(&st->confirmed_at, now);
-            atomic_fetch_add(&st->permit_renewals, 1);
-            next = now + period;
-        } else if (q == HILOCK_ENOTOWNER) {
-            atomic_store(&lost_flag, 1);
-            wake_main();
-            return NULL;
-        } else {
-            atomic_fetch_add(&st->permit_renewal_failures, 1);
-            next = cli_now_ms() + (period < 1000 ? period : 1000); /* server trouble: soon */
-        }
-        wake_main(); /* the main loop times the doubt from confirmed_at */
-    }
-}
-
-static void stop_permit_renewal(run_state *st)
-{
-    if (!st->renewing)
-        return;
-    uint64_t one = 1;
-    ssize_t n = write(st->stop_fd, &one, sizeof one);
-    (void)n;
-    pthread_join(st->renew_th, NULL); /* a renewal in flight ends within the timeouts */
-    st->renewing = 0;
-    close(st->stop_fd);
-}
-
-/* A permit with the watchdog lease: when it is in doubt (monotonic ms), or -1. */
-static int64_t permit_doubt_at(run_state *st)
-{
-    if (!st->renewing)
-        return -1;
-    return atomic_load(&st->confirmed_at) + st->permit_lease - st->permit_lease / 5;
-}
-
 /* With a fixed lease there is no watchdog: when to check the lease next
- * (monotonic ms), or -1. A permit with the watchdog lease starts its
- * renewal thread (-2 when it cannot). */
+ * (monotonic ms), or -1. A permit is kept by the client's watchdog
+ * (renewed with the watchdog lease, or its fixed lease given again from
+ * now, and listened for on the semaphore's channel): -2 when it cannot
+ * be (not taken any more, say). */
 static int64_t first_lease_check(run_state *st)
 {
     if (st->sem) { /* a fixed lease ends; a watchdog lease is renewed */
         int64_t now = cli_now_ms();
-        if (st->o.lease_ms > 0)
-            return now + st->o.lease_ms;
-        atomic_store(&st->confirmed_at, now);
-        st->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (st->stop_fd < 0)
+        int64_t fixed = st->o.lease_ms > 0 ? st->o.lease_ms : 0;
+        if (hilock_permit_semaphore_keep(st->sem, st->permit, fixed, on_permit_lost, NULL) != 0)
             return -2;
-        if (pthread_create(&st->renew_th, NULL, permit_renewal_thread, st) != 0) {
-            close(st->stop_fd);
-            return -2;
-        }
-        st->renewing = 1;
-        return -1;
+        return fixed ? now + fixed : -1;
     }
     if (st->o.lease_ms <= 0)
         return -1;
@@ -905,9 +843,7 @@ static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
     for (;;) {
         int64_t now = cli_now_ms();
         struct pollfd p[2] = {{st->sfd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-        int64_t due = lease_check_at, doubt = permit_doubt_at(st);
-        if (doubt >= 0 && (due < 0 || doubt < due))
-            due = doubt;
+        int64_t due = lease_check_at;
         if (poll(p, 2, poll_timeout(now, kill_at, st->lost ? -1 : due)) < 0 &&
             errno != EINTR)
             break;
@@ -918,9 +854,6 @@ static void supervise(run_state *st, pid_t pid, int64_t lease_check_at)
         now = cli_now_ms();
         if (!st->lost && lease_check_at >= 0 && now >= lease_check_at)
             lease_check_at = check_lease(st, now);
-        doubt = permit_doubt_at(st); /* a renewal may have been confirmed meanwhile */
-        if (!st->lost && doubt >= 0 && now >= doubt)
-            atomic_store(&lost_flag, 1); /* no renewal confirmed in time: in doubt */
         if (!st->lost && atomic_load(&lost_flag)) {
             st->lost = 1;
             if (o->on_lost == ON_LOST_KILL) {
@@ -977,7 +910,7 @@ static int run_steps(run_state *st, int argc, char **argv)
         return status;
     int64_t lease_check_at = first_lease_check(st);
     if (lease_check_at == -2) {
-        cli_err("cannot start the permit renewal thread");
+        cli_err("cannot keep the permit of semaphore %s: %s", st->o.name, hold_errmsg(st));
         give_back(st);
         finish(st);
         return EXIT_UNAVAILABLE;
@@ -986,13 +919,11 @@ static int run_steps(run_state *st, int argc, char **argv)
     pid_t pid = spawn(st->o.cmd, &st->oldmask);
     if (pid < 0) {
         cli_err("cannot start the command: %s", strerror(errno));
-        stop_permit_renewal(st);
         give_back(st);
         finish(st);
         return EXIT_UNAVAILABLE;
     }
     supervise(st, pid, lease_check_at);
-    stop_permit_renewal(st);
     release_after(st);
     finish(st);
     if (st->lost && st->o.on_lost == ON_LOST_KILL)

@@ -684,6 +684,35 @@ HILOCK_API int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const
  * a permit while working (hilock run --semaphore does). */
 HILOCK_API int hilock_permit_semaphore_update_lease(hilock_permit_semaphore *s, const char *id,
                                                     int64_t lease_ms);
+/* Called once when a kept permit (hilock_permit_semaphore_keep) is found
+ * gone or in doubt; id is its id (valid during the call). The rules of
+ * hilock_lost_cb (thread, timing, "should not") apply, but it must not
+ * call hilock_permit_semaphore_release, _forget or _free of s (they wait
+ * for this very call): note the loss and act on it from another thread. */
+typedef void (*hilock_permit_lost_cb)(hilock_permit_semaphore *s, const char *id,
+                                      void *payload);
+/* Keep the taken permit `id` while its holder works, as the watchdog keeps
+ * a lock (hilock run --semaphore does): a new lease from now of lease_ms
+ * (> 0: a fixed lease, not renewed) or of the client's watchdog lease
+ * (lease_ms 0: renewed every third of it by the client's watchdog). The
+ * client listens on the semaphore's channel meanwhile, so that a permit
+ * given back by another client (release with its id, Redisson's
+ * release(permitId)) or taken by a deletion of the semaphore is checked and
+ * reported within a round trip, not at the next renewal. cb (may be NULL)
+ * is called once when the permit is found gone (released by another, the
+ * semaphore deleted, its lease ended) or, with the watchdog lease, when no
+ * renewal was confirmed for lease - lease/5 ("in doubt", the client cut off
+ * from the server); a fixed lease that ends is no loss (not reported).
+ * Kept until hilock_permit_semaphore_release of it (which stops keeping it
+ * before it gives it back), hilock_permit_semaphore_forget or
+ * hilock_permit_semaphore_free. 0; HILOCK_ENOTOWNER when the permit is not
+ * taken; HILOCK_EINVAL for a bad id or lease, or a permit kept already. */
+HILOCK_API int hilock_permit_semaphore_keep(hilock_permit_semaphore *s, const char *id,
+                                            int64_t lease_ms, hilock_permit_lost_cb cb,
+                                            void *payload);
+/* Stop keeping the permit `id` (not released; its lease goes on): 0, or
+ * HILOCK_ENOTOWNER when it is not kept. */
+HILOCK_API int hilock_permit_semaphore_forget(hilock_permit_semaphore *s, const char *id);
 HILOCK_API int hilock_permit_semaphore_available(int64_t *out, hilock_permit_semaphore *s);
 HILOCK_API int hilock_permit_semaphore_add_permits(hilock_permit_semaphore *s, int64_t delta);
 /* Deletes the count and every permit's lease; wakes waiters. */

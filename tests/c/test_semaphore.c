@@ -642,6 +642,105 @@ static void t_permit_semaphore(void)
     hilock_client_close(c);
 }
 
+/* hilock_permit_semaphore_keep: what the lost callback saw. */
+typedef struct kept_seen {
+    int calls; /* atomic */
+    char id[HILOCK_PERMIT_ID_SIZE];
+} kept_seen;
+
+static void on_kept_lost(hilock_permit_semaphore *s, const char *id, void *payload)
+{
+    (void)s;
+    kept_seen *k = payload;
+    snprintf(k->id, sizeof k->id, "%s", id);
+    __atomic_add_fetch(&k->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static int kept_called(void *arg)
+{
+    return __atomic_load_n(&((kept_seen *)arg)->calls, __ATOMIC_SEQ_CST) > 0;
+}
+
+/* A kept permit is renewed by the watchdog past its lease, and one given
+ * back by another client (Redisson's release(permitId)) or deleted with the
+ * semaphore is reported at once through the semaphore's channel, with a
+ * watchdog or a fixed lease. Before keep existed, `hilock run --semaphore`
+ * renewed by itself and heard of such a release only at its next renewal
+ * (lease/3 later). */
+static void t_permit_keep(void)
+{
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.watchdog_lease_ms = 2000;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, &o, err, sizeof err), 0);
+    hilock_client *c2 = open_client();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+    hilock_permit_semaphore *s = new_pes(c, "pes-keep", 3), *s2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_permit_semaphore_new(&s2, c2, "pes-keep"), 0);
+    char id[HILOCK_PERMIT_ID_SIZE], fixed[HILOCK_PERMIT_ID_SIZE], other[HILOCK_PERMIT_ID_SIZE];
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id, s, 0, 2000), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(fixed, s, 0, 30000), 0);
+    /* bad input */
+    kept_seen k1 = {0, ""}, k2 = {0, ""};
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, "nothex", 0, on_kept_lost, &k1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, NULL, 0, on_kept_lost, &k1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, id, -1, on_kept_lost, &k1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(NULL, id, 0, on_kept_lost, &k1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, "0123456789abcdef0123456789abcdef", 0,
+                                                 on_kept_lost, &k1),
+                    HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_forget(s, id), HILOCK_ENOTOWNER);
+    /* the watchdog lease (2 s), renewed: still taken after twice its lease */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, id, 0, on_kept_lost, &k1), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, id, 0, on_kept_lost, &k1), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, fixed, 30000, on_kept_lost, &k2), 0);
+    th_sleep_ms(4000);
+    int64_t v = -1;
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s2), 0); /* evicts what ended */
+    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(k1.calls, 0);
+    /* given back by another client: reported at once (a renewal is 667 ms
+     * away at most; 3 s allowed for a loaded machine, the time printed) */
+    int64_t t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s2, id), 0);
+    CU_ASSERT_EQUAL(th_wait_for(kept_called, &k1, 3000), 1);
+    fprintf(stderr, "\n  kept permit released by another: told after %lld ms\n",
+            (long long)(th_now_ms() - t0));
+    CU_ASSERT_STRING_EQUAL(k1.id, id);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id), HILOCK_ENOTOWNER);
+    /* a fixed lease (30 s, no renewal to find it): the semaphore deleted */
+    CU_ASSERT_EQUAL(k2.calls, 0);
+    t0 = th_now_ms();
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_delete(NULL, s2), 0);
+    CU_ASSERT_EQUAL(th_wait_for(kept_called, &k2, 3000), 1);
+    fprintf(stderr, "  kept permit (fixed lease) of a deleted semaphore: told after %lld ms\n",
+            (long long)(th_now_ms() - t0));
+    CU_ASSERT_STRING_EQUAL(k2.id, fixed);
+    CU_ASSERT_EQUAL(k1.calls, 1);
+    /* forget: kept no more, the permit stays taken; a release by the
+     * holder of a kept permit stops keeping it first */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_try_set_permits(NULL, s, 2), 0);
+    kept_seen k3 = {0, ""};
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(other, s, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, other, 0, on_kept_lost, &k3), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_forget(s, other), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_forget(s, other), HILOCK_ENOTOWNER);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, other, 0, on_kept_lost, &k3), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, other), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
+    CU_ASSERT_EQUAL(v, 2);
+    /* a kept permit left when the handle is freed: kept no more */
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(other, s, 0, 30000), 0);
+    CU_ASSERT_EQUAL(hilock_permit_semaphore_keep(s, other, 0, on_kept_lost, &k3), 0);
+    hilock_permit_semaphore_free(s2);
+    hilock_client_close(c2);
+    hilock_permit_semaphore_free(s);
+    hilock_client_close(c);
+    CU_ASSERT_EQUAL(k3.calls, 0);
+}
+
 /* Send a command built by the engine on a raw connection, as the transport
  * would (EVALSHA, then EVAL after NOSCRIPT): the same bytes a connection
  * that died or timed out may still deliver to the server later. */
@@ -867,6 +966,8 @@ int main(void)
     CU_add_test(s, "permit-expirable semaphore: ids, leases, release", t_permit_semaphore);
     CU_add_test(s, "permit-expirable semaphore: a late copy of an acquire takes nothing",
                 t_permit_late_copy);
+    CU_add_test(s, "permit-expirable semaphore: a kept permit renewed, its loss told at once",
+                t_permit_keep);
     CU_add_test(s, "count-down latch: await woken on zero, delete, cancel", t_latch);
     return th_cu_run();
 }

@@ -166,6 +166,10 @@ HL_HIDDEN void hl_lock_remove_lost_hook(struct hilock_lock *l, hl_lost_hook_fn f
  * being freed from a lost callback hears no more (the loss is still
  * counted and traced). */
 HL_HIDDEN void hl_lock_lost_sink(void *holder, uint64_t tid, int cause, int64_t silent_ms);
+/* The same for a kept semaphore permit (holder = its record in
+ * semaphore.c, hilock_permit_semaphore_keep): found gone or in doubt; its
+ * lost callback runs once. */
+HL_HIDDEN void hl_permit_lost_sink(void *holder);
 
 /* For multi-locks, one member's attempt in steps, so that the members'
  * requests can be in flight at once (hl_exec_fan):

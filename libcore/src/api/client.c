@@ -301,6 +301,15 @@ static void error_sink(void *ctx, const char *msg)
     hl_client_set_err(ctx, msg);
 }
 
+/* A loss the watchdog found: a lock's hold, or a kept semaphore permit. */
+static void lost_sink(void *holder, int kind, uint64_t tid, int cause, int64_t silent_ms)
+{
+    if (kind == (int)HL_KIND_PERMIT)
+        hl_permit_lost_sink(holder);
+    else
+        hl_lock_lost_sink(holder, tid, cause, silent_ms);
+}
+
 static void close_sink(void *ctx)
 {
     hl_client_close_now(ctx, 1);
@@ -329,7 +338,7 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     pthread_mutex_init(&c->err_mu, NULL);
     pthread_mutex_init(&c->unsettled_mu, NULL);
     hl_unsettled_init(&c->unsettled, 0);
-    c->t.sinks = (hl_sinks){.ctx = c, .error = error_sink, .lost = hl_lock_lost_sink,
+    c->t.sinks = (hl_sinks){.ctx = c, .error = error_sink, .lost = lost_sink,
                             .close = close_sink};
     if (hl_uuid4(c->t.id) != 0) {
         hl_set_err(err, "no random bytes for the client id (getrandom and /dev/urandom failed)");

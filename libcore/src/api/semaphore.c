@@ -23,8 +23,21 @@ typedef struct hl_obj {
 struct hilock_semaphore {
     hl_obj o;
 };
+/* A permit kept by the client's watchdog (hilock_permit_semaphore_keep):
+ * the holder of its watchdog entry, (kept, 0). */
+typedef struct hl_kept {
+    struct hl_kept *next;
+    hilock_permit_semaphore *s;
+    hl_names names; /* the semaphore's, as the engine's permit hold reads
+                       them (HL_KIND_PERMIT); its strings are s's */
+    char id[HILOCK_PERMIT_ID_SIZE];
+    hilock_permit_lost_cb cb;
+    void *payload;
+} hl_kept;
+
 struct hilock_permit_semaphore {
     hl_obj o;
+    hl_kept *kept; /* under o.mu */
 };
 struct hilock_latch {
     hl_obj o;
@@ -443,10 +456,48 @@ int hilock_permit_semaphore_new(hilock_permit_semaphore **out, hilock_client *c,
     return 0;
 }
 
+/* Stop keeping k (its renewal, listening, and a loss report about it
+ * still to come or running) and free it; k is unlinked already. */
+static void kept_free(hilock_permit_semaphore *s, hl_kept *k)
+{
+    hl_transport *t = &s->o.client->t;
+    if (!hl_transport_forked(t) && !__atomic_load_n(&t->closed, __ATOMIC_ACQUIRE))
+        hl_wd_forget_lock(t, k);
+    free(k);
+}
+
+/* The kept record of id, unlinked, or NULL. */
+static hl_kept *kept_take(hilock_permit_semaphore *s, const char *id)
+{
+    pthread_mutex_lock(&s->o.mu);
+    hl_kept *found = NULL;
+    for (hl_kept **pp = &s->kept; *pp; pp = &(*pp)->next) {
+        if (strcmp((*pp)->id, id) == 0) {
+            found = *pp;
+            *pp = found->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->o.mu);
+    return found;
+}
+
+void hl_permit_lost_sink(void *holder)
+{
+    hl_kept *k = holder; /* lives until its report is over (kept_free waits) */
+    if (k->cb)
+        k->cb(k->s, k->id, k->payload);
+}
+
 void hilock_permit_semaphore_free(hilock_permit_semaphore *s)
 {
     if (!s)
         return;
+    while (s->kept) {
+        hl_kept *k = s->kept;
+        s->kept = k->next;
+        kept_free(s, k);
+    }
     obj_free(&s->o);
     free(s);
 }
@@ -515,6 +566,13 @@ int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const char *id)
     unsigned char raw[HL_PES_ID_BYTES];
     if (hl_pes_id_parse(raw, id) != 0)
         return obj_fail(&s->o, HILOCK_EINVAL, "a permit id is 32 hex characters");
+    /* kept: its renewal stops first (one in flight is waited for), so that
+     * no renewal follows the release */
+    char hex[HILOCK_PERMIT_ID_SIZE];
+    hl_pes_id_hex(hex, raw);
+    hl_kept *k = kept_take(s, hex);
+    if (k)
+        kept_free(s, k);
     hl_cmd cmd;
     hl_pes_cmd_release(&cmd, &s->o.names, raw);
     int64_t v = 0;
@@ -560,6 +618,72 @@ int hilock_permit_semaphore_update_lease(hilock_permit_semaphore *s, const char 
         return obj_fail(&s->o, HILOCK_ENOTOWNER, err);
     }
     return rc;
+}
+
+int hilock_permit_semaphore_keep(hilock_permit_semaphore *s, const char *id, int64_t lease_ms,
+                                 hilock_permit_lost_cb cb, void *payload)
+{
+    int rc = obj_check(s ? &s->o : NULL);
+    if (rc)
+        return rc;
+    unsigned char raw[HL_PES_ID_BYTES];
+    if (!id || hl_pes_id_parse(raw, id) != 0)
+        return obj_fail(&s->o, HILOCK_EINVAL, "a permit id is 32 hex characters");
+    if (lease_ms < 0 || hl_check_lease(lease_ms))
+        return obj_fail(&s->o, HILOCK_EINVAL, "lease must be 0 (the watchdog's) or > 0 ms");
+    hl_transport *t = &s->o.client->t;
+    int watchdog = lease_ms == 0;
+    int64_t lease = watchdog ? t->opts.watchdog_lease_ms : lease_ms;
+    hl_kept *k = calloc(1, sizeof *k);
+    if (!k)
+        return obj_fail(&s->o, HILOCK_ENOMEM, "out of memory");
+    k->s = s;
+    hl_pes_id_hex(k->id, raw); /* lowercase, as the list compares */
+    k->cb = cb;
+    k->payload = payload;
+    k->names.name = s->o.names.name;
+    k->names.channel = s->o.names.channel;
+    k->names.timeout = s->o.names.timeout;
+    k->names.publish = s->o.names.publish;
+    pthread_mutex_lock(&s->o.mu);
+    int dup = 0;
+    for (hl_kept *o = s->kept; o && !dup; o = o->next)
+        dup = strcmp(o->id, k->id) == 0;
+    if (!dup) { /* listed first, so that a second keep of the id is refused */
+        k->next = s->kept;
+        s->kept = k;
+    }
+    pthread_mutex_unlock(&s->o.mu);
+    if (dup) {
+        free(k);
+        return obj_fail(&s->o, HILOCK_EINVAL, "that permit is kept already");
+    }
+    /* a new lease from now: the session's confirmation, sent at sent_at */
+    int64_t sent_at = hl_now_mono_ms();
+    rc = hilock_permit_semaphore_update_lease(s, k->id, lease);
+    if (rc == 0)
+        rc = hl_wd_keep(t, k, HL_KIND_PERMIT, &k->names, k->id, watchdog, lease, sent_at);
+    if (rc) {
+        kept_free(s, kept_take(s, k->id));
+        return rc == HILOCK_ENOMEM ? obj_fail(&s->o, rc, "out of memory") : rc;
+    }
+    return 0;
+}
+
+int hilock_permit_semaphore_forget(hilock_permit_semaphore *s, const char *id)
+{
+    if (!s)
+        return HILOCK_EINVAL;
+    unsigned char raw[HL_PES_ID_BYTES];
+    char hex[HILOCK_PERMIT_ID_SIZE];
+    if (!id || hl_pes_id_parse(raw, id) != 0)
+        return obj_fail(&s->o, HILOCK_EINVAL, "a permit id is 32 hex characters");
+    hl_pes_id_hex(hex, raw);
+    hl_kept *k = kept_take(s, hex);
+    if (!k)
+        return obj_fail(&s->o, HILOCK_ENOTOWNER, "that permit is not kept");
+    kept_free(s, k);
+    return 0;
 }
 
 int hilock_permit_semaphore_available(int64_t *out, hilock_permit_semaphore *s)

@@ -244,7 +244,7 @@ HL_HIDDEN void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *
                                  const char *owner, int64_t lease_ms);
 /* 1 when a hold of kind is renewed by a command of its own, never in a
  * renew_many batch (a read side: its renewal touches more keys than its
- * own); the session's hl_hold.alone. */
+ * own; a semaphore permit); the session's hl_hold.alone. */
 HL_HIDDEN int hl_renew_alone(hilock_kind kind);
 /* "Is it locked": EXISTS, or for a read-write side HGET <name> mode
  * (decoded by hl_decode_is_locked: 1 when the mode is that side's). */
@@ -1178,6 +1178,35 @@ HL_HIDDEN int hl_hold_check_on(const hl_ps_event *ev);
  * or server error: nothing is known, as for a failed renewal). */
 HL_HIDDEN void hl_cmd_hold_check(hl_cmd *cmd, const hl_names *n, const char *owner);
 HL_HIDDEN int hl_hold_check_gone(const redisReply *r, int *gone);
+
+/* A permit of a permit-expirable semaphore kept as a hold (the blocking
+ * API's hilock_permit_semaphore_keep): a hold kind of the engine's own,
+ * outside hilock_kind's values. Its hl_names are the semaphore's: name =
+ * the count's key, channel = the semaphore's channel, timeout = the leases
+ * ZSET, publish; its "owner" is the permit id (32 hex characters). Every
+ * rule above that takes a kind knows it: hl_hold_channel (the semaphore's
+ * channel), hl_cmd_renew_kind (pes_update.lua: a new lease; answers 1/0 as
+ * renew.lua, so hl_renew_classify reads it), hl_renew_alone (1), and the
+ * three below. */
+#define HL_KIND_PERMIT ((hilock_kind)64)
+/* Whether a message heard on the channel of a hold of kind means "check
+ * it now": for a lock, hl_hold_check_on; for a permit, every message on
+ * the semaphore's channel (a permit given back by anyone publishes the new
+ * count there, a deletion publishes too; taking a permit publishes
+ * nothing), since the count says nothing about which permit went. */
+HL_HIDDEN int hl_hold_check_on_kind(hilock_kind kind, const hl_ps_event *ev);
+/* hl_cmd_hold_check for a hold of kind: a permit asks ZSCORE of its id in
+ * the leases ZSET (no new lease); hl_hold_check_gone_kind reads the answer
+ * (a permit: nil = gone, a score = still taken). */
+HL_HIDDEN void hl_cmd_hold_check_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
+                                      const char *owner);
+HL_HIDDEN int hl_hold_check_gone_kind(hilock_kind kind, const redisReply *r, int *gone);
+/* The permit's own builders and decoder behind those (proto_sem.c): id
+ * is the 32 hex characters. */
+HL_HIDDEN void hl_permit_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *id,
+                                   int64_t lease_ms);
+HL_HIDDEN void hl_permit_cmd_check(hl_cmd *cmd, const hl_names *n, const char *id);
+HL_HIDDEN int hl_permit_check_gone(const redisReply *r, int *gone);
 
 /*
  * The wait machine of the three: semaphore acquire k, permit-expirable

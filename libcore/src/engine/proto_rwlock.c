@@ -55,6 +55,26 @@ int hl_hold_check_on(const hl_ps_event *ev)
     return ev->type == HL_PS_MESSAGE && hl_ps_wakes(HL_WAKE_LOCK, ev) != 0;
 }
 
+int hl_hold_check_on_kind(hilock_kind kind, const hl_ps_event *ev)
+{
+    if (kind == HL_KIND_PERMIT)
+        return ev->type == HL_PS_MESSAGE;
+    return hl_hold_check_on(ev);
+}
+
+void hl_cmd_hold_check_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner)
+{
+    if (kind == HL_KIND_PERMIT)
+        hl_permit_cmd_check(cmd, n, owner);
+    else
+        hl_cmd_hold_check(cmd, n, owner);
+}
+
+int hl_hold_check_gone_kind(hilock_kind kind, const redisReply *r, int *gone)
+{
+    return kind == HL_KIND_PERMIT ? hl_permit_check_gone(r, gone) : hl_hold_check_gone(r, gone);
+}
+
 void hl_cmd_hold_check(hl_cmd *cmd, const hl_names *n, const char *owner)
 {
     hl_cmd_hexists(cmd, n, owner);
@@ -73,6 +93,10 @@ int hl_hold_check_gone(const redisReply *r, int *gone)
 void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const char *owner,
                        int64_t lease_ms)
 {
+    if (kind == HL_KIND_PERMIT) { /* a new lease for the permit */
+        hl_permit_cmd_renew(cmd, n, owner, lease_ms);
+        return;
+    }
     if (kind != HILOCK_KIND_READ) { /* write side: its field guards it, as a lock's */
         hl_cmd_renew(cmd, n, owner, lease_ms);
         return;
@@ -86,7 +110,7 @@ void hl_cmd_renew_kind(hl_cmd *cmd, hilock_kind kind, const hl_names *n, const c
 
 int hl_renew_alone(hilock_kind kind)
 {
-    return kind == HILOCK_KIND_READ;
+    return kind == HILOCK_KIND_READ || kind == HL_KIND_PERMIT;
 }
 
 void hl_cmd_is_locked(hl_cmd *cmd, hilock_kind kind, const hl_names *n)

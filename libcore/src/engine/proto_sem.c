@@ -224,6 +224,57 @@ void hl_pes_cmd_update(hl_cmd *cmd, const hl_sem_names *n,
     hl_cmd_add_str(cmd, n->publish);
 }
 
+/* The raw id of a kept permit (hex in owner) as the command's next
+ * argument: its 16 bytes live in one of the command's number slots, so
+ * that the command needs nothing of the caller's but names. An id that is
+ * not 32 hex digits (cannot happen: the API checked it) goes as an empty
+ * argument, which no permit matches. */
+static void cmd_permit_arg(hl_cmd *cmd, const char *hex)
+{
+    char *slot = cmd->num[cmd->nnum < HL_CMD_MAXNUM ? cmd->nnum++ : HL_CMD_MAXNUM - 1];
+    unsigned char raw[HL_PES_ID_BYTES];
+    size_t len = hl_pes_id_parse(raw, hex) == 0 ? HL_PES_ID_BYTES : 0;
+    memcpy(slot, raw, len);
+    cmd->argv[cmd->argc] = slot;
+    cmd->argvlen[cmd->argc] = len;
+    cmd->argc++;
+}
+
+void hl_permit_cmd_renew(hl_cmd *cmd, const hl_names *n, const char *id, int64_t lease_ms)
+{
+    hl_cmd_begin_script(cmd, HL_SCRIPT_PES_UPDATE, 3);
+    hl_cmd_add_str(cmd, n->name);
+    hl_cmd_add_str(cmd, n->timeout);
+    hl_cmd_add_str(cmd, n->channel);
+    cmd_permit_arg(cmd, id);
+    hl_cmd_add_num(cmd, lease_ms);
+    hl_cmd_add_str(cmd, n->publish);
+}
+
+void hl_permit_cmd_check(hl_cmd *cmd, const hl_names *n, const char *id)
+{
+    hl_cmd_begin_plain(cmd);
+    hl_cmd_add_str(cmd, "ZSCORE");
+    hl_cmd_add_str(cmd, n->timeout);
+    cmd_permit_arg(cmd, id);
+}
+
+int hl_permit_check_gone(const redisReply *r, int *gone)
+{
+    if (!r || r->type == REDIS_REPLY_ERROR)
+        return HILOCK_EPROTO;
+    if (r->type == REDIS_REPLY_NIL) {
+        *gone = 1;
+        return 0;
+    }
+    /* RESP2 answers the score as a string, RESP3 as a double */
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_DOUBLE) {
+        *gone = 0;
+        return 0;
+    }
+    return HILOCK_EPROTO;
+}
+
 void hl_latch_cmd_count_down(hl_cmd *cmd, const hl_sem_names *n)
 {
     hl_cmd_begin_script(cmd, HL_SCRIPT_LATCH_COUNT_DOWN, 2);

@@ -376,8 +376,8 @@ int hl_holds_heard(hl_holds *t, hl_hold *h, const hl_ps_event *ev, int64_t now)
     if (!h->watchdog && h->lease_ms > 0 && now >= h->confirmed_at + h->lease_ms)
         return 0; /* a fixed lease that ran out: it ended as asked, nothing to check */
     if (ev->type != HL_PS_SUBSCRIBE && ev->type != HL_PS_UNSUBSCRIBE &&
-        ev->type != HL_PS_UNHEARD && !hl_hold_check_on(ev))
-        return 0; /* not a lock's message, or no frame of the channel */
+        ev->type != HL_PS_UNHEARD && !hl_hold_check_on_kind((hilock_kind)h->kind, ev))
+        return 0; /* not a message for this hold, or no frame of the channel */
     return hl_holds_check(t, h, now);
 }
 

@@ -5,8 +5,8 @@
  * for what is due. docs/protocol.md ("Session: holds") describes the rules.
  *
  * A hold is the driver's struct hl_hold, embedded in its own record (the
- * table allocates no hold): ref and kind are the driver's and the table
- * never reads them. The table keeps two binary min-heaps over the holds in
+ * table allocates no hold): ref and kind are the driver's; the table never
+ * reads ref, and kind only to tell a permit's messages (HL_KIND_PERMIT). The table keeps two binary min-heaps over the holds in
  * it, one of renewal times and one of "in doubt" times, so that adding,
  * removing, rescheduling and finding the next deadline are O(log n), and a
  * FIFO of holds found lost. Not thread-safe: a driver with threads guards it
@@ -43,7 +43,10 @@
  * kind, batch and alone (its own; set before the first grant). */
 typedef struct hl_hold {
     void *ref;            /* the driver's record (owner, names, callbacks) */
-    int kind;             /* the driver's tag (a hilock_kind, say); unread */
+    int kind;             /* the driver's tag (a hilock_kind, say); read
+                             only by hl_holds_heard, for which messages
+                             ask for a check (hl_hold_check_on_kind: a
+                             permit, HL_KIND_PERMIT, checks on every one) */
     unsigned batch;       /* the driver's batch key: holds of one key may
                              share one renewal command (renew_many), e.g.
                              the cluster slot of the lock's key, else 0;
@@ -160,7 +163,8 @@ HL_HIDDEN hl_hold *hl_holds_lost_next(hl_holds *t);
  * unsubscribe (the channel's cluster slot moved) on that channel. The
  * session decides whether h is to be checked now ("is its field still
  * there?", hl_cmd_hold_check: no renewal): a lock message
- * (hl_hold_check_on: any unlock or force unlock of the lock), a
+ * (hl_hold_check_on: any unlock or force unlock of the lock; for a permit
+ * hold, any message on its semaphore's channel: hl_hold_check_on_kind), a
  * subscription confirmed (a force unlock published before it took effect
  * went unheard), the slot moved (messages go unheard until the driver
  * listens again) or HL_PS_UNHEARD (its subscription connection is not known

@@ -260,6 +260,12 @@ typedef struct hl_watchdog {
  * granting command was sent. */
 HL_HIDDEN int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
                         uint64_t tid, int watchdog, int64_t lease_ms, int64_t sent_at);
+/* As hl_wd_add with tid 0, for a hold whose owner string is the
+ * caller's (a kept semaphore permit: kind HL_KIND_PERMIT, owner its id;
+ * at most HL_OWNER_MAX - 1 bytes), not made from the client's id. Released
+ * or forgotten as (holder, 0). */
+HL_HIDDEN int hl_wd_keep(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
+                         const char *owner, int watchdog, int64_t lease_ms, int64_t sent_at);
 /* hl_wd_release's answers: the last hold of the entry was taken out (its
  * renewal and listening stopped, any renewal or check in flight waited
  * for), a watchdog one or a fixed-lease one. */
@@ -360,14 +366,15 @@ typedef struct hl_sinks {
     /* A background failure (pub/sub listener, watchdog renewal) to show as
      * the client's message. Any transport thread, no transport lock held. */
     void (*error)(void *ctx, const char *msg);
-    /* The watchdog found holder's hold of tid gone (cause HL_LOSS_GONE or,
+    /* The watchdog found holder's hold of tid gone (kind as given to
+     * hl_wd_add or hl_wd_keep; cause HL_LOSS_GONE or,
      * after an in-doubt report, HL_LOSS_EXPIRED), or no renewal confirmed
      * for silent_ms (HL_LOSS_DOUBT). The sink ends the hold's figures, then
      * counts the loss (hl_stats_lost_count) and traces it
      * (hl_stats_lost_trace). On the watchdog thread, no transport lock
      * held; may call hl_wd_defer and hl_wd_defer_close, must not wait for
      * the watchdog. */
-    void (*lost)(void *holder, uint64_t tid, int cause, int64_t silent_ms);
+    void (*lost)(void *holder, int kind, uint64_t tid, int cause, int64_t silent_ms);
     /* hl_wd_defer_close was asked: close the client, as the watchdog
      * thread's last act (hl_transport_shutdown with from_watchdog = 1). */
     void (*close)(void *ctx);

@@ -300,7 +300,7 @@ static int64_t report_unconfirmed(hl_transport *c)
         int64_t silent = now - s->confirmed_at;
         pthread_mutex_unlock(&wd->mu);
         /* the sink ends the hold's figures, then counts and traces the loss */
-        c->sinks.lost(due->holder, due->tid, HL_LOSS_DOUBT, silent);
+        c->sinks.lost(due->holder, (int)due->kind, due->tid, HL_LOSS_DOUBT, silent);
         pthread_mutex_lock(&wd->mu);
         due->reporting = 0;
         pthread_cond_broadcast(&wd->cv);
@@ -322,7 +322,7 @@ static void report_found_lost(hl_transport *c)
         pthread_mutex_unlock(&wd->mu);
         int cause = s->doubt ? HL_LOSS_EXPIRED : HL_LOSS_GONE;
         /* the sink ends the hold's figures, then counts and traces the loss */
-        c->sinks.lost(e->holder, e->tid, cause, 0);
+        c->sinks.lost(e->holder, (int)e->kind, e->tid, cause, 0);
         pthread_mutex_lock(&wd->mu);
         e->reporting = 0;
         /* hl_wd_add may still be registering its listener (mu released,
@@ -608,7 +608,7 @@ static void check_batch(hl_transport *c)
     pthread_mutex_unlock(&wd->mu);
     for (int i = 0; i < n; i++) {
         const hl_wd_entry *e = holds[i]->ref;
-        hl_cmd_hold_check(&sc->cmds[i], e->names, e->owner);
+        hl_cmd_hold_check_kind(&sc->cmds[i], e->kind, e->names, e->owner);
         sc->replies[i] = NULL;
     }
     char err[HL_ERRMSG_MAX];
@@ -621,7 +621,8 @@ static void check_batch(hl_transport *c)
     for (int i = 0; i < n; i++) {
         gone[i] = -1; /* no usable answer: nothing known */
         int g;
-        if (sc->replies[i] && hl_hold_check_gone(sc->replies[i], &g) == 0)
+        const hl_wd_entry *e = holds[i]->ref; /* inflight: it lives */
+        if (sc->replies[i] && hl_hold_check_gone_kind(e->kind, sc->replies[i], &g) == 0)
             gone[i] = g;
         if (sc->replies[i])
             freeReplyObject(sc->replies[i]);
@@ -818,8 +819,9 @@ static int add_hold(hl_watchdog *wd, const void *holder, uint64_t tid, int watch
     return 1;
 }
 
-int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
-              uint64_t tid, int watchdog, int64_t lease_ms, int64_t sent_at)
+static int wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
+                  uint64_t tid, const char *owner, int watchdog, int64_t lease_ms,
+                  int64_t sent_at)
 {
     hl_watchdog *wd = &c->wd;
     pthread_mutex_lock(&wd->mu);
@@ -856,7 +858,10 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     e->tid = tid;
     e->holds = 1;
     e->client = c;
-    hl_hold_owner(e->owner, kind, c->id, tid);
+    if (owner)
+        snprintf(e->owner, sizeof e->owner, "%s", owner);
+    else
+        hl_hold_owner(e->owner, kind, c->id, tid);
     pthread_mutex_lock(&wd->mu);
     if (add_hold(wd, holder, tid, watchdog, lease_ms, 1, sent_at)) { /* added meanwhile */
         pthread_mutex_unlock(&wd->mu);
@@ -886,6 +891,18 @@ int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *n
     pthread_cond_broadcast(&wd->cv); /* removers */
     pthread_mutex_unlock(&wd->mu);
     return 0;
+}
+
+int hl_wd_add(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
+              uint64_t tid, int watchdog, int64_t lease_ms, int64_t sent_at)
+{
+    return wd_add(c, holder, kind, names, tid, NULL, watchdog, lease_ms, sent_at);
+}
+
+int hl_wd_keep(hl_transport *c, void *holder, hilock_kind kind, const hl_names *names,
+               const char *owner, int watchdog, int64_t lease_ms, int64_t sent_at)
+{
+    return wd_add(c, holder, kind, names, 0, owner, watchdog, lease_ms, sent_at);
 }
 
 int hl_wd_release(hl_transport *c, const void *holder, uint64_t tid, int64_t *confirmed_at)
