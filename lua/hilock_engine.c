@@ -1519,6 +1519,15 @@ static int holds_doubt_next(lua_State *L)
                                                                        INT64_MAX / 4)));
 }
 
+/* t:end_next(now) -> key | nil: a hold whose fixed lease ended by now (it
+ * ended as its caller asked: no loss), out of the table: stop listening */
+static int holds_end_next(lua_State *L)
+{
+    pholds *t = check_holds_ud(L);
+    return push_hold_key(L, hl_holds_end_next(&t->t, lhl_check_int(L, 2, INT64_MIN / 4,
+                                                                     INT64_MAX / 4)));
+}
+
 /* t:next_renewal() / t:next_doubt() -> ms | -1 */
 static int holds_next_renewal(lua_State *L)
 {
@@ -1559,6 +1568,7 @@ static int holds_state(lua_State *L)
 
 static const luaL_Reg holds_methods[] = {
     {"renew_due", holds_renew_due}, {"outcome", holds_outcome}, {"doubt_next", holds_doubt_next},
+    {"end_next", holds_end_next},
     {"next_renewal", holds_next_renewal}, {"next_doubt", holds_next_doubt},
     {"is_lost", holds_is_lost}, {"state", holds_state},
     {"grant", holds_grant}, {"remove", holds_remove}, {"heard", holds_heard},

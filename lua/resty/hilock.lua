@@ -1655,23 +1655,17 @@ local function wake_all(L, n)
     end
 end
 
--- Fixed-lease holds whose lease ran out stop listening (nobody released
--- them); true if any hold listens here still.
+-- Fixed-lease holds whose lease ran out (the table's t:end_next: nobody
+-- released them) stop listening; true if any hold listens on L still.
 local function holds_left(c, L)
-    local now
-    for k, h in pairs(L.holds) do
-        if h.ends then
-            now = now or now_ms()
-            if now >= h.ends then
-                L.holds[k] = nil
-                if c.held[k] == h then
-                    c.held[k] = nil
-                    c.holds:remove(k)
-                end
-            end
+    local now = now_ms()
+    while true do
+        local k = c.holds:end_next(now)
+        if not k then
+            return next(L.holds) ~= nil
         end
+        hold_drop(c, k)
     end
-    return next(L.holds) ~= nil
 end
 
 -- Send the checks the session hands out ("is the hold still there?": the
@@ -1929,7 +1923,6 @@ local function hold_start(c, lock, key, owner, lease_ms, sent_at)
         h.L = L
         c.held[key] = h
     end
-    h.ends = lease_ms > 0 and now_ms() + lease_ms or nil
 end
 
 -- key's hold is over (released, lost): it stops listening.

@@ -844,6 +844,19 @@ def test_resty_force_unlock_reported_at_once(nginx, server, name, kind, lease_ms
         other.close()
 
 
+def test_resty_fixed_lease_hold_stops_listening_when_its_lease_ends(nginx, server, name):
+    """A hold with a fixed lease (1 s) that nobody releases listens on its
+    lock's channel until its lease ends (the hold table's t:end_next), then
+    the worker's listener lets the channel go; lk:lost() stays false (it
+    ended as its caller asked)."""
+    a = Actor(nginx, server.url)
+    channel = "redisson_lock__channel:{%s}" % name
+    assert a("lock r %s 0 1000" % name) == "ok 1"
+    wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+    wait_for(lambda: _numsub(server, channel) == 0, 8.0, "the subscription ended")
+    assert a("lost r %s" % name) == "ok 0"
+
+
 def test_resty_force_unlock_heard_after_the_first_lease(nginx, server, name):
     """A watchdog hold kept past its first lease (6 s, renewed every 2 s)
     is still heard at once: force-unlocked 6.3 s after the grant, 1.7 s
