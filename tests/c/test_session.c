@@ -619,14 +619,11 @@ static void t_unsettled(void)
     /* a settle runs no matter how long (never forgotten by time) */
     CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 100000, &u), HL_UNSETTLED_WAIT);
     CU_ASSERT(hl_unsettled_settling(&t, "L", "c:1"));
-    /* a late grant is not given back while its settle runs (the settle does) */
-    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 2), 0);
     /* the settle gave up at 1000: settle it before the next acquire, until
      * its lease (500) and its latch lifetime (9000) have run out: a copy of
      * the attempt may still run up to a latch lifetime later */
     hl_unsettled_settle_end(&t, a, 0, 1000);
     CU_ASSERT_FALSE(hl_unsettled_settling(&t, "L", "c:1"));
-    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 2), 1);
     CU_ASSERT_EQUAL(hl_unsettled_next(&t, "L", "c:1", 1200, &u), HL_UNSETTLED_SETTLE);
     CU_ASSERT_PTR_EQUAL(u, a);
     CU_ASSERT(a->settling);
@@ -656,11 +653,6 @@ static void t_unsettled(void)
     CU_ASSERT_EQUAL(t.count, 1);
     hl_unsettled_forget(&t, a);
     CU_ASSERT_EQUAL(t.count, 0);
-    /* the count rule: known holds + this grant is what the server may count */
-    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 1), 0);
-    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 2, 3), 0);
-    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 2, 4), 1);
-    CU_ASSERT_EQUAL(hl_unsettled_late_grant(&t, "L", "c:1", 0, 0), 0); /* count unknown */
     /* full (max 3): the record not settling that ends first makes room; a
      * table of settling records takes no more */
     hl_unsettled_acq *s1 = hl_unsettled_put(&t, "A", "c:1", "a", 10, 100, 0, 5000);

@@ -636,14 +636,6 @@ int hl_unsettled_settling(const hl_unsettled *t, const char *name, const char *o
     return 0;
 }
 
-int hl_unsettled_late_grant(const hl_unsettled *t, const char *name, const char *owner,
-                            int64_t known_holds, int64_t hold_count)
-{
-    if (hold_count < 1 || known_holds < 0 || hold_count <= known_holds + 1)
-        return 0;
-    return !hl_unsettled_settling(t, name, owner);
-}
-
 /* ---- subscription liveness ---- */
 
 int64_t hl_sublive_interval(int64_t command_timeout_ms)

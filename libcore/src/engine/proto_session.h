@@ -237,10 +237,7 @@ HL_HIDDEN int hl_holds_is_lost(const hl_holds *t, const hl_hold *h, int64_t now)
  * first would stack a new hold on a grant nobody accounts for (the
  * watchdog then renews it for as long as the owner re-enters), and a late
  * copy of the attempt running after the new grant would apply its own
- * lease to it. A grant whose hold count exceeds the holds the owner knows
- * of is a late grant to give back (one release), once no settle for it
- * runs (hl_unsettled_late_grant). docs/protocol.md ("Session: unsettled
- * acquires"). No I/O, no threads, no clock; not thread-safe (a driver
+ * lease to it. docs/protocol.md ("Session: unsettled acquires"). No I/O, no threads, no clock; not thread-safe (a driver
  * with threads guards it with one mutex). */
 typedef struct hl_unsettled_acq {
     struct hl_unsettled_acq *next;
@@ -287,8 +284,10 @@ HL_HIDDEN void hl_unsettled_free(hl_unsettled *t);
  * lease + its latch lifetime (a copy of the attempt may still be on its
  * way and run up to a latch lifetime later; its grant lasts its lease).
  * Strings are copied. The record, or NULL (no memory, or
- * the table is full of settling records: the grant then ends with its
- * lease, and a late grant is caught at the next grant's count). */
+ * the table is full of settling records: nothing then stops the owner's
+ * next acquire from re-entering a grant the attempt may have taken; no
+ * driver can tell such a re-entry from its hold count, since none knows
+ * every hold an owner has: multi-lock members, other handles). */
 HL_HIDDEN hl_unsettled_acq *hl_unsettled_put(hl_unsettled *t, const char *name,
                                              const char *owner, const char *latch,
                                              int64_t latch_ttl_ms, int64_t lease_ms,
@@ -321,14 +320,6 @@ HL_HIDDEN hl_unsettled_step hl_unsettled_next(hl_unsettled *t, const char *name,
                                               hl_unsettled_acq **out);
 /* 1 when a settle of an attempt of owner on name runs. */
 HL_HIDDEN int hl_unsettled_settling(const hl_unsettled *t, const char *name, const char *owner);
-/* A grant to owner on name answered hold_count (the server's count after
- * it) while the owner knew of known_holds holds of it before: 1 when the
- * count exceeds known_holds + 1 and no settle of an attempt of that owner
- * on that lock runs: the extra is a late grant nobody accounts for, to give
- * back with one release (the new hold stays). 0 otherwise (also when
- * hold_count is not known: < 1). */
-HL_HIDDEN int hl_unsettled_late_grant(const hl_unsettled *t, const char *name, const char *owner,
-                                      int64_t known_holds, int64_t hold_count);
 
 /* ---- subscription liveness (hl_sublive: one per pub/sub connection) ----
  *
