@@ -939,6 +939,150 @@ static void t_latch(void)
     hilock_client_close(b);
 }
 
+/* ---- the blocking calls' private drivers (easy.c) ---- */
+
+static long long connected_clients(void)
+{
+    redisContext *c = th_redis_connect(&srv);
+    long long n = -1;
+    redisReply *r = c ? redisCommand(c, "INFO clients") : NULL;
+    const char *f = r && (r->type == REDIS_REPLY_VERB || r->type == REDIS_REPLY_STRING) ? r->str
+                                                                                       : NULL;
+    const char *at = f ? strstr(f, "connected_clients:") : NULL;
+    if (at)
+        n = atoll(at + strlen("connected_clients:")) - 1; /* not this one */
+    if (r)
+        freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return n;
+}
+
+static long long clients_before;
+static int clients_back(void *arg)
+{
+    (void)arg;
+    return connected_clients() == clients_before;
+}
+
+typedef struct easy_worker {
+    hilock_latch *l;
+    int rounds, ok;
+} easy_worker;
+
+static void *easy_counter_main(void *arg)
+{
+    easy_worker *w = arg;
+    for (int i = 0; i < w->rounds; i++) {
+        int64_t left = -1;
+        if (hilock_latch_count_down(&left, w->l) == 0 && left >= 0)
+            w->ok++;
+    }
+    return NULL;
+}
+
+typedef struct easy_waiter {
+    hilock_latch *l;
+    int rc;
+    int64_t at;
+} easy_waiter;
+
+static void *easy_waiter_main(void *arg)
+{
+    easy_waiter *w = arg;
+    w->rc = hilock_latch_await(w->l, 20000);
+    w->at = th_now_ms();
+    return NULL;
+}
+
+typedef struct easy_peak {
+    int *stop;
+    long long peak;
+} easy_peak;
+
+static void *easy_peak_main(void *arg)
+{
+    easy_peak *p = arg;
+    while (!__atomic_load_n(p->stop, __ATOMIC_SEQ_CST)) {
+        long long n = connected_clients() - clients_before;
+        if (n > p->peak)
+            p->peak = n;
+        th_sleep_ms(2);
+    }
+    return NULL;
+}
+
+/* Blocking calls run on private hilock_async drivers the client keeps
+ * between calls (easy.c): four threads count down at once on at most
+ * pool_size (2) of them while a fifth awaits the latch, the client's
+ * connections stay bounded (2 pooled, 2 drivers', the pub/sub listener's),
+ * a driver whose connections the server closed while it was idle serves
+ * the next call (it reads the close before it sends), and closing the
+ * client leaves no connection of it on the server. */
+static void t_blocking_drivers(void)
+{
+    clients_before = connected_clients();
+    CU_ASSERT(clients_before >= 0);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.pool_size = 2;
+    hilock_client *c = NULL;
+    char err[256] = "";
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, &o, err, sizeof err), 0);
+    hilock_latch *l = NULL;
+    hilock_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_latch_new(&l, c, "latch:easy"), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "sem:easy"), 0);
+    enum { N = 4 };
+    int rounds = th_valgrind() ? 5 : 25;
+    CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, l, N * rounds), 0);
+
+    int stop = 0;
+    easy_peak pk = {&stop, 0};
+    pthread_t pth;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&pth, NULL, easy_peak_main, &pk), 0);
+    easy_waiter wt = {l, -1, 0};
+    pthread_t wth;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&wth, NULL, easy_waiter_main, &wt), 0);
+    easy_worker w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (easy_worker){l, rounds, 0};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, easy_counter_main, &w[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        CU_ASSERT_EQUAL(w[i].ok, w[i].rounds);
+    }
+    int64_t opened_at = th_now_ms();
+    pthread_join(wth, NULL);
+    CU_ASSERT_EQUAL(wt.rc, 0); /* woken by the last count-down's message */
+    CU_ASSERT(wt.at - opened_at < 10000);
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch:easy"), 0);
+    __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(pth, NULL);
+    CU_ASSERT(pk.peak >= 1);
+    CU_ASSERT(pk.peak <= 5);
+    if (pk.peak > 5)
+        fprintf(stderr, "\n  peak %lld connections\n", pk.peak);
+
+    /* the server drops every idle connection of the client */
+    CU_ASSERT(th_redis_int(&srv, "CLIENT KILL TYPE normal") >= 1);
+    CU_ASSERT(th_redis_int(&srv, "CLIENT KILL TYPE pubsub") >= 0);
+    int64_t n = -1;
+    for (int i = 0; i < N + 1; i++) { /* each idle driver in turn */
+        CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, 1), 0);
+        CU_ASSERT_EQUAL(hilock_latch_count(&n, l), 0);
+        CU_ASSERT_EQUAL(n, 0);
+    }
+    CU_ASSERT_EQUAL(hilock_semaphore_available(&n, s), 0);
+    CU_ASSERT_EQUAL(n, N + 1);
+
+    hilock_latch_free(l);
+    hilock_semaphore_free(s);
+    hilock_client_close(c);
+    CU_ASSERT(th_wait_for(clients_back, NULL, 5000));
+}
+
 static int init_srv(void)
 {
     return th_redis_start(&srv, NULL);
@@ -969,5 +1113,7 @@ int main(void)
     CU_add_test(s, "permit-expirable semaphore: a kept permit renewed, its loss told at once",
                 t_permit_keep);
     CU_add_test(s, "count-down latch: await woken on zero, delete, cancel", t_latch);
+    CU_add_test(s, "blocking calls on private drivers: threads, killed idle connections, close",
+                t_blocking_drivers);
     return th_cu_run();
 }

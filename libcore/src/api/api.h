@@ -29,6 +29,13 @@ struct hilock_client {
      * by unsettled_mu. */
     pthread_mutex_t unsettled_mu;
     hl_unsettled unsettled;
+    /* The blocking calls' private hilock_async instances (easy.c): the
+     * idle ones, and how many exist (at most pool_size); guarded by
+     * easy_mu, easy_cv signalled when one is put back. */
+    pthread_mutex_t easy_mu;
+    pthread_cond_t easy_cv;
+    struct hl_easy *easy_idle;
+    int easy_count;
 };
 
 HL_HIDDEN void hl_client_ref(struct hilock_client *c);
@@ -321,6 +328,26 @@ HL_HIDDEN void hl_as_finish(as_op *op, int rc, int64_t value, const char *err);
 /* Cancel the pending operations on (target, tid) (as hilock_async_cancel). */
 HL_HIDDEN int hl_as_cancel(int *cancelled, hilock_async *a, const void *target, uint64_t tid);
 HL_HIDDEN void hl_as_set_err(hilock_async *a, const char *msg);
+
+/* ---- easy.c: the blocking calls driven over hilock_async ----
+ * A blocking call of the API takes one of the client's private
+ * hilock_async instances, starts the operation on it and runs its poll()
+ * loop on the calling thread until the completion (libcurl's
+ * easy-over-multi: no thread hop). At most pool_size instances exist per
+ * client; a call waits for one as for a pooled connection. */
+typedef struct hl_easy hl_easy;
+/* Start the operation on a with (cb, payload), as the hilock_async_* call
+ * does: 0 started, or an error (no callback). */
+typedef int (*hl_easy_start)(hilock_async *a, void *arg, hilock_async_cb cb, void *payload);
+/* Runs start(arg) to its completion: its rc (0 or HILOCK_E*), *value (may
+ * be NULL) the completion's value, err its message (HL_ERRMSG_MAX; "" on 0).
+ * Operations that end within the command timeout only: a call holds its
+ * instance until then. */
+HL_HIDDEN int hl_easy_run(struct hilock_client *c, hl_easy_start start, void *arg,
+                          int64_t *value, char *err);
+/* Frees the idle instances (client close; forked: a child after fork(),
+ * no mutex is taken and only memory and descriptors go). */
+HL_HIDDEN void hl_easy_close_all(struct hilock_client *c, int forked);
 
 /* hilock_client_close's work; from_watchdog: run by the watchdog thread
  * itself (it is detached instead of joined). */

@@ -216,7 +216,15 @@ static void call_step(as_op *op, void *self, int64_t now)
         k->rc = k->answer == ANS_PES_RELEASE ? hl_pes_release_code(v) : hl_pes_update_code(v);
         char hex[2 * HL_PES_ID_BYTES + 1];
         hl_pes_id_hex(hex, k->id);
-        if (k->rc)
+        if (k->rc && k->answer == ANS_PES_RELEASE && v < 0)
+            snprintf(err, sizeof err,
+                     "the lease of permit %s of semaphore '%s' had ended (given back now)", hex,
+                     k->names->name);
+        else if (k->rc && k->answer == ANS_PES_RELEASE)
+            snprintf(err, sizeof err,
+                     "permit %s of semaphore '%s' is not taken (released before?)", hex,
+                     k->names->name);
+        else if (k->rc)
             snprintf(err, sizeof err, "permit %s of semaphore '%s' is not taken (released, or "
                      "its lease ended)", hex, k->names->name);
         v = 0;

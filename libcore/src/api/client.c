@@ -215,10 +215,13 @@ static int check_permissions(hilock_client *c, redisContext *ctx, char *err)
 static void client_destroy(hilock_client *c)
 {
     int forked = hl_transport_forked(&c->t); /* a child after fork(): memory only */
+    hl_easy_close_all(c, forked);
     hl_transport_free(&c->t, forked);
     if (!forked) {
         pthread_mutex_destroy(&c->err_mu);
         pthread_mutex_destroy(&c->unsettled_mu);
+        pthread_mutex_destroy(&c->easy_mu);
+        pthread_cond_destroy(&c->easy_cv);
     }
     hl_unsettled_free(&c->unsettled);
     free(c);
@@ -337,6 +340,8 @@ int hilock_client_open(hilock_client **out, const char *url, const hilock_option
     hl_transport_init(&c->t);
     pthread_mutex_init(&c->err_mu, NULL);
     pthread_mutex_init(&c->unsettled_mu, NULL);
+    pthread_mutex_init(&c->easy_mu, NULL);
+    hl_cond_init_mono(&c->easy_cv);
     hl_unsettled_init(&c->unsettled, 0);
     c->t.sinks = (hl_sinks){.ctx = c, .error = error_sink, .lost = lost_sink,
                             .close = close_sink};
@@ -405,6 +410,7 @@ void hilock_client_close(hilock_client *c)
 
 void hl_client_close_now(hilock_client *c, int from_watchdog)
 {
+    hl_easy_close_all(c, 0);
     hl_transport_shutdown(&c->t, from_watchdog);
     hl_client_unref(c);
 }

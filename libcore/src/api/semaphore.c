@@ -1,6 +1,9 @@
-/* Semaphore, permit-expirable semaphore and count-down latch handles: the
- * API over the engine's builders, decoders and wait machine (proto_sem.c),
- * the pool and the pub/sub listener. No decision is taken here. */
+/* Semaphore, permit-expirable semaphore and count-down latch handles. Every
+ * call but the waits is the hilock_async operation of the same name
+ * (async_sem.c: the engine's builders and decoders) run to its end on one
+ * of the client's private hilock_async instances from the calling thread's
+ * poll loop (easy.c); the waits run the engine's wait machine (proto_sem.c)
+ * over the pool and the pub/sub listener. No decision is taken here. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,28 +120,68 @@ static const char *obj_errmsg(const hl_obj *o)
     return hl_err_view(o, &m->mu, m->errmsg);
 }
 
-/* Run one command and decode its reply. */
-static int run(hl_obj *o, hl_cmd *cmd, int64_t *out, int (*decode)(const redisReply *, int64_t *))
+/* ---- the blocking calls: hilock_async's operations driven by easy.c ----
+ * Every verb but the waits (acquires, await), which still run obj_wait
+ * below over the pool and the pub/sub listener (docs/architecture.md, "One
+ * C transport": what they need first). */
+
+enum { V_COUNT, V_RELEASE, V_PES_RELEASE, V_PES_UPDATE, V_COUNT_DOWN };
+
+/* One blocking call: which hilock_async operation, with its arguments. */
+typedef struct verb {
+    int what;
+    hl_obj *o; /* the handle (it begins with its hl_obj) */
+    int64_t permits, lease_ms, arg;
+    hilock_count_op op;
+    const char *id; /* permit release, lease update */
+} verb;
+
+static int verb_start(hilock_async *a, void *arg, hilock_async_cb cb, void *payload)
 {
+    verb *v = arg;
+    void *h = v->o;
+    hl_sem_kind kind = v->o->kind;
+    switch (v->what) {
+    case V_COUNT:
+        if (kind == HL_SEM_LATCH)
+            return hilock_async_latch_count_op(a, h, v->op, v->arg, cb, payload);
+        if (kind == HL_SEM_PERMIT)
+            return hilock_async_permit_semaphore_count_op(a, h, v->op, v->arg, cb, payload);
+        return hilock_async_semaphore_count_op(a, h, v->op, v->arg, cb, payload);
+    case V_RELEASE:
+        return hilock_async_semaphore_release(a, h, v->permits, cb, payload);
+    case V_PES_RELEASE:
+        return hilock_async_permit_semaphore_release(a, h, v->id, cb, payload);
+    case V_PES_UPDATE:
+        return hilock_async_permit_semaphore_update_lease(a, h, v->id, v->lease_ms, cb,
+                                                          payload);
+    default:
+        return hilock_async_latch_count_down(a, h, cb, payload);
+    }
+}
+
+/* Run v to its end on a private hilock_async (easy.c); *out (may be NULL):
+ * the operation's value. */
+static int obj_do(verb *v, int64_t *out)
+{
+    hl_obj *o = v->o;
+    int rc = obj_check(o);
+    if (rc)
+        return rc;
     char err[HL_ERRMSG_MAX] = "";
-    redisReply *reply = NULL;
-    int rc = hl_exec(&o->client->t, cmd, &reply, 0, err);
+    int64_t value = 0;
+    rc = hl_easy_run(o->client, verb_start, v, &value, err);
     if (rc)
         return obj_fail(o, rc, err);
-    int64_t v = 0;
-    rc = decode(reply, &v);
-    if (rc == HILOCK_EWRONGTYPE)
-        snprintf(err, sizeof err, "key '%s' holds a value that is not a %s", o->names.name,
-                 what(o));
-    else if (rc == HILOCK_EINVAL)
-        snprintf(err, sizeof err, "%s '%s': the count would overflow; nothing changed",
-                 what(o), o->names.name);
-    else if (rc && reply->type == REDIS_REPLY_ERROR)
-        snprintf(err, sizeof err, "server error: %s", reply->str);
-    freeReplyObject(reply);
-    if (rc == 0 && out)
-        *out = v;
-    return obj_fail(o, rc, err);
+    if (out)
+        *out = value;
+    return 0;
+}
+
+static int obj_count_op(hl_obj *o, hilock_count_op op, int64_t arg, int64_t *out)
+{
+    verb v = {.what = V_COUNT, .o = o, .op = op, .arg = arg};
+    return obj_do(&v, out);
 }
 
 void hl_sem_view_of(const void *h, hl_sem_view *v)
@@ -276,17 +319,8 @@ static int obj_try_set(int *set, hl_obj *o, int64_t count)
 {
     if (set)
         *set = 0;
-    int rc = obj_check(o);
-    if (rc)
-        return rc;
-    if (o->kind == HL_SEM_LATCH ? hl_sem_check_count(count) : hl_sem_check_permits(count))
-        return obj_fail(o, HILOCK_EINVAL, o->kind == HL_SEM_LATCH
-                                              ? "count must be 1..999999999999999"
-                                              : "permits must be 1..2147483647");
-    hl_cmd cmd;
-    hl_sem_cmd_try_set(&cmd, o->kind, &o->names, count);
     int64_t v = 0;
-    rc = run(o, &cmd, &v, hl_sem_decode_int);
+    int rc = obj_count_op(o, HILOCK_COUNT_TRY_SET, count, &v);
     if (rc == 0 && set)
         *set = v == 1;
     return rc;
@@ -294,40 +328,17 @@ static int obj_try_set(int *set, hl_obj *o, int64_t count)
 
 static int obj_count(int64_t *out, hl_obj *o)
 {
-    int rc = obj_check(o);
-    if (rc)
-        return rc;
-    if (!out)
+    if (o && !out)
         return obj_fail(o, HILOCK_EINVAL, "out is NULL");
-    hl_cmd cmd;
-    hl_sem_cmd_count(&cmd, o->kind, &o->names);
-    return run(o, &cmd, out, hl_sem_decode_count);
-}
-
-static int obj_add(hl_obj *o, int64_t permits, int set)
-{
-    int rc = obj_check(o);
-    if (rc)
-        return rc;
-    if (set ? (permits < 0 || permits > HL_SEM_COUNT_MAX)
-            : (permits < -HL_SEM_COUNT_MAX || permits > HL_SEM_COUNT_MAX))
-        return obj_fail(o, HILOCK_EINVAL, "permits out of range");
-    hl_cmd cmd;
-    hl_sem_cmd_add(&cmd, &o->names, permits, set);
-    return run(o, &cmd, NULL, hl_sem_decode_int);
+    return obj_count_op(o, HILOCK_COUNT_GET, 0, out);
 }
 
 static int obj_delete(int *deleted, hl_obj *o)
 {
     if (deleted)
         *deleted = 0;
-    int rc = obj_check(o);
-    if (rc)
-        return rc;
-    hl_cmd cmd;
-    hl_sem_cmd_delete(&cmd, o->kind, &o->names);
     int64_t v = 0;
-    rc = run(o, &cmd, &v, hl_sem_decode_int);
+    int rc = obj_count_op(o, HILOCK_COUNT_DELETE, 0, &v);
     if (rc == 0 && deleted)
         *deleted = v == 1;
     return rc;
@@ -384,14 +395,8 @@ int hilock_semaphore_acquire(hilock_semaphore *s, int64_t permits, int64_t wait_
 
 int hilock_semaphore_release(hilock_semaphore *s, int64_t permits)
 {
-    int rc = obj_check(s ? &s->o : NULL);
-    if (rc)
-        return rc;
-    if (hl_sem_check_permits(permits))
-        return obj_fail(&s->o, HILOCK_EINVAL, "permits must be 1..2147483647");
-    hl_cmd cmd;
-    hl_sem_cmd_release(&cmd, &s->o.names, permits);
-    return run(&s->o, &cmd, NULL, hl_sem_decode_int);
+    verb v = {.what = V_RELEASE, .o = s ? &s->o : NULL, .permits = permits};
+    return obj_do(&v, NULL);
 }
 
 int hilock_semaphore_available(int64_t *out, hilock_semaphore *s)
@@ -403,22 +408,17 @@ int hilock_semaphore_drain(int64_t *drained, hilock_semaphore *s)
 {
     if (drained)
         *drained = 0;
-    int rc = obj_check(s ? &s->o : NULL);
-    if (rc)
-        return rc;
-    hl_cmd cmd;
-    hl_sem_cmd_drain(&cmd, &s->o.names);
-    return run(&s->o, &cmd, drained, hl_sem_decode_int);
+    return obj_count_op(s ? &s->o : NULL, HILOCK_COUNT_DRAIN, 0, drained);
 }
 
 int hilock_semaphore_add_permits(hilock_semaphore *s, int64_t delta)
 {
-    return obj_add(s ? &s->o : NULL, delta, 0);
+    return obj_count_op(s ? &s->o : NULL, HILOCK_COUNT_ADD, delta, NULL);
 }
 
 int hilock_semaphore_set_permits(hilock_semaphore *s, int64_t permits)
 {
-    return obj_add(s ? &s->o : NULL, permits, 1);
+    return obj_count_op(s ? &s->o : NULL, HILOCK_COUNT_SET, permits, NULL);
 }
 
 int hilock_semaphore_delete(int *deleted, hilock_semaphore *s)
@@ -573,51 +573,15 @@ int hilock_permit_semaphore_release(hilock_permit_semaphore *s, const char *id)
     hl_kept *k = kept_take(s, hex);
     if (k)
         kept_free(s, k);
-    hl_cmd cmd;
-    hl_pes_cmd_release(&cmd, &s->o.names, raw);
-    int64_t v = 0;
-    rc = run(&s->o, &cmd, &v, hl_sem_decode_int);
-    if (rc)
-        return rc;
-    char err[HL_ERRMSG_MAX];
-    if (hl_pes_release_code(v) == 0)
-        return 0;
-    if (v == 0) {
-        snprintf(err, sizeof err, "permit %s of semaphore '%s' is not taken (released before?)",
-                 id, s->o.names.name);
-        return obj_fail(&s->o, HILOCK_ENOTOWNER, err);
-    }
-    if (v < 0) {
-        snprintf(err, sizeof err,
-                 "the lease of permit %s of semaphore '%s' had ended (given back now)", id,
-                 s->o.names.name);
-        return obj_fail(&s->o, HILOCK_ENOTOWNER, err);
-    }
-    return 0;
+    verb v = {.what = V_PES_RELEASE, .o = &s->o, .id = id};
+    return obj_do(&v, NULL);
 }
 
 int hilock_permit_semaphore_update_lease(hilock_permit_semaphore *s, const char *id,
                                          int64_t lease_ms)
 {
-    int rc = obj_check(s ? &s->o : NULL);
-    if (rc)
-        return rc;
-    unsigned char raw[HL_PES_ID_BYTES];
-    if (hl_pes_id_parse(raw, id) != 0)
-        return obj_fail(&s->o, HILOCK_EINVAL, "a permit id is 32 hex characters");
-    if (lease_ms <= 0 || hl_check_lease(lease_ms))
-        return obj_fail(&s->o, HILOCK_EINVAL, "lease must be > 0 ms");
-    hl_cmd cmd;
-    hl_pes_cmd_update(&cmd, &s->o.names, raw, lease_ms);
-    int64_t v = 0;
-    rc = run(&s->o, &cmd, &v, hl_sem_decode_int);
-    if (rc == 0 && hl_pes_update_code(v) != 0) {
-        char err[HL_ERRMSG_MAX];
-        snprintf(err, sizeof err, "permit %s of semaphore '%s' is not taken (released, or "
-                 "its lease ended)", id, s->o.names.name);
-        return obj_fail(&s->o, HILOCK_ENOTOWNER, err);
-    }
-    return rc;
+    verb v = {.what = V_PES_UPDATE, .o = s ? &s->o : NULL, .id = id, .lease_ms = lease_ms};
+    return obj_do(&v, NULL);
 }
 
 int hilock_permit_semaphore_keep(hilock_permit_semaphore *s, const char *id, int64_t lease_ms,
@@ -693,7 +657,7 @@ int hilock_permit_semaphore_available(int64_t *out, hilock_permit_semaphore *s)
 
 int hilock_permit_semaphore_add_permits(hilock_permit_semaphore *s, int64_t delta)
 {
-    return obj_add(s ? &s->o : NULL, delta, 0);
+    return obj_count_op(s ? &s->o : NULL, HILOCK_COUNT_ADD, delta, NULL);
 }
 
 int hilock_permit_semaphore_delete(int *deleted, hilock_permit_semaphore *s)
@@ -752,12 +716,8 @@ int hilock_latch_count_down(int64_t *left, hilock_latch *l)
 {
     if (left)
         *left = 0;
-    int rc = obj_check(l ? &l->o : NULL);
-    if (rc)
-        return rc;
-    hl_cmd cmd;
-    hl_latch_cmd_count_down(&cmd, &l->o.names);
-    return run(&l->o, &cmd, left, hl_sem_decode_int);
+    verb v = {.what = V_COUNT_DOWN, .o = l ? &l->o : NULL};
+    return obj_do(&v, left);
 }
 
 int hilock_latch_count(int64_t *out, hilock_latch *l)
