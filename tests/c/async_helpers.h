@@ -124,12 +124,7 @@ static inline hilock_client *open_lease_client(const char *url, int64_t lease_ms
     o.watchdog_lease_ms = lease_ms;
     o.command_timeout_ms = io_timeout_ms;
     o.connect_timeout_ms = io_timeout_ms;
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
-    if (rc != 0)
-        printf("\n  open %s: %s (%s)\n", url, hilock_strerror(rc), err);
-    return c;
+    return th_client_open_opts(url, &o);
 }
 
 static inline long long numsub(const char *channel)

@@ -588,14 +588,19 @@ long long th_script_calls(const th_redis *r)
     return total;
 }
 
-hilock_client *th_client_open(const char *url)
+hilock_client *th_client_open_opts(const char *url, const hilock_options *o)
 {
     hilock_client *c = NULL;
     char err[256] = "";
-    int rc = hilock_client_open(&c, url, NULL, err, sizeof err);
+    int rc = hilock_client_open(&c, url, o, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n  open %s: %d %s (%s)\n", url, rc, hilock_strerror(rc), err);
     return c;
+}
+
+hilock_client *th_client_open(const char *url)
+{
+    return th_client_open_opts(url, NULL);
 }
 
 hilock_client *th_cl;

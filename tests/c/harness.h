@@ -116,6 +116,9 @@ long long th_script_calls(const th_redis *r);
  * code and its detail to stderr and returns NULL. */
 struct hilock_client;
 struct hilock_client *th_client_open(const char *url);
+/* The same with options o (NULL: the defaults). */
+struct hilock_options;
+struct hilock_client *th_client_open_opts(const char *url, const struct hilock_options *o);
 /* Shuts the write side (shutdown SHUT_WR) of every idle pooled connection
  * of c's first node: the next write on one fails with EPIPE, which raises
  * SIGPIPE unless written with MSG_NOSIGNAL. Returns how many. */

@@ -29,12 +29,7 @@ static hilock_client *open_url(const char *url, int64_t wd_lease, int64_t cmd_ti
     hilock_options o = HILOCK_OPTIONS_INIT;
     o.watchdog_lease_ms = wd_lease;
     o.command_timeout_ms = cmd_timeout;
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
-    if (rc != 0)
-        printf("\n  open %s: %s (%s)\n", url, hilock_strerror(rc), err);
-    return c;
+    return th_client_open_opts(url, &o);
 }
 
 static hilock_lock *new_lock(hilock_client *c, const char *name)

@@ -21,12 +21,7 @@ static hilock_client *open_url(const char *url, int64_t cmd_timeout)
     hilock_options o = HILOCK_OPTIONS_INIT;
     o.command_timeout_ms = cmd_timeout;
     o.connect_timeout_ms = 1000;
-    hilock_client *c = NULL;
-    char err[256] = "";
-    int rc = hilock_client_open(&c, url, &o, err, sizeof err);
-    if (rc != 0)
-        printf("\n  open %s: %s (%s)\n", url, hilock_strerror(rc), err);
-    return c;
+    return th_client_open_opts(url, &o);
 }
 
 typedef struct key_gone {
