@@ -10,6 +10,7 @@ harness.py; what the test files import from conftest comes from there.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from typing import List, Tuple
 
@@ -47,6 +48,36 @@ def proxy(server):
 def name(request) -> str:
     """A fresh lock name, led by its file's ("silence:..." in test_silence.py)."""
     return request.module.__name__.replace("test_", "", 1) + ":" + uuid.uuid4().hex[:12]
+
+
+def numsub(server, channel: str) -> int:
+    """The channel's subscribers (PUBSUB NUMSUB on the test's server)."""
+    return int(server("PUBSUB", "NUMSUB", channel)[1])
+
+
+def wait_renewed(server, key: str, lease: float) -> None:
+    """Wait until the watchdog renewed key once after its grant (its PTTL
+    went back up), so that a fault that starts now starts right after a
+    renewal."""
+    ms = lease * 1000
+    wait_for(lambda: server("PTTL", key) < ms - 300, 2 * lease, "the lease to run down")
+    wait_for(lambda: server("PTTL", key) > ms - 200, 2 * lease, "a renewal")
+
+
+# payloads on a lock's channel that must wake nobody
+GARBAGE_PAYLOADS = ["", "2", "-1", "0x", "9" * 400, "\x00\xff", "1" * 30]
+
+
+def stop_all(*procs) -> None:
+    """Terminate (forwarded by `hilock run` to its command) and reap."""
+    for p in procs:
+        if p and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 def opened(url: str, **kw):

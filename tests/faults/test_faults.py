@@ -21,7 +21,8 @@ import uuid
 import pytest
 
 import hilock
-from conftest import TIMES, ClusterNode, Redis, RedisServer, RespError, opened, report, wait_for
+from conftest import (GARBAGE_PAYLOADS, TIMES, ClusterNode, Redis, RedisServer, RespError, numsub,
+                      opened, report, stop_all, wait_for)
 from faultproxy import FaultProxy
 
 def make(c, kind, name):
@@ -620,14 +621,7 @@ def test_cli_run_stops_command_before_other_gets_lock(server, proxy, name, tmp_p
         assert a_end < b_start, "two hilock run commands ran at the same time"
     finally:
         proxy.blackhole(False)
-        for p in (a, b):
-            if p and p.poll() is None:
-                p.terminate()  # forwarded to the command, which exits
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_all(a, b)
 
 
 # ---- item 4: a PUBLISH refused by the ACL never half-releases ----
@@ -1218,11 +1212,10 @@ def test_client_kill_pubsub_waiter_still_woken(server, name):
         t = threading.Thread(target=lambda: got.append(b.lock(name).acquire(wait=8)))
         t.start()
         # the holder's client listens there too (a force unlock is heard): 2
-        wait_for(lambda: int(server("PUBSUB", "NUMSUB", "redisson_lock__channel:{%s}" % name)[1]) == 2,
-                 5, "waiter subscribed")
+        ch = "redisson_lock__channel:{%s}" % name
+        wait_for(lambda: numsub(server, ch) == 2, 5, "waiter subscribed")
         server("CLIENT", "KILL", "TYPE", "pubsub")
-        wait_for(lambda: int(server("PUBSUB", "NUMSUB", "redisson_lock__channel:{%s}" % name)[1]) == 2,
-                 5, "waiter subscribed again")
+        wait_for(lambda: numsub(server, ch) == 2, 5, "waiter subscribed again")
         t0 = time.monotonic()
         la.release()
         t.join(10)
@@ -1274,8 +1267,8 @@ def test_garbage_payloads_on_lock_channel_are_ignored(server, name):
         t.start()
         ch = "redisson_lock__channel:{%s}" % name
         # the holder's client listens there too (a force unlock is heard): 2
-        wait_for(lambda: int(server("PUBSUB", "NUMSUB", ch)[1]) == 2, 5, "waiter subscribed")
-        for junk in ["", "2", "-1", "0x", "9" * 400, "\x00\xff", "1" * 30]:
+        wait_for(lambda: numsub(server, ch) == 2, 5, "waiter subscribed")
+        for junk in GARBAGE_PAYLOADS:
             server("PUBLISH", ch, junk)
         time.sleep(0.2)
         assert got == [] and server("HLEN", name) == 1  # nobody took it

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from conftest import report, wait_for
-from test_silence import RUN_CMD, hilock_cli, started, stop_all, times
+from conftest import numsub, report, stop_all, wait_for
+from test_silence import RUN_CMD, hilock_cli, started, times
 
 
 MODES = {"plain": [], "fair": ["--fair"], "shared": ["-s"], "exclusive": ["-x"],
@@ -32,18 +32,13 @@ def holder_channel(mode: str, name: str) -> str:
     return "redisson_lock__channel:{%s}" % name
 
 
-def subscribers(server, channel: str) -> int:
-    reply = server("PUBSUB", "NUMSUB", channel)
-    return int(reply[1])
-
-
 def listening(server, mode: str, name: str) -> bool:
     """Give the holder up to 3 s to subscribe to its lock's channel (made
     without waiting, right after the grant); a holder that does not listen
     (before this fix) is then tested as it is."""
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
-        if subscribers(server, holder_channel(mode, name)) >= 1:
+        if numsub(server, holder_channel(mode, name)) >= 1:
             return True
         time.sleep(0.005)
     return False

@@ -31,19 +31,11 @@ import time
 import pytest
 
 import hilock
-from conftest import report, wait_for
+from conftest import report, wait_renewed
 
 LEASE = 2.0
 LABELS = {"other": "other client acquired", "look": "the holder's first look",
           "told": "on_lost called"}
-
-
-def wait_renewed(server, key: str, lease: float) -> None:
-    """Until the watchdog renewed key once after its grant (its PTTL went
-    back up): the pause starts right after a renewal."""
-    ms = lease * 1000
-    wait_for(lambda: server("PTTL", key) < ms - 300, 2 * lease, "the lease to run down")
-    wait_for(lambda: server("PTTL", key) > ms - 200, 2 * lease, "a renewal")
 
 
 # The holder: takes the lock with the watchdog, says "held", then looks at

@@ -53,7 +53,7 @@ import uuid
 import pytest
 
 import hilock
-from conftest import opened, report, wait_for
+from conftest import GARBAGE_PAYLOADS, numsub, opened, report, wait_for, wait_renewed
 from test_subscription import SUB_BOUND, SUB_FAULTS, SUB_LEASE, sub_fault_on
 
 ROOT = os.environ.get("HILOCK_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
@@ -367,8 +367,8 @@ def test_resty_acquire_reply_lost_on_fresh_connection_leaves_no_hold(nginx, serv
     assert a("unlock %s %s:warm" % (kind, name)) == "ok"
     # the holder's listener (on the lock's channel) ends within a second of
     # the release and pools its connection: only then are all of them pooled
-    wait_for(lambda: int(server("PUBSUB", "NUMSUB", "redisson_lock__channel:{%s:warm}"
-                                % name)[1]) == 0, 5, "the holder's listener ended")
+    wait_for(lambda: numsub(server, "redisson_lock__channel:{%s:warm}" % name) == 0, 5,
+             "the holder's listener ended")
     proxy.reset()  # the pooled connections die (nginx drops them): the next one is new
     time.sleep(0.2)
     proxy.reset_on_reply(name.encode())
@@ -505,8 +505,8 @@ def test_resty_garbage_payloads_on_lock_channel_are_ignored(nginx, server, name)
         t.start()
         ch = "redisson_lock__channel:{%s}" % name
         # the C holder's client listens there too (a force unlock is heard): 2
-        wait_for(lambda: int(server("PUBSUB", "NUMSUB", ch)[1]) == 2, 5, "waiter subscribed")
-        for junk in ["", "2", "-1", "0x", "9" * 400, "\x00\xff", "1" * 30]:
+        wait_for(lambda: numsub(server, ch) == 2, 5, "waiter subscribed")
+        for junk in GARBAGE_PAYLOADS:
             server("PUBLISH", ch, junk)
         time.sleep(0.2)
         assert got == [] and server("HLEN", name) == 1  # nobody took it
@@ -614,7 +614,6 @@ def _unsure_case(nginx, fault: str) -> dict:
     so the order seen is the order things happened."""
     from conftest import RedisServer
     from faultproxy import FaultProxy
-    from test_silence import wait_renewed
     server = RedisServer()
     proxy = FaultProxy(server.port)
     name = "fu:" + uuid.uuid4().hex[:12]
@@ -723,7 +722,6 @@ def test_resty_worker_blocked_past_lease_is_told_first_thing(nginx, server, name
     ms = int(UNSURE_LEASE * 1000)
     a = Actor(nginx, server.url, watchdog_lease_ms=ms, command_timeout_ms=ms // 3)
     other = opened(server.url)
-    from test_silence import wait_renewed
     worker = _worker_pid(nginx)
     q = urllib.parse.urlencode({"url": a.url, "opts": a.opts, "tid": a.tid,
                                 "line": "X lost r %s" % name})
@@ -767,7 +765,6 @@ def test_resty_request_blocking_worker_past_lease_is_told(nginx, server, name):
     ms = int(UNSURE_LEASE * 1000)
     a = Actor(nginx, server.url, watchdog_lease_ms=ms, command_timeout_ms=ms // 3)
     other = opened(server.url)
-    from test_silence import wait_renewed
     try:
         assert a("lock r %s 0 0" % name) == "ok 1"
         wait_renewed(server, name, UNSURE_LEASE)
@@ -786,14 +783,6 @@ def test_resty_request_blocking_worker_past_lease_is_told(nginx, server, name):
         assert answers[0][0] == "ok 1", "after the busy request: %r" % answers[0][0]
     finally:
         other.close()
-
-
-def _numsub(server, channel: str) -> int:
-    r = server.cli()
-    try:
-        return int(r("PUBSUB", "NUMSUB", channel)[1])
-    finally:
-        r.close()
 
 
 def _blocking_of(c, kind, name):
@@ -823,7 +812,7 @@ def test_resty_force_unlock_reported_at_once(nginx, server, name, kind, lease_ms
     try:
         assert a("lock %s %s 0 %d" % (kind, name, lease_ms)).startswith("ok 1")
         # the worker's listener subscribed (nothing waits for it on acquire)
-        wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+        wait_for(lambda: numsub(server, channel) >= 1, 5.0, "the holder's subscription")
         assert a("lost %s %s" % (kind, name)) == "ok 0"
         t0 = time.monotonic()
         assert _blocking_of(other, kind, name).force_unlock()
@@ -839,7 +828,7 @@ def test_resty_force_unlock_reported_at_once(nginx, server, name, kind, lease_ms
         assert told - t0 < 1.0
         assert a("unlock %s %s" % (kind, name)).startswith("err notowner")
         # the hold is over: the worker's listener lets the channel go
-        wait_for(lambda: _numsub(server, channel) == 0, 5.0, "the subscription ended")
+        wait_for(lambda: numsub(server, channel) == 0, 5.0, "the subscription ended")
     finally:
         other.close()
 
@@ -998,7 +987,7 @@ def test_resty_pubsub_connection_fault_holder_told_of_force_unlock(nginx, server
     channel = "redisson_lock__channel:{%s}" % name
     try:
         assert a("lock r %s 0 0" % name) == "ok 1"
-        wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+        wait_for(lambda: numsub(server, channel) >= 1, 5.0, "the holder's subscription")
         time.sleep(0.2)  # its confirmation read (not dropped below)
         assert _resty_sub_fault_on(proxy, fault) == 1  # the one pub/sub connection
         time.sleep(0.3)

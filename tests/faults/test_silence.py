@@ -29,7 +29,7 @@ import time
 import pytest
 
 import hilock
-from conftest import report, wait_for
+from conftest import report, stop_all, wait_for, wait_renewed  # noqa: F401 (test_force's)
 from faultproxy import FaultProxy
 
 LEASE = 3.0
@@ -57,14 +57,6 @@ def make(c, kind, name):
     if kind == "write":
         return c.read_write_lock(name).write_lock()
     return c.lock(name) if kind == "reentrant" else c.fair_lock(name)
-
-
-def wait_renewed(server, key: str, lease: float) -> None:
-    """Wait until the watchdog renewed key once after its grant (its PTTL
-    went back up), so that the silence starts right after a renewal."""
-    ms = lease * 1000
-    wait_for(lambda: server("PTTL", key) < ms - 300, 2 * lease, "the lease to run down")
-    wait_for(lambda: server("PTTL", key) > ms - 200, 2 * lease, "a renewal")
 
 
 def wait_permit_renewed(server, name: str, lease: float) -> None:
@@ -232,17 +224,6 @@ def times(path) -> list:
 
 def started(path) -> bool:
     return any(w == "start" for w, _ in times(path))
-
-
-def stop_all(*procs) -> None:
-    for p in procs:
-        if p and p.poll() is None:
-            p.terminate()  # forwarded to the command, which exits
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def run_args(hl, url, name, mode, *opts):

@@ -20,8 +20,8 @@ import pytest
 
 import hilock
 import hilock.aio as aio
-from conftest import report, wait_for
-from test_force import holder_channel, subscribers
+from conftest import numsub, report, wait_for
+from test_force import holder_channel
 
 SUB_LEASE = 30.0
 SUB_BOUND = 1.0
@@ -68,7 +68,7 @@ def test_pubsub_connection_fault_holder_told_of_force_unlock(server, proxy, name
             lk.on_lost = lambda l, tid: told.append(time.monotonic())
             assert await call(lk.acquire(wait=0))
             await loop.run_in_executor(None, lambda: wait_for(
-                lambda: subscribers(server, channel) >= 1, 5.0, "the holder's subscription"))
+                lambda: numsub(server, channel) >= 1, 5.0, "the holder's subscription"))
             await asyncio.sleep(0.2)  # its confirmation read (not dropped below)
             assert sub_fault_on(proxy, fault) == 1  # the one pub/sub connection alone
             await asyncio.sleep(0.3)
