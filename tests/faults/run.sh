@@ -35,11 +35,13 @@ fi
 # the silent-link tests of hilock.aio then the paused-holder, late-reply and
 # pub/sub-connection files (issue 31 (f), (c), (d), (b) on the pub/sub
 # connection; that group was the shortest: 62 s of 100 s
-# at load 13-16), the other silent-link tests, test_faults.py, and every
+# at load 13-16; 97 s against the rest group's 233 s at load 50, so the
+# paused-client file, about 70 s, runs here), the other
+# silent-link tests, test_faults.py, and every
 # other file. A group is one or more pytest runs, one after the other,
 # separated by " ; "; a run is files, then -k and its expression ("not_aio"
 # stands for "not test_aio_").
-late="test_paused.py test_late_reply.py test_subscription.py"
+late="test_paused.py test_paused_client.py test_late_reply.py test_subscription.py"
 groups=("test_silence.py -k test_aio_ ; $late" "test_silence.py -k not_aio" "test_faults.py")
 rest=""
 for f in test_*.py; do
