@@ -120,6 +120,84 @@ void line_agent_serve(line_agent_fn fn, void *ctx)
     _exit(0);
 }
 
+void line_agent_objects_init(line_agent_objects *t)
+{
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->mu, NULL);
+}
+
+/* One of the table's objects for (kind, name), made by make the first time. */
+static void *object_of(line_agent_objects *t, int sems, hilock_client *c, const char *kind,
+                       const char *name, int *rc)
+{
+    line_agent_object *all = sems ? t->sems : t->locks;
+    size_t *n = sems ? &t->nsems : &t->nlocks;
+    void *found = NULL;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < *n && !found; i++)
+        if (strcmp(all[i].kind, kind) == 0 && strcmp(all[i].name, name) == 0)
+            found = all[i].h;
+    if (!found) {
+        char *copy = *n < LINE_AGENT_MAX_OBJECTS ? strdup(name) : NULL;
+        hilock_rwlock *rw = NULL;
+        if (!copy) {
+            *rc = HILOCK_ENOMEM;
+        } else {
+            hilock_lock *l = NULL;
+            *rc = sems ? line_agent_new_sem(&found, c, kind, name)
+                       : line_agent_new_lock(&l, &rw, c, kind, name);
+            if (!sems)
+                found = *rc == 0 ? l : NULL;
+            if (*rc == 0) {
+                line_agent_object *o = &all[(*n)++];
+                snprintf(o->kind, sizeof o->kind, "%s", kind);
+                o->name = copy;
+                o->h = found;
+                o->rw = rw;
+            } else {
+                found = NULL;
+                free(copy);
+            }
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return found;
+}
+
+hilock_lock *line_agent_lock_of(line_agent_objects *t, hilock_client *c, const char *kind,
+                                const char *name, int *rc)
+{
+    return object_of(t, 0, c, kind, name, rc);
+}
+
+void *line_agent_sem_of(line_agent_objects *t, hilock_client *c, const char *kind,
+                        const char *name, int *rc)
+{
+    return object_of(t, 1, c, kind, name, rc);
+}
+
+void line_agent_objects_free(line_agent_objects *t)
+{
+    for (size_t i = 0; i < t->nlocks; i++) {
+        if (t->locks[i].rw)
+            hilock_rwlock_free(t->locks[i].rw);
+        else
+            hilock_lock_free(t->locks[i].h);
+        free(t->locks[i].name);
+    }
+    for (size_t i = 0; i < t->nsems; i++) {
+        if (strcmp(t->sems[i].kind, "sem") == 0)
+            hilock_semaphore_free(t->sems[i].h);
+        else if (strcmp(t->sems[i].kind, "pes") == 0)
+            hilock_permit_semaphore_free(t->sems[i].h);
+        else
+            hilock_latch_free(t->sems[i].h);
+        free(t->sems[i].name);
+    }
+    t->nlocks = t->nsems = 0;
+    pthread_mutex_destroy(&t->mu);
+}
+
 /* The conformance error kinds (the same words every agent uses). */
 int line_agent_new_lock(hilock_lock **out, hilock_rwlock **rw, hilock_client *c, const char *kind,
                         const char *name)

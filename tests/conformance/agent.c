@@ -25,31 +25,12 @@
 #include "hilock.h"
 #include "line_agent.h"
 
-#define MAX_LOCKS 64
 #define MAX_WORDS 8
-
-typedef struct lock_entry {
-    char kind[8];
-    char *name;
-    hilock_lock *lock;
-    hilock_rwlock *rw; /* owns lock for the read and write kinds */
-} lock_entry;
-
-/* A semaphore, permit-expirable semaphore or latch, by (kind, name). */
-typedef struct sem_entry {
-    char kind[8];
-    char *name;
-    void *h; /* hilock_semaphore / hilock_permit_semaphore / hilock_latch */
-} sem_entry;
 
 /* What the actors share (one instance, in main). */
 typedef struct agent {
     hilock_client *client;
-    pthread_mutex_t locks_mu;
-    lock_entry locks[MAX_LOCKS];
-    size_t nlocks;
-    sem_entry sems[MAX_LOCKS];
-    size_t nsems;
+    line_agent_objects objs;
 } agent;
 
 static const char *const kinds[] = {"r", "f", "fenced", "read", "write", NULL};
@@ -62,65 +43,6 @@ static int kind_known(const char *kind)
     return 0;
 }
 
-/* The handle for (kind, name), made once and shared by every actor: a
- * handle acts for the calling thread. */
-static hilock_lock *lock_of(agent *ag, const char *kind, const char *name, int *rc)
-{
-    hilock_lock *found = NULL;
-    pthread_mutex_lock(&ag->locks_mu);
-    for (size_t i = 0; i < ag->nlocks && !found; i++)
-        if (strcmp(ag->locks[i].kind, kind) == 0 && strcmp(ag->locks[i].name, name) == 0)
-            found = ag->locks[i].lock;
-    if (!found) {
-        char *copy = ag->nlocks < MAX_LOCKS ? strdup(name) : NULL;
-        hilock_rwlock *rw = NULL;
-        if (!copy) {
-            *rc = HILOCK_ENOMEM;
-        } else {
-            *rc = line_agent_new_lock(&found, &rw, ag->client, kind, name);
-            if (*rc == 0) {
-                snprintf(ag->locks[ag->nlocks].kind, sizeof ag->locks[0].kind, "%s", kind);
-                ag->locks[ag->nlocks].name = copy;
-                ag->locks[ag->nlocks].lock = found;
-                ag->locks[ag->nlocks].rw = rw;
-                ag->nlocks++;
-            } else {
-                free(copy);
-            }
-        }
-    }
-    pthread_mutex_unlock(&ag->locks_mu);
-    return found;
-}
-
-/* The object for (kind, name), made once, shared by every actor. */
-static void *sem_of(agent *ag, const char *kind, const char *name, int *rc)
-{
-    void *found = NULL;
-    pthread_mutex_lock(&ag->locks_mu);
-    for (size_t i = 0; i < ag->nsems && !found; i++)
-        if (strcmp(ag->sems[i].kind, kind) == 0 && strcmp(ag->sems[i].name, name) == 0)
-            found = ag->sems[i].h;
-    if (!found) {
-        char *copy = ag->nsems < MAX_LOCKS ? strdup(name) : NULL;
-        if (!copy) {
-            *rc = HILOCK_ENOMEM;
-        } else {
-            *rc = line_agent_new_sem(&found, ag->client, kind, name);
-            if (*rc == 0) {
-                snprintf(ag->sems[ag->nsems].kind, sizeof ag->sems[0].kind, "%s", kind);
-                ag->sems[ag->nsems].name = copy;
-                ag->sems[ag->nsems].h = found;
-                ag->nsems++;
-            } else {
-                free(copy);
-            }
-        }
-    }
-    pthread_mutex_unlock(&ag->locks_mu);
-    return found;
-}
-
 /* KIND sem | pes | latch (tests/conformance/README.md). The actor's last
  * permit id (pes) is its actor_data. */
 static void run_sem(agent *ag, const char *actor, char **w, int nw, void **actor_data)
@@ -128,7 +50,7 @@ static void run_sem(agent *ag, const char *actor, char **w, int nw, void **actor
     const char *cmd = w[1], *kind = w[2];
     int rc = 0, flag = 0;
     int64_t n = 0;
-    void *h = sem_of(ag, kind, w[3], &rc);
+    void *h = line_agent_sem_of(&ag->objs, ag->client, kind, w[3], &rc);
     if (!h) {
         line_agent_say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
         return;
@@ -215,7 +137,7 @@ static void run(void *ctx, const char *actor, char *line, void **actor_data)
     }
     const char *cmd = w[1];
     int rc = 0;
-    hilock_lock *l = lock_of(ag, w[2], w[3], &rc);
+    hilock_lock *l = line_agent_lock_of(&ag->objs, ag->client, w[2], w[3], &rc);
     if (!l) {
         line_agent_say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
         return;
@@ -271,7 +193,7 @@ static void run(void *ctx, const char *actor, char *line, void **actor_data)
 
 int main(int argc, char **argv)
 {
-    static agent ag = {.locks_mu = PTHREAD_MUTEX_INITIALIZER};
+    static agent ag;
     hilock_options opts;
     char err[256] = "";
 
@@ -286,6 +208,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    line_agent_objects_init(&ag.objs);
     int rc = hilock_client_open(&ag.client, argv[1], &opts, err, sizeof err);
     if (rc != 0) {
         line_agent_say("agent", "err %s %s", line_agent_err_kind(rc), err);

@@ -35,23 +35,8 @@
 #include "hilock/adapters/epoll.h"
 #include "line_agent.h"
 
-#define MAX_LOCKS 64
 #define MAX_ACTORS 64
 #define MAX_WORDS 8
-
-typedef struct lock_entry {
-    char kind[8];
-    char *name;
-    hilock_lock *lock;
-    hilock_rwlock *rw; /* owns lock for the read and write kinds */
-} lock_entry;
-
-/* A semaphore, permit-expirable semaphore or latch, by (kind, name). */
-typedef struct sem_entry {
-    char kind[8];
-    char *name;
-    void *h;
-} sem_entry;
 
 /* One request in flight: what its answer needs. */
 typedef struct request {
@@ -64,12 +49,9 @@ typedef struct request {
 
 static hilock_client *client;
 static hilock_async *as;
-static lock_entry locks[MAX_LOCKS];
-static size_t nlocks;
+static line_agent_objects objs;
 static char *actors[MAX_ACTORS];
 static size_t nactors;
-static sem_entry sems[MAX_LOCKS];
-static size_t nsems;
 static char permit_ids[MAX_ACTORS + 1][HILOCK_PERMIT_ID_SIZE]; /* each actor's last permit */
 
 static void say(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -96,28 +78,6 @@ static uint64_t tid_of(const char *actor)
     return actors[nactors] ? ++nactors : 0;
 }
 
-static hilock_lock *lock_of(const char *kind, const char *name, int *rc)
-{
-    for (size_t i = 0; i < nlocks; i++)
-        if (strcmp(locks[i].kind, kind) == 0 && strcmp(locks[i].name, name) == 0)
-            return locks[i].lock;
-    if (nlocks == MAX_LOCKS) {
-        *rc = HILOCK_ENOMEM;
-        return NULL;
-    }
-    hilock_lock *l = NULL;
-    hilock_rwlock *rw = NULL;
-    *rc = line_agent_new_lock(&l, &rw, client, kind, name);
-    if (*rc)
-        return NULL;
-    snprintf(locks[nlocks].kind, sizeof locks[0].kind, "%s", kind);
-    locks[nlocks].name = strdup(name);
-    locks[nlocks].lock = l;
-    locks[nlocks].rw = rw;
-    nlocks++;
-    return l;
-}
-
 static void answer(hilock_async *a, int rc, int64_t value, void *payload)
 {
     request *q = payload;
@@ -137,26 +97,6 @@ static void answer(hilock_async *a, int rc, int64_t value, void *payload)
     else
         say(q->actor, "ok %" PRId64, value);
     free(q);
-}
-
-static void *sem_of(const char *kind, const char *name, int *rc)
-{
-    for (size_t i = 0; i < nsems; i++)
-        if (strcmp(sems[i].kind, kind) == 0 && strcmp(sems[i].name, name) == 0)
-            return sems[i].h;
-    if (nsems == MAX_LOCKS) {
-        *rc = HILOCK_ENOMEM;
-        return NULL;
-    }
-    void *h = NULL;
-    *rc = line_agent_new_sem(&h, client, kind, name);
-    if (*rc)
-        return NULL;
-    snprintf(sems[nsems].kind, sizeof sems[0].kind, "%s", kind);
-    sems[nsems].name = strdup(name);
-    sems[nsems].h = h;
-    nsems++;
-    return h;
 }
 
 /* Answers of the sem, pes and latch commands (tests/conformance/README.md). */
@@ -183,7 +123,7 @@ static void run_sem(request *q, char **w, int nw)
 {
     int rc = 0;
     const char *cmd = w[1], *kind = w[2];
-    void *h = sem_of(kind, w[3], &rc);
+    void *h = line_agent_sem_of(&objs, client, kind, w[3], &rc);
     if (!h) {
         say(q->actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
         free(q);
@@ -258,7 +198,7 @@ static void handle(char *line)
         return;
     }
     int rc = 0;
-    hilock_lock *l = lock_of(w[2], w[3], &rc);
+    hilock_lock *l = line_agent_lock_of(&objs, client, w[2], w[3], &rc);
     if (!l) {
         say(actor, "err %s %s", line_agent_err_kind(rc), hilock_strerror(rc));
         return;
@@ -318,6 +258,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
         }
+    line_agent_objects_init(&objs);
     int rc = hilock_client_open(&client, argv[1], &opts, err, sizeof err);
     if (rc != 0) {
         say("agent", "err %s %s", line_agent_err_kind(rc), err);
@@ -373,22 +314,7 @@ int main(int argc, char **argv)
     hilock_async_free(as); /* pending requests answer "err closed" */
     hilock_epoll_close(&ep);
     close(loopfd);
-    for (size_t i = 0; i < nlocks; i++) {
-        if (locks[i].rw)
-            hilock_rwlock_free(locks[i].rw);
-        else
-            hilock_lock_free(locks[i].lock);
-        free(locks[i].name);
-    }
-    for (size_t i = 0; i < nsems; i++) {
-        if (strcmp(sems[i].kind, "sem") == 0)
-            hilock_semaphore_free(sems[i].h);
-        else if (strcmp(sems[i].kind, "pes") == 0)
-            hilock_permit_semaphore_free(sems[i].h);
-        else
-            hilock_latch_free(sems[i].h);
-        free(sems[i].name);
-    }
+    line_agent_objects_free(&objs);
     for (size_t i = 0; i < nactors; i++)
         free(actors[i]);
     hilock_client_close(client);
