@@ -20,9 +20,16 @@
  *   e  a word of the row's words[] (Python: its index, an int; Lua: the word)
  *   N  the lock's names the method is called on (hb_lock_fns: Python
  *      hilock._engine.Names, Lua hilock.proto.lock), always first
+ *   H  the session's hold table the method is called on (hb_holds_fns:
+ *      Python hilock._engine.Holds, Lua hilock.proto.holds), always first
+ *   K  a hold's key in that table (Python: any hashable; Lua: a string)
+ *   L  the pub/sub liveness rule the method is called on (hb_sublive_fns:
+ *      Python hilock._engine.Sublive, Lua hilock.proto.sublive), always first
+ *   t  true, false or None/nil (1, 0, -1)
  * Results (hb_out, in order): ints, bools, strings, RESP commands (Python
  * bytes, Lua string), nil/None, words (Python: the index; Lua: the word),
- * and lists (Python list or tuple, Lua array table) of the values that follow.
+ * lists (Python list or tuple, Lua array table) of the values that follow,
+ * and holds of a hold table (the key the binding registered them under).
  * Python returns None for no value, the value for one, a tuple for more;
  * Lua returns them all.
  * Failures: hb_fail (an engine code and detail: Python raises
@@ -56,17 +63,24 @@ typedef struct hb_arg {
     const redisReply *r;
     const hl_names *n; /* 'N' */
     hilock_kind kind;  /* 'N' */
+    hl_holds *t;       /* 'H' */
+    hl_sublive *sl;    /* 'L' */
+    hl_hold *h;        /* 'K': the key's hold, NULL when the table has none */
     int set; /* given (optional arguments) */
 } hb_arg;
 
-enum { HB_NIL, HB_INT, HB_BOOL, HB_STR, HB_CMD, HB_WORD, HB_LIST, HB_TUPLE };
+enum { HB_NIL, HB_INT, HB_BOOL, HB_STR, HB_CMD, HB_WORD, HB_LIST, HB_TUPLE, HB_HOLD };
 
 typedef struct hb_val {
     unsigned char t;
     int64_t i;     /* INT, BOOL, WORD; CMD: index in cmd[]; LIST/TUPLE: items */
     const char *s; /* STR: stable for the call; NULL: at i in the arena */
     size_t len;    /* STR; CMD: send it as EVAL (the script's body) */
+    hl_hold *h;    /* HOLD: the binding gives its key */
+    unsigned char only; /* 0, or the one language that gets it: HB_PY, HB_LUA */
 } hb_val;
+
+enum { HB_PY = 1, HB_LUA = 2 };
 
 typedef struct hb_out {
     int n, cap;
@@ -940,6 +954,227 @@ static int f_l_decode_locked(const hb_arg *a, hb_out *o)
     X(f_l_decode_locked, "decode_locked", "decode_locked", "Nr", NULL,                       \
       "decode_locked(reply) -> bool")
 
+
+/* ------------------------------------------------------------------ */
+/* methods of the session's hold table (Python Holds, Lua proto.holds) */
+/* ------------------------------------------------------------------ */
+
+/* a hold, given as its key; none: nil/None */
+static int hb_hold(hb_out *o, hl_hold *h)
+{
+    if (!h)
+        return hb_nil(o);
+    hb_val *x = hb_push(o, HB_HOLD);
+    if (x)
+        x->h = h;
+    return 0;
+}
+
+#define HB_NOW(o, a, k) HB_RANGE(o, a, k, INT64_MIN / 4, INT64_MAX / 4, "now")
+
+/* heard(key, reply, now) -> a check of the hold became due (a frame on its channel) */
+static int f_h_heard(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 3);
+    hl_ps_event ev;
+    hl_decode_pubsub(a[2].r, &ev);
+    return hb_bool(o, a[1].h && hl_holds_heard(a[0].t, a[1].h, &ev, a[3].i));
+}
+
+/* unheard(key, now) -> a check became due: its pub/sub connection is not known alive */
+static int f_h_unheard(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 2);
+    hl_ps_event ev = {HL_PS_UNHEARD, NULL, 0, -1, -1};
+    return hb_bool(o, a[1].h && hl_holds_heard(a[0].t, a[1].h, &ev, a[2].i));
+}
+
+static int f_h_check(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 2);
+    return hb_bool(o, a[1].h && hl_holds_check(a[0].t, a[1].h, a[2].i));
+}
+
+static int f_h_check_next(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    return hb_hold(o, hl_holds_check_next(a[0].t, a[1].i));
+}
+
+/* check_outcome(key, gone): true lost, false held, nil no usable answer */
+static int f_h_check_outcome(const hb_arg *a, hb_out *o)
+{
+    (void)o;
+    if (a[1].h)
+        hl_holds_check_outcome(a[0].t, a[1].h, (int)a[2].i);
+    return 0;
+}
+
+static int f_h_lost_next(const hb_arg *a, hb_out *o)
+{
+    return hb_hold(o, hl_holds_lost_next(a[0].t));
+}
+
+/* renew_due(now, horizon) -> [key, ...]: every watchdog hold whose renewal
+ * is due by now + horizon, each marked as sent at now (hl_holds_renew_next);
+ * when the list cannot be made, none is handed out: their renewals "failed" */
+static int f_h_renew_due(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    HB_MS(o, a, 2, 0, "horizon");
+    int head = o->n;
+    int64_t n = 0;
+    hb_list(o, HB_LIST, 0);
+    hl_hold *h;
+    while ((h = hl_holds_renew_next(a[0].t, a[1].i, a[2].i))) {
+        hb_hold(o, h);
+        n++;
+        if (o->oom) {
+            hl_holds_outcome(a[0].t, h, HL_RENEW_TROUBLE, 1, a[1].i);
+            for (int i = head + 1; i < o->n; i++)
+                hl_holds_outcome(a[0].t, o->v[i].h, HL_RENEW_TROUBLE, 1, a[1].i);
+            return hb_fail(o, HILOCK_ENOMEM, NULL);
+        }
+    }
+    o->v[head].i = n;
+    return 0;
+}
+
+/* outcome(key, outcome, acked, sent_at) -> the outcome as applied */
+static int f_h_outcome(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 4);
+    hl_renew_outcome out = (hl_renew_outcome)a[2].i;
+    if (!a[1].h)
+        return hb_word(o, (int)hl_renew_unacked(out, (int)a[3].i));
+    return hb_word(o, (int)hl_holds_outcome(a[0].t, a[1].h, out, (int)a[3].i, a[4].i));
+}
+
+static int f_h_doubt_next(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    return hb_hold(o, hl_holds_doubt_next(a[0].t, a[1].i));
+}
+
+static int f_h_end_next(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    return hb_hold(o, hl_holds_end_next(a[0].t, a[1].i));
+}
+
+/* next() -> ms: the earliest deadline, a fixed lease's end included (-1: none) */
+static int f_h_next(const hb_arg *a, hb_out *o)
+{
+    int64_t x = hl_holds_next(a[0].t), y = hl_holds_next_end(a[0].t);
+    return hb_int(o, x < 0 ? y : y < 0 || x < y ? x : y);
+}
+
+static int f_h_is_lost(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 2);
+    return hb_bool(o, a[1].h && hl_holds_is_lost(a[0].t, a[1].h, a[2].i));
+}
+
+static int f_h_count(const hb_arg *a, hb_out *o) { return hb_int(o, (int64_t)a[0].t->count); }
+static int f_h_next_renewal(const hb_arg *a, hb_out *o) { return hb_int(o, hl_holds_next_renewal(a[0].t)); }
+static int f_h_next_doubt(const hb_arg *a, hb_out *o) { return hb_int(o, hl_holds_next_doubt(a[0].t)); }
+
+/* state(key) -> confirmed_at, doubted | nothing: the hold's last confirmed
+ * grant or renewal (when it was sent), reported in doubt since its grant */
+static int f_h_state(const hb_arg *a, hb_out *o)
+{
+    if (!a[1].h)
+        return 0;
+    hb_int(o, a[1].h->confirmed_at);
+    return hb_bool(o, a[1].h->doubted);
+}
+
+/* X(function, Python name, Lua name, arguments, words, doc) */
+#define HB_HOLDS_FNS(X)                                                                     \
+    X(f_h_heard, "heard", "heard", "HKri", NULL, "heard(key, reply, now) -> a check became due") \
+    X(f_h_unheard, "unheard", "unheard", "HKi", NULL,                                        \
+      "unheard(key, now) -> a check became due")                                             \
+    X(f_h_check, "check", "check", "HKi", NULL, "check(key, now) -> a check became due")     \
+    X(f_h_check_next, "check_next", "check_next", "Hi", NULL, "check_next(now) -> key | None") \
+    X(f_h_check_outcome, "check_outcome", "check_outcome", "HKt", NULL,                      \
+      "check_outcome(key, gone)")                                                            \
+    X(f_h_lost_next, "lost_next", "lost_next", "H", NULL, "lost_next() -> key | None")       \
+    X(f_h_renew_due, "renew_due", "renew_due", "Hii", NULL,                                  \
+      "renew_due(now, horizon) -> [key, ...]")                                               \
+    X(f_h_outcome, "outcome", "outcome", "HKebi", hb_renew_words,                            \
+      "outcome(key, outcome, acked, sent_at) -> RENEW_* as applied")                         \
+    X(f_h_doubt_next, "doubt_next", "doubt_next", "Hi", NULL, "doubt_next(now) -> key | None") \
+    X(f_h_end_next, "end_next", "end_next", "Hi", NULL, "end_next(now) -> key | None")       \
+    X(f_h_next, "next", "next", "H", NULL, "next() -> ms of the earliest deadline (-1: none)") \
+    X(f_h_is_lost, "is_lost", "is_lost", "HKi", NULL, "is_lost(key, now) -> bool")           \
+    X(f_h_count, "count", "count", "H", NULL, "count() -> holds in the table")              \
+    X(f_h_next_renewal, "next_renewal", "next_renewal", "H", NULL,                           \
+      "next_renewal() -> ms of the next renewal due (-1: none)")                             \
+    X(f_h_next_doubt, "next_doubt", "next_doubt", "H", NULL,                                 \
+      "next_doubt() -> ms of the next doubt due (-1: none)")                                 \
+    X(f_h_state, NULL, "state", "HK", NULL, "state(key) -> confirmed_at, doubted | nothing")
+
+
+/* ------------------------------------------------------------------ */
+/* methods of one pub/sub connection's liveness rule (hl_sublive)      */
+/* ------------------------------------------------------------------ */
+
+static int f_s_opened(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    hl_sublive_opened(a[0].sl, a[1].i);
+    return 0;
+}
+
+static int f_s_heard(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    hl_sublive_heard(a[0].sl, a[1].i);
+    return 0;
+}
+
+static int f_s_closed(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    hl_sublive_closed(a[0].sl, a[1].i);
+    return 0;
+}
+
+static int f_s_idle(const hb_arg *a, hb_out *o)
+{
+    (void)o;
+    hl_sublive_idle(a[0].sl);
+    return 0;
+}
+
+/* due(now) -> Python: SUBLIVE_* flags; Lua: ping, reset, check (booleans) */
+static int f_s_due(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    int due = hl_sublive_due(a[0].sl, a[1].i);
+    hb_int(o, due);
+    hb_bool(o, (due & HL_SUBLIVE_PING) != 0);
+    hb_bool(o, (due & HL_SUBLIVE_RESET) != 0);
+    hb_bool(o, (due & HL_SUBLIVE_CHECK) != 0);
+    if (!o->oom) {
+        o->v[o->n - 4].only = HB_PY;
+        o->v[o->n - 3].only = o->v[o->n - 2].only = o->v[o->n - 1].only = HB_LUA;
+    }
+    return 0;
+}
+
+static int f_s_next(const hb_arg *a, hb_out *o) { return hb_int(o, hl_sublive_next(a[0].sl)); }
+static int f_s_alive(const hb_arg *a, hb_out *o) { return hb_bool(o, hl_sublive_alive(a[0].sl)); }
+
+#define HB_SUBLIVE_FNS(X)                                                                   \
+    X(f_s_opened, "opened", "opened", "Li", NULL, "opened(now): a connection opened, not heard yet") \
+    X(f_s_heard, "heard", "heard", "Li", NULL, "heard(now): a frame was read on it")        \
+    X(f_s_closed, "closed", "closed", "Li", NULL, "closed(now): it closed (reset, error)")  \
+    X(f_s_idle, "idle", "idle", "L", NULL, "idle(): nothing listens any more")              \
+    X(f_s_due, "due", "due", "Li", NULL, "due(now) -> SUBLIVE_* flags")                     \
+    X(f_s_next, "next", "next", "L", NULL, "next() -> ms of the next due (-1: none)")       \
+    X(f_s_alive, "alive", "alive", "L", NULL, "alive() -> bool")
+
 /* ------------------------------------------------------------------ */
 /* the lists                                                           */
 /* ------------------------------------------------------------------ */
@@ -1070,5 +1305,12 @@ static const hb_fn hb_fns[] = {
 #define HB_ENUM(fn, py, lua, args, words, doc) HBL_##fn,
 static const hb_fn hb_lock_fns[] = {HB_LOCK_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
 enum { HB_LOCK_FNS(HB_ENUM) HBL_COUNT };
+/* the hold table's methods: hb_holds_fns[HBL_<function>] */
+static const hb_fn hb_holds_fns[] = {HB_HOLDS_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
+enum { HB_HOLDS_FNS(HB_ENUM) HBH_COUNT };
+/* the liveness rule's methods: hb_sublive_fns[HBL_<function>] */
+static const hb_fn hb_sublive_fns[] = {
+    HB_SUBLIVE_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
+enum { HB_SUBLIVE_FNS(HB_ENUM) HBS_COUNT };
 
 #endif

@@ -1393,189 +1393,23 @@ static int holds_remove(lua_State *L)
     return 0;
 }
 
-static int holds_heard(lua_State *L)
+static hl_holds *hb_lua_holds(lua_State *L) { return &check_holds_ud(L)->t; }
+
+static hl_hold *hb_lua_hold(lua_State *L)
 {
-    pholds *t = check_holds_ud(L);
-    pholdrec *rec = holds_rec(L, t);
-    redisReply *r = check_reply(L, 3);
-    int64_t now = lhl_check_int(L, 4, INT64_MIN / 4, INT64_MAX / 4);
-    hl_ps_event ev;
-    hl_decode_pubsub(r, &ev);
-    lua_pushboolean(L, rec && hl_holds_heard(&t->t, &rec->h, &ev, now));
-    return 1;
+    pholdrec *rec = holds_rec(L, check_holds_ud(L));
+    return rec ? &rec->h : NULL;
 }
 
-/* t:unheard(key, now) -> boolean: the hold's pub/sub connection is not known
- * alive (sublive:due's check): true when a check of it became due. */
-static int holds_unheard(lua_State *L)
+static void hb_lua_push_hold(lua_State *L, hl_hold *h)
 {
-    pholds *t = check_holds_ud(L);
-    pholdrec *rec = holds_rec(L, t);
-    int64_t now = lhl_check_int(L, 3, INT64_MIN / 4, INT64_MAX / 4);
-    hl_ps_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.type = HL_PS_UNHEARD;
-    lua_pushboolean(L, rec && hl_holds_heard(&t->t, &rec->h, &ev, now));
-    return 1;
-}
-
-static int holds_check(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    pholdrec *rec = holds_rec(L, t);
-    int64_t now = lhl_check_int(L, 3, INT64_MIN / 4, INT64_MAX / 4);
-    lua_pushboolean(L, rec && hl_holds_check(&t->t, &rec->h, now));
-    return 1;
-}
-
-static int holds_check_next(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    int64_t now = lhl_check_int(L, 2, INT64_MIN / 4, INT64_MAX / 4);
-    hl_hold *h = hl_holds_check_next(&t->t, now);
-    if (!h) {
-        lua_pushnil(L);
-        return 1;
-    }
     pholdrec *rec = (pholdrec *)h->ref;
     lua_pushlstring(L, rec->key, rec->len);
-    return 1;
 }
 
-static int holds_check_outcome(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    pholdrec *rec = holds_rec(L, t);
-    if (rec)
-        hl_holds_check_outcome(&t->t, &rec->h, lua_isnoneornil(L, 3) ? -1 : lua_toboolean(L, 3));
-    return 0;
-}
-
-static int holds_lost_next(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    hl_hold *h = hl_holds_lost_next(&t->t);
-    if (!h) {
-        lua_pushnil(L);
-        return 1;
-    }
-    pholdrec *rec = (pholdrec *)h->ref;
-    lua_pushlstring(L, rec->key, rec->len);
-    return 1;
-}
-
-/* the key of the driver's record of h */
-static int push_hold_key(lua_State *L, hl_hold *h)
-{
-    if (!h) {
-        lua_pushnil(L);
-        return 1;
-    }
-    pholdrec *rec = (pholdrec *)h->ref;
-    lua_pushlstring(L, rec->key, rec->len);
-    return 1;
-}
-
-/* t:renew_due(now, horizon) -> { key, ... }: the watchdog holds whose
- * renewal is due by now + horizon, each marked as sent at now
- * (hl_holds_renew_next); feed each one's outcome, whatever happened. */
-static int holds_renew_due(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    int64_t now = lhl_check_int(L, 2, INT64_MIN / 4, INT64_MAX / 4);
-    int64_t horizon = lhl_check_int(L, 3, 0, HILOCK_MAX_TIME_MS);
-    lua_newtable(L);
-    int n = 0;
-    hl_hold *h;
-    while ((h = hl_holds_renew_next(&t->t, now, horizon)) != NULL) {
-        push_hold_key(L, h);
-        lua_rawseti(L, -2, ++n);
-    }
-    return 1;
-}
-
-/* t:outcome(key, outcome, acked, sent_at) -> outcome as applied: a
- * renewal's (proto.renew_outcome's names; acked: a replica took it, or
- * none is asked for), hl_holds_outcome. A key not in the table: the
- * outcome as proto.renew_unacked gives it. */
-static int holds_outcome(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    pholdrec *rec = holds_rec(L, t);
-    int o = luaL_checkoption(L, 3, NULL, hb_renew_words);
-    int acked = lua_toboolean(L, 4);
-    int64_t sent_at = lhl_check_int(L, 5, INT64_MIN / 4, INT64_MAX / 4);
-    hl_renew_outcome out = rec ? hl_holds_outcome(&t->t, &rec->h, (hl_renew_outcome)o, acked, sent_at)
-                               : hl_renew_unacked((hl_renew_outcome)o, acked);
-    lua_pushstring(L, hb_renew_words[out]);
-    return 1;
-}
-
-/* t:doubt_next(now) -> key | nil: a hold to report lost "in doubt" */
-static int holds_doubt_next(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    return push_hold_key(L, hl_holds_doubt_next(&t->t, lhl_check_int(L, 2, INT64_MIN / 4,
-                                                                       INT64_MAX / 4)));
-}
-
-/* t:end_next(now) -> key | nil: a hold whose fixed lease ended by now (it
- * ended as its caller asked: no loss), out of the table: stop listening */
-static int holds_end_next(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    return push_hold_key(L, hl_holds_end_next(&t->t, lhl_check_int(L, 2, INT64_MIN / 4,
-                                                                     INT64_MAX / 4)));
-}
-
-/* t:next_renewal() / t:next_doubt() -> ms | -1 */
-static int holds_next_renewal(lua_State *L)
-{
-    lhl_push_i64(L, hl_holds_next_renewal(&check_holds_ud(L)->t));
-    return 1;
-}
-
-static int holds_next_doubt(lua_State *L)
-{
-    lhl_push_i64(L, hl_holds_next_doubt(&check_holds_ud(L)->t));
-    return 1;
-}
-
-/* t:is_lost(key, now) -> boolean: lost, reported in doubt, or in doubt now
- * (hl_holds_is_lost); false for a key not in the table */
-static int holds_is_lost(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    pholdrec *rec = holds_rec(L, t);
-    int64_t now = lhl_check_int(L, 3, INT64_MIN / 4, INT64_MAX / 4);
-    lua_pushboolean(L, rec && hl_holds_is_lost(&t->t, &rec->h, now));
-    return 1;
-}
-
-/* t:state(key) -> confirmed_at, doubted | nil: the hold's last confirmed
- * grant or renewal (when it was sent) and whether it was reported in doubt
- * since its grant */
-static int holds_state(lua_State *L)
-{
-    pholds *t = check_holds_ud(L);
-    pholdrec *rec = holds_rec(L, t);
-    if (!rec)
-        return 0;
-    lhl_push_i64(L, rec->h.confirmed_at);
-    lua_pushboolean(L, rec->h.doubted);
-    return 2;
-}
-
+/* grant, remove and free here; the rest are hb_holds_fns' */
 static const luaL_Reg holds_methods[] = {
-    {"renew_due", holds_renew_due}, {"outcome", holds_outcome}, {"doubt_next", holds_doubt_next},
-    {"end_next", holds_end_next},
-    {"next_renewal", holds_next_renewal}, {"next_doubt", holds_next_doubt},
-    {"is_lost", holds_is_lost}, {"state", holds_state},
-    {"grant", holds_grant}, {"remove", holds_remove}, {"heard", holds_heard},
-    {"unheard", holds_unheard},
-    {"check", holds_check}, {"check_next", holds_check_next},
-    {"check_outcome", holds_check_outcome}, {"lost_next", holds_lost_next},
-    {"free", holds_gc}, {NULL, NULL}};
+    {"grant", holds_grant}, {"remove", holds_remove}, {"free", holds_gc}, {NULL, NULL}};
 static const luaL_Reg holds_meta[] = {{"__gc", holds_gc}, {NULL, NULL}};
 
 /* ---- subscription liveness (proto_session.c, hl_sublive_*) ----
@@ -1611,64 +1445,8 @@ static hl_sublive *check_sublive(lua_State *L)
     return (hl_sublive *)luaL_checkudata(L, 1, PSUBLIVE_MT);
 }
 
-static int64_t check_now(lua_State *L, int idx)
-{
-    return lhl_check_int(L, idx, INT64_MIN / 4, INT64_MAX / 4);
-}
-
-static int sublive_opened(lua_State *L)
-{
-    hl_sublive *s = check_sublive(L);
-    hl_sublive_opened(s, check_now(L, 2));
-    return 0;
-}
-
-static int sublive_heard(lua_State *L)
-{
-    hl_sublive *s = check_sublive(L);
-    hl_sublive_heard(s, check_now(L, 2));
-    return 0;
-}
-
-static int sublive_closed(lua_State *L)
-{
-    hl_sublive *s = check_sublive(L);
-    hl_sublive_closed(s, check_now(L, 2));
-    return 0;
-}
-
-static int sublive_idle(lua_State *L)
-{
-    hl_sublive_idle(check_sublive(L));
-    return 0;
-}
-
-static int sublive_due(lua_State *L)
-{
-    hl_sublive *s = check_sublive(L);
-    int due = hl_sublive_due(s, check_now(L, 2));
-    lua_pushboolean(L, (due & HL_SUBLIVE_PING) != 0);
-    lua_pushboolean(L, (due & HL_SUBLIVE_RESET) != 0);
-    lua_pushboolean(L, (due & HL_SUBLIVE_CHECK) != 0);
-    return 3;
-}
-
-static int sublive_next(lua_State *L)
-{
-    lhl_push_i64(L, hl_sublive_next(check_sublive(L)));
-    return 1;
-}
-
-static int sublive_alive(lua_State *L)
-{
-    lua_pushboolean(L, hl_sublive_alive(check_sublive(L)));
-    return 1;
-}
-
-static const luaL_Reg sublive_methods[] = {
-    {"opened", sublive_opened}, {"heard", sublive_heard}, {"closed", sublive_closed},
-    {"idle", sublive_idle},     {"due", sublive_due},     {"next", sublive_next},
-    {"alive", sublive_alive},   {NULL, NULL}};
+/* its methods are hb_sublive_fns' */
+static const luaL_Reg sublive_methods[] = {{NULL, NULL}};
 
 /* ---- the session's unsettled acquires (proto_session.c, hl_unsettled_*) ----
  *
@@ -1830,6 +1608,13 @@ static const luaL_Reg uns_meta[] = {{"__gc", uns_gc}, {NULL, NULL}};
 
 /* ---- the engine's free functions: hb_fns (bindings/engine_fns.h) ---- */
 
+/* the hold table (below): its table at 1, the hold of the key at 2 (NULL:
+ * none), a hold's key pushed */
+static hl_holds *hb_lua_holds(lua_State *L);
+static hl_hold *hb_lua_hold(lua_State *L);
+static void hb_lua_push_hold(lua_State *L, hl_hold *h);
+static hl_sublive *check_sublive(lua_State *L);
+
 static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *words)
 {
     const hb_val *x = &o->v[(*pos)++];
@@ -1848,6 +1633,9 @@ static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *
         break;
     case HB_CMD:
         push_cmd(L, &o->cmd[x->i], (int)x->len);
+        break;
+    case HB_HOLD:
+        hb_lua_push_hold(L, x->h);
         break;
     case HB_LIST:
     case HB_TUPLE:
@@ -1888,6 +1676,18 @@ static int hb_call(lua_State *L)
             break;
         case 'b':
             x->i = lua_toboolean(L, idx);
+            break;
+        case 't':
+            x->i = lhl_is_none_or_nil(L, idx) ? -1 : lua_toboolean(L, idx);
+            break;
+        case 'H':
+            x->t = hb_lua_holds(L);
+            break;
+        case 'K':
+            x->h = hb_lua_hold(L);
+            break;
+        case 'L':
+            x->sl = check_sublive(L);
             break;
         case 'r':
             x->r = check_reply(L, idx);
@@ -1933,6 +1733,10 @@ static int hb_call(lua_State *L)
     }
     int n = 0;
     for (int pos = 0; pos < o.n; n++) {
+        if (o.v[pos].only == HB_PY) {
+            pos++, n--;
+            continue;
+        }
         luaL_checkstack(L, 4, "hilock: results");
         hb_push_value(L, &o, &pos, f->words);
     }
@@ -2456,6 +2260,14 @@ void lhl_engine_open(lua_State *L)
     luaL_getmetatable(L, PLOCK_MT); /* the lock's methods: hb_lock_fns */
     lua_getfield(L, -1, "__index");
     hb_register(L, hb_lock_fns);
+    lua_pop(L, 2);
+    luaL_getmetatable(L, PHOLDS_MT); /* the hold table's methods: hb_holds_fns */
+    lua_getfield(L, -1, "__index");
+    hb_register(L, hb_holds_fns);
+    lua_pop(L, 2);
+    luaL_getmetatable(L, PSUBLIVE_MT); /* the liveness rule's: hb_sublive_fns */
+    lua_getfield(L, -1, "__index");
+    hb_register(L, hb_sublive_fns);
     lua_pop(L, 2);
     lhl_new_metatable(L, PSEM_MT, psem_methods, psem_meta);
     lhl_new_metatable(L, PSW_MT, psw_methods, psw_meta);

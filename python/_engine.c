@@ -318,8 +318,12 @@ typedef struct {
     int ok;
 } NamesObject;
 
-typedef struct hb_fn hb_fn;
 static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args);
+/* _engine_holds.c: a Holds' table; a key's hold (-1: an exception); a hold's key */
+static hl_holds *holds_table(PyObject *self);
+static int holds_lookup(PyObject *self, PyObject *key, hl_hold **h);
+static PyObject *hold_key(hl_hold *h);
+static hl_sublive *sublive_of(PyObject *self);
 
 static int check_kind(long k)
 {
@@ -1378,6 +1382,8 @@ static PyObject *hb_value(hb_out *o, int *pos)
         return PyUnicode_DecodeUTF8(hb_sval(o, x), (Py_ssize_t)x->len, "surrogateescape");
     case HB_CMD:
         return cmd_bytes(&o->cmd[x->i], (int)x->len);
+    case HB_HOLD:
+        return hold_key(x->h);
     case HB_LIST:
     case HB_TUPLE: {
         PyObject *l = x->t == HB_LIST ? PyList_New((Py_ssize_t)x->i) : PyTuple_New((Py_ssize_t)x->i);
@@ -1420,6 +1426,9 @@ static int hb_parse(const hb_fn *f, char c, PyObject *v, hb_arg *a)
     case 'b':
         a->i = PyObject_IsTrue(v);
         return a->i < 0 ? -1 : 0;
+    case 't':
+        a->i = v == Py_None ? -1 : PyObject_IsTrue(v);
+        return a->i == -1 && v != Py_None ? -1 : 0;
     case 'r':
         a->r = get_reply(v);
         return a->r ? 0 : -1;
@@ -1452,13 +1461,19 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
             min = k;
             continue;
         }
-        if (*c == 'N') { /* a method of Names (the type checked self) */
-            a[0].n = &((NamesObject *)self)->n;
-            a[0].kind = ((NamesObject *)self)->kind;
+        if (*c == 'N' || *c == 'H' || *c == 'L') { /* a method: the type checked self */
+            if (*c == 'N') {
+                a[0].n = &((NamesObject *)self)->n;
+                a[0].kind = ((NamesObject *)self)->kind;
+            } else if (*c == 'H')
+                a[0].t = holds_table(self);
+            else
+                a[0].sl = sublive_of(self);
             skip = 1;
             continue;
         }
-        if (k < n && hb_parse(f, *c, PyTuple_GetItem(args, k), &a[k + skip]))
+        if (k < n && (*c == 'K' ? holds_lookup(self, PyTuple_GetItem(args, k), &a[k + skip].h)
+                                : hb_parse(f, *c, PyTuple_GetItem(args, k), &a[k + skip])))
             return NULL;
         a[k + skip].set = k < n;
         k++;
@@ -1483,6 +1498,10 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
     else {
         PyObject *l = PyList_New(0);
         for (int pos = 0; l && pos < o.n;) {
+            if (o.v[pos].only == HB_LUA) {
+                pos++;
+                continue;
+            }
             PyObject *v = hb_value(&o, &pos);
             if (!v || PyList_Append(l, v)) {
                 Py_XDECREF(v);
@@ -2107,8 +2126,11 @@ PyMODINIT_FUNC PyInit__engine(void)
     PyObject *m = PyModule_Create(&engine_module);
     if (!m)
         return NULL;
-    if (!names_methods[5].ml_name)
+    if (!names_methods[5].ml_name) {
         names_methods_fill();
+        holds_methods_fill();
+        sublive_methods_fill();
+    }
     if (add_type(m, &ReplyType, &reply_spec, "Reply") ||
         add_type(m, &ReaderType, &reader_spec, "Reader") ||
         add_type(m, &NamesType, &names_spec, "Names") ||

@@ -176,104 +176,6 @@ static PyObject *holds_remove(PyObject *self, PyObject *key)
     Py_RETURN_NONE;
 }
 
-static PyObject *holds_heard(PyObject *self, PyObject *args)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    PyObject *key, *reply;
-    long long now;
-    if (!PyArg_ParseTuple(args, "OOL:heard", &key, &reply, &now))
-        return NULL;
-    redisReply *r = get_reply(reply);
-    if (!r)
-        return NULL;
-    HoldRec *rec = holds_find(o, key);
-    if (!rec) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_FALSE;
-    }
-    hl_ps_event ev;
-    hl_decode_pubsub(r, &ev);
-    return PyBool_FromLong(hl_holds_heard(&o->t, &rec->h, &ev, now));
-}
-
-static PyObject *holds_check(PyObject *self, PyObject *args)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    PyObject *key;
-    long long now;
-    if (!PyArg_ParseTuple(args, "OL:check", &key, &now))
-        return NULL;
-    HoldRec *rec = holds_find(o, key);
-    if (!rec) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_FALSE;
-    }
-    return PyBool_FromLong(hl_holds_check(&o->t, &rec->h, now));
-}
-
-static PyObject *holds_check_next(PyObject *self, PyObject *arg)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    long long now = PyLong_AsLongLong(arg);
-    if (now == -1 && PyErr_Occurred())
-        return NULL;
-    hl_hold *h = hl_holds_check_next(&o->t, now);
-    if (!h)
-        Py_RETURN_NONE;
-    PyObject *key = ((HoldRec *)h->ref)->key;
-    Py_INCREF(key);
-    return key;
-}
-
-static PyObject *holds_check_outcome(PyObject *self, PyObject *args)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    PyObject *key, *gone;
-    if (!PyArg_ParseTuple(args, "OO:check_outcome", &key, &gone))
-        return NULL;
-    HoldRec *rec = holds_find(o, key);
-    if (!rec) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    int g = gone == Py_None ? -1 : PyObject_IsTrue(gone);
-    if (g == -1 && gone != Py_None)
-        return NULL;
-    hl_holds_check_outcome(&o->t, &rec->h, g);
-    Py_RETURN_NONE;
-}
-
-static PyObject *holds_lost_next(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    hl_hold *h = hl_holds_lost_next(&((HoldsObject *)self)->t);
-    if (!h)
-        Py_RETURN_NONE;
-    PyObject *key = ((HoldRec *)h->ref)->key;
-    Py_INCREF(key);
-    return key;
-}
-
-static PyObject *holds_unheard(PyObject *self, PyObject *args)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    PyObject *key;
-    long long now;
-    if (!PyArg_ParseTuple(args, "OL:unheard", &key, &now))
-        return NULL;
-    HoldRec *rec = holds_find(o, key);
-    if (!rec) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_FALSE;
-    }
-    hl_ps_event ev = {HL_PS_UNHEARD, NULL, 0, -1, -1};
-    return PyBool_FromLong(hl_holds_heard(&o->t, &rec->h, &ev, now));
-}
-
 /* the hold of key, or NULL with an exception set (KeyError for none) */
 static HoldRec *holds_get(HoldsObject *o, PyObject *key)
 {
@@ -281,105 +183,6 @@ static HoldRec *holds_get(HoldsObject *o, PyObject *key)
     if (!rec && !PyErr_Occurred())
         PyErr_SetObject(PyExc_KeyError, key);
     return rec;
-}
-
-static PyObject *holds_key(hl_hold *h)
-{
-    if (!h)
-        Py_RETURN_NONE;
-    PyObject *key = ((HoldRec *)h->ref)->key;
-    Py_INCREF(key);
-    return key;
-}
-
-/* renew_due(now, horizon) -> [key, ...]: every watchdog hold whose renewal
- * is due by now + horizon, each marked as sent at now (hl_holds_renew_next) */
-static PyObject *holds_renew_due(PyObject *self, PyObject *args)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    long long now, horizon;
-    if (!PyArg_ParseTuple(args, "LL:renew_due", &now, &horizon))
-        return NULL;
-    PyObject *out = PyList_New(0);
-    hl_hold *h;
-    while (out && (h = hl_holds_renew_next(&o->t, now, horizon))) {
-        PyObject *key = holds_key(h);
-        int rc = PyList_Append(out, key);
-        Py_DECREF(key);
-        if (rc != 0) { /* none handed out after all: their renewals "failed" */
-            hl_holds_outcome(&o->t, h, HL_RENEW_TROUBLE, 1, now);
-            for (Py_ssize_t i = 0; i < PyList_Size(out); i++) {
-                HoldRec *rec = holds_find(o, PyList_GetItem(out, i));
-                if (rec)
-                    hl_holds_outcome(&o->t, &rec->h, HL_RENEW_TROUBLE, 1, now);
-            }
-            Py_CLEAR(out);
-        }
-    }
-    return out;
-}
-
-/* outcome(key, outcome, acked, sent_at) -> RENEW_* as applied (hl_holds_outcome) */
-static PyObject *holds_outcome(PyObject *self, PyObject *args)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    PyObject *key;
-    int out, acked;
-    long long sent_at;
-    if (!PyArg_ParseTuple(args, "OipL:outcome", &key, &out, &acked, &sent_at))
-        return NULL;
-    if (out < HL_RENEW_RENEWED || out > HL_RENEW_TROUBLE) {
-        PyErr_SetString(PyExc_ValueError, "outcome: not a RENEW_* outcome");
-        return NULL;
-    }
-    HoldRec *rec = holds_find(o, key);
-    if (!rec && PyErr_Occurred())
-        return NULL;
-    if (!rec)
-        return PyLong_FromLong((long)hl_renew_unacked((hl_renew_outcome)out, acked));
-    return PyLong_FromLong(
-        (long)hl_holds_outcome(&o->t, &rec->h, (hl_renew_outcome)out, acked, sent_at));
-}
-
-static PyObject *holds_doubt_next(PyObject *self, PyObject *arg)
-{
-    long long now = PyLong_AsLongLong(arg);
-    if (now == -1 && PyErr_Occurred())
-        return NULL;
-    return holds_key(hl_holds_doubt_next(&((HoldsObject *)self)->t, now));
-}
-
-static PyObject *holds_end_next(PyObject *self, PyObject *arg)
-{
-    long long now = PyLong_AsLongLong(arg);
-    if (now == -1 && PyErr_Occurred())
-        return NULL;
-    return holds_key(hl_holds_end_next(&((HoldsObject *)self)->t, now));
-}
-
-/* next() -> ms: the earliest deadline, a fixed lease's end included (-1: none) */
-static PyObject *holds_next(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    const hl_holds *t = &((HoldsObject *)self)->t;
-    int64_t a = hl_holds_next(t), b = hl_holds_next_end(t);
-    return PyLong_FromLongLong(a < 0 ? b : b < 0 || a < b ? a : b);
-}
-
-static PyObject *holds_is_lost(PyObject *self, PyObject *args)
-{
-    HoldsObject *o = (HoldsObject *)self;
-    PyObject *key;
-    long long now;
-    if (!PyArg_ParseTuple(args, "OL:is_lost", &key, &now))
-        return NULL;
-    HoldRec *rec = holds_find(o, key);
-    if (!rec) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_FALSE;
-    }
-    return PyBool_FromLong(hl_holds_is_lost(&o->t, &rec->h, now));
 }
 
 /* state(key) -> (watchdog, confirmed_at, doubted): KeyError for none */
@@ -392,31 +195,45 @@ static PyObject *holds_state(PyObject *self, PyObject *key)
                          (long long)rec->h.confirmed_at, PyBool_FromLong(rec->h.doubted));
 }
 
-static PyObject *holds_len(PyObject *self, PyObject *unused)
+/* for the dispatcher (_engine.c): the table, a key's hold, a hold's key */
+static hl_holds *holds_table(PyObject *self) { return &((HoldsObject *)self)->t; }
+
+static int holds_lookup(PyObject *self, PyObject *key, hl_hold **h)
 {
-    (void)unused;
-    return PyLong_FromSize_t(((HoldsObject *)self)->t.count);
+    HoldRec *rec = holds_find((HoldsObject *)self, key);
+    *h = rec ? &rec->h : NULL;
+    return !rec && PyErr_Occurred() ? -1 : 0;
 }
 
-static PyMethodDef holds_methods[] = {
+static PyObject *hold_key(hl_hold *h)
+{
+    PyObject *key = ((HoldRec *)h->ref)->key;
+    Py_INCREF(key);
+    return key;
+}
+
+/* the methods of hb_holds_fns named for Python: one wrapper each */
+#define HB_PYHWRAP(fn, py, lua, args, words, doc)                                           \
+    static PyObject *py_##fn(PyObject *self, PyObject *a)                                    \
+    {                                                                                        \
+        return hb_invoke(&hb_holds_fns[HBL_##fn], self, a);                                  \
+    }
+HB_HOLDS_FNS(HB_PYHWRAP)
+
+/* the hand-written methods, then hb_holds_fns' (filled once, at import) */
+static PyMethodDef holds_methods[4 + HBH_COUNT] = {
     {"grant", holds_grant, METH_VARARGS, "grant(key, watchdog, lease_ms, sent_at)"},
     {"remove", holds_remove, METH_O, "remove(key)"},
-    {"heard", holds_heard, METH_VARARGS, "heard(key, reply, now) -> a check became due"},
-    {"check", holds_check, METH_VARARGS, "check(key, now) -> a check became due"},
-    {"check_next", holds_check_next, METH_O, "check_next(now) -> key | None"},
-    {"check_outcome", holds_check_outcome, METH_VARARGS, "check_outcome(key, gone)"},
-    {"lost_next", holds_lost_next, METH_NOARGS, "lost_next() -> key | None"},
-    {"unheard", holds_unheard, METH_VARARGS, "unheard(key, now) -> a check became due"},
-    {"renew_due", holds_renew_due, METH_VARARGS, "renew_due(now, horizon) -> [key, ...]"},
-    {"outcome", holds_outcome, METH_VARARGS,
-     "outcome(key, outcome, acked, sent_at) -> RENEW_* as applied"},
-    {"doubt_next", holds_doubt_next, METH_O, "doubt_next(now) -> key | None"},
-    {"end_next", holds_end_next, METH_O, "end_next(now) -> key | None"},
-    {"next", holds_next, METH_NOARGS, "next() -> ms of the earliest deadline (-1: none)"},
-    {"is_lost", holds_is_lost, METH_VARARGS, "is_lost(key, now) -> bool"},
-    {"state", holds_state, METH_O, "state(key) -> (watchdog, confirmed_at, doubted)"},
-    {"count", holds_len, METH_NOARGS, "count() -> holds in the table"},
-    {NULL, NULL, 0, NULL}};
+    {"state", holds_state, METH_O, "state(key) -> (watchdog, confirmed_at, doubted)"}};
+
+static void holds_methods_fill(void)
+{
+    static const PyCFunction wrappers[] = {HB_HOLDS_FNS(HB_PYPTR)};
+    for (int i = 0, n = 3; i < HBH_COUNT; i++)
+        if (hb_holds_fns[i].py)
+            holds_methods[n++] = (PyMethodDef){hb_holds_fns[i].py, wrappers[i], METH_VARARGS,
+                                               hb_holds_fns[i].doc};
+}
 
 static PyType_Slot holds_slots[] = {
     {Py_tp_new, holds_new},
@@ -599,75 +416,24 @@ static void sublive_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-static int sublive_now(PyObject *arg, long long *now)
-{
-    *now = PyLong_AsLongLong(arg);
-    return *now == -1 && PyErr_Occurred() ? -1 : 0;
-}
+static hl_sublive *sublive_of(PyObject *self) { return &((SubliveObject *)self)->s; }
 
-static PyObject *sublive_opened(PyObject *self, PyObject *arg)
-{
-    long long now;
-    if (sublive_now(arg, &now))
-        return NULL;
-    hl_sublive_opened(&((SubliveObject *)self)->s, now);
-    Py_RETURN_NONE;
-}
+/* hb_sublive_fns, one wrapper each (filled once, at import) */
+#define HB_PYSWRAP(fn, py, lua, args, words, doc)                                           \
+    static PyObject *py_##fn(PyObject *self, PyObject *a)                                    \
+    {                                                                                        \
+        return hb_invoke(&hb_sublive_fns[HBL_##fn], self, a);                                \
+    }
+HB_SUBLIVE_FNS(HB_PYSWRAP)
+static PyMethodDef sublive_methods[1 + HBS_COUNT];
 
-static PyObject *sublive_heard(PyObject *self, PyObject *arg)
+static void sublive_methods_fill(void)
 {
-    long long now;
-    if (sublive_now(arg, &now))
-        return NULL;
-    hl_sublive_heard(&((SubliveObject *)self)->s, now);
-    Py_RETURN_NONE;
+    static const PyCFunction wrappers[] = {HB_SUBLIVE_FNS(HB_PYPTR)};
+    for (int i = 0; i < HBS_COUNT; i++)
+        sublive_methods[i] = (PyMethodDef){hb_sublive_fns[i].py, wrappers[i], METH_VARARGS,
+                                           hb_sublive_fns[i].doc};
 }
-
-static PyObject *sublive_closed(PyObject *self, PyObject *arg)
-{
-    long long now;
-    if (sublive_now(arg, &now))
-        return NULL;
-    hl_sublive_closed(&((SubliveObject *)self)->s, now);
-    Py_RETURN_NONE;
-}
-
-static PyObject *sublive_idle(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    hl_sublive_idle(&((SubliveObject *)self)->s);
-    Py_RETURN_NONE;
-}
-
-static PyObject *sublive_due(PyObject *self, PyObject *arg)
-{
-    long long now;
-    if (sublive_now(arg, &now))
-        return NULL;
-    return PyLong_FromLong(hl_sublive_due(&((SubliveObject *)self)->s, now));
-}
-
-static PyObject *sublive_next(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return PyLong_FromLongLong(hl_sublive_next(&((SubliveObject *)self)->s));
-}
-
-static PyObject *sublive_alive(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return PyBool_FromLong(hl_sublive_alive(&((SubliveObject *)self)->s));
-}
-
-static PyMethodDef sublive_methods[] = {
-    {"opened", sublive_opened, METH_O, "opened(now): a connection opened, not heard yet"},
-    {"heard", sublive_heard, METH_O, "heard(now): a frame was read on it"},
-    {"closed", sublive_closed, METH_O, "closed(now): it closed (reset, error)"},
-    {"idle", sublive_idle, METH_NOARGS, "idle(): nothing listens any more"},
-    {"due", sublive_due, METH_O, "due(now) -> SUBLIVE_* flags"},
-    {"next", sublive_next, METH_NOARGS, "next() -> ms of the next due (-1: none)"},
-    {"alive", sublive_alive, METH_NOARGS, "alive() -> bool"},
-    {NULL, NULL, 0, NULL}};
 
 static PyType_Slot sublive_slots[] = {
     {Py_tp_new, sublive_new},
