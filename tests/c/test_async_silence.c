@@ -31,7 +31,6 @@
 #include "hilock/adapters/epoll.h"
 #include "proxy.h"
 
-static th_redis srv;
 #include "async_helpers.h"
 
 /* Renewals every 666 ms, "in doubt" 1600 ms after the last confirmed one;
@@ -52,7 +51,7 @@ static int run_until_renewed(hilock_async *a, const char *name)
     int ran_down = 0;
     while (th_now_ms() < end) {
         hilock_epoll_run_once(&ep, a, 10);
-        long long pttl = th_redis_int(&srv, "PTTL %s", name);
+        long long pttl = th_redis_int(&th_srv, "PTTL %s", name);
         if (pttl < LEASE - 300)
             ran_down = 1;
         else if (ran_down && pttl > LEASE - 150)
@@ -82,10 +81,10 @@ typedef int (*lock_new_fn)(hilock_lock **out, hilock_client *c, const char *name
  * makes the same kind). */
 static void scenario_of(fault f, const char *name, lock_new_fn make, const char *kind)
 {
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_client *c = open_url(th_proxy_url(p), IO_TIMEOUT);
-    hilock_client *o = open_url(srv.url, 1000);
+    hilock_client *o = open_url(th_srv.url, 1000);
     CU_ASSERT_FATAL(c != NULL && o != NULL);
     hilock_async *a = new_async();
     seen s = {0};
@@ -112,7 +111,7 @@ static void scenario_of(fault f, const char *name, lock_new_fn make, const char 
         th_proxy_silence(p, 0, 1);
         break;
     case SERVER_STOPPED:
-        th_redis_pause(&srv);
+        th_redis_pause(&th_srv);
         resume_at = t0 + LEASE + 1000;
         break;
     case PROXY_REFUSING:
@@ -127,14 +126,14 @@ static void scenario_of(fault f, const char *name, lock_new_fn make, const char 
     while (th_now_ms() - t0 < 3 * LEASE && (got_at < 0 || !s.n)) {
         hilock_epoll_run_once(&ep, a, 10);
         if (resume_at >= 0 && th_now_ms() >= resume_at) {
-            th_redis_resume(&srv);
+            th_redis_resume(&th_srv);
             resume_at = -1;
         }
         if (got_at < 0 && resume_at < 0 && hilock_lock_acquire(ol, 0, 30000) == 0)
             got_at = th_now_ms();
     }
     if (resume_at >= 0)
-        th_redis_resume(&srv);
+        th_redis_resume(&th_srv);
     th_proxy_stall_new(p, 0);
     th_proxy_silence(p, 0, 0);
     th_proxy_refuse(p, 0);
@@ -146,7 +145,7 @@ static void scenario_of(fault f, const char *name, lock_new_fn make, const char 
     if (f == REPLIES_LOST && got_at < 0) {
         /* the renewals reached the server: it is still the holder's there,
          * and the holder was told it is in doubt */
-        CU_ASSERT(th_redis_int(&srv, "PTTL %s", name) > 0);
+        CU_ASSERT(th_redis_int(&th_srv, "PTTL %s", name) > 0);
     } else {
         CU_ASSERT(got_at >= 0);
         CU_ASSERT(s.n >= 1 && s.at <= got_at); /* never two owners believing */
@@ -158,7 +157,7 @@ static void scenario_of(fault f, const char *name, lock_new_fn make, const char 
     res rel = {0}; /* the holder's release ends, whatever it finds */
     CU_ASSERT(hilock_async_release(a, l, 1, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 1, 3 * LEASE));
-    th_redis_int(&srv, "DEL %s", name);
+    th_redis_int(&th_srv, "DEL %s", name);
     hilock_lock_free(l);
     hilock_lock_free(ol);
     free_async(a);
@@ -194,8 +193,8 @@ static void t_proxy_refusing(void) { scenario(PROXY_REFUSING, "as-refusing"); }
 static void t_loop_blocked_past_lease(void)
 {
     const char *name = "as-blocked";
-    hilock_client *c = open_url(srv.url, IO_TIMEOUT);
-    hilock_client *o = open_url(srv.url, 1000);
+    hilock_client *c = open_url(th_srv.url, IO_TIMEOUT);
+    hilock_client *o = open_url(th_srv.url, 1000);
     CU_ASSERT_FATAL(c != NULL && o != NULL);
     hilock_async *a = new_async();
     seen s = {0};
@@ -242,8 +241,8 @@ static void t_loop_blocked_past_lease(void)
  * run, and the multi-lock lost callback comes in the first call. */
 static void t_multilock_loop_blocked_past_lease(void)
 {
-    hilock_client *c = open_url(srv.url, IO_TIMEOUT);
-    hilock_client *o = open_url(srv.url, 1000);
+    hilock_client *c = open_url(th_srv.url, IO_TIMEOUT);
+    hilock_client *o = open_url(th_srv.url, 1000);
     CU_ASSERT_FATAL(c != NULL && o != NULL);
     hilock_async *a = new_async();
     seen s = {0};
@@ -278,7 +277,7 @@ static void t_multilock_loop_blocked_past_lease(void)
     res rel = {0};
     CU_ASSERT(hilock_async_multilock_release(a, m, 2, on_done, &rel) == 0);
     CU_ASSERT(run_until(a, &rel, 1, 3 * LEASE));
-    th_redis_int(&srv, "DEL as-ml-a");
+    th_redis_int(&th_srv, "DEL as-ml-a");
     free_async(a);
     hilock_multilock_free(m);
     hilock_lock_free(l[0]);
@@ -371,19 +370,12 @@ static int clean_replicated(void)
     return 0;
 }
 
-static int init_srv(void) { return th_redis_start(&srv, NULL); }
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("hilock_async: a holder unsure is told first", init_srv, clean_srv);
+    CU_pSuite s =
+        CU_add_suite("hilock_async: a holder unsure is told first", th_srv_init, th_srv_clean);
     CU_add_test(s, "(a) half-dead link and server", t_half_dead);
     CU_add_test(s, "(a) half-dead, fair lock", t_half_dead_fair);
     CU_add_test(s, "(a) half-dead, fenced lock", t_half_dead_fenced);

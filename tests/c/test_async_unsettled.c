@@ -19,7 +19,6 @@
 #include "hilock/adapters/epoll.h"
 #include "proxy.h"
 
-static th_redis srv;
 #include "async_helpers.h"
 
 /* the command timeout: 300 ms, 1 s under valgrind (its connects and
@@ -60,7 +59,7 @@ static hilock_client *open_client(const char *url)
 static void t_orphan_grant_not_reentered(void)
 {
     const char *name = "aunsettled-orphan";
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_client *c = open_client(th_proxy_url(p));
     char owner[128];
@@ -82,7 +81,7 @@ static void t_orphan_grant_not_reentered(void)
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
     int first_rc = (int)r.rc;
     int64_t first_at = th_now_ms() - t0;
-    long long on_server = th_redis_int(&srv, "HGET %s %s", name, owner);
+    long long on_server = th_redis_int(&th_srv, "HGET %s %s", name, owner);
     th_proxy_silence(p, 0, 0);
     CU_ASSERT_EQUAL(first_rc, HILOCK_ECONN);
     CU_ASSERT_EQUAL(on_server, 1); /* granted there */
@@ -91,13 +90,13 @@ static void t_orphan_grant_not_reentered(void)
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
     int next_rc = r.rc;
     int64_t next_value = r.value;
-    long long count = th_redis_int(&srv, "HGET %s %s", name, owner);
+    long long count = th_redis_int(&th_srv, "HGET %s %s", name, owner);
     CU_ASSERT(hilock_async_release(a, l, 7, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
     int rel_rc = r.rc;
     int64_t remaining = r.value;
     run_for(a, 200);
-    long long left = th_redis_int(&srv, "EXISTS %s", name);
+    long long left = th_redis_int(&th_srv, "EXISTS %s", name);
     printf("\n  acquire with replies lost: rc %d after %lld ms (count on the server %lld); "
            "next acquire: rc %d, value %lld, count %lld; its release: rc %d, remaining %lld, "
            "key left %lld\n",
@@ -109,7 +108,7 @@ static void t_orphan_grant_not_reentered(void)
     CU_ASSERT_EQUAL(rel_rc, 0);
     CU_ASSERT_EQUAL(remaining, 0);
     CU_ASSERT_EQUAL(left, 0);
-    th_redis_int(&srv, "DEL %s", name);
+    th_redis_int(&th_srv, "DEL %s", name);
     hilock_lock_free(l);
     free_async(a);
     hilock_client_close(c);
@@ -130,10 +129,10 @@ static void t_late_copy_leaves_later_hold_alone(void)
     enum { SHORT_LEASE = 400 };
     const int HELD = 5 * cmd_timeout();
     const char *name = "aunsettled-late";
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_client *c = open_client(th_proxy_url(p));
-    hilock_client *c2 = open_client(srv.url);
+    hilock_client *c2 = open_client(th_srv.url);
     char owner[128];
     CU_ASSERT_FATAL(hilock_client_owner(c, 8, owner, sizeof owner) == 0);
     hilock_async *a = new_async();
@@ -167,8 +166,8 @@ static void t_late_copy_leaves_later_hold_alone(void)
     int64_t late_at = th_now_ms() - t0;
     CU_ASSERT_FATAL(th_proxy_fired(p) == 1);
     run_for(a, SHORT_LEASE + 300);
-    long long count = th_redis_int(&srv, "HGET %s %s", name, owner);
-    long long pttl = th_redis_int(&srv, "PTTL %s", name);
+    long long count = th_redis_int(&th_srv, "HGET %s %s", name, owner);
+    long long pttl = th_redis_int(&th_srv, "PTTL %s", name);
     int64_t other_at = th_now_ms() - t0;
     int other_rc = hilock_lock_acquire(other, 0, 30000);
     int told = seen_lost;
@@ -187,8 +186,8 @@ static void t_late_copy_leaves_later_hold_alone(void)
     CU_ASSERT(run_until(a, &r, ++n, 5000));
     CU_ASSERT_EQUAL(r.rc, other_rc == 0 ? HILOCK_ENOTOWNER : 0);
     run_for(a, 200);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
-    th_redis_int(&srv, "DEL %s", name);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS %s", name), 0);
+    th_redis_int(&th_srv, "DEL %s", name);
     hilock_lock_free(l);
     hilock_lock_free(other);
     free_async(a);
@@ -197,22 +196,11 @@ static void t_late_copy_leaves_later_hold_alone(void)
     th_proxy_stop(p);
 }
 
-static int init_srv(void)
-{
-    return th_redis_start(&srv, NULL) == 0 ? 0 : -1;
-}
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("non-blocking API: unsettled acquires", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("non-blocking API: unsettled acquires", th_srv_init, th_srv_clean);
     CU_add_test(s, "a grant whose reply was lost is not re-entered", t_orphan_grant_not_reentered);
     CU_add_test(s, "a late copy of a timed-out acquire leaves the owner's later hold alone",
                 t_late_copy_leaves_later_hold_alone);

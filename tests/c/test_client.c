@@ -18,7 +18,6 @@
 #include "hilock.h"
 #include "internal.h"
 
-static th_redis srv;  /* plain server shared by the "client" suite */
 static th_redis asrv; /* --requirepass secret */
 static th_redis usrv; /* unix socket */
 static char usock[128];
@@ -181,11 +180,11 @@ static void t_options(void)
     hilock_options bad = HILOCK_OPTIONS_INIT;
     bad.command_timeout_ms = -5;
     hilock_client *c = NULL;
-    CU_ASSERT_EQUAL(hilock_client_open(&c, srv.url, &bad, NULL, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_client_open(&c, th_srv.url, &bad, NULL, 0), HILOCK_EINVAL);
     CU_ASSERT_PTR_NULL(c);
     hilock_options bad2 = HILOCK_OPTIONS_INIT;
     bad2.pool_size = -1;
-    CU_ASSERT_EQUAL(hilock_client_open(&c, srv.url, &bad2, NULL, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_client_open(&c, th_srv.url, &bad2, NULL, 0), HILOCK_EINVAL);
     hilock_client_close(c);
 }
 
@@ -196,11 +195,11 @@ static void t_null_safety(void)
     hilock_multilock_free(NULL);
 
     hilock_client *c = NULL;
-    CU_ASSERT_EQUAL(hilock_client_open(NULL, srv.url, NULL, NULL, 0), HILOCK_EINVAL);
+    CU_ASSERT_EQUAL(hilock_client_open(NULL, th_srv.url, NULL, NULL, 0), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(hilock_client_open(&c, NULL, NULL, NULL, 0), HILOCK_EINVAL);
     CU_ASSERT_PTR_NULL(c);
 
-    c = open_ok(srv.url, NULL);
+    c = open_ok(th_srv.url, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL(hilock_lock_new(NULL, c, "x"), HILOCK_EINVAL);
@@ -245,8 +244,8 @@ static int is_uuid(const char *s)
 
 static void t_open_identity(void)
 {
-    hilock_client *a = open_ok(srv.url, NULL);
-    hilock_client *b = open_ok(srv.url, NULL);
+    hilock_client *a = open_ok(th_srv.url, NULL);
+    hilock_client *b = open_ok(th_srv.url, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     CU_ASSERT(is_uuid(hilock_client_id(a)));
@@ -428,20 +427,20 @@ static int key_in_db(const th_redis *r, int db, const char *key)
 static void t_select_db(void)
 {
     char url[160];
-    snprintf(url, sizeof url, "%s/5", srv.url);
+    snprintf(url, sizeof url, "%s/5", th_srv.url);
     hilock_client *c = open_ok(url, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "dbkey"), 0);
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 10000), 0);
-    CU_ASSERT_EQUAL(key_in_db(&srv, 5, "dbkey"), 1);
-    CU_ASSERT_EQUAL(key_in_db(&srv, 0, "dbkey"), 0);
+    CU_ASSERT_EQUAL(key_in_db(&th_srv, 5, "dbkey"), 1);
+    CU_ASSERT_EQUAL(key_in_db(&th_srv, 0, "dbkey"), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
-    CU_ASSERT_EQUAL(key_in_db(&srv, 5, "dbkey"), 0);
+    CU_ASSERT_EQUAL(key_in_db(&th_srv, 5, "dbkey"), 0);
     hilock_lock_free(l);
     hilock_client_close(c);
 
-    snprintf(url, sizeof url, "%s/999", srv.url);
+    snprintf(url, sizeof url, "%s/999", th_srv.url);
     c = NULL;
     char err[256] = "";
     CU_ASSERT_EQUAL(hilock_client_open(&c, url, NULL, err, sizeof err), HILOCK_EAUTH);
@@ -549,7 +548,7 @@ static void t_unix_socket(void)
 
 static void t_use_after_close(void)
 {
-    hilock_client *c = open_ok(srv.url, NULL);
+    hilock_client *c = open_ok(th_srv.url, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "after-close"), 0);
@@ -558,13 +557,13 @@ static void t_use_after_close(void)
     CU_ASSERT_EQUAL(hilock_lock_acquire(l, 0, 1000), HILOCK_ECLOSED);
     CU_ASSERT_EQUAL(hilock_lock_is_locked(&x, l), HILOCK_ECLOSED);
     CU_ASSERT_EQUAL(hilock_lock_release(l), HILOCK_ECLOSED);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS after-close"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS after-close"), 0);
     hilock_lock_free(l);
 }
 
 static void t_fork_child(void)
 {
-    hilock_client *c = open_ok(srv.url, NULL);
+    hilock_client *c = open_ok(th_srv.url, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *l = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&l, c, "forked"), 0);
@@ -606,7 +605,7 @@ static void t_fork_child(void)
     CU_ASSERT_EQUAL(hilock_lock_is_held(&held, l), 0);
     CU_ASSERT_EQUAL(held, 1);
     CU_ASSERT_EQUAL(hilock_lock_release(l), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS forked"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS forked"), 0);
     hilock_lock_free(l);
     hilock_client_close(c);
 }
@@ -671,8 +670,8 @@ static void t_threads_end_on_close(void)
 {
     int base = th_thread_count();
     CU_ASSERT_FATAL(base > 0);
-    hilock_client *holder = open_ok(srv.url, NULL);
-    hilock_client *c = open_ok(srv.url, NULL);
+    hilock_client *holder = open_ok(th_srv.url, NULL);
+    hilock_client *c = open_ok(th_srv.url, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(holder);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     hilock_lock *hl = NULL, *wl = NULL, *dog = NULL;
@@ -693,26 +692,20 @@ static void t_threads_end_on_close(void)
     hilock_lock_free(dog);
     hilock_client_close(c);
     /* Closing does not release: the watchdog lock is still there. */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS threads-dog"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS threads-dog"), 1);
     CU_ASSERT_EQUAL(hilock_lock_release(hl), 0);
     hilock_lock_free(hl);
     hilock_client_close(holder);
     CU_ASSERT(th_wait_thread_count(base, 1000));
     if (th_thread_count() != base)
         printf("\n  threads: %d before, %d after close\n", base, th_thread_count());
-    redisContext *ctx = th_redis_connect(&srv);
+    redisContext *ctx = th_redis_connect(&th_srv);
     freeReplyObject(redisCommand(ctx, "DEL threads-dog"));
     redisFree(ctx);
 }
 
 /* ---------------------------------------------------------------- suites */
 
-static int init_srv(void) { return th_redis_start(&srv, NULL); }
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
 static int init_auth(void) { return th_redis_start(&asrv, "--requirepass secret"); }
 static int clean_auth(void)
 {
@@ -742,7 +735,7 @@ int main(void)
     CU_add_test(u, "invalid URLs", t_url_bad);
     CU_add_test(u, "version and strerror", t_version_strerror);
     CU_add_test(u, "thread ids differ", t_thread_ids_differ);
-    CU_pSuite s = CU_add_suite("client", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("client", th_srv_init, th_srv_clean);
     CU_add_test(s, "options", t_options);
     CU_add_test(s, "NULL safety", t_null_safety);
     CU_add_test(s, "client id and owner", t_open_identity);

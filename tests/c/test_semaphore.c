@@ -21,22 +21,21 @@
 #include "hilock.h"
 #include "proto.h"
 
-static th_redis srv;
 
 static hilock_client *open_client(void)
 {
     hilock_client *c = NULL;
     char err[256] = "";
-    int rc = hilock_client_open(&c, srv.url, NULL, err, sizeof err);
+    int rc = hilock_client_open(&c, th_srv.url, NULL, err, sizeof err);
     if (rc)
-        fprintf(stderr, "\n  open %s: %d %s (%s)\n", srv.url, rc, hilock_strerror(rc), err);
+        fprintf(stderr, "\n  open %s: %d %s (%s)\n", th_srv.url, rc, hilock_strerror(rc), err);
     return c;
 }
 
 static long long get_int(const char *key)
 {
     char buf[64];
-    if (th_redis_str(&srv, buf, sizeof buf, "GET %s", key) != 0)
+    if (th_redis_str(&th_srv, buf, sizeof buf, "GET %s", key) != 0)
         return -1000;
     return atoll(buf);
 }
@@ -268,7 +267,7 @@ static void t_semaphore_layout(void)
     int deleted = -1;
     CU_ASSERT_EQUAL(hilock_semaphore_delete(&deleted, s), 0);
     CU_ASSERT_EQUAL(deleted, 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS sem:layout"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS sem:layout"), 0);
     CU_ASSERT_EQUAL(hilock_semaphore_available(&v, s), 0);
     CU_ASSERT_EQUAL(v, 0);
     /* no semaphore: no permits */
@@ -382,7 +381,7 @@ static void t_semaphore_processes(void)
     hilock_semaphore *s = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "sem:procs"), 0);
     CU_ASSERT_EQUAL(hilock_semaphore_set_permits(s, 3), 0);
-    th_redis_int(&srv, "DEL sem:inside sem:over sem:max sem:done");
+    th_redis_int(&th_srv, "DEL sem:inside sem:over sem:max sem:done");
     pid_t kids[4];
     for (int k = 0; k < procs; k++) {
         kids[k] = fork();
@@ -391,7 +390,7 @@ static void t_semaphore_processes(void)
             hilock_semaphore *ss = NULL;
             if (!cc || hilock_semaphore_new(&ss, cc, "sem:procs"))
                 _exit(3);
-            redisContext *r = th_redis_connect(&srv);
+            redisContext *r = th_redis_connect(&th_srv);
             for (int i = 0; i < rounds; i++) {
                 if (hilock_semaphore_acquire(ss, 1, 20000) != 0)
                     _exit(4);
@@ -423,7 +422,7 @@ static void t_semaphore_processes(void)
         CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
     CU_ASSERT_EQUAL(get_int("sem:done"), procs);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS sem:over"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS sem:over"), 0);
     CU_ASSERT_EQUAL(get_int("sem:max"), 3); /* the permits were used, never exceeded */
     CU_ASSERT_EQUAL(get_int("sem:procs"), 3);
     hilock_semaphore_free(s);
@@ -440,7 +439,7 @@ static void t_semaphore_bad_input(void)
     CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "sem:bad"), 0);
     CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 0), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, -3), HILOCK_EINVAL);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS sem:bad"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS sem:bad"), 0);
     CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 2), 0);
     CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 0, 0), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, -1, 0), HILOCK_EINVAL);
@@ -451,15 +450,15 @@ static void t_semaphore_bad_input(void)
     CU_ASSERT_EQUAL(hilock_semaphore_set_permits(s, -1), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(get_int("sem:bad"), 2);
     /* count overflow: refused, key untouched */
-    th_redis_int(&srv, "SET sem:bad 999999999999998");
+    th_redis_int(&th_srv, "SET sem:bad 999999999999998");
     CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), 0);
     CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), HILOCK_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(hilock_semaphore_errmsg(s), "overflow"));
     CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, 5), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(get_int("sem:bad"), 999999999999999LL);
     /* wrong key types */
-    th_redis_int(&srv, "DEL sem:bad");
-    th_redis_int(&srv, "HSET sem:bad someone 1");
+    th_redis_int(&th_srv, "DEL sem:bad");
+    th_redis_int(&th_srv, "HSET sem:bad someone 1");
     CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 1, 0), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 1), HILOCK_EWRONGTYPE);
@@ -467,15 +466,15 @@ static void t_semaphore_bad_input(void)
     CU_ASSERT_EQUAL(hilock_semaphore_available(&v, s), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_semaphore_drain(&v, s), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_semaphore_delete(NULL, s), HILOCK_EWRONGTYPE);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET sem:bad someone"), 1);
-    th_redis_int(&srv, "DEL sem:bad");
-    th_redis_int(&srv, "SET sem:bad hello");
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HGET sem:bad someone"), 1);
+    th_redis_int(&th_srv, "DEL sem:bad");
+    th_redis_int(&th_srv, "SET sem:bad hello");
     CU_ASSERT_EQUAL(hilock_semaphore_acquire(s, 1, 0), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_semaphore_release(s, 1), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, 1), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_semaphore_available(&v, s), HILOCK_EWRONGTYPE);
     char buf[32];
-    CU_ASSERT_EQUAL(th_redis_str(&srv, buf, sizeof buf, "GET sem:bad"), 0);
+    CU_ASSERT_EQUAL(th_redis_str(&th_srv, buf, sizeof buf, "GET sem:bad"), 0);
     CU_ASSERT_STRING_EQUAL(buf, "hello");
     hilock_semaphore_free(s);
     hilock_client_close(c);
@@ -492,7 +491,7 @@ typedef struct pes_releaser {
 static int pes_waiter_subscribed(void *arg)
 {
     (void)arg;
-    return th_redis_numsub(&srv, "redisson_sc:{pes}") >= 1;
+    return th_redis_numsub(&th_srv, "redisson_sc:{pes}") >= 1;
 }
 
 /* Gives the permit back once a waiter listens on the semaphore's channel. */
@@ -508,7 +507,7 @@ static void *pes_release_main(void *arg)
 /* The server's clock in ms, as the scripts read it (lease ends are in it). */
 static int64_t server_ms(void)
 {
-    redisContext *r = th_redis_connect(&srv);
+    redisContext *r = th_redis_connect(&th_srv);
     redisReply *x = r ? redisCommand(r, "TIME") : NULL;
     int64_t v = -1;
     if (x && x->type == REDIS_REPLY_ARRAY && x->elements == 2)
@@ -526,7 +525,7 @@ static int64_t pes_lease_end(const char *id)
     unsigned char raw[16];
     if (hl_pes_id_parse(raw, id) != 0)
         return -1;
-    redisContext *r = th_redis_connect(&srv);
+    redisContext *r = th_redis_connect(&th_srv);
     redisReply *x = r ? redisCommand(r, "ZSCORE {pes}:timeout %b", raw, (size_t)16) : NULL;
     int64_t v = x && x->type == REDIS_REPLY_STRING ? strtoll(x->str, NULL, 10) : -1;
     if (x)
@@ -564,7 +563,7 @@ static void t_permit_semaphore(void)
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id2, s, 0, 60000), 0);
     CU_ASSERT_STRING_NOT_EQUAL(id1, id2);
     CU_ASSERT_EQUAL(get_int("pes"), 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes}:timeout"), 2);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "ZCARD {pes}:timeout"), 2);
     /* members are the ids' raw 16 bytes, scores the lease ends */
     CU_ASSERT(pes_lease_end(id1) > 0);
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 0, 1000), HILOCK_ETIMEDOUT);
@@ -608,7 +607,7 @@ static void t_permit_semaphore(void)
     CU_ASSERT_EQUAL(hilock_permit_semaphore_release(s, id3), 0); /* no lease: held till now */
     CU_ASSERT_EQUAL(hilock_permit_semaphore_available(&v, s), 0);
     CU_ASSERT_EQUAL(v, 2);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes}:timeout"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "ZCARD {pes}:timeout"), 0);
     /* a waiter woken by another client's release, given once the waiter
      * listens: h1 and h2's leases (60 s) outlast its wait (20 s), so only
      * the release's message can end that wait with a permit */
@@ -630,12 +629,12 @@ static void t_permit_semaphore(void)
     int deleted = 0;
     CU_ASSERT_EQUAL(hilock_permit_semaphore_delete(&deleted, s), 0);
     CU_ASSERT_EQUAL(deleted, 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS pes {pes}:timeout"), 0);
-    th_redis_int(&srv, "SET pes 1");
-    th_redis_int(&srv, "HSET {pes}:timeout a 1");
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS pes {pes}:timeout"), 0);
+    th_redis_int(&th_srv, "SET pes 1");
+    th_redis_int(&th_srv, "HSET {pes}:timeout a 1");
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id3, s, 0, 0), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(get_int("pes"), 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET {pes}:timeout a"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HGET {pes}:timeout a"), 1);
     hilock_permit_semaphore_free(s2);
     hilock_client_close(c2);
     hilock_permit_semaphore_free(s);
@@ -674,7 +673,7 @@ static void t_permit_keep(void)
     o.watchdog_lease_ms = 2000;
     hilock_client *c = NULL;
     char err[256] = "";
-    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, &o, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, th_srv.url, &o, err, sizeof err), 0);
     hilock_client *c2 = open_client();
     CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
     hilock_permit_semaphore *s = new_pes(c, "pes-keep", 3), *s2 = NULL;
@@ -780,7 +779,7 @@ static void t_permit_late_copy(void)
     CU_ASSERT_EQUAL_FATAL(hl_sem_names_init(&n, HL_SEM_PERMIT, "pes-late"), 0);
     CU_ASSERT_STRING_EQUAL(n.gone, "hilock_pes_gone:{pes-late}");
     CU_ASSERT(hl_sem_names_one_slot(&n));
-    redisContext *r1 = th_redis_connect(&srv), *r2 = th_redis_connect(&srv);
+    redisContext *r1 = th_redis_connect(&th_srv), *r2 = th_redis_connect(&th_srv);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r2);
     unsigned char ids[3][HL_PES_ID_BYTES];
@@ -801,7 +800,7 @@ static void t_permit_late_copy(void)
     hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[0]);
     CU_ASSERT_EQUAL(pes_taken(send_raw(r2, &cmd)), 0); /* the late copy */
     CU_ASSERT_EQUAL(get_int("pes-late"), 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes-late}:timeout"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "ZCARD {pes-late}:timeout"), 0);
 
     /* given back before it ran (the settle of a lost acquire: nothing to
      * release yet), then the request arrives */
@@ -809,7 +808,7 @@ static void t_permit_late_copy(void)
     hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[1]);
     CU_ASSERT_EQUAL(pes_taken(send_raw(r1, &cmd)), 0);
     CU_ASSERT_EQUAL(get_int("pes-late"), 1);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD {pes-late}:timeout"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "ZCARD {pes-late}:timeout"), 0);
 
     /* a resend before any give-back answers the first copy's grant */
     hl_pes_cmd_acquire(&cmd, &n, 1, 60000, ids[2]);
@@ -822,8 +821,8 @@ static void t_permit_late_copy(void)
 
     /* the given-back set is hilock's own key, in the name's slot, and
      * expires; new acquires are not affected */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD hilock_pes_gone:{pes-late}"), 3);
-    long long ttl = th_redis_int(&srv, "PTTL hilock_pes_gone:{pes-late}");
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "ZCARD hilock_pes_gone:{pes-late}"), 3);
+    long long ttl = th_redis_int(&th_srv, "PTTL hilock_pes_gone:{pes-late}");
     CU_ASSERT(ttl > 0 && ttl <= HL_PES_GONE_MS);
     char id[HILOCK_PERMIT_ID_SIZE];
     CU_ASSERT_EQUAL(hilock_permit_semaphore_acquire(id, s, 0, 60000), 0);
@@ -892,12 +891,12 @@ static void t_latch(void)
         CU_ASSERT_EQUAL(w[i].rc, 0);
         CU_ASSERT(w[i].done_at - opened < 1000);
     }
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS latch"), 0);
     int64_t n = -1;
     CU_ASSERT_EQUAL(hilock_latch_count(&n, la), 0);
     CU_ASSERT_EQUAL(n, 0);
     CU_ASSERT_EQUAL(hilock_latch_count_down(&left, la), 0); /* no latch: nothing */
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS latch"), 0);
     /* delete opens it; cancel */
     CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, 3), 0);
     lwaiter cw = {la, -1, -100, 0};
@@ -925,13 +924,13 @@ static void t_latch(void)
     CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, -1), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, 1000000000000000LL), HILOCK_EINVAL);
     CU_ASSERT_EQUAL(hilock_latch_await(la, -2), HILOCK_EINVAL);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch"), 0);
-    th_redis_int(&srv, "HSET latch f 1");
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS latch"), 0);
+    th_redis_int(&th_srv, "HSET latch f 1");
     CU_ASSERT_EQUAL(hilock_latch_count_down(NULL, la), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_latch_await(la, 0), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_latch_count(&n, la), HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(hilock_latch_try_set_count(NULL, la, 1), HILOCK_EWRONGTYPE);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET latch f"), 1);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "HGET latch f"), 1);
     hilock_latch_free(la);
     hilock_latch_free(lb);
     hilock_latch_free(NULL);
@@ -943,7 +942,7 @@ static void t_latch(void)
 
 static long long connected_clients(void)
 {
-    redisContext *c = th_redis_connect(&srv);
+    redisContext *c = th_redis_connect(&th_srv);
     long long n = -1;
     redisReply *r = c ? redisCommand(c, "INFO clients") : NULL;
     const char *f = r && (r->type == REDIS_REPLY_VERB || r->type == REDIS_REPLY_STRING) ? r->str
@@ -1027,7 +1026,7 @@ static void t_blocking_drivers(void)
     o.pool_size = 2;
     hilock_client *c = NULL;
     char err[256] = "";
-    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, &o, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, th_srv.url, &o, err, sizeof err), 0);
     hilock_latch *l = NULL;
     hilock_semaphore *s = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_latch_new(&l, c, "latch:easy"), 0);
@@ -1057,7 +1056,7 @@ static void t_blocking_drivers(void)
     pthread_join(wth, NULL);
     CU_ASSERT_EQUAL(wt.rc, 0); /* woken by the last count-down's message */
     CU_ASSERT(wt.at - opened_at < 10000);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS latch:easy"), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS latch:easy"), 0);
     __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
     pthread_join(pth, NULL);
     CU_ASSERT(pk.peak >= 1);
@@ -1066,8 +1065,8 @@ static void t_blocking_drivers(void)
         fprintf(stderr, "\n  peak %lld connections\n", pk.peak);
 
     /* the server drops every idle connection of the client */
-    CU_ASSERT(th_redis_int(&srv, "CLIENT KILL TYPE normal") >= 1);
-    CU_ASSERT(th_redis_int(&srv, "CLIENT KILL TYPE pubsub") >= 0);
+    CU_ASSERT(th_redis_int(&th_srv, "CLIENT KILL TYPE normal") >= 1);
+    CU_ASSERT(th_redis_int(&th_srv, "CLIENT KILL TYPE pubsub") >= 0);
     int64_t n = -1;
     for (int i = 0; i < N + 1; i++) { /* each idle driver in turn */
         CU_ASSERT_EQUAL(hilock_semaphore_add_permits(s, 1), 0);
@@ -1083,17 +1082,6 @@ static void t_blocking_drivers(void)
     CU_ASSERT(th_wait_for(clients_back, NULL, 5000));
 }
 
-static int init_srv(void)
-{
-    return th_redis_start(&srv, NULL);
-}
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -1101,7 +1089,7 @@ int main(void)
     CU_pSuite e = CU_add_suite("semaphore engine", NULL, NULL);
     CU_add_test(e, "what a message wakes", t_engine_wakes);
     CU_add_test(e, "wait machine steps", t_engine_machine);
-    CU_pSuite s = CU_add_suite("semaphores and latch", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("semaphores and latch", th_srv_init, th_srv_clean);
     CU_add_test(s, "semaphore: Redisson layout and verbs", t_semaphore_layout);
     CU_add_test(s, "semaphore: release k wakes k waiters; cancel", t_semaphore_wake);
     CU_add_test(s, "semaphore: holders never exceed permits across processes",

@@ -13,7 +13,6 @@
 #include "hilock.h"
 #include "proxy.h"
 
-static th_redis srv;
 #include "async_helpers.h"
 
 static hilock_client *open_url(const char *url, int64_t cmd_timeout)
@@ -30,7 +29,7 @@ typedef struct key_gone {
 
 static int is_gone(void *p)
 {
-    return th_redis_int(&srv, "EXISTS %s", ((key_gone *)p)->name) == 0;
+    return th_redis_int(&th_srv, "EXISTS %s", ((key_gone *)p)->name) == 0;
 }
 
 /* An acquire whose grant comes back after the command timeout, on a
@@ -39,7 +38,7 @@ static int is_gone(void *p)
  * inside its reply loop and crash), and nothing stays held. */
 static void t_blocking_late_grant_then_reset(void)
 {
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_client *c = open_url(th_proxy_url(p), 300);
     CU_ASSERT_FATAL(c != NULL);
@@ -78,7 +77,7 @@ static void t_blocking_late_grant_then_reset(void)
  * new connection, and the handle goes on. */
 static void t_async_late_grant_then_reset(void)
 {
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_client *c = open_url(th_proxy_url(p), 300);
     CU_ASSERT_FATAL(c != NULL);
@@ -100,7 +99,7 @@ static void t_async_late_grant_then_reset(void)
     CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
     int gone = 0;
     int64_t end = th_now_ms() + 5000;
-    while (!(gone = th_redis_int(&srv, "EXISTS asrst1") == 0) && th_now_ms() < end)
+    while (!(gone = th_redis_int(&th_srv, "EXISTS asrst1") == 0) && th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, 20);
     printf("\n  acquire told %d after %lld ms; late grant delivered then reset: %d; "
            "grant given back after %lld ms (gone=%d)\n",
@@ -130,10 +129,10 @@ static void t_async_late_grant_then_reset(void)
  * released the later hold before the fix: issue 31's case (d)). */
 static void blocking_late_release_copy(const char *name, int64_t first_lease_ms)
 {
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_client *c = open_url(th_proxy_url(p), 1000);
-    hilock_client *c2 = open_url(srv.url, 1000);
+    hilock_client *c2 = open_url(th_srv.url, 1000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     hilock_lock *l = NULL, *other = NULL;
     CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
@@ -154,7 +153,7 @@ static void blocking_late_release_copy(const char *name, int64_t first_lease_ms)
     int64_t late_at = th_now_ms() - t0;
     CU_ASSERT_FATAL(th_proxy_fired(p) == 1);
     th_sleep_ms(100); /* the server has run the late copy */
-    long long exists = th_redis_int(&srv, "EXISTS %s", name);
+    long long exists = th_redis_int(&th_srv, "EXISTS %s", name);
     int other_rc = hilock_lock_acquire(other, 0, 30000);
     printf("\n  (released hold's lease %lld ms) release resent and answered after %lld ms; "
            "late copy delivered at %lld ms: lock key exists %lld, another client's acquire %d "
@@ -166,7 +165,7 @@ static void blocking_late_release_copy(const char *name, int64_t first_lease_ms)
     if (other_rc == 0)
         hilock_lock_release(other);
     CU_ASSERT_EQUAL(hilock_lock_release(l), other_rc == 0 ? HILOCK_ENOTOWNER : 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS %s", name), 0);
     hilock_lock_free(l);
     hilock_lock_free(other);
     hilock_client_close(c);
@@ -194,10 +193,10 @@ static void t_blocking_late_release_copy_short_lease(void)
 static void t_async_release_reply_late(void)
 {
     const char *name = "alate-reply";
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_client *c = open_url(th_proxy_url(p), 300);
-    hilock_client *o = open_url(srv.url, 1000);
+    hilock_client *o = open_url(th_srv.url, 1000);
     CU_ASSERT_FATAL(c != NULL && o != NULL);
     hilock_async *a = new_async();
     hilock_lock *l = NULL, *ol = NULL;
@@ -221,7 +220,7 @@ static void t_async_release_reply_late(void)
     int release_rc = r.rc;
     int64_t answered = r.at - t0;
     CU_ASSERT(answered < 300 + 2000);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS %s", name), 0);
     /* the same owner takes it again before the late reply comes */
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
@@ -247,7 +246,7 @@ static void t_async_release_reply_late(void)
         hilock_lock_release(ol);
     CU_ASSERT(hilock_async_release(a, l, 1, on_done, &r) == 0);
     CU_ASSERT(run_until(a, &r, ++n, 5000) && r.rc == 0);
-    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS %s", name), 0);
+    CU_ASSERT_EQUAL(th_redis_int(&th_srv, "EXISTS %s", name), 0);
     hilock_lock_free(l);
     hilock_lock_free(ol);
     free_async(a);
@@ -274,7 +273,7 @@ static int lost_cb_seen(void *p) { return __atomic_load_n((int *)p, __ATOMIC_SEQ
  * lost once and the next acquire works. */
 static void t_blocking_grant_lost_while_registering(void)
 {
-    th_proxy *p = th_proxy_start(srv.port);
+    th_proxy *p = th_proxy_start(th_srv.port);
     CU_ASSERT_FATAL(p != NULL);
     hilock_options o = HILOCK_OPTIONS_INIT;
     o.command_timeout_ms = 3000;
@@ -308,7 +307,7 @@ static void t_blocking_grant_lost_while_registering(void)
         int64_t end = th_now_ms() + 3000; /* the rule used up before the next */
         while (th_proxy_fired(p) == fired && th_now_ms() < end)
             th_sleep_ms(5);
-        th_redis_int(&srv, "DEL slost-reg");
+        th_redis_int(&th_srv, "DEL slost-reg");
     }
     printf("\n  grants answered after their lease: %d of 12, each told lost: %d\n", granted,
            told);
@@ -321,19 +320,11 @@ static void t_blocking_grant_lost_while_registering(void)
     th_proxy_stop(p);
 }
 
-static int init_srv(void) { return th_redis_start(&srv, NULL); }
-
-static int clean_srv(void)
-{
-    th_redis_stop(&srv);
-    return 0;
-}
-
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
-    CU_pSuite s = CU_add_suite("settles under faults", init_srv, clean_srv);
+    CU_pSuite s = CU_add_suite("settles under faults", th_srv_init, th_srv_clean);
     CU_add_test(s, "blocking: late grant then reset is given back, no crash",
                 t_blocking_late_grant_then_reset);
     CU_add_test(s, "hilock_async: late grant then reset is given back",
