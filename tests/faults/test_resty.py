@@ -860,7 +860,7 @@ def test_resty_force_unlock_heard_after_the_first_lease(nginx, server, name):
     try:
         assert a("lock r %s 0 0" % name) == "ok 1"
         t_grant = time.monotonic()
-        wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+        wait_for(lambda: numsub(server, channel) >= 1, 5.0, "the holder's subscription")
         time.sleep(max(0.0, 6.3 - (time.monotonic() - t_grant)))
         assert a("lost r %s" % name) == "ok 0"
         t0 = time.monotonic()
