@@ -841,8 +841,8 @@ def test_resty_fixed_lease_hold_stops_listening_when_its_lease_ends(nginx, serve
     a = Actor(nginx, server.url)
     channel = "redisson_lock__channel:{%s}" % name
     assert a("lock r %s 0 1000" % name) == "ok 1"
-    wait_for(lambda: _numsub(server, channel) >= 1, 5.0, "the holder's subscription")
-    wait_for(lambda: _numsub(server, channel) == 0, 8.0, "the subscription ended")
+    wait_for(lambda: numsub(server, channel) >= 1, 5.0, "the holder's subscription")
+    wait_for(lambda: numsub(server, channel) == 0, 8.0, "the subscription ended")
     assert a("lost r %s" % name) == "ok 0"
 
 
