@@ -301,6 +301,15 @@ KNOWN_FAILURES: Dict[str, str] = {
     "fixed-one-way/redisson": "as single-one-way/redisson (the same faults): seed 634195765, "
                               "180 s: 82.4 s without a grant in the group (its last heal was "
                               "answered in time that run)",
+    "single-watchdog/redisson": "as single-one-way/redisson (the menu's one-way silences; a "
+                                "reset in the menu ends the stall, when one comes): long "
+                                "schedule, second run, seed 634195765, 600 s: no grant in the "
+                                "group from 572.0 s to the end (604 s), 4 of the 5 Redisson "
+                                "clients failing every acquire from 485-573 s to the end (two of "
+                                "them from a server pause at 572.0-573.7 s, not explained: a "
+                                "1.5 s pause alone did not do it to a lone Redisson client); "
+                                "0 double holds, 0 stale writes accepted. First run: 49.6 s "
+                                "without a grant, last heal answered in time",
     "release-lost/redisson": "outside the guarantee (Redisson's, not hilock's): a Redisson "
                              "release that never reached the server leaves the hold, and the "
                              "same thread's next tryLock re-enters it (count 2, 3, ...), so "
