@@ -175,6 +175,23 @@ long long th_redis_numsub(const th_redis *r, const char *channel)
     return v;
 }
 
+long long th_redis_clients(const th_redis *r)
+{
+    redisContext *ctx = th_redis_connect(r);
+    long long n = -1;
+    redisReply *rep = ctx ? redisCommand(ctx, "INFO clients") : NULL;
+    const char *f =
+        rep && (rep->type == REDIS_REPLY_VERB || rep->type == REDIS_REPLY_STRING) ? rep->str : NULL;
+    const char *at = f ? strstr(f, "connected_clients:") : NULL;
+    if (at)
+        n = atoll(at + strlen("connected_clients:")) - 1; /* not this one */
+    if (rep)
+        freeReplyObject(rep);
+    if (ctx)
+        redisFree(ctx);
+    return n;
+}
+
 typedef struct th_numsub_want {
     const th_redis *r;
     const char *channel;

@@ -40,6 +40,9 @@ long long th_redis_int(const th_redis *r, const char *fmt, ...);
 /* PUBSUB NUMSUB channel on a fresh connection to r: the channel's
  * subscribers, or -1000 when the server did not answer. */
 long long th_redis_numsub(const th_redis *r, const char *channel);
+/* INFO clients on a fresh connection to r: connected_clients without the
+ * asking connection itself, or -1 when the server did not answer. */
+long long th_redis_clients(const th_redis *r);
 /* th_wait_for predicate: the replica r (a th_redis *) reports its link to
  * its master up (INFO replication: master_link_status:up). */
 int th_replica_linked(void *r);

@@ -99,23 +99,6 @@ static void t_fork_busy_client(void)
     hilock_client_close(c);
 }
 
-static long long connected_clients(void)
-{
-    redisContext *c = th_redis_connect(&srv);
-    long long n = -1;
-    redisReply *r = c ? redisCommand(c, "INFO clients") : NULL;
-    const char *f = r && r->type == REDIS_REPLY_VERB ? r->str
-                    : r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
-    const char *at = f ? strstr(f, "connected_clients:") : NULL;
-    if (at)
-        n = atoll(at + strlen("connected_clients:")) - 1; /* not this one */
-    if (r)
-        freeReplyObject(r);
-    if (c)
-        redisFree(c);
-    return n;
-}
-
 /* A child the process starts (fork + exec: hilock run's command, a server
  * the application runs) keeps none of the blocking client's sockets: after
  * hilock_client_close the server has no connection of it left, and no
@@ -125,7 +108,7 @@ static long long connected_clients(void)
 static void t_exec_child_keeps_no_connection(void)
 {
     const char *channel = "redisson_lock__channel:{fcloexec}";
-    long long before = connected_clients();
+    long long before = th_redis_clients(&srv);
     hilock_client *c = NULL;
     CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c, srv.url, NULL, NULL, 0), 0);
     hilock_lock *l = NULL;
@@ -143,7 +126,8 @@ static void t_exec_child_keeps_no_connection(void)
     hilock_client_close(c); /* its connections closed; the hold ends at its lease */
     long long subs = 1, conns = 1;
     int64_t end = th_now_ms() + 3000;
-    while (((subs = th_redis_numsub(&srv, channel)) != 0 || (conns = connected_clients()) != before) &&
+    while (((subs = th_redis_numsub(&srv, channel)) != 0 ||
+            (conns = th_redis_clients(&srv)) != before) &&
            th_now_ms() < end)
         th_sleep_ms(20);
     printf("\n  client closed, an exec'd child running: %lld subscriber(s), %lld connection(s) "

@@ -940,28 +940,11 @@ static void t_latch(void)
 
 /* ---- the blocking calls' private drivers (easy.c) ---- */
 
-static long long connected_clients(void)
-{
-    redisContext *c = th_redis_connect(&th_srv);
-    long long n = -1;
-    redisReply *r = c ? redisCommand(c, "INFO clients") : NULL;
-    const char *f = r && (r->type == REDIS_REPLY_VERB || r->type == REDIS_REPLY_STRING) ? r->str
-                                                                                       : NULL;
-    const char *at = f ? strstr(f, "connected_clients:") : NULL;
-    if (at)
-        n = atoll(at + strlen("connected_clients:")) - 1; /* not this one */
-    if (r)
-        freeReplyObject(r);
-    if (c)
-        redisFree(c);
-    return n;
-}
-
 static long long clients_before;
 static int clients_back(void *arg)
 {
     (void)arg;
-    return connected_clients() == clients_before;
+    return th_redis_clients(&th_srv) == clients_before;
 }
 
 typedef struct easy_worker {
@@ -1003,7 +986,7 @@ static void *easy_peak_main(void *arg)
 {
     easy_peak *p = arg;
     while (!__atomic_load_n(p->stop, __ATOMIC_SEQ_CST)) {
-        long long n = connected_clients() - clients_before;
+        long long n = th_redis_clients(&th_srv) - clients_before;
         if (n > p->peak)
             p->peak = n;
         th_sleep_ms(2);
@@ -1020,7 +1003,7 @@ static void *easy_peak_main(void *arg)
  * client leaves no connection of it on the server. */
 static void t_blocking_drivers(void)
 {
-    clients_before = connected_clients();
+    clients_before = th_redis_clients(&th_srv);
     CU_ASSERT(clients_before >= 0);
     hilock_options o = HILOCK_OPTIONS_INIT;
     o.pool_size = 2;
