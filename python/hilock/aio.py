@@ -1119,7 +1119,11 @@ def _abandon(task: "asyncio.Task[Any]", done: Callable[..., None], proto: "_Conn
     made is closed and its outcome read (no 'never retrieved' log)."""
     task.remove_done_callback(done)
     task.cancel()
-    task.add_done_callback(lambda t: (proto.close(), t.cancelled() or t.exception()))
+    def reap(t: "asyncio.Task[Any]") -> None:
+        proto.close()
+        if not t.cancelled():
+            t.exception()
+    task.add_done_callback(reap)
 
 
 def _wake_false(fut: "asyncio.Future[bool]") -> None:
@@ -1469,7 +1473,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         counter as the acquires' (_seq), which lets the engine's scripts
         refuse a late copy of an older release."""
         self._seq += 1
-        return _E.release_request_id(self._id, _pid_box[0], self._latch_epoch, self._seq)
+        rid: str = _E.release_request_id(self._id, _pid_box[0], self._latch_epoch, self._seq)
+        return rid
 
     # -- connections --------------------------------------------------------
 
@@ -1877,6 +1882,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         proto = _Conn(loop, on_push=on_push)
         what = path or f"{host}:{port}"
         proto.what = what
+        coro: Awaitable[Any]
         try:
             if self._ssl is None:  # plain: the engine's Wire does the socket's I/O
                 coro = _open_plain(loop, host, port, path, proto)
@@ -2328,6 +2334,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         """Listen for hold h where its slot lives (cluster: the map reloaded
         first when stale)."""
         n = h.names
+        ps: Optional[_PubSub]
         if not self._cluster:
             ps = self._pubsub
         else:
@@ -2492,7 +2499,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         out = _stats_from_tuple(tuple(flat))
         if by_name:
             names: List[Dict[str, Any]] = []
-            entries = [(kind, name, st) for (kind, name), st in self._st_names.items()]
+            entries: List[Tuple[int, Optional[str], List[int]]] = [
+                (kind, name, st) for (kind, name), st in self._st_names.items()]
             entries += [(kind, None, st) for kind, st in enumerate(self._st_other)
                         if kind and any(st)]
             for kind, name, st in entries:
@@ -2937,7 +2945,9 @@ class Lock:
         self._lease = lease
         self._on_lost: Optional[LostCallback] = None
         self._token = 0
-        self._last: Optional[Tuple[Any, Any]] = None  # (task ref, _who() of that task)
+        # (task ref, _who() of that task)
+        self._last: Optional[Tuple["weakref.ReferenceType[asyncio.Task[Any]]",
+                                   Tuple[str, int, Tuple[int, str, str]]]] = None
         self._fixed: Optional[Tuple[str, int, Tuple[int, str, str]]] = None  # _who() for thread_id
 
     @property
@@ -2978,11 +2988,12 @@ class Lock:
         t = asyncio.current_task(self._c._loop)
         last = self._last
         if last is not None and t is not None and last[0]() is t:
-            return last[1]  # type: ignore[no-any-return]
-        tid = task_id()
+            return last[1]
+        tid = task_id()  # RuntimeError outside a task
         owner = _E.hold_owner(self._kind, self._c._id, tid)
         w = (owner, tid, (self._kind, self._name, owner))
-        self._last = (weakref.ref(t), w)  # type: ignore[arg-type]
+        if t is not None:
+            self._last = (weakref.ref(t), w)
         return w
 
     def _owner(self) -> Tuple[str, int]:
