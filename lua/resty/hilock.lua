@@ -1511,7 +1511,7 @@ local function subscribe(self, channel, slot, L)
             local typ, ch = decode_pubsub(r)
             if typ == "subscribe" and ch == channel then
                 return { sock = sock, rd = rd, channel = channel, node = node, slot = slot,
-                         confirm = r }
+                         confirm = r, L = L }
             end
             if r:type() == "error" then
                 break
@@ -1568,7 +1568,9 @@ end
 
 -- Wait up to ms (-1: no limit) for a wake-up message on ps. Returns the
 -- subscription, or false when it ended (connection broke, the server ended
--- a shard subscription because the slot moved, the master changed).
+-- a shard subscription because the slot moved, the master changed, or the
+-- session's liveness rule of its connection, ps.L.live, gave it up: a
+-- silent connection would hide the unlock meant for this waiter).
 -- Without a subscription (nil: subscribing failed, the machine polls) it
 -- just sleeps.
 local function wait_message(self, ps, ms, w)
@@ -1600,18 +1602,21 @@ local function wait_message(self, ps, ms, w)
         if left > CANCEL_POLL_MS then
             left = CANCEL_POLL_MS
         end
-        ps.sock:settimeout(left)
+        local lms = live_due(self, ps.L, ps.sock)
+        if not lms then -- unanswered: given up; the machine tries again at once
+            ps.sock:close()
+            return false
+        end
+        ps.sock:settimeout(lms < left and lms or left)
         local r, err = read_reply(ps.sock, ps.rd)
         if not r then
-            if err ~= "connection: timeout" then
+            if err ~= "connection: timeout" or ps_moved(self, ps) then
                 ps.sock:close()
-                return false
-            end
-            if ps_moved(self, ps) then
-                ps.sock:close()
+                ps.L.live:closed(now_ms())
                 return false
             end
         else
+            ps.L.live:heard(now_ms())
             local typ, ch, payload = decode_pubsub(r)
             if typ == "message" and ch == ps.channel and payload >= 0 then
                 return ps, true -- woken by the message (else: its time ran out)
@@ -2171,7 +2176,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
     -- every kind but the fair lock waits on a channel shared by all waiters
     local shared = self.kind_name ~= "fair"
     local st = {}
-    local ps, L, joined, sent_at, last_err
+    local ps, L, joined, sent_at, last_err, own
     -- this call, for lk:cancel(): cancelled (asked), parked (the shared
     -- listener whose semaphore it waits on now); a try (wait 0) is not one
     local w = { cancelled = false }
@@ -2217,7 +2222,9 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
                 joined = L ~= nil
                 m:on_subscribed(joined)
             else
-                ps = subscribe(c, a1, slot)
+                -- its own connection, under the session's liveness rule
+                own = own or { live = proto.sublive(c.command_timeout_ms), holds = {} }
+                ps = subscribe(c, a1, slot, own)
                 m:on_subscribed(ps ~= nil)
             end
         elseif act == "wait" then
@@ -2243,9 +2250,9 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
                 end
             elseif ps == false then
                 -- the subscription ended (connection broke, slot moved,
-                -- failover): listen again, then retry at once (an unlock
-                -- may have been missed meanwhile)
-                ps = subscribe(c, a1, slot) or false
+                -- failover, given up as silent): listen again, then retry
+                -- at once (an unlock may have been missed meanwhile)
+                ps = subscribe(c, a1, slot, own) or false
                 if not ps then
                     ngx_sleep(0.05)
                 end

@@ -1014,3 +1014,48 @@ def test_resty_pubsub_connection_fault_holder_told_of_force_unlock(nginx, server
     finally:
         proxy.mute_new_subscribers(False)
         other.close()
+
+
+# replies-lost only: requests-lost still delivers the unlock, and a reset
+# (accepted-then-silent) was noticed before the fix too (0.8 s both ways)
+@pytest.mark.parametrize("fault", ["replies-lost"])
+def test_resty_fair_waiter_pubsub_fault_still_gets_the_lock(nginx, server, proxy, name, fault):
+    """A fair waiter's own pub/sub connection (its waiter channel) goes
+    silent while it waits (replies dropped). The holder (another client, a
+    30 s watchdog lease) then releases: its publish to the waiter is lost,
+    yet the waiter gets the lock within 3 s (the session's liveness rule,
+    proto.sublive, gives the silent connection up within about 1 s; the
+    waiter then tries again at once), not when its wait runs out. Before
+    the fair wait used the rule: 6.9 s; after: 0.4 s."""
+    a = Actor(nginx, proxy.url())
+    other = opened(server.url)
+    lk = other.fair_lock(name)
+    got = []
+    try:
+        assert lk.acquire(wait=0)
+        t = threading.Thread(target=lambda: got.append(
+            (a("lock f %s 15000 0" % name, timeout=40), time.monotonic())))
+        t.start()
+        wait_for(lambda: len(proxy.subscribers()) >= 1, 5.0, "the waiter's subscription")
+        time.sleep(0.3)  # its confirmation read
+        subs = proxy.subscribers()
+        assert len(subs) == 1  # the waiter's own connection
+        if fault == "accepted-then-silent":  # its next one: accepted, never answered
+            proxy.mute_new_subscribers(True)
+            subs[0].kill()
+        else:
+            sub_fault_on(proxy, fault)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        lk.release()
+        t.join(30)
+        assert got, "the waiter did not answer"
+        took = got[0][1] - t0
+        report(f"openresty fair waiter, {fault} on its pub/sub connection: acquired after "
+               f"the release (answer {got[0][0]!r})", took)
+        assert got[0][0] == "ok 1", got[0][0]
+        assert took < 3.0, f"{fault}: the waiter got the lock {took:.2f} s after the release"
+        assert a("unlock f %s" % name) == "ok"
+    finally:
+        proxy.mute_new_subscribers(False)
+        other.close()
