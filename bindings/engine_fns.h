@@ -1089,6 +1089,52 @@ static int f_h_state(const hb_arg *a, hb_out *o)
     return hb_bool(o, a[1].h->doubted);
 }
 
+/* batch(key, batch, alone): which of the hold's renewals may share one
+ * command (hl_hold.batch: e.g. its lock's cluster slot, else 0) and whether
+ * it goes alone (a read side); set after its first grant */
+static int f_h_batch(const hb_arg *a, hb_out *o)
+{
+    HB_RANGE(o, a, 2, 0, UINT32_MAX, "batch");
+    if (a[1].h) {
+        a[1].h->batch = (unsigned)a[2].i;
+        a[1].h->alone = a[3].i != 0;
+    }
+    return 0;
+}
+
+/* renew_groups(now, horizon) -> {{key, ...}, ...}: every watchdog hold whose
+ * renewal is due by now + horizon, marked as sent at now, in the groups that
+ * share one renewal command (hl_holds_renew_due: one batch key each, at most
+ * HL_RENEW_MANY_MAX, a hold marked alone by itself); when the lists cannot
+ * be made, none is handed out: their renewals "failed" */
+static int f_h_renew_groups(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 1);
+    HB_MS(o, a, 2, 0, "horizon");
+    size_t cap = a[0].t->count, ng = 0, n = 0;
+    hl_hold **out = cap ? malloc(sizeof *out * cap) : NULL;
+    hl_renew_group *g = cap ? malloc(sizeof *g * cap) : NULL;
+    if (cap && (!out || !g)) {
+        free(out);
+        free(g);
+        return hb_fail(o, HILOCK_ENOMEM, NULL);
+    }
+    if (cap)
+        n = hl_holds_renew_due(a[0].t, a[1].i, a[2].i, HL_RENEW_MANY_MAX, out, cap, g, &ng);
+    hb_list(o, HB_LIST, (int64_t)ng);
+    for (size_t i = 0; i < ng; i++) {
+        hb_list(o, HB_LIST, (int64_t)g[i].size);
+        for (size_t j = 0; j < g[i].size; j++)
+            hb_hold(o, out[g[i].first + j]);
+    }
+    if (o->oom)
+        for (size_t i = 0; i < n; i++)
+            hl_holds_outcome(a[0].t, out[i], HL_RENEW_TROUBLE, 1, a[1].i);
+    free(out);
+    free(g);
+    return o->oom ? hb_fail(o, HILOCK_ENOMEM, NULL) : 0;
+}
+
 /* X(function, Python name, Lua name, arguments, words, doc) */
 #define HB_HOLDS_FNS(X)                                                                     \
     X(f_h_heard, "heard", "heard", "HKri", NULL, "heard(key, reply, now) -> a check became due") \
@@ -1112,7 +1158,10 @@ static int f_h_state(const hb_arg *a, hb_out *o)
       "next_renewal() -> ms of the next renewal due (-1: none)")                             \
     X(f_h_next_doubt, "next_doubt", "next_doubt", "H", NULL,                                 \
       "next_doubt() -> ms of the next doubt due (-1: none)")                                 \
-    X(f_h_state, NULL, "state", "HK", NULL, "state(key) -> confirmed_at, doubted | nothing")
+    X(f_h_state, NULL, "state", "HK", NULL, "state(key) -> confirmed_at, doubted | nothing") \
+    X(f_h_batch, NULL, "batch", "HKib", NULL, "batch(key, batch, alone)")                    \
+    X(f_h_renew_groups, NULL, "renew_groups", "Hii", NULL,                                   \
+      "renew_groups(now, horizon) -> {{key, ...}, ...}")
 
 
 /* ------------------------------------------------------------------ */

@@ -1190,49 +1190,27 @@ local function clear_lost(self, key)
     self.lost_old[key] = nil
 end
 
--- The watched entries of one node in renewal groups (lists of indexes):
--- up to RENEW_MANY_MAX holds of one slot share one script call (the
--- engine's renew_many_cmd, as the C watchdog); a read side (its renewal
--- touches its timeout keys too) goes alone.
-local RENEW_MANY_MAX = 100
-
-local function renew_groups(self, entries)
-    local open, groups = {}, {}
-    for i, e in ipairs(entries) do
-        if e.read then
-            groups[#groups + 1] = { i }
-        else
-            local s = self.mode == "cluster" and e.slot or 0
-            local g = open[s]
-            if not g or #g >= RENEW_MANY_MAX then
-                g = {}
-                open[s] = g
-                groups[#groups + 1] = g
-            end
-            g[#g + 1] = i
-        end
-    end
-    return groups
-end
-
-local function renew_cmd(self, entries, g, eval)
-    if #g == 1 then
-        local e = entries[g[1]]
-        return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
+-- The command renewing the holds of group g (g.entries: the session put
+-- them in one group, renew_groups: up to its limit of one slot's holds, a
+-- read side alone).
+local function renew_cmd(self, g, eval)
+    local es = g.entries
+    if #es == 1 then
+        return es[1].p:renew_cmd(es[1].owner, self.watchdog_lease_ms, eval)
     end
     local locks, owners = {}, {}
-    for j, i in ipairs(g) do
-        locks[j], owners[j] = entries[i].p, entries[i].owner
+    for j, e in ipairs(es) do
+        locks[j], owners[j] = e.p, e.owner
     end
     return proto.renew_many_cmd(locks, owners, self.watchdog_lease_ms, eval)
 end
 
--- The outcome of each hold of group g from its reply.
-local function renew_outcomes(r, g)
-    if #g == 1 then
+-- The outcome of each of a group's n holds from its reply.
+local function renew_outcomes(r, n)
+    if n == 1 then
         return { proto.renew_outcome(r) }
     end
-    return (proto.renew_outcomes(r, #g))
+    return (proto.renew_outcomes(r, n))
 end
 
 local replica_acked -- below
@@ -1255,93 +1233,74 @@ local function renewed(self, k, e, out, acked, sent_at)
     end
 end
 
--- Renew the watched entries of node, their groups pipelined on one
+-- Renew the groups of node ({keys, entries} each), pipelined on one
 -- connection (sent at sent_at, when the table handed them out).
--- Redirected renewals come back in the retry list; every other one's
--- outcome goes to the table.
-local function renew_on(self, node, keys, entries, retry, sent_at)
-    local groups = renew_groups(self, entries)
+-- Redirected renewals come back in the retry list ({key, entry}); every
+-- other one's outcome goes to the table.
+local function renew_on(self, node, groups, retry, sent_at)
     local cmds = {}
     for j, g in ipairs(groups) do
-        cmds[j] = renew_cmd(self, entries, g, false)
+        cmds[j] = renew_cmd(self, g, false)
     end
     local sock = connect(self, node)
     if not sock then
         invalidate(self)
-        for i, e in ipairs(entries) do
-            renewed(self, keys[i], e, "trouble", true, sent_at)
-        end
-        return
     end
-    local rd = get_reader()
-    local good = sock:send(cmds) and true or false
-    local st, results = self.st, {}
-    st.renewal_commands = st.renewal_commands + #cmds
+    local rd = sock and get_reader()
+    local good = sock and sock:send(cmds) and true or false
+    local st = self.st
+    if sock then
+        st.renewal_commands = st.renewal_commands + #cmds
+    end
+    local any_renewed = false
     for _, g in ipairs(groups) do
         if not good then
             break
         end
         local r = read_reply(sock, rd)
-        if not r then
+        local outs = r and renew_outcomes(r, #g.keys)
+        if outs and outs[1] == "send_body" then -- the script body, now
+            st.renewal_commands = st.renewal_commands + 1
+            r = send_read(sock, rd, renew_cmd(self, g, true))
+            outs = r and renew_outcomes(r, #g.keys)
+        end
+        if not outs then
             good = false
             break
         end
-        local outs = renew_outcomes(r, g)
-        if outs[1] == "send_body" then -- the script body, now
-            st.renewal_commands = st.renewal_commands + 1
-            r = send_read(sock, rd, renew_cmd(self, entries, g, true))
-            if not r then
-                good = false
-                break
-            end
-            outs = renew_outcomes(r, g)
+        g.outs = outs
+        for _, out in ipairs(outs) do
+            any_renewed = any_renewed or out == "renewed"
         end
-        results[#results + 1] = { g, outs }
     end
     -- replica_ack: a renewal no replica took is no confirmation (a master
     -- cut off from its replicas may be replaced by one whose lease runs
     -- from the last renewal it took): WAIT on the same connection, as for
     -- a grant, and the engine's renew_unacked says what each answer means
-    local acked, closed = true, false
-    if self.replica_ack then
-        acked = false
-        local any_renewed = false
-        for _, res in ipairs(results) do
-            for _, out in ipairs(res[2]) do
-                any_renewed = any_renewed or out == "renewed"
-            end
-        end
-        if good and any_renewed then
-            local st = { sock = sock, rd = rd, node = node }
-            acked = replica_acked(self, st)
-            if not st.sock then -- the connection failed: closed
-                good, closed = false, true
-            end
+    local acked, closed = not self.replica_ack, false
+    if self.replica_ack and good and any_renewed then
+        local rs = { sock = sock, rd = rd, node = node }
+        acked = replica_acked(self, rs)
+        if not rs.sock then -- the connection failed: closed
+            good, closed = false, true
         end
     end
-    local fed = {}
-    for _, res in ipairs(results) do
-        local g, outs = res[1], res[2]
-        for j, i in ipairs(g) do
-            fed[i] = true
-            if proto.renew_unacked(outs[j], acked) == "redirect" then
-                retry[#retry + 1] = i
+    for _, g in ipairs(groups) do
+        for j, k in ipairs(g.keys) do
+            -- no usable answer: retried when next due
+            local out = g.outs and g.outs[j] or "trouble"
+            if out ~= "trouble" and proto.renew_unacked(out, acked) == "redirect" then
+                retry[#retry + 1] = { k, g.entries[j] }
                 st.renewal_failures = st.renewal_failures + 1
             else
-                renewed(self, keys[i], entries[i], outs[j], acked, sent_at)
+                renewed(self, k, g.entries[j], out, out == "trouble" or acked, sent_at)
             end
-        end
-    end
-    -- no usable answer for the rest: retried when next due
-    for i, e in ipairs(entries) do
-        if not fed[i] then
-            renewed(self, keys[i], e, "trouble", true, sent_at)
         end
     end
     if good then
         put_reader(rd)
         keepalive(self, sock)
-    else
+    elseif sock then
         if not closed then
             sock:close()
         end
@@ -1350,11 +1309,12 @@ local function renew_on(self, node, keys, entries, retry, sent_at)
 end
 
 -- One tick: the renewals the table has due within a period (so the holds
--- share one pass per period), one pipelined round trip per master
--- (cluster: the master of each lock's slot). A "0" answer means the owner
--- field is gone: the hold is lost. Transport errors are retried when next
--- due; a redirected renewal (slot moved, failover) is sent again at once
--- through the redirection-following path. Then the losses and doubts.
+-- share one pass per period), in the groups the session makes (one
+-- renewal command each), one pipelined round trip per master (cluster:
+-- the master of each group's slot). A "0" answer means the owner field is
+-- gone: the hold is lost. Transport errors are retried when next due; a
+-- redirected renewal (slot moved, failover) is sent again at once through
+-- the redirection-following path. Then the losses and doubts.
 renew_tick = function(premature, self)
     if premature then
         self.wd_running = false
@@ -1362,34 +1322,41 @@ renew_tick = function(premature, self)
     end
     self.wd_busy = true
     local sent_at = now_ms()
-    local ks = self.holds:renew_due(sent_at, proto.renew_period(self.watchdog_lease_ms))
+    local gs = self.holds:renew_groups(sent_at, proto.renew_period(self.watchdog_lease_ms))
     -- finding a master may yield (sentinel, slot map), and other requests
     -- change self.wd meanwhile: the entries as handed out
-    local es = {}
-    for j, k in ipairs(ks) do
-        es[j] = self.wd[k] or false
+    for i, ks in ipairs(gs) do
+        local g = { keys = {}, entries = {} }
+        for _, k in ipairs(ks) do
+            local e = self.wd[k]
+            if e then
+                g.keys[#g.keys + 1], g.entries[#g.entries + 1] = k, e
+            else
+                renewed(self, k, false, "trouble", true, sent_at)
+            end
+        end
+        gs[i] = g
     end
-    local groups, order = {}, {}
-    for j = 1, #ks do
-        local k, e = ks[j], es[j]
-        local node = e and master_node(self, e.slot)
+    local per, order = {}, {}
+    for _, g in ipairs(gs) do
+        local node = g.entries[1] and master_node(self, g.entries[1].slot)
         if node then
-            local g = groups[node]
-            if not g then
-                g = { keys = {}, entries = {} }
-                groups[node] = g
+            if not per[node] then
+                per[node] = {}
                 order[#order + 1] = node
             end
-            g.keys[#g.keys + 1], g.entries[#g.entries + 1] = k, e
+            per[node][#per[node] + 1] = g
         else
-            renewed(self, k, e, "trouble", true, sent_at)
+            for j, k in ipairs(g.keys) do
+                renewed(self, k, g.entries[j], "trouble", true, sent_at)
+            end
         end
     end
     for _, node in ipairs(order) do
-        local g, retry = groups[node], {}
-        renew_on(self, node, g.keys, g.entries, retry, sent_at)
-        for _, i in ipairs(retry) do
-            local k, e = g.keys[i], g.entries[i]
+        local retry = {}
+        renew_on(self, node, per[node], retry, sent_at)
+        for _, ke in ipairs(retry) do
+            local k, e = ke[1], ke[2]
             local build = function(eval)
                 return e.p:renew_cmd(e.owner, self.watchdog_lease_ms, eval)
             end
@@ -1912,6 +1879,8 @@ local function hold_start(c, lock, key, owner, lease_ms, sent_at)
     -- checked for as long as it is held; or its fixed lease), its grant
     -- written at sent_at
     c.holds:grant(key, lease_ms == 0, lease_ms, sent_at)
+    -- renewed with the other holds of its slot, a read side alone
+    c.holds:batch(key, c.mode == "cluster" and lock.slot or 0, lock.kind_name == "read")
     local h = c.held[key]
     if not h then
         h = { p = lock.p, owner = owner, slot = lock.slot, kind = lock.kind_name, releasing = 0 }
@@ -2549,8 +2518,7 @@ local function acquire_run(self, wait, lease, waits)
     hold_start(c, self, key, owner, watchdog and 0 or lease_ms, sent_at or now_ms())
     if watchdog then
         if not c.wd[key] then
-            c.wd[key] = { p = self.p, owner = owner, slot = self.slot, kind = self.kind_name,
-                          read = self.kind_name == "read" }
+            c.wd[key] = { p = self.p, owner = owner, slot = self.slot, kind = self.kind_name }
         end
         start_watchdog(c)
     end

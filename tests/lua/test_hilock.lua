@@ -247,6 +247,35 @@ test("hold table: renewals, doubt, loss", function()
   t:free()
 end)
 
+-- The renewals due, in the groups the session makes (holds:renew_groups,
+-- hl_holds_renew_due), as resty's watchdog sends them: one group per batch
+-- key (holds:batch, the cluster slot), a hold marked alone by itself.
+test("hold table: renewal groups", function()
+  local t = proto.holds(3000, 1000)
+  for _, k in ipairs({ "a1", "b1", "a2", "r", "a3" }) do
+    t:grant(k, true, 0, 0)
+    t:batch(k, k:sub(1, 1) == "b" and 7 or 3, k == "r")
+  end
+  t:grant("f", false, 3000, 0) -- a fixed lease: never renewed
+  eq(#t:renew_groups(999, 0), 0)
+  local gs, sizes, seen = t:renew_groups(999, 1000), {}, {}
+  for _, g in ipairs(gs) do
+    sizes[#sizes + 1] = #g
+    for _, k in ipairs(g) do
+      eq(seen[k], nil); seen[k] = g
+    end
+  end
+  table.sort(sizes)
+  eq(table.concat(sizes, ","), "1,1,3")
+  assert(seen.a1 == seen.a2 and seen.a2 == seen.a3 and #seen.r == 1 and #seen.b1 == 1)
+  eq(seen.f, nil)
+  eq(#t:renew_groups(1000, 1000), 0) -- in flight
+  eq(t:outcome("a1", "renewed", true, 999), "renewed")
+  raises(function() t:batch("a1", -1, false) end)
+  t:batch("nobody", 1, false) -- not in the table: ignored
+  t:free()
+end)
+
 -- The session's liveness rule of a pub/sub connection (proto.sublive), as
 -- resty's listener drives it: a PING after an interval without a frame
 -- (half the command timeout, 100..500 ms), the connection given up when it
