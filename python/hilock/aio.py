@@ -1381,6 +1381,8 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             self._opened = True
             return self
         conn = await self._pool.get()
+        if self._sentinel:
+            self._spawn(self._watch_sentinels())
         # the check hilock.Client makes at open
         reply = await self._ask(conn, _E.ping_cmd(), "no answer from the server at open "
                                 "(closed by it: a TLS client certificate it refused?)")
@@ -1567,15 +1569,64 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                     continue
             finally:
                 conn.close()
-            if self._master is not None and addr != self._master:
-                self._gen += 1  # a failover: connections to the old master go
-                ps = self._pubsub.conn
-                if ps is not None:
-                    ps.close()  # waiters listen again on the new master, and retry
-            self._master, self._master_at, self._master_from = addr, _E.now_ms(), i
+            self._note_master(addr)
+            self._master_from = i
             return addr, i
         raise from_code(_E.E_CONN, f"no sentinel named master {self._ep['master_name']!r}"
                         + (f" ({last})" if last else ""))
+
+    def _note_master(self, addr: Tuple[str, int]) -> None:
+        """Sentinel: addr is the master now (a sentinel's answer or its
+        failover message). Another than the one known: a failover, so
+        the connections to the old master go and waiters listen again."""
+        if self._master is not None and addr != self._master:
+            self._gen += 1
+            self._pool.drop_idle()
+            ps = self._pubsub.conn
+            if ps is not None:
+                ps.close()  # waiters listen again on the new master, and retry
+        self._master, self._master_at = addr, _E.now_ms()
+
+    async def _watch_sentinels(self) -> None:
+        """Sentinel: listen for the sentinels' failover messages on one sentinel at a time,
+        as libcore's sentinel watcher and OpenResty do. Asked only every
+        second (_master_addr), the renewals went on to the old master for up
+        to a second after a failover; the old master takes writes until the
+        sentinels demote it (seconds later), so those renewals were answered
+        while the lease on the new master ran out, and another client could
+        take the lock there."""
+        seeds = self._ep["seeds"]
+        name = self._ep["master_name"]
+        i, backoff = 0, 0.05
+
+        def on_push(r: Any) -> None:
+            hp = _E.decode_switch_master(r, name)
+            if hp is not None:
+                self._note_master((hp[0], int(hp[1])))
+
+        while not self._closed:
+            host, port = seeds[i % len(seeds)]
+            i += 1
+            try:
+                conn = await self._connect(host, port, None, self._sentinel_user,
+                                           self._sentinel_password, 0, on_push)
+            except Error:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            closed = self._loop.create_future()
+            conn.on_close = lambda _c: _wake(closed)
+            try:
+                req = conn.request(_E.sentinel_watch_cmd())
+                if await _await_req(self._loop, req, self._cmd_ms) == 0 and req.reply.error is None:
+                    backoff = 0.05
+                    # a switch may have happened before this subscription
+                    self._master_at = 0
+                    await closed
+                else:
+                    await asyncio.sleep(backoff)
+            finally:
+                conn.close()
 
     def _not_master(self) -> None:
         """A node answered that it is no master (failover): find it again,

@@ -744,3 +744,54 @@ def test_sentinel_failover_while_held_and_waited_on(sentinel: SentinelSet) -> No
     finally:
         a.close()
         b.close()
+
+
+def test_aio_waiter_follows_a_failover() -> None:
+    """hilock.aio hears a failover from the sentinels' +switch-master, as
+    libcore and OpenResty do: a waiter listening on the old master listens
+    again on the new one at once and is woken there by the unlock. The old
+    master takes no part (the sentinels demote it seconds later, and until
+    then it publishes nothing of the new master's). hilock.aio used to learn
+    of a failover only when one of its calls asked the sentinels (at most
+    once a second): with no call of its own in flight, this waiter heard
+    nothing until the sentinels demoted the old master (~10 s), and a
+    watchdog hold's renewals went on to the old master for up to a second
+    (conformance sentinel-failover: the asyncio holder was told lost in 1
+    run of 4-6)."""
+    import asyncio
+    import hilock.aio as aio
+
+    s = SentinelSet()
+    b = hilock.Client(s.url, connect_timeout=0.5, replica_ack=False)
+    try:
+        old, new = s.master, s.replica
+        assert old is not None and new is not None
+        name = uniq("aio-switch")
+        lb = b.lock(name)
+        assert lb.acquire(wait=0)  # watchdog: 30 s lease, never ends on its own here
+        lb = b.lock(name, thread_id=hilock.thread_id())  # released from another thread
+
+        async def main() -> float:
+            loop = asyncio.get_running_loop()
+            async with aio.Client(s.url, connect_timeout=0.5, replica_ack=False) as c:
+                w = asyncio.create_task(c.lock(name).acquire(wait=20, lease=10))
+                t0 = loop.time()
+                chan = "redisson_lock__channel:{%s}" % name
+                while int(old("PUBSUB", "NUMSUB", chan)[1]) == 0:  # listening on the old master
+                    assert loop.time() - t0 < 5, "the waiter did not subscribe"
+                    await asyncio.sleep(0.02)
+                assert s.sentinels[0]("SENTINEL", "FAILOVER", "hm") == "OK"
+                while not all(x.master_port_seen() == new.port for x in s.sentinels):
+                    assert loop.time() - t0 < 25, "the sentinels did not all name the replica"
+                    await asyncio.sleep(0.05)
+                released = loop.time()
+                await loop.run_in_executor(None, lb.release)  # on the new master
+                assert await w
+                return loop.time() - released
+
+        took = asyncio.run(main())
+        # with no +switch-master it took until the old master was demoted
+        assert took < 5, f"the waiter was granted {took:.1f} s after the unlock"
+    finally:
+        b.close()
+        s.stop()
