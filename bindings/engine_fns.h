@@ -25,6 +25,9 @@
  *   K  a hold's key in that table (Python: any hashable; Lua: a string)
  *   L  the pub/sub liveness rule the method is called on (hb_sublive_fns:
  *      Python hilock._engine.Sublive, Lua hilock.proto.sublive), always first
+ *   U  the session's unsettled record set the method is called on
+ *      (hb_unsettled_fns: Python hilock._engine.Unsettled, Lua
+ *      hilock.proto.unsettled), always first
  *   t  true, false or None/nil (1, 0, -1)
  * Results (hb_out, in order): ints, bools, strings, RESP commands (Python
  * bytes, Lua string), nil/None, words (Python: the index; Lua: the word),
@@ -65,6 +68,7 @@ typedef struct hb_arg {
     hilock_kind kind;  /* 'N' */
     hl_holds *t;       /* 'H' */
     hl_sublive *sl;    /* 'L' */
+    hl_unsettled *un;  /* 'U' */
     hl_hold *h;        /* 'K': the key's hold, NULL when the table has none */
     int set; /* given (optional arguments) */
 } hb_arg;
@@ -1225,6 +1229,68 @@ static int f_s_alive(const hb_arg *a, hb_out *o) { return hb_bool(o, hl_sublive_
     X(f_s_alive, "alive", "alive", "L", NULL, "alive() -> bool")
 
 /* ------------------------------------------------------------------ */
+/* methods of the session's unsettled record set (hl_unsettled_rel_*):  */
+/* releases that got no answer, sent again before the owner's acquire   */
+/* ------------------------------------------------------------------ */
+
+/* rel_put(name, owner, request_id, until, now) -> 0 kept, 1 not kept (the
+ * owner's acquires of name refused until then), -1 not kept (every acquire
+ * refused until then) */
+static int f_u_rel_put(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 4);
+    HB_NOW(o, a, 5);
+    return hb_int(o, hl_unsettled_rel_put(a[0].un, a[1].s, a[2].s, a[3].s, a[4].i, a[5].i));
+}
+
+/* rel_next(name, owner, now) -> request_id | None, refused_until: the
+ * release to send again before the acquire (then rel_end, and ask again),
+ * or None: none; refused_until > 0: do not acquire (fail: releases that may
+ * still be pending could not all be kept; they have ended by then) */
+static int f_u_rel_next(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 3);
+    const char *rid = NULL;
+    int64_t until = 0;
+    hl_unsettled_step st = hl_unsettled_rel_next(a[0].un, a[1].s, a[2].s, a[3].i, &rid, &until);
+    if (st == HL_UNSETTLED_SETTLE)
+        hb_strcpy(o, rid, strlen(rid));
+    else
+        hb_nil(o);
+    return hb_int(o, st == HL_UNSETTLED_REFUSE ? until : 0);
+}
+
+/* rel_end(name, owner, request_id, ran, now): what the release sent again
+ * answered: True released (now or before), False not owner, None no usable
+ * answer (all kept: the acquire fails) */
+static int f_u_rel_end(const hb_arg *a, hb_out *o)
+{
+    (void)o;
+    HB_NOW(o, a, 5);
+    hl_unsettled_rel_end(a[0].un, a[1].s, a[2].s, a[3].s, (int)a[4].i, a[5].i);
+    return 0;
+}
+
+static int f_u_rel_count(const hb_arg *a, hb_out *o)
+{
+    HB_NOW(o, a, 3);
+    return hb_int(o, (int64_t)hl_unsettled_rel_count(a[0].un, a[1].s, a[2].s, a[3].i));
+}
+
+#define HB_UNSETTLED_FNS(X)                                                                 \
+    X(f_u_rel_put, "rel_put", "rel_put", "Usssii", NULL,                                    \
+      "rel_put(name, owner, request_id, until, now) -> 0 kept, 1/-1 not kept: acquires "    \
+      "refused until then")                                                                 \
+    X(f_u_rel_next, "rel_next", "rel_next", "Ussi", NULL,                                   \
+      "rel_next(name, owner, now) -> (request_id | None, refused_until): send that release " \
+      "again first; refused_until > 0: fail the acquire")                                   \
+    X(f_u_rel_end, "rel_end", "rel_end", "Usssti", NULL,                                    \
+      "rel_end(name, owner, request_id, ran, now): ran True released, False not owner, "    \
+      "None no answer")                                                                     \
+    X(f_u_rel_count, "rel_count", "rel_count", "Ussi", NULL,                                \
+      "rel_count(name, owner, now) -> releases of owner on name kept to send again")
+
+/* ------------------------------------------------------------------ */
 /* the lists                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -1361,5 +1427,9 @@ enum { HB_HOLDS_FNS(HB_ENUM) HBH_COUNT };
 static const hb_fn hb_sublive_fns[] = {
     HB_SUBLIVE_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
 enum { HB_SUBLIVE_FNS(HB_ENUM) HBS_COUNT };
+/* the unsettled record set's methods: hb_unsettled_fns[HBL_<function>] */
+static const hb_fn hb_unsettled_fns[] = {
+    HB_UNSETTLED_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
+enum { HB_UNSETTLED_FNS(HB_ENUM) HBU_COUNT };
 
 #endif

@@ -1689,6 +1689,9 @@ static int hb_call(lua_State *L)
         case 'L':
             x->sl = check_sublive(L);
             break;
+        case 'U':
+            x->un = &check_uns(L)->t;
+            break;
         case 'r':
             x->r = check_reply(L, idx);
             break;
@@ -2268,6 +2271,10 @@ void lhl_engine_open(lua_State *L)
     luaL_getmetatable(L, PSUBLIVE_MT); /* the liveness rule's: hb_sublive_fns */
     lua_getfield(L, -1, "__index");
     hb_register(L, hb_sublive_fns);
+    lua_pop(L, 2);
+    luaL_getmetatable(L, PUNS_MT); /* the unsettled set's: hb_unsettled_fns */
+    lua_getfield(L, -1, "__index");
+    hb_register(L, hb_unsettled_fns);
     lua_pop(L, 2);
     lhl_new_metatable(L, PSEM_MT, psem_methods, psem_meta);
     lhl_new_metatable(L, PSW_MT, psw_methods, psw_meta);

@@ -324,6 +324,7 @@ static hl_holds *holds_table(PyObject *self);
 static int holds_lookup(PyObject *self, PyObject *key, hl_hold **h);
 static PyObject *hold_key(hl_hold *h);
 static hl_sublive *sublive_of(PyObject *self);
+static hl_unsettled *unsettled_of(PyObject *self);
 
 static int check_kind(long k)
 {
@@ -1461,12 +1462,14 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
             min = k;
             continue;
         }
-        if (*c == 'N' || *c == 'H' || *c == 'L') { /* a method: the type checked self */
+        if (*c == 'N' || *c == 'H' || *c == 'L' || *c == 'U') { /* a method: the type checked self */
             if (*c == 'N') {
                 a[0].n = &((NamesObject *)self)->n;
                 a[0].kind = ((NamesObject *)self)->kind;
             } else if (*c == 'H')
                 a[0].t = holds_table(self);
+            else if (*c == 'U')
+                a[0].un = unsettled_of(self);
             else
                 a[0].sl = sublive_of(self);
             skip = 1;
@@ -2130,6 +2133,7 @@ PyMODINIT_FUNC PyInit__engine(void)
         names_methods_fill();
         holds_methods_fill();
         sublive_methods_fill();
+        unsettled_methods_fill();
     }
     if (add_type(m, &ReplyType, &reply_spec, "Reply") ||
         add_type(m, &ReaderType, &reader_spec, "Reader") ||

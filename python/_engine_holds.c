@@ -366,12 +366,31 @@ static int unsettled_bool(PyObject *self)
     return ((UnsettledObject *)self)->t.count > 0;
 }
 
-static PyMethodDef unsettled_methods[] = {
+static hl_unsettled *unsettled_of(PyObject *self) { return &((UnsettledObject *)self)->t; }
+
+/* hb_unsettled_fns, one wrapper each */
+#define HB_PYUWRAP(fn, py, lua, args, words, doc)                                           \
+    static PyObject *py_##fn(PyObject *self, PyObject *a)                                    \
+    {                                                                                        \
+        return hb_invoke(&hb_unsettled_fns[HBL_##fn], self, a);                              \
+    }
+HB_UNSETTLED_FNS(HB_PYUWRAP)
+
+/* the hand-written methods, then hb_unsettled_fns' (filled once, at import) */
+static PyMethodDef unsettled_methods[4 + HBU_COUNT] = {
     {"after", unsettled_after, METH_O, "after(m) -> recorded"},
     {"before", unsettled_before, METH_VARARGS,
      "before(names, owner, window_ms) -> None | True | Acquire"},
-    {"settled", unsettled_settled, METH_O, "settled(m) -> bool"},
-    {NULL, NULL, 0, NULL}};
+    {"settled", unsettled_settled, METH_O, "settled(m) -> bool"}};
+
+static void unsettled_methods_fill(void)
+{
+    static const PyCFunction wrappers[] = {HB_UNSETTLED_FNS(HB_PYPTR)};
+    for (int i = 0, n = 3; i < HBU_COUNT; i++)
+        if (hb_unsettled_fns[i].py)
+            unsettled_methods[n++] = (PyMethodDef){hb_unsettled_fns[i].py, wrappers[i],
+                                                   METH_VARARGS, hb_unsettled_fns[i].doc};
+}
 
 static PyType_Slot unsettled_slots[] = {
     {Py_tp_new, unsettled_new},

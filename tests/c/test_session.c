@@ -793,6 +793,86 @@ static void t_sublive(void)
     hl_holds_free(&t);
 }
 
+/* The unsettled-release rule (hl_unsettled_rel_*): kept oldest first,
+ * re-sent one at a time, dropped when answered / not owner / past until,
+ * and never silently forgotten when full. */
+static void t_unsettled_releases(void)
+{
+    hl_unsettled t;
+    const char *rid = NULL;
+    int64_t until = 0;
+    hl_unsettled_init(&t, 2);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 0, &rid, &until), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "L", "c:1", "c:e0:5", 1000, 100), 0);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "L", "c:1", "c:e0:7", 1100, 200), 0);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "L", "c:1", "c:e0:5", 1200, 300), 0); /* again */
+    CU_ASSERT_EQUAL(hl_unsettled_rel_count(&t, "L", "c:1", 300), 2);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:2", 300, &rid, &until), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "M", "c:1", 300, &rid, &until), HL_UNSETTLED_NONE);
+    /* oldest first, until answered */
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 300, &rid, &until),
+                    HL_UNSETTLED_SETTLE);
+    CU_ASSERT_STRING_EQUAL(rid, "c:e0:5");
+    hl_unsettled_rel_end(&t, "L", "c:1", "c:e0:5", -1, 310); /* no answer: both stay */
+    CU_ASSERT_EQUAL(hl_unsettled_rel_count(&t, "L", "c:1", 310), 2);
+    hl_unsettled_rel_end(&t, "L", "c:1", "c:e0:5", 1, 320);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 320, &rid, &until),
+                    HL_UNSETTLED_SETTLE);
+    CU_ASSERT_STRING_EQUAL(rid, "c:e0:7");
+    hl_unsettled_rel_end(&t, "L", "c:1", "c:e0:7", 1, 330);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 330, &rid, &until), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(t.rel_count, 0);
+    /* not owner drops all of the owner's on the lock; past until, all go */
+    hl_unsettled_rel_put(&t, "L", "c:1", "a", 1000, 400);
+    hl_unsettled_rel_put(&t, "L", "c:1", "b", 1000, 400);
+    hl_unsettled_rel_end(&t, "L", "c:1", "a", 0, 410);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_count(&t, "L", "c:1", 410), 0);
+    hl_unsettled_rel_put(&t, "L", "c:1", "a", 1000, 400);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 1000, &rid, &until), HL_UNSETTLED_NONE);
+    CU_ASSERT_EQUAL(t.rel_count, 0);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "L", "c:1", "x", 500, 500), 0); /* ended: none */
+    CU_ASSERT_EQUAL(t.rel_count, 0);
+    /* more than HL_UNSETTLED_REL_MAX for one owner: the owner's acquires of
+     * the lock are refused until the last lease ends, never re-entered */
+    char id[16];
+    for (int i = 0; i < HL_UNSETTLED_REL_MAX; i++) {
+        snprintf(id, sizeof id, "r%d", i);
+        CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "L", "c:1", id, 2000, 1000), 0);
+    }
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "L", "c:1", "over", 3000, 1000), 1);
+    for (int i = 0; i < HL_UNSETTLED_REL_MAX; i++) {
+        CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 1100, &rid, &until),
+                        HL_UNSETTLED_SETTLE);
+        snprintf(id, sizeof id, "r%d", i);
+        CU_ASSERT_STRING_EQUAL(rid, id);
+        hl_unsettled_rel_end(&t, "L", "c:1", id, 1, 1100);
+    }
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 1100, &rid, &until),
+                    HL_UNSETTLED_REFUSE);
+    CU_ASSERT_EQUAL(until, 3000);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:2", 1100, &rid, &until),
+                    HL_UNSETTLED_NONE); /* others go on */
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "L", "c:1", 3000, &rid, &until),
+                    HL_UNSETTLED_NONE); /* its holds have ended */
+    /* the table full (max 2 owner-lock records): nothing is dropped; the
+     * release not kept refuses every acquire through the table until its
+     * lease ends */
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "A", "c:1", "a", 5000, 4000), 0);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "B", "c:1", "b", 5000, 4000), 0);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_put(&t, "C", "c:1", "c", 6000, 4000), -1);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "A", "c:1", 4100, &rid, &until),
+                    HL_UNSETTLED_SETTLE); /* what is kept is still sent */
+    hl_unsettled_rel_end(&t, "A", "c:1", "a", 1, 4100);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "A", "c:1", 4100, &rid, &until),
+                    HL_UNSETTLED_REFUSE);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "Z", "c:9", 4100, &rid, &until),
+                    HL_UNSETTLED_REFUSE);
+    CU_ASSERT_EQUAL(until, 6000);
+    CU_ASSERT_EQUAL(hl_unsettled_rel_next(&t, "Z", "c:9", 6000, &rid, &until), HL_UNSETTLED_NONE);
+    hl_unsettled_rel_put(&t, "B", "c:1", "b2", 9000, 6000); /* freed by hl_unsettled_free */
+    hl_unsettled_free(&t);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -807,6 +887,8 @@ int main(void)
     CU_add_test(s, "a subscription connection's liveness: PING, give up, holds checked",
                 t_sublive);
     CU_pSuite u = CU_add_suite("session unsettled acquires", NULL, NULL);
+    CU_add_test(u, "releases that got no answer: kept, sent again, dropped, full",
+                t_unsettled_releases);
     CU_add_test(u, "recorded, settled before the next acquire, late grants", t_unsettled);
     return th_cu_run();
 }

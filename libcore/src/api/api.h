@@ -55,8 +55,6 @@ HL_HIDDEN void hl_client_set_err(struct hilock_client *c, const char *msg);
 /* ---- lock ---- */
 /* Thread ids whose loss a handle remembers (the most recent ones). */
 #define HL_LOST_MAX 1024
-/* releases of one thread kept to be sent again (hilock_lock.unsettled) */
-#define HL_UNCONFIRMED_MAX 4
 typedef struct hl_lost_state {
     struct hl_lost_state *next;
     uint64_t tid;
@@ -134,17 +132,6 @@ struct hilock_lock {
     int freeing;               /* atomic: freed from a lost callback, free deferred */
     hl_deferred free_later;
     int rw_side;               /* a side of a hilock_rwlock: freed with it only */
-    /* releases that got no answer (renewal stopped): the thread's next
-     * acquire completes them first instead of re-entering a hold it may
-     * still have; until: when the hold has ended at the latest. Each by its
-     * request id (latch epoch, seq), oldest first: sent again under that
-     * id, one that ran changes nothing (the owner's unlock latch) */
-    struct {
-        uint64_t tid;
-        int64_t until; /* monotonic ms; 0 = free slot */
-        int n;
-        uint64_t epoch[HL_UNCONFIRMED_MAX], seq[HL_UNCONFIRMED_MAX];
-    } unsettled[4];
 };
 
 struct hilock_rwlock {
@@ -209,7 +196,6 @@ HL_HIDDEN int hl_lock_try_end(struct hilock_lock *l, uint64_t tid, int64_t lease
 typedef struct hl_rel {
     hl_release m;
     uint64_t tid;
-    uint64_t epoch, seq;         /* its request id's (hl_release_request_id) */
     char owner[HL_OWNER_MAX];
     char rid[HL_OWNER_MAX + 48]; /* hl_release_request_id */
     char err[HL_ERRMSG_MAX];
@@ -225,26 +211,29 @@ HL_HIDDEN int hl_lock_release_next(struct hilock_lock *l, hl_rel *r);
 HL_HIDDEN void hl_lock_release_feed(struct hilock_lock *l, hl_rel *r, int rc,
                                     redisReply *reply, const char *err);
 HL_HIDDEN int hl_lock_release_end(struct hilock_lock *l, hl_rel *r);
-/* A release by tid that got no answer (renewal stopped), sent with the
- * request id of (epoch, seq): its hold has ended by until (monotonic ms) at
- * the latest. The thread's next acquire takes every such release of tid
- * (hl_lock_unsettled_take: how many, oldest first, while until is ahead;
- * their ids in epochs/seqs, HL_UNCONFIRMED_MAX at most, and *until) and
- * sends each again under its own id first, instead of re-entering a hold
- * that may still be there: one that ran answers its first answer and
- * changes nothing, one that did not runs now. Both drivers: the blocking
- * one (lock.c) and hilock_async (async.c). When more than
- * HL_UNCONFIRMED_MAX pile up, the oldest is dropped (its hold ends at its
- * lease). */
-HL_HIDDEN void hl_lock_unsettled_put(struct hilock_lock *l, uint64_t tid, int64_t until,
-                                     uint64_t epoch, uint64_t seq);
-HL_HIDDEN int hl_lock_unsettled_take(struct hilock_lock *l, uint64_t tid, uint64_t *epochs,
-                                     uint64_t *seqs, int64_t *until);
+/* Releases that got no answer to any try (renewal stopped): the session's
+ * rule (proto_session.h, hl_unsettled_rel_*), in the client's hl_unsettled
+ * (c->unsettled, under c->unsettled_mu), for both C drivers: the blocking
+ * one (lock.c) and hilock_async (async.c).
+ * hl_lock_unsettled_put: tid's release under rid got no answer; its hold
+ * has ended by until (monotonic ms) at the latest.
+ * hl_lock_unsettled_next: before tid's acquire: 0 (nothing: acquire),
+ * 1 (send the release under the id copied to rid again first, with
+ * hl_lock_release_begin_again, then hl_lock_unsettled_end and ask again),
+ * or an error code with its message in err (HILOCK_ECONN: releases that
+ * may still be pending could not all be kept: not entered).
+ * hl_lock_unsettled_end: what the re-sent release rid answered (0, HILOCK_
+ * ENOTOWNER, or another code). */
+HL_HIDDEN void hl_lock_unsettled_put(struct hilock_lock *l, uint64_t tid, const char *rid,
+                                     int64_t until);
+HL_HIDDEN int hl_lock_unsettled_next(struct hilock_lock *l, uint64_t tid, char *rid,
+                                     size_t rid_len, char *err, size_t err_len);
+HL_HIDDEN void hl_lock_unsettled_end(struct hilock_lock *l, uint64_t tid, const char *rid,
+                                     int rc);
 /* hl_lock_release_begin for a release sent again under its own request id
- * (epoch, seq from hl_lock_unsettled_take). */
+ * rid (from hl_lock_unsettled_next). */
 HL_HIDDEN int hl_lock_release_begin_again(struct hilock_lock *l, uint64_t tid,
-                                          int64_t timeout_ms, uint64_t epoch, uint64_t seq,
-                                          hl_rel *r);
+                                          int64_t timeout_ms, const char *rid, hl_rel *r);
 
 /* For multi-locks: one attempt (no waiting), with a time limit on the
  * round trip (connect + command), timeout_ms <= 0 = client defaults.

@@ -2256,19 +2256,13 @@ static void step_acquire(as_op *op)
 static int op_release_setup(as_op *op, int phase)
 {
     hilock_client *c = op->lock->client;
-    uint64_t seq, epoch;
-    if (phase == 2 && op->again_i < op->again_n) { /* one that got no answer, again */
-        epoch = op->again_epoch[op->again_i];
-        seq = op->again_seq[op->again_i];
-        op->again_i++;
-    } else {
-        seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-        epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
+    if (phase != 2) { /* phase 2: op->rid is the release's (hl_lock_unsettled_next) */
+        uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+        if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
+                                  __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED),
+                                  seq) != 0)
+            snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq);
     }
-    op->rel_epoch = epoch;
-    op->rel_seq = seq;
-    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id, epoch, seq) != 0)
-        snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq);
     if (hl_release_init(&op->rel, op->lock->kind, &op->lock->names, op->owner,
                         op->watchdog ? 0 : op->lease_ms, c->t.opts.watchdog_lease_ms, op->rid,
                         c->t.opts.command_timeout_ms, 0, now_ms()) != 0)
@@ -2344,10 +2338,10 @@ static int64_t unrenewed_lease(const hilock_lock *l, const as_hold *h)
 
 /* A release that got no answer to any try (hl_release.unconfirmed): its
  * hold is renewed no more and ends at its lease at the latest; the thread's
- * next acquire sends the release again first (hl_lock_unsettled_take). */
+ * next acquire sends the release again first (hl_lock_unsettled_next). */
 static void release_unconfirmed(as_op *op, int64_t lease)
 {
-    hl_lock_unsettled_put(op->lock, op->tid, now_ms() + lease, op->rel_epoch, op->rel_seq);
+    hl_lock_unsettled_put(op->lock, op->tid, op->rid, now_ms() + lease);
     char why[128];
     snprintf(why, sizeof why, "%.120s", op->err[0] ? op->err : hilock_strerror(op->rel.result));
     snprintf(op->err, sizeof op->err,
@@ -2407,6 +2401,10 @@ static void step_resettle(as_op *op)
 static void step_pre_settle(as_op *op)
 {
     hilock_async *a = op->a;
+    if (op->refused) { /* by the session's release rule (pre_release_next) */
+        hl_as_op_finish(op, op->refused, 0);
+        return;
+    }
     for (;;) {
         int64_t now = now_ms();
         hl_unsettled_acq *u = NULL;
@@ -2479,6 +2477,24 @@ static void step_pre_settle(as_op *op)
     }
 }
 
+static int op_release_setup(as_op *op, int phase);
+/* The session's next release of op's thread that got no answer, to send
+ * again before the acquire (hl_lock_unsettled_next): op->again 1 and its
+ * machine set up in rel; 0 and op->again 0: none; HILOCK_ENOMEM; else the
+ * code that refuses the acquire (op->err says why). */
+static int pre_release_next(as_op *op)
+{
+    op->again = 0;
+    int rc = hl_lock_unsettled_next(op->lock, op->tid, op->rid, sizeof op->rid, op->err,
+                                    sizeof op->err);
+    if (rc != 1)
+        return rc;
+    if (op_release_setup(op, 2) != 0)
+        return HILOCK_ENOMEM;
+    op->again = 1;
+    return 0;
+}
+
 /* Before an acquire: the caller's last release of the lock got no answer
  * and its hold may still be there; send the release again first, so the
  * acquire never re-enters it. Not owner: it ran, or the hold expired. Any
@@ -2490,24 +2506,20 @@ static void step_pre_release(as_op *op)
     int rc = op->rel.result;
     int unconfirmed = op->rel.unconfirmed && rc != 0;
     op->ack_phase = 0;
-    if (rc != 0 && rc != HILOCK_ENOTOWNER) {
-        if (unconfirmed)
-            release_unconfirmed(op, unrenewed_lease(op->lock, NULL));
-        /* the ones not sent yet stay, after it */
-        for (int j = op->again_i; j < op->again_n; j++)
-            hl_lock_unsettled_put(op->lock, op->tid, op->again_until, op->again_epoch[j],
-                                  op->again_seq[j]);
-        hl_release_free(&op->rel);
+    if (unconfirmed)
+        release_unconfirmed(op, unrenewed_lease(op->lock, NULL)); /* keeps its place */
+    hl_lock_unsettled_end(op->lock, op->tid, op->rid, rc);
+    hl_release_free(&op->rel);
+    if (rc != 0 && rc != HILOCK_ENOTOWNER) { /* the session keeps them all */
         hl_as_op_finish(op, rc, 0);
         return;
     }
-    hl_release_free(&op->rel);
-    /* released: the next one that got no answer; not owner: no hold is left */
-    if (rc == 0 && op->again_i < op->again_n) {
-        if (op_release_setup(op, 2) != 0) {
-            hl_as_op_finish(op, HILOCK_ENOMEM, 0);
-            return;
-        }
+    /* released: the next one that got no answer, if any */
+    if ((rc = pre_release_next(op)) != 0) {
+        hl_as_op_finish(op, rc, 0);
+        return;
+    }
+    if (op->again) {
         op_queue(op);
         return;
     }
@@ -3059,13 +3071,12 @@ int hilock_async_acquire(hilock_async *a, hilock_lock *l, uint64_t tid, int64_t 
     op->lease_ms = lease_ms > 0 ? lease_ms : c->t.opts.watchdog_lease_ms;
     op->wait_ms = wait_ms;
     op->deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
-    op->again_n = hl_lock_unsettled_take(l, tid, op->again_epoch, op->again_seq,
-                                         &op->again_until);
-    if (acquire_setup(op, wait_ms) != 0 || (op->again_n > 0 && op_release_setup(op, 2) != 0)) {
+    if (acquire_setup(op, wait_ms) != 0 || (rc = pre_release_next(op)) == HILOCK_ENOMEM) {
         op_unlink(a, op);
         op_free(op);
         return HILOCK_ENOMEM;
     }
+    op->refused = rc; /* releases that may be pending: its callback says so */
     return hl_as_op_start(op);
 }
 
@@ -3156,10 +3167,9 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
     op->link = lk;
     hl_hold_owner(op->owner, l->kind, c->t.id, tid);
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-    op->rel_epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
-    op->rel_seq = seq;
     /* "<client>:e<latch epoch>:<seq>", as lock.c */
-    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id, op->rel_epoch, seq) != 0)
+    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
+                              __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
         snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq); /* cannot happen */
     as_hold *h = hl_as_hold_find(a, l, tid);
     int64_t lease = h && !h->s.watchdog ? h->s.lease_ms : 0; /* 0: the watchdog lease */

@@ -267,13 +267,11 @@ struct as_op {
     hl_unsettled_acq *rs_rec;
     int64_t wait_ms, deadline;
     uint64_t acq_seq;
-    /* the release in rel: its request id's latch epoch and seq */
-    uint64_t rel_epoch, rel_seq;
-    /* before the first attempt: the thread's releases that got no answer,
-     * sent again under their own ids (hl_lock_unsettled_take), next: again_i */
-    int again_n, again_i;
-    int64_t again_until;
-    uint64_t again_epoch[HL_UNCONFIRMED_MAX], again_seq[HL_UNCONFIRMED_MAX];
+    /* before the first attempt: sending again a release of the thread's
+     * that got no answer (the session's rule, hl_lock_unsettled_next): its
+     * request id is in rid */
+    int again;
+    int refused; /* the session refused the acquire (op->err says why) */
     /* waiting */
     as_chan *chan;
     as_op *chan_next, *chan_prev;

@@ -394,7 +394,7 @@ static int granted(hilock_lock *l, uint64_t tid, int64_t lease, int watchdog, in
 }
 
 static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms);
-static int release_again(hilock_lock *l, uint64_t tid, uint64_t epoch, uint64_t seq);
+static int release_again(hilock_lock *l, uint64_t tid, const char *rid);
 
 /* How long a latch (acquire or unlock) answers a request sent again: longer
  * than a retry after a lost reply can take (reconnect + command, twice). */
@@ -616,65 +616,54 @@ static int acquire_once(hilock_lock *l, const char *owner, int64_t wait_ms, int6
     return rc;
 }
 
-/* An earlier release by tid that got no answer, whose hold may not have
- * ended yet: 1 (and the slot freed), else 0. */
-void hl_lock_unsettled_put(hilock_lock *l, uint64_t tid, int64_t until, uint64_t epoch,
-                           uint64_t seq)
+/* The session's rule for releases that got no answer (api.h,
+ * proto_session.h hl_unsettled_rel_*): the client's record set, keyed by
+ * the lock's name and the owner. */
+void hl_lock_unsettled_put(hilock_lock *l, uint64_t tid, const char *rid, int64_t until)
 {
-    pthread_mutex_lock(&l->mu);
-    int slot = -1;
-    for (int i = 0; i < 4 && slot < 0; i++)
-        if (l->unsettled[i].until != 0 && l->unsettled[i].tid == tid)
-            slot = i; /* the thread's earlier ones: this one follows them */
-    if (slot < 0) {
-        slot = 0;
-        for (int i = 0; i < 4; i++) {
-            if (l->unsettled[i].until == 0) {
-                slot = i;
-                break;
-            }
-            if (l->unsettled[i].until < l->unsettled[slot].until)
-                slot = i; /* all taken: the one that ends first */
-        }
-        l->unsettled[slot].n = 0;
-    }
-    if (l->unsettled[slot].n == HL_UNCONFIRMED_MAX) { /* the oldest ends at its lease */
-        memmove(l->unsettled[slot].epoch, l->unsettled[slot].epoch + 1,
-                (HL_UNCONFIRMED_MAX - 1) * sizeof l->unsettled[slot].epoch[0]);
-        memmove(l->unsettled[slot].seq, l->unsettled[slot].seq + 1,
-                (HL_UNCONFIRMED_MAX - 1) * sizeof l->unsettled[slot].seq[0]);
-        l->unsettled[slot].n--;
-    }
-    int n = l->unsettled[slot].n++;
-    l->unsettled[slot].epoch[n] = epoch;
-    l->unsettled[slot].seq[n] = seq;
-    l->unsettled[slot].tid = tid;
-    if (until > l->unsettled[slot].until)
-        l->unsettled[slot].until = until;
-    pthread_mutex_unlock(&l->mu);
+    hilock_client *c = l->client;
+    char owner[HL_OWNER_MAX];
+    hl_hold_owner(owner, l->kind, c->t.id, tid);
+    pthread_mutex_lock(&c->unsettled_mu);
+    hl_unsettled_rel_put(&c->unsettled, l->names.name, owner, rid, until, hl_now_mono_ms());
+    pthread_mutex_unlock(&c->unsettled_mu);
 }
 
-int hl_lock_unsettled_take(hilock_lock *l, uint64_t tid, uint64_t *epochs, uint64_t *seqs,
-                           int64_t *until)
+int hl_lock_unsettled_next(hilock_lock *l, uint64_t tid, char *rid, size_t rid_len, char *err,
+                           size_t err_len)
 {
-    int found = 0;
-    int64_t now = hl_now_mono_ms();
-    pthread_mutex_lock(&l->mu);
-    for (int i = 0; i < 4; i++) {
-        if (l->unsettled[i].until != 0 && l->unsettled[i].tid == tid) {
-            if (now < l->unsettled[i].until) {
-                found = l->unsettled[i].n;
-                memcpy(epochs, l->unsettled[i].epoch, (size_t)found * sizeof *epochs);
-                memcpy(seqs, l->unsettled[i].seq, (size_t)found * sizeof *seqs);
-                if (until)
-                    *until = l->unsettled[i].until;
-            }
-            l->unsettled[i].until = 0;
-            l->unsettled[i].n = 0;
-        }
-    }
-    pthread_mutex_unlock(&l->mu);
-    return found;
+    hilock_client *c = l->client;
+    char owner[HL_OWNER_MAX];
+    hl_hold_owner(owner, l->kind, c->t.id, tid);
+    const char *r = NULL;
+    int64_t until = 0, now = hl_now_mono_ms();
+    pthread_mutex_lock(&c->unsettled_mu);
+    hl_unsettled_step st = hl_unsettled_rel_next(&c->unsettled, l->names.name, owner, now, &r,
+                                                 &until);
+    int fits = st == HL_UNSETTLED_SETTLE && strlen(r) < rid_len;
+    if (fits)
+        memcpy(rid, r, strlen(r) + 1);
+    pthread_mutex_unlock(&c->unsettled_mu);
+    if (st == HL_UNSETTLED_NONE)
+        return 0;
+    if (fits)
+        return 1;
+    snprintf(err, err_len,
+             "releases of lock '%.60s' by thread %" PRIu64 " got no answer and not all could be "
+             "kept to be sent again; not entered until their lease ends (in %lld ms)",
+             l->names.name, tid, (long long)(until > now ? until - now : 0));
+    return HILOCK_ECONN;
+}
+
+void hl_lock_unsettled_end(hilock_lock *l, uint64_t tid, const char *rid, int rc)
+{
+    hilock_client *c = l->client;
+    char owner[HL_OWNER_MAX];
+    hl_hold_owner(owner, l->kind, c->t.id, tid);
+    pthread_mutex_lock(&c->unsettled_mu);
+    hl_unsettled_rel_end(&c->unsettled, l->names.name, owner, rid,
+                         rc == 0 ? 1 : rc == HILOCK_ENOTOWNER ? 0 : -1, hl_now_mono_ms());
+    pthread_mutex_unlock(&c->unsettled_mu);
 }
 
 static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_ms,
@@ -691,23 +680,19 @@ static int acquire(hilock_lock *l, uint64_t tid, int64_t wait_ms, int64_t lease_
                          "wait must be -1, 0 or a positive ms count and lease -1, 0 or "
                          "positive, both at most HILOCK_MAX_TIME_MS");
     hilock_client *c = l->client;
-    uint64_t again_epoch[HL_UNCONFIRMED_MAX], again_seq[HL_UNCONFIRMED_MAX];
-    int64_t again_until = 0;
-    int again = hl_lock_unsettled_take(l, tid, again_epoch, again_seq, &again_until);
-    for (int i = 0; i < again; i++) {
+    char again[HL_OWNER_MAX + 48], why[HL_ERRMSG_MAX];
+    while ((rc = hl_lock_unsettled_next(l, tid, again, sizeof again, why, sizeof why)) == 1) {
         /* Re-entering now would stack a new hold on one that may still be
-         * there (and the watchdog would renew both): each release first,
-         * under its own id (one that ran changes nothing). Not owner = the
-         * holds are gone (released, or expired). */
-        rc = release_again(l, tid, again_epoch[i], again_seq[i]);
-        if (rc == HILOCK_ENOTOWNER)
-            break;
-        if (rc != 0) { /* its message stands; release_again kept it (unconfirmed) */
-            for (int j = i + 1; j < again; j++)
-                hl_lock_unsettled_put(l, tid, again_until, again_epoch[j], again_seq[j]);
-            return rc;
-        }
+         * there (and the watchdog would renew both): each release that got
+         * no answer first, under its own id (one that ran changes nothing).
+         * Not owner = the holds are gone (released, or expired). */
+        rc = release_again(l, tid, again);
+        hl_lock_unsettled_end(l, tid, again, rc);
+        if (rc != 0 && rc != HILOCK_ENOTOWNER)
+            return rc; /* its message stands; the session keeps them all */
     }
+    if (rc != 0)
+        return lock_fail(l, rc, why); /* refused by the session */
     char owner[HL_OWNER_MAX];
     hl_hold_owner(owner, l->kind, c->t.id, tid);
     if ((rc = settle_earlier(l, owner)) != 0)
@@ -875,23 +860,24 @@ int hl_lock_try_once(hilock_lock *l, uint64_t tid, int64_t lease_ms, int64_t tim
 
 /* ---- release ---- */
 
-static int release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, uint64_t epoch,
-                         uint64_t seq, hl_rel *r);
+static int release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, const char *again,
+                         hl_rel *r);
 
 int hl_lock_release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, hl_rel *r)
 {
-    return release_begin(l, tid, timeout_ms, 0, 0, r);
+    return release_begin(l, tid, timeout_ms, NULL, r);
 }
 
 int hl_lock_release_begin_again(hilock_lock *l, uint64_t tid, int64_t timeout_ms,
-                                uint64_t epoch, uint64_t seq, hl_rel *r)
+                                const char *rid, hl_rel *r)
 {
-    return release_begin(l, tid, timeout_ms, epoch, seq, r);
+    return release_begin(l, tid, timeout_ms, rid, r);
 }
 
-/* seq 0: a new release (a new request id); else one sent again */
-static int release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, uint64_t epoch,
-                         uint64_t seq, hl_rel *r)
+/* again NULL: a new release (a new request id); else the id of one sent
+ * again */
+static int release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, const char *again,
+                         hl_rel *r)
 {
     r->stopped = 0;
     r->begun = 0;
@@ -907,18 +893,19 @@ static int release_begin(hilock_lock *l, uint64_t tid, int64_t timeout_ms, uint6
      * renewal can follow the final unlock. */
     r->confirmed_at = 0;
     r->stopped = hl_wd_release(&c->t, l, tid, &r->confirmed_at);
-    if (!seq) {
-        seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
-        epoch = __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED);
-    }
-    r->epoch = epoch;
-    r->seq = seq;
     /* "<client>:e<latch epoch>:<seq>": the engine keeps the answer in the
      * owner's unlock latch, and seq (one counter with the acquires') lets it
      * refuse a late copy of an older release (proto_release.c); the read-write
      * sides get a key per request, unique across clients */
-    if (hl_release_request_id(r->rid, sizeof r->rid, c->t.id, epoch, seq) != 0)
-        snprintf(r->rid, sizeof r->rid, "%" PRIu64, seq); /* cannot happen */
+    if (again && strlen(again) < sizeof r->rid) {
+        memcpy(r->rid, again, strlen(again) + 1);
+    } else {
+        uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+        if (hl_release_request_id(r->rid, sizeof r->rid, c->t.id,
+                                  __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED),
+                                  seq) != 0)
+            snprintf(r->rid, sizeof r->rid, "%" PRIu64, seq); /* cannot happen */
+    }
     pthread_mutex_lock(&l->mu);
     /* 0: the watchdog lease */
     int64_t lease = r->stopped == HL_WD_STOPPED ? 0 : l->last_lease_ms;
@@ -998,7 +985,7 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
         /* No answer: the hold may be gone or not. Not renewed any more, it
          * ends at its lease at the latest (counted from the release: no
          * renewal followed it); the thread's next acquire completes the
-         * release first (unsettled_take) instead of re-entering. */
+         * release first (hl_lock_unsettled_next) instead of re-entering. */
         pthread_mutex_lock(&l->mu);
         /* the longest the key can live: taken with the last lease, or
          * renewed with the watchdog's */
@@ -1006,7 +993,7 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
         if (l->last_lease_ms > lease)
             lease = l->last_lease_ms;
         pthread_mutex_unlock(&l->mu);
-        hl_lock_unsettled_put(l, r->tid, r->release_sent + lease, r->epoch, r->seq);
+        hl_lock_unsettled_put(l, r->tid, r->rid, r->release_sent + lease);
         char why[HL_ERRMSG_MAX];
         snprintf(why, sizeof why, "%s", r->err[0] ? r->err : hilock_strerror(rc));
         snprintf(r->err, sizeof r->err,
@@ -1028,12 +1015,11 @@ int hl_lock_release_end(hilock_lock *l, hl_rel *r)
     return lock_fail(l, rc, r->err);
 }
 
-static int release_as(hilock_lock *l, uint64_t tid, int64_t timeout_ms, uint64_t epoch,
-                      uint64_t seq)
+static int release_as(hilock_lock *l, uint64_t tid, int64_t timeout_ms, const char *again)
 {
     hl_rel r;
     memset(&r, 0, sizeof r);
-    if (release_begin(l, tid, timeout_ms, epoch, seq, &r) == 0)
+    if (release_begin(l, tid, timeout_ms, again, &r) == 0)
         while (hl_lock_release_next(l, &r)) {
             redisReply *reply = NULL;
             char err[HL_ERRMSG_MAX] = "";
@@ -1046,13 +1032,13 @@ static int release_as(hilock_lock *l, uint64_t tid, int64_t timeout_ms, uint64_t
 
 static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
 {
-    return release_as(l, tid, timeout_ms, 0, 0);
+    return release_as(l, tid, timeout_ms, NULL);
 }
 
 /* A release that got no answer, sent again under its own request id. */
-static int release_again(hilock_lock *l, uint64_t tid, uint64_t epoch, uint64_t seq)
+static int release_again(hilock_lock *l, uint64_t tid, const char *rid)
 {
-    return release_as(l, tid, 0, epoch, seq);
+    return release_as(l, tid, 0, rid);
 }
 
 int hilock_lock_release(hilock_lock *l)

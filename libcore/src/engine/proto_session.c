@@ -494,6 +494,8 @@ int hl_holds_is_lost(const hl_holds *t, const hl_hold *h, int64_t now)
 
 /* ---- acquire attempts not settled ---- */
 
+static void rel_free_all(hl_unsettled *t);
+
 void hl_unsettled_init(hl_unsettled *t, size_t max)
 {
     memset(t, 0, sizeof *t);
@@ -515,6 +517,8 @@ void hl_unsettled_free(hl_unsettled *t)
     }
     t->head = NULL;
     t->count = 0;
+    rel_free_all(t);
+    t->rel_full_until = 0;
 }
 
 void hl_unsettled_forget(hl_unsettled *t, hl_unsettled_acq *u)
@@ -634,6 +638,153 @@ int hl_unsettled_settling(const hl_unsettled *t, const char *name, const char *o
         if (u->settling && unsettled_is(u, name, owner))
             return 1;
     return 0;
+}
+
+/* ---- releases that got no answer ---- */
+
+static void rel_free_one(hl_unsettled_rel *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        free(r->rid[i]);
+    free(r->name);
+    free(r);
+}
+
+static void rel_free_all(hl_unsettled *t)
+{
+    for (hl_unsettled_rel *r = t->rel_head, *nx; r; r = nx) {
+        nx = r->next;
+        rel_free_one(r);
+    }
+    t->rel_head = NULL;
+    t->rel_count = 0;
+}
+
+/* Drops the records whose holds have all ended by now; returns owner's
+ * record on name, or NULL. */
+static hl_unsettled_rel *rel_find(hl_unsettled *t, const char *name, const char *owner,
+                                  int64_t now)
+{
+    if (t->rel_full_until && t->rel_full_until <= now)
+        t->rel_full_until = 0;
+    hl_unsettled_rel *found = NULL;
+    for (hl_unsettled_rel **pp = &t->rel_head; *pp;) {
+        hl_unsettled_rel *r = *pp;
+        if (r->until <= now) {
+            *pp = r->next;
+            t->rel_count--;
+            rel_free_one(r);
+            continue;
+        }
+        if (!found && strcmp(r->owner, owner) == 0 && strcmp(r->name, name) == 0)
+            found = r;
+        pp = &r->next;
+    }
+    return found;
+}
+
+static void rel_drop(hl_unsettled *t, hl_unsettled_rel *x)
+{
+    for (hl_unsettled_rel **pp = &t->rel_head; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            t->rel_count--;
+            rel_free_one(x);
+            return;
+        }
+}
+
+static void rel_refuse_all(hl_unsettled *t, int64_t until)
+{
+    if (until > t->rel_full_until)
+        t->rel_full_until = until;
+}
+
+int hl_unsettled_rel_put(hl_unsettled *t, const char *name, const char *owner, const char *rid,
+                         int64_t until, int64_t now)
+{
+    if (!name || !owner || !rid || strlen(owner) >= HL_OWNER_MAX) {
+        rel_refuse_all(t, until);
+        return -1;
+    }
+    if (until <= now)
+        return 0; /* its hold has ended already: nothing to re-send */
+    hl_unsettled_rel *r = rel_find(t, name, owner, now);
+    if (!r) {
+        if (t->rel_count >= t->max || !(r = calloc(1, sizeof *r)) ||
+            !(r->name = strdup(name))) {
+            free(r);
+            rel_refuse_all(t, until);
+            return -1;
+        }
+        memcpy(r->owner, owner, strlen(owner) + 1);
+        r->next = t->rel_head;
+        t->rel_head = r;
+        t->rel_count++;
+    }
+    if (until > r->until)
+        r->until = until;
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->rid[i], rid) == 0)
+            return 0; /* sent again and still unanswered: it keeps its place */
+    char *copy = r->n < HL_UNSETTLED_REL_MAX ? strdup(rid) : NULL;
+    if (!copy) {
+        r->overflow = 1;
+        return 1;
+    }
+    r->rid[r->n++] = copy;
+    return 0;
+}
+
+hl_unsettled_step hl_unsettled_rel_next(hl_unsettled *t, const char *name, const char *owner,
+                                        int64_t now, const char **rid, int64_t *until)
+{
+    hl_unsettled_rel *r = rel_find(t, name, owner, now);
+    if (rid)
+        *rid = NULL;
+    if (until)
+        *until = 0;
+    if (r && r->n > 0) {
+        if (rid)
+            *rid = r->rid[0];
+        return HL_UNSETTLED_SETTLE;
+    }
+    int64_t end = r && r->overflow ? r->until : 0;
+    if (t->rel_full_until > end)
+        end = t->rel_full_until;
+    if (end > now) {
+        if (until)
+            *until = end;
+        return HL_UNSETTLED_REFUSE;
+    }
+    return HL_UNSETTLED_NONE;
+}
+
+void hl_unsettled_rel_end(hl_unsettled *t, const char *name, const char *owner, const char *rid,
+                          int ran, int64_t now)
+{
+    hl_unsettled_rel *r = rel_find(t, name, owner, now);
+    if (!r || ran < 0)
+        return;
+    if (ran == 0) { /* not owner: it holds none of name, nothing to release */
+        rel_drop(t, r);
+        return;
+    }
+    for (size_t i = 0; rid && i < r->n; i++)
+        if (strcmp(r->rid[i], rid) == 0) {
+            free(r->rid[i]);
+            memmove(r->rid + i, r->rid + i + 1, (r->n - i - 1) * sizeof r->rid[0]);
+            r->n--;
+            break;
+        }
+    if (r->n == 0 && !r->overflow)
+        rel_drop(t, r);
+}
+
+size_t hl_unsettled_rel_count(hl_unsettled *t, const char *name, const char *owner, int64_t now)
+{
+    hl_unsettled_rel *r = rel_find(t, name, owner, now);
+    return r ? r->n : 0;
 }
 
 /* ---- subscription liveness ---- */

@@ -257,9 +257,28 @@ typedef struct hl_unsettled_acq {
                               (hl_unsettled_background) */
 } hl_unsettled_acq;
 
+/* Releases of one owner on one lock that got no answer to any try
+ * (hl_release.unconfirmed), oldest first (hl_unsettled_rel_*). */
+#define HL_UNSETTLED_REL_MAX 8
+typedef struct hl_unsettled_rel {
+    struct hl_unsettled_rel *next;
+    char *name;
+    char owner[HL_OWNER_MAX];
+    int64_t until;     /* every hold they may have left has ended by then */
+    size_t n;          /* request ids kept, rid[0] the oldest */
+    char *rid[HL_UNSETTLED_REL_MAX];
+    int overflow;      /* more got no answer than are kept: the owner's
+                          acquires of the lock are refused until `until` */
+} hl_unsettled_rel;
+
 typedef struct hl_unsettled {
     hl_unsettled_acq *head;
     size_t count, max;
+    hl_unsettled_rel *rel_head;
+    size_t rel_count;  /* records in rel_head (at most max) */
+    int64_t rel_full_until; /* a release could not be recorded at all (the
+                               table full, no memory): every acquire through
+                               the table is refused until then; 0: none */
 } hl_unsettled;
 
 /* What hl_unsettled_next tells the driver before an acquire. */
@@ -268,7 +287,9 @@ typedef enum hl_unsettled_step {
     HL_UNSETTLED_SETTLE,   /* settle *out first (hl_acquire_resettle with its
                               latch, latch_ttl_ms and lease_ms), then report
                               the end (hl_unsettled_settle_end) and ask again */
-    HL_UNSETTLED_WAIT      /* a settle of *out runs: ask again after its end */
+    HL_UNSETTLED_WAIT,     /* a settle of *out runs: ask again after its end */
+    HL_UNSETTLED_REFUSE    /* releases that may still be pending could not all
+                              be kept: fail the acquire (hl_unsettled_rel_next) */
 } hl_unsettled_step;
 
 /* An empty table keeping at most max records (0: 1024); when all are
@@ -320,6 +341,65 @@ HL_HIDDEN hl_unsettled_step hl_unsettled_next(hl_unsettled *t, const char *name,
                                               hl_unsettled_acq **out);
 /* 1 when a settle of an attempt of owner on name runs. */
 HL_HIDDEN int hl_unsettled_settling(const hl_unsettled *t, const char *name, const char *owner);
+
+/* ---- releases that got no answer (the "unsettled release" rule) ----
+ *
+ * A release that got no answer to any try may have run or not: its hold is
+ * renewed no more (hl_release.renew 0) and has ended by its lease at the
+ * latest. Until then the owner's next acquire of that lock must not
+ * re-enter a hold that may still be there (the server would count one more
+ * hold than the caller; the caller's last release then leaves one, and the
+ * watchdog renews it for as long as the owner re-enters). The rule, one
+ * for every driver:
+ * - remembered: every such release of an owner on a lock, by its request
+ *   id, oldest first, up to HL_UNSETTLED_REL_MAX per owner and lock and
+ *   the table's max (hl_unsettled_init) owner-lock records;
+ * - re-sent: before that owner's next acquire of the lock, each under its
+ *   own request id, oldest first, one at a time (hl_unsettled_rel_next,
+ *   then hl_unsettled_rel_end with what it answered): one that ran answers
+ *   its first answer from the owner's unlock latch and changes nothing,
+ *   one that never arrived runs now;
+ * - dropped: one that answered (ran now or before); all of the owner's on
+ *   the lock on "not owner" (it holds none of it: nothing left to
+ *   release); all of them once `until` (the latest lease end) has passed;
+ * - full: more than HL_UNSETTLED_REL_MAX for one owner and lock, or a
+ *   request id that cannot be copied: the record keeps what it has and is
+ *   marked overflow: the owner's acquires of the lock are refused
+ *   (HL_UNSETTLED_REFUSE) until the last lease has run out. A release that
+ *   cannot be recorded at all (the table full of live records, no memory)
+ *   refuses every acquire through the table until its lease has run out.
+ *   Nothing that may still be pending is forgotten before its hold ends.
+ * docs/protocol.md ("Session: unsettled releases"). No I/O, no threads, no
+ * clock; not thread-safe. */
+
+/* Record owner's release of name, request id rid, that got no answer at
+ * now; every hold it may have left has ended by until (its sending time +
+ * the hold's lease). A rid already kept only moves until. 0: kept;
+ * 1: not kept, the owner's acquires of name refused until then (overflow);
+ * -1: not kept, every acquire refused until then (table full, no memory,
+ * bad argument: an owner too long). */
+HL_HIDDEN int hl_unsettled_rel_put(hl_unsettled *t, const char *name, const char *owner,
+                                   const char *rid, int64_t until, int64_t now);
+/* Before owner's acquire of name, at now (records past their until are
+ * dropped first): NONE (send the acquire), SETTLE (send the release again
+ * under *rid, then hl_unsettled_rel_end and ask again) or
+ * HL_UNSETTLED_REFUSE (fail the acquire, nothing sent: releases of it that
+ * could not all be kept may still be pending; *until says when that ends).
+ * *rid stays valid until the next call on the table: copy it. */
+HL_HIDDEN hl_unsettled_step hl_unsettled_rel_next(hl_unsettled *t, const char *name,
+                                                  const char *owner, int64_t now,
+                                                  const char **rid, int64_t *until);
+/* What the release of name by owner under rid, sent again, answered:
+ * ran 1 (released, or answered from the latch: it ran before): dropped;
+ * ran 0 ("not owner": the owner holds none of name): every release of the
+ * owner on name dropped; ran -1 (no usable answer): all kept (the acquire
+ * fails with that error; the driver's hl_unsettled_rel_put for the
+ * re-sent one moves its until). */
+HL_HIDDEN void hl_unsettled_rel_end(hl_unsettled *t, const char *name, const char *owner,
+                                    const char *rid, int ran, int64_t now);
+/* How many releases of owner on name are kept (0: none), at now. */
+HL_HIDDEN size_t hl_unsettled_rel_count(hl_unsettled *t, const char *name, const char *owner,
+                                        int64_t now);
 
 /* ---- subscription liveness (hl_sublive: one per pub/sub connection) ----
  *
