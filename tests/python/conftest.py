@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -207,6 +208,21 @@ class RedisServer:
 def _stop_all() -> None:
     for s in _ALL:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def mypy_strict(tmp_path_factory: Any) -> Callable[..., "subprocess.CompletedProcess[str]"]:
+    """mypy --strict on some files, its result. The runs of one pytest
+    session share one cache (a directory of the session's own): the first
+    run reads the standard library's stubs and the installed hilock, the
+    later ones reuse them (each run with no cache took 5-20 s)."""
+    pytest.importorskip("mypy")
+    cache = str(tmp_path_factory.mktemp("mypy-cache"))
+
+    def run(*paths: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", cache,
+                               *paths], capture_output=True, text=True, timeout=180)
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -1048,19 +1048,15 @@ def test_uvloop(redis: RedisServer, name: str) -> None:
         asyncio.set_event_loop_policy(None)
 
 
-def test_mypy_strict_on_example() -> None:
+def test_mypy_strict_on_example(mypy_strict: Any) -> None:
     """The asyncio example type-checks under mypy --strict against the
     installed package (py.typed)."""
-    pytest.importorskip("mypy")
     root = os.environ.get("HILOCK_ROOT", "")
     example = os.path.join(root, "examples", "asyncio_lock.py")
     if not root or not os.path.exists(example):
         pytest.skip("HILOCK_ROOT (the source tree with examples/) not given")
     # one mypy run for both asyncio examples (the semaphore one: test_aio_sem.py runs it)
-    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                          "--cache-dir", "/dev/null", example,
-                          os.path.join(root, "examples", "asyncio_semaphore.py")],
-                         capture_output=True, text=True, timeout=120)
+    out = mypy_strict(example, os.path.join(root, "examples", "asyncio_semaphore.py"))
     assert out.returncode == 0, out.stdout + out.stderr
 
 

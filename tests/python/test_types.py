@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 import pytest
 
@@ -26,19 +27,12 @@ TYPOS = [  # (what the example says, the typo), one per object
 ]
 
 
-def _mypy(path: str) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "--cache-dir", "/dev/null", path],
-                          capture_output=True, text=True, timeout=180)
-
-
-def test_mypy_strict_finds_a_typo_on_every_object() -> None:
-    pytest.importorskip("mypy")
+def test_mypy_strict_finds_a_typo_on_every_object(mypy_strict: Any) -> None:
     root = os.environ.get("HILOCK_ROOT", "")
     example = os.path.join(root, "examples", "typed_blocking.py")
     if not root or not os.path.exists(example):
         pytest.skip("HILOCK_ROOT (the source tree with examples/) not given")
-    good = _mypy(example)
+    good = mypy_strict(example)
     assert good.returncode == 0, good.stdout + good.stderr
     src = open(example).read()
     lines = []
@@ -51,7 +45,7 @@ def test_mypy_strict_finds_a_typo_on_every_object() -> None:
         bad = os.path.join(d, "typed_blocking_typos.py")
         with open(bad, "w") as f:
             f.write(src)
-        out = _mypy(bad)
+        out = mypy_strict(bad)
     flagged = {int(m.group(1)) for m in re.finditer(r"typed_blocking_typos\.py:(\d+): error", out.stdout)}
     missed = [TYPOS[k][1] for k, line in enumerate(lines) if line not in flagged]
     assert not missed, f"mypy let these through: {missed}\n{out.stdout}"
