@@ -1392,7 +1392,7 @@ static const hb_fn hb_fns[] = {
      "acquire_latch_ttl(command_timeout_ms, connect_timeout_ms) -> ms"},
     {"ack_retry", "ack_retry", "ii", f_ack_retry, NULL, 0,
      "ack_retry(wait_ms, deadline_ms) -> pause_ms or None"},
-    {"release_request_id", NULL, "siii", f_release_request_id, NULL, 0,
+    {"release_request_id", "release_request_id", "siii", f_release_request_id, NULL, 0,
      "release_request_id(client_id, pid, latch_epoch, seq) -> a release's request id (the "
      "owner's unlock latch of that epoch)"},
     {"settle_gate", NULL, "ibi", f_settle_gate, NULL, 0,

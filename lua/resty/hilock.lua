@@ -2011,9 +2011,9 @@ local function remember_lease(c, key, lease_ms)
     c.leases[key], c.lease_ends[key] = lease_ms, now + lease_ms
 end
 
--- A unique id for one request of this client (latch keys):
--- "<client>:e<latch epoch>:<seq>", the form for which the engine keeps one
--- unlock latch per owner instead of a key per request. seq is the one
+-- A unique id for one request of this client (latch keys): the engine's
+-- release_request_id (hl_release_request_id, as the C drivers), the form
+-- for which it keeps one unlock latch per owner instead of a key per request. seq is the one
 -- counter of this client's acquires and releases in this worker (the
 -- acquire latch's seq too): the engine's scripts refuse a late copy of a
 -- release older than the owner's last grant or release.
@@ -2025,7 +2025,7 @@ end
 
 local function request_id(c)
     c.seq = c.seq + 1
-    return str_format("%s:e%d:%d", c.uuid, latch_epoch(c), c.seq)
+    return proto.release_request_id(c.uuid, worker_pid(), c.latch_epoch, c.seq)
 end
 
 -- A command of this client whose reply was lost may still reach the
