@@ -324,22 +324,20 @@ static int reader_feed(lua_State *L)
     return 1;
 }
 
-static void push_reply(lua_State *L, redisReply *rep)
-{
-    preply *p = (preply *)hlc_newuserdata(L, sizeof *p);
-    p->r = rep;
-    luaL_getmetatable(L, PREPLY_MT);
-    lua_setmetatable(L, -2);
-}
-
 /* rd:get() -> reply, nil, is_error | nil (needs more bytes) | nil, err (bad
- * stream); is_error: the reply is an error reply (r:type() == "error"). */
+ * stream); is_error: the reply is an error reply (r:type() == "error").
+ * The reply's userdata is made first: no reply is held while Lua allocates. */
 static int reader_get(lua_State *L)
 {
     preader *r = check_reader(L, 1);
     void *rep = NULL;
     if (r->broken)
         return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr[0] ? r->r->errstr : "broken stream");
+    preply *p = (preply *)hlc_newuserdata(L, sizeof *p);
+    p->r = NULL;
+    luaL_getmetatable(L, PREPLY_MT);
+    lua_setmetatable(L, -2);
+    luaL_checkstack(L, 3, "hilock: results");
     if (redisReaderGetReply(r->r, &rep) != REDIS_OK) {
         r->broken = 1;
         return lhl_push_fail(L, HILOCK_EPROTO, r->r->errstr);
@@ -348,10 +346,9 @@ static int reader_get(lua_State *L)
         lua_pushnil(L);
         return 1;
     }
-    int is_error = ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
-    push_reply(L, (redisReply *)rep);
+    p->r = (redisReply *)rep;
     lua_pushnil(L);
-    lua_pushboolean(L, is_error);
+    lua_pushboolean(L, p->r->type == REDIS_REPLY_ERROR);
     return 3;
 }
 
@@ -1292,7 +1289,7 @@ typedef struct pholdrec {
 
 typedef struct pholds {
     hl_holds t;
-    int recs; /* registry ref: key -> lightuserdata of a pholdrec */
+    int recs; /* registry ref: key -> its pholdrec (a userdata the table keeps) */
     int live;
 } pholds;
 
@@ -1339,14 +1336,7 @@ static int holds_gc(lua_State *L)
         return 0;
     t->live = 0;
     hl_holds_free(&t->t);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->recs);
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-        free(lua_touserdata(L, -1));
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    luaL_unref(L, LUA_REGISTRYINDEX, t->recs);
+    luaL_unref(L, LUA_REGISTRYINDEX, t->recs); /* the records go with it */
     return 0;
 }
 
@@ -1360,15 +1350,13 @@ static int holds_grant(lua_State *L)
     if (!rec) {
         size_t len;
         const char *key = lua_tolstring(L, 2, &len);
-        rec = malloc(sizeof *rec + len + 1);
-        if (!rec)
-            return luaL_error(L, "out of memory");
+        /* Lua's memory: an allocation failure below leaves nothing behind */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, t->recs);
+        lua_pushvalue(L, 2);
+        rec = (pholdrec *)hlc_newuserdata(L, sizeof *rec + len + 1);
         hl_hold_init(&rec->h, rec, 0);
         rec->len = len;
         memcpy(rec->key, key, len + 1);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, t->recs);
-        lua_pushvalue(L, 2);
-        lua_pushlightuserdata(L, rec);
         lua_rawset(L, -3);
         lua_pop(L, 1);
     }
@@ -1389,7 +1377,6 @@ static int holds_remove(lua_State *L)
     lua_pushnil(L);
     lua_rawset(L, -3);
     lua_pop(L, 1);
-    free(rec);
     return 0;
 }
 
@@ -1650,7 +1637,34 @@ static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *
     }
 }
 
-/* the row in upvalue 1, called with the Lua arguments */
+typedef struct hb_push_ctx {
+    hb_out *o;
+    const char *const *words;
+} hb_push_ctx;
+
+static int hb_push_all(lua_State *L, hb_push_ctx *c)
+{
+    int n = 0;
+    for (int pos = 0; pos < c->o->n; n++) {
+        if (c->o->v[pos].only == HB_PY) {
+            pos++, n--;
+            continue;
+        }
+        luaL_checkstack(L, 4, "hilock: results");
+        hb_push_value(L, c->o, &pos, c->words);
+    }
+    return n;
+}
+
+/* hb_push_all run by lua_pcall: its context the one argument */
+static int hb_push_protected(lua_State *L)
+{
+    hb_push_ctx *c = (hb_push_ctx *)lua_touserdata(L, 1);
+    lua_pop(L, 1);
+    return hb_push_all(L, c);
+}
+
+/* the row in upvalue 1 (hb_push_protected in 2), called with the Lua arguments */
 static int hb_call(lua_State *L)
 {
     const hb_fn *f = (const hb_fn *)lua_touserdata(L, lua_upvalueindex(1));
@@ -1716,6 +1730,9 @@ static int hb_call(lua_State *L)
                 luaL_argerror(L, idx, "expected a string without NUL bytes");
         }
     }
+    /* room for the protected push's function and its argument, taken
+     * before the call's result holds any C memory */
+    luaL_checkstack(L, 4, "hilock: results");
     hb_out o;
     hb_init(&o);
     int rc = f->fn(a, &o);
@@ -1734,17 +1751,19 @@ static int hb_call(lua_State *L)
         }
         return lhl_push_fail(L, code, msg);
     }
-    int n = 0;
-    for (int pos = 0; pos < o.n; n++) {
-        if (o.v[pos].only == HB_PY) {
-            pos++, n--;
-            continue;
-        }
-        luaL_checkstack(L, 4, "hilock: results");
-        hb_push_value(L, &o, &pos, f->words);
-    }
+    hb_push_ctx ctx = {&o, f->words};
+    if (o.v == o.inl && !o.arena) /* nothing of the result's in C memory */
+        return hb_push_all(L, &ctx);
+    /* pushing may raise (out of memory): pushed protected, so the result's
+     * values and strings are freed before the error goes on */
+    int base = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_pushlightuserdata(L, &ctx);
+    int prc = lua_pcall(L, 1, LUA_MULTRET, 0);
     hb_free(&o);
-    return n;
+    if (prc)
+        return lua_error(L);
+    return lua_gettop(L) - base;
 }
 
 /* the rows of fns named for Lua, into the table on the top of the stack */
@@ -1754,7 +1773,8 @@ static void hb_register(lua_State *L, const hb_fn *fns)
         if (!fns[i].lua)
             continue;
         lua_pushlightuserdata(L, (void *)&fns[i]);
-        lua_pushcclosure(L, hb_call, 1);
+        lua_pushcfunction(L, hb_push_protected);
+        lua_pushcclosure(L, hb_call, 2);
         lua_setfield(L, -2, fns[i].lua);
     }
 }

@@ -24,6 +24,16 @@ for spec in "${HL_INTERPS[@]}"; do
   fi
 done
 
+# An allocator that runs out while the module pushes results or registers a
+# hold: no C memory may stay behind (tests/lua/oom.c; Lua 5.4 host, ~3 s).
+hl_tmpdir
+if cc -std=c11 -Wall -Wextra -Werror -O1 -o "$HL_TMP/oom" "$here/oom.c" -I/usr/include/lua5.4 \
+     -llua5.4 -ldl && "$HL_TMP/oom" "$HL_BUILD/lua/5.4/hilock.so"; then
+  echo "  ok    5.4: out of memory leaves no C memory"; passes=$((passes+1))
+else
+  echo "  FAIL  5.4: out of memory (tests/lua/oom.c)"; fails=$((fails+1))
+fi
+
 # A TLS server (throwaway CA from tests/c/make_certs.sh) for the TLS test.
 hl_tmpdir; certs="$HL_TMP/certs"; TLS_CA=""; TLS_URL=""
 if bash "$HL_ROOT/tests/c/make_certs.sh" "$certs"; then
