@@ -637,13 +637,43 @@ int th_srv_client_clean(void)
     return th_srv_clean();
 }
 
+/* The other ends of th_pool_shut_writes's socket pairs: open till exit,
+ * so that the pool never sees its connections closed. */
+static int th_shut_peers[64];
+static int th_nshut_peers;
+
+static void th_close_shut_peers(void)
+{
+    while (th_nshut_peers > 0)
+        close(th_shut_peers[--th_nshut_peers]);
+}
+
 int th_pool_shut_writes(struct hilock_client *c)
 {
     hl_pool *p = &c->t.nodes[0]->pool;
     pthread_mutex_lock(&p->mu);
+    if (th_nshut_peers == 0)
+        atexit(th_close_shut_peers); /* (again after a close: harmless) */
     int n = 0;
-    for (int i = 0; i < p->nidle; i++)
-        n += shutdown(p->idle[i]->fd, SHUT_WR) == 0;
+    for (int i = 0; i < p->nidle; i++) {
+        int sv[2];
+        if (th_nshut_peers >= (int)(sizeof th_shut_peers / sizeof th_shut_peers[0]) ||
+            socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+            break;
+        if (shutdown(sv[0], SHUT_WR) == 0 && dup2(sv[0], p->idle[i]->fd) >= 0)
+            n++;
+        close(sv[0]);
+        th_shut_peers[th_nshut_peers++] = sv[1];
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+int th_pool_idle(struct hilock_client *c)
+{
+    hl_pool *p = &c->t.nodes[0]->pool;
+    pthread_mutex_lock(&p->mu);
+    int n = p->nidle;
     pthread_mutex_unlock(&p->mu);
     return n;
 }

@@ -122,10 +122,15 @@ struct hilock_client *th_client_open(const char *url);
 /* The same with options o (NULL: the defaults). */
 struct hilock_options;
 struct hilock_client *th_client_open_opts(const char *url, const struct hilock_options *o);
-/* Shuts the write side (shutdown SHUT_WR) of every idle pooled connection
- * of c's first node: the next write on one fails with EPIPE, which raises
- * SIGPIPE unless written with MSG_NOSIGNAL. Returns how many. */
+/* Shuts the write side of every idle pooled connection of c's first node:
+ * the next write on one fails with EPIPE, which raises SIGPIPE unless
+ * written with MSG_NOSIGNAL. The connection still looks open to the pool
+ * (its socket is swapped for one end of a socket pair whose write side is
+ * shut; the harness keeps the other end open till exit), so the write is
+ * made. Returns how many. */
 int th_pool_shut_writes(struct hilock_client *c);
+/* Idle connections in the pool of c's first node now. */
+int th_pool_idle(struct hilock_client *c);
 /* One RESP reply parsed from bytes with hiredis's reader (no socket); NULL
  * when the bytes are not one whole reply. Free with freeReplyObject.
  * TH_RESP("literal") for string literals (NUL bytes allowed). */

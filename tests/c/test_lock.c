@@ -1081,6 +1081,89 @@ static void t_extend(void)
     hilock_lock_free(other);
 }
 
+/* Every pooled connection of c (POOL of them) opened and back idle: a
+ * multi-lock over POOL locks of c sends one request per member at once,
+ * each on its own connection (sent again when fewer came back idle: another
+ * thread of the client had one checked out meanwhile). */
+enum { POOL = 4 };
+static void open_whole_pool(hilock_client *c)
+{
+    hilock_lock *ls[POOL];
+    for (int i = 0; i < POOL; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "pool-dead-m%d", i);
+        ls[i] = new_lock(c, name);
+    }
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, ls, POOL), 0);
+    for (int tries = 0; tries < 100 && th_pool_idle(c) < POOL; tries++) {
+        CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), 0);
+        CU_ASSERT_EQUAL(hilock_multilock_release(m), 0);
+    }
+    hilock_multilock_free(m);
+    for (int i = 0; i < POOL; i++)
+        hilock_lock_free(ls[i]);
+    CU_ASSERT_EQUAL_FATAL(th_pool_idle(c), POOL);
+}
+
+/* The pool filled, then every idle connection of it dropped by the server
+ * (CLIENT KILL from a side connection), or the server restarted: the next
+ * call drops each dead one before writing on it and opens a new one. */
+static void kill_pool(th_redis *r, hilock_client *c, int restart)
+{
+    open_whole_pool(c);
+    if (restart) {
+        CU_ASSERT_EQUAL_FATAL(th_redis_restart(r), 0);
+    } else {
+        CU_ASSERT(th_redis_int(r, "CLIENT KILL TYPE normal") >= POOL);
+    }
+}
+
+static void t_pool_dead_idle(void)
+{
+    th_redis r;
+    CU_ASSERT_EQUAL_FATAL(th_redis_start(&r, NULL), 0);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.pool_size = POOL;
+    hilock_client *c = open_client(&r, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *l = new_lock(c, "pool-dead");
+    hilock_semaphore *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_semaphore_new(&s, c, "pool-dead-sem"), 0);
+    CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 1), 0);
+    for (int restart = 0; restart < 2; restart++) {
+        const char *how = restart ? "server restarted" : "CLIENT KILL";
+        int rc;
+        kill_pool(&r, c, restart);
+        if ((rc = hilock_lock_acquire(l, 0, 10000)) != 0)
+            printf("\n  %s: lock acquire: %s\n", how, hilock_lock_errmsg(l));
+        CU_ASSERT_EQUAL(rc, 0);
+        if (!restart) { /* (a restart forgets the hold) */
+            kill_pool(&r, c, restart);
+            if ((rc = hilock_lock_release(l)) != 0)
+                printf("\n  %s: lock release: %s\n", how, hilock_lock_errmsg(l));
+            CU_ASSERT_EQUAL(rc, 0);
+        }
+        kill_pool(&r, c, restart);
+        if (restart) { /* (and the permits) */
+            CU_ASSERT_EQUAL(hilock_semaphore_try_set_permits(NULL, s, 1), 0);
+        }
+        if ((rc = hilock_semaphore_acquire(s, 1, 0)) != 0)
+            printf("\n  %s: semaphore acquire: %s\n", how, hilock_semaphore_errmsg(s));
+        CU_ASSERT_EQUAL(rc, 0);
+        kill_pool(&r, c, restart);
+        if ((rc = hilock_semaphore_release(s, 1)) != 0)
+            printf("\n  %s: semaphore release: %s\n", how, hilock_semaphore_errmsg(s));
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_EQUAL(th_redis_int(&r, "GET pool-dead-sem"), 1);
+        CU_ASSERT_EQUAL(th_redis_int(&r, "EXISTS pool-dead"), 0);
+    }
+    hilock_semaphore_free(s);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+    th_redis_stop(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--child-hold") == 0)
@@ -1105,6 +1188,7 @@ int main(int argc, char **argv)
     CU_add_test(s, "EVALSHA, EVAL after NOSCRIPT", t_evalsha_fallback);
     CU_add_test(s, "garbage pub/sub payloads ignored", t_garbage_messages_ignored);
     CU_add_test(s, "pool size bounds connections", t_pool_bounded);
+    CU_add_test(s, "any number of dead idle pooled connections", t_pool_dead_idle);
     CU_add_test(s, "one unlock wakes one waiter", t_one_unlock_wakes_one);
     CU_add_test(s, "threads x critical sections: exact counter", t_counter);
     CU_add_test(s, "holder killed by SIGKILL", t_killed_holder);

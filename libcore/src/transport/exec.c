@@ -176,7 +176,9 @@ typedef struct exec_call {
     size_t klen;
     hl_node *node;       /* the key's node */
     hl_node *ask;        /* ASK: this node, for the next send only */
-    int stale_retry;     /* one resend allowed on an idle connection found dead */
+    int stale_retry;     /* one resend allowed on a reused connection that died as
+                            the command was written (hl_pool_get drops those
+                            found closed before: a close racing the write) */
     hl_router rt;
     int64_t timeout_ms;  /* > 0: bounds the whole call */
     int64_t deadline;
@@ -225,8 +227,9 @@ static void hl_ctx_where(const redisContext *ctx, char *buf, size_t len)
         snprintf(buf, len, "?");
 }
 
-/* No reply on ctx: a timed-out attempt goes to the drain; a dead idle
- * connection gets one resend; anything else is an error. */
+/* No reply on ctx: a timed-out attempt goes to the drain; a reused
+ * connection closed as the command went out gets one resend; anything else
+ * is an error. */
 static int exec_on_no_reply(exec_call *x, hl_node *target, redisContext *ctx, int reused,
                             int64_t gen)
 {

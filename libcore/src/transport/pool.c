@@ -6,12 +6,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "transport.h"
 #include "transport_impl.h"
+
+/* An idle connection the server (or the network) has closed: its socket
+ * reads end-of-file or an error without blocking (CLIENT KILL, a server
+ * restart, an idle timeout). Bytes waiting, or nothing, count as open: the
+ * request path then finds out as before. */
+static int idle_conn_closed(const redisContext *ctx)
+{
+    if (ctx->err || ctx->fd == REDIS_INVALID_FD)
+        return 1;
+    char b;
+    ssize_t got;
+    do
+        got = recv(ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (got < 0 && errno == EINTR);
+    return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
 
 redisContext *hl_pool_get(hl_node *n, int64_t timeout_ms, int *reused, int64_t *gen,
                           int *code, char *err)
@@ -36,11 +53,18 @@ redisContext *hl_pool_get(hl_node *n, int64_t timeout_ms, int *reused, int64_t *
     }
     p->inuse++;
     *gen = __atomic_load_n(&c->master_gen, __ATOMIC_ACQUIRE);
-    if (p->nidle > 0) {
+    while (p->nidle > 0) {
         redisContext *ctx = p->idle[--p->nidle];
+        if (!idle_conn_closed(ctx)) {
+            pthread_mutex_unlock(&p->mu);
+            *reused = 1;
+            return ctx;
+        }
+        /* closed while idle: nothing of this call was written on it, so
+         * dropping it is always safe; however many there are */
         pthread_mutex_unlock(&p->mu);
-        *reused = 1;
-        return ctx;
+        redisFree(ctx);
+        pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
     *reused = 0;

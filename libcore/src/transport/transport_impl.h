@@ -32,8 +32,9 @@ HL_HIDDEN int hl_node_addr(hl_node *n, char *host, size_t len, int *port);
 HL_HIDDEN void hl_node_where(hl_node *n, char *buf, size_t len);
 HL_HIDDEN int hl_node_index(hl_transport *c, const hl_node *n);
 
-/* pool.c: check a connection of n out: an idle one (*reused = 1) or a new
- * one (connecting within timeout_ms when > 0 and below the connect
+/* pool.c: check a connection of n out: an idle one (*reused = 1; idle ones
+ * the server has closed meanwhile are dropped on the way, however many) or
+ * a new one (connecting within timeout_ms when > 0 and below the connect
  * timeout), waiting while the pool is full (up to command + connect
  * timeout); *gen is the master generation it belongs to. NULL with *code
  * and err set. hl_pool_put gives it back (closed when broken, failed, from
