@@ -346,6 +346,52 @@ static void t_call_behind_a_stalled_settle(void)
     th_proxy_stop(p);
 }
 
+/* The set-up of the fair settle cases: a holder (its own client, straight
+ * to the server) holds the fair lock name for 30 s; l, on a client that
+ * talks through the proxy p with the given command and connect timeout, is
+ * connected on a, and then every reply to it is lost. */
+typedef struct fair_pair {
+    const char *name;
+    th_proxy *p;
+    hilock_client *c, *c2;
+    hilock_lock *l, *holder;
+    hilock_async *a;
+} fair_pair;
+
+static void fair_pair_open(fair_pair *f, const char *name, int64_t timeout_ms)
+{
+    *f = (fair_pair){.name = name};
+    f->p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(f->p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.command_timeout_ms = timeout_ms;
+    o.connect_timeout_ms = timeout_ms;
+    CU_ASSERT_FATAL(hilock_client_open(&f->c, th_proxy_url(f->p), &o, NULL, 0) == 0);
+    CU_ASSERT_FATAL(hilock_client_open(&f->c2, srv.url, &o, NULL, 0) == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&f->l, f->c, name) == 0);
+    CU_ASSERT_FATAL(hilock_fair_lock_new(&f->holder, f->c2, name) == 0);
+    CU_ASSERT_FATAL(hilock_lock_acquire(f->holder, 0, 30000) == 0);
+    f->a = new_async();
+    res q = {0};
+    CU_ASSERT(hilock_async_query(f->a, f->l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
+    CU_ASSERT_FATAL(run_until(f->a, &q, 1, 5000) && q.rc == 0); /* connected */
+    th_proxy_silence(f->p, 0, 1); /* replies lost */
+}
+
+/* The holder releases; the lock's keys go; everything of f is freed. */
+static void fair_pair_close(fair_pair *f)
+{
+    CU_ASSERT_EQUAL(hilock_lock_release(f->holder), 0);
+    th_redis_int(&srv, "DEL %s redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", f->name,
+                 f->name, f->name);
+    hilock_lock_free(f->l);
+    hilock_lock_free(f->holder);
+    free_async(f->a);
+    hilock_client_close(f->c);
+    hilock_client_close(f->c2);
+    th_proxy_stop(f->p);
+}
+
 /* A fair waiter's attempt runs on the server (it joins the line behind a
  * holder) and its reply is lost; the connection then dies, so the settle
  * asks on a new connection (acquire_settle.lua: not granted) and must then
@@ -356,23 +402,11 @@ static void t_call_behind_a_stalled_settle(void)
 static void t_fair_settle_on_new_connection_leaves_the_line(void)
 {
     const char *queue = "redisson_lock_queue:{afair-settle}";
-    th_proxy *p = th_proxy_start(srv.port);
-    CU_ASSERT_FATAL(p != NULL);
-    hilock_options o = HILOCK_OPTIONS_INIT;
-    o.command_timeout_ms = 300;
-    o.connect_timeout_ms = 300;
-    hilock_client *c = NULL, *c2 = NULL;
-    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
-    CU_ASSERT_FATAL(hilock_client_open(&c2, srv.url, &o, NULL, 0) == 0);
-    hilock_lock *l = NULL, *holder = NULL;
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, "afair-settle") == 0);
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&holder, c2, "afair-settle") == 0);
-    CU_ASSERT_FATAL(hilock_lock_acquire(holder, 0, 30000) == 0);
-    hilock_async *a = new_async();
-    res q = {0};
-    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
-    CU_ASSERT_FATAL(run_until(a, &q, 1, 5000) && q.rc == 0); /* connected */
-    th_proxy_silence(p, 0, 1); /* replies lost */
+    fair_pair f;
+    fair_pair_open(&f, "afair-settle", 300);
+    th_proxy *p = f.p;
+    hilock_lock *l = f.l;
+    hilock_async *a = f.a;
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, 10000, 30000, on_done, &r) == 0);
     CU_ASSERT_FATAL(run_until(a, &r, 1, 5000));
@@ -388,14 +422,7 @@ static void t_fair_settle_on_new_connection_leaves_the_line(void)
            len == 0 ? "gone" : "STILL IN LINE", (long long)(th_now_ms() - t0));
     CU_ASSERT_EQUAL(len, 0);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{afair-settle}"), 0);
-    CU_ASSERT_EQUAL(hilock_lock_release(holder), 0);
-    th_redis_int(&srv, "DEL afair-settle %s redisson_lock_timeout:{afair-settle}", queue);
-    hilock_lock_free(l);
-    hilock_lock_free(holder);
-    free_async(a);
-    hilock_client_close(c);
-    hilock_client_close(c2);
-    th_proxy_stop(p);
+    fair_pair_close(&f);
 }
 
 /* A fair waiter's attempt runs on the server (it joins the line behind a
@@ -411,23 +438,11 @@ static void t_fair_settle_on_new_connection_leaves_the_line(void)
 static void t_fair_unsettled_waiter_leaves_the_line_on_its_own(void)
 {
     const char *queue = "redisson_lock_queue:{afair-unsettled}";
-    th_proxy *p = th_proxy_start(srv.port);
-    CU_ASSERT_FATAL(p != NULL);
-    hilock_options o = HILOCK_OPTIONS_INIT;
-    o.command_timeout_ms = th_valgrind() ? 3000 : 1000;
-    o.connect_timeout_ms = o.command_timeout_ms;
-    hilock_client *c = NULL, *c2 = NULL;
-    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
-    CU_ASSERT_FATAL(hilock_client_open(&c2, srv.url, &o, NULL, 0) == 0);
-    hilock_lock *l = NULL, *holder = NULL;
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&l, c, "afair-unsettled") == 0);
-    CU_ASSERT_FATAL(hilock_fair_lock_new(&holder, c2, "afair-unsettled") == 0);
-    CU_ASSERT_FATAL(hilock_lock_acquire(holder, 0, 30000) == 0);
-    hilock_async *a = new_async();
-    res q = {0};
-    CU_ASSERT(hilock_async_query(a, l, HILOCK_QUERY_IS_LOCKED, 0, on_done, &q) == 0);
-    CU_ASSERT_FATAL(run_until(a, &q, 1, 5000) && q.rc == 0); /* connected */
-    th_proxy_silence(p, 0, 1); /* replies lost */
+    fair_pair f;
+    fair_pair_open(&f, "afair-unsettled", th_valgrind() ? 3000 : 1000);
+    th_proxy *p = f.p;
+    hilock_lock *l = f.l;
+    hilock_async *a = f.a;
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, 10000, 30000, on_done, &r) == 0);
     int64_t end = th_now_ms() + 5000;
@@ -454,14 +469,7 @@ static void t_fair_unsettled_waiter_leaves_the_line_on_its_own(void)
     CU_ASSERT_EQUAL(during, 1);
     CU_ASSERT_EQUAL(len, 0);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{afair-unsettled}"), 0);
-    CU_ASSERT_EQUAL(hilock_lock_release(holder), 0);
-    th_redis_int(&srv, "DEL afair-unsettled %s redisson_lock_timeout:{afair-unsettled}", queue);
-    hilock_lock_free(l);
-    hilock_lock_free(holder);
-    free_async(a);
-    hilock_client_close(c);
-    hilock_client_close(c2);
-    th_proxy_stop(p);
+    fair_pair_close(&f);
 }
 
 /* The server forgets its scripts (SCRIPT FLUSH) while a fair waiter waits:
