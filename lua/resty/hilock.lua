@@ -430,15 +430,13 @@ function _M.new(opts)
         st_order = {},    -- {kind, name, figures}, in the order first counted
         st_other = {},    -- kind -> figures of the pairs beyond stats_names
         since = {},       -- key -> when its hold was first granted (now_ms)
-        unsettled = {},   -- key -> now_ms by which a hold whose release got no
-                          -- answer has ended (see mark_unsettled)
-        nunsettled = 0,
     }, Client)
     -- the session's hold table (the engine's): which holds to check after a
     -- frame on their lock's channel (its renewals are not used here)
     self.holds = proto.holds(self.watchdog_lease_ms, self.command_timeout_ms)
-    -- the session's acquire attempts not settled: settled again before their
-    -- owner's next acquire of the lock (acquire_run)
+    -- the session's acquire attempts not settled and releases that got no
+    -- answer: settled or sent again before their owner's next acquire of
+    -- the lock (acquire_run)
     self.unsettled_acq = proto.unsettled()
     if o.replica_ack == nil then
         self.replica_ack = mode ~= "single" -- Redisson's default outside one server
@@ -2291,52 +2289,19 @@ local function run(c, slot, m)
     end
 end
 
--- A release of key that got no answer to any try (the engine's
--- hl_release.unconfirmed): its hold is renewed no more and has ended by
--- ends (now_ms) at the latest; the owner's next acquire sends the release
--- again first (take_unsettled), as the blocking driver does. Entries past
--- their time are dropped once there are many.
-local function mark_unsettled(c, key, ends)
-    if not c.unsettled[key] then
-        c.nunsettled = c.nunsettled + 1
-        if c.nunsettled > 1024 then
-            local now, n = now_ms(), 0
-            for k, u in pairs(c.unsettled) do
-                if u <= now then
-                    c.unsettled[k] = nil
-                else
-                    n = n + 1
-                end
-            end
-            c.nunsettled = n + 1
-        end
-    end
-    c.unsettled[key] = ends
-end
-
--- true when key has an unsettled release whose hold may not have ended
--- yet (and forgets it)
-local function take_unsettled(c, key)
-    local u = c.unsettled[key]
-    if not u then
-        return false
-    end
-    c.unsettled[key] = nil
-    c.nunsettled = c.nunsettled - 1
-    return now_ms() < u
-end
-
-local function release(self, owner, ack)
+-- Release owner's hold; again: the request id of an earlier release that
+-- got no answer, sent again under it (the session's u:rel_next).
+local function release(self, owner, ack, again)
     local c = self.client
     local key = wd_key(self, owner)
     local lease = c.leases[key] or 0
+    local rid, sent = again or request_id(c), now_ms()
     local m = self.rm -- one machine per lock, as acquire's
     if m then
         self.rm = nil
-        m:restart(owner, lease, c.watchdog_lease_ms, request_id(c), c.command_timeout_ms)
+        m:restart(owner, lease, c.watchdog_lease_ms, rid, c.command_timeout_ms)
     else
-        m = self.p:release(owner, lease, c.watchdog_lease_ms, request_id(c),
-                           c.command_timeout_ms)
+        m = self.p:release(owner, lease, c.watchdog_lease_ms, rid, c.command_timeout_ms)
     end
     if c.lost[key] or c.lost_old[key] then
         m:known_lost() -- a fair unlock's "released" cannot be trusted after a loss
@@ -2399,7 +2364,12 @@ local function release(self, owner, ack)
     if not ok and unconfirmed then
         local wd_lease = c.watchdog_lease_ms
         local lease = (lease > wd_lease) and lease or wd_lease
-        mark_unsettled(c, key, now_ms() + lease)
+        -- the session keeps it (hl_unsettled_rel_put) until its lease has
+        -- surely ended: the owner's next acquire sends it again first (one
+        -- sent again is kept already)
+        if not again then
+            c.unsettled_acq:rel_put(self.name, owner, rid, sent + lease, now_ms())
+        end
         return nil, str_format("release of '%s' not confirmed (%s); renewal stopped: it ends "
                                .. "at its lease (%d ms) at the latest", self.name,
                                tostring(left), lease)
@@ -2460,13 +2430,31 @@ local function acquire_run(self, wait, lease, waits)
         lease_ms = c.watchdog_lease_ms
     end
     local owner = owner_of(self)
-    if take_unsettled(c, wd_key(self, owner)) then
-        -- this owner's last release got no answer and its hold may still be
-        -- there: release it first rather than re-enter it. Not owner = it ran,
-        -- or the hold expired; any other failure is this acquire's, nothing
-        -- acquired (and the release stays unsettled)
-        local ok, err = release(self, owner, false)
-        if not ok and not (type(err) == "string" and err:find("^not owner")) then
+    local u = c.unsettled_acq
+    while true do
+        -- this owner's releases that got no answer (their holds may still be
+        -- there), each sent again first under its own id, as the session
+        -- says (hl_unsettled_rel_next), rather than re-entering. Not owner =
+        -- they ran, or the hold expired; any other failure is this
+        -- acquire's, nothing acquired (and the session keeps them)
+        local rid, refused = u:rel_next(self.name, owner, now_ms())
+        if not rid then
+            if refused > 0 then
+                return nil, str_format("connection: releases of lock '%s' got no answer and not "
+                                       .. "all could be kept to be sent again; not entered until "
+                                       .. "their lease ends (in %d ms)", self.name,
+                                       math.max(0, refused - now_ms()))
+            end
+            break
+        end
+        local ok, err = release(self, owner, false, rid)
+        local not_owner = not ok and type(err) == "string" and err:find("^not owner") ~= nil
+        local ran = nil -- no usable answer
+        if ok or not_owner then
+            ran = ok and true or false
+        end
+        u:rel_end(self.name, owner, rid, ran, now_ms())
+        if not ok and not not_owner then
             return nil, err
         end
     end

@@ -300,6 +300,37 @@ def test_resty_release_lost_on_every_try_ends_at_the_lease(nginx, server, proxy,
         other.close()
 
 
+def test_resty_two_unanswered_releases_both_sent_again(nginx, server, proxy, name):
+    """A hold taken twice (hold count 2, a fixed lease), then two releases,
+    each reset on every try: neither ran. The owner's next acquire sends
+    both again first, each under its own request id (the session's
+    hl_unsettled_rel_*, as the C drivers): one hold after it, and one
+    release frees the lock. Before (resty kept one unanswered release per
+    hold and sent it again under a new id): hold count 2 after the acquire."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=500)
+    try:
+        assert a("lock r %s:warm 0 5000" % name) == "ok 1"  # scripts loaded, pooled
+        assert a("unlock r %s:warm" % name) == "ok"
+        assert a("lock r %s 0 20000" % name) == "ok 1"
+        assert a("lock r %s 0 20000" % name) == "ok 1"
+        assert server("HVALS", name) == ["2"]
+        for _ in range(2):
+            for _ in range(4):  # the release and every retry of it
+                proxy.reset_on_request(b"redisson_unlock_latch")
+            r = a("unlock r %s" % name)
+            assert "not confirmed" in r, r
+            proxy.clear()
+        assert server("HVALS", name) == ["2"]  # neither ran
+        assert a("lock r %s 0 20000" % name) == "ok 1"
+        holds = server("HVALS", name)
+        print(f"[openresty] acquire after two unanswered releases: holds {holds}")
+        assert holds == ["1"]
+        assert a("unlock r %s" % name) == "ok"
+        assert server("EXISTS", name) == 0
+    finally:
+        proxy.clear()
+
+
 @pytest.mark.parametrize("how", ["held", "copied"])
 def test_resty_late_release_copy_leaves_a_later_hold(nginx, server, proxy, name, how):
     """A copy of a release reaches the server 4.5 s late (held up past the
