@@ -28,6 +28,8 @@
  *   U  the session's unsettled record set the method is called on
  *      (hb_unsettled_fns: Python hilock._engine.Unsettled, Lua
  *      hilock.proto.unsettled), always first
+ *   X  the settle machine the method is called on (hb_settle_fns: Python
+ *      hilock._engine.Settle, Lua hilock.proto's settle machine), always first
  *   t  true, false or None/nil (1, 0, -1)
  * Results (hb_out, in order): ints, bools, strings, RESP commands (Python
  * bytes, Lua string), nil/None, words (Python: the index; Lua: the word),
@@ -69,6 +71,7 @@ typedef struct hb_arg {
     hl_holds *t;       /* 'H' */
     hl_sublive *sl;    /* 'L' */
     hl_unsettled *un;  /* 'U' */
+    const hl_settle *st; /* 'X' */
     hl_hold *h;        /* 'K': the key's hold, NULL when the table has none */
     int set; /* given (optional arguments) */
 } hb_arg;
@@ -1228,6 +1231,17 @@ static int f_s_alive(const hb_arg *a, hb_out *o) { return hb_bool(o, hl_sublive_
     X(f_s_next, "next", "next", "L", NULL, "next() -> ms of the next due (-1: none)")       \
     X(f_s_alive, "alive", "alive", "L", NULL, "alive() -> bool")
 
+static int f_x_can_hand_over(const hb_arg *a, hb_out *o)
+{
+    return hb_bool(o, hl_settle_can_hand_over(a[0].st));
+}
+
+#define HB_SETTLE_FNS(X)                                                                    \
+    X(f_x_can_hand_over, "can_hand_over", "can_hand_over", "X", NULL,                       \
+      "can_hand_over() -> bool: it may be dropped (its connection closed) for a settle of "  \
+      "the same attempt on another connection (hl_settle_can_hand_over: it has sent no "     \
+      "undo yet)")
+
 /* ------------------------------------------------------------------ */
 /* methods of the session's unsettled record set (hl_unsettled_rel_*):  */
 /* releases that got no answer, sent again before the owner's acquire   */
@@ -1431,5 +1445,8 @@ enum { HB_SUBLIVE_FNS(HB_ENUM) HBS_COUNT };
 static const hb_fn hb_unsettled_fns[] = {
     HB_UNSETTLED_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
 enum { HB_UNSETTLED_FNS(HB_ENUM) HBU_COUNT };
+/* the settle machine's methods: hb_settle_fns[HBL_<function>] */
+static const hb_fn hb_settle_fns[] = {HB_SETTLE_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
+enum { HB_SETTLE_FNS(HB_ENUM) HBX_COUNT };
 
 #endif

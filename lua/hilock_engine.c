@@ -1706,6 +1706,9 @@ static int hb_call(lua_State *L)
         case 'U':
             x->un = &check_uns(L)->t;
             break;
+        case 'X':
+            x->st = &check_set(L, idx)->s;
+            break;
         case 'r':
             x->r = check_reply(L, idx);
             break;
@@ -2295,6 +2298,10 @@ void lhl_engine_open(lua_State *L)
     luaL_getmetatable(L, PUNS_MT); /* the unsettled set's: hb_unsettled_fns */
     lua_getfield(L, -1, "__index");
     hb_register(L, hb_unsettled_fns);
+    lua_pop(L, 2);
+    luaL_getmetatable(L, PSET_MT); /* the settle machine's: hb_settle_fns */
+    lua_getfield(L, -1, "__index");
+    hb_register(L, hb_settle_fns);
     lua_pop(L, 2);
     lhl_new_metatable(L, PSEM_MT, psem_methods, psem_meta);
     lhl_new_metatable(L, PSW_MT, psw_methods, psw_meta);

@@ -1140,11 +1140,27 @@ static PyGetSetDef settle_getset[] = {
      "the attempt's connection is dead: close it; the next send goes on a new one", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-static PyMethodDef settle_methods[] = {
+/* hb_settle_fns, one wrapper each (filled once, at import) */
+#define HB_PYXWRAP(fn, py, lua, args, words, doc)                                           \
+    static PyObject *py_##fn(PyObject *self, PyObject *a)                                    \
+    {                                                                                        \
+        return hb_invoke(&hb_settle_fns[HBL_##fn], self, a);                                 \
+    }
+HB_SETTLE_FNS(HB_PYXWRAP)
+
+/* the hand-written methods, then hb_settle_fns' */
+static PyMethodDef settle_methods[4 + HBX_COUNT] = {
     {"next", settle_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
     {"on_reply", settle_on_reply, METH_O, "on_reply(reply)"},
-    {"on_error", settle_on_error, METH_NOARGS, "on_error()"},
-    {NULL, NULL, 0, NULL}};
+    {"on_error", settle_on_error, METH_NOARGS, "on_error()"}};
+
+static void settle_methods_fill(void)
+{
+    static const PyCFunction wrappers[] = {HB_SETTLE_FNS(HB_PYPTR)};
+    for (int i = 0; i < HBX_COUNT; i++)
+        settle_methods[3 + i] = (PyMethodDef){hb_settle_fns[i].py, wrappers[i], METH_VARARGS,
+                                              hb_settle_fns[i].doc};
+}
 
 static PyType_Slot settle_slots[] = {
     {Py_tp_new, no_new},
@@ -1462,7 +1478,7 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
             min = k;
             continue;
         }
-        if (*c == 'N' || *c == 'H' || *c == 'L' || *c == 'U') { /* a method: the type checked self */
+        if (*c == 'N' || *c == 'H' || *c == 'L' || *c == 'U' || *c == 'X') { /* a method: self */
             if (*c == 'N') {
                 a[0].n = &((NamesObject *)self)->n;
                 a[0].kind = ((NamesObject *)self)->kind;
@@ -1470,8 +1486,10 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
                 a[0].t = holds_table(self);
             else if (*c == 'U')
                 a[0].un = unsettled_of(self);
-            else
+            else if (*c == 'L')
                 a[0].sl = sublive_of(self);
+            else
+                a[0].st = &((SettleObject *)self)->s;
             skip = 1;
             continue;
         }
@@ -2134,6 +2152,7 @@ PyMODINIT_FUNC PyInit__engine(void)
         holds_methods_fill();
         sublive_methods_fill();
         unsettled_methods_fill();
+        settle_methods_fill();
     }
     if (add_type(m, &ReplyType, &reply_spec, "Reply") ||
         add_type(m, &ReaderType, &reader_spec, "Reader") ||

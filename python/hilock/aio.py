@@ -1324,6 +1324,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # server or master), and who waits for one of them to end
         self._settling: Dict[Optional[Tuple[str, int]], int] = {}
         self._settled: Dict[Optional[Tuple[str, int]], List["asyncio.Future[None]"]] = {}
+        # the settle tasks of (lock name, owner) and their machines, for a
+        # hand-over (Lock._settle_earlier)
+        self._settle_runs: Dict[Tuple[str, str],
+                                List[Tuple["asyncio.Task[Any]", List[Any]]]] = {}
         # counters (stats()): per lock kind, and the client's
         self._st_kind: List[List[int]] = [[0] * _S_LEN for _ in range(_KINDS)]
         self._st: List[int] = [0] * 7
@@ -2010,9 +2014,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             raise what(t[1]) if callable(what) else from_code(t[1], what)
         return int(t[2])
 
-    def _start_settle(self, conn: _Conn, first: _Req, s: Any) -> None:
-        """Settle an attempt in the background (_settle), counted against
-        its server until it ends (_settle_gate)."""
+    def _start_settle(self, conn: _Conn, first: _Req, s: Any, who: Tuple[str, str]) -> None:
+        """Settle owner's attempt on a lock, who = (name, owner), in the
+        background (_settle_on), counted against its server until it ends
+        (_settle_gate)."""
         pool = conn.pool
         addr = pool.addr if pool is not None else None
         if pool is not None and not conn.closed:
@@ -2026,7 +2031,43 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         self._settling[addr] = self._settling.get(addr, 0) + 1
         self._st[_C_SETTLES] += 1
         _log.info("an acquire attempt's reply timed out; the settler gives back a late grant")
-        self._spawn(self._settle(conn, first, s, addr))
+        box = [s]
+        t = self._loop.create_task(self._settle_on(conn, first, box, addr))
+        self._tasks.add(t)
+        runs = self._settle_runs.setdefault(who, [])
+        runs.append((t, box))
+
+        def ended(t: "asyncio.Task[Any]") -> None:
+            # here, not in the task: one cancelled before it ran has run nothing
+            self._tasks.discard(t)
+            conn.close()
+            runs[:] = [r for r in runs if r[0] is not t]  # its machine goes with it
+            if not runs and self._settle_runs.get(who) is runs:
+                del self._settle_runs[who]
+            n = self._settling.get(addr, 0) - 1
+            if n > 0:
+                self._settling[addr] = n
+            else:
+                self._settling.pop(addr, None)
+            for fut in self._settled.pop(addr, []):
+                _wake(fut)
+        t.add_done_callback(ended)
+
+    async def _hand_over(self, who: Tuple[str, str]) -> bool:
+        """The settles of who's attempts the engine lets go
+        (Settle.can_hand_over: no undo sent yet) are dropped with their
+        connections, as hilock_async's step_pre_settle does: their records
+        are then not settled, and the caller settles the attempt itself on
+        a connection that answers. True when one was dropped."""
+        drop = [(t, box) for t, box in self._settle_runs.get(who, ())
+                if box and box[0].can_hand_over()]
+        for t, _ in drop:
+            t.cancel()
+        if drop:
+            await asyncio.wait([t for t, _ in drop])
+        for _, box in drop:
+            box.clear()  # the machine freed: its record is not settled
+        return bool(drop)
 
     def _where_slot(self, slot: int) -> str:
         """The server a command on slot goes to, for messages: host:port
@@ -2073,32 +2114,21 @@ class Client(_E.ClientBase):  # type: ignore[misc]
             return 0
         return int(_E.E_CONN)
 
-    async def _settle(self, conn: _Conn, first: _Req, s: Any,
-                      addr: Optional[Tuple[str, int]]) -> None:
+    async def _settle_on(self, conn: _Conn, first: _Req, box: List[Any],
+                         addr: Optional[Tuple[str, int]]) -> None:
         """Drive a settle machine on the connection whose attempt's reply
         did not come in time (its undo must follow the attempt there). When
-        that connection dies first, the machine says so (s.reconnect) and
+        that connection dies first, the machine says so (its reconnect) and
         its next steps go on new connections to the same server, with the
         pauses it asks for in between (as libcore's drain). addr: the
-        server, counted in _settling (_start_settle) until this ends."""
-        try:
-            await self._settle_on(conn, first, s, addr)
-        finally:
-            n = self._settling.get(addr, 0) - 1
-            if n > 0:
-                self._settling[addr] = n
-            else:
-                self._settling.pop(addr, None)
-            for fut in self._settled.pop(addr, []):
-                _wake(fut)
-
-    async def _settle_on(self, conn: _Conn, first: _Req, s: Any,
-                         addr: Optional[Tuple[str, int]]) -> None:
+        server, counted in _settling until its task ends (_start_settle).
+        box: [the machine], read each time (no frame keeps it: a hand-over
+        empties box, which frees it)."""
         cur: Optional[_Conn] = conn
         reqs: Deque[_Req] = collections.deque([first])
         try:
             while True:
-                t = s.next()
+                t = box[0].next()
                 if t[0] == _WAIT:
                     if cur is None:  # between two connections: a pause
                         await asyncio.sleep(max(1, t[1]) / 1000.0)
@@ -2106,10 +2136,10 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                     req = reqs.popleft() if reqs else None
                     st = 2 if req is None else await _await_req(self._loop, req, max(1, t[1]))
                     if st == 0:
-                        s.on_reply(req.reply)  # type: ignore[union-attr]
+                        box[0].on_reply(req.reply)  # type: ignore[union-attr]
                         continue
-                    s.on_error()
-                    if s.reconnect:  # nothing more will come on it
+                    box[0].on_error()
+                    if box[0].reconnect:  # nothing more will come on it
                         cur.close()
                         cur = None
                         reqs.clear()
@@ -2122,7 +2152,7 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                         try:
                             cur = await self._open_conn(_settle_conn_closed, addr=addr)
                         except Error:
-                            s.on_error()  # the machine decides: another try later, or done
+                            box[0].on_error()  # the machine decides: another try later, or done
                             continue
                     reqs.append(cur.request(t[1]))
                 else:
@@ -2747,7 +2777,8 @@ async def _run_acquire(c: Client, names: Any, owner: str, wait_ms: int, lease_ms
                     if s is None:
                         conn.close()
                     else:
-                        c._start_settle(conn, req, s)
+                        c._start_settle(conn, req, s, (names.name, owner))
+                        s = None
                 else:
                     _trouble(why, _E.no_reply_msg(c._cmd_ms, conn.what) if st == 1
                              else f"{conn.what} closed the connection before the reply")
@@ -3106,13 +3137,17 @@ class Lock:
         owner settles one, this acquire fails instead of entering."""
         c = self._c
         owner = self._who()[0]
-        waited = False
+        waited = handed = False
         while True:
             m = c._unsettled_acq.before(self._n, owner, c._window_ms)
             if m is None:
                 return
-            if m is True:  # its settle runs: wait for it as the gate does, once
-                if not waited and c._settling:
+            if m is True:  # its settle runs: take it over if the engine lets us,
+                if not handed:
+                    handed = True
+                    if await c._hand_over((self._name, owner)):
+                        continue
+                if not waited and c._settling:  # else wait as the gate does, once
                     waited = True
                     await c._settle_gate(self._n.slot, False, _Cancel())
                     continue

@@ -207,3 +207,66 @@ def test_aio_stalled_attempt_settle_gives_up_then_settled_before_next_acquire():
     finally:
         proxy.close()
         server.stop()
+
+
+def test_aio_settle_waiting_for_late_reply_is_handed_over_to_next_acquire():
+    """hilock.aio: the attempt's reply is held 3 s by the proxy, so the call
+    fails after the command timeout and a settling task waits for the late
+    reply on that connection. The task acquires again at once: the settle
+    has sent no undo yet (hl_settle_can_hand_over), so the acquire drops it
+    with its connection and settles the attempt itself on a new one (the
+    grant released under its latch), then takes the lock: hold count 1, and
+    nothing left after its one release. Before: the acquire waited a command
+    timeout for the settle, then failed ("not settled yet")."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    server = RedisServer()
+    proxy = FaultProxy(server.port)
+
+    async def main() -> None:
+        c = await aio.connect(proxy.url(), connect_timeout=TIMEOUT, command_timeout=TIMEOUT)
+        try:
+            name = "handover-%s" % uuid.uuid4().hex[:8]
+            owner = c.owner()
+            warm = c.lock("warm-%s" % uuid.uuid4().hex[:8])  # scripts loaded, a pooled connection
+            assert await warm.acquire(wait=0, lease=5)
+            await warm.release()
+            proxy.late_reply(name.encode(), 3.0)
+            t0 = time.monotonic()
+            try:
+                await c.lock(name).acquire(wait=0, lease=30)
+                got = "granted"
+            except hilock.ConnectionError as e:
+                got = "ConnectionError: %s" % e
+            assert got.startswith("ConnectionError"), got
+            assert server("HGET", name, owner) == "1"  # granted on the server, reply late
+            lk = c.lock(name)
+            t1 = time.monotonic()
+            try:
+                again = repr(await lk.acquire(wait=0, lease=30))
+            except hilock.ConnectionError as e:
+                again = "ConnectionError: %s" % e
+            t2 = time.monotonic()
+            count = server("HGET", name, owner)
+            if again == "True":
+                await lk.release()
+            left = server("HGET", name, owner)
+            print("[aio hand-over] first acquire failed after %.2f s; the next: %s after "
+                  "%.2f s; hold count %r; after its release: %r"
+                  % (t1 - t0, again, t2 - t1, count, left))
+            assert again == "True", again
+            assert count == "1", count
+            assert left is None, "still held (count %r) after its only release" % left
+            await asyncio.sleep(max(0.0, 3.5 - (time.monotonic() - t0)))
+            assert proxy.fired("late-reply-delivered") == 0  # its connection was dropped
+            assert server("HGET", name, owner) is None
+        finally:
+            await c.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        proxy.close()
+        server.stop()
