@@ -1363,7 +1363,7 @@ static const hb_fn hb_fns[] = {
      "decode_slots(reply) -> [(first, last, host, port)] (the slot map's masters)"},
     {"decode_pubsub", "decode_pubsub", "r", f_decode_pubsub, hb_ps_words, 0,
      "decode_pubsub(reply) -> (PS_*, channel, payload: 0 wake one, 1 wake all, -1 ignore)"},
-    {"lock_wakes", NULL, "r", f_lock_wakes, NULL, 0,
+    {"lock_wakes", "lock_wakes", "r", f_lock_wakes, NULL, 0,
      "lock_wakes(reply) -> -1 all, 0 none, 1: the waiters a frame on a lock's channel wakes"},
     {"hold_check_on", "hold_check_on", "r", f_hold_check_on, NULL, 0,
      "hold_check_on(reply) -> bool: a message that makes a holder check its hold"},

@@ -1582,8 +1582,8 @@ local function wait_message(self, ps, ms, w)
             end
         else
             ps.L.live:heard(now_ms())
-            local typ, ch, payload = decode_pubsub(r)
-            if typ == "message" and ch == ps.channel and payload >= 0 then
+            local typ, ch = decode_pubsub(r)
+            if typ == "message" and ch == ps.channel and proto.lock_wakes(r) ~= 0 then
                 return ps, true -- woken by the message (else: its time ran out)
             end
             if typ == "unsubscribe" and ch == ps.channel then
@@ -1771,23 +1771,18 @@ local function listener_loop(premature, c, key, L)
             local r, err = read_reply(ps.sock, ps.rd)
             if r then
                 L.live:heard(now_ms())
-                local typ, ch, payload = decode_pubsub(r)
-                if typ == "message" and ch == L.channel and L.rule then
-                    -- a semaphore's or latch's channel: the engine says how
-                    -- many a message wakes (-1 all, n: the published permits)
-                    local n = L.rule:wakes(r)
-                    if n ~= 0 then
-                        wake_all(L, n > 0 and n or nil)
-                    end
-                elseif typ == "message" and ch == L.channel then
+                local typ, ch = decode_pubsub(r)
+                if typ == "message" and ch == L.channel then
                     if next(L.holds) then
                         -- an unlock or force unlock: are our holds still there?
                         holds_heard(c, L, r)
                     end
-                    if payload == 0 then
-                        L.sem:post(1)
-                    elseif payload == 1 then
-                        wake_all(L)
+                    -- the engine says how many a message wakes (-1 all; a
+                    -- lock's channel: "0" one, "1" all; a semaphore's or
+                    -- latch's: L.rule, n the published permits)
+                    local n = L.rule and L.rule:wakes(r) or proto.lock_wakes(r)
+                    if n ~= 0 then
+                        wake_all(L, n > 0 and n or nil)
                     end
                 elseif typ == "unsubscribe" and ch == L.channel then
                     -- ended by the server: the slot moved to another master
