@@ -430,6 +430,7 @@ function _M.new(opts)
         st_order = {},    -- {kind, name, figures}, in the order first counted
         st_other = {},    -- kind -> figures of the pairs beyond stats_names
         since = {},       -- key -> when its hold was first granted (now_ms)
+        settles = {},     -- settles running in light threads (settle_later)
     }, Client)
     -- the session's hold table (the engine's): which holds to check after a
     -- frame on their lock's channel (its renewals are not used here)
@@ -2051,11 +2052,14 @@ local function send_try(c, slot, m, bytes, st, resend)
     return r, err, unknown, lost
 end
 
--- Drive a settle machine on the connection whose reply never came. When
--- that connection dies the machine may go on on a new one to the same
--- node (paused first: nothing to read meanwhile).
-local function settle(c, node, sock, rd, s)
-    while true do
+-- Drive a settle machine (x.s) on the connection whose reply never came.
+-- When that connection dies the machine may go on on a new one to the same
+-- node (paused first: nothing to read meanwhile). Its reads go in slices:
+-- the owner's next acquire may take the settle over (x.dropped: the
+-- machine is theirs now) and it then stops at once.
+local function settle(c, node, sock, rd, x)
+    local s = x.s
+    while not x.dropped do
         local act, a1, a2 = s:next()
         if act == "wait" then
             if a2 or not sock then -- a pause: the connection is dead
@@ -2065,9 +2069,15 @@ local function settle(c, node, sock, rd, s)
                 end
                 ngx_sleep(a1 / 1000)
             else
-                sock:settimeout(a1)
-                local r = read_reply(sock, rd)
-                if r then
+                local deadline, r, err = now_ms() + a1, nil, nil
+                repeat
+                    local left = deadline - now_ms()
+                    sock:settimeout(left > CANCEL_POLL_MS and CANCEL_POLL_MS or left > 0 and left or 1)
+                    r, err = read_reply(sock, rd)
+                until r or err ~= "connection: timeout" or x.dropped or now_ms() >= deadline
+                if x.dropped then
+                    break
+                elseif r then
                     s:on_reply(r)
                 else
                     s:on_error()
@@ -2080,14 +2090,19 @@ local function settle(c, node, sock, rd, s)
                 end
                 sock, rd = connect(c, node), proto.reader()
             end
-            if not sock or not sock:send(a1) then
+            if x.dropped then
+                break
+            elseif not sock or not sock:send(a1) then
                 s:on_error()
             end
         else
             break
         end
     end
-    s:free()
+    c.settles[x] = nil
+    if not x.dropped then
+        s:free()
+    end
     if sock then
         sock:close()
     end
@@ -2096,7 +2111,7 @@ end
 -- The attempt on st's connection got no reply in time: settle its late
 -- outcome there (a light thread, so the caller gets its error now; the
 -- request ends once it is done), or close it when there is nothing to settle.
-local function settle_later(c, st, s)
+local function settle_later(c, st, s, name, owner)
     local sock, rd, node = st.sock, st.rd, st.node
     st.sock, st.rd, st.node = nil, nil, nil
     if not s then
@@ -2106,9 +2121,11 @@ local function settle_later(c, st, s)
     c.st.settles = c.st.settles + 1
     ngx.log(ngx.INFO, "hilock: an acquire attempt's reply timed out; the settler gives back ",
             "a late grant")
-    local ok = pcall(ngx.thread.spawn, settle, c, node, sock, rd, s)
+    local x = { s = s, name = name, owner = owner }
+    c.settles[x] = true -- while it runs (settle_earlier may take it over)
+    local ok = pcall(ngx.thread.spawn, settle, c, node, sock, rd, x)
     if not ok then
-        settle(c, node, sock, rd, s) -- no light threads here: settle before returning
+        settle(c, node, sock, rd, x) -- no light threads here: settle before returning
     end
 end
 
@@ -2167,7 +2184,7 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
             local r, err, unknown, lost = send_try(c, slot, m, a1, st, latched)
             if unknown then
                 settle_later(c, st, m:on_unknown(err, request_id(c), c.command_timeout_ms,
-                                                 c.unsettled_acq))
+                                                 c.unsettled_acq), self.name, owner)
             elseif not r then
                 last_err = err -- the machine keeps the code; this says what happened
                 st_close(st)
@@ -2391,7 +2408,18 @@ local function settle_earlier(self, owner)
             return true
         end
         local settled = false
-        if m ~= true then
+        if m == true then
+            -- a settle of theirs runs: one that has sent no undo yet is
+            -- taken over, as hilock_async does (hl_settle_can_hand_over):
+            -- dropped (its record kept), then asked again, which hands out
+            -- a machine that settles the attempt here
+            for x in pairs(c.settles) do
+                if x.name == self.name and x.owner == owner and x.s:can_hand_over() then
+                    x.dropped, c.settles[x], settled = true, nil, true
+                    x.s:free()
+                end
+            end
+        else
             local st = {}
             while true do
                 local act, a1 = m:next()

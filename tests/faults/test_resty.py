@@ -511,6 +511,40 @@ def test_resty_stalled_attempt_settle_gives_up_then_settled_before_next_acquire(
     assert left == [], "still held (count %r) after its only release" % left
 
 
+def test_resty_settle_waiting_for_late_reply_is_handed_over_to_next_acquire(nginx, server, proxy,
+                                                                            name):
+    """The attempt's reply is held 3 s by the proxy: the acquire fails after
+    the command timeout and a light thread waits for the late reply to
+    settle it. The same owner acquires again at once: that settle has sent
+    no undo yet (hl_settle_can_hand_over), so the acquire takes it over (the
+    light thread stops) and settles the attempt itself on a connection that
+    answers, then takes the lock: hold count 1, nothing left after its one
+    release, nor once the late reply has come. Before: the acquire failed at
+    once ("not settled yet")."""
+    a = Actor(nginx, proxy.url(), command_timeout_ms=500)
+    assert a("lock r %s:warm 0 5000" % name) == "ok 1"  # scripts loaded, pooled
+    assert a("unlock r %s:warm" % name) == "ok"
+    proxy.late_reply(name.encode(), 3.0)
+    t0 = time.monotonic()
+    first = a("lock r %s 0 30000" % name)
+    assert first.startswith("err connection"), first
+    assert server("HVALS", name) == ["1"]  # granted on the server, its reply late
+    t1 = time.monotonic()
+    again = a("lock r %s 0 30000" % name)
+    t2 = time.monotonic()
+    count = server("HVALS", name)
+    if again == "ok 1":
+        assert a("unlock r %s" % name) == "ok"
+    left = server("EXISTS", name)
+    report("openresty hand-over: the next acquire answered after (%r, holds %r, left %r)"
+           % (again, count, left), t2 - t1)
+    assert again == "ok 1", again
+    assert count == ["1"], count
+    assert left == 0, "still held after its only release"
+    time.sleep(max(0.0, 3.5 - (time.monotonic() - t0)))
+    assert server("EXISTS", name) == 0
+
+
 def test_resty_release_with_publish_refused_is_truthful(nginx, server, name):
     """The ACL takes the channel rights away while a request holds: its
     release fails and says nothing was released, and that is the truth."""
