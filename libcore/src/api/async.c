@@ -306,6 +306,33 @@ static int chan_cmd(hilock_async *a, as_node *nd, as_chan *ch, int unsubscribe)
     return 0;
 }
 
+/* The channel name of nd on its live subscriber connection, made (its
+ * messages waking by rule) and its SUBSCRIBE sent when there was none yet;
+ * NULL when it could not be. The caller takes a reference. */
+static as_chan *chan_open(hilock_async *a, as_node *nd, const char *name, hl_wake_rule rule)
+{
+    if (!conn_get(a, nd, 1)) /* first: replacing a broken one drops its channels */
+        return NULL;
+    as_chan *ch = chan_find(nd, name, strlen(name));
+    if (ch)
+        return ch;
+    ch = calloc(1, sizeof *ch);
+    if (!ch || !(ch->name = hl_strdup(name))) {
+        free(ch);
+        return NULL;
+    }
+    ch->state = CH_PENDING;
+    ch->rule = rule;
+    ch->node = nd;
+    ch->next = nd->chans;
+    nd->chans = ch;
+    if (chan_cmd(a, nd, ch, 0) != 0) {
+        chan_remove(nd, ch);
+        return NULL;
+    }
+    return ch;
+}
+
 /* op joins the channel (its messages wake by rule); 1 subscribed already,
  * 0 pending, -1 failed, 2 parked until the topology is known (then op is
  * queued again). */
@@ -318,25 +345,9 @@ int hl_as_chan_join(as_op *op, const char *name, hl_wake_rule rule)
         return 2;
     if (r)
         return -1;
-    if (!conn_get(a, nd, 1)) /* first: replacing a broken one drops its channels */
+    as_chan *ch = chan_open(a, nd, name, rule);
+    if (!ch)
         return -1;
-    as_chan *ch = chan_find(nd, name, strlen(name));
-    if (!ch) {
-        ch = calloc(1, sizeof *ch);
-        if (!ch || !(ch->name = hl_strdup(name))) {
-            free(ch);
-            return -1;
-        }
-        ch->state = CH_PENDING;
-        ch->rule = rule;
-        ch->node = nd;
-        ch->next = nd->chans;
-        nd->chans = ch;
-        if (chan_cmd(a, nd, ch, 0) != 0) {
-            chan_remove(nd, ch);
-            return -1;
-        }
-    }
     ch->refs++;
     op->chan = ch;
     op->chan_next = NULL;
@@ -1538,25 +1549,12 @@ static int hold_observe(hilock_async *a, as_hold *h)
         return 0; /* its fixed lease ended: nothing to listen for */
     const char *name = hl_hold_channel(h->lock->kind, &h->lock->names);
     as_node *nd = hl_as_route_hold_channel(h->link, name);
-    if (!nd || !conn_get(a, nd, 1)) /* first: replacing a broken one drops its channels */
+    if (!nd)
         return -1;
-    as_chan *ch = chan_find(nd, name, strlen(name));
-    if (!ch) {
-        ch = calloc(1, sizeof *ch);
-        if (!ch || !(ch->name = hl_strdup(name))) {
-            free(ch);
-            return -1;
-        }
-        ch->state = CH_PENDING;
-        ch->rule = HL_WAKE_LOCK; /* the lock kinds' waiters use this rule */
-        ch->node = nd;
-        ch->next = nd->chans;
-        nd->chans = ch;
-        if (chan_cmd(a, nd, ch, 0) != 0) {
-            chan_remove(nd, ch);
-            return -1;
-        }
-    }
+    /* (a channel it makes wakes the lock kinds' waiters) */
+    as_chan *ch = chan_open(a, nd, name, HL_WAKE_LOCK);
+    if (!ch)
+        return -1;
     ch->refs++;
     h->chan = ch;
     h->oprev = NULL;
