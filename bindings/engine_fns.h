@@ -1291,6 +1291,13 @@ static int f_u_rel_count(const hb_arg *a, hb_out *o)
     return hb_int(o, (int64_t)hl_unsettled_rel_count(a[0].un, a[1].s, a[2].s, a[3].i));
 }
 
+/* rel_any() -> bool: any release kept, or acquires refused (a driver's
+ * cheap test before asking rel_next) */
+static int f_u_rel_any(const hb_arg *a, hb_out *o)
+{
+    return hb_bool(o, a[0].un->rel_count > 0 || a[0].un->rel_full_until > 0);
+}
+
 #define HB_UNSETTLED_FNS(X)                                                                 \
     X(f_u_rel_put, "rel_put", "rel_put", "Usssii", NULL,                                    \
       "rel_put(name, owner, request_id, until, now) -> 0 kept, 1/-1 not kept: acquires "    \
@@ -1302,7 +1309,9 @@ static int f_u_rel_count(const hb_arg *a, hb_out *o)
       "rel_end(name, owner, request_id, ran, now): ran True released, False not owner, "    \
       "None no answer")                                                                     \
     X(f_u_rel_count, "rel_count", "rel_count", "Ussi", NULL,                                \
-      "rel_count(name, owner, now) -> releases of owner on name kept to send again")
+      "rel_count(name, owner, now) -> releases of owner on name kept to send again")      \
+    X(f_u_rel_any, "rel_any", "rel_any", "U", NULL,                                         \
+      "rel_any() -> bool: any release kept or acquires refused (ask rel_next then)")
 
 /* ------------------------------------------------------------------ */
 /* the lists                                                           */

@@ -1339,12 +1339,6 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         # when each hold (key as _held's) was first granted (Client._now_ms):
         # its hold time is counted when it ends (last release, or loss)
         self._since: Dict[Tuple[int, str, str], int] = {}
-        # holds (key as _held's) whose release got no answer to any try, so
-        # not renewed any more: _E.now_ms() by which each has ended at the
-        # latest (its lease). The owner's next acquire of the lock sends the
-        # release again first instead of re-entering a hold that may still
-        # be there (as the blocking driver does, lock.c unsettled_take).
-        self._unsettled: Dict[Tuple[int, str, str], int] = {}
         # the session's acquire attempts not settled (hilock._engine.Unsettled):
         # settled again before their owner's next acquire of the lock
         self._unsettled_acq = _E.Unsettled()
@@ -2898,23 +2892,30 @@ async def _direct_wait(c: Client, req: _Req, cancel: _Cancel,
 
 async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
                    m: Any = None, first: Any = None, sent: Optional[Tuple[_Req, int]] = None,
-                   cancel: Optional[_Cancel] = None) -> None:
+                   cancel: Optional[_Cancel] = None, rid: Optional[str] = None,
+                   again: bool = False) -> None:
     """Run the release machine. A cancellation while a command is on the
     wire waits for its answer first (so the hold and the watchdog agree),
     then propagates. m: a machine already started (Lock.release's Direct
     call), first: the action it took and has not done yet, and when that is
-    a send already made, sent = (its request, status as _Cancel.req's)."""
+    a send already made, sent = (its request, status as _Cancel.req's).
+    rid: the request id m was made with, or to make it with (None: a new
+    one); again: rid is a release that got no answer, sent again (the
+    session keeps it already)."""
     if cancel is None:
         cancel = _Cancel()
+    at = _E.now_ms()
     if m is None:
-        m = names.release(owner, c._leases.get(key, 0), c._wd_ms, c._release_id(), c._cmd_ms)
+        rid = rid or c._release_id()
+        m = names.release(owner, c._leases.get(key, 0), c._wd_ms, rid, c._cmd_ms)
         if key in c._lost:
             m.known_lost()  # a fair unlock's "released" cannot be trusted after a loss
     h = c._held.get(key)
     if h is not None:
         h.releasing += 1
     try:
-        await _release_run(c, names, owner, key, m, first, sent, cancel)
+        await _release_run(c, names, owner, key, m, first, sent, cancel,
+                           None if again else rid, at)
     finally:
         if h is not None:
             c._release_done(key, h)
@@ -2922,7 +2923,7 @@ async def _release(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
 
 async def _release_run(c: Client, names: Any, owner: str, key: Tuple[int, str, str],
                        m: Any, first: Any, sent: Optional[Tuple[_Req, int]],
-                       cancel: _Cancel) -> None:
+                       cancel: _Cancel, rid: Optional[str], at: int) -> None:
     where = ""  # the server of the last try that got no answer, for the message
     while True:
         if first is not None:
@@ -2953,14 +2954,16 @@ async def _release_run(c: Client, names: Any, owner: str, key: Tuple[int, str, s
             # still finds this one's)
             c._latch_epoch += 1
             m.on_error(_E.E_CONN)
-    _release_end(c, names, owner, key, t, cancel.exc, where)
+    _release_end(c, names, owner, key, t, cancel.exc, where, rid, at)
 
 
 def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t: Any,
-                 exc: Optional[BaseException], where: str = "") -> None:
+                 exc: Optional[BaseException], where: str = "", rid: Optional[str] = None,
+                 at: int = 0) -> None:
     """The release machine's outcome t (ACT_DONE, result, remaining,
     still_held, renew, unconfirmed): the hold's bookkeeping, then exc or the
-    result's error."""
+    result's error. rid: its request id, sent at at (_E.now_ms()), for the
+    session to keep when no try got an answer (None: kept already)."""
     unconfirmed = bool(t[5]) and t[1] != 0
     if not t[3]:
         c._leases.pop(key, None)
@@ -2976,7 +2979,8 @@ def _release_end(c: Client, names: Any, owner: str, key: Tuple[int, str, str], t
     lease = 0
     if unconfirmed:
         lease = max(c._wd_ms, c._leases.get(key, 0))
-        c._unsettled[key] = _E.now_ms() + lease
+        if rid is not None:  # the session sends it again before the owner's next acquire
+            c._unsettled_acq.rel_put(names.name, owner, rid, at + lease, _E.now_ms())
     if t[1] == _E.E_NOTOWNER:
         c._since.pop(key, None)  # over, not timed (as the blocking client)
     if exc is not None:
@@ -3103,7 +3107,7 @@ class Lock:
         w = 0 if wait == 0 and type(wait) is int else _wait_ms(wait)
         l = 0 if lease is None else _lease_ms(lease)  # 0: the watchdog's
         c = self._c
-        if c._unsettled:
+        if c._unsettled_acq.rel_any():
             await self._settle_release()
         if c._unsettled_acq:
             await self._settle_earlier()
@@ -3159,22 +3163,32 @@ class Lock:
                    f"{self._name!r} is not settled yet; not entered")
 
     async def _settle_release(self) -> None:
-        """The caller's last release of this lock got no answer (renewal
-        stopped) and its hold may not have ended yet: send the release
-        again before acquiring, so that the acquire never re-enters (and
-        renews) a hold that may still be there. Not owner: the first
-        release ran, or the hold expired. Any other failure is the
-        acquire's error, nothing acquired (and the release stays
-        unsettled)."""
+        """The session's rule (Unsettled.rel_next): this owner's releases of
+        the lock that got no answer (their holds may still be there) are
+        sent again first, each under its own request id, rather than
+        re-entered. Not owner: they ran, or the hold expired; any other
+        failure is the acquire's, nothing acquired (the session keeps
+        them); a refusal (not all could be kept) fails it until their lease
+        has ended."""
         c = self._c
         owner, _tid, key = self._who()
-        until = c._unsettled.pop(key, None)
-        if until is None or _E.now_ms() >= until:
-            return
-        try:
-            await _release(c, self._n, owner, key)
-        except NotOwnerError:
-            pass
+        u = c._unsettled_acq
+        while True:
+            rid, refused = u.rel_next(self._name, owner, _E.now_ms())
+            if rid is None:
+                if refused > 0:
+                    _raise(_E.E_CONN, f"releases of lock {self._name!r} got no answer and not "
+                           "all could be kept to be sent again; not entered until their lease "
+                           f"ends (in {max(0, refused - _E.now_ms())} ms)")
+                return
+            ran: Optional[bool] = None
+            try:
+                await _release(c, self._n, owner, key, rid=rid, again=True)
+                ran = True
+            except NotOwnerError:
+                ran = False
+            finally:
+                u.rel_end(self._name, owner, rid, ran, _E.now_ms())
 
     async def _acquire(self, w: int, l: int, direct: Any = None, direct_at: int = 0) -> bool:
         """The general path (see _acquire_run), counted in the client's
@@ -3326,6 +3340,7 @@ class Lock:
         if got is None:  # not one server, or no idle connection: the general path
             await _release(c, n, owner, key)
             return
+        made = (c._latch_epoch, c._seq)  # its request id's (release_request_id)
         # one server: the command made and sent by the engine in one call
         m, req = got
         if key in c._lost:
@@ -3337,13 +3352,16 @@ class Lock:
             cancel = _Cancel()
             await _direct_wait(c, req, cancel, e)
         nxt = d.done(m, req)
+        if nxt is not None and nxt[0] != _SEND:
+            _release_end(c, n, owner, key, nxt, None if cancel is None else cancel.exc)
+            return
+        rid = _E.release_request_id(c._id, _pid_box[0], made[0], made[1])
         if nxt is None:  # no reply, or an error reply for the router
             await _release(c, n, owner, key, m=m, first=m.sent(), cancel=cancel,
-                           sent=(req, 0 if req.reply is not None else 2 if req.failed else 1))
-        elif nxt[0] == _SEND:
-            await _release(c, n, owner, key, m=m, first=nxt, cancel=cancel)
+                           sent=(req, 0 if req.reply is not None else 2 if req.failed else 1),
+                           rid=rid)
         else:
-            _release_end(c, n, owner, key, nxt, None if cancel is None else cancel.exc)
+            await _release(c, n, owner, key, m=m, first=nxt, cancel=cancel, rid=rid)
 
     async def extend(self, lease: Seconds) -> None:
         """Add lease seconds to the remaining lease of this owner's hold,

@@ -553,6 +553,49 @@ def test_aio_release_lost_on_every_try_ends_at_the_lease(server, proxy, name):
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+def test_aio_two_unanswered_releases_both_sent_again(server, proxy, name):
+    """hilock.aio, as test_resty_two_unanswered_releases_both_sent_again: a
+    hold taken twice (count 2, a fixed lease), then two releases, each reset
+    on every try: neither ran. The task's next acquire sends both again
+    first, each under its own request id (the session's hl_unsettled_rel_*,
+    as the C drivers and OpenResty): one hold after it, and one release
+    frees the lock. Before (hilock.aio kept one unanswered release per hold
+    and sent it again under a new id): hold count 2 after the acquire."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    async def main():
+        c = await aio.connect(proxy.url(), command_timeout=0.5, connect_timeout=1.0)
+        try:
+            w = c.lock(name + ":warm")
+            assert await w.acquire(wait=0, lease=5)  # scripts loaded, pooled
+            await w.release()
+            lk = c.lock(name)
+            owner = c.owner()
+            assert await lk.acquire(wait=0, lease=20)
+            assert await lk.acquire(wait=0, lease=20)
+            assert server("HGET", name, owner) == "2"
+            for _ in range(2):
+                for _ in range(4):  # the release and every retry of it
+                    proxy.reset_on_request(b"redisson_unlock_latch")
+                with pytest.raises(hilock.ConnectionError) as ei:
+                    await lk.release()
+                assert "not confirmed" in str(ei.value), str(ei.value)
+                proxy.clear()
+            assert server("HGET", name, owner) == "2"  # neither ran
+            assert await lk.acquire(wait=0, lease=20)
+            holds = server("HGET", name, owner)
+            print(f"[aio] acquire after two unanswered releases: hold count {holds}")
+            assert holds == "1"
+            await lk.release()
+            assert server("EXISTS", name) == 0
+        finally:
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
 # ---- item 3: a holder cut off from Redis is told before its lease ends ----
 
 @pytest.mark.parametrize("kind", KINDS)
