@@ -357,7 +357,7 @@ static void t_sentinel_bad_port(void)
     hilock_client *c = open_url(url, 1000, &rc, msg, sizeof msg);
     CU_ASSERT_PTR_NULL(c);
     CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
-    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "knows no master"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "named no valid address for 'mymaster'"));
     hilock_client_close(c);
     fs_stop(&fs);
 }

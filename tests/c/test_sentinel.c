@@ -3,12 +3,15 @@
  * one replica and three sentinels on loopback ports.
  */
 #include <CUnit/Basic.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -676,12 +679,74 @@ static void t_settling_names_master(void)
     hilock_client_close(c);
 }
 
+/* A listener of the test's own on a free loopback port that never accepts:
+ * the kernel completes each connect, nothing is ever read or answered (a
+ * sentinel that takes the connection and stays silent). -1 on failure. */
+static int silent_listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    socklen_t n = sizeof a;
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 16) ||
+        getsockname(fd, (struct sockaddr *)&a, &n)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* A sentinel that never answers is reported as such, by its address and
+ * the time waited: not as "knows no master named" (on 09ff88a: "sentinel
+ * 127.0.0.1:P knows no master named 'hm'" for the silent sentinel, and
+ * "authentication to sentinel 127.0.0.1:P failed: Resource temporarily
+ * unavailable" with a sentinel password). Only a nil reply means the
+ * sentinel does not know the name; the password never shows. */
+static void t_sentinel_silent(void)
+{
+    int port = 0;
+    int fd = silent_listener(&port);
+    CU_ASSERT_FATAL(fd >= 0);
+    const char *pass = "s3cret-sentinel-pw";
+    for (int auth = 0; auth < 2; auth++) {
+        char u[256], err[256] = "", want[64];
+        snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d/hm%s%s", port,
+                 auth ? "?sentinel_password=" : "", auth ? pass : "");
+        hilock_options o;
+        hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+        o.connect_timeout_ms = 300;
+        hilock_client *c = NULL;
+        int rc = hilock_client_open(&c, u, &o, err, sizeof err);
+        printf("\n  silent sentinel%s: %d %s", auth ? " (password)" : "", rc, err);
+        CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
+        CU_ASSERT_PTR_NULL(c);
+        snprintf(want, sizeof want, "no reply within 300 ms from sentinel 127.0.0.1:%d", port);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+        CU_ASSERT_PTR_NULL(strstr(err, "knows no master"));
+        CU_ASSERT_PTR_NULL(strstr(err, pass));
+        hilock_client_close(c);
+    }
+    close(fd);
+    /* a nil reply, and only that, is "knows no master named" */
+    char u[256], err[256] = "", want[96];
+    hilock_client *c = NULL;
+    snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d/nosuchmaster", sent[0].port);
+    CU_ASSERT_EQUAL(hilock_client_open(&c, u, NULL, err, sizeof err), HILOCK_ECONN);
+    snprintf(want, sizeof want, "sentinel 127.0.0.1:%d knows no master named 'nosuchmaster'",
+             sent[0].port);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite("sentinel", init_suite, clean_suite);
     CU_add_test(s, "sentinel URLs and master discovery", t_urls);
+    CU_add_test(s, "a silent sentinel is named, with the time waited", t_sentinel_silent);
     CU_add_test(s, "replica acknowledgement (WAIT) on acquire", t_replica_ack);
     CU_add_test(s, "no acknowledgement: acquire fails, nothing left", t_replica_ack_failure);
     CU_add_test(s, "acknowledgement on, no replicas: no WAIT", t_replica_ack_no_replicas);

@@ -419,6 +419,14 @@ HL_HIDDEN int hl_decode_slot_range(const redisReply *e, hl_slot_range *out);
 
 /* SENTINEL get-master-addr-by-name reply: 0 (host, port set) or HILOCK_EPROTO. */
 HL_HIDDEN int hl_decode_master_addr(const redisReply *r, char *host, size_t hostlen, int *port);
+/* Why a reply to SENTINEL get-master-addr-by-name named no master, into buf
+ * (len bytes at most), for an error message: "<where> knows no master named
+ * '<name>'" only for a nil reply (the one answer that says so), "<where>:
+ * error reply: <text>" for an error, "<where> named no valid address for
+ * '<name>'" for a malformed [host, port], else "<where>: unexpected reply to
+ * get-master-addr-by-name". where: "sentinel host:port"; r not NULL. */
+HL_HIDDEN void hl_msg_master_addr(char *buf, size_t len, const char *where, const char *name,
+                                  const redisReply *r);
 
 /*
  * The acquire loop as a state machine without I/O. The blocking C transport

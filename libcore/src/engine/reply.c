@@ -218,3 +218,18 @@ int hl_decode_master_addr(const redisReply *r, char *host, size_t hostlen, int *
     *port = v;
     return 0;
 }
+
+void hl_msg_master_addr(char *buf, size_t len, const char *where, const char *name,
+                        const redisReply *r)
+{
+    if (!buf || !len)
+        return;
+    if (r->type == REDIS_REPLY_NIL)
+        snprintf(buf, len, "%s knows no master named '%s'", where, name);
+    else if (r->type == REDIS_REPLY_ERROR)
+        snprintf(buf, len, "%s: error reply: %.*s", where, (int)r->len, r->str ? r->str : "");
+    else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        snprintf(buf, len, "%s named no valid address for '%s'", where, name);
+    else
+        snprintf(buf, len, "%s: unexpected reply to get-master-addr-by-name", where);
+}

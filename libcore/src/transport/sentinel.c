@@ -132,6 +132,21 @@ void hl_sentinel_stop(hl_transport *c)
 
 /* ---- discovery: asking a sentinel where the master is ---- */
 
+/* A request to a sentinel got no reply: it timed out ("no reply within N ms
+ * from sentinel host:port", as every driver says it), or the connection
+ * failed (closed, reset: hiredis's words). doing: what was asked. */
+static void io_failed(const redisContext *s, const char *where, int64_t timeout_ms,
+                      const char *doing, char *err)
+{
+    char tmp[HL_ERRMSG_MAX];
+    if (hl_conn_no_reply(s, timeout_ms, tmp)) {
+        hl_msg_no_reply(tmp, sizeof tmp, timeout_ms, where);
+        hl_set_err(err, "%s: %s", doing, tmp);
+    } else {
+        hl_set_err(err, "%s: connection to %s failed: %s", doing, where, s->errstr);
+    }
+}
+
 redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_ms, int *code,
                                   char *err)
 {
@@ -163,9 +178,11 @@ redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_
         int rc = r ? hl_decode_handshake(r) : HILOCK_ECONN;
         if (rc) {
             *code = rc;
-            hl_set_err(err, "authentication to %s failed: %s", where,
-                       !r ? s->errstr : r->type == REDIS_REPLY_ERROR ? r->str
-                                                                   : "unexpected reply");
+            if (!r)
+                io_failed(s, where, timeout_ms, "authentication", err);
+            else
+                hl_set_err(err, "authentication to %s failed: %s", where,
+                           r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             if (r)
                 freeReplyObject(r);
             redisFree(s);
@@ -177,7 +194,9 @@ redisContext *hl_sentinel_connect(const hl_endpoint *ep, int i, int64_t timeout_
 }
 
 /* Ask one sentinel for the master's address. 0, or a HILOCK_E* code (err
- * set): EAUTH/ETLS when the sentinel refused us, else ECONN. */
+ * set, naming the sentinel and what happened: no reply in time, the
+ * connection failed, an error reply, or a nil reply: it knows no master of
+ * that name): EAUTH/ETLS when the sentinel refused us, else ECONN. */
 int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *host,
                        size_t hostlen, int *port, char *err)
 {
@@ -185,19 +204,22 @@ int hl_sentinel_master(const hl_endpoint *ep, int i, int64_t timeout_ms, char *h
     redisContext *s = hl_sentinel_connect(ep, i, timeout_ms, &code, err);
     if (!s)
         return code ? code : HILOCK_ECONN;
+    char where[300];
+    snprintf(where, sizeof where, "sentinel %s:%d", ep->seed_hosts[i], ep->seed_ports[i]);
     redisReply *r = hl_command(s, "SENTINEL get-master-addr-by-name %s", ep->master_name);
     int rc = hl_decode_master_addr(r, host, hostlen, port) ? HILOCK_ECONN : 0;
     if (rc && r && r->type == REDIS_REPLY_ERROR &&
         (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "NOPERM", 6)))
         rc = HILOCK_EAUTH; /* a sentinel that wants a password (sentinel_password) */
-    if (rc == HILOCK_EAUTH)
-        hl_set_err(err, "sentinel %s:%d refused: %s (its own password: sentinel_password)",
-                   ep->seed_hosts[i], ep->seed_ports[i], r->str);
-    else if (rc)
-        hl_set_err(err, "sentinel %s:%d knows no master named '%s'%s%s", ep->seed_hosts[i],
-                   ep->seed_ports[i], ep->master_name,
-                   r && r->type == REDIS_REPLY_ERROR ? ": " : "",
-                   r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    if (rc == HILOCK_EAUTH) {
+        hl_set_err(err, "%s refused: %s (its own password: sentinel_password)", where, r->str);
+    } else if (rc && !r) {
+        io_failed(s, where, timeout_ms, "asking for the master", err);
+    } else if (rc) {
+        char why[HL_ERRMSG_MAX];
+        hl_msg_master_addr(why, sizeof why, where, ep->master_name, r);
+        hl_set_err(err, "%s", why);
+    }
     if (r)
         freeReplyObject(r);
     redisFree(s);
