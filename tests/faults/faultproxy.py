@@ -81,6 +81,21 @@ import time
 from typing import Callable, FrozenSet, Iterable, List, Optional, Tuple
 
 
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """True when sock has something to read (or is at its end) within
+    timeout s. poll, not select: select refuses a descriptor at or above
+    FD_SETSIZE (1024) with ValueError, and a harness process that holds many
+    connections (the safety suite's Sentinel splits) goes past it; every
+    proxy connection opened from then on was left dead and open. A closed
+    socket raises OSError (the callers' cue to stop)."""
+    fd = sock.fileno()
+    if fd < 0:
+        raise OSError("socket closed")
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(int(timeout * 1000)))
+
+
 def _rst(sock: socket.socket) -> None:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -132,8 +147,7 @@ class _Conn:
         p = self.proxy
         try:
             while not self.dead:
-                r, _, _ = select.select([src], [], [], 0.05)
-                if not r:
+                if not _readable(src, 0.05):
                     continue
                 data = src.recv(65536)
                 if not data:
@@ -200,7 +214,7 @@ class _Conn:
                 if self.dead:
                     return
                 dst.sendall(data)
-        except OSError:
+        except Exception:  # noqa: BLE001 (whatever ends a pump closes its connection)
             self.kill()
 
 
@@ -385,13 +399,15 @@ class FaultProxy:
 
     def _accept(self) -> None:
         while not self._stop:
-            r, _, _ = select.select([self.sock], [], [], 0.05)
-            if not r:
-                continue
             try:
+                if not _readable(self.sock, 0.05):
+                    continue
                 client, _ = self.sock.accept()
             except OSError:
-                return
+                if self._stop:
+                    return
+                time.sleep(0.05)  # out of descriptors for a moment: keep accepting
+                continue
             if self.refusing:
                 _rst(client)
                 continue
@@ -409,11 +425,17 @@ class FaultProxy:
                 else:
                     _rst(client)
                 continue
-            for s in (client, server):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                for s in (client, server):
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn = _Conn(self, client, server)
+            except (OSError, RuntimeError):  # reset meanwhile; no thread to be had
+                _rst(client)
+                _rst(server)
+                continue
             with self._mu:
                 self.conns = [c for c in self.conns if not c.dead]
-                self.conns.append(_Conn(self, client, server))
+                self.conns.append(conn)
 
     def close(self) -> None:
         self._stop = True

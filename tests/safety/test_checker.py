@@ -136,8 +136,64 @@ def main() -> int:
     fails += 0 if ok else 1
     print(f"  {'ok  ' if ok else 'FAIL'}  no fault starts past the active part once moved back: "
           f"{len(nem.log)} of 3 ran (want 2)")
+    fails += proxy_high_fds()
     print(f"checker self-test: {'ok' if not fails else f'{fails} failed'}")
     return 1 if fails else 0
+
+
+def proxy_high_fds() -> int:
+    """The fault proxy forwards on a connection whose descriptors are above
+    1023 (FD_SETSIZE). The long schedule's Sentinel splits took the harness
+    process past 1024 descriptors (session 12, seed 634195765): select()
+    then raised ValueError in every new connection's pump thread, which left
+    the connection open and silent, so its descriptors never came back, and
+    no sentinel query through the proxies was answered again: no grant in any
+    group after the first split. 1 on failure."""
+    import resource
+    import socket
+    need = 1200
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need and (hard == resource.RLIM_INFINITY or hard >= need):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    elif soft < need:
+        print(f"  skip  proxy on descriptors above 1023: the limit is {hard}")
+        return 0
+    echo = socket.socket()
+    echo.bind(("127.0.0.1", 0))
+    echo.listen(4)
+
+    def serve() -> None:
+        try:
+            c, _ = echo.accept()
+            with c:
+                while True:
+                    d = c.recv(64)
+                    if not d:
+                        return
+                    c.sendall(d)
+        except OSError:
+            return
+    threading.Thread(target=serve, daemon=True).start()
+    proxy = safety.FaultProxy(echo.getsockname()[1])  # listening below 1024, as in that run
+    hog = [os.open(os.devnull, os.O_RDONLY) for _ in range(1030)]
+    got = b""
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=3) as cl:
+            cl.sendall(b"ping")
+            cl.settimeout(3)
+            try:
+                got = cl.recv(64)
+            except OSError:
+                pass
+    finally:
+        proxy.close()
+        echo.close()
+        for fd in hog:
+            os.close(fd)
+    ok = got == b"ping"
+    print(f"  {'ok  ' if ok else 'FAIL'}  the fault proxy forwards on descriptors above 1023: "
+          f"{got!r} back (want b'ping')")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
