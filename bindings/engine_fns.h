@@ -1245,6 +1245,7 @@ static int f_x_can_hand_over(const hb_arg *a, hb_out *o)
 /* ------------------------------------------------------------------ */
 /* methods of the session's unsettled record set (hl_unsettled_rel_*):  */
 /* releases that got no answer, sent again before the owner's acquire   */
+/* and release of the lock (docs/protocol.md, "unsettled releases")     */
 /* ------------------------------------------------------------------ */
 
 /* rel_put(name, owner, request_id, until, now) -> 0 kept, 1 not kept (the

@@ -789,10 +789,12 @@ static void t_release_lost_ends_at_the_lease(void)
  * (count 2 while the caller counts 1), its release left count 1 and the
  * watchdog renewed that hold for good (simulator seed 1003816: "the server
  * counts 2 holds, the caller 1", a lock key renewed 4 s after the last
- * call). The second case: three holds, two releases that ran with their
- * replies lost: sent again under their own ids they change nothing, so the
- * hold the caller still counts stays (a release under a new id would take
- * it). */
+ * call). The second case: three holds, replies lost: the first release
+ * runs unanswered, the second waits behind it (the first, sent again
+ * first, is unanswered again: the second is not sent, count 2 on the
+ * server); the next acquire sends both under their own ids (the first
+ * changes nothing, the second runs), so the hold the caller still counts
+ * stays (a release under a new id would take it). */
 static void t_two_unanswered_releases_are_both_sent_again(void)
 {
     const char *name = "arel-lost2";
@@ -866,13 +868,114 @@ static void t_two_unanswered_releases_are_both_sent_again(void)
     CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
     arc = r.rc;
     count = th_redis_int(&srv, "HGET %s %s", name, owner);
-    printf("  count 3, two releases ran unanswered (count on the server %lld): next acquire rc "
+    printf("  count 3, two releases unanswered, replies lost (count on the server %lld): next "
+           "acquire rc "
            "%d, count %lld (the caller counts 2)\n",
            before, arc, count);
-    CU_ASSERT_EQUAL(before, 1);
+    CU_ASSERT_EQUAL(before, 2); /* the second waits behind the first */
     CU_ASSERT_EQUAL(arc, 0);
     CU_ASSERT_EQUAL(count, 2);
     th_redis_int(&srv, "DEL %s", name);
+    hilock_lock_free(l);
+    free_async(a);
+    hilock_client_close(c);
+    th_proxy_stop(p);
+}
+
+/* A hold taken twice; its first release gets no answer (requests lost),
+ * then the same thread releases again once the link is back. The session
+ * sends the unanswered release again first, then the new one: both holds
+ * end. Before, the new release went alone (count 2 -> 1, answered "1
+ * left"); the next acquire sent the earlier one again under its own id,
+ * the owner's unlock latch (holding the newer release's higher seq)
+ * refused it as a late copy ("not owner"), the acquire re-entered (count 2
+ * while the caller counts 1) and its release left a hold that the
+ * watchdog renewed (simulator seed 1009751). Both C drivers: hilock_async
+ * (thread 6) and the blocking API (thread 7). */
+static void t_release_after_unanswered_sends_that_one_first(void)
+{
+    const char *name = "arel-order";
+    th_proxy *p = th_proxy_start(srv.port);
+    CU_ASSERT_FATAL(p != NULL);
+    hilock_options o = HILOCK_OPTIONS_INIT;
+    o.watchdog_lease_ms = 30000;
+    o.command_timeout_ms = th_valgrind() ? 1000 : 300;
+    o.connect_timeout_ms = o.command_timeout_ms;
+    hilock_client *c = NULL;
+    CU_ASSERT_FATAL(hilock_client_open(&c, th_proxy_url(p), &o, NULL, 0) == 0);
+    hilock_async *a = new_async();
+    hilock_lock *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, name) == 0);
+    res r = {0};
+    int n = 0;
+    for (int blocking = 0; blocking < 2; blocking++) {
+        uint64_t tid = blocking ? 7 : 6;
+        char owner[128];
+        CU_ASSERT_FATAL(hilock_client_owner(c, tid, owner, sizeof owner) == 0);
+        for (int i = 0; i < 2; i++) {
+            if (blocking) {
+                CU_ASSERT_FATAL(hilock_lock_acquire_tid(l, tid, 0, HILOCK_LEASE_WATCHDOG) == 0);
+            } else {
+                CU_ASSERT(hilock_async_acquire(a, l, tid, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) ==
+                          0);
+                CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000) && r.rc == 0);
+            }
+        }
+        th_proxy_silence(p, 1, 0); /* requests lost: the first release never arrives */
+        int rc1;
+        if (blocking) {
+            rc1 = hilock_lock_release_tid(l, tid);
+        } else {
+            CU_ASSERT(hilock_async_release(a, l, tid, on_done, &r) == 0);
+            CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+            rc1 = r.rc;
+        }
+        th_proxy_silence(p, 0, 0);
+        long long mid = th_redis_int(&srv, "HGET %s %s", name, owner);
+        int rc2;
+        if (blocking) {
+            rc2 = hilock_lock_release_tid(l, tid);
+        } else {
+            CU_ASSERT(hilock_async_release(a, l, tid, on_done, &r) == 0);
+            CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+            rc2 = r.rc;
+        }
+        long long after2 = th_redis_int(&srv, "EXISTS %s", name);
+        int arc;
+        long long count;
+        if (blocking) {
+            arc = hilock_lock_acquire_tid(l, tid, 0, HILOCK_LEASE_WATCHDOG);
+        } else {
+            CU_ASSERT(hilock_async_acquire(a, l, tid, 0, HILOCK_LEASE_WATCHDOG, on_done, &r) == 0);
+            CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+            arc = r.rc;
+        }
+        count = th_redis_int(&srv, "HGET %s %s", name, owner);
+        int rrc;
+        if (blocking) {
+            rrc = hilock_lock_release_tid(l, tid);
+        } else {
+            CU_ASSERT(hilock_async_release(a, l, tid, on_done, &r) == 0);
+            CU_ASSERT_FATAL(run_until(a, &r, ++n, 5000));
+            rrc = r.rc;
+        }
+        long long left = th_redis_int(&srv, "EXISTS %s", name);
+        printf("\n  %s: count 2, first release unanswered (rc %d, count %lld), second release "
+               "rc %d, key after it %lld; next acquire rc %d count %lld; its release rc %d, key "
+               "left %lld",
+               blocking ? "blocking" : "hilock_async", rc1, mid, rc2, after2, arc, count, rrc,
+               left);
+        CU_ASSERT_NOT_EQUAL(rc1, 0);
+        CU_ASSERT_EQUAL(mid, 2);
+        CU_ASSERT_EQUAL(rc2, 0);
+        CU_ASSERT_EQUAL(after2, 0);
+        CU_ASSERT_EQUAL(arc, 0);
+        CU_ASSERT_EQUAL(count, 1);
+        CU_ASSERT_EQUAL(rrc, 0);
+        CU_ASSERT_EQUAL(left, 0);
+        th_redis_int(&srv, "DEL %s", name);
+    }
+    printf("\n");
     hilock_lock_free(l);
     free_async(a);
     hilock_client_close(c);
@@ -1048,6 +1151,8 @@ int main(void)
                 t_late_release_copy_short_lease);
     CU_add_test(s, "a release that gets no answer stops renewal; the next acquire releases first",
                 t_release_lost_ends_at_the_lease);
+    CU_add_test(s, "a release after an unanswered one sends that one first",
+                t_release_after_unanswered_sends_that_one_first);
     CU_add_test(s, "two unanswered releases are both sent again before the next acquire",
                 t_two_unanswered_releases_are_both_sent_again);
     CU_add_test(s, "a stopped server takes one attempt at a time (Redlock member and plain)",

@@ -2525,10 +2525,77 @@ static void step_pre_release(as_op *op)
     step_pre_settle(op);
 }
 
+/* The release op's next machine in rel: an earlier release of the thread
+ * on the lock that got no answer, sent again under its own id first (the
+ * session's rule, hl_lock_unsettled_next: op->again 1), else its own
+ * (op->own_rid). Releases of one owner then run in the order they were
+ * asked for: a later one that ran first would make the owner's unlock
+ * latch refuse the earlier one as a late copy (unlock.lua), and a hold
+ * would be left. 0 or HILOCK_ENOMEM. */
+static int release_op_next(as_op *op)
+{
+    hilock_lock *l = op->lock;
+    hilock_client *c = l->client;
+    char why[HL_ERRMSG_MAX];
+    op->again = hl_lock_unsettled_next(l, op->tid, op->rid, sizeof op->rid, why,
+                                       sizeof why) == 1;
+    if (!op->again) /* none, or the acquire rule's refusal: this one goes out */
+        snprintf(op->rid, sizeof op->rid, "%s", op->own_rid);
+    as_hold *h = hl_as_hold_find(op->a, l, op->tid);
+    int64_t lease = h && !h->s.watchdog ? h->s.lease_ms : 0; /* 0: the watchdog lease */
+    if (hl_release_init(&op->rel, l->kind, &l->names, op->owner, lease,
+                        c->t.opts.watchdog_lease_ms, op->rid, c->t.opts.command_timeout_ms, 0,
+                        now_ms()) != 0)
+        return HILOCK_ENOMEM;
+    if (h && hl_holds_is_lost(&h->link->holds, &h->s, now_ms()))
+        hl_release_known_lost(&op->rel); /* a fair unlock's "released" cannot be trusted */
+    op->inited = 1;
+    return 0;
+}
+
+/* An earlier release sent again by a release op ended (step_release). 1:
+ * the op goes on (its next machine queued), 0: it finished. */
+static int release_op_again_end(as_op *op)
+{
+    int rc = op->rel.result;
+    as_hold *h = hl_as_hold_find(op->a, op->lock, op->tid);
+    int64_t lease = unrenewed_lease(op->lock, h);
+    if (rc != 0 && op->rel.unconfirmed)
+        release_unconfirmed(op, lease); /* it keeps its place */
+    hl_lock_unsettled_end(op->lock, op->tid, op->rid, rc);
+    hl_release_free(&op->rel);
+    op->inited = 0;
+    if (rc != 0 && rc != HILOCK_ENOTOWNER) {
+        /* Not sent: it goes out after the earlier one, before the thread's
+         * next acquire, as one that got no answer (renewal stopped). */
+        hl_lock_unsettled_put(op->lock, op->tid, op->own_rid, now_ms() + lease);
+        if (h)
+            hold_remove(op->a, h);
+        snprintf(op->err, sizeof op->err,
+                 "release of '%.60s' not sent: an earlier release of this thread got no answer "
+                 "again; sent after it, before the next acquire; renewal stopped: it ends at "
+                 "its lease (%lld ms) at the latest",
+                 op->lock->names.name, (long long)lease);
+        hl_as_op_finish(op, rc, 0);
+        return 0;
+    }
+    if (release_op_next(op) != 0) {
+        hl_as_op_finish(op, HILOCK_ENOMEM, 0);
+        return 0;
+    }
+    op->err[0] = 0;
+    op_queue(op);
+    return 1;
+}
+
 static void step_release(as_op *op)
 {
     if (release_send(op, now_ms()))
         return;
+    if (op->again) {
+        release_op_again_end(op);
+        return;
+    }
     int rc = op->rel.result;
     as_hold *h = hl_as_hold_find(op->a, op->lock, op->tid);
     if (rc != 0 && op->rel.unconfirmed)
@@ -3166,22 +3233,15 @@ int hilock_async_release(hilock_async *a, hilock_lock *l, uint64_t tid, hilock_a
     hl_hold_owner(op->owner, l->kind, c->t.id, tid);
     uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
     /* "<client>:e<latch epoch>:<seq>", as lock.c */
-    if (hl_release_request_id(op->rid, sizeof op->rid, c->t.id,
+    if (hl_release_request_id(op->own_rid, sizeof op->own_rid, c->t.id,
                               __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
-        snprintf(op->rid, sizeof op->rid, "%" PRIu64, seq); /* cannot happen */
-    as_hold *h = hl_as_hold_find(a, l, tid);
-    int64_t lease = h && !h->s.watchdog ? h->s.lease_ms : 0; /* 0: the watchdog lease */
-    if (hl_release_init(&op->rel, l->kind, &l->names, op->owner, lease,
-                        c->t.opts.watchdog_lease_ms, op->rid, c->t.opts.command_timeout_ms, 0,
-                        now_ms()) != 0) {
+        snprintf(op->own_rid, sizeof op->own_rid, "%" PRIu64, seq); /* cannot happen */
+    if (release_op_next(op) != 0) {
         op_unlink(a, op);
         heap_leave(a, &op->tmr);
         free(op);
         return HILOCK_ENOMEM;
     }
-    if (h && hl_holds_is_lost(&h->link->holds, &h->s, now_ms()))
-        hl_release_known_lost(&op->rel); /* a fair unlock's "released" cannot be trusted */
-    op->inited = 1;
     return hl_as_op_start(op);
 }
 

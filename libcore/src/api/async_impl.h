@@ -272,6 +272,9 @@ struct as_op {
      * request id is in rid */
     int again;
     int refused; /* the session refused the acquire (op->err says why) */
+    /* a release sending the thread's earlier unanswered ones first (again
+     * set): its own request id, sent after them */
+    char own_rid[HL_OWNER_MAX + 32];
     /* waiting */
     as_chan *chan;
     as_op *chan_next, *chan_prev;

@@ -1030,8 +1030,48 @@ static int release_as(hilock_lock *l, uint64_t tid, int64_t timeout_ms, const ch
     return hl_lock_release_end(l, &r);
 }
 
+/* A new release of tid not sent because an earlier one, sent again first,
+ * got no answer again (rc): it goes out after that one, before the
+ * thread's next acquire (the session's rule), as a release that got no
+ * answer: its hold (renewal stopped by the earlier one) ends at its lease
+ * at the latest. */
+static int release_deferred(hilock_lock *l, uint64_t tid, int rc)
+{
+    hilock_client *c = l->client;
+    char rid[HL_OWNER_MAX + 48];
+    uint64_t seq = __atomic_add_fetch(&c->t.request_seq, 1, __ATOMIC_RELAXED);
+    if (hl_release_request_id(rid, sizeof rid, c->t.id,
+                              __atomic_load_n(&c->t.latch_epoch, __ATOMIC_RELAXED), seq) != 0)
+        snprintf(rid, sizeof rid, "%" PRIu64, seq); /* cannot happen */
+    pthread_mutex_lock(&l->mu);
+    int64_t lease = c->t.opts.watchdog_lease_ms;
+    if (l->last_lease_ms > lease)
+        lease = l->last_lease_ms;
+    pthread_mutex_unlock(&l->mu);
+    hl_lock_unsettled_put(l, tid, rid, hl_now_mono_ms() + lease);
+    char msg[HL_ERRMSG_MAX];
+    snprintf(msg, sizeof msg,
+             "release of '%.60s' not sent: an earlier release of this thread got no answer "
+             "again; sent after it, before the next acquire; renewal stopped: it ends at its "
+             "lease (%lld ms) at the latest",
+             l->names.name, (long long)lease);
+    return lock_fail(l, rc, msg);
+}
+
 static int release(hilock_lock *l, uint64_t tid, int64_t timeout_ms)
 {
+    /* The thread's earlier releases of l that got no answer go first, each
+     * under its own id (the session's rule, hl_lock_unsettled_next): sent
+     * after this one, they would find its higher seq in the owner's unlock
+     * latch and be refused as late copies (unlock.lua), leaving a hold. */
+    char again[HL_OWNER_MAX + 48], why[HL_ERRMSG_MAX];
+    while (check_lock(l) == 0 &&
+           hl_lock_unsettled_next(l, tid, again, sizeof again, why, sizeof why) == 1) {
+        int rc = release_again(l, tid, again);
+        hl_lock_unsettled_end(l, tid, again, rc);
+        if (rc != 0 && rc != HILOCK_ENOTOWNER)
+            return release_deferred(l, tid, rc);
+    }
     return release_as(l, tid, timeout_ms, NULL);
 }
 

@@ -354,11 +354,17 @@ HL_HIDDEN int hl_unsettled_settling(const hl_unsettled *t, const char *name, con
  * - remembered: every such release of an owner on a lock, by its request
  *   id, oldest first, up to HL_UNSETTLED_REL_MAX per owner and lock and
  *   the table's max (hl_unsettled_init) owner-lock records;
- * - re-sent: before that owner's next acquire of the lock, each under its
- *   own request id, oldest first, one at a time (hl_unsettled_rel_next,
- *   then hl_unsettled_rel_end with what it answered): one that ran answers
- *   its first answer from the owner's unlock latch and changes nothing,
- *   one that never arrived runs now;
+ * - re-sent: before that owner's next acquire or release of the lock, each
+ *   under its own request id, oldest first, one at a time
+ *   (hl_unsettled_rel_next, then hl_unsettled_rel_end with what it
+ *   answered): one that ran answers its first answer from the owner's
+ *   unlock latch and changes nothing, one that never arrived runs now. The
+ *   owner's releases thus run in the order they were asked for: a newer
+ *   one that ran first would leave its higher seq in the owner's unlock
+ *   latch, which then refuses the older one as a late copy (unlock.lua),
+ *   and a hold would be left. A new release whose earlier one got no
+ *   answer again is not sent: the driver puts it too (it goes after); a
+ *   release ignores HL_UNSETTLED_REFUSE (what was not kept cannot be sent);
  * - dropped: one that answered (ran now or before); all of the owner's on
  *   the lock on "not owner" (it holds none of it: nothing left to
  *   release); all of them once `until` (the latest lease end) has passed;
@@ -380,8 +386,8 @@ HL_HIDDEN int hl_unsettled_settling(const hl_unsettled *t, const char *name, con
  * bad argument: an owner too long). */
 HL_HIDDEN int hl_unsettled_rel_put(hl_unsettled *t, const char *name, const char *owner,
                                    const char *rid, int64_t until, int64_t now);
-/* Before owner's acquire of name, at now (records past their until are
- * dropped first): NONE (send the acquire), SETTLE (send the release again
+/* Before owner's acquire or release of name, at now (records past their
+ * until are dropped first): NONE (send it), SETTLE (send the release again
  * under *rid, then hl_unsettled_rel_end and ask again) or
  * HL_UNSETTLED_REFUSE (fail the acquire, nothing sent: releases of it that
  * could not all be kept may still be pending; *until says when that ends).
