@@ -435,7 +435,10 @@ static void t_fair_settle_on_new_connection_leaves_the_line(void)
  * attempt was settled only before the owner's next acquire of the lock, and
  * that one did not leave the line either: the entry stayed until its
  * deadline (the simulator's fair-queue). */
-static void t_fair_unsettled_waiter_leaves_the_line_on_its_own(void)
+/* retries: the same owner's acquires of the lock while connections are
+ * still refused (each takes the background settle over, hl_settle_can_hand_over,
+ * and gives up at once); the entry must still go once they are let in. */
+static void fair_unsettled_waiter_leaves_the_line(int retries)
 {
     const char *queue = "redisson_lock_queue:{afair-unsettled}";
     fair_pair f;
@@ -455,6 +458,13 @@ static void t_fair_unsettled_waiter_leaves_the_line_on_its_own(void)
     int rc = r.rc;
     th_proxy_silence(p, 0, 0);
     run_for(a, 300); /* still refused */
+    for (int i = 0; i < retries; i++) {
+        res again = {0};
+        CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &again) == 0);
+        CU_ASSERT(run_until(a, &again, 1, 10000));
+        CU_ASSERT_NOT_EQUAL(again.rc, 0); /* refused, or still being settled */
+        run_for(a, 100);
+    }
     long long during = th_redis_int(&srv, "LLEN %s", queue);
     th_proxy_refuse(p, 0);
     int64_t t0 = th_now_ms();
@@ -462,14 +472,29 @@ static void t_fair_unsettled_waiter_leaves_the_line_on_its_own(void)
     long long len = 1;
     while ((len = th_redis_int(&srv, "LLEN %s", queue)) != 0 && th_now_ms() < end)
         hilock_epoll_run_once(&ep, a, 20);
-    printf("\n  the fair waiter whose settles were refused: rc %d (%s); entry %s %lld ms after "
-           "connections were let in again\n",
-           rc, r.err, len == 0 ? "gone" : "STILL IN LINE", (long long)(th_now_ms() - t0));
+    printf("\n  the fair waiter whose settles were refused (%d retries): rc %d (%s); entry %s "
+           "%lld ms after connections were let in again\n",
+           retries, rc, r.err, len == 0 ? "gone" : "STILL IN LINE",
+           (long long)(th_now_ms() - t0));
     CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
     CU_ASSERT_EQUAL(during, 1);
     CU_ASSERT_EQUAL(len, 0);
     CU_ASSERT_EQUAL(th_redis_int(&srv, "ZCARD redisson_lock_timeout:{afair-unsettled}"), 0);
     fair_pair_close(&f);
+}
+
+static void t_fair_unsettled_waiter_leaves_the_line_on_its_own(void)
+{
+    fair_unsettled_waiter_leaves_the_line(0);
+}
+
+/* Simulator seed 2004974: the owner's acquires during the outage each took
+ * the background settle over and gave up at once, and each used up one of
+ * the session's background settles; after the second nothing settled the
+ * attempt and its entry held the line up until the fair window ended. */
+static void t_fair_unsettled_retried_leaves_the_line(void)
+{
+    fair_unsettled_waiter_leaves_the_line(3);
 }
 
 /* The server forgets its scripts (SCRIPT FLUSH) while a fair waiter waits:
@@ -1139,6 +1164,8 @@ int main(void)
                 t_fair_settle_on_new_connection_leaves_the_line);
     CU_add_test(s, "a fair waiter whose settles failed leaves the line on its own",
                 t_fair_unsettled_waiter_leaves_the_line_on_its_own);
+    CU_add_test(s, "... and after the owner's acquires during the outage",
+                t_fair_unsettled_retried_leaves_the_line);
     CU_add_test(s, "a fair waiter cancelled after NOSCRIPT leaves the line",
                 t_fair_cancel_after_noscript_leaves_the_line);
     CU_add_test(s, "a child process keeps none of the library's connections",

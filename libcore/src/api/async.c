@@ -1226,6 +1226,7 @@ static void settle_background(hilock_async *a, hl_unsettled_acq *u, hilock_clien
     st->node = nd;
     st->addr_gen = nd->addr_gen;
     st->rec = u;
+    st->background = 1;
     st->next = a->settles;
     a->settles = st;
     st->ready = 1;
@@ -2424,11 +2425,12 @@ static void step_pre_settle(as_op *op)
             as_settle *st = settle_of(a, u);
             if (st && hl_settle_can_hand_over(&st->s)) {
                 as_conn *k = st->conn;
+                int background = st->background;
                 st->rec = NULL;
                 settle_free(st);
                 if (k && k->nsettles == 0 && k->draining)
                     conn_close(k);
-                hl_unsettled_settle_end(&a->unsettled, u, 0, now);
+                hl_unsettled_handed_over(&a->unsettled, u, background, now);
                 continue; /* SETTLE next */
             }
             if (!op->pre_wait) {

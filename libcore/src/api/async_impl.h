@@ -69,6 +69,7 @@ struct as_settle {
     int64_t wait_until;
     char rid[HL_OWNER_MAX + 32];
     hl_unsettled_acq *rec; /* its attempt in a->unsettled (NULL: no memory) */
+    int background;   /* started by hl_unsettled_background */
 };
 
 struct as_conn {

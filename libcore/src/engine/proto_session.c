@@ -597,6 +597,15 @@ int hl_unsettled_background(hl_unsettled *t, hl_unsettled_acq *u)
     return 1;
 }
 
+void hl_unsettled_handed_over(hl_unsettled *t, hl_unsettled_acq *u, int background, int64_t now)
+{
+    if (!u)
+        return;
+    if (background && u->background > 0)
+        u->background--;
+    hl_unsettled_settle_end(t, u, 0, now);
+}
+
 static int unsettled_is(const hl_unsettled_acq *u, const char *name, const char *owner)
 {
     return strcmp(u->owner, owner) == 0 && strcmp(u->name, name) == 0;

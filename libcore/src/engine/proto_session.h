@@ -331,6 +331,16 @@ HL_HIDDEN void hl_unsettled_settle_end(hl_unsettled *t, hl_unsettled_acq *u, int
  * settle it by, a settle runs, or HL_UNSETTLED_BACKGROUND of them ran). */
 #define HL_UNSETTLED_BACKGROUND 2
 HL_HIDDEN int hl_unsettled_background(hl_unsettled *t, hl_unsettled_acq *u);
+/* The driver dropped u's settle at now so that the owner's acquire settles
+ * the attempt itself (hl_settle_can_hand_over): u is not settling any more.
+ * background: that settle was one hl_unsettled_background started; it does
+ * not count against HL_UNSETTLED_BACKGROUND then. The acquire's own try
+ * gives up at once while the server refuses connections, and each of the
+ * owner's acquires during an outage would otherwise use one up: after two,
+ * nothing settled the attempt, and a fair line entry it took held every
+ * later waiter up until its window ended (simulator seed 2004974). */
+HL_HIDDEN void hl_unsettled_handed_over(hl_unsettled *t, hl_unsettled_acq *u, int background,
+                                        int64_t now);
 /* u leaves the table (freed), whatever its state. */
 HL_HIDDEN void hl_unsettled_forget(hl_unsettled *t, hl_unsettled_acq *u);
 /* Before owner's acquire of name, at now: records past their time are
