@@ -189,6 +189,45 @@ static void t_sigpipe_caller(void)
     sigaction(SIGPIPE, &old, NULL);
 }
 
+/* Every pooled TLS connection killed while idle (CLIENT KILL from a side
+ * connection): the next calls go on (the idle ones found closed are dropped
+ * before anything is written on them). */
+static void t_dead_idle_pool(void)
+{
+    enum { POOL = 4 };
+    hilock_options o = opts_ca("ca.crt");
+    o.pool_size = POOL;
+    hilock_client *c;
+    hilock_lock *l;
+    CU_ASSERT_EQUAL_FATAL(tls_lock(&c, &l, &o, "tls:dead-idle"), HILOCK_OK);
+    hilock_lock *ls[POOL];
+    for (int i = 0; i < POOL; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tls:dead-idle-%d", i);
+        CU_ASSERT_EQUAL_FATAL(hilock_lock_new(&ls[i], c, name), HILOCK_OK);
+    }
+    hilock_multilock *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(hilock_multilock_new(&m, ls, POOL), HILOCK_OK);
+    for (int round = 0; round < 2; round++) {
+        for (int tries = 0; tries < 100 && th_pool_idle(c) < POOL; tries++) {
+            CU_ASSERT_EQUAL(hilock_multilock_acquire(m, 0, 10000), HILOCK_OK);
+            CU_ASSERT_EQUAL(hilock_multilock_release(m), HILOCK_OK);
+        }
+        CU_ASSERT_EQUAL_FATAL(th_pool_idle(c), POOL);
+        CU_ASSERT(th_redis_int(&srv, "CLIENT KILL TYPE normal") >= POOL);
+        int rc = round == 0 ? hilock_lock_acquire(l, 0, 10000) : hilock_lock_release(l);
+        if (rc != HILOCK_OK)
+            printf("\n  %s: %s\n", round == 0 ? "acquire" : "release", hilock_lock_errmsg(l));
+        CU_ASSERT_EQUAL(rc, HILOCK_OK);
+    }
+    CU_ASSERT_EQUAL(th_redis_int(&srv, "EXISTS tls:dead-idle"), 0);
+    hilock_multilock_free(m);
+    for (int i = 0; i < POOL; i++)
+        hilock_lock_free(ls[i]);
+    hilock_lock_free(l);
+    hilock_client_close(c);
+}
+
 typedef struct {
     hilock_lock *l;
     int rc;
@@ -582,6 +621,7 @@ int main(void)
     CU_add_test(s, "verified connection, db, host name", t_verified);
     CU_add_test(s, "hand-off and watchdog over TLS", t_handoff_and_watchdog);
     CU_add_test(s, "SIGPIPE: caller thread, TLS connection that cannot write", t_sigpipe_caller);
+    CU_add_test(s, "every idle pooled TLS connection killed", t_dead_idle_pool);
     CU_add_test(s, "non-blocking API over TLS", t_async);
     CU_add_test(s, "wrong CA: ETLS; skip-verify", t_wrong_ca);
     CU_add_test(s, "expired certificate: ETLS", t_expired);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,25 @@
 #include "transport.h"
 #include "transport_impl.h"
 
-/* An idle connection the server (or the network) has closed: its socket
- * reads end-of-file or an error without blocking (CLIENT KILL, a server
- * restart, an idle timeout). Bytes waiting, or nothing, count as open: the
+/* An idle connection the server (or the network) has closed: CLIENT KILL,
+ * a server restart, an idle timeout. Its peer's end-of-file (POLLRDHUP,
+ * also with bytes still unread before it, such as a TLS close_notify) or an
+ * error shows without blocking; else a read of it would end at once (a
+ * peek). Bytes waiting before no end, or nothing, count as open: the
  * request path then finds out as before. */
 static int idle_conn_closed(const redisContext *ctx)
 {
     if (ctx->err || ctx->fd == REDIS_INVALID_FD)
         return 1;
+#ifdef POLLRDHUP
+    struct pollfd pf = {.fd = ctx->fd, .events = POLLIN | POLLRDHUP};
+    int ready;
+    do
+        ready = poll(&pf, 1, 0);
+    while (ready < 0 && errno == EINTR);
+    if (ready > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+        return 1;
+#endif
     char b;
     ssize_t got;
     do
