@@ -1419,7 +1419,7 @@ static const hb_fn hb_fns[] = {
     {"release_request_id", "release_request_id", "siii", f_release_request_id, NULL, 0,
      "release_request_id(client_id, pid, latch_epoch, seq) -> a release's request id (the "
      "owner's unlock latch of that epoch)"},
-    {"settle_gate", NULL, "ibi", f_settle_gate, NULL, 0,
+    {"settle_gate", "settle_gate", "ibi", f_settle_gate, NULL, 0,
      "settle_gate(settling, bounded, command_timeout_ms) -> -1 send the attempt, else ms to"
      " wait for a settling on that server to end, then ask again bounded"},
     {"ml_quorum", NULL, "bi", f_ml_quorum, NULL, 0, "ml_quorum(redlock, n) -> members to take"},

@@ -2121,12 +2121,46 @@ local function settle_later(c, st, s, name, owner)
     c.st.settles = c.st.settles + 1
     ngx.log(ngx.INFO, "hilock: an acquire attempt's reply timed out; the settler gives back ",
             "a late grant")
-    local x = { s = s, name = name, owner = owner }
+    local x = { s = s, name = name, owner = owner, node = node }
     c.settles[x] = true -- while it runs (settle_earlier may take it over)
     local ok = pcall(ngx.thread.spawn, settle, c, node, sock, rd, x)
     if not ok then
         settle(c, node, sock, rd, x) -- no light threads here: settle before returning
     end
+end
+
+-- The engine's rule before an acquire attempt goes to the master of slot
+-- (hl_settle_gate, as hilock_async and hilock.aio): while earlier attempts
+-- there are still being settled, that server (or the way to it) is
+-- stalled, and one more attempt would only park one more connection there:
+-- wait up to what the rule says for those settles to end, then send, or
+-- fail. true, or nil, err.
+local function settle_gate(c, slot)
+    local node = next(c.settles) and master_node(c, slot)
+    if not node then
+        return true
+    end
+    local function settling()
+        local n = 0
+        for x in pairs(c.settles) do
+            n = n + (x.node == node and 1 or 0)
+        end
+        return n
+    end
+    local ms = proto.settle_gate(settling(), false, c.command_timeout_ms)
+    if ms > 0 then
+        local deadline = now_ms() + ms
+        repeat
+            ngx_sleep(CANCEL_POLL_MS / 1000)
+        until proto.settle_gate(settling(), true, 0) < 0 or now_ms() >= deadline
+        ms = proto.settle_gate(settling(), true, c.command_timeout_ms)
+    end
+    if ms < 0 then
+        return true
+    end
+    return nil, str_format("connection: server %s:%d has not answered an earlier attempt yet "
+                           .. "(still being settled); no new attempt sent to it", node.host,
+                           node.port)
 end
 
 -- One run of the acquire machine. Returns true, st (the connection of the
@@ -2181,7 +2215,11 @@ local function acquire_once(self, owner, wait_ms, lease_ms, watched, waits)
             if watched then -- the watchdog's lease runs from the grant's sending
                 sent_at = now_ms()
             end
-            local r, err, unknown, lost = send_try(c, slot, m, a1, st, latched)
+            local r, err, unknown, lost
+            r, err = settle_gate(c, slot)
+            if r then
+                r, err, unknown, lost = send_try(c, slot, m, a1, st, latched)
+            end
             if unknown then
                 settle_later(c, st, m:on_unknown(err, request_id(c), c.command_timeout_ms,
                                                  c.unsettled_acq), self.name, owner)

@@ -545,6 +545,35 @@ def test_resty_settle_waiting_for_late_reply_is_handed_over_to_next_acquire(ngin
     assert server("EXISTS", name) == 0
 
 
+def test_resty_stalled_server_gets_no_second_attempt(nginx, server, name):
+    """The server SIGSTOPped: an acquire's reply times out (400 ms) and a
+    light thread settles it. Another owner's acquire on that server then
+    sends no attempt of its own (the engine's hl_settle_gate, as hilock_async
+    and hilock.aio): it waits a command timeout for the settle to end and
+    fails saying the server has not answered an earlier attempt yet.
+    Before: it sent its attempt, which timed out too and parked one more
+    connection (answer: a plain timeout). Once the server resumes, neither
+    lock is held."""
+    a = Actor(nginx, server.url, command_timeout_ms=400)
+    b = Actor(nginx, server.url, command_timeout_ms=400)
+    assert a("lock r %s:warm 0 5000" % name) == "ok 1"  # scripts loaded, pooled
+    assert a("unlock r %s:warm" % name) == "ok"
+    server.pause()
+    try:
+        first = a("lock r %s:1 0 30000" % name)
+        t0 = time.monotonic()
+        second = b("lock r %s:2 0 30000" % name)
+        took = time.monotonic() - t0
+    finally:
+        server.resume()
+    report("openresty stalled server: the second owner's acquire failed after (%r)" % second,
+           took)
+    assert first.startswith("err connection"), first
+    assert second.startswith("err connection"), second
+    assert "has not answered an earlier attempt yet" in second, second
+    wait_for(lambda: server("EXISTS", name + ":1", name + ":2") == 0, 5, "nothing held")
+
+
 def test_resty_release_with_publish_refused_is_truthful(nginx, server, name):
     """The ACL takes the channel rights away while a request holds: its
     release fails and says nothing was released, and that is the truth."""
