@@ -2433,6 +2433,33 @@ local function release(self, owner, ack, again)
     return true
 end
 
+-- The owner's releases of this lock that got no answer, each sent again
+-- under its own id, oldest first, as the session says (u:rel_next,
+-- hl_unsettled_rel_next), before its next acquire or release: sent after a
+-- later release, they would find its higher seq in the owner's unlock
+-- latch and be refused as late copies, leaving a hold. Not owner = they
+-- ran, or the hold expired. Returns true; nil, err (one got no answer
+-- again: the session keeps them all); or false, refused_until (they could
+-- not all be kept).
+local function send_unanswered(self, owner)
+    local u = self.client.unsettled_acq
+    while true do
+        local rid, refused = u:rel_next(self.name, owner, now_ms())
+        if not rid then
+            return refused <= 0 or false, refused
+        end
+        local ok, err = release(self, owner, false, rid)
+        local ran = nil -- no usable answer
+        if ok or (type(err) == "string" and err:find("^not owner")) then
+            ran = ok and true or false
+        end
+        u:rel_end(self.name, owner, rid, ran, now_ms())
+        if ran == nil then
+            return nil, err
+        end
+    end
+end
+
 -- The session's rule before owner's acquire (u:before): an earlier attempt
 -- of theirs on this lock that may have been granted and was never settled
 -- is settled first; when that fails too, or one is being settled, the
@@ -2491,33 +2518,16 @@ local function acquire_run(self, wait, lease, waits)
         lease_ms = c.watchdog_lease_ms
     end
     local owner = owner_of(self)
-    local u = c.unsettled_acq
-    while true do
-        -- this owner's releases that got no answer (their holds may still be
-        -- there), each sent again first under its own id, as the session
-        -- says (hl_unsettled_rel_next), rather than re-entering. Not owner =
-        -- they ran, or the hold expired; any other failure is this
-        -- acquire's, nothing acquired (and the session keeps them)
-        local rid, refused = u:rel_next(self.name, owner, now_ms())
-        if not rid then
-            if refused > 0 then
-                return nil, str_format("connection: releases of lock '%s' got no answer and not "
-                                       .. "all could be kept to be sent again; not entered until "
-                                       .. "their lease ends (in %d ms)", self.name,
-                                       math.max(0, refused - now_ms()))
-            end
-            break
-        end
-        local ok, err = release(self, owner, false, rid)
-        local not_owner = not ok and type(err) == "string" and err:find("^not owner") ~= nil
-        local ran = nil -- no usable answer
-        if ok or not_owner then
-            ran = ok and true or false
-        end
-        u:rel_end(self.name, owner, rid, ran, now_ms())
-        if not ok and not not_owner then
-            return nil, err
-        end
+    -- this owner's releases that got no answer (their holds may still be
+    -- there) go first, rather than re-entering; any failure there is this
+    -- acquire's, nothing acquired (and the session keeps them)
+    local sent, why = send_unanswered(self, owner)
+    if sent == false then
+        return nil, str_format("connection: releases of lock '%s' got no answer and not all "
+                               .. "could be kept to be sent again; not entered until their "
+                               .. "lease ends (in %d ms)", self.name, math.max(0, why - now_ms()))
+    elseif not sent then
+        return nil, why
     end
     if c.unsettled_acq:count() > 0 then
         local ok, err = settle_earlier(self, owner)
@@ -2710,7 +2720,19 @@ end
 
 -- lk:release() -> true | nil, err ("not owner" when not held)
 function Lock:release()
-    return release(self, owner_of(self), self.client.replica_ack)
+    local c, owner = self.client, owner_of(self)
+    local sent, err = send_unanswered(self, owner) -- a refusal: what was not kept cannot go
+    if sent == nil then
+        -- not sent: kept by the session after the earlier one, sent before
+        -- the owner's next acquire (its hold is renewed no more already)
+        local lease = math.max(c.leases[wd_key(self, owner)] or 0, c.watchdog_lease_ms)
+        c.unsettled_acq:rel_put(self.name, owner, request_id(c), now_ms() + lease, now_ms())
+        return nil, str_format("release of '%s' not sent: an earlier release of this owner got "
+                               .. "no answer again (%s); sent after it, before the next acquire; "
+                               .. "renewal stopped: it ends at its lease (%d ms) at the latest",
+                               self.name, tostring(err), lease)
+    end
+    return release(self, owner, c.replica_ack)
 end
 
 -- lk:extend(seconds) -> true | nil, err: add seconds to the remaining lease
