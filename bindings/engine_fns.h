@@ -31,10 +31,17 @@
  *   X  the settle machine the method is called on (hb_settle_fns: Python
  *      hilock._engine.Settle, Lua hilock.proto's settle machine), always first
  *   t  true, false or None/nil (1, 0, -1)
+ *   O  the engine object the method is called on (its class: the row's
+ *      cls; its state: hb_arg.p), always first
+ *   c  a failure (Python: a HILOCK_E* code, -100..-1; Lua: an error message
+ *      with its stable prefix, or nil: "connection")
  * Results (hb_out, in order): ints, bools, strings, RESP commands (Python
  * bytes, Lua string), nil/None, words (Python: the index; Lua: the word),
  * lists (Python list or tuple, Lua array table) of the values that follow,
- * and holds of a hold table (the key the binding registered them under).
+ * holds of a hold table (the key the binding registered them under), and
+ * failures (HB_ERR: Python the code; Lua the message's prefix).
+ * hb_only marks the value just given for one language (e.g. Python's
+ * tuples, hb_pytuple).
  * Python returns None for no value, the value for one, a tuple for more;
  * Lua returns them all.
  * Failures: hb_fail (an engine code and detail: Python raises
@@ -73,10 +80,11 @@ typedef struct hb_arg {
     hl_unsettled *un;  /* 'U' */
     const hl_settle *st; /* 'X' */
     hl_hold *h;        /* 'K': the key's hold, NULL when the table has none */
+    void *p;           /* 'O': the object's state */
     int set; /* given (optional arguments) */
 } hb_arg;
 
-enum { HB_NIL, HB_INT, HB_BOOL, HB_STR, HB_CMD, HB_WORD, HB_LIST, HB_TUPLE, HB_HOLD };
+enum { HB_NIL, HB_INT, HB_BOOL, HB_STR, HB_CMD, HB_WORD, HB_LIST, HB_TUPLE, HB_HOLD, HB_ERR };
 
 typedef struct hb_val {
     unsigned char t;
@@ -84,6 +92,7 @@ typedef struct hb_val {
     const char *s; /* STR: stable for the call; NULL: at i in the arena */
     size_t len;    /* STR; CMD: send it as EVAL (the script's body) */
     hl_hold *h;    /* HOLD: the binding gives its key */
+    hl_cmd *c;     /* CMD: a machine's command (NULL: cmd[i]) */
     unsigned char only; /* 0, or the one language that gets it: HB_PY, HB_LUA */
 } hb_val;
 
@@ -102,6 +111,7 @@ typedef struct hb_out {
     char *arena; /* copied strings (hb_strcpy) */
     size_t alen, acap;
     int oom;
+    void *self; /* an HB_NEW row: the new object's state, zeroed, to fill */
 } hb_out;
 
 static void hb_init(hb_out *o)
@@ -115,6 +125,7 @@ static void hb_init(hb_out *o)
     o->arena = NULL;
     o->alen = o->acap = 0;
     o->oom = 0;
+    o->self = NULL;
 }
 
 static void hb_free(hb_out *o)
@@ -227,6 +238,34 @@ static hl_cmd *hb_cmd(hb_out *o, int64_t eval)
         x->len = eval != 0;
     }
     return &o->cmd[o->ncmd++];
+}
+
+/* machine-owned command c as the value (eval: switched to EVAL first) */
+static int hb_cmdof(hb_out *o, hl_cmd *c, int eval)
+{
+    hb_val *x = hb_push(o, HB_CMD);
+    if (x) {
+        x->c = c;
+        x->len = eval != 0;
+    }
+    return 0;
+}
+
+/* a failure code as a value (Python: the code; Lua: its message prefix) */
+static int hb_err(hb_out *o, int code)
+{
+    hb_val *x = hb_push(o, HB_ERR);
+    if (x)
+        x->i = code;
+    return 0;
+}
+
+/* the value just given goes to one language only (HB_PY, HB_LUA) */
+static int hb_only(hb_out *o, int lang)
+{
+    if (o->n && !o->oom)
+        o->v[o->n - 1].only = (unsigned char)lang;
+    return 0;
 }
 
 /* a list of the next n values (Python list / tuple; Lua array table) */
@@ -1319,6 +1358,8 @@ static int f_u_rel_any(const hb_arg *a, hb_out *o)
 /* ------------------------------------------------------------------ */
 
 #define HB_LUA_RAW 1 /* Lua: a failure is nil, detail (no error prefix) */
+#define HB_NEW 2     /* makes an object of class cls (its state: hb_out.self) */
+#define HB_PY_ATTR 4 /* Python: an attribute of the object, not a method */
 
 typedef struct hb_fn {
     const char *py;  /* name in hilock._engine, or NULL */
@@ -1329,6 +1370,8 @@ typedef struct hb_fn {
     int flags;
     const char *doc; /* Python's __doc__ */
 } hb_fn;
+/* HB_NEW and 'O' rows: their class (hb_classes[]), in flags' high bits */
+#define HB_CLS(f) ((f)->flags >> 8)
 
 static const hb_fn hb_fns[] = {
     {"now_ms", "now_ms", "", f_now_ms, NULL, 0, "the engine's monotonic clock, ms"},
@@ -1458,5 +1501,291 @@ enum { HB_UNSETTLED_FNS(HB_ENUM) HBU_COUNT };
 /* the settle machine's methods: hb_settle_fns[HBL_<function>] */
 static const hb_fn hb_settle_fns[] = {HB_SETTLE_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
 enum { HB_SETTLE_FNS(HB_ENUM) HBX_COUNT };
+
+/* ------------------------------------------------------------------ */
+/* engine objects                                                      */
+/* ------------------------------------------------------------------ */
+/*
+ * A machine or rule the binding keeps in one of its objects (Python: the
+ * type hilock._engine.<py>; Lua: a userdata with metatable mt). Its state
+ * (size bytes) is zeroed, then filled by a row with HB_NEW (found at
+ * hb_out.self); fini empties it once that row succeeded. Its methods are
+ * the rows of hb_obj_fns with its class and 'O' first. An object made by a
+ * lock's method ('N' first) keeps that lock's names alive (the state
+ * borrows them). Python: a class with a Python constructor (ctor, a row of
+ * hb_obj_fns without 'N') is callable; the others cannot be made from
+ * Python (TypeError), so no object exists that its row did not fill.
+ */
+typedef struct hb_class {
+    const char *py, *mt; /* hilock._engine.<py>; Lua metatable */
+    size_t size;
+    void (*fini)(void *);
+    const char *doc;
+} hb_class;
+
+enum { HBC_NONE, HBC_CALL, HBC_ROUTER, HBC_ACK, HBC_COUNT };
+
+/* the action words (hl_action: index = value) */
+static const char *const hb_act_words[] = {"", "send", "subscribe", "wait", "unsubscribe",
+                                           "done", NULL};
+/* the router's words (hl_route_action: index = value) */
+static const char *const hb_route_words[] = {"done", "moved", "ask", "retry", "refresh", "fail",
+                                             NULL};
+
+/* Python: a tuple of the next n values whatever their number */
+static int hb_pytuple(hb_out *o, int64_t n)
+{
+    hb_list(o, HB_TUPLE, n);
+    return hb_only(o, HB_PY);
+}
+
+/* ---- one script command and its decoded answer (force, extend, fair_cancel) ---- */
+
+typedef struct hb_call_st {
+    hl_cmd cmd;
+    int (*decode)(const redisReply *, int64_t *);
+    int eval, done, result;
+    int64_t value;
+    char owner[HL_OWNER_MAX];
+} hb_call_st;
+
+static hb_call_st *hb_call_new(hb_out *o, int (*decode)(const redisReply *, int64_t *),
+                               const hb_arg *a)
+{
+    hb_call_st *m = (hb_call_st *)o->self;
+    m->decode = decode;
+    if (a)
+        memcpy(m->owner, a->s, a->len + 1);
+    return m;
+}
+
+/* n.force() / p:force() -> the call: value 1 when a lock was deleted, else 0 */
+static int f_c_force(const hb_arg *a, hb_out *o)
+{
+    hl_cmd_force(&hb_call_new(o, hl_decode_int, NULL)->cmd, a[0].kind, a[0].n);
+    return 0;
+}
+
+/* n.extend(owner, add_ms): value 1 extended, 0 not held by that owner,
+ * -1 the key has no expiry */
+static int f_c_extend(const hb_arg *a, hb_out *o)
+{
+    HB_OWNER(o, a, 1);
+    HB_MS(o, a, 2, 1, "add_ms");
+    hb_call_st *m = hb_call_new(o, hl_decode_extend, &a[1]);
+    hl_cmd_extend(&m->cmd, a[0].n, m->owner, a[2].i);
+    return 0;
+}
+
+/* n.fair_cancel(owner, window_ms): leave the fair lock's line (value 1
+ * left, 0 was not in it); window_ms: the one the attempts joined it with
+ * (a multi-lock's, ml_line_window) */
+static int f_c_fair_cancel(const hb_arg *a, hb_out *o)
+{
+    HB_OWNER(o, a, 1);
+    HB_MS(o, a, 2, 1, "window_ms");
+    if (a[0].kind != HILOCK_KIND_FAIR)
+        return hb_bad(o, -1, "fair_cancel: not a fair lock");
+    hb_call_st *m = hb_call_new(o, hl_decode_int, &a[1]);
+    hl_cmd_fair_cancel(&m->cmd, a[0].n, m->owner, a[2].i);
+    return 0;
+}
+
+/* m.next() -> (ACT_SEND, bytes) | (ACT_DONE, result, value)
+ * Lua: "send", bytes | "done", value ~= 0 | "done", nil, err */
+static int f_c_next(const hb_arg *a, hb_out *o)
+{
+    hb_call_st *m = (hb_call_st *)a[0].p;
+    if (!m->done) {
+        hb_pytuple(o, 2);
+        hb_word(o, HL_ACT_SEND);
+        return hb_cmdof(o, &m->cmd, 0);
+    }
+    hb_pytuple(o, 3);
+    hb_word(o, HL_ACT_DONE);
+    hb_int(o, m->result), hb_only(o, HB_PY);
+    hb_int(o, m->value), hb_only(o, HB_PY);
+    if (m->result)
+        return hb_nil(o), hb_only(o, HB_LUA), hb_err(o, m->result), hb_only(o, HB_LUA);
+    return hb_bool(o, m->value != 0), hb_only(o, HB_LUA);
+}
+
+static int f_c_on_reply(const hb_arg *a, hb_out *o)
+{
+    (void)o;
+    hb_call_st *m = (hb_call_st *)a[0].p;
+    if (m->done)
+        return 0;
+    if (hl_reply_is_noscript(a[1].r) && !m->eval) {
+        m->eval = 1; /* the server forgot the script: send its body */
+        hl_cmd_to_eval(&m->cmd);
+        return 0;
+    }
+    m->done = 1;
+    m->result = m->decode(a[1].r, &m->value);
+    return 0;
+}
+
+static int f_c_on_error(const hb_arg *a, hb_out *o)
+{
+    (void)o;
+    hb_call_st *m = (hb_call_st *)a[0].p;
+    m->done = 1;
+    m->result = a[1].set ? (int)a[1].i : HILOCK_ECONN;
+    return 0;
+}
+
+/* ---- the router: what an error reply or a failed connection means ---- */
+
+static hl_router *hb_rt(const hb_arg *a) { return (hl_router *)a[0].p; }
+
+/* Router(mode) / proto.router(mode): "single", "cluster", "sentinel"
+ * (parse_url's modes; Python also "unix", routed as "single") */
+static int f_rt_new(const hb_arg *a, hb_out *o)
+{
+    static const char *const modes[] = {"single", "cluster", "sentinel", "unix"};
+    static const hl_mode ids[] = {HL_MODE_SINGLE, HL_MODE_CLUSTER, HL_MODE_SENTINEL,
+                                  HL_MODE_SINGLE};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(a[0].s, modes[i]) == 0) {
+            hl_router_init((hl_router *)o->self, ids[i]);
+            return 0;
+        }
+    return hb_bad(o, 1, "unknown routing mode %s", a[0].s);
+}
+
+/* the route: (ROUTE_DONE,) | (ROUTE_MOVED, slot, host, port, sleep_ms)
+ * | (ROUTE_ASK, host, port) | (ROUTE_RETRY, sleep_ms)
+ * | (ROUTE_REFRESH, sleep_ms) | (ROUTE_FAIL, code); Lua: the same words
+ * and values ("fail", err) */
+static int hb_route(hb_out *o, const hl_router *rt, hl_route_action act)
+{
+    static const int nvals[] = {1, 5, 3, 2, 2, 2};
+    int w = act <= HL_ROUTE_FAIL ? (int)act : HL_ROUTE_FAIL;
+    hb_pytuple(o, nvals[w]);
+    hb_word(o, w);
+    switch (w) {
+    case HL_ROUTE_DONE:
+        return 0;
+    case HL_ROUTE_MOVED:
+        hb_int(o, rt->slot), hb_str(o, rt->host), hb_int(o, rt->port);
+        return hb_int(o, rt->sleep_ms);
+    case HL_ROUTE_ASK:
+        return hb_str(o, rt->host), hb_int(o, rt->port);
+    case HL_ROUTE_RETRY:
+    case HL_ROUTE_REFRESH:
+        return hb_int(o, rt->sleep_ms);
+    default:
+        return hb_err(o, rt->result ? rt->result : HILOCK_ECONN);
+    }
+}
+
+static int f_rt_on_reply(const hb_arg *a, hb_out *o)
+{
+    return hb_route(o, hb_rt(a), hl_router_on_reply(hb_rt(a), a[1].r));
+}
+
+/* on_conn_error(sent): sent, the command may have reached the server
+ * (never resent here) */
+static int f_rt_on_conn_error(const hb_arg *a, hb_out *o)
+{
+    return hb_route(o, hb_rt(a), hl_router_on_conn_error(hb_rt(a), (int)a[1].i));
+}
+
+/* ---- replica acknowledgement ---- */
+
+static hl_ack *hb_ack(const hb_arg *a) { return (hl_ack *)a[0].p; }
+
+/* Ack(cached_replicas (-1 unknown), cache_age_ms (-1 unknown),
+ *     ack_timeout_ms[, replicated]) / proto.ack(...): replicated, the
+ * deployment keeps replicas (Sentinel: a master of the name had one) */
+static int f_ack_new(const hb_arg *a, hb_out *o)
+{
+    HB_RANGE(o, a, 0, -1, INT32_MAX, "cached_replicas");
+    HB_RANGE(o, a, 1, -1, INT64_MAX / 2, "cache_age_ms");
+    HB_MS(o, a, 2, 1, "ack_timeout_ms");
+    hl_ack_init_replicated((hl_ack *)o->self, (int)a[0].i, a[1].i, a[2].i, (int)a[3].i);
+    return 0;
+}
+
+/* next() -> (ACT_SEND, bytes, extra_timeout_ms)
+ *         | (ACT_DONE, acked, failed, replicas (-1: not refreshed))
+ * Lua: "send", bytes, extra_timeout_ms | "done", acked, failed, replicas
+ * (nil unless refreshed), replicated */
+static int f_ack_next(const hb_arg *a, hb_out *o)
+{
+    hl_ack *k = hb_ack(a);
+    if (hl_ack_next(k) == HL_ACT_SEND) {
+        hb_pytuple(o, 3), hb_word(o, HL_ACT_SEND), hb_cmdof(o, &k->cmd, 0);
+        return hb_int(o, k->timeout_ms);
+    }
+    hb_pytuple(o, 4), hb_word(o, HL_ACT_DONE), hb_bool(o, k->acked), hb_bool(o, k->failed);
+    if (k->refreshed)
+        hb_int(o, k->replicas);
+    else
+        hb_int(o, -1), hb_only(o, HB_PY), hb_nil(o), hb_only(o, HB_LUA);
+    return hb_bool(o, k->replicated), hb_only(o, HB_LUA);
+}
+
+static int f_ack_on_reply(const hb_arg *a, hb_out *o)
+{
+    (void)o;
+    hl_ack_on_reply(hb_ack(a), a[1].r);
+    return 0;
+}
+
+static int f_ack_on_error(const hb_arg *a, hb_out *o)
+{
+    (void)o;
+    hl_ack_on_error(hb_ack(a));
+    return 0;
+}
+
+static int f_ack_replicated(const hb_arg *a, hb_out *o)
+{
+    return hb_bool(o, hb_ack(a)->replicated);
+}
+
+static const hb_class hb_classes[HBC_COUNT] = {
+    {NULL, NULL, 0, NULL, NULL},
+    {"Call", "hilock.proto.force", sizeof(hb_call_st), NULL,
+     "One script command and its decoded answer (Names.force, extend, fair_cancel)."},
+    {"Router", "hilock.proto.router", sizeof(hl_router), NULL,
+     "Router(mode): what an error reply or a failed connection means for one routed "
+     "command (MOVED/ASK/TRYAGAIN/CLUSTERDOWN/LOADING/not master)."},
+    {"Ack", "hilock.proto.ack", sizeof(hl_ack), NULL,
+     "Ack(cached_replicas, cache_age_ms, ack_timeout_ms[, replicated]): replica "
+     "acknowledgement of the write just made, on the same connection."},
+};
+
+/* X(fn, py, lua, args, words, flags, cls, doc); rows with 'N' first are
+ * the lock's methods, HB_NEW rows without it the module's constructors */
+#define HB_OBJ_FNS(X)                                                                       \
+    X(f_c_force, "force", "force", "N", NULL, HB_NEW, HBC_CALL,                              \
+      "force() -> Call (value: 1 deleted, 0 nothing)")                                       \
+    X(f_c_extend, "extend", NULL, "Nsi", NULL, HB_NEW, HBC_CALL,                             \
+      "extend(owner, add_ms) -> Call (value 1, 0, -1)")                                      \
+    X(f_c_fair_cancel, "fair_cancel", NULL, "Nsi", NULL, HB_NEW, HBC_CALL,                   \
+      "fair_cancel(owner, window_ms) -> Call (value 1 left the line, 0 was not in it)")      \
+    X(f_c_next, "next", "next", "O", hb_act_words, 0, HBC_CALL, "next() -> (ACT_*, ...)")    \
+    X(f_c_on_reply, "on_reply", "on_reply", "Or", NULL, 0, HBC_CALL, "on_reply(reply)")      \
+    X(f_c_on_error, "on_error", "on_error", "O|c", NULL, 0, HBC_CALL, "on_error(code)")      \
+    X(f_rt_new, "Router", "router", "s", NULL, HB_NEW, HBC_ROUTER, "Router(mode)")           \
+    X(f_rt_on_reply, "on_reply", "on_reply", "Or", hb_route_words, 0, HBC_ROUTER,            \
+      "on_reply(reply) -> (ROUTE_*, ...)")                                                   \
+    X(f_rt_on_conn_error, "on_conn_error", "on_conn_error", "Ob", hb_route_words, 0,         \
+      HBC_ROUTER, "on_conn_error(sent) -> (ROUTE_*, ...)")                                   \
+    X(f_ack_new, "Ack", "ack", "iii|b", NULL, HB_NEW, HBC_ACK, "Ack(...)")                   \
+    X(f_ack_next, "next", "next", "O", hb_act_words, 0, HBC_ACK, "next() -> (ACT_*, ...)")   \
+    X(f_ack_on_reply, "on_reply", "on_reply", "Or", NULL, 0, HBC_ACK, "on_reply(reply)")     \
+    X(f_ack_on_error, "on_error", "on_error", "O", NULL, 0, HBC_ACK, "on_error()")           \
+    X(f_ack_replicated, "replicated", NULL, "O", NULL, HB_PY_ATTR, HBC_ACK,                  \
+      "the deployment keeps replicas (given, or ROLE listed one)")
+
+#define HB_OROW(fn, py, lua, args, words, flags, cls, doc)                                  \
+    {py, lua, args, fn, words, (flags) | ((cls) << 8), doc},
+#define HB_OENUM(fn, py, lua, args, words, flags, cls, doc) HBO_##fn,
+static const hb_fn hb_obj_fns[] = {HB_OBJ_FNS(HB_OROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
+enum { HB_OBJ_FNS(HB_OENUM) HBO_COUNT };
 
 #endif

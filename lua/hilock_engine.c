@@ -702,8 +702,6 @@ static int acq_attempts(lua_State *L)
 
 #define PREL_MT "hilock.proto.release"
 #define PSET_MT "hilock.proto.settle"
-#define PRT_MT "hilock.proto.router"
-#define PACK_MT "hilock.proto.ack"
 
 /* ---- release ---- */
 
@@ -963,209 +961,6 @@ static int set_on_error(lua_State *L)
     return 0;
 }
 
-/* ---- force unlock: one script command ---- */
-
-#define PFORCE_MT "hilock.proto.force"
-
-typedef struct pforce {
-    hl_cmd cmd;
-    int eval, done, result;
-    int64_t deleted;
-} pforce;
-
-/* p:force() -> machine: next() -> "send", bytes | "done", deleted (boolean)
- * | "done", nil, err; on_reply(r); on_error(err) */
-static int plock_force(lua_State *L)
-{
-    plock *p = check_plock(L, 1);
-    pforce *f = (pforce *)hlc_newuserdata(L, sizeof *f);
-    memset(f, 0, sizeof *f);
-    luaL_getmetatable(L, PFORCE_MT);
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, 1); /* the command borrows the names */
-    hlc_setref(L, -2);
-    hl_cmd_force(&f->cmd, p->kind, &p->n);
-    return 1;
-}
-
-static int force_next(lua_State *L)
-{
-    pforce *f = (pforce *)luaL_checkudata(L, 1, PFORCE_MT);
-    if (!f->done) {
-        lua_pushliteral(L, "send");
-        push_cmd(L, &f->cmd, 0);
-        return 2;
-    }
-    lua_pushliteral(L, "done");
-    if (f->result)
-        return 1 + lhl_push_fail(L, f->result, NULL);
-    lua_pushboolean(L, f->deleted != 0);
-    return 2;
-}
-
-static int force_on_reply(lua_State *L)
-{
-    pforce *f = (pforce *)luaL_checkudata(L, 1, PFORCE_MT);
-    redisReply *r = check_reply(L, 2);
-    if (f->done)
-        return 0;
-    if (hl_reply_is_noscript(r) && !f->eval) {
-        f->eval = 1; /* the server forgot the script: send its body */
-        hl_cmd_to_eval(&f->cmd);
-        return 0;
-    }
-    f->done = 1;
-    f->result = hl_decode_int(r, &f->deleted);
-    return 0;
-}
-
-static int force_on_error(lua_State *L)
-{
-    pforce *f = (pforce *)luaL_checkudata(L, 1, PFORCE_MT);
-    f->done = 1;
-    f->result = lhl_err_code(luaL_optstring(L, 2, NULL));
-    return 0;
-}
-
-/* ---- router ---- */
-
-typedef struct prt {
-    hl_router rt;
-} prt;
-
-static hl_mode check_mode(lua_State *L, int idx)
-{
-    const char *m = luaL_checkstring(L, idx);
-    if (strcmp(m, "single") == 0)
-        return HL_MODE_SINGLE;
-    if (strcmp(m, "cluster") == 0)
-        return HL_MODE_CLUSTER;
-    if (strcmp(m, "sentinel") == 0)
-        return HL_MODE_SENTINEL;
-    luaL_argerror(L, idx, "expected \"single\", \"cluster\" or \"sentinel\"");
-    return HL_MODE_SINGLE;
-}
-
-/* proto.router(mode) -> router for one command (its hops and retries) */
-static int p_router(lua_State *L)
-{
-    hl_mode mode = check_mode(L, 1);
-    prt *r = (prt *)hlc_newuserdata(L, sizeof *r);
-    hl_router_init(&r->rt, mode);
-    luaL_getmetatable(L, PRT_MT);
-    lua_setmetatable(L, -2);
-    return 1;
-}
-
-static int push_route(lua_State *L, prt *r, hl_route_action a)
-{
-    switch (a) {
-    case HL_ROUTE_DONE:
-        lua_pushliteral(L, "done");
-        return 1;
-    case HL_ROUTE_MOVED:
-        lua_pushliteral(L, "moved");
-        lua_pushinteger(L, (lua_Integer)r->rt.slot);
-        lua_pushstring(L, r->rt.host);
-        lua_pushinteger(L, r->rt.port);
-        lhl_push_i64(L, r->rt.sleep_ms);
-        return 5;
-    case HL_ROUTE_ASK:
-        lua_pushliteral(L, "ask");
-        lua_pushstring(L, r->rt.host);
-        lua_pushinteger(L, r->rt.port);
-        return 3;
-    case HL_ROUTE_RETRY:
-        lua_pushliteral(L, "retry");
-        lhl_push_i64(L, r->rt.sleep_ms);
-        return 2;
-    case HL_ROUTE_REFRESH:
-        lua_pushliteral(L, "refresh");
-        lhl_push_i64(L, r->rt.sleep_ms);
-        return 2;
-    default:
-        lua_pushliteral(L, "fail");
-        lua_pushstring(L, lhl_err_prefix(r->rt.result));
-        return 2;
-    }
-}
-
-/* rt:on_reply(r) -> "done" (the reply is the answer)
- *   | "moved", slot, host, port, sleep_ms | "ask", host, port
- *   | "retry", sleep_ms | "refresh", sleep_ms | "fail", err */
-static int rt_on_reply(lua_State *L)
-{
-    prt *r = (prt *)luaL_checkudata(L, 1, PRT_MT);
-    return push_route(L, r, hl_router_on_reply(&r->rt, check_reply(L, 2)));
-}
-
-/* rt:on_conn_error(sent) -> "refresh", sleep_ms | "fail", err */
-static int rt_on_conn_error(lua_State *L)
-{
-    prt *r = (prt *)luaL_checkudata(L, 1, PRT_MT);
-    return push_route(L, r, hl_router_on_conn_error(&r->rt, lua_toboolean(L, 2)));
-}
-
-/* ---- replica acknowledgement ---- */
-
-typedef struct pack {
-    hl_ack k;
-} pack;
-
-/* proto.ack(cached_replicas (-1 unknown), cache_age_ms, ack_timeout_ms
- *           [, replicated]): replicated, the deployment keeps replicas
- *           (hl_ack_init_replicated; Sentinel: a master of the name had one) */
-static int p_ack(lua_State *L)
-{
-    int64_t n = lhl_check_int(L, 1, -1, INT32_MAX);
-    int64_t age = lhl_check_int(L, 2, -1, INT64_MAX / 2);
-    int64_t t = lhl_check_int(L, 3, 1, HILOCK_MAX_TIME_MS);
-    int replicated = lua_toboolean(L, 4);
-    pack *k = (pack *)hlc_newuserdata(L, sizeof *k);
-    hl_ack_init_replicated(&k->k, (int)n, age, t, replicated);
-    luaL_getmetatable(L, PACK_MT);
-    lua_setmetatable(L, -2);
-    return 1;
-}
-
-/* k:next() -> "send", bytes, extra_timeout_ms
- *           | "done", acked, failed, replicas (nil unless refreshed),
- *             replicated (the deployment keeps replicas: given, or ROLE
- *             listed one) */
-static int ack_next(lua_State *L)
-{
-    pack *k = (pack *)luaL_checkudata(L, 1, PACK_MT);
-    if (hl_ack_next(&k->k) == HL_ACT_SEND) {
-        lua_pushliteral(L, "send");
-        push_cmd(L, &k->k.cmd, 0);
-        lhl_push_i64(L, k->k.timeout_ms);
-        return 3;
-    }
-    lua_pushliteral(L, "done");
-    lua_pushboolean(L, k->k.acked);
-    lua_pushboolean(L, k->k.failed);
-    if (k->k.refreshed)
-        lua_pushinteger(L, k->k.replicas);
-    else
-        lua_pushnil(L);
-    lua_pushboolean(L, k->k.replicated);
-    return 5;
-}
-
-static int ack_on_reply(lua_State *L)
-{
-    pack *k = (pack *)luaL_checkudata(L, 1, PACK_MT);
-    hl_ack_on_reply(&k->k, check_reply(L, 2));
-    return 0;
-}
-
-static int ack_on_error(lua_State *L)
-{
-    pack *k = (pack *)luaL_checkudata(L, 1, PACK_MT);
-    hl_ack_on_error(&k->k);
-    return 0;
-}
-
 /* ---- watchdog ---- */
 
 /* proto.renew_outcome(r) -> "renewed" | "lost" | "send_body" (send the command
@@ -1214,7 +1009,6 @@ static int p_renew_many_cmd(lua_State *L)
 static const luaL_Reg plock_methods[] = {
     {"acquire", plock_acquire},
     {"release", plock_release},
-    {"force", plock_force},
     {NULL, NULL}};
 
 static const luaL_Reg plock_meta[] = {{"__gc", plock_gc}, {NULL, NULL}};
@@ -1619,7 +1413,10 @@ static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *
         lua_pushlstring(L, hb_sval(o, x), x->len);
         break;
     case HB_CMD:
-        push_cmd(L, &o->cmd[x->i], (int)x->len);
+        push_cmd(L, x->c ? x->c : &o->cmd[x->i], (int)x->len);
+        break;
+    case HB_ERR:
+        lua_pushstring(L, lhl_err_prefix((int)x->i));
         break;
     case HB_HOLD:
         hb_lua_push_hold(L, x->h);
@@ -1635,6 +1432,23 @@ static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *
     default:
         lua_pushnil(L);
     }
+}
+
+/* an engine object (hb_classes): its class, whether its HB_NEW row filled
+ * it (then __gc runs the class's fini), its state */
+typedef struct hb_lua_obj {
+    int cls, live;
+    _Alignas(max_align_t) unsigned char state[];
+} hb_lua_obj;
+
+static int hbobj_gc(lua_State *L)
+{
+    hb_lua_obj *u = (hb_lua_obj *)lua_touserdata(L, 1);
+    if (u && u->live && hb_classes[u->cls].fini)
+        hb_classes[u->cls].fini(u->state);
+    if (u)
+        u->live = 0;
+    return 0;
 }
 
 typedef struct hb_push_ctx {
@@ -1712,6 +1526,12 @@ static int hb_call(lua_State *L)
         case 'r':
             x->r = check_reply(L, idx);
             break;
+        case 'O':
+            x->p = ((hb_lua_obj *)luaL_checkudata(L, idx, hb_classes[HB_CLS(f)].mt))->state;
+            break;
+        case 'c':
+            x->i = lhl_err_code(luaL_checkstring(L, idx));
+            break;
         case 'N': {
             plock *p = check_plock(L, idx);
             x->n = &p->n;
@@ -1738,6 +1558,20 @@ static int hb_call(lua_State *L)
     luaL_checkstack(L, 4, "hilock: results");
     hb_out o;
     hb_init(&o);
+    hb_lua_obj *obj = NULL;
+    if (f->flags & HB_NEW) { /* the object the row fills; it keeps a lock's names */
+        const hb_class *c = &hb_classes[HB_CLS(f)];
+        obj = (hb_lua_obj *)hlc_newuserdata(L, sizeof *obj + c->size);
+        memset(obj, 0, sizeof *obj + c->size);
+        obj->cls = HB_CLS(f);
+        luaL_getmetatable(L, c->mt);
+        lua_setmetatable(L, -2);
+        if (f->args[0] == 'N') {
+            lua_pushvalue(L, 1);
+            hlc_setref(L, -2);
+        }
+        o.self = obj->state;
+    }
     int rc = f->fn(a, &o);
     if (rc || o.oom) {
         char why[sizeof o.why];
@@ -1754,6 +1588,11 @@ static int hb_call(lua_State *L)
         }
         return lhl_push_fail(L, code, msg);
     }
+    if (obj) { /* the object (its row gives no values) */
+        obj->live = 1;
+        hb_free(&o);
+        return 1;
+    }
     hb_push_ctx ctx = {&o, f->words};
     if (o.v == o.inl && !o.arena) /* nothing of the result's in C memory */
         return hb_push_all(L, &ctx);
@@ -1769,11 +1608,16 @@ static int hb_call(lua_State *L)
     return lua_gettop(L) - base;
 }
 
-/* the rows of fns named for Lua, into the table on the top of the stack */
-static void hb_register(lua_State *L, const hb_fn *fns)
+/* the rows of fns named for Lua, into the table on the top of the stack;
+ * with a class, its rows of one kind: 'O' its methods, 'N' a lock's methods
+ * making one, 'P' the functions making one (proto.router) */
+static void hb_register_if(lua_State *L, const hb_fn *fns, int cls, char kind)
 {
     for (int i = 0; fns[i].fn; i++) {
-        if (!fns[i].lua)
+        char first = fns[i].args[0];
+        if (!fns[i].lua ||
+            (kind && (HB_CLS(&fns[i]) != cls ||
+                      (kind == 'P' ? !(fns[i].flags & HB_NEW) || first == 'N' : first != kind))))
             continue;
         lua_pushlightuserdata(L, (void *)&fns[i]);
         lua_pushcfunction(L, hb_push_protected);
@@ -1781,6 +1625,10 @@ static void hb_register(lua_State *L, const hb_fn *fns)
         lua_setfield(L, -2, fns[i].lua);
     }
 }
+
+static void hb_register(lua_State *L, const hb_fn *fns) { hb_register_if(L, fns, 0, 0); }
+
+static const luaL_Reg hbobj_meta[] = {{"__gc", hbobj_gc}, {NULL, NULL}};
 
 static const luaL_Reg proto_funcs[] = {
     {"lock", p_lock},
@@ -1802,18 +1650,9 @@ static const luaL_Reg set_methods[] = {
     {"next", set_next}, {"on_reply", set_on_reply}, {"on_error", set_on_error},
     {"free", set_free}, {NULL, NULL}};
 static const luaL_Reg set_meta[] = {{"__gc", set_free}, {NULL, NULL}};
-static const luaL_Reg rt_methods[] = {
-    {"on_reply", rt_on_reply}, {"on_conn_error", rt_on_conn_error}, {NULL, NULL}};
-static const luaL_Reg ack_methods[] = {
-    {"next", ack_next}, {"on_reply", ack_on_reply}, {"on_error", ack_on_error}, {NULL, NULL}};
-static const luaL_Reg force_methods[] = {
-    {"next", force_next}, {"on_reply", force_on_reply}, {"on_error", force_on_error},
-    {NULL, NULL}};
 static const luaL_Reg no_meta[] = {{NULL, NULL}};
 
 static const luaL_Reg engine_funcs[] = {
-    {"router", p_router},
-    {"ack", p_ack},
     {"renew_many_cmd", p_renew_many_cmd},
     {NULL, NULL}};
 
@@ -2278,14 +2117,21 @@ void lhl_engine_open(lua_State *L)
     hlc_setfuncs(L, proto_funcs);
     lhl_new_metatable(L, PREL_MT, rel_methods, rel_meta);
     lhl_new_metatable(L, PSET_MT, set_methods, set_meta);
-    lhl_new_metatable(L, PRT_MT, rt_methods, no_meta);
-    lhl_new_metatable(L, PACK_MT, ack_methods, no_meta);
-    lhl_new_metatable(L, PFORCE_MT, force_methods, no_meta);
     hlc_setfuncs(L, engine_funcs);
     hb_register(L, hb_fns);
-    luaL_getmetatable(L, PLOCK_MT); /* the lock's methods: hb_lock_fns */
+    for (int c = 1; c < HBC_COUNT; c++) { /* the engine objects: methods; constructors */
+        lhl_new_metatable(L, hb_classes[c].mt, no_meta, hbobj_meta);
+        luaL_getmetatable(L, hb_classes[c].mt);
+        lua_getfield(L, -1, "__index");
+        hb_register_if(L, hb_obj_fns, c, 'O');
+        lua_pop(L, 2);
+        hb_register_if(L, hb_obj_fns, c, 'P');
+    }
+    luaL_getmetatable(L, PLOCK_MT); /* the lock's methods: hb_lock_fns, hb_obj_fns' */
     lua_getfield(L, -1, "__index");
     hb_register(L, hb_lock_fns);
+    for (int c = 1; c < HBC_COUNT; c++)
+        hb_register_if(L, hb_obj_fns, c, 'N');
     lua_pop(L, 2);
     luaL_getmetatable(L, PHOLDS_MT); /* the hold table's methods: hb_holds_fns */
     lua_getfield(L, -1, "__index");

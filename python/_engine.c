@@ -95,7 +95,7 @@ static PyObject *cmd_bytes(hl_cmd *cmd, int eval)
 /* ------------------------------------------------------------------ */
 
 static PyTypeObject *ReaderType, *ReplyType, *NamesType, *AcquireType, *ReleaseType,
-    *SettleType, *CallType;
+    *SettleType;
 
 /* tp_new of the types only the engine makes (replies, machines): without
  * it a heap type inherits object's, and Reply() or Call() from Python gives
@@ -564,139 +564,112 @@ static PyObject *names_release(PyObject *self, PyObject *args)
     return release_make(self, owner, lease, wd, rid, cmdt, timeout);
 }
 
-/* ---- one script command and its decoded answer (force, extend) ---- */
+/* ---- engine objects (bindings/engine_fns.h hb_classes) ---- */
+
+static int add_type(PyObject *m, PyTypeObject **slot, PyType_Spec *spec, const char *name);
 
 typedef struct {
     PyObject_HEAD
-    hl_cmd cmd;
-    PyObject *names;
-    int (*decode)(const redisReply *, int64_t *);
-    int eval, done, result;
-    int64_t value;
-    char owner[HL_OWNER_MAX];
-} CallObject;
+    PyObject *keep; /* the Names whose names the state borrows, or NULL */
+    int live;       /* its HB_NEW row filled the state: fini empties it */
+    _Alignas(max_align_t) unsigned char state[];
+} HbObject;
 
-static CallObject *new_call(PyObject *names, int (*decode)(const redisReply *, int64_t *))
-{
-    CallObject *m = PyObject_New(CallObject, CallType);
-    if (!m)
-        return NULL;
-    memset(&m->cmd, 0, sizeof m->cmd);
-    Py_INCREF(names);
-    m->names = names; /* the command borrows the names */
-    m->decode = decode;
-    m->eval = m->done = m->result = 0;
-    m->value = 0;
-    m->owner[0] = 0;
-    return m;
-}
+static PyTypeObject *hb_types[HBC_COUNT];
 
-static void call_dealloc(PyObject *self)
+static void hbobj_dealloc(PyObject *self)
 {
-    Py_XDECREF(((CallObject *)self)->names);
+    HbObject *o = (HbObject *)self;
+    for (int c = 1; c < HBC_COUNT; c++)
+        if (Py_TYPE(self) == hb_types[c] && o->live && hb_classes[c].fini)
+            hb_classes[c].fini(o->state);
+    Py_XDECREF(o->keep);
     generic_dealloc_tail(self);
 }
 
-/* m.next() -> (ACT_SEND, bytes) | (ACT_DONE, result, value) */
-static PyObject *call_next(PyObject *self, PyObject *unused)
+/* a new object of class c (state zeroed), keeping keep; NULL: an exception */
+static HbObject *hbobj_new(int c, PyObject *keep)
 {
-    (void)unused;
-    CallObject *m = (CallObject *)self;
-    if (!m->done) {
-        PyObject *b = cmd_bytes(&m->cmd, 0);
-        if (!b)
-            return NULL;
-        return Py_BuildValue("(iN)", ACT_SEND, b);
+    HbObject *o = PyObject_New(HbObject, hb_types[c]);
+    if (!o)
+        return NULL;
+    memset(o->state, 0, hb_classes[c].size);
+    o->live = 0;
+    Py_XINCREF(keep);
+    o->keep = keep;
+    return o;
+}
+
+/* tp_new of a class with a Python constructor: its HB_NEW row */
+static PyObject *hbobj_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    for (int i = 0; hb_obj_fns[i].fn; i++)
+        if ((hb_obj_fns[i].flags & HB_NEW) && hb_types[HB_CLS(&hb_obj_fns[i])] == type &&
+            hb_obj_fns[i].args[0] != 'N') {
+            if (kw && PyDict_Size(kw)) {
+                PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments",
+                             hb_obj_fns[i].py);
+                return NULL;
+            }
+            return hb_invoke(&hb_obj_fns[i], NULL, args);
+        }
+    return no_new(type, args, kw);
+}
+
+/* one wrapper per row: a method (or a lock's method making an object) */
+#define HB_PYOWRAP(fn, py, lua, args, words, flags, cls, doc)                               \
+    static PyObject *py_##fn(PyObject *self, PyObject *a)                                    \
+    {                                                                                        \
+        return hb_invoke(&hb_obj_fns[HBO_##fn], self, a);                                    \
     }
-    return Py_BuildValue("(iiL)", ACT_DONE, m->result, (long long)m->value);
+HB_OBJ_FNS(HB_PYOWRAP)
+#define HB_PYOPTR(fn, py, lua, args, words, flags, cls, doc) py_##fn,
+static const PyCFunction hbo_wrappers[] = {HB_OBJ_FNS(HB_PYOPTR)};
+
+/* an HB_PY_ATTR row as an attribute: its row in closure */
+static PyObject *hbobj_attr(PyObject *self, void *row)
+{
+    PyObject *none = PyTuple_New(0);
+    PyObject *r = none ? hb_invoke((const hb_fn *)row, self, none) : NULL;
+    Py_XDECREF(none);
+    return r;
 }
 
-static PyObject *call_on_reply(PyObject *self, PyObject *arg)
+/* every class's methods and attributes, each list ended by a zeroed entry */
+static PyMethodDef hbo_methods[HBO_COUNT + HBC_COUNT];
+static PyGetSetDef hbo_getset[HBO_COUNT + HBC_COUNT];
+
+static int hb_add_types(PyObject *m)
 {
-    CallObject *m = (CallObject *)self;
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    if (m->done)
-        Py_RETURN_NONE;
-    if (hl_reply_is_noscript(r) && !m->eval) {
-        m->eval = 1; /* the server forgot the script: send its body */
-        hl_cmd_to_eval(&m->cmd);
-        Py_RETURN_NONE;
+    int nm = 0, ng = 0;
+    for (int c = 1; c < HBC_COUNT; c++) {
+        PyMethodDef *meth = &hbo_methods[nm];
+        PyGetSetDef *gs = &hbo_getset[ng];
+        for (int i = 0; hb_obj_fns[i].fn; i++) {
+            const hb_fn *f = &hb_obj_fns[i];
+            if (HB_CLS(f) != c || f->args[0] != 'O' || !f->py)
+                continue;
+            if (f->flags & HB_PY_ATTR)
+                hbo_getset[ng++] = (PyGetSetDef){f->py, hbobj_attr, NULL, f->doc, (void *)f};
+            else
+                hbo_methods[nm++] = (PyMethodDef){f->py, hbo_wrappers[i], METH_VARARGS, f->doc};
+        }
+        nm++, ng++; /* the ends */
+        PyType_Slot slots[] = {{Py_tp_new, hbobj_tp_new},
+                               {Py_tp_dealloc, hbobj_dealloc},
+                               {Py_tp_methods, meth},
+                               {Py_tp_getset, gs},
+                               {Py_tp_doc, (void *)hb_classes[c].doc},
+                               {0, NULL}};
+        static char names[HBC_COUNT][64]; /* the type keeps its name's pointer */
+        snprintf(names[c], sizeof names[c], "hilock._engine.%s", hb_classes[c].py);
+        PyType_Spec spec = {names[c], (int)(sizeof(HbObject) + hb_classes[c].size), 0,
+                            Py_TPFLAGS_DEFAULT, slots};
+        if (add_type(m, &hb_types[c], &spec, hb_classes[c].py))
+            return -1;
     }
-    m->done = 1;
-    m->result = m->decode(r, &m->value);
-    Py_RETURN_NONE;
+    return 0;
 }
-
-static PyObject *call_on_error(PyObject *self, PyObject *arg)
-{
-    CallObject *m = (CallObject *)self;
-    int code;
-    if (arg_code(arg, &code))
-        return NULL;
-    m->done = 1;
-    m->result = code;
-    Py_RETURN_NONE;
-}
-
-/* n.force() -> Call: done value 1 when a lock was deleted, else 0 */
-static PyObject *names_force(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    NamesObject *n = (NamesObject *)self;
-    CallObject *m = new_call(self, hl_decode_int);
-    if (!m)
-        return NULL;
-    hl_cmd_force(&m->cmd, n->kind, &n->n);
-    return (PyObject *)m;
-}
-
-/* n.extend(owner, add_ms) -> Call: done value 1 extended, 0 not held by
- * that owner, -1 the key has no expiry */
-static PyObject *names_extend(PyObject *self, PyObject *args)
-{
-    NamesObject *n = (NamesObject *)self;
-    const char *owner;
-    long long add;
-    if (!PyArg_ParseTuple(args, "sL:extend", &owner, &add))
-        return NULL;
-    const char *ow = check_owner(owner);
-    if (!ow || check_range(add, 1, HILOCK_MAX_TIME_MS, "add_ms"))
-        return NULL;
-    CallObject *m = new_call(self, hl_decode_extend);
-    if (!m)
-        return NULL;
-    memcpy(m->owner, ow, strlen(ow) + 1);
-    hl_cmd_extend(&m->cmd, &n->n, m->owner, add);
-    return (PyObject *)m;
-}
-
-/* n.fair_cancel(owner, window_ms) -> Call: leave the fair lock's line
- * (done value 1 left, 0 was not in it); window_ms: the one the attempts
- * joined it with (a multi-lock's, ml_line_window) */
-static PyObject *names_fair_cancel(PyObject *self, PyObject *args)
-{
-    NamesObject *n = (NamesObject *)self;
-    const char *owner;
-    long long window;
-    if (!PyArg_ParseTuple(args, "sL:fair_cancel", &owner, &window))
-        return NULL;
-    const char *ow = check_owner(owner);
-    if (!ow || check_range(window, 1, HILOCK_MAX_TIME_MS, "window_ms"))
-        return NULL;
-    if (n->kind != HILOCK_KIND_FAIR) {
-        PyErr_SetString(PyExc_ValueError, "fair_cancel: not a fair lock");
-        return NULL;
-    }
-    CallObject *m = new_call(self, hl_decode_int);
-    if (!m)
-        return NULL;
-    memcpy(m->owner, ow, strlen(ow) + 1);
-    hl_cmd_fair_cancel(&m->cmd, &n->n, m->owner, window);
-    return (PyObject *)m;
-}
-
 
 /* the methods of hb_lock_fns named for Python: one wrapper each */
 #define HB_PYWRAP(fn, py, lua, args, words, doc)                                            \
@@ -708,18 +681,14 @@ HB_LOCK_FNS(HB_PYWRAP)
 #define HB_PYPTR(fn, py, lua, args, words, doc) py_##fn,
 static const PyCFunction names_wrappers[] = {HB_LOCK_FNS(HB_PYPTR)};
 
-/* the hand-written methods, then hb_lock_fns' (filled once, at import) */
-static PyMethodDef names_methods[8 + HBL_COUNT] = {
+/* the hand-written methods, then hb_lock_fns' and hb_obj_fns' (filled once, at import) */
+static PyMethodDef names_methods[8 + HBL_COUNT + HBO_COUNT] = {
     {"acquire", names_acquire, METH_VARARGS,
      "acquire(owner, wait_ms, lease_ms, window_ms, latch_epoch=-1, latch_seq=0, latch_ttl_ms=0,"
      " line_window_ms=0) -> Acquire"},
-    {"fair_cancel", names_fair_cancel, METH_VARARGS,
-     "fair_cancel(owner, window_ms) -> Call (value 1 left the line, 0 was not in it)"},
     {"release", names_release, METH_VARARGS,
      "release(owner, acquired_lease_ms, watchdog_lease_ms, request_id, command_timeout_ms,"
-     " timeout_ms=0) -> Release"},
-    {"force", names_force, METH_NOARGS, "force() -> Call (value: 1 deleted, 0 nothing)"},
-    {"extend", names_extend, METH_VARARGS, "extend(owner, add_ms) -> Call (value 1, 0, -1)"}};
+     " timeout_ms=0) -> Release"}};
 
 static void names_methods_fill(void)
 {
@@ -730,6 +699,10 @@ static void names_methods_fill(void)
         if (hb_lock_fns[i].py)
             names_methods[n++] = (PyMethodDef){hb_lock_fns[i].py, names_wrappers[i],
                                                METH_VARARGS, hb_lock_fns[i].doc};
+    for (int i = 0; i < HBO_COUNT; i++)
+        if (hb_obj_fns[i].py && hb_obj_fns[i].args[0] == 'N')
+            names_methods[n++] = (PyMethodDef){hb_obj_fns[i].py, hbo_wrappers[i], METH_VARARGS,
+                                               hb_obj_fns[i].doc};
 }
 
 static PyType_Slot names_slots[] = {
@@ -1173,214 +1146,9 @@ static PyType_Slot settle_slots[] = {
 static PyType_Spec settle_spec = {"hilock._engine.Settle", sizeof(SettleObject), 0,
                                   Py_TPFLAGS_DEFAULT, settle_slots};
 
-static PyMethodDef call_methods[] = {
-    {"next", call_next, METH_NOARGS, "next() -> (ACT_SEND, bytes) or (ACT_DONE, result, value)"},
-    {"on_reply", call_on_reply, METH_O, "on_reply(reply)"},
-    {"on_error", call_on_error, METH_O, "on_error(code)"},
-    {NULL, NULL, 0, NULL}};
-
-static PyType_Slot call_slots[] = {
-    {Py_tp_new, no_new},
-    {Py_tp_dealloc, call_dealloc},
-    {Py_tp_methods, call_methods},
-    {Py_tp_doc, "One script command and its decoded answer (Names.force, Names.extend)."},
-    {0, NULL}};
-
-static PyType_Spec call_spec = {"hilock._engine.Call", sizeof(CallObject), 0,
-                                Py_TPFLAGS_DEFAULT, call_slots};
-
 /* ------------------------------------------------------------------ */
 /* module functions                                                    */
 /* ------------------------------------------------------------------ */
-
-/* ---- sentinel: the master, roles, replica acknowledgement ---- */
-
-typedef struct {
-    PyObject_HEAD
-    hl_ack k;
-} AckObject;
-
-static PyTypeObject *AckType;
-
-/* Ack(cached_replicas (-1 unknown), cache_age_ms (-1 unknown), ack_timeout_ms
- *     [, replicated]): replicated, the deployment keeps replicas
- *     (hl_ack_init_replicated; Sentinel: a master of the name had one) */
-static PyObject *ack_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-    long long n, age, t;
-    int replicated = 0;
-    if ((kw && PyDict_Size(kw)) ||
-        !PyArg_ParseTuple(args, "LLL|p:Ack", &n, &age, &t, &replicated))
-        return NULL;
-    if (check_range(n, -1, INT32_MAX, "cached_replicas") ||
-        check_range(age, -1, INT64_MAX / 2, "cache_age_ms") ||
-        check_range(t, 1, HILOCK_MAX_TIME_MS, "ack_timeout_ms"))
-        return NULL;
-    AckObject *o = PyObject_New(AckObject, type);
-    if (!o)
-        return NULL;
-    hl_ack_init_replicated(&o->k, (int)n, age, t, replicated);
-    return (PyObject *)o;
-}
-
-/* a.next() -> (ACT_SEND, bytes, extra_timeout_ms)
- *           | (ACT_DONE, acked, failed, replicas (-1: not refreshed))
- * a.replicated: the deployment keeps replicas (given, or ROLE listed one) */
-static PyObject *ack_next(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    AckObject *o = (AckObject *)self;
-    if (hl_ack_next(&o->k) == HL_ACT_SEND) {
-        PyObject *b = cmd_bytes(&o->k.cmd, 0);
-        if (!b)
-            return NULL;
-        return Py_BuildValue("(iNL)", HL_ACT_SEND, b, (long long)o->k.timeout_ms);
-    }
-    return Py_BuildValue("(iOOi)", HL_ACT_DONE, o->k.acked ? Py_True : Py_False,
-                         o->k.failed ? Py_True : Py_False, o->k.refreshed ? o->k.replicas : -1);
-}
-
-static PyObject *ack_on_reply(PyObject *self, PyObject *arg)
-{
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    hl_ack_on_reply(&((AckObject *)self)->k, r);
-    Py_RETURN_NONE;
-}
-
-static PyObject *ack_on_error(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    hl_ack_on_error(&((AckObject *)self)->k);
-    Py_RETURN_NONE;
-}
-
-static PyObject *ack_replicated(PyObject *self, void *unused)
-{
-    (void)unused;
-    return PyBool_FromLong(((AckObject *)self)->k.replicated);
-}
-
-static PyGetSetDef ack_getset[] = {
-    {"replicated", ack_replicated, NULL,
-     "the deployment keeps replicas (given, or ROLE listed one)", NULL},
-    {NULL, NULL, NULL, NULL, NULL}};
-
-static PyMethodDef ack_methods[] = {
-    {"next", ack_next, METH_NOARGS, "next() -> (ACT_*, ...)"},
-    {"on_reply", ack_on_reply, METH_O, "on_reply(reply)"},
-    {"on_error", ack_on_error, METH_NOARGS, "on_error()"},
-    {NULL, NULL, 0, NULL}};
-
-static PyType_Slot ack_slots[] = {
-    {Py_tp_new, ack_new},
-    {Py_tp_dealloc, generic_dealloc_tail},
-    {Py_tp_methods, ack_methods},
-    {Py_tp_getset, ack_getset},
-    {Py_tp_doc, "Ack(cached_replicas, cache_age_ms, ack_timeout_ms[, replicated]): replica "
-                "acknowledgement of the write just made, on the same connection."},
-    {0, NULL}};
-
-static PyType_Spec ack_spec = {"hilock._engine.Ack", sizeof(AckObject), 0, Py_TPFLAGS_DEFAULT,
-                               ack_slots};
-
-/* ------------------------------------------------------------------ */
-/* Router: redirects and topology (proto_route.c)                      */
-/* ------------------------------------------------------------------ */
-
-typedef struct {
-    PyObject_HEAD
-    hl_router rt;
-} RouterObject;
-
-static PyTypeObject *RouterType;
-
-/* Router(mode): one routed command's hops and retries; mode "single",
- * "cluster" or "sentinel" (parse_url's modes; "unix" routes as "single"). */
-static PyObject *router_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-    const char *m;
-    if ((kw && PyDict_Size(kw)) || !PyArg_ParseTuple(args, "s:Router", &m))
-        return NULL;
-    hl_mode mode;
-    if (strcmp(m, "single") == 0 || strcmp(m, "unix") == 0)
-        mode = HL_MODE_SINGLE;
-    else if (strcmp(m, "cluster") == 0)
-        mode = HL_MODE_CLUSTER;
-    else if (strcmp(m, "sentinel") == 0)
-        mode = HL_MODE_SENTINEL;
-    else {
-        PyErr_Format(PyExc_ValueError, "unknown routing mode %s", m);
-        return NULL;
-    }
-    RouterObject *o = PyObject_New(RouterObject, type);
-    if (!o)
-        return NULL;
-    hl_router_init(&o->rt, mode);
-    return (PyObject *)o;
-}
-
-static PyObject *route_tuple(RouterObject *o, hl_route_action a)
-{
-    hl_router *rt = &o->rt;
-    switch (a) {
-    case HL_ROUTE_DONE:
-        return Py_BuildValue("(i)", (int)a);
-    case HL_ROUTE_MOVED:
-        return Py_BuildValue("(iIsiL)", (int)a, rt->slot, rt->host, rt->port,
-                             (long long)rt->sleep_ms);
-    case HL_ROUTE_ASK:
-        return Py_BuildValue("(isi)", (int)a, rt->host, rt->port);
-    case HL_ROUTE_RETRY:
-    case HL_ROUTE_REFRESH:
-        return Py_BuildValue("(iL)", (int)a, (long long)rt->sleep_ms);
-    default:
-        return Py_BuildValue("(ii)", (int)HL_ROUTE_FAIL, rt->result ? rt->result : HILOCK_ECONN);
-    }
-}
-
-/* r.on_reply(reply) -> (ROUTE_DONE,)            the reply is the answer
- *   | (ROUTE_MOVED, slot, host, port, sleep_ms) the slot lives there now
- *   | (ROUTE_ASK, host, port)                   send asking_cmd() + the command there, once
- *   | (ROUTE_RETRY, sleep_ms)                   same node again after the pause
- *   | (ROUTE_REFRESH, sleep_ms)                 no master: look the topology up again
- *   | (ROUTE_FAIL, code)                        give up */
-static PyObject *router_on_reply(PyObject *self, PyObject *arg)
-{
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    RouterObject *o = (RouterObject *)self;
-    return route_tuple(o, hl_router_on_reply(&o->rt, r));
-}
-
-/* r.on_conn_error(sent) -> (ROUTE_REFRESH, sleep_ms) | (ROUTE_FAIL, code).
- * sent: the command may have reached the server (never resent here). */
-static PyObject *router_on_conn_error(PyObject *self, PyObject *arg)
-{
-    int sent = PyObject_IsTrue(arg);
-    if (sent < 0)
-        return NULL;
-    RouterObject *o = (RouterObject *)self;
-    return route_tuple(o, hl_router_on_conn_error(&o->rt, sent));
-}
-
-static PyMethodDef router_methods[] = {
-    {"on_reply", router_on_reply, METH_O, "on_reply(reply) -> (ROUTE_*, ...)"},
-    {"on_conn_error", router_on_conn_error, METH_O, "on_conn_error(sent) -> (ROUTE_*, ...)"},
-    {NULL, NULL, 0, NULL}};
-
-static PyType_Slot router_slots[] = {
-    {Py_tp_new, router_new},
-    {Py_tp_dealloc, generic_dealloc_tail},
-    {Py_tp_methods, router_methods},
-    {Py_tp_doc, "Router(mode): what an error reply or a failed connection means for one "
-                "routed command (MOVED/ASK/TRYAGAIN/CLUSTERDOWN/LOADING/not master)."},
-    {0, NULL}};
-
-static PyType_Spec router_spec = {"hilock._engine.Router", sizeof(RouterObject), 0,
-                                  Py_TPFLAGS_DEFAULT, router_slots};
 
 /* ------------------------------------------------------------------ */
 /* the engine's free functions: hb_fns (bindings/engine_fns.h)         */
@@ -1392,13 +1160,14 @@ static PyObject *hb_value(hb_out *o, int *pos)
     switch (x->t) {
     case HB_INT:
     case HB_WORD:
+    case HB_ERR:
         return PyLong_FromLongLong((long long)x->i);
     case HB_BOOL:
         return PyBool_FromLong((long)x->i);
     case HB_STR:
         return PyUnicode_DecodeUTF8(hb_sval(o, x), (Py_ssize_t)x->len, "surrogateescape");
     case HB_CMD:
-        return cmd_bytes(&o->cmd[x->i], (int)x->len);
+        return cmd_bytes(x->c ? x->c : &o->cmd[x->i], (int)x->len);
     case HB_HOLD:
         return hold_key(x->h);
     case HB_LIST:
@@ -1437,6 +1206,13 @@ static int hb_parse(const hb_fn *f, char c, PyObject *v, hb_arg *a)
             }
         }
         return 0;
+    case 'c': {
+        int code;
+        if (arg_code(v, &code))
+            return -1;
+        a->i = code;
+        return 0;
+    }
     case 'u':
         a->i = (int64_t)PyLong_AsUnsignedLongLongMask(v);
         return PyErr_Occurred() ? -1 : 0;
@@ -1478,8 +1254,11 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
             min = k;
             continue;
         }
-        if (*c == 'N' || *c == 'H' || *c == 'L' || *c == 'U' || *c == 'X') { /* a method: self */
-            if (*c == 'N') {
+        if (*c == 'N' || *c == 'H' || *c == 'L' || *c == 'U' || *c == 'X' || *c == 'O') {
+            /* a method: the type checked self */
+            if (*c == 'O')
+                a[0].p = ((HbObject *)self)->state;
+            else if (*c == 'N') {
                 a[0].n = &((NamesObject *)self)->n;
                 a[0].kind = ((NamesObject *)self)->kind;
             } else if (*c == 'H')
@@ -1507,8 +1286,18 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
     hb_out o;
     hb_init(&o);
     PyObject *res = NULL;
+    HbObject *obj = NULL;
+    if (f->flags & HB_NEW) { /* the object its row fills; it keeps a Names self */
+        if (!(obj = hbobj_new(HB_CLS(f), f->args[0] == 'N' ? self : NULL)))
+            return NULL;
+        o.self = obj->state;
+    }
     int rc = f->fn(a, &o);
-    if (o.oom)
+    if (obj && !rc && !o.oom) {
+        obj->live = 1;
+        res = (PyObject *)obj;
+        obj = NULL;
+    } else if (o.oom)
         PyErr_NoMemory();
     else if (rc && o.bad)
         PyErr_SetString(PyExc_ValueError, o.why);
@@ -1537,6 +1326,7 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
             res = PyList_AsTuple(l);
         Py_XDECREF(l);
     }
+    Py_XDECREF(obj);
     hb_free(&o);
     return res;
 }
@@ -2147,7 +1937,7 @@ PyMODINIT_FUNC PyInit__engine(void)
     PyObject *m = PyModule_Create(&engine_module);
     if (!m)
         return NULL;
-    if (!names_methods[5].ml_name) {
+    if (!names_methods[2].ml_name) {
         names_methods_fill();
         holds_methods_fill();
         sublive_methods_fill();
@@ -2160,9 +1950,7 @@ PyMODINIT_FUNC PyInit__engine(void)
         add_type(m, &AcquireType, &acquire_spec, "Acquire") ||
         add_type(m, &ReleaseType, &release_spec, "Release") ||
         add_type(m, &SettleType, &settle_spec, "Settle") ||
-        add_type(m, &CallType, &call_spec, "Call") ||
-        add_type(m, &AckType, &ack_spec, "Ack") ||
-        add_type(m, &RouterType, &router_spec, "Router") ||
+        hb_add_types(m) ||
         add_type(m, &FutType, &fut_spec, "ReplyFuture") ||
         add_type(m, &WireType, &wire_spec, "Wire") ||
         add_type(m, &ReqType, &req_spec, "Req") ||

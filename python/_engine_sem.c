@@ -184,9 +184,11 @@ static PyObject *semnames_op(PyObject *self, PyObject *args)
         if (!PyArg_ParseTuple(arg, "sL", &id, &v))
             return NULL;
     }
-    CallObject *m = new_call(self, hl_sem_decode_int);
-    if (!m)
+    HbObject *obj = hbobj_new(HBC_CALL, self);
+    if (!obj)
         return NULL;
+    hb_call_st *m = (hb_call_st *)obj->state;
+    m->decode = hl_sem_decode_int;
     int bad = 0; /* 1: the error is raised */
     unsigned char *raw = (unsigned char *)m->owner;
     if (!strcmp(verb, "try_set")) {
@@ -237,10 +239,11 @@ static PyObject *semnames_op(PyObject *self, PyObject *args)
         bad = 1;
     }
     if (bad) {
-        Py_DECREF(m);
+        Py_DECREF(obj);
         return NULL;
     }
-    return (PyObject *)m;
+    obj->live = 1;
+    return (PyObject *)obj;
 }
 
 /* n.wakes(reply) -> -1 all, 0 none, n waiters (the engine's wake rule for
