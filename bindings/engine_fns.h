@@ -31,6 +31,8 @@
  *   X  the settle machine the method is called on (hb_settle_fns: Python
  *      hilock._engine.Settle, Lua hilock.proto's settle machine), always first
  *   t  true, false or None/nil (1, 0, -1)
+ *   M  the semaphore's or latch's names the method is called on (Python
+ *      hilock._engine.SemNames, Lua hilock.proto.sem), always first
  *   O  the engine object the method is called on (its class: the row's
  *      cls; its state: hb_arg.p), always first
  *   c  a failure (Python: a HILOCK_E* code, -100..-1; Lua: an error message
@@ -79,6 +81,8 @@ typedef struct hb_arg {
     hl_sublive *sl;    /* 'L' */
     hl_unsettled *un;  /* 'U' */
     const hl_settle *st; /* 'X' */
+    const hl_sem_names *m; /* 'M' */
+    int skind;             /* 'M': its hl_sem_kind */
     hl_hold *h;        /* 'K': the key's hold, NULL when the table has none */
     void *p;           /* 'O': the object's state */
     int set; /* given (optional arguments) */
@@ -1494,6 +1498,38 @@ enum { HB_HOLDS_FNS(HB_ENUM) HBH_COUNT };
 static const hb_fn hb_sublive_fns[] = {
     HB_SUBLIVE_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
 enum { HB_SUBLIVE_FNS(HB_ENUM) HBS_COUNT };
+
+/* ---- a semaphore's, a permit-expirable semaphore's or a latch's names ---- */
+
+static const char *const hb_sem_words[] = {"", "semaphore", "permit", "latch", NULL};
+
+static int f_m_name(const hb_arg *a, hb_out *o) { return hb_str(o, a[0].m->name); }
+static int f_m_channel(const hb_arg *a, hb_out *o) { return hb_str(o, a[0].m->channel); }
+static int f_m_kind(const hb_arg *a, hb_out *o) { return hb_word(o, a[0].skind); }
+
+static int f_m_slot(const hb_arg *a, hb_out *o)
+{
+    return hb_int(o, hl_key_slot(a[0].m->name, strlen(a[0].m->name)));
+}
+
+/* wakes(reply) -> how many waiters a pub/sub frame on its channel wakes:
+ * -1 all, 0 none, n (a semaphore's published permits; a latch's any message) */
+static int f_m_wakes(const hb_arg *a, hb_out *o)
+{
+    hl_ps_event ev;
+    hl_decode_pubsub(a[1].r, &ev);
+    return hb_int(o, hl_ps_wakes(hl_sem_wake_rule((hl_sem_kind)a[0].skind), &ev));
+}
+
+/* Python: name, channel, kind (SEM_*) and slot are attributes */
+#define HB_SEM_FNS(X)                                                                       \
+    X(f_m_name, NULL, "name", "M", NULL, "the object's name (its count's key)")              \
+    X(f_m_channel, NULL, "channel", "M", NULL, "the channel its waiters listen on")          \
+    X(f_m_kind, NULL, "kind", "M", hb_sem_words, "SEM_SEMAPHORE, SEM_PERMIT or SEM_LATCH")   \
+    X(f_m_slot, NULL, "slot", "M", NULL, "the Redis Cluster slot of its keys and channel")   \
+    X(f_m_wakes, "wakes", "wakes", "Mr", NULL, "wakes(reply) -> -1 all, 0 none, n waiters")
+static const hb_fn hb_sem_fns[] = {HB_SEM_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};
+enum { HB_SEM_FNS(HB_ENUM) HBM_COUNT };
 /* the unsettled record set's methods: hb_unsettled_fns[HBL_<function>] */
 static const hb_fn hb_unsettled_fns[] = {
     HB_UNSETTLED_FNS(HB_ROW){NULL, NULL, NULL, NULL, NULL, 0, NULL}};

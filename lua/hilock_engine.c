@@ -1395,6 +1395,7 @@ static hl_holds *hb_lua_holds(lua_State *L);
 static hl_hold *hb_lua_hold(lua_State *L);
 static void hb_lua_push_hold(lua_State *L, hl_hold *h);
 static hl_sublive *check_sublive(lua_State *L);
+static const hl_sem_names *hb_lua_sem(lua_State *L, int idx, int *kind);
 
 static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *words)
 {
@@ -1522,6 +1523,9 @@ static int hb_call(lua_State *L)
             break;
         case 'X':
             x->st = &check_set(L, idx)->s;
+            break;
+        case 'M':
+            x->m = hb_lua_sem(L, idx, &x->skind);
             break;
         case 'r':
             x->r = check_reply(L, idx);
@@ -1700,6 +1704,13 @@ static psem *check_psem(lua_State *L, int idx)
     return check_live(L, idx, PSEM_MT, offsetof(psem, ok), "freed semaphore names");
 }
 
+static const hl_sem_names *hb_lua_sem(lua_State *L, int idx, int *kind)
+{
+    psem *p = check_psem(L, idx);
+    *kind = (int)p->kind;
+    return &p->n;
+}
+
 static int psem_gc(lua_State *L)
 {
     psem *p = (psem *)luaL_checkudata(L, 1, PSEM_MT);
@@ -1708,31 +1719,6 @@ static int psem_gc(lua_State *L)
         p->ok = 0;
     }
     return 0;
-}
-
-static int psem_name(lua_State *L)
-{
-    lua_pushstring(L, check_psem(L, 1)->n.name);
-    return 1;
-}
-
-static int psem_channel(lua_State *L)
-{
-    lua_pushstring(L, check_psem(L, 1)->n.channel);
-    return 1;
-}
-
-static int psem_kind(lua_State *L)
-{
-    lua_pushstring(L, psem_kinds[check_psem(L, 1)->kind - 1]);
-    return 1;
-}
-
-static int psem_slot(lua_State *L)
-{
-    psem *p = check_psem(L, 1);
-    lua_pushinteger(L, (lua_Integer)hl_key_slot(p->n.name, strlen(p->n.name)));
-    return 1;
 }
 
 /* A number argument as int64 (nil, err when it is not an integer in range). */
@@ -1890,17 +1876,6 @@ static int psop_on_error(lua_State *L)
     o->done = 1;
     o->result = lhl_err_code(luaL_optstring(L, 2, NULL));
     return 0;
-}
-
-/* s:wakes(r) -> how many waiters a pub/sub frame on the channel wakes: -1
- * all, 0 none, n (a semaphore's published permits) */
-static int psem_wakes(lua_State *L)
-{
-    psem *p = check_psem(L, 1);
-    hl_ps_event ev;
-    hl_decode_pubsub(check_reply(L, 2), &ev);
-    lhl_push_i64(L, hl_ps_wakes(hl_sem_wake_rule(p->kind), &ev));
-    return 1;
 }
 
 /* ---- the wait machine of the three ---- */
@@ -2081,12 +2056,7 @@ static int psw_on_resubscribe(lua_State *L)
 }
 
 static const luaL_Reg psem_methods[] = {
-    {"name", psem_name},
-    {"channel", psem_channel},
-    {"kind", psem_kind},
-    {"slot", psem_slot},
     {"op", psem_op},
-    {"wakes", psem_wakes},
     {"wait", psem_wait},
     {NULL, NULL}};
 static const luaL_Reg psem_meta[] = {{"__gc", psem_gc}, {NULL, NULL}};
@@ -2150,6 +2120,10 @@ void lhl_engine_open(lua_State *L)
     hb_register(L, hb_settle_fns);
     lua_pop(L, 2);
     lhl_new_metatable(L, PSEM_MT, psem_methods, psem_meta);
+    luaL_getmetatable(L, PSEM_MT); /* the names' methods: hb_sem_fns */
+    lua_getfield(L, -1, "__index");
+    hb_register(L, hb_sem_fns);
+    lua_pop(L, 2);
     lhl_new_metatable(L, PSW_MT, psw_methods, psw_meta);
     lhl_new_metatable(L, PSOP_MT, psop_methods, no_meta);
     hlc_setfuncs(L, sem_funcs);

@@ -325,6 +325,7 @@ static int holds_lookup(PyObject *self, PyObject *key, hl_hold **h);
 static PyObject *hold_key(hl_hold *h);
 static hl_sublive *sublive_of(PyObject *self);
 static hl_unsettled *unsettled_of(PyObject *self);
+static const hl_sem_names *semnames_of(PyObject *self, int *kind); /* _engine_sem.c */
 
 static int check_kind(long k)
 {
@@ -382,42 +383,22 @@ static void names_dealloc(PyObject *self)
     generic_dealloc_tail(self);
 }
 
-static PyObject *names_name(PyObject *self, void *c)
+/* a row read as an attribute (closure: the row) */
+static PyObject *hb_attr(PyObject *self, void *row)
 {
-    (void)c;
-    return PyUnicode_FromString(((NamesObject *)self)->n.name);
+    PyObject *none = PyTuple_New(0);
+    PyObject *r = none ? hb_invoke((const hb_fn *)row, self, none) : NULL;
+    Py_XDECREF(none);
+    return r;
 }
 
-static PyObject *names_kind(PyObject *self, void *c)
-{
-    (void)c;
-    return PyLong_FromLong(((NamesObject *)self)->kind);
-}
-
-static PyObject *names_slot(PyObject *self, void *c)
-{
-    (void)c;
-    const char *n = ((NamesObject *)self)->n.name;
-    return PyLong_FromUnsignedLong(hl_key_slot(n, strlen(n)));
-}
-
-/* n.hold_channel: the channel a holder of this lock listens on (its kind's
- * force unlock publishes there; hl_hold_channel) */
-static PyObject *names_hold_channel(PyObject *self, void *c)
-{
-    (void)c;
-    NamesObject *o = (NamesObject *)self;
-    return PyUnicode_DecodeUTF8(hl_hold_channel(o->kind, &o->n),
-                                (Py_ssize_t)strlen(hl_hold_channel(o->kind, &o->n)),
-                                "surrogateescape");
-}
-
+#define HB_NATTR(py, fn, doc) {py, hb_attr, NULL, doc, (void *)&hb_lock_fns[HBL_##fn]}
 static PyGetSetDef names_getset[] = {
-    {"hold_channel", names_hold_channel, NULL,
-     "the channel a holder listens on for its lock's unlock and force unlock", NULL},
-    {"name", names_name, NULL, "the lock's name", NULL},
-    {"kind", names_kind, NULL, "the lock kind (KIND_*)", NULL},
-    {"slot", names_slot, NULL, "the Redis Cluster slot of the lock and its companions", NULL},
+    HB_NATTR("hold_channel", f_l_hold_channel,
+             "the channel a holder listens on for its lock's unlock and force unlock"),
+    HB_NATTR("name", f_l_name, "the lock's name"),
+    HB_NATTR("kind", f_l_kind, "the lock kind (KIND_*)"),
+    HB_NATTR("slot", f_l_slot, "the Redis Cluster slot of the lock and its companions"),
     {NULL, NULL, NULL, NULL, NULL}};
 
 /* Owners are passed as str (from hold_owner()). */
@@ -626,15 +607,6 @@ HB_OBJ_FNS(HB_PYOWRAP)
 #define HB_PYOPTR(fn, py, lua, args, words, flags, cls, doc) py_##fn,
 static const PyCFunction hbo_wrappers[] = {HB_OBJ_FNS(HB_PYOPTR)};
 
-/* an HB_PY_ATTR row as an attribute: its row in closure */
-static PyObject *hbobj_attr(PyObject *self, void *row)
-{
-    PyObject *none = PyTuple_New(0);
-    PyObject *r = none ? hb_invoke((const hb_fn *)row, self, none) : NULL;
-    Py_XDECREF(none);
-    return r;
-}
-
 /* every class's methods and attributes, each list ended by a zeroed entry */
 static PyMethodDef hbo_methods[HBO_COUNT + HBC_COUNT];
 static PyGetSetDef hbo_getset[HBO_COUNT + HBC_COUNT];
@@ -650,7 +622,7 @@ static int hb_add_types(PyObject *m)
             if (HB_CLS(f) != c || f->args[0] != 'O' || !f->py)
                 continue;
             if (f->flags & HB_PY_ATTR)
-                hbo_getset[ng++] = (PyGetSetDef){f->py, hbobj_attr, NULL, f->doc, (void *)f};
+                hbo_getset[ng++] = (PyGetSetDef){f->py, hb_attr, NULL, f->doc, (void *)f};
             else
                 hbo_methods[nm++] = (PyMethodDef){f->py, hbo_wrappers[i], METH_VARARGS, f->doc};
         }
@@ -1254,10 +1226,11 @@ static PyObject *hb_invoke(const hb_fn *f, PyObject *self, PyObject *args)
             min = k;
             continue;
         }
-        if (*c == 'N' || *c == 'H' || *c == 'L' || *c == 'U' || *c == 'X' || *c == 'O') {
-            /* a method: the type checked self */
+        if (strchr("NHLUXOM", *c)) { /* a method: the type checked self */
             if (*c == 'O')
                 a[0].p = ((HbObject *)self)->state;
+            else if (*c == 'M')
+                a[0].m = semnames_of(self, &a[0].skind);
             else if (*c == 'N') {
                 a[0].n = &((NamesObject *)self)->n;
                 a[0].kind = ((NamesObject *)self)->kind;

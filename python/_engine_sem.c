@@ -76,37 +76,21 @@ static void semnames_dealloc(PyObject *self)
     generic_dealloc_tail(self);
 }
 
-static PyObject *semnames_name(PyObject *self, void *c)
+static const hl_sem_names *semnames_of(PyObject *self, int *kind)
 {
-    (void)c;
-    return channel_str(((SemNamesObject *)self)->n.name);
+    *kind = (int)((SemNamesObject *)self)->kind;
+    return &((SemNamesObject *)self)->n;
 }
 
-static PyObject *semnames_channel(PyObject *self, void *c)
-{
-    (void)c;
-    return channel_str(((SemNamesObject *)self)->n.channel);
-}
-
-static PyObject *semnames_kind(PyObject *self, void *c)
-{
-    (void)c;
-    return PyLong_FromLong((long)((SemNamesObject *)self)->kind);
-}
-
-static PyObject *semnames_slot(PyObject *self, void *c)
-{
-    (void)c;
-    const char *k = ((SemNamesObject *)self)->n.name;
-    return PyLong_FromLong((long)hl_key_slot(k, strlen(k)));
-}
-
+#define HB_MATTR(py, fn) {py, hb_attr, NULL, NULL, (void *)&hb_sem_fns[HBL_##fn]}
 static PyGetSetDef semnames_getset[] = {
-    {"slot", semnames_slot, NULL, "the Redis Cluster slot of its keys and channel", NULL},
-    {"name", semnames_name, NULL, "the object's name (its count's key)", NULL},
-    {"channel", semnames_channel, NULL, "the channel its waiters listen on", NULL},
-    {"kind", semnames_kind, NULL, "SEM_SEMAPHORE, SEM_PERMIT or SEM_LATCH", NULL},
-    {NULL, NULL, NULL, NULL, NULL}};
+    HB_MATTR("slot", f_m_slot), HB_MATTR("name", f_m_name), HB_MATTR("channel", f_m_channel),
+    HB_MATTR("kind", f_m_kind), {NULL, NULL, NULL, NULL, NULL}};
+
+static PyObject *semnames_wakes(PyObject *self, PyObject *args)
+{
+    return hb_invoke(&hb_sem_fns[HBL_f_m_wakes], self, args);
+}
 
 /* ---- decoders that also say what an answer means for the caller ---- */
 
@@ -244,20 +228,6 @@ static PyObject *semnames_op(PyObject *self, PyObject *args)
     }
     obj->live = 1;
     return (PyObject *)obj;
-}
-
-/* n.wakes(reply) -> -1 all, 0 none, n waiters (the engine's wake rule for
- * this object's channel: a semaphore's published count, a latch's any
- * message) */
-static PyObject *semnames_wakes(PyObject *self, PyObject *arg)
-{
-    redisReply *r = get_reply(arg);
-    if (!r)
-        return NULL;
-    hl_ps_event ev;
-    hl_decode_pubsub(r, &ev);
-    return PyLong_FromLongLong(
-        (long long)hl_ps_wakes(hl_sem_wake_rule(((SemNamesObject *)self)->kind), &ev));
 }
 
 /* ---- the wait machine ---- */
@@ -472,7 +442,7 @@ static PyMethodDef semnames_methods[] = {
     {"wait", semnames_wait, METH_VARARGS,
      "wait(permits, wait_ms, lease_ms=0, owner=None, latch_epoch=-1, latch_seq=0, "
      "latch_ttl_ms=0) -> SemWait"},
-    {"wakes", semnames_wakes, METH_O, "wakes(reply) -> -1 all, 0 none, n waiters"},
+    {"wakes", semnames_wakes, METH_VARARGS, "wakes(reply) -> -1 all, 0 none, n waiters"},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot semnames_slots[] = {
