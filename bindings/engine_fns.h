@@ -40,10 +40,12 @@
  * Results (hb_out, in order): ints, bools, strings, RESP commands (Python
  * bytes, Lua string), nil/None, words (Python: the index; Lua: the word),
  * lists (Python list or tuple, Lua array table) of the values that follow,
+ * dicts (Python dict, Lua table) of the key, value pairs that follow,
  * holds of a hold table (the key the binding registered them under), and
  * failures (HB_ERR: Python the code; Lua the message's prefix).
  * hb_only marks the value just given for one language (e.g. Python's
- * tuples, hb_pytuple).
+ * tuples, hb_pytuple); a list or dict counts only the values its language
+ * gets (the other's are skipped, also inside it).
  * Python returns None for no value, the value for one, a tuple for more;
  * Lua returns them all.
  * Failures: hb_fail (an engine code and detail: Python raises
@@ -88,7 +90,8 @@ typedef struct hb_arg {
     int set; /* given (optional arguments) */
 } hb_arg;
 
-enum { HB_NIL, HB_INT, HB_BOOL, HB_STR, HB_CMD, HB_WORD, HB_LIST, HB_TUPLE, HB_HOLD, HB_ERR };
+enum { HB_NIL, HB_INT, HB_BOOL, HB_STR, HB_CMD, HB_WORD, HB_LIST, HB_TUPLE, HB_HOLD, HB_ERR,
+       HB_DICT };
 
 typedef struct hb_val {
     unsigned char t;
@@ -111,7 +114,7 @@ typedef struct hb_out {
     int err;         /* hb_fail: a HILOCK_E* code */
     const char *msg; /* its detail (stable), or NULL */
     int bad;         /* hb_bad: the 1-based argument, or -1 for a message only */
-    char why[200];
+    char why[HL_URL_ERR_MAX];
     char *arena; /* copied strings (hb_strcpy) */
     size_t alen, acap;
     int oom;
@@ -226,6 +229,14 @@ static int hb_strcpy(hb_out *o, const char *s, size_t len)
     return 0;
 }
 
+/* the next value language lang gets, from *pos (the other's skipped) */
+static const hb_val *hb_next(const hb_out *o, int *pos, int lang)
+{
+    while (*pos < o->n - 1 && o->v[*pos].only && o->v[*pos].only != lang)
+        (*pos)++;
+    return &o->v[(*pos)++];
+}
+
 /* the string of value x (a binding converts right after the call) */
 static const char *hb_sval(const hb_out *o, const hb_val *x)
 {
@@ -279,6 +290,13 @@ static int hb_list(hb_out *o, int t, int64_t n)
     if (x)
         x->i = n;
     return 0;
+}
+
+/* Python: a tuple of the next n values whatever their number */
+static int hb_pytuple(hb_out *o, int64_t n)
+{
+    hb_list(o, HB_TUPLE, n);
+    return hb_only(o, HB_PY);
 }
 
 static int hb_fail(hb_out *o, int code, const char *detail)
@@ -360,6 +378,61 @@ static int f_owner(const hb_arg *a, hb_out *o)
     char buf[HL_OWNER_MAX];
     hl_owner(buf, a[0].s, (uint64_t)a[1].i);
     return hb_strcpy(o, buf, strlen(buf));
+}
+
+/* parse_url(url) -> the engine's URL parser (docs/urls.md): mode
+ * ("single", "unix", "sentinel", "cluster"), tls, host, port, path, user,
+ * password, db, seeds (Python [(host, port)], Lua {{host=, port=}}),
+ * master_name, sentinel_user, sentinel_password, connect_timeout_ms,
+ * command_timeout_ms, tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file,
+ * tls_server_name, tls_insecure; absent settings are missing */
+static int f_parse_url(const hb_arg *a, hb_out *o)
+{
+    if (strlen(a[0].s) != a[0].len)
+        return hb_fail(o, HILOCK_EINVAL, "URL contains a NUL byte");
+    hl_endpoint ep;
+    int rc = hl_endpoint_parse(&ep, a[0].s, o->why); /* why: HL_URL_ERR_MAX or more */
+    if (rc)
+        return hb_fail(o, rc, o->why);
+    const char *mode = ep.cluster ? "cluster" : ep.nseeds ? "sentinel" : ep.path ? "unix"
+                                                                               : "single";
+    const struct { const char *k, *v; } strs[] = {
+        {"mode", mode}, {"host", ep.host}, {"path", ep.path}, {"user", ep.user},
+        {"password", ep.password}, {"master_name", ep.master_name},
+        {"sentinel_user", ep.sentinel_user}, {"sentinel_password", ep.sentinel_password},
+        {"tls_ca_file", ep.tls_ca_file}, {"tls_ca_dir", ep.tls_ca_dir},
+        {"tls_cert_file", ep.tls_cert_file}, {"tls_key_file", ep.tls_key_file},
+        {"tls_server_name", ep.tls_server_name}};
+    const struct { const char *k; int64_t v; int on; } ints[] = {
+        {"port", ep.port, ep.host != NULL}, {"db", ep.db, 1},
+        {"connect_timeout_ms", ep.connect_timeout_ms, ep.connect_timeout_ms > 0},
+        {"command_timeout_ms", ep.command_timeout_ms, ep.command_timeout_ms > 0}};
+    int n = 2 + (ep.nseeds > 0);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        n += strs[i].v != NULL;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        n += ints[i].on;
+    hb_list(o, HB_DICT, n);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (strs[i].v)
+            hb_str(o, strs[i].k), hb_strcpy(o, strs[i].v, strlen(strs[i].v));
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].on)
+            hb_str(o, ints[i].k), hb_int(o, ints[i].v);
+    hb_str(o, "tls"), hb_bool(o, ep.tls);
+    hb_str(o, "tls_insecure"), hb_bool(o, ep.tls_insecure);
+    if (ep.nseeds) {
+        hb_str(o, "seeds"), hb_list(o, HB_LIST, ep.nseeds);
+        for (int i = 0; i < ep.nseeds; i++) {
+            hb_pytuple(o, 2), hb_list(o, HB_DICT, 2), hb_only(o, HB_LUA);
+            hb_str(o, "host"), hb_only(o, HB_LUA);
+            hb_strcpy(o, ep.seed_hosts[i], strlen(ep.seed_hosts[i]));
+            hb_str(o, "port"), hb_only(o, HB_LUA);
+            hb_int(o, ep.seed_ports[i]);
+        }
+    }
+    hl_endpoint_free(&ep);
+    return 0;
 }
 
 static int f_check_name(const hb_arg *a, hb_out *o)
@@ -1382,6 +1455,8 @@ static const hb_fn hb_fns[] = {
     {"hold_owner", NULL, "isu", f_hold_owner, NULL, 0,
      "hold_owner(kind, client_id, thread_id) -> str"},
     {NULL, "owner", "su", f_owner, NULL, 0, "owner(client_id, thread_id) -> str"},
+    {"parse_url", "parse_url", "S", f_parse_url, NULL, 0,
+     "parse_url(url) -> dict (the engine's URL parser)"},
     {"check_name", "check_name", "S", f_check_name, NULL, HB_LUA_RAW,
      "check_name(name): InvalidArgument saying why not"},
     {"no_reply_msg", "no_reply_msg", "is", f_no_reply_msg, NULL, 0,
@@ -1567,13 +1642,6 @@ static const char *const hb_act_words[] = {"", "send", "subscribe", "wait", "uns
 /* the router's words (hl_route_action: index = value) */
 static const char *const hb_route_words[] = {"done", "moved", "ask", "retry", "refresh", "fail",
                                              NULL};
-
-/* Python: a tuple of the next n values whatever their number */
-static int hb_pytuple(hb_out *o, int64_t n)
-{
-    hb_list(o, HB_TUPLE, n);
-    return hb_only(o, HB_PY);
-}
 
 /* ---- one script command and its decoded answer (force, extend, fair_cancel) ---- */
 

@@ -115,80 +115,6 @@ static int p_uuid(lua_State *L)
     return 1;
 }
 
-static void set_str_field(lua_State *L, const char *k, const char *v)
-{
-    if (v) {
-        lua_pushstring(L, v);
-        lua_setfield(L, -2, k);
-    }
-}
-
-/* proto.parse_url(url) -> table | nil, err: the engine's URL parser
- * (docs/urls.md). Fields: mode ("single", "unix", "sentinel", "cluster"),
- * tls, host, port, path, user, password, db, seeds ({host=, port=}...),
- * master_name, sentinel_user, sentinel_password, connect_timeout_ms,
- * command_timeout_ms, tls_ca_file, tls_ca_dir, tls_cert_file,
- * tls_key_file, tls_server_name, tls_insecure. Absent settings are nil. */
-static int p_parse_url(lua_State *L)
-{
-    size_t len;
-    const char *url = luaL_checklstring(L, 1, &len);
-    if (strlen(url) != len)
-        return lhl_push_fail(L, HILOCK_EINVAL, "URL contains a NUL byte");
-    hl_endpoint ep;
-    char err[HL_URL_ERR_MAX] = "";
-    int rc = hl_endpoint_parse(&ep, url, err);
-    if (rc)
-        return lhl_push_fail(L, rc, err);
-    lua_newtable(L);
-    lua_pushstring(L, ep.cluster ? "cluster" : ep.nseeds ? "sentinel" : ep.path ? "unix" : "single");
-    lua_setfield(L, -2, "mode");
-    lua_pushboolean(L, ep.tls);
-    lua_setfield(L, -2, "tls");
-    set_str_field(L, "host", ep.host);
-    if (ep.host) {
-        lua_pushinteger(L, ep.port);
-        lua_setfield(L, -2, "port");
-    }
-    set_str_field(L, "path", ep.path);
-    set_str_field(L, "user", ep.user);
-    set_str_field(L, "password", ep.password);
-    lua_pushinteger(L, ep.db);
-    lua_setfield(L, -2, "db");
-    if (ep.nseeds) {
-        lua_createtable(L, ep.nseeds, 0);
-        for (int i = 0; i < ep.nseeds; i++) {
-            lua_createtable(L, 0, 2);
-            lua_pushstring(L, ep.seed_hosts[i]);
-            lua_setfield(L, -2, "host");
-            lua_pushinteger(L, ep.seed_ports[i]);
-            lua_setfield(L, -2, "port");
-            lua_rawseti(L, -2, i + 1);
-        }
-        lua_setfield(L, -2, "seeds");
-    }
-    set_str_field(L, "master_name", ep.master_name);
-    set_str_field(L, "sentinel_user", ep.sentinel_user);
-    set_str_field(L, "sentinel_password", ep.sentinel_password);
-    if (ep.connect_timeout_ms > 0) {
-        lhl_push_i64(L, ep.connect_timeout_ms);
-        lua_setfield(L, -2, "connect_timeout_ms");
-    }
-    if (ep.command_timeout_ms > 0) {
-        lhl_push_i64(L, ep.command_timeout_ms);
-        lua_setfield(L, -2, "command_timeout_ms");
-    }
-    set_str_field(L, "tls_ca_file", ep.tls_ca_file);
-    set_str_field(L, "tls_ca_dir", ep.tls_ca_dir);
-    set_str_field(L, "tls_cert_file", ep.tls_cert_file);
-    set_str_field(L, "tls_key_file", ep.tls_key_file);
-    set_str_field(L, "tls_server_name", ep.tls_server_name);
-    lua_pushboolean(L, ep.tls_insecure);
-    lua_setfield(L, -2, "tls_insecure");
-    hl_endpoint_free(&ep);
-    return 1;
-}
-
 static const char *check_owner(lua_State *L, int idx)
 {
     size_t len;
@@ -1399,7 +1325,8 @@ static const hl_sem_names *hb_lua_sem(lua_State *L, int idx, int *kind);
 
 static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *words)
 {
-    const hb_val *x = &o->v[(*pos)++];
+    const hb_val *x = hb_next(o, pos, HB_LUA);
+    luaL_checkstack(L, 3, "hilock: results");
     switch (x->t) {
     case HB_INT:
         lhl_push_i64(L, x->i);
@@ -1428,6 +1355,14 @@ static void hb_push_value(lua_State *L, hb_out *o, int *pos, const char *const *
         for (int k = 1; k <= (int)x->i; k++) {
             hb_push_value(L, o, pos, words);
             lua_rawseti(L, -2, k);
+        }
+        break;
+    case HB_DICT:
+        lua_createtable(L, 0, x->i < 64 ? (int)x->i : 64);
+        for (int k = 0; k < (int)x->i; k++) {
+            hb_push_value(L, o, pos, words);
+            hb_push_value(L, o, pos, words);
+            lua_settable(L, -3);
         }
         break;
     default:
@@ -1639,7 +1574,6 @@ static const luaL_Reg proto_funcs[] = {
     {"reader", p_reader},
     {"command", p_command},
     {"uuid", p_uuid},
-    {"parse_url", p_parse_url},
     {"key_slot", p_key_slot},
     {"holds", p_holds},
     {"sublive", p_sublive},

@@ -1128,7 +1128,7 @@ static PyType_Spec settle_spec = {"hilock._engine.Settle", sizeof(SettleObject),
 
 static PyObject *hb_value(hb_out *o, int *pos)
 {
-    const hb_val *x = &o->v[(*pos)++];
+    const hb_val *x = hb_next(o, pos, HB_PY);
     switch (x->t) {
     case HB_INT:
     case HB_WORD:
@@ -1153,6 +1153,17 @@ static PyObject *hb_value(hb_out *o, int *pos)
             }
         }
         return l;
+    }
+    case HB_DICT: {
+        PyObject *d = PyDict_New();
+        for (int64_t k = 0; d && k < x->i; k++) {
+            PyObject *key = hb_value(o, pos), *v = key ? hb_value(o, pos) : NULL;
+            if (!v || PyDict_SetItem(d, key, v))
+                Py_CLEAR(d);
+            Py_XDECREF(key);
+            Py_XDECREF(v);
+        }
+        return d;
     }
     default:
         Py_RETURN_NONE;
@@ -1342,86 +1353,6 @@ static int release_rid(char *buf, size_t len, const char *client_id, long long p
         return 0;
     PyErr_SetString(PyExc_ValueError, o.why);
     return -1;
-}
-
-static int set_item(PyObject *d, const char *k, PyObject *v)
-{
-    if (!v)
-        return -1;
-    int rc = PyDict_SetItemString(d, k, v);
-    Py_DECREF(v);
-    return rc;
-}
-
-static int set_str(PyObject *d, const char *k, const char *v)
-{
-    if (!v)
-        return 0;
-    return set_item(d, k, PyUnicode_FromString(v));
-}
-
-/* parse_url(url) -> dict: the engine's URL parser (docs/urls.md). Keys:
- * mode ("single", "unix", "sentinel", "cluster"), tls, host, port, path,
- * user, password, db, seeds [(host, port)], master_name, sentinel_user,
- * sentinel_password, connect_timeout_ms, command_timeout_ms, tls_* .
- * Absent settings are missing. Raises InvalidArgument. */
-static PyObject *m_parse_url(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    const char *url;
-    if (!PyArg_Parse(arg, "s", &url) || !check_str(url, 1 << 16, "url"))
-        return NULL;
-    hl_endpoint ep;
-    char err[HL_URL_ERR_MAX] = "";
-    int rc = hl_endpoint_parse(&ep, url, err);
-    if (rc)
-        return raise_code(rc, err);
-    PyObject *d = PyDict_New();
-    if (!d)
-        goto fail;
-    const char *mode = ep.cluster ? "cluster" : ep.nseeds ? "sentinel" : ep.path ? "unix"
-                                                                               : "single";
-    if (set_str(d, "mode", mode) || set_item(d, "tls", PyBool_FromLong(ep.tls)) ||
-        set_str(d, "host", ep.host) || set_str(d, "path", ep.path) ||
-        set_str(d, "user", ep.user) || set_str(d, "password", ep.password) ||
-        set_item(d, "db", PyLong_FromLong(ep.db)) || set_str(d, "master_name", ep.master_name) ||
-        set_str(d, "sentinel_user", ep.sentinel_user) ||
-        set_str(d, "sentinel_password", ep.sentinel_password) ||
-        set_str(d, "tls_ca_file", ep.tls_ca_file) || set_str(d, "tls_ca_dir", ep.tls_ca_dir) ||
-        set_str(d, "tls_cert_file", ep.tls_cert_file) ||
-        set_str(d, "tls_key_file", ep.tls_key_file) ||
-        set_str(d, "tls_server_name", ep.tls_server_name) ||
-        set_item(d, "tls_insecure", PyBool_FromLong(ep.tls_insecure)))
-        goto fail;
-    if (ep.host && set_item(d, "port", PyLong_FromLong(ep.port)))
-        goto fail;
-    if (ep.connect_timeout_ms > 0 &&
-        set_item(d, "connect_timeout_ms", PyLong_FromLongLong(ep.connect_timeout_ms)))
-        goto fail;
-    if (ep.command_timeout_ms > 0 &&
-        set_item(d, "command_timeout_ms", PyLong_FromLongLong(ep.command_timeout_ms)))
-        goto fail;
-    if (ep.nseeds) {
-        PyObject *l = PyList_New(ep.nseeds);
-        if (!l)
-            goto fail;
-        for (int i = 0; i < ep.nseeds; i++) {
-            PyObject *t = Py_BuildValue("(si)", ep.seed_hosts[i], ep.seed_ports[i]);
-            if (!t) {
-                Py_DECREF(l);
-                goto fail;
-            }
-            PyList_SetItem(l, i, t);
-        }
-        if (set_item(d, "seeds", l))
-            goto fail;
-    }
-    hl_endpoint_free(&ep);
-    return d;
-fail:
-    Py_XDECREF(d);
-    hl_endpoint_free(&ep);
-    return NULL;
 }
 
 /* ml_wait_ms(redlock, members, validity_failed, backoff_ms, left_ms) -> ms
@@ -1872,7 +1803,6 @@ static PyType_Spec fut_spec = {"hilock._engine.ReplyFuture", sizeof(FutObject), 
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, fut_slots};
 
 static PyMethodDef module_methods[] = {
-    {"parse_url", m_parse_url, METH_O, "parse_url(url) -> dict (the engine's URL parser)"},
     {"ml_wait_ms", m_ml_wait_ms, METH_VARARGS,
      "ml_wait_ms(redlock, [(rc, ttl_ms, wakeable, line_window_ms)], validity_failed, backoff_ms,"
      " left_ms) -> ms to sleep, -1 until a member's message"},

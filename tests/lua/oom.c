@@ -53,6 +53,8 @@ static const char *const calls[] = {
     "  .. '*2\\r\\n$9\\r\\n127.0.0.1\\r\\n:' .. (7000 + i) .. '\\r\\n' end"
     " local rep = r:feed_get('*12\\r\\n' .. table.concat(t))"
     " return p.decode_slots(rep)",
+    /* a dict with a list of dicts: a sentinel URL's settings */
+    "local p = ... return p.parse_url('rediss+sentinel://u:pw@a:1,b:2,c:3/mm/2?sentinel_password=s')",
     /* hold records of a hold table */
     "local p = ... local t = p.holds(30000, 1000)"
     " for i = 1, 40 do t:grant('hold' .. i, true, 30000, 0) end return t",
