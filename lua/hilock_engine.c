@@ -636,7 +636,6 @@ typedef struct prel {
     const plock *p; /* whose names the machine uses (kept by its ref) */
     int ok;
     char owner[HL_OWNER_MAX];
-    char err[256]; /* the server's refusal, if it refused */
 } prel;
 
 /* (Re)start release machine m of lock p from the arguments at idx.. */
@@ -656,7 +655,6 @@ static void rel_start(lua_State *L, prel *m, const plock *p, int idx)
         hl_release_free(&m->m);
         m->ok = 0;
     }
-    m->err[0] = 0;
     memcpy(m->owner, owner, strlen(owner) + 1);
     int rc = hl_release_init(&m->m, p->kind, &p->n, m->owner, lease, wd_lease, rid,
                              cmd_timeout, timeout, lhl_mono_ms());
@@ -729,7 +727,7 @@ static int rel_next(lua_State *L)
         lua_pushboolean(L, 1);
         lhl_push_i64(L, m->m.remaining);
     } else {
-        lhl_push_fail(L, m->m.result, m->m.result == HILOCK_EPROTO ? m->err : NULL);
+        lhl_push_fail(L, m->m.result, m->m.result == HILOCK_EPROTO ? m->m.refused : NULL);
     }
     lua_pushboolean(L, m->m.still_held);
     lua_pushboolean(L, m->m.renew);
@@ -740,13 +738,7 @@ static int rel_next(lua_State *L)
 static int rel_on_reply(lua_State *L)
 {
     prel *m = check_rel(L, 1);
-    redisReply *r = check_reply(L, 2);
-    if (r->type == REDIS_REPLY_ERROR && !hl_reply_is_noscript(r))
-        /* the scripts fail before they change anything (they publish the
-         * wake-up first): an ACL refusing PUBLISH leaves it held */
-        snprintf(m->err, sizeof m->err, "server refused the release, nothing was released: %s",
-                 r->str ? r->str : "");
-    hl_release_on_reply(&m->m, r, lhl_mono_ms());
+    hl_release_on_reply(&m->m, check_reply(L, 2), lhl_mono_ms());
     return 0;
 }
 

@@ -125,6 +125,10 @@ static void t_release_not_owner_and_errors(void)
     CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_DONE);
     CU_ASSERT_EQUAL(m.result, HILOCK_EWRONGTYPE);
     CU_ASSERT_EQUAL(m.still_held, 1);
+    /* an error answer: the engine says what it means (every driver's message) */
+    CU_ASSERT_STRING_EQUAL(m.refused, "server refused the release, nothing was released: "
+                                      "WRONGTYPE Operation against a key holding the wrong kind "
+                                      "of value");
     hl_release_free(&m);
 
     hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 5000, 30000, "cid:5", 1000, 0, 0);
@@ -132,6 +136,7 @@ static void t_release_not_owner_and_errors(void)
     FEED_REL(&m, "$2\r\nhi\r\n", 1); /* a shape no unlock answers */
     CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_DONE);
     CU_ASSERT_EQUAL(m.result, HILOCK_EPROTO);
+    CU_ASSERT_STRING_EQUAL(m.refused, ""); /* not a refusal */
     hl_release_free(&m);
 
     CU_ASSERT_EQUAL(hl_release_init(&m, HILOCK_KIND_REENTRANT, &N, OWNER, 0, 0, "x", 1000, 0, 0),
@@ -149,6 +154,7 @@ static void t_release_noscript_then_retry(void)
     FEED_REL(&m, "-NOSCRIPT No matching script.\r\n", 1);
     CU_ASSERT_EQUAL(hl_release_next(&m, 1), HL_ACT_SEND);
     CU_ASSERT(arg_is(&m.cmd, 0, "EVAL"));
+    CU_ASSERT_STRING_EQUAL(m.refused, ""); /* NOSCRIPT refuses nothing */
     /* the reply is lost: one resend, same latch key, still the body */
     hl_release_on_error(&m, HILOCK_ECONN, 2);
     CU_ASSERT_EQUAL(hl_release_next(&m, 2), HL_ACT_SEND);

@@ -941,12 +941,9 @@ void hl_lock_release_feed(hilock_lock *l, hl_rel *r, int rc, redisReply *reply,
         hl_release_on_error(&r->m, rc, hl_now_mono_ms());
         return;
     }
-    if (reply->type == REDIS_REPLY_ERROR)
-        /* the scripts fail before they change anything (they publish
-         * the wake-up first): an ACL refusing PUBLISH leaves it held */
-        snprintf(r->err, sizeof r->err,
-                 "server refused the release, nothing was released: %s", reply->str);
     hl_release_on_reply(&r->m, reply, hl_now_mono_ms());
+    if (r->m.refused[0]) /* the engine's words for an error answer */
+        snprintf(r->err, sizeof r->err, "%s", r->m.refused);
     freeReplyObject(reply);
 }
 

@@ -611,6 +611,12 @@ typedef struct hl_release {
     int still_held;
     int renew;       /* keep renewing (see above) */
     int unconfirmed; /* no answer to any try: the outcome is unknown */
+    /* the answer was an error reply (not NOSCRIPT): what that means, for
+     * the caller's message: "server refused the release, nothing was
+     * released: <error>" (the scripts fail before they change anything:
+     * they publish the wake-up first, so an ACL refusing PUBLISH leaves the
+     * lock held); "" for any other answer */
+    char refused[256];
 } hl_release;
 
 /* acquired_lease_ms: the lease the hold was taken with (<= 0: unknown, the

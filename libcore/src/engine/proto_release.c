@@ -164,6 +164,9 @@ void hl_release_on_reply(hl_release *m, const redisReply *r, int64_t now_ms)
         return;
     }
     m->state = RL_DONE;
+    if (r->type == REDIS_REPLY_ERROR)
+        snprintf(m->refused, sizeof m->refused,
+                 "server refused the release, nothing was released: %s", r->str ? r->str : "");
     hl_release_result res;
     int rc = hl_decode_release(r, &res);
     m->unconfirmed = 0;
