@@ -3162,33 +3162,62 @@ class Lock:
             _raise(_E.E_CONN, f"an earlier acquire attempt of this owner on lock "
                    f"{self._name!r} is not settled yet; not entered")
 
-    async def _settle_release(self) -> None:
-        """The session's rule (Unsettled.rel_next): this owner's releases of
-        the lock that got no answer (their holds may still be there) are
+    async def _settle_release(self, release: bool = False) -> None:
+        """The session's rule (Unsettled.rel_next), before this owner's
+        acquire, or its release when release is True: this owner's releases
+        of the lock that got no answer (their holds may still be there) are
         sent again first, each under its own request id, rather than
-        re-entered. Not owner: they ran, or the hold expired; any other
-        failure is the acquire's, nothing acquired (the session keeps
-        them); a refusal (not all could be kept) fails it until their lease
-        has ended."""
+        re-entered, and before a new release so that the owner's releases
+        run in the order asked (a newer one that ran first would leave its
+        higher seq in the owner's unlock latch, which then refuses the older
+        one as a late copy and a hold is left: simulator seed 1009751). Not
+        owner: they ran, or the hold expired; any other failure is the
+        acquire's, nothing acquired (the session keeps them), or for a
+        release: the new one is not sent but kept after them and the call
+        fails saying so. A refusal (not all could be kept) fails an acquire
+        until their lease has ended; a release goes on."""
         c = self._c
         owner, _tid, key = self._who()
         u = c._unsettled_acq
         while True:
             rid, refused = u.rel_next(self._name, owner, _E.now_ms())
             if rid is None:
-                if refused > 0:
+                if refused > 0 and not release:
                     _raise(_E.E_CONN, f"releases of lock {self._name!r} got no answer and not "
                            "all could be kept to be sent again; not entered until their lease "
                            f"ends (in {max(0, refused - _E.now_ms())} ms)")
                 return
             ran: Optional[bool] = None
+            err: Optional[Error] = None
             try:
                 await _release(c, self._n, owner, key, rid=rid, again=True)
                 ran = True
             except NotOwnerError:
                 ran = False
+            except Error as e:
+                if not release:
+                    raise
+                err = e
             finally:
                 u.rel_end(self._name, owner, rid, ran, _E.now_ms())
+            if err is not None:
+                self._release_deferred(owner, key, err)
+
+    def _release_deferred(self, owner: str, key: Tuple[int, str, str], err: Error) -> None:
+        """A new release of owner not sent because an earlier one, sent
+        again first, got no answer again (err): kept after that one (the
+        session sends both, in order, before the owner's next acquire or
+        release), as a release that got no answer: its hold, renewal
+        stopped, ends at its lease at the latest. Raises."""
+        c = self._c
+        lease = max(c._wd_ms, c._leases.get(key, 0))
+        now = _E.now_ms()
+        c._unsettled_acq.rel_put(self._name, owner, c._release_id(), now + lease, now)
+        c._hold_drop(key)  # no longer believed held: nor renewed, nor listened for
+        _raise(err.code or _E.E_CONN,
+               f"release of lock {self._name!r} not sent: an earlier release of this owner got "
+               "no answer again; sent after it, before the next acquire; renewal stopped: it "
+               f"ends at its lease ({lease} ms) at the latest")
 
     async def _acquire(self, w: int, l: int, direct: Any = None, direct_at: int = 0) -> bool:
         """The general path (see _acquire_run), counted in the client's
@@ -3334,6 +3363,8 @@ class Lock:
             c._release_done(key, h)
 
     async def _release(self, c: Client, owner: str, key: Tuple[int, str, str]) -> None:
+        if c._unsettled_acq.rel_any():  # this owner's unanswered releases go first
+            await self._settle_release(release=True)
         n = self._n
         d = c._direct
         got = None if d is None else d.release(n, owner, c._leases.get(key, 0))

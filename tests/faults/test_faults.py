@@ -556,7 +556,8 @@ def test_aio_release_lost_on_every_try_ends_at_the_lease(server, proxy, name):
 def test_aio_two_unanswered_releases_both_sent_again(server, proxy, name):
     """hilock.aio, as test_resty_two_unanswered_releases_both_sent_again: a
     hold taken twice (count 2, a fixed lease), then two releases, each reset
-    on every try: neither ran. The task's next acquire sends both again
+    on every try: neither ran (the second, behind the first sent again
+    first, is not sent: "not sent"). The task's next acquire sends both again
     first, each under its own request id (the session's hl_unsettled_rel_*,
     as the C drivers and OpenResty): one hold after it, and one release
     frees the lock. Before (hilock.aio kept one unanswered release per hold
@@ -576,17 +577,66 @@ def test_aio_two_unanswered_releases_both_sent_again(server, proxy, name):
             assert await lk.acquire(wait=0, lease=20)
             assert await lk.acquire(wait=0, lease=20)
             assert server("HGET", name, owner) == "2"
-            for _ in range(2):
+            for said in ("not confirmed", "not sent"):  # the second waits behind the first
                 for _ in range(4):  # the release and every retry of it
                     proxy.reset_on_request(b"redisson_unlock_latch")
                 with pytest.raises(hilock.ConnectionError) as ei:
                     await lk.release()
-                assert "not confirmed" in str(ei.value), str(ei.value)
+                assert said in str(ei.value), str(ei.value)
                 proxy.clear()
             assert server("HGET", name, owner) == "2"  # neither ran
             assert await lk.acquire(wait=0, lease=20)
             holds = server("HGET", name, owner)
             print(f"[aio] acquire after two unanswered releases: hold count {holds}")
+            assert holds == "1"
+            await lk.release()
+            assert server("EXISTS", name) == 0
+        finally:
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+
+def test_aio_release_after_unanswered_one_sends_that_one_first(server, proxy, name):
+    """hilock.aio, as tests/c/test_async_faults "a release after an
+    unanswered one sends that one first" (simulator seed 1009751): a hold
+    taken twice, its first release reset on every try (never arrived), then
+    the task releases again once the link is back. The session sends the
+    unanswered one again first, then the new one: the key is gone, and the
+    next acquire is a first hold (count 1). Before (hilock.aio asked the
+    rule before an acquire only), the new release went alone (2 -> 1) and
+    left its higher seq in the owner's unlock latch; the next acquire sent
+    the earlier one again, refused as a late copy ("not owner"), and
+    re-entered the hold left (count 2 while the caller counts 1)."""
+    import asyncio
+
+    import hilock.aio as aio
+
+    async def main():
+        c = await aio.connect(proxy.url(), command_timeout=0.5, connect_timeout=1.0)
+        try:
+            w = c.lock(name + ":warm")
+            assert await w.acquire(wait=0, lease=5)  # scripts loaded, pooled
+            await w.release()
+            lk = c.lock(name)
+            owner = c.owner()
+            assert await lk.acquire(wait=0, lease=20)
+            assert await lk.acquire(wait=0, lease=20)
+            for _ in range(4):  # the release and every retry of it
+                proxy.reset_on_request(b"redisson_unlock_latch")
+            with pytest.raises(hilock.ConnectionError) as ei:
+                await lk.release()
+            assert "not confirmed" in str(ei.value), str(ei.value)
+            proxy.clear()
+            assert server("HGET", name, owner) == "2"  # it never arrived
+            await lk.release()
+            left = server("EXISTS", name)
+            assert await lk.acquire(wait=0, lease=20)
+            holds = server("HGET", name, owner)
+            print(f"[aio] release after an unanswered one: key left {left}, next acquire's "
+                  f"hold count {holds}")
+            assert left == 0
             assert holds == "1"
             await lk.release()
             assert server("EXISTS", name) == 0
