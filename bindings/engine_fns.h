@@ -449,6 +449,15 @@ static int f_no_reply_msg(const hb_arg *a, hb_out *o)
     return hb_strcpy(o, buf, strlen(buf));
 }
 
+/* master_addr_msg(where, master_name, reply) -> why that reply to SENTINEL
+ * get-master-addr-by-name named no master (hl_msg_master_addr) */
+static int f_master_addr_msg(const hb_arg *a, hb_out *o)
+{
+    char buf[512];
+    hl_msg_master_addr(buf, sizeof buf, a[0].s, a[1].s, a[2].r);
+    return hb_strcpy(o, buf, strlen(buf));
+}
+
 static int f_redact_url(const hb_arg *a, hb_out *o)
 {
     char stack[512];
@@ -1461,6 +1470,8 @@ static const hb_fn hb_fns[] = {
      "check_name(name): InvalidArgument saying why not"},
     {"no_reply_msg", "no_reply_msg", "is", f_no_reply_msg, NULL, 0,
      "no_reply_msg(ms, where) -> str"},
+    {"master_addr_msg", "master_addr_msg", "ssr", f_master_addr_msg, NULL, 0,
+     "master_addr_msg(where, master_name, reply) -> str (why the reply names no master)"},
     {"redact_url", NULL, "s", f_redact_url, NULL, 0,
      "redact_url(url) -> str (passwords shown as ***)"},
     {"subscribe_cmd", "subscribe_cmd", "s|bb", f_subscribe_cmd, NULL, 0,

@@ -785,8 +785,8 @@ local function sentinel_master(self, force)
                     last = "connection: " .. node.key .. " named by sentinel " .. sd.host
                            .. ":" .. sd.port .. " is not a master (failover in progress?)"
                 else
-                    last = "connection: sentinel " .. sd.host .. ":" .. sd.port
-                           .. " knows no master named '" .. self.master_name .. "'"
+                    last = "connection: " .. proto.master_addr_msg(
+                        "sentinel " .. sd.host .. ":" .. sd.port, self.master_name, r)
                 end
             else
                 sock:close()

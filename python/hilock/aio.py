@@ -1545,33 +1545,43 @@ class Client(_E.ClientBase):  # type: ignore[misc]
 
     async def _master_addr_from(self, first: int) -> Tuple[Tuple[str, int], int]:
         """Sentinel: the master the first sentinel from index first on that
-        answers names, and that sentinel's index (kept as _master_from)."""
-        last: Optional[BaseException] = None
+        answers names, and that sentinel's index (kept as _master_from).
+        None naming it: the last sentinel's failure, in the engine's words
+        (no reply within N ms, the connection closed or failed, an error
+        reply, or a nil reply: it knows no master of that name)."""
+        last = ""
+        name = self._ep["master_name"]
         for i, (host, port) in enumerate(self._ep["seeds"]):
             if i < first:
                 continue
+            where = f"sentinel {host}:{port}"
             try:
                 conn = await self._connect(host, port, None, self._sentinel_user,
                                            self._sentinel_password, 0, None)
             except Error as e:
-                last = e
+                why = e.detail or str(e)
+                last = why if f"{host}:{port}" in why else f"{why} ({where})"
                 continue
             try:
-                req = conn.request(_E.sentinel_master_cmd(self._ep["master_name"]))
-                if await _await_req(self._loop, req, self._cmd_ms) != 0:
+                req = conn.request(_E.sentinel_master_cmd(name))
+                st = await _await_req(self._loop, req, self._cmd_ms)
+                if st != 0:
+                    last = "asking for the master: " + (
+                        _E.no_reply_msg(self._cmd_ms, where) if st == 1
+                        else f"connection to {where} closed")
                     continue
                 try:
                     addr: Tuple[str, int] = _E.decode_master_addr(req.reply)
-                except Error as e:
-                    last = e
+                except Error:
+                    last = _E.master_addr_msg(where, name, req.reply)
                     continue
             finally:
                 conn.close()
             self._note_master(addr)
             self._master_from = i
             return addr, i
-        raise from_code(_E.E_CONN, f"no sentinel named master {self._ep['master_name']!r}"
-                        + (f" ({last})" if last else ""))
+        raise from_code(_E.E_CONN, f"no sentinel named master {name!r}"
+                        + (f": {last}" if last else ""))
 
     def _note_master(self, addr: Tuple[str, int]) -> None:
         """Sentinel: addr is the master now (a sentinel's answer or its

@@ -740,6 +740,75 @@ static void t_sentinel_silent(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
 }
 
+/* hilock_async: no sentinel naming the master is told by the last one's
+ * address and what happened, in the blocking client's words (the engine's
+ * hl_msg_no_reply / hl_msg_master_addr): a stopped sentinel is "no reply
+ * within 600 ms from sentinel H:P" (connect + command timeout), a server
+ * answering get-master-addr-by-name with an error (the plain master here) is
+ * "sentinel H:P: error reply: ...". The blocking open names the master
+ * through the lone sentinel before it is stopped. Before: "no sentinel
+ * named the master" for both. */
+static void t_async_sentinel_failure_named(void)
+{
+    char dir[64] = "/tmp/hilock-sentinel-XXXXXX", conf[128];
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    lone_port = th_free_port();
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", dir);
+    FILE *f = fopen(conf, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor hm2 127.0.0.1 %d 1\n", lone_port,
+            dir, master.port);
+    fclose(f);
+    pid_t pid = th_sentinel_spawn(conf);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_FATAL(th_wait_for(lone_sentinel_up, NULL, 5000));
+    hilock_options o;
+    hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 300;
+    o.replica_ack = -1;
+    /* [the lone sentinel] and [the lone sentinel, the plain master] */
+    hilock_client *c[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        char u[160];
+        if (i)
+            snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/hm2", lone_port,
+                     master.port);
+        else
+            snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d/hm2", lone_port);
+        CU_ASSERT_EQUAL_FATAL(hilock_client_open(&c[i], u, &o, NULL, 0), 0);
+    }
+    kill(pid, SIGSTOP);
+    hilock_async *a = new_async();
+    for (int i = 0; i < 2; i++) {
+        hilock_lock *l = NULL;
+        CU_ASSERT_FATAL(hilock_lock_new(&l, c[i], "async-sentinel-named") == 0);
+        res r = {0};
+        CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 1, 0, 10000, on_done, &r), 0);
+        CU_ASSERT(run_until(a, &r, 1, 8000));
+        printf("\n  async, %s: %d %s", i ? "stopped sentinel, then an error reply"
+                                        : "stopped sentinel", r.rc, r.err);
+        CU_ASSERT_EQUAL(r.rc, HILOCK_ECONN);
+        char want[128];
+        if (i)
+            snprintf(want, sizeof want, "sentinel 127.0.0.1:%d: error reply: ERR unknown",
+                     master.port);
+        else
+            snprintf(want, sizeof want, "no reply within 600 ms from sentinel 127.0.0.1:%d",
+                     lone_port);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want));
+        CU_ASSERT_PTR_NULL(strstr(r.err, "knows no master"));
+        hilock_lock_free(l);
+    }
+    free_async(a);
+    for (int i = 0; i < 2; i++)
+        hilock_client_close(c[i]);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(conf);
+    rmdir(dir);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -747,6 +816,8 @@ int main(void)
     CU_pSuite s = CU_add_suite("sentinel", init_suite, clean_suite);
     CU_add_test(s, "sentinel URLs and master discovery", t_urls);
     CU_add_test(s, "a silent sentinel is named, with the time waited", t_sentinel_silent);
+    CU_add_test(s, "non-blocking API: the failing sentinel is named, with what happened",
+                t_async_sentinel_failure_named);
     CU_add_test(s, "replica acknowledgement (WAIT) on acquire", t_replica_ack);
     CU_add_test(s, "no acknowledgement: acquire fails, nothing left", t_replica_ack_failure);
     CU_add_test(s, "acknowledgement on, no replicas: no WAIT", t_replica_ack_no_replicas);

@@ -516,7 +516,22 @@ for mode in cluster sentinel; do
   dt=$(( $(ms_now) - t0 ))
   label="(r) hostile $mode replies: '$res' in ${dt} ms"
   if [[ "$res" == "error: "* ]] && [ "$dt" -lt 10000 ]; then ok "$label"; else bad "$label"; fi
+  # the sentinel's failure is worded by what it answered (hl_msg_master_addr):
+  # a malformed address is not "knows no master named" (said before)
+  if [ "$mode" = sentinel ]; then
+    label="(r) the sentinel's bad address is named: '$res'"
+    if [[ "$res" == *"sentinel 127.0.0.1:$fport named no valid address for 'mymaster'"* ]]; then
+      ok "$label"; else bad "$label"; fi
+  fi
 done
+# (r2) a "sentinel" that answers get-master-addr-by-name with an error (a plain
+#      redis-server): the error says so and names it (it said "knows no master
+#      named 'mymaster'" before).
+res=$(curl -sS --max-time 15 -G \
+      --data-urlencode "url=redis+sentinel://127.0.0.1:$MAIN_REDIS_PORT/mymaster" "$URL/hostile" 2>&1)
+label="(r2) a sentinel's error reply is told: '$res'"
+if [[ "$res" == *"sentinel 127.0.0.1:$MAIN_REDIS_PORT: error reply: ERR unknown"* ]]; then
+  ok "$label"; else bad "$label"; fi
 
 # (t) TLS through cosockets, a percent-encoded password, unix:// (the engine's
 #     URL parser through hilock.proto.parse_url).

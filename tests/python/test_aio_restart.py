@@ -367,3 +367,48 @@ def test_refused_acquires_with_replica_ack_give_their_connection_back(
             await c.close()
             await holder.close()
     asyncio.run(main())
+
+
+def test_sentinel_failure_names_the_sentinel_and_what_happened() -> None:
+    """A sentinel that names no master is told by what happened, in the
+    engine's words (hl_msg_master_addr / hl_msg_no_reply, as the blocking
+    client says it): a silent sentinel (a listener of the test's own that
+    never accepts) is "no reply within 300 ms from sentinel H:P", a server
+    that answers get-master-addr-by-name with an error (a plain
+    redis-server) is "sentinel H:P: error reply: ERR ...". Before: "no
+    sentinel named master 'hm'" and nothing else for the silent one, "...
+    (protocol error: the sentinel names no such master)" for the error
+    reply. The sentinel password never shows."""
+    import socket
+    lsn = socket.socket()
+    lsn.bind(("127.0.0.1", 0))
+    lsn.listen(8)  # never accepted: the kernel completes the connects, no reply comes
+    silent = lsn.getsockname()[1]
+    plain = RedisServer([])
+    pw = "s3cret-sentinel-pw"
+
+    async def fails(url: str, **kw: object) -> str:
+        with pytest.raises(hilock.ConnectionError) as e:
+            c = await asyncio.wait_for(aio.connect(url, connect_timeout=0.3,
+                                                   command_timeout=0.3, **kw), 10)
+            try:
+                await asyncio.wait_for(c.lock("x").acquire(wait=0), 10)
+            finally:
+                await c.close()
+        print(f"\n  {url}: {e.value}")
+        assert pw not in str(e.value) and pw not in repr(e.value)
+        return str(e.value)
+
+    async def main() -> None:
+        msg = await fails(f"redis+sentinel://127.0.0.1:{silent}/hm")
+        assert f"no reply within 300 ms from sentinel 127.0.0.1:{silent}" in msg
+        msg = await fails(f"redis+sentinel://127.0.0.1:{silent}/hm", sentinel_password=pw)
+        assert f"127.0.0.1:{silent}" in msg and "no reply within 300 ms" in msg
+        msg = await fails(f"redis+sentinel://127.0.0.1:{plain.port}/hm")
+        assert f"sentinel 127.0.0.1:{plain.port}: error reply: ERR unknown" in msg
+        assert "knows no master" not in msg
+    try:
+        asyncio.run(main())
+    finally:
+        lsn.close()
+        plain.stop()

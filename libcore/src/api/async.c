@@ -1048,7 +1048,7 @@ static void op_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         return;
     }
     if (probe) {
-        hl_as_probe_reply(probe, r); /* takes r */
+        hl_as_probe_reply(probe, r, 0); /* takes r */
         return;
     }
     if (!op) { /* abandoned: its operation went on without it */
@@ -1369,7 +1369,7 @@ static void conn_timed_out(as_conn *k, int64_t now)
         if (q->probe) { /* a topology question: the next candidate */
             as_link *lk = q->probe;
             q->probe = NULL;
-            hl_as_probe_reply(lk, NULL);
+            hl_as_probe_reply(lk, NULL, 1);
             continue;
         }
         if (q->settle) {

@@ -152,6 +152,8 @@ struct as_link {
     int probe_next, probe_known;
     redisReply *probe_reply;
     int probe_ready;       /* probe_reply (NULL: failed) waits to be read */
+    int probe_timed_out;   /* ... NULL because no reply came in time */
+    as_node *probe_node;   /* the node asked (sentinel: for the message) */
     /* sentinel: a sentinel's pub/sub connection follows +switch-master */
     as_node *watch;        /* the sentinel watched (its sub connection) */
     int watch_next;        /* the next sentinel to watch */
@@ -433,7 +435,7 @@ HL_HIDDEN void hl_as_route_conn_lost(as_conn *k);
 /* A pub/sub channel of n was dropped by the server (cluster: its slot moved). */
 HL_HIDDEN void hl_as_route_chan_moved(as_node *n);
 /* Reply to a topology question (NULL: failed); from a hiredis callback. */
-HL_HIDDEN void hl_as_probe_reply(as_link *lk, redisReply *r);
+HL_HIDDEN void hl_as_probe_reply(as_link *lk, redisReply *r, int timed_out);
 /* Outside hiredis: read answered topology questions, unpark operations. */
 HL_HIDDEN void hl_as_route_work(hilock_async *a);
 /* The next deadline of the topology questions (-1 none); their expiry. */

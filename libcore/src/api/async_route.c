@@ -190,8 +190,14 @@ static void probe_next(as_link *lk)
         as_req *q = k ? hl_as_req_new(k, c->t.opts.connect_timeout_ms +
                                              c->t.opts.command_timeout_ms)
                       : NULL;
-        if (!q)
+        lk->probe_node = nd;
+        if (!q) {
+            if (nd && lk->mode == HL_MODE_SENTINEL)
+                snprintf(lk->errmsg, sizeof lk->errmsg,
+                         "asking for the master: connection to sentinel %s:%d failed", nd->host,
+                         nd->port);
             continue;
+        }
         q->probe = lk;
         hl_cmd cmd;
         if (lk->mode == HL_MODE_SENTINEL)
@@ -204,10 +210,15 @@ static void probe_next(as_link *lk)
         hl_as_req_unlink(q);
         free(q);
     }
-    if (!lk->errmsg[0] || lk->mode == HL_MODE_SENTINEL)
-        snprintf(lk->errmsg, sizeof lk->errmsg, "%s",
-                 lk->mode == HL_MODE_SENTINEL ? "no sentinel named the master"
-                                              : "no cluster node answered CLUSTER SLOTS");
+    if (lk->mode == HL_MODE_SENTINEL) {
+        /* the last sentinel's failure (probe_answered: what happened) */
+        char why[HL_ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", lk->errmsg);
+        snprintf(lk->errmsg, sizeof lk->errmsg, "no sentinel named master '%.40s'%s%.160s",
+                 ep->master_name, why[0] ? ": " : "", why);
+    } else if (!lk->errmsg[0]) {
+        snprintf(lk->errmsg, sizeof lk->errmsg, "no cluster node answered CLUSTER SLOTS");
+    }
     resolve_done(lk, 0);
 }
 
@@ -222,11 +233,12 @@ static void resolve_start(as_link *lk)
     probe_next(lk);
 }
 
-void hl_as_probe_reply(as_link *lk, redisReply *r)
+void hl_as_probe_reply(as_link *lk, redisReply *r, int timed_out)
 {
     if (lk->probe_reply)
         freeReplyObject(lk->probe_reply);
     lk->probe_reply = r;
+    lk->probe_timed_out = !r && timed_out;
     lk->probe_ready = 1;
 }
 
@@ -281,21 +293,44 @@ static int load_slots(as_link *lk, const redisReply *r)
 
 static void probe_answered(as_link *lk, redisReply *r)
 {
-    int ok = 0;
+    int ok = 0, named = 0;
     if (r && lk->mode == HL_MODE_SENTINEL) {
         char host[256];
         int port = 0;
-        ok = hl_decode_master_addr(r, host, sizeof host, &port) == 0 &&
-             master_at(lk, host, port) == 0;
+        named = hl_decode_master_addr(r, host, sizeof host, &port) == 0;
+        ok = named && master_at(lk, host, port) == 0;
     } else if (r) {
         ok = load_slots(lk, r) == 0;
     }
-    if (!ok)
+    if (!ok && lk->mode == HL_MODE_SENTINEL && lk->probe_node) {
+        /* what happened, worded as the blocking client does
+         * (hl_sentinel_master): no reply in time, the connection failed,
+         * or the engine's reading of the reply (hl_msg_master_addr) */
+        const as_node *nd = lk->probe_node;
+        const hilock_options *o = &lk->client->t.opts;
+        char where[300];
+        snprintf(where, sizeof where, "sentinel %s:%d", nd->host, nd->port);
+        if (!r && lk->probe_timed_out) {
+            char why[HL_ERRMSG_MAX];
+            hl_msg_no_reply(why, sizeof why, o->connect_timeout_ms + o->command_timeout_ms,
+                            where);
+            snprintf(lk->errmsg, sizeof lk->errmsg, "asking for the master: %.200s", why);
+        } else if (!r) {
+            snprintf(lk->errmsg, sizeof lk->errmsg, "asking for the master: connection to %.180s failed",
+                     where);
+        } else if (named) {
+            snprintf(lk->errmsg, sizeof lk->errmsg, "out of memory");
+        } else {
+            hl_msg_master_addr(lk->errmsg, sizeof lk->errmsg, where,
+                               lk->client->t.ep.master_name, r);
+        }
+    } else if (!ok) {
         snprintf(lk->errmsg, sizeof lk->errmsg, "%s: %s",
                  lk->mode == HL_MODE_SENTINEL ? "asking a sentinel for the master failed"
                                               : "CLUSTER SLOTS failed",
                  r && r->type == REDIS_REPLY_ERROR && r->str ? r->str
                  : r ? "unexpected reply" : "no answer");
+    }
     if (r)
         freeReplyObject(r);
     if (ok)
