@@ -590,16 +590,14 @@ static int lone_sentinel_up(void *arg)
     return ok;
 }
 
-/* The only sentinel of the URL stops answering, then the master drops the
- * client's connections: asking for the master again times out, and the
- * client goes on with the master it knew instead of asking again and again
- * (an acquire completes soon after one question's time limit). */
-static void t_async_sentinel_stalled(void)
+/* A sentinel of its own (lone_port) watching the master as hm2, in a new
+ * directory dir (64 bytes) with its config conf (128 bytes); answering. */
+static pid_t lone_sentinel_start(char *dir, char *conf)
 {
-    char dir[64] = "/tmp/hilock-sentinel-XXXXXX", conf[128];
+    snprintf(dir, 64, "/tmp/hilock-sentinel-XXXXXX");
     CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
     lone_port = th_free_port();
-    snprintf(conf, sizeof conf, "%s/sentinel.conf", dir);
+    snprintf(conf, 128, "%s/sentinel.conf", dir);
     FILE *f = fopen(conf, "w");
     CU_ASSERT_FATAL(f != NULL);
     fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor hm2 127.0.0.1 %d 1\n", lone_port,
@@ -608,6 +606,25 @@ static void t_async_sentinel_stalled(void)
     pid_t pid = th_sentinel_spawn(conf);
     CU_ASSERT_FATAL(pid > 0);
     CU_ASSERT_FATAL(th_wait_for(lone_sentinel_up, NULL, 5000));
+    return pid;
+}
+
+static void lone_sentinel_stop(pid_t pid, const char *dir, const char *conf)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(conf);
+    rmdir(dir);
+}
+
+/* The only sentinel of the URL stops answering, then the master drops the
+ * client's connections: asking for the master again times out, and the
+ * client goes on with the master it knew instead of asking again and again
+ * (an acquire completes soon after one question's time limit). */
+static void t_async_sentinel_stalled(void)
+{
+    char dir[64], conf[128];
+    pid_t pid = lone_sentinel_start(dir, conf);
     char u[128];
     snprintf(u, sizeof u, "redis+sentinel://127.0.0.1:%d/hm2", lone_port);
     hilock_options o;
@@ -650,10 +667,7 @@ static void t_async_sentinel_stalled(void)
     free_async(a);
     hilock_lock_free(l);
     hilock_client_close(c);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    unlink(conf);
-    rmdir(dir);
+    lone_sentinel_stop(pid, dir, conf);
 }
 
 /* A master that stops answering under an attempt: the attempt is being
@@ -758,18 +772,8 @@ static void t_sentinel_silent(void)
  * named the master" for both. */
 static void t_async_sentinel_failure_named(void)
 {
-    char dir[64] = "/tmp/hilock-sentinel-XXXXXX", conf[128];
-    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
-    lone_port = th_free_port();
-    snprintf(conf, sizeof conf, "%s/sentinel.conf", dir);
-    FILE *f = fopen(conf, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor hm2 127.0.0.1 %d 1\n", lone_port,
-            dir, master.port);
-    fclose(f);
-    pid_t pid = th_sentinel_spawn(conf);
-    CU_ASSERT_FATAL(pid > 0);
-    CU_ASSERT_FATAL(th_wait_for(lone_sentinel_up, NULL, 5000));
+    char dir[64], conf[128];
+    pid_t pid = lone_sentinel_start(dir, conf);
     hilock_options o;
     hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
     o.connect_timeout_ms = 300;
@@ -811,10 +815,7 @@ static void t_async_sentinel_failure_named(void)
     free_async(a);
     for (int i = 0; i < 2; i++)
         hilock_client_close(c[i]);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    unlink(conf);
-    rmdir(dir);
+    lone_sentinel_stop(pid, dir, conf);
 }
 
 int main(void)
