@@ -311,6 +311,59 @@ static void t_settle_errors_and_give_up(void)
     CU_ASSERT_EQUAL(hl_settle_init(&s, NULL, NULL, "cid:16", 1000, 0), HILOCK_EINVAL);
 }
 
+/* A connection that accepts and never answers: a reply awaited by the
+ * settle counts for one command timeout, then that connection counts as
+ * dead (as if it had closed). Simulator seed 527884744: a fair waiter's
+ * place in line stayed while the settle waited HL_SETTLE_MAX_MS for its
+ * attempt's reply on a stalled connection. */
+static void t_settle_silent_connection(void)
+{
+    const char *latch = "hilock_acquire_latch:{res:1}:" OWNER_LIT ":0:8";
+    hl_cmd a;
+    hl_cmd_acquire_latched(&a, HILOCK_KIND_FAIR, &N, OWNER, 9000, 120000, latch, 5000);
+    hl_settle s;
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, "publish", "cid:e0:21", 1000, 0), 0);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 0), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.sleep_ms, 1000); /* one more command timeout, not 60 s */
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 999), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.sleep_ms, 1);
+    CU_ASSERT_EQUAL(s.reconnect, 0);
+    /* no reply: asked on a new connection at once */
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 1000), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.reconnect, 1);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 1000), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.sleep_ms, 1000);
+    /* the new connection is silent too: another one, after a pause */
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2000), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.reconnect, 1);
+    CU_ASSERT_EQUAL(s.sleep_ms, 50);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2050), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.reconnect, 1);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2050), HL_ACT_WAIT);
+    FEED_SET(&s, "$0\r\n\r\n", 2060); /* not granted: it may be in line */
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2060), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_FAIR_CANCEL);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 2060), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.sleep_ms, 1000);
+    /* the undo unanswered: sent again at once on a new connection (it is
+     * idempotent) */
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 3060), HL_ACT_SEND);
+    CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_FAIR_CANCEL);
+    CU_ASSERT_EQUAL(s.reconnect, 1);
+    hl_settle_free(&s);
+
+    /* without an acquire latch only the attempt's own reply can tell: it
+     * is awaited up to HL_SETTLE_MAX_MS on its connection */
+    hl_cmd_acquire(&a, HILOCK_KIND_REENTRANT, &N, OWNER, 9000, -1);
+    CU_ASSERT_EQUAL_FATAL(hl_settle_init(&s, &a, NULL, "cid:22", 1000, 0), 0);
+    CU_ASSERT_EQUAL(hl_settle_next(&s, 5000), HL_ACT_WAIT);
+    CU_ASSERT_EQUAL(s.sleep_ms, HL_SETTLE_MAX_MS - 5000);
+    CU_ASSERT_EQUAL(s.reconnect, 0);
+    hl_settle_free(&s);
+}
+
 /* The kept connection dies before the attempt's reply: with an acquire
  * latch the machine asks on a new connection whether it was granted. */
 #define LATCH_KEY "hilock_acquire_latch:{res:1}:" OWNER_LIT ":0"
@@ -1094,6 +1147,7 @@ int main(void)
     CU_add_test(s, "settle: fair waiter leaves the line", t_settle_fair_waiter_leaves);
     CU_add_test(s, "settle: errors and giving up", t_settle_errors_and_give_up);
     CU_add_test(s, "settle: kept connection lost", t_settle_connection_lost);
+    CU_add_test(s, "settle: a silent connection counts as dead", t_settle_silent_connection);
     CU_add_test(s, "settle: one settling attempt per server (gate)", t_settle_gate);
     CU_add_test(s, "semaphore: request latch, settling a lost acquire", t_semwait_latch);
     CU_add_test(s, "watchdog: renewal outcomes", t_renew_classify);

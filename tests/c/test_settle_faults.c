@@ -49,13 +49,14 @@ static void t_blocking_late_grant_then_reset(void)
     CU_ASSERT_EQUAL(hilock_lock_acquire(warm, 0, 30000), 0);
     CU_ASSERT_EQUAL(hilock_lock_release(warm), 0);
 
-    th_proxy_late_reply_then_reset(p, "srst1", 700);
+    th_proxy_late_reply_then_reset(p, "srst1", 450);
     int64_t t0 = th_now_ms();
     int rc = hilock_lock_acquire(l, 0, 30000);
     int64_t told = th_now_ms() - t0;
     CU_ASSERT_EQUAL(rc, HILOCK_ECONN);
     key_gone k = {"srst1"};
-    /* the grant arrives at ~700 ms, the connection is reset, the settle
+    /* the grant arrives at ~450 ms (within the settle's wait of one more
+     * command timeout for it), the connection is reset, the settle
      * releases it on a new connection */
     int gone = th_wait_for(is_gone, &k, 5000);
     int64_t settled = th_now_ms() - t0;
@@ -91,7 +92,7 @@ static void t_async_late_grant_then_reset(void)
     CU_ASSERT(hilock_async_release(a, warm, 1, on_done, &w) == 0);
     CU_ASSERT_FATAL(run_until(a, &w, 2, 5000) && w.rc == 0);
 
-    th_proxy_late_reply_then_reset(p, "asrst1", 700);
+    th_proxy_late_reply_then_reset(p, "asrst1", 450);
     int64_t t0 = th_now_ms();
     res r = {0};
     CU_ASSERT(hilock_async_acquire(a, l, 1, 0, 30000, on_done, &r) == 0);

@@ -698,6 +698,10 @@ typedef struct hl_settle {
     int tries;             /* sends on a new connection since the last answer */
     int state, after_pause;
     int64_t give_up_at, resume_at;
+    int64_t step_ms;       /* how long one reply is awaited on a connection
+                              before it counts as dead (command timeout;
+                              <= 0: until give_up_at) */
+    int64_t step_until;    /* the reply awaited now is given up at */
     /* outputs */
     hl_cmd cmd;            /* for HL_ACT_SEND (script body: no NOSCRIPT round) */
     int reconnect;         /* THAT connection is dead: close it (nothing more to

@@ -343,6 +343,12 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
     }
     s->latch_ttl_ms = hl_latch_ttl(command_timeout_ms);
     s->give_up_at = s->wake_at = now_ms + HL_SETTLE_MAX_MS;
+    /* the attempt's reply is already a command timeout late: it gets one
+     * more, then its connection counts as dead (a link that accepts and
+     * never answers would otherwise hold the settle, and a fair waiter's
+     * place in line, for HL_SETTLE_MAX_MS) */
+    s->step_ms = command_timeout_ms;
+    s->step_until = command_timeout_ms > 0 ? now_ms + command_timeout_ms : s->give_up_at;
     s->state = SE_AWAIT_ATTEMPT;
     return 0;
 }
@@ -420,7 +426,7 @@ hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
     switch (s->state) {
     case SE_AWAIT_ATTEMPT:
     case SE_AWAIT_UNDO:
-    case SE_AWAIT_SETTLE:
+    case SE_AWAIT_SETTLE: {
         /* the reply is awaited on the connection the last send went on
          * (a new one when reconnect was set for it): that one is alive */
         s->reconnect = 0;
@@ -428,14 +434,27 @@ hl_action hl_settle_next(hl_settle *s, int64_t now_ms)
             s->state = SE_DONE; /* the server never answered: nothing known */
             return HL_ACT_DONE;
         }
-        s->sleep_ms = s->give_up_at - now_ms;
-        s->wake_at = s->give_up_at;
+        /* one reply is awaited a command timeout at most: then that
+         * connection counts as dead, as if it had closed (the machine goes
+         * on on a new one, or gives up). Not for an attempt without an
+         * acquire latch: nothing but its own reply can tell what it did */
+        int bounded = s->state != SE_AWAIT_ATTEMPT || s->acq_latch;
+        int64_t until = bounded && s->step_until < s->give_up_at ? s->step_until : s->give_up_at;
+        if (now_ms >= until) {
+            hl_settle_on_error(s, now_ms);
+            return hl_settle_next(s, now_ms);
+        }
+        s->sleep_ms = until - now_ms;
+        s->wake_at = until;
         return HL_ACT_WAIT;
+    }
     case SE_SEND_UNDO:
         s->state = SE_AWAIT_UNDO;
+        s->step_until = s->step_ms > 0 ? now_ms + s->step_ms : s->give_up_at;
         return HL_ACT_SEND;
     case SE_SEND_SETTLE:
         s->state = SE_AWAIT_SETTLE;
+        s->step_until = s->step_ms > 0 ? now_ms + s->step_ms : s->give_up_at;
         return HL_ACT_SEND;
     default:
         return HL_ACT_DONE;
