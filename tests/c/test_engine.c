@@ -382,7 +382,7 @@ static void t_settle_connection_lost(void)
     CU_ASSERT_EQUAL(s.cmd.script, HL_SCRIPT_ACQUIRE_SETTLE);
     CU_ASSERT(arg_is(&s.cmd, 0, "EVAL")); /* a new connection: the body */
     CU_ASSERT(arg_is(&s.cmd, 3, LATCH_KEY)); /* the latch a KEY, the seq apart */
-    CU_ASSERT(arg_is(&s.cmd, 4, "5000"));
+    CU_ASSERT(arg_is(&s.cmd, 4, "60000"));
     CU_ASSERT(arg_is(&s.cmd, 5, "7"));
     CU_ASSERT_EQUAL(hl_settle_next(&s, 6), HL_ACT_WAIT);
     CU_ASSERT_EQUAL(s.reconnect, 0); /* its answer comes on the new connection */
@@ -530,7 +530,7 @@ static void t_semwait_latch(void)
         CU_ASSERT_EQUAL(m.cmd.script, HL_SCRIPT_SEM_SETTLE);
         CU_ASSERT(arg_is(&m.cmd, 2, "3") && arg_is(&m.cmd, 4, "redisson_sc:{res:1}"));
         CU_ASSERT(arg_is(&m.cmd, 5, "hilock_sem_latch:{res:1}:" OWNER_LIT ":3"));
-        CU_ASSERT(arg_is(&m.cmd, 6, "5") && arg_is(&m.cmd, 7, "4000"));
+        CU_ASSERT(arg_is(&m.cmd, 6, "5") && arg_is(&m.cmd, 7, "60000"));
         CU_ASSERT(arg_is(&m.cmd, 8, "publish"));
         if (i < 1) {
             hl_semwait_cancel(&m, 2); /* a settling acquire ignores a cancel */

@@ -167,7 +167,7 @@ static void t_cmd_acquire(void)
     CU_ASSERT_EQUAL(c.script, HL_SCRIPT_ACQUIRE_SETTLE);
     CU_ASSERT(arg_is(&c, 2, "1"));
     CU_ASSERT(arg_is(&c, 3, "hilock_acquire_latch:{res:1}:id"));
-    CU_ASSERT(arg_is(&c, 4, "4000"));
+    CU_ASSERT(arg_is(&c, 4, "60000"));
     CU_ASSERT(arg_is(&c, 5, "1"));
     memset(&c, 0, sizeof c);
     hl_cmd_acquire_latched(&c, HILOCK_KIND_FAIR, &N, OWNER, 1500, 5000, "L:7", 4000);

@@ -457,6 +457,12 @@ void hl_cmd_acquire_latched(hl_cmd *cmd, hilock_kind kind, const hl_names *n,
 
 void hl_cmd_acquire_settle(hl_cmd *cmd, const char *latch_key, int64_t latch_ttl_ms)
 {
+    /* the mark "given up" outlives the attempt's latch: a copy of the
+     * attempt can still be on its way (a server paused with it in its
+     * socket buffer) and must find the mark, not an expired latch, for as
+     * long as a late reply is awaited at all (HL_SETTLE_MAX_MS) */
+    if (latch_ttl_ms < HL_SETTLE_MAX_MS)
+        latch_ttl_ms = HL_SETTLE_MAX_MS;
     size_t klen = 0;
     const char *seq = NULL;
     cmd_script(cmd, HL_SCRIPT_ACQUIRE_SETTLE, 1);

@@ -121,6 +121,9 @@ void hl_sem_cmd_acquire_latched(hl_cmd *cmd, const hl_sem_names *n, int64_t perm
 void hl_sem_cmd_settle(hl_cmd *cmd, const hl_sem_names *n, const char *latch, const char *seq,
                        int64_t latch_ttl_ms)
 {
+    /* the mark outlives the request's latch (hl_cmd_acquire_settle) */
+    if (latch_ttl_ms < HL_SETTLE_MAX_MS)
+        latch_ttl_ms = HL_SETTLE_MAX_MS;
     hl_cmd_begin_script(cmd, HL_SCRIPT_SEM_SETTLE, 3);
     hl_cmd_add_str(cmd, n->name);
     hl_cmd_add_str(cmd, n->channel);
