@@ -45,7 +45,7 @@
  * Findings not fixed yet are classified (known_names) and fail the run only
  * with --strict; docs/testing.md ("The simulator") lists them.
  *
- * Usage: sim [--seeds N] [--first S] [--seed S] [--lanes L] [--faults a,b]
+ * Usage: sim [--seeds N] [--first S] [--seed S] [--also S,S] [--lanes L] [--faults a,b]
  *            [--kinds lock,fair,sem] [--all] [--strict] [-v]
  */
 #include <errno.h>
@@ -1793,7 +1793,8 @@ static int parse_names(const char *arg, const char *const *names, int n, unsigne
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: sim [--seeds N] [--first S] [--seed S] [--lanes L] [--faults a,b|none]\n"
+    fprintf(stderr, "usage: sim [--seeds N] [--first S] [--seed S] [--also S,S] [--lanes L]\n"
+                    "           [--faults a,b|none]\n"
                     "           [--kinds lock,fair,sem] [--all] [--strict] [--self-test] [-v]\n");
 }
 
@@ -1801,6 +1802,10 @@ int main(int argc, char **argv)
 {
     uint64_t nseeds = 1000, first = 0;
     int have_first = 0, explicit_masks = 0, all = 0;
+    /* --also S,S,...: seeds run before the range (found once, fixed since:
+     * tests/sim/regress.txt) */
+    uint64_t also[64];
+    size_t nalso = 0;
     nlanes = 64;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seeds") && i + 1 < argc)
@@ -1812,6 +1817,17 @@ int main(int argc, char **argv)
             first = strtoull(argv[++i], NULL, 10);
             have_first = 1;
             nseeds = 1;
+        } else if (!strcmp(argv[i], "--also") && i + 1 < argc) {
+            for (char *p = argv[++i]; *p;) {
+                char *end = NULL;
+                unsigned long long v = strtoull(p, &end, 10);
+                if (end == p || nalso >= sizeof also / sizeof also[0]) {
+                    usage();
+                    return 2;
+                }
+                also[nalso++] = v;
+                p = *end == ',' ? end + 1 : end;
+            }
         } else if (!strcmp(argv[i], "--lanes") && i + 1 < argc)
             nlanes = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--faults") && i + 1 < argc) {
@@ -1881,8 +1897,8 @@ int main(int argc, char **argv)
         nlanes = 1;
     if (nlanes > MAXLANES)
         nlanes = MAXLANES;
-    if ((uint64_t)nlanes > nseeds)
-        nlanes = (int)nseeds;
+    if ((uint64_t)nlanes > nseeds + nalso)
+        nlanes = (int)(nseeds + nalso);
     signal(SIGPIPE, SIG_IGN);
     fdtab = calloc(MAXFD, sizeof *fdtab);
     lanes = calloc((size_t)nlanes, sizeof *lanes);
@@ -1913,12 +1929,15 @@ int main(int argc, char **argv)
         for (int k = 0; k < NCL; k++)
             if (!lanes[i].cl[k])
                 return 1;
+    if (nalso)
+        printf("sim: also %zu seeds found before (tests/sim/regress.txt)\n", nalso);
     printf("sim: seeds %" PRIu64 "..%" PRIu64 " (%" PRIu64 "), %d at a time; setup %" PRId64
            " ms\n",
            first, first + nseeds - 1, nseeds, nlanes, now_ms() - t_start);
     fflush(stdout);
 
     uint64_t next_seed = first, end_seed = first + nseeds;
+    size_t next_also = 0;
     int reported = 0;
     int64_t t_run = now_ms();
     for (;;) {
@@ -1927,10 +1946,10 @@ int main(int argc, char **argv)
         int running = 0;
         for (int i = 0; i < nlanes; i++) {
             lane *l = &lanes[i];
-            if (!l->run && next_seed < end_seed) {
+            if (!l->run && (next_also < nalso || next_seed < end_seed)) {
                 while (l->conns) /* the previous seed's leftovers (its clients' pools) */
                     pconn_close(l->conns, 0);
-                seed_start(l, next_seed++);
+                seed_start(l, next_also < nalso ? also[next_also++] : next_seed++);
             }
             if (l->run) {
                 int64_t t_step = now_ms();
@@ -1945,11 +1964,11 @@ int main(int argc, char **argv)
                     want = w;
                 if (l->run)
                     running = 1;
-                else if (next_seed < end_seed)
+                else if (next_also < nalso || next_seed < end_seed)
                     want = now;
             }
         }
-        if (!running && next_seed >= end_seed)
+        if (!running && next_seed >= end_seed && next_also >= nalso)
             break;
         int done = seeds_passed + seeds_failed;
         if (done >= reported + 10000) { /* progress of a long run */
