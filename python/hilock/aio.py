@@ -1560,7 +1560,11 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                                            self._sentinel_password, 0, None)
             except Error as e:
                 why = e.detail or str(e)
-                last = why if f"{host}:{port}" in why else f"{why} ({where})"
+                # the address named as the sentinel's (a handshake's failure
+                # names the server alone)
+                last = (why if where in why
+                        else why.replace(f"{host}:{port}", where, 1) if f"{host}:{port}" in why
+                        else f"{why} ({where})")
                 continue
             try:
                 req = conn.request(_E.sentinel_master_cmd(name))
