@@ -154,3 +154,58 @@ def test_grant_reply_late_then_reset_during_settle(server, proxy, name, driver):
         asyncio.run(asyncio.wait_for(main(), 30))
     finally:
         proxy.clear()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_fair_grant_on_a_silent_connection_given_back_soon(server, proxy, name, driver):
+    """A fair waiter's attempt, sent when the holder lets go, is granted on
+    the server, and its connection then stays open and silent (its reply
+    held 10 s: a link that accepts and never answers). The acquire fails
+    after the command timeout; the settle waits one more command timeout
+    for the reply on that connection, then settles on a new one
+    (acquire_settle.lua: granted) and gives the grant back. Before (the
+    engine's settle waited up to 60 s on the attempt's connection): the
+    grant stayed until the late reply came, 10 s."""
+    holder = hilock.Client(f"redis://127.0.0.1:{server.port}/0", command_timeout=2.0)
+    hold = holder.fair_lock(name)
+    assert hold.acquire(wait=0, lease=30)
+
+    async def main() -> None:
+        c = await opened(driver, proxy.url())
+        try:
+            w = c.fair_lock("warm:" + uuid.uuid4().hex[:12])
+            assert await do(w.acquire(wait=0, lease=5))  # scripts loaded, pooled
+            await do(w.release())
+            lk = c.fair_lock(name)
+            if driver == "blocking":
+                fut = asyncio.get_running_loop().run_in_executor(
+                    None, lambda: lk.acquire(wait=5, lease=30))
+            else:
+                fut = asyncio.ensure_future(lk.acquire(wait=5, lease=30))
+            queue = "redisson_lock_queue:{%s}" % name
+            # in line and listening: the next request naming the lock is the
+            # attempt the holder's release wakes
+            assert await until(lambda: server("LLEN", queue) == 1
+                               and server("PUBSUB", "CHANNELS", "*%s*" % name), 5)
+            proxy.late_reply(name.encode(), 10.0)
+            hold.release()
+            with pytest.raises(hilock.ConnectionError):
+                await fut
+            t0 = time.monotonic()
+            assert server("EXISTS", name) == 1, "the attempt was not granted on the server"
+            gone = await until(lambda: server("EXISTS", name) == 0
+                               and server("EXISTS", queue) == 0, 3.0)
+            report(f"{driver}: fair grant on a silent connection given back after",
+                   time.monotonic() - t0)
+            assert gone, "the grant stayed while its connection was silent"
+            assert proxy.fired("late-reply-delivered") == 0  # not the late reply's doing
+            assert await do(lk.acquire(wait=1, lease=30))  # the client goes on
+            await do(lk.release())
+        finally:
+            await do(c.close())
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        proxy.clear()
+        holder.close()
