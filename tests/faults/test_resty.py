@@ -1183,3 +1183,47 @@ def test_resty_fair_waiter_pubsub_fault_still_gets_the_lock(nginx, server, proxy
     finally:
         proxy.mute_new_subscribers(False)
         other.close()
+
+
+def test_resty_fair_grant_on_a_silent_connection_given_back_soon(nginx, server, proxy, name):
+    """As test_late_reply's case for blocking and aio: a fair waiter's
+    attempt, sent when the holder lets go, is granted on the server and its
+    reply held 10 s (the connection open and silent). The acquire fails
+    after the command timeout; the settling light thread waits one more
+    command timeout on that connection (the engine's settle machine), then
+    settles on a new one and gives the grant back. Before: the grant stayed
+    until the late reply came."""
+    holder = opened(server.url)
+    hold = holder.fair_lock(name)
+    a = Actor(nginx, proxy.url(), command_timeout_ms=500)
+    try:
+        assert hold.acquire(wait=0, lease=30)
+        assert a("lock f %s:warm 0 5000" % name) == "ok 1"  # scripts loaded, pooled
+        assert a("unlock f %s:warm" % name) == "ok"
+        got = []
+        t = threading.Thread(target=lambda: got.append(a("lock f %s 5000 30000" % name)))
+        t.start()
+        queue = "redisson_lock_queue:{%s}" % name
+        wait_for(lambda: server("LLEN", queue) == 1
+                 and server("PUBSUB", "CHANNELS", "*%s*" % name), 5, "the waiter in line")
+        proxy.late_reply(name.encode(), 10.0)
+        hold.release()
+        t.join(10)
+        t0 = time.monotonic()
+        assert got and got[0].startswith("err connection"), got
+        assert server("EXISTS", name) == 1, "the attempt was not granted on the server"
+        gone = True
+        try:
+            wait_for(lambda: server("EXISTS", name) == 0 and server("EXISTS", queue) == 0, 3,
+                     "the grant given back")
+        except AssertionError:
+            gone = False
+        report("openresty: fair grant on a silent connection given back after",
+               time.monotonic() - t0)
+        assert gone, "the grant stayed while its connection was silent"
+        assert proxy.fired("late-reply-delivered") == 0
+        assert a("lock f %s 1000 30000" % name) == "ok 1"  # the client goes on
+        assert a("unlock f %s" % name) == "ok"
+    finally:
+        proxy.clear()
+        holder.close()
