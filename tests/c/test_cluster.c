@@ -273,7 +273,7 @@ static void waiter_handed(waiter_arg *w, hilock_lock *holder)
 typedef struct {
     int node;
     const char *channel;
-    int clients; /* subscribed there: 0 means 1 (the waiter) */
+    int clients; /* subscribed there (client connections): 0 means 1 */
 } sub_arg;
 
 static int shard_subscribers(int node_i, const char *channel)
@@ -304,7 +304,11 @@ static long long stat_calls(int i, const char *cmd)
 }
 
 /* A waiter listens with SSUBSCRIBE on the lock's master and is woken by the
- * SPUBLISH of the unlock, long before the 30 s lease. */
+ * SPUBLISH of the unlock, long before the 30 s lease. The holder's client
+ * listens on that channel too (every hold, fixed lease included, observes
+ * its lock's channel for a force unlock; its SSUBSCRIBE is sent after the
+ * grant, unawaited): one subscriber before the waiter starts, two once the
+ * waiter listens. */
 static void t_sharded_wake(void)
 {
     hilock_client *a = open_client(0), *b = open_client(0);
@@ -314,10 +318,12 @@ static void t_sharded_wake(void)
     CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(la, 0, 30000), 0);
     int m = master_of_key("swake");
     long long spub = stat_calls(m, "spublish");
+    sub_arg holder = {m, "redisson_lock__channel:{swake}", 1};
+    CU_ASSERT(th_wait_for(shard_subscribed, &holder, 5000));
     waiter_arg w;
     waiter_start(&w, lb);
-    sub_arg s = {m, "redisson_lock__channel:{swake}", 0};
-    CU_ASSERT(th_wait_for(shard_subscribed, &s, 5000));
+    sub_arg both = {m, "redisson_lock__channel:{swake}", 2};
+    CU_ASSERT(th_wait_for(shard_subscribed, &both, 5000));
     waiter_handed(&w, la);
     CU_ASSERT(stat_calls(m, "spublish") > spub);
     CU_ASSERT_EQUAL(hilock_lock_release_tid(lb, w.tid), 0);
