@@ -866,6 +866,8 @@ end
 -- the reply (the server may have run it). resend: such a command may be
 -- sent again, once, when its connection came from the pool (a dead idle
 -- connection; the caller's latch makes the copy answer like the first).
+-- lost stays true whatever ends that resend (no connection, a failed send):
+-- the first copy went out all the same.
 local function exec(self, slot, bytes, st, resend)
     local rt, asking, lost
     while true do
@@ -873,7 +875,7 @@ local function exec(self, slot, bytes, st, resend)
         if not node then
             node, err = master_node(self, slot)
             if not node then
-                return nil, err
+                return nil, err, nil, lost
             end
         end
         if st.sock and st.node ~= node then
@@ -887,7 +889,7 @@ local function exec(self, slot, bytes, st, resend)
                 rt = rt or proto.router(self.mode)
                 act, a1 = rt:on_conn_error(false)
                 if act ~= "refresh" then
-                    return nil, err
+                    return nil, err, nil, lost
                 end
                 asking = nil
                 ngx_sleep(a1 / 1000)
@@ -902,7 +904,7 @@ local function exec(self, slot, bytes, st, resend)
             if not ok then
                 st_close(st)
                 invalidate(self)
-                return nil, "connection: " .. tostring(err)
+                return nil, "connection: " .. tostring(err), nil, lost
             end
             local r, is_error
             if asking then
@@ -956,7 +958,7 @@ local function exec(self, slot, bytes, st, resend)
                     ngx_sleep(a1 / 1000)
                 end
             else
-                return nil, "connection: " .. (r:error() or a1)
+                return nil, "connection: " .. (r:error() or a1), nil, lost
             end
         end
         ::continue::
