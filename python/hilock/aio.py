@@ -1611,7 +1611,15 @@ class Client(_E.ClientBase):  # type: ignore[misc]
         name = self._ep["master_name"]
         i, backoff = 0, 0.05
 
+        # the session's liveness rule of the watch connection (as the lock
+        # subscriptions'): a sentinel, or a proxy in front of it, that keeps
+        # the connection open and stops answering would leave the client
+        # deaf to failovers; a PING when nothing was heard for an interval,
+        # and the next sentinel watched when that goes unanswered as long
+        live = _E.Sublive(self._cmd_ms or 0)
+
         def on_push(r: Any) -> None:
+            live.heard(_mono_ms())  # any frame: a message, a PING's answer
             hp = _E.decode_switch_master(r, name)
             if hp is not None:
                 self._note_master((hp[0], int(hp[1])))
@@ -1627,14 +1635,26 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                 backoff = min(backoff * 2, 1.0)
                 continue
             closed = self._loop.create_future()
-            conn.on_close = lambda _c: _wake(closed)
+            # this connection's own future (a close reported late must not
+            # end the watch of the next one)
+            conn.on_close = lambda _c, f=closed: _wake(f)
             try:
                 req = conn.request(_E.sentinel_watch_cmd())
                 if await _await_req(self._loop, req, self._cmd_ms) == 0 and req.reply.error is None:
                     backoff = 0.05
                     # a switch may have happened before this subscription
                     self._master_at = 0
-                    await closed
+                    live.opened(_mono_ms())
+                    live.heard(_mono_ms())  # the SUBSCRIBE's answer
+                    while not closed.done() and not self._closed:
+                        due = live.due(_mono_ms())
+                        if due & _E.SUBLIVE_RESET:
+                            break  # unanswered: the next sentinel
+                        if due & _E.SUBLIVE_PING:
+                            conn.write(_E.ping_cmd())
+                        nxt = live.next()
+                        wait = None if nxt < 0 else max(0, nxt - _mono_ms()) / 1000.0
+                        await asyncio.wait([closed], timeout=wait)
                 else:
                     await asyncio.sleep(backoff)
             finally:

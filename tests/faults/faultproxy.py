@@ -60,6 +60,12 @@ server. Faults are switched on and off while connections are live:
                         ways from then on: to its client, a pub/sub
                         connection accepted and never answered, while new
                         command connections are answered
+- mute_subscribers_after_reply(True)  a connection that sends a SUBSCRIBE
+                        (SSUBSCRIBE too) gets the first reply after it,
+                        then every byte both ways is dropped: to its client,
+                        a subscription confirmed and then never a word again
+                        (a server, or a load balancer in front of it, that
+                        keeps the connection open and stops answering)
 
 Per connection: every live _Conn in proxy.live() has drop_up and drop_down,
 to silence one direction of one connection only, and kill() to reset it.
@@ -116,6 +122,7 @@ class _Conn:
         self.kill_on_reply = False
         self.subscriber = False  # a request of it contained SUBSCRIBE
         self.first = True  # no request read yet
+        self.mute_after_reply = False  # mute_subscribers_after_reply's, after the next reply
         self.late: Optional[Tuple[float, bool]] = None  # late_reply's, for the next reply
         self._tag: Optional[str] = None
         self.drop_up = proxy.drop_up      # requests from the client are dropped
@@ -157,6 +164,8 @@ class _Conn:
                     time.sleep(0.01)
                 if upstream and b"SUBSCRIBE" in data:
                     self.subscriber = True
+                    if p.muting_after:
+                        self.mute_after_reply = True
                     if self.first and p.muting:
                         self.drop_up = self.drop_down = True
                 if upstream:
@@ -214,6 +223,8 @@ class _Conn:
                 if self.dead:
                     return
                 dst.sendall(data)
+                if not upstream and self.mute_after_reply:
+                    self.drop_up = self.drop_down = True
         except Exception:  # noqa: BLE001 (whatever ends a pump closes its connection)
             self.kill()
 
@@ -232,6 +243,7 @@ class FaultProxy:
         self.drop_down = False
         self.stalling = False
         self.muting = False
+        self.muting_after = False
         self.stalled: List[socket.socket] = []  # accepted, never answered
         self.dropped = 0  # chunks dropped by silence()
         self.frame_delays: List[Tuple[bytes, float, bool]] = []
@@ -279,6 +291,9 @@ class FaultProxy:
 
     def mute_new_subscribers(self, on: bool = True) -> None:
         self.muting = on
+
+    def mute_subscribers_after_reply(self, on: bool = True) -> None:
+        self.muting_after = on
 
     def half_dead(self, on: bool = True) -> None:
         self.stall_new(on)

@@ -800,3 +800,84 @@ def test_aio_waiter_follows_a_failover() -> None:
     finally:
         b.close()
         s.stop()
+
+
+@pytest.mark.parametrize("driver", ["blocking", "aio"])
+def test_silent_sentinel_watch_is_given_up(driver: str) -> None:
+    """The sentinel a client watches for +switch-master answers the
+    SUBSCRIBE and then never a word again (a sentinel, or a load balancer in
+    front of it, that keeps the connection open: the fault proxy's
+    mute_subscribers_after_reply), DESIGN.md §6 "accepted and never answers"
+    on the watch connection. The watch must find that out with the
+    session's subscription liveness rule (a PING, unanswered in time: the
+    next sentinel watched) and follow a failover: a waiter listening on the
+    old master is woken on the new one by an unlock there. A deaf watch
+    heard nothing and the waiter was only woken once the sentinels had
+    demoted the old master (blocking client (libcore's watcher) and
+    hilock.aio)."""
+    import asyncio
+    import hilock.aio as aio
+    sys.path.insert(0, os.path.join(os.environ.get("HILOCK_ROOT", "."), "tests", "faults"))
+    from faultproxy import FaultProxy
+
+    s = SentinelSet()
+    proxy = FaultProxy(s.sentinels[0].port)
+    proxy.mute_subscribers_after_reply(True)
+    # the proxy first: the watch starts there (every driver watches seed 0 first)
+    url = ("redis+sentinel://" + ",".join([f"127.0.0.1:{proxy.port}"] +
+                                          [f"127.0.0.1:{x.port}" for x in s.sentinels[1:]]) + "/hm")
+    b = hilock.Client(s.url, connect_timeout=0.5, replica_ack=False)
+    try:
+        old, new = s.master, s.replica
+        assert old is not None and new is not None
+        name = uniq("silent-watch")
+        chan = "redisson_lock__channel:{%s}" % name
+        assert b.lock(name).acquire(wait=0)  # watchdog: 30 s lease, never ends on its own here
+
+        def failover_then_release() -> float:
+            t0 = time.monotonic()
+            while int(old("PUBSUB", "NUMSUB", chan)[1]) == 0:  # listening on the old master
+                assert time.monotonic() - t0 < 5, "the waiter did not subscribe"
+                time.sleep(0.02)
+            # the watch subscribed through the proxy (then muted there)
+            wait_for(lambda: any(x.drop_down for x in proxy.subscribers()), 5,
+                     "the watch subscribed on the proxied sentinel")
+            assert s.sentinels[0]("SENTINEL", "FAILOVER", "hm") == "OK"
+            while not all(x.master_port_seen() == new.port for x in s.sentinels):
+                assert time.monotonic() - t0 < 25, "the sentinels did not all name the replica"
+                time.sleep(0.05)
+            # the unlock on the new master, by a client that asks the sentinels now
+            with hilock.Client(s.url, connect_timeout=0.5, replica_ack=False) as d:
+                t = time.monotonic()
+                assert d.lock(name).force_unlock()
+            return t
+
+        if driver == "blocking":
+            c = hilock.Client(url, connect_timeout=0.5, replica_ack=False)
+            try:
+                got: List[Any] = []
+                th = threading.Thread(target=lambda: got.append(
+                    (c.lock(name).acquire(wait=25, lease=10), time.monotonic())))
+                th.start()
+                released = failover_then_release()
+                th.join(30)
+                assert got and got[0][0], "the waiter was not granted"
+                took = got[0][1] - released
+            finally:
+                c.close()
+        else:
+            async def main() -> float:
+                loop = asyncio.get_running_loop()
+                async with aio.Client(url, connect_timeout=0.5, replica_ack=False) as c:
+                    w = asyncio.create_task(c.lock(name).acquire(wait=25, lease=10))
+                    released = await loop.run_in_executor(None, failover_then_release)
+                    assert await w
+                    return time.monotonic() - released
+            took = asyncio.run(main())
+        print(f"{driver}: waiter granted {took:.2f} s after the unlock on the new master")
+        # the watch deaf: until the sentinels demoted the old master
+        assert took < 5, f"the waiter was granted {took:.1f} s after the unlock"
+    finally:
+        b.close()
+        proxy.close()
+        s.stop()

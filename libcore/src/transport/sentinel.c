@@ -93,12 +93,40 @@ static void *watch_main(void *arg)
             continue;
         }
         backoff = 50;
+        /* the session's liveness rule (hl_sublive): a sentinel, or a proxy
+         * in front of it, that keeps the connection open and stops
+         * answering would leave the client deaf to failovers; a PING when
+         * nothing was heard for an interval, and the connection given up
+         * (the next sentinel watched, the master asked again) when that
+         * goes unanswered as long again */
+        hl_sublive live;
+        hl_sublive_init(&live, c->opts.command_timeout_ms);
+        hl_sublive_opened(&live, hl_now_mono_ms());
+        hl_sublive_heard(&live, hl_now_mono_ms()); /* the SUBSCRIBE's answer */
         while (!stopping(c)) {
+            int64_t now = hl_now_mono_ms();
+            int due = hl_sublive_due(&live, now);
+            if (due & HL_SUBLIVE_RESET)
+                break;
+            if (due & HL_SUBLIVE_PING) {
+                hl_cmd ping;
+                hl_cmd_ping(&ping);
+                redisAppendCommandArgv(ctx, ping.argc, ping.argv, ping.argvlen);
+                int done = 0, wok = 1;
+                while (!done && wok)
+                    wok = redisBufferWrite(ctx, &done) == REDIS_OK;
+                if (!wok)
+                    break;
+            }
+            int64_t next = hl_sublive_next(&live);
+            now = hl_now_mono_ms();
+            int wait = next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
             struct pollfd pf[2] = {{c->sw.wk.wake_fd[0], POLLIN, 0}, {ctx->fd, POLLIN, 0}};
-            if (poll(pf, 2, -1) < 0 && errno != EINTR)
+            if (poll(pf, 2, wait) < 0 && errno != EINTR)
                 break;
             if (!pf[1].revents)
                 continue;
+            hl_sublive_heard(&live, hl_now_mono_ms()); /* a message, a PING's answer */
             if (hl_read_replies(ctx, take_message, c) < 0)
                 break;
         }
