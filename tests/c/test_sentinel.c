@@ -174,10 +174,12 @@ static int clean_suite(void)
     return 0;
 }
 
-static hilock_client *open_client(const char *u, int64_t watchdog_ms)
+/* replica_ack: hilock_options.replica_ack (0: the default, on) */
+static hilock_client *open_client_ack(const char *u, int64_t watchdog_ms, int replica_ack)
 {
     hilock_options o;
     hilock_options_init(&o, HILOCK_OPTIONS_VERSION);
+    o.replica_ack = replica_ack;
     if (watchdog_ms)
         o.watchdog_lease_ms = watchdog_ms;
     /* a loaded 2-core machine can take over a second to ack a write */
@@ -189,6 +191,11 @@ static hilock_client *open_client(const char *u, int64_t watchdog_ms)
     if (rc)
         fprintf(stderr, "open %s: %s\n", u, err);
     return c;
+}
+
+static hilock_client *open_client(const char *u, int64_t watchdog_ms)
+{
+    return open_client_ack(u, watchdog_ms, 0);
 }
 
 static long long stat_calls(const th_redis *r, const char *cmd)
@@ -818,6 +825,118 @@ static void t_async_sentinel_failure_named(void)
     lone_sentinel_stop(pid, dir, conf);
 }
 
+/* ---- the watch connection accepted and never answered again ---- */
+
+/* Clients subscribed to something on sentinel i (CLIENT LIST's sub=1). */
+static int sentinel_subscribers(int i)
+{
+    redisContext *c = connect_port(sent[i].port);
+    if (!c)
+        return -1;
+    redisReply *r = redisCommand(c, "CLIENT LIST");
+    int n = 0;
+    if (r && r->type == REDIS_REPLY_STRING)
+        for (const char *p = r->str; (p = strstr(p, " sub=1 ")); p++)
+            n++;
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+static int failover_taken_by(void *arg)
+{
+    redisContext *s = connect_port(sent[*(int *)arg].port);
+    if (!s)
+        return 0;
+    redisReply *r = redisCommand(s, "SENTINEL FAILOVER hm");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r)
+        freeReplyObject(r);
+    redisFree(s);
+    if (!ok)
+        th_sleep_ms(50);
+    return ok;
+}
+
+/* The sentinel hilock_async watches for +switch-master keeps the
+ * connection open and stops answering (paused: SIGSTOP, after the watch
+ * subscribed there); then a failover by the other sentinels, and the
+ * unlock of a lock the async client waits for, on the new master. The
+ * watch must find its connection silent with the session's liveness rule
+ * (a PING unanswered in time: the next sentinel watched, the master asked
+ * again) and follow: the waiter listens again on the new master and is
+ * granted at once. A deaf watch left the waiter on the old master until
+ * the sentinels demoted it. Runs after t_new_master_without_replicas:
+ * `master` is the master, `replica` its replica. */
+static void t_async_silent_watch(void)
+{
+    char url_b[256];
+    snprintf(url_b, sizeof url_b, "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/hm", sent[1].port,
+             sent[2].port); /* the holder watches elsewhere */
+    CU_ASSERT_FATAL(th_wait_for(sentinels_see_replica, NULL, 20000));
+    int subs0 = sentinel_subscribers(0);
+    /* no replica acknowledgement: the new master has none until the old
+     * one is demoted, which is what a deaf watch waited for */
+    hilock_client *b = open_client_ack(url_b, 0, -1), *c = open_client_ack(url, 0, -1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    hilock_lock *lb = NULL, *l = NULL;
+    CU_ASSERT_FATAL(hilock_lock_new(&lb, b, "silent-watch") == 0);
+    CU_ASSERT_FATAL(hilock_lock_new(&l, c, "silent-watch") == 0);
+    CU_ASSERT_EQUAL_FATAL(hilock_lock_acquire(lb, 0, 0), 0); /* watchdog: 30 s */
+    hilock_async *a = new_async();
+    res r = {0};
+    CU_ASSERT_EQUAL(hilock_async_acquire(a, l, 1, 25000, 10000, on_done, &r), 0);
+    /* the waiter listens on the master; sentinel 0 is watched by c's
+     * blocking watcher and by the async client (the first sentinel) */
+    int64_t end = th_now_ms() + 10000;
+    while (th_now_ms() < end &&
+           (th_redis_numsub(&master, "redisson_lock__channel:{silent-watch}") < 1 ||
+            sentinel_subscribers(0) < subs0 + 2))
+        run_for(a, 20);
+    CU_ASSERT_FATAL(th_redis_numsub(&master, "redisson_lock__channel:{silent-watch}") >= 1);
+    CU_ASSERT_FATAL(sentinel_subscribers(0) >= subs0 + 2);
+    kill(sent[0].pid, SIGSTOP);
+    int one = 1;
+    int ok = th_wait_for(failover_taken_by, &one, 20000);
+    end = th_now_ms() + 20000;
+    while (ok && (sentinel_master_port(1) != replica.port || sentinel_master_port(2) != replica.port))
+        if (th_now_ms() > end)
+            ok = 0;
+        else
+            run_for(a, 50);
+    /* the unlock on the new master, by a client that asks the sentinels now */
+    hilock_client *d = ok ? open_client_ack(url_b, 0, -1) : NULL;
+    hilock_lock *ld = NULL;
+    int deleted = 0;
+    int64_t released_at = th_now_ms();
+    ok = ok && d && hilock_lock_new(&ld, d, "silent-watch") == 0 &&
+         hilock_lock_force_unlock(&deleted, ld) == 0 && deleted == 1;
+    if (ok)
+        run_until(a, &r, 1, 25000);
+    kill(sent[0].pid, SIGCONT);
+    CU_ASSERT_FATAL(ok);
+    CU_ASSERT_EQUAL(r.n, 1);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    fprintf(stderr, "async waiter granted %lld ms after the unlock on the new master (%s)\n",
+            (long long)(r.at - released_at), r.rc ? r.err : "ok");
+    /* with a deaf watch: once the sentinels had demoted the old master */
+    CU_ASSERT(r.n == 1 && r.at - released_at < 5000);
+    if (r.n == 1 && r.rc == 0) {
+        memset(&r, 0, sizeof r);
+        CU_ASSERT_EQUAL(hilock_async_release(a, l, 1, on_done, &r), 0);
+        CU_ASSERT(run_until(a, &r, 1, 5000) && r.rc == 0);
+    }
+    free_async(a);
+    hilock_lock_free(l);
+    hilock_lock_free(lb);
+    hilock_lock_free(ld);
+    hilock_client_close(c);
+    hilock_client_close(b);
+    hilock_client_close(d);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -837,6 +956,8 @@ int main(void)
     CU_add_test(s, "failover while held and waited on", t_failover);
     CU_add_test(s, "a new master without replicas: grants not acknowledged",
                 t_new_master_without_replicas);
+    CU_add_test(s, "non-blocking API: the watched sentinel goes silent, the failover is followed",
+                t_async_silent_watch);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

@@ -1133,6 +1133,11 @@ static void conn_close(as_conn *k)
         redisAsyncFree(k->ac);
 }
 
+void hl_as_conn_close(as_conn *k)
+{
+    conn_close(k);
+}
+
 void hl_as_conn_detach(as_conn *k)
 {
     conn_unhook(k);

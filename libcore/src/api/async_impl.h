@@ -158,6 +158,7 @@ struct as_link {
     as_node *watch;        /* the sentinel watched (its sub connection) */
     int watch_next;        /* the next sentinel to watch */
     int64_t watch_at;      /* (re)subscribe then when not watching; -1 */
+    int watch_ask;         /* the watch (re)subscribed: ask for the master now */
     uint64_t read_gen;     /* run_timers pass that last read its pub/sub
                               connections (a PING's answer may wait there) */
     int64_t observe_at;    /* holds of this link whose channel subscription
@@ -361,6 +362,8 @@ HL_HIDDEN void hl_as_feed_error(as_op *op, int code);
 /* Stop using k for new commands; it closes once its replies are in (a
  * pub/sub connection takes its subscriptions along). */
 HL_HIDDEN void hl_as_conn_detach(as_conn *k);
+/* Close k now (its pending requests fail), outside hiredis callbacks. */
+HL_HIDDEN void hl_as_conn_close(as_conn *k);
 /* Every channel of n moved or is gone: its waiters subscribe again. */
 HL_HIDDEN void hl_as_chans_drop(as_node *n);
 

@@ -222,15 +222,21 @@ static void probe_next(as_link *lk)
     resolve_done(lk, 0);
 }
 
-static void resolve_start(as_link *lk)
+/* Ask the topology, sentinel: from sentinel first on. */
+static void resolve_start_at(as_link *lk, int first)
 {
     if (lk->resolving)
         return;
     lk->resolving = 1;
-    lk->probe_next = 0;
+    lk->probe_next = first;
     lk->probe_known = lk->mode == HL_MODE_CLUSTER ? lk->nnodes : 0;
     lk->errmsg[0] = 0;
     probe_next(lk);
+}
+
+static void resolve_start(as_link *lk)
+{
+    resolve_start_at(lk, 0);
 }
 
 void hl_as_probe_reply(as_link *lk, redisReply *r, int timed_out)
@@ -351,12 +357,14 @@ static void watch_cb(redisAsyncContext *ac, void *reply, void *priv)
             freeReplyObject(r);
         return;
     }
+    hl_sublive_heard(&lk->watch->live, hl_as_now()); /* any frame: it delivers */
     hl_ps_event ev;
     hl_decode_pubsub(r, &ev);
     char host[256];
     int port = 0;
     if (ev.type == HL_PS_SUBSCRIBE) {
         lk->stale = 1; /* a switch may have come while nobody listened */
+        lk->watch_ask = 1; /* asked now (hl_as_route_work), not at the next call */
     } else if (hl_decode_switch_master(r, lk->client->t.ep.master_name, host, sizeof host,
                                        &port)) {
         snprintf(lk->switch_host, sizeof lk->switch_host, "%s", host);
@@ -371,6 +379,43 @@ static int watching(const as_link *lk)
     return k && k->ac && !(k->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING));
 }
 
+/* The answer to the watch's liveness PING (["pong", ""] while subscribed). */
+static void watch_ping_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    as_conn *k = ac->data;
+    as_link *lk = priv;
+    if (reply && k && !k->a->closing && k->node && k->node == lk->watch)
+        hl_sublive_heard(&lk->watch->live, hl_as_now());
+    if (reply)
+        freeReplyObject(reply);
+}
+
+/* The session's liveness rule on the watch connection (hl_sublive, as on
+ * the lock subscriptions): a sentinel, or a proxy in front of it, that
+ * keeps the connection open and stops answering would leave the client
+ * deaf to failovers. A PING when nothing was heard for an interval (the
+ * SUBSCRIBE's answer included); unanswered as long again, the connection is
+ * closed and the next sentinel watched at once (whose SUBSCRIBE's answer
+ * has the master asked again: a switch may have been missed). */
+static void watch_live_tick(as_link *lk, int64_t now)
+{
+    as_node *nd = lk->watch;
+    as_conn *k = nd->sub;
+    int due = hl_sublive_due(&nd->live, now);
+    if (due & HL_SUBLIVE_RESET) {
+        hl_as_conn_close(k);
+        lk->watch_at = now;
+    } else if (due & HL_SUBLIVE_PING) {
+        hl_cmd ping;
+        hl_cmd_ping(&ping);
+        if (redisAsyncCommandArgv(k->ac, watch_ping_cb, lk, ping.argc, ping.argv, ping.argvlen) !=
+            REDIS_OK) {
+            hl_as_conn_close(k);
+            lk->watch_at = now;
+        }
+    }
+}
+
 static void watch_start(as_link *lk, int64_t now)
 {
     const hl_endpoint *ep = &lk->client->t.ep;
@@ -383,8 +428,10 @@ static void watch_start(as_link *lk, int64_t now)
         return;
     hl_cmd cmd;
     hl_cmd_sentinel_watch(&cmd);
-    if (redisAsyncCommandArgv(k->ac, watch_cb, lk, cmd.argc, cmd.argv, cmd.argvlen) == REDIS_OK)
+    if (redisAsyncCommandArgv(k->ac, watch_cb, lk, cmd.argc, cmd.argv, cmd.argvlen) == REDIS_OK) {
         lk->watch = nd;
+        hl_sublive_opened(&nd->live, now); /* not known alive until answered */
+    }
 }
 
 /* ---- the driver's calls ---- */
@@ -401,6 +448,19 @@ void hl_as_route_work(hilock_async *a)
                     lk->known = 1;
                     lk->stale = 0;
                 }
+            }
+            if (lk->watch_ask) {
+                /* the master known before: asked again at once, so that a
+                 * waiter or a hold on a master that was switched meanwhile
+                 * moves now (unknown: the first call asks) */
+                lk->watch_ask = 0;
+                if (lk->known && !lk->resolving && lk->client->t.ep.nseeds > 0)
+                    resolve_start_at(lk, (lk->watch_next - 1) % lk->client->t.ep.nseeds);
+            }
+            if (watching(lk)) {
+                if (now < 0)
+                    now = hl_as_now();
+                watch_live_tick(lk, now);
             }
             if (!watching(lk)) {
                 if (now < 0)
@@ -422,11 +482,16 @@ int64_t hl_as_route_next_at(hilock_async *a)
 {
     int64_t at = -1;
     for (as_link *lk = a->links; lk; lk = lk->next) {
-        if (lk->probe_ready || lk->switch_port > 0)
+        if (lk->probe_ready || lk->switch_port > 0 || lk->watch_ask)
             return hl_as_now();
         if (lk->mode == HL_MODE_SENTINEL && !watching(lk) && lk->watch_at >= 0 &&
             (at < 0 || lk->watch_at < at))
             at = lk->watch_at;
+        if (lk->mode == HL_MODE_SENTINEL && watching(lk)) {
+            int64_t live = hl_sublive_next(&lk->watch->live);
+            if (live >= 0 && (at < 0 || live < at))
+                at = live;
+        }
     }
     return at;
 }
