@@ -1646,6 +1646,14 @@ class Client(_E.ClientBase):  # type: ignore[misc]
                     self._master_at = 0
                     live.opened(_mono_ms())
                     live.heard(_mono_ms())  # the SUBSCRIBE's answer
+                    if self._master is not None:
+                        # asked now (as libcore's watcher), of this sentinel
+                        # first (it answers): waiters on a master switched
+                        # meanwhile listen again now, not at the demotion
+                        try:
+                            await self._master_addr_from((i - 1) % len(seeds))
+                        except Error:
+                            pass
                     while not closed.done() and not self._closed:
                         due = live.due(_mono_ms())
                         if due & _E.SUBLIVE_RESET:
