@@ -9,7 +9,8 @@
 -- or -1 = not owner. Only the first live waiter is woken. The answer stays in
 -- the latch when the release changed something: a retried release (its first
 -- reply was lost) returns it again ("not owner" and "already gone" answer the
--- same without it). Wake-up before delete, and the order of writes that keeps
+-- same without it under the owner's latch). A request's own latch (no seq: a
+-- settle's undo) keeps those answers too, as unlock.lua. Wake-up before delete, and the order of writes that keeps
 -- a release working out of memory (no memory-growing write first): as
 -- unlock.lua.
 -- Only the lock is a KEY, as in unlock.lua: during a cluster slot migration
@@ -78,10 +79,16 @@ end
 
 if redis.call('exists', KEYS[1]) == 0 then
     wake_head()
+    if not seq then
+        redis.pcall('set', ARGV[4], 0, 'px', ARGV[9])
+    end
     return 0
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[7]))
 if not holds then
+    if not seq then
+        redis.pcall('set', ARGV[4], -1, 'px', ARGV[9])
+    end
     return -1
 end
 if holds > 1 then

@@ -23,8 +23,12 @@
 -- written nothing yet, so each path writes first with a command that cannot
 -- grow it (PEXPIRE, DEL) and the latch comes after. (A "#!lua flags=allow-oom"
 -- line would do the same but costs the server about a tenth more per pair.)
--- The latch is written only when something changed: "not owner" sent again
--- answers the same without it.
+-- With the owner's latch (a seq) it is written only when something changed:
+-- "not owner" sent again answers the same without it, and a copy that comes
+-- after a later grant is refused by the grant's number. A request's own
+-- latch (no seq: a settle's undo) keeps every answer, "not owner" too: a
+-- copy of the request that comes after the owner was granted again must
+-- answer from it, not release that new hold.
 -- The wake-up is published before anything changes: a PUBLISH refused by the
 -- server's ACL aborts the script with nothing released, instead of deleting
 -- the lock and then failing.
@@ -46,6 +50,9 @@ if type(earlier) == 'string' then
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[5]))
 if not holds then
+    if not seq then
+        redis.pcall('set', ARGV[2], -1, 'px', ARGV[6])
+    end
     return -1
 end
 local left = holds - 1

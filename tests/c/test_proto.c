@@ -393,6 +393,48 @@ static int run_settle(redisContext *ctx, const char *arg)
     return granted;
 }
 
+/* A settle's undo (a release under its request's own latch, no seq) that
+ * found nothing to release, then a copy of it that comes after the owner
+ * was granted the lock again: the copy answers from the latch and the new
+ * hold stays (simulator seed 441493875: the copy released it, and another
+ * client was granted the lock with the owner not told). */
+static void t_undo_late_copy(void)
+{
+    redisContext *ctx = th_redis_connect(&srv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    const hilock_kind kinds[] = {HILOCK_KIND_REENTRANT, HILOCK_KIND_FAIR};
+    const char *names[] = {"undo-copy:r", "undo-copy:f"};
+    for (int k = 0; k < 2; k++) {
+        hl_names n;
+        CU_ASSERT_EQUAL_FATAL(hl_names_init(&n, names[k]), 0);
+        char latch[128];
+        snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:cid-undo:5", names[k]);
+        hl_cmd u, a;
+        memset(&u, 0, sizeof u);
+        hl_cmd_release(&u, kinds[k], &n, OWNER, 20000, latch, 60000);
+        redisReply *r = run_cmd(ctx, &u); /* the grant it undoes had expired */
+        CU_ASSERT(r && r->type == REDIS_REPLY_INTEGER);
+        long long first = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -9;
+        freeReplyObject(r);
+        memset(&a, 0, sizeof a);
+        hl_cmd_acquire(&a, kinds[k], &n, OWNER, 20000, -1); /* the owner's next grant */
+        hl_acquire_result ar;
+        r = run_cmd(ctx, &a);
+        CU_ASSERT(hl_decode_acquire_kind(kinds[k], r, &ar) == 0 && ar.acquired == 1);
+        freeReplyObject(r);
+        memset(&u, 0, sizeof u);
+        hl_cmd_release(&u, kinds[k], &n, OWNER, 20000, latch, 60000);
+        r = run_cmd(ctx, &u); /* the undo's late copy */
+        CU_ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == first);
+        freeReplyObject(r);
+        CU_ASSERT_EQUAL(th_redis_int(&srv, "HGET %s %s", names[k], OWNER), 1);
+        CU_ASSERT(th_redis_int(&srv, "PTTL %s", latch) > 50000);
+        th_redis_int(&srv, "DEL %s %s", names[k], latch);
+        hl_names_free(&n);
+    }
+    redisFree(ctx);
+}
+
 static void t_cmd_roundtrip(void)
 {
     redisContext *ctx = th_redis_connect(&srv);
@@ -1555,6 +1597,7 @@ int main(void)
         return 2;
     CU_pSuite s = CU_add_suite("proto", init_names, clean_names);
     CU_add_test(s, "companion names", t_companion);
+    CU_add_test(s, "a settle's undo: a late copy leaves the next hold", t_undo_late_copy);
     CU_add_test(s, "lock names", t_names);
     CU_add_test(s, "owner string", t_owner);
     CU_add_test(s, "wait channel", t_wait_channel);

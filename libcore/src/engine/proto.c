@@ -982,8 +982,11 @@ hl_action hl_acquire_next(hl_acquire *a, int64_t now_ms)
                 hl_cmd_to_eval(&a->cmd);
             return HL_ACT_SEND;
         case ST_UNDO:
+            /* its latch outlives any copy of it still on its way (as the
+             * settle machine's undo) */
             hl_cmd_release(&a->cmd, a->kind, a->names, a->owner, a->lease_ms, a->undo_latch,
-                           a->latch_ttl_ms);
+                           a->latch_ttl_ms > HL_SETTLE_MAX_MS ? a->latch_ttl_ms
+                                                              : HL_SETTLE_MAX_MS);
             if (a->settle_eval)
                 hl_cmd_to_eval(&a->cmd);
             return HL_ACT_SEND;

@@ -341,7 +341,12 @@ int hl_settle_init(hl_settle *s, const hl_cmd *attempt, const char *publish,
         hl_settle_free(s);
         return bad ? HILOCK_EINVAL : rc;
     }
+    /* the undo's latch outlives any copy of the undo still on its way (it
+     * is sent again on a new connection when its reply is late): a copy
+     * that came after the owner's next grant would release that hold */
     s->latch_ttl_ms = hl_latch_ttl(command_timeout_ms);
+    if (s->latch_ttl_ms < HL_SETTLE_MAX_MS)
+        s->latch_ttl_ms = HL_SETTLE_MAX_MS;
     s->give_up_at = s->wake_at = now_ms + HL_SETTLE_MAX_MS;
     /* the attempt's reply is already a command timeout late: it gets one
      * more, then its connection counts as dead (a link that accepts and
